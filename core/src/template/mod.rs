@@ -1,0 +1,101 @@
+//! The CloudFormation template language: parsing (JSON and YAML), the template
+//! model with its structural validation, parameters, and evaluation of intrinsic
+//! functions and conditions.
+//!
+//! Nothing here does I/O or knows about providers beyond the schema lookup it is
+//! handed; evaluation of resource references goes through [`eval::Resolver`].
+
+pub mod cidr;
+pub mod eval;
+pub mod model;
+pub mod parameters;
+pub mod source;
+pub mod yaml;
+
+#[cfg(test)]
+mod eval_tests;
+
+use std::fmt;
+
+pub use eval::{Evaluated, Evaluator, Resolver, StackContext};
+pub use model::{Output, Resource, Template};
+pub use parameters::{ParameterDecl, ParameterType, ParameterValues};
+pub use source::{Location, SourceMap};
+
+/// A template that cannot be parsed, validated or evaluated. `message` uses
+/// CloudFormation's text where it has one; `path` is the JSON pointer of the node
+/// concerned and `location` its line/column in a YAML source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TemplateError {
+    message: String,
+    path: String,
+    location: Option<Location>,
+}
+
+impl TemplateError {
+    pub fn new(message: impl Into<String>) -> Self {
+        TemplateError {
+            message: message.into(),
+            path: String::new(),
+            location: None,
+        }
+    }
+
+    pub fn format_at(message: String, path: String, location: Option<Location>) -> Self {
+        TemplateError {
+            message,
+            path,
+            location,
+        }
+    }
+
+    /// Attaches the JSON pointer of the node concerned (if none is set yet).
+    pub fn at(mut self, path: &str) -> Self {
+        if self.path.is_empty() {
+            self.path = path.to_string();
+        }
+        self
+    }
+
+    /// Fills in the line/column from a source map (YAML templates).
+    pub fn locate(mut self, map: &SourceMap) -> Self {
+        if self.location.is_none() && !self.path.is_empty() {
+            self.location = map.get(&self.path);
+        }
+        self
+    }
+
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+    pub fn location(&self) -> Option<Location> {
+        self.location
+    }
+}
+
+impl fmt::Display for TemplateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)?;
+        match (self.path.is_empty(), self.location) {
+            (true, None) => Ok(()),
+            (true, Some(l)) => write!(f, " (at {l})"),
+            (false, None) => write!(f, " (at {})", self.path),
+            (false, Some(l)) => write!(f, " (at {}, {l})", self.path),
+        }
+    }
+}
+
+impl std::error::Error for TemplateError {}
+
+/// `Template format error: …`
+pub fn format_error(msg: impl fmt::Display) -> TemplateError {
+    TemplateError::new(format!("Template format error: {msg}"))
+}
+
+/// `Template error: …` (CloudFormation's prefix for intrinsic-function misuse).
+pub fn template_error(msg: impl fmt::Display) -> TemplateError {
+    TemplateError::new(format!("Template error: {msg}"))
+}

@@ -1,0 +1,512 @@
+//! The template's sections, checked for structure. Values inside properties,
+//! outputs and conditions stay JSON (long form) until evaluation.
+
+use serde_json::{Map, Value};
+
+use super::parameters::ParameterDecl;
+use super::source::{child, SourceMap};
+use super::{format_error, yaml, TemplateError};
+
+const SECTIONS: &[&str] = &[
+    "AWSTemplateFormatVersion",
+    "Description",
+    "Metadata",
+    "Parameters",
+    "Mappings",
+    "Conditions",
+    "Resources",
+    "Outputs",
+    "Transform",
+    "Rules",
+];
+
+const RESOURCE_ATTRIBUTES: &[&str] = &[
+    "Type",
+    "Properties",
+    "DependsOn",
+    "Metadata",
+    "Condition",
+    "DeletionPolicy",
+    "UpdateReplacePolicy",
+    "CreationPolicy",
+    "UpdatePolicy",
+];
+
+/// One entry of the Resources section.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resource {
+    pub logical_id: String,
+    pub type_name: String,
+    /// The Properties object, intrinsics unevaluated.
+    pub properties: Map<String, Value>,
+    pub depends_on: Vec<String>,
+    pub condition: Option<String>,
+    pub metadata: Option<Value>,
+    pub deletion_policy: Option<Value>,
+    pub update_replace_policy: Option<Value>,
+    pub creation_policy: Option<Value>,
+    pub update_policy: Option<Value>,
+}
+
+/// One entry of the Outputs section.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Output {
+    pub name: String,
+    pub value: Value,
+    pub description: Option<String>,
+    pub condition: Option<String>,
+    /// `Export: {Name: …}`, unevaluated.
+    pub export_name: Option<Value>,
+}
+
+/// A parsed, structurally valid template.
+#[derive(Debug, Clone)]
+pub struct Template {
+    pub format_version: Option<String>,
+    pub description: Option<String>,
+    pub metadata: Option<Value>,
+    pub parameters: Vec<ParameterDecl>,
+    pub mappings: Map<String, Value>,
+    pub conditions: Map<String, Value>,
+    pub resources: Vec<Resource>,
+    pub outputs: Vec<Output>,
+    /// The whole template in JSON long form (what `cairn template` shows).
+    pub body: Value,
+    pub source_map: SourceMap,
+}
+
+fn is_alphanumeric_id(s: &str) -> bool {
+    !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric())
+}
+
+fn string_of(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+impl Template {
+    /// Parses a JSON or YAML template (JSON when the text starts with `{`).
+    pub fn parse(text: &str) -> Result<Template, TemplateError> {
+        let (body, source_map) = if text.trim_start().starts_with('{') {
+            let v: Value = serde_json::from_str(text).map_err(|e| {
+                format_error(format!(
+                    "JSON not well-formed. {e} (line {}, column {})",
+                    e.line(),
+                    e.column()
+                ))
+            })?;
+            (v, SourceMap::default())
+        } else {
+            yaml::parse(text)?
+        };
+        Self::from_value(body, source_map)
+    }
+
+    /// Builds a template from its JSON long form.
+    pub fn from_value(body: Value, source_map: SourceMap) -> Result<Template, TemplateError> {
+        Self::build(&body, &source_map)
+            .map(|mut t| {
+                t.body = body.clone();
+                t.source_map = source_map.clone();
+                t
+            })
+            .map_err(|e| e.locate(&source_map))
+    }
+
+    fn build(body: &Value, source_map: &SourceMap) -> Result<Template, TemplateError> {
+        let Value::Object(top) = body else {
+            return Err(format_error("a template must be a JSON or YAML object"));
+        };
+        let invalid: Vec<&str> = top
+            .keys()
+            .map(String::as_str)
+            .filter(|k| !SECTIONS.contains(k))
+            .collect();
+        if !invalid.is_empty() {
+            return Err(format_error(format!(
+                "Invalid template property or properties [{}]",
+                invalid.join(", ")
+            )));
+        }
+        for unsupported in ["Transform", "Rules"] {
+            if top.contains_key(unsupported) {
+                return Err(format_error(format!(
+                    "{unsupported} is not supported by Cairn; remove the {unsupported} section (expand macros such as AWS::Serverless before deploying)"
+                ))
+                .at(&format!("/{unsupported}")));
+            }
+        }
+        let format_version = match top.get("AWSTemplateFormatVersion") {
+            None => None,
+            Some(v) => {
+                let s = string_of(v).unwrap_or_default();
+                if s != "2010-09-09" {
+                    return Err(format_error(format!(
+                        "Unsupported AWSTemplateFormatVersion '{s}'; the only valid version is 2010-09-09"
+                    ))
+                    .at("/AWSTemplateFormatVersion"));
+                }
+                Some(s)
+            }
+        };
+        let description = match top.get("Description") {
+            None => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(_) => return Err(format_error("Description must be a string").at("/Description")),
+        };
+        let section = |name: &str| -> Result<Map<String, Value>, TemplateError> {
+            match top.get(name) {
+                None | Some(Value::Null) => Ok(Map::new()),
+                Some(Value::Object(m)) => Ok(m.clone()),
+                Some(_) => {
+                    Err(format_error(format!("{name} must be an object")).at(&format!("/{name}")))
+                }
+            }
+        };
+
+        let mut parameters = Vec::new();
+        for (name, decl) in section("Parameters")? {
+            let path = child("/Parameters", &name);
+            if !is_alphanumeric_id(&name) {
+                return Err(
+                    format_error(format!("Parameter name {name} is non alphanumeric.")).at(&path),
+                );
+            }
+            parameters.push(ParameterDecl::parse(&name, &decl).map_err(|e| e.at(&path))?);
+        }
+
+        let mappings = section("Mappings")?;
+        for (name, m) in &mappings {
+            let path = child("/Mappings", name);
+            let Value::Object(top_keys) = m else {
+                return Err(
+                    format_error(format!("Mappings attribute [{name}] must be an object"))
+                        .at(&path),
+                );
+            };
+            for (k, second) in top_keys {
+                if !second.is_object() {
+                    return Err(format_error(format!(
+                        "Every Mappings attribute must be a map; [{name}.{k}] is not"
+                    ))
+                    .at(&child(&path, k)));
+                }
+            }
+        }
+        let conditions = section("Conditions")?;
+
+        let resources_map = section("Resources")?;
+        if resources_map.is_empty() {
+            return Err(
+                format_error("At least one Resources member must be defined.").at("/Resources"),
+            );
+        }
+        let mut resources = Vec::with_capacity(resources_map.len());
+        for (id, decl) in &resources_map {
+            let path = child("/Resources", id);
+            resources.push(Self::parse_resource(id, decl, &path)?);
+        }
+
+        let mut outputs = Vec::new();
+        for (name, decl) in section("Outputs")? {
+            let path = child("/Outputs", &name);
+            if !is_alphanumeric_id(&name) {
+                return Err(
+                    format_error(format!("Output name {name} is non alphanumeric.")).at(&path),
+                );
+            }
+            let Value::Object(o) = &decl else {
+                return Err(
+                    format_error("Every Outputs member must contain a Value object").at(&path),
+                );
+            };
+            let Some(value) = o.get("Value") else {
+                return Err(
+                    format_error("Every Outputs member must contain a Value object").at(&path),
+                );
+            };
+            for k in o.keys() {
+                if !matches!(k.as_str(), "Value" | "Description" | "Condition" | "Export") {
+                    return Err(format_error(format!("Invalid outputs property : [{k}]"))
+                        .at(&child(&path, k)));
+                }
+            }
+            let export_name = match o.get("Export") {
+                None => None,
+                Some(Value::Object(e)) => match e.get("Name") {
+                    Some(n) => Some(n.clone()),
+                    None => {
+                        return Err(format_error("Every Export member must contain a Name")
+                            .at(&child(&path, "Export")))
+                    }
+                },
+                Some(_) => {
+                    return Err(format_error("Every Export member must contain a Name")
+                        .at(&child(&path, "Export")))
+                }
+            };
+            outputs.push(Output {
+                name: name.clone(),
+                value: value.clone(),
+                description: o.get("Description").and_then(string_of),
+                condition: o.get("Condition").and_then(string_of),
+                export_name,
+            });
+        }
+
+        let t = Template {
+            format_version,
+            description,
+            metadata: top.get("Metadata").cloned(),
+            parameters,
+            mappings,
+            conditions,
+            resources,
+            outputs,
+            body: Value::Null,
+            source_map: SourceMap::default(),
+        };
+        t.check_condition_names()?;
+        let _ = source_map;
+        Ok(t)
+    }
+
+    fn parse_resource(id: &str, decl: &Value, path: &str) -> Result<Resource, TemplateError> {
+        if !is_alphanumeric_id(id) {
+            return Err(format_error(format!("Resource name {id} is non alphanumeric.")).at(path));
+        }
+        let Value::Object(r) = decl else {
+            return Err(
+                format_error("Every Resources object must contain a Type member.").at(path),
+            );
+        };
+        for k in r.keys() {
+            if !RESOURCE_ATTRIBUTES.contains(&k.as_str()) {
+                return Err(
+                    format_error(format!("Invalid template resource property '{k}'"))
+                        .at(&child(path, k)),
+                );
+            }
+        }
+        let type_name = match r.get("Type") {
+            Some(Value::String(t)) if !t.is_empty() => t.clone(),
+            Some(_) => {
+                return Err(format_error(
+                    "Every Resources object must contain a Type member of type String.",
+                )
+                .at(&child(path, "Type")))
+            }
+            None => {
+                return Err(
+                    format_error("Every Resources object must contain a Type member.").at(path),
+                )
+            }
+        };
+        let properties = match r.get("Properties") {
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(p)) => p.clone(),
+            Some(_) => {
+                return Err(
+                    format_error(format!("Properties of resource {id} must be an object"))
+                        .at(&child(path, "Properties")),
+                )
+            }
+        };
+        let depends_on = match r.get("DependsOn") {
+            None => Vec::new(),
+            Some(Value::String(s)) => vec![s.clone()],
+            Some(Value::Array(items)) => {
+                let mut out = Vec::new();
+                for (i, item) in items.iter().enumerate() {
+                    match item {
+                        Value::String(s) => out.push(s.clone()),
+                        _ => {
+                            return Err(format_error(format!(
+                                "DependsOn must be a string or a list of strings (resource {id})"
+                            ))
+                            .at(&child(&child(path, "DependsOn"), &i.to_string())))
+                        }
+                    }
+                }
+                out
+            }
+            Some(_) => {
+                return Err(format_error(format!(
+                    "DependsOn must be a string or a list of strings (resource {id})"
+                ))
+                .at(&child(path, "DependsOn")))
+            }
+        };
+        let condition = match r.get("Condition") {
+            None => None,
+            Some(Value::String(c)) => Some(c.clone()),
+            Some(_) => {
+                return Err(format_error(format!(
+                    "Condition of resource {id} must be a condition name"
+                ))
+                .at(&child(path, "Condition")))
+            }
+        };
+        for policy in ["DeletionPolicy", "UpdateReplacePolicy"] {
+            if let Some(Value::String(p)) = r.get(policy) {
+                if !matches!(
+                    p.as_str(),
+                    "Delete" | "Retain" | "Snapshot" | "RetainExceptOnCreate"
+                ) {
+                    return Err(format_error(format!(
+                        "Unrecognized {policy} {p} for resource {id}; valid values are Delete, Retain, RetainExceptOnCreate, Snapshot"
+                    ))
+                    .at(&child(path, policy)));
+                }
+            }
+        }
+        Ok(Resource {
+            logical_id: id.to_string(),
+            type_name,
+            properties,
+            depends_on,
+            condition,
+            metadata: r.get("Metadata").cloned(),
+            deletion_policy: r.get("DeletionPolicy").cloned(),
+            update_replace_policy: r.get("UpdateReplacePolicy").cloned(),
+            creation_policy: r.get("CreationPolicy").cloned(),
+            update_policy: r.get("UpdatePolicy").cloned(),
+        })
+    }
+
+    /// Every `Condition:` on a resource or output names a declared condition.
+    fn check_condition_names(&self) -> Result<(), TemplateError> {
+        for r in &self.resources {
+            if let Some(c) = &r.condition {
+                if !self.conditions.contains_key(c) {
+                    return Err(format_error(format!(
+                        "Unresolved condition dependencies [{c}] in the Resources block of the template"
+                    ))
+                    .at(&child(&child("/Resources", &r.logical_id), "Condition")));
+                }
+            }
+        }
+        for o in &self.outputs {
+            if let Some(c) = &o.condition {
+                if !self.conditions.contains_key(c) {
+                    return Err(format_error(format!(
+                        "Unresolved condition dependencies [{c}] in the Outputs block of the template"
+                    ))
+                    .at(&child(&child("/Outputs", &o.name), "Condition")));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn resource(&self, logical_id: &str) -> Option<&Resource> {
+        self.resources.iter().find(|r| r.logical_id == logical_id)
+    }
+
+    pub fn parameter(&self, name: &str) -> Option<&ParameterDecl> {
+        self.parameters.iter().find(|p| p.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> TemplateError {
+        match Template::parse(text) {
+            Ok(_) => panic!("expected an error for {text}"),
+            Err(e) => e,
+        }
+    }
+
+    #[test]
+    fn invalid_top_level_keys() {
+        let e = err("{\"Resources\": {\"A\": {\"Type\": \"T\"}}, \"a\": 1, \"b\": 2}");
+        assert_eq!(
+            e.message(),
+            "Template format error: Invalid template property or properties [a, b]"
+        );
+    }
+
+    #[test]
+    fn transform_and_rules_are_not_supported() {
+        let e = err("Transform: AWS::Serverless-2016-10-31\nResources:\n  A:\n    Type: T\n");
+        assert!(
+            e.message()
+                .starts_with("Template format error: Transform is not supported by Cairn"),
+            "{e}"
+        );
+        assert_eq!(e.location().map(|l| l.line), Some(1));
+        let e = err("{\"Rules\": {}, \"Resources\": {\"A\": {\"Type\": \"T\"}}}");
+        assert!(
+            e.message()
+                .starts_with("Template format error: Rules is not supported"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn resources_are_required_and_typed() {
+        assert_eq!(
+            err("Description: x\n").message(),
+            "Template format error: At least one Resources member must be defined."
+        );
+        let e = err("Resources:\n  A:\n    Properties: {}\n");
+        assert_eq!(
+            e.message(),
+            "Template format error: Every Resources object must contain a Type member."
+        );
+        assert_eq!(e.path(), "/Resources/A");
+        assert_eq!(e.to_string(), "Template format error: Every Resources object must contain a Type member. (at /Resources/A, line 3, column 5)");
+        assert_eq!(
+            err("Resources:\n  A-1:\n    Type: T\n").message(),
+            "Template format error: Resource name A-1 is non alphanumeric."
+        );
+        assert_eq!(
+            err("Resources:\n  A:\n    Type: T\n    Bogus: 1\n").message(),
+            "Template format error: Invalid template resource property 'Bogus'"
+        );
+    }
+
+    #[test]
+    fn outputs_need_values() {
+        let e = err("Resources:\n  A:\n    Type: T\nOutputs:\n  O:\n    Description: x\n");
+        assert_eq!(
+            e.message(),
+            "Template format error: Every Outputs member must contain a Value object"
+        );
+    }
+
+    #[test]
+    fn unknown_condition_on_resource() {
+        let e = err("Resources:\n  A:\n    Type: T\n    Condition: Nope\n");
+        assert_eq!(e.message(), "Template format error: Unresolved condition dependencies [Nope] in the Resources block of the template");
+    }
+
+    #[test]
+    fn sections_are_read() {
+        let t = Template::parse(
+            "AWSTemplateFormatVersion: '2010-09-09'\nDescription: demo\nResources:\n  A:\n    Type: T\n    DependsOn: B\n    Properties: {X: 1}\n  B:\n    Type: T\n    DependsOn: [A]\nOutputs:\n  O:\n    Value: !Ref A\n    Export: {Name: e}\n",
+        )
+        .unwrap();
+        assert_eq!(t.description.as_deref(), Some("demo"));
+        assert_eq!(t.resources.len(), 2);
+        assert_eq!(t.resources[0].depends_on, vec!["B"]);
+        assert_eq!(t.resources[1].depends_on, vec!["A"]);
+        assert_eq!(t.outputs[0].export_name, Some(Value::String("e".into())));
+    }
+
+    #[test]
+    fn bad_json_says_where() {
+        let e = err("{\"Resources\": ");
+        assert!(
+            e.message()
+                .starts_with("Template format error: JSON not well-formed."),
+            "{e}"
+        );
+    }
+}

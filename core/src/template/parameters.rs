@@ -1,0 +1,486 @@
+//! Template parameters: declarations, the values a stack operation supplies, and
+//! CloudFormation's constraint checks with its error texts.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+
+use super::{format_error, TemplateError};
+
+/// What `NoEcho` parameters are shown as.
+pub const MASK: &str = "****";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ParameterType {
+    String,
+    Number,
+    ListNumber,
+    CommaDelimitedList,
+    /// An AWS-specific or SSM type (`AWS::EC2::KeyPair::KeyName`,
+    /// `AWS::SSM::Parameter::Value<String>`, …), accepted as a plain string.
+    AwsString(String),
+    /// `List<AWS::…>`, accepted as a comma-delimited list.
+    AwsList(String),
+}
+
+impl ParameterType {
+    fn parse(s: &str) -> Option<ParameterType> {
+        Some(match s {
+            "String" => ParameterType::String,
+            "Number" => ParameterType::Number,
+            "List<Number>" => ParameterType::ListNumber,
+            "CommaDelimitedList" => ParameterType::CommaDelimitedList,
+            t if t.starts_with("List<AWS::") && t.ends_with('>') => {
+                ParameterType::AwsList(t.into())
+            }
+            t if t.starts_with("AWS::SSM::Parameter::Value<List<") => {
+                ParameterType::AwsList(t.into())
+            }
+            t if t.starts_with("AWS::") => ParameterType::AwsString(t.into()),
+            _ => return None,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        match self {
+            ParameterType::String => "String",
+            ParameterType::Number => "Number",
+            ParameterType::ListNumber => "List<Number>",
+            ParameterType::CommaDelimitedList => "CommaDelimitedList",
+            ParameterType::AwsString(t) | ParameterType::AwsList(t) => t,
+        }
+    }
+
+    pub fn is_list(&self) -> bool {
+        matches!(
+            self,
+            ParameterType::ListNumber
+                | ParameterType::CommaDelimitedList
+                | ParameterType::AwsList(_)
+        )
+    }
+}
+
+/// One entry of the Parameters section.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParameterDecl {
+    pub name: String,
+    pub ty: ParameterType,
+    pub default: Option<String>,
+    pub description: Option<String>,
+    pub allowed_values: Vec<String>,
+    pub allowed_pattern: Option<String>,
+    pub min_length: Option<u64>,
+    pub max_length: Option<u64>,
+    pub min_value: Option<f64>,
+    pub max_value: Option<f64>,
+    pub no_echo: bool,
+    pub constraint_description: Option<String>,
+}
+
+fn scalar_text(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+const PARAMETER_KEYS: &[&str] = &[
+    "Type",
+    "Default",
+    "Description",
+    "AllowedValues",
+    "AllowedPattern",
+    "MinLength",
+    "MaxLength",
+    "MinValue",
+    "MaxValue",
+    "NoEcho",
+    "ConstraintDescription",
+];
+
+impl ParameterDecl {
+    pub fn parse(name: &str, decl: &Value) -> Result<ParameterDecl, TemplateError> {
+        let Value::Object(d) = decl else {
+            return Err(format_error(
+                "Every Parameters object must contain a Type member.",
+            ));
+        };
+        if let Some(k) = d.keys().find(|k| !PARAMETER_KEYS.contains(&k.as_str())) {
+            return Err(format_error(format!(
+                "Invalid template parameter property '{k}'"
+            )));
+        }
+        let ty_text = match d.get("Type") {
+            Some(Value::String(t)) => t.clone(),
+            _ => {
+                return Err(format_error(
+                    "Every Parameters object must contain a Type member.",
+                ))
+            }
+        };
+        let ty = ParameterType::parse(&ty_text)
+            .ok_or_else(|| format_error(format!("Unrecognized parameter type: {ty_text}")))?;
+        let number = |key: &str| -> Result<Option<f64>, TemplateError> {
+            match d.get(key) {
+                None => Ok(None),
+                Some(v) => scalar_text(v)
+                    .and_then(|s| s.parse::<f64>().ok())
+                    .map(Some)
+                    .ok_or_else(|| {
+                        format_error(format!("{key} of parameter {name} must be a number"))
+                    }),
+            }
+        };
+        let count = |key: &str| -> Result<Option<u64>, TemplateError> {
+            match number(key)? {
+                None => Ok(None),
+                Some(f) if f >= 0.0 && f.fract() == 0.0 => Ok(Some(f as u64)),
+                Some(_) => Err(format_error(format!(
+                    "{key} of parameter {name} must be a non-negative integer"
+                ))),
+            }
+        };
+        let allowed_values = match d.get("AllowedValues") {
+            None => Vec::new(),
+            Some(Value::Array(a)) => a
+                .iter()
+                .map(|v| {
+                    scalar_text(v).ok_or_else(|| {
+                        format_error(format!(
+                            "AllowedValues of parameter {name} must be a list of strings"
+                        ))
+                    })
+                })
+                .collect::<Result<_, _>>()?,
+            Some(_) => {
+                return Err(format_error(format!(
+                    "AllowedValues of parameter {name} must be a list"
+                )))
+            }
+        };
+        let allowed_pattern = d.get("AllowedPattern").and_then(scalar_text);
+        if let Some(p) = &allowed_pattern {
+            regex::Regex::new(p).map_err(|e| {
+                format_error(format!(
+                    "AllowedPattern of parameter {name} is not a valid regular expression: {e}"
+                ))
+            })?;
+        }
+        let default = match d.get("Default") {
+            None => None,
+            Some(Value::Array(a)) if ty.is_list() => Some(
+                a.iter()
+                    .filter_map(scalar_text)
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ),
+            Some(v) => Some(scalar_text(v).ok_or_else(|| {
+                format_error(format!("Default of parameter {name} must be a string"))
+            })?),
+        };
+        let no_echo = match d.get("NoEcho") {
+            None => false,
+            Some(Value::Bool(b)) => *b,
+            Some(Value::String(s)) => s.eq_ignore_ascii_case("true"),
+            Some(_) => false,
+        };
+        Ok(ParameterDecl {
+            name: name.to_string(),
+            ty,
+            default,
+            description: d.get("Description").and_then(scalar_text),
+            allowed_values,
+            allowed_pattern,
+            min_length: count("MinLength")?,
+            max_length: count("MaxLength")?,
+            min_value: number("MinValue")?,
+            max_value: number("MaxValue")?,
+            no_echo,
+            constraint_description: d.get("ConstraintDescription").and_then(scalar_text),
+        })
+    }
+
+    /// Checks a supplied value and returns what `Ref` yields: a string, or a list
+    /// of strings for list types. Number parameters keep their text (`1000.0`).
+    pub fn check(&self, raw: &str) -> Result<Value, TemplateError> {
+        let fail = |default_msg: String| -> TemplateError {
+            match &self.constraint_description {
+                Some(d) => TemplateError::new(format!(
+                    "Parameter '{}' failed to satisfy constraint: {d}",
+                    self.name
+                )),
+                None => TemplateError::new(default_msg),
+            }
+        };
+        let items: Vec<&str> = if self.ty.is_list() {
+            if raw.is_empty() {
+                Vec::new()
+            } else {
+                raw.split(',').collect()
+            }
+        } else {
+            vec![raw]
+        };
+        for item in &items {
+            let numeric = matches!(self.ty, ParameterType::Number | ParameterType::ListNumber);
+            if numeric {
+                let n: f64 = item.trim().parse().map_err(|_| {
+                    TemplateError::new(format!("Parameter '{}' must be a number", self.name))
+                })?;
+                if let Some(min) = self.min_value {
+                    if n < min {
+                        return Err(fail(format!(
+                            "Parameter '{}' must be a number not less than {}",
+                            self.name,
+                            fmt_num(min)
+                        )));
+                    }
+                }
+                if let Some(max) = self.max_value {
+                    if n > max {
+                        return Err(fail(format!(
+                            "Parameter '{}' must be a number not greater than {}",
+                            self.name,
+                            fmt_num(max)
+                        )));
+                    }
+                }
+            } else {
+                let len = item.chars().count() as u64;
+                if let Some(min) = self.min_length {
+                    if len < min {
+                        return Err(fail(format!(
+                            "Parameter '{}' must contain at least {min} characters",
+                            self.name
+                        )));
+                    }
+                }
+                if let Some(max) = self.max_length {
+                    if len > max {
+                        return Err(fail(format!(
+                            "Parameter '{}' must contain at most {max} characters",
+                            self.name
+                        )));
+                    }
+                }
+                if let Some(p) = &self.allowed_pattern {
+                    // The pattern must match the whole value, as in CloudFormation.
+                    let anchored = regex::Regex::new(&format!("^(?:{p})$")).map_err(|e| {
+                        TemplateError::new(format!(
+                            "AllowedPattern of parameter {} is invalid: {e}",
+                            self.name
+                        ))
+                    })?;
+                    if !anchored.is_match(item) {
+                        return Err(fail(format!(
+                            "Parameter '{}' must match pattern {p}",
+                            self.name
+                        )));
+                    }
+                }
+            }
+            if !self.allowed_values.is_empty() && !self.allowed_values.iter().any(|a| a == item) {
+                return Err(fail(format!(
+                    "Parameter '{}' must be one of AllowedValues",
+                    self.name
+                )));
+            }
+        }
+        Ok(if self.ty.is_list() {
+            Value::Array(
+                items
+                    .into_iter()
+                    .map(|s| Value::String(s.to_string()))
+                    .collect(),
+            )
+        } else {
+            Value::String(raw.to_string())
+        })
+    }
+}
+
+fn fmt_num(f: f64) -> String {
+    if f.fract() == 0.0 && f.abs() < 1e15 {
+        format!("{}", f as i64)
+    } else {
+        f.to_string()
+    }
+}
+
+/// The parameter values of one stack operation, after defaults and constraints.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ParameterValues {
+    /// Name → the raw text supplied or defaulted (what is stored and shown).
+    pub raw: BTreeMap<String, String>,
+    /// Name → what `Ref` yields.
+    pub values: Map<String, Value>,
+    /// Names of NoEcho parameters.
+    pub no_echo: Vec<String>,
+}
+
+impl ParameterValues {
+    /// Resolves supplied values against the declarations: unknown names, missing
+    /// values and constraint violations are errors with CloudFormation's texts.
+    pub fn resolve(
+        decls: &[ParameterDecl],
+        supplied: &BTreeMap<String, String>,
+    ) -> Result<ParameterValues, TemplateError> {
+        let unknown: Vec<&str> = supplied
+            .keys()
+            .filter(|k| !decls.iter().any(|d| &d.name == *k))
+            .map(String::as_str)
+            .collect();
+        if !unknown.is_empty() {
+            return Err(TemplateError::new(format!(
+                "Parameters: [{}] do not exist in the template",
+                unknown.join(", ")
+            )));
+        }
+        let missing: Vec<&str> = decls
+            .iter()
+            .filter(|d| d.default.is_none() && !supplied.contains_key(&d.name))
+            .map(|d| d.name.as_str())
+            .collect();
+        if !missing.is_empty() {
+            return Err(TemplateError::new(format!(
+                "Parameters: [{}] must have values",
+                missing.join(", ")
+            )));
+        }
+        let mut out = ParameterValues::default();
+        for d in decls {
+            let raw = match supplied.get(&d.name).or(d.default.as_ref()) {
+                Some(r) => r.clone(),
+                None => continue,
+            };
+            let v = d.check(&raw)?;
+            out.values.insert(d.name.clone(), v);
+            out.raw.insert(d.name.clone(), raw);
+            if d.no_echo {
+                out.no_echo.push(d.name.clone());
+            }
+        }
+        Ok(out)
+    }
+
+    /// The raw values with NoEcho ones masked, for display.
+    pub fn masked(&self) -> BTreeMap<String, String> {
+        self.raw
+            .iter()
+            .map(|(k, v)| {
+                let shown = if self.no_echo.contains(k) {
+                    MASK.to_string()
+                } else {
+                    v.clone()
+                };
+                (k.clone(), shown)
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn decl(v: Value) -> ParameterDecl {
+        ParameterDecl::parse("P", &v).unwrap()
+    }
+
+    fn msg(d: &ParameterDecl, raw: &str) -> String {
+        d.check(raw).unwrap_err().message().to_string()
+    }
+
+    #[test]
+    fn constraint_messages() {
+        let d = decl(json!({"Type": "String", "AllowedValues": ["a", "b"]}));
+        assert_eq!(msg(&d, "c"), "Parameter 'P' must be one of AllowedValues");
+        let d = decl(json!({"Type": "String", "AllowedPattern": "[a-z]+"}));
+        assert_eq!(msg(&d, "abc1"), "Parameter 'P' must match pattern [a-z]+");
+        assert!(d.check("abc").is_ok());
+        let d = decl(json!({"Type": "String", "MinLength": 2, "MaxLength": "3"}));
+        assert_eq!(
+            msg(&d, "a"),
+            "Parameter 'P' must contain at least 2 characters"
+        );
+        assert_eq!(
+            msg(&d, "abcd"),
+            "Parameter 'P' must contain at most 3 characters"
+        );
+        let d = decl(json!({"Type": "Number", "MinValue": 1, "MaxValue": 10}));
+        assert_eq!(
+            msg(&d, "0"),
+            "Parameter 'P' must be a number not less than 1"
+        );
+        assert_eq!(
+            msg(&d, "11"),
+            "Parameter 'P' must be a number not greater than 10"
+        );
+        assert_eq!(msg(&d, "x"), "Parameter 'P' must be a number");
+        let d = decl(
+            json!({"Type": "String", "AllowedPattern": "[0-9]+", "ConstraintDescription": "digits only"}),
+        );
+        assert_eq!(
+            msg(&d, "x"),
+            "Parameter 'P' failed to satisfy constraint: digits only"
+        );
+    }
+
+    #[test]
+    fn numbers_keep_their_text_and_lists_split() {
+        let d = decl(json!({"Type": "Number"}));
+        assert_eq!(d.check("1000.0").unwrap(), json!("1000.0"));
+        let d = decl(json!({"Type": "List<Number>"}));
+        assert_eq!(d.check("1,2.5").unwrap(), json!(["1", "2.5"]));
+        assert_eq!(msg(&d, "1,x"), "Parameter 'P' must be a number");
+        let d = decl(json!({"Type": "CommaDelimitedList", "Default": ["a", "b"]}));
+        assert_eq!(d.default.as_deref(), Some("a,b"));
+        let d = decl(json!({"Type": "AWS::EC2::KeyPair::KeyName"}));
+        assert_eq!(d.check("k").unwrap(), json!("k"));
+        let d = decl(json!({"Type": "List<AWS::EC2::Subnet::Id>"}));
+        assert_eq!(d.check("s1,s2").unwrap(), json!(["s1", "s2"]));
+    }
+
+    #[test]
+    fn unrecognized_type() {
+        let e = ParameterDecl::parse("P", &json!({"Type": "Strin"})).unwrap_err();
+        assert_eq!(
+            e.message(),
+            "Template format error: Unrecognized parameter type: Strin"
+        );
+        let e = ParameterDecl::parse("P", &json!({"Default": "x"})).unwrap_err();
+        assert_eq!(
+            e.message(),
+            "Template format error: Every Parameters object must contain a Type member."
+        );
+    }
+
+    #[test]
+    fn resolve_reports_missing_and_unknown_and_masks() {
+        let decls = vec![
+            decl(json!({"Type": "String"})),
+            ParameterDecl::parse("Q", &json!({"Type": "String"})).unwrap(),
+            ParameterDecl::parse(
+                "S",
+                &json!({"Type": "String", "NoEcho": true, "Default": "secret"}),
+            )
+            .unwrap(),
+        ];
+        let e = ParameterValues::resolve(&decls, &BTreeMap::new()).unwrap_err();
+        assert_eq!(e.message(), "Parameters: [P, Q] must have values");
+        let mut given = BTreeMap::new();
+        given.insert("Z".to_string(), "1".to_string());
+        let e = ParameterValues::resolve(&decls, &given).unwrap_err();
+        assert_eq!(e.message(), "Parameters: [Z] do not exist in the template");
+        given.clear();
+        given.insert("P".into(), "p".into());
+        given.insert("Q".into(), "q".into());
+        let v = ParameterValues::resolve(&decls, &given).unwrap();
+        assert_eq!(v.masked().get("S").map(String::as_str), Some(MASK));
+        assert_eq!(v.values["S"], json!("secret"));
+    }
+}

@@ -1,0 +1,63 @@
+//! Where in the template text a node came from.
+
+use std::collections::HashMap;
+use std::fmt;
+
+/// A 1-based line and column in the template source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Location {
+    pub line: usize,
+    pub column: usize,
+}
+
+impl Location {
+    pub fn at(line: usize, column: usize) -> Self {
+        Location { line, column }
+    }
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line {}, column {}", self.line, self.column)
+    }
+}
+
+/// JSON pointer → source location, filled for YAML templates. JSON templates carry
+/// the pointer alone.
+#[derive(Debug, Clone, Default)]
+pub struct SourceMap {
+    locations: HashMap<String, Location>,
+}
+
+impl SourceMap {
+    pub fn insert(&mut self, pointer: String, location: Location) {
+        self.locations.entry(pointer).or_insert(location);
+    }
+
+    /// The location of `pointer`, or of its nearest recorded ancestor.
+    pub fn get(&self, pointer: &str) -> Option<Location> {
+        let mut p = pointer;
+        loop {
+            if let Some(l) = self.locations.get(p) {
+                return Some(*l);
+            }
+            match p.rfind('/') {
+                Some(i) => p = &p[..i],
+                None => return None,
+            }
+        }
+    }
+}
+
+/// Appends one segment to a JSON pointer, escaping `~` and `/`.
+pub fn child(pointer: &str, segment: &str) -> String {
+    let mut s = String::with_capacity(pointer.len() + segment.len() + 1);
+    s.push_str(pointer);
+    s.push('/');
+    if segment.contains(['~', '/']) {
+        s.push_str(&segment.replace('~', "~0").replace('/', "~1"));
+    } else {
+        s.push_str(segment);
+    }
+    s
+}

@@ -1,0 +1,413 @@
+//! YAML templates: saphyr's event parser turned into the JSON long form.
+//!
+//! Short-form tags are canonicalised as cfn-flip does: `!Ref x` → `{"Ref": x}`,
+//! `!Condition c` → `{"Condition": c}`, `!GetAtt a.b` → `{"Fn::GetAtt": ["a", "b"]}`,
+//! every other `!Fn` → `{"Fn::Fn": …}`. Each node's line and column is recorded
+//! under its JSON pointer so later errors can point at the source.
+
+use std::collections::HashMap;
+
+use saphyr_parser::{Event, Parser, ScalarStyle, Span, Tag};
+use serde_json::{Map, Number, Value};
+
+use super::source::{Location, SourceMap};
+use super::TemplateError;
+
+/// The tags CloudFormation accepts, with the long-form key each stands for.
+const SHORT_FORMS: &[(&str, &str)] = &[
+    ("Ref", "Ref"),
+    ("Condition", "Condition"),
+    ("GetAtt", "Fn::GetAtt"),
+    ("Sub", "Fn::Sub"),
+    ("Join", "Fn::Join"),
+    ("Select", "Fn::Select"),
+    ("Split", "Fn::Split"),
+    ("If", "Fn::If"),
+    ("Equals", "Fn::Equals"),
+    ("And", "Fn::And"),
+    ("Or", "Fn::Or"),
+    ("Not", "Fn::Not"),
+    ("FindInMap", "Fn::FindInMap"),
+    ("Base64", "Fn::Base64"),
+    ("GetAZs", "Fn::GetAZs"),
+    ("ImportValue", "Fn::ImportValue"),
+    ("Cidr", "Fn::Cidr"),
+    ("Length", "Fn::Length"),
+    ("ToJsonString", "Fn::ToJsonString"),
+];
+
+enum Frame {
+    Seq {
+        items: Vec<Value>,
+        tag: Option<String>,
+        anchor: usize,
+        span: Span,
+    },
+    Map {
+        map: Map<String, Value>,
+        key: Option<String>,
+        tag: Option<String>,
+        anchor: usize,
+        span: Span,
+    },
+}
+
+struct Builder {
+    stack: Vec<Frame>,
+    /// JSON pointer of the node being built, one segment per open frame/key.
+    path: Vec<String>,
+    anchors: HashMap<usize, Value>,
+    root: Option<Value>,
+    locations: SourceMap,
+}
+
+fn loc(span: &Span) -> Location {
+    Location::at(span.start.line(), span.start.col() + 1)
+}
+
+fn pointer(path: &[String]) -> String {
+    let mut s = String::new();
+    for seg in path {
+        s.push('/');
+        s.push_str(&seg.replace('~', "~0").replace('/', "~1"));
+    }
+    s
+}
+
+fn tag_name(tag: &Tag) -> String {
+    format!("{}{}", tag.handle, tag.suffix)
+}
+
+/// Resolves a plain scalar by the YAML 1.2 core schema. Quoted and block scalars
+/// are always strings; values JSON cannot hold (`.nan`, `.inf`) stay strings.
+fn plain_scalar(s: &str) -> Value {
+    match s {
+        "" | "~" | "null" | "Null" | "NULL" => return Value::Null,
+        "true" | "True" | "TRUE" => return Value::Bool(true),
+        "false" | "False" | "FALSE" => return Value::Bool(false),
+        _ => {}
+    }
+    let looks_numeric = s
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_digit() || c == '-' || c == '+' || c == '.');
+    if looks_numeric {
+        if let Ok(i) = s.parse::<i64>() {
+            return Value::Number(i.into());
+        }
+        if let Some(hex) = s.strip_prefix("0x") {
+            if let Ok(i) = i64::from_str_radix(hex, 16) {
+                return Value::Number(i.into());
+            }
+        }
+        if let Some(oct) = s.strip_prefix("0o") {
+            if let Ok(i) = i64::from_str_radix(oct, 8) {
+                return Value::Number(i.into());
+            }
+        }
+        let float_like = s
+            .chars()
+            .all(|c| c.is_ascii_digit() || matches!(c, '-' | '+' | '.' | 'e' | 'E'));
+        if float_like {
+            if let Some(n) = s.parse::<f64>().ok().and_then(Number::from_f64) {
+                return Value::Number(n);
+            }
+        }
+    }
+    Value::String(s.to_string())
+}
+
+impl Builder {
+    fn apply_tag(
+        &self,
+        tag: Option<String>,
+        value: Value,
+        span: &Span,
+    ) -> Result<Value, TemplateError> {
+        let Some(tag) = tag else { return Ok(value) };
+        let name = tag.strip_prefix('!').unwrap_or(&tag);
+        // Standard YAML tags (`!!str` and friends) are not intrinsic functions.
+        if let Some(core) = name.strip_prefix('!') {
+            return Ok(match (core, value) {
+                ("str", Value::Number(n)) => Value::String(n.to_string()),
+                ("str", Value::Bool(b)) => Value::String(b.to_string()),
+                (_, v) => v,
+            });
+        }
+        let Some((_, long)) = SHORT_FORMS.iter().find(|(short, _)| *short == name) else {
+            return Err(TemplateError::format_at(
+                format!(
+                    "Unsupported YAML tag !{name}; valid tags are {}",
+                    SHORT_FORMS
+                        .iter()
+                        .map(|(s, _)| format!("!{s}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                pointer(&self.path),
+                Some(loc(span)),
+            ));
+        };
+        let arg = match (name, value) {
+            ("GetAtt", Value::String(s)) => match s.split_once('.') {
+                Some((res, attr)) => Value::Array(vec![Value::String(res.into()), Value::String(attr.into())]),
+                None => {
+                    return Err(TemplateError::format_at(
+                        format!("Template error: every Fn::GetAtt object requires two non-empty parameters; !GetAtt {s} has no attribute (write !GetAtt Resource.Attribute)"),
+                        pointer(&self.path),
+                        Some(loc(span)),
+                    ))
+                }
+            },
+            (_, v) => v,
+        };
+        let mut m = Map::new();
+        m.insert((*long).to_string(), arg);
+        Ok(Value::Object(m))
+    }
+
+    /// Places a finished node into its parent (or as the document root).
+    fn insert(&mut self, value: Value, anchor: usize, span: &Span) -> Result<(), TemplateError> {
+        if anchor > 0 {
+            self.anchors.insert(anchor, value.clone());
+        }
+        match self.stack.last_mut() {
+            None => {
+                self.locations.insert(pointer(&self.path), loc(span));
+                self.root = Some(value);
+            }
+            Some(Frame::Seq { items, .. }) => {
+                let mut p = self.path.clone();
+                p.push(items.len().to_string());
+                self.locations.insert(pointer(&p), loc(span));
+                items.push(value);
+            }
+            Some(Frame::Map { map, key, .. }) => match key.take() {
+                None => {
+                    let k = match value {
+                        Value::String(s) => s,
+                        Value::Null => String::new(),
+                        other if !other.is_object() && !other.is_array() => other.to_string(),
+                        _ => {
+                            return Err(TemplateError::format_at(
+                                "Template format error: YAML mapping keys must be scalars"
+                                    .to_string(),
+                                pointer(&self.path),
+                                Some(loc(span)),
+                            ))
+                        }
+                    };
+                    if map.contains_key(&k) {
+                        return Err(TemplateError::format_at(
+                            format!("Template format error: duplicate key [{k}]"),
+                            pointer(&self.path),
+                            Some(loc(span)),
+                        ));
+                    }
+                    self.path.push(k.clone());
+                    *key = Some(k);
+                }
+                Some(k) => {
+                    self.locations.insert(pointer(&self.path), loc(span));
+                    self.path.pop();
+                    map.insert(k, value);
+                }
+            },
+        }
+        Ok(())
+    }
+
+    fn in_key_position(&self) -> bool {
+        matches!(self.stack.last(), Some(Frame::Map { key: None, .. }))
+    }
+
+    fn on_event(&mut self, ev: Event<'_>, span: Span) -> Result<(), TemplateError> {
+        match ev {
+            Event::Scalar(text, style, anchor, tag) => {
+                let tag = tag.map(|t| tag_name(&t));
+                if tag.is_some() && self.in_key_position() {
+                    return Err(TemplateError::format_at(
+                        "Template format error: tags are not allowed on mapping keys".to_string(),
+                        pointer(&self.path),
+                        Some(loc(&span)),
+                    ));
+                }
+                let value = match style {
+                    ScalarStyle::Plain if tag.is_none() => plain_scalar(&text),
+                    _ => Value::String(text.into_owned()),
+                };
+                let value = self.apply_tag(tag, value, &span)?;
+                self.insert(value, anchor, &span)
+            }
+            Event::SequenceStart(anchor, tag) => {
+                self.stack.push(Frame::Seq {
+                    items: Vec::new(),
+                    tag: tag.map(|t| tag_name(&t)),
+                    anchor,
+                    span,
+                });
+                Ok(())
+            }
+            Event::MappingStart(anchor, tag) => {
+                self.stack.push(Frame::Map {
+                    map: Map::new(),
+                    key: None,
+                    tag: tag.map(|t| tag_name(&t)),
+                    anchor,
+                    span,
+                });
+                Ok(())
+            }
+            Event::SequenceEnd | Event::MappingEnd => {
+                let (value, tag, anchor, span) = match self.stack.pop() {
+                    Some(Frame::Seq {
+                        items,
+                        tag,
+                        anchor,
+                        span,
+                    }) => (Value::Array(items), tag, anchor, span),
+                    Some(Frame::Map {
+                        map,
+                        tag,
+                        anchor,
+                        span,
+                        ..
+                    }) => (Value::Object(map), tag, anchor, span),
+                    None => return Ok(()),
+                };
+                let value = self.apply_tag(tag, value, &span)?;
+                self.insert(value, anchor, &span)
+            }
+            Event::Alias(id) => {
+                let value = self.anchors.get(&id).cloned().ok_or_else(|| {
+                    TemplateError::format_at(
+                        "Template format error: YAML alias refers to an unknown anchor".to_string(),
+                        pointer(&self.path),
+                        Some(loc(&span)),
+                    )
+                })?;
+                self.insert(value, 0, &span)
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Parses one YAML document into the JSON long form plus a map from JSON pointer to
+/// source location.
+pub fn parse(text: &str) -> Result<(Value, SourceMap), TemplateError> {
+    let mut b = Builder {
+        stack: Vec::new(),
+        path: Vec::new(),
+        anchors: HashMap::new(),
+        root: None,
+        locations: SourceMap::default(),
+    };
+    let mut documents = 0;
+    for item in Parser::new_from_str(text) {
+        let (ev, span) = item.map_err(|e| {
+            TemplateError::format_at(
+                format!("Template format error: YAML not well-formed. {}", e.info()),
+                String::new(),
+                Some(Location::at(e.marker().line(), e.marker().col() + 1)),
+            )
+        })?;
+        if let Event::DocumentStart(_) = ev {
+            documents += 1;
+            if documents > 1 {
+                return Err(TemplateError::format_at(
+                    "Template format error: a template must be a single YAML document".to_string(),
+                    String::new(),
+                    Some(loc(&span)),
+                ));
+            }
+        }
+        b.on_event(ev, span)?;
+    }
+    Ok((b.root.unwrap_or(Value::Null), b.locations))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn p(s: &str) -> Value {
+        parse(s).map(|(v, _)| v).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn short_forms_become_long_forms() {
+        let v = p("A: !Ref X\nB: !GetAtt R.Attr.Sub\nC: !Sub 'a-${X}'\nD: !Join [',', [a, b]]\nE: !GetAZs ''\nF: !If [C, 1, !Ref AWS::NoValue]\nG: !Condition Cond\n");
+        assert_eq!(
+            v,
+            json!({
+                "A": {"Ref": "X"},
+                "B": {"Fn::GetAtt": ["R", "Attr.Sub"]},
+                "C": {"Fn::Sub": "a-${X}"},
+                "D": {"Fn::Join": [",", ["a", "b"]]},
+                "E": {"Fn::GetAZs": ""},
+                "F": {"Fn::If": ["C", 1, {"Ref": "AWS::NoValue"}]},
+                "G": {"Condition": "Cond"}
+            })
+        );
+    }
+
+    #[test]
+    fn scalars_follow_the_core_schema() {
+        let v = p("a: 1\nb: '1'\nc: 1.50\nd: true\ne: yes\nf: ~\ng: 0x10\nh: 1e3\ni: .nan\n");
+        assert_eq!(
+            v,
+            json!({"a": 1, "b": "1", "c": 1.5, "d": true, "e": "yes", "f": null, "g": 16, "h": 1000.0, "i": ".nan"})
+        );
+    }
+
+    #[test]
+    fn every_tag_is_known() {
+        for (short, long) in SHORT_FORMS {
+            let v = p(&format!("x: !{short} [a]"));
+            assert_eq!(v["x"][long], json!(["a"]), "{short}");
+        }
+    }
+
+    #[test]
+    fn unknown_tag_is_an_error_with_location() {
+        let e = parse("a:\n  b: !Bogus x\n").unwrap_err();
+        assert_eq!(e.location(), Some(Location::at(2, 6)));
+        assert!(
+            e.to_string().starts_with("Unsupported YAML tag !Bogus"),
+            "{e}"
+        );
+        assert_eq!(e.path(), "/a/b");
+    }
+
+    #[test]
+    fn locations_are_recorded_per_pointer() {
+        let (_, map) = parse("Resources:\n  A:\n    Type: X\n").unwrap();
+        assert_eq!(map.get("/Resources/A/Type"), Some(Location::at(3, 11)));
+        assert_eq!(map.get("/Resources/A"), Some(Location::at(3, 5)));
+    }
+
+    #[test]
+    fn anchors_and_aliases() {
+        assert_eq!(
+            p("a: &x {k: 1}\nb: *x\n"),
+            json!({"a": {"k": 1}, "b": {"k": 1}})
+        );
+    }
+
+    #[test]
+    fn duplicate_keys_and_bad_yaml_are_errors() {
+        assert!(parse("a: 1\na: 2\n")
+            .unwrap_err()
+            .to_string()
+            .contains("duplicate key [a]"));
+        let e = parse("a: [1, 2\n").unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("Template format error: YAML not well-formed."),
+            "{e}"
+        );
+        assert!(e.location().is_some());
+    }
+}

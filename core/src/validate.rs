@@ -1,0 +1,187 @@
+//! Checks a template against the registered providers before any work starts:
+//! every type is served, every `Fn::GetAtt` reads a declared attribute, and every
+//! property value that is already known fits its schema.
+
+use serde_json::Value;
+
+use crate::graph::Graph;
+use crate::registry::Registry;
+use crate::template::source::child;
+use crate::template::{format_error, template_error, Template, TemplateError};
+
+/// Unknown resource types, in template order (`Unrecognized resource types: [..]`).
+pub fn check_types(template: &Template, registry: &Registry) -> Result<(), TemplateError> {
+    let mut unknown: Vec<&str> = Vec::new();
+    for r in &template.resources {
+        if registry.get(&r.type_name).is_none() && !unknown.contains(&r.type_name.as_str()) {
+            unknown.push(&r.type_name);
+        }
+    }
+    if unknown.is_empty() {
+        Ok(())
+    } else {
+        Err(format_error(format!(
+            "Unrecognized resource types: [{}]",
+            unknown.join(", ")
+        )))
+    }
+}
+
+/// Every `Fn::GetAtt` names an attribute its resource's schema declares.
+pub fn check_attributes(
+    template: &Template,
+    graph: &Graph,
+    registry: &Registry,
+) -> Result<(), TemplateError> {
+    for (node, res, attr) in graph.attribute_uses() {
+        let Some(r) = template.resource(res) else {
+            continue;
+        };
+        let Some(schema) = registry.schema(&r.type_name) else {
+            continue;
+        };
+        if schema.additional_properties && schema.attributes.is_empty() {
+            // Custom resources return arbitrary Data keys.
+            continue;
+        }
+        if !schema.attributes.contains_key(attr) {
+            let valid: Vec<&str> = schema.attributes.keys().map(String::as_str).collect();
+            return Err(template_error(format!(
+                "resource {res} does not support attribute type {attr} in Fn::GetAtt (type {} has: {})",
+                r.type_name,
+                if valid.is_empty() { "no attributes".to_string() } else { valid.join(", ") }
+            ))
+            .at(&child("/Resources", graph.name(*node))));
+        }
+    }
+    Ok(())
+}
+
+/// Checks (and coerces) one resource's properties against its schema. Values that
+/// are still unevaluated intrinsics pass; they are checked again once resolved.
+pub fn check_properties(
+    logical_id: &str,
+    type_name: &str,
+    properties: &serde_json::Map<String, Value>,
+    registry: &Registry,
+) -> Result<serde_json::Map<String, Value>, TemplateError> {
+    let Some(schema) = registry.schema(type_name) else {
+        return Err(format_error(format!(
+            "Unrecognized resource types: [{type_name}]"
+        )));
+    };
+    schema.validate(properties).map_err(|errors| {
+        let texts: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        TemplateError::new(format!(
+            "Properties validation failed for resource {logical_id} with message: {}",
+            texts.join("; ")
+        ))
+        .at(&child(&child("/Resources", logical_id), "Properties"))
+    })
+}
+
+/// The template-only checks `cairn validate` runs: structure (already done by
+/// parsing), references and cycles with conditions unknown, types, attributes,
+/// and the schema of literal property values.
+pub fn validate_template(template: &Template, registry: &Registry) -> Result<Graph, TemplateError> {
+    let graph = Graph::build(template, &|_| None).map_err(|e| e.locate(&template.source_map))?;
+    check_types(template, registry)?;
+    check_attributes(template, &graph, registry).map_err(|e| e.locate(&template.source_map))?;
+    for r in &template.resources {
+        check_properties(&r.logical_id, &r.type_name, &r.properties, registry)
+            .map_err(|e| e.locate(&template.source_map))?;
+    }
+    Ok(graph)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cairn_sdk::{
+        CreateRequest, CreateResult, DeleteRequest, PropertySchema, ProviderError,
+        ResourceProvider, ResourceSchema, UpdateRequest, UpdateResult,
+    };
+    use std::sync::Arc;
+
+    struct Fake;
+
+    #[async_trait::async_trait]
+    impl ResourceProvider for Fake {
+        fn schema(&self) -> Vec<ResourceSchema> {
+            vec![ResourceSchema::new("Test::Thing")
+                .property("Name", PropertySchema::string().required())
+                .property("Size", PropertySchema::integer())
+                .attribute("Arn", "the ARN")]
+        }
+        async fn create(&self, _: &CreateRequest) -> Result<CreateResult, ProviderError> {
+            Err(ProviderError::internal("unused"))
+        }
+        async fn update(&self, _: &UpdateRequest) -> Result<UpdateResult, ProviderError> {
+            Err(ProviderError::internal("unused"))
+        }
+        async fn delete(&self, _: &DeleteRequest) -> Result<(), ProviderError> {
+            Ok(())
+        }
+    }
+
+    fn registry() -> Registry {
+        let mut r = Registry::new();
+        r.register(
+            "fake",
+            crate::registry::Transport::Builtin,
+            Arc::new(Fake),
+            None,
+        )
+        .unwrap();
+        r.alias("OS::Thing", "Test::Thing").unwrap();
+        r
+    }
+
+    fn check(yaml: &str) -> Result<Graph, TemplateError> {
+        validate_template(&Template::parse(yaml)?, &registry())
+    }
+
+    #[test]
+    fn types_attributes_and_properties() {
+        assert!(
+            check("Resources:\n  A: {Type: OS::Thing, Properties: {Name: a, Size: '3'}}\n").is_ok()
+        );
+        assert_eq!(
+            check("Resources:\n  A: {Type: Nope::X}\n  B: {Type: Nope::Y}\n")
+                .unwrap_err()
+                .message(),
+            "Template format error: Unrecognized resource types: [Nope::X, Nope::Y]"
+        );
+        let e = check("Resources:\n  A: {Type: Test::Thing, Properties: {Name: a}}\n  B: {Type: Test::Thing, Properties: {Name: !GetAtt A.Bogus}}\n").unwrap_err();
+        assert_eq!(
+            e.message(),
+            "Template error: resource A does not support attribute type Bogus in Fn::GetAtt (type Test::Thing has: Arn)"
+        );
+        let e = check(
+            "Resources:\n  A:\n    Type: Test::Thing\n    Properties: {Size: ten, Extra: 1}\n",
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.message(),
+            "Properties validation failed for resource A with message: #/Size: expected type: Integer, found: String; #: extraneous key [Extra] is not permitted (valid properties: Name, Size); #: required key [Name] not found"
+        );
+        assert_eq!(e.location().map(|l| l.line), Some(4));
+    }
+
+    #[test]
+    fn duplicate_types_name_both_providers() {
+        let mut r = registry();
+        let e = r
+            .register(
+                "other",
+                crate::registry::Transport::Dylib,
+                Arc::new(Fake),
+                None,
+            )
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "resource type Test::Thing is claimed by two providers: fake and other; remove it from one of them (set `types` in its [[providers]] entry)"
+        );
+    }
+}
