@@ -4,6 +4,7 @@
 //! `graph` (dependencies and scheduling order), `registry` (types → providers),
 //! `validate` (template checks against provider schemas).
 
+pub mod config;
 pub mod graph;
 pub mod registry;
 pub mod template;

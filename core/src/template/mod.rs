@@ -14,6 +14,8 @@ pub mod yaml;
 
 #[cfg(test)]
 mod eval_tests;
+#[cfg(test)]
+mod proptests;
 
 use std::fmt;
 

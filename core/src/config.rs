@@ -1,0 +1,120 @@
+//! `cairn.toml`: the engine's configuration, one typed struct.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("invalid config file {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+}
+
+/// The identity pseudo parameters report (`AWS::Region`, `AWS::AccountId`, …).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct IdentityConfig {
+    pub region: String,
+    pub account_id: String,
+    pub partition: String,
+    pub url_suffix: String,
+    /// Region → availability zones, for `Fn::GetAZs`.
+    pub availability_zones: BTreeMap<String, Vec<String>>,
+}
+
+impl Default for IdentityConfig {
+    fn default() -> Self {
+        IdentityConfig {
+            region: "us-east-1".into(),
+            account_id: "123456789012".into(),
+            partition: "aws".into(),
+            url_suffix: "amazonaws.com".into(),
+            availability_zones: BTreeMap::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct EngineConfig {
+    /// How many provider calls one stack operation runs at once.
+    pub max_concurrency: usize,
+    /// Seconds a provider call may take before it fails with a timeout.
+    pub call_timeout_seconds: u64,
+    /// The SQLite state file (overridden by `--state` and `CAIRN_STATE`).
+    pub state: Option<PathBuf>,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            max_concurrency: 16,
+            call_timeout_seconds: 3600,
+            state: None,
+        }
+    }
+}
+
+/// The whole configuration file.
+#[derive(Debug, Clone, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub identity: IdentityConfig,
+    pub engine: EngineConfig,
+    /// Type alias → canonical type (Heat's resource_registry).
+    pub type_aliases: BTreeMap<String, String>,
+}
+
+impl Config {
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        toml::from_str(text).map_err(|e| {
+            // toml's Display spans several lines with a snippet; keep one line.
+            let line = e
+                .span()
+                .map(|s| {
+                    format!(
+                        "line {}: ",
+                        text[..s.start.min(text.len())].matches('\n').count() + 1
+                    )
+                })
+                .unwrap_or_default();
+            ConfigError::Parse {
+                path: path.to_path_buf(),
+                message: format!("{line}{}", e.message().trim()),
+            }
+        })
+    }
+
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse(&text, path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_unknown_keys() {
+        let c = Config::parse("[identity]\nregion = \"eu-west-1\"\n", Path::new("c.toml")).unwrap();
+        assert_eq!(c.identity.region, "eu-west-1");
+        assert_eq!(c.identity.account_id, "123456789012");
+        assert_eq!(c.engine.max_concurrency, 16);
+        let e = Config::parse("[engine]\nmax_concurency = 3\n", Path::new("c.toml")).unwrap_err();
+        assert!(
+            e.to_string().starts_with("invalid config file c.toml: "),
+            "{e}"
+        );
+        assert!(e.to_string().contains("max_concurency"), "{e}");
+    }
+}

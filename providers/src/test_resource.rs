@@ -1,0 +1,382 @@
+//! `Cairn::Test::Resource`, like Heat's `OS::Heat::TestResource`: a resource whose
+//! whole state is one JSON file, `<dir>/<physical id>.json`. Tests (and users)
+//! edit or delete the file to simulate drift and out-of-band damage.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use cairn_sdk::{
+    CreateRequest, CreateResult, DeleteRequest, DriftRequest, DriftResult, PropertyDifference,
+    PropertySchema, ProviderError, RequestContext, ResourceProvider, ResourceSchema, UpdateRequest,
+    UpdateResult,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+pub const TYPE_NAME: &str = "Cairn::Test::Resource";
+
+/// What the backing file holds.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "PascalCase")]
+pub struct Record {
+    pub physical_resource_id: String,
+    pub stack_id: String,
+    pub logical_resource_id: String,
+    /// The request that created the resource, so a repeated create is recognised.
+    pub request_id: String,
+    pub properties: Map<String, Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct Behaviour {
+    #[serde(default)]
+    fail: Option<Value>,
+    #[serde(default)]
+    fail_message: Option<String>,
+    #[serde(default)]
+    wait_seconds: Option<f64>,
+    #[serde(default)]
+    name: Option<String>,
+}
+
+impl Behaviour {
+    fn of(props: &Map<String, Value>) -> Result<Self, ProviderError> {
+        serde_json::from_value(Value::Object(props.clone())).map_err(ProviderError::from)
+    }
+
+    fn fails(&self, op: &str) -> bool {
+        match &self.fail {
+            Some(Value::String(s)) => s == op,
+            Some(Value::Array(a)) => a.iter().any(|v| v.as_str() == Some(op)),
+            _ => false,
+        }
+    }
+
+    /// Waits `WaitSeconds`, then fails if `Fail` names `op`.
+    async fn run(&self, op: &str, ctx: &RequestContext) -> Result<(), ProviderError> {
+        if let Some(w) = self.wait_seconds.filter(|w| *w > 0.0) {
+            tokio::time::sleep(Duration::from_secs_f64(w.min(86_400.0))).await;
+        }
+        if self.fails(op) {
+            let msg = self.fail_message.clone().unwrap_or_else(|| {
+                format!(
+                    "{TYPE_NAME} {} was told to fail on {op}",
+                    ctx.logical_resource_id
+                )
+            });
+            return Err(ProviderError::internal(msg));
+        }
+        Ok(())
+    }
+}
+
+pub struct TestResourceProvider {
+    dir: PathBuf,
+}
+
+/// 12 alphanumerics derived from the request id: a retried create (same request
+/// id) gets the same name, a new create a fresh one.
+fn suffix(request_id: &str) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    Sha256::digest(request_id.as_bytes())
+        .iter()
+        .take(12)
+        .map(|b| ALPHABET[(*b as usize) % ALPHABET.len()] as char)
+        .collect()
+}
+
+fn check_name(name: &str) -> Result<(), ProviderError> {
+    if name.is_empty() || name.starts_with('.') || name.contains(['/', '\\', '\0']) {
+        return Err(ProviderError::invalid_request(format!(
+            "Name '{name}' cannot be used as a {TYPE_NAME} name: it must be non-empty, not start with '.', and contain no '/'"
+        )));
+    }
+    Ok(())
+}
+
+impl TestResourceProvider {
+    pub fn new(dir: PathBuf) -> Self {
+        TestResourceProvider { dir }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn path(&self, physical_id: &str) -> Result<PathBuf, ProviderError> {
+        check_name(physical_id)?;
+        Ok(self.dir.join(format!("{physical_id}.json")))
+    }
+
+    async fn read(&self, physical_id: &str) -> Result<Record, ProviderError> {
+        let path = self.path(physical_id)?;
+        match tokio::fs::read(&path).await {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+                ProviderError::internal(format!(
+                    "backing file {} is not a valid record: {e}",
+                    path.display()
+                ))
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Err(ProviderError::not_found(format!(
+                    "{TYPE_NAME} {physical_id} does not exist (its file {} is gone)",
+                    path.display()
+                )))
+            }
+            Err(e) => Err(ProviderError::internal(format!(
+                "cannot read {}: {e}",
+                path.display()
+            ))),
+        }
+    }
+
+    /// Writes atomically (temp file + rename) so a crash never leaves half a record.
+    async fn write(&self, record: &Record) -> Result<(), ProviderError> {
+        let path = self.path(&record.physical_resource_id)?;
+        tokio::fs::create_dir_all(&self.dir).await.map_err(|e| {
+            ProviderError::internal(format!("cannot create {}: {e}", self.dir.display()))
+        })?;
+        let tmp = path.with_extension("json.tmp");
+        let bytes = serde_json::to_vec_pretty(record)
+            .map_err(|e| ProviderError::internal(e.to_string()))?;
+        tokio::fs::write(&tmp, bytes)
+            .await
+            .map_err(|e| ProviderError::internal(format!("cannot write {}: {e}", tmp.display())))?;
+        tokio::fs::rename(&tmp, &path)
+            .await
+            .map_err(|e| ProviderError::internal(format!("cannot write {}: {e}", path.display())))
+    }
+
+    fn attributes(record: &Record) -> Map<String, Value> {
+        let mut m = Map::new();
+        m.insert(
+            "Value".into(),
+            record
+                .properties
+                .get("Value")
+                .cloned()
+                .unwrap_or(Value::String(String::new())),
+        );
+        m.insert(
+            "Name".into(),
+            Value::String(record.physical_resource_id.clone()),
+        );
+        m.insert(
+            "Arn".into(),
+            Value::String(format!(
+                "arn:cairn:test::resource/{}",
+                record.physical_resource_id
+            )),
+        );
+        m
+    }
+}
+
+#[async_trait::async_trait]
+impl ResourceProvider for TestResourceProvider {
+    fn schema(&self) -> Vec<ResourceSchema> {
+        vec![ResourceSchema::new(TYPE_NAME)
+            .describe("A test resource backed by one JSON file per physical resource")
+            .property(
+                "Name",
+                PropertySchema::string()
+                    .create_only()
+                    .describe("Physical id; generated when absent"),
+            )
+            .property("Value", PropertySchema::json())
+            .property("Description", PropertySchema::string())
+            .property("Tags", PropertySchema::json())
+            .property("Restart", PropertySchema::json().with_interruption())
+            .property("Fixed", PropertySchema::json().immutable())
+            .property(
+                "Fail",
+                PropertySchema::json().describe("create, update, delete, or a list of them"),
+            )
+            .property("FailMessage", PropertySchema::string())
+            .property("WaitSeconds", PropertySchema::number())
+            .attribute("Value", "the Value property")
+            .attribute("Name", "the physical id")
+            .attribute("Arn", "arn:cairn:test::resource/<physical id>")
+            .ref_returns("the physical id")]
+    }
+
+    async fn create(&self, req: &CreateRequest) -> Result<CreateResult, ProviderError> {
+        let b = Behaviour::of(&req.properties)?;
+        b.run("create", &req.context).await?;
+        let ctx = &req.context;
+        let physical_id = match &b.name {
+            Some(n) => n.clone(),
+            None => format!(
+                "{}-{}-{}",
+                ctx.stack_name,
+                ctx.logical_resource_id,
+                suffix(&ctx.request_id)
+            ),
+        };
+        let path = self.path(&physical_id)?;
+        if tokio::fs::try_exists(&path).await.unwrap_or(false) {
+            let existing = self.read(&physical_id).await?;
+            if existing.request_id != ctx.request_id {
+                return Err(ProviderError::already_exists(format!(
+                    "{TYPE_NAME} {physical_id} already exists (owned by {} in {})",
+                    existing.logical_resource_id, existing.stack_id
+                )));
+            }
+        }
+        let record = Record {
+            physical_resource_id: physical_id.clone(),
+            stack_id: ctx.stack_id.clone(),
+            logical_resource_id: ctx.logical_resource_id.clone(),
+            request_id: ctx.request_id.clone(),
+            properties: req.properties.clone(),
+        };
+        self.write(&record).await?;
+        Ok(CreateResult {
+            physical_resource_id: physical_id,
+            attributes: Self::attributes(&record),
+        })
+    }
+
+    async fn update(&self, req: &UpdateRequest) -> Result<UpdateResult, ProviderError> {
+        let b = Behaviour::of(&req.properties)?;
+        let mut record = self.read(&req.physical_resource_id).await?;
+        b.run("update", &req.context).await?;
+        record.properties = req.properties.clone();
+        self.write(&record).await?;
+        Ok(UpdateResult {
+            physical_resource_id: None,
+            attributes: Self::attributes(&record),
+        })
+    }
+
+    async fn delete(&self, req: &DeleteRequest) -> Result<(), ProviderError> {
+        let b = Behaviour::of(&req.properties)?;
+        // A resource already gone is NotFound, which the engine counts as deleted.
+        self.read(&req.physical_resource_id).await?;
+        b.run("delete", &req.context).await?;
+        let path = self.path(&req.physical_resource_id)?;
+        match tokio::fs::remove_file(&path).await {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(ProviderError::internal(format!(
+                "cannot delete {}: {e}",
+                path.display()
+            ))),
+        }
+    }
+
+    async fn check_drift(&self, req: &DriftRequest) -> Result<DriftResult, ProviderError> {
+        match self.read(&req.physical_resource_id).await {
+            Ok(record) => Ok(DriftResult::from_differences(PropertyDifference::compare(
+                &req.properties,
+                &record.properties,
+            ))),
+            Err(e) if e.is_not_found() => Ok(DriftResult::Deleted),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ctx(logical: &str, request: &str) -> RequestContext {
+        RequestContext {
+            stack_id: "arn:stack/s/1".into(),
+            stack_name: "s".into(),
+            logical_resource_id: logical.into(),
+            resource_type: TYPE_NAME.into(),
+            request_id: request.into(),
+            deadline_unix_ms: u64::MAX,
+        }
+    }
+
+    fn props(v: Value) -> Map<String, Value> {
+        v.as_object().cloned().unwrap_or_default()
+    }
+
+    #[tokio::test]
+    async fn lifecycle_idempotency_and_drift() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = TestResourceProvider::new(dir.path().to_path_buf());
+        let req = CreateRequest {
+            context: ctx("A", "r1"),
+            properties: props(json!({"Value": "v1"})),
+        };
+        let made = p.create(&req).await.unwrap();
+        assert!(made.physical_resource_id.starts_with("s-A-"));
+        assert_eq!(made.physical_resource_id.len(), "s-A-".len() + 12);
+        // The same request again yields the same resource.
+        assert_eq!(
+            p.create(&req).await.unwrap().physical_resource_id,
+            made.physical_resource_id
+        );
+        assert_eq!(made.attributes["Value"], json!("v1"));
+
+        let id = made.physical_resource_id.clone();
+        let drift = DriftRequest {
+            context: ctx("A", "d"),
+            physical_resource_id: id.clone(),
+            properties: props(json!({"Value": "v2"})),
+        };
+        match p.check_drift(&drift).await.unwrap() {
+            DriftResult::Modified { differences } => {
+                assert_eq!(differences[0].property_path, "/Value")
+            }
+            other => panic!("{other:?}"),
+        }
+        let up = UpdateRequest {
+            context: ctx("A", "u"),
+            physical_resource_id: id.clone(),
+            properties: props(json!({"Value": "v2"})),
+            old_properties: props(json!({"Value": "v1"})),
+            changed: vec!["Value".into()],
+        };
+        p.update(&up).await.unwrap();
+        assert_eq!(p.check_drift(&drift).await.unwrap(), DriftResult::InSync);
+        let del = DeleteRequest {
+            context: ctx("A", "x"),
+            physical_resource_id: id.clone(),
+            properties: Map::new(),
+        };
+        p.delete(&del).await.unwrap();
+        assert!(p.delete(&del).await.unwrap_err().is_not_found());
+        assert_eq!(p.check_drift(&drift).await.unwrap(), DriftResult::Deleted);
+    }
+
+    #[tokio::test]
+    async fn named_resources_and_failures() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = TestResourceProvider::new(dir.path().to_path_buf());
+        let req = CreateRequest {
+            context: ctx("A", "r1"),
+            properties: props(json!({"Name": "fixed"})),
+        };
+        assert_eq!(p.create(&req).await.unwrap().physical_resource_id, "fixed");
+        let other = CreateRequest {
+            context: ctx("B", "r2"),
+            properties: props(json!({"Name": "fixed"})),
+        };
+        assert_eq!(
+            p.create(&other).await.unwrap_err().kind,
+            cairn_sdk::ErrorKind::AlreadyExists
+        );
+        let failing = CreateRequest {
+            context: ctx("C", "r3"),
+            properties: props(json!({"Fail": ["create"], "FailMessage": "boom"})),
+        };
+        assert_eq!(p.create(&failing).await.unwrap_err().message, "boom");
+        let failing = CreateRequest {
+            context: ctx("C", "r3"),
+            properties: props(json!({"Fail": "create"})),
+        };
+        assert_eq!(
+            p.create(&failing).await.unwrap_err().message,
+            "Cairn::Test::Resource C was told to fail on create"
+        );
+    }
+}

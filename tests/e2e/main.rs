@@ -1,0 +1,4 @@
+//! End-to-end tests: they drive the real `cairn` binary.
+
+mod support;
+mod validate;

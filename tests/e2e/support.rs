@@ -1,0 +1,53 @@
+//! Helpers to run the real binary in a scratch directory.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+pub struct Scratch {
+    pub dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    pub fn new() -> Self {
+        Scratch {
+            dir: tempfile::tempdir().expect("temp dir"),
+        }
+    }
+
+    pub fn write(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.dir.path().join(name);
+        std::fs::write(&p, text).expect("write file");
+        p
+    }
+
+    /// Runs `cairn` with `args` in the scratch directory, with no config from the
+    /// environment leaking in.
+    pub fn cairn(&self, args: &[&str]) -> Run {
+        let out = Command::new(env!("CARGO_BIN_EXE_cairn"))
+            .args(args)
+            .current_dir(self.dir.path())
+            .env_remove("CAIRN_CONFIG")
+            .env_remove("CAIRN_STATE")
+            .output()
+            .expect("run cairn");
+        Run(out)
+    }
+}
+
+pub struct Run(pub Output);
+
+impl Run {
+    pub fn code(&self) -> i32 {
+        self.0.status.code().unwrap_or(-1)
+    }
+    pub fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.0.stdout).into_owned()
+    }
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.0.stderr).into_owned()
+    }
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout())
+            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", self.stdout()))
+    }
+}
