@@ -1,5 +1,6 @@
 //! The `cairn` binary: the command-line interface over `cairn-core`.
 
+mod stacks;
 mod validate;
 
 use std::path::PathBuf;
@@ -17,6 +18,10 @@ struct Cli {
     /// Configuration file (TOML). Without it, built-in defaults apply.
     #[arg(long, global = true, env = "CAIRN_CONFIG")]
     config: Option<PathBuf>,
+
+    /// The SQLite state file (created on first use; default ./cairn-state.db).
+    #[arg(long, global = true, env = "CAIRN_STATE")]
+    state: Option<PathBuf>,
 
     #[command(subcommand)]
     command: Command,
@@ -39,6 +44,62 @@ enum Command {
         #[arg(long, value_enum, default_value_t)]
         output: OutputFormat,
     },
+    /// Create a stack from a template and wait until it is done.
+    Deploy {
+        stack: String,
+        template: PathBuf,
+        /// A parameter value, KEY=VALUE (repeatable).
+        #[arg(long = "parameter", short = 'p')]
+        parameters: Vec<String>,
+        /// Keep what was created when the create fails (OnFailure DO_NOTHING).
+        #[arg(long)]
+        disable_rollback: bool,
+        /// DO_NOTHING, ROLLBACK (default) or DELETE.
+        #[arg(long)]
+        on_failure: Option<String>,
+    },
+    /// Delete a stack and its resources and wait until it is done.
+    Delete {
+        stack: String,
+        /// A resource to keep (only for a stack in DELETE_FAILED; repeatable).
+        #[arg(long)]
+        retain: Vec<String>,
+    },
+    /// List stacks, deleted ones included.
+    List {
+        #[arg(long, value_enum, default_value_t)]
+        output: OutputFormat,
+    },
+    /// Show a stack (by name, or by stack id for deleted stacks).
+    Describe {
+        stack: String,
+        #[arg(long, value_enum, default_value_t)]
+        output: OutputFormat,
+    },
+    /// Show a stack's events.
+    Events {
+        stack: String,
+        #[arg(long, value_enum, default_value_t)]
+        output: OutputFormat,
+    },
+    /// Show a stack's resources.
+    Resources {
+        stack: String,
+        #[arg(long, value_enum, default_value_t)]
+        output: OutputFormat,
+    },
+    /// Show a stack's outputs.
+    Outputs {
+        stack: String,
+        #[arg(long, value_enum, default_value_t)]
+        output: OutputFormat,
+    },
+    /// Show the template a stack was made from.
+    Template {
+        stack: String,
+        #[arg(long, value_enum, default_value_t)]
+        output: OutputFormat,
+    },
 }
 
 fn load_config(path: Option<&PathBuf>) -> anyhow::Result<cairn_core::config::Config> {
@@ -48,14 +109,53 @@ fn load_config(path: Option<&PathBuf>) -> anyhow::Result<cairn_core::config::Con
     })
 }
 
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let config = load_config(cli.config.as_ref())?;
+    if let Command::Validate { template, output } = &cli.command {
+        return validate::run(&config, template, *output);
+    }
+    let state = stacks::state_path(cli.state.as_ref(), &config);
+    let engine = stacks::open(&config, &state).await?;
+    match &cli.command {
+        Command::Validate { .. } => Ok(()),
+        Command::Deploy {
+            stack,
+            template,
+            parameters,
+            disable_rollback,
+            on_failure,
+        } => {
+            stacks::deploy(
+                &engine,
+                stacks::DeployArgs {
+                    stack,
+                    template,
+                    parameters,
+                    disable_rollback: *disable_rollback,
+                    on_failure: on_failure.as_deref(),
+                },
+            )
+            .await
+        }
+        Command::Delete { stack, retain } => stacks::delete(&engine, stack, retain).await,
+        Command::List { output } => stacks::list(&engine, *output).await,
+        Command::Describe { stack, output } => stacks::describe(&engine, stack, *output).await,
+        Command::Events { stack, output } => stacks::events(&engine, stack, *output).await,
+        Command::Resources { stack, output } => stacks::resources(&engine, stack, *output).await,
+        Command::Outputs { stack, output } => stacks::outputs(&engine, stack, *output).await,
+        Command::Template { stack, output } => stacks::template(&engine, stack, *output).await,
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result = (|| -> anyhow::Result<()> {
-        let config = load_config(cli.config.as_ref())?;
-        match &cli.command {
-            Command::Validate { template, output } => validate::run(&config, template, *output),
-        }
-    })();
+    let result = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt.block_on(run(cli)),
+        Err(e) => Err(anyhow::anyhow!("cannot start the async runtime: {e}")),
+    };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

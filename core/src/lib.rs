@@ -5,7 +5,10 @@
 //! `validate` (template checks against provider schemas).
 
 pub mod config;
+pub mod engine;
 pub mod graph;
 pub mod registry;
+pub mod stack;
+pub mod store;
 pub mod template;
 pub mod validate;

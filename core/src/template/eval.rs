@@ -80,7 +80,7 @@ pub enum Lookup {
 }
 
 /// Supplies resource references and imports to the evaluator.
-pub trait Resolver {
+pub trait Resolver: Sync {
     /// What `Ref` of a resource returns (its physical id, usually).
     fn resource_ref(&self, logical_id: &str) -> Lookup;
     fn resource_attribute(&self, logical_id: &str, attribute: &str) -> Lookup;
@@ -203,6 +203,24 @@ impl<'a> Evaluator<'a> {
         };
         ev.conditions = conditions;
         Ok(ev)
+    }
+
+    /// Builds an evaluator from conditions evaluated earlier (they depend on
+    /// parameters only), so the Conditions section is evaluated once per operation.
+    pub fn with_conditions(
+        template: &'a Template,
+        params: &'a ParameterValues,
+        ctx: &'a StackContext,
+        resolver: &'a dyn Resolver,
+        conditions: HashMap<String, bool>,
+    ) -> Evaluator<'a> {
+        Evaluator {
+            template,
+            params,
+            ctx,
+            resolver,
+            conditions,
+        }
     }
 
     /// Builds an evaluator for execution time, reusing already evaluated

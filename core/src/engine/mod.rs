@@ -1,0 +1,1001 @@
+//! The stack engine: runs create, delete and rollback operations with
+//! CloudFormation's statuses and events, independent resources in parallel,
+//! every transition committed before the next provider call, and crashed
+//! operations resumed from what the store recorded.
+//!
+//! An operation is: a synchronous part (parse, evaluate, validate, record the
+//! stack and take its lease) done by `start_*`, then [`Engine::run`], which
+//! drives the stack to a terminal status. `run` is also how a crashed operation
+//! is resumed: it reads where the stack is from the store.
+
+mod dag;
+mod resolve;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use cairn_sdk::{CreateRequest, CreateResult, DeleteRequest, ProviderError, RequestContext};
+use serde_json::{json, Map, Value};
+
+use crate::config::Config;
+use crate::graph::Graph;
+use crate::registry::Registry;
+use crate::stack::{
+    now, EventRecord, OnFailure, OutputRecord, PendingCall, ResourceRecord, ResourceStatus,
+    StackRecord, StackStatus, STACK_TYPE,
+};
+use crate::store::{Lease, OperationRecord, Store, StoreError};
+use crate::template::eval::{Evaluated, Evaluator, StackContext};
+use crate::template::parameters::{ParameterValues, MASK};
+use crate::template::source::child;
+use crate::template::{Template, TemplateError};
+use crate::validate;
+use dag::Outcome;
+use resolve::Results;
+
+const LEASE_TTL_MS: i64 = 15_000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("{0}")]
+    Template(#[from] TemplateError),
+    #[error("{0}")]
+    Store(#[from] StoreError),
+    #[error("{0}")]
+    Validation(String),
+}
+
+/// What `cairn deploy` asks for when the stack does not exist.
+#[derive(Debug, Clone)]
+pub struct CreateStackInput {
+    pub stack_name: String,
+    pub template_body: String,
+    pub parameters: BTreeMap<String, String>,
+    pub on_failure: OnFailure,
+}
+
+/// One operation in progress, everything derived from the stored stack.
+struct Op {
+    stack: StackRecord,
+    template: Template,
+    params: ParameterValues,
+    sctx: StackContext,
+    conditions: HashMap<String, bool>,
+    graph: Graph,
+    results: Results,
+    lease: Lease,
+    /// Set when the lease is lost: stop touching anything.
+    aborted: AtomicBool,
+}
+
+impl Op {
+    fn evaluator(&self) -> Evaluator<'_> {
+        Evaluator::with_conditions(
+            &self.template,
+            &self.params,
+            &self.sctx,
+            &self.results,
+            self.conditions.clone(),
+        )
+    }
+
+    /// Replaces NoEcho parameter values in text shown to people.
+    fn mask(&self, text: String) -> String {
+        let mut t = text;
+        for name in &self.params.no_echo {
+            if let Some(v) = self.params.raw.get(name).filter(|v| !v.is_empty()) {
+                t = t.replace(v.as_str(), MASK);
+            }
+        }
+        t
+    }
+
+    fn stack_event(&self, status: StackStatus, reason: Option<&str>) -> EventRecord {
+        EventRecord {
+            event_id: uuid::Uuid::new_v4().to_string(),
+            stack_id: self.stack.stack_id.clone(),
+            stack_name: self.stack.stack_name.clone(),
+            logical_id: self.stack.stack_name.clone(),
+            physical_id: self.stack.stack_id.clone(),
+            resource_type: STACK_TYPE.into(),
+            timestamp: now(),
+            status: status.as_str().into(),
+            status_reason: reason.map(str::to_string),
+            properties: None,
+        }
+    }
+
+    fn resource_event(&self, r: &ResourceRecord) -> EventRecord {
+        EventRecord {
+            event_id: uuid::Uuid::new_v4().to_string(),
+            stack_id: r.stack_id.clone(),
+            stack_name: self.stack.stack_name.clone(),
+            logical_id: r.logical_id.clone(),
+            physical_id: r.physical_id.clone().unwrap_or_default(),
+            resource_type: r.resource_type.clone(),
+            timestamp: r.updated_at.clone(),
+            status: r.status.as_str().into(),
+            status_reason: r.status_reason.clone(),
+            properties: Some(self.mask(Value::Object(r.properties.clone()).to_string())),
+        }
+    }
+}
+
+fn stack_context(config: &Config, stack_name: &str, stack_id: &str) -> StackContext {
+    let uuid = stack_id.rsplit('/').next().unwrap_or_default();
+    let id = &config.identity;
+    let mut c = StackContext::new(stack_name, uuid, &id.region, &id.account_id);
+    c.stack_id = stack_id.to_string();
+    c.partition = id.partition.clone();
+    c.url_suffix = id.url_suffix.clone();
+    c.availability_zones = id.availability_zones.clone();
+    c
+}
+
+fn valid_stack_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    name.len() <= 128
+        && chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '-')
+}
+
+/// `host:pid` of this process, the owner written into leases.
+fn this_owner() -> String {
+    let host = std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into());
+    format!("{host}:{}", std::process::id())
+}
+
+/// Whether the owner of a lease is a process on this host that no longer runs.
+fn owner_is_dead(owner: &str) -> bool {
+    let here = this_owner();
+    let (Some((host, pid)), Some((my_host, _))) = (owner.rsplit_once(':'), here.rsplit_once(':'))
+    else {
+        return false;
+    };
+    host == my_host
+        && cfg!(target_os = "linux")
+        && !std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+pub struct Engine {
+    store: Arc<dyn Store>,
+    registry: Arc<Registry>,
+    config: Config,
+    owner: String,
+}
+
+impl Engine {
+    pub fn new(store: Arc<dyn Store>, registry: Arc<Registry>, config: Config) -> Arc<Engine> {
+        Arc::new(Engine {
+            store,
+            registry,
+            config,
+            owner: this_owner(),
+        })
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    async fn exports_map(&self) -> Result<HashMap<String, String>, StoreError> {
+        Ok(self
+            .store
+            .exports()
+            .await?
+            .into_iter()
+            .map(|(n, v, _)| (n, v))
+            .collect())
+    }
+
+    /// Everything that needs no provider output, checked before the stack is
+    /// recorded: template, parameters, conditions, graph, types, attributes,
+    /// and the properties and outputs that are already known.
+    fn prepare(
+        &self,
+        template: &Template,
+        params: &ParameterValues,
+        sctx: &StackContext,
+        exports: HashMap<String, String>,
+    ) -> Result<(HashMap<String, bool>, Graph), TemplateError> {
+        validate::check_types(template, &self.registry)?;
+        let results = Results::static_pass(exports);
+        let ev = Evaluator::new(template, params, sctx, &results)?;
+        let conditions = ev.conditions().clone();
+        let graph = Graph::build(template, &|c| conditions.get(c).copied())
+            .map_err(|e| e.locate(&template.source_map))?;
+        validate::check_attributes(template, &graph, &self.registry)
+            .map_err(|e| e.locate(&template.source_map))?;
+        for name in graph.names() {
+            let Some(r) = template.resource(name) else {
+                continue;
+            };
+            let path = child(&child("/Resources", name), "Properties");
+            let (props, _) = ev.eval_object(&r.properties, &path)?;
+            validate::check_properties(name, &r.type_name, &props, &self.registry)
+                .map_err(|e| e.locate(&template.source_map))?;
+        }
+        for o in &template.outputs {
+            if o.condition.as_deref().is_some_and(|c| !ev.condition(c)) {
+                continue;
+            }
+            ev.eval(&o.value, &child(&child("/Outputs", &o.name), "Value"))?;
+        }
+        Ok((conditions, graph))
+    }
+
+    /// The synchronous part of a create: validates everything, records the stack
+    /// in CREATE_IN_PROGRESS and takes its lease. Returns the stack id; then call
+    /// [`Engine::run`].
+    pub async fn start_create(&self, input: &CreateStackInput) -> Result<String, EngineError> {
+        if !valid_stack_name(&input.stack_name) {
+            return Err(EngineError::Validation(format!(
+                "1 validation error detected: Value '{}' at 'stackName' failed to satisfy constraint: Member must satisfy regular expression pattern: [a-zA-Z][-a-zA-Z0-9]* and have length less than or equal to 128",
+                input.stack_name
+            )));
+        }
+        if self.store.find_stack(&input.stack_name).await?.is_some() {
+            return Err(StoreError::StackExists(input.stack_name.clone()).into());
+        }
+        let template = Template::parse(&input.template_body)?;
+        let params = ParameterValues::resolve(&template.parameters, &input.parameters)?;
+        let stack_id = format!(
+            "arn:aws:cloudformation:{}:{}:stack/{}/{}",
+            self.config.identity.region,
+            self.config.identity.account_id,
+            input.stack_name,
+            uuid::Uuid::new_v4()
+        );
+        let sctx = stack_context(&self.config, &input.stack_name, &stack_id);
+        self.prepare(&template, &params, &sctx, self.exports_map().await?)?;
+
+        let ts = now();
+        let stack = StackRecord {
+            stack_id: stack_id.clone(),
+            stack_name: input.stack_name.clone(),
+            status: StackStatus::CreateInProgress,
+            status_reason: Some("User Initiated".into()),
+            description: template.description.clone(),
+            template_body: input.template_body.clone(),
+            parameters: params.raw.clone(),
+            no_echo: params.no_echo.clone(),
+            outputs: Vec::new(),
+            on_failure: input.on_failure,
+            created_at: ts.clone(),
+            updated_at: ts.clone(),
+            deleted_at: None,
+        };
+        let first = EventRecord {
+            event_id: uuid::Uuid::new_v4().to_string(),
+            stack_id: stack_id.clone(),
+            stack_name: stack.stack_name.clone(),
+            logical_id: stack.stack_name.clone(),
+            physical_id: stack_id.clone(),
+            resource_type: STACK_TYPE.into(),
+            timestamp: ts.clone(),
+            status: StackStatus::CreateInProgress.as_str().into(),
+            status_reason: Some("User Initiated".into()),
+            properties: None,
+        };
+        self.store.insert_stack(&stack, &first).await?;
+        let lease = self
+            .store
+            .acquire_lease(&stack_id, &self.owner, LEASE_TTL_MS)
+            .await?;
+        self.store
+            .put_operation(
+                &lease,
+                &OperationRecord {
+                    stack_id: stack_id.clone(),
+                    kind: "CREATE".into(),
+                    options: json!({}),
+                    started_at: ts,
+                },
+            )
+            .await?;
+        Ok(stack_id)
+    }
+
+    /// The synchronous part of a delete. `Ok(None)`: nothing to delete (the
+    /// stack does not exist or is already deleted), which is not an error.
+    pub async fn start_delete(
+        &self,
+        name_or_id: &str,
+        retain: &[String],
+    ) -> Result<Option<String>, EngineError> {
+        let Some(stack) = self.store.find_stack(name_or_id).await? else {
+            return Ok(None);
+        };
+        if stack.status == StackStatus::DeleteComplete {
+            return Ok(None);
+        }
+        if !retain.is_empty() && stack.status != StackStatus::DeleteFailed {
+            return Err(EngineError::Validation(format!(
+                "Invalid operation on stack [{}]: RetainResources can only be specified when stack is in DELETE_FAILED state",
+                stack.stack_id
+            )));
+        }
+        for o in &stack.outputs {
+            if let Some(export) = &o.export_name {
+                let users = self.store.importers(export).await?;
+                let users: Vec<String> = users
+                    .into_iter()
+                    .filter(|u| *u != stack.stack_name)
+                    .collect();
+                if !users.is_empty() {
+                    return Err(EngineError::Validation(format!(
+                        "Export {export} cannot be deleted as it is in use by {}",
+                        users.join(", ")
+                    )));
+                }
+            }
+        }
+        let lease = self
+            .store
+            .acquire_lease(&stack.stack_id, &self.owner, LEASE_TTL_MS)
+            .await?;
+        if stack.status.is_in_progress() {
+            let _ = self.store.release_lease(&lease).await;
+            return Err(EngineError::Validation(format!(
+                "Stack [{}] is in {} state and can not be deleted until the operation finishes",
+                stack.stack_name, stack.status
+            )));
+        }
+        self.store
+            .put_operation(
+                &lease,
+                &OperationRecord {
+                    stack_id: stack.stack_id.clone(),
+                    kind: "DELETE".into(),
+                    options: json!({"Retain": retain}),
+                    started_at: now(),
+                },
+            )
+            .await?;
+        let op = self.load(&stack, lease).await?;
+        self.set_status(&op, StackStatus::DeleteInProgress, Some("User Initiated"))
+            .await?;
+        Ok(Some(stack.stack_id))
+    }
+
+    /// Rebuilds an operation's working state from the stored stack.
+    async fn load(&self, stack: &StackRecord, lease: Lease) -> Result<Op, EngineError> {
+        let template = Template::parse(&stack.template_body)?;
+        let params = ParameterValues::resolve(&template.parameters, &stack.parameters)?;
+        let sctx = stack_context(&self.config, &stack.stack_name, &stack.stack_id);
+        let results = Results::new(self.exports_map().await?);
+        let conditions = Evaluator::new(&template, &params, &sctx, &results)?
+            .conditions()
+            .clone();
+        let graph = Graph::build(&template, &|c| conditions.get(c).copied())?;
+        for r in self.store.resources(&stack.stack_id).await? {
+            if let Some(p) = &r.physical_id {
+                if r.status == ResourceStatus::CreateComplete {
+                    results.record(&r.logical_id, p, &r.attributes);
+                }
+            }
+        }
+        Ok(Op {
+            stack: stack.clone(),
+            template,
+            params,
+            sctx,
+            conditions,
+            graph,
+            results,
+            lease,
+            aborted: AtomicBool::new(false),
+        })
+    }
+
+    /// Resumes every in-progress operation whose owner is gone (crashed), and
+    /// drives each to a terminal status. Returns the stack ids resumed.
+    pub async fn resume_abandoned(self: &Arc<Self>) -> Result<Vec<String>, EngineError> {
+        let mut resumed = Vec::new();
+        for s in self.store.in_progress_stacks().await? {
+            if let Some(owner) = self.store.lease_owner(&s.stack_id).await? {
+                if owner != self.owner && owner_is_dead(&owner) {
+                    self.store.break_lease(&s.stack_id, &owner).await?;
+                } else {
+                    continue;
+                }
+            }
+            match self.run(&s.stack_id).await {
+                Ok(_) => resumed.push(s.stack_id.clone()),
+                Err(EngineError::Store(StoreError::Busy { .. })) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(resumed)
+    }
+
+    /// Drives a stack's current operation to a terminal status (also after a
+    /// crash) and returns that status.
+    pub async fn run(self: &Arc<Self>, stack_id: &str) -> Result<StackStatus, EngineError> {
+        let Some(stack) = self.store.find_stack(stack_id).await? else {
+            return Err(StoreError::NoSuchStack(stack_id.to_string()).into());
+        };
+        if !stack.status.is_in_progress() {
+            return Ok(stack.status);
+        }
+        let lease = self
+            .store
+            .acquire_lease(&stack.stack_id, &self.owner, LEASE_TTL_MS)
+            .await?;
+        let op = Arc::new(self.load(&stack, lease.clone()).await?);
+        let heartbeat = {
+            let store = self.store.clone();
+            let lease = lease.clone();
+            let op = op.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(Duration::from_millis((LEASE_TTL_MS / 3) as u64)).await;
+                    if store.renew_lease(&lease, LEASE_TTL_MS).await.is_err() {
+                        op.aborted.store(true, Ordering::SeqCst);
+                        return;
+                    }
+                }
+            })
+        };
+        let result = self.drive(&op).await;
+        heartbeat.abort();
+        let status = result?;
+        if !status.is_in_progress() {
+            self.store.clear_operation(&lease).await?;
+            self.store.release_lease(&lease).await?;
+        }
+        Ok(status)
+    }
+
+    async fn drive(&self, op: &Op) -> Result<StackStatus, EngineError> {
+        let retain: Vec<String> = match self.store.operation(&op.stack.stack_id).await? {
+            Some(o) => o
+                .options
+                .get("Retain")
+                .and_then(|r| serde_json::from_value(r.clone()).ok())
+                .unwrap_or_default(),
+            None => Vec::new(),
+        };
+        match op.stack.status {
+            StackStatus::CreateInProgress => {
+                let failed = self.create_all(op).await?;
+                if failed.is_empty() {
+                    match self.finish_create(op).await {
+                        Ok(()) => {
+                            return self.set_status(op, StackStatus::CreateComplete, None).await
+                        }
+                        Err(reason) => return self.fail_create(op, &reason).await,
+                    }
+                }
+                let reason = format!(
+                    "The following resource(s) failed to create: [{}]. ",
+                    failed.join(", ")
+                );
+                self.fail_create(op, &reason).await
+            }
+            StackStatus::RollbackInProgress => self.rollback(op).await,
+            StackStatus::DeleteInProgress => self.delete_phase(op, &retain, true).await,
+            other => Err(EngineError::Validation(format!(
+                "Stack [{}] is in {other} state, which this version of Cairn cannot resume",
+                op.stack.stack_name
+            ))),
+        }
+    }
+
+    async fn set_status(
+        &self,
+        op: &Op,
+        status: StackStatus,
+        reason: Option<&str>,
+    ) -> Result<StackStatus, EngineError> {
+        let event = op.stack_event(status, reason);
+        self.store
+            .set_stack_status(&op.lease, status, reason, &event)
+            .await?;
+        Ok(status)
+    }
+
+    async fn fail_create(&self, op: &Op, reason: &str) -> Result<StackStatus, EngineError> {
+        match op.stack.on_failure {
+            OnFailure::DoNothing => {
+                self.set_status(op, StackStatus::CreateFailed, Some(reason))
+                    .await
+            }
+            OnFailure::Rollback => {
+                let reason = format!("{reason}Rollback requested by user.");
+                self.set_status(op, StackStatus::RollbackInProgress, Some(&reason))
+                    .await?;
+                self.rollback(op).await
+            }
+            OnFailure::Delete => {
+                self.set_status(op, StackStatus::DeleteInProgress, Some(reason))
+                    .await?;
+                self.delete_phase(op, &[], true).await
+            }
+        }
+    }
+
+    async fn rollback(&self, op: &Op) -> Result<StackStatus, EngineError> {
+        let failed = self.delete_resources(op, &[]).await?;
+        if failed.is_empty() {
+            self.set_status(op, StackStatus::RollbackComplete, None)
+                .await
+        } else {
+            let reason = format!(
+                "The following resource(s) failed to delete: [{}]. ",
+                failed.join(", ")
+            );
+            self.set_status(op, StackStatus::RollbackFailed, Some(&reason))
+                .await
+        }
+    }
+
+    async fn delete_phase(
+        &self,
+        op: &Op,
+        retain: &[String],
+        whole_stack: bool,
+    ) -> Result<StackStatus, EngineError> {
+        let failed = self.delete_resources(op, retain).await?;
+        if !failed.is_empty() {
+            let reason = format!(
+                "The following resource(s) failed to delete: [{}]. ",
+                failed.join(", ")
+            );
+            return self
+                .set_status(op, StackStatus::DeleteFailed, Some(&reason))
+                .await;
+        }
+        if whole_stack {
+            self.store.delete_exports(&op.lease).await?;
+        }
+        self.set_status(op, StackStatus::DeleteComplete, None).await
+    }
+
+    /// Creates every resource not yet created, in dependency order. Returns the
+    /// logical ids that failed.
+    async fn create_all(&self, op: &Op) -> Result<Vec<String>, EngineError> {
+        let stored: HashMap<String, ResourceRecord> = self
+            .store
+            .resources(&op.stack.stack_id)
+            .await?
+            .into_iter()
+            .map(|r| (r.logical_id.clone(), r))
+            .collect();
+        let n = op.graph.len();
+        let preds: Vec<Vec<usize>> = (0..n).map(|i| op.graph.depends_on(i).to_vec()).collect();
+        let mut initial = vec![Outcome::NotRun; n];
+        let mut already_failed = Vec::new();
+        for (i, slot) in initial.iter_mut().enumerate() {
+            match stored.get(op.graph.name(i)).map(|r| r.status) {
+                Some(ResourceStatus::CreateComplete) => *slot = Outcome::Done,
+                Some(ResourceStatus::CreateFailed) => {
+                    already_failed.push(op.graph.name(i).to_string())
+                }
+                _ => {}
+            }
+        }
+        if !already_failed.is_empty() {
+            // Crashed after a failure was recorded: go straight to the failure path.
+            return Ok(already_failed);
+        }
+        let stored = &stored;
+        let outcomes = dag::run(
+            &preds,
+            initial,
+            self.config.engine.max_concurrency,
+            true,
+            |i| async move {
+                let name = op.graph.name(i);
+                let ok = self.create_one(op, name, stored.get(name).cloned()).await;
+                (i, ok)
+            },
+        )
+        .await;
+        if op.aborted.load(Ordering::SeqCst) {
+            return Err(StoreError::LeaseLost(op.stack.stack_id.clone()).into());
+        }
+        Ok((0..n)
+            .filter(|&i| outcomes[i] == Outcome::Failed)
+            .map(|i| op.graph.name(i).to_string())
+            .collect())
+    }
+
+    fn context(
+        &self,
+        op: &Op,
+        logical_id: &str,
+        type_name: &str,
+        request_id: &str,
+    ) -> RequestContext {
+        let deadline = std::time::SystemTime::now()
+            + Duration::from_secs(self.config.engine.call_timeout_seconds);
+        RequestContext {
+            stack_id: op.stack.stack_id.clone(),
+            stack_name: op.stack.stack_name.clone(),
+            logical_resource_id: logical_id.to_string(),
+            resource_type: type_name.to_string(),
+            request_id: request_id.to_string(),
+            deadline_unix_ms: deadline
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(u64::MAX),
+        }
+    }
+
+    /// Records `r` (with an event) and reports whether the write held; a lost
+    /// lease aborts the operation.
+    async fn record(&self, op: &Op, r: &ResourceRecord, with_event: bool) -> bool {
+        let event = with_event.then(|| op.resource_event(r));
+        match self.store.put_resource(&op.lease, r, event.as_ref()).await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::error!(stack = %op.stack.stack_name, resource = %r.logical_id, "cannot record resource state: {e}");
+                op.aborted.store(true, Ordering::SeqCst);
+                false
+            }
+        }
+    }
+
+    /// Evaluates a resource's properties with what providers returned so far and
+    /// checks them against the schema.
+    fn properties_for(
+        &self,
+        op: &Op,
+        logical_id: &str,
+    ) -> Result<(String, Map<String, Value>), String> {
+        let r = op
+            .template
+            .resource(logical_id)
+            .ok_or_else(|| format!("resource {logical_id} is not in the template"))?;
+        let path = child(&child("/Resources", logical_id), "Properties");
+        let (props, pending) = op
+            .evaluator()
+            .eval_object(&r.properties, &path)
+            .map_err(|e| e.to_string())?;
+        if pending {
+            return Err(format!(
+                "properties of {logical_id} still depend on resources that are not created"
+            ));
+        }
+        let props = validate::check_properties(logical_id, &r.type_name, &props, &self.registry)
+            .map_err(|e| e.message().to_string())?;
+        Ok((self.registry.canonical(&r.type_name).to_string(), props))
+    }
+
+    async fn call_create(
+        &self,
+        op: &Op,
+        r: &ResourceRecord,
+        request_id: &str,
+    ) -> Result<CreateResult, ProviderError> {
+        let Some(t) = self.registry.get(&r.resource_type) else {
+            return Err(ProviderError::invalid_request(format!(
+                "no provider serves {}",
+                r.resource_type
+            )));
+        };
+        let req = CreateRequest {
+            context: self.context(op, &r.logical_id, &r.resource_type, request_id),
+            properties: r.properties.clone(),
+        };
+        let limit = Duration::from_secs(self.config.engine.call_timeout_seconds);
+        match tokio::time::timeout(limit, t.provider.create(&req)).await {
+            Ok(r) => r,
+            Err(_) => Err(ProviderError::timeout(format!(
+                "Resource creation timed out after {} seconds",
+                limit.as_secs()
+            ))),
+        }
+    }
+
+    async fn create_one(
+        &self,
+        op: &Op,
+        logical_id: &str,
+        existing: Option<ResourceRecord>,
+    ) -> bool {
+        if op.aborted.load(Ordering::SeqCst) {
+            return false;
+        }
+        let resumed_call = existing
+            .as_ref()
+            .and_then(|r| r.pending.clone())
+            .filter(|p| p.action == "CREATE");
+        let type_name = op
+            .template
+            .resource(logical_id)
+            .map(|r| r.type_name.clone())
+            .unwrap_or_default();
+        let mut rec = match existing {
+            Some(r) if resumed_call.is_some() => r,
+            _ => {
+                let r = ResourceRecord {
+                    stack_id: op.stack.stack_id.clone(),
+                    logical_id: logical_id.to_string(),
+                    resource_type: type_name.clone(),
+                    physical_id: None,
+                    status: ResourceStatus::CreateInProgress,
+                    status_reason: None,
+                    properties: Map::new(),
+                    attributes: Map::new(),
+                    pending: None,
+                    updated_at: now(),
+                };
+                if !self.record(op, &r, true).await {
+                    return false;
+                }
+                r
+            }
+        };
+        let request_id = match &resumed_call {
+            Some(p) => p.request_id.clone(),
+            None => {
+                match self.properties_for(op, logical_id) {
+                    Ok((_, props)) => rec.properties = props,
+                    Err(reason) => {
+                        rec.status = ResourceStatus::CreateFailed;
+                        rec.status_reason = Some(reason);
+                        rec.updated_at = now();
+                        self.record(op, &rec, true).await;
+                        return false;
+                    }
+                }
+                let id = uuid::Uuid::new_v4().to_string();
+                rec.pending = Some(PendingCall {
+                    action: "CREATE".into(),
+                    request_id: id.clone(),
+                });
+                rec.status_reason = Some("Resource creation Initiated".into());
+                rec.updated_at = now();
+                // Durable before the call: a crash from here on re-issues it.
+                if !self.record(op, &rec, true).await {
+                    return false;
+                }
+                id
+            }
+        };
+        let result = self.call_create(op, &rec, &request_id).await;
+        rec.pending = None;
+        rec.updated_at = now();
+        match result {
+            Ok(created) => {
+                rec.physical_id = Some(created.physical_resource_id.clone());
+                rec.attributes = created.attributes;
+                rec.status = ResourceStatus::CreateComplete;
+                rec.status_reason = None;
+                if !self.record(op, &rec, true).await {
+                    return false;
+                }
+                op.results
+                    .record(logical_id, &created.physical_resource_id, &rec.attributes);
+                true
+            }
+            Err(e) => {
+                rec.status = ResourceStatus::CreateFailed;
+                rec.status_reason = Some(e.message);
+                self.record(op, &rec, true).await;
+                false
+            }
+        }
+    }
+
+    /// Outputs and exports, once every resource exists. An error is the reason
+    /// the create fails.
+    async fn finish_create(&self, op: &Op) -> Result<(), String> {
+        let ev = op.evaluator();
+        let mut outputs = Vec::new();
+        let mut exports = Vec::new();
+        for o in &op.template.outputs {
+            if o.condition.as_deref().is_some_and(|c| !ev.condition(c)) {
+                continue;
+            }
+            let base = child("/Outputs", &o.name);
+            let value = match ev.eval(&o.value, &child(&base, "Value")) {
+                Ok(Evaluated::Value(v)) => v,
+                Ok(_) => return Err(format!("Output {} did not resolve to a value", o.name)),
+                Err(e) => return Err(e.to_string()),
+            };
+            let text = match &value {
+                Value::String(s) => s.clone(),
+                Value::Array(items) => items
+                    .iter()
+                    .map(|i| {
+                        i.as_str()
+                            .map(str::to_string)
+                            .unwrap_or_else(|| i.to_string())
+                    })
+                    .collect::<Vec<_>>()
+                    .join(","),
+                other => other.to_string(),
+            };
+            let export_name = match &o.export_name {
+                None => None,
+                Some(e) => match ev.eval(e, &child(&base, "Export")) {
+                    Ok(Evaluated::Value(Value::String(s))) => Some(s),
+                    Ok(_) => {
+                        return Err(format!("Export name of output {} must be a string", o.name))
+                    }
+                    Err(e) => return Err(e.to_string()),
+                },
+            };
+            if let Some(n) = &export_name {
+                exports.push((n.clone(), text.clone()));
+            }
+            outputs.push(OutputRecord {
+                output_key: o.name.clone(),
+                output_value: text,
+                description: o.description.clone(),
+                export_name,
+            });
+        }
+        match self.store.put_exports(&op.lease, &exports).await {
+            Ok(()) => {}
+            Err(e @ StoreError::ExportExists { .. }) => return Err(e.to_string()),
+            Err(e) => return Err(e.to_string()),
+        }
+        self.store
+            .put_imports(&op.lease, &op.results.imported())
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut stack = op.stack.clone();
+        stack.outputs = outputs;
+        stack.updated_at = now();
+        self.store
+            .save_stack(&op.lease, &stack)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(())
+    }
+
+    /// Deletes the stack's resources in reverse dependency order. `retain` and
+    /// `DeletionPolicy: Retain` resources are skipped. Returns those that failed.
+    async fn delete_resources(
+        &self,
+        op: &Op,
+        retain: &[String],
+    ) -> Result<Vec<String>, EngineError> {
+        let stored = self.store.resources(&op.stack.stack_id).await?;
+        let index: HashMap<&str, usize> = stored
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.logical_id.as_str(), i))
+            .collect();
+        // A resource is deleted once everything that depends on it is gone.
+        let mut preds: Vec<Vec<usize>> = vec![Vec::new(); stored.len()];
+        for (i, r) in stored.iter().enumerate() {
+            if let Some(g) = op.graph.index_of(&r.logical_id) {
+                for &d in op.graph.dependents(g) {
+                    if let Some(&j) = index.get(op.graph.name(d)) {
+                        preds[i].push(j);
+                    }
+                }
+            }
+        }
+        let initial: Vec<Outcome> = stored
+            .iter()
+            .map(|r| match r.status {
+                ResourceStatus::DeleteComplete | ResourceStatus::DeleteSkipped => Outcome::Done,
+                _ => Outcome::NotRun,
+            })
+            .collect();
+        let stored_ref = &stored;
+        let outcomes = dag::run(
+            &preds,
+            initial,
+            self.config.engine.max_concurrency,
+            false,
+            |i| async move {
+                let r = stored_ref[i].clone();
+                let keep = retain.contains(&r.logical_id);
+                (i, self.delete_one(op, r, keep).await)
+            },
+        )
+        .await;
+        if op.aborted.load(Ordering::SeqCst) {
+            return Err(StoreError::LeaseLost(op.stack.stack_id.clone()).into());
+        }
+        Ok(stored
+            .iter()
+            .zip(outcomes)
+            .filter(|(_, o)| *o == Outcome::Failed)
+            .map(|(r, _)| r.logical_id.clone())
+            .collect())
+    }
+
+    fn retained_by_policy(&self, op: &Op, logical_id: &str) -> bool {
+        let Some(policy) = op
+            .template
+            .resource(logical_id)
+            .and_then(|r| r.deletion_policy.clone())
+        else {
+            return false;
+        };
+        let path = child(&child("/Resources", logical_id), "DeletionPolicy");
+        matches!(op.evaluator().eval(&policy, &path), Ok(Evaluated::Value(Value::String(p))) if p == "Retain" || p == "RetainExceptOnCreate" && op.stack.status != StackStatus::RollbackInProgress)
+    }
+
+    async fn delete_one(&self, op: &Op, mut rec: ResourceRecord, retain: bool) -> bool {
+        if op.aborted.load(Ordering::SeqCst) {
+            return false;
+        }
+        if retain || self.retained_by_policy(op, &rec.logical_id) {
+            rec.status = ResourceStatus::DeleteSkipped;
+            rec.status_reason = None;
+            rec.pending = None;
+            rec.updated_at = now();
+            return self.record(op, &rec, true).await;
+        }
+        // A create whose outcome was never recorded (crash, cancellation): ask
+        // again with the same request id, so a resource it made is not leaked.
+        if rec.physical_id.is_none() {
+            if let Some(p) = rec.pending.clone().filter(|p| p.action == "CREATE") {
+                if let Ok(created) = self.call_create(op, &rec, &p.request_id).await {
+                    rec.physical_id = Some(created.physical_resource_id);
+                    rec.attributes = created.attributes;
+                }
+            }
+        }
+        let request_id = match rec.pending.as_ref().filter(|p| p.action == "DELETE") {
+            Some(p) => p.request_id.clone(),
+            None => uuid::Uuid::new_v4().to_string(),
+        };
+        let needs_call = rec.physical_id.is_some();
+        rec.status = ResourceStatus::DeleteInProgress;
+        rec.status_reason = None;
+        rec.pending = needs_call.then(|| PendingCall {
+            action: "DELETE".into(),
+            request_id: request_id.clone(),
+        });
+        rec.updated_at = now();
+        if !self.record(op, &rec, true).await {
+            return false;
+        }
+        let result = match &rec.physical_id {
+            None => Ok(()),
+            Some(physical) => match self.registry.get(&rec.resource_type) {
+                None => Err(ProviderError::invalid_request(format!(
+                    "no provider serves {}",
+                    rec.resource_type
+                ))),
+                Some(t) => {
+                    let req = DeleteRequest {
+                        context: self.context(op, &rec.logical_id, &rec.resource_type, &request_id),
+                        physical_resource_id: physical.clone(),
+                        properties: rec.properties.clone(),
+                    };
+                    let limit = Duration::from_secs(self.config.engine.call_timeout_seconds);
+                    match tokio::time::timeout(limit, t.provider.delete(&req)).await {
+                        Ok(Err(e)) if e.is_not_found() => Ok(()),
+                        Ok(r) => r,
+                        Err(_) => Err(ProviderError::timeout(format!(
+                            "Resource deletion timed out after {} seconds",
+                            limit.as_secs()
+                        ))),
+                    }
+                }
+            },
+        };
+        rec.pending = None;
+        rec.updated_at = now();
+        match result {
+            Ok(()) => {
+                rec.status = ResourceStatus::DeleteComplete;
+                op.results.forget(&rec.logical_id);
+                self.record(op, &rec, true).await
+            }
+            Err(e) => {
+                rec.status = ResourceStatus::DeleteFailed;
+                rec.status_reason = Some(e.message);
+                self.record(op, &rec, true).await;
+                false
+            }
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! Resource values for evaluation during execution: the recorded provider
+//! results of this operation, and the exports of other stacks.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Mutex;
+
+use serde_json::{Map, Value};
+
+use crate::template::eval::{Lookup, Resolver};
+
+/// A created resource as evaluation sees it: physical id and attributes.
+type Known = HashMap<String, (String, Map<String, Value>)>;
+
+/// What the engine knows of each resource: physical id and attributes.
+#[derive(Default)]
+pub struct Results {
+    known: Mutex<Known>,
+    exports: HashMap<String, String>,
+    imported: Mutex<BTreeSet<String>>,
+    /// In the static pass resources are pending even if known.
+    static_pass: bool,
+}
+
+impl Results {
+    pub fn new(exports: HashMap<String, String>) -> Self {
+        Results {
+            exports,
+            ..Default::default()
+        }
+    }
+
+    pub fn static_pass(exports: HashMap<String, String>) -> Self {
+        Results {
+            exports,
+            static_pass: true,
+            ..Default::default()
+        }
+    }
+
+    pub fn record(&self, logical_id: &str, physical_id: &str, attributes: &Map<String, Value>) {
+        if let Ok(mut k) = self.known.lock() {
+            k.insert(
+                logical_id.to_string(),
+                (physical_id.to_string(), attributes.clone()),
+            );
+        }
+    }
+
+    pub fn forget(&self, logical_id: &str) {
+        if let Ok(mut k) = self.known.lock() {
+            k.remove(logical_id);
+        }
+    }
+
+    /// Export names looked up so far.
+    pub fn imported(&self) -> Vec<String> {
+        self.imported
+            .lock()
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+}
+
+impl Resolver for Results {
+    fn resource_ref(&self, logical_id: &str) -> Lookup {
+        if self.static_pass {
+            return Lookup::Pending;
+        }
+        match self
+            .known
+            .lock()
+            .ok()
+            .and_then(|k| k.get(logical_id).map(|(p, _)| p.clone()))
+        {
+            Some(p) => Lookup::Value(Value::String(p)),
+            None => Lookup::Pending,
+        }
+    }
+
+    fn resource_attribute(&self, logical_id: &str, attribute: &str) -> Lookup {
+        if self.static_pass {
+            return Lookup::Pending;
+        }
+        let known = match self.known.lock() {
+            Ok(k) => k,
+            Err(_) => return Lookup::Pending,
+        };
+        match known.get(logical_id) {
+            None => Lookup::Pending,
+            Some((_, attrs)) => match attrs.get(attribute) {
+                Some(v) => Lookup::Value(v.clone()),
+                None => Lookup::Absent,
+            },
+        }
+    }
+
+    fn import_value(&self, export_name: &str) -> Lookup {
+        if let Ok(mut i) = self.imported.lock() {
+            i.insert(export_name.to_string());
+        }
+        match self.exports.get(export_name) {
+            Some(v) => Lookup::Value(Value::String(v.clone())),
+            None => Lookup::Absent,
+        }
+    }
+}

@@ -1,0 +1,203 @@
+//! The stack model: statuses exactly as CloudFormation names them, and the
+//! records the store keeps (stacks, resources, events, outputs, operations).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+macro_rules! status_enum {
+    ($(#[$m:meta])* $name:ident { $($variant:ident => $text:literal),* $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $name { $($variant),* }
+
+        impl $name {
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $text),* }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                match s {
+                    $($text => Ok($name::$variant),)*
+                    other => Err(format!("unknown {} {other}", stringify!($name))),
+                }
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = String::deserialize(d)?;
+                s.parse().map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+
+status_enum!(
+    /// A stack's status (seed 004's state machine).
+    StackStatus {
+        ReviewInProgress => "REVIEW_IN_PROGRESS",
+        CreateInProgress => "CREATE_IN_PROGRESS",
+        CreateComplete => "CREATE_COMPLETE",
+        CreateFailed => "CREATE_FAILED",
+        RollbackInProgress => "ROLLBACK_IN_PROGRESS",
+        RollbackComplete => "ROLLBACK_COMPLETE",
+        RollbackFailed => "ROLLBACK_FAILED",
+        DeleteInProgress => "DELETE_IN_PROGRESS",
+        DeleteComplete => "DELETE_COMPLETE",
+        DeleteFailed => "DELETE_FAILED",
+        UpdateInProgress => "UPDATE_IN_PROGRESS",
+        UpdateCompleteCleanupInProgress => "UPDATE_COMPLETE_CLEANUP_IN_PROGRESS",
+        UpdateComplete => "UPDATE_COMPLETE",
+        UpdateFailed => "UPDATE_FAILED",
+        UpdateRollbackInProgress => "UPDATE_ROLLBACK_IN_PROGRESS",
+        UpdateRollbackFailed => "UPDATE_ROLLBACK_FAILED",
+        UpdateRollbackCompleteCleanupInProgress => "UPDATE_ROLLBACK_COMPLETE_CLEANUP_IN_PROGRESS",
+        UpdateRollbackComplete => "UPDATE_ROLLBACK_COMPLETE",
+    }
+);
+
+impl StackStatus {
+    pub fn is_in_progress(self) -> bool {
+        self.as_str().ends_with("_IN_PROGRESS") && self != StackStatus::ReviewInProgress
+    }
+}
+
+status_enum!(
+    /// A resource's status.
+    ResourceStatus {
+        CreateInProgress => "CREATE_IN_PROGRESS",
+        CreateComplete => "CREATE_COMPLETE",
+        CreateFailed => "CREATE_FAILED",
+        DeleteInProgress => "DELETE_IN_PROGRESS",
+        DeleteComplete => "DELETE_COMPLETE",
+        DeleteFailed => "DELETE_FAILED",
+        DeleteSkipped => "DELETE_SKIPPED",
+        UpdateInProgress => "UPDATE_IN_PROGRESS",
+        UpdateComplete => "UPDATE_COMPLETE",
+        UpdateFailed => "UPDATE_FAILED",
+    }
+);
+
+/// What `--on-failure` asks for when a create fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum OnFailure {
+    DoNothing,
+    #[default]
+    Rollback,
+    Delete,
+}
+
+impl FromStr for OnFailure {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "DO_NOTHING" => Ok(OnFailure::DoNothing),
+            "ROLLBACK" => Ok(OnFailure::Rollback),
+            "DELETE" => Ok(OnFailure::Delete),
+            other => Err(format!(
+                "OnFailure must be DO_NOTHING, ROLLBACK or DELETE, not {other}"
+            )),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct OutputRecord {
+    pub output_key: String,
+    pub output_value: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub export_name: Option<String>,
+}
+
+/// One stack as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StackRecord {
+    pub stack_id: String,
+    pub stack_name: String,
+    pub status: StackStatus,
+    pub status_reason: Option<String>,
+    pub description: Option<String>,
+    /// The template text as submitted.
+    pub template_body: String,
+    /// Parameter name → raw value (unmasked; masking happens on display).
+    pub parameters: BTreeMap<String, String>,
+    pub no_echo: Vec<String>,
+    pub outputs: Vec<OutputRecord>,
+    pub on_failure: OnFailure,
+    pub created_at: String,
+    pub updated_at: String,
+    pub deleted_at: Option<String>,
+}
+
+/// A call made to a provider whose outcome is not recorded yet. Recorded before
+/// the call, cleared with its result: after a crash it is re-issued with the same
+/// request id.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingCall {
+    pub action: String,
+    pub request_id: String,
+}
+
+/// One resource of a stack as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResourceRecord {
+    pub stack_id: String,
+    pub logical_id: String,
+    pub resource_type: String,
+    pub physical_id: Option<String>,
+    pub status: ResourceStatus,
+    pub status_reason: Option<String>,
+    /// The properties as evaluated and sent to the provider.
+    pub properties: Map<String, Value>,
+    /// Attributes the provider returned (what `Fn::GetAtt` reads).
+    pub attributes: Map<String, Value>,
+    pub pending: Option<PendingCall>,
+    pub updated_at: String,
+}
+
+/// One transition, as CloudFormation's StackEvent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventRecord {
+    pub event_id: String,
+    pub stack_id: String,
+    pub stack_name: String,
+    pub logical_id: String,
+    pub physical_id: String,
+    pub resource_type: String,
+    pub timestamp: String,
+    pub status: String,
+    pub status_reason: Option<String>,
+    pub properties: Option<String>,
+}
+
+/// The type CloudFormation records the stack's own events under.
+pub const STACK_TYPE: &str = "AWS::CloudFormation::Stack";
+
+/// Now, as an RFC 3339 timestamp with milliseconds (UTC).
+pub fn now() -> String {
+    let ts = jiff::Timestamp::now();
+    format!("{ts:.3}")
+}

@@ -1,0 +1,118 @@
+//! Durable state behind one trait: stacks, resources, events, operations,
+//! exports and leases. The engine speaks only this trait, so another backend
+//! (PostgreSQL) can be added without touching it.
+
+pub mod sqlite;
+
+use crate::stack::{EventRecord, ResourceRecord, StackRecord, StackStatus};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("Stack [{0}] already exists")]
+    StackExists(String),
+    #[error("Stack with id {0} does not exist")]
+    NoSuchStack(String),
+    #[error("stack {stack} is being operated on by {owner}; try again when it finishes")]
+    Busy { stack: String, owner: String },
+    #[error("the lease on stack {0} was taken over by another process; this operation stopped")]
+    LeaseLost(String),
+    #[error("Export with name {name} is already exported by stack {stack}")]
+    ExportExists { name: String, stack: String },
+    #[error("state file error: {0}")]
+    Backend(String),
+}
+
+/// The right to run an operation on one stack. `token` is a fencing token: every
+/// write made under the lease checks it, so a process that lost its lease cannot
+/// overwrite the new owner's progress.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    pub stack_id: String,
+    pub owner: String,
+    pub token: i64,
+}
+
+/// The operation a stack is running, kept so that a crashed one is resumed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OperationRecord {
+    pub stack_id: String,
+    /// `CREATE`, `DELETE`, …
+    pub kind: String,
+    /// Operation options (JSON), e.g. retained resources.
+    pub options: serde_json::Value,
+    pub started_at: String,
+}
+
+#[async_trait::async_trait]
+pub trait Store: Send + Sync {
+    /// Records a new stack; a live stack with the same name is an error.
+    async fn insert_stack(
+        &self,
+        stack: &StackRecord,
+        first_event: &EventRecord,
+    ) -> Result<(), StoreError>;
+    /// A live stack by name, or any stack (also deleted ones) by id.
+    async fn find_stack(&self, name_or_id: &str) -> Result<Option<StackRecord>, StoreError>;
+    /// All stacks, deleted ones included, oldest first.
+    async fn list_stacks(&self) -> Result<Vec<StackRecord>, StoreError>;
+    /// Stacks whose status is an `*_IN_PROGRESS` one.
+    async fn in_progress_stacks(&self) -> Result<Vec<StackRecord>, StoreError>;
+
+    /// Takes the stack's lease (taking over a stale one). `Busy` while a live
+    /// owner holds it.
+    async fn acquire_lease(
+        &self,
+        stack_id: &str,
+        owner: &str,
+        ttl_ms: i64,
+    ) -> Result<Lease, StoreError>;
+    async fn renew_lease(&self, lease: &Lease, ttl_ms: i64) -> Result<(), StoreError>;
+    /// The current lease holder of a stack, if any lease is unexpired.
+    async fn lease_owner(&self, stack_id: &str) -> Result<Option<String>, StoreError>;
+    /// Expires the lease if `owner` still holds it (the owner is known dead).
+    async fn break_lease(&self, stack_id: &str, owner: &str) -> Result<(), StoreError>;
+    async fn release_lease(&self, lease: &Lease) -> Result<(), StoreError>;
+
+    /// Sets the stack's status and records the stack event, atomically.
+    async fn set_stack_status(
+        &self,
+        lease: &Lease,
+        status: StackStatus,
+        reason: Option<&str>,
+        event: &EventRecord,
+    ) -> Result<(), StoreError>;
+    /// Replaces the stack's stored fields (outputs, template, parameters).
+    async fn save_stack(&self, lease: &Lease, stack: &StackRecord) -> Result<(), StoreError>;
+
+    /// Writes one resource row and, optionally, its event, atomically.
+    async fn put_resource(
+        &self,
+        lease: &Lease,
+        resource: &ResourceRecord,
+        event: Option<&EventRecord>,
+    ) -> Result<(), StoreError>;
+    async fn resources(&self, stack_id: &str) -> Result<Vec<ResourceRecord>, StoreError>;
+    /// Events, oldest first.
+    async fn events(&self, stack_id: &str) -> Result<Vec<EventRecord>, StoreError>;
+
+    async fn put_operation(&self, lease: &Lease, op: &OperationRecord) -> Result<(), StoreError>;
+    async fn operation(&self, stack_id: &str) -> Result<Option<OperationRecord>, StoreError>;
+    async fn clear_operation(&self, lease: &Lease) -> Result<(), StoreError>;
+
+    /// Publishes the stack's exports (replacing its earlier ones). A name another
+    /// stack exports is an error naming that stack.
+    async fn put_exports(
+        &self,
+        lease: &Lease,
+        exports: &[(String, String)],
+    ) -> Result<(), StoreError>;
+    async fn delete_exports(&self, lease: &Lease) -> Result<(), StoreError>;
+    /// An export's value and the id of the stack exporting it.
+    async fn export(&self, name: &str) -> Result<Option<(String, String)>, StoreError>;
+    /// All exports: (name, value, exporting stack id).
+    async fn exports(&self) -> Result<Vec<(String, String, String)>, StoreError>;
+    /// Records which exports the stack imports (replacing earlier ones).
+    async fn put_imports(&self, lease: &Lease, names: &[String]) -> Result<(), StoreError>;
+    /// Names of live stacks importing `export_name`.
+    async fn importers(&self, export_name: &str) -> Result<Vec<String>, StoreError>;
+}

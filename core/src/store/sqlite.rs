@@ -1,0 +1,727 @@
+//! The embedded store: one SQLite file in WAL mode.
+//!
+//! All statements run on one dedicated thread that owns the connection (SQLite
+//! has a single writer anyway, and the async runtime must not block on file
+//! I/O). Jobs arriving while a transaction runs are group-committed in the next
+//! one, each inside its own savepoint, and each caller is answered only after
+//! the commit: state is durable before anyone acts on it.
+
+use std::path::Path;
+use std::sync::mpsc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use tokio::sync::oneshot;
+
+use super::{Lease, OperationRecord, Store, StoreError};
+use crate::stack::{EventRecord, OnFailure, PendingCall, ResourceRecord, StackRecord, StackStatus};
+
+type Reply = Box<dyn FnOnce(Option<String>) + Send>;
+type Job = Box<dyn FnOnce(&Connection) -> (bool, Reply) + Send>;
+
+const SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS stacks (
+    stack_id TEXT PRIMARY KEY,
+    stack_name TEXT NOT NULL,
+    status TEXT NOT NULL,
+    status_reason TEXT,
+    description TEXT,
+    template_body TEXT NOT NULL,
+    parameters TEXT NOT NULL,
+    no_echo TEXT NOT NULL,
+    outputs TEXT NOT NULL,
+    on_failure TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    deleted_at TEXT,
+    lease_owner TEXT,
+    lease_expires INTEGER NOT NULL DEFAULT 0,
+    lease_token INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS stacks_by_name ON stacks(stack_name);
+CREATE TABLE IF NOT EXISTS resources (
+    stack_id TEXT NOT NULL,
+    logical_id TEXT NOT NULL,
+    resource_type TEXT NOT NULL,
+    physical_id TEXT,
+    status TEXT NOT NULL,
+    status_reason TEXT,
+    properties TEXT NOT NULL,
+    attributes TEXT NOT NULL,
+    pending TEXT,
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (stack_id, logical_id)
+);
+CREATE TABLE IF NOT EXISTS events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    event_id TEXT NOT NULL,
+    stack_id TEXT NOT NULL,
+    stack_name TEXT NOT NULL,
+    logical_id TEXT NOT NULL,
+    physical_id TEXT NOT NULL,
+    resource_type TEXT NOT NULL,
+    timestamp TEXT NOT NULL,
+    status TEXT NOT NULL,
+    status_reason TEXT,
+    properties TEXT
+);
+CREATE INDEX IF NOT EXISTS events_by_stack ON events(stack_id, seq);
+CREATE TABLE IF NOT EXISTS operations (
+    stack_id TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    options TEXT NOT NULL,
+    started_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS exports (
+    name TEXT PRIMARY KEY,
+    stack_id TEXT NOT NULL,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS imports (
+    stack_id TEXT NOT NULL,
+    export_name TEXT NOT NULL,
+    PRIMARY KEY (stack_id, export_name)
+);
+"#;
+
+fn backend(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Backend(e.to_string())
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+fn json_text<T: serde::Serialize>(v: &T) -> Result<String, StoreError> {
+    serde_json::to_string(v).map_err(backend)
+}
+
+fn from_json<T: serde::de::DeserializeOwned>(s: &str) -> rusqlite::Result<T> {
+    serde_json::from_str(s).map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e))
+    })
+}
+
+fn parse_enum<T: std::str::FromStr<Err = String>>(s: &str) -> rusqlite::Result<T> {
+    s.parse().map_err(|e: String| {
+        rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, e.into())
+    })
+}
+
+const STACK_COLUMNS: &str = "stack_id, stack_name, status, status_reason, description, template_body, parameters, no_echo, outputs, on_failure, created_at, updated_at, deleted_at";
+
+fn stack_row(r: &Row<'_>) -> rusqlite::Result<StackRecord> {
+    let on_failure: String = r.get(9)?;
+    Ok(StackRecord {
+        stack_id: r.get(0)?,
+        stack_name: r.get(1)?,
+        status: parse_enum(&r.get::<_, String>(2)?)?,
+        status_reason: r.get(3)?,
+        description: r.get(4)?,
+        template_body: r.get(5)?,
+        parameters: from_json(&r.get::<_, String>(6)?)?,
+        no_echo: from_json(&r.get::<_, String>(7)?)?,
+        outputs: from_json(&r.get::<_, String>(8)?)?,
+        on_failure: parse_enum::<OnFailure>(&on_failure)?,
+        created_at: r.get(10)?,
+        updated_at: r.get(11)?,
+        deleted_at: r.get(12)?,
+    })
+}
+
+fn resource_row(r: &Row<'_>) -> rusqlite::Result<ResourceRecord> {
+    let pending: Option<String> = r.get(8)?;
+    Ok(ResourceRecord {
+        stack_id: r.get(0)?,
+        logical_id: r.get(1)?,
+        resource_type: r.get(2)?,
+        physical_id: r.get(3)?,
+        status: parse_enum(&r.get::<_, String>(4)?)?,
+        status_reason: r.get(5)?,
+        properties: from_json(&r.get::<_, String>(6)?)?,
+        attributes: from_json(&r.get::<_, String>(7)?)?,
+        pending: match pending {
+            Some(p) => Some(from_json::<PendingCall>(&p)?),
+            None => None,
+        },
+        updated_at: r.get(9)?,
+    })
+}
+
+fn event_row(r: &Row<'_>) -> rusqlite::Result<EventRecord> {
+    Ok(EventRecord {
+        event_id: r.get(0)?,
+        stack_id: r.get(1)?,
+        stack_name: r.get(2)?,
+        logical_id: r.get(3)?,
+        physical_id: r.get(4)?,
+        resource_type: r.get(5)?,
+        timestamp: r.get(6)?,
+        status: r.get(7)?,
+        status_reason: r.get(8)?,
+        properties: r.get(9)?,
+    })
+}
+
+fn insert_event(c: &Connection, e: &EventRecord) -> Result<(), StoreError> {
+    c.execute(
+        "INSERT INTO events (event_id, stack_id, stack_name, logical_id, physical_id, resource_type, timestamp, status, status_reason, properties) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        params![e.event_id, e.stack_id, e.stack_name, e.logical_id, e.physical_id, e.resource_type, e.timestamp, e.status, e.status_reason, e.properties],
+    )
+    .map_err(backend)?;
+    Ok(())
+}
+
+/// Fails unless `lease` is still the stack's current lease.
+fn fence(c: &Connection, lease: &Lease) -> Result<(), StoreError> {
+    let token: Option<(i64, Option<String>)> = c
+        .query_row(
+            "SELECT lease_token, lease_owner FROM stacks WHERE stack_id = ?1",
+            params![lease.stack_id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()
+        .map_err(backend)?;
+    match token {
+        Some((t, Some(o))) if t == lease.token && o == lease.owner => Ok(()),
+        _ => Err(StoreError::LeaseLost(lease.stack_id.clone())),
+    }
+}
+
+/// The embedded SQLite store.
+pub struct SqliteStore {
+    jobs: mpsc::Sender<Job>,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the state file at `path`.
+    pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                StoreError::Backend(format!("cannot create {}: {e}", dir.display()))
+            })?;
+        }
+        let conn = Connection::open(path).map_err(|e| {
+            StoreError::Backend(format!("cannot open state file {}: {e}", path.display()))
+        })?;
+        conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = ON;")
+            .map_err(|e| StoreError::Backend(format!("state file {} is not usable: {e}", path.display())))?;
+        conn.execute_batch(SCHEMA).map_err(|e| {
+            StoreError::Backend(format!(
+                "state file {} is not a Cairn state file: {e}",
+                path.display()
+            ))
+        })?;
+        let (tx, rx) = mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("cairn-sqlite".into())
+            .spawn(move || writer(conn, rx))
+            .map_err(backend)?;
+        Ok(SqliteStore { jobs: tx })
+    }
+
+    async fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let (tx, rx) = oneshot::channel();
+        let job: Job = Box::new(move |conn| {
+            let result = f(conn);
+            let ok = result.is_ok();
+            let reply: Reply = Box::new(move |commit_error| {
+                let _ = tx.send(match commit_error {
+                    Some(e) => Err(StoreError::Backend(e)),
+                    None => result,
+                });
+            });
+            (ok, reply)
+        });
+        self.jobs
+            .send(job)
+            .map_err(|_| StoreError::Backend("the state file writer has stopped".into()))?;
+        rx.await
+            .map_err(|_| StoreError::Backend("the state file writer has stopped".into()))?
+    }
+}
+
+/// The writer thread: group-commits whatever jobs are queued.
+fn writer(conn: Connection, rx: mpsc::Receiver<Job>) {
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        while batch.len() < 1024 {
+            match rx.try_recv() {
+                Ok(j) => batch.push(j),
+                Err(_) => break,
+            }
+        }
+        let begin = conn.execute_batch("BEGIN IMMEDIATE");
+        let mut replies = Vec::with_capacity(batch.len());
+        for job in batch {
+            let _ = conn.execute_batch("SAVEPOINT job");
+            let (ok, reply) = job(&conn);
+            if !ok {
+                let _ = conn.execute_batch("ROLLBACK TO job");
+            }
+            let _ = conn.execute_batch("RELEASE job");
+            replies.push(reply);
+        }
+        let commit_error = match begin.and_then(|_| conn.execute_batch("COMMIT")) {
+            Ok(()) => None,
+            Err(e) => {
+                let _ = conn.execute_batch("ROLLBACK");
+                Some(format!("cannot commit to the state file: {e}"))
+            }
+        };
+        for reply in replies {
+            reply(commit_error.clone());
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for SqliteStore {
+    async fn insert_stack(
+        &self,
+        s: &StackRecord,
+        first_event: &EventRecord,
+    ) -> Result<(), StoreError> {
+        let s = s.clone();
+        let e = first_event.clone();
+        self.run(move |c| {
+            let live: i64 = c
+                .query_row("SELECT COUNT(*) FROM stacks WHERE stack_name = ?1 AND status != 'DELETE_COMPLETE'", params![s.stack_name], |r| r.get(0))
+                .map_err(backend)?;
+            if live > 0 {
+                return Err(StoreError::StackExists(s.stack_name.clone()));
+            }
+            c.execute(
+                &format!("INSERT INTO stacks ({STACK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"),
+                params![
+                    s.stack_id,
+                    s.stack_name,
+                    s.status.as_str(),
+                    s.status_reason,
+                    s.description,
+                    s.template_body,
+                    json_text(&s.parameters)?,
+                    json_text(&s.no_echo)?,
+                    json_text(&s.outputs)?,
+                    json_text(&s.on_failure)?.trim_matches('"'),
+                    s.created_at,
+                    s.updated_at,
+                    s.deleted_at
+                ],
+            )
+            .map_err(backend)?;
+            insert_event(c, &e)
+        })
+        .await
+    }
+
+    async fn find_stack(&self, name_or_id: &str) -> Result<Option<StackRecord>, StoreError> {
+        let key = name_or_id.to_string();
+        self.run(move |c| {
+            let by_id = c
+                .query_row(&format!("SELECT {STACK_COLUMNS} FROM stacks WHERE stack_id = ?1"), params![key], stack_row)
+                .optional()
+                .map_err(backend)?;
+            if by_id.is_some() {
+                return Ok(by_id);
+            }
+            c.query_row(
+                &format!("SELECT {STACK_COLUMNS} FROM stacks WHERE stack_name = ?1 AND status != 'DELETE_COMPLETE' ORDER BY created_at DESC LIMIT 1"),
+                params![key],
+                stack_row,
+            )
+            .optional()
+            .map_err(backend)
+        })
+        .await
+    }
+
+    async fn list_stacks(&self) -> Result<Vec<StackRecord>, StoreError> {
+        self.run(|c| {
+            let mut st = c
+                .prepare(&format!(
+                    "SELECT {STACK_COLUMNS} FROM stacks ORDER BY created_at, rowid"
+                ))
+                .map_err(backend)?;
+            let rows = st.query_map([], stack_row).map_err(backend)?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(backend)
+        })
+        .await
+    }
+
+    async fn in_progress_stacks(&self) -> Result<Vec<StackRecord>, StoreError> {
+        let all = self.list_stacks().await?;
+        Ok(all
+            .into_iter()
+            .filter(|s| s.status.is_in_progress())
+            .collect())
+    }
+
+    async fn acquire_lease(
+        &self,
+        stack_id: &str,
+        owner: &str,
+        ttl_ms: i64,
+    ) -> Result<Lease, StoreError> {
+        let (id, owner) = (stack_id.to_string(), owner.to_string());
+        self.run(move |c| {
+            let now = now_ms();
+            let current: Option<(Option<String>, i64, i64)> = c
+                .query_row("SELECT lease_owner, lease_expires, lease_token FROM stacks WHERE stack_id = ?1", params![id], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })
+                .optional()
+                .map_err(backend)?;
+            let Some((holder, expires, token)) = current else {
+                return Err(StoreError::NoSuchStack(id));
+            };
+            if let Some(h) = holder {
+                if expires > now && h != owner {
+                    return Err(StoreError::Busy { stack: id, owner: h });
+                }
+            }
+            let token = token + 1;
+            c.execute(
+                "UPDATE stacks SET lease_owner = ?1, lease_expires = ?2, lease_token = ?3 WHERE stack_id = ?4",
+                params![owner, now + ttl_ms, token, id],
+            )
+            .map_err(backend)?;
+            Ok(Lease { stack_id: id, owner, token })
+        })
+        .await
+    }
+
+    async fn renew_lease(&self, lease: &Lease, ttl_ms: i64) -> Result<(), StoreError> {
+        let lease = lease.clone();
+        self.run(move |c| {
+            fence(c, &lease)?;
+            c.execute(
+                "UPDATE stacks SET lease_expires = ?1 WHERE stack_id = ?2",
+                params![now_ms() + ttl_ms, lease.stack_id],
+            )
+            .map_err(backend)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn lease_owner(&self, stack_id: &str) -> Result<Option<String>, StoreError> {
+        let id = stack_id.to_string();
+        self.run(move |c| {
+            let row: Option<(Option<String>, i64)> = c
+                .query_row(
+                    "SELECT lease_owner, lease_expires FROM stacks WHERE stack_id = ?1",
+                    params![id],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()
+                .map_err(backend)?;
+            Ok(match row {
+                Some((Some(o), exp)) if exp > now_ms() => Some(o),
+                _ => None,
+            })
+        })
+        .await
+    }
+
+    async fn break_lease(&self, stack_id: &str, owner: &str) -> Result<(), StoreError> {
+        let (id, owner) = (stack_id.to_string(), owner.to_string());
+        self.run(move |c| {
+            c.execute(
+                "UPDATE stacks SET lease_expires = 0 WHERE stack_id = ?1 AND lease_owner = ?2",
+                params![id, owner],
+            )
+            .map_err(backend)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn release_lease(&self, lease: &Lease) -> Result<(), StoreError> {
+        let lease = lease.clone();
+        self.run(move |c| {
+            fence(c, &lease)?;
+            c.execute(
+                "UPDATE stacks SET lease_owner = NULL, lease_expires = 0 WHERE stack_id = ?1",
+                params![lease.stack_id],
+            )
+            .map_err(backend)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn set_stack_status(
+        &self,
+        lease: &Lease,
+        status: StackStatus,
+        reason: Option<&str>,
+        event: &EventRecord,
+    ) -> Result<(), StoreError> {
+        let (lease, reason, event) = (lease.clone(), reason.map(str::to_string), event.clone());
+        self.run(move |c| {
+            fence(c, &lease)?;
+            let deleted_at = (status == StackStatus::DeleteComplete).then(|| event.timestamp.clone());
+            c.execute(
+                "UPDATE stacks SET status = ?1, status_reason = ?2, updated_at = ?3, deleted_at = COALESCE(?4, deleted_at) WHERE stack_id = ?5",
+                params![status.as_str(), reason, event.timestamp, deleted_at, lease.stack_id],
+            )
+            .map_err(backend)?;
+            insert_event(c, &event)
+        })
+        .await
+    }
+
+    async fn save_stack(&self, lease: &Lease, s: &StackRecord) -> Result<(), StoreError> {
+        let (lease, s) = (lease.clone(), s.clone());
+        self.run(move |c| {
+            fence(c, &lease)?;
+            c.execute(
+                "UPDATE stacks SET description = ?1, template_body = ?2, parameters = ?3, no_echo = ?4, outputs = ?5, on_failure = ?6, updated_at = ?7 WHERE stack_id = ?8",
+                params![
+                    s.description,
+                    s.template_body,
+                    json_text(&s.parameters)?,
+                    json_text(&s.no_echo)?,
+                    json_text(&s.outputs)?,
+                    json_text(&s.on_failure)?.trim_matches('"'),
+                    s.updated_at,
+                    s.stack_id
+                ],
+            )
+            .map_err(backend)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn put_resource(
+        &self,
+        lease: &Lease,
+        r: &ResourceRecord,
+        event: Option<&EventRecord>,
+    ) -> Result<(), StoreError> {
+        let (lease, r, event) = (lease.clone(), r.clone(), event.cloned());
+        self.run(move |c| {
+            fence(c, &lease)?;
+            let pending = match &r.pending {
+                Some(p) => Some(json_text(p)?),
+                None => None,
+            };
+            c.execute(
+                "INSERT INTO resources (stack_id, logical_id, resource_type, physical_id, status, status_reason, properties, attributes, pending, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+                 ON CONFLICT(stack_id, logical_id) DO UPDATE SET resource_type = excluded.resource_type, physical_id = excluded.physical_id,
+                   status = excluded.status, status_reason = excluded.status_reason, properties = excluded.properties,
+                   attributes = excluded.attributes, pending = excluded.pending, updated_at = excluded.updated_at",
+                params![
+                    r.stack_id,
+                    r.logical_id,
+                    r.resource_type,
+                    r.physical_id,
+                    r.status.as_str(),
+                    r.status_reason,
+                    json_text(&r.properties)?,
+                    json_text(&r.attributes)?,
+                    pending,
+                    r.updated_at
+                ],
+            )
+            .map_err(backend)?;
+            if let Some(e) = &event {
+                insert_event(c, e)?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn resources(&self, stack_id: &str) -> Result<Vec<ResourceRecord>, StoreError> {
+        let id = stack_id.to_string();
+        self.run(move |c| {
+            let mut st = c
+                .prepare("SELECT stack_id, logical_id, resource_type, physical_id, status, status_reason, properties, attributes, pending, updated_at FROM resources WHERE stack_id = ?1 ORDER BY rowid")
+                .map_err(backend)?;
+            let rows = st.query_map(params![id], resource_row).map_err(backend)?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(backend)
+        })
+        .await
+    }
+
+    async fn events(&self, stack_id: &str) -> Result<Vec<EventRecord>, StoreError> {
+        let id = stack_id.to_string();
+        self.run(move |c| {
+            let mut st = c
+                .prepare("SELECT event_id, stack_id, stack_name, logical_id, physical_id, resource_type, timestamp, status, status_reason, properties FROM events WHERE stack_id = ?1 ORDER BY seq")
+                .map_err(backend)?;
+            let rows = st.query_map(params![id], event_row).map_err(backend)?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(backend)
+        })
+        .await
+    }
+
+    async fn put_operation(&self, lease: &Lease, op: &OperationRecord) -> Result<(), StoreError> {
+        let (lease, op) = (lease.clone(), op.clone());
+        self.run(move |c| {
+            fence(c, &lease)?;
+            c.execute(
+                "INSERT OR REPLACE INTO operations (stack_id, kind, options, started_at) VALUES (?1, ?2, ?3, ?4)",
+                params![op.stack_id, op.kind, json_text(&op.options)?, op.started_at],
+            )
+            .map_err(backend)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn operation(&self, stack_id: &str) -> Result<Option<OperationRecord>, StoreError> {
+        let id = stack_id.to_string();
+        self.run(move |c| {
+            c.query_row(
+                "SELECT stack_id, kind, options, started_at FROM operations WHERE stack_id = ?1",
+                params![id],
+                |r| {
+                    Ok(OperationRecord {
+                        stack_id: r.get(0)?,
+                        kind: r.get(1)?,
+                        options: from_json(&r.get::<_, String>(2)?)?,
+                        started_at: r.get(3)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(backend)
+        })
+        .await
+    }
+
+    async fn clear_operation(&self, lease: &Lease) -> Result<(), StoreError> {
+        let lease = lease.clone();
+        self.run(move |c| {
+            fence(c, &lease)?;
+            c.execute(
+                "DELETE FROM operations WHERE stack_id = ?1",
+                params![lease.stack_id],
+            )
+            .map_err(backend)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn put_exports(
+        &self,
+        lease: &Lease,
+        exports: &[(String, String)],
+    ) -> Result<(), StoreError> {
+        let (lease, exports) = (lease.clone(), exports.to_vec());
+        self.run(move |c| {
+            fence(c, &lease)?;
+            for (name, _) in &exports {
+                let other: Option<String> = c
+                    .query_row(
+                        "SELECT s.stack_name FROM exports e JOIN stacks s ON s.stack_id = e.stack_id WHERE e.name = ?1 AND e.stack_id != ?2",
+                        params![name, lease.stack_id],
+                        |r| r.get(0),
+                    )
+                    .optional()
+                    .map_err(backend)?;
+                if let Some(stack) = other {
+                    return Err(StoreError::ExportExists { name: name.clone(), stack });
+                }
+            }
+            c.execute("DELETE FROM exports WHERE stack_id = ?1", params![lease.stack_id]).map_err(backend)?;
+            for (name, value) in &exports {
+                c.execute("INSERT INTO exports (name, stack_id, value) VALUES (?1, ?2, ?3)", params![name, lease.stack_id, value])
+                    .map_err(backend)?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn delete_exports(&self, lease: &Lease) -> Result<(), StoreError> {
+        let lease = lease.clone();
+        self.run(move |c| {
+            fence(c, &lease)?;
+            c.execute(
+                "DELETE FROM exports WHERE stack_id = ?1",
+                params![lease.stack_id],
+            )
+            .map_err(backend)?;
+            c.execute(
+                "DELETE FROM imports WHERE stack_id = ?1",
+                params![lease.stack_id],
+            )
+            .map_err(backend)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn export(&self, name: &str) -> Result<Option<(String, String)>, StoreError> {
+        let name = name.to_string();
+        self.run(move |c| {
+            c.query_row(
+                "SELECT value, stack_id FROM exports WHERE name = ?1",
+                params![name],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(backend)
+        })
+        .await
+    }
+
+    async fn exports(&self) -> Result<Vec<(String, String, String)>, StoreError> {
+        self.run(|c| {
+            let mut st = c
+                .prepare("SELECT name, value, stack_id FROM exports ORDER BY name")
+                .map_err(backend)?;
+            let rows = st
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .map_err(backend)?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(backend)
+        })
+        .await
+    }
+
+    async fn put_imports(&self, lease: &Lease, names: &[String]) -> Result<(), StoreError> {
+        let (lease, names) = (lease.clone(), names.to_vec());
+        self.run(move |c| {
+            fence(c, &lease)?;
+            c.execute(
+                "DELETE FROM imports WHERE stack_id = ?1",
+                params![lease.stack_id],
+            )
+            .map_err(backend)?;
+            for n in &names {
+                c.execute(
+                    "INSERT OR IGNORE INTO imports (stack_id, export_name) VALUES (?1, ?2)",
+                    params![lease.stack_id, n],
+                )
+                .map_err(backend)?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn importers(&self, export_name: &str) -> Result<Vec<String>, StoreError> {
+        let name = export_name.to_string();
+        self.run(move |c| {
+            let mut st = c
+                .prepare("SELECT s.stack_name FROM imports i JOIN stacks s ON s.stack_id = i.stack_id WHERE i.export_name = ?1 AND s.status != 'DELETE_COMPLETE' ORDER BY s.stack_name")
+                .map_err(backend)?;
+            let rows = st.query_map(params![name], |r| r.get(0)).map_err(backend)?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(backend)
+        })
+        .await
+    }
+}

@@ -1,0 +1,415 @@
+//! The stack commands of the embedded CLI: deploy, delete, and the read
+//! commands (list, describe, events, resources, outputs, template).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{anyhow, Context};
+use cairn_core::config::Config;
+use cairn_core::engine::{CreateStackInput, Engine};
+use cairn_core::stack::{EventRecord, OnFailure, StackRecord, StackStatus};
+use cairn_core::store::sqlite::SqliteStore;
+use cairn_core::store::Store;
+use cairn_core::template::parameters::MASK;
+use serde_json::{json, Value};
+
+use crate::OutputFormat;
+
+/// Where the state file is: `--state`, then `CAIRN_STATE` (both via clap), then
+/// config, then `cairn-state.db` in the working directory.
+pub fn state_path(flag: Option<&PathBuf>, config: &Config) -> PathBuf {
+    flag.cloned()
+        .or_else(|| config.engine.state.clone())
+        .unwrap_or_else(|| PathBuf::from("cairn-state.db"))
+}
+
+/// File-backed built-in providers keep their resources beside the state file.
+pub fn data_dir(state: &Path) -> PathBuf {
+    let mut name = state
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_default();
+    name.push(".resources");
+    state.with_file_name(name)
+}
+
+/// Opens the store and engine, and first resumes any operation a crashed
+/// process left in progress.
+pub async fn open(config: &Config, state: &Path) -> anyhow::Result<Arc<Engine>> {
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(state)?);
+    let registry = Arc::new(cairn_providers::registry(config, &data_dir(state))?);
+    let engine = Engine::new(store, registry, config.clone());
+    let resumed = engine.resume_abandoned().await?;
+    for id in resumed {
+        eprintln!("resumed the interrupted operation of {id}");
+    }
+    Ok(engine)
+}
+
+fn parse_parameters(items: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
+    let mut out = BTreeMap::new();
+    for item in items {
+        let (k, v) = item
+            .split_once('=')
+            .ok_or_else(|| anyhow!("--parameter {item}: write it as KEY=VALUE"))?;
+        out.insert(k.to_string(), v.to_string());
+    }
+    Ok(out)
+}
+
+fn event_line(e: &EventRecord) -> String {
+    let reason = e
+        .status_reason
+        .as_deref()
+        .map(|r| format!("  {r}"))
+        .unwrap_or_default();
+    format!(
+        "{}  {:<45} {:<30} {}{reason}",
+        e.timestamp, e.status, e.logical_id, e.resource_type
+    )
+}
+
+/// Runs the stack's operation while printing each new event, one line each.
+/// `shown`: how many of the stack's events predate this operation.
+async fn follow(
+    engine: &Arc<Engine>,
+    stack_id: &str,
+    mut shown: usize,
+) -> anyhow::Result<StackStatus> {
+    let runner = {
+        let engine = engine.clone();
+        let id = stack_id.to_string();
+        tokio::spawn(async move { engine.run(&id).await })
+    };
+    loop {
+        let done = runner.is_finished();
+        let events = engine.store().events(stack_id).await?;
+        for e in events.iter().skip(shown) {
+            println!("{}", event_line(e));
+        }
+        shown = events.len();
+        if done {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(runner.await.context("the operation task failed")??)
+}
+
+async fn failure_detail(engine: &Arc<Engine>, stack: &StackRecord) -> anyhow::Result<String> {
+    let mut lines = vec![format!(
+        "stack {} is {}{}",
+        stack.stack_name,
+        stack.status,
+        stack
+            .status_reason
+            .as_deref()
+            .map(|r| format!(": {}", r.trim_end()))
+            .unwrap_or_default()
+    )];
+    for e in engine.store().events(&stack.stack_id).await? {
+        if e.status.ends_with("_FAILED") && e.resource_type != cairn_core::stack::STACK_TYPE {
+            if let Some(r) = &e.status_reason {
+                lines.push(format!("  {} {}: {r}", e.logical_id, e.status));
+            }
+        }
+    }
+    Ok(lines.join("\n"))
+}
+
+pub struct DeployArgs<'a> {
+    pub stack: &'a str,
+    pub template: &'a Path,
+    pub parameters: &'a [String],
+    pub disable_rollback: bool,
+    pub on_failure: Option<&'a str>,
+}
+
+pub async fn deploy(engine: &Arc<Engine>, args: DeployArgs<'_>) -> anyhow::Result<()> {
+    let body = std::fs::read_to_string(args.template)
+        .with_context(|| format!("cannot read template {}", args.template.display()))?;
+    let on_failure = match (args.disable_rollback, args.on_failure) {
+        (true, Some(_)) => {
+            return Err(anyhow!(
+                "--disable-rollback and --on-failure cannot be used together"
+            ))
+        }
+        (true, None) => OnFailure::DoNothing,
+        (false, Some(o)) => o.parse().map_err(|e: String| anyhow!(e))?,
+        (false, None) => OnFailure::Rollback,
+    };
+    let input = CreateStackInput {
+        stack_name: args.stack.to_string(),
+        template_body: body,
+        parameters: parse_parameters(args.parameters)?,
+        on_failure,
+    };
+    let stack_id = engine
+        .start_create(&input)
+        .await
+        .map_err(|e| anyhow!("{}: {e}", args.template.display()))?;
+    let status = follow(engine, &stack_id, 0).await?;
+    if status == StackStatus::CreateComplete {
+        println!("stack {} is CREATE_COMPLETE", args.stack);
+        return Ok(());
+    }
+    let stack = engine
+        .store()
+        .find_stack(&stack_id)
+        .await?
+        .ok_or_else(|| anyhow!("stack {stack_id} vanished"))?;
+    Err(anyhow!(failure_detail(engine, &stack).await?))
+}
+
+pub async fn delete(engine: &Arc<Engine>, stack: &str, retain: &[String]) -> anyhow::Result<()> {
+    let before = match engine.store().find_stack(stack).await? {
+        Some(s) => engine.store().events(&s.stack_id).await?.len(),
+        None => 0,
+    };
+    let Some(stack_id) = engine.start_delete(stack, retain).await? else {
+        println!("stack {stack} does not exist; nothing to delete");
+        return Ok(());
+    };
+    let status = follow(engine, &stack_id, before).await?;
+    if status == StackStatus::DeleteComplete {
+        println!("stack {stack} is DELETE_COMPLETE");
+        return Ok(());
+    }
+    let record = engine
+        .store()
+        .find_stack(&stack_id)
+        .await?
+        .ok_or_else(|| anyhow!("stack {stack_id} vanished"))?;
+    Err(anyhow!(failure_detail(engine, &record).await?))
+}
+
+async fn find(engine: &Arc<Engine>, stack: &str) -> anyhow::Result<StackRecord> {
+    engine
+        .store()
+        .find_stack(stack)
+        .await?
+        .ok_or_else(|| anyhow!("Stack with id {stack} does not exist"))
+}
+
+fn parameters_json(s: &StackRecord) -> Vec<Value> {
+    s.parameters
+        .iter()
+        .map(|(k, v)| {
+            let shown = if s.no_echo.contains(k) {
+                MASK
+            } else {
+                v.as_str()
+            };
+            json!({"ParameterKey": k, "ParameterValue": shown})
+        })
+        .collect()
+}
+
+fn stack_json(s: &StackRecord) -> Value {
+    let mut v = json!({
+        "StackName": s.stack_name,
+        "StackId": s.stack_id,
+        "StackStatus": s.status.as_str(),
+        "CreationTime": s.created_at,
+        "LastUpdatedTime": s.updated_at,
+        "Parameters": parameters_json(s),
+        "Outputs": s.outputs,
+        "DisableRollback": s.on_failure == OnFailure::DoNothing,
+    });
+    if let Some(r) = &s.status_reason {
+        v["StackStatusReason"] = json!(r);
+    }
+    if let Some(d) = &s.description {
+        v["Description"] = json!(d);
+    }
+    if let Some(d) = &s.deleted_at {
+        v["DeletionTime"] = json!(d);
+    }
+    v
+}
+
+fn print_json(v: &Value) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(v)?);
+    Ok(())
+}
+
+pub async fn list(engine: &Arc<Engine>, output: OutputFormat) -> anyhow::Result<()> {
+    let stacks = engine.store().list_stacks().await?;
+    match output {
+        OutputFormat::Json => {
+            let summaries: Vec<Value> = stacks
+                .iter()
+                .map(|s| {
+                    let mut v = json!({"StackName": s.stack_name, "StackId": s.stack_id, "StackStatus": s.status.as_str(), "CreationTime": s.created_at});
+                    if let Some(r) = &s.status_reason {
+                        v["StackStatusReason"] = json!(r);
+                    }
+                    if let Some(d) = &s.deleted_at {
+                        v["DeletionTime"] = json!(d);
+                    }
+                    v
+                })
+                .collect();
+            print_json(&json!({"StackSummaries": summaries}))
+        }
+        OutputFormat::Text => {
+            for s in &stacks {
+                println!(
+                    "{:<30} {:<45} {}",
+                    s.stack_name,
+                    s.status.as_str(),
+                    s.created_at
+                );
+            }
+            Ok(())
+        }
+    }
+}
+
+pub async fn describe(
+    engine: &Arc<Engine>,
+    stack: &str,
+    output: OutputFormat,
+) -> anyhow::Result<()> {
+    let s = find(engine, stack).await?;
+    match output {
+        OutputFormat::Json => print_json(&json!({"Stacks": [stack_json(&s)]})),
+        OutputFormat::Text => {
+            println!("StackName:   {}", s.stack_name);
+            println!("StackId:     {}", s.stack_id);
+            println!("StackStatus: {}", s.status);
+            if let Some(r) = &s.status_reason {
+                println!("Reason:      {r}");
+            }
+            if let Some(d) = &s.description {
+                println!("Description: {d}");
+            }
+            println!("Created:     {}", s.created_at);
+            for p in parameters_json(&s) {
+                println!(
+                    "Parameter:   {} = {}",
+                    p["ParameterKey"].as_str().unwrap_or_default(),
+                    p["ParameterValue"].as_str().unwrap_or_default()
+                );
+            }
+            for o in &s.outputs {
+                println!("Output:      {} = {}", o.output_key, o.output_value);
+            }
+            Ok(())
+        }
+    }
+}
+
+pub async fn events(engine: &Arc<Engine>, stack: &str, output: OutputFormat) -> anyhow::Result<()> {
+    let s = find(engine, stack).await?;
+    let events = engine.store().events(&s.stack_id).await?;
+    match output {
+        OutputFormat::Json => {
+            // Newest first, as DescribeStackEvents returns them.
+            let list: Vec<Value> = events
+                .iter()
+                .rev()
+                .map(|e| {
+                    let mut v = json!({
+                        "EventId": e.event_id, "StackId": e.stack_id, "StackName": e.stack_name,
+                        "LogicalResourceId": e.logical_id, "PhysicalResourceId": e.physical_id,
+                        "ResourceType": e.resource_type, "Timestamp": e.timestamp, "ResourceStatus": e.status,
+                    });
+                    if let Some(r) = &e.status_reason {
+                        v["ResourceStatusReason"] = json!(r);
+                    }
+                    if let Some(p) = &e.properties {
+                        v["ResourceProperties"] = json!(p);
+                    }
+                    v
+                })
+                .collect();
+            print_json(&json!({"StackEvents": list}))
+        }
+        OutputFormat::Text => {
+            for e in &events {
+                println!("{}", event_line(e));
+            }
+            Ok(())
+        }
+    }
+}
+
+pub async fn resources(
+    engine: &Arc<Engine>,
+    stack: &str,
+    output: OutputFormat,
+) -> anyhow::Result<()> {
+    let s = find(engine, stack).await?;
+    let rs = engine.store().resources(&s.stack_id).await?;
+    match output {
+        OutputFormat::Json => {
+            let list: Vec<Value> = rs
+                .iter()
+                .map(|r| {
+                    let mut v = json!({
+                        "StackName": s.stack_name, "StackId": s.stack_id, "LogicalResourceId": r.logical_id,
+                        "PhysicalResourceId": r.physical_id.clone().unwrap_or_default(), "ResourceType": r.resource_type,
+                        "ResourceStatus": r.status.as_str(), "Timestamp": r.updated_at,
+                    });
+                    if let Some(reason) = &r.status_reason {
+                        v["ResourceStatusReason"] = json!(reason);
+                    }
+                    v
+                })
+                .collect();
+            print_json(&json!({"StackResources": list}))
+        }
+        OutputFormat::Text => {
+            for r in &rs {
+                println!(
+                    "{:<30} {:<30} {:<20} {}",
+                    r.logical_id,
+                    r.resource_type,
+                    r.status.as_str(),
+                    r.physical_id.as_deref().unwrap_or("-")
+                );
+            }
+            Ok(())
+        }
+    }
+}
+
+pub async fn outputs(
+    engine: &Arc<Engine>,
+    stack: &str,
+    output: OutputFormat,
+) -> anyhow::Result<()> {
+    let s = find(engine, stack).await?;
+    match output {
+        OutputFormat::Json => print_json(&json!({"Outputs": s.outputs})),
+        OutputFormat::Text => {
+            for o in &s.outputs {
+                let export = o
+                    .export_name
+                    .as_deref()
+                    .map(|e| format!("  (export {e})"))
+                    .unwrap_or_default();
+                println!("{} = {}{export}", o.output_key, o.output_value);
+            }
+            Ok(())
+        }
+    }
+}
+
+pub async fn template(
+    engine: &Arc<Engine>,
+    stack: &str,
+    output: OutputFormat,
+) -> anyhow::Result<()> {
+    let s = find(engine, stack).await?;
+    match output {
+        OutputFormat::Json => print_json(&json!({"TemplateBody": s.template_body})),
+        OutputFormat::Text => {
+            print!("{}", s.template_body);
+            Ok(())
+        }
+    }
+}
