@@ -98,18 +98,27 @@ async fn follow(
     Ok(runner.await.context("the operation task failed")??)
 }
 
+/// The terminal status with the reason the operation failed (for a rollback,
+/// the reason that started it) and each failed resource's reason.
 async fn failure_detail(engine: &Arc<Engine>, stack: &StackRecord) -> anyhow::Result<String> {
+    let events = engine.store().events(&stack.stack_id).await?;
+    let reason = stack.status_reason.clone().or_else(|| {
+        events
+            .iter()
+            .rev()
+            .filter(|e| e.resource_type == cairn_core::stack::STACK_TYPE)
+            .filter_map(|e| e.status_reason.clone())
+            .find(|r| r != "User Initiated")
+    });
     let mut lines = vec![format!(
         "stack {} is {}{}",
         stack.stack_name,
         stack.status,
-        stack
-            .status_reason
-            .as_deref()
+        reason
             .map(|r| format!(": {}", r.trim_end()))
             .unwrap_or_default()
     )];
-    for e in engine.store().events(&stack.stack_id).await? {
+    for e in &events {
         if e.status.ends_with("_FAILED") && e.resource_type != cairn_core::stack::STACK_TYPE {
             if let Some(r) = &e.status_reason {
                 lines.push(format!("  {} {}: {r}", e.logical_id, e.status));

@@ -1,4 +1,5 @@
 //! End-to-end tests: they drive the real `cairn` binary.
 
+mod stacks;
 mod support;
 mod validate;

@@ -1,0 +1,481 @@
+//! The stack engine through the real binary on a temp state file.
+
+use serde_json::{json, Value};
+
+use crate::support::Scratch;
+
+const RES_DIR: &str = "cairn-state.db.resources/test-resources";
+
+fn events(s: &Scratch, stack: &str) -> Vec<Value> {
+    let run = s.cairn(&["events", stack, "--output", "json"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let mut list = run.json()["StackEvents"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    list.reverse(); // oldest first
+    list
+}
+
+/// (logical id, status, reason) of every event, oldest first.
+fn sequence(s: &Scratch, stack: &str) -> Vec<(String, String, String)> {
+    events(s, stack)
+        .iter()
+        .map(|e| {
+            (
+                e["LogicalResourceId"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                e["ResourceStatus"].as_str().unwrap_or_default().to_string(),
+                e["ResourceStatusReason"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        })
+        .collect()
+}
+
+fn ev(l: &str, s: &str, r: &str) -> (String, String, String) {
+    (l.into(), s.into(), r.into())
+}
+
+fn resource_files(s: &Scratch) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(s.dir.path().join(RES_DIR))
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+fn status(s: &Scratch, stack: &str) -> String {
+    let run = s.cairn(&["describe", stack, "--output", "json"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    run.json()["Stacks"][0]["StackStatus"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn create_and_delete_with_exact_events() {
+    let s = Scratch::new();
+    let t = s.write(
+        "t.yaml",
+        "Resources:\n  A:\n    Type: Cairn::Test::Resource\n    Properties: {Name: a-1, Value: x}\n  B:\n    Type: Cairn::Test::Resource\n    Properties: {Name: b-1, Value: !GetAtt A.Arn}\nOutputs:\n  Out: {Value: !GetAtt B.Value}\n",
+    );
+    let run = s.cairn(&["deploy", "st", t.to_str().unwrap()]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(
+        sequence(&s, "st"),
+        vec![
+            ev("st", "CREATE_IN_PROGRESS", "User Initiated"),
+            ev("A", "CREATE_IN_PROGRESS", ""),
+            ev("A", "CREATE_IN_PROGRESS", "Resource creation Initiated"),
+            ev("A", "CREATE_COMPLETE", ""),
+            ev("B", "CREATE_IN_PROGRESS", ""),
+            ev("B", "CREATE_IN_PROGRESS", "Resource creation Initiated"),
+            ev("B", "CREATE_COMPLETE", ""),
+            ev("st", "CREATE_COMPLETE", ""),
+        ]
+    );
+    let all = events(&s, "st");
+    assert_eq!(all[0]["ResourceType"], json!("AWS::CloudFormation::Stack"));
+    assert_eq!(all[0]["PhysicalResourceId"], all[0]["StackId"]);
+    assert_eq!(all[3]["PhysicalResourceId"], json!("a-1"));
+    assert_eq!(all[4]["ResourceProperties"], json!("{}"));
+    assert_eq!(
+        all[5]["ResourceProperties"],
+        json!("{\"Name\":\"b-1\",\"Value\":\"arn:cairn:test::resource/a-1\"}")
+    );
+    assert_eq!(resource_files(&s), vec!["a-1.json", "b-1.json"]);
+    let out = s.cairn(&["outputs", "st", "--output", "json"]).json();
+    assert_eq!(
+        out,
+        json!({"Outputs": [{"OutputKey": "Out", "OutputValue": "arn:cairn:test::resource/a-1"}]})
+    );
+
+    let stack_id = s.cairn(&["describe", "st", "--output", "json"]).json()["Stacks"][0]["StackId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        stack_id.starts_with("arn:aws:cloudformation:us-east-1:123456789012:stack/st/"),
+        "{stack_id}"
+    );
+    let run = s.cairn(&["delete", "st"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert!(resource_files(&s).is_empty());
+    let seq = sequence(&s, &stack_id);
+    assert_eq!(
+        seq[8..].to_vec(),
+        vec![
+            ev("st", "DELETE_IN_PROGRESS", "User Initiated"),
+            ev("B", "DELETE_IN_PROGRESS", ""),
+            ev("B", "DELETE_COMPLETE", ""),
+            ev("A", "DELETE_IN_PROGRESS", ""),
+            ev("A", "DELETE_COMPLETE", ""),
+            ev("st", "DELETE_COMPLETE", ""),
+        ]
+    );
+    // Deleted stacks: gone by name, listed and describable by id.
+    let run = s.cairn(&["describe", "st"]);
+    assert_eq!(run.code(), 1);
+    assert_eq!(
+        run.stderr().trim(),
+        "error: Stack with id st does not exist"
+    );
+    assert_eq!(status(&s, &stack_id), "DELETE_COMPLETE");
+    let list = s.cairn(&["list", "--output", "json"]).json();
+    assert_eq!(
+        list["StackSummaries"][0]["StackStatus"],
+        json!("DELETE_COMPLETE")
+    );
+    assert!(list["StackSummaries"][0]["DeletionTime"].is_string());
+    // Deleting again is not an error.
+    assert_eq!(s.cairn(&["delete", "st"]).code(), 0);
+}
+
+#[test]
+fn independent_resources_run_concurrently() {
+    let s = Scratch::new();
+    let t = s.write(
+        "t.yaml",
+        "Resources:\n  A: {Type: Cairn::Test::Resource, Properties: {WaitSeconds: 0.5}}\n  B: {Type: Cairn::Test::Resource, Properties: {WaitSeconds: 0.5}}\n",
+    );
+    assert_eq!(s.cairn(&["deploy", "par", t.to_str().unwrap()]).code(), 0);
+    let seq = sequence(&s, "par");
+    let first_complete = seq.iter().position(|e| e.1 == "CREATE_COMPLETE").unwrap();
+    let initiated = seq
+        .iter()
+        .filter(|e| e.2 == "Resource creation Initiated")
+        .count();
+    let initiated_before = seq[..first_complete]
+        .iter()
+        .filter(|e| e.2 == "Resource creation Initiated")
+        .count();
+    assert_eq!(
+        (initiated, initiated_before),
+        (2, 2),
+        "both creates overlap: {seq:?}"
+    );
+}
+
+#[test]
+fn failed_create_rolls_back_with_the_exact_sequence() {
+    let s = Scratch::new();
+    let t = s.write(
+        "t.yaml",
+        "Resources:\n  A:\n    Type: Cairn::Test::Resource\n    Properties: {Name: a-ok}\n  B:\n    Type: Cairn::Test::Resource\n    DependsOn: A\n    Properties: {Fail: create, FailMessage: disk full}\n",
+    );
+    let run = s.cairn(&["deploy", "fails", t.to_str().unwrap()]);
+    assert_eq!(run.code(), 1);
+    assert!(
+        run.stderr().starts_with("error: stack fails is ROLLBACK_COMPLETE: The following resource(s) failed to create: [B]. Rollback requested by user.\n  B CREATE_FAILED: disk full"),
+        "{}",
+        run.stderr()
+    );
+    assert_eq!(
+        sequence(&s, "fails"),
+        vec![
+            ev("fails", "CREATE_IN_PROGRESS", "User Initiated"),
+            ev("A", "CREATE_IN_PROGRESS", ""),
+            ev("A", "CREATE_IN_PROGRESS", "Resource creation Initiated"),
+            ev("A", "CREATE_COMPLETE", ""),
+            ev("B", "CREATE_IN_PROGRESS", ""),
+            ev("B", "CREATE_IN_PROGRESS", "Resource creation Initiated"),
+            ev("B", "CREATE_FAILED", "disk full"),
+            ev(
+                "fails",
+                "ROLLBACK_IN_PROGRESS",
+                "The following resource(s) failed to create: [B]. Rollback requested by user."
+            ),
+            ev("B", "DELETE_IN_PROGRESS", ""),
+            ev("B", "DELETE_COMPLETE", ""),
+            ev("A", "DELETE_IN_PROGRESS", ""),
+            ev("A", "DELETE_COMPLETE", ""),
+            ev("fails", "ROLLBACK_COMPLETE", ""),
+        ]
+    );
+    assert!(resource_files(&s).is_empty());
+    // A ROLLBACK_COMPLETE stack still holds the name until deleted.
+    let again = s.cairn(&["deploy", "fails", t.to_str().unwrap()]);
+    assert!(
+        again.stderr().contains("Stack [fails] already exists"),
+        "{}",
+        again.stderr()
+    );
+}
+
+#[test]
+fn disable_rollback_keeps_resources_and_on_failure_delete_deletes() {
+    let s = Scratch::new();
+    let t = s.write(
+        "t.yaml",
+        "Resources:\n  A:\n    Type: Cairn::Test::Resource\n    Properties: {Name: kept}\n  B:\n    Type: Cairn::Test::Resource\n    DependsOn: A\n    Properties: {Fail: [create]}\n",
+    );
+    let run = s.cairn(&["deploy", "keep", t.to_str().unwrap(), "--disable-rollback"]);
+    assert_eq!(run.code(), 1);
+    assert_eq!(status(&s, "keep"), "CREATE_FAILED");
+    let d = s.cairn(&["describe", "keep", "--output", "json"]).json();
+    assert_eq!(
+        d["Stacks"][0]["StackStatusReason"],
+        json!("The following resource(s) failed to create: [B]. ")
+    );
+    assert_eq!(resource_files(&s), vec!["kept.json"]);
+    assert_eq!(s.cairn(&["delete", "keep"]).code(), 0);
+    assert!(resource_files(&s).is_empty());
+
+    let run = s.cairn(&[
+        "deploy",
+        "gone",
+        t.to_str().unwrap(),
+        "--on-failure",
+        "DELETE",
+    ]);
+    assert_eq!(run.code(), 1);
+    let list = s.cairn(&["list", "--output", "json"]).json();
+    let gone = list["StackSummaries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["StackName"] == "gone")
+        .cloned()
+        .unwrap();
+    assert_eq!(gone["StackStatus"], json!("DELETE_COMPLETE"));
+    assert!(resource_files(&s).is_empty());
+}
+
+#[test]
+fn deletion_policy_retain_and_retry_with_retain() {
+    let s = Scratch::new();
+    let t = s.write(
+        "t.yaml",
+        "Parameters:\n  Keep: {Type: String, Default: 'yes'}\nConditions:\n  Keeping: !Equals [!Ref Keep, 'yes']\nResources:\n  Kept:\n    Type: Cairn::Test::Resource\n    DeletionPolicy: !If [Keeping, Retain, Delete]\n    Properties: {Name: kept}\n  Stuck:\n    Type: Cairn::Test::Resource\n    Properties: {Name: stuck, Fail: delete, FailMessage: still in use}\n  Plain:\n    Type: Cairn::Test::Resource\n    Properties: {Name: plain}\n",
+    );
+    assert_eq!(s.cairn(&["deploy", "pol", t.to_str().unwrap()]).code(), 0);
+    let run = s.cairn(&["delete", "pol"]);
+    assert_eq!(run.code(), 1);
+    assert!(
+        run.stderr().starts_with("error: stack pol is DELETE_FAILED: The following resource(s) failed to delete: [Stuck].\n  Stuck DELETE_FAILED: still in use"),
+        "{}",
+        run.stderr()
+    );
+    let res = s.cairn(&["resources", "pol", "--output", "json"]).json();
+    let by_id = |id: &str| {
+        res["StackResources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["LogicalResourceId"] == id)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(by_id("Kept")["ResourceStatus"], json!("DELETE_SKIPPED"));
+    assert_eq!(by_id("Stuck")["ResourceStatus"], json!("DELETE_FAILED"));
+    assert_eq!(
+        by_id("Stuck")["ResourceStatusReason"],
+        json!("still in use")
+    );
+    assert_eq!(by_id("Plain")["ResourceStatus"], json!("DELETE_COMPLETE"));
+    assert_eq!(resource_files(&s), vec!["kept.json", "stuck.json"]);
+
+    let run = s.cairn(&["delete", "pol", "--retain", "Stuck"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let stack_id = s.cairn(&["list", "--output", "json"]).json()["StackSummaries"][0]["StackId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(status(&s, &stack_id), "DELETE_COMPLETE");
+    assert_eq!(resource_files(&s), vec!["kept.json", "stuck.json"]);
+}
+
+#[test]
+fn retain_is_refused_unless_delete_failed() {
+    let s = Scratch::new();
+    let t = s.write("t.yaml", "Resources:\n  A: {Type: Cairn::Test::Resource}\n");
+    assert_eq!(s.cairn(&["deploy", "r", t.to_str().unwrap()]).code(), 0);
+    let run = s.cairn(&["delete", "r", "--retain", "A"]);
+    assert_eq!(run.code(), 1);
+    assert!(
+        run.stderr()
+            .contains("RetainResources can only be specified when stack is in DELETE_FAILED state"),
+        "{}",
+        run.stderr()
+    );
+    assert_eq!(status(&s, "r"), "CREATE_COMPLETE");
+}
+
+#[test]
+fn exports_are_unique_and_protected_while_imported() {
+    let s = Scratch::new();
+    let producer = s.write(
+        "p.yaml",
+        "Resources:\n  Net: {Type: Cairn::Test::Resource, Properties: {Name: net}}\nOutputs:\n  NetId:\n    Value: !Ref Net\n    Export: {Name: shared-net}\n",
+    );
+    let consumer = s.write(
+        "c.yaml",
+        "Resources:\n  App: {Type: Cairn::Test::Resource, Properties: {Value: !ImportValue shared-net}}\nOutputs:\n  Got: {Value: !GetAtt App.Value}\n",
+    );
+    assert_eq!(
+        s.cairn(&["deploy", "prod", producer.to_str().unwrap()])
+            .code(),
+        0
+    );
+    let run = s.cairn(&["deploy", "cons", consumer.to_str().unwrap()]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(
+        s.cairn(&["outputs", "cons", "--output", "json"]).json()["Outputs"][0]["OutputValue"],
+        json!("net")
+    );
+
+    let dup = s.write(
+        "d.yaml",
+        "Resources:\n  Other: {Type: Cairn::Test::Resource}\nOutputs:\n  X:\n    Value: !Ref Other\n    Export: {Name: shared-net}\n",
+    );
+    let run = s.cairn(&["deploy", "dup", dup.to_str().unwrap()]);
+    assert_eq!(run.code(), 1);
+    assert!(
+        run.stderr().starts_with("error: stack dup is ROLLBACK_COMPLETE: Export with name shared-net is already exported by stack prod"),
+        "{}",
+        run.stderr()
+    );
+
+    let run = s.cairn(&["delete", "prod"]);
+    assert_eq!(run.code(), 1);
+    assert_eq!(
+        run.stderr().trim(),
+        "error: Export shared-net cannot be deleted as it is in use by cons"
+    );
+    assert_eq!(status(&s, "prod"), "CREATE_COMPLETE");
+    assert_eq!(s.cairn(&["delete", "cons"]).code(), 0);
+    assert_eq!(s.cairn(&["delete", "prod"]).code(), 0);
+
+    let missing = s.write("m.yaml", "Resources:\n  App: {Type: Cairn::Test::Resource, Properties: {Value: !ImportValue nope}}\n");
+    let run = s.cairn(&["deploy", "miss", missing.to_str().unwrap()]);
+    assert_eq!(run.code(), 1);
+    assert!(
+        run.stderr().contains("No export named nope found."),
+        "{}",
+        run.stderr()
+    );
+}
+
+#[test]
+fn no_echo_parameters_are_masked() {
+    let s = Scratch::new();
+    let t = s.write(
+        "t.yaml",
+        "Parameters:\n  Pw: {Type: String, NoEcho: true}\n  User: {Type: String}\nResources:\n  A: {Type: Cairn::Test::Resource, Properties: {Value: !Sub '${User}:${Pw}'}}\n",
+    );
+    let run = s.cairn(&[
+        "deploy",
+        "sec",
+        t.to_str().unwrap(),
+        "--parameter",
+        "Pw=hunter2",
+        "-p",
+        "User=bob",
+    ]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert!(!run.stdout().contains("hunter2"));
+    let d = s.cairn(&["describe", "sec", "--output", "json"]).json();
+    assert_eq!(
+        d["Stacks"][0]["Parameters"],
+        json!([{"ParameterKey": "Pw", "ParameterValue": "****"}, {"ParameterKey": "User", "ParameterValue": "bob"}])
+    );
+    let ev = s.cairn(&["events", "sec", "--output", "json"]).stdout();
+    assert!(!ev.contains("hunter2"), "{ev}");
+    assert!(ev.contains("bob:****"), "{ev}");
+}
+
+#[test]
+fn json_output_uses_cloudformation_field_names() {
+    let s = Scratch::new();
+    let t = s.write("t.yaml", "Description: d\nResources:\n  A: {Type: Cairn::Test::Resource, Properties: {Name: n}}\nOutputs:\n  O: {Value: !Ref A, Description: the name, Export: {Name: n-export}}\n");
+    assert_eq!(s.cairn(&["deploy", "js", t.to_str().unwrap()]).code(), 0);
+    let d = s.cairn(&["describe", "js", "--output", "json"]).json();
+    let st = &d["Stacks"][0];
+    for k in [
+        "StackName",
+        "StackId",
+        "StackStatus",
+        "CreationTime",
+        "Description",
+        "Outputs",
+        "Parameters",
+    ] {
+        assert!(st.get(k).is_some(), "{k} in {st}");
+    }
+    assert_eq!(
+        st["Outputs"],
+        json!([{"OutputKey": "O", "OutputValue": "n", "Description": "the name", "ExportName": "n-export"}])
+    );
+    let r = s.cairn(&["resources", "js", "--output", "json"]).json();
+    let r0 = &r["StackResources"][0];
+    assert_eq!(r0["LogicalResourceId"], json!("A"));
+    assert_eq!(r0["PhysicalResourceId"], json!("n"));
+    assert_eq!(r0["ResourceType"], json!("Cairn::Test::Resource"));
+    assert_eq!(r0["ResourceStatus"], json!("CREATE_COMPLETE"));
+    assert!(r0["Timestamp"].is_string());
+    let e = s.cairn(&["events", "js", "--output", "json"]).json();
+    let e0 = &e["StackEvents"][0];
+    for k in [
+        "EventId",
+        "StackId",
+        "StackName",
+        "LogicalResourceId",
+        "PhysicalResourceId",
+        "ResourceType",
+        "Timestamp",
+        "ResourceStatus",
+    ] {
+        assert!(e0.get(k).is_some(), "{k} in {e0}");
+    }
+    let tpl = s.cairn(&["template", "js", "--output", "json"]).json();
+    assert_eq!(
+        tpl["TemplateBody"].as_str().unwrap(),
+        std::fs::read_to_string(&t).unwrap()
+    );
+}
+
+#[test]
+fn bad_input_is_one_clear_line() {
+    let s = Scratch::new();
+    let t = s.write(
+        "t.yaml",
+        "Parameters:\n  P: {Type: Number}\nResources:\n  A: {Type: Cairn::Test::Resource}\n",
+    );
+    let run = s.cairn(&["deploy", "x", t.to_str().unwrap()]);
+    assert_eq!(run.code(), 1);
+    assert_eq!(
+        run.stderr().trim(),
+        format!("error: {}: Parameters: [P] must have values", t.display())
+    );
+    let run = s.cairn(&["deploy", "x", t.to_str().unwrap(), "-p", "P=abc"]);
+    assert_eq!(
+        run.stderr().trim(),
+        format!("error: {}: Parameter 'P' must be a number", t.display())
+    );
+    let run = s.cairn(&["deploy", "1bad", t.to_str().unwrap(), "-p", "P=1"]);
+    assert!(
+        run.stderr()
+            .contains("Value '1bad' at 'stackName' failed to satisfy constraint"),
+        "{}",
+        run.stderr()
+    );
+    let garbage = s.write("state.db", "this is not sqlite at all, not even close................................................................................");
+    let run = s.cairn(&["--state", garbage.to_str().unwrap(), "list"]);
+    assert_eq!(run.code(), 1);
+    assert_eq!(run.stderr().lines().count(), 1, "{}", run.stderr());
+    assert!(
+        run.stderr().starts_with("error: state file error: "),
+        "{}",
+        run.stderr()
+    );
+}
