@@ -1,0 +1,134 @@
+//! SIGKILL the engine mid-operation; the next command must finish the job.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::Scratch;
+
+fn events_json(s: &Scratch, stack: &str) -> Vec<Value> {
+    let run = s.cairn(&["events", stack, "--output", "json"]);
+    run.json()["StackEvents"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Waits until some event satisfies `pred` (the deploy is still running).
+fn wait_for(s: &Scratch, stack: &str, what: &str, pred: impl Fn(&Value) -> bool) {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(20) {
+        let run = s.cairn(&["events", stack, "--output", "json"]);
+        if run.code() == 0
+            && run.json()["StackEvents"]
+                .as_array()
+                .is_some_and(|l| l.iter().any(&pred))
+        {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("timed out waiting for {what}");
+}
+
+fn files(s: &Scratch) -> Vec<String> {
+    let mut names: Vec<String> =
+        std::fs::read_dir(s.dir.path().join("cairn-state.db.resources/test-resources"))
+            .map(|d| {
+                d.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+    names.sort();
+    names
+}
+
+fn spawn_deploy(s: &Scratch, stack: &str, template: &std::path::Path) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(["deploy", stack, template.to_str().unwrap_or_default()])
+        .current_dir(s.dir.path())
+        .env_remove("CAIRN_CONFIG")
+        .env_remove("CAIRN_STATE")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn cairn")
+}
+
+#[test]
+fn sigkill_during_create_is_resumed_by_the_next_command() {
+    let s = Scratch::new();
+    let t = s.write(
+        "t.yaml",
+        "Resources:\n  A: {Type: Cairn::Test::Resource, Properties: {Value: a}}\n  B:\n    Type: Cairn::Test::Resource\n    Properties: {Value: !Ref A, WaitSeconds: 1.5}\n  C: {Type: Cairn::Test::Resource, DependsOn: B}\n",
+    );
+    let mut child = spawn_deploy(&s, "crashy", &t);
+    wait_for(&s, "crashy", "B to be in flight", |e| {
+        e["LogicalResourceId"] == "B" && e["ResourceStatusReason"] == "Resource creation Initiated"
+    });
+    child.kill().expect("SIGKILL");
+    let _ = child.wait();
+
+    // Any command resumes the operation: B's create is re-issued with the same
+    // request id (the provider returns the same resource), C is created.
+    let run = s.cairn(&["list", "--output", "json"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert!(
+        run.stderr().contains("resumed the interrupted operation"),
+        "{}",
+        run.stderr()
+    );
+    assert_eq!(
+        run.json()["StackSummaries"][0]["StackStatus"],
+        "CREATE_COMPLETE"
+    );
+
+    let res = s.cairn(&["resources", "crashy", "--output", "json"]).json();
+    let mut owned: Vec<String> = res["StackResources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| format!("{}.json", r["PhysicalResourceId"].as_str().unwrap()))
+        .collect();
+    owned.sort();
+    assert_eq!(owned.len(), 3);
+    assert_eq!(
+        files(&s),
+        owned,
+        "every file belongs to the stack, none is leaked"
+    );
+    let b_created = events_json(&s, "crashy")
+        .iter()
+        .filter(|e| e["LogicalResourceId"] == "B" && e["ResourceStatus"] == "CREATE_COMPLETE")
+        .count();
+    assert_eq!(b_created, 1);
+    assert_eq!(s.cairn(&["delete", "crashy"]).code(), 0);
+    assert!(files(&s).is_empty());
+}
+
+#[test]
+fn sigkill_during_rollback_is_resumed_by_the_next_command() {
+    let s = Scratch::new();
+    let t = s.write(
+        "t.yaml",
+        "Resources:\n  A: {Type: Cairn::Test::Resource, Properties: {Name: slow-a, WaitSeconds: 1.0}}\n  B:\n    Type: Cairn::Test::Resource\n    DependsOn: A\n    Properties: {Fail: create}\n",
+    );
+    let mut child = spawn_deploy(&s, "rb", &t);
+    wait_for(&s, "rb", "A's delete during rollback", |e| {
+        e["LogicalResourceId"] == "A" && e["ResourceStatus"] == "DELETE_IN_PROGRESS"
+    });
+    child.kill().expect("SIGKILL");
+    let _ = child.wait();
+    assert_eq!(
+        files(&s),
+        vec!["slow-a.json"],
+        "killed before A was deleted"
+    );
+
+    let run = s.cairn(&["describe", "rb", "--output", "json"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(run.json()["Stacks"][0]["StackStatus"], "ROLLBACK_COMPLETE");
+    assert!(files(&s).is_empty(), "the rollback finished deleting A");
+}
