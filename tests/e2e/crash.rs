@@ -32,19 +32,6 @@ fn wait_for(s: &Scratch, stack: &str, what: &str, pred: impl Fn(&Value) -> bool)
     panic!("timed out waiting for {what}");
 }
 
-fn files(s: &Scratch) -> Vec<String> {
-    let mut names: Vec<String> =
-        std::fs::read_dir(s.dir.path().join("cairn-state.db.resources/test-resources"))
-            .map(|d| {
-                d.filter_map(|e| e.ok())
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .collect()
-            })
-            .unwrap_or_default();
-    names.sort();
-    names
-}
-
 fn spawn_deploy(s: &Scratch, stack: &str, template: &std::path::Path) -> std::process::Child {
     Command::new(env!("CARGO_BIN_EXE_cairn"))
         .args(["deploy", stack, template.to_str().unwrap_or_default()])
@@ -95,7 +82,7 @@ fn sigkill_during_create_is_resumed_by_the_next_command() {
     owned.sort();
     assert_eq!(owned.len(), 3);
     assert_eq!(
-        files(&s),
+        s.resource_files(),
         owned,
         "every file belongs to the stack, none is leaked"
     );
@@ -105,7 +92,7 @@ fn sigkill_during_create_is_resumed_by_the_next_command() {
         .count();
     assert_eq!(b_created, 1);
     assert_eq!(s.cairn(&["delete", "crashy"]).code(), 0);
-    assert!(files(&s).is_empty());
+    assert!(s.resource_files().is_empty());
 }
 
 #[test]
@@ -122,7 +109,7 @@ fn sigkill_during_rollback_is_resumed_by_the_next_command() {
     child.kill().expect("SIGKILL");
     let _ = child.wait();
     assert_eq!(
-        files(&s),
+        s.resource_files(),
         vec!["slow-a.json"],
         "killed before A was deleted"
     );
@@ -130,5 +117,8 @@ fn sigkill_during_rollback_is_resumed_by_the_next_command() {
     let run = s.cairn(&["describe", "rb", "--output", "json"]);
     assert_eq!(run.code(), 0, "{}", run.stderr());
     assert_eq!(run.json()["Stacks"][0]["StackStatus"], "ROLLBACK_COMPLETE");
-    assert!(files(&s).is_empty(), "the rollback finished deleting A");
+    assert!(
+        s.resource_files().is_empty(),
+        "the rollback finished deleting A"
+    );
 }

@@ -4,8 +4,6 @@ use serde_json::{json, Value};
 
 use crate::support::Scratch;
 
-const RES_DIR: &str = "cairn-state.db.resources/test-resources";
-
 fn events(s: &Scratch, stack: &str) -> Vec<Value> {
     let run = s.cairn(&["events", stack, "--output", "json"]);
     assert_eq!(run.code(), 0, "{}", run.stderr());
@@ -39,18 +37,6 @@ fn sequence(s: &Scratch, stack: &str) -> Vec<(String, String, String)> {
 
 fn ev(l: &str, s: &str, r: &str) -> (String, String, String) {
     (l.into(), s.into(), r.into())
-}
-
-fn resource_files(s: &Scratch) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(s.dir.path().join(RES_DIR))
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    names.sort();
-    names
 }
 
 fn status(s: &Scratch, stack: &str) -> String {
@@ -93,7 +79,7 @@ fn create_and_delete_with_exact_events() {
         all[5]["ResourceProperties"],
         json!("{\"Name\":\"b-1\",\"Value\":\"arn:cairn:test::resource/a-1\"}")
     );
-    assert_eq!(resource_files(&s), vec!["a-1.json", "b-1.json"]);
+    assert_eq!(s.resource_files(), vec!["a-1.json", "b-1.json"]);
     let out = s.cairn(&["outputs", "st", "--output", "json"]).json();
     assert_eq!(
         out,
@@ -110,7 +96,7 @@ fn create_and_delete_with_exact_events() {
     );
     let run = s.cairn(&["delete", "st"]);
     assert_eq!(run.code(), 0, "{}", run.stderr());
-    assert!(resource_files(&s).is_empty());
+    assert!(s.resource_files().is_empty());
     let seq = sequence(&s, &stack_id);
     assert_eq!(
         seq[8..].to_vec(),
@@ -202,7 +188,7 @@ fn failed_create_rolls_back_with_the_exact_sequence() {
             ev("fails", "ROLLBACK_COMPLETE", ""),
         ]
     );
-    assert!(resource_files(&s).is_empty());
+    assert!(s.resource_files().is_empty());
     // A ROLLBACK_COMPLETE stack still holds the name until deleted.
     let again = s.cairn(&["deploy", "fails", t.to_str().unwrap()]);
     assert!(
@@ -227,9 +213,9 @@ fn disable_rollback_keeps_resources_and_on_failure_delete_deletes() {
         d["Stacks"][0]["StackStatusReason"],
         json!("The following resource(s) failed to create: [B]. ")
     );
-    assert_eq!(resource_files(&s), vec!["kept.json"]);
+    assert_eq!(s.resource_files(), vec!["kept.json"]);
     assert_eq!(s.cairn(&["delete", "keep"]).code(), 0);
-    assert!(resource_files(&s).is_empty());
+    assert!(s.resource_files().is_empty());
 
     let run = s.cairn(&[
         "deploy",
@@ -248,7 +234,7 @@ fn disable_rollback_keeps_resources_and_on_failure_delete_deletes() {
         .cloned()
         .unwrap();
     assert_eq!(gone["StackStatus"], json!("DELETE_COMPLETE"));
-    assert!(resource_files(&s).is_empty());
+    assert!(s.resource_files().is_empty());
 }
 
 #[test]
@@ -283,7 +269,7 @@ fn deletion_policy_retain_and_retry_with_retain() {
         json!("still in use")
     );
     assert_eq!(by_id("Plain")["ResourceStatus"], json!("DELETE_COMPLETE"));
-    assert_eq!(resource_files(&s), vec!["kept.json", "stuck.json"]);
+    assert_eq!(s.resource_files(), vec!["kept.json", "stuck.json"]);
 
     let run = s.cairn(&["delete", "pol", "--retain", "Stuck"]);
     assert_eq!(run.code(), 0, "{}", run.stderr());
@@ -292,7 +278,7 @@ fn deletion_policy_retain_and_retry_with_retain() {
         .unwrap()
         .to_string();
     assert_eq!(status(&s, &stack_id), "DELETE_COMPLETE");
-    assert_eq!(resource_files(&s), vec!["kept.json", "stuck.json"]);
+    assert_eq!(s.resource_files(), vec!["kept.json", "stuck.json"]);
 }
 
 #[test]

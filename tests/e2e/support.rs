@@ -20,6 +20,24 @@ impl Scratch {
         p
     }
 
+    /// The backing files of `Cairn::Test::Resource` under the default state file,
+    /// sorted: one per physical resource.
+    pub fn resource_files(&self) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(
+            self.dir
+                .path()
+                .join("cairn-state.db.resources/test-resources"),
+        )
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+        names.sort();
+        names
+    }
+
     /// Runs `cairn` with `args` in the scratch directory, with no config from the
     /// environment leaking in.
     pub fn cairn(&self, args: &[&str]) -> Run {
