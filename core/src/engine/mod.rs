@@ -283,10 +283,9 @@ impl Engine {
             status_reason: Some("User Initiated".into()),
             properties: None,
         };
-        self.store.insert_stack(&stack, &first).await?;
         let lease = self
             .store
-            .acquire_lease(&stack_id, &self.owner, LEASE_TTL_MS)
+            .insert_stack(&stack, &first, &self.owner, LEASE_TTL_MS)
             .await?;
         self.store
             .put_operation(

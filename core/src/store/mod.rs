@@ -45,12 +45,16 @@ pub struct OperationRecord {
 
 #[async_trait::async_trait]
 pub trait Store: Send + Sync {
-    /// Records a new stack; a live stack with the same name is an error.
+    /// Records a new stack with its lease held by `owner`, atomically (no other
+    /// process may see it in progress without an owner). A live stack with the
+    /// same name is an error.
     async fn insert_stack(
         &self,
         stack: &StackRecord,
         first_event: &EventRecord,
-    ) -> Result<(), StoreError>;
+        owner: &str,
+        ttl_ms: i64,
+    ) -> Result<Lease, StoreError>;
     /// A live stack by name, or any stack (also deleted ones) by id.
     async fn find_stack(&self, name_or_id: &str) -> Result<Option<StackRecord>, StoreError>;
     /// All stacks, deleted ones included, oldest first.

@@ -287,9 +287,12 @@ impl Store for SqliteStore {
         &self,
         s: &StackRecord,
         first_event: &EventRecord,
-    ) -> Result<(), StoreError> {
+        owner: &str,
+        ttl_ms: i64,
+    ) -> Result<Lease, StoreError> {
         let s = s.clone();
         let e = first_event.clone();
+        let owner = owner.to_string();
         self.run(move |c| {
             let live: i64 = c
                 .query_row("SELECT COUNT(*) FROM stacks WHERE stack_name = ?1 AND status != 'DELETE_COMPLETE'", params![s.stack_name], |r| r.get(0))
@@ -316,7 +319,13 @@ impl Store for SqliteStore {
                 ],
             )
             .map_err(backend)?;
-            insert_event(c, &e)
+            c.execute(
+                "UPDATE stacks SET lease_owner = ?1, lease_expires = ?2, lease_token = 1 WHERE stack_id = ?3",
+                params![owner, now_ms() + ttl_ms, s.stack_id],
+            )
+            .map_err(backend)?;
+            insert_event(c, &e)?;
+            Ok(Lease { stack_id: s.stack_id.clone(), owner, token: 1 })
         })
         .await
     }
