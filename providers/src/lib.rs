@@ -2,7 +2,12 @@
 //!
 //! - `Cairn::Test::Resource` ([`test_resource`]): a resource backed by one JSON
 //!   file per physical resource, for tests and for trying Cairn out.
+//! - `Cairn::Local::File` ([`local_file`]): a file on the local machine.
+//! - `Cairn::Random::String` ([`random_string`]): a random string, kept until a
+//!   CreateOnly property changes.
 
+pub mod local_file;
+pub mod random_string;
 pub mod test_resource;
 
 use std::path::Path;
@@ -21,6 +26,18 @@ pub fn registry(config: &Config, data_dir: &Path) -> Result<Registry, RegistryEr
         Arc::new(test_resource::TestResourceProvider::new(
             data_dir.join("test-resources"),
         )),
+        None,
+    )?;
+    r.register(
+        "builtin:local",
+        Transport::Builtin,
+        Arc::new(local_file::LocalFileProvider),
+        None,
+    )?;
+    r.register(
+        "builtin:random",
+        Transport::Builtin,
+        Arc::new(random_string::RandomStringProvider),
         None,
     )?;
     for (alias, target) in &config.type_aliases {

@@ -465,3 +465,36 @@ fn bad_input_is_one_clear_line() {
         run.stderr()
     );
 }
+
+#[test]
+fn local_file_and_random_string_are_real() {
+    let s = Scratch::new();
+    let target = s.dir.path().join("out/secret.txt");
+    let t = s.write(
+        "t.yaml",
+        &format!(
+            "Resources:\n  Pw:\n    Type: Cairn::Random::String\n    Properties: {{Length: 24, Characters: abcdef}}\n  F:\n    Type: Cairn::Local::File\n    Properties:\n      Path: '{}'\n      Content: !GetAtt Pw.Value\n      Mode: '0600'\nOutputs:\n  Where: {{Value: !Ref F}}\n",
+            target.display()
+        ),
+    );
+    let run = s.cairn(&["deploy", "files", t.to_str().unwrap()]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let content = std::fs::read_to_string(&target).unwrap();
+    assert_eq!(content.len(), 24);
+    assert!(content.chars().all(|c| "abcdef".contains(c)), "{content}");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&target).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+    }
+    let out = s.cairn(&["outputs", "files", "--output", "json"]).json();
+    assert_eq!(
+        out["Outputs"][0]["OutputValue"],
+        json!(target.display().to_string())
+    );
+    assert_eq!(s.cairn(&["delete", "files"]).code(), 0);
+    assert!(!target.exists());
+}
