@@ -167,9 +167,11 @@ fn event_row(r: &Row<'_>) -> rusqlite::Result<EventRecord> {
 }
 
 fn insert_event(c: &Connection, e: &EventRecord) -> Result<(), StoreError> {
-    c.execute(
+    c.prepare_cached(
         "INSERT INTO events (event_id, stack_id, stack_name, logical_id, physical_id, resource_type, timestamp, status, status_reason, properties) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-        params![e.event_id, e.stack_id, e.stack_name, e.logical_id, e.physical_id, e.resource_type, e.timestamp, e.status, e.status_reason, e.properties],
+    )
+    .map_err(backend)?
+    .execute(params![e.event_id, e.stack_id, e.stack_name, e.logical_id, e.physical_id, e.resource_type, e.timestamp, e.status, e.status_reason, e.properties],
     )
     .map_err(backend)?;
     Ok(())
@@ -178,11 +180,9 @@ fn insert_event(c: &Connection, e: &EventRecord) -> Result<(), StoreError> {
 /// Fails unless `lease` is still the stack's current lease.
 fn fence(c: &Connection, lease: &Lease) -> Result<(), StoreError> {
     let token: Option<(i64, Option<String>)> = c
-        .query_row(
-            "SELECT lease_token, lease_owner FROM stacks WHERE stack_id = ?1",
-            params![lease.stack_id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
+        .prepare_cached("SELECT lease_token, lease_owner FROM stacks WHERE stack_id = ?1")
+        .map_err(backend)?
+        .query_row(params![lease.stack_id], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()
         .map_err(backend)?;
     match token {
@@ -523,13 +523,15 @@ impl Store for SqliteStore {
                 Some(p) => Some(json_text(p)?),
                 None => None,
             };
-            c.execute(
+            c.prepare_cached(
                 "INSERT INTO resources (stack_id, logical_id, resource_type, physical_id, status, status_reason, properties, attributes, pending, updated_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
                  ON CONFLICT(stack_id, logical_id) DO UPDATE SET resource_type = excluded.resource_type, physical_id = excluded.physical_id,
                    status = excluded.status, status_reason = excluded.status_reason, properties = excluded.properties,
                    attributes = excluded.attributes, pending = excluded.pending, updated_at = excluded.updated_at",
-                params![
+            )
+            .map_err(backend)?
+            .execute(params![
                     r.stack_id,
                     r.logical_id,
                     r.resource_type,

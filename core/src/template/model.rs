@@ -72,6 +72,8 @@ pub struct Template {
     pub outputs: Vec<Output>,
     /// The whole template in JSON long form (what `cairn template` shows).
     pub body: Value,
+    /// Logical id → position in `resources` (lookups are on every hot path).
+    resource_index: std::collections::HashMap<String, usize>,
     pub source_map: SourceMap,
 }
 
@@ -258,7 +260,13 @@ impl Template {
             });
         }
 
+        let resource_index = resources
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.logical_id.clone(), i))
+            .collect();
         let t = Template {
+            resource_index,
             format_version,
             description,
             metadata: top.get("Metadata").cloned(),
@@ -404,7 +412,9 @@ impl Template {
     }
 
     pub fn resource(&self, logical_id: &str) -> Option<&Resource> {
-        self.resources.iter().find(|r| r.logical_id == logical_id)
+        self.resource_index
+            .get(logical_id)
+            .and_then(|&i| self.resources.get(i))
     }
 
     pub fn parameter(&self, name: &str) -> Option<&ParameterDecl> {

@@ -1,0 +1,141 @@
+//! Stack-operation benchmark: prints figures, asserts nothing.
+//!
+//! `cargo bench --bench stack_ops` runs each scenario in a fresh child process
+//! (so peak RSS is per scenario) on a temp SQLite state file:
+//! - random DAGs of 1,000 and 10,000 `Cairn::Test::Resource`: create and delete
+//!   wall time, peak RSS;
+//! - 20 layers × 50 resources with `WaitSeconds: 0.05`: wall time against the
+//!   1.0 s critical path.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Instant;
+
+use cairn_core::config::Config;
+use cairn_core::engine::{CreateStackInput, Engine};
+use cairn_core::stack::{OnFailure, StackStatus};
+use cairn_core::store::sqlite::SqliteStore;
+use cairn_core::store::Store;
+
+/// A small deterministic generator (the bench must not need a rand crate).
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((self.0 >> 33) as usize) % n.max(1)
+    }
+}
+
+fn random_dag(n: usize) -> String {
+    let mut rng = Lcg(42);
+    let mut t = String::from("Resources:\n");
+    for i in 0..n {
+        if i == 0 {
+            t.push_str("  R0: {Type: Cairn::Test::Resource, Properties: {Value: root}}\n");
+            continue;
+        }
+        let a = rng.below(i);
+        let b = rng.below(i);
+        t.push_str(&format!("  R{i}: {{Type: Cairn::Test::Resource, DependsOn: [R{b}], Properties: {{Value: !Ref R{a}}}}}\n"));
+    }
+    t
+}
+
+fn layered(depth: usize, width: usize, wait: f64) -> String {
+    let mut rng = Lcg(7);
+    let mut t = String::from("Resources:\n");
+    for d in 0..depth {
+        for w in 0..width {
+            let dep = if d == 0 {
+                String::new()
+            } else {
+                format!(", DependsOn: L{}x{}", d - 1, rng.below(width))
+            };
+            t.push_str(&format!("  L{d}x{w}: {{Type: Cairn::Test::Resource{dep}, Properties: {{WaitSeconds: {wait}}}}}\n"));
+        }
+    }
+    t
+}
+
+fn peak_rss_mb() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .map(str::to_string)
+        })
+        .and_then(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .and_then(|kb| kb.parse::<f64>().ok())
+        })
+        .map(|kb| kb / 1024.0)
+        .unwrap_or(f64::NAN)
+}
+
+/// Runs one scenario in this process and prints one line of figures.
+fn scenario(name: &str) -> Result<(), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let mut config = Config::default();
+    config.engine.max_concurrency = 64;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("state.db"))?);
+        let registry = Arc::new(cairn_providers::registry(&config, &dir.path().join("res"))?);
+        let engine = Engine::new(store, registry, config.clone());
+        let (body, n) = match name {
+            "dag1000" => (random_dag(1_000), 1_000),
+            "dag10000" => (random_dag(10_000), 10_000),
+            _ => (layered(20, 50, 0.05), 1_000),
+        };
+        let input = CreateStackInput { stack_name: "bench".into(), template_body: body, parameters: BTreeMap::new(), on_failure: OnFailure::Rollback };
+        let start = Instant::now();
+        let id = engine.start_create(&input).await?;
+        let synchronous = start.elapsed().as_secs_f64();
+        let status = engine.run(&id).await?;
+        let create = start.elapsed().as_secs_f64();
+        assert_eq!(status, StackStatus::CreateComplete);
+        let start = Instant::now();
+        engine.start_delete("bench", &[]).await?;
+        let status = engine.run(&id).await?;
+        let delete = start.elapsed().as_secs_f64();
+        assert_eq!(status, StackStatus::DeleteComplete);
+        if name == "layered" {
+            println!(
+                "depth 20 x width 50, WaitSeconds 0.05: create {create:.3} s = {:.3} x the 1.0 s critical path (delete {delete:.3} s = {:.3} x)",
+                create / 1.0,
+                delete / 1.0
+            );
+        } else {
+            println!("{n:>6} resources: create {create:.3} s (of which validation {synchronous:.3} s), delete {delete:.3} s, peak RSS {:.1} MB", peak_rss_mb());
+        }
+        Ok::<(), Box<dyn std::error::Error>>(())
+    })
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--scenario") {
+        return scenario(args.get(i + 1).map(String::as_str).unwrap_or("dag1000"));
+    }
+    // `cargo test` runs benches with harness = false only when asked; do nothing then.
+    if !args.iter().any(|a| a == "--bench") {
+        return Ok(());
+    }
+    let exe = std::env::current_exe()?;
+    for s in ["dag1000", "dag10000", "layered"] {
+        let status = Command::new(&exe).args(["--scenario", s]).status()?;
+        if !status.success() {
+            eprintln!("scenario {s} failed: {status}");
+        }
+    }
+    Ok(())
+}
