@@ -85,11 +85,11 @@ async fn follow(
     };
     loop {
         let done = runner.is_finished();
-        let events = engine.store().events(stack_id).await?;
-        for e in events.iter().skip(shown) {
+        let events = engine.store().events_from(stack_id, shown).await?;
+        for e in &events {
             println!("{}", event_line(e));
         }
-        shown = events.len();
+        shown += events.len();
         if done {
             break;
         }
@@ -100,8 +100,14 @@ async fn follow(
 
 /// The terminal status with the reason the operation failed (for a rollback,
 /// the reason that started it) and each failed resource's reason.
-async fn failure_detail(engine: &Arc<Engine>, stack: &StackRecord) -> anyhow::Result<String> {
-    let events = engine.store().events(&stack.stack_id).await?;
+/// `from`: how many of the stack's events predate this operation (earlier
+/// operations' failures are not this one's).
+async fn failure_detail(
+    engine: &Arc<Engine>,
+    stack: &StackRecord,
+    from: usize,
+) -> anyhow::Result<String> {
+    let events = engine.store().events_from(&stack.stack_id, from).await?;
     let reason = stack.status_reason.clone().or_else(|| {
         events
             .iter()
@@ -169,7 +175,7 @@ pub async fn deploy(engine: &Arc<Engine>, args: DeployArgs<'_>) -> anyhow::Resul
         .find_stack(&stack_id)
         .await?
         .ok_or_else(|| anyhow!("stack {stack_id} vanished"))?;
-    Err(anyhow!(failure_detail(engine, &stack).await?))
+    Err(anyhow!(failure_detail(engine, &stack, 0).await?))
 }
 
 pub async fn delete(engine: &Arc<Engine>, stack: &str, retain: &[String]) -> anyhow::Result<()> {
@@ -191,7 +197,7 @@ pub async fn delete(engine: &Arc<Engine>, stack: &str, retain: &[String]) -> any
         .find_stack(&stack_id)
         .await?
         .ok_or_else(|| anyhow!("stack {stack_id} vanished"))?;
-    Err(anyhow!(failure_detail(engine, &record).await?))
+    Err(anyhow!(failure_detail(engine, &record, before).await?))
 }
 
 async fn find(engine: &Arc<Engine>, stack: &str) -> anyhow::Result<StackRecord> {

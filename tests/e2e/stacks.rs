@@ -252,6 +252,7 @@ fn deletion_policy_retain_and_retry_with_retain() {
         "{}",
         run.stderr()
     );
+    assert_eq!(run.stderr().lines().count(), 2, "{}", run.stderr());
     let res = s.cairn(&["resources", "pol", "--output", "json"]).json();
     let by_id = |id: &str| {
         res["StackResources"]

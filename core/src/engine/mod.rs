@@ -834,11 +834,10 @@ impl Engine {
                 export_name,
             });
         }
-        match self.store.put_exports(&op.lease, &exports).await {
-            Ok(()) => {}
-            Err(e @ StoreError::ExportExists { .. }) => return Err(e.to_string()),
-            Err(e) => return Err(e.to_string()),
-        }
+        self.store
+            .put_exports(&op.lease, &exports)
+            .await
+            .map_err(|e| e.to_string())?;
         self.store
             .put_imports(&op.lease, &op.results.imported())
             .await

@@ -107,6 +107,16 @@ pub enum OnFailure {
     Delete,
 }
 
+impl OnFailure {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnFailure::DoNothing => "DO_NOTHING",
+            OnFailure::Rollback => "ROLLBACK",
+            OnFailure::Delete => "DELETE",
+        }
+    }
+}
+
 impl FromStr for OnFailure {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {

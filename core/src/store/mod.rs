@@ -97,7 +97,16 @@ pub trait Store: Send + Sync {
     ) -> Result<(), StoreError>;
     async fn resources(&self, stack_id: &str) -> Result<Vec<ResourceRecord>, StoreError>;
     /// Events, oldest first.
-    async fn events(&self, stack_id: &str) -> Result<Vec<EventRecord>, StoreError>;
+    async fn events(&self, stack_id: &str) -> Result<Vec<EventRecord>, StoreError> {
+        self.events_from(stack_id, 0).await
+    }
+    /// Events after the first `skip` ones, oldest first (for following an
+    /// operation without re-reading its history).
+    async fn events_from(
+        &self,
+        stack_id: &str,
+        skip: usize,
+    ) -> Result<Vec<EventRecord>, StoreError>;
 
     async fn put_operation(&self, lease: &Lease, op: &OperationRecord) -> Result<(), StoreError>;
     async fn operation(&self, stack_id: &str) -> Result<Option<OperationRecord>, StoreError>;

@@ -312,7 +312,7 @@ impl Store for SqliteStore {
                     json_text(&s.parameters)?,
                     json_text(&s.no_echo)?,
                     json_text(&s.outputs)?,
-                    json_text(&s.on_failure)?.trim_matches('"'),
+                    s.on_failure.as_str(),
                     s.created_at,
                     s.updated_at,
                     s.deleted_at
@@ -365,11 +365,18 @@ impl Store for SqliteStore {
     }
 
     async fn in_progress_stacks(&self) -> Result<Vec<StackRecord>, StoreError> {
-        let all = self.list_stacks().await?;
-        Ok(all
-            .into_iter()
-            .filter(|s| s.status.is_in_progress())
-            .collect())
+        // Every command asks this at start-up: filter in SQL, not over all stacks.
+        self.run(|c| {
+            let mut st = c
+                .prepare(&format!(
+                    "SELECT {STACK_COLUMNS} FROM stacks WHERE status LIKE '%\\_IN\\_PROGRESS' ESCAPE '\\' AND status != 'REVIEW_IN_PROGRESS' ORDER BY created_at, rowid"
+                ))
+                .map_err(backend)?;
+            let rows = st.query_map([], stack_row).map_err(backend)?;
+            let stacks = rows.collect::<Result<Vec<_>, _>>().map_err(backend)?;
+            Ok(stacks.into_iter().filter(|s| s.status.is_in_progress()).collect())
+        })
+        .await
     }
 
     async fn acquire_lease(
@@ -499,7 +506,7 @@ impl Store for SqliteStore {
                     json_text(&s.parameters)?,
                     json_text(&s.no_echo)?,
                     json_text(&s.outputs)?,
-                    json_text(&s.on_failure)?.trim_matches('"'),
+                    s.on_failure.as_str(),
                     s.updated_at,
                     s.stack_id
                 ],
@@ -565,13 +572,18 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn events(&self, stack_id: &str) -> Result<Vec<EventRecord>, StoreError> {
+    async fn events_from(
+        &self,
+        stack_id: &str,
+        skip: usize,
+    ) -> Result<Vec<EventRecord>, StoreError> {
         let id = stack_id.to_string();
+        let skip = i64::try_from(skip).unwrap_or(i64::MAX);
         self.run(move |c| {
             let mut st = c
-                .prepare("SELECT event_id, stack_id, stack_name, logical_id, physical_id, resource_type, timestamp, status, status_reason, properties FROM events WHERE stack_id = ?1 ORDER BY seq")
+                .prepare_cached("SELECT event_id, stack_id, stack_name, logical_id, physical_id, resource_type, timestamp, status, status_reason, properties FROM events WHERE stack_id = ?1 ORDER BY seq LIMIT -1 OFFSET ?2")
                 .map_err(backend)?;
-            let rows = st.query_map(params![id], event_row).map_err(backend)?;
+            let rows = st.query_map(params![id, skip], event_row).map_err(backend)?;
             rows.collect::<Result<Vec<_>, _>>().map_err(backend)
         })
         .await

@@ -110,16 +110,17 @@ impl Template {
 
     /// Builds a template from its JSON long form.
     pub fn from_value(body: Value, source_map: SourceMap) -> Result<Template, TemplateError> {
-        Self::build(&body, &source_map)
-            .map(|mut t| {
-                t.body = body.clone();
-                t.source_map = source_map.clone();
-                t
-            })
-            .map_err(|e| e.locate(&source_map))
+        match Self::build(&body) {
+            Ok(mut t) => {
+                t.body = body;
+                t.source_map = source_map;
+                Ok(t)
+            }
+            Err(e) => Err(e.locate(&source_map)),
+        }
     }
 
-    fn build(body: &Value, source_map: &SourceMap) -> Result<Template, TemplateError> {
+    fn build(body: &Value) -> Result<Template, TemplateError> {
         let Value::Object(top) = body else {
             return Err(format_error("a template must be a JSON or YAML object"));
         };
@@ -279,7 +280,6 @@ impl Template {
             source_map: SourceMap::default(),
         };
         t.check_condition_names()?;
-        let _ = source_map;
         Ok(t)
     }
 
