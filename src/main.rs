@@ -1,5 +1,6 @@
 //! The `cairn` binary: the command-line interface over `cairn-core`.
 
+mod progress;
 mod stacks;
 mod validate;
 

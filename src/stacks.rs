@@ -9,12 +9,13 @@ use std::time::Duration;
 use anyhow::{anyhow, Context};
 use cairn_core::config::Config;
 use cairn_core::engine::{CreateStackInput, Engine};
-use cairn_core::stack::{EventRecord, OnFailure, StackRecord, StackStatus};
+use cairn_core::stack::{OnFailure, StackRecord, StackStatus};
 use cairn_core::store::sqlite::SqliteStore;
 use cairn_core::store::Store;
 use cairn_core::template::parameters::MASK;
 use serde_json::{json, Value};
 
+use crate::progress::{event_line, Progress};
 use crate::OutputFormat;
 
 /// Where the state file is: `--state`, then `CAIRN_STATE` (both via clap), then
@@ -59,18 +60,6 @@ fn parse_parameters(items: &[String]) -> anyhow::Result<BTreeMap<String, String>
     Ok(out)
 }
 
-fn event_line(e: &EventRecord) -> String {
-    let reason = e
-        .status_reason
-        .as_deref()
-        .map(|r| format!("  {r}"))
-        .unwrap_or_default();
-    format!(
-        "{}  {:<45} {:<30} {}{reason}",
-        e.timestamp, e.status, e.logical_id, e.resource_type
-    )
-}
-
 /// Runs the stack's operation while printing each new event, one line each.
 /// `shown`: how many of the stack's events predate this operation.
 async fn follow(
@@ -83,17 +72,23 @@ async fn follow(
         let id = stack_id.to_string();
         tokio::spawn(async move { engine.run(&id).await })
     };
+    let mut progress: Option<Progress> = None;
     loop {
         let done = runner.is_finished();
         let events = engine.store().events_from(stack_id, shown).await?;
         for e in &events {
-            println!("{}", event_line(e));
+            progress
+                .get_or_insert_with(|| Progress::new(&e.stack_name))
+                .event(e);
         }
         shown += events.len();
         if done {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    if let Some(p) = &progress {
+        p.finish();
     }
     Ok(runner.await.context("the operation task failed")??)
 }

@@ -54,12 +54,20 @@ impl Behaviour {
         }
     }
 
-    /// Waits `WaitSeconds`, then fails if `Fail` names `op`.
-    async fn run(&self, op: &str, ctx: &RequestContext) -> Result<(), ProviderError> {
-        if let Some(w) = self.wait_seconds.filter(|w| *w > 0.0) {
-            tokio::time::sleep(Duration::from_secs_f64(w.min(86_400.0))).await;
-        }
+    /// Runs `work`, then waits so the whole operation takes `WaitSeconds`;
+    /// when `Fail` names `op`, waits and fails instead. As in Heat's
+    /// `OS::Heat::TestResource`, the effect happens when the operation starts
+    /// and the wait is for it to "complete".
+    async fn run<T>(
+        &self,
+        op: &str,
+        ctx: &RequestContext,
+        work: impl std::future::Future<Output = Result<T, ProviderError>>,
+    ) -> Result<T, ProviderError> {
+        let wait = self.wait_seconds.filter(|w| *w > 0.0).unwrap_or(0.0);
+        let until = tokio::time::Instant::now() + Duration::from_secs_f64(wait.min(86_400.0));
         if self.fails(op) {
+            tokio::time::sleep_until(until).await;
             let msg = self.fail_message.clone().unwrap_or_else(|| {
                 format!(
                     "{TYPE_NAME} {} was told to fail on {op}",
@@ -68,7 +76,9 @@ impl Behaviour {
             });
             return Err(ProviderError::internal(msg));
         }
-        Ok(())
+        let out = work.await;
+        tokio::time::sleep_until(until).await;
+        out
     }
 }
 
@@ -132,21 +142,27 @@ impl TestResourceProvider {
         }
     }
 
-    /// Writes atomically (temp file + rename) so a crash never leaves half a record.
+    /// Writes atomically (temp file + rename) so a crash never leaves half a
+    /// record; the three file-system steps share one blocking-pool hop.
     async fn write(&self, record: &Record) -> Result<(), ProviderError> {
         let path = self.path(&record.physical_resource_id)?;
-        tokio::fs::create_dir_all(&self.dir).await.map_err(|e| {
-            ProviderError::internal(format!("cannot create {}: {e}", self.dir.display()))
-        })?;
-        let tmp = path.with_extension("json.tmp");
         let bytes = serde_json::to_vec_pretty(record)
             .map_err(|e| ProviderError::internal(e.to_string()))?;
-        tokio::fs::write(&tmp, bytes)
-            .await
-            .map_err(|e| ProviderError::internal(format!("cannot write {}: {e}", tmp.display())))?;
-        tokio::fs::rename(&tmp, &path)
-            .await
-            .map_err(|e| ProviderError::internal(format!("cannot write {}: {e}", path.display())))
+        let dir = self.dir.clone();
+        tokio::task::spawn_blocking(move || {
+            std::fs::create_dir_all(&dir).map_err(|e| {
+                ProviderError::internal(format!("cannot create {}: {e}", dir.display()))
+            })?;
+            let tmp = path.with_extension("json.tmp");
+            std::fs::write(&tmp, bytes).map_err(|e| {
+                ProviderError::internal(format!("cannot write {}: {e}", tmp.display()))
+            })?;
+            std::fs::rename(&tmp, &path).map_err(|e| {
+                ProviderError::internal(format!("cannot write {}: {e}", path.display()))
+            })
+        })
+        .await
+        .map_err(|e| ProviderError::internal(format!("file writer task failed: {e}")))?
     }
 
     fn attributes(record: &Record) -> Map<String, Value> {
@@ -204,7 +220,6 @@ impl ResourceProvider for TestResourceProvider {
 
     async fn create(&self, req: &CreateRequest) -> Result<CreateResult, ProviderError> {
         let b = Behaviour::of(&req.properties)?;
-        b.run("create", &req.context).await?;
         let ctx = &req.context;
         let physical_id = match &b.name {
             Some(n) => n.clone(),
@@ -215,56 +230,64 @@ impl ResourceProvider for TestResourceProvider {
                 suffix(&ctx.request_id)
             ),
         };
-        let path = self.path(&physical_id)?;
-        if tokio::fs::try_exists(&path).await.unwrap_or(false) {
-            let existing = self.read(&physical_id).await?;
-            if existing.request_id != ctx.request_id {
+        match self.read(&physical_id).await {
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e),
+            Ok(existing) if existing.request_id != ctx.request_id => {
                 return Err(ProviderError::already_exists(format!(
                     "{TYPE_NAME} {physical_id} already exists (owned by {} in {})",
                     existing.logical_resource_id, existing.stack_id
                 )));
             }
+            Ok(_) => {} // the same request again: write the same record
         }
-        let record = Record {
-            physical_resource_id: physical_id.clone(),
-            stack_id: ctx.stack_id.clone(),
-            logical_resource_id: ctx.logical_resource_id.clone(),
-            request_id: ctx.request_id.clone(),
-            properties: req.properties.clone(),
-        };
-        self.write(&record).await?;
-        Ok(CreateResult {
-            physical_resource_id: physical_id,
-            attributes: Self::attributes(&record),
+        b.run("create", ctx, async {
+            let record = Record {
+                physical_resource_id: physical_id.clone(),
+                stack_id: ctx.stack_id.clone(),
+                logical_resource_id: ctx.logical_resource_id.clone(),
+                request_id: ctx.request_id.clone(),
+                properties: req.properties.clone(),
+            };
+            self.write(&record).await?;
+            Ok(CreateResult {
+                physical_resource_id: physical_id.clone(),
+                attributes: Self::attributes(&record),
+            })
         })
+        .await
     }
 
     async fn update(&self, req: &UpdateRequest) -> Result<UpdateResult, ProviderError> {
         let b = Behaviour::of(&req.properties)?;
         let mut record = self.read(&req.physical_resource_id).await?;
-        b.run("update", &req.context).await?;
-        record.properties = req.properties.clone();
-        self.write(&record).await?;
-        Ok(UpdateResult {
-            physical_resource_id: None,
-            attributes: Self::attributes(&record),
+        b.run("update", &req.context, async {
+            record.properties = req.properties.clone();
+            self.write(&record).await?;
+            Ok(UpdateResult {
+                physical_resource_id: None,
+                attributes: Self::attributes(&record),
+            })
         })
+        .await
     }
 
     async fn delete(&self, req: &DeleteRequest) -> Result<(), ProviderError> {
         let b = Behaviour::of(&req.properties)?;
         // A resource already gone is NotFound, which the engine counts as deleted.
         self.read(&req.physical_resource_id).await?;
-        b.run("delete", &req.context).await?;
         let path = self.path(&req.physical_resource_id)?;
-        match tokio::fs::remove_file(&path).await {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(ProviderError::internal(format!(
-                "cannot delete {}: {e}",
-                path.display()
-            ))),
-        }
+        b.run("delete", &req.context, async {
+            match tokio::fs::remove_file(&path).await {
+                Ok(()) => Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                Err(e) => Err(ProviderError::internal(format!(
+                    "cannot delete {}: {e}",
+                    path.display()
+                ))),
+            }
+        })
+        .await
     }
 
     async fn check_drift(&self, req: &DriftRequest) -> Result<DriftResult, ProviderError> {

@@ -199,6 +199,40 @@ fn failed_create_rolls_back_with_the_exact_sequence() {
 }
 
 #[test]
+fn a_failure_cancels_creates_in_flight_and_the_rollback_deletes_them() {
+    let s = Scratch::new();
+    // A fails after 0.2 s while B (1.5 s) is in flight; C waits on B, never starts.
+    let t = s.write(
+        "t.yaml",
+        "Resources:\n  A: {Type: Cairn::Test::Resource, Properties: {Fail: create, WaitSeconds: 0.2}}\n  B: {Type: Cairn::Test::Resource, Properties: {Name: slow-b, WaitSeconds: 1.5}}\n  C: {Type: Cairn::Test::Resource, DependsOn: B}\n",
+    );
+    let run = s.cairn(&["deploy", "cx", t.to_str().unwrap()]);
+    assert_eq!(run.code(), 1);
+    let seq = sequence(&s, "cx");
+    let b: Vec<_> = seq.iter().filter(|e| e.0 == "B").cloned().collect();
+    assert_eq!(
+        b,
+        vec![
+            ev("B", "CREATE_IN_PROGRESS", ""),
+            ev("B", "CREATE_IN_PROGRESS", "Resource creation Initiated"),
+            ev("B", "CREATE_FAILED", "Resource creation cancelled"),
+            ev("B", "DELETE_IN_PROGRESS", ""),
+            ev("B", "DELETE_COMPLETE", ""),
+        ]
+    );
+    assert!(seq.iter().all(|e| e.0 != "C"), "C never started: {seq:?}");
+    assert!(seq.contains(&ev(
+        "cx",
+        "ROLLBACK_IN_PROGRESS",
+        "The following resource(s) failed to create: [A, B]. Rollback requested by user."
+    )));
+    assert_eq!(seq.last(), Some(&ev("cx", "ROLLBACK_COMPLETE", "")));
+    // B's create had reached the provider (its file exists from the start of
+    // the call): the rollback re-issued it to learn the id and deleted it.
+    assert!(s.resource_files().is_empty(), "{:?}", s.resource_files());
+}
+
+#[test]
 fn disable_rollback_keeps_resources_and_on_failure_delete_deletes() {
     let s = Scratch::new();
     let t = s.write(

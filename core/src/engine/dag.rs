@@ -1,6 +1,11 @@
 //! Runs work over a dependency graph: a node starts once all its predecessors
-//! are done, independent nodes run concurrently up to a bound.
+//! are done, independent nodes run concurrently up to a bound. When more nodes
+//! are ready than may run, the one with the longest chain of nodes still
+//! waiting on it starts first (critical path first), so a bound below the
+//! graph's width does not stretch the longest path.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::future::Future;
 
 use futures::stream::{FuturesUnordered, StreamExt};
@@ -11,12 +16,15 @@ pub enum Outcome {
     Failed,
     /// Never started: a predecessor failed, or scheduling stopped.
     NotRun,
+    /// Was running when another node failed (with `stop_on_failure`); its work
+    /// was dropped at its next await point.
+    Cancelled,
 }
 
 /// Runs `work` on every node in `todo` order-respecting `preds` (`preds[i]` must
 /// finish before `i`). Nodes already `Done` in `initial` are skipped. With
-/// `stop_on_failure`, no new node starts after the first failure (nodes in
-/// flight finish). Returns each node's outcome.
+/// `stop_on_failure`, no new node starts after the first failure and the nodes
+/// in flight are cancelled (their futures dropped). Returns each node's outcome.
 pub async fn run<F, Fut>(
     preds: &[Vec<usize>],
     initial: Vec<Outcome>,
@@ -40,25 +48,41 @@ where
             }
         }
     }
-    let mut ready: std::collections::VecDeque<usize> = (0..n)
+    let height = heights(&succs);
+    let mut ready: BinaryHeap<(usize, Reverse<usize>)> = (0..n)
         .filter(|&i| outcome[i] != Outcome::Done && waiting[i] == 0)
+        .map(|i| (height[i], Reverse(i)))
         .collect();
     let mut running = FuturesUnordered::new();
+    let mut in_flight = vec![false; n];
     let mut failed = false;
     loop {
         while running.len() < max_concurrency.max(1) && !(failed && stop_on_failure) {
-            let Some(i) = ready.pop_front() else { break };
+            let Some((_, Reverse(i))) = ready.pop() else {
+                break;
+            };
+            in_flight[i] = true;
             running.push(work(i));
+        }
+        if failed && stop_on_failure {
+            drop(running);
+            for (i, running) in in_flight.iter().enumerate() {
+                if *running {
+                    outcome[i] = Outcome::Cancelled;
+                }
+            }
+            break;
         }
         let Some((i, ok)) = running.next().await else {
             break;
         };
+        in_flight[i] = false;
         if ok {
             outcome[i] = Outcome::Done;
             for &s in &succs[i] {
                 waiting[s] -= 1;
                 if waiting[s] == 0 {
-                    ready.push_back(s);
+                    ready.push((height[s], Reverse(s)));
                 }
             }
         } else {
@@ -69,10 +93,57 @@ where
     outcome
 }
 
+/// For each node, the number of nodes on the longest path from it to a sink
+/// (itself included). Nodes on a cycle (which a validated graph has none of)
+/// get height 0.
+fn heights(succs: &[Vec<usize>]) -> Vec<usize> {
+    let n = succs.len();
+    let mut pending: Vec<usize> = succs.iter().map(Vec::len).collect();
+    let mut preds: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, ss) in succs.iter().enumerate() {
+        for &s in ss {
+            preds[s].push(i);
+        }
+    }
+    let mut height = vec![0; n];
+    let mut stack: Vec<usize> = (0..n).filter(|&i| pending[i] == 0).collect();
+    while let Some(i) = stack.pop() {
+        height[i] = 1 + succs[i].iter().map(|&s| height[s]).max().unwrap_or(0);
+        for &p in &preds[i] {
+            pending[p] -= 1;
+            if pending[p] == 0 {
+                stack.push(p);
+            }
+        }
+    }
+    height
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::{Arc, Mutex};
+
+    #[tokio::test]
+    async fn longest_chain_starts_first() {
+        // 0 -> 1 -> 2 is the critical path; 3, 4 are independent leaves.
+        let preds = vec![vec![], vec![0], vec![1], vec![], vec![]];
+        assert_eq!(
+            heights(&[vec![1], vec![2], vec![], vec![], vec![]]),
+            vec![3, 2, 1, 1, 1]
+        );
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let l = log.clone();
+        run(&preds, vec![Outcome::NotRun; 5], 1, true, move |i| {
+            let l = l.clone();
+            async move {
+                l.lock().unwrap().push(i);
+                (i, true)
+            }
+        })
+        .await;
+        assert_eq!(*log.lock().unwrap(), vec![0, 1, 2, 3, 4]);
+    }
 
     #[tokio::test]
     async fn respects_order_bound_and_failures() {
@@ -104,6 +175,29 @@ mod tests {
                 Outcome::NotRun
             ]
         );
+
+        // 0 fails at once while 1 is still working: 1 is cancelled, not awaited.
+        let slow_finished = Arc::new(Mutex::new(false));
+        let flag = slow_finished.clone();
+        let out = run(
+            &[vec![], vec![]],
+            vec![Outcome::NotRun; 2],
+            4,
+            true,
+            move |i| {
+                let flag = flag.clone();
+                async move {
+                    if i == 1 {
+                        tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+                        *flag.lock().unwrap() = true;
+                    }
+                    (i, false)
+                }
+            },
+        )
+        .await;
+        assert_eq!(out, vec![Outcome::Failed, Outcome::Cancelled]);
+        assert!(!*slow_finished.lock().unwrap());
 
         let out = run(
             &preds,

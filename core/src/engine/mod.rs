@@ -600,10 +600,45 @@ impl Engine {
         if op.aborted.load(Ordering::SeqCst) {
             return Err(StoreError::LeaseLost(op.stack.stack_id.clone()).into());
         }
-        Ok((0..n)
+        let cancelled: Vec<&str> = (0..n)
+            .filter(|&i| outcomes[i] == Outcome::Cancelled)
+            .map(|i| op.graph.name(i))
+            .collect();
+        let mut failed: Vec<String> = (0..n)
             .filter(|&i| outcomes[i] == Outcome::Failed)
             .map(|i| op.graph.name(i).to_string())
-            .collect())
+            .collect();
+        failed.extend(self.mark_cancelled(op, &cancelled).await?);
+        Ok(failed)
+    }
+
+    /// Records resources whose create was cancelled because a sibling failed:
+    /// CREATE_FAILED "Resource creation cancelled". Their pending call stays
+    /// recorded, so the rollback learns (and deletes) what a create that had
+    /// already reached the provider made. Those that completed before the
+    /// cancellation landed keep their status. Returns the logical ids marked.
+    async fn mark_cancelled(&self, op: &Op, names: &[&str]) -> Result<Vec<String>, EngineError> {
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Read after the cancelled work's last write: the store is FIFO.
+        let stored = self.store.resources(&op.stack.stack_id).await?;
+        let mut marked = Vec::new();
+        for mut rec in stored {
+            if rec.status != ResourceStatus::CreateInProgress
+                || !names.contains(&rec.logical_id.as_str())
+            {
+                continue;
+            }
+            rec.status = ResourceStatus::CreateFailed;
+            rec.status_reason = Some("Resource creation cancelled".into());
+            rec.updated_at = now();
+            if !self.record(op, &rec, Vec::new()).await {
+                return Err(StoreError::LeaseLost(op.stack.stack_id.clone()).into());
+            }
+            marked.push(rec.logical_id);
+        }
+        Ok(marked)
     }
 
     fn context(
@@ -628,11 +663,13 @@ impl Engine {
         }
     }
 
-    /// Records `r` (with an event) and reports whether the write held; a lost
-    /// lease aborts the operation.
-    async fn record(&self, op: &Op, r: &ResourceRecord, with_event: bool) -> bool {
-        let event = with_event.then(|| op.resource_event(r));
-        match self.store.put_resource(&op.lease, r, event.as_ref()).await {
+    /// Records `r` with its event (after `earlier`, events of transitions not
+    /// yet committed) and reports whether the write held; a lost lease aborts
+    /// the operation.
+    async fn record(&self, op: &Op, r: &ResourceRecord, earlier: Vec<EventRecord>) -> bool {
+        let mut events = earlier;
+        events.push(op.resource_event(r));
+        match self.store.put_resource(&op.lease, r, &events).await {
             Ok(()) => true,
             Err(e) => {
                 tracing::error!(stack = %op.stack.stack_name, resource = %r.logical_id, "cannot record resource state: {e}");
@@ -712,13 +749,13 @@ impl Engine {
             .resource(logical_id)
             .map(|r| r.type_name.clone())
             .unwrap_or_default();
-        let mut rec = match existing {
-            Some(r) if resumed_call.is_some() => r,
+        let (mut rec, request_id) = match (existing, &resumed_call) {
+            (Some(r), Some(p)) => (r, p.request_id.clone()),
             _ => {
-                let r = ResourceRecord {
+                let mut rec = ResourceRecord {
                     stack_id: op.stack.stack_id.clone(),
                     logical_id: logical_id.to_string(),
-                    resource_type: type_name.clone(),
+                    resource_type: type_name,
                     physical_id: None,
                     status: ResourceStatus::CreateInProgress,
                     status_reason: None,
@@ -727,22 +764,16 @@ impl Engine {
                     pending: None,
                     updated_at: now(),
                 };
-                if !self.record(op, &r, true).await {
-                    return false;
-                }
-                r
-            }
-        };
-        let request_id = match &resumed_call {
-            Some(p) => p.request_id.clone(),
-            None => {
+                // CREATE_IN_PROGRESS is committed together with the next
+                // transition: one write per step instead of two.
+                let started = vec![op.resource_event(&rec)];
                 match self.properties_for(op, logical_id) {
                     Ok((_, props)) => rec.properties = props,
                     Err(reason) => {
                         rec.status = ResourceStatus::CreateFailed;
                         rec.status_reason = Some(reason);
                         rec.updated_at = now();
-                        self.record(op, &rec, true).await;
+                        self.record(op, &rec, started).await;
                         return false;
                     }
                 }
@@ -754,10 +785,10 @@ impl Engine {
                 rec.status_reason = Some("Resource creation Initiated".into());
                 rec.updated_at = now();
                 // Durable before the call: a crash from here on re-issues it.
-                if !self.record(op, &rec, true).await {
+                if !self.record(op, &rec, started).await {
                     return false;
                 }
-                id
+                (rec, id)
             }
         };
         let result = self.call_create(op, &rec, &request_id).await;
@@ -769,7 +800,7 @@ impl Engine {
                 rec.attributes = created.attributes;
                 rec.status = ResourceStatus::CreateComplete;
                 rec.status_reason = None;
-                if !self.record(op, &rec, true).await {
+                if !self.record(op, &rec, Vec::new()).await {
                     return false;
                 }
                 op.results
@@ -779,7 +810,7 @@ impl Engine {
             Err(e) => {
                 rec.status = ResourceStatus::CreateFailed;
                 rec.status_reason = Some(e.message);
-                self.record(op, &rec, true).await;
+                self.record(op, &rec, Vec::new()).await;
                 false
             }
         }
@@ -928,7 +959,7 @@ impl Engine {
             rec.status_reason = None;
             rec.pending = None;
             rec.updated_at = now();
-            return self.record(op, &rec, true).await;
+            return self.record(op, &rec, Vec::new()).await;
         }
         // A create whose outcome was never recorded (crash, cancellation): ask
         // again with the same request id, so a resource it made is not leaked.
@@ -952,7 +983,7 @@ impl Engine {
             request_id: request_id.clone(),
         });
         rec.updated_at = now();
-        if !self.record(op, &rec, true).await {
+        if !self.record(op, &rec, Vec::new()).await {
             return false;
         }
         let result = match &rec.physical_id {
@@ -986,12 +1017,12 @@ impl Engine {
             Ok(()) => {
                 rec.status = ResourceStatus::DeleteComplete;
                 op.results.forget(&rec.logical_id);
-                self.record(op, &rec, true).await
+                self.record(op, &rec, Vec::new()).await
             }
             Err(e) => {
                 rec.status = ResourceStatus::DeleteFailed;
                 rec.status_reason = Some(e.message);
-                self.record(op, &rec, true).await;
+                self.record(op, &rec, Vec::new()).await;
                 false
             }
         }

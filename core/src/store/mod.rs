@@ -88,12 +88,12 @@ pub trait Store: Send + Sync {
     /// Replaces the stack's stored fields (outputs, template, parameters).
     async fn save_stack(&self, lease: &Lease, stack: &StackRecord) -> Result<(), StoreError>;
 
-    /// Writes one resource row and, optionally, its event, atomically.
+    /// Writes one resource row and its events (oldest first), atomically.
     async fn put_resource(
         &self,
         lease: &Lease,
         resource: &ResourceRecord,
-        event: Option<&EventRecord>,
+        events: &[EventRecord],
     ) -> Result<(), StoreError>;
     async fn resources(&self, stack_id: &str) -> Result<Vec<ResourceRecord>, StoreError>;
     /// Events, oldest first.

@@ -33,10 +33,15 @@ CREATE TABLE IF NOT EXISTS stacks (
     on_failure TEXT NOT NULL,
     created_at TEXT NOT NULL,
     updated_at TEXT NOT NULL,
-    deleted_at TEXT,
-    lease_owner TEXT,
-    lease_expires INTEGER NOT NULL DEFAULT 0,
-    lease_token INTEGER NOT NULL DEFAULT 0
+    deleted_at TEXT
+);
+-- Leases live apart from the stack row: the fence check on every write must
+-- not read past a large template body.
+CREATE TABLE IF NOT EXISTS leases (
+    stack_id TEXT PRIMARY KEY,
+    owner TEXT,
+    expires INTEGER NOT NULL DEFAULT 0,
+    token INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS stacks_by_name ON stacks(stack_name);
 CREATE TABLE IF NOT EXISTS resources (
@@ -83,6 +88,37 @@ CREATE TABLE IF NOT EXISTS imports (
     PRIMARY KEY (stack_id, export_name)
 );
 "#;
+
+/// The layout version written into `PRAGMA user_version`; bump it with any
+/// change to `SCHEMA` that an older file would not have.
+const SCHEMA_VERSION: i64 = 2;
+
+/// A new file gets the current version; a file with another one is refused
+/// with a message instead of failing later on a missing column.
+fn check_schema_version(conn: &Connection, path: &Path) -> Result<(), StoreError> {
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(backend)?;
+    let tables: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'stacks'",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(backend)?;
+    if tables == 0 {
+        return conn
+            .execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))
+            .map_err(backend);
+    }
+    if version != SCHEMA_VERSION {
+        return Err(StoreError::Backend(format!(
+            "state file {} has layout version {version}, this Cairn uses {SCHEMA_VERSION}; it was written by a different development build: use another --state file",
+            path.display()
+        )));
+    }
+    Ok(())
+}
 
 fn backend(e: impl std::fmt::Display) -> StoreError {
     StoreError::Backend(e.to_string())
@@ -180,7 +216,7 @@ fn insert_event(c: &Connection, e: &EventRecord) -> Result<(), StoreError> {
 /// Fails unless `lease` is still the stack's current lease.
 fn fence(c: &Connection, lease: &Lease) -> Result<(), StoreError> {
     let token: Option<(i64, Option<String>)> = c
-        .prepare_cached("SELECT lease_token, lease_owner FROM stacks WHERE stack_id = ?1")
+        .prepare_cached("SELECT token, owner FROM leases WHERE stack_id = ?1")
         .map_err(backend)?
         .query_row(params![lease.stack_id], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()
@@ -209,6 +245,7 @@ impl SqliteStore {
         })?;
         conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = ON;")
             .map_err(|e| StoreError::Backend(format!("state file {} is not usable: {e}", path.display())))?;
+        check_schema_version(&conn, path)?;
         conn.execute_batch(SCHEMA).map_err(|e| {
             StoreError::Backend(format!(
                 "state file {} is not a Cairn state file: {e}",
@@ -320,7 +357,7 @@ impl Store for SqliteStore {
             )
             .map_err(backend)?;
             c.execute(
-                "UPDATE stacks SET lease_owner = ?1, lease_expires = ?2, lease_token = 1 WHERE stack_id = ?3",
+                "INSERT INTO leases (stack_id, owner, expires, token) VALUES (?3, ?1, ?2, 1) ON CONFLICT(stack_id) DO UPDATE SET owner = ?1, expires = ?2, token = token + 1",
                 params![owner, now_ms() + ttl_ms, s.stack_id],
             )
             .map_err(backend)?;
@@ -389,9 +426,11 @@ impl Store for SqliteStore {
         self.run(move |c| {
             let now = now_ms();
             let current: Option<(Option<String>, i64, i64)> = c
-                .query_row("SELECT lease_owner, lease_expires, lease_token FROM stacks WHERE stack_id = ?1", params![id], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-                })
+                .query_row(
+                    "SELECT owner, expires, token FROM leases WHERE stack_id = ?1",
+                    params![id],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                )
                 .optional()
                 .map_err(backend)?;
             let Some((holder, expires, token)) = current else {
@@ -399,16 +438,23 @@ impl Store for SqliteStore {
             };
             if let Some(h) = holder {
                 if expires > now && h != owner {
-                    return Err(StoreError::Busy { stack: id, owner: h });
+                    return Err(StoreError::Busy {
+                        stack: id,
+                        owner: h,
+                    });
                 }
             }
             let token = token + 1;
             c.execute(
-                "UPDATE stacks SET lease_owner = ?1, lease_expires = ?2, lease_token = ?3 WHERE stack_id = ?4",
+                "UPDATE leases SET owner = ?1, expires = ?2, token = ?3 WHERE stack_id = ?4",
                 params![owner, now + ttl_ms, token, id],
             )
             .map_err(backend)?;
-            Ok(Lease { stack_id: id, owner, token })
+            Ok(Lease {
+                stack_id: id,
+                owner,
+                token,
+            })
         })
         .await
     }
@@ -418,7 +464,7 @@ impl Store for SqliteStore {
         self.run(move |c| {
             fence(c, &lease)?;
             c.execute(
-                "UPDATE stacks SET lease_expires = ?1 WHERE stack_id = ?2",
+                "UPDATE leases SET expires = ?1 WHERE stack_id = ?2",
                 params![now_ms() + ttl_ms, lease.stack_id],
             )
             .map_err(backend)?;
@@ -432,7 +478,7 @@ impl Store for SqliteStore {
         self.run(move |c| {
             let row: Option<(Option<String>, i64)> = c
                 .query_row(
-                    "SELECT lease_owner, lease_expires FROM stacks WHERE stack_id = ?1",
+                    "SELECT owner, expires FROM leases WHERE stack_id = ?1",
                     params![id],
                     |r| Ok((r.get(0)?, r.get(1)?)),
                 )
@@ -450,7 +496,7 @@ impl Store for SqliteStore {
         let (id, owner) = (stack_id.to_string(), owner.to_string());
         self.run(move |c| {
             c.execute(
-                "UPDATE stacks SET lease_expires = 0 WHERE stack_id = ?1 AND lease_owner = ?2",
+                "UPDATE leases SET expires = 0 WHERE stack_id = ?1 AND owner = ?2",
                 params![id, owner],
             )
             .map_err(backend)?;
@@ -464,7 +510,7 @@ impl Store for SqliteStore {
         self.run(move |c| {
             fence(c, &lease)?;
             c.execute(
-                "UPDATE stacks SET lease_owner = NULL, lease_expires = 0 WHERE stack_id = ?1",
+                "UPDATE leases SET owner = NULL, expires = 0 WHERE stack_id = ?1",
                 params![lease.stack_id],
             )
             .map_err(backend)?;
@@ -521,9 +567,9 @@ impl Store for SqliteStore {
         &self,
         lease: &Lease,
         r: &ResourceRecord,
-        event: Option<&EventRecord>,
+        events: &[EventRecord],
     ) -> Result<(), StoreError> {
-        let (lease, r, event) = (lease.clone(), r.clone(), event.cloned());
+        let (lease, r, events) = (lease.clone(), r.clone(), events.to_vec());
         self.run(move |c| {
             fence(c, &lease)?;
             let pending = match &r.pending {
@@ -552,7 +598,7 @@ impl Store for SqliteStore {
                 ],
             )
             .map_err(backend)?;
-            if let Some(e) = &event {
+            for e in &events {
                 insert_event(c, e)?;
             }
             Ok(())
