@@ -58,6 +58,9 @@ enum Command {
         /// DO_NOTHING, ROLLBACK (default) or DELETE.
         #[arg(long)]
         on_failure: Option<String>,
+        /// Keep the stack's current value of this parameter (update; repeatable).
+        #[arg(long = "use-previous-value")]
+        use_previous: Vec<String>,
     },
     /// Delete a stack and its resources and wait until it is done.
     Delete {
@@ -125,6 +128,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             parameters,
             disable_rollback,
             on_failure,
+            use_previous,
         } => {
             stacks::deploy(
                 &engine,
@@ -134,6 +138,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     parameters,
                     disable_rollback: *disable_rollback,
                     on_failure: on_failure.as_deref(),
+                    use_previous,
                 },
             )
             .await

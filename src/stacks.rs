@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Context};
 use cairn_core::config::Config;
-use cairn_core::engine::{CreateStackInput, Engine};
+use cairn_core::engine::{CreateStackInput, Engine, ParameterInput, UpdateStackInput};
 use cairn_core::stack::{OnFailure, StackRecord, StackStatus};
 use cairn_core::store::sqlite::SqliteStore;
 use cairn_core::store::Store;
@@ -135,11 +135,21 @@ pub struct DeployArgs<'a> {
     pub parameters: &'a [String],
     pub disable_rollback: bool,
     pub on_failure: Option<&'a str>,
+    pub use_previous: &'a [String],
 }
 
 pub async fn deploy(engine: &Arc<Engine>, args: DeployArgs<'_>) -> anyhow::Result<()> {
     let body = std::fs::read_to_string(args.template)
         .with_context(|| format!("cannot read template {}", args.template.display()))?;
+    if let Some(existing) = engine.store().find_stack(args.stack).await? {
+        return update(engine, &args, body, &existing).await;
+    }
+    if !args.use_previous.is_empty() {
+        return Err(anyhow!(
+            "--use-previous-value applies to updating a stack; stack {} does not exist",
+            args.stack
+        ));
+    }
     let on_failure = match (args.disable_rollback, args.on_failure) {
         (true, Some(_)) => {
             return Err(anyhow!(
@@ -171,6 +181,49 @@ pub async fn deploy(engine: &Arc<Engine>, args: DeployArgs<'_>) -> anyhow::Resul
         .await?
         .ok_or_else(|| anyhow!("stack {stack_id} vanished"))?;
     Err(anyhow!(failure_detail(engine, &stack, 0).await?))
+}
+
+/// `deploy` on an existing stack: an update.
+async fn update(
+    engine: &Arc<Engine>,
+    args: &DeployArgs<'_>,
+    body: String,
+    existing: &StackRecord,
+) -> anyhow::Result<()> {
+    if args.disable_rollback || args.on_failure.is_some() {
+        return Err(anyhow!(
+            "--disable-rollback and --on-failure apply to creating a stack; stack {} exists and is updated (an update that fails rolls back)",
+            args.stack
+        ));
+    }
+    let mut parameters: BTreeMap<String, ParameterInput> = parse_parameters(args.parameters)?
+        .into_iter()
+        .map(|(k, v)| (k, ParameterInput::Value(v)))
+        .collect();
+    for name in args.use_previous {
+        parameters.insert(name.clone(), ParameterInput::UsePreviousValue);
+    }
+    let before = engine.store().events(&existing.stack_id).await?.len();
+    let input = UpdateStackInput {
+        stack_name: args.stack.to_string(),
+        template_body: Some(body),
+        parameters,
+    };
+    let stack_id = engine
+        .start_update(&input)
+        .await
+        .map_err(|e| anyhow!("{}: {e}", args.template.display()))?;
+    let status = follow(engine, &stack_id, before).await?;
+    if status == StackStatus::UpdateComplete {
+        println!("stack {} is UPDATE_COMPLETE", args.stack);
+        return Ok(());
+    }
+    let stack = engine
+        .store()
+        .find_stack(&stack_id)
+        .await?
+        .ok_or_else(|| anyhow!("stack {stack_id} vanished"))?;
+    Err(anyhow!(failure_detail(engine, &stack, before).await?))
 }
 
 pub async fn delete(engine: &Arc<Engine>, stack: &str, retain: &[String]) -> anyhow::Result<()> {

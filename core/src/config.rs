@@ -49,6 +49,11 @@ pub struct EngineConfig {
     pub call_timeout_seconds: u64,
     /// The SQLite state file (overridden by `--state` and `CAIRN_STATE`).
     pub state: Option<PathBuf>,
+    /// How often an update's cleanup tries to delete a resource before it
+    /// disassociates it (CloudFormation: 3).
+    pub cleanup_attempts: u32,
+    /// Wait before the first retry of a failed cleanup delete; doubled each time.
+    pub cleanup_backoff_seconds: f64,
 }
 
 impl Default for EngineConfig {
@@ -57,6 +62,8 @@ impl Default for EngineConfig {
             max_concurrency: 16,
             call_timeout_seconds: 3600,
             state: None,
+            cleanup_attempts: 3,
+            cleanup_backoff_seconds: 5.0,
         }
     }
 }

@@ -7,6 +7,7 @@
 pub mod config;
 pub mod engine;
 pub mod graph;
+pub mod plan;
 pub mod registry;
 pub mod stack;
 pub mod store;

@@ -189,10 +189,14 @@ fn failed_create_rolls_back_with_the_exact_sequence() {
         ]
     );
     assert!(s.resource_files().is_empty());
-    // A ROLLBACK_COMPLETE stack still holds the name until deleted.
+    // A ROLLBACK_COMPLETE stack still holds the name until deleted, and
+    // cannot be updated (seed 000 run 3).
     let again = s.cairn(&["deploy", "fails", t.to_str().unwrap()]);
+    assert_eq!(again.code(), 1);
     assert!(
-        again.stderr().contains("Stack [fails] already exists"),
+        again
+            .stderr()
+            .contains("is in ROLLBACK_COMPLETE state and can not be updated."),
         "{}",
         again.stderr()
     );

@@ -10,6 +10,9 @@
 
 mod dag;
 mod resolve;
+mod update;
+
+pub use update::{ParameterInput, UpdateStackInput};
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,8 +26,8 @@ use crate::config::Config;
 use crate::graph::Graph;
 use crate::registry::Registry;
 use crate::stack::{
-    now, EventRecord, OnFailure, OutputRecord, PendingCall, ResourceRecord, ResourceStatus,
-    StackRecord, StackStatus, STACK_TYPE,
+    now, EventRecord, Journal, OnFailure, OutputRecord, PendingCall, ResourceRecord,
+    ResourceStatus, StackRecord, StackStatus, STACK_TYPE,
 };
 use crate::store::{Lease, OperationRecord, Store, StoreError};
 use crate::template::eval::{Evaluated, Evaluator, StackContext};
@@ -68,6 +71,12 @@ struct Op {
     lease: Lease,
     /// Set when the lease is lost: stop touching anything.
     aborted: AtomicBool,
+    /// The stack fields this operation shows (for an update: the template it
+    /// rolls forward to, or back to).
+    state: update::StackState,
+    /// An update's other template (the one it left, or during rollback the
+    /// one it abandoned).
+    other: Option<update::Other>,
 }
 
 impl Op {
@@ -364,18 +373,36 @@ impl Engine {
     }
 
     /// Rebuilds an operation's working state from the stored stack.
+    /// For an update, the template is the one being rolled forward to (or, in
+    /// the rollback phases, back to), from the operation's journal; `other` is
+    /// the update's other template.
     async fn load(&self, stack: &StackRecord, lease: Lease) -> Result<Op, EngineError> {
-        let template = Template::parse(&stack.template_body)?;
-        let params = ParameterValues::resolve(&template.parameters, &stack.parameters)?;
         let sctx = stack_context(&self.config, &stack.stack_name, &stack.stack_id);
         let results = Results::new(self.exports_map().await?);
+        let (this, other) = match self.store.operation(&stack.stack_id).await? {
+            Some(o) if o.kind == "UPDATE" => {
+                let (previous, target) = update::UpdateJournal::from_options(&o.options)?;
+                if update::is_rollback_phase(stack.status) {
+                    (previous, Some(target))
+                } else {
+                    (target, Some(previous))
+                }
+            }
+            _ => (update::StackState::of(stack), None),
+        };
+        let template = Template::parse(&this.template_body)?;
+        let params = ParameterValues::resolve(&template.parameters, &this.parameters)?;
         let conditions = Evaluator::new(&template, &params, &sctx, &results)?
             .conditions()
             .clone();
         let graph = Graph::build(&template, &|c| conditions.get(c).copied())?;
+        let other = match other {
+            Some(state) => Some(update::Other::load(state, &sctx, &results)?),
+            None => None,
+        };
         for r in self.store.resources(&stack.stack_id).await? {
             if let Some(p) = &r.physical_id {
-                if r.status == ResourceStatus::CreateComplete {
+                if crate::plan::is_live(&r) {
                     results.record(&r.logical_id, p, &r.attributes);
                 }
             }
@@ -390,6 +417,8 @@ impl Engine {
             results,
             lease,
             aborted: AtomicBool::new(false),
+            state: this,
+            other,
         })
     }
 
@@ -479,6 +508,10 @@ impl Engine {
                 self.fail_create(op, &reason).await
             }
             StackStatus::RollbackInProgress => self.rollback(op).await,
+            StackStatus::UpdateInProgress
+            | StackStatus::UpdateCompleteCleanupInProgress
+            | StackStatus::UpdateRollbackInProgress
+            | StackStatus::UpdateRollbackCompleteCleanupInProgress => self.drive_update(op).await,
             StackStatus::DeleteInProgress => self.delete_phase(op, &retain, true).await,
             other => Err(EngineError::Validation(format!(
                 "Stack [{}] is in {other} state, which this version of Cairn cannot resume",
@@ -592,7 +625,9 @@ impl Engine {
             true,
             |i| async move {
                 let name = op.graph.name(i);
-                let ok = self.create_one(op, name, stored.get(name).cloned()).await;
+                let ok = self
+                    .create_one(op, name, stored.get(name).cloned(), None)
+                    .await;
                 (i, ok)
             },
         )
@@ -625,13 +660,20 @@ impl Engine {
         let stored = self.store.resources(&op.stack.stack_id).await?;
         let mut marked = Vec::new();
         for mut rec in stored {
-            if rec.status != ResourceStatus::CreateInProgress
-                || !names.contains(&rec.logical_id.as_str())
-            {
+            if !names.contains(&rec.logical_id.as_str()) {
                 continue;
             }
-            rec.status = ResourceStatus::CreateFailed;
-            rec.status_reason = Some("Resource creation cancelled".into());
+            let (status, reason) = match rec.status {
+                ResourceStatus::CreateInProgress => {
+                    (ResourceStatus::CreateFailed, "Resource creation cancelled")
+                }
+                ResourceStatus::UpdateInProgress => {
+                    (ResourceStatus::UpdateFailed, "Resource update cancelled")
+                }
+                _ => continue,
+            };
+            rec.status = status;
+            rec.status_reason = Some(reason.into());
             rec.updated_at = now();
             if !self.record(op, &rec, Vec::new()).await {
                 return Err(StoreError::LeaseLost(op.stack.stack_id.clone()).into());
@@ -705,6 +747,16 @@ impl Engine {
         Ok((self.registry.canonical(&r.type_name).to_string(), props))
     }
 
+    /// The resource's Metadata evaluated with what providers returned so far.
+    fn metadata_for(&self, op: &Op, logical_id: &str) -> Result<Option<Value>, String> {
+        let r = op
+            .template
+            .resource(logical_id)
+            .ok_or_else(|| format!("resource {logical_id} is not in the template"))?;
+        crate::plan::evaluate_metadata(&op.evaluator(), r.metadata.as_ref(), logical_id)
+            .map_err(|e| e.to_string())
+    }
+
     async fn call_create(
         &self,
         op: &Op,
@@ -731,11 +783,15 @@ impl Engine {
         }
     }
 
+    /// Creates one resource (CREATE_IN_PROGRESS, "Resource creation
+    /// Initiated", CREATE_COMPLETE), or finishes a create a crash interrupted.
+    /// `journal`: how an update records it (`Added`), `None` in a create.
     async fn create_one(
         &self,
         op: &Op,
         logical_id: &str,
         existing: Option<ResourceRecord>,
+        journal: Option<Journal>,
     ) -> bool {
         if op.aborted.load(Ordering::SeqCst) {
             return false;
@@ -763,12 +819,20 @@ impl Engine {
                     attributes: Map::new(),
                     pending: None,
                     updated_at: now(),
+                    metadata: None,
+                    journal,
                 };
                 // CREATE_IN_PROGRESS is committed together with the next
                 // transition: one write per step instead of two.
                 let started = vec![op.resource_event(&rec)];
-                match self.properties_for(op, logical_id) {
-                    Ok((_, props)) => rec.properties = props,
+                match self
+                    .properties_for(op, logical_id)
+                    .and_then(|(_, props)| Ok((props, self.metadata_for(op, logical_id)?)))
+                {
+                    Ok((props, metadata)) => {
+                        rec.properties = props;
+                        rec.metadata = metadata;
+                    }
                     Err(reason) => {
                         rec.status = ResourceStatus::CreateFailed;
                         rec.status_reason = Some(reason);
@@ -819,9 +883,14 @@ impl Engine {
     /// Outputs and exports, once every resource exists. An error is the reason
     /// the create fails.
     async fn finish_create(&self, op: &Op) -> Result<(), String> {
+        let outputs = self.evaluate_outputs(op)?;
+        self.publish_outputs(op, outputs).await
+    }
+
+    /// The template's outputs (those whose condition holds), evaluated.
+    fn evaluate_outputs(&self, op: &Op) -> Result<Vec<OutputRecord>, String> {
         let ev = op.evaluator();
         let mut outputs = Vec::new();
-        let mut exports = Vec::new();
         for o in &op.template.outputs {
             if o.condition.as_deref().is_some_and(|c| !ev.condition(c)) {
                 continue;
@@ -855,9 +924,6 @@ impl Engine {
                     Err(e) => return Err(e.to_string()),
                 },
             };
-            if let Some(n) = &export_name {
-                exports.push((n.clone(), text.clone()));
-            }
             outputs.push(OutputRecord {
                 output_key: o.name.clone(),
                 output_value: text,
@@ -865,6 +931,15 @@ impl Engine {
                 export_name,
             });
         }
+        Ok(outputs)
+    }
+
+    /// Records outputs on the stack and publishes its exports and imports.
+    async fn publish_outputs(&self, op: &Op, outputs: Vec<OutputRecord>) -> Result<(), String> {
+        let exports: Vec<(String, String)> = outputs
+            .iter()
+            .filter_map(|o| Some((o.export_name.clone()?, o.output_value.clone())))
+            .collect();
         self.store
             .put_exports(&op.lease, &exports)
             .await
@@ -874,6 +949,7 @@ impl Engine {
             .await
             .map_err(|e| e.to_string())?;
         let mut stack = op.stack.clone();
+        op.state.apply_template(&mut stack);
         stack.outputs = outputs;
         stack.updated_at = now();
         self.store

@@ -186,6 +186,69 @@ pub struct ResourceRecord {
     pub attributes: Map<String, Value>,
     pub pending: Option<PendingCall>,
     pub updated_at: String,
+    /// The resource's Metadata as evaluated (an update compares it).
+    pub metadata: Option<serde_json::Value>,
+    /// What the running update did to this resource, so that cleanup and
+    /// rollback know what to delete or restore. `None` outside updates.
+    pub journal: Option<Journal>,
+}
+
+/// A resource as it was at one point: enough to restore it or delete it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Snapshot {
+    pub resource_type: String,
+    pub physical_id: Option<String>,
+    pub status: ResourceStatus,
+    pub status_reason: Option<String>,
+    pub properties: serde_json::Map<String, serde_json::Value>,
+    pub attributes: serde_json::Map<String, serde_json::Value>,
+    pub metadata: Option<serde_json::Value>,
+    /// A create or delete call for this physical resource whose outcome is not
+    /// recorded yet.
+    pub pending: Option<PendingCall>,
+}
+
+/// One resource's part in an update (the update's journal, per resource).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "State")]
+pub enum Journal {
+    /// Created by this update: a rollback deletes it.
+    Added,
+    /// Changed by this update (in place or replaced); `before` is what it was.
+    /// When the physical id differs from `before`'s, the update's cleanup
+    /// deletes `before`'s physical resource.
+    Changed { before: Snapshot },
+    /// Put back by the rollback; `discard` is the physical resource the update
+    /// had made in its place, deleted by the rollback's cleanup.
+    Restored { discard: Option<Snapshot> },
+}
+
+impl ResourceRecord {
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            resource_type: self.resource_type.clone(),
+            physical_id: self.physical_id.clone(),
+            status: self.status,
+            status_reason: self.status_reason.clone(),
+            properties: self.properties.clone(),
+            attributes: self.attributes.clone(),
+            metadata: self.metadata.clone(),
+            pending: self.pending.clone(),
+        }
+    }
+
+    /// Puts `s` back as this resource's state.
+    pub fn restore(&mut self, s: &Snapshot) {
+        self.resource_type = s.resource_type.clone();
+        self.physical_id = s.physical_id.clone();
+        self.status = s.status;
+        self.status_reason = s.status_reason.clone();
+        self.properties = s.properties.clone();
+        self.attributes = s.attributes.clone();
+        self.metadata = s.metadata.clone();
+        self.pending = s.pending.clone();
+    }
 }
 
 /// One transition, as CloudFormation's StackEvent.

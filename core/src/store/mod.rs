@@ -95,6 +95,16 @@ pub trait Store: Send + Sync {
         resource: &ResourceRecord,
         events: &[EventRecord],
     ) -> Result<(), StoreError>;
+    /// Removes a resource from the stack (it is gone, or disassociated) and
+    /// records its events, atomically.
+    async fn remove_resource(
+        &self,
+        lease: &Lease,
+        logical_id: &str,
+        events: &[EventRecord],
+    ) -> Result<(), StoreError>;
+    /// Forgets every resource's update journal (the update or its rollback is over).
+    async fn clear_journals(&self, lease: &Lease) -> Result<(), StoreError>;
     async fn resources(&self, stack_id: &str) -> Result<Vec<ResourceRecord>, StoreError>;
     /// Events, oldest first.
     async fn events(&self, stack_id: &str) -> Result<Vec<EventRecord>, StoreError> {

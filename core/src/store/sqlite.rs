@@ -14,7 +14,9 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 use tokio::sync::oneshot;
 
 use super::{Lease, OperationRecord, Store, StoreError};
-use crate::stack::{EventRecord, OnFailure, PendingCall, ResourceRecord, StackRecord, StackStatus};
+use crate::stack::{
+    EventRecord, Journal, OnFailure, PendingCall, ResourceRecord, StackRecord, StackStatus,
+};
 
 type Reply = Box<dyn FnOnce(Option<String>) + Send>;
 type Job = Box<dyn FnOnce(&Connection) -> (bool, Reply) + Send>;
@@ -55,6 +57,8 @@ CREATE TABLE IF NOT EXISTS resources (
     attributes TEXT NOT NULL,
     pending TEXT,
     updated_at TEXT NOT NULL,
+    metadata TEXT,
+    journal TEXT,
     PRIMARY KEY (stack_id, logical_id)
 );
 CREATE TABLE IF NOT EXISTS events (
@@ -91,7 +95,7 @@ CREATE TABLE IF NOT EXISTS imports (
 
 /// The layout version written into `PRAGMA user_version`; bump it with any
 /// change to `SCHEMA` that an older file would not have.
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 3;
 
 /// A new file gets the current version; a file with another one is refused
 /// with a message instead of failing later on a missing column.
@@ -168,6 +172,12 @@ fn stack_row(r: &Row<'_>) -> rusqlite::Result<StackRecord> {
     })
 }
 
+fn opt_json<T: serde::de::DeserializeOwned>(s: Option<String>) -> rusqlite::Result<Option<T>> {
+    s.map(|t| from_json(&t)).transpose()
+}
+
+const RESOURCE_COLUMNS: &str = "stack_id, logical_id, resource_type, physical_id, status, status_reason, properties, attributes, pending, updated_at, metadata, journal";
+
 fn resource_row(r: &Row<'_>) -> rusqlite::Result<ResourceRecord> {
     let pending: Option<String> = r.get(8)?;
     Ok(ResourceRecord {
@@ -184,6 +194,8 @@ fn resource_row(r: &Row<'_>) -> rusqlite::Result<ResourceRecord> {
             None => None,
         },
         updated_at: r.get(9)?,
+        metadata: opt_json(r.get(10)?)?,
+        journal: opt_json::<Journal>(r.get(11)?)?,
     })
 }
 
@@ -576,13 +588,16 @@ impl Store for SqliteStore {
                 Some(p) => Some(json_text(p)?),
                 None => None,
             };
-            c.prepare_cached(
-                "INSERT INTO resources (stack_id, logical_id, resource_type, physical_id, status, status_reason, properties, attributes, pending, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+            let metadata = r.metadata.as_ref().map(json_text).transpose()?;
+            let journal = r.journal.as_ref().map(json_text).transpose()?;
+            c.prepare_cached(&format!(
+                "INSERT INTO resources ({RESOURCE_COLUMNS})
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
                  ON CONFLICT(stack_id, logical_id) DO UPDATE SET resource_type = excluded.resource_type, physical_id = excluded.physical_id,
                    status = excluded.status, status_reason = excluded.status_reason, properties = excluded.properties,
-                   attributes = excluded.attributes, pending = excluded.pending, updated_at = excluded.updated_at",
-            )
+                   attributes = excluded.attributes, pending = excluded.pending, updated_at = excluded.updated_at,
+                   metadata = excluded.metadata, journal = excluded.journal",
+            ))
             .map_err(backend)?
             .execute(params![
                     r.stack_id,
@@ -594,7 +609,9 @@ impl Store for SqliteStore {
                     json_text(&r.properties)?,
                     json_text(&r.attributes)?,
                     pending,
-                    r.updated_at
+                    r.updated_at,
+                    metadata,
+                    journal
                 ],
             )
             .map_err(backend)?;
@@ -606,11 +623,49 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn remove_resource(
+        &self,
+        lease: &Lease,
+        logical_id: &str,
+        events: &[EventRecord],
+    ) -> Result<(), StoreError> {
+        let (lease, logical_id, events) = (lease.clone(), logical_id.to_string(), events.to_vec());
+        self.run(move |c| {
+            fence(c, &lease)?;
+            c.execute(
+                "DELETE FROM resources WHERE stack_id = ?1 AND logical_id = ?2",
+                params![lease.stack_id, logical_id],
+            )
+            .map_err(backend)?;
+            for e in &events {
+                insert_event(c, e)?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn clear_journals(&self, lease: &Lease) -> Result<(), StoreError> {
+        let lease = lease.clone();
+        self.run(move |c| {
+            fence(c, &lease)?;
+            c.execute(
+                "UPDATE resources SET journal = NULL WHERE stack_id = ?1 AND journal IS NOT NULL",
+                params![lease.stack_id],
+            )
+            .map_err(backend)?;
+            Ok(())
+        })
+        .await
+    }
+
     async fn resources(&self, stack_id: &str) -> Result<Vec<ResourceRecord>, StoreError> {
         let id = stack_id.to_string();
         self.run(move |c| {
             let mut st = c
-                .prepare("SELECT stack_id, logical_id, resource_type, physical_id, status, status_reason, properties, attributes, pending, updated_at FROM resources WHERE stack_id = ?1 ORDER BY rowid")
+                .prepare(&format!(
+                    "SELECT {RESOURCE_COLUMNS} FROM resources WHERE stack_id = ?1 ORDER BY rowid"
+                ))
                 .map_err(backend)?;
             let rows = st.query_map(params![id], resource_row).map_err(backend)?;
             rows.collect::<Result<Vec<_>, _>>().map_err(backend)

@@ -1,0 +1,1172 @@
+//! Stack update (seed 000): roll forward in dependency order, then clean up;
+//! on failure roll back, then clean up what the update made. Each resource's
+//! part is journaled on its row ([`Journal`]) so every phase can resume after
+//! a crash and the rollback knows what to restore and what to delete.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use cairn_sdk::{DeleteRequest, ProviderError, UpdateRequest, UpdateResult};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+
+use super::dag::{self, Outcome};
+use super::resolve::Results;
+use super::{stack_context, EngineError, Op, LEASE_TTL_MS};
+use crate::graph::Graph;
+use crate::plan::{self, Decision};
+use crate::stack::{
+    now, Journal, OutputRecord, PendingCall, ResourceRecord, ResourceStatus, Snapshot, StackRecord,
+    StackStatus,
+};
+use crate::store::{OperationRecord, StoreError};
+use crate::template::eval::{Evaluated, Evaluator, StackContext};
+use crate::template::parameters::ParameterValues;
+use crate::template::source::child;
+use crate::template::Template;
+
+use super::Engine;
+
+/// A parameter of an update: a new value, or the stack's current one.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ParameterInput {
+    Value(String),
+    UsePreviousValue,
+}
+
+/// What `cairn deploy` asks for when the stack exists.
+#[derive(Debug, Clone)]
+pub struct UpdateStackInput {
+    pub stack_name: String,
+    /// `None`: reuse the stack's current template.
+    pub template_body: Option<String>,
+    pub parameters: BTreeMap<String, ParameterInput>,
+}
+
+/// The stack fields an update replaces, as journaled for both sides.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct StackState {
+    pub template_body: String,
+    pub parameters: BTreeMap<String, String>,
+    pub no_echo: Vec<String>,
+    pub description: Option<String>,
+    pub outputs: Vec<OutputRecord>,
+}
+
+impl StackState {
+    pub fn of(s: &StackRecord) -> StackState {
+        StackState {
+            template_body: s.template_body.clone(),
+            parameters: s.parameters.clone(),
+            no_echo: s.no_echo.clone(),
+            description: s.description.clone(),
+            outputs: s.outputs.clone(),
+        }
+    }
+
+    /// Sets the stack's template, parameters and description (not outputs).
+    pub fn apply_template(&self, s: &mut StackRecord) {
+        s.template_body = self.template_body.clone();
+        s.parameters = self.parameters.clone();
+        s.no_echo = self.no_echo.clone();
+        s.description = self.description.clone();
+    }
+
+    fn apply(&self, s: &mut StackRecord) {
+        s.template_body = self.template_body.clone();
+        s.parameters = self.parameters.clone();
+        s.no_echo = self.no_echo.clone();
+        s.description = self.description.clone();
+        s.outputs = self.outputs.clone();
+    }
+}
+
+/// The update operation's options: where it started and where it goes.
+pub struct UpdateJournal;
+
+impl UpdateJournal {
+    pub fn options(previous: &StackState, target: &StackState) -> Value {
+        json!({"Previous": previous, "Target": target})
+    }
+
+    pub fn from_options(options: &Value) -> Result<(StackState, StackState), EngineError> {
+        let get = |k: &str| {
+            options
+                .get(k)
+                .cloned()
+                .and_then(|v| serde_json::from_value::<StackState>(v).ok())
+                .ok_or_else(|| {
+                    EngineError::Validation(format!(
+                        "the update's journal in the state file lacks its {k} template"
+                    ))
+                })
+        };
+        Ok((get("Previous")?, get("Target")?))
+    }
+}
+
+pub fn is_rollback_phase(s: StackStatus) -> bool {
+    matches!(
+        s,
+        StackStatus::UpdateRollbackInProgress
+            | StackStatus::UpdateRollbackCompleteCleanupInProgress
+            | StackStatus::UpdateRollbackFailed
+    )
+}
+
+/// The update's other template, evaluated as far as cleanup needs it.
+pub struct Other {
+    pub state: StackState,
+    pub template: Template,
+    pub params: ParameterValues,
+    pub conditions: HashMap<String, bool>,
+    pub graph: Graph,
+}
+
+impl Other {
+    pub fn load(
+        state: StackState,
+        sctx: &StackContext,
+        results: &Results,
+    ) -> Result<Other, EngineError> {
+        let template = Template::parse(&state.template_body)?;
+        let params = ParameterValues::resolve(&template.parameters, &state.parameters)?;
+        let conditions = Evaluator::new(&template, &params, sctx, results)?
+            .conditions()
+            .clone();
+        let graph = Graph::build(&template, &|c| conditions.get(c).copied())?;
+        Ok(Other {
+            state,
+            template,
+            params,
+            conditions,
+            graph,
+        })
+    }
+}
+
+/// Something an update's cleanup deletes.
+#[derive(Clone)]
+struct Victim {
+    logical_id: String,
+    target: Snapshot,
+    /// `true`: the whole row goes (a removed or rolled-back added resource);
+    /// `false`: only an old or abandoned physical resource of a row that stays.
+    whole_row: bool,
+    retain: bool,
+}
+
+const REPLACING: &str =
+    "Requested update requires the creation of a new physical resource; hence creating one.";
+
+fn failure_reason(created: &[String], updated: &[String]) -> String {
+    let mut parts = Vec::new();
+    if !created.is_empty() {
+        parts.push(format!(
+            "The following resource(s) failed to create: [{}].",
+            created.join(", ")
+        ));
+    }
+    if !updated.is_empty() {
+        parts.push(format!(
+            "The following resource(s) failed to update: [{}].",
+            updated.join(", ")
+        ));
+    }
+    parts.join(" ")
+}
+
+impl Engine {
+    /// The synchronous part of an update: every precondition of seed 000 (the
+    /// stack exists and is updatable, the template and parameters are valid, at
+    /// least one resource changes), then UPDATE_IN_PROGRESS. Then call
+    /// [`Engine::run`].
+    pub async fn start_update(&self, input: &UpdateStackInput) -> Result<String, EngineError> {
+        let Some(stack) = self.store.find_stack(&input.stack_name).await? else {
+            return Err(EngineError::Validation(format!(
+                "Stack with id {} does not exist",
+                input.stack_name
+            )));
+        };
+        if !matches!(
+            stack.status,
+            StackStatus::CreateComplete
+                | StackStatus::UpdateComplete
+                | StackStatus::UpdateRollbackComplete
+        ) {
+            return Err(EngineError::Validation(format!(
+                "Stack:{} is in {} state and can not be updated.",
+                stack.stack_id, stack.status
+            )));
+        }
+        let body = input
+            .template_body
+            .clone()
+            .unwrap_or_else(|| stack.template_body.clone());
+        let template = Template::parse(&body)?;
+        let mut supplied = BTreeMap::new();
+        for (name, value) in &input.parameters {
+            match value {
+                ParameterInput::Value(v) => {
+                    supplied.insert(name.clone(), v.clone());
+                }
+                ParameterInput::UsePreviousValue => match stack.parameters.get(name) {
+                    Some(v) => {
+                        supplied.insert(name.clone(), v.clone());
+                    }
+                    None => {
+                        return Err(EngineError::Validation(format!(
+                            "Invalid input for parameter key {name}. Cannot specify usePreviousValue as true for a parameter key not in the previous template"
+                        )))
+                    }
+                },
+            }
+        }
+        let params = ParameterValues::resolve(&template.parameters, &supplied)?;
+        let sctx = stack_context(&self.config, &stack.stack_name, &stack.stack_id);
+        let (conditions, graph) =
+            self.prepare(&template, &params, &sctx, self.exports_map().await?)?;
+        let rows = self.store.resources(&stack.stack_id).await?;
+        let changed_type: Vec<&str> = rows
+            .iter()
+            .filter(|r| plan::is_live(r))
+            .filter(|r| {
+                template.resource(&r.logical_id).is_some_and(|t| {
+                    graph.index_of(&r.logical_id).is_some()
+                        && self.registry.canonical(&t.type_name) != r.resource_type
+                })
+            })
+            .map(|r| r.logical_id.as_str())
+            .collect();
+        if !changed_type.is_empty() {
+            return Err(EngineError::Validation(format!(
+                "Update of resource type is not permitted. The new template modifies resource type of the following resources: [{}]",
+                changed_type.join(", ")
+            )));
+        }
+        let old_template = Template::parse(&stack.template_body)?;
+        let old_params = ParameterValues::resolve(&old_template.parameters, &stack.parameters)?;
+        let results = Results::new(self.exports_map().await?);
+        for r in rows.iter().filter(|r| plan::is_live(r)) {
+            if let Some(p) = &r.physical_id {
+                results.record(&r.logical_id, p, &r.attributes);
+            }
+        }
+        let ev = Evaluator::with_conditions(&template, &params, &sctx, &results, conditions);
+        let changes = plan::plan(
+            &template,
+            &ev,
+            &graph,
+            &self.registry,
+            &rows,
+            &plan::Previous {
+                template: &old_template,
+                params: &old_params,
+            },
+            &params,
+        )?;
+        if changes.is_empty() {
+            return Err(EngineError::Validation(
+                "No updates are to be performed.".into(),
+            ));
+        }
+        let lease = self
+            .store
+            .acquire_lease(&stack.stack_id, &self.owner, LEASE_TTL_MS)
+            .await?;
+        // Re-read under the lease: another process may have started meanwhile.
+        let current = self.store.find_stack(&stack.stack_id).await?;
+        if current.as_ref().map(|s| s.status) != Some(stack.status) {
+            let _ = self.store.release_lease(&lease).await;
+            return Err(EngineError::Validation(format!(
+                "Stack:{} changed while the update was being prepared; try again",
+                stack.stack_id
+            )));
+        }
+        let previous = StackState::of(&stack);
+        let target = StackState {
+            template_body: body,
+            parameters: params.raw.clone(),
+            no_echo: params.no_echo.clone(),
+            description: template.description.clone(),
+            outputs: stack.outputs.clone(),
+        };
+        self.store
+            .put_operation(
+                &lease,
+                &OperationRecord {
+                    stack_id: stack.stack_id.clone(),
+                    kind: "UPDATE".into(),
+                    options: UpdateJournal::options(&previous, &target),
+                    started_at: now(),
+                },
+            )
+            .await?;
+        let mut shown = stack.clone();
+        target.apply(&mut shown);
+        shown.updated_at = now();
+        self.store.save_stack(&lease, &shown).await?;
+        let op = self.load(&shown, lease).await?;
+        self.set_status(&op, StackStatus::UpdateInProgress, Some("User Initiated"))
+            .await?;
+        Ok(stack.stack_id)
+    }
+
+    /// Runs an update from whichever phase the stack is in.
+    pub(super) async fn drive_update(&self, op: &Op) -> Result<StackStatus, EngineError> {
+        match op.stack.status {
+            StackStatus::UpdateInProgress => {
+                let (created, updated) = self.update_all(op).await?;
+                if created.is_empty() && updated.is_empty() {
+                    match self.finish_update(op).await {
+                        Ok(()) => {}
+                        Err(reason) => return self.start_update_rollback(op, &reason).await,
+                    }
+                    self.set_status(op, StackStatus::UpdateCompleteCleanupInProgress, None)
+                        .await?;
+                    self.cleanup_forward(op).await
+                } else {
+                    self.start_update_rollback(op, &failure_reason(&created, &updated))
+                        .await
+                }
+            }
+            StackStatus::UpdateCompleteCleanupInProgress => self.cleanup_forward(op).await,
+            StackStatus::UpdateRollbackInProgress => self.rollback_updates(op).await,
+            StackStatus::UpdateRollbackCompleteCleanupInProgress => self.cleanup_rollback(op).await,
+            other => Err(EngineError::Validation(format!(
+                "Stack [{}] is in {other} state, which is not an update phase",
+                op.stack.stack_name
+            ))),
+        }
+    }
+
+    /// Rolls every resource of the new template forward in dependency order.
+    /// Returns the logical ids that failed to create and to update.
+    async fn update_all(&self, op: &Op) -> Result<(Vec<String>, Vec<String>), EngineError> {
+        let stored: HashMap<String, ResourceRecord> = self
+            .store
+            .resources(&op.stack.stack_id)
+            .await?
+            .into_iter()
+            .filter(plan::is_live)
+            .map(|r| (r.logical_id.clone(), r))
+            .collect();
+        let n = op.graph.len();
+        let preds: Vec<Vec<usize>> = (0..n).map(|i| op.graph.depends_on(i).to_vec()).collect();
+        let mut initial = vec![Outcome::NotRun; n];
+        let (mut created, mut updated) = (Vec::new(), Vec::new());
+        for (i, slot) in initial.iter_mut().enumerate() {
+            let Some(r) = stored.get(op.graph.name(i)) else {
+                continue;
+            };
+            match (r.status, &r.journal) {
+                (ResourceStatus::CreateFailed, Some(_)) => created.push(r.logical_id.clone()),
+                (ResourceStatus::UpdateFailed, Some(_)) => updated.push(r.logical_id.clone()),
+                (ResourceStatus::CreateComplete | ResourceStatus::UpdateComplete, Some(_)) => {
+                    *slot = Outcome::Done
+                }
+                _ => {}
+            }
+        }
+        if !created.is_empty() || !updated.is_empty() {
+            // Crashed after a failure was recorded: go straight to rollback.
+            return Ok((created, updated));
+        }
+        let stored = &stored;
+        let outcomes = dag::run(
+            &preds,
+            initial,
+            self.config.engine.max_concurrency,
+            true,
+            |i| async move {
+                let name = op.graph.name(i);
+                let ok = match stored.get(name).cloned() {
+                    None => self.create_one(op, name, None, Some(Journal::Added)).await,
+                    Some(r) if r.journal == Some(Journal::Added) => {
+                        self.create_one(op, name, Some(r), Some(Journal::Added))
+                            .await
+                    }
+                    Some(r) => self.update_one(op, r).await,
+                };
+                (i, ok)
+            },
+        )
+        .await;
+        if op.aborted.load(Ordering::SeqCst) {
+            return Err(StoreError::LeaseLost(op.stack.stack_id.clone()).into());
+        }
+        let cancelled: Vec<&str> = (0..n)
+            .filter(|&i| outcomes[i] == Outcome::Cancelled)
+            .map(|i| op.graph.name(i))
+            .collect();
+        self.mark_cancelled(op, &cancelled).await?;
+        for r in self.store.resources(&op.stack.stack_id).await? {
+            if r.journal.is_none() || op.graph.index_of(&r.logical_id).is_none() {
+                continue;
+            }
+            match r.status {
+                ResourceStatus::CreateFailed => created.push(r.logical_id),
+                ResourceStatus::UpdateFailed => updated.push(r.logical_id),
+                _ => {}
+            }
+        }
+        Ok((created, updated))
+    }
+
+    /// Updates one existing resource as its schema decides: nothing, metadata
+    /// only, in place, or by replacement.
+    async fn update_one(&self, op: &Op, mut rec: ResourceRecord) -> bool {
+        if op.aborted.load(Ordering::SeqCst) {
+            return false;
+        }
+        // A call a crash interrupted: re-issue it with the same request id.
+        if let (Some(Journal::Changed { before }), Some(p)) =
+            (rec.journal.clone(), rec.pending.clone())
+        {
+            return match p.action.as_str() {
+                "UPDATE" => {
+                    self.call_update_and_record(op, rec, &before, &p.request_id)
+                        .await
+                }
+                _ => self.replace_finish(op, rec, &p.request_id).await,
+            };
+        }
+        let evaluated = self
+            .properties_for(op, &rec.logical_id)
+            .and_then(|(_, p)| Ok((p, self.metadata_for(op, &rec.logical_id)?)));
+        let (props, metadata) = match evaluated {
+            Ok(v) => v,
+            Err(reason) => {
+                rec.journal = Some(Journal::Changed {
+                    before: rec.snapshot(),
+                });
+                rec.status = ResourceStatus::UpdateFailed;
+                rec.status_reason = Some(reason);
+                rec.updated_at = now();
+                self.record(op, &rec, Vec::new()).await;
+                return false;
+            }
+        };
+        let schema = self.registry.schema(&rec.resource_type);
+        let decision = plan::decide(
+            schema,
+            &rec.properties,
+            &props,
+            rec.metadata.as_ref(),
+            metadata.as_ref(),
+        );
+        let before = rec.snapshot();
+        match decision {
+            Decision::NoChange => true,
+            Decision::MetadataOnly => {
+                rec.journal = Some(Journal::Changed { before });
+                rec.metadata = metadata;
+                rec.status = ResourceStatus::UpdateComplete;
+                rec.status_reason = None;
+                rec.updated_at = now();
+                self.record(op, &rec, Vec::new()).await
+            }
+            Decision::Unsupported { property } => {
+                rec.journal = Some(Journal::Changed { before });
+                rec.status = ResourceStatus::UpdateFailed;
+                rec.status_reason = Some(format!(
+                    "Update of property {property} of type {} is not supported",
+                    rec.resource_type
+                ));
+                rec.updated_at = now();
+                self.record(op, &rec, Vec::new()).await;
+                false
+            }
+            Decision::InPlace { .. } => {
+                let request_id = uuid::Uuid::new_v4().to_string();
+                rec.journal = Some(Journal::Changed {
+                    before: before.clone(),
+                });
+                rec.properties = props;
+                rec.metadata = metadata;
+                rec.status = ResourceStatus::UpdateInProgress;
+                rec.status_reason = None;
+                rec.pending = Some(PendingCall {
+                    action: "UPDATE".into(),
+                    request_id: request_id.clone(),
+                });
+                rec.updated_at = now();
+                if !self.record(op, &rec, Vec::new()).await {
+                    return false;
+                }
+                self.call_update_and_record(op, rec, &before, &request_id)
+                    .await
+            }
+            Decision::Replace { .. } => {
+                let request_id = uuid::Uuid::new_v4().to_string();
+                rec.journal = Some(Journal::Changed { before });
+                rec.properties = props;
+                rec.metadata = metadata;
+                rec.physical_id = None;
+                rec.attributes = Map::new();
+                rec.status = ResourceStatus::UpdateInProgress;
+                rec.status_reason = Some(REPLACING.into());
+                rec.updated_at = now();
+                let first = vec![op.resource_event(&rec)];
+                rec.status_reason = Some("Resource creation Initiated".into());
+                rec.pending = Some(PendingCall {
+                    action: "CREATE".into(),
+                    request_id: request_id.clone(),
+                });
+                if !self.record(op, &rec, first).await {
+                    return false;
+                }
+                self.replace_finish(op, rec, &request_id).await
+            }
+        }
+    }
+
+    async fn call_update(
+        &self,
+        op: &Op,
+        rec: &ResourceRecord,
+        physical_id: &str,
+        properties: &Map<String, Value>,
+        old_properties: &Map<String, Value>,
+        request_id: &str,
+    ) -> Result<UpdateResult, ProviderError> {
+        let Some(t) = self.registry.get(&rec.resource_type) else {
+            return Err(ProviderError::invalid_request(format!(
+                "no provider serves {}",
+                rec.resource_type
+            )));
+        };
+        let req = UpdateRequest {
+            context: self.context(op, &rec.logical_id, &rec.resource_type, request_id),
+            physical_resource_id: physical_id.to_string(),
+            properties: properties.clone(),
+            old_properties: old_properties.clone(),
+            changed: plan::changed_properties(old_properties, properties),
+        };
+        let limit = Duration::from_secs(self.config.engine.call_timeout_seconds);
+        match tokio::time::timeout(limit, t.provider.update(&req)).await {
+            Ok(r) => r,
+            Err(_) => Err(ProviderError::timeout(format!(
+                "Resource update timed out after {} seconds",
+                limit.as_secs()
+            ))),
+        }
+    }
+
+    /// The in-place update call and its outcome. A provider that answers with a
+    /// new physical id has replaced the resource: the old id is cleaned up.
+    async fn call_update_and_record(
+        &self,
+        op: &Op,
+        mut rec: ResourceRecord,
+        before: &Snapshot,
+        request_id: &str,
+    ) -> bool {
+        let physical = before.physical_id.clone().unwrap_or_default();
+        let result = self
+            .call_update(
+                op,
+                &rec,
+                &physical,
+                &rec.properties,
+                &before.properties,
+                request_id,
+            )
+            .await;
+        rec.pending = None;
+        rec.updated_at = now();
+        match result {
+            Ok(out) => {
+                if let Some(p) = out.physical_resource_id {
+                    rec.physical_id = Some(p);
+                }
+                rec.attributes = out.attributes;
+                rec.status = ResourceStatus::UpdateComplete;
+                rec.status_reason = None;
+                if !self.record(op, &rec, Vec::new()).await {
+                    return false;
+                }
+                if let Some(p) = &rec.physical_id {
+                    op.results.record(&rec.logical_id, p, &rec.attributes);
+                }
+                true
+            }
+            Err(e) => {
+                rec.status = ResourceStatus::UpdateFailed;
+                rec.status_reason = Some(e.message);
+                self.record(op, &rec, Vec::new()).await;
+                false
+            }
+        }
+    }
+
+    /// The create of a replacement and its outcome.
+    async fn replace_finish(&self, op: &Op, mut rec: ResourceRecord, request_id: &str) -> bool {
+        let result = self.call_create(op, &rec, request_id).await;
+        rec.pending = None;
+        rec.updated_at = now();
+        match result {
+            Ok(created) => {
+                rec.physical_id = Some(created.physical_resource_id.clone());
+                rec.attributes = created.attributes;
+                rec.status = ResourceStatus::UpdateComplete;
+                rec.status_reason = None;
+                if !self.record(op, &rec, Vec::new()).await {
+                    return false;
+                }
+                op.results.record(
+                    &rec.logical_id,
+                    &created.physical_resource_id,
+                    &rec.attributes,
+                );
+                true
+            }
+            Err(e) => {
+                rec.status = ResourceStatus::UpdateFailed;
+                rec.status_reason = Some(e.message);
+                self.record(op, &rec, Vec::new()).await;
+                false
+            }
+        }
+    }
+
+    /// Outputs and exports of the new template. An export other stacks import
+    /// may not change or disappear.
+    async fn finish_update(&self, op: &Op) -> Result<(), String> {
+        let before: HashMap<String, String> = op
+            .other
+            .as_ref()
+            .map(|o| {
+                o.state
+                    .outputs
+                    .iter()
+                    .filter_map(|x| Some((x.export_name.clone()?, x.output_value.clone())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let outputs = self.evaluate_outputs(op)?;
+        for (name, value) in &before {
+            let now_value = outputs
+                .iter()
+                .find(|o| o.export_name.as_deref() == Some(name.as_str()))
+                .map(|o| &o.output_value);
+            if now_value == Some(value) {
+                continue;
+            }
+            let users: Vec<String> = self
+                .store
+                .importers(name)
+                .await
+                .map_err(|e| e.to_string())?
+                .into_iter()
+                .filter(|u| *u != op.stack.stack_name)
+                .collect();
+            if !users.is_empty() {
+                return Err(format!(
+                    "Cannot update export {name} as it is in use by {}",
+                    users.join(", ")
+                ));
+            }
+        }
+        self.publish_outputs(op, outputs).await
+    }
+
+    async fn start_update_rollback(
+        &self,
+        op: &Op,
+        reason: &str,
+    ) -> Result<StackStatus, EngineError> {
+        // From here on the stack shows the template being restored (seed 004).
+        if let Some(other) = &op.other {
+            let mut stack = op.stack.clone();
+            other.state.apply(&mut stack);
+            stack.updated_at = now();
+            self.store.save_stack(&op.lease, &stack).await?;
+        }
+        self.set_status(op, StackStatus::UpdateRollbackInProgress, Some(reason))
+            .await?;
+        // The rollback phases work on the restored template: reload.
+        let stack = self
+            .store
+            .find_stack(&op.stack.stack_id)
+            .await?
+            .ok_or_else(|| StoreError::NoSuchStack(op.stack.stack_id.clone()))?;
+        let rolled = self.load(&stack, op.lease.clone()).await?;
+        self.rollback_updates(&rolled).await
+    }
+
+    /// UPDATE_ROLLBACK_IN_PROGRESS: every resource the update changed goes
+    /// back, in reverse dependency order of the abandoned template.
+    async fn rollback_updates(&self, op: &Op) -> Result<StackStatus, EngineError> {
+        let rows: Vec<ResourceRecord> = self
+            .store
+            .resources(&op.stack.stack_id)
+            .await?
+            .into_iter()
+            .filter(|r| matches!(r.journal, Some(Journal::Changed { .. })))
+            .collect();
+        let names: Vec<&str> = rows.iter().map(|r| r.logical_id.as_str()).collect();
+        let order = self.reverse_order(op, &names);
+        let rows_ref = &rows;
+        let outcomes = dag::run(
+            &order,
+            vec![Outcome::NotRun; rows.len()],
+            self.config.engine.max_concurrency,
+            false,
+            |i| async move { (i, self.rollback_one(op, rows_ref[i].clone()).await) },
+        )
+        .await;
+        if op.aborted.load(Ordering::SeqCst) {
+            return Err(StoreError::LeaseLost(op.stack.stack_id.clone()).into());
+        }
+        let failed: Vec<String> = rows
+            .iter()
+            .zip(&outcomes)
+            .filter(|(_, o)| **o != Outcome::Done)
+            .map(|(r, _)| r.logical_id.clone())
+            .collect();
+        if !failed.is_empty() {
+            return self
+                .set_status(
+                    op,
+                    StackStatus::UpdateRollbackFailed,
+                    Some(&failure_reason(&[], &failed)),
+                )
+                .await;
+        }
+        self.set_status(
+            op,
+            StackStatus::UpdateRollbackCompleteCleanupInProgress,
+            None,
+        )
+        .await?;
+        self.cleanup_rollback(op).await
+    }
+
+    /// Puts one resource back: a replaced one gets its original physical
+    /// resource back (the new one is deleted in cleanup); one updated in place
+    /// is updated back, the provider receiving properties = OLD and old
+    /// properties = NEW.
+    async fn rollback_one(&self, op: &Op, mut rec: ResourceRecord) -> bool {
+        let Some(Journal::Changed { before }) = rec.journal.clone() else {
+            return true;
+        };
+        let replaced = rec.physical_id != before.physical_id;
+        if replaced {
+            let made = rec.snapshot();
+            let discard = (made.physical_id.is_some()
+                || made.pending.as_ref().is_some_and(|p| p.action == "CREATE"))
+            .then_some(made);
+            rec.restore(&before);
+            rec.status = ResourceStatus::UpdateComplete;
+            rec.status_reason = None;
+            rec.journal = Some(Journal::Restored { discard });
+            rec.updated_at = now();
+            return self.record(op, &rec, Vec::new()).await;
+        }
+        let provider_touched = rec.properties != before.properties;
+        if provider_touched {
+            let request_id = match rec
+                .pending
+                .as_ref()
+                .filter(|p| p.action == "ROLLBACK_UPDATE")
+            {
+                Some(p) => p.request_id.clone(),
+                None => uuid::Uuid::new_v4().to_string(),
+            };
+            rec.status = ResourceStatus::UpdateInProgress;
+            rec.status_reason = None;
+            rec.pending = Some(PendingCall {
+                action: "ROLLBACK_UPDATE".into(),
+                request_id: request_id.clone(),
+            });
+            rec.updated_at = now();
+            if !self.record(op, &rec, Vec::new()).await {
+                return false;
+            }
+            let physical = before.physical_id.clone().unwrap_or_default();
+            let result = self
+                .call_update(
+                    op,
+                    &rec,
+                    &physical,
+                    &before.properties,
+                    &rec.properties,
+                    &request_id,
+                )
+                .await;
+            match result {
+                Ok(out) => {
+                    rec.restore(&before);
+                    rec.attributes = out.attributes;
+                }
+                Err(e) => {
+                    rec.pending = None;
+                    rec.status = ResourceStatus::UpdateFailed;
+                    rec.status_reason = Some(e.message);
+                    rec.updated_at = now();
+                    self.record(op, &rec, Vec::new()).await;
+                    return false;
+                }
+            }
+        } else {
+            rec.restore(&before);
+        }
+        rec.pending = None;
+        rec.status = ResourceStatus::UpdateComplete;
+        rec.status_reason = None;
+        rec.journal = Some(Journal::Restored { discard: None });
+        rec.updated_at = now();
+        self.record(op, &rec, Vec::new()).await
+    }
+
+    /// UPDATE_COMPLETE_CLEANUP_IN_PROGRESS: removed resources and the old
+    /// physical resources of replacements are deleted, in reverse dependency
+    /// order of the template they were made from.
+    async fn cleanup_forward(&self, op: &Op) -> Result<StackStatus, EngineError> {
+        let rows = self.store.resources(&op.stack.stack_id).await?;
+        let mut victims = Vec::new();
+        for r in &rows {
+            if op.graph.index_of(&r.logical_id).is_none() {
+                let retain = op
+                    .other
+                    .as_ref()
+                    .is_some_and(|o| self.policy_retains(op, o, &r.logical_id, "DeletionPolicy"));
+                victims.push(Victim {
+                    logical_id: r.logical_id.clone(),
+                    target: r.snapshot(),
+                    whole_row: true,
+                    retain,
+                });
+            } else if let Some(Journal::Changed { before }) = &r.journal {
+                if before.physical_id.is_some() && before.physical_id != r.physical_id {
+                    victims.push(Victim {
+                        logical_id: r.logical_id.clone(),
+                        target: before.clone(),
+                        whole_row: false,
+                        retain: self.retains_on_replace(op, &r.logical_id),
+                    });
+                }
+            }
+        }
+        let lost = self.delete_victims(op, victims).await?;
+        self.store.clear_journals(&op.lease).await?;
+        let reason = (!lost.is_empty())
+            .then_some("Update successful. One or more resources could not be deleted.");
+        self.set_status(op, StackStatus::UpdateComplete, reason)
+            .await
+    }
+
+    /// UPDATE_ROLLBACK_COMPLETE_CLEANUP_IN_PROGRESS: what the update created
+    /// (added resources, new physical resources of replacements) is deleted;
+    /// the previous outputs and exports come back.
+    async fn cleanup_rollback(&self, op: &Op) -> Result<StackStatus, EngineError> {
+        let rows = self.store.resources(&op.stack.stack_id).await?;
+        let mut victims = Vec::new();
+        for r in &rows {
+            match &r.journal {
+                Some(Journal::Added) => victims.push(Victim {
+                    logical_id: r.logical_id.clone(),
+                    target: r.snapshot(),
+                    whole_row: true,
+                    retain: false,
+                }),
+                Some(Journal::Restored { discard: Some(d) }) => victims.push(Victim {
+                    logical_id: r.logical_id.clone(),
+                    target: d.clone(),
+                    whole_row: false,
+                    retain: false,
+                }),
+                _ => {}
+            }
+        }
+        let lost = self.delete_victims(op, victims).await?;
+        let exports: Vec<(String, String)> = op
+            .state
+            .outputs
+            .iter()
+            .filter_map(|o| Some((o.export_name.clone()?, o.output_value.clone())))
+            .collect();
+        self.store.put_exports(&op.lease, &exports).await?;
+        self.store.clear_journals(&op.lease).await?;
+        let reason = (!lost.is_empty())
+            .then_some("Update successful. One or more resources could not be deleted.");
+        self.set_status(op, StackStatus::UpdateRollbackComplete, reason)
+            .await
+    }
+
+    /// Whether `attribute` (DeletionPolicy) of `logical_id` in the other
+    /// template says Retain.
+    fn policy_retains(&self, op: &Op, other: &Other, logical_id: &str, attribute: &str) -> bool {
+        let Some(r) = other.template.resource(logical_id) else {
+            return false;
+        };
+        let policy = match attribute {
+            "DeletionPolicy" => r.deletion_policy.as_ref(),
+            _ => r.update_replace_policy.as_ref(),
+        };
+        let Some(policy) = policy else {
+            return false;
+        };
+        let ev = Evaluator::with_conditions(
+            &other.template,
+            &other.params,
+            &op.sctx,
+            &op.results,
+            other.conditions.clone(),
+        );
+        let path = child(&child("/Resources", logical_id), attribute);
+        matches!(ev.eval(policy, &path), Ok(Evaluated::Value(Value::String(p))) if p == "Retain" || p == "RetainExceptOnCreate")
+    }
+
+    fn retains_on_replace(&self, op: &Op, logical_id: &str) -> bool {
+        let Some(policy) = op
+            .template
+            .resource(logical_id)
+            .and_then(|r| r.update_replace_policy.clone())
+        else {
+            return false;
+        };
+        let path = child(&child("/Resources", logical_id), "UpdateReplacePolicy");
+        matches!(op.evaluator().eval(&policy, &path), Ok(Evaluated::Value(Value::String(p))) if p == "Retain")
+    }
+
+    /// For each name, the indices that must finish first: a resource goes
+    /// after everything that depends on it in the graph of the template that
+    /// made its physical resource. Cleanup and rollback always undo the work of
+    /// the update's other template: the previous one (forward cleanup) or the
+    /// abandoned one (rollback).
+    fn reverse_order(&self, op: &Op, names: &[&str]) -> Vec<Vec<usize>> {
+        let graph = op.other.as_ref().map(|o| &o.graph);
+        let index: HashMap<&str, usize> = names.iter().enumerate().map(|(i, n)| (*n, i)).collect();
+        let mut preds = vec![Vec::new(); names.len()];
+        let Some(g) = graph else {
+            return preds;
+        };
+        for (i, n) in names.iter().enumerate() {
+            if let Some(gi) = g.index_of(n) {
+                for &d in g.dependents(gi) {
+                    if let Some(&j) = index.get(g.name(d)) {
+                        if j != i {
+                            preds[i].push(j);
+                        }
+                    }
+                }
+            }
+        }
+        preds
+    }
+
+    /// Deletes victims in reverse dependency order, each with retries.
+    /// Returns the logical ids that could not be deleted and were disassociated.
+    async fn delete_victims(
+        &self,
+        op: &Op,
+        victims: Vec<Victim>,
+    ) -> Result<Vec<String>, EngineError> {
+        let names: Vec<&str> = victims.iter().map(|v| v.logical_id.as_str()).collect();
+        let preds = self.reverse_order(op, &names);
+        let victims_ref = &victims;
+        let outcomes = dag::run(
+            &preds,
+            vec![Outcome::NotRun; victims.len()],
+            self.config.engine.max_concurrency,
+            false,
+            |i| async move { (i, self.delete_victim(op, victims_ref[i].clone()).await) },
+        )
+        .await;
+        if op.aborted.load(Ordering::SeqCst) {
+            return Err(StoreError::LeaseLost(op.stack.stack_id.clone()).into());
+        }
+        Ok(victims
+            .iter()
+            .zip(outcomes)
+            .filter(|(_, o)| *o != Outcome::Done)
+            .map(|(v, _)| v.logical_id.clone())
+            .collect())
+    }
+
+    /// One cleanup delete: events carry the victim's physical id; the row's
+    /// status never changes (seed 000). Retried with backoff; after the last
+    /// attempt the victim is disassociated. `true` when deleted or retained.
+    async fn delete_victim(&self, op: &Op, mut v: Victim) -> bool {
+        if v.retain {
+            let ev = self.victim_event(op, &v, ResourceStatus::DeleteSkipped, None);
+            self.finish_victim(op, &v, vec![ev]).await;
+            return true;
+        }
+        // A create whose outcome was never recorded: ask again to learn the id.
+        if v.target.physical_id.is_none() {
+            if let Some(p) = v.target.pending.clone().filter(|p| p.action == "CREATE") {
+                let probe = self.victim_row(op, &v);
+                if let Ok(created) = self.call_create(op, &probe, &p.request_id).await {
+                    v.target.physical_id = Some(created.physical_resource_id);
+                }
+            }
+        }
+        let attempts = self.config.engine.cleanup_attempts.max(1);
+        for attempt in 1..=attempts {
+            let started = self.victim_event(op, &v, ResourceStatus::DeleteInProgress, None);
+            if !self.note_victim(op, &v, vec![started]).await {
+                return false;
+            }
+            let result = match &v.target.physical_id {
+                None => Ok(()),
+                Some(physical) => self.call_delete(op, &v, physical).await,
+            };
+            match result {
+                Ok(()) => {
+                    let done = self.victim_event(op, &v, ResourceStatus::DeleteComplete, None);
+                    return self.finish_victim(op, &v, vec![done]).await;
+                }
+                Err(e) => {
+                    let failed =
+                        self.victim_event(op, &v, ResourceStatus::DeleteFailed, Some(e.message));
+                    if attempt == attempts {
+                        self.finish_victim(op, &v, vec![failed]).await;
+                        return false;
+                    }
+                    if !self.note_victim(op, &v, vec![failed]).await {
+                        return false;
+                    }
+                    let wait = self.config.engine.cleanup_backoff_seconds.max(0.0)
+                        * f64::from(2u32.saturating_pow(attempt - 1));
+                    tokio::time::sleep(Duration::from_secs_f64(wait.min(3600.0))).await;
+                }
+            }
+        }
+        false
+    }
+
+    async fn call_delete(&self, op: &Op, v: &Victim, physical: &str) -> Result<(), ProviderError> {
+        let Some(t) = self.registry.get(&v.target.resource_type) else {
+            return Err(ProviderError::invalid_request(format!(
+                "no provider serves {}",
+                v.target.resource_type
+            )));
+        };
+        let req = DeleteRequest {
+            context: self.context(
+                op,
+                &v.logical_id,
+                &v.target.resource_type,
+                &uuid::Uuid::new_v4().to_string(),
+            ),
+            physical_resource_id: physical.to_string(),
+            properties: v.target.properties.clone(),
+        };
+        let limit = Duration::from_secs(self.config.engine.call_timeout_seconds);
+        match tokio::time::timeout(limit, t.provider.delete(&req)).await {
+            Ok(Err(e)) if e.is_not_found() => Ok(()),
+            Ok(r) => r,
+            Err(_) => Err(ProviderError::timeout(format!(
+                "Resource deletion timed out after {} seconds",
+                limit.as_secs()
+            ))),
+        }
+    }
+
+    /// A record carrying the victim's identity, for events and provider calls.
+    fn victim_row(&self, op: &Op, v: &Victim) -> ResourceRecord {
+        ResourceRecord {
+            stack_id: op.stack.stack_id.clone(),
+            logical_id: v.logical_id.clone(),
+            resource_type: v.target.resource_type.clone(),
+            physical_id: v.target.physical_id.clone(),
+            status: v.target.status,
+            status_reason: None,
+            properties: v.target.properties.clone(),
+            attributes: v.target.attributes.clone(),
+            pending: None,
+            updated_at: now(),
+            metadata: None,
+            journal: None,
+        }
+    }
+
+    fn victim_event(
+        &self,
+        op: &Op,
+        v: &Victim,
+        status: ResourceStatus,
+        reason: Option<String>,
+    ) -> crate::stack::EventRecord {
+        let mut row = self.victim_row(op, v);
+        row.status = status;
+        row.status_reason = reason;
+        op.resource_event(&row)
+    }
+
+    /// Records events about a victim without changing its row.
+    async fn note_victim(
+        &self,
+        op: &Op,
+        v: &Victim,
+        events: Vec<crate::stack::EventRecord>,
+    ) -> bool {
+        match self.current_row(op, &v.logical_id).await {
+            Some(row) => self.record_quiet(op, &row, events).await,
+            None => false,
+        }
+    }
+
+    /// The victim is gone (or given up): drop the row, or forget the old
+    /// physical resource on it, with the final events.
+    async fn finish_victim(
+        &self,
+        op: &Op,
+        v: &Victim,
+        events: Vec<crate::stack::EventRecord>,
+    ) -> bool {
+        let result = if v.whole_row {
+            self.store
+                .remove_resource(&op.lease, &v.logical_id, &events)
+                .await
+        } else {
+            let Some(mut row) = self.current_row(op, &v.logical_id).await else {
+                return false;
+            };
+            row.journal = match row.journal {
+                Some(Journal::Restored { .. }) => Some(Journal::Restored { discard: None }),
+                _ => None,
+            };
+            self.store.put_resource(&op.lease, &row, &events).await
+        };
+        match result {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::error!(stack = %op.stack.stack_name, resource = %v.logical_id, "cannot record cleanup: {e}");
+                op.aborted.store(true, Ordering::SeqCst);
+                false
+            }
+        }
+    }
+
+    async fn current_row(&self, op: &Op, logical_id: &str) -> Option<ResourceRecord> {
+        self.store
+            .resources(&op.stack.stack_id)
+            .await
+            .ok()?
+            .into_iter()
+            .find(|r| r.logical_id == logical_id)
+    }
+
+    /// Writes `row` unchanged with `events` (no event of its own).
+    async fn record_quiet(
+        &self,
+        op: &Op,
+        row: &ResourceRecord,
+        events: Vec<crate::stack::EventRecord>,
+    ) -> bool {
+        match self.store.put_resource(&op.lease, row, &events).await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::error!(stack = %op.stack.stack_name, resource = %row.logical_id, "cannot record resource state: {e}");
+                op.aborted.store(true, Ordering::SeqCst);
+                false
+            }
+        }
+    }
+}

@@ -1,0 +1,443 @@
+//! The planner: what an update does to each resource. The update executor asks
+//! [`decide`] about each resource with the values it has at that moment; the
+//! preview ([`plan`]) asks the same function with the values known before the
+//! update starts, and marks what depends on values only the update will learn
+//! as `Dynamic`. One decision function, so a plan never disagrees with the
+//! update it describes.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use cairn_sdk::{ResourceSchema, UpdateBehavior};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::graph::{references, Graph};
+use crate::registry::Registry;
+use crate::stack::{ResourceRecord, ResourceStatus};
+use crate::template::eval::Evaluator;
+use crate::template::parameters::ParameterValues;
+use crate::template::source::child;
+use crate::template::{Template, TemplateError};
+use crate::validate;
+
+/// What an update does to one existing resource, given its old and new
+/// evaluated properties and metadata.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    NoChange,
+    /// Only Metadata changed: recorded, no provider call.
+    MetadataOnly,
+    /// The provider updates it in place (physical id kept, unless the provider
+    /// answers with a new one).
+    InPlace {
+        changed: Vec<String>,
+    },
+    /// A CreateOnly property changed: a new physical resource is created and the
+    /// old one deleted in cleanup.
+    Replace {
+        changed: Vec<String>,
+    },
+    /// An Immutable property changed: the update fails on this resource.
+    Unsupported {
+        property: String,
+    },
+}
+
+/// Top-level property names whose values differ (added, removed or changed),
+/// sorted.
+pub fn changed_properties(old: &Map<String, Value>, new: &Map<String, Value>) -> Vec<String> {
+    let mut names: Vec<String> = old
+        .keys()
+        .chain(new.keys())
+        .filter(|k| old.get(*k) != new.get(*k))
+        .cloned()
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+fn behavior(schema: Option<&ResourceSchema>, property: &str) -> UpdateBehavior {
+    schema
+        .map(|s| s.update_behavior(property))
+        .unwrap_or(UpdateBehavior::Mutable)
+}
+
+pub fn decide(
+    schema: Option<&ResourceSchema>,
+    old: &Map<String, Value>,
+    new: &Map<String, Value>,
+    old_metadata: Option<&Value>,
+    new_metadata: Option<&Value>,
+) -> Decision {
+    let changed = changed_properties(old, new);
+    if changed.is_empty() {
+        return if old_metadata != new_metadata {
+            Decision::MetadataOnly
+        } else {
+            Decision::NoChange
+        };
+    }
+    if let Some(p) = changed
+        .iter()
+        .find(|p| behavior(schema, p) == UpdateBehavior::Immutable)
+    {
+        return Decision::Unsupported {
+            property: p.clone(),
+        };
+    }
+    if changed
+        .iter()
+        .any(|p| behavior(schema, p) == UpdateBehavior::CreateOnly)
+    {
+        return Decision::Replace { changed };
+    }
+    Decision::InPlace { changed }
+}
+
+/// One entry of a change set's `Changes`, in CloudFormation's field names.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct ResourceChange {
+    pub action: String,
+    pub logical_resource_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub physical_resource_id: Option<String>,
+    pub resource_type: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replacement: Option<String>,
+    pub scope: Vec<String>,
+    pub details: Vec<ChangeDetail>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct ChangeDetail {
+    pub target: ChangeTarget,
+    pub evaluation: String,
+    pub change_source: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub causing_entity: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct ChangeTarget {
+    pub attribute: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub requires_recreation: String,
+}
+
+fn recreation(b: UpdateBehavior) -> &'static str {
+    match b {
+        UpdateBehavior::CreateOnly => "Always",
+        UpdateBehavior::Mutable | UpdateBehavior::MutableWithInterruption => "Never",
+        // Cannot be updated at all: the update will fail, it never recreates.
+        UpdateBehavior::Immutable => "Never",
+    }
+}
+
+/// The template an update starts from, as far as the planner needs it.
+pub struct Previous<'a> {
+    pub template: &'a Template,
+    pub params: &'a ParameterValues,
+}
+
+/// What an update would do, computed before it runs. `ev` evaluates the new
+/// template with the stack's current physical ids and attributes; `rows` are
+/// the stack's resources. An empty list means "No updates are to be performed."
+pub fn plan(
+    template: &Template,
+    ev: &Evaluator<'_>,
+    graph: &Graph,
+    registry: &Registry,
+    rows: &[ResourceRecord],
+    previous: &Previous<'_>,
+    params: &ParameterValues,
+) -> Result<Vec<ResourceChange>, TemplateError> {
+    let live: HashMap<&str, &ResourceRecord> = rows
+        .iter()
+        .filter(|r| is_live(r))
+        .map(|r| (r.logical_id.as_str(), r))
+        .collect();
+    let changed_params: HashSet<&str> = params
+        .raw
+        .iter()
+        .filter(|(k, v)| previous.params.raw.get(*k) != Some(*v))
+        .map(|(k, _)| k.as_str())
+        .collect();
+    // Resources whose Ref will change (added or replaced) or whose attributes
+    // may (changed in place): what depends on them is known only at run time.
+    let mut new_ref: HashSet<String> = HashSet::new();
+    let mut new_attrs: HashSet<String> = HashSet::new();
+    let mut changes = Vec::new();
+    for i in graph.topological_order() {
+        let name = graph.name(i);
+        let Some(r) = template.resource(name) else {
+            continue;
+        };
+        let type_name = registry.canonical(&r.type_name).to_string();
+        let Some(row) = live.get(name) else {
+            new_ref.insert(name.to_string());
+            new_attrs.insert(name.to_string());
+            changes.push(ResourceChange {
+                action: "Add".into(),
+                logical_resource_id: name.to_string(),
+                physical_resource_id: None,
+                resource_type: type_name,
+                replacement: None,
+                scope: Vec::new(),
+                details: Vec::new(),
+            });
+            continue;
+        };
+        let path = child(&child("/Resources", name), "Properties");
+        let (props, _) = ev.eval_object(&r.properties, &path)?;
+        let props = validate::check_properties(name, &r.type_name, &props, registry)
+            .map_err(|e| e.locate(&template.source_map))?;
+        let metadata = evaluate_metadata(ev, r.metadata.as_ref(), name)?;
+        let schema = registry.schema(&r.type_name);
+        let old_raw = previous.template.resource(name);
+        let mut details = Vec::new();
+        let mut scope = Vec::new();
+        let mut replacement = "False";
+        // Statically known differences.
+        let decision = decide(
+            schema,
+            &row.properties,
+            &props,
+            row.metadata.as_ref(),
+            metadata.as_ref(),
+        );
+        let static_changed = match &decision {
+            Decision::InPlace { changed } | Decision::Replace { changed } => changed.clone(),
+            Decision::Unsupported { .. } => changed_properties(&row.properties, &props),
+            _ => Vec::new(),
+        };
+        for p in &static_changed {
+            let b = behavior(schema, p);
+            if b == UpdateBehavior::CreateOnly {
+                replacement = "True";
+            }
+            let same_expr = old_raw.and_then(|o| o.properties.get(p)) == r.properties.get(p);
+            let param = if same_expr {
+                property_refs(r.properties.get(p), p)
+                    .into_iter()
+                    .find(|t| changed_params.contains(t.as_str()))
+            } else {
+                None
+            };
+            details.push(ChangeDetail {
+                target: ChangeTarget {
+                    attribute: "Properties".into(),
+                    name: Some(p.clone()),
+                    requires_recreation: recreation(b).into(),
+                },
+                evaluation: "Static".into(),
+                change_source: if param.is_some() {
+                    "ParameterReference".into()
+                } else {
+                    "DirectModification".into()
+                },
+                causing_entity: param,
+            });
+        }
+        // Differences the update will only learn: a property referring to a
+        // resource that gets a new id or may get new attributes.
+        for (p, expr) in &r.properties {
+            if static_changed.contains(p) {
+                continue;
+            }
+            let mut refs = Vec::new();
+            references(expr, "", &|_| None, &mut refs);
+            let cause = refs.iter().find(|x| {
+                if x.attribute.is_some() {
+                    new_attrs.contains(&x.target) || new_ref.contains(&x.target)
+                } else {
+                    new_ref.contains(&x.target)
+                }
+            });
+            if let Some(c) = cause {
+                let b = behavior(schema, p);
+                if b == UpdateBehavior::CreateOnly && replacement == "False" {
+                    replacement = "Conditional";
+                }
+                details.push(ChangeDetail {
+                    target: ChangeTarget {
+                        attribute: "Properties".into(),
+                        name: Some(p.clone()),
+                        requires_recreation: if b == UpdateBehavior::CreateOnly {
+                            "Conditionally".into()
+                        } else {
+                            "Never".into()
+                        },
+                    },
+                    evaluation: "Dynamic".into(),
+                    change_source: if c.attribute.is_some() {
+                        "ResourceAttribute".into()
+                    } else {
+                        "ResourceReference".into()
+                    },
+                    causing_entity: Some(match &c.attribute {
+                        Some(a) => format!("{}.{a}", c.target),
+                        None => c.target.clone(),
+                    }),
+                });
+            }
+        }
+        if !details.is_empty() {
+            scope.push("Properties".to_string());
+        }
+        if row.metadata.as_ref() != metadata.as_ref() {
+            scope.push("Metadata".to_string());
+            details.push(ChangeDetail {
+                target: ChangeTarget {
+                    attribute: "Metadata".into(),
+                    name: None,
+                    requires_recreation: "Never".into(),
+                },
+                evaluation: "Static".into(),
+                change_source: "DirectModification".into(),
+                causing_entity: None,
+            });
+        }
+        if details.is_empty() {
+            continue;
+        }
+        match replacement {
+            "True" => {
+                new_ref.insert(name.to_string());
+            }
+            "Conditional" => {
+                new_ref.insert(name.to_string());
+            }
+            _ => {}
+        }
+        new_attrs.insert(name.to_string());
+        changes.push(ResourceChange {
+            action: "Modify".into(),
+            logical_resource_id: name.to_string(),
+            physical_resource_id: row.physical_id.clone(),
+            resource_type: row.resource_type.clone(),
+            replacement: Some(replacement.into()),
+            scope,
+            details,
+        });
+    }
+    let in_template: HashSet<&str> = graph.names().iter().map(String::as_str).collect();
+    let mut removed: BTreeMap<usize, ResourceChange> = BTreeMap::new();
+    for (i, row) in rows.iter().enumerate() {
+        if is_live(row) && !in_template.contains(row.logical_id.as_str()) {
+            removed.insert(
+                i,
+                ResourceChange {
+                    action: "Remove".into(),
+                    logical_resource_id: row.logical_id.clone(),
+                    physical_resource_id: row.physical_id.clone(),
+                    resource_type: row.resource_type.clone(),
+                    replacement: None,
+                    scope: Vec::new(),
+                    details: Vec::new(),
+                },
+            );
+        }
+    }
+    changes.extend(removed.into_values());
+    Ok(changes)
+}
+
+/// Whether a stored resource is part of the stack (not deleted).
+pub fn is_live(r: &ResourceRecord) -> bool {
+    !matches!(
+        r.status,
+        ResourceStatus::DeleteComplete | ResourceStatus::DeleteSkipped
+    )
+}
+
+/// A resource's Metadata, evaluated (`None` when absent).
+pub fn evaluate_metadata(
+    ev: &Evaluator<'_>,
+    metadata: Option<&Value>,
+    logical_id: &str,
+) -> Result<Option<Value>, TemplateError> {
+    let Some(m) = metadata else {
+        return Ok(None);
+    };
+    let path = child(&child("/Resources", logical_id), "Metadata");
+    match ev.eval(m, &path)? {
+        crate::template::eval::Evaluated::Value(v) => Ok(Some(v)),
+        // Depends on a resource not created yet: compare the expression.
+        _ => Ok(Some(m.clone())),
+    }
+}
+
+/// Names a property's expression refers to (parameters or resources).
+fn property_refs(expr: Option<&Value>, name: &str) -> Vec<String> {
+    let mut refs = Vec::new();
+    if let Some(e) = expr {
+        references(e, name, &|_| None, &mut refs);
+    }
+    refs.into_iter().map(|r| r.target).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cairn_sdk::PropertySchema;
+    use serde_json::json;
+
+    fn schema() -> ResourceSchema {
+        ResourceSchema::new("T")
+            .property("Tags", PropertySchema::json())
+            .property("Restart", PropertySchema::json().with_interruption())
+            .property("Name", PropertySchema::string().create_only())
+            .property("Fixed", PropertySchema::json().immutable())
+    }
+
+    fn m(v: Value) -> Map<String, Value> {
+        v.as_object().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn decisions_follow_the_schema() {
+        let s = schema();
+        let old = m(json!({"Tags": 1, "Restart": 1, "Name": "a", "Fixed": 1}));
+        let d = |new: Value| decide(Some(&s), &old, &m(new), None, None);
+        assert_eq!(
+            d(json!({"Tags": 1, "Restart": 1, "Name": "a", "Fixed": 1})),
+            Decision::NoChange
+        );
+        assert_eq!(
+            d(json!({"Tags": 2, "Restart": 1, "Name": "a", "Fixed": 1})),
+            Decision::InPlace {
+                changed: vec!["Tags".into()]
+            }
+        );
+        // CreateOnly wins over interruption.
+        assert_eq!(
+            d(json!({"Tags": 1, "Restart": 2, "Name": "b", "Fixed": 1})),
+            Decision::Replace {
+                changed: vec!["Name".into(), "Restart".into()]
+            }
+        );
+        // A removed property is a change too.
+        assert_eq!(
+            d(json!({"Tags": 1, "Restart": 1, "Fixed": 1})),
+            Decision::Replace {
+                changed: vec!["Name".into()]
+            }
+        );
+        assert_eq!(
+            d(json!({"Tags": 1, "Restart": 1, "Name": "b", "Fixed": 2})),
+            Decision::Unsupported {
+                property: "Fixed".into()
+            }
+        );
+        let same = old.clone();
+        assert_eq!(
+            decide(Some(&s), &old, &same, Some(&json!(1)), Some(&json!(2))),
+            Decision::MetadataOnly
+        );
+    }
+}
