@@ -3,4 +3,5 @@
 mod crash;
 mod stacks;
 mod support;
+mod update;
 mod validate;
