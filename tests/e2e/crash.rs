@@ -130,3 +130,45 @@ fn sigkill_during_rollback_is_resumed_by_the_next_command() {
         "the rollback finished deleting A"
     );
 }
+
+#[test]
+fn sigkill_during_an_update_is_resumed_by_the_next_command() {
+    let s = Scratch::new();
+    let v1 = s.write(
+        "v1.yaml",
+        "Resources:\n  A: {Type: Cairn::Test::Resource, Properties: {Name: a-1}}\n  B: {Type: Cairn::Test::Resource, Properties: {Value: !Ref A}}\n",
+    );
+    assert_eq!(s.cairn(&["deploy", "up", v1.to_str().unwrap()]).code(), 0);
+    let v2 = s.write(
+        "v2.yaml",
+        "Resources:\n  A: {Type: Cairn::Test::Resource, Properties: {Name: a-2, WaitSeconds: 1.5}}\n  B: {Type: Cairn::Test::Resource, Properties: {Value: !Ref A}}\n",
+    );
+    let mut child = spawn_deploy(&s, "up", &v2);
+    wait_for(&s, "up", "A's replacement to be in flight", |e| {
+        e["LogicalResourceId"] == "A"
+            && e["ResourceStatus"] == "UPDATE_IN_PROGRESS"
+            && e["ResourceStatusReason"] == "Resource creation Initiated"
+    });
+    child.kill().expect("SIGKILL");
+    let _ = child.wait();
+
+    let run = s.cairn(&["describe", "up", "--output", "json"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert!(run.stderr().contains("resumed the interrupted operation"));
+    assert_eq!(run.json()["Stacks"][0]["StackStatus"], "UPDATE_COMPLETE");
+    let b = s.cairn(&["resources", "up", "--output", "json"]).json();
+    let b_physical = b["StackResources"][1]["PhysicalResourceId"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    // The replacement finished with the same request id (one a-2), B followed
+    // it, and the cleanup removed a-1.
+    let mut expected = vec!["a-2.json".to_string(), format!("{b_physical}.json")];
+    expected.sort();
+    assert_eq!(s.resource_files(), expected);
+    let a_complete = events_json(&s, "up")
+        .iter()
+        .filter(|e| e["LogicalResourceId"] == "A" && e["ResourceStatus"] == "UPDATE_COMPLETE")
+        .count();
+    assert_eq!(a_complete, 1);
+}

@@ -637,3 +637,38 @@ fn rollback_cleanup_failures_are_disassociated_too() {
     assert_eq!(physical(&s, "rc", "Instance3"), "");
     assert_eq!(s.resource_files(), vec!["sg2.json", "sg3.json"]);
 }
+
+#[test]
+fn a_failed_update_cancels_creates_in_flight() {
+    // Run 34: I2's update fails while I3's create is in flight.
+    let s = scratch();
+    let v1 =
+        "Resources:\n  I2: {Type: Cairn::Test::Resource, Properties: {Name: i2, Value: micro}}\n";
+    let v2 = "Resources:\n  I2: {Type: Cairn::Test::Resource, Properties: {Name: i2, Value: small, Fail: update, FailMessage: gone}}\n  I3: {Type: Cairn::Test::Resource, Properties: {Name: i3, WaitSeconds: 1.5}}\n";
+    assert_eq!(deploy(&s, "cx", v1, &[]).code(), 0);
+    let before = count(&s, "cx");
+    assert_eq!(deploy(&s, "cx", v2, &[]).code(), 1);
+    let seq = sequence_after(&s, "cx", before);
+    assert!(
+        seq.contains(&ev(
+            "I3",
+            "CREATE_FAILED",
+            "Resource creation cancelled",
+            ""
+        )),
+        "{seq:?}"
+    );
+    assert!(seq.contains(&ev(
+        "cx",
+        "UPDATE_ROLLBACK_IN_PROGRESS",
+        "The following resource(s) failed to create: [I3]. The following resource(s) failed to update: [I2].",
+        ""
+    )), "{seq:?}");
+    assert_eq!(
+        seq.last().map(|e| e.1.as_str()),
+        Some("UPDATE_ROLLBACK_COMPLETE")
+    );
+    // I3's create had reached the provider: the rollback's cleanup deleted it.
+    assert_eq!(s.resource_files(), vec!["i2.json"]);
+    assert_eq!(file(&s, "i2")["Properties"]["Value"], "micro");
+}
