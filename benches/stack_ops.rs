@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use cairn_core::config::Config;
-use cairn_core::engine::{CreateStackInput, Engine};
+use cairn_core::engine::{CreateStackInput, Engine, UpdateStackInput};
 use cairn_core::stack::{OnFailure, StackStatus};
 use cairn_core::store::sqlite::SqliteStore;
 use cairn_core::store::Store;
@@ -103,6 +103,21 @@ fn scenario(name: &str) -> Result<(), Box<dyn std::error::Error>> {
         let status = engine.run(&id).await?;
         let create = start.elapsed().as_secs_f64();
         assert_eq!(status, StackStatus::CreateComplete);
+        // A no-op update is refused synchronously: full evaluation of every
+        // resource against what is recorded, nothing changes.
+        let start = Instant::now();
+        let refused = engine
+            .start_update(&UpdateStackInput {
+                stack_name: "bench".into(),
+                template_body: Some(input.template_body.clone()),
+                parameters: BTreeMap::new(),
+            })
+            .await;
+        let noop = start.elapsed().as_secs_f64();
+        match refused {
+            Err(e) if e.to_string() == "No updates are to be performed." => {}
+            other => return Err(format!("no-op update was not refused: {other:?}").into()),
+        }
         let start = Instant::now();
         engine.start_delete("bench", &[]).await?;
         let status = engine.run(&id).await?;
@@ -115,7 +130,7 @@ fn scenario(name: &str) -> Result<(), Box<dyn std::error::Error>> {
                 delete / 1.0
             );
         } else {
-            println!("{n:>6} resources: create {create:.3} s (of which validation {synchronous:.3} s), delete {delete:.3} s, peak RSS {:.1} MB", peak_rss_mb());
+            println!("{n:>6} resources: create {create:.3} s (of which validation {synchronous:.3} s), no-op update refused in {:.0} ms, delete {delete:.3} s, peak RSS {:.1} MB", noop * 1000.0, peak_rss_mb());
         }
         Ok::<(), Box<dyn std::error::Error>>(())
     })

@@ -69,6 +69,13 @@ enum Command {
         #[arg(long)]
         retain: Vec<String>,
     },
+    /// Resume the rollback of a stack in UPDATE_ROLLBACK_FAILED and wait.
+    ContinueRollback {
+        stack: String,
+        /// A resource to mark rolled back without a provider call (repeatable).
+        #[arg(long)]
+        skip: Vec<String>,
+    },
     /// List stacks, deleted ones included.
     List {
         #[arg(long, value_enum, default_value_t)]
@@ -144,6 +151,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             .await
         }
         Command::Delete { stack, retain } => stacks::delete(&engine, stack, retain).await,
+        Command::ContinueRollback { stack, skip } => {
+            stacks::continue_rollback(&engine, stack, skip).await
+        }
         Command::List { output } => stacks::list(&engine, *output).await,
         Command::Describe { stack, output } => stacks::describe(&engine, stack, *output).await,
         Command::Events { stack, output } => stacks::events(&engine, stack, *output).await,

@@ -170,17 +170,14 @@ pub async fn deploy(engine: &Arc<Engine>, args: DeployArgs<'_>) -> anyhow::Resul
         .start_create(&input)
         .await
         .map_err(|e| anyhow!("{}: {e}", args.template.display()))?;
-    let status = follow(engine, &stack_id, 0).await?;
-    if status == StackStatus::CreateComplete {
-        println!("stack {} is CREATE_COMPLETE", args.stack);
-        return Ok(());
-    }
-    let stack = engine
-        .store()
-        .find_stack(&stack_id)
-        .await?
-        .ok_or_else(|| anyhow!("stack {stack_id} vanished"))?;
-    Err(anyhow!(failure_detail(engine, &stack, 0).await?))
+    wait_for(
+        engine,
+        args.stack,
+        &stack_id,
+        0,
+        StackStatus::CreateComplete,
+    )
+    .await
 }
 
 /// `deploy` on an existing stack: an update.
@@ -213,39 +210,77 @@ async fn update(
         .start_update(&input)
         .await
         .map_err(|e| anyhow!("{}: {e}", args.template.display()))?;
-    let status = follow(engine, &stack_id, before).await?;
-    if status == StackStatus::UpdateComplete {
-        println!("stack {} is UPDATE_COMPLETE", args.stack);
-        return Ok(());
-    }
-    let stack = engine
-        .store()
-        .find_stack(&stack_id)
-        .await?
-        .ok_or_else(|| anyhow!("stack {stack_id} vanished"))?;
-    Err(anyhow!(failure_detail(engine, &stack, before).await?))
+    wait_for(
+        engine,
+        args.stack,
+        &stack_id,
+        before,
+        StackStatus::UpdateComplete,
+    )
+    .await
 }
 
-pub async fn delete(engine: &Arc<Engine>, stack: &str, retain: &[String]) -> anyhow::Result<()> {
-    let before = match engine.store().find_stack(stack).await? {
-        Some(s) => engine.store().events(&s.stack_id).await?.len(),
-        None => 0,
-    };
-    let Some(stack_id) = engine.start_delete(stack, retain).await? else {
-        println!("stack {stack} does not exist; nothing to delete");
-        return Ok(());
-    };
-    let status = follow(engine, &stack_id, before).await?;
-    if status == StackStatus::DeleteComplete {
-        println!("stack {stack} is DELETE_COMPLETE");
+/// Follows the operation to its end: `Ok` when it ends in `success`, else the
+/// reasons as the error. `before`: how many events predate this operation.
+async fn wait_for(
+    engine: &Arc<Engine>,
+    name: &str,
+    stack_id: &str,
+    before: usize,
+    success: StackStatus,
+) -> anyhow::Result<()> {
+    let status = follow(engine, stack_id, before).await?;
+    if status == success {
+        println!("stack {name} is {success}");
         return Ok(());
     }
     let record = engine
         .store()
-        .find_stack(&stack_id)
+        .find_stack(stack_id)
         .await?
         .ok_or_else(|| anyhow!("stack {stack_id} vanished"))?;
     Err(anyhow!(failure_detail(engine, &record, before).await?))
+}
+
+/// How many events the stack has so far (0 when it does not exist).
+async fn event_count(engine: &Arc<Engine>, stack: &str) -> anyhow::Result<usize> {
+    Ok(match engine.store().find_stack(stack).await? {
+        Some(s) => engine.store().events(&s.stack_id).await?.len(),
+        None => 0,
+    })
+}
+
+pub async fn continue_rollback(
+    engine: &Arc<Engine>,
+    stack: &str,
+    skip: &[String],
+) -> anyhow::Result<()> {
+    let before = event_count(engine, stack).await?;
+    let stack_id = engine.start_continue_rollback(stack, skip).await?;
+    wait_for(
+        engine,
+        stack,
+        &stack_id,
+        before,
+        StackStatus::UpdateRollbackComplete,
+    )
+    .await
+}
+
+pub async fn delete(engine: &Arc<Engine>, stack: &str, retain: &[String]) -> anyhow::Result<()> {
+    let before = event_count(engine, stack).await?;
+    let Some(stack_id) = engine.start_delete(stack, retain).await? else {
+        println!("stack {stack} does not exist; nothing to delete");
+        return Ok(());
+    };
+    wait_for(
+        engine,
+        stack,
+        &stack_id,
+        before,
+        StackStatus::DeleteComplete,
+    )
+    .await
 }
 
 async fn find(engine: &Arc<Engine>, stack: &str) -> anyhow::Result<StackRecord> {

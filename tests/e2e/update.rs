@@ -561,6 +561,35 @@ fn a_failing_rollback_update_leaves_update_rollback_failed() {
     assert!(again
         .stderr()
         .contains("is in UPDATE_ROLLBACK_FAILED state and can not be updated."));
+
+    // continue-rollback --skip I2: marked rolled back without a provider call,
+    // then the rollback's cleanup deletes what the update created.
+    let before = count(&s, "rf");
+    let run = cairn(&s, &["continue-rollback", "rf", "--skip", "I2"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(
+        sequence_after(&s, "rf", before),
+        vec![
+            ev(
+                "I2",
+                "UPDATE_COMPLETE",
+                "Skipped by continue-rollback",
+                "i2"
+            ),
+            ev("rf", "UPDATE_ROLLBACK_IN_PROGRESS", "User Initiated", ""),
+            ev("rf", "UPDATE_ROLLBACK_COMPLETE_CLEANUP_IN_PROGRESS", "", ""),
+            ev("I4", "DELETE_IN_PROGRESS", "", ""),
+            ev("I4", "DELETE_COMPLETE", "", ""),
+            ev("rf", "UPDATE_ROLLBACK_COMPLETE", "", ""),
+        ]
+    );
+    // The provider was not asked: the file still holds the update's values.
+    assert_eq!(file(&s, "i2")["Properties"]["Value"], "small");
+    assert_eq!(s.resource_files(), vec!["i2.json"]);
+    let again = cairn(&s, &["continue-rollback", "rf"]);
+    assert!(again
+        .stderr()
+        .contains("is in UPDATE_ROLLBACK_COMPLETE state and can not continue update rollback"));
 }
 
 #[test]

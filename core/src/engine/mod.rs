@@ -475,7 +475,11 @@ impl Engine {
         heartbeat.abort();
         let status = result?;
         if !status.is_in_progress() {
-            self.store.clear_operation(&lease).await?;
+            // A failed update rollback keeps its journal: continue-rollback
+            // resumes from it.
+            if status != StackStatus::UpdateRollbackFailed {
+                self.store.clear_operation(&lease).await?;
+            }
             self.store.release_lease(&lease).await?;
         }
         Ok(status)

@@ -246,7 +246,14 @@ impl Engine {
                 changed_type.join(", ")
             )));
         }
-        let old_template = Template::parse(&stack.template_body)?;
+        // The same text (a parameter-only update, or none): parse it once.
+        let parsed_old;
+        let old_template = if body == stack.template_body {
+            &template
+        } else {
+            parsed_old = Template::parse(&stack.template_body)?;
+            &parsed_old
+        };
         let old_params = ParameterValues::resolve(&old_template.parameters, &stack.parameters)?;
         let results = Results::new(self.exports_map().await?);
         for r in rows.iter().filter(|r| plan::is_live(r)) {
@@ -262,7 +269,7 @@ impl Engine {
             &self.registry,
             &rows,
             &plan::Previous {
-                template: &old_template,
+                template: old_template,
                 params: &old_params,
             },
             &params,
@@ -311,6 +318,66 @@ impl Engine {
         let op = self.load(&shown, lease).await?;
         self.set_status(&op, StackStatus::UpdateInProgress, Some("User Initiated"))
             .await?;
+        Ok(stack.stack_id)
+    }
+
+    /// `cairn continue-rollback`: resumes an UPDATE_ROLLBACK_FAILED stack.
+    /// Resources in `skip` are marked rolled back without a provider call
+    /// (their physical resources are left as they are). Then call [`Engine::run`].
+    pub async fn start_continue_rollback(
+        &self,
+        stack_name: &str,
+        skip: &[String],
+    ) -> Result<String, EngineError> {
+        let Some(stack) = self.store.find_stack(stack_name).await? else {
+            return Err(EngineError::Validation(format!(
+                "Stack with id {stack_name} does not exist"
+            )));
+        };
+        if stack.status != StackStatus::UpdateRollbackFailed {
+            return Err(EngineError::Validation(format!(
+                "Stack:{} is in {} state and can not continue update rollback; only UPDATE_ROLLBACK_FAILED can",
+                stack.stack_id, stack.status
+            )));
+        }
+        let rows = self.store.resources(&stack.stack_id).await?;
+        for name in skip {
+            let ok = rows.iter().any(|r| {
+                &r.logical_id == name && matches!(r.journal, Some(Journal::Changed { .. }))
+            });
+            if !ok {
+                return Err(EngineError::Validation(format!(
+                    "Resource {name} cannot be skipped: it is not one the rollback still has to restore"
+                )));
+            }
+        }
+        let lease = self
+            .store
+            .acquire_lease(&stack.stack_id, &self.owner, LEASE_TTL_MS)
+            .await?;
+        let op = self.load(&stack, lease).await?;
+        for mut r in rows.into_iter().filter(|r| skip.contains(&r.logical_id)) {
+            let Some(Journal::Changed { before }) = r.journal.clone() else {
+                continue;
+            };
+            let made = r.snapshot();
+            let discard = (made.physical_id.is_some() && made.physical_id != before.physical_id)
+                .then_some(made);
+            r.restore(&before);
+            r.status = ResourceStatus::UpdateComplete;
+            r.status_reason = Some("Skipped by continue-rollback".into());
+            r.journal = Some(Journal::Restored { discard });
+            r.updated_at = now();
+            if !self.record(&op, &r, Vec::new()).await {
+                return Err(StoreError::LeaseLost(stack.stack_id.clone()).into());
+            }
+        }
+        self.set_status(
+            &op,
+            StackStatus::UpdateRollbackInProgress,
+            Some("User Initiated"),
+        )
+        .await?;
         Ok(stack.stack_id)
     }
 

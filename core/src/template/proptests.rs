@@ -104,7 +104,10 @@ fn expr() -> impl Strategy<Value = Expr> {
                 s
             )),
             prop::collection::vec(inner.clone(), 0..4).prop_map(Expr::List),
-            prop::collection::vec(("[A-Z][a-z]{0,4}", inner), 0..3).prop_map(Expr::Obj),
+            // Keys unique: a template with a duplicate key is an error in YAML
+            // and silently collapsed in a JSON map, so the two would differ.
+            prop::collection::btree_map("[A-Z][a-z]{0,4}", inner, 0..3)
+                .prop_map(|m| Expr::Obj(m.into_iter().collect())),
         ]
     })
 }
