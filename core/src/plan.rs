@@ -305,14 +305,8 @@ pub fn plan(
         if details.is_empty() {
             continue;
         }
-        match replacement {
-            "True" => {
-                new_ref.insert(name.to_string());
-            }
-            "Conditional" => {
-                new_ref.insert(name.to_string());
-            }
-            _ => {}
+        if replacement != "False" {
+            new_ref.insert(name.to_string());
         }
         new_attrs.insert(name.to_string());
         changes.push(ResourceChange {

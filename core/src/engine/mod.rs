@@ -400,13 +400,7 @@ impl Engine {
             Some(state) => Some(update::Other::load(state, &sctx, &results)?),
             None => None,
         };
-        for r in self.store.resources(&stack.stack_id).await? {
-            if let Some(p) = &r.physical_id {
-                if crate::plan::is_live(&r) {
-                    results.record(&r.logical_id, p, &r.attributes);
-                }
-            }
-        }
+        results.record_live(&self.store.resources(&stack.stack_id).await?);
         Ok(Op {
             stack: stack.clone(),
             template,
@@ -622,23 +616,15 @@ impl Engine {
             return Ok(already_failed);
         }
         let stored = &stored;
-        let outcomes = dag::run(
-            &preds,
-            initial,
-            self.config.engine.max_concurrency,
-            true,
-            |i| async move {
+        let outcomes = self
+            .schedule(op, &preds, initial, true, |i| async move {
                 let name = op.graph.name(i);
                 let ok = self
                     .create_one(op, name, stored.get(name).cloned(), None)
                     .await;
                 (i, ok)
-            },
-        )
-        .await;
-        if op.aborted.load(Ordering::SeqCst) {
-            return Err(StoreError::LeaseLost(op.stack.stack_id.clone()).into());
-        }
+            })
+            .await?;
         let cancelled: Vec<&str> = (0..n)
             .filter(|&i| outcomes[i] == Outcome::Cancelled)
             .map(|i| op.graph.name(i))
@@ -651,8 +637,9 @@ impl Engine {
         Ok(failed)
     }
 
-    /// Records resources whose create was cancelled because a sibling failed:
-    /// CREATE_FAILED "Resource creation cancelled". Their pending call stays
+    /// Records resources whose create or update was cancelled because a
+    /// sibling failed: CREATE_FAILED "Resource creation cancelled" or
+    /// UPDATE_FAILED "Resource update cancelled". Their pending call stays
     /// recorded, so the rollback learns (and deletes) what a create that had
     /// already reached the provider made. Those that completed before the
     /// cancellation landed keep their status. Returns the logical ids marked.
@@ -715,13 +702,95 @@ impl Engine {
     async fn record(&self, op: &Op, r: &ResourceRecord, earlier: Vec<EventRecord>) -> bool {
         let mut events = earlier;
         events.push(op.resource_event(r));
-        match self.store.put_resource(&op.lease, r, &events).await {
+        let written = self.store.put_resource(&op.lease, r, &events).await;
+        self.held(op, &r.logical_id, written)
+    }
+
+    /// Whether a write of the operation held; a failed one (lost lease, state
+    /// file error) aborts the operation.
+    fn held(&self, op: &Op, logical_id: &str, written: Result<(), StoreError>) -> bool {
+        match written {
             Ok(()) => true,
             Err(e) => {
-                tracing::error!(stack = %op.stack.stack_name, resource = %r.logical_id, "cannot record resource state: {e}");
+                tracing::error!(stack = %op.stack.stack_name, resource = %logical_id, "cannot record resource state: {e}");
                 op.aborted.store(true, Ordering::SeqCst);
                 false
             }
+        }
+    }
+
+    /// Runs `work` over the graph `preds` (see [`dag::run`]); a lost lease
+    /// during it is an error.
+    async fn schedule<F, Fut>(
+        &self,
+        op: &Op,
+        preds: &[Vec<usize>],
+        initial: Vec<Outcome>,
+        stop_on_failure: bool,
+        work: F,
+    ) -> Result<Vec<Outcome>, EngineError>
+    where
+        F: Fn(usize) -> Fut,
+        Fut: std::future::Future<Output = (usize, bool)>,
+    {
+        let outcomes = dag::run(
+            preds,
+            initial,
+            self.config.engine.max_concurrency,
+            stop_on_failure,
+            work,
+        )
+        .await;
+        if op.aborted.load(Ordering::SeqCst) {
+            return Err(StoreError::LeaseLost(op.stack.stack_id.clone()).into());
+        }
+        Ok(outcomes)
+    }
+
+    /// The provider serving `type_name`.
+    fn provider_for(
+        &self,
+        type_name: &str,
+    ) -> Result<&crate::registry::RegisteredType, ProviderError> {
+        self.registry.get(type_name).ok_or_else(|| {
+            ProviderError::invalid_request(format!("no provider serves {type_name}"))
+        })
+    }
+
+    /// Bounds a provider call by `call_timeout_seconds`; `what` names it in the
+    /// timeout message ("creation", "update", "deletion").
+    async fn timed<T>(
+        &self,
+        what: &str,
+        call: impl std::future::Future<Output = Result<T, ProviderError>>,
+    ) -> Result<T, ProviderError> {
+        let limit = Duration::from_secs(self.config.engine.call_timeout_seconds);
+        match tokio::time::timeout(limit, call).await {
+            Ok(r) => r,
+            Err(_) => Err(ProviderError::timeout(format!(
+                "Resource {what} timed out after {} seconds",
+                limit.as_secs()
+            ))),
+        }
+    }
+
+    /// Deletes a physical resource; NotFound counts as deleted.
+    async fn call_delete(
+        &self,
+        op: &Op,
+        r: &ResourceRecord,
+        physical: &str,
+        request_id: &str,
+    ) -> Result<(), ProviderError> {
+        let t = self.provider_for(&r.resource_type)?;
+        let req = DeleteRequest {
+            context: self.context(op, &r.logical_id, &r.resource_type, request_id),
+            physical_resource_id: physical.to_string(),
+            properties: r.properties.clone(),
+        };
+        match self.timed("deletion", t.provider.delete(&req)).await {
+            Err(e) if e.is_not_found() => Ok(()),
+            other => other,
         }
     }
 
@@ -767,24 +836,12 @@ impl Engine {
         r: &ResourceRecord,
         request_id: &str,
     ) -> Result<CreateResult, ProviderError> {
-        let Some(t) = self.registry.get(&r.resource_type) else {
-            return Err(ProviderError::invalid_request(format!(
-                "no provider serves {}",
-                r.resource_type
-            )));
-        };
+        let t = self.provider_for(&r.resource_type)?;
         let req = CreateRequest {
             context: self.context(op, &r.logical_id, &r.resource_type, request_id),
             properties: r.properties.clone(),
         };
-        let limit = Duration::from_secs(self.config.engine.call_timeout_seconds);
-        match tokio::time::timeout(limit, t.provider.create(&req)).await {
-            Ok(r) => r,
-            Err(_) => Err(ProviderError::timeout(format!(
-                "Resource creation timed out after {} seconds",
-                limit.as_secs()
-            ))),
-        }
+        self.timed("creation", t.provider.create(&req)).await
     }
 
     /// Creates one resource (CREATE_IN_PROGRESS, "Resource creation
@@ -995,21 +1052,13 @@ impl Engine {
             })
             .collect();
         let stored_ref = &stored;
-        let outcomes = dag::run(
-            &preds,
-            initial,
-            self.config.engine.max_concurrency,
-            false,
-            |i| async move {
+        let outcomes = self
+            .schedule(op, &preds, initial, false, |i| async move {
                 let r = stored_ref[i].clone();
                 let keep = retain.contains(&r.logical_id);
                 (i, self.delete_one(op, r, keep).await)
-            },
-        )
-        .await;
-        if op.aborted.load(Ordering::SeqCst) {
-            return Err(StoreError::LeaseLost(op.stack.stack_id.clone()).into());
-        }
+            })
+            .await?;
         Ok(stored
             .iter()
             .zip(outcomes)
@@ -1066,30 +1115,9 @@ impl Engine {
         if !self.record(op, &rec, Vec::new()).await {
             return false;
         }
-        let result = match &rec.physical_id {
+        let result = match rec.physical_id.clone() {
             None => Ok(()),
-            Some(physical) => match self.registry.get(&rec.resource_type) {
-                None => Err(ProviderError::invalid_request(format!(
-                    "no provider serves {}",
-                    rec.resource_type
-                ))),
-                Some(t) => {
-                    let req = DeleteRequest {
-                        context: self.context(op, &rec.logical_id, &rec.resource_type, &request_id),
-                        physical_resource_id: physical.clone(),
-                        properties: rec.properties.clone(),
-                    };
-                    let limit = Duration::from_secs(self.config.engine.call_timeout_seconds);
-                    match tokio::time::timeout(limit, t.provider.delete(&req)).await {
-                        Ok(Err(e)) if e.is_not_found() => Ok(()),
-                        Ok(r) => r,
-                        Err(_) => Err(ProviderError::timeout(format!(
-                            "Resource deletion timed out after {} seconds",
-                            limit.as_secs()
-                        ))),
-                    }
-                }
-            },
+            Some(physical) => self.call_delete(op, &rec, &physical, &request_id).await,
         };
         rec.pending = None;
         rec.updated_at = now();

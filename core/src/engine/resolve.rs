@@ -46,6 +46,16 @@ impl Results {
         }
     }
 
+    /// Records the physical id and attributes of every resource still part of
+    /// the stack.
+    pub fn record_live(&self, rows: &[crate::stack::ResourceRecord]) {
+        for r in rows.iter().filter(|r| crate::plan::is_live(r)) {
+            if let Some(p) = &r.physical_id {
+                self.record(&r.logical_id, p, &r.attributes);
+            }
+        }
+    }
+
     pub fn forget(&self, logical_id: &str) {
         if let Ok(mut k) = self.known.lock() {
             k.remove(logical_id);

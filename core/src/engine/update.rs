@@ -7,11 +7,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use cairn_sdk::{DeleteRequest, ProviderError, UpdateRequest, UpdateResult};
+use cairn_sdk::{ProviderError, UpdateRequest, UpdateResult};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
-use super::dag::{self, Outcome};
+use super::dag::Outcome;
 use super::resolve::Results;
 use super::{stack_context, EngineError, Op, LEASE_TTL_MS};
 use crate::graph::Graph;
@@ -152,10 +152,17 @@ impl Other {
 struct Victim {
     logical_id: String,
     target: Snapshot,
-    /// `true`: the whole row goes (a removed or rolled-back added resource);
-    /// `false`: only an old or abandoned physical resource of a row that stays.
-    whole_row: bool,
+    owner: VictimOf,
     retain: bool,
+}
+
+#[derive(Clone)]
+enum VictimOf {
+    /// The whole row goes (a removed, or rolled-back added, resource).
+    Row,
+    /// An old or abandoned physical resource of this row, which stays (as it
+    /// was when the cleanup started; only its journal changes).
+    Kept(Box<ResourceRecord>),
 }
 
 const REPLACING: &str =
@@ -256,11 +263,7 @@ impl Engine {
         };
         let old_params = ParameterValues::resolve(&old_template.parameters, &stack.parameters)?;
         let results = Results::new(self.exports_map().await?);
-        for r in rows.iter().filter(|r| plan::is_live(r)) {
-            if let Some(p) = &r.physical_id {
-                results.record(&r.logical_id, p, &r.attributes);
-            }
-        }
+        results.record_live(&rows);
         let ev = Evaluator::with_conditions(&template, &params, &sctx, &results, conditions);
         let changes = plan::plan(
             &template,
@@ -442,12 +445,8 @@ impl Engine {
             return Ok((created, updated));
         }
         let stored = &stored;
-        let outcomes = dag::run(
-            &preds,
-            initial,
-            self.config.engine.max_concurrency,
-            true,
-            |i| async move {
+        let outcomes = self
+            .schedule(op, &preds, initial, true, |i| async move {
                 let name = op.graph.name(i);
                 let ok = match stored.get(name).cloned() {
                     None => self.create_one(op, name, None, Some(Journal::Added)).await,
@@ -458,12 +457,8 @@ impl Engine {
                     Some(r) => self.update_one(op, r).await,
                 };
                 (i, ok)
-            },
-        )
-        .await;
-        if op.aborted.load(Ordering::SeqCst) {
-            return Err(StoreError::LeaseLost(op.stack.stack_id.clone()).into());
-        }
+            })
+            .await?;
         let cancelled: Vec<&str> = (0..n)
             .filter(|&i| outcomes[i] == Outcome::Cancelled)
             .map(|i| op.graph.name(i))
@@ -599,12 +594,7 @@ impl Engine {
         old_properties: &Map<String, Value>,
         request_id: &str,
     ) -> Result<UpdateResult, ProviderError> {
-        let Some(t) = self.registry.get(&rec.resource_type) else {
-            return Err(ProviderError::invalid_request(format!(
-                "no provider serves {}",
-                rec.resource_type
-            )));
-        };
+        let t = self.provider_for(&rec.resource_type)?;
         let req = UpdateRequest {
             context: self.context(op, &rec.logical_id, &rec.resource_type, request_id),
             physical_resource_id: physical_id.to_string(),
@@ -612,14 +602,7 @@ impl Engine {
             old_properties: old_properties.clone(),
             changed: plan::changed_properties(old_properties, properties),
         };
-        let limit = Duration::from_secs(self.config.engine.call_timeout_seconds);
-        match tokio::time::timeout(limit, t.provider.update(&req)).await {
-            Ok(r) => r,
-            Err(_) => Err(ProviderError::timeout(format!(
-                "Resource update timed out after {} seconds",
-                limit.as_secs()
-            ))),
-        }
+        self.timed("update", t.provider.update(&req)).await
     }
 
     /// The in-place update call and its outcome. A provider that answers with a
@@ -777,17 +760,15 @@ impl Engine {
         let names: Vec<&str> = rows.iter().map(|r| r.logical_id.as_str()).collect();
         let order = self.reverse_order(op, &names);
         let rows_ref = &rows;
-        let outcomes = dag::run(
-            &order,
-            vec![Outcome::NotRun; rows.len()],
-            self.config.engine.max_concurrency,
-            false,
-            |i| async move { (i, self.rollback_one(op, rows_ref[i].clone()).await) },
-        )
-        .await;
-        if op.aborted.load(Ordering::SeqCst) {
-            return Err(StoreError::LeaseLost(op.stack.stack_id.clone()).into());
-        }
+        let outcomes = self
+            .schedule(
+                op,
+                &order,
+                vec![Outcome::NotRun; rows.len()],
+                false,
+                |i| async move { (i, self.rollback_one(op, rows_ref[i].clone()).await) },
+            )
+            .await?;
         let failed: Vec<String> = rows
             .iter()
             .zip(&outcomes)
@@ -904,7 +885,7 @@ impl Engine {
                 victims.push(Victim {
                     logical_id: r.logical_id.clone(),
                     target: r.snapshot(),
-                    whole_row: true,
+                    owner: VictimOf::Row,
                     retain,
                 });
             } else if let Some(Journal::Changed { before }) = &r.journal {
@@ -912,7 +893,7 @@ impl Engine {
                     victims.push(Victim {
                         logical_id: r.logical_id.clone(),
                         target: before.clone(),
-                        whole_row: false,
+                        owner: VictimOf::Kept(Box::new(r.clone())),
                         retain: self.retains_on_replace(op, &r.logical_id),
                     });
                 }
@@ -937,13 +918,13 @@ impl Engine {
                 Some(Journal::Added) => victims.push(Victim {
                     logical_id: r.logical_id.clone(),
                     target: r.snapshot(),
-                    whole_row: true,
+                    owner: VictimOf::Row,
                     retain: false,
                 }),
                 Some(Journal::Restored { discard: Some(d) }) => victims.push(Victim {
                     logical_id: r.logical_id.clone(),
                     target: d.clone(),
-                    whole_row: false,
+                    owner: VictimOf::Kept(Box::new(r.clone())),
                     retain: false,
                 }),
                 _ => {}
@@ -1036,17 +1017,15 @@ impl Engine {
         let names: Vec<&str> = victims.iter().map(|v| v.logical_id.as_str()).collect();
         let preds = self.reverse_order(op, &names);
         let victims_ref = &victims;
-        let outcomes = dag::run(
-            &preds,
-            vec![Outcome::NotRun; victims.len()],
-            self.config.engine.max_concurrency,
-            false,
-            |i| async move { (i, self.delete_victim(op, victims_ref[i].clone()).await) },
-        )
-        .await;
-        if op.aborted.load(Ordering::SeqCst) {
-            return Err(StoreError::LeaseLost(op.stack.stack_id.clone()).into());
-        }
+        let outcomes = self
+            .schedule(
+                op,
+                &preds,
+                vec![Outcome::NotRun; victims.len()],
+                false,
+                |i| async move { (i, self.delete_victim(op, victims_ref[i].clone()).await) },
+            )
+            .await?;
         Ok(victims
             .iter()
             .zip(outcomes)
@@ -1073,6 +1052,12 @@ impl Engine {
                 }
             }
         }
+        // One request id for all attempts: a retry is the same request.
+        let request_id = match v.target.pending.as_ref().filter(|p| p.action == "DELETE") {
+            Some(p) => p.request_id.clone(),
+            None => uuid::Uuid::new_v4().to_string(),
+        };
+        let probe = self.victim_row(op, &v);
         let attempts = self.config.engine.cleanup_attempts.max(1);
         for attempt in 1..=attempts {
             let started = self.victim_event(op, &v, ResourceStatus::DeleteInProgress, None);
@@ -1081,7 +1066,7 @@ impl Engine {
             }
             let result = match &v.target.physical_id {
                 None => Ok(()),
-                Some(physical) => self.call_delete(op, &v, physical).await,
+                Some(physical) => self.call_delete(op, &probe, physical, &request_id).await,
             };
             match result {
                 Ok(()) => {
@@ -1105,34 +1090,6 @@ impl Engine {
             }
         }
         false
-    }
-
-    async fn call_delete(&self, op: &Op, v: &Victim, physical: &str) -> Result<(), ProviderError> {
-        let Some(t) = self.registry.get(&v.target.resource_type) else {
-            return Err(ProviderError::invalid_request(format!(
-                "no provider serves {}",
-                v.target.resource_type
-            )));
-        };
-        let req = DeleteRequest {
-            context: self.context(
-                op,
-                &v.logical_id,
-                &v.target.resource_type,
-                &uuid::Uuid::new_v4().to_string(),
-            ),
-            physical_resource_id: physical.to_string(),
-            properties: v.target.properties.clone(),
-        };
-        let limit = Duration::from_secs(self.config.engine.call_timeout_seconds);
-        match tokio::time::timeout(limit, t.provider.delete(&req)).await {
-            Ok(Err(e)) if e.is_not_found() => Ok(()),
-            Ok(r) => r,
-            Err(_) => Err(ProviderError::timeout(format!(
-                "Resource deletion timed out after {} seconds",
-                limit.as_secs()
-            ))),
-        }
     }
 
     /// A record carrying the victim's identity, for events and provider calls.
@@ -1173,10 +1130,8 @@ impl Engine {
         v: &Victim,
         events: Vec<crate::stack::EventRecord>,
     ) -> bool {
-        match self.current_row(op, &v.logical_id).await {
-            Some(row) => self.record_quiet(op, &row, events).await,
-            None => false,
-        }
+        let written = self.store.put_events(&op.lease, &events).await;
+        self.held(op, &v.logical_id, written)
     }
 
     /// The victim is gone (or given up): drop the row, or forget the old
@@ -1187,53 +1142,21 @@ impl Engine {
         v: &Victim,
         events: Vec<crate::stack::EventRecord>,
     ) -> bool {
-        let result = if v.whole_row {
-            self.store
-                .remove_resource(&op.lease, &v.logical_id, &events)
-                .await
-        } else {
-            let Some(mut row) = self.current_row(op, &v.logical_id).await else {
-                return false;
-            };
-            row.journal = match row.journal {
-                Some(Journal::Restored { .. }) => Some(Journal::Restored { discard: None }),
-                _ => None,
-            };
-            self.store.put_resource(&op.lease, &row, &events).await
+        let result = match &v.owner {
+            VictimOf::Row => {
+                self.store
+                    .remove_resource(&op.lease, &v.logical_id, &events)
+                    .await
+            }
+            VictimOf::Kept(row) => {
+                let mut row = (**row).clone();
+                row.journal = match row.journal {
+                    Some(Journal::Restored { .. }) => Some(Journal::Restored { discard: None }),
+                    _ => None,
+                };
+                self.store.put_resource(&op.lease, &row, &events).await
+            }
         };
-        match result {
-            Ok(()) => true,
-            Err(e) => {
-                tracing::error!(stack = %op.stack.stack_name, resource = %v.logical_id, "cannot record cleanup: {e}");
-                op.aborted.store(true, Ordering::SeqCst);
-                false
-            }
-        }
-    }
-
-    async fn current_row(&self, op: &Op, logical_id: &str) -> Option<ResourceRecord> {
-        self.store
-            .resources(&op.stack.stack_id)
-            .await
-            .ok()?
-            .into_iter()
-            .find(|r| r.logical_id == logical_id)
-    }
-
-    /// Writes `row` unchanged with `events` (no event of its own).
-    async fn record_quiet(
-        &self,
-        op: &Op,
-        row: &ResourceRecord,
-        events: Vec<crate::stack::EventRecord>,
-    ) -> bool {
-        match self.store.put_resource(&op.lease, row, &events).await {
-            Ok(()) => true,
-            Err(e) => {
-                tracing::error!(stack = %op.stack.stack_name, resource = %row.logical_id, "cannot record resource state: {e}");
-                op.aborted.store(true, Ordering::SeqCst);
-                false
-            }
-        }
+        self.held(op, &v.logical_id, result)
     }
 }

@@ -95,6 +95,9 @@ pub trait Store: Send + Sync {
         resource: &ResourceRecord,
         events: &[EventRecord],
     ) -> Result<(), StoreError>;
+    /// Records events that change no row (an update's cleanup reports on
+    /// physical resources that are no longer a row's current one).
+    async fn put_events(&self, lease: &Lease, events: &[EventRecord]) -> Result<(), StoreError>;
     /// Removes a resource from the stack (it is gone, or disassociated) and
     /// records its events, atomically.
     async fn remove_resource(

@@ -272,6 +272,20 @@ impl SqliteStore {
         Ok(SqliteStore { jobs: tx })
     }
 
+    /// Runs statements whose only parameter (?1) is the lease's stack id, after
+    /// the fence check, in one job.
+    async fn fenced(&self, lease: &Lease, statements: &[&'static str]) -> Result<(), StoreError> {
+        let (lease, statements) = (lease.clone(), statements.to_vec());
+        self.run(move |c| {
+            fence(c, &lease)?;
+            for sql in statements {
+                c.execute(sql, params![lease.stack_id]).map_err(backend)?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
     async fn run<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
@@ -518,16 +532,10 @@ impl Store for SqliteStore {
     }
 
     async fn release_lease(&self, lease: &Lease) -> Result<(), StoreError> {
-        let lease = lease.clone();
-        self.run(move |c| {
-            fence(c, &lease)?;
-            c.execute(
-                "UPDATE leases SET owner = NULL, expires = 0 WHERE stack_id = ?1",
-                params![lease.stack_id],
-            )
-            .map_err(backend)?;
-            Ok(())
-        })
+        self.fenced(
+            lease,
+            &["UPDATE leases SET owner = NULL, expires = 0 WHERE stack_id = ?1"],
+        )
         .await
     }
 
@@ -623,6 +631,18 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn put_events(&self, lease: &Lease, events: &[EventRecord]) -> Result<(), StoreError> {
+        let (lease, events) = (lease.clone(), events.to_vec());
+        self.run(move |c| {
+            fence(c, &lease)?;
+            for e in &events {
+                insert_event(c, e)?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
     async fn remove_resource(
         &self,
         lease: &Lease,
@@ -646,16 +666,10 @@ impl Store for SqliteStore {
     }
 
     async fn clear_journals(&self, lease: &Lease) -> Result<(), StoreError> {
-        let lease = lease.clone();
-        self.run(move |c| {
-            fence(c, &lease)?;
-            c.execute(
-                "UPDATE resources SET journal = NULL WHERE stack_id = ?1 AND journal IS NOT NULL",
-                params![lease.stack_id],
-            )
-            .map_err(backend)?;
-            Ok(())
-        })
+        self.fenced(
+            lease,
+            &["UPDATE resources SET journal = NULL WHERE stack_id = ?1 AND journal IS NOT NULL"],
+        )
         .await
     }
 
@@ -726,17 +740,8 @@ impl Store for SqliteStore {
     }
 
     async fn clear_operation(&self, lease: &Lease) -> Result<(), StoreError> {
-        let lease = lease.clone();
-        self.run(move |c| {
-            fence(c, &lease)?;
-            c.execute(
-                "DELETE FROM operations WHERE stack_id = ?1",
-                params![lease.stack_id],
-            )
-            .map_err(backend)?;
-            Ok(())
-        })
-        .await
+        self.fenced(lease, &["DELETE FROM operations WHERE stack_id = ?1"])
+            .await
     }
 
     async fn put_exports(
@@ -771,21 +776,13 @@ impl Store for SqliteStore {
     }
 
     async fn delete_exports(&self, lease: &Lease) -> Result<(), StoreError> {
-        let lease = lease.clone();
-        self.run(move |c| {
-            fence(c, &lease)?;
-            c.execute(
+        self.fenced(
+            lease,
+            &[
                 "DELETE FROM exports WHERE stack_id = ?1",
-                params![lease.stack_id],
-            )
-            .map_err(backend)?;
-            c.execute(
                 "DELETE FROM imports WHERE stack_id = ?1",
-                params![lease.stack_id],
-            )
-            .map_err(backend)?;
-            Ok(())
-        })
+            ],
+        )
         .await
     }
 
