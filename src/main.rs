@@ -1,5 +1,6 @@
 //! The `cairn` binary: the command-line interface over `cairn-core`.
 
+mod changesets;
 mod progress;
 mod stacks;
 mod validate;
@@ -75,6 +76,58 @@ enum Command {
         /// A resource to mark rolled back without a provider call (repeatable).
         #[arg(long)]
         skip: Vec<String>,
+    },
+    /// Preview an update (or a create) as a change set, without touching
+    /// resources (like `aws cloudformation create-change-set`).
+    Plan {
+        stack: String,
+        /// Template file; without it, the stack's current template.
+        template: Option<PathBuf>,
+        /// A parameter value, KEY=VALUE (repeatable).
+        #[arg(long = "parameter", short = 'p')]
+        parameters: Vec<String>,
+        /// Keep the stack's current value of this parameter (repeatable).
+        #[arg(long = "use-previous-value")]
+        use_previous: Vec<String>,
+        /// The change set's name (default: plan-<random>).
+        #[arg(long)]
+        name: Option<String>,
+        #[arg(long)]
+        description: Option<String>,
+        #[arg(long, value_enum, default_value_t)]
+        output: OutputFormat,
+    },
+    /// Execute a change set made by `cairn plan` and wait until it is done.
+    Execute {
+        stack: String,
+        change_set: String,
+        /// For a change set that creates the stack: keep what was created when
+        /// the create fails.
+        #[arg(long)]
+        disable_rollback: bool,
+    },
+    /// List a stack's change sets.
+    ChangeSets {
+        stack: String,
+        #[arg(long, value_enum, default_value_t)]
+        output: OutputFormat,
+    },
+    /// Show a change set.
+    ChangeSet {
+        stack: String,
+        change_set: String,
+        #[arg(long, value_enum, default_value_t)]
+        output: OutputFormat,
+    },
+    /// Delete a change set.
+    DeleteChangeSet { stack: String, change_set: String },
+    /// Cancel a stack's update in progress: it rolls back; waits until done.
+    CancelUpdate { stack: String },
+    /// Show the operations run on a stack.
+    History {
+        stack: String,
+        #[arg(long, value_enum, default_value_t)]
+        output: OutputFormat,
     },
     /// List stacks, deleted ones included.
     List {
@@ -154,6 +207,45 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::ContinueRollback { stack, skip } => {
             stacks::continue_rollback(&engine, stack, skip).await
         }
+        Command::Plan {
+            stack,
+            template,
+            parameters,
+            use_previous,
+            name,
+            description,
+            output,
+        } => {
+            changesets::plan(
+                &engine,
+                changesets::PlanArgs {
+                    stack,
+                    template: template.as_deref(),
+                    parameters,
+                    use_previous,
+                    name: name.as_deref(),
+                    description: description.as_deref(),
+                    output: *output,
+                },
+            )
+            .await
+        }
+        Command::Execute {
+            stack,
+            change_set,
+            disable_rollback,
+        } => changesets::execute(&engine, stack, change_set, *disable_rollback).await,
+        Command::ChangeSets { stack, output } => changesets::list(&engine, stack, *output).await,
+        Command::ChangeSet {
+            stack,
+            change_set,
+            output,
+        } => changesets::describe(&engine, stack, change_set, *output).await,
+        Command::DeleteChangeSet { stack, change_set } => {
+            changesets::delete(&engine, stack, change_set).await
+        }
+        Command::CancelUpdate { stack } => changesets::cancel_update(&engine, stack).await,
+        Command::History { stack, output } => changesets::history(&engine, stack, *output).await,
         Command::List { output } => stacks::list(&engine, *output).await,
         Command::Describe { stack, output } => stacks::describe(&engine, stack, *output).await,
         Command::Events { stack, output } => stacks::events(&engine, stack, *output).await,

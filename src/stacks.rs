@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Context};
 use cairn_core::config::Config;
-use cairn_core::engine::{CreateStackInput, Engine, ParameterInput, UpdateStackInput};
+use cairn_core::engine::{CreateStackInput, Engine, EngineError, ParameterInput, UpdateStackInput};
 use cairn_core::stack::{OnFailure, StackRecord, StackStatus};
 use cairn_core::store::sqlite::SqliteStore;
-use cairn_core::store::Store;
+use cairn_core::store::{Store, StoreError};
 use cairn_core::template::parameters::MASK;
 use serde_json::{json, Value};
 
@@ -60,6 +60,21 @@ fn parse_parameters(items: &[String]) -> anyhow::Result<BTreeMap<String, String>
     Ok(out)
 }
 
+/// `-p K=V` values and `--use-previous-value K` names as update parameters.
+pub(crate) fn parameter_inputs(
+    items: &[String],
+    use_previous: &[String],
+) -> anyhow::Result<BTreeMap<String, ParameterInput>> {
+    let mut parameters: BTreeMap<String, ParameterInput> = parse_parameters(items)?
+        .into_iter()
+        .map(|(k, v)| (k, ParameterInput::Value(v)))
+        .collect();
+    for name in use_previous {
+        parameters.insert(name.clone(), ParameterInput::UsePreviousValue);
+    }
+    Ok(parameters)
+}
+
 /// Runs the stack's operation while printing each new event, one line each.
 /// `shown`: how many of the stack's events predate this operation.
 async fn follow(
@@ -70,7 +85,19 @@ async fn follow(
     let runner = {
         let engine = engine.clone();
         let id = stack_id.to_string();
-        tokio::spawn(async move { engine.run(&id).await })
+        tokio::spawn(async move {
+            loop {
+                // Another live process runs it (e.g. `cancel-update` follows
+                // the `deploy` it cancelled): watch until it is done, and take
+                // over if that process dies and its lease expires.
+                match engine.run(&id).await {
+                    Err(EngineError::Store(StoreError::Busy { .. })) => {
+                        tokio::time::sleep(Duration::from_millis(200)).await
+                    }
+                    other => return other,
+                }
+            }
+        })
     };
     let mut progress: Option<Progress> = None;
     loop {
@@ -193,18 +220,11 @@ async fn update(
             args.stack
         ));
     }
-    let mut parameters: BTreeMap<String, ParameterInput> = parse_parameters(args.parameters)?
-        .into_iter()
-        .map(|(k, v)| (k, ParameterInput::Value(v)))
-        .collect();
-    for name in args.use_previous {
-        parameters.insert(name.clone(), ParameterInput::UsePreviousValue);
-    }
-    let before = engine.store().events(&existing.stack_id).await?.len();
+    let before = engine.store().event_count(&existing.stack_id).await?;
     let input = UpdateStackInput {
         stack_name: args.stack.to_string(),
         template_body: Some(body),
-        parameters,
+        parameters: parameter_inputs(args.parameters, args.use_previous)?,
     };
     let stack_id = engine
         .start_update(&input)
@@ -222,7 +242,7 @@ async fn update(
 
 /// Follows the operation to its end: `Ok` when it ends in `success`, else the
 /// reasons as the error. `before`: how many events predate this operation.
-async fn wait_for(
+pub(crate) async fn wait_for(
     engine: &Arc<Engine>,
     name: &str,
     stack_id: &str,
@@ -243,9 +263,9 @@ async fn wait_for(
 }
 
 /// How many events the stack has so far (0 when it does not exist).
-async fn event_count(engine: &Arc<Engine>, stack: &str) -> anyhow::Result<usize> {
+pub(crate) async fn event_count(engine: &Arc<Engine>, stack: &str) -> anyhow::Result<usize> {
     Ok(match engine.store().find_stack(stack).await? {
-        Some(s) => engine.store().events(&s.stack_id).await?.len(),
+        Some(s) => engine.store().event_count(&s.stack_id).await?,
         None => 0,
     })
 }
@@ -283,7 +303,7 @@ pub async fn delete(engine: &Arc<Engine>, stack: &str, retain: &[String]) -> any
     .await
 }
 
-async fn find(engine: &Arc<Engine>, stack: &str) -> anyhow::Result<StackRecord> {
+pub(crate) async fn find(engine: &Arc<Engine>, stack: &str) -> anyhow::Result<StackRecord> {
     engine
         .store()
         .find_stack(stack)
@@ -328,7 +348,7 @@ fn stack_json(s: &StackRecord) -> Value {
     v
 }
 
-fn print_json(v: &Value) -> anyhow::Result<()> {
+pub(crate) fn print_json(v: &Value) -> anyhow::Result<()> {
     println!("{}", serde_json::to_string_pretty(v)?);
     Ok(())
 }

@@ -7,7 +7,7 @@ use serde_json::Value;
 use crate::support::Scratch;
 
 /// A scratch dir with a config whose cleanup retries are quick.
-fn scratch() -> Scratch {
+pub(crate) fn scratch() -> Scratch {
     let s = Scratch::new();
     s.write(
         "cairn.toml",
@@ -16,13 +16,13 @@ fn scratch() -> Scratch {
     s
 }
 
-fn cairn(s: &Scratch, args: &[&str]) -> crate::support::Run {
+pub(crate) fn cairn(s: &Scratch, args: &[&str]) -> crate::support::Run {
     let mut all = vec!["--config", "cairn.toml"];
     all.extend_from_slice(args);
     s.cairn(&all)
 }
 
-fn events(s: &Scratch, stack: &str) -> Vec<Value> {
+pub(crate) fn events(s: &Scratch, stack: &str) -> Vec<Value> {
     let run = cairn(s, &["events", stack, "--output", "json"]);
     assert_eq!(run.code(), 0, "{}", run.stderr());
     let mut list = run.json()["StackEvents"]
@@ -33,11 +33,11 @@ fn events(s: &Scratch, stack: &str) -> Vec<Value> {
     list
 }
 
-type Ev = (String, String, String, String);
+pub(crate) type Ev = (String, String, String, String);
 
 /// (logical id, status, reason, physical id) of the events after the first
 /// `skip`, oldest first; the stack's own physical id is left out.
-fn sequence_after(s: &Scratch, stack: &str, skip: usize) -> Vec<Ev> {
+pub(crate) fn sequence_after(s: &Scratch, stack: &str, skip: usize) -> Vec<Ev> {
     events(s, stack)
         .iter()
         .skip(skip)
@@ -58,11 +58,11 @@ fn sequence_after(s: &Scratch, stack: &str, skip: usize) -> Vec<Ev> {
         .collect()
 }
 
-fn ev(l: &str, s: &str, r: &str, p: &str) -> Ev {
+pub(crate) fn ev(l: &str, s: &str, r: &str, p: &str) -> Ev {
     (l.into(), s.into(), r.into(), p.into())
 }
 
-fn deploy(s: &Scratch, stack: &str, body: &str, extra: &[&str]) -> crate::support::Run {
+pub(crate) fn deploy(s: &Scratch, stack: &str, body: &str, extra: &[&str]) -> crate::support::Run {
     let path = s.write(&format!("{stack}-{}.yaml", rand_name(body)), body);
     let mut args = vec!["deploy", stack, path.to_str().unwrap_or_default()];
     args.extend_from_slice(extra);
@@ -76,7 +76,7 @@ fn rand_name(body: &str) -> String {
     format!("{:x}", h.finish())
 }
 
-fn physical(s: &Scratch, stack: &str, logical: &str) -> String {
+pub(crate) fn physical(s: &Scratch, stack: &str, logical: &str) -> String {
     let run = cairn(s, &["resources", stack, "--output", "json"]);
     run.json()["StackResources"]
         .as_array()
@@ -86,7 +86,7 @@ fn physical(s: &Scratch, stack: &str, logical: &str) -> String {
         .to_string()
 }
 
-fn file(s: &Scratch, physical: &str) -> Value {
+pub(crate) fn file(s: &Scratch, physical: &str) -> Value {
     let p = s
         .dir
         .path()
@@ -95,11 +95,11 @@ fn file(s: &Scratch, physical: &str) -> Value {
     serde_json::from_str(&std::fs::read_to_string(&p).unwrap_or_default()).unwrap_or(Value::Null)
 }
 
-fn count(s: &Scratch, stack: &str) -> usize {
+pub(crate) fn count(s: &Scratch, stack: &str) -> usize {
     events(s, stack).len()
 }
 
-fn status(s: &Scratch, stack: &str) -> String {
+pub(crate) fn status(s: &Scratch, stack: &str) -> String {
     let run = cairn(s, &["describe", stack, "--output", "json"]);
     run.json()["Stacks"][0]["StackStatus"]
         .as_str()

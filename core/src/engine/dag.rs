@@ -24,17 +24,21 @@ pub enum Outcome {
 /// Runs `work` on every node in `todo` order-respecting `preds` (`preds[i]` must
 /// finish before `i`). Nodes already `Done` in `initial` are skipped. With
 /// `stop_on_failure`, no new node starts after the first failure and the nodes
-/// in flight are cancelled (their futures dropped). Returns each node's outcome.
-pub async fn run<F, Fut>(
+/// in flight are cancelled (their futures dropped). When `stop` completes (a
+/// user cancelled the operation), the same happens whatever `stop_on_failure`
+/// says. Returns each node's outcome.
+pub async fn run<F, Fut, S>(
     preds: &[Vec<usize>],
     initial: Vec<Outcome>,
     max_concurrency: usize,
     stop_on_failure: bool,
+    stop: S,
     work: F,
 ) -> Vec<Outcome>
 where
     F: Fn(usize) -> Fut,
     Fut: Future<Output = (usize, bool)>,
+    S: Future<Output = ()>,
 {
     let n = preds.len();
     let mut outcome = initial;
@@ -56,15 +60,18 @@ where
     let mut running = FuturesUnordered::new();
     let mut in_flight = vec![false; n];
     let mut failed = false;
+    let mut stopped = false;
+    tokio::pin!(stop);
     loop {
-        while running.len() < max_concurrency.max(1) && !(failed && stop_on_failure) {
+        let halt = stopped || (failed && stop_on_failure);
+        while running.len() < max_concurrency.max(1) && !halt {
             let Some((_, Reverse(i))) = ready.pop() else {
                 break;
             };
             in_flight[i] = true;
             running.push(work(i));
         }
-        if failed && stop_on_failure {
+        if halt {
             drop(running);
             for (i, running) in in_flight.iter().enumerate() {
                 if *running {
@@ -73,7 +80,15 @@ where
             }
             break;
         }
-        let Some((i, ok)) = running.next().await else {
+        let next = tokio::select! {
+            biased;
+            _ = &mut stop => {
+                stopped = true;
+                continue;
+            }
+            next = running.next() => next,
+        };
+        let Some((i, ok)) = next else {
             break;
         };
         in_flight[i] = false;
@@ -134,13 +149,20 @@ mod tests {
         );
         let log = Arc::new(Mutex::new(Vec::new()));
         let l = log.clone();
-        run(&preds, vec![Outcome::NotRun; 5], 1, true, move |i| {
-            let l = l.clone();
-            async move {
-                l.lock().unwrap().push(i);
-                (i, true)
-            }
-        })
+        run(
+            &preds,
+            vec![Outcome::NotRun; 5],
+            1,
+            true,
+            std::future::pending(),
+            move |i| {
+                let l = l.clone();
+                async move {
+                    l.lock().unwrap().push(i);
+                    (i, true)
+                }
+            },
+        )
         .await;
         assert_eq!(*log.lock().unwrap(), vec![0, 1, 2, 3, 4]);
     }
@@ -151,20 +173,32 @@ mod tests {
         let preds = vec![vec![], vec![], vec![0, 1], vec![2]];
         let log = Arc::new(Mutex::new(Vec::new()));
         let l = log.clone();
-        let out = run(&preds, vec![Outcome::NotRun; 4], 1, true, move |i| {
-            let l = l.clone();
-            async move {
-                l.lock().unwrap().push(i);
-                (i, true)
-            }
-        })
+        let out = run(
+            &preds,
+            vec![Outcome::NotRun; 4],
+            1,
+            true,
+            std::future::pending(),
+            move |i| {
+                let l = l.clone();
+                async move {
+                    l.lock().unwrap().push(i);
+                    (i, true)
+                }
+            },
+        )
         .await;
         assert_eq!(out, vec![Outcome::Done; 4]);
         assert_eq!(*log.lock().unwrap(), vec![0, 1, 2, 3]);
 
-        let out = run(&preds, vec![Outcome::NotRun; 4], 4, true, |i| async move {
-            (i, i != 1)
-        })
+        let out = run(
+            &preds,
+            vec![Outcome::NotRun; 4],
+            4,
+            true,
+            std::future::pending(),
+            |i| async move { (i, i != 1) },
+        )
         .await;
         assert_eq!(
             out,
@@ -184,6 +218,7 @@ mod tests {
             vec![Outcome::NotRun; 2],
             4,
             true,
+            std::future::pending(),
             move |i| {
                 let flag = flag.clone();
                 async move {
@@ -209,6 +244,7 @@ mod tests {
             ],
             4,
             true,
+            std::future::pending(),
             |i| async move {
                 assert!(i >= 2);
                 (i, true)
@@ -216,5 +252,37 @@ mod tests {
         )
         .await;
         assert_eq!(out, vec![Outcome::Done; 4]);
+    }
+
+    #[tokio::test]
+    async fn a_stop_cancels_work_in_flight_and_starts_nothing_more() {
+        // 0 runs long, 1 depends on it; the stop fires while 0 runs.
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let stop = async move {
+            let _ = rx.await;
+        };
+        let started = Arc::new(Mutex::new(Vec::new()));
+        let s = started.clone();
+        let sender = Mutex::new(Some(tx));
+        let out = run(
+            &[vec![], vec![0]],
+            vec![Outcome::NotRun; 2],
+            4,
+            false,
+            stop,
+            move |i| {
+                s.lock().unwrap().push(i);
+                if let Some(tx) = sender.lock().unwrap().take() {
+                    let _ = tx.send(());
+                }
+                async move {
+                    tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+                    (i, true)
+                }
+            },
+        )
+        .await;
+        assert_eq!(out, vec![Outcome::Cancelled, Outcome::NotRun]);
+        assert_eq!(*started.lock().unwrap(), vec![0]);
     }
 }

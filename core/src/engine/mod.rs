@@ -8,10 +8,13 @@
 //! drives the stack to a terminal status. `run` is also how a crashed operation
 //! is resumed: it reads where the stack is from the store.
 
+mod changeset;
 mod dag;
+mod parameter_values;
 mod resolve;
 mod update;
 
+pub use changeset::{changes_json, ChangeSetType, CreateChangeSetInput, NO_CHANGES};
 pub use update::{ParameterInput, UpdateStackInput};
 
 use std::collections::{BTreeMap, HashMap};
@@ -26,7 +29,7 @@ use crate::config::Config;
 use crate::graph::Graph;
 use crate::registry::Registry;
 use crate::stack::{
-    now, EventRecord, Journal, OnFailure, OutputRecord, PendingCall, ResourceRecord,
+    now, EventRecord, HistoryRecord, Journal, OnFailure, OutputRecord, PendingCall, ResourceRecord,
     ResourceStatus, StackRecord, StackStatus, STACK_TYPE,
 };
 use crate::store::{Lease, OperationRecord, Store, StoreError};
@@ -39,6 +42,8 @@ use dag::Outcome;
 use resolve::Results;
 
 const LEASE_TTL_MS: i64 = 15_000;
+/// How often a running update looks for a cancel request.
+const CANCEL_POLL: Duration = Duration::from_millis(200);
 
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
@@ -71,6 +76,8 @@ struct Op {
     lease: Lease,
     /// Set when the lease is lost: stop touching anything.
     aborted: AtomicBool,
+    /// Set when `cairn cancel-update` asked the running update to stop.
+    cancel: tokio::sync::watch::Sender<bool>,
     /// The stack fields this operation shows (for an update: the template it
     /// rolls forward to, or back to).
     state: update::StackState,
@@ -239,6 +246,16 @@ impl Engine {
         Ok((conditions, graph))
     }
 
+    fn new_stack_id(&self, stack_name: &str) -> String {
+        format!(
+            "arn:aws:cloudformation:{}:{}:stack/{}/{}",
+            self.config.identity.region,
+            self.config.identity.account_id,
+            stack_name,
+            uuid::Uuid::new_v4()
+        )
+    }
+
     /// The synchronous part of a create: validates everything, records the stack
     /// in CREATE_IN_PROGRESS and takes its lease. Returns the stack id; then call
     /// [`Engine::run`].
@@ -254,13 +271,7 @@ impl Engine {
         }
         let template = Template::parse(&input.template_body)?;
         let params = ParameterValues::resolve(&template.parameters, &input.parameters)?;
-        let stack_id = format!(
-            "arn:aws:cloudformation:{}:{}:stack/{}/{}",
-            self.config.identity.region,
-            self.config.identity.account_id,
-            input.stack_name,
-            uuid::Uuid::new_v4()
-        );
+        let stack_id = self.new_stack_id(&input.stack_name);
         let sctx = stack_context(&self.config, &input.stack_name, &stack_id);
         self.prepare(&template, &params, &sctx, self.exports_map().await?)?;
 
@@ -307,6 +318,7 @@ impl Engine {
                 },
             )
             .await?;
+        self.open_history(&lease, &stack, "CREATE", None).await?;
         Ok(stack_id)
     }
 
@@ -322,6 +334,10 @@ impl Engine {
         };
         if stack.status == StackStatus::DeleteComplete {
             return Ok(None);
+        }
+        if stack.status == StackStatus::ReviewInProgress {
+            self.delete_review_stack(&stack).await?;
+            return Ok(Some(stack.stack_id));
         }
         if !retain.is_empty() && stack.status != StackStatus::DeleteFailed {
             return Err(EngineError::Validation(format!(
@@ -366,6 +382,7 @@ impl Engine {
                 },
             )
             .await?;
+        self.open_history(&lease, &stack, "DELETE", None).await?;
         let op = self.load(&stack, lease).await?;
         self.set_status(&op, StackStatus::DeleteInProgress, Some("User Initiated"))
             .await?;
@@ -411,6 +428,7 @@ impl Engine {
             results,
             lease,
             aborted: AtomicBool::new(false),
+            cancel: tokio::sync::watch::Sender::new(false),
             state: this,
             other,
         })
@@ -465,8 +483,26 @@ impl Engine {
                 }
             })
         };
+        // A cancel is asked for by another process through the store: poll
+        // for it while the update rolls forward.
+        let cancel_watch = (stack.status == StackStatus::UpdateInProgress).then(|| {
+            let store = self.store.clone();
+            let op = op.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(CANCEL_POLL).await;
+                    if let Ok(true) = store.cancel_requested(&op.stack.stack_id).await {
+                        op.cancel.send_replace(true);
+                        return;
+                    }
+                }
+            })
+        });
         let result = self.drive(&op).await;
         heartbeat.abort();
+        if let Some(w) = cancel_watch {
+            w.abort();
+        }
         let status = result?;
         if !status.is_in_progress() {
             // A failed update rollback keeps its journal: continue-rollback
@@ -490,6 +526,12 @@ impl Engine {
         };
         match op.stack.status {
             StackStatus::CreateInProgress => {
+                let fresh = self.store.resources(&op.stack.stack_id).await?.is_empty();
+                if fresh {
+                    if let Err(reason) = self.check_parameter_values(op).await {
+                        return self.fail_create(op, &format!("{reason}. ")).await;
+                    }
+                }
                 let failed = self.create_all(op).await?;
                 if failed.is_empty() {
                     match self.finish_create(op).await {
@@ -529,6 +571,46 @@ impl Engine {
             .set_stack_status(&op.lease, status, reason, &event)
             .await?;
         Ok(status)
+    }
+
+    /// Starts the stack's history entry for an operation, with the template
+    /// and parameters it works towards (NoEcho values masked).
+    async fn open_history(
+        &self,
+        lease: &Lease,
+        stack: &StackRecord,
+        kind: &str,
+        change_set: Option<String>,
+    ) -> Result<(), EngineError> {
+        let parameters = stack
+            .parameters
+            .iter()
+            .map(|(k, v)| {
+                let shown = if stack.no_echo.contains(k) {
+                    MASK.to_string()
+                } else {
+                    v.clone()
+                };
+                (k.clone(), shown)
+            })
+            .collect();
+        self.store
+            .open_history(
+                lease,
+                &HistoryRecord {
+                    stack_id: stack.stack_id.clone(),
+                    kind: kind.into(),
+                    change_set,
+                    template_body: stack.template_body.clone(),
+                    parameters,
+                    started_at: now(),
+                    ended_at: None,
+                    status: None,
+                    status_reason: None,
+                },
+            )
+            .await?;
+        Ok(())
     }
 
     async fn fail_create(&self, op: &Op, reason: &str) -> Result<StackStatus, EngineError> {
@@ -617,7 +699,7 @@ impl Engine {
         }
         let stored = &stored;
         let outcomes = self
-            .schedule(op, &preds, initial, true, |i| async move {
+            .schedule(op, &preds, initial, true, false, |i| async move {
                 let name = op.graph.name(i);
                 let ok = self
                     .create_one(op, name, stored.get(name).cloned(), None)
@@ -727,6 +809,7 @@ impl Engine {
         preds: &[Vec<usize>],
         initial: Vec<Outcome>,
         stop_on_failure: bool,
+        cancellable: bool,
         work: F,
     ) -> Result<Vec<Outcome>, EngineError>
     where
@@ -738,6 +821,12 @@ impl Engine {
             initial,
             self.config.engine.max_concurrency,
             stop_on_failure,
+            async {
+                let mut cancel = op.cancel.subscribe();
+                if !cancellable || cancel.wait_for(|c| *c).await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            },
             work,
         )
         .await;
@@ -1053,7 +1142,7 @@ impl Engine {
             .collect();
         let stored_ref = &stored;
         let outcomes = self
-            .schedule(op, &preds, initial, false, |i| async move {
+            .schedule(op, &preds, initial, false, false, |i| async move {
                 let r = stored_ref[i].clone();
                 let keep = retain.contains(&r.logical_id);
                 (i, self.delete_one(op, r, keep).await)

@@ -17,8 +17,8 @@ use super::{stack_context, EngineError, Op, LEASE_TTL_MS};
 use crate::graph::Graph;
 use crate::plan::{self, Decision};
 use crate::stack::{
-    now, Journal, OutputRecord, PendingCall, ResourceRecord, ResourceStatus, Snapshot, StackRecord,
-    StackStatus,
+    now, ChangeSetRecord, Journal, OutputRecord, PendingCall, ResourceRecord, ResourceStatus,
+    Snapshot, StackRecord, StackStatus,
 };
 use crate::store::{OperationRecord, StoreError};
 use crate::template::eval::{Evaluated, Evaluator, StackContext};
@@ -165,6 +165,38 @@ enum VictimOf {
     Kept(Box<ResourceRecord>),
 }
 
+/// The stack's reason for a rollback that `cairn cancel-update` started.
+const CANCELLED: &str = "User Initiated";
+
+/// The values an operation's parameters take: given ones, and for
+/// `UsePreviousValue` the value in `previous` (the stack's current ones).
+pub(super) fn supplied_values(
+    inputs: &BTreeMap<String, ParameterInput>,
+    previous: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, String>, EngineError> {
+    let mut supplied = BTreeMap::new();
+    for (name, value) in inputs {
+        let v = match value {
+            ParameterInput::Value(v) => v,
+            ParameterInput::UsePreviousValue => previous.get(name).ok_or_else(|| {
+                EngineError::Validation(format!(
+                    "Invalid input for parameter key {name}. Cannot specify usePreviousValue as true for a parameter key not in the previous template"
+                ))
+            })?,
+        };
+        supplied.insert(name.clone(), v.clone());
+    }
+    Ok(supplied)
+}
+
+/// An update decided but not started: the stack as read, where it goes,
+/// and the plan.
+pub(super) struct PreparedUpdate {
+    pub stack: StackRecord,
+    pub target: StackState,
+    pub changes: Vec<plan::ResourceChange>,
+}
+
 const REPLACING: &str =
     "Requested update requires the creation of a new physical resource; hence creating one.";
 
@@ -191,6 +223,22 @@ impl Engine {
     /// least one resource changes), then UPDATE_IN_PROGRESS. Then call
     /// [`Engine::run`].
     pub async fn start_update(&self, input: &UpdateStackInput) -> Result<String, EngineError> {
+        let prepared = self.prepare_update(input).await?;
+        if prepared.changes.is_empty() {
+            return Err(EngineError::Validation(
+                "No updates are to be performed.".into(),
+            ));
+        }
+        self.begin_update(prepared, None).await
+    }
+
+    /// Everything an update decides before it changes anything: the
+    /// preconditions, the evaluated template and the plan. A change set is
+    /// this, stored; executing it runs [`Engine::begin_update`] on it.
+    pub(super) async fn prepare_update(
+        &self,
+        input: &UpdateStackInput,
+    ) -> Result<PreparedUpdate, EngineError> {
         let Some(stack) = self.store.find_stack(&input.stack_name).await? else {
             return Err(EngineError::Validation(format!(
                 "Stack with id {} does not exist",
@@ -213,28 +261,11 @@ impl Engine {
             .clone()
             .unwrap_or_else(|| stack.template_body.clone());
         let template = Template::parse(&body)?;
-        let mut supplied = BTreeMap::new();
-        for (name, value) in &input.parameters {
-            match value {
-                ParameterInput::Value(v) => {
-                    supplied.insert(name.clone(), v.clone());
-                }
-                ParameterInput::UsePreviousValue => match stack.parameters.get(name) {
-                    Some(v) => {
-                        supplied.insert(name.clone(), v.clone());
-                    }
-                    None => {
-                        return Err(EngineError::Validation(format!(
-                            "Invalid input for parameter key {name}. Cannot specify usePreviousValue as true for a parameter key not in the previous template"
-                        )))
-                    }
-                },
-            }
-        }
+        let supplied = supplied_values(&input.parameters, &stack.parameters)?;
         let params = ParameterValues::resolve(&template.parameters, &supplied)?;
         let sctx = stack_context(&self.config, &stack.stack_name, &stack.stack_id);
-        let (conditions, graph) =
-            self.prepare(&template, &params, &sctx, self.exports_map().await?)?;
+        let exports = self.exports_map().await?;
+        let (conditions, graph) = self.prepare(&template, &params, &sctx, exports.clone())?;
         let rows = self.store.resources(&stack.stack_id).await?;
         let changed_type: Vec<&str> = rows
             .iter()
@@ -262,7 +293,7 @@ impl Engine {
             &parsed_old
         };
         let old_params = ParameterValues::resolve(&old_template.parameters, &stack.parameters)?;
-        let results = Results::new(self.exports_map().await?);
+        let results = Results::new(exports);
         results.record_live(&rows);
         let ev = Evaluator::with_conditions(&template, &params, &sctx, &results, conditions);
         let changes = plan::plan(
@@ -277,18 +308,37 @@ impl Engine {
             },
             &params,
         )?;
-        if changes.is_empty() {
-            return Err(EngineError::Validation(
-                "No updates are to be performed.".into(),
-            ));
-        }
+        Ok(PreparedUpdate {
+            target: StackState {
+                template_body: body,
+                parameters: params.raw.clone(),
+                no_echo: params.no_echo.clone(),
+                description: template.description.clone(),
+                outputs: stack.outputs.clone(),
+            },
+            stack,
+            changes,
+        })
+    }
+
+    /// Takes the stack's lease and starts a prepared update (UPDATE_IN_PROGRESS).
+    /// `change_set`: the change set it executes, whose plan must still hold.
+    pub(super) async fn begin_update(
+        &self,
+        prepared: PreparedUpdate,
+        change_set: Option<&ChangeSetRecord>,
+    ) -> Result<String, EngineError> {
+        let PreparedUpdate { stack, target, .. } = prepared;
         let lease = self
             .store
             .acquire_lease(&stack.stack_id, &self.owner, LEASE_TTL_MS)
             .await?;
-        // Re-read under the lease: another process may have started meanwhile.
+        // Re-check under the lease: another process may have started meanwhile.
         let current = self.store.find_stack(&stack.stack_id).await?;
-        if current.as_ref().map(|s| s.status) != Some(stack.status) {
+        let version = self.store.event_count(&stack.stack_id).await?;
+        let moved = current.as_ref().map(|s| s.status) != Some(stack.status)
+            || change_set.is_some_and(|cs| cs.base_version != version as i64);
+        if moved {
             let _ = self.store.release_lease(&lease).await;
             return Err(EngineError::Validation(format!(
                 "Stack:{} changed while the update was being prepared; try again",
@@ -296,13 +346,6 @@ impl Engine {
             )));
         }
         let previous = StackState::of(&stack);
-        let target = StackState {
-            template_body: body,
-            parameters: params.raw.clone(),
-            no_echo: params.no_echo.clone(),
-            description: template.description.clone(),
-            outputs: stack.outputs.clone(),
-        };
         self.store
             .put_operation(
                 &lease,
@@ -314,14 +357,71 @@ impl Engine {
                 },
             )
             .await?;
+        if let Some(cs) = change_set {
+            self.store
+                .begin_change_set_execution(&lease, &cs.change_set_id)
+                .await?;
+        }
         let mut shown = stack.clone();
         target.apply(&mut shown);
         shown.updated_at = now();
         self.store.save_stack(&lease, &shown).await?;
+        self.open_history(
+            &lease,
+            &shown,
+            "UPDATE",
+            change_set.map(|c| c.change_set_name.clone()),
+        )
+        .await?;
         let op = self.load(&shown, lease).await?;
         self.set_status(&op, StackStatus::UpdateInProgress, Some("User Initiated"))
             .await?;
         Ok(stack.stack_id)
+    }
+
+    /// `cairn cancel-update`: asks the update in progress to stop and roll
+    /// back. The process running it notices within a poll interval, cancels
+    /// the resources in flight ("Resource update cancelled") and rolls back;
+    /// if that process is gone, whoever resumes the stack does. Then follow
+    /// the stack with [`Engine::run`].
+    pub async fn cancel_update(&self, stack_name: &str) -> Result<String, EngineError> {
+        let Some(stack) = self.store.find_stack(stack_name).await? else {
+            return Err(EngineError::Validation(format!(
+                "Stack with id {stack_name} does not exist"
+            )));
+        };
+        let refused = || {
+            EngineError::Validation(format!(
+                "CancelUpdateStack cannot be called from current stack status: stack {} is {}",
+                stack.stack_name, stack.status
+            ))
+        };
+        if stack.status != StackStatus::UpdateInProgress {
+            return Err(refused());
+        }
+        if !self.store.request_cancel(&stack.stack_id).await? {
+            return Err(refused());
+        }
+        Ok(stack.stack_id)
+    }
+
+    /// After a crash, the resources an update left in progress are marked
+    /// cancelled (their pending calls stay recorded for the rollback).
+    async fn mark_interrupted(&self, op: &Op) -> Result<(), EngineError> {
+        let rows = self.store.resources(&op.stack.stack_id).await?;
+        let names: Vec<&str> = rows
+            .iter()
+            .filter(|r| r.journal.is_some())
+            .filter(|r| {
+                matches!(
+                    r.status,
+                    ResourceStatus::CreateInProgress | ResourceStatus::UpdateInProgress
+                )
+            })
+            .map(|r| r.logical_id.as_str())
+            .collect();
+        self.mark_cancelled(op, &names).await?;
+        Ok(())
     }
 
     /// `cairn continue-rollback`: resumes an UPDATE_ROLLBACK_FAILED stack.
@@ -358,6 +458,8 @@ impl Engine {
             .store
             .acquire_lease(&stack.stack_id, &self.owner, LEASE_TTL_MS)
             .await?;
+        self.open_history(&lease, &stack, "CONTINUE_UPDATE_ROLLBACK", None)
+            .await?;
         let op = self.load(&stack, lease).await?;
         for mut r in rows.into_iter().filter(|r| skip.contains(&r.logical_id)) {
             let Some(Journal::Changed { before }) = r.journal.clone() else {
@@ -388,7 +490,22 @@ impl Engine {
     pub(super) async fn drive_update(&self, op: &Op) -> Result<StackStatus, EngineError> {
         match op.stack.status {
             StackStatus::UpdateInProgress => {
+                let id = &op.stack.stack_id;
+                if self.store.cancel_requested(id).await? {
+                    // Cancelled, then crashed before the rollback started.
+                    self.mark_interrupted(op).await?;
+                    return self.start_update_rollback(op, CANCELLED).await;
+                }
+                let rows = self.store.resources(id).await?;
+                if rows.iter().all(|r| r.journal.is_none()) {
+                    if let Err(reason) = self.check_parameter_values(op).await {
+                        return self.start_update_rollback(op, &reason).await;
+                    }
+                }
                 let (created, updated) = self.update_all(op).await?;
+                if *op.cancel.borrow() || self.store.cancel_requested(id).await? {
+                    return self.start_update_rollback(op, CANCELLED).await;
+                }
                 if created.is_empty() && updated.is_empty() {
                     match self.finish_update(op).await {
                         Ok(()) => {}
@@ -446,7 +563,7 @@ impl Engine {
         }
         let stored = &stored;
         let outcomes = self
-            .schedule(op, &preds, initial, true, |i| async move {
+            .schedule(op, &preds, initial, true, true, |i| async move {
                 let name = op.graph.name(i);
                 let ok = match stored.get(name).cloned() {
                     None => self.create_one(op, name, None, Some(Journal::Added)).await,
@@ -766,6 +883,7 @@ impl Engine {
                 &order,
                 vec![Outcome::NotRun; rows.len()],
                 false,
+                false,
                 |i| async move { (i, self.rollback_one(op, rows_ref[i].clone()).await) },
             )
             .await?;
@@ -1022,6 +1140,7 @@ impl Engine {
                 op,
                 &preds,
                 vec![Outcome::NotRun; victims.len()],
+                false,
                 false,
                 |i| async move { (i, self.delete_victim(op, victims_ref[i].clone()).await) },
             )

@@ -274,3 +274,49 @@ pub fn now() -> String {
     let ts = jiff::Timestamp::now();
     format!("{ts:.3}")
 }
+
+/// A change set (CloudFormation's preview of an update or create), as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChangeSetRecord {
+    pub change_set_id: String,
+    pub change_set_name: String,
+    pub stack_id: String,
+    pub stack_name: String,
+    /// `CREATE` (the stack is new, in REVIEW_IN_PROGRESS) or `UPDATE`.
+    pub change_set_type: String,
+    /// `CREATE_COMPLETE` or `FAILED`.
+    pub status: String,
+    /// `AVAILABLE`, `UNAVAILABLE`, `EXECUTE_IN_PROGRESS`, `EXECUTE_COMPLETE`,
+    /// `EXECUTE_FAILED` or `OBSOLETE`.
+    pub execution_status: String,
+    pub status_reason: Option<String>,
+    pub description: Option<String>,
+    pub template_body: String,
+    /// Parameter name → raw value (unmasked; masking happens on display).
+    pub parameters: BTreeMap<String, String>,
+    pub no_echo: Vec<String>,
+    /// The planner's `Changes`, as CloudFormation's `ResourceChange` objects.
+    pub changes: Value,
+    pub created_at: String,
+    /// How many events the stack had when the set was made: any later
+    /// operation adds events, which makes the set obsolete.
+    pub base_version: i64,
+}
+
+/// One operation on a stack, kept after it ends (`cairn history`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistoryRecord {
+    pub stack_id: String,
+    /// `CREATE`, `UPDATE`, `DELETE`, `CONTINUE_UPDATE_ROLLBACK`.
+    pub kind: String,
+    /// The change set this operation executed, if any.
+    pub change_set: Option<String>,
+    pub template_body: String,
+    /// Parameters as shown (NoEcho values masked).
+    pub parameters: BTreeMap<String, String>,
+    pub started_at: String,
+    /// Set with the terminal status that ends the operation.
+    pub ended_at: Option<String>,
+    pub status: Option<String>,
+    pub status_reason: Option<String>,
+}

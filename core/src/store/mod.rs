@@ -4,7 +4,9 @@
 
 pub mod sqlite;
 
-use crate::stack::{EventRecord, ResourceRecord, StackRecord, StackStatus};
+use crate::stack::{
+    ChangeSetRecord, EventRecord, HistoryRecord, ResourceRecord, StackRecord, StackStatus,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -18,6 +20,8 @@ pub enum StoreError {
     LeaseLost(String),
     #[error("Export with name {name} is already exported by stack {stack}")]
     ExportExists { name: String, stack: String },
+    #[error("ChangeSet [{0}] already exists")]
+    ChangeSetExists(String),
     #[error("state file error: {0}")]
     Backend(String),
 }
@@ -77,7 +81,9 @@ pub trait Store: Send + Sync {
     async fn break_lease(&self, stack_id: &str, owner: &str) -> Result<(), StoreError>;
     async fn release_lease(&self, lease: &Lease) -> Result<(), StoreError>;
 
-    /// Sets the stack's status and records the stack event, atomically.
+    /// Sets the stack's status and records the stack event, atomically. A
+    /// terminal status also ends the stack's open history entry and settles
+    /// the change set being executed (EXECUTE_COMPLETE or EXECUTE_FAILED).
     async fn set_stack_status(
         &self,
         lease: &Lease,
@@ -121,9 +127,47 @@ pub trait Store: Send + Sync {
         skip: usize,
     ) -> Result<Vec<EventRecord>, StoreError>;
 
+    /// How many events the stack has (a version: every operation adds some).
+    async fn event_count(&self, stack_id: &str) -> Result<usize, StoreError>;
+
     async fn put_operation(&self, lease: &Lease, op: &OperationRecord) -> Result<(), StoreError>;
     async fn operation(&self, stack_id: &str) -> Result<Option<OperationRecord>, StoreError>;
     async fn clear_operation(&self, lease: &Lease) -> Result<(), StoreError>;
+    /// Asks the process running the stack's update to cancel it (no lease:
+    /// the requester is not the owner). False when no update is recorded.
+    async fn request_cancel(&self, stack_id: &str) -> Result<bool, StoreError>;
+    /// Whether a cancel of the stack's running operation was requested.
+    async fn cancel_requested(&self, stack_id: &str) -> Result<bool, StoreError>;
+
+    /// Starts a history entry (ended by the operation's terminal status).
+    async fn open_history(&self, lease: &Lease, entry: &HistoryRecord) -> Result<(), StoreError>;
+    /// The stack's operations, oldest first.
+    async fn history(&self, stack_id: &str) -> Result<Vec<HistoryRecord>, StoreError>;
+
+    /// Records a new change set; a set of the same name on the stack is an error.
+    async fn put_change_set(&self, cs: &ChangeSetRecord) -> Result<(), StoreError>;
+    /// A change set by id, or by name within a stack.
+    async fn find_change_set(
+        &self,
+        stack_id: &str,
+        name_or_id: &str,
+    ) -> Result<Option<ChangeSetRecord>, StoreError>;
+    /// The stack's change sets, oldest first.
+    async fn change_sets(&self, stack_id: &str) -> Result<Vec<ChangeSetRecord>, StoreError>;
+    async fn delete_change_set(&self, change_set_id: &str) -> Result<(), StoreError>;
+    /// Marks the set EXECUTE_IN_PROGRESS and deletes the stack's other sets
+    /// (CloudFormation does the same when a set is executed).
+    async fn begin_change_set_execution(
+        &self,
+        lease: &Lease,
+        change_set_id: &str,
+    ) -> Result<(), StoreError>;
+    /// Marks an AVAILABLE set OBSOLETE, with a reason.
+    async fn obsolete_change_set(
+        &self,
+        change_set_id: &str,
+        reason: &str,
+    ) -> Result<(), StoreError>;
 
     /// Publishes the stack's exports (replacing its earlier ones). A name another
     /// stack exports is an error naming that stack.

@@ -15,7 +15,8 @@ use tokio::sync::oneshot;
 
 use super::{Lease, OperationRecord, Store, StoreError};
 use crate::stack::{
-    EventRecord, Journal, OnFailure, PendingCall, ResourceRecord, StackRecord, StackStatus,
+    ChangeSetRecord, EventRecord, HistoryRecord, Journal, OnFailure, PendingCall, ResourceRecord,
+    StackRecord, StackStatus,
 };
 
 type Reply = Box<dyn FnOnce(Option<String>) + Send>;
@@ -79,8 +80,41 @@ CREATE TABLE IF NOT EXISTS operations (
     stack_id TEXT PRIMARY KEY,
     kind TEXT NOT NULL,
     options TEXT NOT NULL,
-    started_at TEXT NOT NULL
+    started_at TEXT NOT NULL,
+    -- Set by `cairn cancel-update` from another process; polled by the owner.
+    cancel INTEGER NOT NULL DEFAULT 0
 );
+CREATE TABLE IF NOT EXISTS history (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    stack_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    change_set TEXT,
+    template_body TEXT NOT NULL,
+    parameters TEXT NOT NULL,
+    started_at TEXT NOT NULL,
+    ended_at TEXT,
+    status TEXT,
+    status_reason TEXT
+);
+CREATE INDEX IF NOT EXISTS history_by_stack ON history(stack_id, seq);
+CREATE TABLE IF NOT EXISTS change_sets (
+    change_set_id TEXT PRIMARY KEY,
+    change_set_name TEXT NOT NULL,
+    stack_id TEXT NOT NULL,
+    stack_name TEXT NOT NULL,
+    change_set_type TEXT NOT NULL,
+    status TEXT NOT NULL,
+    execution_status TEXT NOT NULL,
+    status_reason TEXT,
+    description TEXT,
+    template_body TEXT NOT NULL,
+    parameters TEXT NOT NULL,
+    no_echo TEXT NOT NULL,
+    changes TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    base_version INTEGER NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS change_sets_by_name ON change_sets(stack_id, change_set_name);
 CREATE TABLE IF NOT EXISTS exports (
     name TEXT PRIMARY KEY,
     stack_id TEXT NOT NULL,
@@ -95,7 +129,7 @@ CREATE TABLE IF NOT EXISTS imports (
 
 /// The layout version written into `PRAGMA user_version`; bump it with any
 /// change to `SCHEMA` that an older file would not have.
-const SCHEMA_VERSION: i64 = 3;
+const SCHEMA_VERSION: i64 = 4;
 
 /// A new file gets the current version; a file with another one is refused
 /// with a message instead of failing later on a missing column.
@@ -223,6 +257,69 @@ fn insert_event(c: &Connection, e: &EventRecord) -> Result<(), StoreError> {
     )
     .map_err(backend)?;
     Ok(())
+}
+
+/// A terminal status ends the stack's open history entry and settles the
+/// change set it executed (in the same transaction as the status).
+fn end_operation(
+    c: &Connection,
+    stack_id: &str,
+    status: StackStatus,
+    at: &str,
+) -> Result<(), StoreError> {
+    c.execute(
+        "UPDATE history SET ended_at = ?1, status = ?2 WHERE stack_id = ?3 AND ended_at IS NULL",
+        params![at, status.as_str(), stack_id],
+    )
+    .map_err(backend)?;
+    let outcome = match status {
+        StackStatus::CreateComplete | StackStatus::UpdateComplete => "EXECUTE_COMPLETE",
+        _ => "EXECUTE_FAILED",
+    };
+    c.execute(
+        "UPDATE change_sets SET execution_status = ?1 WHERE stack_id = ?2 AND execution_status = 'EXECUTE_IN_PROGRESS'",
+        params![outcome, stack_id],
+    )
+    .map_err(backend)?;
+    Ok(())
+}
+
+const HISTORY_COLUMNS: &str = "stack_id, kind, change_set, template_body, parameters, started_at, ended_at, status, status_reason";
+
+fn history_row(r: &Row<'_>) -> rusqlite::Result<HistoryRecord> {
+    Ok(HistoryRecord {
+        stack_id: r.get(0)?,
+        kind: r.get(1)?,
+        change_set: r.get(2)?,
+        template_body: r.get(3)?,
+        parameters: from_json(&r.get::<_, String>(4)?)?,
+        started_at: r.get(5)?,
+        ended_at: r.get(6)?,
+        status: r.get(7)?,
+        status_reason: r.get(8)?,
+    })
+}
+
+const CHANGE_SET_COLUMNS: &str = "change_set_id, change_set_name, stack_id, stack_name, change_set_type, status, execution_status, status_reason, description, template_body, parameters, no_echo, changes, created_at, base_version";
+
+fn change_set_row(r: &Row<'_>) -> rusqlite::Result<ChangeSetRecord> {
+    Ok(ChangeSetRecord {
+        change_set_id: r.get(0)?,
+        change_set_name: r.get(1)?,
+        stack_id: r.get(2)?,
+        stack_name: r.get(3)?,
+        change_set_type: r.get(4)?,
+        status: r.get(5)?,
+        execution_status: r.get(6)?,
+        status_reason: r.get(7)?,
+        description: r.get(8)?,
+        template_body: r.get(9)?,
+        parameters: from_json(&r.get::<_, String>(10)?)?,
+        no_echo: from_json(&r.get::<_, String>(11)?)?,
+        changes: from_json(&r.get::<_, String>(12)?)?,
+        created_at: r.get(13)?,
+        base_version: r.get(14)?,
+    })
 }
 
 /// Fails unless `lease` is still the stack's current lease.
@@ -555,6 +652,18 @@ impl Store for SqliteStore {
                 params![status.as_str(), reason, event.timestamp, deleted_at, lease.stack_id],
             )
             .map_err(backend)?;
+            if let Some(r) = reason.as_deref().filter(|r| *r != "User Initiated") {
+                // The operation's reason is the latest one it was given (why
+                // it rolled back), unless its terminal status has its own.
+                c.execute(
+                    "UPDATE history SET status_reason = ?1 WHERE stack_id = ?2 AND ended_at IS NULL",
+                    params![r, lease.stack_id],
+                )
+                .map_err(backend)?;
+            }
+            if !status.is_in_progress() && status != StackStatus::ReviewInProgress {
+                end_operation(c, &lease.stack_id, status, &event.timestamp)?;
+            }
             insert_event(c, &event)
         })
         .await
@@ -742,6 +851,210 @@ impl Store for SqliteStore {
     async fn clear_operation(&self, lease: &Lease) -> Result<(), StoreError> {
         self.fenced(lease, &["DELETE FROM operations WHERE stack_id = ?1"])
             .await
+    }
+
+    async fn event_count(&self, stack_id: &str) -> Result<usize, StoreError> {
+        let id = stack_id.to_string();
+        self.run(move |c| {
+            c.query_row(
+                "SELECT COUNT(*) FROM events WHERE stack_id = ?1",
+                params![id],
+                |r| r.get::<_, i64>(0),
+            )
+            .map(|n| n as usize)
+            .map_err(backend)
+        })
+        .await
+    }
+
+    async fn request_cancel(&self, stack_id: &str) -> Result<bool, StoreError> {
+        let id = stack_id.to_string();
+        self.run(move |c| {
+            c.execute(
+                "UPDATE operations SET cancel = 1 WHERE stack_id = ?1 AND kind = 'UPDATE'",
+                params![id],
+            )
+            .map(|n| n > 0)
+            .map_err(backend)
+        })
+        .await
+    }
+
+    async fn cancel_requested(&self, stack_id: &str) -> Result<bool, StoreError> {
+        let id = stack_id.to_string();
+        self.run(move |c| {
+            c.query_row(
+                "SELECT cancel FROM operations WHERE stack_id = ?1",
+                params![id],
+                |r| r.get::<_, i64>(0),
+            )
+            .optional()
+            .map(|v| v.unwrap_or(0) != 0)
+            .map_err(backend)
+        })
+        .await
+    }
+
+    async fn open_history(&self, lease: &Lease, h: &HistoryRecord) -> Result<(), StoreError> {
+        let (lease, h) = (lease.clone(), h.clone());
+        self.run(move |c| {
+            fence(c, &lease)?;
+            c.execute(
+                &format!("INSERT INTO history ({HISTORY_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"),
+                params![
+                    h.stack_id,
+                    h.kind,
+                    h.change_set,
+                    h.template_body,
+                    json_text(&h.parameters)?,
+                    h.started_at,
+                    h.ended_at,
+                    h.status,
+                    h.status_reason
+                ],
+            )
+            .map_err(backend)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn history(&self, stack_id: &str) -> Result<Vec<HistoryRecord>, StoreError> {
+        let id = stack_id.to_string();
+        self.run(move |c| {
+            let mut st = c
+                .prepare(&format!(
+                    "SELECT {HISTORY_COLUMNS} FROM history WHERE stack_id = ?1 ORDER BY seq"
+                ))
+                .map_err(backend)?;
+            let rows = st.query_map(params![id], history_row).map_err(backend)?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(backend)
+        })
+        .await
+    }
+
+    async fn put_change_set(&self, cs: &ChangeSetRecord) -> Result<(), StoreError> {
+        let cs = cs.clone();
+        self.run(move |c| {
+            let taken: i64 = c
+                .query_row(
+                    "SELECT COUNT(*) FROM change_sets WHERE stack_id = ?1 AND change_set_name = ?2",
+                    params![cs.stack_id, cs.change_set_name],
+                    |r| r.get(0),
+                )
+                .map_err(backend)?;
+            if taken > 0 {
+                return Err(StoreError::ChangeSetExists(cs.change_set_name.clone()));
+            }
+            c.execute(
+                &format!("INSERT INTO change_sets ({CHANGE_SET_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"),
+                params![
+                    cs.change_set_id,
+                    cs.change_set_name,
+                    cs.stack_id,
+                    cs.stack_name,
+                    cs.change_set_type,
+                    cs.status,
+                    cs.execution_status,
+                    cs.status_reason,
+                    cs.description,
+                    cs.template_body,
+                    json_text(&cs.parameters)?,
+                    json_text(&cs.no_echo)?,
+                    json_text(&cs.changes)?,
+                    cs.created_at,
+                    cs.base_version
+                ],
+            )
+            .map_err(backend)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn find_change_set(
+        &self,
+        stack_id: &str,
+        name_or_id: &str,
+    ) -> Result<Option<ChangeSetRecord>, StoreError> {
+        let (id, key) = (stack_id.to_string(), name_or_id.to_string());
+        self.run(move |c| {
+            c.query_row(
+                &format!("SELECT {CHANGE_SET_COLUMNS} FROM change_sets WHERE change_set_id = ?2 OR (stack_id = ?1 AND change_set_name = ?2)"),
+                params![id, key],
+                change_set_row,
+            )
+            .optional()
+            .map_err(backend)
+        })
+        .await
+    }
+
+    async fn change_sets(&self, stack_id: &str) -> Result<Vec<ChangeSetRecord>, StoreError> {
+        let id = stack_id.to_string();
+        self.run(move |c| {
+            let mut st = c
+                .prepare(&format!(
+                    "SELECT {CHANGE_SET_COLUMNS} FROM change_sets WHERE stack_id = ?1 ORDER BY created_at, rowid"
+                ))
+                .map_err(backend)?;
+            let rows = st.query_map(params![id], change_set_row).map_err(backend)?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(backend)
+        })
+        .await
+    }
+
+    async fn delete_change_set(&self, change_set_id: &str) -> Result<(), StoreError> {
+        let id = change_set_id.to_string();
+        self.run(move |c| {
+            c.execute(
+                "DELETE FROM change_sets WHERE change_set_id = ?1",
+                params![id],
+            )
+            .map_err(backend)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn begin_change_set_execution(
+        &self,
+        lease: &Lease,
+        change_set_id: &str,
+    ) -> Result<(), StoreError> {
+        let (lease, id) = (lease.clone(), change_set_id.to_string());
+        self.run(move |c| {
+            fence(c, &lease)?;
+            c.execute(
+                "DELETE FROM change_sets WHERE stack_id = ?1 AND change_set_id != ?2",
+                params![lease.stack_id, id],
+            )
+            .map_err(backend)?;
+            c.execute(
+                "UPDATE change_sets SET execution_status = 'EXECUTE_IN_PROGRESS' WHERE change_set_id = ?1",
+                params![id],
+            )
+            .map_err(backend)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn obsolete_change_set(
+        &self,
+        change_set_id: &str,
+        reason: &str,
+    ) -> Result<(), StoreError> {
+        let (id, reason) = (change_set_id.to_string(), reason.to_string());
+        self.run(move |c| {
+            c.execute(
+                "UPDATE change_sets SET execution_status = 'OBSOLETE', status_reason = ?2 WHERE change_set_id = ?1 AND execution_status = 'AVAILABLE'",
+                params![id, reason],
+            )
+            .map_err(backend)?;
+            Ok(())
+        })
+        .await
     }
 
     async fn put_exports(

@@ -10,6 +10,17 @@ use super::{format_error, TemplateError};
 /// What `NoEcho` parameters are shown as.
 pub const MASK: &str = "****";
 
+/// `A::B::C::Id` → `A::B::C` (three `::`-separated alphanumeric parts, then Id).
+fn resource_id_type(t: &str) -> Option<&str> {
+    let prefix = t.strip_suffix("::Id")?;
+    let parts: Vec<&str> = prefix.split("::").collect();
+    (parts.len() == 3
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric())))
+    .then_some(prefix)
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ParameterType {
     String,
@@ -17,9 +28,12 @@ pub enum ParameterType {
     ListNumber,
     CommaDelimitedList,
     /// An AWS-specific or SSM type (`AWS::EC2::KeyPair::KeyName`,
-    /// `AWS::SSM::Parameter::Value<String>`, …), accepted as a plain string.
+    /// `AWS::SSM::Parameter::Value<String>`, …), or a provider's resource-id
+    /// type (`Vendor::Service::Thing::Id`), accepted as a plain string. An
+    /// `…::Id` type whose resource type a provider serves is checked to name
+    /// an existing resource when the operation runs (seed 000 run 31).
     AwsString(String),
-    /// `List<AWS::…>`, accepted as a comma-delimited list.
+    /// `List<AWS::…>` or `List<…::Id>`, accepted as a comma-delimited list.
     AwsList(String),
 }
 
@@ -37,8 +51,30 @@ impl ParameterType {
                 ParameterType::AwsList(t.into())
             }
             t if t.starts_with("AWS::") => ParameterType::AwsString(t.into()),
+            t if resource_id_type(t).is_some() => ParameterType::AwsString(t.into()),
+            t if t
+                .strip_prefix("List<")
+                .and_then(|r| r.strip_suffix('>'))
+                .and_then(resource_id_type)
+                .is_some() =>
+            {
+                ParameterType::AwsList(t.into())
+            }
             _ => return None,
         })
+    }
+
+    /// For `T::Id` and `List<T::Id>`: the resource type `T` whose physical
+    /// ids the values must be.
+    pub fn resource_type(&self) -> Option<&str> {
+        match self {
+            ParameterType::AwsString(t) => resource_id_type(t),
+            ParameterType::AwsList(t) => t
+                .strip_prefix("List<")
+                .and_then(|r| r.strip_suffix('>'))
+                .and_then(resource_id_type),
+            _ => None,
+        }
     }
 
     pub fn name(&self) -> &str {
@@ -443,6 +479,20 @@ mod tests {
         assert_eq!(d.check("k").unwrap(), json!("k"));
         let d = decl(json!({"Type": "List<AWS::EC2::Subnet::Id>"}));
         assert_eq!(d.check("s1,s2").unwrap(), json!(["s1", "s2"]));
+        assert_eq!(d.ty.resource_type(), Some("AWS::EC2::Subnet"));
+        let d = decl(json!({"Type": "Cairn::Test::Resource::Id"}));
+        assert_eq!(d.check("r-1").unwrap(), json!("r-1"));
+        assert_eq!(d.ty.resource_type(), Some("Cairn::Test::Resource"));
+        let d = decl(json!({"Type": "List<Cairn::Test::Resource::Id>"}));
+        assert_eq!(d.check("a,b").unwrap(), json!(["a", "b"]));
+        assert_eq!(d.ty.resource_type(), Some("Cairn::Test::Resource"));
+        assert!(ParameterDecl::parse("P", &json!({"Type": "Cairn::Id"})).is_err());
+        assert_eq!(
+            decl(json!({"Type": "AWS::EC2::KeyPair::KeyName"}))
+                .ty
+                .resource_type(),
+            None
+        );
     }
 
     #[test]

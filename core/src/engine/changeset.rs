@@ -1,0 +1,522 @@
+//! Change sets: an update (or a create) planned and stored without touching
+//! any resource, executed later exactly as planned. The plan comes from the
+//! same [`Engine::prepare_update`] an update runs, and executing re-plans and
+//! refuses if the result differs, so a change set never disagrees with what
+//! its execution does.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Value};
+
+use super::{stack_context, valid_stack_name, Engine, EngineError, LEASE_TTL_MS};
+use crate::plan;
+use crate::stack::{
+    now, ChangeSetRecord, EventRecord, OnFailure, StackRecord, StackStatus, STACK_TYPE,
+};
+use crate::store::{OperationRecord, StoreError};
+use crate::template::eval::{Evaluator, StackContext};
+use crate::template::parameters::ParameterValues;
+use crate::template::Template;
+
+use super::update::supplied_values;
+use super::{ParameterInput, UpdateStackInput};
+
+/// CloudFormation's text for a change set that changes nothing.
+pub const NO_CHANGES: &str = "The submitted information didn't contain changes. Submit different information to create a change set.";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangeSetType {
+    Create,
+    Update,
+}
+
+impl ChangeSetType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeSetType::Create => "CREATE",
+            ChangeSetType::Update => "UPDATE",
+        }
+    }
+}
+
+/// What `cairn plan` (CreateChangeSet) asks for.
+#[derive(Debug, Clone)]
+pub struct CreateChangeSetInput {
+    pub stack_name: String,
+    pub change_set_name: String,
+    /// `None`: CREATE when the stack does not exist (or is only in review),
+    /// UPDATE otherwise.
+    pub change_set_type: Option<ChangeSetType>,
+    /// `None`: the stack's current template (UPDATE only).
+    pub template_body: Option<String>,
+    pub parameters: BTreeMap<String, ParameterInput>,
+    pub description: Option<String>,
+}
+
+impl Engine {
+    /// Plans an update (or a create) and stores it as a change set; nothing
+    /// else changes, except that a CREATE set makes the stack exist in
+    /// REVIEW_IN_PROGRESS. A set without changes is stored FAILED with
+    /// CloudFormation's reason.
+    pub async fn create_change_set(
+        &self,
+        input: &CreateChangeSetInput,
+    ) -> Result<ChangeSetRecord, EngineError> {
+        if !valid_stack_name(&input.change_set_name) {
+            return Err(EngineError::Validation(format!(
+                "1 validation error detected: Value '{}' at 'changeSetName' failed to satisfy constraint: Member must satisfy regular expression pattern: [a-zA-Z][-a-zA-Z0-9]* and have length less than or equal to 128",
+                input.change_set_name
+            )));
+        }
+        let existing = self.store.find_stack(&input.stack_name).await?;
+        let in_review = existing
+            .as_ref()
+            .is_some_and(|s| s.status == StackStatus::ReviewInProgress);
+        let kind = input.change_set_type.unwrap_or(match &existing {
+            Some(_) if !in_review => ChangeSetType::Update,
+            _ => ChangeSetType::Create,
+        });
+        match kind {
+            ChangeSetType::Create => self.create_set_for_new_stack(input, existing).await,
+            ChangeSetType::Update => self.create_set_for_update(input, in_review).await,
+        }
+    }
+
+    async fn create_set_for_update(
+        &self,
+        input: &CreateChangeSetInput,
+        in_review: bool,
+    ) -> Result<ChangeSetRecord, EngineError> {
+        if in_review || self.store.find_stack(&input.stack_name).await?.is_none() {
+            return Err(EngineError::Validation(format!(
+                "Stack [{}] does not exist",
+                input.stack_name
+            )));
+        }
+        let prepared = self
+            .prepare_update(&UpdateStackInput {
+                stack_name: input.stack_name.clone(),
+                template_body: input.template_body.clone(),
+                parameters: input.parameters.clone(),
+            })
+            .await?;
+        let base_version = self.store.event_count(&prepared.stack.stack_id).await? as i64;
+        let empty = prepared.changes.is_empty();
+        let record = self.change_set_record(
+            input,
+            ChangeSetType::Update,
+            &prepared.stack,
+            &prepared.target.template_body,
+            &prepared.target.parameters,
+            &prepared.target.no_echo,
+            &prepared.changes,
+            base_version,
+        );
+        let record = if empty {
+            ChangeSetRecord {
+                status: "FAILED".into(),
+                execution_status: "UNAVAILABLE".into(),
+                status_reason: Some(NO_CHANGES.into()),
+                ..record
+            }
+        } else {
+            record
+        };
+        self.store.put_change_set(&record).await?;
+        Ok(record)
+    }
+
+    async fn create_set_for_new_stack(
+        &self,
+        input: &CreateChangeSetInput,
+        existing: Option<StackRecord>,
+    ) -> Result<ChangeSetRecord, EngineError> {
+        if let Some(s) = existing
+            .as_ref()
+            .filter(|s| s.status != StackStatus::ReviewInProgress)
+        {
+            return Err(EngineError::Validation(format!(
+                "Stack [{}] already exists and cannot be created again with the changeSet [{}].",
+                s.stack_name, input.change_set_name
+            )));
+        }
+        if !valid_stack_name(&input.stack_name) {
+            return Err(EngineError::Validation(format!(
+                "1 validation error detected: Value '{}' at 'stackName' failed to satisfy constraint: Member must satisfy regular expression pattern: [a-zA-Z][-a-zA-Z0-9]* and have length less than or equal to 128",
+                input.stack_name
+            )));
+        }
+        let Some(body) = input.template_body.clone() else {
+            return Err(EngineError::Validation(
+                "A change set that creates a stack needs a template".into(),
+            ));
+        };
+        let supplied = supplied_values(&input.parameters, &BTreeMap::new())?;
+        let template = Template::parse(&body)?;
+        let params = ParameterValues::resolve(&template.parameters, &supplied)?;
+        let stack_id = match &existing {
+            Some(s) => s.stack_id.clone(),
+            None => self.new_stack_id(&input.stack_name),
+        };
+        let sctx = stack_context(&self.config, &input.stack_name, &stack_id);
+        let changes = self.plan_create(&template, &params, &sctx).await?;
+        let stack = match existing {
+            Some(s) => s,
+            None => {
+                self.insert_review_stack(&input.stack_name, &stack_id)
+                    .await?
+            }
+        };
+        let base_version = self.store.event_count(&stack.stack_id).await? as i64;
+        let record = self.change_set_record(
+            input,
+            ChangeSetType::Create,
+            &stack,
+            &body,
+            &params.raw,
+            &params.no_echo,
+            &changes,
+            base_version,
+        );
+        self.store.put_change_set(&record).await?;
+        Ok(record)
+    }
+
+    /// Validates a new stack's template as `start_create` does and plans it
+    /// (every resource an Add).
+    async fn plan_create(
+        &self,
+        template: &Template,
+        params: &ParameterValues,
+        sctx: &StackContext,
+    ) -> Result<Vec<plan::ResourceChange>, EngineError> {
+        let exports = self.exports_map().await?;
+        let (conditions, graph) = self.prepare(template, params, sctx, exports.clone())?;
+        let results = super::resolve::Results::new(exports);
+        let ev = Evaluator::with_conditions(template, params, sctx, &results, conditions);
+        Ok(plan::plan(
+            template,
+            &ev,
+            &graph,
+            &self.registry,
+            &[],
+            &plan::Previous { template, params },
+            params,
+        )?)
+    }
+
+    /// A stack that exists only to hold CREATE change sets (REVIEW_IN_PROGRESS:
+    /// no template, no resources, not updatable; deletable).
+    async fn insert_review_stack(
+        &self,
+        stack_name: &str,
+        stack_id: &str,
+    ) -> Result<StackRecord, EngineError> {
+        let ts = now();
+        let stack = StackRecord {
+            stack_id: stack_id.to_string(),
+            stack_name: stack_name.to_string(),
+            status: StackStatus::ReviewInProgress,
+            status_reason: Some("User Initiated".into()),
+            description: None,
+            template_body: String::new(),
+            parameters: BTreeMap::new(),
+            no_echo: Vec::new(),
+            outputs: Vec::new(),
+            on_failure: OnFailure::Rollback,
+            created_at: ts.clone(),
+            updated_at: ts.clone(),
+            deleted_at: None,
+        };
+        let first = stack_event(&stack, StackStatus::ReviewInProgress, &ts);
+        let lease = self
+            .store
+            .insert_stack(&stack, &first, &self.owner, LEASE_TTL_MS)
+            .await?;
+        self.store.release_lease(&lease).await?;
+        Ok(stack)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn change_set_record(
+        &self,
+        input: &CreateChangeSetInput,
+        kind: ChangeSetType,
+        stack: &StackRecord,
+        template_body: &str,
+        parameters: &BTreeMap<String, String>,
+        no_echo: &[String],
+        changes: &[plan::ResourceChange],
+        base_version: i64,
+    ) -> ChangeSetRecord {
+        let change_set_id = format!(
+            "arn:aws:cloudformation:{}:{}:changeSet/{}/{}",
+            self.config.identity.region,
+            self.config.identity.account_id,
+            input.change_set_name,
+            uuid::Uuid::new_v4()
+        );
+        ChangeSetRecord {
+            change_set_id,
+            change_set_name: input.change_set_name.clone(),
+            stack_id: stack.stack_id.clone(),
+            stack_name: stack.stack_name.clone(),
+            change_set_type: kind.as_str().into(),
+            status: "CREATE_COMPLETE".into(),
+            execution_status: "AVAILABLE".into(),
+            status_reason: None,
+            description: input.description.clone(),
+            template_body: template_body.to_string(),
+            parameters: parameters.clone(),
+            no_echo: no_echo.to_vec(),
+            changes: changes_json(changes),
+            created_at: now(),
+            base_version,
+        }
+    }
+
+    /// A change set of a stack, with its execution status brought up to date
+    /// (an AVAILABLE set of a stack that changed since is OBSOLETE).
+    pub async fn describe_change_set(
+        &self,
+        stack_name: &str,
+        change_set: &str,
+    ) -> Result<ChangeSetRecord, EngineError> {
+        let stack_id = match self.store.find_stack(stack_name).await? {
+            Some(s) => s.stack_id,
+            None => String::new(),
+        };
+        let Some(cs) = self.store.find_change_set(&stack_id, change_set).await? else {
+            return Err(EngineError::Validation(format!(
+                "ChangeSet [{change_set}] does not exist"
+            )));
+        };
+        self.refresh(cs).await
+    }
+
+    /// The stack's change sets, oldest first, statuses brought up to date.
+    pub async fn list_change_sets(
+        &self,
+        stack_name: &str,
+    ) -> Result<Vec<ChangeSetRecord>, EngineError> {
+        let Some(stack) = self.store.find_stack(stack_name).await? else {
+            return Err(EngineError::Validation(format!(
+                "Stack [{stack_name}] does not exist"
+            )));
+        };
+        let mut out = Vec::new();
+        for cs in self.store.change_sets(&stack.stack_id).await? {
+            out.push(self.refresh(cs).await?);
+        }
+        Ok(out)
+    }
+
+    pub async fn delete_change_set(
+        &self,
+        stack_name: &str,
+        change_set: &str,
+    ) -> Result<(), EngineError> {
+        let cs = self.describe_change_set(stack_name, change_set).await?;
+        if cs.execution_status == "EXECUTE_IN_PROGRESS" {
+            return Err(EngineError::Validation(format!(
+                "ChangeSet [{}] cannot be deleted while it is being executed",
+                cs.change_set_name
+            )));
+        }
+        self.store.delete_change_set(&cs.change_set_id).await?;
+        Ok(())
+    }
+
+    async fn refresh(&self, cs: ChangeSetRecord) -> Result<ChangeSetRecord, EngineError> {
+        if cs.execution_status != "AVAILABLE" {
+            return Ok(cs);
+        }
+        let version = self.store.event_count(&cs.stack_id).await? as i64;
+        if version == cs.base_version {
+            return Ok(cs);
+        }
+        let reason = "The stack changed after this change set was created";
+        self.store
+            .obsolete_change_set(&cs.change_set_id, reason)
+            .await?;
+        Ok(ChangeSetRecord {
+            execution_status: "OBSOLETE".into(),
+            status_reason: Some(reason.into()),
+            ..cs
+        })
+    }
+
+    /// Runs a change set: the update (or create) it planned, re-planned and
+    /// refused if the plan no longer holds. Returns the stack id; then call
+    /// [`Engine::run`]. `on_failure` applies to a CREATE set.
+    pub async fn execute_change_set(
+        &self,
+        stack_name: &str,
+        change_set: &str,
+        on_failure: OnFailure,
+    ) -> Result<String, EngineError> {
+        let cs = self.describe_change_set(stack_name, change_set).await?;
+        if cs.execution_status != "AVAILABLE" {
+            return Err(EngineError::Validation(format!(
+                "ChangeSet [{}] cannot be executed in its current execution status of [{}]",
+                cs.change_set_id, cs.execution_status
+            )));
+        }
+        let parameters = cs
+            .parameters
+            .iter()
+            .map(|(k, v)| (k.clone(), ParameterInput::Value(v.clone())))
+            .collect();
+        if cs.change_set_type == "CREATE" {
+            return self.execute_create(&cs, on_failure).await;
+        }
+        let prepared = self
+            .prepare_update(&UpdateStackInput {
+                stack_name: cs.stack_id.clone(),
+                template_body: Some(cs.template_body.clone()),
+                parameters,
+            })
+            .await?;
+        self.check_plan_holds(&cs, &prepared.changes).await?;
+        self.begin_update(prepared, Some(&cs)).await
+    }
+
+    /// The plan made now must be the one stored: what a provider's schema
+    /// says may have changed (a plugin upgraded) even when the stack did not.
+    async fn check_plan_holds(
+        &self,
+        cs: &ChangeSetRecord,
+        changes: &[plan::ResourceChange],
+    ) -> Result<(), EngineError> {
+        if changes_json(changes) == cs.changes {
+            return Ok(());
+        }
+        let reason =
+            "The plan no longer holds (a resource type's schema changed); create a new change set";
+        self.store
+            .obsolete_change_set(&cs.change_set_id, reason)
+            .await?;
+        Err(EngineError::Validation(format!(
+            "ChangeSet [{}] cannot be executed: {reason}",
+            cs.change_set_id
+        )))
+    }
+
+    /// Creates the stack a CREATE set planned: REVIEW_IN_PROGRESS →
+    /// CREATE_IN_PROGRESS, then [`Engine::run`] as for `start_create`.
+    async fn execute_create(
+        &self,
+        cs: &ChangeSetRecord,
+        on_failure: OnFailure,
+    ) -> Result<String, EngineError> {
+        let Some(stack) = self.store.find_stack(&cs.stack_id).await? else {
+            return Err(StoreError::NoSuchStack(cs.stack_id.clone()).into());
+        };
+        let template = Template::parse(&cs.template_body)?;
+        let params = ParameterValues::resolve(&template.parameters, &cs.parameters)?;
+        let sctx = stack_context(&self.config, &stack.stack_name, &stack.stack_id);
+        let changes = self.plan_create(&template, &params, &sctx).await?;
+        self.check_plan_holds(cs, &changes).await?;
+        let lease = self
+            .store
+            .acquire_lease(&stack.stack_id, &self.owner, LEASE_TTL_MS)
+            .await?;
+        let version = self.store.event_count(&stack.stack_id).await? as i64;
+        let current = self.store.find_stack(&stack.stack_id).await?;
+        if version != cs.base_version
+            || current.map(|s| s.status) != Some(StackStatus::ReviewInProgress)
+        {
+            let _ = self.store.release_lease(&lease).await;
+            return Err(EngineError::Validation(format!(
+                "Stack:{} changed while the change set was being executed; try again",
+                stack.stack_id
+            )));
+        }
+        let ts = now();
+        let created = StackRecord {
+            description: template.description.clone(),
+            template_body: cs.template_body.clone(),
+            parameters: params.raw.clone(),
+            no_echo: params.no_echo.clone(),
+            on_failure,
+            updated_at: ts.clone(),
+            ..stack
+        };
+        self.store
+            .put_operation(
+                &lease,
+                &OperationRecord {
+                    stack_id: created.stack_id.clone(),
+                    kind: "CREATE".into(),
+                    options: json!({}),
+                    started_at: ts.clone(),
+                },
+            )
+            .await?;
+        self.store
+            .begin_change_set_execution(&lease, &cs.change_set_id)
+            .await?;
+        self.store.save_stack(&lease, &created).await?;
+        self.open_history(&lease, &created, "CREATE", Some(cs.change_set_name.clone()))
+            .await?;
+        let event = stack_event(&created, StackStatus::CreateInProgress, &ts);
+        self.store
+            .set_stack_status(
+                &lease,
+                StackStatus::CreateInProgress,
+                Some("User Initiated"),
+                &event,
+            )
+            .await?;
+        Ok(created.stack_id)
+    }
+
+    /// Deletes a stack that only ever held change sets (REVIEW_IN_PROGRESS):
+    /// nothing to run, so both transitions are recorded here.
+    pub(super) async fn delete_review_stack(&self, stack: &StackRecord) -> Result<(), EngineError> {
+        let lease = self
+            .store
+            .acquire_lease(&stack.stack_id, &self.owner, LEASE_TTL_MS)
+            .await?;
+        for cs in self.store.change_sets(&stack.stack_id).await? {
+            self.store.delete_change_set(&cs.change_set_id).await?;
+        }
+        self.open_history(&lease, stack, "DELETE", None).await?;
+        for status in [StackStatus::DeleteInProgress, StackStatus::DeleteComplete] {
+            let reason = (status == StackStatus::DeleteInProgress).then_some("User Initiated");
+            let mut event = stack_event(stack, status, &now());
+            event.status_reason = reason.map(str::to_string);
+            self.store
+                .set_stack_status(&lease, status, reason, &event)
+                .await?;
+        }
+        self.store.release_lease(&lease).await?;
+        Ok(())
+    }
+}
+
+/// The stack's own event for `status` ("User Initiated").
+fn stack_event(stack: &StackRecord, status: StackStatus, at: &str) -> EventRecord {
+    EventRecord {
+        event_id: uuid::Uuid::new_v4().to_string(),
+        stack_id: stack.stack_id.clone(),
+        stack_name: stack.stack_name.clone(),
+        logical_id: stack.stack_name.clone(),
+        physical_id: stack.stack_id.clone(),
+        resource_type: STACK_TYPE.into(),
+        timestamp: at.to_string(),
+        status: status.as_str().into(),
+        status_reason: Some("User Initiated".into()),
+        properties: None,
+    }
+}
+
+/// `Changes` as CloudFormation lists them: `{Type: Resource, ResourceChange}`.
+pub fn changes_json(changes: &[plan::ResourceChange]) -> Value {
+    Value::Array(
+        changes
+            .iter()
+            .map(|c| json!({"Type": "Resource", "ResourceChange": c}))
+            .collect(),
+    )
+}

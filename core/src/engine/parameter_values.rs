@@ -1,0 +1,64 @@
+//! Parameter values that can only be checked against live resources: a
+//! parameter of type `T::Id` (or `List<T::Id>`) must name existing physical
+//! resources of type `T`. As in CloudFormation (seed 000 run 31), the check
+//! runs inside the workflow, after the stack went IN_PROGRESS and before any
+//! resource is touched, and its failure rolls the operation back.
+
+use cairn_sdk::{DriftRequest, DriftResult};
+use serde_json::Map;
+
+use super::{Engine, Op};
+
+impl Engine {
+    /// `Err(reason)` naming the first parameter whose value does not exist.
+    pub(super) async fn check_parameter_values(&self, op: &Op) -> Result<(), String> {
+        for decl in &op.template.parameters {
+            let Some(resource_type) = decl.ty.resource_type() else {
+                continue;
+            };
+            // A type no provider serves cannot be checked (e.g. AWS types
+            // without an AWS provider): accepted as the string it is.
+            let Ok(registered) = self.provider_for(resource_type) else {
+                continue;
+            };
+            let Some(raw) = op.params.raw.get(&decl.name) else {
+                continue;
+            };
+            let values: Vec<&str> = if decl.ty.is_list() {
+                raw.split(',').map(str::trim).collect()
+            } else {
+                vec![raw.as_str()]
+            };
+            for value in values.into_iter().filter(|v| !v.is_empty()) {
+                let request_id = uuid::Uuid::new_v4().to_string();
+                let req = DriftRequest {
+                    context: self.context(op, &decl.name, resource_type, &request_id),
+                    physical_resource_id: value.to_string(),
+                    properties: Map::new(),
+                };
+                let what = format!("parameter {} check", decl.name);
+                let exists = match self
+                    .timed(&what, registered.provider.check_drift(&req))
+                    .await
+                {
+                    Ok(DriftResult::Deleted) => false,
+                    Ok(_) => true,
+                    Err(e) if e.is_not_found() => false,
+                    Err(e) => {
+                        return Err(format!(
+                            "Parameter validation failed: cannot check parameter value for parameter name {}: {e}",
+                            decl.name
+                        ))
+                    }
+                };
+                if !exists {
+                    return Err(format!(
+                        "Parameter validation failed: parameter value for parameter name {} does not exist",
+                        decl.name
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}

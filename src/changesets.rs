@@ -1,0 +1,297 @@
+//! Change-set commands (plan, execute, change-sets, change-set,
+//! delete-change-set), cancel-update and history.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{anyhow, Context};
+use cairn_core::engine::{CreateChangeSetInput, Engine};
+use cairn_core::stack::{ChangeSetRecord, OnFailure, StackStatus};
+use cairn_core::template::parameters::MASK;
+use serde_json::{json, Value};
+
+use crate::stacks::{event_count, find, parameter_inputs, print_json, wait_for};
+use crate::OutputFormat;
+
+pub struct PlanArgs<'a> {
+    pub stack: &'a str,
+    pub template: Option<&'a Path>,
+    pub parameters: &'a [String],
+    pub use_previous: &'a [String],
+    pub name: Option<&'a str>,
+    pub description: Option<&'a str>,
+    pub output: OutputFormat,
+}
+
+/// `cairn plan`: creates a change set and prints what it would do.
+pub async fn plan(engine: &Arc<Engine>, args: PlanArgs<'_>) -> anyhow::Result<()> {
+    let template_body = match args.template {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read template {}", path.display()))?,
+        ),
+        None => None,
+    };
+    let name = match args.name {
+        Some(n) => n.to_string(),
+        None => format!("plan-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]),
+    };
+    let input = CreateChangeSetInput {
+        stack_name: args.stack.to_string(),
+        change_set_name: name,
+        change_set_type: None,
+        template_body,
+        parameters: parameter_inputs(args.parameters, args.use_previous)?,
+        description: args.description.map(str::to_string),
+    };
+    let cs = engine
+        .create_change_set(&input)
+        .await
+        .map_err(|e| match args.template {
+            Some(path) => anyhow!("{}: {e}", path.display()),
+            None => anyhow!("{e}"),
+        })?;
+    print_change_set(&cs, args.output)?;
+    if cs.execution_status == "AVAILABLE" && args.output == OutputFormat::Text {
+        println!(
+            "execute it with: cairn execute {} {}",
+            cs.stack_name, cs.change_set_name
+        );
+    }
+    Ok(())
+}
+
+fn parameters_json(cs: &ChangeSetRecord) -> Vec<Value> {
+    cs.parameters
+        .iter()
+        .map(|(k, v)| {
+            let shown = if cs.no_echo.contains(k) { MASK } else { v };
+            json!({"ParameterKey": k, "ParameterValue": shown})
+        })
+        .collect()
+}
+
+/// DescribeChangeSet's shape.
+fn change_set_json(cs: &ChangeSetRecord) -> Value {
+    let mut v = json!({
+        "ChangeSetName": cs.change_set_name,
+        "ChangeSetId": cs.change_set_id,
+        "StackId": cs.stack_id,
+        "StackName": cs.stack_name,
+        "ChangeSetType": cs.change_set_type,
+        "Parameters": parameters_json(cs),
+        "CreationTime": cs.created_at,
+        "ExecutionStatus": cs.execution_status,
+        "Status": cs.status,
+        "Changes": cs.changes,
+    });
+    if let Some(r) = &cs.status_reason {
+        v["StatusReason"] = json!(r);
+    }
+    if let Some(d) = &cs.description {
+        v["Description"] = json!(d);
+    }
+    v
+}
+
+fn print_change_set(cs: &ChangeSetRecord, output: OutputFormat) -> anyhow::Result<()> {
+    if output == OutputFormat::Json {
+        return print_json(&change_set_json(cs));
+    }
+    println!(
+        "change set {} ({}) of stack {}: {}, {}",
+        cs.change_set_name, cs.change_set_type, cs.stack_name, cs.status, cs.execution_status
+    );
+    if let Some(r) = &cs.status_reason {
+        println!("  {r}");
+    }
+    for change in cs.changes.as_array().into_iter().flatten() {
+        let rc = &change["ResourceChange"];
+        let s = |k: &str| rc[k].as_str().unwrap_or_default().to_string();
+        let replacement = match rc["Replacement"].as_str() {
+            Some(r) => format!("  Replacement: {r}"),
+            None => String::new(),
+        };
+        println!(
+            "  {:<7} {:<30} {}{replacement}",
+            s("Action"),
+            s("LogicalResourceId"),
+            s("ResourceType")
+        );
+        for d in rc["Details"].as_array().into_iter().flatten() {
+            let t = &d["Target"];
+            let what = match t["Name"].as_str() {
+                Some(n) => format!("{}.{n}", t["Attribute"].as_str().unwrap_or_default()),
+                None => t["Attribute"].as_str().unwrap_or_default().to_string(),
+            };
+            let cause = d["CausingEntity"]
+                .as_str()
+                .map(|c| format!(" ({c})"))
+                .unwrap_or_default();
+            println!(
+                "      {what:<30} RequiresRecreation: {:<13} {:<7} {}{cause}",
+                t["RequiresRecreation"].as_str().unwrap_or_default(),
+                d["Evaluation"].as_str().unwrap_or_default(),
+                d["ChangeSource"].as_str().unwrap_or_default(),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `cairn execute`: runs a change set and follows it like `deploy`.
+pub async fn execute(
+    engine: &Arc<Engine>,
+    stack: &str,
+    change_set: &str,
+    disable_rollback: bool,
+) -> anyhow::Result<()> {
+    let cs = engine.describe_change_set(stack, change_set).await?;
+    let on_failure = if disable_rollback {
+        if cs.change_set_type != "CREATE" {
+            return Err(anyhow!(
+                "--disable-rollback applies to a change set that creates a stack; {} updates stack {stack} (an update that fails rolls back)",
+                cs.change_set_name
+            ));
+        }
+        OnFailure::DoNothing
+    } else {
+        OnFailure::Rollback
+    };
+    let before = event_count(engine, stack).await?;
+    let stack_id = engine
+        .execute_change_set(stack, change_set, on_failure)
+        .await?;
+    let success = if cs.change_set_type == "CREATE" {
+        StackStatus::CreateComplete
+    } else {
+        StackStatus::UpdateComplete
+    };
+    wait_for(engine, stack, &stack_id, before, success).await
+}
+
+pub async fn list(engine: &Arc<Engine>, stack: &str, output: OutputFormat) -> anyhow::Result<()> {
+    let sets = engine.list_change_sets(stack).await?;
+    match output {
+        OutputFormat::Json => {
+            let summaries: Vec<Value> = sets
+                .iter()
+                .map(|cs| {
+                    let mut v = json!({
+                        "StackId": cs.stack_id, "StackName": cs.stack_name,
+                        "ChangeSetId": cs.change_set_id, "ChangeSetName": cs.change_set_name,
+                        "ExecutionStatus": cs.execution_status, "Status": cs.status,
+                        "CreationTime": cs.created_at,
+                    });
+                    if let Some(r) = &cs.status_reason {
+                        v["StatusReason"] = json!(r);
+                    }
+                    if let Some(d) = &cs.description {
+                        v["Description"] = json!(d);
+                    }
+                    v
+                })
+                .collect();
+            print_json(&json!({"Summaries": summaries}))
+        }
+        OutputFormat::Text => {
+            for cs in &sets {
+                println!(
+                    "{:<30} {:<16} {:<20} {}",
+                    cs.change_set_name, cs.status, cs.execution_status, cs.created_at
+                );
+            }
+            Ok(())
+        }
+    }
+}
+
+pub async fn describe(
+    engine: &Arc<Engine>,
+    stack: &str,
+    change_set: &str,
+    output: OutputFormat,
+) -> anyhow::Result<()> {
+    let cs = engine.describe_change_set(stack, change_set).await?;
+    print_change_set(&cs, output)
+}
+
+pub async fn delete(engine: &Arc<Engine>, stack: &str, change_set: &str) -> anyhow::Result<()> {
+    engine.delete_change_set(stack, change_set).await?;
+    println!("change set {change_set} of stack {stack} deleted");
+    Ok(())
+}
+
+/// `cairn cancel-update`: asks the update to stop and roll back, then
+/// follows the rollback to its end (running it here when no process is).
+pub async fn cancel_update(engine: &Arc<Engine>, stack: &str) -> anyhow::Result<()> {
+    let before = event_count(engine, stack).await?;
+    let stack_id = engine.cancel_update(stack).await?;
+    wait_for(
+        engine,
+        stack,
+        &stack_id,
+        before,
+        StackStatus::UpdateRollbackComplete,
+    )
+    .await
+}
+
+/// `cairn history`: the stack's operations, oldest first.
+pub async fn history(
+    engine: &Arc<Engine>,
+    stack: &str,
+    output: OutputFormat,
+) -> anyhow::Result<()> {
+    let s = find(engine, stack).await?;
+    let entries = engine.store().history(&s.stack_id).await?;
+    match output {
+        OutputFormat::Json => {
+            let list: Vec<Value> = entries
+                .iter()
+                .map(|h| {
+                    json!({
+                        "Operation": h.kind,
+                        "ChangeSetName": h.change_set,
+                        "StartTime": h.started_at,
+                        "EndTime": h.ended_at,
+                        "Status": h.status,
+                        "StatusReason": h.status_reason,
+                        "Parameters": h.parameters.iter().map(|(k, v)| json!({"ParameterKey": k, "ParameterValue": v})).collect::<Vec<_>>(),
+                        "TemplateBody": h.template_body,
+                    })
+                })
+                .collect();
+            print_json(&json!({"StackId": s.stack_id, "Operations": list}))
+        }
+        OutputFormat::Text => {
+            for (i, h) in entries.iter().enumerate() {
+                let params: Vec<String> = h
+                    .parameters
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                let change_set = h
+                    .change_set
+                    .as_deref()
+                    .map(|c| format!(" (change set {c})"))
+                    .unwrap_or_default();
+                println!(
+                    "{:>3}  {:<24} {}  →  {}  {}{change_set}",
+                    i + 1,
+                    h.kind,
+                    h.started_at,
+                    h.ended_at.as_deref().unwrap_or("(running)"),
+                    h.status.as_deref().unwrap_or("IN_PROGRESS"),
+                );
+                if let Some(r) = &h.status_reason {
+                    println!("       reason: {r}");
+                }
+                if !params.is_empty() {
+                    println!("       parameters: {}", params.join(" "));
+                }
+            }
+            Ok(())
+        }
+    }
+}
