@@ -18,6 +18,10 @@ use cairn_core::stack::{OnFailure, StackStatus};
 use cairn_core::store::sqlite::SqliteStore;
 use cairn_core::store::Store;
 
+/// The same allocator as the `cairn` binary.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// A small deterministic generator (the bench must not need a rand crate).
 struct Lcg(u64);
 

@@ -786,7 +786,7 @@ impl Store for SqliteStore {
         let id = stack_id.to_string();
         self.run(move |c| {
             let mut st = c
-                .prepare(&format!(
+                .prepare_cached(&format!(
                     "SELECT {RESOURCE_COLUMNS} FROM resources WHERE stack_id = ?1 ORDER BY rowid"
                 ))
                 .map_err(backend)?;

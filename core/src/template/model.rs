@@ -70,8 +70,6 @@ pub struct Template {
     pub conditions: Map<String, Value>,
     pub resources: Vec<Resource>,
     pub outputs: Vec<Output>,
-    /// The whole template in JSON long form (what `cairn template` shows).
-    pub body: Value,
     /// Logical id → position in `resources` (lookups are on every hot path).
     resource_index: std::collections::HashMap<String, usize>,
     pub source_map: SourceMap,
@@ -110,9 +108,8 @@ impl Template {
 
     /// Builds a template from its JSON long form.
     pub fn from_value(body: Value, source_map: SourceMap) -> Result<Template, TemplateError> {
-        match Self::build(&body) {
+        match Self::build(body) {
             Ok(mut t) => {
-                t.body = body;
                 t.source_map = source_map;
                 Ok(t)
             }
@@ -120,8 +117,10 @@ impl Template {
         }
     }
 
-    fn build(body: &Value) -> Result<Template, TemplateError> {
-        let Value::Object(top) = body else {
+    /// Takes the sections out of `body` (a 10,000-resource template must not
+    /// be deep-copied on the way).
+    fn build(body: Value) -> Result<Template, TemplateError> {
+        let Value::Object(mut top) = body else {
             return Err(format_error("a template must be a JSON or YAML object"));
         };
         let invalid: Vec<&str> = top
@@ -161,10 +160,10 @@ impl Template {
             Some(Value::String(s)) => Some(s.clone()),
             Some(_) => return Err(format_error("Description must be a string").at("/Description")),
         };
-        let section = |name: &str| -> Result<Map<String, Value>, TemplateError> {
-            match top.get(name) {
+        let mut section = |name: &str| -> Result<Map<String, Value>, TemplateError> {
+            match top.remove(name) {
                 None | Some(Value::Null) => Ok(Map::new()),
-                Some(Value::Object(m)) => Ok(m.clone()),
+                Some(Value::Object(m)) => Ok(m),
                 Some(_) => {
                     Err(format_error(format!("{name} must be an object")).at(&format!("/{name}")))
                 }
@@ -209,9 +208,9 @@ impl Template {
             );
         }
         let mut resources = Vec::with_capacity(resources_map.len());
-        for (id, decl) in &resources_map {
-            let path = child("/Resources", id);
-            resources.push(Self::parse_resource(id, decl, &path)?);
+        for (id, decl) in resources_map {
+            let path = child("/Resources", &id);
+            resources.push(Self::parse_resource(&id, decl, &path)?);
         }
 
         let mut outputs = Vec::new();
@@ -270,24 +269,23 @@ impl Template {
             resource_index,
             format_version,
             description,
-            metadata: top.get("Metadata").cloned(),
+            metadata: top.remove("Metadata"),
             parameters,
             mappings,
             conditions,
             resources,
             outputs,
-            body: Value::Null,
             source_map: SourceMap::default(),
         };
         t.check_condition_names()?;
         Ok(t)
     }
 
-    fn parse_resource(id: &str, decl: &Value, path: &str) -> Result<Resource, TemplateError> {
+    fn parse_resource(id: &str, decl: Value, path: &str) -> Result<Resource, TemplateError> {
         if !is_alphanumeric_id(id) {
             return Err(format_error(format!("Resource name {id} is non alphanumeric.")).at(path));
         }
-        let Value::Object(r) = decl else {
+        let Value::Object(mut r) = decl else {
             return Err(
                 format_error("Every Resources object must contain a Type member.").at(path),
             );
@@ -314,9 +312,9 @@ impl Template {
                 )
             }
         };
-        let properties = match r.get("Properties") {
+        let properties = match r.remove("Properties") {
             None | Some(Value::Null) => Map::new(),
-            Some(Value::Object(p)) => p.clone(),
+            Some(Value::Object(p)) => p,
             Some(_) => {
                 return Err(
                     format_error(format!("Properties of resource {id} must be an object"))
@@ -378,11 +376,11 @@ impl Template {
             properties,
             depends_on,
             condition,
-            metadata: r.get("Metadata").cloned(),
-            deletion_policy: r.get("DeletionPolicy").cloned(),
-            update_replace_policy: r.get("UpdateReplacePolicy").cloned(),
-            creation_policy: r.get("CreationPolicy").cloned(),
-            update_policy: r.get("UpdatePolicy").cloned(),
+            metadata: r.remove("Metadata"),
+            deletion_policy: r.remove("DeletionPolicy"),
+            update_replace_policy: r.remove("UpdateReplacePolicy"),
+            creation_policy: r.remove("CreationPolicy"),
+            update_policy: r.remove("UpdatePolicy"),
         })
     }
 

@@ -1,6 +1,5 @@
 //! Where in the template text a node came from.
 
-use std::collections::HashMap;
 use std::fmt;
 
 /// A 1-based line and column in the template source.
@@ -23,22 +22,25 @@ impl fmt::Display for Location {
 }
 
 /// JSON pointer → source location, filled for YAML templates. JSON templates carry
-/// the pointer alone.
+/// the pointer alone. Kept as a list in document order: it is written for
+/// every node of every template but read only when an error is reported, so
+/// recording must be cheap and a lookup may scan.
 #[derive(Debug, Clone, Default)]
 pub struct SourceMap {
-    locations: HashMap<String, Location>,
+    locations: Vec<(String, Location)>,
 }
 
 impl SourceMap {
     pub fn insert(&mut self, pointer: String, location: Location) {
-        self.locations.entry(pointer).or_insert(location);
+        self.locations.push((pointer, location));
     }
 
-    /// The location of `pointer`, or of its nearest recorded ancestor.
+    /// The location of `pointer` (its first record), or of its nearest
+    /// recorded ancestor.
     pub fn get(&self, pointer: &str) -> Option<Location> {
         let mut p = pointer;
         loop {
-            if let Some(l) = self.locations.get(p) {
+            if let Some((_, l)) = self.locations.iter().find(|(k, _)| k == p) {
                 return Some(*l);
             }
             match p.rfind('/') {
