@@ -593,6 +593,27 @@ fn a_failing_rollback_update_leaves_update_rollback_failed() {
 }
 
 #[test]
+fn deleting_a_stack_in_update_rollback_failed_deletes_every_physical_resource() {
+    // A is replaced (a2 made) and restored by the rollback, which abandons a2;
+    // C's update back fails, so the stack stops in UPDATE_ROLLBACK_FAILED
+    // with a2 known only to A's journal. Deleting the stack must delete a2.
+    let s = scratch();
+    let v1 = "Resources:\n  A: {Type: Cairn::Test::Resource, Properties: {Name: a1}}\n  C: {Type: Cairn::Test::Resource, Properties: {Name: c, Value: micro, Fail: update}}\n";
+    let v2 = "Resources:\n  A: {Type: Cairn::Test::Resource, Properties: {Name: a2}}\n  C: {Type: Cairn::Test::Resource, Properties: {Name: c, Value: small}}\n  B: {Type: Cairn::Test::Resource, DependsOn: [A, C], Properties: {Name: b, Fail: create}}\n";
+    assert_eq!(deploy(&s, "lf", v1, &[]).code(), 0);
+    assert_eq!(deploy(&s, "lf", v2, &[]).code(), 1);
+    assert_eq!(status(&s, "lf"), "UPDATE_ROLLBACK_FAILED");
+    assert_eq!(s.resource_files(), vec!["a1.json", "a2.json", "c.json"]);
+    let run = cairn(&s, &["delete", "lf"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(
+        s.resource_files(),
+        Vec::<String>::new(),
+        "a physical resource leaked"
+    );
+}
+
+#[test]
 fn cleanup_failures_are_retried_then_disassociated() {
     // Run 37: SG1 cannot be deleted; three attempts, then the update still
     // succeeds and SG1 leaves the stack.

@@ -1168,6 +1168,44 @@ impl Engine {
         matches!(op.evaluator().eval(&policy, &path), Ok(Evaluated::Value(Value::String(p))) if p == "Retain" || p == "RetainExceptOnCreate" && op.stack.status != StackStatus::RollbackInProgress)
     }
 
+    /// A stack deleted in UPDATE_ROLLBACK_FAILED still has resources whose
+    /// update journal names a second physical resource (the original of a
+    /// replacement not rolled back, or the replacement a rollback abandoned):
+    /// it is deleted with the row, so nothing the update made is leaked.
+    async fn delete_journaled_leftover(
+        &self,
+        op: &Op,
+        rec: &ResourceRecord,
+    ) -> Result<(), ProviderError> {
+        let other = match &rec.journal {
+            Some(Journal::Changed { before }) => Some(before),
+            Some(Journal::Restored {
+                discard: Some(discard),
+            }) => Some(discard),
+            _ => None,
+        };
+        let Some(snapshot) = other.filter(|o| o.physical_id != rec.physical_id) else {
+            return Ok(());
+        };
+        let Some(physical) = snapshot.physical_id.clone() else {
+            return Ok(());
+        };
+        let mut leftover = rec.clone();
+        leftover.restore(snapshot);
+        let request_id = uuid::Uuid::new_v4().to_string();
+        self.call_delete(op, &leftover, &physical, &request_id)
+            .await
+            .map_err(|e| {
+                ProviderError::new(
+                    e.kind,
+                    format!(
+                        "the update's other physical resource {physical}: {}",
+                        e.message
+                    ),
+                )
+            })
+    }
+
     async fn delete_one(&self, op: &Op, mut rec: ResourceRecord, retain: bool) -> bool {
         if op.aborted.load(Ordering::SeqCst) {
             return false;
@@ -1204,15 +1242,19 @@ impl Engine {
         if !self.record(op, &rec, Vec::new()).await {
             return false;
         }
-        let result = match rec.physical_id.clone() {
+        let mut result = match rec.physical_id.clone() {
             None => Ok(()),
             Some(physical) => self.call_delete(op, &rec, &physical, &request_id).await,
         };
+        if result.is_ok() {
+            result = self.delete_journaled_leftover(op, &rec).await;
+        }
         rec.pending = None;
         rec.updated_at = now();
         match result {
             Ok(()) => {
                 rec.status = ResourceStatus::DeleteComplete;
+                rec.journal = None;
                 op.results.forget(&rec.logical_id);
                 self.record(op, &rec, Vec::new()).await
             }
