@@ -353,7 +353,7 @@ fn parameter_driven_no_change_and_obsolete_change_sets() {
     assert_eq!(run.code(), 1);
     assert!(
         run.stderr()
-            .contains("A change set that creates a stack needs a template"),
+            .contains("Stack [missing] does not exist; a change set that creates it needs a template (cairn plan missing TEMPLATE)"),
         "{}",
         run.stderr()
     );

@@ -8,11 +8,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use super::{stack_context, valid_stack_name, Engine, EngineError, LEASE_TTL_MS};
+use super::{stack_context, stack_event, valid_stack_name, Engine, EngineError, LEASE_TTL_MS};
 use crate::plan;
-use crate::stack::{
-    now, ChangeSetRecord, EventRecord, OnFailure, StackRecord, StackStatus, STACK_TYPE,
-};
+use crate::stack::{now, ChangeSetRecord, OnFailure, StackRecord, StackStatus};
 use crate::store::{OperationRecord, StoreError};
 use crate::template::eval::{Evaluator, StackContext};
 use crate::template::parameters::ParameterValues;
@@ -147,9 +145,10 @@ impl Engine {
             )));
         }
         let Some(body) = input.template_body.clone() else {
-            return Err(EngineError::Validation(
-                "A change set that creates a stack needs a template".into(),
-            ));
+            return Err(EngineError::Validation(format!(
+                "Stack [{}] does not exist; a change set that creates it needs a template (cairn plan {} TEMPLATE)",
+                input.stack_name, input.stack_name
+            )));
         };
         let supplied = supplied_values(&input.parameters, &BTreeMap::new())?;
         let template = Template::parse(&body)?;
@@ -228,7 +227,12 @@ impl Engine {
             updated_at: ts.clone(),
             deleted_at: None,
         };
-        let first = stack_event(&stack, StackStatus::ReviewInProgress, &ts);
+        let first = stack_event(
+            &stack,
+            StackStatus::ReviewInProgress,
+            Some("User Initiated"),
+            &ts,
+        );
         let lease = self
             .store
             .insert_stack(&stack, &first, &self.owner, LEASE_TTL_MS)
@@ -459,7 +463,12 @@ impl Engine {
         self.store.save_stack(&lease, &created).await?;
         self.open_history(&lease, &created, "CREATE", Some(cs.change_set_name.clone()))
             .await?;
-        let event = stack_event(&created, StackStatus::CreateInProgress, &ts);
+        let event = stack_event(
+            &created,
+            StackStatus::CreateInProgress,
+            Some("User Initiated"),
+            &ts,
+        );
         self.store
             .set_stack_status(
                 &lease,
@@ -484,30 +493,13 @@ impl Engine {
         self.open_history(&lease, stack, "DELETE", None).await?;
         for status in [StackStatus::DeleteInProgress, StackStatus::DeleteComplete] {
             let reason = (status == StackStatus::DeleteInProgress).then_some("User Initiated");
-            let mut event = stack_event(stack, status, &now());
-            event.status_reason = reason.map(str::to_string);
+            let event = stack_event(stack, status, reason, &now());
             self.store
                 .set_stack_status(&lease, status, reason, &event)
                 .await?;
         }
         self.store.release_lease(&lease).await?;
         Ok(())
-    }
-}
-
-/// The stack's own event for `status` ("User Initiated").
-fn stack_event(stack: &StackRecord, status: StackStatus, at: &str) -> EventRecord {
-    EventRecord {
-        event_id: uuid::Uuid::new_v4().to_string(),
-        stack_id: stack.stack_id.clone(),
-        stack_name: stack.stack_name.clone(),
-        logical_id: stack.stack_name.clone(),
-        physical_id: stack.stack_id.clone(),
-        resource_type: STACK_TYPE.into(),
-        timestamp: at.to_string(),
-        status: status.as_str().into(),
-        status_reason: Some("User Initiated".into()),
-        properties: None,
     }
 }
 

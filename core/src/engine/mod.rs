@@ -109,18 +109,7 @@ impl Op {
     }
 
     fn stack_event(&self, status: StackStatus, reason: Option<&str>) -> EventRecord {
-        EventRecord {
-            event_id: uuid::Uuid::new_v4().to_string(),
-            stack_id: self.stack.stack_id.clone(),
-            stack_name: self.stack.stack_name.clone(),
-            logical_id: self.stack.stack_name.clone(),
-            physical_id: self.stack.stack_id.clone(),
-            resource_type: STACK_TYPE.into(),
-            timestamp: now(),
-            status: status.as_str().into(),
-            status_reason: reason.map(str::to_string),
-            properties: None,
-        }
+        stack_event(&self.stack, status, reason, &now())
     }
 
     fn resource_event(&self, r: &ResourceRecord) -> EventRecord {
@@ -136,6 +125,27 @@ impl Op {
             status_reason: r.status_reason.clone(),
             properties: Some(self.mask(Value::Object(r.properties.clone()).to_string())),
         }
+    }
+}
+
+/// The stack's own event for a status change.
+fn stack_event(
+    stack: &StackRecord,
+    status: StackStatus,
+    reason: Option<&str>,
+    at: &str,
+) -> EventRecord {
+    EventRecord {
+        event_id: uuid::Uuid::new_v4().to_string(),
+        stack_id: stack.stack_id.clone(),
+        stack_name: stack.stack_name.clone(),
+        logical_id: stack.stack_name.clone(),
+        physical_id: stack.stack_id.clone(),
+        resource_type: STACK_TYPE.into(),
+        timestamp: at.to_string(),
+        status: status.as_str().into(),
+        status_reason: reason.map(str::to_string),
+        properties: None,
     }
 }
 
@@ -291,18 +301,12 @@ impl Engine {
             updated_at: ts.clone(),
             deleted_at: None,
         };
-        let first = EventRecord {
-            event_id: uuid::Uuid::new_v4().to_string(),
-            stack_id: stack_id.clone(),
-            stack_name: stack.stack_name.clone(),
-            logical_id: stack.stack_name.clone(),
-            physical_id: stack_id.clone(),
-            resource_type: STACK_TYPE.into(),
-            timestamp: ts.clone(),
-            status: StackStatus::CreateInProgress.as_str().into(),
-            status_reason: Some("User Initiated".into()),
-            properties: None,
-        };
+        let first = stack_event(
+            &stack,
+            StackStatus::CreateInProgress,
+            Some("User Initiated"),
+            &ts,
+        );
         let lease = self
             .store
             .insert_stack(&stack, &first, &self.owner, LEASE_TTL_MS)
@@ -526,13 +530,13 @@ impl Engine {
         };
         match op.stack.status {
             StackStatus::CreateInProgress => {
-                let fresh = self.store.resources(&op.stack.stack_id).await?.is_empty();
-                if fresh {
+                let rows = self.store.resources(&op.stack.stack_id).await?;
+                if rows.is_empty() {
                     if let Err(reason) = self.check_parameter_values(op).await {
                         return self.fail_create(op, &format!("{reason}. ")).await;
                     }
                 }
-                let failed = self.create_all(op).await?;
+                let failed = self.create_all(op, rows).await?;
                 if failed.is_empty() {
                     match self.finish_create(op).await {
                         Ok(()) => {
@@ -672,11 +676,13 @@ impl Engine {
 
     /// Creates every resource not yet created, in dependency order. Returns the
     /// logical ids that failed.
-    async fn create_all(&self, op: &Op) -> Result<Vec<String>, EngineError> {
-        let stored: HashMap<String, ResourceRecord> = self
-            .store
-            .resources(&op.stack.stack_id)
-            .await?
+    /// `rows`: the stack's resources as stored when the phase starts.
+    async fn create_all(
+        &self,
+        op: &Op,
+        rows: Vec<ResourceRecord>,
+    ) -> Result<Vec<String>, EngineError> {
+        let stored: HashMap<String, ResourceRecord> = rows
             .into_iter()
             .map(|r| (r.logical_id.clone(), r))
             .collect();

@@ -335,9 +335,10 @@ impl Engine {
             .await?;
         // Re-check under the lease: another process may have started meanwhile.
         let current = self.store.find_stack(&stack.stack_id).await?;
-        let version = self.store.event_count(&stack.stack_id).await?;
-        let moved = current.as_ref().map(|s| s.status) != Some(stack.status)
-            || change_set.is_some_and(|cs| cs.base_version != version as i64);
+        let mut moved = current.as_ref().map(|s| s.status) != Some(stack.status);
+        if let Some(cs) = change_set {
+            moved |= self.store.event_count(&stack.stack_id).await? as i64 != cs.base_version;
+        }
         if moved {
             let _ = self.store.release_lease(&lease).await;
             return Err(EngineError::Validation(format!(
@@ -502,7 +503,7 @@ impl Engine {
                         return self.start_update_rollback(op, &reason).await;
                     }
                 }
-                let (created, updated) = self.update_all(op).await?;
+                let (created, updated) = self.update_all(op, rows).await?;
                 if *op.cancel.borrow() || self.store.cancel_requested(id).await? {
                     return self.start_update_rollback(op, CANCELLED).await;
                 }
@@ -531,11 +532,13 @@ impl Engine {
 
     /// Rolls every resource of the new template forward in dependency order.
     /// Returns the logical ids that failed to create and to update.
-    async fn update_all(&self, op: &Op) -> Result<(Vec<String>, Vec<String>), EngineError> {
-        let stored: HashMap<String, ResourceRecord> = self
-            .store
-            .resources(&op.stack.stack_id)
-            .await?
+    /// `rows`: the stack's resources as stored when the phase starts.
+    async fn update_all(
+        &self,
+        op: &Op,
+        rows: Vec<ResourceRecord>,
+    ) -> Result<(Vec<String>, Vec<String>), EngineError> {
+        let stored: HashMap<String, ResourceRecord> = rows
             .into_iter()
             .filter(plan::is_live)
             .map(|r| (r.logical_id.clone(), r))
