@@ -83,6 +83,9 @@ fn peak_rss_mb() -> f64 {
         .unwrap_or(f64::NAN)
 }
 
+/// How many times the no-op update is tried (the median is reported).
+const NOOP_ATTEMPTS: usize = 5;
+
 /// Runs one scenario in this process and prints one line of figures.
 fn scenario(name: &str) -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
@@ -108,20 +111,28 @@ fn scenario(name: &str) -> Result<(), Box<dyn std::error::Error>> {
         let create = start.elapsed().as_secs_f64();
         assert_eq!(status, StackStatus::CreateComplete);
         // A no-op update is refused synchronously: full evaluation of every
-        // resource against what is recorded, nothing changes.
-        let start = Instant::now();
-        let refused = engine
-            .start_update(&UpdateStackInput {
-                stack_name: "bench".into(),
-                template_body: Some(input.template_body.clone()),
-                parameters: BTreeMap::new(),
-            })
-            .await;
-        let noop = start.elapsed().as_secs_f64();
-        match refused {
-            Err(e) if e.to_string() == "No updates are to be performed." => {}
-            other => return Err(format!("no-op update was not refused: {other:?}").into()),
+        // resource against what is recorded, nothing changes. The machine is
+        // noisy, so the median of several attempts is reported.
+        let mut noops = Vec::new();
+        for _ in 0..NOOP_ATTEMPTS {
+            let start = Instant::now();
+            let refused = engine
+                .start_update(&UpdateStackInput {
+                    stack_name: "bench".into(),
+                    template_body: Some(input.template_body.clone()),
+                    parameters: BTreeMap::new(),
+                })
+                .await;
+            noops.push(start.elapsed().as_secs_f64());
+            match refused {
+                Err(e) if e.to_string() == "No updates are to be performed." => {}
+                other => return Err(format!("no-op update was not refused: {other:?}").into()),
+            }
         }
+        let first = noops[0];
+        noops.sort_by(f64::total_cmp);
+        let noop = noops[noops.len() / 2];
+        let (fastest, slowest) = (noops[0], noops[noops.len() - 1]);
         let start = Instant::now();
         engine.start_delete("bench", &[]).await?;
         let status = engine.run(&id).await?;
@@ -134,7 +145,7 @@ fn scenario(name: &str) -> Result<(), Box<dyn std::error::Error>> {
                 delete / 1.0
             );
         } else {
-            println!("{n:>6} resources: create {create:.3} s (of which validation {synchronous:.3} s), no-op update refused in {:.0} ms, delete {delete:.3} s, peak RSS {:.1} MB", noop * 1000.0, peak_rss_mb());
+            println!("{n:>6} resources: create {create:.3} s (of which validation {synchronous:.3} s), no-op update refused in {:.0} ms (median of {NOOP_ATTEMPTS}; first {:.0} ms, {:.0}-{:.0} ms), delete {delete:.3} s, peak RSS {:.1} MB", noop * 1000.0, first * 1000.0, fastest * 1000.0, slowest * 1000.0, peak_rss_mb());
         }
         Ok::<(), Box<dyn std::error::Error>>(())
     })

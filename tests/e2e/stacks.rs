@@ -190,16 +190,20 @@ fn failed_create_rolls_back_with_the_exact_sequence() {
     );
     assert!(s.resource_files().is_empty());
     // A ROLLBACK_COMPLETE stack still holds the name until deleted, and
-    // cannot be updated (seed 000 run 3).
-    let again = s.cairn(&["deploy", "fails", t.to_str().unwrap()]);
-    assert_eq!(again.code(), 1);
-    assert!(
-        again
-            .stderr()
-            .contains("is in ROLLBACK_COMPLETE state and can not be updated."),
-        "{}",
-        again.stderr()
-    );
+    // cannot be updated (seed 000 run 3); its state is reported before
+    // anything about the new template.
+    let broken = s.write("broken.yaml", "Resources: [not, a, map]\n");
+    for body in [&t, &broken] {
+        let again = s.cairn(&["deploy", "fails", body.to_str().unwrap()]);
+        assert_eq!(again.code(), 1);
+        assert!(
+            again
+                .stderr()
+                .contains("is in ROLLBACK_COMPLETE state and can not be updated."),
+            "{}",
+            again.stderr()
+        );
+    }
 }
 
 #[test]

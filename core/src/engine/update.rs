@@ -217,6 +217,69 @@ fn failure_reason(created: &[String], updated: &[String]) -> String {
     parts.join(" ")
 }
 
+/// The statuses an update may start from.
+fn updatable(status: StackStatus) -> bool {
+    matches!(
+        status,
+        StackStatus::CreateComplete
+            | StackStatus::UpdateComplete
+            | StackStatus::UpdateRollbackComplete
+    )
+}
+
+type FoundStack = Result<(Option<StackRecord>, HashMap<String, String>), StoreError>;
+type LiveState = Result<Option<(Vec<ResourceRecord>, Results)>, StoreError>;
+
+/// Reads, in the background, the stack named `name` and the exports (sent as
+/// soon as they are known), then, if the stack may be updated, its rows
+/// decoded and indexed for the evaluator.
+fn read_live_state(
+    store: std::sync::Arc<dyn crate::store::Store>,
+    name: String,
+) -> (
+    tokio::sync::oneshot::Receiver<FoundStack>,
+    tokio::task::JoinHandle<LiveState>,
+) {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let task = tokio::spawn(async move {
+        let found = async {
+            let stack = store.find_stack(&name).await?;
+            let exports: HashMap<String, String> = store
+                .exports()
+                .await?
+                .into_iter()
+                .map(|(n, v, _)| (n, v))
+                .collect();
+            Ok::<_, StoreError>((stack, exports))
+        }
+        .await;
+        let stack_id = found.as_ref().ok().and_then(|(stack, _)| {
+            stack
+                .as_ref()
+                .filter(|s| updatable(s.status))
+                .map(|s| s.stack_id.clone())
+        });
+        let exports = found.as_ref().map(|(_, e)| e.clone()).unwrap_or_default();
+        let _ = tx.send(found);
+        let Some(stack_id) = stack_id else {
+            return Ok(None);
+        };
+        let rows = store.resources(&stack_id).await?;
+        let results = Results::new(exports);
+        results.record_live(&rows);
+        Ok(Some((rows, results)))
+    });
+    (rx, task)
+}
+
+/// A background read (on the store's thread) that did not finish: a panic
+/// or a runtime shutting down.
+fn background_read(e: tokio::task::JoinError) -> EngineError {
+    EngineError::Store(StoreError::Backend(format!(
+        "reading the stack's state failed: {e}"
+    )))
+}
+
 impl Engine {
     /// The synchronous part of an update: every precondition of seed 000 (the
     /// stack exists and is updatable, the template and parameters are valid, at
@@ -239,18 +302,24 @@ impl Engine {
         &self,
         input: &UpdateStackInput,
     ) -> Result<PreparedUpdate, EngineError> {
-        let Some(stack) = self.store.find_stack(&input.stack_name).await? else {
+        // A refused no-op update of a large stack is parse + read + evaluate;
+        // the reads run on the store's thread while this one parses, so the
+        // work is pipelined over two cores. Errors keep their order: the
+        // stack's existence and status are reported before template errors.
+        let (stack_rx, live) = read_live_state(self.store.clone(), input.stack_name.clone());
+        let supplied_template = input.template_body.as_deref().map(Template::parse);
+        let (stack, exports) = stack_rx.await.map_err(|_| {
+            EngineError::Store(StoreError::Backend(
+                "reading the stack's state stopped".into(),
+            ))
+        })??;
+        let Some(stack) = stack else {
             return Err(EngineError::Validation(format!(
                 "Stack with id {} does not exist",
                 input.stack_name
             )));
         };
-        if !matches!(
-            stack.status,
-            StackStatus::CreateComplete
-                | StackStatus::UpdateComplete
-                | StackStatus::UpdateRollbackComplete
-        ) {
+        if !updatable(stack.status) {
             return Err(EngineError::Validation(format!(
                 "Stack:{} is in {} state and can not be updated.",
                 stack.stack_id, stack.status
@@ -260,13 +329,19 @@ impl Engine {
             .template_body
             .clone()
             .unwrap_or_else(|| stack.template_body.clone());
-        let template = Template::parse(&body)?;
+        let template = match supplied_template {
+            Some(parsed) => parsed?,
+            None => Template::parse(&body)?,
+        };
         let supplied = supplied_values(&input.parameters, &stack.parameters)?;
         let params = ParameterValues::resolve(&template.parameters, &supplied)?;
         let sctx = stack_context(&self.config, &stack.stack_name, &stack.stack_id);
-        let exports = self.exports_map().await?;
-        let (conditions, graph) = self.prepare(&template, &params, &sctx, exports.clone())?;
-        let rows = self.store.resources(&stack.stack_id).await?;
+        let (conditions, graph) = self.prepare(&template, &params, &sctx, exports)?;
+        let Some((rows, results)) = live.await.map_err(background_read)?? else {
+            return Err(EngineError::Store(StoreError::Backend(
+                "reading the stack's state stopped".into(),
+            )));
+        };
         let changed_type: Vec<&str> = rows
             .iter()
             .filter(|r| plan::is_live(r))
@@ -293,8 +368,6 @@ impl Engine {
             &parsed_old
         };
         let old_params = ParameterValues::resolve(&old_template.parameters, &stack.parameters)?;
-        let results = Results::new(exports);
-        results.record_live(&rows);
         let ev = Evaluator::with_conditions(&template, &params, &sctx, &results, conditions);
         let changes = plan::plan(
             &template,
@@ -308,12 +381,17 @@ impl Engine {
             },
             &params,
         )?;
+        let description = template.description.clone();
+        drop(ev);
+        // Freeing a large stack's rows and parsed template takes tens of
+        // milliseconds that the caller need not wait for.
+        tokio::task::spawn_blocking(move || drop((rows, results, template)));
         Ok(PreparedUpdate {
             target: StackState {
                 template_body: body,
                 parameters: params.raw.clone(),
                 no_echo: params.no_echo.clone(),
-                description: template.description.clone(),
+                description,
                 outputs: stack.outputs.clone(),
             },
             stack,

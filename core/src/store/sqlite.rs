@@ -192,13 +192,13 @@ fn stack_row(r: &Row<'_>) -> rusqlite::Result<StackRecord> {
     Ok(StackRecord {
         stack_id: r.get(0)?,
         stack_name: r.get(1)?,
-        status: parse_enum(&r.get::<_, String>(2)?)?,
+        status: enum_col(r, 2)?,
         status_reason: r.get(3)?,
         description: r.get(4)?,
         template_body: r.get(5)?,
-        parameters: from_json(&r.get::<_, String>(6)?)?,
-        no_echo: from_json(&r.get::<_, String>(7)?)?,
-        outputs: from_json(&r.get::<_, String>(8)?)?,
+        parameters: json_col(r, 6)?,
+        no_echo: json_col(r, 7)?,
+        outputs: json_col(r, 8)?,
         on_failure: parse_enum::<OnFailure>(&on_failure)?,
         created_at: r.get(10)?,
         updated_at: r.get(11)?,
@@ -206,30 +206,39 @@ fn stack_row(r: &Row<'_>) -> rusqlite::Result<StackRecord> {
     })
 }
 
-fn opt_json<T: serde::de::DeserializeOwned>(s: Option<String>) -> rusqlite::Result<Option<T>> {
-    s.map(|t| from_json(&t)).transpose()
-}
-
 const RESOURCE_COLUMNS: &str = "stack_id, logical_id, resource_type, physical_id, status, status_reason, properties, attributes, pending, updated_at, metadata, journal";
 
+/// A JSON column decoded from SQLite's own buffer (no copy into a `String`
+/// first: reading a large stack decodes tens of thousands of them).
+fn json_col<T: serde::de::DeserializeOwned>(r: &Row<'_>, i: usize) -> rusqlite::Result<T> {
+    from_json(r.get_ref(i)?.as_str()?)
+}
+
+fn opt_json_col<T: serde::de::DeserializeOwned>(
+    r: &Row<'_>,
+    i: usize,
+) -> rusqlite::Result<Option<T>> {
+    r.get_ref(i)?.as_str_or_null()?.map(from_json).transpose()
+}
+
+fn enum_col<T: std::str::FromStr<Err = String>>(r: &Row<'_>, i: usize) -> rusqlite::Result<T> {
+    parse_enum(r.get_ref(i)?.as_str()?)
+}
+
 fn resource_row(r: &Row<'_>) -> rusqlite::Result<ResourceRecord> {
-    let pending: Option<String> = r.get(8)?;
     Ok(ResourceRecord {
         stack_id: r.get(0)?,
         logical_id: r.get(1)?,
         resource_type: r.get(2)?,
         physical_id: r.get(3)?,
-        status: parse_enum(&r.get::<_, String>(4)?)?,
+        status: enum_col(r, 4)?,
         status_reason: r.get(5)?,
-        properties: from_json(&r.get::<_, String>(6)?)?,
-        attributes: from_json(&r.get::<_, String>(7)?)?,
-        pending: match pending {
-            Some(p) => Some(from_json::<PendingCall>(&p)?),
-            None => None,
-        },
+        properties: json_col(r, 6)?,
+        attributes: json_col(r, 7)?,
+        pending: opt_json_col::<PendingCall>(r, 8)?,
         updated_at: r.get(9)?,
-        metadata: opt_json(r.get(10)?)?,
-        journal: opt_json::<Journal>(r.get(11)?)?,
+        metadata: opt_json_col(r, 10)?,
+        journal: opt_json_col::<Journal>(r, 11)?,
     })
 }
 
@@ -292,7 +301,7 @@ fn history_row(r: &Row<'_>) -> rusqlite::Result<HistoryRecord> {
         kind: r.get(1)?,
         change_set: r.get(2)?,
         template_body: r.get(3)?,
-        parameters: from_json(&r.get::<_, String>(4)?)?,
+        parameters: json_col(r, 4)?,
         started_at: r.get(5)?,
         ended_at: r.get(6)?,
         status: r.get(7)?,
@@ -314,9 +323,9 @@ fn change_set_row(r: &Row<'_>) -> rusqlite::Result<ChangeSetRecord> {
         status_reason: r.get(7)?,
         description: r.get(8)?,
         template_body: r.get(9)?,
-        parameters: from_json(&r.get::<_, String>(10)?)?,
-        no_echo: from_json(&r.get::<_, String>(11)?)?,
-        changes: from_json(&r.get::<_, String>(12)?)?,
+        parameters: json_col(r, 10)?,
+        no_echo: json_col(r, 11)?,
+        changes: json_col(r, 12)?,
         created_at: r.get(13)?,
         base_version: r.get(14)?,
     })
@@ -785,13 +794,21 @@ impl Store for SqliteStore {
     async fn resources(&self, stack_id: &str) -> Result<Vec<ResourceRecord>, StoreError> {
         let id = stack_id.to_string();
         self.run(move |c| {
+            // Insertion order, sorted here: an ORDER BY makes SQLite sort
+            // every column of every row, spilling a large stack to a temp file.
             let mut st = c
                 .prepare_cached(&format!(
-                    "SELECT {RESOURCE_COLUMNS} FROM resources WHERE stack_id = ?1 ORDER BY rowid"
+                    "SELECT {RESOURCE_COLUMNS}, rowid FROM resources WHERE stack_id = ?1"
                 ))
                 .map_err(backend)?;
-            let rows = st.query_map(params![id], resource_row).map_err(backend)?;
-            rows.collect::<Result<Vec<_>, _>>().map_err(backend)
+            let rows = st
+                .query_map(params![id], |r| {
+                    Ok((r.get::<_, i64>(12)?, resource_row(r)?))
+                })
+                .map_err(backend)?;
+            let mut rows = rows.collect::<Result<Vec<_>, _>>().map_err(backend)?;
+            rows.sort_unstable_by_key(|(rowid, _)| *rowid);
+            Ok(rows.into_iter().map(|(_, r)| r).collect())
         })
         .await
     }
@@ -837,7 +854,7 @@ impl Store for SqliteStore {
                     Ok(OperationRecord {
                         stack_id: r.get(0)?,
                         kind: r.get(1)?,
-                        options: from_json(&r.get::<_, String>(2)?)?,
+                        options: json_col(r, 2)?,
                         started_at: r.get(3)?,
                     })
                 },

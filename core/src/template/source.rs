@@ -55,11 +55,16 @@ impl SourceMap {
 pub fn child(pointer: &str, segment: &str) -> String {
     let mut s = String::with_capacity(pointer.len() + segment.len() + 1);
     s.push_str(pointer);
-    s.push('/');
-    if segment.contains(['~', '/']) {
-        s.push_str(&segment.replace('~', "~0").replace('/', "~1"));
-    } else {
-        s.push_str(segment);
-    }
+    push_segment(&mut s, segment);
     s
+}
+
+/// Appends one segment to `pointer` in place, escaping `~` and `/`.
+pub fn push_segment(pointer: &mut String, segment: &str) {
+    pointer.push('/');
+    if segment.contains(['~', '/']) {
+        pointer.push_str(&segment.replace('~', "~0").replace('/', "~1"));
+    } else {
+        pointer.push_str(segment);
+    }
 }

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use saphyr_parser::{Event, Parser, ScalarStyle, Span, Tag};
 use serde_json::{Map, Number, Value};
 
-use super::source::{Location, SourceMap};
+use super::source::{push_segment, Location, SourceMap};
 use super::TemplateError;
 
 /// The tags CloudFormation accepts, with the long-form key each stands for.
@@ -54,8 +54,11 @@ enum Frame {
 
 struct Builder {
     stack: Vec<Frame>,
-    /// JSON pointer of the node being built, one segment per open frame/key.
-    path: Vec<String>,
+    /// JSON pointer of the node being built, kept as one string (recording a
+    /// location per node is then one copy, not a join of every segment).
+    pointer: String,
+    /// Length of `pointer` before each segment pushed onto it.
+    marks: Vec<usize>,
     anchors: HashMap<usize, Value>,
     root: Option<Value>,
     locations: SourceMap,
@@ -63,15 +66,6 @@ struct Builder {
 
 fn loc(span: &Span) -> Location {
     Location::at(span.start.line(), span.start.col() + 1)
-}
-
-fn pointer(path: &[String]) -> String {
-    let mut s = String::new();
-    for seg in path {
-        s.push('/');
-        s.push_str(&seg.replace('~', "~0").replace('/', "~1"));
-    }
-    s
 }
 
 fn tag_name(tag: &Tag) -> String {
@@ -144,7 +138,7 @@ impl Builder {
                         .collect::<Vec<_>>()
                         .join(", ")
                 ),
-                pointer(&self.path),
+                self.pointer.clone(),
                 Some(loc(span)),
             ));
         };
@@ -154,7 +148,7 @@ impl Builder {
                 None => {
                     return Err(TemplateError::format_at(
                         format!("Template error: every Fn::GetAtt object requires two non-empty parameters; !GetAtt {s} has no attribute (write !GetAtt Resource.Attribute)"),
-                        pointer(&self.path),
+                        self.pointer.clone(),
                         Some(loc(span)),
                     ))
                 }
@@ -173,13 +167,14 @@ impl Builder {
         }
         match self.stack.last_mut() {
             None => {
-                self.locations.insert(pointer(&self.path), loc(span));
+                self.locations.insert(self.pointer.clone(), loc(span));
                 self.root = Some(value);
             }
             Some(Frame::Seq { items, .. }) => {
-                let mut p = self.path.clone();
-                p.push(items.len().to_string());
-                self.locations.insert(pointer(&p), loc(span));
+                let mark = self.pointer.len();
+                push_segment(&mut self.pointer, &items.len().to_string());
+                self.locations.insert(self.pointer.clone(), loc(span));
+                self.pointer.truncate(mark);
                 items.push(value);
             }
             Some(Frame::Map { map, key, .. }) => match key.take() {
@@ -192,7 +187,7 @@ impl Builder {
                             return Err(TemplateError::format_at(
                                 "Template format error: YAML mapping keys must be scalars"
                                     .to_string(),
-                                pointer(&self.path),
+                                self.pointer.clone(),
                                 Some(loc(span)),
                             ))
                         }
@@ -200,16 +195,19 @@ impl Builder {
                     if map.contains_key(&k) {
                         return Err(TemplateError::format_at(
                             format!("Template format error: duplicate key [{k}]"),
-                            pointer(&self.path),
+                            self.pointer.clone(),
                             Some(loc(span)),
                         ));
                     }
-                    self.path.push(k.clone());
+                    self.marks.push(self.pointer.len());
+                    push_segment(&mut self.pointer, &k);
                     *key = Some(k);
                 }
                 Some(k) => {
-                    self.locations.insert(pointer(&self.path), loc(span));
-                    self.path.pop();
+                    self.locations.insert(self.pointer.clone(), loc(span));
+                    if let Some(mark) = self.marks.pop() {
+                        self.pointer.truncate(mark);
+                    }
                     map.insert(k, value);
                 }
             },
@@ -228,7 +226,7 @@ impl Builder {
                 if tag.is_some() && self.in_key_position() {
                     return Err(TemplateError::format_at(
                         "Template format error: tags are not allowed on mapping keys".to_string(),
-                        pointer(&self.path),
+                        self.pointer.clone(),
                         Some(loc(&span)),
                     ));
                 }
@@ -282,7 +280,7 @@ impl Builder {
                 let value = self.anchors.get(&id).cloned().ok_or_else(|| {
                     TemplateError::format_at(
                         "Template format error: YAML alias refers to an unknown anchor".to_string(),
-                        pointer(&self.path),
+                        self.pointer.clone(),
                         Some(loc(&span)),
                     )
                 })?;
@@ -298,7 +296,8 @@ impl Builder {
 pub fn parse(text: &str) -> Result<(Value, SourceMap), TemplateError> {
     let mut b = Builder {
         stack: Vec::new(),
-        path: Vec::new(),
+        pointer: String::new(),
+        marks: Vec::new(),
         anchors: HashMap::new(),
         root: None,
         locations: SourceMap::default(),
