@@ -13,3 +13,4 @@ pub mod stack;
 pub mod store;
 pub mod template;
 pub mod validate;
+pub mod webhook;

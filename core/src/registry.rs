@@ -48,6 +48,8 @@ pub enum RegistryError {
     DanglingAlias { alias: String, target: String },
     #[error("type alias {alias} names a type that a provider already serves; remove the alias or the provider's claim")]
     AliasShadowsType { alias: String },
+    #[error("provider {name} cannot start: {message}")]
+    Provider { name: String, message: String },
 }
 
 /// Resource types → providers.
@@ -55,6 +57,20 @@ pub enum RegistryError {
 pub struct Registry {
     types: BTreeMap<String, RegisteredType>,
     aliases: BTreeMap<String, String>,
+    /// A family of types served by one provider, e.g. every `Custom::<Name>`
+    /// (CloudFormation custom resources); exact registrations win.
+    families: Vec<(String, RegisteredType)>,
+}
+
+/// `Custom::<Name>`: at most 60 characters, the name alphanumeric or `_@-`.
+fn is_custom_type_name(prefix: &str, type_name: &str) -> bool {
+    type_name.len() <= 60
+        && type_name.strip_prefix(prefix).is_some_and(|name| {
+            !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '@' | '-'))
+        })
 }
 
 impl Registry {
@@ -122,7 +138,39 @@ impl Registry {
     }
 
     pub fn get(&self, type_name: &str) -> Option<&RegisteredType> {
-        self.types.get(self.canonical(type_name))
+        let canonical = self.canonical(type_name);
+        self.types.get(canonical).or_else(|| {
+            self.families
+                .iter()
+                .find(|(prefix, _)| is_custom_type_name(prefix, canonical))
+                .map(|(_, t)| t)
+        })
+    }
+
+    /// Registers `schema` for every type named `<prefix><Name>` that no
+    /// provider claims exactly (CloudFormation's `Custom::<Name>`).
+    pub fn register_family(
+        &mut self,
+        prefix: &str,
+        provider_name: &str,
+        transport: Transport,
+        provider: Arc<dyn ResourceProvider>,
+        schema: ResourceSchema,
+    ) {
+        self.families.push((
+            prefix.to_string(),
+            RegisteredType {
+                schema,
+                provider,
+                provider_name: provider_name.to_string(),
+                transport,
+            },
+        ));
+    }
+
+    /// The families registered with [`Registry::register_family`].
+    pub fn families(&self) -> impl Iterator<Item = (&String, &RegisteredType)> {
+        self.families.iter().map(|(p, t)| (p, t))
     }
 
     pub fn schema(&self, type_name: &str) -> Option<&ResourceSchema> {

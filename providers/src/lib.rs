@@ -5,6 +5,9 @@
 //! - `Cairn::Local::File` ([`local_file`]): a file on the local machine.
 //! - `Cairn::Random::String` ([`random_string`]): a random string, kept until a
 //!   CreateOnly property changes.
+//!
+//! Custom resources (`AWS::CloudFormation::CustomResource`, `Custom::<Name>`)
+//! are served by `cairn_core::webhook`, registered here with the rest.
 
 pub mod local_file;
 pub mod random_string;
@@ -15,6 +18,7 @@ use std::sync::Arc;
 
 use cairn_core::config::Config;
 use cairn_core::registry::{Registry, RegistryError, Transport};
+use cairn_core::webhook::{custom_schema, WebhookProvider, CUSTOM_TYPE_PREFIX};
 
 /// The registry of built-in providers plus the configured type aliases.
 /// `data_dir` is where file-backed providers keep their resources.
@@ -40,6 +44,23 @@ pub fn registry(config: &Config, data_dir: &Path) -> Result<Registry, RegistryEr
         Arc::new(random_string::RandomStringProvider),
         None,
     )?;
+    // Custom resources: AWS::CloudFormation::CustomResource, the Custom::
+    // types endpoints declare schemas for, and every other Custom::<Name>.
+    let webhooks =
+        Arc::new(
+            WebhookProvider::new(&config.webhooks).map_err(|e| RegistryError::Provider {
+                name: "webhooks".into(),
+                message: e.to_string(),
+            })?,
+        );
+    r.register("webhooks", Transport::Webhook, webhooks.clone(), None)?;
+    r.register_family(
+        CUSTOM_TYPE_PREFIX,
+        "webhooks",
+        Transport::Webhook,
+        webhooks,
+        custom_schema("Custom::<Name>"),
+    );
     for (alias, target) in &config.type_aliases {
         r.alias(alias, target)?;
     }

@@ -144,6 +144,7 @@ impl ResourceProvider for LocalFileProvider {
         Ok(CreateResult {
             physical_resource_id: path.display().to_string(),
             attributes: attributes(&path),
+            no_echo: false,
         })
     }
 
@@ -157,6 +158,7 @@ impl ResourceProvider for LocalFileProvider {
         Ok(UpdateResult {
             physical_resource_id: None,
             attributes: attributes(&path),
+            no_echo: false,
         })
     }
 

@@ -112,6 +112,7 @@ impl ResourceProvider for RandomStringProvider {
                 ctx.stack_name, ctx.logical_resource_id
             ),
             attributes,
+            no_echo: false,
         })
     }
 

@@ -253,6 +253,7 @@ impl ResourceProvider for TestResourceProvider {
             Ok(CreateResult {
                 physical_resource_id: physical_id.clone(),
                 attributes: Self::attributes(&record),
+                no_echo: false,
             })
         })
         .await
@@ -267,6 +268,7 @@ impl ResourceProvider for TestResourceProvider {
             Ok(UpdateResult {
                 physical_resource_id: None,
                 attributes: Self::attributes(&record),
+                no_echo: false,
             })
         })
         .await

@@ -42,6 +42,11 @@ impl std::fmt::Display for ErrorKind {
 pub struct ProviderError {
     pub kind: ErrorKind,
     pub message: String,
+    /// A physical resource the failed call left behind (a custom resource's
+    /// FAILED Create still names one): the engine records it so that
+    /// rollback deletes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub physical_resource_id: Option<String>,
 }
 
 impl ProviderError {
@@ -49,7 +54,13 @@ impl ProviderError {
         ProviderError {
             kind,
             message: message.into(),
+            physical_resource_id: None,
         }
+    }
+    /// Names the physical resource the failed call left behind.
+    pub fn leaving(mut self, physical_resource_id: impl Into<String>) -> Self {
+        self.physical_resource_id = Some(physical_resource_id.into());
+        self
     }
     pub fn not_found(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::NotFound, message)

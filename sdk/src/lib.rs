@@ -8,6 +8,7 @@
 //!
 //! This crate is deliberately light: no engine internals, no runtime, no I/O.
 
+pub mod custom_resource;
 mod error;
 mod provider;
 mod schema;

@@ -119,6 +119,14 @@ pub struct CreateResult {
     pub physical_resource_id: String,
     #[serde(default)]
     pub attributes: Map<String, Value>,
+    /// The attributes are secret: Cairn masks their values wherever it shows
+    /// them (a custom resource's `NoEcho`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub no_echo: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// What a successful update learned. A `physical_resource_id` different from the
@@ -131,6 +139,9 @@ pub struct UpdateResult {
     pub physical_resource_id: Option<String>,
     #[serde(default)]
     pub attributes: Map<String, Value>,
+    /// As [`CreateResult::no_echo`].
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub no_echo: bool,
 }
 
 /// CloudFormation's `DifferenceType`.

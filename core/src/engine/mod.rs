@@ -64,6 +64,9 @@ pub struct CreateStackInput {
     pub on_failure: OnFailure,
 }
 
+/// How CloudFormation shows a value read from a NoEcho custom resource.
+const NO_ECHO_ATTRIBUTE_MASK: &str = "*****";
+
 /// One operation in progress, everything derived from the stored stack.
 struct Op {
     stack: StackRecord,
@@ -105,7 +108,8 @@ impl Op {
                 t = t.replace(v.as_str(), MASK);
             }
         }
-        t
+        // A NoEcho custom resource's Data: CloudFormation shows it as *****.
+        self.results.mask_secrets(t, NO_ECHO_ATTRIBUTE_MASK)
     }
 
     fn stack_event(&self, status: StackStatus, reason: Option<&str>) -> EventRecord {
@@ -788,6 +792,7 @@ impl Engine {
     /// yet committed) and reports whether the write held; a lost lease aborts
     /// the operation.
     async fn record(&self, op: &Op, r: &ResourceRecord, earlier: Vec<EventRecord>) -> bool {
+        op.results.note_secrets(r);
         let mut events = earlier;
         events.push(op.resource_event(r));
         let written = self.store.put_resource(&op.lease, r, &events).await;
@@ -977,6 +982,7 @@ impl Engine {
                     updated_at: now(),
                     metadata: None,
                     journal,
+                    no_echo: false,
                 };
                 // CREATE_IN_PROGRESS is committed together with the next
                 // transition: one write per step instead of two.
@@ -1018,6 +1024,7 @@ impl Engine {
             Ok(created) => {
                 rec.physical_id = Some(created.physical_resource_id.clone());
                 rec.attributes = created.attributes;
+                rec.no_echo = created.no_echo;
                 rec.status = ResourceStatus::CreateComplete;
                 rec.status_reason = None;
                 if !self.record(op, &rec, Vec::new()).await {
@@ -1030,6 +1037,8 @@ impl Engine {
             Err(e) => {
                 rec.status = ResourceStatus::CreateFailed;
                 rec.status_reason = Some(e.message);
+                // What the failed create left behind is deleted by rollback.
+                rec.physical_id = e.physical_resource_id;
                 self.record(op, &rec, Vec::new()).await;
                 false
             }
@@ -1230,6 +1239,7 @@ impl Engine {
                 if let Ok(created) = self.call_create(op, &rec, &p.request_id).await {
                     rec.physical_id = Some(created.physical_resource_id);
                     rec.attributes = created.attributes;
+                    rec.no_echo = created.no_echo;
                 }
             }
         }

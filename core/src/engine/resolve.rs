@@ -17,6 +17,9 @@ pub struct Results {
     known: Mutex<Known>,
     exports: HashMap<String, String>,
     imported: Mutex<BTreeSet<String>>,
+    /// Attribute values of resources whose provider marked them NoEcho:
+    /// masked in everything shown (events' properties).
+    secrets: Mutex<BTreeSet<String>>,
     /// In the static pass resources are pending even if known.
     static_pass: bool,
 }
@@ -53,7 +56,37 @@ impl Results {
             if let Some(p) = &r.physical_id {
                 self.record(&r.logical_id, p, &r.attributes);
             }
+            self.note_secrets(r);
         }
+    }
+
+    /// Remembers the attribute values of a NoEcho resource so that they are
+    /// masked wherever they show up.
+    pub fn note_secrets(&self, r: &crate::stack::ResourceRecord) {
+        if !r.no_echo {
+            return;
+        }
+        if let Ok(mut s) = self.secrets.lock() {
+            for v in r.attributes.values() {
+                collect_scalars(v, &mut s);
+            }
+        }
+    }
+
+    /// `text` with every NoEcho attribute value replaced by `mask`, longest
+    /// first so a secret containing another is masked whole.
+    pub fn mask_secrets(&self, text: String, mask: &str) -> String {
+        let Ok(secrets) = self.secrets.lock() else {
+            return text;
+        };
+        if secrets.is_empty() {
+            return text;
+        }
+        let mut by_length: Vec<&String> = secrets.iter().collect();
+        by_length.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        by_length
+            .into_iter()
+            .fold(text, |t, secret| t.replace(secret.as_str(), mask))
     }
 
     pub fn forget(&self, logical_id: &str) {
@@ -68,6 +101,21 @@ impl Results {
             .lock()
             .map(|s| s.iter().cloned().collect())
             .unwrap_or_default()
+    }
+}
+
+/// The non-empty scalar values in `v`, as text.
+fn collect_scalars(v: &Value, out: &mut BTreeSet<String>) {
+    match v {
+        Value::String(s) if !s.is_empty() => {
+            out.insert(s.clone());
+        }
+        Value::Number(n) => {
+            out.insert(n.to_string());
+        }
+        Value::Array(items) => items.iter().for_each(|i| collect_scalars(i, out)),
+        Value::Object(m) => m.values().for_each(|i| collect_scalars(i, out)),
+        _ => {}
     }
 }
 

@@ -831,6 +831,7 @@ impl Engine {
                     rec.physical_id = Some(p);
                 }
                 rec.attributes = out.attributes;
+                rec.no_echo = out.no_echo;
                 rec.status = ResourceStatus::UpdateComplete;
                 rec.status_reason = None;
                 if !self.record(op, &rec, Vec::new()).await {
@@ -844,6 +845,10 @@ impl Engine {
             Err(e) => {
                 rec.status = ResourceStatus::UpdateFailed;
                 rec.status_reason = Some(e.message);
+                // A replacement the failed call left behind is deleted by rollback.
+                if e.physical_resource_id.is_some() {
+                    rec.physical_id = e.physical_resource_id;
+                }
                 self.record(op, &rec, Vec::new()).await;
                 false
             }
@@ -859,6 +864,7 @@ impl Engine {
             Ok(created) => {
                 rec.physical_id = Some(created.physical_resource_id.clone());
                 rec.attributes = created.attributes;
+                rec.no_echo = created.no_echo;
                 rec.status = ResourceStatus::UpdateComplete;
                 rec.status_reason = None;
                 if !self.record(op, &rec, Vec::new()).await {
@@ -874,6 +880,10 @@ impl Engine {
             Err(e) => {
                 rec.status = ResourceStatus::UpdateFailed;
                 rec.status_reason = Some(e.message);
+                // A replacement the failed call left behind is deleted by rollback.
+                if e.physical_resource_id.is_some() {
+                    rec.physical_id = e.physical_resource_id;
+                }
                 self.record(op, &rec, Vec::new()).await;
                 false
             }
@@ -1048,6 +1058,7 @@ impl Engine {
                 Ok(out) => {
                     rec.restore(&before);
                     rec.attributes = out.attributes;
+                    rec.no_echo = out.no_echo;
                 }
                 Err(e) => {
                     rec.pending = None;
@@ -1307,6 +1318,7 @@ impl Engine {
             updated_at: now(),
             metadata: None,
             journal: None,
+            no_echo: v.target.no_echo,
         }
     }
 

@@ -191,6 +191,9 @@ pub struct ResourceRecord {
     /// What the running update did to this resource, so that cleanup and
     /// rollback know what to delete or restore. `None` outside updates.
     pub journal: Option<Journal>,
+    /// The provider marked the attributes secret (a custom resource's
+    /// `NoEcho`): their values are masked wherever Cairn shows them.
+    pub no_echo: bool,
 }
 
 /// A resource as it was at one point: enough to restore it or delete it.
@@ -207,6 +210,9 @@ pub struct Snapshot {
     /// A create or delete call for this physical resource whose outcome is not
     /// recorded yet.
     pub pending: Option<PendingCall>,
+    /// The attributes are secret (see [`ResourceRecord::no_echo`]).
+    #[serde(default)]
+    pub no_echo: bool,
 }
 
 /// One resource's part in an update (the update's journal, per resource).
@@ -235,6 +241,7 @@ impl ResourceRecord {
             attributes: self.attributes.clone(),
             metadata: self.metadata.clone(),
             pending: self.pending.clone(),
+            no_echo: self.no_echo,
         }
     }
 
@@ -248,6 +255,7 @@ impl ResourceRecord {
         self.attributes = s.attributes.clone();
         self.metadata = s.metadata.clone();
         self.pending = s.pending.clone();
+        self.no_echo = s.no_echo;
     }
 }
 

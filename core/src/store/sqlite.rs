@@ -60,6 +60,7 @@ CREATE TABLE IF NOT EXISTS resources (
     updated_at TEXT NOT NULL,
     metadata TEXT,
     journal TEXT,
+    no_echo INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (stack_id, logical_id)
 );
 CREATE TABLE IF NOT EXISTS events (
@@ -129,7 +130,7 @@ CREATE TABLE IF NOT EXISTS imports (
 
 /// The layout version written into `PRAGMA user_version`; bump it with any
 /// change to `SCHEMA` that an older file would not have.
-const SCHEMA_VERSION: i64 = 4;
+const SCHEMA_VERSION: i64 = 5;
 
 /// A new file gets the current version; a file with another one is refused
 /// with a message instead of failing later on a missing column.
@@ -206,7 +207,7 @@ fn stack_row(r: &Row<'_>) -> rusqlite::Result<StackRecord> {
     })
 }
 
-const RESOURCE_COLUMNS: &str = "stack_id, logical_id, resource_type, physical_id, status, status_reason, properties, attributes, pending, updated_at, metadata, journal";
+const RESOURCE_COLUMNS: &str = "stack_id, logical_id, resource_type, physical_id, status, status_reason, properties, attributes, pending, updated_at, metadata, journal, no_echo";
 
 /// A JSON column decoded from SQLite's own buffer (no copy into a `String`
 /// first: reading a large stack decodes tens of thousands of them).
@@ -239,6 +240,7 @@ fn resource_row(r: &Row<'_>) -> rusqlite::Result<ResourceRecord> {
         updated_at: r.get(9)?,
         metadata: opt_json_col(r, 10)?,
         journal: opt_json_col::<Journal>(r, 11)?,
+        no_echo: r.get(12)?,
     })
 }
 
@@ -718,11 +720,11 @@ impl Store for SqliteStore {
             let journal = r.journal.as_ref().map(json_text).transpose()?;
             c.prepare_cached(&format!(
                 "INSERT INTO resources ({RESOURCE_COLUMNS})
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
                  ON CONFLICT(stack_id, logical_id) DO UPDATE SET resource_type = excluded.resource_type, physical_id = excluded.physical_id,
                    status = excluded.status, status_reason = excluded.status_reason, properties = excluded.properties,
                    attributes = excluded.attributes, pending = excluded.pending, updated_at = excluded.updated_at,
-                   metadata = excluded.metadata, journal = excluded.journal",
+                   metadata = excluded.metadata, journal = excluded.journal, no_echo = excluded.no_echo",
             ))
             .map_err(backend)?
             .execute(params![
@@ -737,7 +739,8 @@ impl Store for SqliteStore {
                     pending,
                     r.updated_at,
                     metadata,
-                    journal
+                    journal,
+                    r.no_echo
                 ],
             )
             .map_err(backend)?;

@@ -1,0 +1,259 @@
+//! The callback listener: the HTTP(S) endpoint behind every `ResponseURL`.
+//!
+//! A ResponseURL is `<base>/cfn-response/<StackId|LogicalResourceId|RequestId>`
+//! (percent-encoded, the shape of CloudFormation's S3 keys) with a
+//! `Signature` query parameter: an HMAC of the key under a secret this
+//! process drew at start, so a URL cannot be guessed or forged. Each URL is
+//! bound to one waiting request and used once: the first response settles
+//! it; a duplicate (409), a response after the timeout (410), an unknown
+//! request (404) or a bad signature (403) changes nothing.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::routing::put;
+use axum::Router;
+use cairn_sdk::custom_resource::{CustomResourceRequest, CustomResourceResponse};
+use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+use tokio::sync::oneshot;
+
+use super::response;
+use super::WebhookError;
+use crate::config::WebhookConfig;
+
+/// What a waiting request receives: the checked response, or why the
+/// response that came is not acceptable.
+pub type Answer = Result<CustomResourceResponse, String>;
+
+/// How a request that no longer waits ended, for the HTTP answer to a late
+/// or repeated response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Closed {
+    Answered,
+    TimedOut,
+}
+
+struct Waiting {
+    request: CustomResourceRequest,
+    tx: oneshot::Sender<Answer>,
+}
+
+#[derive(Default)]
+struct Slots {
+    waiting: HashMap<String, Waiting>,
+    closed: HashMap<String, Closed>,
+}
+
+/// The running listener and the requests waiting for a response.
+pub struct CallbackListener {
+    secret: [u8; 32],
+    base_url: String,
+    slots: Mutex<Slots>,
+    local_addr: SocketAddr,
+}
+
+/// What a ResponseURL key escapes: everything but RFC 3986's unreserved
+/// characters (`:`, `/` and `|` of `StackId|Logical|Request` included).
+const KEY_ESCAPES: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
+/// The `Signature` of a ResponseURL key.
+fn url_signature(secret: &[u8], key: &str) -> String {
+    cairn_sdk::custom_resource::hmac_hex(secret, key.as_bytes())
+}
+
+impl CallbackListener {
+    /// Binds the listener (`[webhooks] listen`) and serves it in the
+    /// background for as long as the process runs.
+    pub async fn start(config: &WebhookConfig) -> Result<Arc<CallbackListener>, WebhookError> {
+        let mut secret = [0u8; 32];
+        getrandom::fill(&mut secret).map_err(|e| {
+            WebhookError::Listener(format!("no randomness for the callback secret: {e}"))
+        })?;
+        let tcp = std::net::TcpListener::bind(&config.listen).map_err(|e| {
+            WebhookError::Listener(format!(
+                "cannot listen for custom-resource responses on {} ([webhooks] listen): {e}",
+                config.listen
+            ))
+        })?;
+        tcp.set_nonblocking(true).map_err(|e| {
+            WebhookError::Listener(format!("cannot set up the callback socket: {e}"))
+        })?;
+        let local_addr = tcp.local_addr().map_err(|e| {
+            WebhookError::Listener(format!("cannot read the callback address: {e}"))
+        })?;
+        let tls = match (&config.tls_cert, &config.tls_key) {
+            (Some(cert), Some(key)) => Some(super::tls::server_config(cert, key).await?),
+            (None, None) => None,
+            _ => {
+                return Err(WebhookError::Listener(
+                    "[webhooks] needs both tls_cert and tls_key, or neither".into(),
+                ))
+            }
+        };
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let base_url = config
+            .public_url
+            .clone()
+            .unwrap_or_else(|| format!("{scheme}://{local_addr}"))
+            .trim_end_matches('/')
+            .to_string();
+        let listener = Arc::new(CallbackListener {
+            secret,
+            base_url,
+            slots: Mutex::new(Slots::default()),
+            local_addr,
+        });
+        let app = Router::new()
+            .route("/cfn-response/{key}", put(receive).post(receive))
+            .with_state(listener.clone());
+        match tls {
+            Some(tls) => {
+                let server = axum_server::from_tcp_rustls(tcp, tls).map_err(|e| {
+                    WebhookError::Listener(format!("cannot serve HTTPS on {local_addr}: {e}"))
+                })?;
+                tokio::spawn(async move {
+                    if let Err(e) = server.serve(app.into_make_service()).await {
+                        tracing::error!("the custom-resource callback listener stopped: {e}");
+                    }
+                });
+            }
+            None => {
+                let tcp = tokio::net::TcpListener::from_std(tcp).map_err(|e| {
+                    WebhookError::Listener(format!("cannot serve on {local_addr}: {e}"))
+                })?;
+                tokio::spawn(async move {
+                    if let Err(e) = axum::serve(tcp, app).await {
+                        tracing::error!("the custom-resource callback listener stopped: {e}");
+                    }
+                });
+            }
+        }
+        tracing::debug!(address = %local_addr, base = %listener.base_url, "custom-resource callback listener started");
+        Ok(listener)
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The ResponseURL for a request.
+    pub fn response_url(&self, stack_id: &str, logical_id: &str, request_id: &str) -> String {
+        let key = format!("{stack_id}|{logical_id}|{request_id}");
+        format!(
+            "{}/cfn-response/{}?Signature={}",
+            self.base_url,
+            utf8_percent_encode(&key, KEY_ESCAPES),
+            url_signature(&self.secret, &key)
+        )
+    }
+
+    /// Waits for the response to `request` (whose `response_url` came from
+    /// [`CallbackListener::response_url`]). A request id waited for again
+    /// (a re-delivery) replaces the earlier wait.
+    pub fn expect(&self, request: CustomResourceRequest) -> oneshot::Receiver<Answer> {
+        let (tx, rx) = oneshot::channel();
+        if let Ok(mut s) = self.slots.lock() {
+            s.closed.remove(&request.request_id);
+            s.waiting
+                .insert(request.request_id.clone(), Waiting { request, tx });
+        }
+        rx
+    }
+
+    /// Stops waiting for `request_id`: a later response gets 410 Gone.
+    pub fn expire(&self, request_id: &str) {
+        if let Ok(mut s) = self.slots.lock() {
+            if s.waiting.remove(request_id).is_some() {
+                s.closed.insert(request_id.to_string(), Closed::TimedOut);
+            }
+        }
+    }
+
+    /// Settles `request_id` with a response that came another way (the
+    /// handler answered the POST itself). False when a response already
+    /// came to the URL: that one counts.
+    pub fn settle(&self, request_id: &str) -> bool {
+        match self.slots.lock() {
+            Ok(mut s) => {
+                let was_waiting = s.waiting.remove(request_id).is_some();
+                if was_waiting {
+                    s.closed.insert(request_id.to_string(), Closed::Answered);
+                }
+                was_waiting
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Takes the waiting request a response is for, if any.
+    fn take(&self, request_id: &str) -> Result<Waiting, (StatusCode, String)> {
+        let mut s = self.slots.lock().map_err(|_| {
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the callback listener is unusable".to_string(),
+            )
+        })?;
+        if let Some(w) = s.waiting.remove(request_id) {
+            s.closed.insert(request_id.to_string(), Closed::Answered);
+            return Ok(w);
+        }
+        Err(match s.closed.get(request_id) {
+            Some(Closed::Answered) => (
+                StatusCode::CONFLICT,
+                format!("request {request_id} was already answered; only the first response counts"),
+            ),
+            Some(Closed::TimedOut) => (
+                StatusCode::GONE,
+                format!("request {request_id} timed out before this response came; the resource has already failed"),
+            ),
+            None => (
+                StatusCode::NOT_FOUND,
+                format!("no request {request_id} is waiting for a response here"),
+            ),
+        })
+    }
+}
+
+/// `PUT /cfn-response/{key}?Signature=…`: a handler's response.
+async fn receive(
+    State(listener): State<Arc<CallbackListener>>,
+    Path(key): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+    body: Bytes,
+) -> (StatusCode, String) {
+    let expected = url_signature(&listener.secret, &key);
+    let given = query.get("Signature").map(String::as_str).unwrap_or("");
+    // Constant-time comparison: the signature is the URL's only secret.
+    if !constant_time_eq(given.as_bytes(), expected.as_bytes()) {
+        return (
+            StatusCode::FORBIDDEN,
+            "the Signature of this response URL is not valid; send the response to the ResponseURL of the request unchanged".into(),
+        );
+    }
+    let Some(request_id) = key.rsplit('|').next().filter(|id| !id.is_empty()) else {
+        return (StatusCode::NOT_FOUND, "not a response URL".into());
+    };
+    let waiting = match listener.take(request_id) {
+        Ok(w) => w,
+        Err(refused) => return refused,
+    };
+    let answer = response::check(&waiting.request, &body);
+    let reply = match &answer {
+        Ok(_) => (StatusCode::OK, String::new()),
+        Err(reason) => (StatusCode::BAD_REQUEST, reason.clone()),
+    };
+    let _ = waiting.tx.send(answer);
+    reply
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}

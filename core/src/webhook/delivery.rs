@@ -1,0 +1,128 @@
+//! Delivering one request to a handler: a signed POST, retried with backoff
+//! while the handler is unreachable or failing (connection refused, 5xx,
+//! 429, timeouts), never past the request's deadline.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::body::Bytes;
+use backon::{ExponentialBuilder, Retryable};
+use cairn_sdk::custom_resource::{sign, SIGNATURE_HEADER, TIMESTAMP_HEADER};
+use tokio::time::Instant;
+
+/// One attempt's failure: whether another attempt may succeed, and why.
+#[derive(Debug)]
+struct Failure {
+    retry: bool,
+    reason: String,
+}
+
+/// The longest a single POST may take before it is tried again.
+const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// POSTs `body` to `url` until a handler accepts it (any 2xx), returning the
+/// handler's reply body: a response in synchronous mode, anything else in
+/// asynchronous mode. The error is the resource's failure reason.
+pub async fn deliver(
+    client: &reqwest::Client,
+    url: &str,
+    secret: Option<&[u8]>,
+    body: Bytes,
+    deadline: Instant,
+) -> Result<Bytes, String> {
+    let last = Arc::new(Mutex::new(None::<String>));
+    let attempt = || {
+        let body = body.clone();
+        async move { post_once(client, url, secret, body, deadline).await }
+    };
+    let retried = attempt
+        .retry(
+            ExponentialBuilder::default()
+                .with_min_delay(Duration::from_millis(100))
+                .with_max_delay(Duration::from_secs(5))
+                .with_jitter()
+                .with_max_times(usize::MAX),
+        )
+        .sleep(tokio::time::sleep)
+        .when(|f: &Failure| f.retry)
+        .notify(|f: &Failure, wait: Duration| {
+            tracing::warn!(
+                url,
+                "delivering a custom-resource request failed, retrying in {wait:?}: {}",
+                f.reason
+            );
+            if let Ok(mut l) = last.lock() {
+                *l = Some(f.reason.clone());
+            }
+        });
+    match tokio::time::timeout_at(deadline, retried).await {
+        Ok(Ok(reply)) => Ok(reply),
+        Ok(Err(f)) => Err(f.reason),
+        Err(_) => {
+            let why = last
+                .lock()
+                .ok()
+                .and_then(|l| l.clone())
+                .map(|r| format!("; the last attempt failed: {r}"))
+                .unwrap_or_default();
+            Err(format!(
+                "the custom-resource request could not be delivered to {url} before the timeout{why}"
+            ))
+        }
+    }
+}
+
+async fn post_once(
+    client: &reqwest::Client,
+    url: &str,
+    secret: Option<&[u8]>,
+    body: Bytes,
+    deadline: Instant,
+) -> Result<Bytes, Failure> {
+    let mut req = client
+        .post(url)
+        .header("content-type", "application/json")
+        .timeout(ATTEMPT_TIMEOUT.min(deadline.saturating_duration_since(Instant::now())));
+    if let Some(secret) = secret {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        req = req
+            .header(TIMESTAMP_HEADER, now.to_string())
+            .header(SIGNATURE_HEADER, sign(secret, now, &body));
+    }
+    let reply = req.body(body).send().await.map_err(|e| Failure {
+        retry: true,
+        reason: describe(&e),
+    })?;
+    let status = reply.status();
+    let text = reply.bytes().await.map_err(|e| Failure {
+        retry: true,
+        reason: describe(&e),
+    })?;
+    if status.is_success() {
+        return Ok(text);
+    }
+    let snippet: String = String::from_utf8_lossy(&text).chars().take(200).collect();
+    Err(Failure {
+        // The handler is overloaded or broken for now; a 4xx is its answer.
+        retry: status.is_server_error() || status.as_u16() == 429 || status.as_u16() == 408,
+        reason: format!(
+            "the handler at {url} answered HTTP {status}: {}",
+            snippet.trim()
+        ),
+    })
+}
+
+/// A transport error in one line, with its cause (reqwest's own text omits it).
+fn describe(e: &reqwest::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}

@@ -1,0 +1,525 @@
+//! Custom resources served by webhook handlers: CloudFormation's
+//! custom-resource protocol over HTTP.
+//!
+//! `AWS::CloudFormation::CustomResource` and every `Custom::<Name>` go to
+//! [`WebhookProvider`]. Each call POSTs CloudFormation's request event
+//! (properties stringified) to the handler the resource's `ServiceToken`
+//! names, then waits, up to `ServiceTimeout`, for the response: PUT to the
+//! request's `ResponseURL` ([`callback`]) or returned from the POST itself.
+//! Replacement is the handler's to decide (a new PhysicalResourceId in an
+//! Update response); the engine then deletes the old id during cleanup, as
+//! for any provider.
+
+pub mod callback;
+mod delivery;
+pub mod response;
+mod tls;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::body::Bytes;
+use cairn_sdk::custom_resource::{
+    stringify_map, CustomResourceRequest, CustomResourceResponse, RequestType, ResponseStatus,
+};
+use cairn_sdk::{
+    CreateRequest, CreateResult, DeleteRequest, ErrorKind, PropertySchema, ProviderError,
+    RequestContext, ResourceProvider, ResourceSchema, UpdateRequest, UpdateResult,
+};
+use serde_json::{Map, Value};
+use tokio::sync::{OnceCell, Semaphore};
+use tokio::time::Instant;
+
+use crate::config::{EndpointConfig, WebhookConfig};
+use callback::CallbackListener;
+
+/// The type every custom resource may be declared as.
+pub const CUSTOM_RESOURCE_TYPE: &str = "AWS::CloudFormation::CustomResource";
+/// The prefix of `Custom::<Name>` types.
+pub const CUSTOM_TYPE_PREFIX: &str = "Custom::";
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WebhookError {
+    #[error("{0}")]
+    Config(String),
+    #[error("{0}")]
+    Listener(String),
+}
+
+/// The schema of a custom resource type: a required `ServiceToken`, an
+/// optional `ServiceTimeout`, anything else passed to the handler as is.
+pub fn custom_schema(type_name: &str) -> ResourceSchema {
+    ResourceSchema::new(type_name)
+        .describe("A CloudFormation custom resource, served by the webhook handler its ServiceToken names")
+        .property(
+            "ServiceToken",
+            PropertySchema::string()
+                .required()
+                .describe("An http(s):// URL, the name of a [webhooks.endpoints] entry, or a service token (e.g. a Lambda ARN) one of them lists"),
+        )
+        .property(
+            "ServiceTimeout",
+            PropertySchema::json().describe("Seconds to wait for the handler's response, 1 to 3600"),
+        )
+        .allow_additional_properties()
+        .ref_returns("the PhysicalResourceId the handler returned")
+}
+
+/// Where one resource's requests go.
+struct Target {
+    url: String,
+    secret: Option<Vec<u8>>,
+    default_timeout: (u64, String),
+    client: reqwest::Client,
+    slots: Arc<Semaphore>,
+}
+
+struct Endpoint {
+    name: String,
+    config: EndpointConfig,
+    client: OnceCell<reqwest::Client>,
+    slots: Arc<Semaphore>,
+}
+
+/// Serves custom resources by calling webhook handlers.
+pub struct WebhookProvider {
+    config: WebhookConfig,
+    endpoints: Vec<Endpoint>,
+    /// The client for URL service tokens no endpoint names.
+    default_client: OnceCell<reqwest::Client>,
+    /// Per-URL concurrency for those.
+    direct_slots: Mutex<HashMap<String, Arc<Semaphore>>>,
+    listener: OnceCell<Arc<CallbackListener>>,
+}
+
+impl WebhookProvider {
+    pub fn new(config: &WebhookConfig) -> Result<WebhookProvider, WebhookError> {
+        let mut declared: BTreeMap<&str, &str> = BTreeMap::new();
+        for (name, e) in &config.endpoints {
+            if !(e.url.starts_with("http://") || e.url.starts_with("https://")) {
+                return Err(WebhookError::Config(format!(
+                    "webhook endpoint {name} needs a url starting with http:// or https://, not {:?}",
+                    e.url
+                )));
+            }
+            if e.timeout_seconds.is_some_and(|t| !(1..=3600).contains(&t)) {
+                return Err(WebhookError::Config(format!(
+                    "timeout_seconds of webhook endpoint {name} must be from 1 to 3600"
+                )));
+            }
+            for t in &e.types {
+                if !t.starts_with(CUSTOM_TYPE_PREFIX) {
+                    return Err(WebhookError::Config(format!(
+                        "webhook endpoint {name} declares type {t}; only Custom::<Name> types can be served by webhooks"
+                    )));
+                }
+                if let Some(other) = declared.insert(t, name) {
+                    return Err(WebhookError::Config(format!(
+                        "type {t} is declared by webhook endpoints {other} and {name}; keep it in one"
+                    )));
+                }
+            }
+        }
+        if !(1..=3600).contains(&config.timeout_seconds) {
+            return Err(WebhookError::Config(
+                "[webhooks] timeout_seconds must be from 1 to 3600".into(),
+            ));
+        }
+        let slots =
+            |n: Option<usize>| Arc::new(Semaphore::new(n.unwrap_or(config.max_concurrency).max(1)));
+        Ok(WebhookProvider {
+            endpoints: config
+                .endpoints
+                .iter()
+                .map(|(name, e)| Endpoint {
+                    name: name.clone(),
+                    config: e.clone(),
+                    client: OnceCell::new(),
+                    slots: slots(e.max_concurrency),
+                })
+                .collect(),
+            config: config.clone(),
+            default_client: OnceCell::new(),
+            direct_slots: Mutex::new(HashMap::new()),
+            listener: OnceCell::new(),
+        })
+    }
+
+    /// The callback listener, started on first use.
+    pub async fn listener(&self) -> Result<&Arc<CallbackListener>, WebhookError> {
+        self.listener
+            .get_or_try_init(|| CallbackListener::start(&self.config))
+            .await
+    }
+
+    /// The endpoint a ServiceToken names.
+    async fn target(&self, token: &str) -> Result<Target, ProviderError> {
+        let is_url = token.starts_with("http://") || token.starts_with("https://");
+        let endpoint = self.endpoints.iter().find(|e| {
+            e.name == token
+                || e.config.service_tokens.iter().any(|t| t == token)
+                || (is_url && e.config.url == token)
+        });
+        if let Some(e) = endpoint {
+            let client = e
+                .client
+                .get_or_try_init(|| async { tls::client(e.config.ca_bundle.as_deref(), &e.name) })
+                .await
+                .map_err(|err| ProviderError::invalid_request(err.to_string()))?;
+            let default_timeout = match e.config.timeout_seconds {
+                Some(t) => (t, format!("timeout_seconds of webhook endpoint {}", e.name)),
+                None => (
+                    self.config.timeout_seconds,
+                    "[webhooks] timeout_seconds".into(),
+                ),
+            };
+            return Ok(Target {
+                url: e.config.url.clone(),
+                secret: e
+                    .config
+                    .secret
+                    .as_ref()
+                    .or(self.config.secret.as_ref())
+                    .map(|s| s.as_bytes().to_vec()),
+                default_timeout,
+                client: client.clone(),
+                slots: e.slots.clone(),
+            });
+        }
+        if !is_url {
+            return Err(ProviderError::invalid_request(format!(
+                "ServiceToken [{token}] is not an http:// or https:// URL, the name of a [webhooks.endpoints] entry, or a service token one of them lists; add it to the service_tokens of the endpoint that serves it in the config file"
+            )));
+        }
+        let client = self
+            .default_client
+            .get_or_try_init(|| async { tls::client(None, token) })
+            .await
+            .map_err(|err| ProviderError::invalid_request(err.to_string()))?;
+        let slots = match self.direct_slots.lock() {
+            Ok(mut m) => m
+                .entry(token.to_string())
+                .or_insert_with(|| Arc::new(Semaphore::new(self.config.max_concurrency.max(1))))
+                .clone(),
+            Err(_) => Arc::new(Semaphore::new(self.config.max_concurrency.max(1))),
+        };
+        Ok(Target {
+            url: token.to_string(),
+            secret: self.config.secret.as_ref().map(|s| s.as_bytes().to_vec()),
+            default_timeout: (
+                self.config.timeout_seconds,
+                "[webhooks] timeout_seconds".into(),
+            ),
+            client: client.clone(),
+            slots,
+        })
+    }
+
+    /// Sends one request and waits for its response.
+    async fn call(
+        &self,
+        ctx: &RequestContext,
+        request_type: RequestType,
+        physical_id: Option<&str>,
+        properties: &Map<String, Value>,
+        old_properties: Option<&Map<String, Value>>,
+    ) -> Result<CustomResourceResponse, Failure> {
+        let token = match properties.get("ServiceToken") {
+            Some(Value::String(s)) if !s.is_empty() => s.clone(),
+            _ => {
+                return Err(Failure::before_sending(
+                    "The ServiceToken property is required: the URL or endpoint of the custom resource's handler",
+                ))
+            }
+        };
+        let target = self.target(&token).await.map_err(Failure::Refused)?;
+        let (seconds, source) = match properties.get("ServiceTimeout") {
+            None | Some(Value::Null) => target.default_timeout.clone(),
+            Some(v) => (
+                service_timeout(v).map_err(Failure::before_sending)?,
+                "ServiceTimeout".into(),
+            ),
+        };
+        let deadline = deadline(ctx, Duration::from_secs(seconds));
+        let listener = self
+            .listener()
+            .await
+            .map_err(|e| Failure::before_sending(&e.to_string()))?;
+        let request = CustomResourceRequest {
+            request_type,
+            service_token: token,
+            response_url: listener.response_url(
+                &ctx.stack_id,
+                &ctx.logical_resource_id,
+                &ctx.request_id,
+            ),
+            stack_id: ctx.stack_id.clone(),
+            request_id: ctx.request_id.clone(),
+            resource_type: ctx.resource_type.clone(),
+            logical_resource_id: ctx.logical_resource_id.clone(),
+            physical_resource_id: physical_id.map(str::to_string),
+            resource_properties: stringify_map(properties),
+            old_resource_properties: old_properties.map(stringify_map),
+        };
+        let body =
+            Bytes::from(serde_json::to_vec(&request).map_err(|e| {
+                Failure::before_sending(&format!("cannot encode the request: {e}"))
+            })?);
+        let mut answer = listener.expect(request.clone());
+        let delivered = {
+            let permit = tokio::time::timeout_at(deadline, target.slots.acquire()).await;
+            match permit {
+                Ok(Ok(_permit)) => {
+                    delivery::deliver(&target.client, &target.url, target.secret.as_deref(), body, deadline)
+                        .await
+                }
+                _ => Err(format!(
+                    "the custom-resource request could not be delivered to {} before the timeout: the endpoint's max_concurrency requests were all in flight",
+                    target.url
+                )),
+            }
+        };
+        let reply = match delivered {
+            Ok(reply) => reply,
+            Err(reason) => {
+                listener.expire(&request.request_id);
+                return Err(Failure::Failed(reason));
+            }
+        };
+        // Synchronous mode: the handler answered the POST with the response.
+        if is_response(&reply) && listener.settle(&request.request_id) {
+            return response::check(&request, &reply).map_err(Failure::Failed);
+        }
+        match tokio::time::timeout_at(deadline, &mut answer).await {
+            Ok(Ok(checked)) => checked.map_err(Failure::Failed),
+            Ok(Err(_)) => Err(Failure::Failed("the callback listener stopped".into())),
+            Err(_) => {
+                listener.expire(&request.request_id);
+                // A response that came at the last moment still counts.
+                match answer.try_recv() {
+                    Ok(checked) => checked.map_err(Failure::Failed),
+                    Err(_) => Err(Failure::TimedOut(format!(
+                        "CloudFormation did not receive a response from your Custom Resource. Please check your logs for requestId [{}]. (No response within {seconds} s, the {source}.)",
+                        request.request_id
+                    ))),
+                }
+            }
+        }
+    }
+}
+
+/// Why a call did not produce a response.
+enum Failure {
+    /// Nothing was sent: the request itself is wrong.
+    Refused(ProviderError),
+    /// Sent (or tried), and failed: delivery, an invalid response.
+    Failed(String),
+    TimedOut(String),
+}
+
+impl Failure {
+    fn before_sending(reason: &str) -> Failure {
+        Failure::Refused(ProviderError::invalid_request(reason))
+    }
+
+    fn into_error(self) -> ProviderError {
+        match self {
+            Failure::Refused(e) => e,
+            Failure::Failed(reason) => ProviderError::new(ErrorKind::InternalFailure, reason),
+            Failure::TimedOut(reason) => ProviderError::timeout(reason),
+        }
+    }
+}
+
+/// The handler's reply to the POST is a response (synchronous mode) when it
+/// is a JSON object with a `Status`.
+fn is_response(reply: &[u8]) -> bool {
+    serde_json::from_slice::<Map<String, Value>>(reply).is_ok_and(|m| m.contains_key("Status"))
+}
+
+/// `ServiceTimeout`: whole seconds from 1 to 3600, as a number or a string.
+fn service_timeout(v: &Value) -> Result<u64, &'static str> {
+    let n = match v {
+        Value::Number(n) => n.as_u64(),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    };
+    n.filter(|n| (1..=3600).contains(n))
+        .ok_or("ServiceTimeout must be a whole number of seconds from 1 to 3600")
+}
+
+/// The earlier of `now + wait` and the engine's own deadline for the call.
+fn deadline(ctx: &RequestContext, wait: Duration) -> Instant {
+    let ours = Instant::now() + wait;
+    let now_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    let engine =
+        Instant::now() + Duration::from_millis(ctx.deadline_unix_ms.saturating_sub(now_ms));
+    ours.min(engine)
+}
+
+/// The physical id of a Create whose handler named none (it failed, or
+/// never answered): stable per request, so a re-delivered request and the
+/// rollback's Delete use the same one.
+fn generated_physical_id(ctx: &RequestContext) -> String {
+    let suffix: String = ctx
+        .request_id
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .take(12)
+        .collect::<String>()
+        .to_ascii_uppercase();
+    format!("{}-{}-{suffix}", ctx.stack_name, ctx.logical_resource_id)
+}
+
+/// The reason of a FAILED response.
+fn failed_reason(r: &CustomResourceResponse) -> String {
+    r.reason
+        .clone()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "The custom resource handler reported FAILED without a Reason".into())
+}
+
+#[async_trait::async_trait]
+impl ResourceProvider for WebhookProvider {
+    fn schema(&self) -> Vec<ResourceSchema> {
+        let mut schemas = vec![custom_schema(CUSTOM_RESOURCE_TYPE)];
+        for e in &self.endpoints {
+            for t in &e.config.types {
+                let mut s = custom_schema(t);
+                for (name, behavior) in &e.config.properties {
+                    s = s.property(name, PropertySchema::json().update(*behavior));
+                }
+                for a in &e.config.attributes {
+                    s = s.attribute(a, format!("Data key {a} of the handler's response"));
+                }
+                schemas.push(s);
+            }
+        }
+        schemas
+    }
+
+    async fn create(&self, req: &CreateRequest) -> Result<CreateResult, ProviderError> {
+        let ctx = &req.context;
+        let fallback_id = generated_physical_id(ctx);
+        match self
+            .call(ctx, RequestType::Create, None, &req.properties, None)
+            .await
+        {
+            Ok(r) if r.status == ResponseStatus::Success => Ok(CreateResult {
+                physical_resource_id: r.physical_resource_id,
+                attributes: r.data,
+                no_echo: r.no_echo,
+            }),
+            // A failed Create still leaves a physical id: rollback sends a
+            // Delete with it (or with the one generated here).
+            Ok(r) => {
+                let id = if r.physical_resource_id.is_empty() {
+                    fallback_id
+                } else {
+                    r.physical_resource_id.clone()
+                };
+                Err(ProviderError::new(ErrorKind::InternalFailure, failed_reason(&r)).leaving(id))
+            }
+            Err(Failure::Refused(e)) => Err(e),
+            Err(f) => Err(f.into_error().leaving(fallback_id)),
+        }
+    }
+
+    async fn update(&self, req: &UpdateRequest) -> Result<UpdateResult, ProviderError> {
+        if req.properties.get("ServiceToken") != req.old_properties.get("ServiceToken") {
+            // CloudFormation's text.
+            return Err(ProviderError::not_updatable(
+                "Modifying service token is not allowed.",
+            ));
+        }
+        let r = self
+            .call(
+                &req.context,
+                RequestType::Update,
+                Some(&req.physical_resource_id),
+                &req.properties,
+                Some(&req.old_properties),
+            )
+            .await
+            .map_err(Failure::into_error)?;
+        let changed_id = (!r.physical_resource_id.is_empty()
+            && r.physical_resource_id != req.physical_resource_id)
+            .then(|| r.physical_resource_id.clone());
+        if r.status == ResponseStatus::Failed {
+            let e = ProviderError::new(ErrorKind::InternalFailure, failed_reason(&r));
+            return Err(match changed_id {
+                Some(id) => e.leaving(id),
+                None => e,
+            });
+        }
+        Ok(UpdateResult {
+            physical_resource_id: changed_id,
+            attributes: r.data,
+            no_echo: r.no_echo,
+        })
+    }
+
+    async fn delete(&self, req: &DeleteRequest) -> Result<(), ProviderError> {
+        let r = self
+            .call(
+                &req.context,
+                RequestType::Delete,
+                Some(&req.physical_resource_id),
+                &req.properties,
+                None,
+            )
+            .await
+            .map_err(Failure::into_error)?;
+        match r.status {
+            ResponseStatus::Success => Ok(()),
+            ResponseStatus::Failed => Err(ProviderError::new(
+                ErrorKind::InternalFailure,
+                failed_reason(&r),
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn service_timeout_bounds() {
+        assert_eq!(service_timeout(&json!(5)), Ok(5));
+        assert_eq!(service_timeout(&json!("3600")), Ok(3600));
+        assert!(service_timeout(&json!(0)).is_err());
+        assert!(service_timeout(&json!(3601)).is_err());
+        assert!(service_timeout(&json!("soon")).is_err());
+    }
+
+    #[test]
+    fn synchronous_replies_are_json_objects_with_a_status() {
+        assert!(is_response(br#"{"Status":"SUCCESS"}"#));
+        assert!(!is_response(b""));
+        assert!(!is_response(b"OK"));
+        assert!(!is_response(br#"{"accepted":true}"#));
+    }
+
+    #[test]
+    fn configuration_errors_name_the_endpoint() {
+        let mut c = WebhookConfig::default();
+        c.endpoints.insert(
+            "w".into(),
+            EndpointConfig {
+                url: "ftp://x".into(),
+                ..Default::default()
+            },
+        );
+        let e = WebhookProvider::new(&c).err().unwrap();
+        assert_eq!(
+            e.to_string(),
+            "webhook endpoint w needs a url starting with http:// or https://, not \"ftp://x\""
+        );
+    }
+}

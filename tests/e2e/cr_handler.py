@@ -1,0 +1,133 @@
+"""A custom-resource handler for Cairn's end-to-end tests (stdlib only).
+
+It answers CloudFormation custom-resource requests the way a Lambda handler
+using cfnresponse does, steered by the resource's properties (which arrive
+stringified, as from CloudFormation):
+
+  Mode          async (default: 200 to the POST, then a PUT to ResponseURL),
+                sync (the response is the POST's reply), silent (never
+                answers), oversize, malformed, duplicate (PUTs twice),
+                wrongid (answers with another RequestId)
+  FailOn        request types answered FAILED, e.g. "Create" or "Update,Delete"
+  Reason        the Reason of a FAILED response
+  PhysicalId    the PhysicalResourceId to answer with (default: a new
+                "<LogicalResourceId>-<n>" on Create, the request's otherwise)
+  Data          a map returned as Data
+  NoEcho        "true" to answer with NoEcho
+
+Every request is appended to the --log file as one JSON line: the event, the
+signature check, and the HTTP status of each PUT the handler made.
+"""
+
+import argparse
+import hashlib
+import hmac
+import json
+import threading
+import time
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+LOCK = threading.Lock()
+COUNTER = {"n": 0}
+
+
+def put(url, body):
+    req = urllib.request.Request(url, data=body, method="PUT", headers={"content-type": ""})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except OSError:
+        return -1
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--log", required=True)
+    ap.add_argument("--port-file", required=True)
+    ap.add_argument("--secret", default="")
+    ap.add_argument("--port", type=int, default=0)
+    args = ap.parse_args()
+
+    def record(entry):
+        with LOCK:
+            with open(args.log, "a") as f:
+                f.write(json.dumps(entry) + "\n")
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_POST(self):
+            raw = self.rfile.read(int(self.headers.get("content-length", "0")))
+            ts = self.headers.get("X-Cairn-Timestamp", "")
+            sig = self.headers.get("X-Cairn-Signature", "")
+            want = "v1=" + hmac.new(args.secret.encode(), (ts + ".").encode() + raw, hashlib.sha256).hexdigest()
+            event = json.loads(raw)
+            props = event.get("ResourceProperties", {})
+            mode = props.get("Mode", "async")
+            rtype = event["RequestType"]
+            failed = rtype in [s.strip() for s in props.get("FailOn", "").split(",")]
+            if props.get("PhysicalId"):
+                physical = props["PhysicalId"]
+            elif rtype == "Create":
+                with LOCK:
+                    COUNTER["n"] += 1
+                    physical = "%s-%d" % (event["LogicalResourceId"], COUNTER["n"])
+            else:
+                physical = event["PhysicalResourceId"]
+            response = {
+                "Status": "FAILED" if failed else "SUCCESS",
+                "Reason": props.get("Reason", "See the details in CloudWatch Log Stream: test"),
+                "PhysicalResourceId": physical,
+                "StackId": event["StackId"],
+                "RequestId": event["RequestId"],
+                "LogicalResourceId": event["LogicalResourceId"],
+                "NoEcho": props.get("NoEcho") == "true",
+                "Data": props.get("Data", {}),
+            }
+            if mode == "wrongid":
+                response["RequestId"] = "not-" + event["RequestId"]
+            body = json.dumps(response).encode()
+            if mode == "oversize":
+                response["Data"] = {"Blob": "x" * 5000}
+                body = json.dumps(response).encode()
+            if mode == "malformed":
+                body = b'{"Status": "SUCCESS", '
+            entry = {"event": event, "signature_ok": hmac.compare_digest(sig, want), "puts": []}
+            if mode == "sync":
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.end_headers()
+                self.wfile.write(body)
+                record(entry)
+                return
+            self.send_response(200)
+            self.send_header("content-length", "0")
+            self.end_headers()
+            if mode == "silent":
+                record(entry)
+                return
+
+            def answer():
+                entry["puts"].append(put(event["ResponseURL"], body))
+                if mode == "duplicate":
+                    time.sleep(0.05)
+                    entry["puts"].append(put(event["ResponseURL"], body))
+                record(entry)
+
+            threading.Thread(target=answer).start()
+
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    with open(args.port_file + ".tmp", "w") as f:
+        f.write(str(server.server_address[1]))
+    import os
+
+    os.replace(args.port_file + ".tmp", args.port_file)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
