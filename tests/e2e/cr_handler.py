@@ -7,7 +7,11 @@ stringified, as from CloudFormation):
   Mode          async (default: 200 to the POST, then a PUT to ResponseURL),
                 sync (the response is the POST's reply), silent (never
                 answers), oversize, malformed, duplicate (PUTs twice),
-                wrongid (answers with another RequestId)
+                wrongid (answers with another RequestId), forged (first PUTs
+                to the ResponseURL with its Signature changed), late (never
+                answers a Create; when the Delete comes, first PUTs to the
+                Create's expired ResponseURL)
+  ModeOn        request types Mode applies to (default: all)
   FailOn        request types answered FAILED, e.g. "Create" or "Update,Delete"
   Reason        the Reason of a FAILED response
   PhysicalId    the PhysicalResourceId to answer with (default: a new
@@ -30,6 +34,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 LOCK = threading.Lock()
 COUNTER = {"n": 0}
+EXPIRED = {}
 
 
 def put(url, body):
@@ -69,6 +74,9 @@ def main():
             props = event.get("ResourceProperties", {})
             mode = props.get("Mode", "async")
             rtype = event["RequestType"]
+            mode_on = props.get("ModeOn")
+            if mode_on and rtype not in [s.strip() for s in mode_on.split(",")]:
+                mode = "late-delete" if mode == "late" else "async"
             failed = rtype in [s.strip() for s in props.get("FailOn", "").split(",")]
             if props.get("PhysicalId"):
                 physical = props["PhysicalId"]
@@ -107,11 +115,19 @@ def main():
             self.send_response(200)
             self.send_header("content-length", "0")
             self.end_headers()
-            if mode == "silent":
+            if mode in ("silent", "late"):
+                with LOCK:
+                    EXPIRED[event["LogicalResourceId"]] = event["ResponseURL"]
                 record(entry)
                 return
 
             def answer():
+                if mode == "late-delete":
+                    entry["puts"].append(put(EXPIRED.get(event["LogicalResourceId"], ""), body))
+                if mode == "forged":
+                    url = event["ResponseURL"]
+                    forged = url[:-4] + ("0000" if not url.endswith("0000") else "1111")
+                    entry["puts"].append(put(forged, body))
                 entry["puts"].append(put(event["ResponseURL"], body))
                 if mode == "duplicate":
                     time.sleep(0.05)

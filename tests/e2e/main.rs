@@ -6,3 +6,4 @@ mod stacks;
 mod support;
 mod update;
 mod validate;
+mod webhooks;

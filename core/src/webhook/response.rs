@@ -41,9 +41,11 @@ pub fn check(req: &CustomResourceRequest, body: &[u8]) -> Result<CustomResourceR
     ] {
         match m.get(field) {
             Some(Value::String(s)) if s == expected => {}
-            Some(Value::String(s)) => return Err(format!(
+            Some(Value::String(s)) => {
+                return Err(format!(
                 "Invalid response object: {field} [{s}] does not match the request's [{expected}]"
-            )),
+            ))
+            }
             Some(_) => {
                 return Err(format!(
                     "Invalid response object: Value of property {field} must be of type String"
@@ -70,9 +72,11 @@ pub fn check(req: &CustomResourceRequest, body: &[u8]) -> Result<CustomResourceR
         None | Some(Value::Null) if status == ResponseStatus::Success => None,
         Some(Value::String(s)) => Some(s.clone()),
         None => None,
-        Some(other) => return Err(format!(
+        Some(other) => {
+            return Err(format!(
             "Invalid response object: Value of property Reason must be of type String, not {other}"
-        )),
+        ))
+        }
     };
     let no_echo = match m.get("NoEcho") {
         None | Some(Value::Null) => false,

@@ -1,0 +1,530 @@
+//! Custom resources through the real binary and a real handler process on
+//! loopback (`cr_handler.py`, which answers like a cfnresponse Lambda).
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::support::Scratch;
+use crate::update::{cairn, deploy, ev, events, sequence_after, status};
+
+const SECRET: &str = "handler-secret";
+const ARN: &str = "arn:aws:lambda:us-east-1:123456789012:function:widgets";
+
+/// A handler process; killed when dropped.
+pub(crate) struct Handler {
+    child: Child,
+    log: PathBuf,
+    pub port: u16,
+}
+
+impl Handler {
+    pub(crate) fn start(s: &Scratch, port: u16) -> Handler {
+        let n = std::fs::read_dir(s.dir.path())
+            .map(|d| d.count())
+            .unwrap_or(0);
+        let log = s.dir.path().join(format!("handler-{n}.jsonl"));
+        let port_file = s.dir.path().join(format!("handler-{n}.port"));
+        let child = Command::new("python3")
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/e2e/cr_handler.py"
+            ))
+            .args(["--log", log.to_str().unwrap_or_default()])
+            .args(["--port-file", port_file.to_str().unwrap_or_default()])
+            .args(["--secret", SECRET, "--port", &port.to_string()])
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("python3 runs the test handler");
+        let started = Instant::now();
+        let port = loop {
+            if let Some(p) = std::fs::read_to_string(&port_file)
+                .ok()
+                .and_then(|t| t.trim().parse().ok())
+            {
+                break p;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "handler did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        Handler { child, log, port }
+    }
+
+    /// Every request the handler received, in order, with its signature check
+    /// and the HTTP statuses of the responses it PUT.
+    pub(crate) fn requests(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// (RequestType, LogicalResourceId, PhysicalResourceId) of each request.
+    fn calls(&self) -> Vec<(String, String, String)> {
+        self.requests()
+            .iter()
+            .map(|r| {
+                let e = &r["event"];
+                let t = |k: &str| e[k].as_str().unwrap_or("-").to_string();
+                (
+                    t("RequestType"),
+                    t("LogicalResourceId"),
+                    t("PhysicalResourceId"),
+                )
+            })
+            .collect()
+    }
+}
+
+impl Drop for Handler {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A scratch dir and a handler whose port its config names.
+fn with_handler() -> (Scratch, Handler) {
+    let s = Scratch::new();
+    let h = Handler::start(&s, 0);
+    write_config(&s, h.port);
+    (s, h)
+}
+
+/// The config maps the Lambda ARN to a handler on `port`.
+fn write_config(s: &Scratch, port: u16) {
+    s.write(
+        "cairn.toml",
+        &format!(
+            "[engine]\ncleanup_attempts = 2\ncleanup_backoff_seconds = 0.05\n\n[webhooks.endpoints.widgets]\nurl = \"http://127.0.0.1:{port}/\"\nsecret = \"{SECRET}\"\nservice_tokens = [\"{ARN}\"]\n"
+        ),
+    );
+}
+
+fn call(t: &str, l: &str, p: &str) -> (String, String, String) {
+    (t.into(), l.into(), p.into())
+}
+
+fn widget(props: &str) -> String {
+    format!(
+        "Resources:\n  W:\n    Type: Custom::Widget\n    Properties:\n      ServiceToken: {ARN}\n{props}"
+    )
+}
+
+/// The reason the resource `logical` failed with, from the stack's events.
+fn failure_reason(s: &Scratch, stack: &str, logical: &str) -> String {
+    events(s, stack)
+        .iter()
+        .find(|e| {
+            e["LogicalResourceId"] == logical
+                && e["ResourceStatus"]
+                    .as_str()
+                    .is_some_and(|st| st.ends_with("_FAILED"))
+        })
+        .and_then(|e| e["ResourceStatusReason"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn create_update_delete_send_cloudformation_requests() {
+    let (s, h) = with_handler();
+    let v1 = widget(
+        "      Size: 3\n      Enabled: true\n      Ratio: 1.5\n      Limits: {Max: 10, Zones: [a, 2, false]}\n      Data: {Arn: 'arn:widget:1', Dotted.Key: v}\n  User:\n    Type: Cairn::Test::Resource\n    Properties: {Value: !GetAtt W.Arn, Description: !GetAtt W.Dotted.Key}\nOutputs:\n  Arn: {Value: !GetAtt W.Arn}\n  Id: {Value: !Ref W}\n",
+    );
+    let run = deploy(&s, "st", &v1, &[]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let seq = sequence_after(&s, "st", 0);
+    assert_eq!(
+        seq[..4],
+        [
+            ev("st", "CREATE_IN_PROGRESS", "User Initiated", ""),
+            ev("W", "CREATE_IN_PROGRESS", "", ""),
+            ev("W", "CREATE_IN_PROGRESS", "Resource creation Initiated", ""),
+            ev("W", "CREATE_COMPLETE", "", "W-1"),
+        ]
+    );
+    let reqs = h.requests();
+    let create = &reqs[0]["event"];
+    assert_eq!(
+        reqs[0]["signature_ok"], true,
+        "requests are signed with the endpoint's secret"
+    );
+    let mut keys: Vec<&str> = create
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        [
+            "LogicalResourceId",
+            "RequestId",
+            "RequestType",
+            "ResourceProperties",
+            "ResourceType",
+            "ResponseURL",
+            "ServiceToken",
+            "StackId"
+        ]
+    );
+    let stack_id =
+        cairn(&s, &["describe", "st", "--output", "json"]).json()["Stacks"][0]["StackId"].clone();
+    assert_eq!(create["StackId"], stack_id);
+    assert_eq!(create["RequestType"], "Create");
+    assert_eq!(create["ServiceToken"], ARN);
+    assert_eq!(create["ResourceType"], "Custom::Widget");
+    assert_eq!(create["LogicalResourceId"], "W");
+    assert!(create["ResponseURL"]
+        .as_str()
+        .unwrap()
+        .contains("/cfn-response/"));
+    assert_eq!(
+        create["ResourceProperties"],
+        json!({"ServiceToken": ARN, "Size": "3", "Enabled": "true", "Ratio": "1.5",
+               "Limits": {"Max": "10", "Zones": ["a", "2", "false"]},
+               "Data": {"Arn": "arn:widget:1", "Dotted.Key": "v"}})
+    );
+    let out = cairn(&s, &["describe", "st", "--output", "json"]).json();
+    let outputs: Vec<(String, String)> = out["Stacks"][0]["Outputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            (
+                o["OutputKey"].as_str().unwrap().into(),
+                o["OutputValue"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        outputs,
+        [
+            ("Arn".into(), "arn:widget:1".into()),
+            ("Id".into(), "W-1".into())
+        ]
+    );
+
+    // Update: old and new properties, the physical id kept.
+    let v2 = v1.replace("Size: 3", "Size: 4");
+    let run = deploy(&s, "st", &v2, &[]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let reqs = h.requests();
+    let update = &reqs[1]["event"];
+    assert_eq!(update["RequestType"], "Update");
+    assert_eq!(update["PhysicalResourceId"], "W-1");
+    assert_eq!(update["ResourceProperties"]["Size"], "4");
+    assert_eq!(update["OldResourceProperties"]["Size"], "3");
+    assert_eq!(update["OldResourceProperties"]["Enabled"], "true");
+    assert_ne!(update["RequestId"], create["RequestId"]);
+    assert_eq!(status(&s, "st"), "UPDATE_COMPLETE");
+
+    // Unchanged custom resources are not contacted.
+    let v3 = v2.replace("Description: !GetAtt W.Dotted.Key", "Description: other");
+    let run = deploy(&s, "st", &v3, &[]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(h.requests().len(), 2);
+
+    let run = cairn(&s, &["delete", "st"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let reqs = h.requests();
+    let delete = &reqs[2]["event"];
+    assert_eq!(delete["RequestType"], "Delete");
+    assert_eq!(delete["PhysicalResourceId"], "W-1");
+    assert_eq!(delete["ResourceProperties"]["Size"], "4");
+    assert!(delete.get("OldResourceProperties").is_none());
+    assert_eq!(h.calls().len(), 3);
+}
+
+#[test]
+fn synchronous_responses_and_endpoint_names_and_urls() {
+    let (s, h) = with_handler();
+    let body = format!(
+        "Resources:\n  A:\n    Type: AWS::CloudFormation::CustomResource\n    Properties: {{ServiceToken: widgets, Mode: sync, Data: {{K: a}}}}\n  B:\n    Type: Custom::Other\n    Properties: {{ServiceToken: 'http://127.0.0.1:{}/', PhysicalId: b-fixed}}\nOutputs:\n  K: {{Value: !GetAtt A.K}}\n",
+        h.port
+    );
+    let run = deploy(&s, "st", &body, &[]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let mut calls = h.calls();
+    calls.sort();
+    assert_eq!(calls, [call("Create", "A", "-"), call("Create", "B", "-")]);
+    let reqs = h.requests();
+    // A was answered in the POST's reply: the handler PUT nothing.
+    let a = reqs
+        .iter()
+        .find(|r| r["event"]["LogicalResourceId"] == "A")
+        .unwrap();
+    assert_eq!(a["puts"], json!([]));
+    let out = cairn(&s, &["describe", "st", "--output", "json"]).json();
+    assert_eq!(out["Stacks"][0]["Outputs"][0]["OutputValue"], "a");
+    let run = cairn(&s, &["resources", "st", "--output", "json"]);
+    let mut ids: Vec<String> = run.json()["StackResources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            r["PhysicalResourceId"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    ids.sort();
+    assert!(
+        ids == ["A-1", "b-fixed"] || ids == ["A-2", "b-fixed"],
+        "{ids:?}"
+    );
+}
+
+#[test]
+fn a_new_physical_id_on_update_deletes_the_old_one_in_cleanup() {
+    let (s, h) = with_handler();
+    let v1 = widget("      Size: 3\n  User:\n    Type: Cairn::Test::Resource\n    Properties: {Value: !Ref W}\n");
+    assert_eq!(deploy(&s, "st", &v1, &[]).code(), 0);
+    let skip = events(&s, "st").len();
+    let v2 = v1.replace("Size: 3", "Size: 4\n      PhysicalId: W-new");
+    let run = deploy(&s, "st", &v2, &[]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(
+        sequence_after(&s, "st", skip),
+        [
+            ev("st", "UPDATE_IN_PROGRESS", "User Initiated", ""),
+            ev("W", "UPDATE_IN_PROGRESS", "", "W-1"),
+            ev("W", "UPDATE_COMPLETE", "", "W-new"),
+            ev(
+                "User",
+                "UPDATE_IN_PROGRESS",
+                "",
+                &crate::update::physical(&s, "st", "User")
+            ),
+            ev(
+                "User",
+                "UPDATE_COMPLETE",
+                "",
+                &crate::update::physical(&s, "st", "User")
+            ),
+            ev("st", "UPDATE_COMPLETE_CLEANUP_IN_PROGRESS", "", ""),
+            ev("W", "DELETE_IN_PROGRESS", "", "W-1"),
+            ev("W", "DELETE_COMPLETE", "", "W-1"),
+            ev("st", "UPDATE_COMPLETE", "", ""),
+        ]
+    );
+    assert_eq!(
+        h.calls(),
+        [
+            call("Create", "W", "-"),
+            call("Update", "W", "W-1"),
+            call("Delete", "W", "W-1")
+        ]
+    );
+    // The old resource is deleted with its old properties.
+    assert_eq!(h.requests()[2]["event"]["ResourceProperties"]["Size"], "3");
+}
+
+#[test]
+fn update_rollback_sends_an_update_with_old_and_new_swapped() {
+    let (s, h) = with_handler();
+    let v1 = widget(
+        "      Size: 3\n  Other:\n    Type: Cairn::Test::Resource\n    Properties: {Value: a}\n",
+    );
+    assert_eq!(deploy(&s, "st", &v1, &[]).code(), 0);
+    let v2 = v1.replace("Size: 3", "Size: 4").replace(
+        "{Value: a}",
+        "{Value: b, Fail: update, FailMessage: broken}\n    DependsOn: W",
+    );
+    let run = deploy(&s, "st", &v2, &[]);
+    assert_eq!(run.code(), 1);
+    assert_eq!(status(&s, "st"), "UPDATE_ROLLBACK_COMPLETE");
+    let reqs = h.requests();
+    let kinds: Vec<&str> = reqs
+        .iter()
+        .map(|r| r["event"]["RequestType"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["Create", "Update", "Update"]);
+    let rollback = &reqs[2]["event"];
+    assert_eq!(rollback["PhysicalResourceId"], "W-1");
+    assert_eq!(rollback["ResourceProperties"]["Size"], "3");
+    assert_eq!(rollback["OldResourceProperties"]["Size"], "4");
+}
+
+#[test]
+fn a_failed_create_is_deleted_with_the_physical_id_it_returned() {
+    let (s, h) = with_handler();
+    let body = widget("      FailOn: Create\n      Reason: 'quota exceeded for widgets'\n      PhysicalId: w-half-made\n");
+    let run = deploy(&s, "st", &body, &[]);
+    assert_eq!(run.code(), 1);
+    assert_eq!(
+        sequence_after(&s, "st", 0),
+        [
+            ev("st", "CREATE_IN_PROGRESS", "User Initiated", ""),
+            ev("W", "CREATE_IN_PROGRESS", "", ""),
+            ev("W", "CREATE_IN_PROGRESS", "Resource creation Initiated", ""),
+            ev(
+                "W",
+                "CREATE_FAILED",
+                "quota exceeded for widgets",
+                "w-half-made"
+            ),
+            ev(
+                "st",
+                "ROLLBACK_IN_PROGRESS",
+                "The following resource(s) failed to create: [W]. Rollback requested by user.",
+                ""
+            ),
+            ev("W", "DELETE_IN_PROGRESS", "", "w-half-made"),
+            ev("W", "DELETE_COMPLETE", "", "w-half-made"),
+            ev("st", "ROLLBACK_COMPLETE", "", ""),
+        ]
+    );
+    assert_eq!(
+        h.calls(),
+        [call("Create", "W", "-"), call("Delete", "W", "w-half-made")]
+    );
+}
+
+#[test]
+fn no_response_within_the_service_timeout_fails_and_a_late_one_is_refused() {
+    let (s, h) = with_handler();
+    let body = widget("      ServiceTimeout: 1\n      Mode: late\n      ModeOn: Create\n");
+    let started = Instant::now();
+    let run = deploy(&s, "st", &body, &[]);
+    assert_eq!(run.code(), 1);
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let reqs = h.requests();
+    let request_id = reqs[0]["event"]["RequestId"].as_str().unwrap().to_string();
+    assert_eq!(
+        failure_reason(&s, "st", "W"),
+        format!("CloudFormation did not receive a response from your Custom Resource. Please check your logs for requestId [{request_id}]. (No response within 1 s, the ServiceTimeout.)")
+    );
+    // Rollback deletes the id Cairn generated; the handler's late answer to
+    // the Create (sent first when the Delete came) got 410 Gone.
+    let delete = &reqs[1];
+    assert_eq!(delete["event"]["RequestType"], "Delete");
+    let generated = delete["event"]["PhysicalResourceId"].as_str().unwrap();
+    assert!(
+        generated.starts_with("st-W-") && generated.len() == "st-W-".len() + 12,
+        "{generated}"
+    );
+    assert_eq!(delete["puts"], json!([410, 200]));
+    assert_eq!(status(&s, "st"), "ROLLBACK_COMPLETE");
+}
+
+#[test]
+fn a_handler_that_is_down_at_first_is_retried() {
+    // A port nothing listens on yet.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let s = Scratch::new();
+    write_config(&s, port);
+    let path = s.write("t.yaml", &widget("      Size: 1\n"));
+    let child = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args([
+            "--config",
+            "cairn.toml",
+            "deploy",
+            "st",
+            path.to_str().unwrap(),
+        ])
+        .current_dir(s.dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let h = Handler::start(&s, port);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(h.calls(), [call("Create", "W", "-")]);
+    assert_eq!(status(&s, "st"), "CREATE_COMPLETE");
+}
+
+#[test]
+fn invalid_repeated_and_forged_responses() {
+    let (s, h) = with_handler();
+    let cases = [
+        ("oversize", "Response object is too long.".to_string()),
+        ("malformed", "Invalid response object: the body is not valid JSON (EOF while parsing a value at line 1 column 22); send the JSON object cfnresponse sends".to_string()),
+    ];
+    for (i, (mode, reason)) in cases.iter().enumerate() {
+        let stack = format!("bad{i}");
+        let run = deploy(
+            &s,
+            &stack,
+            &widget(&format!("      Mode: {mode}\n      ModeOn: Create\n")),
+            &[],
+        );
+        assert_eq!(run.code(), 1);
+        assert_eq!(&failure_reason(&s, &stack, "W"), reason, "{mode}");
+        // The listener told the handler too.
+        let reqs = h.requests();
+        assert_eq!(reqs[reqs.len() - 2]["puts"], json!([400]), "{mode}");
+    }
+    let run = deploy(
+        &s,
+        "wrong",
+        &widget("      Mode: wrongid\n      ModeOn: Create\n"),
+        &[],
+    );
+    assert_eq!(run.code(), 1);
+    let reqs = h.requests();
+    let id = reqs[reqs.len() - 2]["event"]["RequestId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        failure_reason(&s, "wrong", "W"),
+        format!(
+            "Invalid response object: RequestId [not-{id}] does not match the request's [{id}]"
+        )
+    );
+    // Only the first response counts: the second gets 409 Conflict.
+    let run = deploy(&s, "dup", &widget("      Mode: duplicate\n"), &[]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(h.requests().last().unwrap()["puts"], json!([200, 409]));
+    // A forged URL (wrong Signature) gets 403 and changes nothing.
+    let run = deploy(&s, "forged", &widget("      Mode: forged\n"), &[]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(h.requests().last().unwrap()["puts"], json!([403, 200]));
+}
+
+#[test]
+fn data_is_read_by_getatt_and_no_echo_masks_it() {
+    let (s, _handler) = with_handler();
+    let body = widget("      NoEcho: true\n      Data: {Password: hunter2-secret}\n  User:\n    Type: Cairn::Test::Resource\n    Properties: {Value: !GetAtt W.Password, Description: !Sub 'pw=${W.Password}'}\nOutputs:\n  Pw: {Value: !GetAtt W.Password}\n");
+    let run = deploy(&s, "st", &body, &[]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let user = events(&s, "st")
+        .into_iter()
+        .find(|e| e["LogicalResourceId"] == "User" && e["ResourceStatus"] == "CREATE_COMPLETE")
+        .unwrap();
+    let props: Value = serde_json::from_str(user["ResourceProperties"].as_str().unwrap()).unwrap();
+    assert_eq!(props["Value"], "*****");
+    assert_eq!(props["Description"], "pw=*****");
+    // The resource got the real value; CloudFormation does not mask Outputs.
+    let physical = crate::update::physical(&s, "st", "User");
+    assert_eq!(
+        crate::update::file(&s, &physical)["Properties"]["Value"],
+        "hunter2-secret"
+    );
+    let out = cairn(&s, &["describe", "st", "--output", "json"]).json();
+    assert_eq!(
+        out["Stacks"][0]["Outputs"][0]["OutputValue"],
+        "hunter2-secret"
+    );
+}
