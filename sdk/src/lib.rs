@@ -12,6 +12,8 @@ pub mod custom_resource;
 mod error;
 mod provider;
 mod schema;
+#[cfg(feature = "webhook")]
+pub mod webhook;
 
 pub use error::{ErrorKind, ProviderError};
 pub use provider::{

@@ -102,7 +102,7 @@ fn write_config(s: &Scratch, port: u16) {
     s.write(
         "cairn.toml",
         &format!(
-            "[engine]\ncleanup_attempts = 2\ncleanup_backoff_seconds = 0.05\n\n[webhooks.endpoints.widgets]\nurl = \"http://127.0.0.1:{port}/\"\nsecret = \"{SECRET}\"\nservice_tokens = [\"{ARN}\"]\n"
+            "[engine]\ncleanup_attempts = 2\ncleanup_backoff_seconds = 0.05\n\n[webhooks]\ntimeout_seconds = 30\n\n[webhooks.endpoints.widgets]\nurl = \"http://127.0.0.1:{port}/\"\nsecret = \"{SECRET}\"\nservice_tokens = [\"{ARN}\"]\n"
         ),
     );
 }
@@ -527,4 +527,180 @@ fn data_is_read_by_getatt_and_no_echo_masks_it() {
         out["Stacks"][0]["Outputs"][0]["OutputValue"],
         "hunter2-secret"
     );
+}
+
+/// A handler program that prints `listening on HOST:PORT` first; killed
+/// when dropped.
+struct Program {
+    child: Child,
+    port: u16,
+}
+
+impl Program {
+    fn start(mut cmd: Command) -> Program {
+        use std::io::BufRead;
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("the handler program starts");
+        let mut line = String::new();
+        if let Some(out) = child.stdout.take() {
+            let mut reader = std::io::BufReader::new(out);
+            let _ = reader.read_line(&mut line);
+            // Keep draining: a handler that prints (cfnresponse does) must
+            // not die of a closed pipe.
+            std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
+        }
+        let port = line
+            .trim()
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("the handler did not say where it listens: {line:?}"));
+        Program { child, port }
+    }
+}
+
+impl Drop for Program {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The Rust handler kit example (`examples/webhook_handler.rs`).
+fn rust_kit_handler(secret: &str) -> Program {
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_cairn"))
+        .parent()
+        .map(|d| d.join("examples/webhook_handler"))
+        .unwrap_or_default();
+    let mut cmd = Command::new(exe);
+    cmd.args(["--listen", "127.0.0.1:0", "--secret", secret]);
+    Program::start(cmd)
+}
+
+/// The Python example: a Lambda handler using PyPI's cfnresponse, unchanged.
+fn python_cfnresponse_handler(secret: &str) -> Program {
+    let check = Command::new("python3")
+        .args(["-c", "import cfnresponse"])
+        .output()
+        .expect("python3 runs");
+    assert!(
+        check.status.success(),
+        "the Python example needs cfnresponse: pip install -r examples/python-handler/requirements.txt"
+    );
+    let mut cmd = Command::new("python3");
+    cmd.arg(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/python-handler/server.py"
+    ))
+    .args(["--listen", "127.0.0.1:0"])
+    .env("CAIRN_WEBHOOK_SECRET", secret);
+    Program::start(cmd)
+}
+
+/// A scratch dir whose config names `handler` as endpoint `greetings`.
+fn greetings_scratch(handler: &Program) -> Scratch {
+    let s = Scratch::new();
+    s.write(
+        "cairn.toml",
+        &format!(
+            "[webhooks]\ntimeout_seconds = 30\n\n[webhooks.endpoints.greetings]\nurl = \"http://127.0.0.1:{}/\"\nsecret = \"{SECRET}\"\n",
+            handler.port
+        ),
+    );
+    s
+}
+
+/// Create, update (a new Name: a new greeting, the old one deleted in
+/// cleanup), delete, against a handler serving Custom::Greeting.
+fn greeting_lifecycle(handler: Program, id_prefix: &str) {
+    let s = greetings_scratch(&handler);
+    let v1 = "Resources:\n  G:\n    Type: Custom::Greeting\n    Properties: {ServiceToken: greetings, Name: world, Excited: false}\n  User:\n    Type: Cairn::Test::Resource\n    Properties: {Value: !GetAtt G.Message}\nOutputs:\n  Message: {Value: !GetAtt G.Message}\n  Id: {Value: !Ref G}\n";
+    let run = deploy(&s, "st", v1, &[]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let outputs = |s: &Scratch| -> Vec<String> {
+        cairn(s, &["describe", "st", "--output", "json"]).json()["Stacks"][0]["Outputs"]
+            .as_array()
+            .map(|l| {
+                l.iter()
+                    .map(|o| o["OutputValue"].as_str().unwrap_or_default().to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let old = format!("{id_prefix}world");
+    assert_eq!(outputs(&s), ["Hello, world.".to_string(), old.clone()]);
+    let skip = events(&s, "st").len();
+    let v2 = v1.replace("Name: world", "Name: there");
+    let run = deploy(&s, "st", &v2, &[]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let new = format!("{id_prefix}there");
+    let seq: Vec<_> = sequence_after(&s, "st", skip)
+        .into_iter()
+        .filter(|e| e.0 == "G")
+        .collect();
+    assert_eq!(
+        seq,
+        [
+            ev("G", "UPDATE_IN_PROGRESS", "", &old),
+            ev("G", "UPDATE_COMPLETE", "", &new),
+            ev("G", "DELETE_IN_PROGRESS", "", &old),
+            ev("G", "DELETE_COMPLETE", "", &old),
+        ]
+    );
+    assert_eq!(outputs(&s), ["Hello, there.".to_string(), new.clone()]);
+    let stack_id = cairn(&s, &["describe", "st", "--output", "json"]).json()["Stacks"][0]
+        ["StackId"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let run = cairn(&s, &["delete", "st"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    // A deleted stack's events are read by its id, as in CloudFormation.
+    let last: Vec<_> = sequence_after(&s, &stack_id, 0)
+        .into_iter()
+        .filter(|e| e.0 == "G")
+        .rev()
+        .take(2)
+        .collect();
+    assert_eq!(
+        last,
+        [
+            ev("G", "DELETE_COMPLETE", "", &new),
+            ev("G", "DELETE_IN_PROGRESS", "", &new)
+        ]
+    );
+}
+
+#[test]
+fn the_rust_handler_kit_serves_a_provider() {
+    greeting_lifecycle(rust_kit_handler(SECRET), "greeting-");
+}
+
+#[test]
+fn the_python_cfnresponse_example_serves_the_same_lifecycle() {
+    greeting_lifecycle(python_cfnresponse_handler(SECRET), "py-greeting-");
+}
+
+#[test]
+fn handlers_refuse_requests_with_a_wrong_signature() {
+    for handler in [
+        rust_kit_handler("another-secret"),
+        python_cfnresponse_handler("another-secret"),
+    ] {
+        let s = greetings_scratch(&handler);
+        let body = "Resources:\n  G:\n    Type: Custom::Greeting\n    Properties: {ServiceToken: greetings, Name: world}\n";
+        let run = deploy(&s, "st", body, &[]);
+        assert_eq!(run.code(), 1);
+        let reason = failure_reason(&s, "st", "G");
+        assert!(
+            reason.starts_with(&format!(
+                "the handler at http://127.0.0.1:{}/ answered HTTP 401 Unauthorized: ",
+                handler.port
+            )),
+            "{reason}"
+        );
+    }
 }
