@@ -27,31 +27,47 @@ pub fn check_types(template: &Template, registry: &Registry) -> Result<(), Templ
     }
 }
 
-/// Every `Fn::GetAtt` names an attribute its resource's schema declares.
+/// Every `Fn::GetAtt` (in resources and outputs) names an attribute its
+/// resource's schema declares.
 pub fn check_attributes(
     template: &Template,
     graph: &Graph,
     registry: &Registry,
 ) -> Result<(), TemplateError> {
-    for (node, res, attr) in graph.attribute_uses() {
-        let Some(r) = template.resource(res) else {
-            continue;
-        };
-        let Some(schema) = registry.schema(&r.type_name) else {
-            continue;
-        };
-        if schema.additional_properties && schema.attributes.is_empty() {
-            // Custom resources return arbitrary Data keys.
-            continue;
-        }
-        if !schema.attributes.contains_key(attr) {
+    let check =
+        |res: &str, attr: &str, at: &str| -> Result<(), TemplateError> {
+            let Some(r) = template.resource(res) else {
+                return Ok(());
+            };
+            let Some(schema) = registry.schema(&r.type_name) else {
+                return Ok(());
+            };
+            if schema.additional_properties && schema.attributes.is_empty() {
+                // Custom resources return arbitrary Data keys.
+                return Ok(());
+            }
+            if schema.attributes.contains_key(attr) {
+                return Ok(());
+            }
             let valid: Vec<&str> = schema.attributes.keys().map(String::as_str).collect();
-            return Err(template_error(format!(
-                "resource {res} does not support attribute type {attr} in Fn::GetAtt (type {} has: {})",
-                r.type_name,
-                if valid.is_empty() { "no attributes".to_string() } else { valid.join(", ") }
-            ))
-            .at(&child("/Resources", graph.name(*node))));
+            Err(template_error(format!(
+            "resource {res} does not support attribute type {attr} in Fn::GetAtt (type {} has: {})",
+            r.type_name,
+            if valid.is_empty() { "no attributes".to_string() } else { valid.join(", ") }
+        ))
+            .at(at))
+        };
+    for (node, res, attr) in graph.attribute_uses() {
+        check(res, attr, &child("/Resources", graph.name(*node)))?;
+    }
+    for o in &template.outputs {
+        let path = child(&child("/Outputs", &o.name), "Value");
+        let mut refs = Vec::new();
+        crate::graph::references(&o.value, &path, &|_| None, &mut refs);
+        for r in refs {
+            if let Some(attr) = &r.attribute {
+                check(&r.target, attr, &r.path)?;
+            }
         }
     }
     Ok(())

@@ -704,3 +704,55 @@ fn handlers_refuse_requests_with_a_wrong_signature() {
         );
     }
 }
+
+#[test]
+fn a_missing_data_key_fails_its_reader_with_cloudformations_text() {
+    let (s, _handler) = with_handler();
+    let body = widget("      Data: {Arn: 'arn:widget:1'}\n  User:\n    Type: Cairn::Test::Resource\n    Properties: {Value: !GetAtt W.Missing}\n");
+    let run = deploy(&s, "st", &body, &[]);
+    assert_eq!(run.code(), 1);
+    assert_eq!(
+        failure_reason(&s, "st", "User"),
+        "CustomResource attribute error: Vendor response doesn't contain Missing attribute in object W (at /Resources/User/Properties/Value/Fn::GetAtt, line 9, column 25)"
+    );
+}
+
+#[test]
+fn an_endpoint_schema_lets_the_engine_plan_replacement() {
+    let s = Scratch::new();
+    let h = Handler::start(&s, 0);
+    s.write(
+        "cairn.toml",
+        &format!(
+            "[webhooks]\ntimeout_seconds = 30\n\n[webhooks.endpoints.planned]\nurl = \"http://127.0.0.1:{}/\"\nsecret = \"{SECRET}\"\ntypes = [\"Custom::Planned\"]\nattributes = [\"Arn\"]\n[webhooks.endpoints.planned.properties]\nName = \"CreateOnly\"\nSize = \"Mutable\"\n",
+            h.port
+        ),
+    );
+    let v1 = "Resources:\n  P:\n    Type: Custom::Planned\n    Properties: {ServiceToken: planned, Name: a, Size: 1, Data: {Arn: x}}\n";
+    assert_eq!(deploy(&s, "st", v1, &[]).code(), 0);
+    // A declared attribute is checked before anything runs.
+    let bad = "Resources:\n  P:\n    Type: Custom::Planned\n    Properties: {ServiceToken: planned, Name: a, Size: 1}\nOutputs:\n  O: {Value: !GetAtt P.Nope}\n";
+    let run = deploy(&s, "st", bad, &[]);
+    assert_eq!(run.code(), 1);
+    assert!(
+        run.stderr().contains("Template error: resource P does not support attribute type Nope in Fn::GetAtt (type Custom::Planned has: Arn)"),
+        "{}",
+        run.stderr()
+    );
+    // Size is Mutable: an Update. Name is CreateOnly: the engine creates a
+    // replacement and deletes the old one in cleanup; no Update is sent.
+    let v2 = v1.replace("Size: 1", "Size: 2");
+    assert_eq!(deploy(&s, "st", &v2, &[]).code(), 0);
+    let v3 = v2.replace("Name: a", "Name: b");
+    let run = deploy(&s, "st", &v3, &[]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(
+        h.calls(),
+        [
+            call("Create", "P", "-"),
+            call("Update", "P", "P-1"),
+            call("Create", "P", "-"),
+            call("Delete", "P", "P-1"),
+        ]
+    );
+}

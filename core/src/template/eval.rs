@@ -175,6 +175,11 @@ fn unresolved(names: &str) -> TemplateError {
     ))
 }
 
+/// `AWS::CloudFormation::CustomResource` or `Custom::<Name>`.
+fn is_custom_resource(type_name: &str) -> bool {
+    type_name == "AWS::CloudFormation::CustomResource" || type_name.starts_with("Custom::")
+}
+
 impl<'a> Evaluator<'a> {
     /// Builds an evaluator and evaluates every condition.
     pub fn new(
@@ -424,6 +429,10 @@ impl<'a> Evaluator<'a> {
         match self.resolver.resource_attribute(res, attr) {
             Lookup::Value(v) => Ok(Evaluated::Value(v)),
             Lookup::Pending => Ok(Evaluated::Pending),
+            // CloudFormation's text for a custom resource's missing Data key.
+            Lookup::Absent if is_custom_resource(&r.type_name) => Err(TemplateError::new(format!(
+                "CustomResource attribute error: Vendor response doesn't contain {attr} attribute in object {res}"
+            ))),
             Lookup::Absent => Err(template_error(format!(
                 "resource {res} does not provide attribute {attr} for Fn::GetAtt"
             ))),
