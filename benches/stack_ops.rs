@@ -5,18 +5,26 @@
 //! - random DAGs of 1,000 and 10,000 `Cairn::Test::Resource`: create and delete
 //!   wall time, peak RSS;
 //! - 20 layers × 50 resources with `WaitSeconds: 0.05`: wall time against the
-//!   1.0 s critical path.
+//!   1.0 s critical path;
+//! - the 1,000-resource DAG as `Custom::Bench` custom resources against a
+//!   local webhook handler (the SDK's handler kit, answering with a PUT to
+//!   the ResponseURL as a cfnresponse Lambda does): create and delete.
 
 use std::collections::BTreeMap;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
 
-use cairn_core::config::Config;
+use cairn_core::config::{Config, EndpointConfig};
 use cairn_core::engine::{CreateStackInput, Engine, UpdateStackInput};
 use cairn_core::stack::{OnFailure, StackStatus};
 use cairn_core::store::sqlite::SqliteStore;
 use cairn_core::store::Store;
+use cairn_sdk::webhook::WebhookHandler;
+use cairn_sdk::{
+    CreateRequest, CreateResult, DeleteRequest, ProviderError, ResourceProvider, ResourceSchema,
+    UpdateRequest, UpdateResult,
+};
 
 /// The same allocator as the `cairn` binary.
 #[global_allocator]
@@ -86,6 +94,61 @@ fn peak_rss_mb() -> f64 {
 /// How many times the no-op update is tried (the median is reported).
 const NOOP_ATTEMPTS: usize = 5;
 
+/// The custom resource the webhook scenario's handler serves: it remembers
+/// nothing and answers at once, so the figure is Cairn's and the protocol's.
+struct Echo;
+
+#[cairn_sdk::async_trait]
+impl ResourceProvider for Echo {
+    fn schema(&self) -> Vec<ResourceSchema> {
+        vec![ResourceSchema::new("Custom::Bench").allow_additional_properties()]
+    }
+    async fn create(&self, req: &CreateRequest) -> Result<CreateResult, ProviderError> {
+        let mut attributes = serde_json::Map::new();
+        attributes.insert("Id".into(), req.context.request_id.clone().into());
+        Ok(CreateResult {
+            physical_resource_id: format!("bench-{}", req.context.logical_resource_id),
+            attributes,
+            no_echo: false,
+        })
+    }
+    async fn update(&self, _req: &UpdateRequest) -> Result<UpdateResult, ProviderError> {
+        Ok(UpdateResult::default())
+    }
+    async fn delete(&self, _req: &DeleteRequest) -> Result<(), ProviderError> {
+        Ok(())
+    }
+}
+
+/// Starts the handler kit serving [`Echo`] on a loopback port and points
+/// the config's endpoint `bench` at it.
+async fn start_handler(config: &mut Config) -> Result<(), Box<dyn std::error::Error>> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}/", listener.local_addr()?);
+    tokio::spawn(
+        WebhookHandler::new(Arc::new(Echo))
+            .secret("bench")
+            .serve(listener),
+    );
+    config.webhooks.endpoints.insert(
+        "bench".into(),
+        EndpointConfig {
+            url,
+            secret: Some("bench".into()),
+            max_concurrency: Some(64),
+            ..Default::default()
+        },
+    );
+    Ok(())
+}
+
+/// The 1,000-resource DAG as custom resources served by endpoint `bench`.
+fn custom_dag(n: usize) -> String {
+    random_dag(n)
+        .replace("Type: Cairn::Test::Resource", "Type: Custom::Bench")
+        .replace("Properties: {", "Properties: {ServiceToken: bench, ")
+}
+
 /// Runs one scenario in this process and prints one line of figures.
 fn scenario(name: &str) -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
@@ -95,12 +158,16 @@ fn scenario(name: &str) -> Result<(), Box<dyn std::error::Error>> {
         .enable_all()
         .build()?;
     rt.block_on(async {
+        if name == "webhooks" {
+            start_handler(&mut config).await?;
+        }
         let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("state.db"))?);
         let registry = Arc::new(cairn_providers::registry(&config, &dir.path().join("res"))?);
         let engine = Engine::new(store, registry, config.clone());
         let (body, n) = match name {
             "dag1000" => (random_dag(1_000), 1_000),
             "dag10000" => (random_dag(10_000), 10_000),
+            "webhooks" => (custom_dag(1_000), 1_000),
             _ => (layered(20, 50, 0.05), 1_000),
         };
         let input = CreateStackInput { stack_name: "bench".into(), template_body: body, parameters: BTreeMap::new(), on_failure: OnFailure::Rollback };
@@ -138,7 +205,12 @@ fn scenario(name: &str) -> Result<(), Box<dyn std::error::Error>> {
         let status = engine.run(&id).await?;
         let delete = start.elapsed().as_secs_f64();
         assert_eq!(status, StackStatus::DeleteComplete);
-        if name == "layered" {
+        if name == "webhooks" {
+            println!(
+                "{n:>6} custom resources (webhook handler, async PUT): create {create:.3} s, delete {delete:.3} s, no-op update refused in {:.0} ms",
+                noop * 1000.0
+            );
+        } else if name == "layered" {
             println!(
                 "depth 20 x width 50, WaitSeconds 0.05: create {create:.3} s = {:.3} x the 1.0 s critical path (delete {delete:.3} s = {:.3} x)",
                 create / 1.0,
@@ -174,7 +246,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "state file and resource files on {label}: {}",
             dir.display()
         );
-        for s in ["dag1000", "dag10000", "layered"] {
+        for s in ["dag1000", "dag10000", "layered", "webhooks"] {
             let status = Command::new(&exe)
                 .args(["--scenario", s])
                 .env("TMPDIR", &dir)
