@@ -27,6 +27,7 @@ import argparse
 import hashlib
 import hmac
 import json
+import ssl
 import threading
 import time
 import urllib.request
@@ -37,10 +38,13 @@ COUNTER = {"n": 0}
 EXPIRED = {}
 
 
+SSL_CONTEXT = None
+
+
 def put(url, body):
     req = urllib.request.Request(url, data=body, method="PUT", headers={"content-type": ""})
     try:
-        with urllib.request.urlopen(req, timeout=10) as r:
+        with urllib.request.urlopen(req, timeout=10, context=SSL_CONTEXT) as r:
             return r.status
     except urllib.error.HTTPError as e:
         return e.code
@@ -54,7 +58,13 @@ def main():
     ap.add_argument("--port-file", required=True)
     ap.add_argument("--secret", default="")
     ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--tls-cert", help="serve HTTPS with this PEM certificate (and --tls-key)")
+    ap.add_argument("--tls-key")
+    ap.add_argument("--cafile", help="trust this PEM CA for the responses' PUTs")
     args = ap.parse_args()
+    if args.cafile:
+        global SSL_CONTEXT
+        SSL_CONTEXT = ssl.create_default_context(cafile=args.cafile)
 
     def record(entry):
         with LOCK:
@@ -137,6 +147,10 @@ def main():
             threading.Thread(target=answer).start()
 
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    if args.tls_cert:
+        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        tls.load_cert_chain(args.tls_cert, args.tls_key)
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
     with open(args.port_file + ".tmp", "w") as f:
         f.write(str(server.server_address[1]))
     import os

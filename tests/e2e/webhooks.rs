@@ -22,6 +22,11 @@ pub(crate) struct Handler {
 
 impl Handler {
     pub(crate) fn start(s: &Scratch, port: u16) -> Handler {
+        Self::start_with(s, port, &[])
+    }
+
+    /// With extra arguments (`--tls-cert`, `--tls-key`, `--cafile`).
+    pub(crate) fn start_with(s: &Scratch, port: u16, extra: &[&str]) -> Handler {
         let n = std::fs::read_dir(s.dir.path())
             .map(|d| d.count())
             .unwrap_or(0);
@@ -35,6 +40,7 @@ impl Handler {
             .args(["--log", log.to_str().unwrap_or_default()])
             .args(["--port-file", port_file.to_str().unwrap_or_default()])
             .args(["--secret", SECRET, "--port", &port.to_string()])
+            .args(extra)
             .stdin(Stdio::null())
             .spawn()
             .expect("python3 runs the test handler");
@@ -755,4 +761,82 @@ fn an_endpoint_schema_lets_the_engine_plan_replacement() {
             call("Delete", "P", "P-1"),
         ]
     );
+}
+
+/// A self-signed certificate for 127.0.0.1 (PEM certificate, PEM key).
+fn self_signed(s: &Scratch) -> (String, String) {
+    let cert = s.dir.path().join("cert.pem");
+    let key = s.dir.path().join("key.pem");
+    let out = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-days",
+            "1",
+        ])
+        .args([
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ])
+        .args(["-addext", "basicConstraints=critical,CA:FALSE"])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("openssl makes a test certificate");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (cert.display().to_string(), key.display().to_string())
+}
+
+#[test]
+fn https_both_ways_with_an_extra_ca_bundle() {
+    let s = Scratch::new();
+    let (cert, key) = self_signed(&s);
+    let h = Handler::start_with(
+        &s,
+        0,
+        &["--tls-cert", &cert, "--tls-key", &key, "--cafile", &cert],
+    );
+    s.write(
+        "cairn.toml",
+        &format!(
+            "[webhooks]\ntimeout_seconds = 30\ntls_cert = \"{cert}\"\ntls_key = \"{key}\"\n\n[webhooks.endpoints.widgets]\nurl = \"https://127.0.0.1:{}/\"\nsecret = \"{SECRET}\"\nca_bundle = \"{cert}\"\nservice_tokens = [\"{ARN}\"]\n",
+            h.port
+        ),
+    );
+    let run = deploy(&s, "st", &widget("      Size: 1\n"), &[]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let reqs = h.requests();
+    assert!(reqs[0]["event"]["ResponseURL"]
+        .as_str()
+        .unwrap()
+        .starts_with("https://127.0.0.1:"));
+    assert_eq!(reqs[0]["puts"], json!([200]));
+    // Without the CA bundle the handler's certificate is not trusted.
+    let cfg = std::fs::read_to_string(s.dir.path().join("cairn.toml")).unwrap();
+    s.write(
+        "cairn.toml",
+        &cfg.replace(&format!("ca_bundle = \"{cert}\"\n"), ""),
+    );
+    let run = deploy(
+        &s,
+        "other",
+        &widget("      Size: 1\n      ServiceTimeout: 3\n"),
+        &[],
+    );
+    assert_eq!(run.code(), 1);
+    let reason = failure_reason(&s, "other", "W");
+    assert!(reason.contains("certificate"), "{reason}");
 }
