@@ -58,6 +58,12 @@ pub struct PropertySchema {
     pub update: UpdateBehavior,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub description: String,
+    /// For an `Immutable` property: the reason an update that changes it
+    /// fails with, instead of the generic `Update of property X of type T is
+    /// not supported` (e.g. CloudFormation's `Modifying service token is not
+    /// allowed.`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<String>,
 }
 
 impl PropertySchema {
@@ -67,6 +73,7 @@ impl PropertySchema {
             required: false,
             update: UpdateBehavior::Mutable,
             description: String::new(),
+            refusal: None,
         }
     }
     pub fn string() -> Self {
@@ -106,6 +113,11 @@ impl PropertySchema {
     }
     pub fn immutable(self) -> Self {
         self.update(UpdateBehavior::Immutable)
+    }
+    /// Immutable, with `reason` as the failure of an update that changes it.
+    pub fn refusing_updates(mut self, reason: impl Into<String>) -> Self {
+        self.refusal = Some(reason.into());
+        self.immutable()
     }
     pub fn describe(mut self, description: impl Into<String>) -> Self {
         self.description = description.into();

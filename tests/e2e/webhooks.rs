@@ -840,3 +840,37 @@ fn https_both_ways_with_an_extra_ca_bundle() {
     let reason = failure_reason(&s, "other", "W");
     assert!(reason.contains("certificate"), "{reason}");
 }
+
+#[test]
+fn changing_the_service_token_fails_the_update_without_contacting_the_handler() {
+    let (s, h) = with_handler();
+    let v1 = widget("      Size: 1\n");
+    assert_eq!(deploy(&s, "st", &v1, &[]).code(), 0);
+    let skip = events(&s, "st").len();
+    // The same handler under another token: still a change of token.
+    let v2 = v1.replace(&format!("ServiceToken: {ARN}"), "ServiceToken: widgets");
+    let run = deploy(&s, "st", &v2, &[]);
+    assert_eq!(run.code(), 1);
+    assert_eq!(
+        sequence_after(&s, "st", skip),
+        [
+            ev("st", "UPDATE_IN_PROGRESS", "User Initiated", ""),
+            ev(
+                "W",
+                "UPDATE_FAILED",
+                "Modifying service token is not allowed.",
+                "W-1"
+            ),
+            ev(
+                "st",
+                "UPDATE_ROLLBACK_IN_PROGRESS",
+                "The following resource(s) failed to update: [W].",
+                ""
+            ),
+            ev("W", "UPDATE_COMPLETE", "", "W-1"),
+            ev("st", "UPDATE_ROLLBACK_COMPLETE_CLEANUP_IN_PROGRESS", "", ""),
+            ev("st", "UPDATE_ROLLBACK_COMPLETE", "", ""),
+        ]
+    );
+    assert_eq!(h.calls(), [call("Create", "W", "-")]);
+}

@@ -731,10 +731,17 @@ impl Engine {
             Decision::Unsupported { property } => {
                 rec.journal = Some(Journal::Changed { before });
                 rec.status = ResourceStatus::UpdateFailed;
-                rec.status_reason = Some(format!(
-                    "Update of property {property} of type {} is not supported",
-                    rec.resource_type
-                ));
+                let refusal = self
+                    .registry
+                    .schema(&rec.resource_type)
+                    .and_then(|s| s.properties.get(&property))
+                    .and_then(|p| p.refusal.clone());
+                rec.status_reason = Some(refusal.unwrap_or_else(|| {
+                    format!(
+                        "Update of property {property} of type {} is not supported",
+                        rec.resource_type
+                    )
+                }));
                 rec.updated_at = now();
                 self.record(op, &rec, Vec::new()).await;
                 false

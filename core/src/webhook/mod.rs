@@ -56,6 +56,7 @@ pub fn custom_schema(type_name: &str) -> ResourceSchema {
             "ServiceToken",
             PropertySchema::string()
                 .required()
+                .refusing_updates("Modifying service token is not allowed.")
                 .describe("An http(s):// URL, the name of a [webhooks.endpoints] entry, or a service token (e.g. a Lambda ARN) one of them lists"),
         )
         .property(
