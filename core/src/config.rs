@@ -183,6 +183,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_shipped_config_file_states_the_defaults() {
+        let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../config/cairn.toml"));
+        let c = Config::load(path).unwrap();
+        assert_eq!(c.engine, EngineConfig::default());
+        assert_eq!(c.webhooks, WebhookConfig::default());
+    }
+
+    #[test]
     fn defaults_and_unknown_keys() {
         let c = Config::parse("[identity]\nregion = \"eu-west-1\"\n", Path::new("c.toml")).unwrap();
         assert_eq!(c.identity.region, "eu-west-1");
