@@ -350,16 +350,20 @@ fn service_timeout(v: &Value) -> Result<u64, &'static str> {
         .ok_or("ServiceTimeout must be a whole number of seconds from 1 to 3600")
 }
 
-/// The earlier of `now + wait` and the engine's own deadline for the call.
+/// The earlier of `now + wait` and a second before the engine's own
+/// deadline for the call (so the timeout reported is this one, with the
+/// RequestId, and a Create still names the physical id to delete).
 fn deadline(ctx: &RequestContext, wait: Duration) -> Instant {
     let ours = Instant::now() + wait;
     let now_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0);
-    let engine =
-        Instant::now() + Duration::from_millis(ctx.deadline_unix_ms.saturating_sub(now_ms));
-    ours.min(engine)
+    let engine_ms = ctx
+        .deadline_unix_ms
+        .saturating_sub(now_ms)
+        .saturating_sub(1000);
+    ours.min(Instant::now() + Duration::from_millis(engine_ms))
 }
 
 /// The physical id of a Create whose handler named none (it failed, or
