@@ -48,6 +48,20 @@ struct Slots {
     closed: HashMap<String, Closed>,
 }
 
+/// How many ended requests are remembered for precise 409/410 answers; past
+/// that (a long-running server) the memory is cleared and a stray response
+/// gets 404, which changes nothing either.
+const REMEMBERED_CLOSED: usize = 65_536;
+
+impl Slots {
+    fn close(&mut self, request_id: &str, how: Closed) {
+        if self.closed.len() >= REMEMBERED_CLOSED {
+            self.closed.clear();
+        }
+        self.closed.insert(request_id.to_string(), how);
+    }
+}
+
 /// The running listener and the requests waiting for a response.
 pub struct CallbackListener {
     secret: [u8; 32],
@@ -172,7 +186,7 @@ impl CallbackListener {
     pub fn expire(&self, request_id: &str) {
         if let Ok(mut s) = self.slots.lock() {
             if s.waiting.remove(request_id).is_some() {
-                s.closed.insert(request_id.to_string(), Closed::TimedOut);
+                s.close(request_id, Closed::TimedOut);
             }
         }
     }
@@ -185,7 +199,7 @@ impl CallbackListener {
             Ok(mut s) => {
                 let was_waiting = s.waiting.remove(request_id).is_some();
                 if was_waiting {
-                    s.closed.insert(request_id.to_string(), Closed::Answered);
+                    s.close(request_id, Closed::Answered);
                 }
                 was_waiting
             }
@@ -202,7 +216,7 @@ impl CallbackListener {
             )
         })?;
         if let Some(w) = s.waiting.remove(request_id) {
-            s.closed.insert(request_id.to_string(), Closed::Answered);
+            s.close(request_id, Closed::Answered);
             return Ok(w);
         }
         Err(match s.closed.get(request_id) {
