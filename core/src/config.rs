@@ -138,6 +138,45 @@ pub struct EndpointConfig {
     pub attributes: Vec<String>,
 }
 
+/// How a provider is reached.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    /// A dynamic library built with `cairn_sdk::export_provider!`.
+    Dylib,
+}
+
+/// Where a plugin runs.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Isolation {
+    /// In a `cairn plugin-host` child process: a crash kills only the host.
+    #[default]
+    Process,
+    /// Loaded into Cairn's own process: fastest, for trusted plugins.
+    None,
+}
+
+/// One `[[providers]]` entry.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderConfig {
+    pub kind: ProviderKind,
+    /// The library file.
+    pub path: PathBuf,
+    /// Shown in errors and `cairn providers`; default: the file name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Only these of the types the provider declares (default: all).
+    #[serde(default)]
+    pub types: Option<Vec<String>>,
+    #[serde(default)]
+    pub isolation: Isolation,
+    /// Refuse the library unless its SHA-256 (hex) is this.
+    #[serde(default)]
+    pub sha256: Option<String>,
+}
+
 /// The whole configuration file.
 #[derive(Debug, Clone, Deserialize, PartialEq, Default)]
 #[serde(deny_unknown_fields, default)]
@@ -145,6 +184,8 @@ pub struct Config {
     pub identity: IdentityConfig,
     pub engine: EngineConfig,
     pub webhooks: WebhookConfig,
+    /// Provider plugins (`[[providers]]`).
+    pub providers: Vec<ProviderConfig>,
     /// Type alias → canonical type (Heat's resource_registry).
     pub type_aliases: BTreeMap<String, String>,
 }

@@ -16,7 +16,8 @@ pub mod test_resource;
 use std::path::Path;
 use std::sync::Arc;
 
-use cairn_core::config::Config;
+use cairn_core::config::{Config, Isolation, ProviderKind};
+use cairn_core::plugin::DylibProvider;
 use cairn_core::registry::{Registry, RegistryError, Transport};
 use cairn_core::webhook::{custom_schema, WebhookProvider, CUSTOM_TYPE_PREFIX};
 
@@ -61,6 +62,31 @@ pub fn registry(config: &Config, data_dir: &Path) -> Result<Registry, RegistryEr
         webhooks,
         custom_schema("Custom::<Name>"),
     );
+    for p in &config.providers {
+        let name = p.name.clone().unwrap_or_else(|| {
+            p.path
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_else(|| p.path.display().to_string())
+        });
+        match (p.kind, p.isolation) {
+            (ProviderKind::Dylib, Isolation::None) => {
+                let plugin = DylibProvider::load(&p.path, p.sha256.as_deref()).map_err(|e| {
+                    RegistryError::Provider {
+                        name: name.clone(),
+                        message: e.to_string(),
+                    }
+                })?;
+                r.register(&name, Transport::Dylib, Arc::new(plugin), p.types.as_deref())?;
+            }
+            (ProviderKind::Dylib, Isolation::Process) => {
+                return Err(RegistryError::Provider {
+                    name,
+                    message: "isolation = \"process\" (the default) is not available in this build yet; set isolation = \"none\" in its [[providers]] entry to load a trusted plugin into Cairn's process".into(),
+                })
+            }
+        }
+    }
     for (alias, target) in &config.type_aliases {
         r.alias(alias, target)?;
     }

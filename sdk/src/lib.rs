@@ -10,6 +10,8 @@
 
 pub mod custom_resource;
 mod error;
+#[cfg(feature = "plugin")]
+pub mod plugin;
 mod provider;
 mod schema;
 #[cfg(feature = "webhook")]

@@ -102,6 +102,12 @@ pub struct DriftRequest {
     pub properties: Map<String, Value>,
 }
 
+impl DriftRequest {
+    pub fn properties<T: DeserializeOwned>(&self) -> Result<T, ProviderError> {
+        typed(&self.properties)
+    }
+}
+
 /// Ask whether the live resource is healthy.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "PascalCase")]

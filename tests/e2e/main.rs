@@ -2,6 +2,7 @@
 
 mod changesets;
 mod crash;
+mod plugins;
 mod stacks;
 mod support;
 mod update;

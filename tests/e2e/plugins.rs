@@ -1,0 +1,112 @@
+//! Provider plugins (dynamic libraries) through the real binary: the example
+//! plugin `examples/kv-provider`, built by the workspace build as a cdylib.
+
+use std::path::PathBuf;
+
+use crate::support::Scratch;
+use crate::update::{cairn, deploy, ev, sequence_after};
+
+/// A cdylib of this workspace, built by the test (once per test process)
+/// with the same cargo and target directory as the test itself.
+fn library(crate_name: &str) -> PathBuf {
+    static BUILT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if !built.iter().any(|c| c == crate_name) {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let out = std::process::Command::new(cargo)
+            .args(["build", "--quiet", "-p", &crate_name.replace('_', "-")])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .expect("cargo runs");
+        assert!(
+            out.status.success(),
+            "building {crate_name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        built.push(crate_name.to_string());
+    }
+    PathBuf::from(env!("CARGO_BIN_EXE_cairn"))
+        .parent()
+        .map(|d| d.join(format!("lib{crate_name}.so")))
+        .unwrap_or_default()
+}
+
+fn scratch_with(provider: &str) -> Scratch {
+    let s = Scratch::new();
+    s.write("cairn.toml", &format!("[[providers]]\n{provider}"));
+    s
+}
+
+fn kv_entry(extra: &str) -> String {
+    format!(
+        "kind = \"dylib\"\npath = \"{}\"\nname = \"kv\"\n{extra}",
+        library("cairn_example_kv").display()
+    )
+}
+
+const RECORD: &str = "Resources:\n  R:\n    Type: Example::KV::Record\n    Properties: {Store: ./store, Key: greeting, Value: hello, Ttl: 30}\n  User:\n    Type: Cairn::Test::Resource\n    Properties: {Value: !GetAtt R.Path}\nOutputs:\n  Size: {Value: !GetAtt R.Size}\n";
+
+#[test]
+fn the_example_plugin_serves_its_type_in_process() {
+    let s = scratch_with(&kv_entry("isolation = \"none\"\n"));
+    let run = deploy(&s, "st", RECORD, &[]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let file = s.dir.path().join("store/greeting");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "hello\nttl=30\n");
+    let physical = std::fs::canonicalize(&file).unwrap().display().to_string();
+    let seq = sequence_after(&s, "st", 0);
+    assert_eq!(seq[3], ev("R", "CREATE_COMPLETE", "", &physical));
+    let out = cairn(&s, &["outputs", "st", "--output", "json"]).json();
+    assert_eq!(out["Outputs"][0]["OutputValue"], "13", "{out}");
+    // Value is Mutable: updated in place; Key is CreateOnly: replaced.
+    let run = deploy(&s, "st", &RECORD.replace("Value: hello", "Value: bye"), &[]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "bye\nttl=30\n");
+    let run = deploy(
+        &s,
+        "st",
+        &RECORD.replace("Key: greeting", "Key: other"),
+        &[],
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert!(!file.exists());
+    assert!(s.dir.path().join("store/other").exists());
+    let run = cairn(&s, &["delete", "st"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert!(!s.dir.path().join("store/other").exists());
+}
+
+#[test]
+fn libraries_that_are_not_plugins_or_not_the_pinned_file_are_refused() {
+    // A shared library without the declaration symbol.
+    let libm = [
+        "/lib/x86_64-linux-gnu/libm.so.6",
+        "/usr/lib/x86_64-linux-gnu/libm.so.6",
+        "/lib64/libm.so.6",
+    ]
+    .into_iter()
+    .find(|p| std::path::Path::new(p).exists())
+    .expect("libm exists");
+    let s = scratch_with(&format!(
+        "kind = \"dylib\"\npath = \"{libm}\"\nisolation = \"none\"\n"
+    ));
+    s.write("x.yaml", "Resources:\n  A: {Type: Cairn::Test::Resource}\n");
+    let run = cairn(&s, &["validate", "x.yaml"]);
+    assert_eq!(run.code(), 1);
+    assert!(
+        run.stderr().contains(&format!("provider libm.so.6 cannot start: cannot load provider plugin {libm}: it does not export cairn_provider_decl_v1: not a Cairn provider plugin of ABI version 1")),
+        "{}",
+        run.stderr()
+    );
+    // A pinned digest that does not match.
+    let s = scratch_with(&kv_entry("isolation = \"none\"\nsha256 = \"00\"\n"));
+    let run = deploy(&s, "st", RECORD, &[]);
+    assert_eq!(run.code(), 1);
+    assert!(run.stderr().contains("its SHA-256 is "), "{}", run.stderr());
+    assert!(
+        run.stderr()
+            .contains("but the config pins 00; rebuild it or update sha256"),
+        "{}",
+        run.stderr()
+    );
+}
