@@ -42,6 +42,16 @@ pub enum OutputFormat {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Serve a provider plugin on stdin/stdout (run by Cairn itself for
+    /// `isolation = "process"`; not for use by hand).
+    #[command(hide = true)]
+    PluginHost {
+        /// The plugin library.
+        path: PathBuf,
+        /// Refuse the library unless its SHA-256 is this.
+        #[arg(long)]
+        sha256: Option<String>,
+    },
     /// Check a template and print its description and parameters
     /// (like `aws cloudformation validate-template`).
     Validate {
@@ -178,6 +188,13 @@ fn load_config(path: Option<&PathBuf>) -> anyhow::Result<cairn_core::config::Con
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
+    if let Command::PluginHost { path, sha256 } = &cli.command {
+        use cairn_core::plugin::process::{serve_stdio, MAGIC_COOKIE, MAGIC_COOKIE_ENV};
+        if std::env::var(MAGIC_COOKIE_ENV).as_deref() != Ok(MAGIC_COOKIE) {
+            anyhow::bail!("cairn plugin-host is started by Cairn for a plugin with isolation = \"process\"; it is not meant to be run by hand");
+        }
+        return Ok(serve_stdio(path, sha256.as_deref()).await?);
+    }
     let config = load_config(cli.config.as_ref())?;
     if let Command::Validate { template, output } = &cli.command {
         return validate::run(&config, template, *output);
@@ -185,7 +202,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let state = stacks::state_path(cli.state.as_ref(), &config);
     let engine = stacks::open(&config, &state).await?;
     match &cli.command {
-        Command::Validate { .. } => Ok(()),
+        Command::Validate { .. } | Command::PluginHost { .. } => Ok(()),
         Command::Deploy {
             stack,
             template,

@@ -17,6 +17,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use cairn_core::config::{Config, Isolation, ProviderKind};
+use cairn_core::plugin::process::ProcessProvider;
 use cairn_core::plugin::DylibProvider;
 use cairn_core::registry::{Registry, RegistryError, Transport};
 use cairn_core::webhook::{custom_schema, WebhookProvider, CUSTOM_TYPE_PREFIX};
@@ -77,13 +78,39 @@ pub fn registry(config: &Config, data_dir: &Path) -> Result<Registry, RegistryEr
                         message: e.to_string(),
                     }
                 })?;
-                r.register(&name, Transport::Dylib, Arc::new(plugin), p.types.as_deref())?;
+                r.register(
+                    &name,
+                    Transport::Dylib,
+                    Arc::new(plugin),
+                    p.types.as_deref(),
+                )?;
             }
             (ProviderKind::Dylib, Isolation::Process) => {
-                return Err(RegistryError::Provider {
-                    name,
-                    message: "isolation = \"process\" (the default) is not available in this build yet; set isolation = \"none\" in its [[providers]] entry to load a trusted plugin into Cairn's process".into(),
-                })
+                let start = || -> Result<ProcessProvider, String> {
+                    let exe = std::env::current_exe().map_err(|e| {
+                        format!("cannot find the cairn binary to host the plugin: {e}")
+                    })?;
+                    ProcessProvider::start(&exe, &p.path, p.sha256.as_deref())
+                        .map_err(|e| e.to_string())
+                };
+                // Starting the host waits for its hello: off the async
+                // workers when called from one.
+                let started = match tokio::runtime::Handle::try_current() {
+                    Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+                        tokio::task::block_in_place(start)
+                    }
+                    _ => start(),
+                };
+                let plugin = started.map_err(|message| RegistryError::Provider {
+                    name: name.clone(),
+                    message,
+                })?;
+                r.register(
+                    &name,
+                    Transport::Process,
+                    Arc::new(plugin),
+                    p.types.as_deref(),
+                )?;
             }
         }
     }

@@ -110,3 +110,146 @@ fn libraries_that_are_not_plugins_or_not_the_pinned_file_are_refused() {
         run.stderr()
     );
 }
+
+fn unruly_entry(isolation: &str) -> String {
+    format!(
+        "kind = \"dylib\"\npath = \"{}\"\nisolation = \"{isolation}\"\n",
+        library("cairn_test_unruly").display()
+    )
+}
+
+/// The status and reason of `logical`'s last event with `status`.
+fn reason_of(s: &Scratch, stack: &str, logical: &str, status: &str) -> String {
+    sequence_after(s, stack, 0)
+        .into_iter()
+        .rfind(|e| e.0 == logical && e.1 == status)
+        .map(|e| e.2)
+        .unwrap_or_else(|| panic!("{logical} never went {status}"))
+}
+
+#[test]
+fn the_example_plugin_behaves_the_same_in_a_plugin_host_process() {
+    let s = scratch_with(&kv_entry(""));
+    let run = deploy(&s, "st", RECORD, &[]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let file = s.dir.path().join("store/greeting");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "hello\nttl=30\n");
+    let physical = std::fs::canonicalize(&file).unwrap().display().to_string();
+    assert_eq!(
+        sequence_after(&s, "st", 0)[3],
+        ev("R", "CREATE_COMPLETE", "", &physical)
+    );
+    let run = deploy(&s, "st", &RECORD.replace("Value: hello", "Value: bye"), &[]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "bye\nttl=30\n");
+    let run = cairn(&s, &["delete", "st"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert!(!file.exists());
+}
+
+#[test]
+fn a_library_with_the_wrong_magic_is_refused_before_it_runs() {
+    let lib = library("cairn_test_wrong_magic");
+    let s = scratch_with(&format!(
+        "kind = \"dylib\"\npath = \"{}\"\nisolation = \"none\"\n",
+        lib.display()
+    ));
+    s.write("x.yaml", "Resources:\n  A: {Type: Cairn::Test::Resource}\n");
+    let run = cairn(&s, &["validate", "x.yaml"]);
+    assert_eq!(run.code(), 1);
+    assert!(
+        run.stderr().contains(&format!(
+            "cannot load provider plugin {}: its declaration starts with \"NOTCAIRN\", expected the magic \"CAIRNPV\\0\": not a Cairn provider plugin",
+            lib.display()
+        )),
+        "{}",
+        run.stderr()
+    );
+}
+
+#[test]
+fn a_panicking_plugin_fails_the_resource_with_the_panic_message() {
+    for isolation in ["none", "process"] {
+        let s = scratch_with(&unruly_entry(isolation));
+        let body = "Resources:\n  Fine: {Type: Test::Unruly::Thing, Properties: {Behavior: ok}}\n  P: {Type: Test::Unruly::Thing, DependsOn: Fine, Properties: {Behavior: panic}}\n";
+        let run = deploy(&s, "st", body, &[]);
+        assert_eq!(run.code(), 1, "{isolation}");
+        assert_eq!(
+            reason_of(&s, "st", "P", "CREATE_FAILED"),
+            "provider plugin cairn-test-unruly panicked: the unruly plugin was told to panic",
+            "{isolation}"
+        );
+        // The engine carried on; in-process the plugin is now disabled (its
+        // rollback delete fails and says why), a plugin host is replaced.
+        let seq = sequence_after(&s, "st", 0);
+        if isolation == "process" {
+            assert_eq!(crate::update::status(&s, "st"), "ROLLBACK_COMPLETE");
+            assert!(
+                seq.contains(&ev("Fine", "DELETE_COMPLETE", "", "unruly-Fine")),
+                "{seq:?}"
+            );
+        } else {
+            assert_eq!(crate::update::status(&s, "st"), "ROLLBACK_FAILED");
+            assert_eq!(
+                reason_of(&s, "st", "Fine", "DELETE_FAILED"),
+                "provider plugin cairn-test-unruly is disabled after it panicked (the unruly plugin was told to panic); restart Cairn to load it again"
+            );
+        }
+    }
+}
+
+#[test]
+fn an_aborting_plugin_kills_only_its_host_and_the_next_call_gets_a_new_one() {
+    let s = scratch_with(&unruly_entry("process"));
+    let body = "Resources:\n  Made: {Type: Test::Unruly::Thing, Properties: {Behavior: ok}}\n  Boom: {Type: Test::Unruly::Thing, DependsOn: Made, Properties: {Behavior: abort}}\n";
+    let run = deploy(&s, "st", body, &[]);
+    assert_eq!(run.code(), 1);
+    assert_eq!(
+        reason_of(&s, "st", "Boom", "CREATE_FAILED"),
+        "the plugin host of cairn-test-unruly died (killed by signal 6, SIGABRT: the plugin aborted)"
+    );
+    // The rollback's delete ran in a restarted host.
+    let seq = sequence_after(&s, "st", 0);
+    assert!(
+        seq.contains(&ev("Made", "DELETE_COMPLETE", "", "unruly-Made")),
+        "{seq:?}"
+    );
+    assert_eq!(crate::update::status(&s, "st"), "ROLLBACK_COMPLETE");
+}
+
+#[test]
+fn a_cancelled_call_is_cancelled_inside_the_plugin() {
+    for isolation in ["none", "process"] {
+        let s = scratch_with(&unruly_entry(isolation));
+        let marker = s.dir.path().join("marker");
+        let body = format!(
+            "Resources:\n  Slow: {{Type: Test::Unruly::Thing, Properties: {{Behavior: slow, Seconds: 2, Marker: '{}'}}}}\n  Bad: {{Type: Cairn::Test::Resource, Properties: {{Fail: create, WaitSeconds: 0.3}}}}\n",
+            marker.display()
+        );
+        let started = std::time::Instant::now();
+        let run = deploy(&s, "st", &body, &[]);
+        assert_eq!(run.code(), 1, "{isolation}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(15),
+            "{isolation}"
+        );
+        assert_eq!(
+            reason_of(&s, "st", "Slow", "CREATE_FAILED"),
+            "Resource creation cancelled",
+            "{isolation}"
+        );
+        // The first call was cancelled inside the plugin; the rollback then
+        // asked again with the same request id (to learn what the cancelled
+        // call may have made) and deleted it.
+        assert_eq!(
+            std::fs::read_to_string(&marker).unwrap_or_default(),
+            "cancelled\nfinished\n",
+            "{isolation}"
+        );
+        let seq = sequence_after(&s, "st", 0);
+        assert!(
+            seq.contains(&ev("Slow", "DELETE_COMPLETE", "", "unruly-Slow")),
+            "{seq:?}"
+        );
+    }
+}

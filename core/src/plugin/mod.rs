@@ -27,6 +27,8 @@ use serde::de::DeserializeOwned;
 use sha2::{Digest, Sha256};
 use tokio::sync::oneshot;
 
+pub mod process;
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("cannot load provider plugin {path}: {reason}")]
 pub struct PluginError {
@@ -205,14 +207,32 @@ impl DylibProvider {
 
     /// Runs one call in the plugin and reads its result.
     async fn invoke<T: DeserializeOwned>(&self, call: &Call) -> Result<T, ProviderError> {
+        let (status, bytes) = self.run_raw(call).await;
+        read_outcome(&self.manifest.name, status, &bytes)
+    }
+
+    /// Runs one call: the plugin's status and output buffer as they are
+    /// (what `cairn plugin-host` forwards). A panic poisons the plugin.
+    pub async fn run_raw(&self, call: &Call) -> (i32, Vec<u8>) {
         if let Some(panic) = self.poisoned.lock().ok().and_then(|p| p.clone()) {
-            return Err(ProviderError::internal(format!(
-                "provider plugin {} is disabled after it panicked ({panic}); restart Cairn to load it again",
-                self.manifest.name
-            )));
+            return (
+                STATUS_POISONED,
+                format!(
+                    "provider plugin {} is disabled after it panicked ({panic}); restart Cairn to load it again",
+                    self.manifest.name
+                )
+                .into_bytes(),
+            );
         }
-        let msg = serde_json::to_vec(call)
-            .map_err(|e| ProviderError::internal(format!("cannot encode the call: {e}")))?;
+        let msg = match serde_json::to_vec(call) {
+            Ok(m) => m,
+            Err(e) => {
+                return (
+                    STATUS_POISONED,
+                    format!("cannot encode the call: {e}").into_bytes(),
+                )
+            }
+        };
         let id = self.next_call.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         if let Ok(mut w) = self.state.waiting.lock() {
@@ -237,57 +257,66 @@ impl DylibProvider {
                 .is_some();
             if undelivered {
                 guard.done = true;
-                return Err(ProviderError::internal(format!(
-                    "provider plugin {} refused the call (status {started})",
-                    self.manifest.name
-                )));
+                return (started, b"the plugin refused the call".to_vec());
             }
         }
         let outcome = rx.await;
         guard.done = true;
-        let (status, bytes) = outcome.map_err(|_| {
-            ProviderError::internal(format!(
-                "provider plugin {} dropped the call without an outcome",
-                self.manifest.name
-            ))
-        })?;
-        match status {
-            STATUS_OK => serde_json::from_slice(&bytes).map_err(|e| {
-                ProviderError::internal(format!(
-                    "provider plugin {} returned a result that cannot be read: {e}",
-                    self.manifest.name
-                ))
-            }),
-            STATUS_ERROR => Err(serde_json::from_slice(&bytes).unwrap_or_else(|e| {
-                ProviderError::internal(format!(
-                    "provider plugin {} returned an error that cannot be read: {e}",
-                    self.manifest.name
-                ))
-            })),
-            STATUS_PANIC => {
-                let message = String::from_utf8_lossy(&bytes).into_owned();
-                if let Ok(mut p) = self.poisoned.lock() {
-                    *p = Some(message.clone());
-                }
-                Err(ProviderError::internal(format!(
-                    "provider plugin {} panicked: {message}",
-                    self.manifest.name
-                )))
+        let (status, bytes) = outcome.unwrap_or_else(|_| {
+            (
+                STATUS_POISONED,
+                b"the plugin dropped the call without an outcome".to_vec(),
+            )
+        });
+        if status == STATUS_PANIC {
+            if let Ok(mut p) = self.poisoned.lock() {
+                *p = Some(String::from_utf8_lossy(&bytes).into_owned());
             }
-            STATUS_CANCELLED => Err(ProviderError::new(
-                ErrorKind::Timeout,
-                "the call was cancelled",
-            )),
-            _ => Err(ProviderError::internal(format!(
-                "provider plugin {} refused the call: {}",
-                self.manifest.name,
-                String::from_utf8_lossy(&bytes)
-            ))),
         }
+        (status, bytes)
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+}
+
+/// A call that never reached the plugin (poisoned, not encodable): the
+/// buffer is the reason.
+pub const STATUS_POISONED: i32 = 100;
+
+/// A plugin's status and output buffer as a provider result.
+pub(crate) fn read_outcome<T: DeserializeOwned>(
+    name: &str,
+    status: i32,
+    bytes: &[u8],
+) -> Result<T, ProviderError> {
+    match status {
+        STATUS_OK => serde_json::from_slice(bytes).map_err(|e| {
+            ProviderError::internal(format!(
+                "provider plugin {name} returned a result that cannot be read: {e}"
+            ))
+        }),
+        STATUS_ERROR => Err(serde_json::from_slice(bytes).unwrap_or_else(|e| {
+            ProviderError::internal(format!(
+                "provider plugin {name} returned an error that cannot be read: {e}"
+            ))
+        })),
+        STATUS_PANIC => Err(ProviderError::internal(format!(
+            "provider plugin {name} panicked: {}",
+            String::from_utf8_lossy(bytes)
+        ))),
+        STATUS_CANCELLED => Err(ProviderError::new(
+            ErrorKind::Timeout,
+            "the call was cancelled",
+        )),
+        STATUS_POISONED => Err(ProviderError::internal(
+            String::from_utf8_lossy(bytes).into_owned(),
+        )),
+        _ => Err(ProviderError::internal(format!(
+            "provider plugin {name} refused the call: {}",
+            String::from_utf8_lossy(bytes)
+        ))),
     }
 }
 
