@@ -2,6 +2,7 @@
 
 mod changesets;
 mod progress;
+mod providers;
 mod stacks;
 mod validate;
 
@@ -172,6 +173,15 @@ enum Command {
         #[arg(long, value_enum, default_value_t)]
         output: OutputFormat,
     },
+    /// List the resource types this configuration serves (provider,
+    /// transport, version), or one type's schema.
+    Providers {
+        /// Show this type's schema.
+        #[arg(long = "type")]
+        type_name: Option<String>,
+        #[arg(long, value_enum, default_value_t)]
+        output: OutputFormat,
+    },
     /// Show the template a stack was made from.
     Template {
         stack: String,
@@ -199,10 +209,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     if let Command::Validate { template, output } = &cli.command {
         return validate::run(&config, template, *output);
     }
+    if let Command::Providers { type_name, output } = &cli.command {
+        return providers::run(&config, type_name.as_deref(), *output);
+    }
     let state = stacks::state_path(cli.state.as_ref(), &config);
     let engine = stacks::open(&config, &state).await?;
     match &cli.command {
-        Command::Validate { .. } | Command::PluginHost { .. } => Ok(()),
+        Command::Validate { .. } | Command::PluginHost { .. } | Command::Providers { .. } => Ok(()),
         Command::Deploy {
             stack,
             template,

@@ -34,6 +34,8 @@ pub struct RegisteredType {
     /// The name the provider was registered under (for error messages).
     pub provider_name: String,
     pub transport: Transport,
+    /// The provider's version (a plugin's own; Cairn's for built-ins).
+    pub version: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -87,6 +89,36 @@ impl Registry {
         provider: Arc<dyn ResourceProvider>,
         only: Option<&[String]>,
     ) -> Result<(), RegistryError> {
+        self.register_versioned(
+            provider_name,
+            env!("CARGO_PKG_VERSION"),
+            transport,
+            provider,
+            only,
+        )
+    }
+
+    /// [`Registry::register`] for a provider with its own version (a plugin).
+    pub fn register_versioned(
+        &mut self,
+        provider_name: &str,
+        version: &str,
+        transport: Transport,
+        provider: Arc<dyn ResourceProvider>,
+        only: Option<&[String]>,
+    ) -> Result<(), RegistryError> {
+        if let Some(wanted) = only {
+            let served: Vec<String> = provider.schema().into_iter().map(|s| s.type_name).collect();
+            if let Some(missing) = wanted.iter().find(|t| !served.contains(t)) {
+                return Err(RegistryError::Provider {
+                    name: provider_name.to_string(),
+                    message: format!(
+                        "types lists {missing}, which it does not serve (it serves: {})",
+                        served.join(", ")
+                    ),
+                });
+            }
+        }
         for schema in provider.schema() {
             if only.is_some_and(|o| !o.contains(&schema.type_name)) {
                 continue;
@@ -105,6 +137,7 @@ impl Registry {
                     provider: provider.clone(),
                     provider_name: provider_name.to_string(),
                     transport,
+                    version: version.to_string(),
                 },
             );
         }
@@ -164,6 +197,7 @@ impl Registry {
                 provider,
                 provider_name: provider_name.to_string(),
                 transport,
+                version: env!("CARGO_PKG_VERSION").to_string(),
             },
         ));
     }

@@ -22,6 +22,14 @@ use cairn_core::plugin::DylibProvider;
 use cairn_core::registry::{Registry, RegistryError, Transport};
 use cairn_core::webhook::{custom_schema, WebhookProvider, CUSTOM_TYPE_PREFIX};
 
+/// A plugin's name (the configured one, else its own) and version.
+fn named(configured: Option<&String>, manifest: &cairn_sdk::plugin::Manifest) -> (String, String) {
+    (
+        configured.cloned().unwrap_or_else(|| manifest.name.clone()),
+        manifest.version.clone(),
+    )
+}
+
 /// The registry of built-in providers plus the configured type aliases.
 /// `data_dir` is where file-backed providers keep their resources.
 pub fn registry(config: &Config, data_dir: &Path) -> Result<Registry, RegistryError> {
@@ -78,8 +86,10 @@ pub fn registry(config: &Config, data_dir: &Path) -> Result<Registry, RegistryEr
                         message: e.to_string(),
                     }
                 })?;
-                r.register(
+                let (name, version) = named(p.name.as_ref(), plugin.manifest());
+                r.register_versioned(
                     &name,
+                    &version,
                     Transport::Dylib,
                     Arc::new(plugin),
                     p.types.as_deref(),
@@ -105,8 +115,10 @@ pub fn registry(config: &Config, data_dir: &Path) -> Result<Registry, RegistryEr
                     name: name.clone(),
                     message,
                 })?;
-                r.register(
+                let (name, version) = named(p.name.as_ref(), plugin.manifest());
+                r.register_versioned(
                     &name,
+                    &version,
                     Transport::Process,
                     Arc::new(plugin),
                     p.types.as_deref(),

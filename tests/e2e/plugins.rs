@@ -253,3 +253,71 @@ fn a_cancelled_call_is_cancelled_inside_the_plugin() {
         );
     }
 }
+
+#[test]
+fn providers_lists_types_with_their_provider_transport_and_schema() {
+    let s = scratch_with(&kv_entry(""));
+    let run = cairn(&s, &["providers", "--output", "json"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let types = run.json()["Types"].as_array().cloned().unwrap_or_default();
+    let kv = types
+        .iter()
+        .find(|t| t["TypeName"] == "Example::KV::Record")
+        .expect("the plugin's type is listed");
+    assert_eq!(kv["Provider"], "kv");
+    assert_eq!(kv["Transport"], "process");
+    assert_eq!(kv["Version"], "0.1.0");
+    let custom = types
+        .iter()
+        .find(|t| t["TypeName"] == "Custom::<Name>")
+        .unwrap();
+    assert_eq!(custom["Transport"], "webhook");
+    let run = cairn(
+        &s,
+        &[
+            "providers",
+            "--type",
+            "Example::KV::Record",
+            "--output",
+            "json",
+        ],
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let schema = &run.json()["Schema"];
+    assert_eq!(schema["Properties"]["Key"]["Update"], "CreateOnly");
+    assert_eq!(schema["Properties"]["Value"]["Update"], "Mutable");
+    assert_eq!(schema["Properties"]["Ttl"]["Type"], "Integer");
+    let run = cairn(&s, &["providers", "--type", "Nope::Nope::Nope"]);
+    assert_eq!(run.code(), 1);
+    assert!(
+        run.stderr().contains("no provider serves Nope::Nope::Nope"),
+        "{}",
+        run.stderr()
+    );
+}
+
+#[test]
+fn two_providers_claiming_one_type_is_a_startup_error_naming_both() {
+    let s = scratch_with(&format!(
+        "{}\n[[providers]]\n{}",
+        kv_entry("isolation = \"none\"\n"),
+        kv_entry("isolation = \"none\"\n").replace("name = \"kv\"", "name = \"kv-again\"")
+    ));
+    let run = cairn(&s, &["providers"]);
+    assert_eq!(run.code(), 1);
+    assert!(
+        run.stderr().contains("resource type Example::KV::Record is claimed by two providers: kv and kv-again; remove it from one of them (set `types` in its [[providers]] entry)"),
+        "{}",
+        run.stderr()
+    );
+    let s = scratch_with(&kv_entry(
+        "isolation = \"none\"\ntypes = [\"Example::KV::Other\"]\n",
+    ));
+    let run = cairn(&s, &["providers"]);
+    assert_eq!(run.code(), 1);
+    assert!(
+        run.stderr().contains("provider kv cannot start: types lists Example::KV::Other, which it does not serve (it serves: Example::KV::Record)"),
+        "{}",
+        run.stderr()
+    );
+}

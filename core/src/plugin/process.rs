@@ -339,6 +339,12 @@ impl ProcessProvider {
                 String::from_utf8_lossy(&bytes).into_owned(),
             ));
         }
+        if status == STATUS_PANIC {
+            // The host ends after reporting a panic: no call may go to it.
+            if let Ok(mut d) = host.dead.lock() {
+                d.get_or_insert_with(|| "the plugin panicked".into());
+            }
+        }
         read_outcome(&self.manifest.name, status, &bytes)
     }
 

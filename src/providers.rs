@@ -1,0 +1,98 @@
+//! `cairn providers`: the resource types this configuration serves, with
+//! their provider, transport, version and schema.
+
+use std::path::Path;
+
+use cairn_core::config::Config;
+use cairn_core::registry::{RegisteredType, Registry};
+use serde_json::{json, Value};
+
+use crate::stacks::print_json;
+use crate::OutputFormat;
+
+fn entry(type_name: &str, t: &RegisteredType) -> Value {
+    json!({
+        "TypeName": type_name,
+        "Provider": t.provider_name,
+        "Transport": t.transport.as_str(),
+        "Version": t.version,
+        "Schema": t.schema,
+    })
+}
+
+/// Every type: exact registrations, families (`Custom::<Name>`), aliases.
+fn all(registry: &Registry) -> Vec<Value> {
+    let mut list: Vec<Value> = registry.types().map(|(n, t)| entry(n, t)).collect();
+    list.extend(
+        registry
+            .families()
+            .map(|(prefix, t)| entry(&format!("{prefix}<Name>"), t)),
+    );
+    list
+}
+
+pub fn run(config: &Config, only: Option<&str>, output: OutputFormat) -> anyhow::Result<()> {
+    // Listing types never creates resources; the data directory is not touched.
+    let registry = cairn_providers::registry(config, Path::new("."))?;
+    if let Some(type_name) = only {
+        let Some(t) = registry.get(type_name) else {
+            anyhow::bail!(
+                "no provider serves {type_name}; `cairn providers` lists the types this configuration serves"
+            );
+        };
+        let canonical = registry.canonical(type_name);
+        let e = entry(canonical, t);
+        return match output {
+            OutputFormat::Json => print_json(&e),
+            OutputFormat::Text => {
+                println!(
+                    "{canonical}  (provider {}, {}, version {})",
+                    t.provider_name,
+                    t.transport.as_str(),
+                    t.version
+                );
+                if !t.schema.description.is_empty() {
+                    println!("{}", t.schema.description);
+                }
+                for (name, p) in &t.schema.properties {
+                    println!(
+                        "  property  {name:<24} {:<16} {:<24} {}",
+                        p.ty.name(),
+                        format!("{:?}", p.update),
+                        if p.required { "required" } else { "" }
+                    );
+                }
+                if t.schema.additional_properties {
+                    println!("  (any other property is passed on as is)");
+                }
+                for name in t.schema.attributes.keys() {
+                    println!("  attribute {name}");
+                }
+                println!("  Ref returns {}", t.schema.ref_returns);
+                Ok(())
+            }
+        };
+    }
+    match output {
+        OutputFormat::Json => print_json(&json!({
+            "Types": all(&registry),
+            "Aliases": registry.aliases(),
+        })),
+        OutputFormat::Text => {
+            for e in all(&registry) {
+                let text = |k: &str| e[k].as_str().unwrap_or_default().to_string();
+                println!(
+                    "{:<40} {:<24} {:<9} {}",
+                    text("TypeName"),
+                    text("Provider"),
+                    text("Transport"),
+                    text("Version")
+                );
+            }
+            for (alias, target) in registry.aliases() {
+                println!("{alias:<40} alias of {target}");
+            }
+            Ok(())
+        }
+    }
+}
