@@ -8,7 +8,10 @@
 //!   1.0 s critical path;
 //! - the 1,000-resource DAG as `Custom::Bench` custom resources against a
 //!   local webhook handler (the SDK's handler kit, answering with a PUT to
-//!   the ResponseURL as a cfnresponse Lambda does): create and delete.
+//!   the ResponseURL as a cfnresponse Lambda does): create and delete;
+//! - provider-plugin call overhead: no-op creates through a plugin loaded in
+//!   process and through a `cairn plugin-host` child, sequential and 64 at a
+//!   time.
 
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -17,6 +20,8 @@ use std::time::Instant;
 
 use cairn_core::config::{Config, EndpointConfig};
 use cairn_core::engine::{CreateStackInput, Engine, UpdateStackInput};
+use cairn_core::plugin::process::ProcessProvider;
+use cairn_core::plugin::DylibProvider;
 use cairn_core::stack::{OnFailure, StackStatus};
 use cairn_core::store::sqlite::SqliteStore;
 use cairn_core::store::Store;
@@ -149,8 +154,93 @@ fn custom_dag(n: usize) -> String {
         .replace("Properties: {", "Properties: {ServiceToken: bench, ")
 }
 
+/// The test plugin `cairn-test-unruly` (its `Behavior: ok` create returns
+/// at once), built in release mode next to this bench.
+fn unruly_plugin() -> Result<std::path::PathBuf, Box<dyn std::error::Error>> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["build", "--release", "--quiet", "-p", "cairn-test-unruly"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()?;
+    if !status.success() {
+        return Err("cannot build the test plugin".into());
+    }
+    let exe = std::path::PathBuf::from(env!("CARGO_BIN_EXE_cairn"));
+    Ok(exe
+        .parent()
+        .map(|d| d.join("libcairn_test_unruly.so"))
+        .unwrap_or_default())
+}
+
+/// Calls per second of no-op creates through `provider`: one at a time,
+/// and 64 in flight.
+async fn calls_per_second(provider: Arc<dyn ResourceProvider>) -> (f64, f64) {
+    let request = |i: usize| {
+        let mut properties = serde_json::Map::new();
+        properties.insert("Behavior".into(), "ok".into());
+        CreateRequest {
+            context: cairn_sdk::RequestContext {
+                stack_id: "bench".into(),
+                stack_name: "bench".into(),
+                logical_resource_id: format!("R{i}"),
+                resource_type: "Test::Unruly::Thing".into(),
+                request_id: format!("req-{i}"),
+                deadline_unix_ms: u64::MAX,
+            },
+            properties,
+        }
+    };
+    let n = 5_000;
+    let start = Instant::now();
+    for i in 0..n {
+        let _ = provider.create(&request(i)).await;
+    }
+    let sequential = n as f64 / start.elapsed().as_secs_f64();
+    let start = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    for _ in 0..64 {
+        let (provider, next) = (provider.clone(), next.clone());
+        tasks.spawn(async move {
+            loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= n * 4 {
+                    break;
+                }
+                let _ = provider.create(&request(i)).await;
+            }
+        });
+    }
+    while tasks.join_next().await.is_some() {}
+    let concurrent = (n * 4) as f64 / start.elapsed().as_secs_f64();
+    (sequential, concurrent)
+}
+
+fn plugin_overhead() -> Result<(), Box<dyn std::error::Error>> {
+    let lib = unruly_plugin()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let in_process: Arc<dyn ResourceProvider> = Arc::new(DylibProvider::load(&lib, None)?);
+        let (seq_in, conc_in) = calls_per_second(in_process).await;
+        let exe = std::path::PathBuf::from(env!("CARGO_BIN_EXE_cairn"));
+        let hosted: Arc<dyn ResourceProvider> = Arc::new(ProcessProvider::start(&exe, &lib, None)?);
+        let (seq_out, conc_out) = calls_per_second(hosted).await;
+        println!(
+            "plugin no-op create: in process {seq_in:.0} calls/s one at a time ({:.1} us/call), {conc_in:.0} calls/s 64 in flight; plugin-host process {seq_out:.0} calls/s one at a time ({:.1} us/call), {conc_out:.0} calls/s 64 in flight",
+            1e6 / seq_in,
+            1e6 / seq_out
+        );
+        Ok::<(), Box<dyn std::error::Error>>(())
+    })
+}
+
 /// Runs one scenario in this process and prints one line of figures.
 fn scenario(name: &str) -> Result<(), Box<dyn std::error::Error>> {
+    if name == "plugins" {
+        return plugin_overhead();
+    }
     let dir = tempfile::tempdir()?;
     let mut config = Config::default();
     config.engine.max_concurrency = 64;
@@ -246,7 +336,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "state file and resource files on {label}: {}",
             dir.display()
         );
-        for s in ["dag1000", "dag10000", "layered", "webhooks"] {
+        for s in ["dag1000", "dag10000", "layered", "webhooks", "plugins"] {
             let status = Command::new(&exe)
                 .args(["--scenario", s])
                 .env("TMPDIR", &dir)
