@@ -175,6 +175,9 @@ pub struct ProviderConfig {
     /// Refuse the library unless its SHA-256 (hex) is this.
     #[serde(default)]
     pub sha256: Option<String>,
+    /// Seconds a call may take (default: `[engine] call_timeout_seconds`).
+    #[serde(default)]
+    pub timeout_seconds: Option<u64>,
 }
 
 /// The whole configuration file.

@@ -17,10 +17,12 @@ use std::path::Path;
 use std::sync::Arc;
 
 use cairn_core::config::{Config, Isolation, ProviderKind};
+use cairn_core::plugin::limit::TimeLimited;
 use cairn_core::plugin::process::ProcessProvider;
 use cairn_core::plugin::DylibProvider;
 use cairn_core::registry::{Registry, RegistryError, Transport};
 use cairn_core::webhook::{custom_schema, WebhookProvider, CUSTOM_TYPE_PREFIX};
+use cairn_sdk::ResourceProvider;
 
 /// A plugin's name (the configured one, else its own) and version.
 fn named(configured: Option<&String>, manifest: &cairn_sdk::plugin::Manifest) -> (String, String) {
@@ -28,6 +30,22 @@ fn named(configured: Option<&String>, manifest: &cairn_sdk::plugin::Manifest) ->
         configured.cloned().unwrap_or_else(|| manifest.name.clone()),
         manifest.version.clone(),
     )
+}
+
+/// `provider`, limited to `timeout_seconds` per call when set.
+fn limited(
+    name: &str,
+    timeout_seconds: Option<u64>,
+    provider: Arc<dyn ResourceProvider>,
+) -> Arc<dyn ResourceProvider> {
+    match timeout_seconds {
+        Some(s) => Arc::new(TimeLimited {
+            name: name.to_string(),
+            limit: std::time::Duration::from_secs(s),
+            inner: provider,
+        }),
+        None => provider,
+    }
 }
 
 /// The registry of built-in providers plus the configured type aliases.
@@ -87,11 +105,12 @@ pub fn registry(config: &Config, data_dir: &Path) -> Result<Registry, RegistryEr
                     }
                 })?;
                 let (name, version) = named(p.name.as_ref(), plugin.manifest());
+                let plugin = limited(&name, p.timeout_seconds, Arc::new(plugin));
                 r.register_versioned(
                     &name,
                     &version,
                     Transport::Dylib,
-                    Arc::new(plugin),
+                    plugin,
                     p.types.as_deref(),
                 )?;
             }
@@ -116,11 +135,12 @@ pub fn registry(config: &Config, data_dir: &Path) -> Result<Registry, RegistryEr
                     message,
                 })?;
                 let (name, version) = named(p.name.as_ref(), plugin.manifest());
+                let plugin = limited(&name, p.timeout_seconds, Arc::new(plugin));
                 r.register_versioned(
                     &name,
                     &version,
                     Transport::Process,
-                    Arc::new(plugin),
+                    plugin,
                     p.types.as_deref(),
                 )?;
             }

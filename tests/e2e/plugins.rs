@@ -321,3 +321,20 @@ fn two_providers_claiming_one_type_is_a_startup_error_naming_both() {
         run.stderr()
     );
 }
+
+#[test]
+fn a_provider_timeout_fails_a_call_that_takes_longer() {
+    let s = scratch_with(&format!(
+        "{}name = \"unruly\"\ntimeout_seconds = 1\n",
+        unruly_entry("none")
+    ));
+    let body = "Resources:\n  Slow: {Type: Test::Unruly::Thing, Properties: {Behavior: slow, Seconds: 5}}\n";
+    let started = std::time::Instant::now();
+    let run = deploy(&s, "st", body, &[]);
+    assert_eq!(run.code(), 1);
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    assert_eq!(
+        reason_of(&s, "st", "Slow", "CREATE_FAILED"),
+        "provider unruly did not answer within 1 seconds (timeout_seconds of its [[providers]] entry)"
+    );
+}

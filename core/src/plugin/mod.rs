@@ -27,6 +27,7 @@ use serde::de::DeserializeOwned;
 use sha2::{Digest, Sha256};
 use tokio::sync::oneshot;
 
+pub mod limit;
 pub mod process;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -1,0 +1,81 @@
+//! A per-provider time limit (`timeout_seconds` of a `[[providers]]` entry):
+//! every call gets the limit as its deadline and fails when it passes.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use cairn_sdk::{
+    CreateRequest, CreateResult, DeleteRequest, DriftRequest, DriftResult, Health, ProviderError,
+    RequestContext, ResourceProvider, ResourceSchema, StatusRequest, UpdateRequest, UpdateResult,
+};
+
+/// `inner`, with each call limited to `limit`.
+pub struct TimeLimited<P: ?Sized> {
+    pub name: String,
+    pub limit: Duration,
+    pub inner: std::sync::Arc<P>,
+}
+
+impl<P: ResourceProvider + ?Sized> TimeLimited<P> {
+    /// The request's context with the deadline moved in to the limit.
+    fn context(&self, ctx: &RequestContext) -> RequestContext {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        let mut c = ctx.clone();
+        c.deadline_unix_ms = c
+            .deadline_unix_ms
+            .min(now.saturating_add(self.limit.as_millis() as u64));
+        c
+    }
+
+    async fn limited<T>(
+        &self,
+        call: impl std::future::Future<Output = Result<T, ProviderError>>,
+    ) -> Result<T, ProviderError> {
+        tokio::time::timeout(self.limit, call).await.unwrap_or_else(|_| {
+            Err(ProviderError::timeout(format!(
+                "provider {} did not answer within {} seconds (timeout_seconds of its [[providers]] entry)",
+                self.name,
+                self.limit.as_secs()
+            )))
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl<P: ResourceProvider + ?Sized> ResourceProvider for TimeLimited<P> {
+    fn schema(&self) -> Vec<ResourceSchema> {
+        self.inner.schema()
+    }
+
+    async fn create(&self, req: &CreateRequest) -> Result<CreateResult, ProviderError> {
+        let mut r = req.clone();
+        r.context = self.context(&req.context);
+        self.limited(self.inner.create(&r)).await
+    }
+
+    async fn update(&self, req: &UpdateRequest) -> Result<UpdateResult, ProviderError> {
+        let mut r = req.clone();
+        r.context = self.context(&req.context);
+        self.limited(self.inner.update(&r)).await
+    }
+
+    async fn delete(&self, req: &DeleteRequest) -> Result<(), ProviderError> {
+        let mut r = req.clone();
+        r.context = self.context(&req.context);
+        self.limited(self.inner.delete(&r)).await
+    }
+
+    async fn check_drift(&self, req: &DriftRequest) -> Result<DriftResult, ProviderError> {
+        let mut r = req.clone();
+        r.context = self.context(&req.context);
+        self.limited(self.inner.check_drift(&r)).await
+    }
+
+    async fn check_status(&self, req: &StatusRequest) -> Result<Health, ProviderError> {
+        let mut r = req.clone();
+        r.context = self.context(&req.context);
+        self.limited(self.inner.check_status(&r)).await
+    }
+}
