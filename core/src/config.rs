@@ -142,8 +142,15 @@ pub struct EndpointConfig {
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum ProviderKind {
+    /// One of Cairn's built-in providers (`name` = `builtin:test`,
+    /// `builtin:local` or `builtin:random`). With any such entry, only the
+    /// built-ins listed are registered.
+    Builtin,
     /// A dynamic library built with `cairn_sdk::export_provider!`.
     Dylib,
+    /// A remote handler speaking the custom-resource protocol (e.g. one made
+    /// with `cairn_sdk::webhook`), serving the types its `GET /schema` lists.
+    Webhook,
 }
 
 /// Where a plugin runs.
@@ -162,8 +169,18 @@ pub enum Isolation {
 #[serde(deny_unknown_fields)]
 pub struct ProviderConfig {
     pub kind: ProviderKind,
-    /// The library file.
-    pub path: PathBuf,
+    /// The library file (`dylib`).
+    #[serde(default)]
+    pub path: Option<PathBuf>,
+    /// The handler's URL (`webhook`).
+    #[serde(default)]
+    pub url: Option<String>,
+    /// The handler's signing secret (`webhook`).
+    #[serde(default)]
+    pub secret: Option<String>,
+    /// Extra PEM CA certificates trusted for the handler (`webhook`).
+    #[serde(default)]
+    pub ca_bundle: Option<PathBuf>,
     /// Shown in errors and `cairn providers`; default: the file name.
     #[serde(default)]
     pub name: Option<String>,

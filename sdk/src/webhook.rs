@@ -79,10 +79,13 @@ impl WebhookHandler {
         self
     }
 
-    /// The axum service: `POST /` takes requests.
+    /// The axum service: `POST /` takes requests; `GET /schema` returns the
+    /// provider's schemas (`{"Schemas": […]}`), which Cairn reads for a
+    /// `[[providers]] kind = "webhook"` entry.
     pub fn router(self) -> Router {
         Router::new()
             .route("/", post(receive))
+            .route("/schema", axum::routing::get(schemas))
             .with_state(Arc::new(self))
     }
 
@@ -311,6 +314,10 @@ fn failed_create_id(req: &CustomResourceRequest) -> String {
         stack_name(&req.stack_id),
         req.logical_resource_id
     )
+}
+
+async fn schemas(State(kit): State<Arc<WebhookHandler>>) -> Response {
+    axum::Json(serde_json::json!({ "Schemas": kit.provider.schema() })).into_response()
 }
 
 async fn receive(

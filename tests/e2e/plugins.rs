@@ -1,5 +1,6 @@
 //! Provider plugins (dynamic libraries) through the real binary: the example
-//! plugin `examples/kv-provider`, built by the workspace build as a cdylib.
+//! plugin `examples/kv-provider` and the test plugins in `tests/plugins/`,
+//! each built as a cdylib by the test itself.
 
 use std::path::PathBuf;
 
@@ -9,22 +10,7 @@ use crate::update::{cairn, deploy, ev, sequence_after};
 /// A cdylib of this workspace, built by the test (once per test process)
 /// with the same cargo and target directory as the test itself.
 fn library(crate_name: &str) -> PathBuf {
-    static BUILT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
-    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
-    if !built.iter().any(|c| c == crate_name) {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let out = std::process::Command::new(cargo)
-            .args(["build", "--quiet", "-p", &crate_name.replace('_', "-")])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .output()
-            .expect("cargo runs");
-        assert!(
-            out.status.success(),
-            "building {crate_name}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        built.push(crate_name.to_string());
-    }
+    crate::support::cargo_build(&["-p", &crate_name.replace('_', "-")]);
     PathBuf::from(env!("CARGO_BIN_EXE_cairn"))
         .parent()
         .map(|d| d.join(format!("lib{crate_name}.so")))
@@ -336,5 +322,43 @@ fn a_provider_timeout_fails_a_call_that_takes_longer() {
     assert_eq!(
         reason_of(&s, "st", "Slow", "CREATE_FAILED"),
         "provider unruly did not answer within 1 seconds (timeout_seconds of its [[providers]] entry)"
+    );
+}
+
+#[test]
+fn builtin_entries_choose_the_built_in_providers() {
+    let s = scratch_with("kind = \"builtin\"\nname = \"builtin:test\"\n");
+    let run = cairn(&s, &["providers", "--output", "json"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let names: Vec<String> = run.json()["Types"]
+        .as_array()
+        .map(|l| {
+            l.iter()
+                .filter(|t| t["Transport"] == "builtin")
+                .map(|t| t["TypeName"].as_str().unwrap_or_default().to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(names, ["Cairn::Test::Resource"]);
+    let run = deploy(
+        &s,
+        "st",
+        "Resources:\n  F: {Type: Cairn::Local::File, Properties: {Path: x}}\n",
+        &[],
+    );
+    assert_eq!(run.code(), 1);
+    assert!(
+        run.stderr()
+            .contains("Unrecognized resource types: [Cairn::Local::File]"),
+        "{}",
+        run.stderr()
+    );
+    let s = scratch_with("kind = \"builtin\"\nname = \"builtin:nope\"\n");
+    let run = cairn(&s, &["providers"]);
+    assert_eq!(run.code(), 1);
+    assert!(
+        run.stderr().contains("provider builtin:nope cannot start: a kind = \"builtin\" entry names one of: builtin:test, builtin:local, builtin:random"),
+        "{}",
+        run.stderr()
     );
 }

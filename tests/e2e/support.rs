@@ -69,3 +69,28 @@ impl Run {
             .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", self.stdout()))
     }
 }
+
+/// Builds a target of this workspace with the cargo and target directory of
+/// the test itself, once per test process (`args` such as `-p crate` or
+/// `--example name`).
+pub fn cargo_build(args: &[&str]) {
+    static BUILT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let key = args.join(" ");
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if built.contains(&key) {
+        return;
+    }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args(["build", "--quiet"])
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo runs");
+    assert!(
+        out.status.success(),
+        "cargo build {key}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    built.push(key);
+}

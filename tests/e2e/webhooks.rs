@@ -577,6 +577,7 @@ impl Drop for Program {
 
 /// The Rust handler kit example (`examples/webhook_handler.rs`).
 fn rust_kit_handler(secret: &str) -> Program {
+    crate::support::cargo_build(&["--example", "webhook_handler"]);
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_cairn"))
         .parent()
         .map(|d| d.join("examples/webhook_handler"))
@@ -873,4 +874,50 @@ fn changing_the_service_token_fails_the_update_without_contacting_the_handler() 
         ]
     );
     assert_eq!(h.calls(), [call("Create", "W", "-")]);
+}
+
+#[test]
+fn a_remote_handler_serves_its_own_types_as_a_webhook_provider() {
+    let handler = rust_kit_handler(SECRET);
+    let s = Scratch::new();
+    s.write(
+        "cairn.toml",
+        &format!(
+            "[webhooks]\ntimeout_seconds = 30\n\n[[providers]]\nkind = \"webhook\"\nname = \"greetings\"\nurl = \"http://127.0.0.1:{}/\"\nsecret = \"{SECRET}\"\n",
+            handler.port
+        ),
+    );
+    // The handler's schema: Name required, Excited a Boolean, attribute Message.
+    let run = cairn(
+        &s,
+        &[
+            "providers",
+            "--type",
+            "Custom::Greeting",
+            "--output",
+            "json",
+        ],
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let listed = run.json();
+    assert_eq!(listed["Provider"], "greetings");
+    assert_eq!(listed["Transport"], "webhook");
+    assert_eq!(listed["Schema"]["Properties"]["Name"]["Required"], true);
+    // No ServiceToken in the template: the provider entry says where to go.
+    let body = "Resources:\n  G:\n    Type: Custom::Greeting\n    Properties: {Name: world, Excited: true}\nOutputs:\n  M: {Value: !GetAtt G.Message}\n";
+    let run = deploy(&s, "st", body, &[]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let out = cairn(&s, &["outputs", "st", "--output", "json"]).json();
+    assert_eq!(out["Outputs"][0]["OutputValue"], "Hello, world!");
+    // The schema is checked before anything runs.
+    let bad = "Resources:\n  G:\n    Type: Custom::Greeting\n    Properties: {Excited: true}\n";
+    let run = deploy(&s, "other", bad, &[]);
+    assert_eq!(run.code(), 1);
+    assert!(
+        run.stderr().contains("required key [Name] not found"),
+        "{}",
+        run.stderr()
+    );
+    let run = cairn(&s, &["delete", "st"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
 }

@@ -12,6 +12,7 @@
 
 pub mod callback;
 mod delivery;
+pub mod remote;
 pub mod response;
 mod tls;
 

@@ -1,0 +1,109 @@
+//! A `[[providers]] kind = "webhook"` entry: a remote handler that serves
+//! ordinary resource types (not only `Custom::`) over the custom-resource
+//! protocol. Its types and schemas come from its `GET /schema`; every request
+//! carries the handler's URL as `ServiceToken`, so the same delivery,
+//! signing, callback and timeout machinery as custom resources applies.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use cairn_sdk::{
+    CreateRequest, CreateResult, DeleteRequest, ProviderError, ResourceProvider, ResourceSchema,
+    UpdateRequest, UpdateResult,
+};
+use serde_json::{Map, Value};
+
+use super::{WebhookError, WebhookProvider};
+use crate::config::{EndpointConfig, WebhookConfig};
+
+/// A remote provider.
+pub struct RemoteProvider {
+    url: String,
+    schemas: Vec<ResourceSchema>,
+    inner: Arc<WebhookProvider>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct SchemaList {
+    schemas: Vec<ResourceSchema>,
+}
+
+impl RemoteProvider {
+    /// Reads the handler's schemas and prepares delivery to it.
+    pub async fn connect(
+        name: &str,
+        url: &str,
+        secret: Option<String>,
+        ca_bundle: Option<PathBuf>,
+        webhooks: &WebhookConfig,
+    ) -> Result<RemoteProvider, WebhookError> {
+        let mut config = webhooks.clone();
+        config.endpoints.insert(
+            name.to_string(),
+            EndpointConfig {
+                url: url.to_string(),
+                secret,
+                ca_bundle: ca_bundle.clone(),
+                ..Default::default()
+            },
+        );
+        let inner = Arc::new(WebhookProvider::new(&config)?);
+        let client = super::tls::client(ca_bundle.as_deref(), name)?;
+        let schema_url = format!("{}/schema", url.trim_end_matches('/'));
+        let fail = |e: String| {
+            WebhookError::Config(format!(
+                "webhook provider {name}: cannot read its types from {schema_url}: {e}"
+            ))
+        };
+        let reply = client
+            .get(&schema_url)
+            .timeout(std::time::Duration::from_secs(10))
+            .send()
+            .await
+            .map_err(|e| fail(e.to_string()))?;
+        if !reply.status().is_success() {
+            return Err(fail(format!("HTTP {}", reply.status())));
+        }
+        let body = reply.bytes().await.map_err(|e| fail(e.to_string()))?;
+        let list: SchemaList = serde_json::from_slice(&body).map_err(|e| fail(e.to_string()))?;
+        Ok(RemoteProvider {
+            url: url.to_string(),
+            schemas: list.schemas,
+            inner,
+        })
+    }
+
+    /// `props` with the handler as ServiceToken.
+    fn addressed(&self, props: &Map<String, Value>) -> Map<String, Value> {
+        let mut p = props.clone();
+        p.insert("ServiceToken".into(), Value::String(self.url.clone()));
+        p
+    }
+}
+
+#[async_trait::async_trait]
+impl ResourceProvider for RemoteProvider {
+    fn schema(&self) -> Vec<ResourceSchema> {
+        self.schemas.clone()
+    }
+
+    async fn create(&self, req: &CreateRequest) -> Result<CreateResult, ProviderError> {
+        let mut r = req.clone();
+        r.properties = self.addressed(&req.properties);
+        self.inner.create(&r).await
+    }
+
+    async fn update(&self, req: &UpdateRequest) -> Result<UpdateResult, ProviderError> {
+        let mut r = req.clone();
+        r.properties = self.addressed(&req.properties);
+        r.old_properties = self.addressed(&req.old_properties);
+        self.inner.update(&r).await
+    }
+
+    async fn delete(&self, req: &DeleteRequest) -> Result<(), ProviderError> {
+        let mut r = req.clone();
+        r.properties = self.addressed(&req.properties);
+        self.inner.delete(&r).await
+    }
+}
