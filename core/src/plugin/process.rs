@@ -30,6 +30,8 @@ use super::{read_outcome, PluginError};
 /// what it is for instead of waiting on stdin.
 pub const MAGIC_COOKIE_ENV: &str = "CAIRN_PLUGIN_MAGIC_COOKIE";
 pub const MAGIC_COOKIE: &str = "b7e1a3c0-cairn-provider-plugin";
+/// How long a plugin host may take to load its plugin and say hello.
+const HELLO_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 /// The largest frame either side accepts.
 const MAX_FRAME: usize = 64 * 1024 * 1024;
 
@@ -150,8 +152,26 @@ fn spawn(exe: &Path, path: &Path, sha256: Option<&str>) -> Result<(Host, Manifes
         let _ = child.kill();
         return Err(fail("the plugin host has no stdin/stdout".into()));
     };
-    let hello: Option<Hello> = read_frame(&mut stdout)
-        .map_err(|e| fail(format!("the plugin host's hello cannot be read: {e}")))?;
+    // The hello is read on a thread so that a plugin whose start hangs
+    // cannot hang Cairn: no hello in time and the host is killed.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let hello = read_frame::<Hello>(&mut stdout);
+        let _ = tx.send((hello, stdout));
+    });
+    let (hello, mut stdout) = match rx.recv_timeout(HELLO_TIMEOUT) {
+        Ok(got) => got,
+        Err(_) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(fail(format!(
+                "the plugin host sent no hello within {} s (the plugin's start hangs)",
+                HELLO_TIMEOUT.as_secs()
+            )));
+        }
+    };
+    let hello: Option<Hello> =
+        hello.map_err(|e| fail(format!("the plugin host's hello cannot be read: {e}")))?;
     let Some(hello) = hello else {
         let status = child.wait().map(|s| s.to_string()).unwrap_or_default();
         return Err(fail(format!(
