@@ -7,6 +7,7 @@
 pub mod config;
 pub mod engine;
 pub mod graph;
+pub mod group;
 pub mod plan;
 pub mod plugin;
 pub mod registry;
