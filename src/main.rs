@@ -1,6 +1,7 @@
 //! The `cairn` binary: the command-line interface over `cairn-core`.
 
 mod changesets;
+mod drift;
 mod progress;
 mod providers;
 mod stacks;
@@ -182,6 +183,19 @@ enum Command {
         #[arg(long, value_enum, default_value_t)]
         output: OutputFormat,
     },
+    /// Detect drift: compare each resource with what the template set
+    /// (IN_SYNC, MODIFIED with the differences, DELETED, NOT_CHECKED).
+    Drift {
+        stack: String,
+        /// Only this resource (repeatable).
+        #[arg(long = "resource")]
+        resources: Vec<String>,
+        /// Show the last detection instead of running one.
+        #[arg(long)]
+        last: bool,
+        #[arg(long, value_enum, default_value_t)]
+        output: OutputFormat,
+    },
     /// Show the template a stack was made from.
     Template {
         stack: String,
@@ -286,6 +300,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Resources { stack, output } => stacks::resources(&engine, stack, *output).await,
         Command::Outputs { stack, output } => stacks::outputs(&engine, stack, *output).await,
         Command::Template { stack, output } => stacks::template(&engine, stack, *output).await,
+        Command::Drift {
+            stack,
+            resources,
+            last,
+            output,
+        } => drift::run(&engine, stack, resources, *last, *output).await,
     }
 }
 

@@ -2,6 +2,7 @@
 
 mod changesets;
 mod crash;
+mod drift;
 mod plugins;
 mod stacks;
 mod support;

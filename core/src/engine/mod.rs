@@ -10,6 +10,7 @@
 
 mod changeset;
 mod dag;
+pub mod drift;
 mod parameter_values;
 mod resolve;
 mod update;

@@ -144,6 +144,20 @@ pub trait Store: Send + Sync {
     /// The stack's operations, oldest first.
     async fn history(&self, stack_id: &str) -> Result<Vec<HistoryRecord>, StoreError>;
 
+    /// Keeps a drift detection's results (a JSON document).
+    async fn put_drift_detection(
+        &self,
+        stack_id: &str,
+        detection_id: &str,
+        at: &str,
+        body: &serde_json::Value,
+    ) -> Result<(), StoreError>;
+    /// The stack's latest drift detection, if any.
+    async fn last_drift_detection(
+        &self,
+        stack_id: &str,
+    ) -> Result<Option<serde_json::Value>, StoreError>;
+
     /// Records a new change set; a set of the same name on the stack is an error.
     async fn put_change_set(&self, cs: &ChangeSetRecord) -> Result<(), StoreError>;
     /// A change set by id, or by name within a stack.

@@ -98,6 +98,14 @@ CREATE TABLE IF NOT EXISTS history (
     status_reason TEXT
 );
 CREATE INDEX IF NOT EXISTS history_by_stack ON history(stack_id, seq);
+CREATE TABLE IF NOT EXISTS drift_detections (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    detection_id TEXT NOT NULL UNIQUE,
+    stack_id TEXT NOT NULL,
+    detected_at TEXT NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS drift_by_stack ON drift_detections(stack_id, seq);
 CREATE TABLE IF NOT EXISTS change_sets (
     change_set_id TEXT PRIMARY KEY,
     change_set_name TEXT NOT NULL,
@@ -130,7 +138,7 @@ CREATE TABLE IF NOT EXISTS imports (
 
 /// The layout version written into `PRAGMA user_version`; bump it with any
 /// change to `SCHEMA` that an older file would not have.
-const SCHEMA_VERSION: i64 = 5;
+const SCHEMA_VERSION: i64 = 6;
 
 /// A new file gets the current version; a file with another one is refused
 /// with a message instead of failing later on a missing column.
@@ -949,6 +957,47 @@ impl Store for SqliteStore {
                 .map_err(backend)?;
             let rows = st.query_map(params![id], history_row).map_err(backend)?;
             rows.collect::<Result<Vec<_>, _>>().map_err(backend)
+        })
+        .await
+    }
+
+    async fn put_drift_detection(
+        &self,
+        stack_id: &str,
+        detection_id: &str,
+        at: &str,
+        body: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        let (stack_id, id, at, body) = (
+            stack_id.to_string(),
+            detection_id.to_string(),
+            at.to_string(),
+            json_text(body)?,
+        );
+        self.run(move |c| {
+            c.execute(
+                "INSERT INTO drift_detections (detection_id, stack_id, detected_at, body) VALUES (?1, ?2, ?3, ?4)",
+                params![id, stack_id, at, body],
+            )
+            .map_err(backend)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn last_drift_detection(
+        &self,
+        stack_id: &str,
+    ) -> Result<Option<serde_json::Value>, StoreError> {
+        let id = stack_id.to_string();
+        self.run(move |c| {
+            c.query_row(
+                "SELECT body FROM drift_detections WHERE stack_id = ?1 ORDER BY seq DESC LIMIT 1",
+                params![id],
+                |r| json_col(r, 0),
+            )
+            .optional()
+            .map_err(backend)
         })
         .await
     }

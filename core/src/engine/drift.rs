@@ -1,0 +1,249 @@
+//! Drift detection: each resource's provider compares the live resource with
+//! the properties the template set (`check_drift`); the results are reported
+//! in CloudFormation's drift model and kept for `cairn drift --last`.
+
+use futures::stream::{self, StreamExt};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use cairn_sdk::{DriftRequest, DriftResult, PropertyDifference, RequestContext};
+
+use super::{Engine, EngineError};
+use crate::stack::{now, ResourceRecord, StackStatus};
+
+/// One resource's drift, as CloudFormation's `StackResourceDrift`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct ResourceDrift {
+    pub stack_id: String,
+    pub logical_resource_id: String,
+    pub physical_resource_id: String,
+    pub resource_type: String,
+    /// The properties the template set, as a JSON string.
+    pub expected_properties: String,
+    #[serde(default)]
+    pub property_differences: Vec<PropertyDifference>,
+    /// IN_SYNC, MODIFIED, DELETED, NOT_CHECKED or UNKNOWN.
+    pub stack_resource_drift_status: String,
+    pub timestamp: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift_status_reason: Option<String>,
+}
+
+/// A whole detection, as `DescribeStackDriftDetectionStatus` plus the
+/// resource drifts `DescribeStackResourceDrifts` lists.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct StackDriftDetection {
+    pub stack_drift_detection_id: String,
+    pub stack_id: String,
+    pub stack_name: String,
+    /// DRIFTED, IN_SYNC or UNKNOWN.
+    pub stack_drift_status: String,
+    /// DETECTION_COMPLETE, or DETECTION_FAILED when a resource could not be
+    /// checked (the others' results stand).
+    pub detection_status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detection_status_reason: Option<String>,
+    pub drifted_stack_resource_count: usize,
+    pub timestamp: String,
+    pub stack_resource_drifts: Vec<ResourceDrift>,
+}
+
+/// The statuses drift can be detected in (CloudFormation's list).
+fn detectable(status: StackStatus) -> bool {
+    matches!(
+        status,
+        StackStatus::CreateComplete
+            | StackStatus::UpdateComplete
+            | StackStatus::UpdateRollbackComplete
+            | StackStatus::UpdateRollbackFailed
+    )
+}
+
+impl Engine {
+    /// Checks every live resource of `stack` (or only `only`) for drift,
+    /// concurrently (`max_concurrency` at once), and records the result.
+    pub async fn detect_drift(
+        &self,
+        stack: &str,
+        only: &[String],
+    ) -> Result<StackDriftDetection, EngineError> {
+        let Some(s) = self.store.find_stack(stack).await? else {
+            return Err(EngineError::Validation(format!(
+                "Stack with id {stack} does not exist"
+            )));
+        };
+        if !detectable(s.status) {
+            return Err(EngineError::Validation(format!(
+                "Drift detection is not supported for stack {} in {} state; it is available in CREATE_COMPLETE, UPDATE_COMPLETE, UPDATE_ROLLBACK_COMPLETE and UPDATE_ROLLBACK_FAILED",
+                s.stack_name, s.status
+            )));
+        }
+        let rows: Vec<ResourceRecord> = self
+            .store
+            .resources(&s.stack_id)
+            .await?
+            .into_iter()
+            .filter(|r| crate::plan::is_live(r) && r.physical_id.is_some())
+            .collect();
+        if let Some(missing) = only
+            .iter()
+            .find(|name| !rows.iter().any(|r| &r.logical_id == *name))
+        {
+            return Err(EngineError::Validation(format!(
+                "Resource {missing} does not exist for stack {}",
+                s.stack_name
+            )));
+        }
+        let chosen: Vec<&ResourceRecord> = rows
+            .iter()
+            .filter(|r| only.is_empty() || only.contains(&r.logical_id))
+            .collect();
+        let limit = self.config.engine.max_concurrency.max(1);
+        let stack_id = s.stack_id.clone();
+        let stack_name = s.stack_name.clone();
+        let drifts: Vec<ResourceDrift> = stream::iter(chosen)
+            .map(|r| self.check_one(&stack_id, &stack_name, r))
+            .buffered(limit)
+            .collect()
+            .await;
+        let drifted = drifts
+            .iter()
+            .filter(|d| {
+                matches!(
+                    d.stack_resource_drift_status.as_str(),
+                    "MODIFIED" | "DELETED"
+                )
+            })
+            .count();
+        let failed: Vec<&str> = drifts
+            .iter()
+            .filter(|d| d.stack_resource_drift_status == "UNKNOWN")
+            .map(|d| d.logical_resource_id.as_str())
+            .collect();
+        let detection = StackDriftDetection {
+            stack_drift_detection_id: uuid::Uuid::new_v4().to_string(),
+            stack_id: s.stack_id.clone(),
+            stack_name: s.stack_name.clone(),
+            stack_drift_status: if drifted > 0 {
+                "DRIFTED"
+            } else if failed.is_empty() {
+                "IN_SYNC"
+            } else {
+                "UNKNOWN"
+            }
+            .into(),
+            detection_status: if failed.is_empty() {
+                "DETECTION_COMPLETE"
+            } else {
+                "DETECTION_FAILED"
+            }
+            .into(),
+            detection_status_reason: (!failed.is_empty()).then(|| {
+                format!(
+                    "Failed to detect drift on resources [{}]",
+                    failed.join(", ")
+                )
+            }),
+            drifted_stack_resource_count: drifted,
+            timestamp: now(),
+            stack_resource_drifts: drifts,
+        };
+        let body = serde_json::to_value(&detection).map_err(|e| {
+            EngineError::Validation(format!("cannot record the drift detection: {e}"))
+        })?;
+        self.store
+            .put_drift_detection(
+                &s.stack_id,
+                &detection.stack_drift_detection_id,
+                &detection.timestamp,
+                &body,
+            )
+            .await?;
+        Ok(detection)
+    }
+
+    /// The stack's last drift detection, as recorded.
+    pub async fn last_drift_detection(
+        &self,
+        stack: &str,
+    ) -> Result<Option<StackDriftDetection>, EngineError> {
+        let Some(s) = self.store.find_stack(stack).await? else {
+            return Err(EngineError::Validation(format!(
+                "Stack with id {stack} does not exist"
+            )));
+        };
+        let Some(body) = self.store.last_drift_detection(&s.stack_id).await? else {
+            return Ok(None);
+        };
+        serde_json::from_value(body).map(Some).map_err(|e| {
+            EngineError::Validation(format!("the recorded drift detection cannot be read: {e}"))
+        })
+    }
+
+    async fn check_one(
+        &self,
+        stack_id: &str,
+        stack_name: &str,
+        r: &ResourceRecord,
+    ) -> ResourceDrift {
+        let physical = r.physical_id.clone().unwrap_or_default();
+        let mut drift = ResourceDrift {
+            stack_id: stack_id.to_string(),
+            logical_resource_id: r.logical_id.clone(),
+            physical_resource_id: physical.clone(),
+            resource_type: r.resource_type.clone(),
+            expected_properties: Value::Object(r.properties.clone()).to_string(),
+            property_differences: Vec::new(),
+            stack_resource_drift_status: "NOT_CHECKED".into(),
+            timestamp: now(),
+            drift_status_reason: None,
+        };
+        let Ok(t) = self.provider_for(&r.resource_type) else {
+            drift.stack_resource_drift_status = "UNKNOWN".into();
+            drift.drift_status_reason = Some(format!("no provider serves {}", r.resource_type));
+            return drift;
+        };
+        let deadline = std::time::SystemTime::now()
+            + std::time::Duration::from_secs(self.config.engine.call_timeout_seconds);
+        let req = DriftRequest {
+            context: RequestContext {
+                stack_id: stack_id.to_string(),
+                stack_name: stack_name.to_string(),
+                logical_resource_id: r.logical_id.clone(),
+                resource_type: r.resource_type.clone(),
+                request_id: uuid::Uuid::new_v4().to_string(),
+                deadline_unix_ms: deadline
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_millis() as u64)
+                    .unwrap_or(u64::MAX),
+            },
+            physical_resource_id: physical,
+            properties: r.properties.clone(),
+        };
+        let result = self
+            .timed("drift detection", t.provider.check_drift(&req))
+            .await;
+        drift.timestamp = now();
+        match result {
+            Ok(DriftResult::InSync) => drift.stack_resource_drift_status = "IN_SYNC".into(),
+            Ok(DriftResult::Modified { differences }) => {
+                drift.stack_resource_drift_status = "MODIFIED".into();
+                drift.property_differences = differences;
+            }
+            Ok(DriftResult::Deleted) => drift.stack_resource_drift_status = "DELETED".into(),
+            Ok(DriftResult::NotChecked) => {
+                drift.drift_status_reason = Some(format!(
+                    "The provider of {} does not support drift detection",
+                    r.resource_type
+                ));
+            }
+            Err(e) => {
+                drift.stack_resource_drift_status = "UNKNOWN".into();
+                drift.drift_status_reason = Some(e.message);
+            }
+        }
+        drift
+    }
+}
