@@ -3,7 +3,8 @@
 //! It serves `Custom::Greeting`: properties `Name` (required) and `Excited`
 //! (Boolean); attribute `Message`. Changing `Name` makes a new greeting (a
 //! new PhysicalResourceId, so Cairn deletes the old one during cleanup);
-//! changing `Excited` updates it in place. The same provider could be built
+//! changing `Excited` updates it in place. Drift: a greeting the handler no
+//! longer holds (it keeps them in memory) is DELETED. The same provider could be built
 //! into Cairn or loaded as a plugin: only this `main` is webhook-specific.
 //!
 //! ```text
@@ -22,8 +23,9 @@ use std::sync::{Arc, Mutex};
 use cairn_sdk::serde_json::{json, Map, Value};
 use cairn_sdk::webhook::WebhookHandler;
 use cairn_sdk::{
-    async_trait, CreateRequest, CreateResult, DeleteRequest, PropertySchema, ProviderError,
-    ResourceProvider, ResourceSchema, UpdateRequest, UpdateResult,
+    async_trait, CreateRequest, CreateResult, DeleteRequest, DriftRequest, DriftResult,
+    PropertyDifference, PropertySchema, ProviderError, ResourceProvider, ResourceSchema,
+    UpdateRequest, UpdateResult,
 };
 
 /// Greetings kept in memory, by physical id.
@@ -82,6 +84,28 @@ impl ResourceProvider for Greetings {
             physical_resource_id: Some(id),
             no_echo: false,
         })
+    }
+
+    /// A greeting this handler does not hold (it forgets all when restarted)
+    /// is DELETED; otherwise the stored message is compared with the one the
+    /// properties make.
+    async fn check_drift(&self, req: &DriftRequest) -> Result<DriftResult, ProviderError> {
+        let stored = self
+            .made
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&req.physical_resource_id).cloned());
+        let Some(stored) = stored else {
+            return Ok(DriftResult::Deleted);
+        };
+        let (_, expected) = message(&req.properties)?;
+        let mut want = Map::new();
+        want.insert("Message".into(), json!(expected));
+        let mut have = Map::new();
+        have.insert("Message".into(), json!(stored));
+        Ok(DriftResult::from_differences(PropertyDifference::compare(
+            &want, &have,
+        )))
     }
 
     async fn delete(&self, req: &DeleteRequest) -> Result<(), ProviderError> {

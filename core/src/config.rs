@@ -136,6 +136,8 @@ pub struct EndpointConfig {
     /// Attributes (`Data` keys) of `types`; when given, `Fn::GetAtt` of
     /// another name is a template error.
     pub attributes: Vec<String>,
+    /// The handler answers Cairn's `CheckDrift` requests (`cairn drift`).
+    pub drift: bool,
 }
 
 /// How a provider is reached.

@@ -20,6 +20,11 @@ pub enum RequestType {
     Create,
     Update,
     Delete,
+    /// Cairn's extension, sent only to endpoints configured with
+    /// `drift = true`: compare the live resource with ResourceProperties and
+    /// answer SUCCESS with `Data` = the drift result (`{"Status": "IN_SYNC" |
+    /// "MODIFIED" | "DELETED" | "NOT_CHECKED", "PropertyDifferences": [...]}`).
+    CheckDrift,
 }
 
 /// The event a handler receives, with exactly CloudFormation's fields.

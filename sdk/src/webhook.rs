@@ -38,7 +38,8 @@ use crate::custom_resource::{
     SIGNATURE_HEADER, TIMESTAMP_HEADER,
 };
 use crate::{
-    CreateRequest, DeleteRequest, ProviderError, RequestContext, ResourceProvider, UpdateRequest,
+    CreateRequest, DeleteRequest, DriftRequest, ProviderError, RequestContext, ResourceProvider,
+    UpdateRequest,
 };
 
 /// How far a request's signing time may be from the handler's clock.
@@ -185,6 +186,26 @@ impl WebhookHandler {
                 Ok(Done {
                     physical_id: physical,
                     data: Map::new(),
+                    no_echo: false,
+                })
+            }
+            RequestType::CheckDrift => {
+                let physical = req.physical_resource_id.clone().unwrap_or_default();
+                let drift = self
+                    .provider
+                    .check_drift(&DriftRequest {
+                        context,
+                        physical_resource_id: physical.clone(),
+                        properties,
+                    })
+                    .await?;
+                let data = match serde_json::to_value(&drift) {
+                    Ok(Value::Object(m)) => m,
+                    _ => Map::new(),
+                };
+                Ok(Done {
+                    physical_id: physical,
+                    data,
                     no_echo: false,
                 })
             }

@@ -18,6 +18,8 @@ stringified, as from CloudFormation):
                 "<LogicalResourceId>-<n>" on Create, the request's otherwise)
   Data          a map returned as Data
   NoEcho        "true" to answer with NoEcho
+  DriftAnswer   the Data of the answer to a CheckDrift request (Cairn's
+                extension): {"Status": ..., "PropertyDifferences": [...]}
 
 Every request is appended to the --log file as one JSON line: the event, the
 signature check, and the HTTP status of each PUT the handler made.
@@ -106,6 +108,8 @@ def main():
                 "NoEcho": props.get("NoEcho") == "true",
                 "Data": props.get("Data", {}),
             }
+            if rtype == "CheckDrift":
+                response["Data"] = props.get("DriftAnswer", {"Status": "IN_SYNC"})
             if mode == "wrongid":
                 response["RequestId"] = "not-" + event["RequestId"]
             body = json.dumps(response).encode()

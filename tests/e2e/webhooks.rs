@@ -576,13 +576,17 @@ impl Drop for Program {
 }
 
 /// The Rust handler kit example (`examples/webhook_handler.rs`).
-fn rust_kit_handler(secret: &str) -> Program {
+/// The kit example's executable, built first.
+fn kit_example() -> PathBuf {
     crate::support::cargo_build(&["--example", "webhook_handler"]);
-    let exe = PathBuf::from(env!("CARGO_BIN_EXE_cairn"))
+    PathBuf::from(env!("CARGO_BIN_EXE_cairn"))
         .parent()
         .map(|d| d.join("examples/webhook_handler"))
-        .unwrap_or_default();
-    let mut cmd = Command::new(exe);
+        .unwrap_or_default()
+}
+
+fn rust_kit_handler(secret: &str) -> Program {
+    let mut cmd = Command::new(kit_example());
     cmd.args(["--listen", "127.0.0.1:0", "--secret", secret]);
     Program::start(cmd)
 }
@@ -920,4 +924,64 @@ fn a_remote_handler_serves_its_own_types_as_a_webhook_provider() {
     );
     let run = cairn(&s, &["delete", "st"]);
     assert_eq!(run.code(), 0, "{}", run.stderr());
+}
+
+#[test]
+fn drift_of_custom_resources_is_checked_only_by_endpoints_that_opt_in() {
+    let (s, h) = with_handler();
+    let answer = "{Status: MODIFIED, PropertyDifferences: [{PropertyPath: /Size, ExpectedValue: '3', ActualValue: '4', DifferenceType: NOT_EQUAL}]}";
+    let body = widget(&format!("      Size: 3\n      DriftAnswer: {answer}\n"));
+    assert_eq!(deploy(&s, "st", &body, &[]).code(), 0);
+    // Without `drift = true` the handler is not asked.
+    let run = cairn(&s, &["drift", "st", "--output", "json"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(
+        run.json()["StackResourceDrifts"][0]["StackResourceDriftStatus"],
+        "NOT_CHECKED"
+    );
+    assert_eq!(h.calls().len(), 1);
+    let cfg = std::fs::read_to_string(s.dir.path().join("cairn.toml")).unwrap();
+    s.write("cairn.toml", &format!("{cfg}drift = true\n"));
+    let run = cairn(&s, &["drift", "st", "--output", "json"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let d = run.json();
+    assert_eq!(d["StackDriftStatus"], "DRIFTED");
+    assert_eq!(
+        d["StackResourceDrifts"][0]["PropertyDifferences"],
+        json!([{"PropertyPath": "/Size", "ExpectedValue": "3", "ActualValue": "4", "DifferenceType": "NOT_EQUAL"}])
+    );
+    let check = &h.requests()[1]["event"];
+    assert_eq!(check["RequestType"], "CheckDrift");
+    assert_eq!(check["PhysicalResourceId"], "W-1");
+    assert_eq!(check["ResourceProperties"]["Size"], "3");
+}
+
+#[test]
+fn the_handler_kit_answers_check_drift_for_its_provider() {
+    let handler = rust_kit_handler(SECRET);
+    let port = handler.port;
+    let s = Scratch::new();
+    s.write(
+        "cairn.toml",
+        &format!(
+            "[webhooks]\ntimeout_seconds = 30\n\n[[providers]]\nkind = \"webhook\"\nname = \"greetings\"\nurl = \"http://127.0.0.1:{port}/\"\nsecret = \"{SECRET}\"\n"
+        ),
+    );
+    let body = "Resources:\n  G: {Type: Custom::Greeting, Properties: {Name: world}}\n";
+    assert_eq!(deploy(&s, "st", body, &[]).code(), 0);
+    let status = |s: &Scratch| {
+        let run = cairn(s, &["drift", "st", "--output", "json"]);
+        assert_eq!(run.code(), 0, "{}", run.stderr());
+        run.json()["StackResourceDrifts"][0]["StackResourceDriftStatus"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(status(&s), "IN_SYNC");
+    // The handler restarts and forgets its greetings: the resource is gone.
+    drop(handler);
+    let mut cmd = Command::new(kit_example());
+    cmd.args(["--listen", &format!("127.0.0.1:{port}"), "--secret", SECRET]);
+    let _again = Program::start(cmd);
+    assert_eq!(status(&s), "DELETED");
 }

@@ -25,8 +25,9 @@ use cairn_sdk::custom_resource::{
     stringify_map, CustomResourceRequest, CustomResourceResponse, RequestType, ResponseStatus,
 };
 use cairn_sdk::{
-    CreateRequest, CreateResult, DeleteRequest, ErrorKind, PropertySchema, ProviderError,
-    RequestContext, ResourceProvider, ResourceSchema, UpdateRequest, UpdateResult,
+    CreateRequest, CreateResult, DeleteRequest, DriftRequest, DriftResult, ErrorKind,
+    PropertySchema, ProviderError, RequestContext, ResourceProvider, ResourceSchema, UpdateRequest,
+    UpdateResult,
 };
 use serde_json::{Map, Value};
 use tokio::sync::{OnceCell, Semaphore};
@@ -71,6 +72,8 @@ pub fn custom_schema(type_name: &str) -> ResourceSchema {
 /// Where one resource's requests go.
 struct Target {
     url: String,
+    /// The endpoint answers CheckDrift.
+    drift: bool,
     secret: Option<Vec<u8>>,
     default_timeout: (u64, String),
     client: reqwest::Client,
@@ -178,6 +181,7 @@ impl WebhookProvider {
             };
             return Ok(Target {
                 url: e.config.url.clone(),
+                drift: e.config.drift,
                 secret: e
                     .config
                     .secret
@@ -208,6 +212,7 @@ impl WebhookProvider {
         };
         Ok(Target {
             url: token.to_string(),
+            drift: false,
             secret: self.config.secret.as_ref().map(|s| s.as_bytes().to_vec()),
             default_timeout: (
                 self.config.timeout_seconds,
@@ -466,6 +471,36 @@ impl ResourceProvider for WebhookProvider {
             physical_resource_id: changed_id,
             attributes: r.data,
             no_echo: r.no_echo,
+        })
+    }
+
+    async fn check_drift(&self, req: &DriftRequest) -> Result<DriftResult, ProviderError> {
+        let Some(Value::String(token)) = req.properties.get("ServiceToken") else {
+            return Ok(DriftResult::NotChecked);
+        };
+        if !self.target(token).await?.drift {
+            return Ok(DriftResult::NotChecked);
+        }
+        let r = self
+            .call(
+                &req.context,
+                RequestType::CheckDrift,
+                Some(&req.physical_resource_id),
+                &req.properties,
+                None,
+            )
+            .await
+            .map_err(Failure::into_error)?;
+        if r.status == ResponseStatus::Failed {
+            return Err(ProviderError::new(
+                ErrorKind::InternalFailure,
+                failed_reason(&r),
+            ));
+        }
+        serde_json::from_value(Value::Object(r.data)).map_err(|e| {
+            ProviderError::internal(format!(
+                "the handler's CheckDrift answer is not a drift result ({e}); send Data = {{\"Status\": \"IN_SYNC\" | \"MODIFIED\" | \"DELETED\", \"PropertyDifferences\": [...]}}"
+            ))
         })
     }
 

@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use cairn_sdk::{
-    CreateRequest, CreateResult, DeleteRequest, ProviderError, ResourceProvider, ResourceSchema,
-    UpdateRequest, UpdateResult,
+    CreateRequest, CreateResult, DeleteRequest, DriftRequest, DriftResult, ProviderError,
+    ResourceProvider, ResourceSchema, UpdateRequest, UpdateResult,
 };
 use serde_json::{Map, Value};
 
@@ -45,6 +45,9 @@ impl RemoteProvider {
                 url: url.to_string(),
                 secret,
                 ca_bundle: ca_bundle.clone(),
+                // A handler-kit handler answers CheckDrift (NOT_CHECKED when
+                // its provider has no drift check).
+                drift: true,
                 ..Default::default()
             },
         );
@@ -99,6 +102,12 @@ impl ResourceProvider for RemoteProvider {
         r.properties = self.addressed(&req.properties);
         r.old_properties = self.addressed(&req.old_properties);
         self.inner.update(&r).await
+    }
+
+    async fn check_drift(&self, req: &DriftRequest) -> Result<DriftResult, ProviderError> {
+        let mut r = req.clone();
+        r.properties = self.addressed(&req.properties);
+        self.inner.check_drift(&r).await
     }
 
     async fn delete(&self, req: &DeleteRequest) -> Result<(), ProviderError> {
