@@ -122,6 +122,7 @@ pub struct ProcessProvider {
     sha256: Option<String>,
     manifest: Manifest,
     host: Mutex<Option<Arc<Host>>>,
+    restarting: tokio::sync::Mutex<()>,
     next_call: AtomicU64,
 }
 
@@ -268,17 +269,29 @@ impl ProcessProvider {
             sha256: sha256.map(str::to_string),
             manifest,
             host: Mutex::new(Some(Arc::new(host))),
+            restarting: tokio::sync::Mutex::new(()),
             next_call: AtomicU64::new(1),
         })
     }
 
-    /// The running host, restarted if the last one died.
+    /// The live host, if there is one.
+    fn live_host(&self) -> Option<Arc<Host>> {
+        self.host
+            .lock()
+            .ok()
+            .and_then(|h| h.clone())
+            .filter(|h| h.dead.lock().map(|d| d.is_none()).unwrap_or(false))
+    }
+
+    /// The running host, restarted if the last one died (one restart at a
+    /// time: concurrent calls wait for it and share the new host).
     async fn host(&self) -> Result<Arc<Host>, ProviderError> {
-        let current = self.host.lock().ok().and_then(|h| h.clone());
-        if let Some(h) = current {
-            if h.dead.lock().map(|d| d.is_none()).unwrap_or(false) {
-                return Ok(h);
-            }
+        if let Some(h) = self.live_host() {
+            return Ok(h);
+        }
+        let _restarting = self.restarting.lock().await;
+        if let Some(h) = self.live_host() {
+            return Ok(h);
         }
         let (exe, path, sha) = (self.exe.clone(), self.path.clone(), self.sha256.clone());
         let (host, _) = tokio::task::spawn_blocking(move || spawn(&exe, &path, sha.as_deref()))
@@ -303,20 +316,27 @@ impl ProcessProvider {
             let host = host.clone();
             move |req: Request| {
                 let host = host.clone();
-                tokio::task::spawn_blocking(move || {
+                let write = move || {
                     host.stdin
                         .lock()
                         .map_err(|_| std::io::Error::other("the plugin host's stdin is unusable"))
                         .and_then(|mut w| write_frame(&mut *w, &req))
-                })
+                };
+                // Outside a runtime (a call dropped at shutdown) there is
+                // nothing to hand the write to; the child sees its stdin close.
+                tokio::runtime::Handle::try_current()
+                    .ok()
+                    .map(|h| h.spawn_blocking(write))
             }
         };
-        let sent = send(Request {
+        let sent = match send(Request {
             id,
             call: Some(call),
             cancel: false,
-        })
-        .await;
+        }) {
+            Some(write) => write.await,
+            None => Ok(Err(std::io::Error::other("no runtime to send the call on"))),
+        };
         if !matches!(sent, Ok(Ok(()))) {
             if let Ok(mut w) = host.waiting.lock() {
                 w.remove(&id);
