@@ -835,13 +835,16 @@ fn https_both_ways_with_an_extra_ca_bundle() {
         "cairn.toml",
         &cfg.replace(&format!("ca_bundle = \"{cert}\"\n"), ""),
     );
+    // A refused certificate is not retried until the timeout.
+    let started = Instant::now();
     let run = deploy(
         &s,
         "other",
-        &widget("      Size: 1\n      ServiceTimeout: 3\n"),
+        &widget("      Size: 1\n      ServiceTimeout: 20\n"),
         &[],
     );
     assert_eq!(run.code(), 1);
+    assert!(started.elapsed() < Duration::from_secs(10));
     let reason = failure_reason(&s, "other", "W");
     assert!(reason.contains("certificate"), "{reason}");
 }

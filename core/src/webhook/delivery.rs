@@ -93,7 +93,9 @@ async fn post_once(
             .header(SIGNATURE_HEADER, sign(secret, now, &body));
     }
     let reply = req.body(body).send().await.map_err(|e| Failure {
-        retry: true,
+        // A certificate the endpoint's trust does not accept will not be
+        // accepted on the next attempt either.
+        retry: !certificate_refused(&e),
         reason: describe(&e),
     })?;
     let status = reply.status();
@@ -113,6 +115,29 @@ async fn post_once(
             snippet.trim()
         ),
     })
+}
+
+/// Whether TLS refused the handler's certificate somewhere in `e`'s causes.
+fn certificate_refused(e: &reqwest::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        if matches!(
+            c.downcast_ref::<rustls::Error>(),
+            Some(rustls::Error::InvalidCertificate(_) | rustls::Error::NoCertificatesPresented)
+        ) {
+            return true;
+        }
+        // An io::Error's `source()` skips its payload (hyper nests the TLS
+        // error in two of them): step into the payload instead.
+        cause = match c
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
+            Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
+            None => c.source(),
+        };
+    }
+    false
 }
 
 /// A transport error in one line, with its cause (reqwest's own text omits it).
