@@ -967,7 +967,7 @@ impl Engine {
             .resource(logical_id)
             .map(|r| r.type_name.clone())
             .unwrap_or_default();
-        let (mut rec, request_id) = match (existing, &resumed_call) {
+        let (rec, request_id) = match (existing, &resumed_call) {
             (Some(r), Some(p)) => (r, p.request_id.clone()),
             _ => {
                 let mut rec = ResourceRecord {
@@ -1019,6 +1019,28 @@ impl Engine {
             }
         };
         let result = self.call_create(op, &rec, &request_id).await;
+        self.record_created(
+            op,
+            rec,
+            result,
+            ResourceStatus::CreateComplete,
+            ResourceStatus::CreateFailed,
+        )
+        .await
+    }
+
+    /// Records the outcome of a create call (of a new resource or of a
+    /// replacement): the physical id, attributes and NoEcho learned, or the
+    /// failure with any physical resource it left behind (rollback deletes
+    /// it). True when the resource exists and is recorded.
+    async fn record_created(
+        &self,
+        op: &Op,
+        mut rec: ResourceRecord,
+        result: Result<CreateResult, ProviderError>,
+        done: ResourceStatus,
+        failed: ResourceStatus,
+    ) -> bool {
         rec.pending = None;
         rec.updated_at = now();
         match result {
@@ -1026,20 +1048,24 @@ impl Engine {
                 rec.physical_id = Some(created.physical_resource_id.clone());
                 rec.attributes = created.attributes;
                 rec.no_echo = created.no_echo;
-                rec.status = ResourceStatus::CreateComplete;
+                rec.status = done;
                 rec.status_reason = None;
                 if !self.record(op, &rec, Vec::new()).await {
                     return false;
                 }
-                op.results
-                    .record(logical_id, &created.physical_resource_id, &rec.attributes);
+                op.results.record(
+                    &rec.logical_id,
+                    &created.physical_resource_id,
+                    &rec.attributes,
+                );
                 true
             }
             Err(e) => {
-                rec.status = ResourceStatus::CreateFailed;
+                rec.status = failed;
                 rec.status_reason = Some(e.message);
-                // What the failed create left behind is deleted by rollback.
-                rec.physical_id = e.physical_resource_id;
+                if e.physical_resource_id.is_some() {
+                    rec.physical_id = e.physical_resource_id;
+                }
                 self.record(op, &rec, Vec::new()).await;
                 false
             }

@@ -863,38 +863,16 @@ impl Engine {
     }
 
     /// The create of a replacement and its outcome.
-    async fn replace_finish(&self, op: &Op, mut rec: ResourceRecord, request_id: &str) -> bool {
+    async fn replace_finish(&self, op: &Op, rec: ResourceRecord, request_id: &str) -> bool {
         let result = self.call_create(op, &rec, request_id).await;
-        rec.pending = None;
-        rec.updated_at = now();
-        match result {
-            Ok(created) => {
-                rec.physical_id = Some(created.physical_resource_id.clone());
-                rec.attributes = created.attributes;
-                rec.no_echo = created.no_echo;
-                rec.status = ResourceStatus::UpdateComplete;
-                rec.status_reason = None;
-                if !self.record(op, &rec, Vec::new()).await {
-                    return false;
-                }
-                op.results.record(
-                    &rec.logical_id,
-                    &created.physical_resource_id,
-                    &rec.attributes,
-                );
-                true
-            }
-            Err(e) => {
-                rec.status = ResourceStatus::UpdateFailed;
-                rec.status_reason = Some(e.message);
-                // A replacement the failed call left behind is deleted by rollback.
-                if e.physical_resource_id.is_some() {
-                    rec.physical_id = e.physical_resource_id;
-                }
-                self.record(op, &rec, Vec::new()).await;
-                false
-            }
-        }
+        self.record_created(
+            op,
+            rec,
+            result,
+            ResourceStatus::UpdateComplete,
+            ResourceStatus::UpdateFailed,
+        )
+        .await
     }
 
     /// Outputs and exports of the new template. An export other stacks import
