@@ -541,3 +541,53 @@ fn local_file_and_random_string_are_real() {
     assert_eq!(s.cairn(&["delete", "files"]).code(), 0);
     assert!(!target.exists());
 }
+
+#[test]
+fn a_create_that_timed_out_is_not_forgotten() {
+    // The test resource writes its file at once, then takes WaitSeconds; the
+    // engine gives up after call_timeout_seconds: the file exists, but no
+    // physical id was returned.
+    let s = Scratch::new();
+    s.write("cairn.toml", "[engine]\ncall_timeout_seconds = 1\n");
+    let t = s.write(
+        "t.yaml",
+        "Resources:\n  Slow: {Type: Cairn::Test::Resource, Properties: {Name: slow-one, WaitSeconds: 3}}\n",
+    );
+    let run = s.cairn(&[
+        "--config",
+        "cairn.toml",
+        "deploy",
+        "st",
+        t.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code(), 1);
+    // The rollback asked the provider again (same request id); that timed out
+    // too, so the delete fails and keeps the record instead of forgetting
+    // the file.
+    assert_eq!(s.resource_files(), ["slow-one.json"]);
+    let seq = sequence(&s, "st");
+    assert!(
+        seq.contains(&ev(
+            "Slow",
+            "CREATE_FAILED",
+            "Resource creation timed out after 1 seconds"
+        )),
+        "{seq:?}"
+    );
+    let failed = seq
+        .iter()
+        .find(|e| e.0 == "Slow" && e.1 == "DELETE_FAILED")
+        .unwrap_or_else(|| panic!("{seq:?}"));
+    assert!(
+        failed.2.starts_with("Cannot tell whether the create that did not finish made a resource: asking the provider again (request ")
+            && failed.2.ends_with("failed: Resource creation timed out after 1 seconds. Delete again when the provider answers."),
+        "{}",
+        failed.2
+    );
+    assert_eq!(status(&s, "st"), "ROLLBACK_FAILED");
+    // With time enough, deleting learns the resource and deletes it.
+    s.write("cairn.toml", "[engine]\ncall_timeout_seconds = 30\n");
+    let run = s.cairn(&["--config", "cairn.toml", "delete", "st"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert!(s.resource_files().is_empty());
+}

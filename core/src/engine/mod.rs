@@ -23,7 +23,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use cairn_sdk::{CreateRequest, CreateResult, DeleteRequest, ProviderError, RequestContext};
+use cairn_sdk::{
+    CreateRequest, CreateResult, DeleteRequest, ErrorKind, ProviderError, RequestContext,
+};
 use serde_json::{json, Map, Value};
 
 use crate::config::Config;
@@ -1041,7 +1043,12 @@ impl Engine {
         done: ResourceStatus,
         failed: ResourceStatus,
     ) -> bool {
-        rec.pending = None;
+        // A call that timed out may still have made its resource: its record
+        // stays, so whoever deletes this resource asks again first.
+        let unknown_outcome = matches!(&result, Err(e) if e.kind == ErrorKind::Timeout && e.physical_resource_id.is_none());
+        if !unknown_outcome {
+            rec.pending = None;
+        }
         rec.updated_at = now();
         match result {
             Ok(created) => {
@@ -1259,14 +1266,30 @@ impl Engine {
             rec.updated_at = now();
             return self.record(op, &rec, Vec::new()).await;
         }
-        // A create whose outcome was never recorded (crash, cancellation): ask
-        // again with the same request id, so a resource it made is not leaked.
+        // A create whose outcome was never recorded (crash, cancellation,
+        // timeout): ask again with the same request id, so a resource it made
+        // is not leaked. If that times out too, whether something exists is
+        // unknown: the delete fails (and keeps the record) rather than forget it.
         if rec.physical_id.is_none() {
             if let Some(p) = rec.pending.clone().filter(|p| p.action == "CREATE") {
-                if let Ok(created) = self.call_create(op, &rec, &p.request_id).await {
-                    rec.physical_id = Some(created.physical_resource_id);
-                    rec.attributes = created.attributes;
-                    rec.no_echo = created.no_echo;
+                match self.call_create(op, &rec, &p.request_id).await {
+                    Ok(created) => {
+                        rec.physical_id = Some(created.physical_resource_id);
+                        rec.attributes = created.attributes;
+                        rec.no_echo = created.no_echo;
+                    }
+                    Err(e) if e.kind == ErrorKind::Timeout => {
+                        rec.status = ResourceStatus::DeleteFailed;
+                        rec.status_reason = Some(format!(
+                            "Cannot tell whether the create that did not finish made a resource: asking the provider again (request {}) failed: {}. Delete again when the provider answers.",
+                            p.request_id, e.message
+                        ));
+                        rec.updated_at = now();
+                        self.record(op, &rec, Vec::new()).await;
+                        return false;
+                    }
+                    // The provider says no: nothing was made.
+                    Err(_) => {}
                 }
             }
         }
