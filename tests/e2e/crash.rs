@@ -18,7 +18,9 @@ fn events_json(s: &Scratch, stack: &str) -> Vec<Value> {
 /// Waits until some event satisfies `pred` (the deploy is still running).
 fn wait_for(s: &Scratch, stack: &str, what: &str, pred: impl Fn(&Value) -> bool) {
     let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(20) {
+    // Generous: other tests compile plugin libraries alongside; this returns
+    // as soon as the event is there.
+    while start.elapsed() < Duration::from_secs(60) {
         let run = s.cairn(&["events", stack, "--output", "json"]);
         if run.code() == 0
             && run.json()["StackEvents"]

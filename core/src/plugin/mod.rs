@@ -19,13 +19,64 @@ use cairn_sdk::plugin::{
     Buf, Call, Decl, Host, Manifest, StaticDecl, ABI_VERSION, DECL_SYMBOL, MAGIC, PROTOCOL_MAX,
     PROTOCOL_MIN, STATUS_CANCELLED, STATUS_ERROR, STATUS_OK, STATUS_PANIC,
 };
-use cairn_sdk::{
-    CreateRequest, CreateResult, DeleteRequest, DriftRequest, DriftResult, ErrorKind, Health,
-    ProviderError, ResourceProvider, ResourceSchema, StatusRequest, UpdateRequest, UpdateResult,
-};
+use cairn_sdk::{ErrorKind, ProviderError};
 use serde::de::DeserializeOwned;
 use sha2::{Digest, Sha256};
 use tokio::sync::oneshot;
+
+/// Implements `ResourceProvider` for a plugin transport: the schemas of
+/// its manifest, and each method as one `Call` through its `invoke`.
+macro_rules! provider_over_calls {
+    ($t:ty) => {
+        #[async_trait::async_trait]
+        impl cairn_sdk::ResourceProvider for $t {
+            fn schema(&self) -> Vec<cairn_sdk::ResourceSchema> {
+                self.manifest.schemas.clone()
+            }
+
+            async fn create(
+                &self,
+                req: &cairn_sdk::CreateRequest,
+            ) -> Result<cairn_sdk::CreateResult, cairn_sdk::ProviderError> {
+                self.invoke(&cairn_sdk::plugin::Call::Create(req.clone()))
+                    .await
+            }
+
+            async fn update(
+                &self,
+                req: &cairn_sdk::UpdateRequest,
+            ) -> Result<cairn_sdk::UpdateResult, cairn_sdk::ProviderError> {
+                self.invoke(&cairn_sdk::plugin::Call::Update(req.clone()))
+                    .await
+            }
+
+            async fn delete(
+                &self,
+                req: &cairn_sdk::DeleteRequest,
+            ) -> Result<(), cairn_sdk::ProviderError> {
+                self.invoke::<serde_json::Value>(&cairn_sdk::plugin::Call::Delete(req.clone()))
+                    .await
+                    .map(|_| ())
+            }
+
+            async fn check_drift(
+                &self,
+                req: &cairn_sdk::DriftRequest,
+            ) -> Result<cairn_sdk::DriftResult, cairn_sdk::ProviderError> {
+                self.invoke(&cairn_sdk::plugin::Call::CheckDrift(req.clone()))
+                    .await
+            }
+
+            async fn check_status(
+                &self,
+                req: &cairn_sdk::StatusRequest,
+            ) -> Result<cairn_sdk::Health, cairn_sdk::ProviderError> {
+                self.invoke(&cairn_sdk::plugin::Call::CheckStatus(req.clone()))
+                    .await
+            }
+        }
+    };
+}
 
 pub mod limit;
 pub mod process;
@@ -321,31 +372,4 @@ pub(crate) fn read_outcome<T: DeserializeOwned>(
     }
 }
 
-#[async_trait::async_trait]
-impl ResourceProvider for DylibProvider {
-    fn schema(&self) -> Vec<ResourceSchema> {
-        self.manifest.schemas.clone()
-    }
-
-    async fn create(&self, req: &CreateRequest) -> Result<CreateResult, ProviderError> {
-        self.invoke(&Call::Create(req.clone())).await
-    }
-
-    async fn update(&self, req: &UpdateRequest) -> Result<UpdateResult, ProviderError> {
-        self.invoke(&Call::Update(req.clone())).await
-    }
-
-    async fn delete(&self, req: &DeleteRequest) -> Result<(), ProviderError> {
-        self.invoke::<serde_json::Value>(&Call::Delete(req.clone()))
-            .await
-            .map(|_| ())
-    }
-
-    async fn check_drift(&self, req: &DriftRequest) -> Result<DriftResult, ProviderError> {
-        self.invoke(&Call::CheckDrift(req.clone())).await
-    }
-
-    async fn check_status(&self, req: &StatusRequest) -> Result<Health, ProviderError> {
-        self.invoke(&Call::CheckStatus(req.clone())).await
-    }
-}
+provider_over_calls!(DylibProvider);

@@ -17,10 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cairn_sdk::plugin::{Call, Manifest, PROTOCOL_MAX, STATUS_PANIC};
-use cairn_sdk::{
-    CreateRequest, CreateResult, DeleteRequest, DriftRequest, DriftResult, Health, ProviderError,
-    ResourceProvider, ResourceSchema, StatusRequest, UpdateRequest, UpdateResult,
-};
+use cairn_sdk::ProviderError;
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
@@ -305,7 +302,10 @@ impl ProcessProvider {
         Ok(host)
     }
 
-    async fn invoke<T: serde::de::DeserializeOwned>(&self, call: Call) -> Result<T, ProviderError> {
+    async fn invoke<T: serde::de::DeserializeOwned>(
+        &self,
+        call: &Call,
+    ) -> Result<T, ProviderError> {
         let host = self.host().await?;
         let id = self.next_call.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
@@ -331,7 +331,7 @@ impl ProcessProvider {
         };
         let sent = match send(Request {
             id,
-            call: Some(call),
+            call: Some(call.clone()),
             cancel: false,
         }) {
             Some(write) => write.await,
@@ -393,34 +393,7 @@ impl ProcessProvider {
     }
 }
 
-#[async_trait::async_trait]
-impl ResourceProvider for ProcessProvider {
-    fn schema(&self) -> Vec<ResourceSchema> {
-        self.manifest.schemas.clone()
-    }
-
-    async fn create(&self, req: &CreateRequest) -> Result<CreateResult, ProviderError> {
-        self.invoke(Call::Create(req.clone())).await
-    }
-
-    async fn update(&self, req: &UpdateRequest) -> Result<UpdateResult, ProviderError> {
-        self.invoke(Call::Update(req.clone())).await
-    }
-
-    async fn delete(&self, req: &DeleteRequest) -> Result<(), ProviderError> {
-        self.invoke::<serde_json::Value>(Call::Delete(req.clone()))
-            .await
-            .map(|_| ())
-    }
-
-    async fn check_drift(&self, req: &DriftRequest) -> Result<DriftResult, ProviderError> {
-        self.invoke(Call::CheckDrift(req.clone())).await
-    }
-
-    async fn check_status(&self, req: &StatusRequest) -> Result<Health, ProviderError> {
-        self.invoke(Call::CheckStatus(req.clone())).await
-    }
-}
+provider_over_calls!(ProcessProvider);
 
 /// `cairn plugin-host <path>`: loads the plugin in this process and serves
 /// it on stdin/stdout until stdin closes.
