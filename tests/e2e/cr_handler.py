@@ -22,7 +22,8 @@ stringified, as from CloudFormation):
                 extension): {"Status": ..., "PropertyDifferences": [...]}
 
 Every request is appended to the --log file as one JSON line: the event, the
-signature check, and the HTTP status of each PUT the handler made.
+signature check, and the HTTP status of each PUT the handler made. The number
+of requests received so far is in <log>.received (written before answering).
 """
 
 import argparse
@@ -79,6 +80,12 @@ def main():
 
         def do_POST(self):
             raw = self.rfile.read(int(self.headers.get("content-length", "0")))
+            # Counted before answering: a reader of the log waits until every
+            # request received has its line (written after its PUTs).
+            with LOCK:
+                COUNTER["received"] = COUNTER.get("received", 0) + 1
+                with open(args.log + ".received", "w") as f:
+                    f.write(str(COUNTER["received"]))
             ts = self.headers.get("X-Cairn-Timestamp", "")
             sig = self.headers.get("X-Cairn-Signature", "")
             want = "v1=" + hmac.new(args.secret.encode(), (ts + ".").encode() + raw, hashlib.sha256).hexdigest()

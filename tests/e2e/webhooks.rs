@@ -64,11 +64,25 @@ impl Handler {
     /// Every request the handler received, in order, with its signature check
     /// and the HTTP statuses of the responses it PUT.
     pub(crate) fn requests(&self) -> Vec<Value> {
-        std::fs::read_to_string(&self.log)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
+        // A request's line is written once its PUTs are done, which can be
+        // just after Cairn has the response: wait for every request received.
+        let received_file = PathBuf::from(format!("{}.received", self.log.display()));
+        let started = Instant::now();
+        loop {
+            let received: usize = std::fs::read_to_string(&received_file)
+                .ok()
+                .and_then(|t| t.trim().parse().ok())
+                .unwrap_or(0);
+            let lines: Vec<Value> = std::fs::read_to_string(&self.log)
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|l| serde_json::from_str(l).ok())
+                .collect();
+            if lines.len() >= received || started.elapsed() > Duration::from_secs(10) {
+                return lines;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 
     /// (RequestType, LogicalResourceId, PhysicalResourceId) of each request.
