@@ -54,6 +54,9 @@ pub struct EngineConfig {
     pub cleanup_attempts: u32,
     /// Wait before the first retry of a failed cleanup delete; doubled each time.
     pub cleanup_backoff_seconds: f64,
+    /// Seconds a new group member has to report healthy (`check_status`)
+    /// before its rolling-update batch fails.
+    pub health_timeout_seconds: u64,
 }
 
 impl Default for EngineConfig {
@@ -64,6 +67,7 @@ impl Default for EngineConfig {
             state: None,
             cleanup_attempts: 3,
             cleanup_backoff_seconds: 5.0,
+            health_timeout_seconds: 300,
         }
     }
 }

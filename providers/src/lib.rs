@@ -204,6 +204,14 @@ pub fn registry(config: &Config, data_dir: &Path) -> Result<Registry, RegistryEr
             r.register(name, Transport::Builtin, provider, c.types.as_deref())?;
         }
     }
+    // Instance groups: the engine runs them; this registers their schemas
+    // and the launch configuration's provider.
+    r.register(
+        "builtin:groups",
+        Transport::Builtin,
+        Arc::new(cairn_core::group::GroupTypes),
+        None,
+    )?;
     // Custom resources: AWS::CloudFormation::CustomResource, the Custom::
     // types endpoints declare schemas for, and every other Custom::<Name>.
     let webhooks =
@@ -230,6 +238,13 @@ pub fn registry(config: &Config, data_dir: &Path) -> Result<Registry, RegistryEr
     }
     for (alias, target) in &config.type_aliases {
         r.alias(alias, target)?;
+    }
+    // Heat's and CloudFormation's group type names, unless configured
+    // otherwise or served by a provider.
+    for (alias, target) in cairn_core::group::DEFAULT_ALIASES {
+        if !config.type_aliases.contains_key(alias) && r.get(alias).is_none() {
+            r.alias(alias, target)?;
+        }
     }
     Ok(r)
 }

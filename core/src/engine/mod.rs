@@ -11,6 +11,7 @@
 mod changeset;
 mod dag;
 pub mod drift;
+mod group;
 mod parameter_values;
 mod resolve;
 mod update;
@@ -885,6 +886,9 @@ impl Engine {
         physical: &str,
         request_id: &str,
     ) -> Result<(), ProviderError> {
+        if crate::group::is_group(self.registry.canonical(&r.resource_type)) {
+            return self.group_delete(op, r, physical).await;
+        }
         let t = self.provider_for(&r.resource_type)?;
         let req = DeleteRequest {
             context: self.context(op, &r.logical_id, &r.resource_type, request_id),
@@ -939,6 +943,11 @@ impl Engine {
         r: &ResourceRecord,
         request_id: &str,
     ) -> Result<CreateResult, ProviderError> {
+        // Groups are run here, not by a provider: they manage members
+        // through the store and the registry.
+        if crate::group::is_group(self.registry.canonical(&r.resource_type)) {
+            return self.group_create(op, r, request_id).await;
+        }
         let t = self.provider_for(&r.resource_type)?;
         let req = CreateRequest {
             context: self.context(op, &r.logical_id, &r.resource_type, request_id),

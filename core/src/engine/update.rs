@@ -799,6 +799,11 @@ impl Engine {
         old_properties: &Map<String, Value>,
         request_id: &str,
     ) -> Result<UpdateResult, ProviderError> {
+        if crate::group::is_group(self.registry.canonical(&rec.resource_type)) {
+            return self
+                .group_update(op, rec, physical_id, properties, old_properties)
+                .await;
+        }
         let t = self.provider_for(&rec.resource_type)?;
         let req = UpdateRequest {
             context: self.context(op, &rec.logical_id, &rec.resource_type, request_id),

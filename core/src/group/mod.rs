@@ -1,5 +1,11 @@
-//! Instance groups (issue 7, in progress): groups of identical members rolled
-//! to a new launch configuration batch by batch. So far: member naming and
-//! batching ([`naming`]), the part seed 002 specifies exactly.
+//! Instance groups: groups of identical members made from a launch
+//! configuration, resized and rolled to a new one batch by batch. This
+//! module is the pure part (naming, policy, schemas, the stored state); the
+//! engine runs groups in `engine::group`.
 
 pub mod naming;
+pub mod policy;
+pub mod state;
+pub mod types;
+
+pub use types::{is_group, GroupTypes, DEFAULT_ALIASES};

@@ -57,34 +57,47 @@ pub fn shrink(current: &[u64], size: usize) -> Vec<u64> {
 /// `batch_size` (seed 002's `get_replacements`, ordered numerically): from 0
 /// when the group fits below its lowest index, else after its highest.
 pub fn replacement_batches(current: &[u64], batch_size: usize) -> Vec<Vec<u64>> {
-    let Some((low, high)) = bounds(current) else {
+    new_indices(current, current.len(), batch_size)
+}
+
+/// `count` new indices for a group whose live members are `live`, in
+/// batches: from 0 when they fit below the lowest live index, else after the
+/// highest. Never a live index.
+fn new_indices(live: &[u64], count: usize, batch_size: usize) -> Vec<Vec<u64>> {
+    let Some((low, high)) = bounds(live) else {
         return Vec::new();
     };
-    let size = current.len() as u64;
-    let start = if size <= low { 0 } else { high + 1 };
-    let batch = batch_size.max(1) as u64;
-    (start..start + size)
+    let start = if count as u64 <= low { 0 } else { high + 1 };
+    (start..start + count as u64)
         .collect::<Vec<_>>()
-        .chunks(batch as usize)
+        .chunks(batch_size.max(1))
         .map(<[u64]>::to_vec)
         .collect()
 }
 
 /// One step of a rolling replacement: the members to create (new indices)
 /// and the old ones they replace, deleted once the new ones are healthy.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Batch {
     pub create: Vec<u64>,
     pub replace: Vec<u64>,
 }
 
-/// The batches of a rolling replacement: each creates new members, then
-/// deletes as many old ones, lowest first.
+/// The batches of a rolling replacement of the whole group: each creates new
+/// members, then deletes as many old ones, lowest first.
 pub fn rolling_plan(current: &[u64], batch_size: usize) -> Vec<Batch> {
-    let mut old = current.to_vec();
+    rolling_plan_of(current, current, batch_size)
+}
+
+/// The batches that replace the members `stale` of a group whose live
+/// members are `live` (a rollback replaces only the members a failed
+/// rollout had already moved). New names follow seed 002's rule, applied to
+/// the live indices, so they never collide with a member that stays.
+pub fn rolling_plan_of(live: &[u64], stale: &[u64], batch_size: usize) -> Vec<Batch> {
+    let mut old = stale.to_vec();
     old.sort_unstable();
     let mut old = old.into_iter();
-    replacement_batches(current, batch_size)
+    new_indices(live, stale.len(), batch_size)
         .into_iter()
         .map(|create| Batch {
             replace: old.by_ref().take(create.len()).collect(),
@@ -171,6 +184,34 @@ mod tests {
                     replace: vec![11, 12]
                 },
             ]
+        );
+    }
+
+    #[test]
+    fn a_partial_replacement_avoids_every_live_name() {
+        // A rollout moved vm-0, vm-1 to vm-6, vm-7 and then failed: rolling
+        // back replaces only those two, with the free names below vm-2.
+        let live = [2, 3, 4, 5, 6, 7];
+        assert_eq!(
+            rolling_plan_of(&live, &[6, 7], 1),
+            [
+                Batch {
+                    create: vec![0],
+                    replace: vec![6]
+                },
+                Batch {
+                    create: vec![1],
+                    replace: vec![7]
+                },
+            ]
+        );
+        // Three stale members do not fit below vm-2: after the highest.
+        assert_eq!(
+            rolling_plan_of(&live, &[2, 6, 7], 3),
+            [Batch {
+                create: vec![8, 9, 10],
+                replace: vec![2, 6, 7]
+            }]
         );
     }
 

@@ -144,6 +144,29 @@ pub trait Store: Send + Sync {
     /// The stack's operations, oldest first.
     async fn history(&self, stack_id: &str) -> Result<Vec<HistoryRecord>, StoreError>;
 
+    /// Writes an instance group's state (members, rollout cursor) with
+    /// `events`, in one transaction; `None` removes the group. Keyed by the
+    /// group's physical id, so a replaced group and its replacement coexist.
+    async fn put_group(
+        &self,
+        lease: &Lease,
+        logical_id: &str,
+        physical_id: &str,
+        state: Option<&serde_json::Value>,
+        events: &[EventRecord],
+    ) -> Result<(), StoreError>;
+    /// One group's state.
+    async fn group(
+        &self,
+        stack_id: &str,
+        physical_id: &str,
+    ) -> Result<Option<serde_json::Value>, StoreError>;
+    /// Every group of the stack: (logical id, physical id, state).
+    async fn groups(
+        &self,
+        stack_id: &str,
+    ) -> Result<Vec<(String, String, serde_json::Value)>, StoreError>;
+
     /// Keeps a drift detection's results (a JSON document).
     async fn put_drift_detection(
         &self,

@@ -124,6 +124,15 @@ CREATE TABLE IF NOT EXISTS change_sets (
     base_version INTEGER NOT NULL
 );
 CREATE UNIQUE INDEX IF NOT EXISTS change_sets_by_name ON change_sets(stack_id, change_set_name);
+-- Instance groups: members and the rolling-update cursor, one JSON document
+-- per group, written with the member events.
+CREATE TABLE IF NOT EXISTS groups (
+    stack_id TEXT NOT NULL,
+    physical_id TEXT NOT NULL,
+    logical_id TEXT NOT NULL,
+    state TEXT NOT NULL,
+    PRIMARY KEY (stack_id, physical_id)
+);
 CREATE TABLE IF NOT EXISTS exports (
     name TEXT PRIMARY KEY,
     stack_id TEXT NOT NULL,
@@ -138,7 +147,9 @@ CREATE TABLE IF NOT EXISTS imports (
 
 /// The layout version written into `PRAGMA user_version`; bump it with any
 /// change to `SCHEMA` that an older file would not have.
-const SCHEMA_VERSION: i64 = 6;
+const SCHEMA_VERSION: i64 = 7;
+/// Layouts that `SCHEMA` upgrades in place (it only adds tables to them).
+const UPGRADABLE_FROM: &[i64] = &[6];
 
 /// A new file gets the current version; a file with another one is refused
 /// with a message instead of failing later on a missing column.
@@ -154,6 +165,11 @@ fn check_schema_version(conn: &Connection, path: &Path) -> Result<(), StoreError
         )
         .map_err(backend)?;
     if tables == 0 {
+        return conn
+            .execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))
+            .map_err(backend);
+    }
+    if UPGRADABLE_FROM.contains(&version) {
         return conn
             .execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))
             .map_err(backend);
@@ -956,6 +972,82 @@ impl Store for SqliteStore {
                 ))
                 .map_err(backend)?;
             let rows = st.query_map(params![id], history_row).map_err(backend)?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(backend)
+        })
+        .await
+    }
+
+    async fn put_group(
+        &self,
+        lease: &Lease,
+        logical_id: &str,
+        physical_id: &str,
+        state: Option<&serde_json::Value>,
+        events: &[EventRecord],
+    ) -> Result<(), StoreError> {
+        let state = state.map(json_text).transpose()?;
+        let (lease, logical_id, physical_id, events) = (
+            lease.clone(),
+            logical_id.to_string(),
+            physical_id.to_string(),
+            events.to_vec(),
+        );
+        self.run(move |c| {
+            fence(c, &lease)?;
+            match state {
+                Some(state) => c
+                    .prepare_cached(
+                        "INSERT INTO groups (stack_id, physical_id, logical_id, state) VALUES (?1, ?2, ?3, ?4)
+                         ON CONFLICT(stack_id, physical_id) DO UPDATE SET state = excluded.state",
+                    )
+                    .map_err(backend)?
+                    .execute(params![lease.stack_id, physical_id, logical_id, state]),
+                None => c.execute(
+                    "DELETE FROM groups WHERE stack_id = ?1 AND physical_id = ?2",
+                    params![lease.stack_id, physical_id],
+                ),
+            }
+            .map_err(backend)?;
+            for e in &events {
+                insert_event(c, e)?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn group(
+        &self,
+        stack_id: &str,
+        physical_id: &str,
+    ) -> Result<Option<serde_json::Value>, StoreError> {
+        let (stack_id, physical_id) = (stack_id.to_string(), physical_id.to_string());
+        self.run(move |c| {
+            c.query_row(
+                "SELECT state FROM groups WHERE stack_id = ?1 AND physical_id = ?2",
+                params![stack_id, physical_id],
+                |r| json_col(r, 0),
+            )
+            .optional()
+            .map_err(backend)
+        })
+        .await
+    }
+
+    async fn groups(
+        &self,
+        stack_id: &str,
+    ) -> Result<Vec<(String, String, serde_json::Value)>, StoreError> {
+        let stack_id = stack_id.to_string();
+        self.run(move |c| {
+            let mut st = c
+                .prepare("SELECT logical_id, physical_id, state FROM groups WHERE stack_id = ?1 ORDER BY logical_id, physical_id")
+                .map_err(backend)?;
+            let rows = st
+                .query_map(params![stack_id], |r| {
+                    Ok((r.get(0)?, r.get(1)?, json_col(r, 2)?))
+                })
+                .map_err(backend)?;
             rows.collect::<Result<Vec<_>, _>>().map_err(backend)
         })
         .await

@@ -1,0 +1,186 @@
+//! A group's `UpdatePolicy`: the RollingUpdate that decides how a new launch
+//! configuration reaches existing members.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// `UpdatePolicy.RollingUpdate` (`AutoScalingRollingUpdate` is accepted too,
+/// CloudFormation's name for an AutoScalingGroup).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct RollingUpdate {
+    pub min_instances_in_service: u64,
+    pub max_batch_size: u64,
+    /// Milliseconds between batches (not after the last).
+    pub pause_ms: u64,
+}
+
+impl Default for RollingUpdate {
+    /// Heat's defaults: `{MinInstancesInService: 0, MaxBatchSize: 1, PauseTime: PT0S}`.
+    fn default() -> Self {
+        RollingUpdate {
+            min_instances_in_service: 0,
+            max_batch_size: 1,
+            pause_ms: 0,
+        }
+    }
+}
+
+impl RollingUpdate {
+    pub fn pause(&self) -> Duration {
+        Duration::from_millis(self.pause_ms)
+    }
+}
+
+/// The longest PauseTime (Heat's limit).
+const MAX_PAUSE: Duration = Duration::from_secs(3600);
+
+/// The RollingUpdate of an evaluated `UpdatePolicy`, if it has one.
+/// `logical_id` names the group in errors.
+pub fn rolling_update(
+    update_policy: Option<&Value>,
+    logical_id: &str,
+) -> Result<Option<RollingUpdate>, String> {
+    let Some(policy) = update_policy else {
+        return Ok(None);
+    };
+    let Some(policy) = policy.as_object() else {
+        return Err(format!("UpdatePolicy of {logical_id} must be an object"));
+    };
+    let entry = policy
+        .get("RollingUpdate")
+        .or_else(|| policy.get("AutoScalingRollingUpdate"));
+    let Some(entry) = entry else {
+        return Ok(None);
+    };
+    let Some(entry) = entry.as_object() else {
+        return Err(format!(
+            "UpdatePolicy.RollingUpdate of {logical_id} must be an object"
+        ));
+    };
+    let mut rolling = RollingUpdate::default();
+    for (key, value) in entry {
+        match key.as_str() {
+            "MinInstancesInService" => {
+                rolling.min_instances_in_service = count(value, key, logical_id, 0)?
+            }
+            "MaxBatchSize" => rolling.max_batch_size = count(value, key, logical_id, 1)?,
+            "PauseTime" => {
+                let text = value.as_str().ok_or_else(|| iso_only(logical_id))?;
+                rolling.pause_ms = pause_time(text, logical_id)?.as_millis() as u64;
+            }
+            other => {
+                return Err(format!(
+                    "UpdatePolicy.RollingUpdate of {logical_id} has an unknown key {other}; use MinInstancesInService, MaxBatchSize or PauseTime"
+                ))
+            }
+        }
+    }
+    Ok(Some(rolling))
+}
+
+/// A non-negative integer given as a number or a string ("1", as in the seed).
+fn count(value: &Value, key: &str, logical_id: &str, min: u64) -> Result<u64, String> {
+    let n = match value {
+        Value::Number(n) => n.as_u64(),
+        Value::String(s) => s.trim().parse::<u64>().ok(),
+        _ => None,
+    };
+    match n {
+        Some(n) if n >= min => Ok(n),
+        _ => Err(format!(
+            "UpdatePolicy.RollingUpdate.{key} of {logical_id} must be an integer of at least {min}, not {value}"
+        )),
+    }
+}
+
+fn iso_only(logical_id: &str) -> String {
+    format!("PauseTime of {logical_id}: Only ISO 8601 duration format of the form PT#H#M#S is supported.")
+}
+
+/// An ISO 8601 duration of hours, minutes and seconds (`PT30S`, `PT1M30S`),
+/// at most one hour.
+pub fn pause_time(text: &str, logical_id: &str) -> Result<Duration, String> {
+    let span: jiff::Span = text.parse().map_err(|_| iso_only(logical_id))?;
+    if !text.starts_with("PT")
+        || span.get_years() != 0
+        || span.get_months() != 0
+        || span.get_weeks() != 0
+        || span.get_days() != 0
+        || span.is_negative()
+    {
+        return Err(iso_only(logical_id));
+    }
+    let seconds = span
+        .total(jiff::Unit::Second)
+        .map_err(|_| iso_only(logical_id))?;
+    let pause = Duration::from_secs_f64(seconds.max(0.0));
+    if pause > MAX_PAUSE {
+        return Err(format!(
+            "PauseTime of {logical_id}: Maximum PauseTime is 1 hour."
+        ));
+    }
+    Ok(pause)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn reads_the_seeds_policy_with_string_numbers() {
+        let p = json!({"RollingUpdate": {"MinInstancesInService": "1", "MaxBatchSize": "5", "PauseTime": "PT30S"}});
+        assert_eq!(
+            rolling_update(Some(&p), "G").unwrap(),
+            Some(RollingUpdate {
+                min_instances_in_service: 1,
+                max_batch_size: 5,
+                pause_ms: 30_000
+            })
+        );
+        let p = json!({"AutoScalingRollingUpdate": {"MaxBatchSize": 2}});
+        assert_eq!(
+            rolling_update(Some(&p), "G")
+                .unwrap()
+                .unwrap()
+                .max_batch_size,
+            2
+        );
+        assert_eq!(
+            rolling_update(Some(&json!({"RollingUpdate": {}})), "G").unwrap(),
+            Some(RollingUpdate::default())
+        );
+        assert_eq!(rolling_update(None, "G").unwrap(), None);
+    }
+
+    #[test]
+    fn pause_time_is_iso_8601_time_and_at_most_an_hour() {
+        assert_eq!(pause_time("PT1M30S", "G").unwrap(), Duration::from_secs(90));
+        assert_eq!(pause_time("PT1H", "G").unwrap(), Duration::from_secs(3600));
+        assert_eq!(
+            pause_time("PT0.5S", "G").unwrap(),
+            Duration::from_millis(500)
+        );
+        let iso =
+            "PauseTime of G: Only ISO 8601 duration format of the form PT#H#M#S is supported.";
+        assert_eq!(pause_time("ABCD1234", "G").unwrap_err(), iso);
+        assert_eq!(pause_time("P1YT1H", "G").unwrap_err(), iso);
+        assert_eq!(pause_time("30", "G").unwrap_err(), iso);
+        assert_eq!(
+            pause_time("PT61M", "G").unwrap_err(),
+            "PauseTime of G: Maximum PauseTime is 1 hour."
+        );
+    }
+
+    #[test]
+    fn bad_counts_are_named() {
+        let p = json!({"RollingUpdate": {"MaxBatchSize": "0"}});
+        assert_eq!(
+            rolling_update(Some(&p), "G").unwrap_err(),
+            "UpdatePolicy.RollingUpdate.MaxBatchSize of G must be an integer of at least 1, not \"0\""
+        );
+    }
+}

@@ -1,0 +1,115 @@
+//! What the store keeps of one group (keyed by the group's physical id): its
+//! members and, while one runs, the rolling replacement with its batch
+//! cursor. Written after every member transition, so a crash resumes from
+//! exactly where it stopped.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::naming::Batch;
+use super::policy::RollingUpdate;
+use crate::stack::{PendingCall, ResourceStatus};
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct GroupState {
+    /// Ordered by index.
+    pub members: Vec<Member>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<Rollout>,
+}
+
+/// One member: a resource of the launch configuration's `MemberType`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Member {
+    pub name: String,
+    pub index: u64,
+    pub resource_type: String,
+    /// The launch configuration (physical name) it was made from.
+    pub launch_configuration: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub physical_id: Option<String>,
+    pub status: ResourceStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_reason: Option<String>,
+    pub properties: Map<String, Value>,
+    #[serde(default)]
+    pub attributes: Map<String, Value>,
+    /// A create or delete call whose outcome is not recorded yet: re-issued
+    /// with the same request id after a crash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<PendingCall>,
+    pub updated_at: String,
+}
+
+impl Member {
+    /// Exists and serves (created, not failed, not being deleted).
+    pub fn is_in_service(&self) -> bool {
+        self.physical_id.is_some()
+            && self.pending.is_none()
+            && matches!(
+                self.status,
+                ResourceStatus::CreateComplete | ResourceStatus::UpdateComplete
+            )
+    }
+}
+
+/// A rolling replacement in progress.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Rollout {
+    /// The launch configuration the members are being moved to.
+    pub target: String,
+    /// The policy it runs under; a rollback of it runs under the same one.
+    pub policy: RollingUpdate,
+    pub batches: Vec<Batch>,
+    /// Batches finished (the cursor).
+    pub done: usize,
+}
+
+impl GroupState {
+    pub fn member(&self, name: &str) -> Option<&Member> {
+        self.members.iter().find(|m| m.name == name)
+    }
+
+    pub fn member_mut(&mut self, name: &str) -> Option<&mut Member> {
+        self.members.iter_mut().find(|m| m.name == name)
+    }
+
+    /// Inserts or replaces `m`, keeping index order.
+    pub fn put(&mut self, m: Member) {
+        match self.members.iter_mut().find(|x| x.name == m.name) {
+            Some(slot) => *slot = m,
+            None => {
+                let at = self.members.partition_point(|x| x.index < m.index);
+                self.members.insert(at, m);
+            }
+        }
+    }
+
+    pub fn remove(&mut self, name: &str) {
+        self.members.retain(|m| m.name != name);
+    }
+
+    pub fn indices(&self) -> Vec<u64> {
+        self.members.iter().map(|m| m.index).collect()
+    }
+
+    /// `MemberIds` and `MemberNames`: the members in service, in order.
+    pub fn attributes(&self) -> Map<String, Value> {
+        let live: Vec<&Member> = self.members.iter().filter(|m| m.is_in_service()).collect();
+        let mut a = Map::new();
+        a.insert(
+            "MemberIds".into(),
+            live.iter()
+                .map(|m| Value::String(m.physical_id.clone().unwrap_or_default()))
+                .collect(),
+        );
+        a.insert(
+            "MemberNames".into(),
+            live.iter().map(|m| Value::String(m.name.clone())).collect(),
+        );
+        a
+    }
+}

@@ -1,0 +1,298 @@
+//! The group resource types: their schemas, their properties read into a
+//! [`GroupSpec`], and the launch configuration's provider.
+//!
+//! `Cairn::Group::LaunchConfiguration` is an ordinary provider (it stores
+//! nothing: its evaluated properties, kept in its resource row, are the
+//! member definition). The two group types are run by the engine
+//! (`engine::group`), which needs the store and the registry to manage
+//! members; the provider registered for them only carries their schemas.
+
+use cairn_sdk::{
+    CreateRequest, CreateResult, DeleteRequest, PropertySchema, PropertyType, ProviderError,
+    ResourceProvider, ResourceSchema, UpdateRequest, UpdateResult,
+};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+pub const LAUNCH_CONFIGURATION: &str = "Cairn::Group::LaunchConfiguration";
+pub const INSTANCE_GROUP: &str = "Cairn::Group::InstanceGroup";
+pub const AUTO_SCALING_GROUP: &str = "Cairn::Group::AutoScalingGroup";
+
+/// Aliases the default configuration adds (unless configured otherwise or
+/// served by a provider).
+pub const DEFAULT_ALIASES: [(&str, &str); 3] = [
+    ("OS::Heat::InstanceGroup", INSTANCE_GROUP),
+    ("AWS::AutoScaling::AutoScalingGroup", AUTO_SCALING_GROUP),
+    (
+        "AWS::AutoScaling::LaunchConfiguration",
+        LAUNCH_CONFIGURATION,
+    ),
+];
+
+/// Whether the engine runs this (canonical) type as a group.
+pub fn is_group(canonical_type: &str) -> bool {
+    canonical_type == INSTANCE_GROUP || canonical_type == AUTO_SCALING_GROUP
+}
+
+/// What a group's properties ask for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupSpec {
+    /// The launch configuration's physical name (its `Ref`).
+    pub launch_configuration: String,
+    pub size: usize,
+    pub prefix: String,
+}
+
+fn uint(props: &Map<String, Value>, key: &str, logical_id: &str) -> Result<Option<usize>, String> {
+    match props.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+            .map(|n| Some(n as usize))
+            .ok_or_else(|| {
+                format!("{key} of {logical_id} must be a non-negative integer, not {v}")
+            }),
+    }
+}
+
+/// Reads a group's evaluated properties.
+pub fn spec(
+    canonical_type: &str,
+    logical_id: &str,
+    props: &Map<String, Value>,
+) -> Result<GroupSpec, String> {
+    let launch_configuration = props
+        .get("LaunchConfigurationName")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| {
+            format!(
+                "LaunchConfigurationName of {logical_id} is required: Ref a {LAUNCH_CONFIGURATION}"
+            )
+        })?
+        .to_string();
+    let size = if canonical_type == AUTO_SCALING_GROUP {
+        let min = uint(props, "MinSize", logical_id)?.unwrap_or(0);
+        let max = uint(props, "MaxSize", logical_id)?.unwrap_or(0);
+        if min > max {
+            return Err(format!(
+                "{logical_id}: MinSize can not be greater than MaxSize"
+            ));
+        }
+        let desired = uint(props, "DesiredCapacity", logical_id)?.unwrap_or(min);
+        if desired < min || desired > max {
+            return Err(format!(
+                "{logical_id}: DesiredCapacity must be between MinSize and MaxSize"
+            ));
+        }
+        desired
+    } else {
+        uint(props, "Size", logical_id)?.unwrap_or(0)
+    };
+    let prefix = props
+        .get("MemberNamePrefix")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .unwrap_or(logical_id)
+        .to_string();
+    Ok(GroupSpec {
+        launch_configuration,
+        size,
+        prefix,
+    })
+}
+
+/// The member definition a launch configuration's properties give.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemberDefinition {
+    pub member_type: String,
+    pub properties: Map<String, Value>,
+}
+
+impl MemberDefinition {
+    pub fn of(props: &Map<String, Value>) -> Option<MemberDefinition> {
+        Some(MemberDefinition {
+            member_type: props.get("MemberType")?.as_str()?.to_string(),
+            properties: props
+                .get("MemberProperties")
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default(),
+        })
+    }
+}
+
+/// `<stack>-<logical id>-<12 characters>` derived from the request id, so a
+/// re-issued create (same request id) gets the same name.
+pub fn physical_name(stack_name: &str, logical_id: &str, request_id: &str) -> String {
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    let suffix: String = Sha256::digest(request_id.as_bytes())
+        .iter()
+        .take(12)
+        .map(|b| ALPHABET[(*b as usize) % ALPHABET.len()] as char)
+        .collect();
+    format!("{stack_name}-{logical_id}-{suffix}")
+}
+
+fn group_schema(type_name: &str) -> ResourceSchema {
+    ResourceSchema::new(type_name)
+        .property(
+            "LaunchConfigurationName",
+            PropertySchema::string()
+                .required()
+                .describe("Ref of the Cairn::Group::LaunchConfiguration its members are made from; a new one rolls the members out under the UpdatePolicy"),
+        )
+        .property(
+            "MemberNamePrefix",
+            PropertySchema::string()
+                .create_only()
+                .describe("members are named <prefix>-<n> (default: the group's logical id)"),
+        )
+        .property(
+            "AvailabilityZones",
+            PropertySchema::list(PropertyType::String)
+                .create_only()
+                .describe("accepted for Heat and CloudFormation templates; not used"),
+        )
+        .attribute("MemberIds", "the members' physical ids, in member order")
+        .attribute("MemberNames", "the members' names, in member order")
+        .ref_returns("the group's physical name")
+}
+
+/// The schemas of the group types and the launch configuration's provider.
+pub struct GroupTypes;
+
+#[async_trait::async_trait]
+impl ResourceProvider for GroupTypes {
+    fn schema(&self) -> Vec<ResourceSchema> {
+        vec![
+            ResourceSchema::new(LAUNCH_CONFIGURATION)
+                .describe("what a group's members are: any resource type and its properties")
+                .property(
+                    "MemberType",
+                    PropertySchema::string().required().create_only(),
+                )
+                .property("MemberProperties", PropertySchema::json().create_only())
+                .ref_returns("its physical name, new with every replacement"),
+            group_schema(INSTANCE_GROUP)
+                .describe("a fixed-size group of members")
+                .property("Size", PropertySchema::integer().required()),
+            group_schema(AUTO_SCALING_GROUP)
+                .describe("a group sized between MinSize and MaxSize")
+                .property("MinSize", PropertySchema::integer().required())
+                .property("MaxSize", PropertySchema::integer().required())
+                .property("DesiredCapacity", PropertySchema::integer()),
+        ]
+    }
+
+    async fn create(&self, req: &CreateRequest) -> Result<CreateResult, ProviderError> {
+        self.launch_configuration_only(&req.context.resource_type)?;
+        let ctx = &req.context;
+        Ok(CreateResult {
+            physical_resource_id: physical_name(
+                &ctx.stack_name,
+                &ctx.logical_resource_id,
+                &ctx.request_id,
+            ),
+            attributes: Map::new(),
+            no_echo: false,
+        })
+    }
+
+    /// Every property is CreateOnly: the engine replaces a launch
+    /// configuration instead of updating it, so there is nothing to change.
+    async fn update(&self, req: &UpdateRequest) -> Result<UpdateResult, ProviderError> {
+        self.launch_configuration_only(&req.context.resource_type)?;
+        Ok(UpdateResult {
+            physical_resource_id: None,
+            attributes: Map::new(),
+            no_echo: false,
+        })
+    }
+
+    /// A launch configuration is a name and the row's properties: nothing
+    /// outside the store to delete.
+    async fn delete(&self, req: &DeleteRequest) -> Result<(), ProviderError> {
+        self.launch_configuration_only(&req.context.resource_type)
+    }
+}
+
+impl GroupTypes {
+    fn launch_configuration_only(&self, type_name: &str) -> Result<(), ProviderError> {
+        let group = is_group(type_name)
+            || DEFAULT_ALIASES
+                .iter()
+                .any(|(alias, target)| *alias == type_name && is_group(target));
+        if !group {
+            return Ok(());
+        }
+        Err(ProviderError::invalid_request(format!(
+            "{type_name} is run by Cairn's engine, not called as a provider"
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn props(v: Value) -> Map<String, Value> {
+        v.as_object().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn reads_sizes_and_prefix() {
+        let s = spec(
+            INSTANCE_GROUP,
+            "Web",
+            &props(json!({"LaunchConfigurationName": "lc-1", "Size": 3})),
+        )
+        .unwrap();
+        assert_eq!(
+            s,
+            GroupSpec {
+                launch_configuration: "lc-1".into(),
+                size: 3,
+                prefix: "Web".into()
+            }
+        );
+        let s = spec(
+            AUTO_SCALING_GROUP,
+            "Asg",
+            &props(json!({"LaunchConfigurationName": "lc", "MinSize": "1", "MaxSize": "4", "MemberNamePrefix": "vm"})),
+        )
+        .unwrap();
+        assert_eq!((s.size, s.prefix.as_str()), (1, "vm"));
+    }
+
+    #[test]
+    fn auto_scaling_bounds_are_checked() {
+        let e = spec(
+            AUTO_SCALING_GROUP,
+            "Asg",
+            &props(json!({"LaunchConfigurationName": "lc", "MinSize": 3, "MaxSize": 2})),
+        )
+        .unwrap_err();
+        assert_eq!(e, "Asg: MinSize can not be greater than MaxSize");
+        let e = spec(
+            AUTO_SCALING_GROUP,
+            "Asg",
+            &props(json!({"LaunchConfigurationName": "lc", "MinSize": 1, "MaxSize": 2, "DesiredCapacity": 5})),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e,
+            "Asg: DesiredCapacity must be between MinSize and MaxSize"
+        );
+    }
+
+    #[test]
+    fn physical_names_follow_the_request_id() {
+        let a = physical_name("s", "Lc", "req-1");
+        assert_eq!(a, physical_name("s", "Lc", "req-1"));
+        assert_ne!(a, physical_name("s", "Lc", "req-2"));
+        assert!(a.starts_with("s-Lc-") && a.len() == "s-Lc-".len() + 12);
+    }
+}
