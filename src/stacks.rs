@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::{anyhow, Context};
 use cairn_core::config::Config;
 use cairn_core::engine::{CreateStackInput, Engine, EngineError, ParameterInput, UpdateStackInput};
+use cairn_core::group::state::GroupState;
 use cairn_core::stack::{OnFailure, StackRecord, StackStatus};
 use cairn_core::store::sqlite::SqliteStore;
 use cairn_core::store::{Store, StoreError};
@@ -455,25 +456,88 @@ pub async fn events(engine: &Arc<Engine>, stack: &str, output: OutputFormat) -> 
     }
 }
 
+/// One line of `cairn resources`: a template resource, or a group member
+/// (listed right after its group, `group` naming it).
+struct ResourceLine {
+    logical_id: String,
+    group: Option<String>,
+    resource_type: String,
+    physical_id: Option<String>,
+    status: String,
+    reason: Option<String>,
+    updated_at: String,
+}
+
+/// The stack's resources, each group followed by its members in order.
+async fn resource_lines(engine: &Arc<Engine>, stack_id: &str) -> anyhow::Result<Vec<ResourceLine>> {
+    let rows = engine.store().resources(stack_id).await?;
+    let mut groups = engine.store().groups(stack_id).await?;
+    let members = |state: serde_json::Value, group: &str| -> anyhow::Result<Vec<ResourceLine>> {
+        let state: GroupState = serde_json::from_value(state)
+            .map_err(|e| anyhow!("the stored state of group {group} is unreadable: {e}"))?;
+        Ok(state
+            .members
+            .into_iter()
+            .map(|m| ResourceLine {
+                logical_id: m.name,
+                group: Some(group.to_string()),
+                resource_type: m.resource_type,
+                physical_id: m.physical_id,
+                status: m.status.as_str().to_string(),
+                reason: m.status_reason,
+                updated_at: m.updated_at,
+            })
+            .collect())
+    };
+    let mut lines = Vec::new();
+    for r in rows {
+        let own = groups
+            .iter()
+            .position(|(_, physical, _)| Some(physical) == r.physical_id.as_ref());
+        lines.push(ResourceLine {
+            logical_id: r.logical_id.clone(),
+            group: None,
+            resource_type: r.resource_type,
+            physical_id: r.physical_id,
+            status: r.status.as_str().to_string(),
+            reason: r.status_reason,
+            updated_at: r.updated_at,
+        });
+        if let Some(i) = own {
+            let (_, _, state) = groups.remove(i);
+            lines.extend(members(state, &r.logical_id)?);
+        }
+    }
+    // Members of a group whose resource moved on (a replaced group being
+    // cleaned up): still listed, under the group's logical id.
+    for (logical, _, state) in groups {
+        lines.extend(members(state, &logical)?);
+    }
+    Ok(lines)
+}
+
 pub async fn resources(
     engine: &Arc<Engine>,
     stack: &str,
     output: OutputFormat,
 ) -> anyhow::Result<()> {
     let s = find(engine, stack).await?;
-    let rs = engine.store().resources(&s.stack_id).await?;
+    let lines = resource_lines(engine, &s.stack_id).await?;
     match output {
         OutputFormat::Json => {
-            let list: Vec<Value> = rs
+            let list: Vec<Value> = lines
                 .iter()
                 .map(|r| {
                     let mut v = json!({
                         "StackName": s.stack_name, "StackId": s.stack_id, "LogicalResourceId": r.logical_id,
                         "PhysicalResourceId": r.physical_id.clone().unwrap_or_default(), "ResourceType": r.resource_type,
-                        "ResourceStatus": r.status.as_str(), "Timestamp": r.updated_at,
+                        "ResourceStatus": r.status, "Timestamp": r.updated_at,
                     });
-                    if let Some(reason) = &r.status_reason {
+                    if let Some(reason) = &r.reason {
                         v["ResourceStatusReason"] = json!(reason);
+                    }
+                    if let Some(group) = &r.group {
+                        v["GroupResourceId"] = json!(group);
                     }
                     v
                 })
@@ -481,12 +545,16 @@ pub async fn resources(
             print_json(&json!({"StackResources": list}))
         }
         OutputFormat::Text => {
-            for r in &rs {
+            for r in &lines {
+                let name = match &r.group {
+                    Some(_) => format!("  {}", r.logical_id),
+                    None => r.logical_id.clone(),
+                };
                 println!(
                     "{:<30} {:<30} {:<20} {}",
-                    r.logical_id,
+                    name,
                     r.resource_type,
-                    r.status.as_str(),
+                    r.status,
                     r.physical_id.as_deref().unwrap_or("-")
                 );
             }

@@ -302,6 +302,21 @@ pub fn plan(
                 causing_entity: None,
             });
         }
+        // CloudFormation lists an UpdatePolicy change as a Modify of its own
+        // scope; nothing is called (a group reads its policy when it rolls).
+        if old_raw.is_some_and(|o| o.update_policy != r.update_policy) {
+            scope.push("UpdatePolicy".to_string());
+            details.push(ChangeDetail {
+                target: ChangeTarget {
+                    attribute: "UpdatePolicy".into(),
+                    name: None,
+                    requires_recreation: "Never".into(),
+                },
+                evaluation: "Static".into(),
+                change_source: "DirectModification".into(),
+                causing_entity: None,
+            });
+        }
         if details.is_empty() {
             continue;
         }

@@ -9,6 +9,8 @@ use cairn_sdk::{ResourceProvider, ResourceSchema};
 /// How a provider is reached, for display (`cairn providers`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Transport {
+    /// Run by the engine itself (instance groups).
+    Engine,
     Builtin,
     Dylib,
     Process,
@@ -18,6 +20,7 @@ pub enum Transport {
 impl Transport {
     pub fn as_str(self) -> &'static str {
         match self {
+            Transport::Engine => "engine",
             Transport::Builtin => "builtin",
             Transport::Dylib => "dylib",
             Transport::Process => "process",

@@ -207,8 +207,8 @@ pub fn registry(config: &Config, data_dir: &Path) -> Result<Registry, RegistryEr
     // Instance groups: the engine runs them; this registers their schemas
     // and the launch configuration's provider.
     r.register(
-        "builtin:groups",
-        Transport::Builtin,
+        "engine:groups",
+        Transport::Engine,
         Arc::new(cairn_core::group::GroupTypes),
         None,
     )?;

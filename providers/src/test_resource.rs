@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use cairn_sdk::{
-    CreateRequest, CreateResult, DeleteRequest, DriftRequest, DriftResult, PropertyDifference,
-    PropertySchema, ProviderError, RequestContext, ResourceProvider, ResourceSchema, UpdateRequest,
-    UpdateResult,
+    CreateRequest, CreateResult, DeleteRequest, DriftRequest, DriftResult, Health,
+    PropertyDifference, PropertySchema, PropertyType, ProviderError, RequestContext,
+    ResourceProvider, ResourceSchema, StatusRequest, UpdateRequest, UpdateResult,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -39,11 +39,33 @@ struct Behaviour {
     wait_seconds: Option<f64>,
     #[serde(default)]
     name: Option<String>,
+    #[serde(default)]
+    fail_for: Option<Vec<String>>,
+    #[serde(default)]
+    unhealthy: Option<Value>,
 }
 
 impl Behaviour {
     fn of(props: &Map<String, Value>) -> Result<Self, ProviderError> {
         serde_json::from_value(Value::Object(props.clone())).map_err(ProviderError::from)
+    }
+
+    /// Whether `Fail` applies to this resource: to every one, or with
+    /// `FailFor` only to the logical ids listed (a group's member names).
+    fn fails_here(&self, op: &str, logical_id: &str) -> bool {
+        self.fail_for
+            .as_ref()
+            .is_none_or(|only| only.iter().any(|l| l == logical_id))
+            && self.fails(op)
+    }
+
+    /// `Unhealthy`: true, or the logical ids that report unhealthy.
+    fn unhealthy(&self, logical_id: &str) -> bool {
+        match &self.unhealthy {
+            Some(Value::Bool(b)) => *b,
+            Some(Value::Array(a)) => a.iter().any(|v| v.as_str() == Some(logical_id)),
+            _ => false,
+        }
     }
 
     fn fails(&self, op: &str) -> bool {
@@ -66,7 +88,7 @@ impl Behaviour {
     ) -> Result<T, ProviderError> {
         let wait = self.wait_seconds.filter(|w| *w > 0.0).unwrap_or(0.0);
         let until = tokio::time::Instant::now() + Duration::from_secs_f64(wait.min(86_400.0));
-        if self.fails(op) {
+        if self.fails_here(op, &ctx.logical_resource_id) {
             tokio::time::sleep_until(until).await;
             let msg = self.fail_message.clone().unwrap_or_else(|| {
                 format!(
@@ -211,6 +233,16 @@ impl ResourceProvider for TestResourceProvider {
                 PropertySchema::json().describe("create, update, delete, or a list of them"),
             )
             .property("FailMessage", PropertySchema::string())
+            .property(
+                "FailFor",
+                PropertySchema::list(PropertyType::String)
+                    .describe("Fail applies only to these logical ids (e.g. group member names)"),
+            )
+            .property(
+                "Unhealthy",
+                PropertySchema::json()
+                    .describe("true, or the logical ids whose status check reports unhealthy"),
+            )
             .property("WaitSeconds", PropertySchema::number())
             .attribute("Value", "the Value property")
             .attribute("Name", "the physical id")
@@ -290,6 +322,20 @@ impl ResourceProvider for TestResourceProvider {
             }
         })
         .await
+    }
+
+    async fn check_status(&self, req: &StatusRequest) -> Result<Health, ProviderError> {
+        let record = self.read(&req.physical_resource_id).await?;
+        let b = Behaviour::of(&record.properties)?;
+        if b.unhealthy(&record.logical_resource_id) {
+            return Ok(Health::Unhealthy {
+                reason: format!(
+                    "{TYPE_NAME} {} is marked Unhealthy",
+                    req.physical_resource_id
+                ),
+            });
+        }
+        Ok(Health::Healthy)
     }
 
     async fn check_drift(&self, req: &DriftRequest) -> Result<DriftResult, ProviderError> {

@@ -3,6 +3,7 @@
 mod changesets;
 mod crash;
 mod drift;
+mod groups;
 mod plugins;
 mod stacks;
 mod support;

@@ -11,7 +11,7 @@ use crate::support::Scratch;
 use crate::update::{cairn, deploy, ev, events, sequence_after, status};
 
 const SECRET: &str = "handler-secret";
-const ARN: &str = "arn:aws:lambda:us-east-1:123456789012:function:widgets";
+pub(crate) const ARN: &str = "arn:aws:lambda:us-east-1:123456789012:function:widgets";
 
 /// A handler process; killed when dropped.
 pub(crate) struct Handler {
@@ -86,7 +86,7 @@ impl Handler {
     }
 
     /// (RequestType, LogicalResourceId, PhysicalResourceId) of each request.
-    fn calls(&self) -> Vec<(String, String, String)> {
+    pub(crate) fn calls(&self) -> Vec<(String, String, String)> {
         self.requests()
             .iter()
             .map(|r| {
@@ -110,7 +110,7 @@ impl Drop for Handler {
 }
 
 /// A scratch dir and a handler whose port its config names.
-fn with_handler() -> (Scratch, Handler) {
+pub(crate) fn with_handler() -> (Scratch, Handler) {
     let s = Scratch::new();
     let h = Handler::start(&s, 0);
     write_config(&s, h.port);

@@ -348,7 +348,8 @@ impl Engine {
             .filter(|r| {
                 template.resource(&r.logical_id).is_some_and(|t| {
                     graph.index_of(&r.logical_id).is_some()
-                        && self.registry.canonical(&t.type_name) != r.resource_type
+                        && self.registry.canonical(&t.type_name)
+                            != self.registry.canonical(&r.resource_type)
                 })
             })
             .map(|r| r.logical_id.as_str())
@@ -718,6 +719,13 @@ impl Engine {
             metadata.as_ref(),
         );
         let before = rec.snapshot();
+        // An UpdatePolicy change alone is recorded like a Metadata change.
+        let decision = match decision {
+            Decision::NoChange if self.update_policy_changed(op, &rec.logical_id) => {
+                Decision::MetadataOnly
+            }
+            d => d,
+        };
         match decision {
             Decision::NoChange => true,
             Decision::MetadataOnly => {
@@ -788,6 +796,19 @@ impl Engine {
                 self.replace_finish(op, rec, &request_id).await
             }
         }
+    }
+
+    /// Whether the resource's UpdatePolicy differs from the other template's
+    /// (compared as written, like the preview does).
+    fn update_policy_changed(&self, op: &Op, logical_id: &str) -> bool {
+        let Some(other) = op.other.as_ref() else {
+            return false;
+        };
+        let policy = |t: &crate::template::Template| {
+            t.resource(logical_id).and_then(|r| r.update_policy.clone())
+        };
+        other.template.resource(logical_id).is_some()
+            && policy(&op.template) != policy(&other.template)
     }
 
     async fn call_update(
