@@ -401,15 +401,7 @@ fn cancel_update_stops_the_update_in_flight_and_rolls_back() {
     );
     let skip = count(&s, "st");
     let started = Instant::now();
-    let mut deploy = std::process::Command::new(env!("CARGO_BIN_EXE_cairn"))
-        .args(["--config", "cairn.toml", "deploy", "st", &t1])
-        .current_dir(s.dir.path())
-        .env_remove("CAIRN_CONFIG")
-        .env_remove("CAIRN_STATE")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn deploy");
+    let mut deploy = s.spawn_cairn(&["--config", "cairn.toml", "deploy", "st", &t1]);
     // Wait until A's update is in flight.
     while !sequence_after(&s, "st", skip).contains(&ev("A", "UPDATE_IN_PROGRESS", "", &a)) {
         assert!(

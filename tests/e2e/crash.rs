@@ -1,6 +1,5 @@
 //! SIGKILL the engine mid-operation; the next command must finish the job.
 
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -35,15 +34,7 @@ fn wait_for(s: &Scratch, stack: &str, what: &str, pred: impl Fn(&Value) -> bool)
 }
 
 fn spawn_deploy(s: &Scratch, stack: &str, template: &std::path::Path) -> std::process::Child {
-    Command::new(env!("CARGO_BIN_EXE_cairn"))
-        .args(["deploy", stack, template.to_str().unwrap_or_default()])
-        .current_dir(s.dir.path())
-        .env_remove("CAIRN_CONFIG")
-        .env_remove("CAIRN_STATE")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn cairn")
+    s.spawn_cairn(&["deploy", stack, template.to_str().unwrap_or_default()])
 }
 
 #[test]

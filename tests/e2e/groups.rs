@@ -3,7 +3,6 @@
 //! and of a webhook handler; rolling updates, resizes, failures, health, a
 //! SIGKILL mid-rollout.
 
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -138,16 +137,13 @@ fn seconds(ts: &str) -> f64 {
 
 fn spawn_deploy(s: &Scratch, stack: &str, body: &str) -> std::process::Child {
     let path = s.write(&format!("{stack}-next.yaml"), body);
-    Command::new(env!("CARGO_BIN_EXE_cairn"))
-        .args(["--config", "cairn.toml", "deploy", stack])
-        .arg(path)
-        .current_dir(s.dir.path())
-        .env_remove("CAIRN_CONFIG")
-        .env_remove("CAIRN_STATE")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn cairn")
+    s.spawn_cairn(&[
+        "--config",
+        "cairn.toml",
+        "deploy",
+        stack,
+        path.to_str().unwrap_or_default(),
+    ])
 }
 
 fn position(seq: &[(String, String, String, f64)], logical: &str, status: &str) -> usize {
@@ -637,4 +633,90 @@ fn a_group_of_webhook_members_rolls_the_same_way() {
             call("Delete", "Web-3", &second[1].1)
         ]
     );
+}
+
+#[test]
+fn a_member_that_fails_to_create_rolls_the_stack_back_and_deletes_the_others() {
+    let s = scratch();
+    let run = deploy(
+        &s,
+        "bad",
+        &template("v1", 3, "", ", Fail: create, FailFor: [Web-1]"),
+        &[],
+    );
+    assert_eq!(run.code(), 1);
+    assert_eq!(status(&s, "bad"), "ROLLBACK_COMPLETE");
+    let seq = sequence(&s, "bad", 0);
+    let failed = seq
+        .iter()
+        .find(|(l, st, ..)| l == "Web" && st == "CREATE_FAILED")
+        .map(|(.., r, _)| r.as_str());
+    assert_eq!(
+        failed,
+        Some("Web could not grow to 3 members: Web-1: Cairn::Test::Resource Web-1 was told to fail on create")
+    );
+    // The members that were made are deleted with the group.
+    for n in ["Web-0", "Web-2"] {
+        assert!(position(&seq, n, "CREATE_COMPLETE") < position(&seq, n, "DELETE_COMPLETE"));
+    }
+    position(&seq, "Web-1", "DELETE_COMPLETE");
+    assert!(s.resource_files().is_empty());
+    let run = cairn(&s, &["resources", "bad", "--output", "json"]);
+    let listed = run.json()["StackResources"].clone();
+    assert!(
+        listed
+            .as_array()
+            .is_some_and(|l| l.iter().all(|r| r["GroupResourceId"].is_null())),
+        "{listed}"
+    );
+}
+
+#[test]
+fn cancelling_mid_rollout_rolls_the_group_back() {
+    let s = scratch();
+    let policy = "{MaxBatchSize: 1}";
+    // Long enough that the cancel lands while Web-4 is being created.
+    let slow = ", WaitSeconds: 1.5";
+    assert_eq!(
+        deploy(&s, "cnl", &template("v1", 3, policy, slow), &[]).code(),
+        0
+    );
+    let before = members(&s, "cnl");
+    let n = events(&s, "cnl").len();
+    let mut child = spawn_deploy(&s, "cnl", &template("v2", 3, policy, slow));
+    let started = Instant::now();
+    while !sequence(&s, "cnl", n)
+        .iter()
+        .any(|(l, _, r, _)| l == "Web-4" && r == "Resource creation Initiated")
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "batch 2 never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let run = cairn(&s, &["cancel-update", "cnl"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let _ = child.wait();
+    assert_eq!(status(&s, "cnl"), "UPDATE_ROLLBACK_COMPLETE");
+    let seq = sequence(&s, "cnl", n);
+    assert!(
+        seq.contains(&(
+            "Web".into(),
+            "UPDATE_FAILED".into(),
+            "Resource update cancelled".into(),
+            seq.iter()
+                .find(|(l, st, ..)| l == "Web" && st == "UPDATE_FAILED")
+                .map(|e| e.3)
+                .unwrap_or_default()
+        )),
+        "{seq:#?}"
+    );
+    // Batch 1 had moved Web-0 to Web-3 (v2); the rollback moves it back
+    // under the same policy, to the free name below Web-1.
+    let after = members(&s, "cnl");
+    assert_eq!(names(&after), ["Web-0", "Web-1", "Web-2"]);
+    assert_eq!(after[1..], before[1..]);
+    assert_eq!(values(&s, "cnl"), ["v1"; 3]);
+    no_leaks(&s, "cnl");
 }

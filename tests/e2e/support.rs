@@ -52,6 +52,22 @@ impl Scratch {
     }
 }
 
+impl Scratch {
+    /// Starts `cairn` with `args` in the background (output discarded), for
+    /// tests that act while it runs (kill it, cancel it, sample files).
+    pub fn spawn_cairn(&self, args: &[&str]) -> std::process::Child {
+        Command::new(env!("CARGO_BIN_EXE_cairn"))
+            .args(args)
+            .current_dir(self.dir.path())
+            .env_remove("CAIRN_CONFIG")
+            .env_remove("CAIRN_STATE")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn cairn")
+    }
+}
+
 pub struct Run(pub Output);
 
 impl Run {
