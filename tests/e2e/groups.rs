@@ -720,3 +720,31 @@ fn cancelling_mid_rollout_rolls_the_group_back() {
     assert_eq!(values(&s, "cnl"), ["v1"; 3]);
     no_leaks(&s, "cnl");
 }
+
+#[test]
+fn a_bad_pause_time_is_refused_before_anything_runs() {
+    let s = scratch();
+    let run = deploy(&s, "pt", &template("v1", 2, "{PauseTime: PT2H}", ""), &[]);
+    assert_eq!(run.code(), 1);
+    assert!(
+        run.stderr().contains(
+            "Template error: PauseTime of Web: Maximum PauseTime is 1 hour. (at /Resources/Web/UpdatePolicy, line 10"
+        ),
+        "{}",
+        run.stderr()
+    );
+    let run = deploy(&s, "pt", &template("v1", 2, "{PauseTime: '30'}", ""), &[]);
+    assert!(
+        run.stderr().contains(
+            "PauseTime of Web: Only ISO 8601 duration format of the form PT#H#M#S is supported."
+        ),
+        "{}",
+        run.stderr()
+    );
+    assert!(s.resource_files().is_empty());
+    assert_eq!(
+        cairn(&s, &["describe", "pt"]).code(),
+        1,
+        "no stack was made"
+    );
+}

@@ -254,6 +254,9 @@ impl Engine {
             let (props, _) = ev.eval_object(&r.properties, &path)?;
             validate::check_properties(name, &r.type_name, &props, &self.registry)
                 .map_err(|e| e.locate(&template.source_map))?;
+            if crate::group::is_group(self.registry.canonical(&r.type_name)) {
+                self.check_update_policy(template, &ev, name)?;
+            }
         }
         for o in &template.outputs {
             if o.condition.as_deref().is_some_and(|c| !ev.condition(c)) {
@@ -262,6 +265,31 @@ impl Engine {
             ev.eval(&o.value, &child(&child("/Outputs", &o.name), "Value"))?;
         }
         Ok((conditions, graph))
+    }
+
+    /// A group's UpdatePolicy, checked before anything runs (a bad PauseTime
+    /// would otherwise fail only the rolling update that reads it).
+    fn check_update_policy(
+        &self,
+        template: &Template,
+        ev: &Evaluator<'_>,
+        logical_id: &str,
+    ) -> Result<(), TemplateError> {
+        let Some(policy) = template
+            .resource(logical_id)
+            .and_then(|r| r.update_policy.as_ref())
+        else {
+            return Ok(());
+        };
+        let path = child(&child("/Resources", logical_id), "UpdatePolicy");
+        if let Evaluated::Value(v) = ev.eval(policy, &path)? {
+            crate::group::policy::rolling_update(Some(&v), logical_id).map_err(|m| {
+                crate::template::template_error(m)
+                    .at(&path)
+                    .locate(&template.source_map)
+            })?;
+        }
+        Ok(())
     }
 
     fn new_stack_id(&self, stack_name: &str) -> String {

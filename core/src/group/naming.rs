@@ -248,6 +248,27 @@ mod tests {
     }
 
     proptest! {
+        /// A rollback replaces only some members: the new names avoid every
+        /// live name, are consecutive, and each batch is bounded.
+        #[test]
+        fn partial_replacements_never_reuse_a_live_name(
+            start in 0u64..40,
+            size in 1usize..30,
+            picks in proptest::collection::vec(any::<bool>(), 30),
+            batch in 1usize..8,
+        ) {
+            let live: Vec<u64> = (start..start + size as u64).collect();
+            let stale: Vec<u64> = live.iter().zip(&picks).filter(|(_, p)| **p).map(|(i, _)| *i).collect();
+            let plan = rolling_plan_of(&live, &stale, batch);
+            let created: Vec<u64> = plan.iter().flat_map(|b| b.create.clone()).collect();
+            let replaced: Vec<u64> = plan.iter().flat_map(|b| b.replace.clone()).collect();
+            prop_assert_eq!(&replaced, &stale);
+            prop_assert_eq!(created.len(), stale.len());
+            prop_assert!(created.iter().all(|i| !live.contains(i)));
+            prop_assert!(created.windows(2).all(|w| w[1] == w[0] + 1));
+            prop_assert!(plan.iter().all(|b| b.create.len() <= batch && b.create.len() == b.replace.len()));
+        }
+
         #[test]
         fn any_history_keeps_names_unique_contiguous_and_batches_bounded(
             initial in 0usize..30,
