@@ -250,7 +250,7 @@ pub async fn history(
             let list: Vec<Value> = entries
                 .iter()
                 .map(|h| {
-                    json!({
+                    let mut v = json!({
                         "Operation": h.kind,
                         "ChangeSetName": h.change_set,
                         "StartTime": h.started_at,
@@ -259,7 +259,11 @@ pub async fn history(
                         "StatusReason": h.status_reason,
                         "Parameters": h.parameters.iter().map(|(k, v)| json!({"ParameterKey": k, "ParameterValue": v})).collect::<Vec<_>>(),
                         "TemplateBody": h.template_body,
-                    })
+                    });
+                    if let Some(d) = &h.details {
+                        v["Details"] = d.clone();
+                    }
+                    v
                 })
                 .collect();
             print_json(&json!({"StackId": s.stack_id, "Operations": list}))
@@ -289,6 +293,30 @@ pub async fn history(
                 }
                 if !params.is_empty() {
                     println!("       parameters: {}", params.join(" "));
+                }
+                if let Some(d) = &h.details {
+                    for step in d["Plan"]["Steps"].as_array().into_iter().flatten() {
+                        println!(
+                            "       step: {} {}",
+                            step["Action"].as_str().unwrap_or_default(),
+                            step["Entity"].as_str().unwrap_or_default()
+                        );
+                    }
+                    if let Some(report) = d["Report"].as_object() {
+                        for (phase, names) in report {
+                            let names: Vec<String> = match names {
+                                Value::Array(l) => l
+                                    .iter()
+                                    .filter_map(|n| n.as_str().map(String::from))
+                                    .collect(),
+                                Value::Object(m) => m.keys().cloned().collect(),
+                                _ => Vec::new(),
+                            };
+                            if !names.is_empty() {
+                                println!("       {phase}: {}", names.join(", "));
+                            }
+                        }
+                    }
                 }
             }
             Ok(())

@@ -4,6 +4,7 @@ mod changesets;
 mod drift;
 mod progress;
 mod providers;
+mod reconcile;
 mod stacks;
 mod validate;
 
@@ -183,6 +184,47 @@ enum Command {
         #[arg(long, value_enum, default_value_t)]
         output: OutputFormat,
     },
+    /// Update a stack and bring reality back to the template (Cloudify's
+    /// deployment update): uninstall removed, install added, heal unhealthy,
+    /// fix drift, reinstall what cannot change in place. Waits until done.
+    Update {
+        stack: String,
+        /// The new template (default: the stack's current one).
+        template: Option<PathBuf>,
+        /// A parameter value, KEY=VALUE (repeatable).
+        #[arg(long = "parameter", short = 'p')]
+        parameters: Vec<String>,
+        /// Keep the stack's current value of this parameter (repeatable).
+        #[arg(long = "use-previous-value")]
+        use_previous: Vec<String>,
+        /// Keep the template and parameters; still heal and fix drift.
+        #[arg(long)]
+        drift_only: bool,
+        /// Show the steps and what each phase would do; change nothing.
+        #[arg(long)]
+        preview: bool,
+        /// Do not create added resources.
+        #[arg(long)]
+        skip_install: bool,
+        /// Do not delete removed resources (they leave the stack, left in place).
+        #[arg(long)]
+        skip_uninstall: bool,
+        /// Do not reinstall resources whose changes cannot be applied in place.
+        #[arg(long)]
+        skip_reinstall: bool,
+        /// Do not check status or heal unhealthy resources.
+        #[arg(long)]
+        skip_heal: bool,
+        /// Do not check drift (changed resources are updated from the template).
+        #[arg(long)]
+        skip_drift_check: bool,
+        /// Failed deletes while uninstalling do not stop the update.
+        #[arg(long)]
+        ignore_failure: bool,
+        /// For --preview.
+        #[arg(long, value_enum, default_value_t)]
+        output: OutputFormat,
+    },
     /// Detect drift: compare each resource with what the template set
     /// (IN_SYNC, MODIFIED with the differences, DELETED, NOT_CHECKED).
     Drift {
@@ -306,6 +348,43 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             last,
             output,
         } => drift::run(&engine, stack, resources, *last, *output).await,
+        Command::Update {
+            stack,
+            template,
+            parameters,
+            use_previous,
+            drift_only,
+            preview,
+            skip_install,
+            skip_uninstall,
+            skip_reinstall,
+            skip_heal,
+            skip_drift_check,
+            ignore_failure,
+            output,
+        } => {
+            reconcile::run(
+                &engine,
+                reconcile::Args {
+                    stack,
+                    template: template.as_deref(),
+                    parameters,
+                    use_previous,
+                    preview: *preview,
+                    output: *output,
+                    flags: cairn_core::engine::ReconcileFlags {
+                        drift_only: *drift_only,
+                        skip_install: *skip_install,
+                        skip_uninstall: *skip_uninstall,
+                        skip_reinstall: *skip_reinstall,
+                        skip_heal: *skip_heal,
+                        skip_drift_check: *skip_drift_check,
+                        ignore_failure: *ignore_failure,
+                    },
+                },
+            )
+            .await
+        }
     }
 }
 

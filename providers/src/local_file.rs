@@ -265,6 +265,7 @@ mod tests {
             properties: props.clone(),
             old_properties: props.clone(),
             changed: vec![],
+            drift: None,
         };
         p.update(&up).await.unwrap();
         assert_eq!(p.check_drift(&drift).await.unwrap(), DriftResult::InSync);

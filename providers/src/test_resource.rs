@@ -406,6 +406,7 @@ mod tests {
             properties: props(json!({"Value": "v2"})),
             old_properties: props(json!({"Value": "v1"})),
             changed: vec!["Value".into()],
+            drift: None,
         };
         p.update(&up).await.unwrap();
         assert_eq!(p.check_drift(&drift).await.unwrap(), DriftResult::InSync);

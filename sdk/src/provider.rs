@@ -66,6 +66,11 @@ pub struct UpdateRequest {
     pub properties: Map<String, Value>,
     pub old_properties: Map<String, Value>,
     pub changed: Vec<String>,
+    /// Set when `cairn update` found the live resource drifted (seed 003's
+    /// `ctx.instance.drift`): what `check_drift` reported, so the provider
+    /// can converge it to `properties`. `None` for a template update.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift: Option<Vec<PropertyDifference>>,
 }
 
 impl UpdateRequest {

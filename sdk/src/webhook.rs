@@ -159,6 +159,7 @@ impl WebhookHandler {
                         properties,
                         old_properties: old,
                         changed,
+                        drift: None,
                     })
                     .await?;
                 Ok(Done {

@@ -748,3 +748,54 @@ fn a_bad_pause_time_is_refused_before_anything_runs() {
         "no stack was made"
     );
 }
+
+/// Edits the JSON backing file of the member `physical` with `change`.
+fn edit_member(s: &Scratch, physical: &str, change: impl FnOnce(&mut Value)) {
+    let path = s
+        .dir
+        .path()
+        .join("cairn-state.db.resources/test-resources")
+        .join(format!("{physical}.json"));
+    let mut record: Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("member file")).expect("JSON");
+    change(&mut record);
+    std::fs::write(&path, record.to_string()).expect("write member file");
+}
+
+#[test]
+fn drift_reports_missing_modified_and_unhealthy_members() {
+    let s = scratch();
+    assert_eq!(deploy(&s, "dr", &template("v1", 3, "", ""), &[]).code(), 0);
+    let m = members(&s, "dr");
+    let dir = s.dir.path().join("cairn-state.db.resources/test-resources");
+    std::fs::remove_file(dir.join(format!("{}.json", m[0].1))).expect("delete Web-0's file");
+    edit_member(&s, &m[1].1, |r| r["Properties"]["Value"] = "hacked".into());
+    edit_member(&s, &m[2].1, |r| r["Properties"]["Unhealthy"] = true.into());
+    let run = cairn(&s, &["drift", "dr", "--output", "json"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let d = run.json();
+    assert_eq!(d["StackDriftStatus"], "DRIFTED");
+    let drifts = d["StackResourceDrifts"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let of = |l: &str| {
+        drifts
+            .iter()
+            .find(|r| r["LogicalResourceId"] == l)
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert_eq!(of("WebConfig")["StackResourceDriftStatus"], "IN_SYNC");
+    let web = of("Web");
+    assert_eq!(web["StackResourceDriftStatus"], "MODIFIED");
+    assert_eq!(
+        web["PropertyDifferences"],
+        serde_json::json!([
+            {"PropertyPath": "/Members/Web-0", "ExpectedValue": m[0].1, "ActualValue": "null", "DifferenceType": "REMOVE"},
+            {"PropertyPath": "/Members/Web-1/Properties/Value", "ExpectedValue": "v1", "ActualValue": "hacked", "DifferenceType": "NOT_EQUAL"},
+            {"PropertyPath": "/Members/Web-2/Health", "ExpectedValue": "HEALTHY",
+             "ActualValue": format!("UNHEALTHY: Cairn::Test::Resource {} is marked Unhealthy", m[2].1), "DifferenceType": "NOT_EQUAL"},
+        ])
+    );
+}

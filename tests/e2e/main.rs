@@ -5,6 +5,7 @@ mod crash;
 mod drift;
 mod groups;
 mod plugins;
+mod reconcile;
 mod stacks;
 mod support;
 mod update;

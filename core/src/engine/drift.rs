@@ -6,7 +6,7 @@ use futures::stream::{self, StreamExt};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use cairn_sdk::{DriftRequest, DriftResult, PropertyDifference, RequestContext};
+use cairn_sdk::{DriftRequest, DriftResult, PropertyDifference};
 
 use super::{Engine, EngineError};
 use crate::stack::{now, ResourceRecord, StackStatus};
@@ -205,26 +205,23 @@ impl Engine {
             drift.drift_status_reason = Some(format!("no provider serves {}", r.resource_type));
             return drift;
         };
-        let deadline = std::time::SystemTime::now()
-            + std::time::Duration::from_secs(self.config.engine.call_timeout_seconds);
         let req = DriftRequest {
-            context: RequestContext {
-                stack_id: stack_id.to_string(),
-                stack_name: stack_name.to_string(),
-                logical_resource_id: r.logical_id.clone(),
-                resource_type: r.resource_type.clone(),
-                request_id: uuid::Uuid::new_v4().to_string(),
-                deadline_unix_ms: deadline
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_millis() as u64)
-                    .unwrap_or(u64::MAX),
-            },
+            context: self.request_context(
+                stack_id,
+                stack_name,
+                &r.logical_id,
+                &r.resource_type,
+                &uuid::Uuid::new_v4().to_string(),
+            ),
             physical_resource_id: physical,
             properties: r.properties.clone(),
         };
-        let result = self
-            .timed("drift detection", t.provider.check_drift(&req))
-            .await;
+        let result = if crate::group::is_group(self.registry.canonical(&r.resource_type)) {
+            self.group_drift(stack_id, stack_name, r).await
+        } else {
+            self.timed("drift detection", t.provider.check_drift(&req))
+                .await
+        };
         drift.timestamp = now();
         match result {
             Ok(DriftResult::InSync) => drift.stack_resource_drift_status = "IN_SYNC".into(),

@@ -13,10 +13,12 @@ mod dag;
 pub mod drift;
 mod group;
 mod parameter_values;
+mod reconcile;
 mod resolve;
 mod update;
 
 pub use changeset::{changes_json, ChangeSetType, CreateChangeSetInput, NO_CHANGES};
+pub use reconcile::{ReconcileFlags, ReconcileInput, ReconcilePlan};
 pub use update::{ParameterInput, UpdateStackInput};
 
 use std::collections::{BTreeMap, HashMap};
@@ -437,7 +439,7 @@ impl Engine {
         let sctx = stack_context(&self.config, &stack.stack_name, &stack.stack_id);
         let results = Results::new(self.exports_map().await?);
         let (this, other) = match self.store.operation(&stack.stack_id).await? {
-            Some(o) if o.kind == "UPDATE" => {
+            Some(o) if o.kind == "UPDATE" || o.kind == reconcile::KIND => {
                 let (previous, target) = update::UpdateJournal::from_options(&o.options)?;
                 if update::is_rollback_phase(stack.status) {
                     (previous, Some(target))
@@ -556,7 +558,8 @@ impl Engine {
     }
 
     async fn drive(&self, op: &Op) -> Result<StackStatus, EngineError> {
-        let retain: Vec<String> = match self.store.operation(&op.stack.stack_id).await? {
+        let operation = self.store.operation(&op.stack.stack_id).await?;
+        let retain: Vec<String> = match &operation {
             Some(o) => o
                 .options
                 .get("Retain")
@@ -564,6 +567,11 @@ impl Engine {
                 .unwrap_or_default(),
             None => Vec::new(),
         };
+        if let Some(o) = operation.filter(|o| o.kind == reconcile::KIND) {
+            if op.stack.status == StackStatus::UpdateInProgress {
+                return self.drive_reconcile(op, &o.options).await;
+            }
+        }
         match op.stack.status {
             StackStatus::CreateInProgress => {
                 let rows = self.store.resources(&op.stack.stack_id).await?;
@@ -647,6 +655,7 @@ impl Engine {
                     ended_at: None,
                     status: None,
                     status_reason: None,
+                    details: None,
                 },
             )
             .await?;
@@ -805,11 +814,29 @@ impl Engine {
         type_name: &str,
         request_id: &str,
     ) -> RequestContext {
+        self.request_context(
+            &op.stack.stack_id,
+            &op.stack.stack_name,
+            logical_id,
+            type_name,
+            request_id,
+        )
+    }
+
+    /// A provider request's context, its deadline `call_timeout_seconds` away.
+    fn request_context(
+        &self,
+        stack_id: &str,
+        stack_name: &str,
+        logical_id: &str,
+        type_name: &str,
+        request_id: &str,
+    ) -> RequestContext {
         let deadline = std::time::SystemTime::now()
             + Duration::from_secs(self.config.engine.call_timeout_seconds);
         RequestContext {
-            stack_id: op.stack.stack_id.clone(),
-            stack_name: op.stack.stack_name.clone(),
+            stack_id: stack_id.to_string(),
+            stack_name: stack_name.to_string(),
             logical_resource_id: logical_id.to_string(),
             resource_type: type_name.to_string(),
             request_id: request_id.to_string(),

@@ -224,6 +224,9 @@ fn updatable(status: StackStatus) -> bool {
         StackStatus::CreateComplete
             | StackStatus::UpdateComplete
             | StackStatus::UpdateRollbackComplete
+            // Where a `cairn update` that failed stops (it does not roll
+            // back: running it again, or with the old template, recovers).
+            | StackStatus::UpdateFailed
     )
 }
 
@@ -407,6 +410,21 @@ impl Engine {
         prepared: PreparedUpdate,
         change_set: Option<&ChangeSetRecord>,
     ) -> Result<String, EngineError> {
+        self.begin_updating(prepared, change_set, "UPDATE", None)
+            .await
+    }
+
+    /// Starts an operation that moves the stack to `prepared`'s target:
+    /// `kind` is the operation (`UPDATE`, or `RECONCILE` for `cairn
+    /// update`); `details`, a key of the operation's options and its value,
+    /// which the history entry records from the start too.
+    pub(super) async fn begin_updating(
+        &self,
+        prepared: PreparedUpdate,
+        change_set: Option<&ChangeSetRecord>,
+        kind: &str,
+        details: Option<(&str, Value)>,
+    ) -> Result<String, EngineError> {
         let PreparedUpdate { stack, target, .. } = prepared;
         let lease = self
             .store
@@ -431,8 +449,14 @@ impl Engine {
                 &lease,
                 &OperationRecord {
                     stack_id: stack.stack_id.clone(),
-                    kind: "UPDATE".into(),
-                    options: UpdateJournal::options(&previous, &target),
+                    kind: kind.into(),
+                    options: {
+                        let mut options = UpdateJournal::options(&previous, &target);
+                        if let Some((key, value)) = &details {
+                            options[*key] = value.clone();
+                        }
+                        options
+                    },
                     started_at: now(),
                 },
             )
@@ -449,10 +473,13 @@ impl Engine {
         self.open_history(
             &lease,
             &shown,
-            "UPDATE",
+            kind,
             change_set.map(|c| c.change_set_name.clone()),
         )
         .await?;
+        if let Some((_, value)) = &details {
+            self.store.set_history_details(&lease, value).await?;
+        }
         let op = self.load(&shown, lease).await?;
         self.set_status(&op, StackStatus::UpdateInProgress, Some("User Initiated"))
             .await?;
@@ -832,6 +859,7 @@ impl Engine {
             properties: properties.clone(),
             old_properties: old_properties.clone(),
             changed: plan::changed_properties(old_properties, properties),
+            drift: None,
         };
         self.timed("update", t.provider.update(&req)).await
     }

@@ -8,8 +8,8 @@
 //! members; the provider registered for them only carries their schemas.
 
 use cairn_sdk::{
-    CreateRequest, CreateResult, DeleteRequest, PropertySchema, PropertyType, ProviderError,
-    ResourceProvider, ResourceSchema, UpdateRequest, UpdateResult,
+    CreateRequest, CreateResult, DeleteRequest, DriftRequest, DriftResult, PropertySchema,
+    PropertyType, ProviderError, ResourceProvider, ResourceSchema, UpdateRequest, UpdateResult,
 };
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -209,6 +209,12 @@ impl ResourceProvider for GroupTypes {
             attributes: Map::new(),
             no_echo: false,
         })
+    }
+
+    /// A launch configuration exists only in the store: it cannot drift.
+    async fn check_drift(&self, req: &DriftRequest) -> Result<DriftResult, ProviderError> {
+        self.launch_configuration_only(&req.context.resource_type)?;
+        Ok(DriftResult::InSync)
     }
 
     /// A launch configuration is a name and the row's properties: nothing

@@ -327,4 +327,6 @@ pub struct HistoryRecord {
     pub ended_at: Option<String>,
     pub status: Option<String>,
     pub status_reason: Option<String>,
+    /// What a `cairn update` planned and did (steps, phases), as JSON.
+    pub details: Option<Value>,
 }

@@ -141,6 +141,12 @@ pub trait Store: Send + Sync {
 
     /// Starts a history entry (ended by the operation's terminal status).
     async fn open_history(&self, lease: &Lease, entry: &HistoryRecord) -> Result<(), StoreError>;
+    /// Sets the details of the stack's open history entry.
+    async fn set_history_details(
+        &self,
+        lease: &Lease,
+        details: &serde_json::Value,
+    ) -> Result<(), StoreError>;
     /// The stack's operations, oldest first.
     async fn history(&self, stack_id: &str) -> Result<Vec<HistoryRecord>, StoreError>;
 

@@ -95,7 +95,9 @@ CREATE TABLE IF NOT EXISTS history (
     started_at TEXT NOT NULL,
     ended_at TEXT,
     status TEXT,
-    status_reason TEXT
+    status_reason TEXT,
+    -- JSON: what a `cairn update` planned and did (steps, phases).
+    details TEXT
 );
 CREATE INDEX IF NOT EXISTS history_by_stack ON history(stack_id, seq);
 CREATE TABLE IF NOT EXISTS drift_detections (
@@ -148,7 +150,7 @@ CREATE TABLE IF NOT EXISTS imports (
 /// The layout version written into `PRAGMA user_version`; bump it with any
 /// change to `SCHEMA` that an older file would not have.
 const SCHEMA_VERSION: i64 = 7;
-/// Layouts that `SCHEMA` upgrades in place (it only adds tables to them).
+/// Layouts upgraded in place (new tables and nullable columns only).
 const UPGRADABLE_FROM: &[i64] = &[6];
 
 /// A new file gets the current version; a file with another one is refused
@@ -170,8 +172,11 @@ fn check_schema_version(conn: &Connection, path: &Path) -> Result<(), StoreError
             .map_err(backend);
     }
     if UPGRADABLE_FROM.contains(&version) {
+        // Layout 6 lacks the groups table (SCHEMA adds it) and history.details.
         return conn
-            .execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))
+            .execute_batch(&format!(
+                "ALTER TABLE history ADD COLUMN details TEXT; PRAGMA user_version = {SCHEMA_VERSION}"
+            ))
             .map_err(backend);
     }
     if version != SCHEMA_VERSION {
@@ -319,7 +324,7 @@ fn end_operation(
     Ok(())
 }
 
-const HISTORY_COLUMNS: &str = "stack_id, kind, change_set, template_body, parameters, started_at, ended_at, status, status_reason";
+const HISTORY_COLUMNS: &str = "stack_id, kind, change_set, template_body, parameters, started_at, ended_at, status, status_reason, details";
 
 fn history_row(r: &Row<'_>) -> rusqlite::Result<HistoryRecord> {
     Ok(HistoryRecord {
@@ -332,6 +337,9 @@ fn history_row(r: &Row<'_>) -> rusqlite::Result<HistoryRecord> {
         ended_at: r.get(6)?,
         status: r.get(7)?,
         status_reason: r.get(8)?,
+        details: r
+            .get::<_, Option<String>>(9)?
+            .and_then(|t| serde_json::from_str(&t).ok()),
     })
 }
 
@@ -944,7 +952,7 @@ impl Store for SqliteStore {
         self.run(move |c| {
             fence(c, &lease)?;
             c.execute(
-                &format!("INSERT INTO history ({HISTORY_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"),
+                &format!("INSERT INTO history ({HISTORY_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"),
                 params![
                     h.stack_id,
                     h.kind,
@@ -954,8 +962,27 @@ impl Store for SqliteStore {
                     h.started_at,
                     h.ended_at,
                     h.status,
-                    h.status_reason
+                    h.status_reason,
+                    h.details.as_ref().map(json_text).transpose()?
                 ],
+            )
+            .map_err(backend)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn set_history_details(
+        &self,
+        lease: &Lease,
+        details: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        let (lease, details) = (lease.clone(), json_text(details)?);
+        self.run(move |c| {
+            fence(c, &lease)?;
+            c.execute(
+                "UPDATE history SET details = ?1 WHERE stack_id = ?2 AND ended_at IS NULL",
+                params![details, lease.stack_id],
             )
             .map_err(backend)?;
             Ok(())
