@@ -5,8 +5,6 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
 use crate::support::Scratch;
 use crate::update::{cairn, deploy, events, file, status};
 
@@ -479,15 +477,7 @@ fn unhealthy_members_stop_the_rollout_and_the_minimum_is_checked() {
 
     // An old member that is unhealthy: replacing Web-0 would leave one
     // healthy member (the new one), fewer than MinInstancesInService 2.
-    let web1 = s
-        .dir
-        .path()
-        .join("cairn-state.db.resources/test-resources")
-        .join(format!("{}.json", before[1].1));
-    let mut record: Value =
-        serde_json::from_str(&std::fs::read_to_string(&web1).expect("Web-1's file")).expect("JSON");
-    record["Properties"]["Unhealthy"] = Value::Bool(true);
-    std::fs::write(&web1, record.to_string()).expect("write");
+    s.edit_backing_file(&before[1].1, |r| r["Properties"]["Unhealthy"] = true.into());
     let n = events(&s, "health").len();
     let run = deploy(&s, "health", &template("v3", 2, policy, ""), &[]);
     assert_ne!(run.code(), 0);
@@ -749,19 +739,6 @@ fn a_bad_pause_time_is_refused_before_anything_runs() {
     );
 }
 
-/// Edits the JSON backing file of the member `physical` with `change`.
-fn edit_member(s: &Scratch, physical: &str, change: impl FnOnce(&mut Value)) {
-    let path = s
-        .dir
-        .path()
-        .join("cairn-state.db.resources/test-resources")
-        .join(format!("{physical}.json"));
-    let mut record: Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).expect("member file")).expect("JSON");
-    change(&mut record);
-    std::fs::write(&path, record.to_string()).expect("write member file");
-}
-
 #[test]
 fn drift_reports_missing_modified_and_unhealthy_members() {
     let s = scratch();
@@ -769,8 +746,8 @@ fn drift_reports_missing_modified_and_unhealthy_members() {
     let m = members(&s, "dr");
     let dir = s.dir.path().join("cairn-state.db.resources/test-resources");
     std::fs::remove_file(dir.join(format!("{}.json", m[0].1))).expect("delete Web-0's file");
-    edit_member(&s, &m[1].1, |r| r["Properties"]["Value"] = "hacked".into());
-    edit_member(&s, &m[2].1, |r| r["Properties"]["Unhealthy"] = true.into());
+    s.edit_backing_file(&m[1].1, |r| r["Properties"]["Value"] = "hacked".into());
+    s.edit_backing_file(&m[2].1, |r| r["Properties"]["Unhealthy"] = true.into());
     let run = cairn(&s, &["drift", "dr", "--output", "json"]);
     assert_eq!(run.code(), 0, "{}", run.stderr());
     let d = run.json();

@@ -78,18 +78,6 @@ fn last_details(s: &Scratch, stack: &str) -> Value {
     last["Details"].clone()
 }
 
-fn edit(s: &Scratch, physical: &str, change: impl FnOnce(&mut Value)) {
-    let path = s
-        .dir
-        .path()
-        .join("cairn-state.db.resources/test-resources")
-        .join(format!("{physical}.json"));
-    let mut record: Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).expect("backing file")).expect("JSON");
-    change(&mut record);
-    std::fs::write(&path, record.to_string()).expect("write backing file");
-}
-
 const FILE: &str = "Resources:
   F:
     Type: Cairn::Local::File
@@ -320,7 +308,7 @@ fn each_skip_flag_skips_exactly_its_phase() {
     let t = "Resources:\n  A: {Type: Cairn::Test::Resource, Properties: {Value: a}}\n";
     assert_eq!(deploy(&s, "h", t, &[]).code(), 0);
     let a = physical(&s, "h", "A");
-    edit(&s, &a, |r| r["Properties"]["Unhealthy"] = true.into());
+    s.edit_backing_file(&a, |r| r["Properties"]["Unhealthy"] = true.into());
     assert_eq!(update(&s, &["h", "--drift-only", "--skip-heal"]).code(), 0);
     assert_eq!(physical(&s, "h", "A"), a);
     assert_eq!(last_details(&s, "h")["Report"]["Healed"], json!([]));
@@ -337,7 +325,7 @@ fn each_skip_flag_skips_exactly_its_phase() {
 
     // --skip-drift-check: a drifted resource is not touched; without it, it
     // is updated with the drift.
-    edit(&s, &healed, |r| r["Properties"]["Value"] = "hacked".into());
+    s.edit_backing_file(&healed, |r| r["Properties"]["Value"] = "hacked".into());
     assert_eq!(
         update(&s, &["h", "--drift-only", "--skip-drift-check"]).code(),
         0
@@ -383,7 +371,7 @@ fn a_provider_reporting_no_drift_is_not_updated_even_if_the_template_changed() {
     assert_eq!(deploy(&s, "ns", &t("one"), &[]).code(), 0);
     let a = physical(&s, "ns", "A");
     // Someone already made the live resource what the new template says.
-    edit(&s, &a, |r| r["Properties"]["Value"] = "two".into());
+    s.edit_backing_file(&a, |r| r["Properties"]["Value"] = "two".into());
     let two = s.write("two.yaml", &t("two"));
     let n = events(&s, "ns").len();
     assert_eq!(
@@ -471,9 +459,7 @@ fn an_unhealthy_group_member_is_healed_under_its_own_name() {
             .collect()
     };
     let before = members(&s);
-    edit(&s, &before[1].1, |r| {
-        r["Properties"]["Unhealthy"] = true.into()
-    });
+    s.edit_backing_file(&before[1].1, |r| r["Properties"]["Unhealthy"] = true.into());
     let n = events(&s, "g").len();
     let run = update(&s, &["g", "--drift-only"]);
     assert_eq!(run.code(), 0, "{}", run.stderr());

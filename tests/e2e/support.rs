@@ -38,6 +38,21 @@ impl Scratch {
         names
     }
 
+    /// Edits the backing file of the `Cairn::Test::Resource` `physical` (a
+    /// change made behind Cairn's back: drift, an unhealthy mark).
+    pub fn edit_backing_file(&self, physical: &str, change: impl FnOnce(&mut serde_json::Value)) {
+        let path = self
+            .dir
+            .path()
+            .join("cairn-state.db.resources/test-resources")
+            .join(format!("{physical}.json"));
+        let mut record: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).expect("backing file"))
+                .expect("JSON");
+        change(&mut record);
+        std::fs::write(&path, record.to_string()).expect("write backing file");
+    }
+
     /// Runs `cairn` with `args` in the scratch directory, with no config from the
     /// environment leaking in.
     pub fn cairn(&self, args: &[&str]) -> Run {

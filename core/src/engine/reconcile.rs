@@ -432,11 +432,7 @@ impl Engine {
                 .remove_resource(&op.lease, &r.logical_id, &[])
                 .await?;
         }
-        if failed.is_empty() {
-            return Ok(None);
-        }
-        report.failed.extend(failed.iter().cloned());
-        Ok(Some(failed_to("delete", &failed)))
+        Ok(report.phase_failed("delete", failed))
     }
 
     /// Added resources are created in dependency order (or, with
@@ -499,11 +495,7 @@ impl Engine {
             .map(|&i| op.graph.name(i).to_string())
             .collect();
         report.installed = names.into_iter().filter(|n| !failed.contains(n)).collect();
-        if failed.is_empty() {
-            return Ok(None);
-        }
-        report.failed.extend(failed.iter().cloned());
-        Ok(Some(failed_to("create", &failed)))
+        Ok(report.phase_failed("create", failed))
     }
 
     /// Every resource's health; the unhealthy ones are healed.
@@ -544,12 +536,7 @@ impl Engine {
             }
         }
         report.healed.sort();
-        if failed.is_empty() {
-            return Ok(None);
-        }
-        failed.sort();
-        report.failed.extend(failed.iter().cloned());
-        Ok(Some(failed_to("heal", &failed)))
+        Ok(report.phase_failed("heal", failed))
     }
 
     /// Rows the status and drift phases look at: existing, settled, not
@@ -690,12 +677,7 @@ impl Engine {
         }
         report.in_sync = in_sync.iter().cloned().collect();
         report.in_sync.sort();
-        if failed.is_empty() {
-            return Ok(None);
-        }
-        failed.sort();
-        report.failed.extend(failed.iter().cloned());
-        Ok(Some(failed_to("check drift of", &failed)))
+        Ok(report.phase_failed("check drift of", failed))
     }
 
     /// `Ok(None)`: nothing to do (in sync). A group's members drifting is a
@@ -878,12 +860,7 @@ impl Engine {
         }
         report.reinstalled.sort();
         report.updated.sort();
-        if failed.is_empty() {
-            return Ok(None);
-        }
-        failed.sort();
-        report.failed.extend(failed.iter().cloned());
-        Ok(Some(failed_to("update", &failed)))
+        Ok(report.phase_failed("update", failed))
     }
 
     /// Records the template's properties for a resource whose provider
@@ -1090,6 +1067,18 @@ impl Engine {
             ResourceStatus::UpdateFailed,
         )
         .await
+    }
+}
+
+impl ReconcileReport {
+    /// Records a phase's failed resources; the stack's reason if any.
+    fn phase_failed(&mut self, what: &str, mut failed: Vec<String>) -> Option<String> {
+        if failed.is_empty() {
+            return None;
+        }
+        failed.sort();
+        self.failed.extend(failed.iter().cloned());
+        Some(failed_to(what, &failed))
     }
 }
 
