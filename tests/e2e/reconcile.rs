@@ -508,3 +508,56 @@ fn an_unhealthy_group_member_is_healed_under_its_own_name() {
     );
     assert_eq!(last_details(&s, "g")["Report"]["Healed"], json!(["Web"]));
 }
+
+#[test]
+fn sigkill_mid_reinstall_is_finished_by_the_next_command() {
+    let s = scratch();
+    let t = "Resources:\n  A: {Type: Cairn::Test::Resource, Properties: {Name: one, WaitSeconds: 1.0}}\n  B: {Type: Cairn::Test::Resource, Properties: {Value: !Ref A}}\n";
+    assert_eq!(deploy(&s, "kr", t, &[]).code(), 0);
+    let two = s.write("two.yaml", &t.replace("Name: one", "Name: two"));
+    let n = events(&s, "kr").len();
+    let mut child = s.spawn_cairn(&[
+        "--config",
+        "cairn.toml",
+        "update",
+        "kr",
+        two.to_str().unwrap_or_default(),
+    ]);
+    let started = std::time::Instant::now();
+    while !sequence(&s, "kr", n).contains(&ev(
+        "A",
+        "UPDATE_IN_PROGRESS",
+        "Resource creation Initiated",
+    )) {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "the reinstall never started its create"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().expect("SIGKILL");
+    let _ = child.wait();
+    // The next command resumes: the recorded create is re-issued, then the
+    // rest of the phases run.
+    let run = cairn(&s, &["describe", "kr"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert!(
+        run.stderr().contains("resumed the interrupted operation"),
+        "{}",
+        run.stderr()
+    );
+    assert_eq!(status(&s, "kr"), "UPDATE_COMPLETE");
+    assert_eq!(physical(&s, "kr", "A"), "two");
+    assert_eq!(
+        file(&s, &physical(&s, "kr", "B"))["Properties"]["Value"],
+        "two"
+    );
+    let mut files = s.resource_files();
+    files.retain(|f| f != "two.json");
+    assert_eq!(files, [format!("{}.json", physical(&s, "kr", "B"))]);
+    let creates = sequence(&s, "kr", n)
+        .iter()
+        .filter(|e| **e == ev("A", "UPDATE_COMPLETE", ""))
+        .count();
+    assert_eq!(creates, 1);
+}
