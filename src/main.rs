@@ -5,6 +5,7 @@ mod drift;
 mod progress;
 mod providers;
 mod reconcile;
+mod serve;
 mod stacks;
 mod validate;
 
@@ -238,6 +239,13 @@ enum Command {
         #[arg(long, value_enum, default_value_t)]
         output: OutputFormat,
     },
+    /// Serve the CloudFormation Query API (aws CLI, boto3 and the other AWS
+    /// SDKs with an endpoint URL) until SIGTERM.
+    Serve {
+        /// Address to listen on (default: [server] listen); port 0 picks one.
+        #[arg(long)]
+        listen: Option<String>,
+    },
     /// Show the template a stack was made from.
     Template {
         stack: String,
@@ -269,9 +277,20 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         return providers::run(&config, type_name.as_deref(), *output);
     }
     let state = stacks::state_path(cli.state.as_ref(), &config);
+    if let Command::Serve { listen } = &cli.command {
+        return serve::run(serve::ServeArgs {
+            config,
+            state: &state,
+            listen: listen.clone(),
+        })
+        .await;
+    }
     let engine = stacks::open(&config, &state).await?;
     match &cli.command {
-        Command::Validate { .. } | Command::PluginHost { .. } | Command::Providers { .. } => Ok(()),
+        Command::Validate { .. }
+        | Command::PluginHost { .. }
+        | Command::Providers { .. }
+        | Command::Serve { .. } => Ok(()),
         Command::Deploy {
             stack,
             template,

@@ -37,12 +37,17 @@ pub fn data_dir(state: &Path) -> PathBuf {
     state.with_file_name(name)
 }
 
+/// Opens the store and the engine (the registry of providers included).
+pub async fn open_without_resume(config: &Config, state: &Path) -> anyhow::Result<Arc<Engine>> {
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(state)?);
+    let registry = Arc::new(cairn_providers::registry(config, &data_dir(state))?);
+    Ok(Engine::new(store, registry, config.clone()))
+}
+
 /// Opens the store and engine, and first resumes any operation a crashed
 /// process left in progress.
 pub async fn open(config: &Config, state: &Path) -> anyhow::Result<Arc<Engine>> {
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(state)?);
-    let registry = Arc::new(cairn_providers::registry(config, &data_dir(state))?);
-    let engine = Engine::new(store, registry, config.clone());
+    let engine = open_without_resume(config, state).await?;
     let resumed = engine.resume_abandoned().await?;
     for id in resumed {
         eprintln!("resumed the interrupted operation of {id}");

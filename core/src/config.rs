@@ -203,6 +203,60 @@ pub struct ProviderConfig {
     pub timeout_seconds: Option<u64>,
 }
 
+/// `cairn serve`: the CloudFormation Query API.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// Address to listen on (`--listen` overrides it). Port 0: any free port.
+    pub listen: String,
+    /// PEM certificate chain and key: serve HTTPS.
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    /// `sigv4` (every request signed with a key below) or `none` (no
+    /// check: only for a trusted network; the server says so at start).
+    pub auth: ServerAuth,
+    /// Access key id → its secret and, optionally, the stacks it may touch.
+    pub access_keys: BTreeMap<String, AccessKey>,
+    /// Largest request body accepted (bytes).
+    pub max_body_bytes: usize,
+    /// Largest TemplateBody accepted (bytes; CloudFormation: 51,200 inline).
+    pub max_template_bytes: usize,
+    /// Seconds a signed request's X-Amz-Date may be off (AWS: 15 minutes).
+    pub max_clock_skew_seconds: u64,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ServerAuth {
+    #[default]
+    Sigv4,
+    None,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AccessKey {
+    pub secret: String,
+    /// Stack names this key may operate on (default: all).
+    #[serde(default)]
+    pub stacks: Option<Vec<String>>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: "127.0.0.1:8080".into(),
+            tls_cert: None,
+            tls_key: None,
+            auth: ServerAuth::Sigv4,
+            access_keys: BTreeMap::new(),
+            max_body_bytes: 2 * 1024 * 1024,
+            max_template_bytes: 1024 * 1024,
+            max_clock_skew_seconds: 900,
+        }
+    }
+}
+
 /// The whole configuration file.
 #[derive(Debug, Clone, Deserialize, PartialEq, Default)]
 #[serde(deny_unknown_fields, default)]
@@ -210,6 +264,7 @@ pub struct Config {
     pub identity: IdentityConfig,
     pub engine: EngineConfig,
     pub webhooks: WebhookConfig,
+    pub server: ServerConfig,
     /// Provider plugins (`[[providers]]`).
     pub providers: Vec<ProviderConfig>,
     /// Type alias → canonical type (Heat's resource_registry).
@@ -255,6 +310,7 @@ mod tests {
         let c = Config::load(path).unwrap();
         assert_eq!(c.engine, EngineConfig::default());
         assert_eq!(c.webhooks, WebhookConfig::default());
+        assert_eq!(c.server, ServerConfig::default());
     }
 
     #[test]

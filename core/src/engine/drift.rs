@@ -2,7 +2,6 @@
 //! the properties the template set (`check_drift`); the results are reported
 //! in CloudFormation's drift model and kept for `cairn drift --last`.
 
-use futures::stream::{self, StreamExt};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -103,11 +102,11 @@ impl Engine {
         let limit = self.config.engine.max_concurrency.max(1);
         let stack_id = s.stack_id.clone();
         let stack_name = s.stack_name.clone();
-        let drifts: Vec<ResourceDrift> = stream::iter(chosen)
+        let work: Vec<_> = chosen
+            .into_iter()
             .map(|r| self.check_one(&stack_id, &stack_name, r))
-            .buffered(limit)
-            .collect()
-            .await;
+            .collect();
+        let drifts: Vec<ResourceDrift> = super::group::bounded(limit, work).await;
         let drifted = drifts
             .iter()
             .filter(|d| {

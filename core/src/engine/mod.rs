@@ -216,6 +216,10 @@ impl Engine {
         })
     }
 
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
     }

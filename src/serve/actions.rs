@@ -1,0 +1,870 @@
+//! The Query API's actions: each reads its members from the form, calls the
+//! engine (the same calls the CLI makes) and writes its result element in
+//! the shapes of botocore's CloudFormation service model.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use cairn_core::engine::drift::{ResourceDrift, StackDriftDetection};
+use cairn_core::engine::{
+    ChangeSetType, CreateChangeSetInput, CreateStackInput, ParameterInput, UpdateStackInput,
+};
+use cairn_core::stack::{
+    ChangeSetRecord, EventRecord, OnFailure, ResourceRecord, StackRecord, StackStatus, STACK_TYPE,
+};
+use cairn_core::template::parameters::MASK;
+use cairn_core::template::Template;
+use serde_json::Value;
+
+use super::form::Form;
+use super::xml::Xml;
+use super::{ApiError, App};
+
+/// Items per page where the model paginates (CloudFormation's own sizes).
+const PAGE: usize = 100;
+
+type Outcome = Result<Option<Xml>, ApiError>;
+
+pub async fn dispatch(app: &Arc<App>, f: &Form, action: &str) -> Outcome {
+    match action {
+        "CreateStack" => create_stack(app, f).await,
+        "UpdateStack" => update_stack(app, f).await,
+        "DeleteStack" => delete_stack(app, f).await,
+        "DescribeStacks" => describe_stacks(app, f).await,
+        "ListStacks" => list_stacks(app, f).await,
+        "DescribeStackEvents" => describe_stack_events(app, f).await,
+        "DescribeStackResource" => describe_stack_resource(app, f).await,
+        "DescribeStackResources" => describe_stack_resources(app, f).await,
+        "ListStackResources" => list_stack_resources(app, f).await,
+        "GetTemplate" => get_template(app, f).await,
+        "GetTemplateSummary" => get_template_summary(app, f).await,
+        "ValidateTemplate" => validate_template(app, f),
+        "CreateChangeSet" => create_change_set(app, f).await,
+        "DescribeChangeSet" => describe_change_set(app, f).await,
+        "ExecuteChangeSet" => execute_change_set(app, f).await,
+        "DeleteChangeSet" => delete_change_set(app, f).await,
+        "ListChangeSets" => list_change_sets(app, f).await,
+        "ContinueUpdateRollback" => continue_update_rollback(app, f).await,
+        "CancelUpdateStack" => cancel_update_stack(app, f).await,
+        "ListExports" => list_exports(app, f).await,
+        "ListImports" => list_imports(app, f).await,
+        "DetectStackDrift" => detect_stack_drift(app, f).await,
+        "DescribeStackDriftDetectionStatus" => describe_drift_status(app, f).await,
+        "DescribeStackResourceDrifts" => describe_resource_drifts(app, f).await,
+        "DetectStackResourceDrift" => detect_resource_drift(app, f).await,
+        "" => Err(ApiError::new(400, "MissingAction", "The request must contain the parameter Action.")),
+        other => Err(ApiError::new(
+            400,
+            "InvalidAction",
+            format!("The action {other} is not valid for this web service (Cairn serves the CloudFormation actions listed in its README)."),
+        )),
+    }
+}
+
+fn result(build: impl FnOnce(&mut Xml)) -> Outcome {
+    let mut x = Xml::default();
+    build(&mut x);
+    Ok(Some(x))
+}
+
+/// The page of `items` that `NextToken` (an offset this server handed out)
+/// asks for, and the token of the next one.
+fn page<'a, T>(
+    items: &'a [T],
+    f: &Form,
+    size: usize,
+) -> Result<(&'a [T], Option<String>), ApiError> {
+    let start = match f.get("NextToken") {
+        None | Some("") => 0,
+        Some(t) => t
+            .parse::<usize>()
+            .ok()
+            .filter(|s| *s <= items.len())
+            .ok_or_else(|| ApiError::validation("Invalid NextToken"))?,
+    };
+    let end = (start + size).min(items.len());
+    let next = (end < items.len()).then(|| end.to_string());
+    Ok((&items[start..end], next))
+}
+
+fn max_results(f: &Form) -> Result<usize, ApiError> {
+    match f.get("MaxResults") {
+        None => Ok(PAGE),
+        Some(m) => m
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=100).contains(n))
+            .ok_or_else(|| ApiError::validation(format!("1 validation error detected: Value '{m}' at 'maxResults' failed to satisfy constraint: Member must have value between 1 and 100"))),
+    }
+}
+
+async fn stack(app: &App, name: &str) -> Result<StackRecord, ApiError> {
+    app.engine
+        .store()
+        .find_stack(name)
+        .await?
+        .ok_or_else(|| ApiError::validation(format!("Stack with id {name} does not exist")))
+}
+
+/// TemplateBody (size-checked); TemplateURL is refused with a reason.
+fn template_body(app: &App, f: &Form) -> Result<Option<String>, ApiError> {
+    if let Some(url) = f.get("TemplateURL") {
+        return Err(ApiError::validation(format!(
+            "TemplateURL {url} is not supported by Cairn: send the template itself as TemplateBody"
+        )));
+    }
+    let Some(body) = f.get("TemplateBody") else {
+        return Ok(None);
+    };
+    let limit = app.config.server.max_template_bytes;
+    if body.len() > limit {
+        return Err(ApiError::validation(format!(
+            "1 validation error detected: Value at 'templateBody' failed to satisfy constraint: Member must have length less than or equal to {limit} (it has {} bytes; [server] max_template_bytes)",
+            body.len()
+        )));
+    }
+    Ok(Some(body.to_string()))
+}
+
+/// `Parameters.member.N.{ParameterKey, ParameterValue, UsePreviousValue}`.
+fn parameters(f: &Form) -> Result<BTreeMap<String, ParameterInput>, ApiError> {
+    let mut out = BTreeMap::new();
+    for p in f.structs("Parameters") {
+        let key = p
+            .get("ParameterKey")
+            .ok_or_else(|| ApiError::validation("Parameters: a member has no ParameterKey"))?;
+        let previous = p.get("UsePreviousValue").map(String::as_str) == Some("true");
+        let input = match (p.get("ParameterValue"), previous) {
+            (Some(_), true) => {
+                return Err(ApiError::validation(format!(
+                    "Invalid input for parameter key {key}. Cannot specify usePreviousValue as true and non empty value for a parameter"
+                )))
+            }
+            (Some(v), false) => ParameterInput::Value(v.clone()),
+            (None, true) => ParameterInput::UsePreviousValue,
+            (None, false) => ParameterInput::Value(String::new()),
+        };
+        out.insert(key.clone(), input);
+    }
+    Ok(out)
+}
+
+fn plain_parameters(f: &Form) -> Result<BTreeMap<String, String>, ApiError> {
+    parameters(f)?
+        .into_iter()
+        .map(|(k, v)| match v {
+            ParameterInput::Value(v) => Ok((k, v)),
+            ParameterInput::UsePreviousValue => Err(ApiError::validation(format!(
+                "Invalid input for parameter key {k}. Cannot specify usePreviousValue as true for a parameter key not in the previous template"
+            ))),
+        })
+        .collect()
+}
+
+fn on_failure(f: &Form) -> Result<OnFailure, ApiError> {
+    match (f.flag("DisableRollback")?, f.get("OnFailure")) {
+        (Some(true), Some(_)) => Err(ApiError::validation(
+            "You cannot specify both DisableRollback and OnFailure.",
+        )),
+        (Some(true), None) => Ok(OnFailure::DoNothing),
+        (_, Some(o)) => o.parse().map_err(ApiError::validation),
+        _ => Ok(OnFailure::Rollback),
+    }
+}
+
+async fn create_stack(app: &Arc<App>, f: &Form) -> Outcome {
+    let name = f.required("StackName")?;
+    let body = template_body(app, f)?.ok_or_else(|| {
+        ApiError::validation("Either Template URL or Template Body must be specified.")
+    })?;
+    let input = CreateStackInput {
+        stack_name: name.to_string(),
+        template_body: body,
+        parameters: plain_parameters(f)?,
+        on_failure: on_failure(f)?,
+    };
+    let id = app.engine.start_create(&input).await?;
+    app.drive(id.clone(), "CREATE");
+    result(|x| {
+        x.leaf("StackId", &id);
+    })
+}
+
+async fn update_stack(app: &Arc<App>, f: &Form) -> Outcome {
+    let name = f.required("StackName")?;
+    let previous = f.flag("UsePreviousTemplate")? == Some(true);
+    let body = template_body(app, f)?;
+    if previous == body.is_some() {
+        return Err(ApiError::validation(
+            "Exactly one of TemplateBody, TemplateURL or UsePreviousTemplate must be given.",
+        ));
+    }
+    let input = UpdateStackInput {
+        stack_name: name.to_string(),
+        template_body: body,
+        parameters: parameters(f)?,
+    };
+    let id = app.engine.start_update(&input).await?;
+    app.drive(id.clone(), "UPDATE");
+    result(|x| {
+        x.leaf("StackId", &id);
+    })
+}
+
+async fn delete_stack(app: &Arc<App>, f: &Form) -> Outcome {
+    let name = f.required("StackName")?;
+    let retain = f.list("RetainResources");
+    // A stack that does not exist (or is gone) is not an error.
+    if let Some(id) = app.engine.start_delete(name, &retain).await? {
+        app.drive(id, "DELETE");
+    }
+    Ok(None)
+}
+
+fn masked(s: &StackRecord, key: &str, value: &str) -> String {
+    if s.no_echo.iter().any(|k| k == key) {
+        MASK.to_string()
+    } else {
+        value.to_string()
+    }
+}
+
+fn stack_xml(x: &mut Xml, s: &StackRecord) {
+    x.leaf("StackId", &s.stack_id)
+        .leaf("StackName", &s.stack_name)
+        .opt("Description", s.description.as_deref());
+    let params: Vec<(&String, &String)> = s.parameters.iter().collect();
+    x.list("Parameters", &params, |x, (k, v)| {
+        x.leaf("ParameterKey", k)
+            .leaf("ParameterValue", &masked(s, k, v));
+    });
+    x.leaf("CreationTime", &s.created_at);
+    if s.updated_at != s.created_at {
+        x.leaf("LastUpdatedTime", &s.updated_at);
+    }
+    x.opt("DeletionTime", s.deleted_at.as_deref())
+        .leaf("StackStatus", s.status.as_str())
+        .opt("StackStatusReason", s.status_reason.as_deref())
+        .leaf(
+            "DisableRollback",
+            if s.on_failure == OnFailure::DoNothing {
+                "true"
+            } else {
+                "false"
+            },
+        );
+    x.list("NotificationARNs", &[] as &[&str], |_, _| {});
+    x.list("Capabilities", &[] as &[&str], |_, _| {});
+    x.list("Outputs", &s.outputs, |x, o| {
+        x.leaf("OutputKey", &o.output_key)
+            .leaf("OutputValue", &o.output_value)
+            .opt("Description", o.description.as_deref())
+            .opt("ExportName", o.export_name.as_deref());
+    });
+    x.list("Tags", &[] as &[&str], |_, _| {});
+    x.leaf("EnableTerminationProtection", "false");
+    x.open("DriftInformation")
+        .leaf("StackDriftStatus", "NOT_CHECKED")
+        .close("DriftInformation");
+}
+
+async fn describe_stacks(app: &App, f: &Form) -> Outcome {
+    let stacks = match f.get("StackName") {
+        Some(name) => vec![stack(app, name).await?],
+        None => app
+            .engine
+            .store()
+            .list_stacks()
+            .await?
+            .into_iter()
+            .filter(|s| s.status != StackStatus::DeleteComplete)
+            .collect(),
+    };
+    let (items, next) = page(&stacks, f, PAGE)?;
+    result(|x| {
+        x.list("Stacks", items, stack_xml);
+        x.opt("NextToken", next.as_deref());
+    })
+}
+
+async fn list_stacks(app: &App, f: &Form) -> Outcome {
+    let filter = f.list("StackStatusFilter");
+    let mut stacks: Vec<StackRecord> = app
+        .engine
+        .store()
+        .list_stacks()
+        .await?
+        .into_iter()
+        .filter(|s| filter.is_empty() || filter.iter().any(|w| w == s.status.as_str()))
+        .collect();
+    stacks.reverse(); // newest first, as CloudFormation lists them
+    let (items, next) = page(&stacks, f, PAGE)?;
+    result(|x| {
+        x.list("StackSummaries", items, |x, s| {
+            x.leaf("StackId", &s.stack_id)
+                .leaf("StackName", &s.stack_name)
+                .opt("TemplateDescription", s.description.as_deref())
+                .leaf("CreationTime", &s.created_at);
+            if s.updated_at != s.created_at {
+                x.leaf("LastUpdatedTime", &s.updated_at);
+            }
+            x.opt("DeletionTime", s.deleted_at.as_deref())
+                .leaf("StackStatus", s.status.as_str())
+                .opt("StackStatusReason", s.status_reason.as_deref());
+        });
+        x.opt("NextToken", next.as_deref());
+    })
+}
+
+fn event_xml(x: &mut Xml, e: &EventRecord) {
+    x.leaf("StackId", &e.stack_id)
+        .leaf("EventId", &e.event_id)
+        .leaf("StackName", &e.stack_name)
+        .leaf("LogicalResourceId", &e.logical_id)
+        .leaf(
+            "PhysicalResourceId",
+            if e.resource_type == STACK_TYPE {
+                &e.stack_id
+            } else {
+                &e.physical_id
+            },
+        )
+        .leaf("ResourceType", &e.resource_type)
+        .leaf("Timestamp", &e.timestamp)
+        .leaf("ResourceStatus", &e.status)
+        .opt("ResourceStatusReason", e.status_reason.as_deref())
+        .opt("ResourceProperties", e.properties.as_deref());
+}
+
+async fn describe_stack_events(app: &App, f: &Form) -> Outcome {
+    let name = f.required("StackName")?;
+    let s = app
+        .engine
+        .store()
+        .find_stack(name)
+        .await?
+        .ok_or_else(|| ApiError::validation(format!("Stack [{name}] does not exist")))?;
+    let mut events = app.engine.store().events(&s.stack_id).await?;
+    events.reverse(); // newest first
+    let (items, next) = page(&events, f, PAGE)?;
+    result(|x| {
+        x.list("StackEvents", items, event_xml);
+        x.opt("NextToken", next.as_deref());
+    })
+}
+
+fn live(rows: Vec<ResourceRecord>) -> Vec<ResourceRecord> {
+    rows.into_iter()
+        .filter(|r| {
+            !matches!(
+                r.status,
+                cairn_core::stack::ResourceStatus::DeleteComplete
+                    | cairn_core::stack::ResourceStatus::DeleteSkipped
+            ) || r.journal.is_some()
+        })
+        .collect()
+}
+
+fn resource_xml(x: &mut Xml, s: Option<&StackRecord>, r: &ResourceRecord, detail: bool) {
+    if let Some(s) = s {
+        x.leaf("StackName", &s.stack_name)
+            .leaf("StackId", &s.stack_id);
+    }
+    x.leaf("LogicalResourceId", &r.logical_id)
+        .opt("PhysicalResourceId", r.physical_id.as_deref())
+        .leaf("ResourceType", &r.resource_type)
+        .leaf(
+            if detail {
+                "LastUpdatedTimestamp"
+            } else {
+                "Timestamp"
+            },
+            &r.updated_at,
+        )
+        .leaf("ResourceStatus", r.status.as_str())
+        .opt("ResourceStatusReason", r.status_reason.as_deref());
+    if detail {
+        if let Some(m) = &r.metadata {
+            x.leaf("Metadata", &m.to_string());
+        }
+    }
+    x.open("DriftInformation")
+        .leaf("StackResourceDriftStatus", "NOT_CHECKED")
+        .close("DriftInformation");
+}
+
+async fn describe_stack_resource(app: &App, f: &Form) -> Outcome {
+    let s = stack(app, f.required("StackName")?).await?;
+    let logical = f.required("LogicalResourceId")?;
+    let rows = live(app.engine.store().resources(&s.stack_id).await?);
+    let r = rows
+        .iter()
+        .find(|r| r.logical_id == logical)
+        .ok_or_else(|| {
+            ApiError::validation(format!(
+                "Resource {logical} does not exist for stack {}",
+                s.stack_name
+            ))
+        })?;
+    result(|x| {
+        x.open("StackResourceDetail");
+        resource_xml(x, Some(&s), r, true);
+        x.close("StackResourceDetail");
+    })
+}
+
+async fn describe_stack_resources(app: &App, f: &Form) -> Outcome {
+    let s = match (f.get("StackName"), f.get("PhysicalResourceId")) {
+        (Some(name), _) => stack(app, name).await?,
+        (None, Some(physical)) => {
+            let mut found = None;
+            for s in app.engine.store().list_stacks().await? {
+                if s.status == StackStatus::DeleteComplete {
+                    continue;
+                }
+                let rows = app.engine.store().resources(&s.stack_id).await?;
+                if rows
+                    .iter()
+                    .any(|r| r.physical_id.as_deref() == Some(physical))
+                {
+                    found = Some(s);
+                    break;
+                }
+            }
+            found.ok_or_else(|| {
+                ApiError::validation(format!("Stack for {physical} does not exist"))
+            })?
+        }
+        (None, None) => {
+            return Err(ApiError::validation(
+                "Either StackName or PhysicalResourceId must be specified.",
+            ))
+        }
+    };
+    let mut rows = live(app.engine.store().resources(&s.stack_id).await?);
+    if let Some(l) = f.get("LogicalResourceId") {
+        rows.retain(|r| r.logical_id == l);
+    }
+    rows.truncate(PAGE);
+    result(|x| {
+        x.list("StackResources", &rows, |x, r| {
+            resource_xml(x, Some(&s), r, false)
+        });
+    })
+}
+
+async fn list_stack_resources(app: &App, f: &Form) -> Outcome {
+    let s = stack(app, f.required("StackName")?).await?;
+    let rows = live(app.engine.store().resources(&s.stack_id).await?);
+    let (items, next) = page(&rows, f, PAGE)?;
+    result(|x| {
+        x.list("StackResourceSummaries", items, |x, r| {
+            x.leaf("LogicalResourceId", &r.logical_id)
+                .opt("PhysicalResourceId", r.physical_id.as_deref())
+                .leaf("ResourceType", &r.resource_type)
+                .leaf("LastUpdatedTimestamp", &r.updated_at)
+                .leaf("ResourceStatus", r.status.as_str())
+                .opt("ResourceStatusReason", r.status_reason.as_deref());
+            x.open("DriftInformation")
+                .leaf("StackResourceDriftStatus", "NOT_CHECKED")
+                .close("DriftInformation");
+        });
+        x.opt("NextToken", next.as_deref());
+    })
+}
+
+async fn get_template(app: &App, f: &Form) -> Outcome {
+    let body = match f.get("ChangeSetName") {
+        Some(cs) => {
+            let stack = f.get("StackName").unwrap_or("");
+            app.engine
+                .describe_change_set(stack, cs)
+                .await?
+                .template_body
+        }
+        None => stack(app, f.required("StackName")?).await?.template_body,
+    };
+    result(|x| {
+        x.leaf("TemplateBody", &body);
+        x.list("StagesAvailable", &["Original", "Processed"], |x, s| {
+            x.out_text(s);
+        });
+    })
+}
+
+fn parse_template(body: &str) -> Result<Template, ApiError> {
+    Template::parse(body).map_err(|e| ApiError::validation(e.to_string()))
+}
+
+fn validate_template(app: &App, f: &Form) -> Outcome {
+    let body = template_body(app, f)?.ok_or_else(|| {
+        ApiError::validation("Either Template URL or Template Body must be specified.")
+    })?;
+    let t = parse_template(&body)?;
+    cairn_core::validate::validate_template(&t, app.engine.registry())
+        .map_err(|e| ApiError::validation(e.to_string()))?;
+    result(|x| {
+        x.list("Parameters", &t.parameters, |x, p| {
+            x.leaf("ParameterKey", &p.name);
+            if let Some(d) = &p.default {
+                x.leaf("DefaultValue", if p.no_echo { MASK } else { d });
+            }
+            x.leaf("NoEcho", if p.no_echo { "true" } else { "false" })
+                .opt("Description", p.description.as_deref());
+        });
+        x.opt("Description", t.description.as_deref());
+        x.list("Capabilities", &[] as &[&str], |_, _| {});
+        x.list("DeclaredTransforms", &[] as &[&str], |_, _| {});
+    })
+}
+
+async fn get_template_summary(app: &App, f: &Form) -> Outcome {
+    let body = match template_body(app, f)? {
+        Some(b) => b,
+        None => match f.get("StackName") {
+            Some(name) => stack(app, name).await?.template_body,
+            None => {
+                return Err(ApiError::validation(
+                    "Either Template URL or Template Body or StackName must be specified.",
+                ))
+            }
+        },
+    };
+    let t = parse_template(&body)?;
+    let mut types: Vec<&str> = t.resources.iter().map(|r| r.type_name.as_str()).collect();
+    types.sort_unstable();
+    types.dedup();
+    result(|x| {
+        x.list("Parameters", &t.parameters, |x, p| {
+            x.leaf("ParameterKey", &p.name);
+            if let Some(d) = &p.default {
+                x.leaf("DefaultValue", if p.no_echo { MASK } else { d });
+            }
+            x.leaf("ParameterType", p.ty.name())
+                .leaf("NoEcho", if p.no_echo { "true" } else { "false" })
+                .opt("Description", p.description.as_deref());
+            x.open("ParameterConstraints");
+            x.list("AllowedValues", &p.allowed_values, |x, v| {
+                x.out_text(v);
+            });
+            x.close("ParameterConstraints");
+        });
+        x.opt("Description", t.description.as_deref());
+        x.list("Capabilities", &[] as &[&str], |_, _| {});
+        x.list("ResourceTypes", &types, |x, ty| {
+            x.out_text(ty);
+        });
+        x.leaf(
+            "Version",
+            t.format_version.as_deref().unwrap_or("2010-09-09"),
+        );
+        if let Some(m) = &t.metadata {
+            x.leaf("Metadata", &m.to_string());
+        }
+        x.list("DeclaredTransforms", &[] as &[&str], |_, _| {});
+    })
+}
+
+async fn create_change_set(app: &App, f: &Form) -> Outcome {
+    let stack_name = f.required("StackName")?;
+    let name = f.required("ChangeSetName")?;
+    let kind = match f.get("ChangeSetType") {
+        None => None,
+        Some("CREATE") => Some(ChangeSetType::Create),
+        Some("UPDATE") => Some(ChangeSetType::Update),
+        Some(other) => {
+            return Err(ApiError::validation(format!(
+                "ChangeSetType {other} is not supported by Cairn (CREATE or UPDATE)"
+            )))
+        }
+    };
+    let previous = f.flag("UsePreviousTemplate")? == Some(true);
+    let body = template_body(app, f)?;
+    if previous && body.is_some() {
+        return Err(ApiError::validation(
+            "Exactly one of TemplateBody, TemplateURL or UsePreviousTemplate must be given.",
+        ));
+    }
+    let input = CreateChangeSetInput {
+        stack_name: stack_name.to_string(),
+        change_set_name: name.to_string(),
+        // CloudFormation's default is UPDATE; the engine decides from the
+        // stack when it is not given, which is the same for a live stack.
+        change_set_type: kind.or(Some(ChangeSetType::Update)),
+        template_body: body,
+        parameters: parameters(f)?,
+        description: f.get("Description").map(String::from),
+    };
+    let cs = app.engine.create_change_set(&input).await?;
+    result(|x| {
+        x.leaf("Id", &cs.change_set_id)
+            .leaf("StackId", &cs.stack_id);
+    })
+}
+
+/// A JSON object's members as XML elements (arrays as `<member>` lists).
+fn json_members(x: &mut Xml, v: &Value) {
+    let Value::Object(map) = v else { return };
+    for (k, v) in map {
+        match v {
+            Value::Null => {}
+            Value::Object(_) => {
+                x.open(k);
+                json_members(x, v);
+                x.close(k);
+            }
+            Value::Array(items) => {
+                x.list(k, items, |x, item| match item {
+                    Value::Object(_) => json_members(x, item),
+                    Value::String(s) => {
+                        x.out_text(s);
+                    }
+                    other => {
+                        x.out_text(&other.to_string());
+                    }
+                });
+            }
+            Value::String(s) => {
+                x.leaf(k, s);
+            }
+            other => {
+                x.leaf(k, &other.to_string());
+            }
+        }
+    }
+}
+
+async fn describe_change_set(app: &App, f: &Form) -> Outcome {
+    let name = f.required("ChangeSetName")?;
+    let cs = app
+        .engine
+        .describe_change_set(f.get("StackName").unwrap_or(""), name)
+        .await?;
+    let changes = cs.changes.as_array().cloned().unwrap_or_default();
+    let (items, next) = page(&changes, f, PAGE)?;
+    result(|x| {
+        x.leaf("ChangeSetName", &cs.change_set_name)
+            .leaf("ChangeSetId", &cs.change_set_id)
+            .leaf("StackId", &cs.stack_id)
+            .leaf("StackName", &cs.stack_name)
+            .opt("Description", cs.description.as_deref());
+        let params: Vec<(&String, &String)> = cs.parameters.iter().collect();
+        x.list("Parameters", &params, |x, (k, v)| {
+            let shown = if cs.no_echo.iter().any(|n| n == *k) {
+                MASK
+            } else {
+                v.as_str()
+            };
+            x.leaf("ParameterKey", k).leaf("ParameterValue", shown);
+        });
+        x.leaf("CreationTime", &cs.created_at)
+            .leaf("ExecutionStatus", &cs.execution_status)
+            .leaf("Status", &cs.status)
+            .opt("StatusReason", cs.status_reason.as_deref());
+        x.list("NotificationARNs", &[] as &[&str], |_, _| {});
+        x.list("Capabilities", &[] as &[&str], |_, _| {});
+        x.list("Tags", &[] as &[&str], |_, _| {});
+        x.list("Changes", items, json_members);
+        x.opt("NextToken", next.as_deref());
+        x.leaf("IncludeNestedStacks", "false");
+    })
+}
+
+async fn execute_change_set(app: &Arc<App>, f: &Form) -> Outcome {
+    let name = f.required("ChangeSetName")?;
+    let on_failure = if f.flag("DisableRollback")? == Some(true) {
+        OnFailure::DoNothing
+    } else {
+        OnFailure::Rollback
+    };
+    let id = app
+        .engine
+        .execute_change_set(f.get("StackName").unwrap_or(""), name, on_failure)
+        .await?;
+    app.drive(id, "EXECUTE_CHANGE_SET");
+    result(|_| {})
+}
+
+async fn delete_change_set(app: &App, f: &Form) -> Outcome {
+    let name = f.required("ChangeSetName")?;
+    app.engine
+        .delete_change_set(f.get("StackName").unwrap_or(""), name)
+        .await?;
+    result(|_| {})
+}
+
+fn change_set_summary(x: &mut Xml, cs: &ChangeSetRecord) {
+    x.leaf("StackId", &cs.stack_id)
+        .leaf("StackName", &cs.stack_name)
+        .leaf("ChangeSetId", &cs.change_set_id)
+        .leaf("ChangeSetName", &cs.change_set_name)
+        .leaf("ExecutionStatus", &cs.execution_status)
+        .leaf("Status", &cs.status)
+        .opt("StatusReason", cs.status_reason.as_deref())
+        .leaf("CreationTime", &cs.created_at)
+        .opt("Description", cs.description.as_deref())
+        .leaf("IncludeNestedStacks", "false");
+}
+
+async fn list_change_sets(app: &App, f: &Form) -> Outcome {
+    let sets = app
+        .engine
+        .list_change_sets(f.required("StackName")?)
+        .await?;
+    let (items, next) = page(&sets, f, PAGE)?;
+    result(|x| {
+        x.list("Summaries", items, change_set_summary);
+        x.opt("NextToken", next.as_deref());
+    })
+}
+
+async fn continue_update_rollback(app: &Arc<App>, f: &Form) -> Outcome {
+    let name = f.required("StackName")?;
+    let skip = f.list("ResourcesToSkip");
+    let id = app.engine.start_continue_rollback(name, &skip).await?;
+    app.drive(id, "CONTINUE_UPDATE_ROLLBACK");
+    result(|_| {})
+}
+
+async fn cancel_update_stack(app: &App, f: &Form) -> Outcome {
+    app.engine.cancel_update(f.required("StackName")?).await?;
+    Ok(None)
+}
+
+async fn list_exports(app: &App, f: &Form) -> Outcome {
+    let exports = app.engine.store().exports().await?;
+    let (items, next) = page(&exports, f, PAGE)?;
+    result(|x| {
+        x.list("Exports", items, |x, (name, value, stack_id)| {
+            x.leaf("ExportingStackId", stack_id)
+                .leaf("Name", name)
+                .leaf("Value", value);
+        });
+        x.opt("NextToken", next.as_deref());
+    })
+}
+
+async fn list_imports(app: &App, f: &Form) -> Outcome {
+    let name = f.required("ExportName")?;
+    if app.engine.store().export(name).await?.is_none() {
+        return Err(ApiError::validation(format!(
+            "Export '{name}' does not exist."
+        )));
+    }
+    let importers = app.engine.store().importers(name).await?;
+    if importers.is_empty() {
+        return Err(ApiError::validation(format!(
+            "Export '{name}' is not imported by any stack."
+        )));
+    }
+    let (items, next) = page(&importers, f, PAGE)?;
+    result(|x| {
+        x.list("Imports", items, |x, s| {
+            x.out_text(s);
+        });
+        x.opt("NextToken", next.as_deref());
+    })
+}
+
+async fn detect_stack_drift(app: &App, f: &Form) -> Outcome {
+    let name = f.required("StackName")?;
+    let only = f.list("LogicalResourceIds");
+    let d = app.engine.detect_drift(name, &only).await?;
+    result(|x| {
+        x.leaf("StackDriftDetectionId", &d.stack_drift_detection_id);
+    })
+}
+
+/// A detection by its id (any stack's latest).
+async fn detection(app: &App, id: &str) -> Result<StackDriftDetection, ApiError> {
+    for s in app.engine.store().list_stacks().await? {
+        if let Some(d) = app.engine.last_drift_detection(&s.stack_id).await? {
+            if d.stack_drift_detection_id == id {
+                return Ok(d);
+            }
+        }
+    }
+    Err(ApiError::validation(format!(
+        "The drift detection {id} does not exist (Cairn keeps each stack's latest)"
+    )))
+}
+
+async fn describe_drift_status(app: &App, f: &Form) -> Outcome {
+    let d = detection(app, f.required("StackDriftDetectionId")?).await?;
+    result(|x| {
+        x.leaf("StackId", &d.stack_id)
+            .leaf("StackDriftDetectionId", &d.stack_drift_detection_id)
+            .leaf("StackDriftStatus", &d.stack_drift_status)
+            .leaf("DetectionStatus", &d.detection_status)
+            .opt(
+                "DetectionStatusReason",
+                d.detection_status_reason.as_deref(),
+            )
+            .leaf(
+                "DriftedStackResourceCount",
+                &d.drifted_stack_resource_count.to_string(),
+            )
+            .leaf("Timestamp", &d.timestamp);
+    })
+}
+
+fn drift_xml(x: &mut Xml, r: &ResourceDrift) {
+    x.leaf("StackId", &r.stack_id)
+        .leaf("LogicalResourceId", &r.logical_resource_id)
+        .leaf("PhysicalResourceId", &r.physical_resource_id)
+        .leaf("ResourceType", &r.resource_type)
+        .leaf("ExpectedProperties", &r.expected_properties);
+    let diffs = serde_json::to_value(&r.property_differences).unwrap_or(Value::Null);
+    let diffs = diffs.as_array().cloned().unwrap_or_default();
+    x.list("PropertyDifferences", &diffs, json_members);
+    x.leaf("StackResourceDriftStatus", &r.stack_resource_drift_status)
+        .leaf("Timestamp", &r.timestamp);
+}
+
+async fn describe_resource_drifts(app: &App, f: &Form) -> Outcome {
+    let s = stack(app, f.required("StackName")?).await?;
+    let d = app
+        .engine
+        .last_drift_detection(&s.stack_id)
+        .await?
+        .ok_or_else(|| {
+            ApiError::validation(format!(
+                "No drift detection has been run on stack {}; call DetectStackDrift first",
+                s.stack_name
+            ))
+        })?;
+    let filter = f.list("StackResourceDriftStatusFilters");
+    let drifts: Vec<ResourceDrift> = d
+        .stack_resource_drifts
+        .into_iter()
+        .filter(|r| filter.is_empty() || filter.contains(&r.stack_resource_drift_status))
+        .collect();
+    let (items, next) = page(&drifts, f, max_results(f)?)?;
+    result(|x| {
+        x.list("StackResourceDrifts", items, drift_xml);
+        x.opt("NextToken", next.as_deref());
+    })
+}
+
+async fn detect_resource_drift(app: &App, f: &Form) -> Outcome {
+    let name = f.required("StackName")?;
+    let logical = f.required("LogicalResourceId")?.to_string();
+    let d = app
+        .engine
+        .detect_drift(name, std::slice::from_ref(&logical))
+        .await?;
+    let r = d
+        .stack_resource_drifts
+        .iter()
+        .find(|r| r.logical_resource_id == logical)
+        .ok_or_else(|| {
+            ApiError::validation(format!(
+                "Resource {logical} does not exist for stack {name}"
+            ))
+        })?;
+    result(|x| {
+        x.open("StackResourceDrift");
+        drift_xml(x, r);
+        x.close("StackResourceDrift");
+    })
+}

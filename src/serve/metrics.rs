@@ -1,0 +1,101 @@
+//! `GET /metrics`: Prometheus text exposition of the server's requests and
+//! the operations it ran.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::Mutex;
+use std::time::Duration;
+
+#[derive(Default)]
+pub struct Metrics {
+    inner: Mutex<Counters>,
+}
+
+#[derive(Default)]
+struct Counters {
+    /// (action, HTTP status) → count.
+    requests: BTreeMap<(String, u16), u64>,
+    /// action → (seconds summed, count).
+    latency: BTreeMap<String, (f64, u64)>,
+    operations_started: BTreeMap<String, u64>,
+    /// (kind, final status) → count.
+    operations_ended: BTreeMap<(String, String), u64>,
+}
+
+impl Metrics {
+    pub fn request(&self, action: &str, status: u16, took: Duration) {
+        if let Ok(mut c) = self.inner.lock() {
+            *c.requests.entry((action.to_string(), status)).or_default() += 1;
+            let l = c.latency.entry(action.to_string()).or_default();
+            l.0 += took.as_secs_f64();
+            l.1 += 1;
+        }
+    }
+
+    pub fn operation_started(&self, kind: &str) {
+        if let Ok(mut c) = self.inner.lock() {
+            *c.operations_started.entry(kind.to_string()).or_default() += 1;
+        }
+    }
+
+    pub fn operation_ended(&self, kind: &str, status: &str) {
+        if let Ok(mut c) = self.inner.lock() {
+            *c.operations_ended
+                .entry((kind.to_string(), status.to_string()))
+                .or_default() += 1;
+        }
+    }
+
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let Ok(c) = self.inner.lock() else {
+            return out;
+        };
+        let _ = writeln!(
+            out,
+            "# HELP cairn_api_requests_total Query API requests by action and HTTP status."
+        );
+        let _ = writeln!(out, "# TYPE cairn_api_requests_total counter");
+        for ((action, status), n) in &c.requests {
+            let _ = writeln!(
+                out,
+                "cairn_api_requests_total{{action=\"{action}\",status=\"{status}\"}} {n}"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP cairn_api_request_seconds Time spent answering Query API requests."
+        );
+        let _ = writeln!(out, "# TYPE cairn_api_request_seconds summary");
+        for (action, (sum, count)) in &c.latency {
+            let _ = writeln!(
+                out,
+                "cairn_api_request_seconds_sum{{action=\"{action}\"}} {sum}"
+            );
+            let _ = writeln!(
+                out,
+                "cairn_api_request_seconds_count{{action=\"{action}\"}} {count}"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP cairn_operations_started_total Stack operations started by this server."
+        );
+        let _ = writeln!(out, "# TYPE cairn_operations_started_total counter");
+        for (kind, n) in &c.operations_started {
+            let _ = writeln!(out, "cairn_operations_started_total{{kind=\"{kind}\"}} {n}");
+        }
+        let _ = writeln!(
+            out,
+            "# HELP cairn_operations_ended_total Stack operations ended, by final stack status."
+        );
+        let _ = writeln!(out, "# TYPE cairn_operations_ended_total counter");
+        for ((kind, status), n) in &c.operations_ended {
+            let _ = writeln!(
+                out,
+                "cairn_operations_ended_total{{kind=\"{kind}\",status=\"{status}\"}} {n}"
+            );
+        }
+        out
+    }
+}

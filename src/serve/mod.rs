@@ -1,0 +1,363 @@
+//! `cairn serve`: the CloudFormation Query API over HTTP(S), so the aws CLI,
+//! boto3 and the other AWS SDKs (with their waiters) drive Cairn unchanged.
+//!
+//! `POST /` (or `GET /?Action=…`): SigV4 checked ([`auth`]), the form read
+//! ([`form`]), the action run against the engine ([`actions`]), the answer
+//! written as CloudFormation's XML ([`xml`]). Operations run in background
+//! tasks, exactly as the CLI runs them, so their state is durable and a
+//! restart resumes them. `GET /healthz`, `GET /metrics` (Prometheus text).
+
+mod actions;
+mod auth;
+mod form;
+mod metrics;
+mod xml;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use anyhow::{anyhow, Context};
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use cairn_core::config::{Config, ServerAuth};
+use cairn_core::engine::{Engine, EngineError};
+use cairn_core::store::StoreError;
+
+/// A refused request: HTTP status, AWS error code, message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub status: u16,
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn validation(message: impl Into<String>) -> ApiError {
+        ApiError {
+            status: 400,
+            code: "ValidationError",
+            message: message.into(),
+        }
+    }
+
+    fn new(status: u16, code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<EngineError> for ApiError {
+    /// The codes clients match on (boto3's modeled exceptions, the CLI's
+    /// `deploy`), from the engine's CloudFormation messages.
+    fn from(e: EngineError) -> ApiError {
+        let message = e.to_string();
+        match e {
+            EngineError::Store(StoreError::StackExists(_))
+            | EngineError::Store(StoreError::ChangeSetExists(_)) => {
+                ApiError::new(400, "AlreadyExistsException", message)
+            }
+            EngineError::Store(StoreError::Backend(_)) => {
+                ApiError::new(500, "InternalFailure", message)
+            }
+            EngineError::Validation(m)
+                if m.starts_with("ChangeSet [") && m.ends_with("does not exist") =>
+            {
+                ApiError::new(404, "ChangeSetNotFound", m)
+            }
+            EngineError::Validation(m)
+                if m.starts_with("ChangeSet [") && m.contains(" cannot be ") =>
+            {
+                ApiError::new(400, "InvalidChangeSetStatus", m)
+            }
+            _ => ApiError::validation(message),
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> ApiError {
+        ApiError::from(EngineError::from(e))
+    }
+}
+
+pub struct App {
+    pub engine: Arc<Engine>,
+    pub config: Config,
+    pub metrics: metrics::Metrics,
+}
+
+impl App {
+    /// Runs the stack's operation to its end in the background (as the CLI
+    /// does after starting it); its state is in the store all along.
+    pub fn drive(self: &Arc<Self>, stack_id: String, kind: &'static str) {
+        let app = self.clone();
+        app.metrics.operation_started(kind);
+        tokio::spawn(async move {
+            loop {
+                match app.engine.run(&stack_id).await {
+                    // Another process holds it: follow until it is free.
+                    Err(EngineError::Store(StoreError::Busy { .. })) => {
+                        tokio::time::sleep(Duration::from_millis(200)).await
+                    }
+                    Err(e) => {
+                        tracing::error!(stack = %stack_id, "operation failed: {e}");
+                        return;
+                    }
+                    Ok(status) => {
+                        app.metrics.operation_ended(kind, status.as_str());
+                        return;
+                    }
+                }
+            }
+        });
+    }
+}
+
+pub struct ServeArgs<'a> {
+    pub config: Config,
+    pub state: &'a Path,
+    pub listen: Option<String>,
+}
+
+/// Runs the server until SIGTERM or Ctrl-C.
+pub async fn run(args: ServeArgs<'_>) -> anyhow::Result<()> {
+    let config = args.config;
+    let server = config.server.clone();
+    match server.auth {
+        ServerAuth::None => eprintln!(
+            "warning: authentication is off (server.auth = \"none\"): any client that reaches this address may operate every stack"
+        ),
+        ServerAuth::Sigv4 if server.access_keys.is_empty() => {
+            return Err(anyhow!(
+                "server.auth is \"sigv4\" but no [server.access_keys] are configured: add one, or set auth = \"none\" on a trusted network"
+            ))
+        }
+        ServerAuth::Sigv4 => {}
+    }
+    let engine = crate::stacks::open_without_resume(&config, args.state).await?;
+    let app = Arc::new(App {
+        engine: engine.clone(),
+        config: config.clone(),
+        metrics: metrics::Metrics::default(),
+    });
+    let router = Router::new()
+        .route("/", get(query).post(query))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/metrics", get(metrics_page))
+        .layer(DefaultBodyLimit::max(server.max_body_bytes))
+        .with_state(app.clone());
+    let listen = args.listen.unwrap_or(server.listen.clone());
+    let listener = std::net::TcpListener::bind(&listen)
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    listener.set_nonblocking(true)?;
+    let addr: SocketAddr = listener.local_addr()?;
+    let tls = match (&server.tls_cert, &server.tls_key) {
+        (Some(cert), Some(key)) => {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            Some(
+                axum_server::tls_rustls::RustlsConfig::from_pem_file(cert, key)
+                    .await
+                    .with_context(|| {
+                        format!(
+                            "cannot load the server's TLS certificate {} and key {} ([server] tls_cert, tls_key)",
+                            cert.display(),
+                            key.display()
+                        )
+                    })?,
+            )
+        }
+        (None, None) => None,
+        _ => return Err(anyhow!("server.tls_cert and server.tls_key go together")),
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    // The one line tests and scripts read the bound port from.
+    println!("listening on {scheme}://{addr}");
+    tracing::info!("listening on {scheme}://{addr}");
+    // Operations a previous process left in progress continue here.
+    {
+        let engine = engine.clone();
+        tokio::spawn(async move {
+            match engine.resume_abandoned().await {
+                Ok(ids) => {
+                    for id in ids {
+                        eprintln!("resumed the interrupted operation of {id}");
+                    }
+                }
+                Err(e) => eprintln!("cannot resume interrupted operations: {e}"),
+            }
+        });
+    }
+    let handle = axum_server::Handle::new();
+    {
+        let handle = handle.clone();
+        tokio::spawn(async move {
+            shutdown_signal().await;
+            eprintln!("shutting down: no new requests; operations in progress are recorded and resume on the next start");
+            handle.graceful_shutdown(Some(Duration::from_secs(10)));
+        });
+    }
+    let service = router.into_make_service();
+    match tls {
+        Some(tls) => {
+            axum_server::from_tcp_rustls(listener, tls)?
+                .handle(handle)
+                .serve(service)
+                .await?
+        }
+        None => {
+            axum_server::from_tcp(listener)?
+                .handle(handle)
+                .serve(service)
+                .await?
+        }
+    }
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(t) => t,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+async fn metrics_page(State(app): State<Arc<App>>) -> Response {
+    (
+        [("content-type", "text/plain; version=0.0.4")],
+        app.metrics.render(),
+    )
+        .into_response()
+}
+
+/// One Query API request.
+async fn query(
+    State(app): State<Arc<App>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let request_id = uuid::Uuid::new_v4().to_string();
+    let started = std::time::Instant::now();
+    let form = form::Form::parse(&body, uri.query());
+    let action = form.get("Action").unwrap_or("").to_string();
+    let outcome = match authenticate(&app, &method, &uri, &headers, &body) {
+        Ok(key) => match authorize(&app, key.as_deref(), &form, &action) {
+            Ok(()) => actions::dispatch(&app, &form, &action).await,
+            Err(e) => Err(e),
+        },
+        Err(e) => Err(e),
+    };
+    let (status, text) = match outcome {
+        Ok(result) => (200, xml::response(&action, &request_id, result)),
+        Err(e) => {
+            let kind = if e.status >= 500 {
+                "Receiver"
+            } else {
+                "Sender"
+            };
+            (e.status, xml::error(kind, e.code, &e.message, &request_id))
+        }
+    };
+    app.metrics.request(&action, status, started.elapsed());
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (
+        status,
+        [
+            ("content-type", "text/xml".to_string()),
+            ("x-amzn-requestid", request_id),
+        ],
+        text,
+    )
+        .into_response()
+}
+
+/// The request's access key (`None` with auth off).
+fn authenticate(
+    app: &App,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Option<String>, ApiError> {
+    let server = &app.config.server;
+    if server.auth == ServerAuth::None {
+        return Ok(None);
+    }
+    let path = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
+    auth::verify(
+        method.as_str(),
+        path,
+        headers,
+        body,
+        |key| server.access_keys.get(key).map(|k| k.secret.clone()),
+        SystemTime::now(),
+        Duration::from_secs(server.max_clock_skew_seconds),
+    )
+    .map(Some)
+    .map_err(|e| ApiError::new(e.status, e.code, e.message))
+}
+
+/// A key limited to some stacks may only name those.
+fn authorize(
+    app: &App,
+    key: Option<&str>,
+    form: &form::Form,
+    action: &str,
+) -> Result<(), ApiError> {
+    let Some(key) = key else { return Ok(()) };
+    let Some(allowed) = app
+        .config
+        .server
+        .access_keys
+        .get(key)
+        .and_then(|k| k.stacks.as_ref())
+    else {
+        return Ok(());
+    };
+    let named = form.get("StackName");
+    let permitted = match named {
+        Some(name) => allowed
+            .iter()
+            .any(|a| a == name || name.contains(&format!(":stack/{a}/"))),
+        // Account-wide reads (DescribeStacks without a name, ListStacks, …)
+        // are refused to a key limited to some stacks.
+        None => false,
+    };
+    if permitted {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        403,
+        "AccessDenied",
+        format!(
+            "User: {key} is not authorized to perform: cloudformation:{action} on resource: {}",
+            named.unwrap_or("*")
+        ),
+    ))
+}
