@@ -223,6 +223,10 @@ pub struct ServerConfig {
     pub max_template_bytes: usize,
     /// Seconds a signed request's X-Amz-Date may be off (AWS: 15 minutes).
     pub max_clock_skew_seconds: u64,
+    /// CreateStack, UpdateStack, DeleteStack, ExecuteChangeSet, … answer
+    /// when their operation ends or after this many milliseconds, whichever
+    /// is first (the operation goes on either way).
+    pub answer_within_ms: u64,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
@@ -253,6 +257,7 @@ impl Default for ServerConfig {
             max_body_bytes: 2 * 1024 * 1024,
             max_template_bytes: 1024 * 1024,
             max_clock_skew_seconds: 900,
+            answer_within_ms: 2000,
         }
     }
 }

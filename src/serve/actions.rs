@@ -184,7 +184,7 @@ async fn create_stack(app: &Arc<App>, f: &Form) -> Outcome {
         on_failure: on_failure(f)?,
     };
     let id = app.engine.start_create(&input).await?;
-    app.drive(id.clone(), "CREATE");
+    app.drive(id.clone(), "CREATE").await;
     result(|x| {
         x.leaf("StackId", &id);
     })
@@ -205,7 +205,7 @@ async fn update_stack(app: &Arc<App>, f: &Form) -> Outcome {
         parameters: parameters(f)?,
     };
     let id = app.engine.start_update(&input).await?;
-    app.drive(id.clone(), "UPDATE");
+    app.drive(id.clone(), "UPDATE").await;
     result(|x| {
         x.leaf("StackId", &id);
     })
@@ -216,7 +216,7 @@ async fn delete_stack(app: &Arc<App>, f: &Form) -> Outcome {
     let retain = f.list("RetainResources");
     // A stack that does not exist (or is gone) is not an error.
     if let Some(id) = app.engine.start_delete(name, &retain).await? {
-        app.drive(id, "DELETE");
+        app.drive(id, "DELETE").await;
     }
     Ok(None)
 }
@@ -681,7 +681,7 @@ async fn execute_change_set(app: &Arc<App>, f: &Form) -> Outcome {
         .engine
         .execute_change_set(f.get("StackName").unwrap_or(""), name, on_failure)
         .await?;
-    app.drive(id, "EXECUTE_CHANGE_SET");
+    app.drive(id, "EXECUTE_CHANGE_SET").await;
     result(|_| {})
 }
 
@@ -722,7 +722,7 @@ async fn continue_update_rollback(app: &Arc<App>, f: &Form) -> Outcome {
     let name = f.required("StackName")?;
     let skip = f.list("ResourcesToSkip");
     let id = app.engine.start_continue_rollback(name, &skip).await?;
-    app.drive(id, "CONTINUE_UPDATE_ROLLBACK");
+    app.drive(id, "CONTINUE_UPDATE_ROLLBACK").await;
     result(|_| {})
 }
 

@@ -98,10 +98,15 @@ pub struct App {
 impl App {
     /// Runs the stack's operation to its end in the background (as the CLI
     /// does after starting it); its state is in the store all along.
-    pub fn drive(self: &Arc<Self>, stack_id: String, kind: &'static str) {
+    ///
+    /// The answer waits until the operation ends or `[server]
+    /// answer_within_ms` passes, whichever is first: most operations end in
+    /// milliseconds, and an SDK waiter that finds the stack done on its
+    /// first poll does not sleep its 30-second delay.
+    pub async fn drive(self: &Arc<Self>, stack_id: String, kind: &'static str) {
         let app = self.clone();
         app.metrics.operation_started(kind);
-        tokio::spawn(async move {
+        let running = tokio::spawn(async move {
             loop {
                 match app.engine.run(&stack_id).await {
                     // Another process holds it: follow until it is free.
@@ -119,6 +124,8 @@ impl App {
                 }
             }
         });
+        let wait = Duration::from_millis(self.config.server.answer_within_ms);
+        let _ = tokio::time::timeout(wait, running).await;
     }
 }
 

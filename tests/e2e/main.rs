@@ -6,6 +6,7 @@ mod drift;
 mod groups;
 mod plugins;
 mod reconcile;
+mod serve;
 mod stacks;
 mod support;
 mod update;

@@ -783,7 +783,7 @@ fn an_endpoint_schema_lets_the_engine_plan_replacement() {
 }
 
 /// A self-signed certificate for 127.0.0.1 (PEM certificate, PEM key).
-fn self_signed(s: &Scratch) -> (String, String) {
+pub(crate) fn self_signed(s: &Scratch) -> (String, String) {
     let cert = s.dir.path().join("cert.pem");
     let key = s.dir.path().join("key.pem");
     let out = Command::new("openssl")

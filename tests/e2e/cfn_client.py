@@ -1,0 +1,379 @@
+"""Drives `cairn serve` with boto3 and the aws CLI, unchanged, for Cairn's
+end-to-end tests: `python3 cfn_client.py SCENARIO ENDPOINT [CA_BUNDLE]`.
+
+Credentials come from the environment (AWS_ACCESS_KEY_ID, …) as for any AWS
+tool. Every check is an assert with the value it got; exit status 0 means
+the scenario passed.
+"""
+
+import datetime
+import json
+import os
+import subprocess
+import sys
+import time
+import unittest.mock
+import urllib.request
+
+import boto3
+import botocore.auth
+import botocore.awsrequest
+import botocore.credentials
+from botocore.config import Config
+from botocore.exceptions import ClientError, WaiterError
+
+ENDPOINT = sys.argv[2]
+CA = sys.argv[3] if len(sys.argv) > 3 else None
+FAST = {"Delay": 1, "MaxAttempts": 60}
+
+
+def client(**kw):
+    return boto3.client(
+        "cloudformation",
+        endpoint_url=ENDPOINT,
+        region_name="us-east-1",
+        verify=CA if CA else True,
+        config=Config(retries={"max_attempts": 1}),
+        **kw,
+    )
+
+
+cf = client()
+
+
+def error(call, *args, **kwargs):
+    """The (code, message, HTTP status) of a call that must fail."""
+    try:
+        call(*args, **kwargs)
+    except ClientError as e:
+        return (
+            e.response["Error"]["Code"],
+            e.response["Error"]["Message"],
+            e.response["ResponseMetadata"]["HTTPStatusCode"],
+        )
+    raise AssertionError(f"{call.__name__} did not fail")
+
+
+def events(stack):
+    pages = cf.get_paginator("describe_stack_events").paginate(StackName=stack)
+    out = [e for p in pages for e in p["StackEvents"]]
+    out.reverse()
+    return out
+
+
+def statuses(stack, after=0):
+    return [(e["LogicalResourceId"], e["ResourceStatus"]) for e in events(stack)[after:]]
+
+
+def aws(*args):
+    env = dict(os.environ)
+    cmd = ["aws", "--endpoint-url", ENDPOINT]
+    if CA:
+        cmd += ["--ca-bundle", CA]
+    run = subprocess.run(cmd + list(args), capture_output=True, text=True, env=env)
+    return run.returncode, run.stdout, run.stderr
+
+
+TEMPLATE = """
+Parameters:
+  V: {Type: String, Default: one}
+  Secret: {Type: String, NoEcho: true, Default: hidden}
+Resources:
+  A: {Type: Cairn::Test::Resource, Properties: {Value: !Ref V}}
+  B: {Type: Cairn::Test::Resource, Properties: {Value: !GetAtt A.Value}}
+Outputs:
+  AId: {Value: !Ref A, Export: {Name: !Sub "${AWS::StackName}-a"}}
+"""
+
+
+def lifecycle():
+    r = cf.create_stack(StackName="s1", TemplateBody=TEMPLATE,
+                        Parameters=[{"ParameterKey": "Secret", "ParameterValue": "pw"}])
+    assert r["StackId"].startswith("arn:aws:cloudformation:us-east-1:123456789012:stack/s1/"), r
+    cf.get_waiter("stack_create_complete").wait(StackName="s1", WaiterConfig=FAST)
+    s = cf.describe_stacks(StackName="s1")["Stacks"][0]
+    assert s["StackStatus"] == "CREATE_COMPLETE", s
+    assert s["StackId"] == r["StackId"]
+    params = {p["ParameterKey"]: p["ParameterValue"] for p in s["Parameters"]}
+    assert params == {"V": "one", "Secret": "****"}, params
+    a = cf.describe_stack_resource(StackName="s1", LogicalResourceId="A")["StackResourceDetail"]
+    assert a["ResourceStatus"] == "CREATE_COMPLETE" and a["ResourceType"] == "Cairn::Test::Resource", a
+    assert s["Outputs"] == [{"OutputKey": "AId", "OutputValue": a["PhysicalResourceId"], "ExportName": "s1-a"}], s["Outputs"]
+    assert statuses("s1") == [
+        ("s1", "CREATE_IN_PROGRESS"), ("A", "CREATE_IN_PROGRESS"), ("A", "CREATE_IN_PROGRESS"),
+        ("A", "CREATE_COMPLETE"), ("B", "CREATE_IN_PROGRESS"), ("B", "CREATE_IN_PROGRESS"),
+        ("B", "CREATE_COMPLETE"), ("s1", "CREATE_COMPLETE"),
+    ], statuses("s1")
+    first = events("s1")[0]
+    assert first["ResourceStatusReason"] == "User Initiated" and first["PhysicalResourceId"] == r["StackId"], first
+    assert first["ResourceType"] == "AWS::CloudFormation::Stack"
+    listed = cf.list_stack_resources(StackName="s1")["StackResourceSummaries"]
+    assert [x["LogicalResourceId"] for x in listed] == ["A", "B"], listed
+    described = cf.describe_stack_resources(StackName="s1")["StackResources"]
+    assert [(x["LogicalResourceId"], x["StackName"]) for x in described] == [("A", "s1"), ("B", "s1")]
+    by_physical = cf.describe_stack_resources(PhysicalResourceId=a["PhysicalResourceId"])["StackResources"]
+    assert by_physical[0]["StackName"] == "s1"
+    assert cf.get_template(StackName="s1")["TemplateBody"] == TEMPLATE
+    summary = cf.get_template_summary(StackName="s1")
+    assert [(p["ParameterKey"], p["ParameterType"], p.get("DefaultValue"), p["NoEcho"]) for p in summary["Parameters"]] == [
+        ("V", "String", "one", False), ("Secret", "String", "****", True)], summary["Parameters"]
+    assert summary["ResourceTypes"] == ["Cairn::Test::Resource"], summary
+    v = cf.validate_template(TemplateBody=TEMPLATE)
+    assert [p["ParameterKey"] for p in v["Parameters"]] == ["V", "Secret"], v
+    code, msg, status = error(cf.validate_template, TemplateBody="Resources:\n  A: {Type: Cairn::Test::Resource, Properties: {Value: !GetAtt Nope.Value}}\n")
+    assert (code, status) == ("ValidationError", 400), (code, msg)
+    assert msg == "Template format error: Unresolved resource dependencies [Nope] in the Resources block of the template", msg
+    assert error(cf.create_stack, StackName="s1", TemplateBody=TEMPLATE) == ("AlreadyExistsException", "Stack [s1] already exists", 400)
+    cf.update_stack(StackName="s1", UsePreviousTemplate=True,
+                    Parameters=[{"ParameterKey": "V", "ParameterValue": "two"},
+                                {"ParameterKey": "Secret", "UsePreviousValue": True}])
+    cf.get_waiter("stack_update_complete").wait(StackName="s1", WaiterConfig=FAST)
+    b = cf.describe_stack_resource(StackName="s1", LogicalResourceId="B")["StackResourceDetail"]
+    assert b["ResourceStatus"] == "UPDATE_COMPLETE", b
+    assert error(cf.update_stack, StackName="s1", UsePreviousTemplate=True,
+                 Parameters=[{"ParameterKey": "V", "UsePreviousValue": True}]) == (
+        "ValidationError", "No updates are to be performed.", 400)
+    assert error(cf.update_stack, StackName="nope", UsePreviousTemplate=True) == (
+        "ValidationError", "Stack with id nope does not exist", 400)
+    assert error(cf.describe_stacks, StackName="nope")[:2] == ("ValidationError", "Stack with id nope does not exist")
+    # Waiters: StackExists, and the create waiter failing on ROLLBACK_COMPLETE.
+    cf.get_waiter("stack_exists").wait(StackName="s1", WaiterConfig=FAST)
+    cf.create_stack(StackName="bad", TemplateBody="Resources:\n  X: {Type: Cairn::Test::Resource, Properties: {Fail: create}}\n")
+    try:
+        cf.get_waiter("stack_create_complete").wait(StackName="bad", WaiterConfig=FAST)
+        raise AssertionError("the waiter should have failed")
+    except WaiterError as e:
+        assert "ROLLBACK_COMPLETE" in str(e), str(e)
+    rolling = [e for e in events("bad") if e["ResourceStatus"] == "ROLLBACK_IN_PROGRESS"]
+    assert rolling[0]["ResourceStatusReason"] == "The following resource(s) failed to create: [X]. Rollback requested by user.", rolling
+    assert error(cf.update_stack, StackName="bad", UsePreviousTemplate=True)[1].endswith("is in ROLLBACK_COMPLETE state and can not be updated.")
+    for name in ["s1", "bad"]:
+        cf.delete_stack(StackName=name)
+        cf.get_waiter("stack_delete_complete").wait(StackName=name, WaiterConfig=FAST)
+    assert error(cf.describe_stacks, StackName="s1")[:2] == ("ValidationError", "Stack with id s1 does not exist")
+    deleted = cf.describe_stacks(StackName=r["StackId"])["Stacks"][0]
+    assert deleted["StackStatus"] == "DELETE_COMPLETE", deleted
+    summaries = cf.list_stacks(StackStatusFilter=["DELETE_COMPLETE"])["StackSummaries"]
+    assert sorted(x["StackName"] for x in summaries) == ["bad", "s1"], summaries
+    cf.delete_stack(StackName="never-existed")
+    assert cf.describe_stacks()["Stacks"] == []
+
+
+def changesets():
+    r = cf.create_change_set(StackName="c1", ChangeSetName="first", ChangeSetType="CREATE", TemplateBody=TEMPLATE)
+    assert r["Id"].startswith("arn:aws:cloudformation:us-east-1:123456789012:changeSet/first/"), r
+    cf.get_waiter("change_set_create_complete").wait(StackName="c1", ChangeSetName="first", WaiterConfig=FAST)
+    assert cf.describe_stacks(StackName="c1")["Stacks"][0]["StackStatus"] == "REVIEW_IN_PROGRESS"
+    d = cf.describe_change_set(StackName="c1", ChangeSetName="first")
+    assert (d["Status"], d["ExecutionStatus"]) == ("CREATE_COMPLETE", "AVAILABLE"), d
+    assert [(c["ResourceChange"]["Action"], c["ResourceChange"]["LogicalResourceId"]) for c in d["Changes"]] == [
+        ("Add", "A"), ("Add", "B")], d["Changes"]
+    by_arn = cf.describe_change_set(ChangeSetName=r["Id"])
+    assert by_arn["ChangeSetName"] == "first"
+    cf.execute_change_set(StackName="c1", ChangeSetName="first")
+    cf.get_waiter("stack_create_complete").wait(StackName="c1", WaiterConfig=FAST)
+    cf.create_change_set(StackName="c1", ChangeSetName="second", UsePreviousTemplate=True,
+                         Parameters=[{"ParameterKey": "V", "ParameterValue": "two"}])
+    d = cf.describe_change_set(StackName="c1", ChangeSetName="second")
+    change = d["Changes"][0]["ResourceChange"]
+    assert change["Action"] == "Modify" and change["LogicalResourceId"] == "A" and change["Replacement"] == "False", change
+    detail = change["Details"][0]
+    assert detail == {"Target": {"Attribute": "Properties", "Name": "Value", "RequiresRecreation": "Never"},
+                      "Evaluation": "Static", "ChangeSource": "ParameterReference", "CausingEntity": "V"}, detail
+    # The executed set stays (EXECUTE_COMPLETE); executing it removed none other.
+    assert [(s["ChangeSetName"], s["ExecutionStatus"]) for s in cf.list_change_sets(StackName="c1")["Summaries"]] == [
+        ("first", "EXECUTE_COMPLETE"), ("second", "AVAILABLE")], cf.list_change_sets(StackName="c1")["Summaries"]
+    cf.create_change_set(StackName="c1", ChangeSetName="same", UsePreviousTemplate=True)
+    d = cf.describe_change_set(StackName="c1", ChangeSetName="same")
+    assert (d["Status"], d["ExecutionStatus"]) == ("FAILED", "UNAVAILABLE"), d
+    assert d["StatusReason"] == "The submitted information didn't contain changes. Submit different information to create a change set.", d
+    code, msg, status = error(cf.execute_change_set, StackName="c1", ChangeSetName="same")
+    assert (code, status) == ("InvalidChangeSetStatus", 400), (code, msg)
+    assert error(cf.describe_change_set, StackName="c1", ChangeSetName="none") == (
+        "ChangeSetNotFound", "ChangeSet [none] does not exist", 404)
+    try:
+        cf.describe_change_set(StackName="c1", ChangeSetName="none")
+    except cf.exceptions.ChangeSetNotFoundException:
+        pass
+    cf.delete_change_set(StackName="c1", ChangeSetName="same")
+    cf.execute_change_set(StackName="c1", ChangeSetName="second")
+    cf.get_waiter("stack_update_complete").wait(StackName="c1", WaiterConfig=FAST)
+    # Executing "second" removed the stack's other sets.
+    assert [(s["ChangeSetName"], s["ExecutionStatus"]) for s in cf.list_change_sets(StackName="c1")["Summaries"]] == [
+        ("second", "EXECUTE_COMPLETE")], cf.list_change_sets(StackName="c1")["Summaries"]
+    params = {p["ParameterKey"]: p["ParameterValue"] for p in cf.describe_stacks(StackName="c1")["Stacks"][0]["Parameters"]}
+    assert params["V"] == "two", params
+
+
+def deploy_cli():
+    with open("d.yaml", "w") as f:
+        f.write("Parameters:\n  V: {Type: String, Default: one}\nResources:\n  A: {Type: Cairn::Test::Resource, Properties: {Value: !Ref V}}\n")
+    started = time.time()
+    rc, out, err = aws("cloudformation", "deploy", "--stack-name", "dep", "--template-file", "d.yaml")
+    assert rc == 0, (rc, out, err)
+    assert "Successfully created/updated stack - dep" in out, out
+    # The operation is done before the CLI's first poll: no 30-second sleep.
+    assert time.time() - started < 25, time.time() - started
+    # The CLI names its change sets by the second: let the clock move on.
+    time.sleep(1.1)
+    rc, out, err = aws("cloudformation", "deploy", "--stack-name", "dep", "--template-file", "d.yaml", "--parameter-overrides", "V=two")
+    assert rc == 0, (rc, out, err)
+    time.sleep(1.1)
+    rc, out, err = aws("cloudformation", "deploy", "--stack-name", "dep", "--template-file", "d.yaml", "--parameter-overrides", "V=two")
+    assert rc == 255 and "No changes to deploy. Stack dep is up to date" in err, (rc, out, err)
+    rc, out, err = aws("cloudformation", "describe-stacks", "--stack-name", "dep", "--query", "Stacks[0].[StackStatus,Parameters[0].ParameterValue]", "--output", "text")
+    assert out.split() == ["UPDATE_COMPLETE", "two"], out
+    rc, out, err = aws("cloudformation", "wait", "stack-update-complete", "--stack-name", "dep")
+    assert rc == 0, err
+    rc, out, err = aws("cloudformation", "describe-stacks", "--stack-name", "missing")
+    assert rc == 255 and "An error occurred (ValidationError) when calling the DescribeStacks operation: Stack with id missing does not exist" in err, (rc, err)
+    # Pagination: 130 resources make 262 events; the CLI and boto3 follow NextToken.
+    body = "Resources:\n" + "".join(f"  R{i}: {{Type: Cairn::Test::Resource}}\n" for i in range(130))
+    cf.create_stack(StackName="many", TemplateBody=body)
+    cf.get_waiter("stack_create_complete").wait(StackName="many", WaiterConfig=FAST)
+    page = cf.describe_stack_events(StackName="many")
+    assert len(page["StackEvents"]) == 100 and page["NextToken"], len(page["StackEvents"])
+    all_events = events("many")
+    assert len(all_events) == 2 + 130 * 3, len(all_events)
+    assert len({e["EventId"] for e in all_events}) == len(all_events)
+    rc, out, err = aws("cloudformation", "describe-stack-events", "--stack-name", "many", "--query", "length(StackEvents)")
+    assert rc == 0 and out.strip() == "392", (out, err)
+    rc, out, err = aws("cloudformation", "list-stack-resources", "--stack-name", "many", "--query", "length(StackResourceSummaries)")
+    assert out.strip() == "130", out
+
+
+def rollback_and_cancel():
+    v1 = "Resources:\n  B: {Type: Cairn::Test::Resource, Properties: {Value: '1', Fail: update}}\n"
+    v2 = "Resources:\n  B: {Type: Cairn::Test::Resource, Properties: {Value: '2'}}\n  C: {Type: Cairn::Test::Resource, DependsOn: B, Properties: {Fail: create}}\n"
+    cf.create_stack(StackName="rb", TemplateBody=v1)
+    cf.get_waiter("stack_create_complete").wait(StackName="rb", WaiterConfig=FAST)
+    cf.update_stack(StackName="rb", TemplateBody=v2)
+    try:
+        cf.get_waiter("stack_update_complete").wait(StackName="rb", WaiterConfig=FAST)
+        raise AssertionError("the update waiter should have failed")
+    except WaiterError:
+        pass
+    s = cf.describe_stacks(StackName="rb")["Stacks"][0]
+    assert s["StackStatus"] == "UPDATE_ROLLBACK_FAILED", s
+    assert error(cf.cancel_update_stack, StackName="rb")[:2] == (
+        "ValidationError", "CancelUpdateStack cannot be called from current stack status: stack rb is UPDATE_ROLLBACK_FAILED")
+    cf.continue_update_rollback(StackName="rb", ResourcesToSkip=["B"])
+    cf.get_waiter("stack_rollback_complete").wait(StackName="rb", WaiterConfig=FAST)
+    assert cf.describe_stacks(StackName="rb")["Stacks"][0]["StackStatus"] == "UPDATE_ROLLBACK_COMPLETE"
+    assert error(cf.continue_update_rollback, StackName="rb")[0] == "ValidationError"
+    slow = "Resources:\n  S: {Type: Cairn::Test::Resource, Properties: {Value: a}}\n"
+    cf.create_stack(StackName="cx", TemplateBody=slow)
+    cf.get_waiter("stack_create_complete").wait(StackName="cx", WaiterConfig=FAST)
+    cf.update_stack(StackName="cx", TemplateBody=slow.replace("Value: a", "Value: b, WaitSeconds: 60"))
+    assert cf.describe_stacks(StackName="cx")["Stacks"][0]["StackStatus"] == "UPDATE_IN_PROGRESS"
+    # A second operation on the busy stack gets CloudFormation's error.
+    code, msg, _ = error(cf.update_stack, StackName="cx", TemplateBody=slow)
+    assert code == "ValidationError" and msg.endswith("is in UPDATE_IN_PROGRESS state and can not be updated."), msg
+    started = time.time()
+    cf.cancel_update_stack(StackName="cx")
+    cf.get_waiter("stack_rollback_complete").wait(StackName="cx", WaiterConfig=FAST)
+    assert time.time() - started < 30
+    last = events("cx")[-1]
+    assert (last["LogicalResourceId"], last["ResourceStatus"]) == ("cx", "UPDATE_ROLLBACK_COMPLETE"), last
+
+
+def exports_and_drift():
+    cf.create_stack(StackName="ex", TemplateBody=TEMPLATE)
+    cf.get_waiter("stack_create_complete").wait(StackName="ex", WaiterConfig=FAST)
+    imp = "Resources:\n  I: {Type: Cairn::Test::Resource, Properties: {Value: !ImportValue ex-a}}\n"
+    cf.create_stack(StackName="im", TemplateBody=imp)
+    cf.get_waiter("stack_create_complete").wait(StackName="im", WaiterConfig=FAST)
+    exports = cf.list_exports()["Exports"]
+    assert [(e["Name"], e["ExportingStackId"].split("/")[1]) for e in exports] == [("ex-a", "ex")], exports
+    assert cf.list_imports(ExportName="ex-a")["Imports"] == ["im"]
+    a = cf.describe_stack_resource(StackName="ex", LogicalResourceId="A")["StackResourceDetail"]["PhysicalResourceId"]
+    path = os.path.join("cairn-state.db.resources", "test-resources", a + ".json")
+    record = json.load(open(path))
+    record["Properties"]["Value"] = "hacked"
+    json.dump(record, open(path, "w"))
+    did = cf.detect_stack_drift(StackName="ex")["StackDriftDetectionId"]
+    st = cf.describe_stack_drift_detection_status(StackDriftDetectionId=did)
+    assert (st["StackDriftStatus"], st["DetectionStatus"], st["DriftedStackResourceCount"]) == ("DRIFTED", "DETECTION_COMPLETE", 1), st
+    drifts = cf.describe_stack_resource_drifts(StackName="ex", StackResourceDriftStatusFilters=["MODIFIED"])["StackResourceDrifts"]
+    assert [(d["LogicalResourceId"], d["PropertyDifferences"]) for d in drifts] == [
+        ("A", [{"PropertyPath": "/Value", "ExpectedValue": "one", "ActualValue": "hacked", "DifferenceType": "NOT_EQUAL"}])], drifts
+    page = cf.describe_stack_resource_drifts(StackName="ex", MaxResults=1)
+    assert len(page["StackResourceDrifts"]) == 1 and page["NextToken"], page
+    rest = cf.describe_stack_resource_drifts(StackName="ex", MaxResults=1, NextToken=page["NextToken"])
+    assert [d["LogicalResourceId"] for d in page["StackResourceDrifts"] + rest["StackResourceDrifts"]] == ["A", "B"]
+    assert "NextToken" not in rest, rest
+    one = cf.detect_stack_resource_drift(StackName="ex", LogicalResourceId="B")["StackResourceDrift"]
+    assert one["StackResourceDriftStatus"] == "IN_SYNC", one
+
+
+def auth():
+    def raw_call(headers, body=b"Action=ListStacks&Version=2010-05-15"):
+        req = urllib.request.Request(ENDPOINT + "/", data=body, headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(req) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+
+    assert cf.list_stacks()["StackSummaries"] == []
+    wrong = client(aws_access_key_id=os.environ["AWS_ACCESS_KEY_ID"], aws_secret_access_key="wrong")
+    code, msg, status = error(wrong.list_stacks)
+    assert (code, status) == ("SignatureDoesNotMatch", 403), (code, msg)
+    unknown = client(aws_access_key_id="AKIDUNKNOWN", aws_secret_access_key="x")
+    assert error(unknown.list_stacks) == ("InvalidClientTokenId", "The security token included in the request is invalid.", 403)
+    status, body = raw_call({"Content-Type": "application/x-www-form-urlencoded"})
+    assert status == 403 and "<Code>MissingAuthenticationToken</Code>" in body, (status, body)
+    status, body = raw_call({"Content-Type": "application/x-www-form-urlencoded", "Authorization": "AWS4-HMAC-SHA256 garbage", "X-Amz-Date": "20261121T000000Z"})
+    assert status == 400 and "<Code>IncompleteSignature</Code>" in body, (status, body)
+    # Signed correctly, but 20 minutes ago.
+    creds = botocore.credentials.Credentials(os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"])
+    req = botocore.awsrequest.AWSRequest(method="POST", url=ENDPOINT + "/", data=b"Action=ListStacks&Version=2010-05-15",
+                                         headers={"Content-Type": "application/x-www-form-urlencoded"})
+    stale = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None) - datetime.timedelta(minutes=20)
+
+    class Then(datetime.datetime):
+        @classmethod
+        def utcnow(cls):
+            return stale
+
+        @classmethod
+        def now(cls, tz=None):
+            return stale.replace(tzinfo=tz) if tz else stale
+
+    with unittest.mock.patch("botocore.auth.datetime.datetime", Then):
+        botocore.auth.SigV4Auth(creds, "cloudformation", "us-east-1").add_auth(req)
+    status, body = raw_call(dict(req.headers.items()))
+    assert status == 403 and "<Code>SignatureDoesNotMatch</Code>" in body and "Signature expired: " in body, (status, body)
+    # A key limited to some stacks.
+    limited = client(aws_access_key_id="AKIDLIMITED", aws_secret_access_key="limited-secret")
+    code, msg, status = error(limited.create_stack, StackName="other", TemplateBody=TEMPLATE)
+    assert (code, status) == ("AccessDenied", 403), (code, msg)
+    assert msg == "User: AKIDLIMITED is not authorized to perform: cloudformation:CreateStack on resource: other", msg
+    limited.create_stack(StackName="mine", TemplateBody=TEMPLATE)
+    limited.get_waiter("stack_create_complete").wait(StackName="mine", WaiterConfig=FAST)
+
+
+def tls():
+    assert ENDPOINT.startswith("https://"), ENDPOINT
+    cf.create_stack(StackName="t", TemplateBody=TEMPLATE)
+    cf.get_waiter("stack_create_complete").wait(StackName="t", WaiterConfig=FAST)
+    rc, out, err = aws("cloudformation", "describe-stacks", "--stack-name", "t", "--query", "Stacks[0].StackStatus", "--output", "text")
+    assert rc == 0 and out.strip() == "CREATE_COMPLETE", (rc, out, err)
+    untrusted = boto3.client("cloudformation", endpoint_url=ENDPOINT, region_name="us-east-1",
+                             config=Config(retries={"max_attempts": 1}))
+    try:
+        untrusted.list_stacks()
+        raise AssertionError("an untrusted certificate was accepted")
+    except botocore.exceptions.SSLError:
+        pass
+
+
+def resumed():
+    cf.get_waiter("stack_create_complete").wait(StackName="term", WaiterConfig=FAST)
+    assert [(r["LogicalResourceId"], r["ResourceStatus"]) for r in cf.list_stack_resources(StackName="term")["StackResourceSummaries"]] == [
+        ("A", "CREATE_COMPLETE"), ("B", "CREATE_COMPLETE")]
+
+
+if __name__ == "__main__":
+    globals()[sys.argv[1]]()
+    print("ok")

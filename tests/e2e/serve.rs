@@ -1,0 +1,179 @@
+//! `cairn serve` driven by boto3 and the aws CLI (`cfn_client.py`, one
+//! scenario per test), each against its own server on a free loopback port
+//! with its own state file.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+use crate::support::Scratch;
+
+const KEY: &str = "AKIDCAIRNTEST";
+const SECRET: &str = "cairn-test-secret";
+
+/// A running `cairn serve`; killed when dropped.
+struct Server {
+    child: Child,
+    endpoint: String,
+}
+
+impl Server {
+    /// Starts the server in `s` with `extra` config and reads the line that
+    /// names its address.
+    fn start(s: &Scratch, extra: &str) -> Server {
+        s.write(
+            "cairn.toml",
+            &format!(
+                "[engine]\ncleanup_attempts = 2\ncleanup_backoff_seconds = 0.05\n\n[server]\nauth = \"sigv4\"\n{extra}\n[server.access_keys.{KEY}]\nsecret = \"{SECRET}\"\n\n[server.access_keys.AKIDLIMITED]\nsecret = \"limited-secret\"\nstacks = [\"mine\"]\n"
+            ),
+        );
+        let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
+            .args(["--config", "cairn.toml", "serve", "--listen", "127.0.0.1:0"])
+            .current_dir(s.dir.path())
+            .env_remove("CAIRN_CONFIG")
+            .env_remove("CAIRN_STATE")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("cairn serve starts");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("the server prints its address");
+        let endpoint = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line: {line}"))
+            .to_string();
+        Server { child, endpoint }
+    }
+
+    /// Runs a `cfn_client.py` scenario against this server.
+    fn scenario(&self, s: &Scratch, name: &str, ca: Option<&str>) {
+        let mut cmd = Command::new("python3");
+        cmd.arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/e2e/cfn_client.py"
+        ))
+        .args([name, &self.endpoint])
+        .args(ca)
+        .current_dir(s.dir.path())
+        .env("AWS_ACCESS_KEY_ID", KEY)
+        .env("AWS_SECRET_ACCESS_KEY", SECRET)
+        .env("AWS_DEFAULT_REGION", "us-east-1")
+        .env_remove("AWS_PROFILE")
+        .env_remove("AWS_SESSION_TOKEN")
+        .env("AWS_CONFIG_FILE", s.dir.path().join("no-aws-config"))
+        .env(
+            "AWS_SHARED_CREDENTIALS_FILE",
+            s.dir.path().join("no-aws-credentials"),
+        );
+        let out = cmd.output().expect("python3 runs the client");
+        assert!(
+            out.status.success(),
+            "scenario {name} failed:\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn run(name: &str) {
+    let s = Scratch::new();
+    let server = Server::start(&s, "");
+    server.scenario(&s, name, None);
+}
+
+#[test]
+fn boto3_creates_updates_and_deletes_stacks_with_waiters() {
+    run("lifecycle");
+}
+
+#[test]
+fn boto3_change_sets() {
+    run("changesets");
+}
+
+#[test]
+fn aws_cli_deploy_wait_and_pagination() {
+    run("deploy_cli");
+}
+
+#[test]
+fn continue_rollback_and_cancel_update() {
+    run("rollback_and_cancel");
+}
+
+#[test]
+fn exports_imports_and_drift() {
+    run("exports_and_drift");
+}
+
+#[test]
+fn signature_failures_and_key_limits() {
+    run("auth");
+}
+
+#[test]
+fn https_with_the_servers_certificate() {
+    let s = Scratch::new();
+    let (cert, key) = crate::webhooks::self_signed(&s);
+    let server = Server::start(&s, &format!("tls_cert = \"{cert}\"\ntls_key = \"{key}\"\n"));
+    assert!(
+        server.endpoint.starts_with("https://127.0.0.1:"),
+        "{}",
+        server.endpoint
+    );
+    server.scenario(&s, "tls", Some(&cert));
+}
+
+#[test]
+fn sigterm_stops_the_server_and_the_next_start_resumes_the_operation() {
+    let s = Scratch::new();
+    let server = Server::start(&s, "answer_within_ms = 0\n");
+    let t = s.write(
+        "slow.yaml",
+        "Resources:\n  A: {Type: Cairn::Test::Resource, Properties: {WaitSeconds: 2}}\n  B: {Type: Cairn::Test::Resource, DependsOn: A}\n",
+    );
+    let out = Command::new("aws")
+        .args([
+            "--endpoint-url",
+            &server.endpoint,
+            "cloudformation",
+            "create-stack",
+            "--stack-name",
+            "term",
+            "--template-body",
+        ])
+        .arg(format!("file://{}", t.display()))
+        .env("AWS_ACCESS_KEY_ID", KEY)
+        .env("AWS_SECRET_ACCESS_KEY", SECRET)
+        .env("AWS_DEFAULT_REGION", "us-east-1")
+        .env("AWS_CONFIG_FILE", s.dir.path().join("none"))
+        .output()
+        .expect("aws runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let pid = server.child.id().to_string();
+    let term = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(term.success());
+    let mut server = server;
+    let status = server.child.wait().expect("the server exits");
+    assert!(status.success(), "{status:?}");
+    // The create was interrupted; the next server resumes it.
+    let again = Server::start(&s, "");
+    again.scenario(&s, "resumed", None);
+}
