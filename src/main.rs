@@ -5,6 +5,7 @@ mod drift;
 mod progress;
 mod providers;
 mod reconcile;
+mod remote;
 mod serve;
 mod stacks;
 mod validate;
@@ -32,6 +33,12 @@ struct Cli {
     /// The SQLite state file (created on first use; default ./cairn-state.db).
     #[arg(long, global = true, env = "CAIRN_STATE")]
     state: Option<PathBuf>,
+
+    /// Run the command against a `cairn serve` (or any CloudFormation
+    /// endpoint) instead of the embedded engine, signing with the AWS
+    /// credentials of the environment.
+    #[arg(long, global = true, env = "CAIRN_ENDPOINT")]
+    endpoint: Option<String>,
 
     #[command(subcommand)]
     command: Command,
@@ -269,6 +276,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         return Ok(serve_stdio(path, sha256.as_deref()).await?);
     }
+    if let Some(endpoint) = &cli.endpoint {
+        return run_remote(endpoint, &cli.command).await;
+    }
     let config = load_config(cli.config.as_ref())?;
     if let Command::Validate { template, output } = &cli.command {
         return validate::run(&config, template, *output);
@@ -405,6 +415,43 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             .await
         }
     }
+}
+
+/// A command against a server (`--endpoint`).
+async fn run_remote(endpoint: &str, command: &Command) -> anyhow::Result<()> {
+    use remote::Command as R;
+    let remote_command = match command {
+        Command::Deploy {
+            stack,
+            template,
+            parameters,
+            disable_rollback,
+            on_failure,
+            use_previous,
+        } => R::Deploy(stacks::DeployArgs {
+            stack,
+            template,
+            parameters,
+            disable_rollback: *disable_rollback,
+            on_failure: on_failure.as_deref(),
+            use_previous,
+        }),
+        Command::Delete { stack, retain } => R::Delete { stack, retain },
+        Command::ContinueRollback { stack, skip } => R::ContinueRollback { stack, skip },
+        Command::CancelUpdate { stack } => R::CancelUpdate { stack },
+        Command::List { output } => R::List(*output),
+        Command::Describe { stack, output } => R::Describe(stack, *output),
+        Command::Events { stack, output } => R::Events(stack, *output),
+        Command::Resources { stack, output } => R::Resources(stack, *output),
+        Command::Outputs { stack, output } => R::Outputs(stack, *output),
+        Command::Template { stack, output } => R::Template(stack, *output),
+        _ => {
+            return Err(anyhow::anyhow!(
+                "this command does not run with --endpoint yet: deploy, delete, continue-rollback, cancel-update, list, describe, events, resources, outputs and template do"
+            ))
+        }
+    };
+    remote::run(endpoint, remote_command).await
 }
 
 fn main() -> ExitCode {

@@ -10,7 +10,7 @@ use anyhow::{anyhow, Context};
 use cairn_core::config::Config;
 use cairn_core::engine::{CreateStackInput, Engine, EngineError, ParameterInput, UpdateStackInput};
 use cairn_core::group::state::GroupState;
-use cairn_core::stack::{OnFailure, StackRecord, StackStatus};
+use cairn_core::stack::{EventRecord, OnFailure, StackRecord, StackStatus};
 use cairn_core::store::sqlite::SqliteStore;
 use cairn_core::store::{Store, StoreError};
 use cairn_core::template::parameters::MASK;
@@ -136,6 +136,12 @@ async fn failure_detail(
     from: usize,
 ) -> anyhow::Result<String> {
     let events = engine.store().events_from(&stack.stack_id, from).await?;
+    Ok(describe_failure(stack, &events))
+}
+
+/// The terminal status with its reason and each failed resource's reason,
+/// from the operation's events.
+pub(crate) fn describe_failure(stack: &StackRecord, events: &[EventRecord]) -> String {
     let reason = stack.status_reason.clone().or_else(|| {
         events
             .iter()
@@ -152,14 +158,14 @@ async fn failure_detail(
             .map(|r| format!(": {}", r.trim_end()))
             .unwrap_or_default()
     )];
-    for e in &events {
+    for e in events {
         if e.status.ends_with("_FAILED") && e.resource_type != cairn_core::stack::STACK_TYPE {
             if let Some(r) = &e.status_reason {
                 lines.push(format!("  {} {}: {r}", e.logical_id, e.status));
             }
         }
     }
-    Ok(lines.join("\n"))
+    lines.join("\n")
 }
 
 pub struct DeployArgs<'a> {
@@ -360,7 +366,11 @@ pub(crate) fn print_json(v: &Value) -> anyhow::Result<()> {
 }
 
 pub async fn list(engine: &Arc<Engine>, output: OutputFormat) -> anyhow::Result<()> {
-    let stacks = engine.store().list_stacks().await?;
+    show_list(&engine.store().list_stacks().await?, output)
+}
+
+/// `cairn list`'s output (also of `--endpoint`).
+pub(crate) fn show_list(stacks: &[StackRecord], output: OutputFormat) -> anyhow::Result<()> {
     match output {
         OutputFormat::Json => {
             let summaries: Vec<Value> = stacks
@@ -379,7 +389,7 @@ pub async fn list(engine: &Arc<Engine>, output: OutputFormat) -> anyhow::Result<
             print_json(&json!({"StackSummaries": summaries}))
         }
         OutputFormat::Text => {
-            for s in &stacks {
+            for s in stacks {
                 println!(
                     "{:<30} {:<45} {}",
                     s.stack_name,
@@ -397,9 +407,13 @@ pub async fn describe(
     stack: &str,
     output: OutputFormat,
 ) -> anyhow::Result<()> {
-    let s = find(engine, stack).await?;
+    show_stack(&find(engine, stack).await?, output)
+}
+
+/// `cairn describe`'s output.
+pub(crate) fn show_stack(s: &StackRecord, output: OutputFormat) -> anyhow::Result<()> {
     match output {
-        OutputFormat::Json => print_json(&json!({"Stacks": [stack_json(&s)]})),
+        OutputFormat::Json => print_json(&json!({"Stacks": [stack_json(s)]})),
         OutputFormat::Text => {
             println!("StackName:   {}", s.stack_name);
             println!("StackId:     {}", s.stack_id);
@@ -411,7 +425,7 @@ pub async fn describe(
                 println!("Description: {d}");
             }
             println!("Created:     {}", s.created_at);
-            for p in parameters_json(&s) {
+            for p in parameters_json(s) {
                 println!(
                     "Parameter:   {} = {}",
                     p["ParameterKey"].as_str().unwrap_or_default(),
@@ -428,7 +442,11 @@ pub async fn describe(
 
 pub async fn events(engine: &Arc<Engine>, stack: &str, output: OutputFormat) -> anyhow::Result<()> {
     let s = find(engine, stack).await?;
-    let events = engine.store().events(&s.stack_id).await?;
+    show_events(&engine.store().events(&s.stack_id).await?, output)
+}
+
+/// `cairn events`'s output: `events` oldest first.
+pub(crate) fn show_events(events: &[EventRecord], output: OutputFormat) -> anyhow::Result<()> {
     match output {
         OutputFormat::Json => {
             // Newest first, as DescribeStackEvents returns them.
@@ -453,7 +471,7 @@ pub async fn events(engine: &Arc<Engine>, stack: &str, output: OutputFormat) -> 
             print_json(&json!({"StackEvents": list}))
         }
         OutputFormat::Text => {
-            for e in &events {
+            for e in events {
                 println!("{}", event_line(e));
             }
             Ok(())
@@ -463,14 +481,14 @@ pub async fn events(engine: &Arc<Engine>, stack: &str, output: OutputFormat) -> 
 
 /// One line of `cairn resources`: a template resource, or a group member
 /// (listed right after its group, `group` naming it).
-struct ResourceLine {
-    logical_id: String,
-    group: Option<String>,
-    resource_type: String,
-    physical_id: Option<String>,
-    status: String,
-    reason: Option<String>,
-    updated_at: String,
+pub(crate) struct ResourceLine {
+    pub logical_id: String,
+    pub group: Option<String>,
+    pub resource_type: String,
+    pub physical_id: Option<String>,
+    pub status: String,
+    pub reason: Option<String>,
+    pub updated_at: String,
 }
 
 /// The stack's resources, each group followed by its members in order.
@@ -527,7 +545,15 @@ pub async fn resources(
     output: OutputFormat,
 ) -> anyhow::Result<()> {
     let s = find(engine, stack).await?;
-    let lines = resource_lines(engine, &s.stack_id).await?;
+    show_resources(&s, &resource_lines(engine, &s.stack_id).await?, output)
+}
+
+/// `cairn resources`'s output.
+pub(crate) fn show_resources(
+    s: &StackRecord,
+    lines: &[ResourceLine],
+    output: OutputFormat,
+) -> anyhow::Result<()> {
     match output {
         OutputFormat::Json => {
             let list: Vec<Value> = lines
@@ -550,7 +576,7 @@ pub async fn resources(
             print_json(&json!({"StackResources": list}))
         }
         OutputFormat::Text => {
-            for r in &lines {
+            for r in lines {
                 let name = match &r.group {
                     Some(_) => format!("  {}", r.logical_id),
                     None => r.logical_id.clone(),
@@ -573,7 +599,11 @@ pub async fn outputs(
     stack: &str,
     output: OutputFormat,
 ) -> anyhow::Result<()> {
-    let s = find(engine, stack).await?;
+    show_outputs(&find(engine, stack).await?, output)
+}
+
+/// `cairn outputs`'s output.
+pub(crate) fn show_outputs(s: &StackRecord, output: OutputFormat) -> anyhow::Result<()> {
     match output {
         OutputFormat::Json => print_json(&json!({"Outputs": s.outputs})),
         OutputFormat::Text => {
@@ -595,11 +625,15 @@ pub async fn template(
     stack: &str,
     output: OutputFormat,
 ) -> anyhow::Result<()> {
-    let s = find(engine, stack).await?;
+    show_template(&find(engine, stack).await?.template_body, output)
+}
+
+/// `cairn template`'s output.
+pub(crate) fn show_template(body: &str, output: OutputFormat) -> anyhow::Result<()> {
     match output {
-        OutputFormat::Json => print_json(&json!({"TemplateBody": s.template_body})),
+        OutputFormat::Json => print_json(&json!({"TemplateBody": body})),
         OutputFormat::Text => {
-            print!("{}", s.template_body);
+            print!("{body}");
             Ok(())
         }
     }

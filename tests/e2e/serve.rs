@@ -177,3 +177,108 @@ fn sigterm_stops_the_server_and_the_next_start_resumes_the_operation() {
     let again = Server::start(&s, "");
     again.scenario(&s, "resumed", None);
 }
+
+/// `cairn --endpoint URL …` with the test key.
+fn remote(s: &Scratch, server: &Server, args: &[&str]) -> crate::support::Run {
+    let out = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(["--endpoint", &server.endpoint])
+        .args(args)
+        .current_dir(s.dir.path())
+        .env_remove("CAIRN_CONFIG")
+        .env_remove("CAIRN_STATE")
+        .env("AWS_ACCESS_KEY_ID", KEY)
+        .env("AWS_SECRET_ACCESS_KEY", SECRET)
+        .env("AWS_REGION", "us-east-1")
+        .output()
+        .expect("cairn runs");
+    crate::support::Run(out)
+}
+
+#[test]
+fn the_cli_runs_against_a_server_with_the_same_output() {
+    let s = Scratch::new();
+    let server = Server::start(&s, "");
+    let hello = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/hello.yaml");
+    let run = remote(
+        &s,
+        &server,
+        &["deploy", "hello", hello, "-p", "Greeting=hi"],
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert!(
+        run.stdout().contains("stack hello is CREATE_COMPLETE"),
+        "{}",
+        run.stdout()
+    );
+    assert!(
+        run.stdout()
+            .contains("CREATE_COMPLETE                               First"),
+        "{}",
+        run.stdout()
+    );
+    // Read commands print what the embedded engine prints for the same state.
+    for args in [
+        &["describe", "hello", "--output", "json"][..],
+        &["resources", "hello", "--output", "json"],
+        &["outputs", "hello", "--output", "json"],
+        &["events", "hello", "--output", "json"],
+        &["template", "hello"],
+        &["list", "--output", "json"],
+        &["describe", "hello"],
+    ] {
+        let there = remote(&s, &server, args);
+        let here = s.cairn(args);
+        assert_eq!(there.code(), 0, "{args:?}: {}", there.stderr());
+        assert_eq!(there.stdout(), here.stdout(), "{args:?}");
+    }
+    let bad = s.write("bad.yaml", "Resources:\n  X: {Type: Cairn::Test::Resource, Properties: {Fail: create, FailMessage: nope}}\n");
+    let run = remote(
+        &s,
+        &server,
+        &["deploy", "bad", bad.to_str().unwrap_or_default()],
+    );
+    assert_eq!(run.code(), 1);
+    assert!(
+        run.stderr().contains("error: stack bad is ROLLBACK_COMPLETE: The following resource(s) failed to create: [X]. Rollback requested by user.\n  X CREATE_FAILED: nope"),
+        "{}",
+        run.stderr()
+    );
+    let run = remote(
+        &s,
+        &server,
+        &["deploy", "hello", hello, "-p", "Greeting=hi"],
+    );
+    assert_eq!(run.code(), 1);
+    assert!(
+        run.stderr().contains("No updates are to be performed."),
+        "{}",
+        run.stderr()
+    );
+    let run = remote(&s, &server, &["delete", "hello"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert!(
+        run.stdout().contains("stack hello is DELETE_COMPLETE"),
+        "{}",
+        run.stdout()
+    );
+    let run = remote(&s, &server, &["describe", "hello"]);
+    assert_eq!(
+        run.stderr().trim(),
+        "error: Stack with id hello does not exist"
+    );
+    let unsigned = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(["--endpoint", &server.endpoint, "list"])
+        .env("AWS_ACCESS_KEY_ID", KEY)
+        .env("AWS_SECRET_ACCESS_KEY", "wrong")
+        .output()
+        .expect("cairn runs");
+    assert!(String::from_utf8_lossy(&unsigned.stderr)
+        .contains("The request signature we calculated does not match"));
+    let run = remote(&s, &server, &["history", "hello"]);
+    assert!(
+        run.stderr()
+            .contains("this command does not run with --endpoint yet"),
+        "{}",
+        run.stderr()
+    );
+}
