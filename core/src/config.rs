@@ -223,6 +223,9 @@ pub struct ServerConfig {
     pub max_template_bytes: usize,
     /// Seconds a signed request's X-Amz-Date may be off (AWS: 15 minutes).
     pub max_clock_skew_seconds: u64,
+    /// Directories a `TemplateURL` of the form `file:///path` may read from
+    /// (other URLs are refused; none by default).
+    pub template_dirs: Vec<PathBuf>,
     /// CreateStack, UpdateStack, DeleteStack, ExecuteChangeSet, … answer
     /// when their operation ends or after this many milliseconds, whichever
     /// is first (the operation goes on either way).
@@ -258,6 +261,7 @@ impl Default for ServerConfig {
             max_template_bytes: 1024 * 1024,
             max_clock_skew_seconds: 900,
             answer_within_ms: 2000,
+            template_dirs: Vec::new(),
         }
     }
 }

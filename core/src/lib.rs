@@ -8,6 +8,7 @@ pub mod config;
 pub mod engine;
 pub mod graph;
 pub mod group;
+pub mod metrics;
 pub mod plan;
 pub mod plugin;
 pub mod registry;

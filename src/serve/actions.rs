@@ -108,15 +108,13 @@ async fn stack(app: &App, name: &str) -> Result<StackRecord, ApiError> {
 
 /// TemplateBody (size-checked); TemplateURL is refused with a reason.
 fn template_body(app: &App, f: &Form) -> Result<Option<String>, ApiError> {
+    let limit = app.config.server.max_template_bytes;
     if let Some(url) = f.get("TemplateURL") {
-        return Err(ApiError::validation(format!(
-            "TemplateURL {url} is not supported by Cairn: send the template itself as TemplateBody"
-        )));
+        return template_file(app, url, limit).map(Some);
     }
     let Some(body) = f.get("TemplateBody") else {
         return Ok(None);
     };
-    let limit = app.config.server.max_template_bytes;
     if body.len() > limit {
         return Err(ApiError::validation(format!(
             "1 validation error detected: Value at 'templateBody' failed to satisfy constraint: Member must have length less than or equal to {limit} (it has {} bytes; [server] max_template_bytes)",
@@ -124,6 +122,40 @@ fn template_body(app: &App, f: &Form) -> Result<Option<String>, ApiError> {
         )));
     }
     Ok(Some(body.to_string()))
+}
+
+/// A `file:///path` TemplateURL inside one of `[server] template_dirs`.
+fn template_file(app: &App, url: &str, limit: usize) -> Result<String, ApiError> {
+    let refused = |why: &str| {
+        ApiError::validation(format!(
+            "TemplateURL {url} cannot be read: {why}; send the template as TemplateBody, or put it under a directory of [server] template_dirs and use a file:/// URL"
+        ))
+    };
+    let path = url
+        .strip_prefix("file://")
+        .ok_or_else(|| refused("only file:/// URLs are supported"))?;
+    let path = std::fs::canonicalize(path).map_err(|e| refused(&e.to_string()))?;
+    let allowed = app
+        .config
+        .server
+        .template_dirs
+        .iter()
+        .filter_map(|d| std::fs::canonicalize(d).ok())
+        .any(|d| path.starts_with(d));
+    if !allowed {
+        return Err(refused(
+            "it is not under a directory of [server] template_dirs",
+        ));
+    }
+    let size = std::fs::metadata(&path)
+        .map_err(|e| refused(&e.to_string()))?
+        .len();
+    if size > limit as u64 {
+        return Err(ApiError::validation(format!(
+            "The template at {url} has {size} bytes, more than the {limit} of [server] max_template_bytes"
+        )));
+    }
+    std::fs::read_to_string(&path).map_err(|e| refused(&e.to_string()))
 }
 
 /// `Parameters.member.N.{ParameterKey, ParameterValue, UsePreviousValue}`.

@@ -96,6 +96,41 @@ impl Metrics {
                 "cairn_operations_ended_total{{kind=\"{kind}\",status=\"{status}\"}} {n}"
             );
         }
+        let _ = writeln!(out, "# HELP cairn_provider_calls_total Provider calls by kind and outcome (ok or the error kind).");
+        let _ = writeln!(out, "# TYPE cairn_provider_calls_total counter");
+        let calls = cairn_core::metrics::provider_calls();
+        for ((kind, outcome), t) in &calls {
+            let _ = writeln!(
+                out,
+                "cairn_provider_calls_total{{kind=\"{kind}\",outcome=\"{outcome}\"}} {}",
+                t.count
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP cairn_provider_call_seconds Time spent in provider calls."
+        );
+        let _ = writeln!(out, "# TYPE cairn_provider_call_seconds summary");
+        for ((kind, outcome), t) in &calls {
+            let _ = writeln!(
+                out,
+                "cairn_provider_call_seconds_sum{{kind=\"{kind}\",outcome=\"{outcome}\"}} {}",
+                t.seconds
+            );
+            let _ = writeln!(
+                out,
+                "cairn_provider_call_seconds_count{{kind=\"{kind}\",outcome=\"{outcome}\"}} {}",
+                t.count
+            );
+        }
+        let _ = writeln!(out, "# HELP cairn_webhook_deliveries_total Custom-resource request deliveries: delivered, retried (one per retry), failed.");
+        let _ = writeln!(out, "# TYPE cairn_webhook_deliveries_total counter");
+        for (outcome, n) in cairn_core::metrics::deliveries() {
+            let _ = writeln!(
+                out,
+                "cairn_webhook_deliveries_total{{outcome=\"{outcome}\"}} {n}"
+            );
+        }
         out
     }
 }

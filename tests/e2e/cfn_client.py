@@ -157,6 +157,29 @@ def lifecycle():
     assert sorted(x["StackName"] for x in summaries) == ["bad", "s1"], summaries
     cf.delete_stack(StackName="never-existed")
     assert cf.describe_stacks()["Stacks"] == []
+    # TemplateURL: a file under [server] template_dirs, nothing else.
+    os.makedirs("templates", exist_ok=True)
+    with open("templates/t.yaml", "w") as f:
+        f.write(TEMPLATE)
+    cf.create_stack(StackName="fromfile", TemplateURL="file://" + os.path.abspath("templates/t.yaml"))
+    cf.get_waiter("stack_create_complete").wait(StackName="fromfile", WaiterConfig=FAST)
+    assert cf.get_template(StackName="fromfile")["TemplateBody"] == TEMPLATE
+    code, msg, _ = error(cf.create_stack, StackName="x", TemplateURL="https://example.com/t.yaml")
+    assert code == "ValidationError" and "only file:/// URLs are supported" in msg, msg
+    with open("outside.yaml", "w") as f:
+        f.write(TEMPLATE)
+    code, msg, _ = error(cf.create_stack, StackName="x", TemplateURL="file://" + os.path.abspath("outside.yaml"))
+    assert "it is not under a directory of [server] template_dirs" in msg, msg
+    # /healthz and the Prometheus page.
+    with urllib.request.urlopen(ENDPOINT + "/healthz") as r:
+        assert r.read() == b"ok\n"
+    with urllib.request.urlopen(ENDPOINT + "/metrics") as r:
+        metrics = dict(line.rsplit(" ", 1) for line in r.read().decode().splitlines() if not line.startswith("#"))
+    assert metrics['cairn_api_requests_total{action="CreateStack",status="200"}'] == "3", metrics
+    assert metrics['cairn_operations_ended_total{kind="CREATE",status="ROLLBACK_COMPLETE"}'] == "1", metrics
+    assert metrics['cairn_operations_ended_total{kind="DELETE",status="DELETE_COMPLETE"}'] == "2", metrics
+    assert metrics['cairn_provider_calls_total{kind="creation",outcome="ok"}'] == "4", metrics
+    assert metrics['cairn_provider_calls_total{kind="creation",outcome="InternalFailure"}'] == "1", metrics
 
 
 def changesets():

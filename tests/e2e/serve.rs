@@ -87,7 +87,8 @@ impl Drop for Server {
 
 fn run(name: &str) {
     let s = Scratch::new();
-    let server = Server::start(&s, "");
+    let server = Server::start(&s, "template_dirs = [\"templates\"]\n");
+    std::fs::create_dir_all(s.dir.path().join("templates")).expect("templates dir");
     server.scenario(&s, name, None);
 }
 

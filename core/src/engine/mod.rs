@@ -928,13 +928,20 @@ impl Engine {
         call: impl std::future::Future<Output = Result<T, ProviderError>>,
     ) -> Result<T, ProviderError> {
         let limit = Duration::from_secs(self.config.engine.call_timeout_seconds);
-        match tokio::time::timeout(limit, call).await {
+        let started = std::time::Instant::now();
+        let result = match tokio::time::timeout(limit, call).await {
             Ok(r) => r,
             Err(_) => Err(ProviderError::timeout(format!(
                 "Resource {what} timed out after {} seconds",
                 limit.as_secs()
             ))),
-        }
+        };
+        let outcome = match &result {
+            Ok(_) => "ok".to_string(),
+            Err(e) => e.kind.as_str().to_string(),
+        };
+        crate::metrics::provider_call(what, &outcome, started.elapsed());
+        result
     }
 
     /// Deletes a physical resource; NotFound counts as deleted.

@@ -46,6 +46,7 @@ pub async fn deliver(
         .sleep(tokio::time::sleep)
         .when(|f: &Failure| f.retry)
         .notify(|f: &Failure, wait: Duration| {
+            crate::metrics::delivery("retried");
             tracing::warn!(
                 url,
                 "delivering a custom-resource request failed, retrying in {wait:?}: {}",
@@ -55,7 +56,13 @@ pub async fn deliver(
                 *l = Some(f.reason.clone());
             }
         });
-    match tokio::time::timeout_at(deadline, retried).await {
+    let outcome = tokio::time::timeout_at(deadline, retried).await;
+    crate::metrics::delivery(if matches!(outcome, Ok(Ok(_))) {
+        "delivered"
+    } else {
+        "failed"
+    });
+    match outcome {
         Ok(Ok(reply)) => Ok(reply),
         Ok(Err(f)) => Err(f.reason),
         Err(_) => {
