@@ -156,7 +156,7 @@ pub async fn run(args: ServeArgs<'_>) -> anyhow::Result<()> {
         config: config.clone(),
         metrics: metrics::Metrics::default(),
     });
-    let router = Router::new()
+    let router: Router = Router::new()
         .route("/", get(query).post(query))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics_page))
@@ -186,6 +186,14 @@ pub async fn run(args: ServeArgs<'_>) -> anyhow::Result<()> {
         _ => return Err(anyhow!("server.tls_cert and server.tls_key go together")),
     };
     let scheme = if tls.is_some() { "https" } else { "http" };
+    // Custom resources' handlers answer on this server too (ResponseURLs
+    // name it, or [webhooks] public_url when set).
+    let public = config
+        .webhooks
+        .public_url
+        .clone()
+        .unwrap_or_else(|| format!("{scheme}://{addr}"));
+    let router = router.merge(cairn_core::webhook::callback::host_on(&public, addr)?);
     // The one line tests and scripts read the bound port from.
     println!("listening on {scheme}://{addr}");
     tracing::info!("listening on {scheme}://{addr}");

@@ -20,10 +20,15 @@ impl Server {
     /// Starts the server in `s` with `extra` config and reads the line that
     /// names its address.
     fn start(s: &Scratch, extra: &str) -> Server {
+        Self::start_with(s, extra, "")
+    }
+
+    /// `extra` goes into `[server]`, `sections` after it.
+    fn start_with(s: &Scratch, extra: &str, sections: &str) -> Server {
         s.write(
             "cairn.toml",
             &format!(
-                "[engine]\ncleanup_attempts = 2\ncleanup_backoff_seconds = 0.05\n\n[server]\nauth = \"sigv4\"\n{extra}\n[server.access_keys.{KEY}]\nsecret = \"{SECRET}\"\n\n[server.access_keys.AKIDLIMITED]\nsecret = \"limited-secret\"\nstacks = [\"mine\"]\n"
+                "[engine]\ncleanup_attempts = 2\ncleanup_backoff_seconds = 0.05\n\n[server]\nauth = \"sigv4\"\n{extra}\n[server.access_keys.{KEY}]\nsecret = \"{SECRET}\"\n\n[server.access_keys.AKIDLIMITED]\nsecret = \"limited-secret\"\nstacks = [\"mine\"]\n\n{sections}"
             ),
         );
         let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
@@ -281,5 +286,51 @@ fn the_cli_runs_against_a_server_with_the_same_output() {
             .contains("this command does not run with --endpoint yet"),
         "{}",
         run.stderr()
+    );
+}
+
+#[test]
+fn custom_resource_handlers_answer_on_the_servers_own_address() {
+    let s = Scratch::new();
+    let handler = crate::webhooks::Handler::start(&s, 0);
+    let server = Server::start_with(
+        &s,
+        "",
+        &format!(
+            "[webhooks]\ntimeout_seconds = 30\n\n[webhooks.endpoints.widgets]\nurl = \"http://127.0.0.1:{}/\"\nsecret = \"{}\"\nservice_tokens = [\"{}\"]\n",
+            handler.port,
+            crate::webhooks::SECRET,
+            crate::webhooks::ARN
+        ),
+    );
+    let t = s.write(
+        "w.yaml",
+        &format!(
+            "Resources:\n  W:\n    Type: Custom::Widget\n    Properties:\n      ServiceToken: {}\n      Data: {{Answer: 42}}\nOutputs:\n  A:\n    Value: !GetAtt W.Answer\n",
+            crate::webhooks::ARN
+        ),
+    );
+    let run = remote(
+        &s,
+        &server,
+        &["deploy", "w", t.to_str().unwrap_or_default()],
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let out = remote(&s, &server, &["outputs", "w"]);
+    assert_eq!(out.stdout(), "A = 42\n");
+    let requests = handler.requests();
+    let url = requests[0]["event"]["ResponseURL"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        url.starts_with(&format!("{}/cfn-response/", server.endpoint)),
+        "{url} is not on {}",
+        server.endpoint
+    );
+    assert_eq!(
+        requests[0]["puts"],
+        serde_json::json!([200]),
+        "{requests:?}"
     );
 }

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use crate::support::Scratch;
 use crate::update::{cairn, deploy, ev, events, sequence_after, status};
 
-const SECRET: &str = "handler-secret";
+pub(crate) const SECRET: &str = "handler-secret";
 pub(crate) const ARN: &str = "arn:aws:lambda:us-east-1:123456789012:function:widgets";
 
 /// A handler process; killed when dropped.

@@ -83,14 +83,51 @@ fn url_signature(secret: &[u8], key: &str) -> String {
     cairn_sdk::custom_resource::hmac_hex(secret, key.as_bytes())
 }
 
+/// A listener whose routes another server serves (`cairn serve` hosts the
+/// callback on its own address); used instead of binding `[webhooks] listen`.
+static HOSTED: std::sync::OnceLock<Arc<CallbackListener>> = std::sync::OnceLock::new();
+
+/// Makes the process's callback listener part of a server at `base_url`
+/// (bound at `local_addr`); returns the routes that server must serve.
+/// Call it before the first custom resource is created.
+pub fn host_on(base_url: &str, local_addr: SocketAddr) -> Result<Router, WebhookError> {
+    let listener = Arc::new(CallbackListener {
+        secret: new_secret()?,
+        base_url: base_url.trim_end_matches('/').to_string(),
+        slots: Mutex::new(Slots::default()),
+        local_addr,
+    });
+    let router = CallbackListener::routes(listener.clone());
+    HOSTED
+        .set(listener)
+        .map_err(|_| WebhookError::Listener("the callback listener is already hosted".into()))?;
+    Ok(router)
+}
+
+/// The hosted listener, if a server hosts one.
+pub fn hosted() -> Option<Arc<CallbackListener>> {
+    HOSTED.get().cloned()
+}
+
+fn new_secret() -> Result<[u8; 32], WebhookError> {
+    let mut secret = [0u8; 32];
+    getrandom::fill(&mut secret).map_err(|e| {
+        WebhookError::Listener(format!("no randomness for the callback secret: {e}"))
+    })?;
+    Ok(secret)
+}
+
 impl CallbackListener {
+    fn routes(listener: Arc<CallbackListener>) -> Router {
+        Router::new()
+            .route("/cfn-response/{key}", put(receive).post(receive))
+            .with_state(listener)
+    }
+
     /// Binds the listener (`[webhooks] listen`) and serves it in the
     /// background for as long as the process runs.
     pub async fn start(config: &WebhookConfig) -> Result<Arc<CallbackListener>, WebhookError> {
-        let mut secret = [0u8; 32];
-        getrandom::fill(&mut secret).map_err(|e| {
-            WebhookError::Listener(format!("no randomness for the callback secret: {e}"))
-        })?;
+        let secret = new_secret()?;
         let tcp = std::net::TcpListener::bind(&config.listen).map_err(|e| {
             WebhookError::Listener(format!(
                 "cannot listen for custom-resource responses on {} ([webhooks] listen): {e}",
@@ -125,9 +162,7 @@ impl CallbackListener {
             slots: Mutex::new(Slots::default()),
             local_addr,
         });
-        let app = Router::new()
-            .route("/cfn-response/{key}", put(receive).post(receive))
-            .with_state(listener.clone());
+        let app = Self::routes(listener.clone());
         match tls {
             Some(tls) => {
                 let server = axum_server::from_tcp_rustls(tcp, tls).map_err(|e| {

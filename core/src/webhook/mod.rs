@@ -154,7 +154,14 @@ impl WebhookProvider {
     /// The callback listener, started on first use.
     pub async fn listener(&self) -> Result<&Arc<CallbackListener>, WebhookError> {
         self.listener
-            .get_or_try_init(|| CallbackListener::start(&self.config))
+            .get_or_try_init(|| async {
+                // A server that hosts the callback (cairn serve) answers on
+                // its own address; otherwise the listener binds its own.
+                match callback::hosted() {
+                    Some(hosted) => Ok(hosted),
+                    None => CallbackListener::start(&self.config).await,
+                }
+            })
             .await
     }
 
