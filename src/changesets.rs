@@ -94,7 +94,7 @@ fn change_set_json(cs: &ChangeSetRecord) -> Value {
     v
 }
 
-fn print_change_set(cs: &ChangeSetRecord, output: OutputFormat) -> anyhow::Result<()> {
+pub(crate) fn print_change_set(cs: &ChangeSetRecord, output: OutputFormat) -> anyhow::Result<()> {
     if output == OutputFormat::Json {
         return print_json(&change_set_json(cs));
     }
@@ -171,7 +171,11 @@ pub async fn execute(
 }
 
 pub async fn list(engine: &Arc<Engine>, stack: &str, output: OutputFormat) -> anyhow::Result<()> {
-    let sets = engine.list_change_sets(stack).await?;
+    show_list(&engine.list_change_sets(stack).await?, output)
+}
+
+/// `cairn change-sets`'s output.
+pub(crate) fn show_list(sets: &[ChangeSetRecord], output: OutputFormat) -> anyhow::Result<()> {
     match output {
         OutputFormat::Json => {
             let summaries: Vec<Value> = sets
@@ -195,7 +199,7 @@ pub async fn list(engine: &Arc<Engine>, stack: &str, output: OutputFormat) -> an
             print_json(&json!({"Summaries": summaries}))
         }
         OutputFormat::Text => {
-            for cs in &sets {
+            for cs in sets {
                 println!(
                     "{:<30} {:<16} {:<20} {}",
                     cs.change_set_name, cs.status, cs.execution_status, cs.created_at

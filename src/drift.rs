@@ -26,10 +26,15 @@ pub async fn run(
     } else {
         engine.detect_drift(stack, only).await?
     };
+    show(&detection, output)
+}
+
+/// `cairn drift`'s output.
+pub(crate) fn show(detection: &StackDriftDetection, output: OutputFormat) -> anyhow::Result<()> {
     match output {
-        OutputFormat::Json => print_json(&serde_json::to_value(&detection)?),
+        OutputFormat::Json => print_json(&serde_json::to_value(detection)?),
         OutputFormat::Text => {
-            print_text(&detection);
+            print_text(detection);
             Ok(())
         }
     }

@@ -445,9 +445,52 @@ async fn run_remote(endpoint: &str, command: &Command) -> anyhow::Result<()> {
         Command::Resources { stack, output } => R::Resources(stack, *output),
         Command::Outputs { stack, output } => R::Outputs(stack, *output),
         Command::Template { stack, output } => R::Template(stack, *output),
+        Command::Plan {
+            stack,
+            template,
+            parameters,
+            use_previous,
+            name,
+            description,
+            output,
+        } => R::Plan(changesets::PlanArgs {
+            stack,
+            template: template.as_deref(),
+            parameters,
+            use_previous,
+            name: name.as_deref(),
+            description: description.as_deref(),
+            output: *output,
+        }),
+        Command::Execute {
+            stack,
+            change_set,
+            disable_rollback,
+        } => R::Execute {
+            stack,
+            change_set,
+            disable_rollback: *disable_rollback,
+        },
+        Command::ChangeSets { stack, output } => R::ChangeSets(stack, *output),
+        Command::ChangeSet {
+            stack,
+            change_set,
+            output,
+        } => R::ChangeSet(stack, change_set, *output),
+        Command::DeleteChangeSet { stack, change_set } => R::DeleteChangeSet(stack, change_set),
+        Command::Drift {
+            stack,
+            resources,
+            last: false,
+            output,
+        } => R::Drift {
+            stack,
+            only: resources,
+            output: *output,
+        },
         _ => {
             return Err(anyhow::anyhow!(
-                "this command does not run with --endpoint yet: deploy, delete, continue-rollback, cancel-update, list, describe, events, resources, outputs and template do"
+                "this command does not run with --endpoint (the CloudFormation API has no action for it): deploy, delete, continue-rollback, cancel-update, plan, execute, change-sets, change-set, delete-change-set, drift (without --last), list, describe, events, resources, outputs and template do"
             ))
         }
     };

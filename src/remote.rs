@@ -12,7 +12,10 @@ use anyhow::{anyhow, Context};
 use aws_credential_types::Credentials;
 use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SigningSettings};
 use aws_sigv4::sign::v4;
-use cairn_core::stack::{EventRecord, OnFailure, OutputRecord, StackRecord, StackStatus};
+use cairn_core::engine::drift::{ResourceDrift, StackDriftDetection};
+use cairn_core::stack::{
+    ChangeSetRecord, EventRecord, OnFailure, OutputRecord, StackRecord, StackStatus,
+};
 use quick_xml::events::Event;
 use quick_xml::Reader;
 
@@ -26,6 +29,8 @@ struct Node {
     name: String,
     text: String,
     children: Vec<Node>,
+    /// Written `<X/>`: an empty list (an empty string is `<X></X>`).
+    empty_tag: bool,
 }
 
 impl Node {
@@ -39,6 +44,27 @@ impl Node {
 
     fn text_or_empty(&self, name: &str) -> String {
         self.text_of(name).unwrap_or_default()
+    }
+
+    /// The element as JSON: `<member>` lists as arrays, `<X/>` as an empty
+    /// array, elements with children as objects, others as strings.
+    fn to_json(&self) -> serde_json::Value {
+        use serde_json::Value;
+        if self.empty_tag {
+            return Value::Array(Vec::new());
+        }
+        if self.children.is_empty() {
+            return Value::String(self.text.clone());
+        }
+        if self.children.iter().all(|c| c.name == "member") {
+            return Value::Array(self.children.iter().map(Node::to_json).collect());
+        }
+        Value::Object(
+            self.children
+                .iter()
+                .map(|c| (c.name.clone(), c.to_json()))
+                .collect(),
+        )
     }
 
     /// The `<member>`s of a list child.
@@ -64,6 +90,7 @@ fn parse_xml(text: &str) -> anyhow::Result<Node> {
             Event::Empty(e) => {
                 let node = Node {
                     name: String::from_utf8_lossy(e.local_name().as_ref()).into_owned(),
+                    empty_tag: true,
                     ..Default::default()
                 };
                 if let Some(parent) = stack.last_mut() {
@@ -291,6 +318,148 @@ impl Remote {
     }
 }
 
+impl Remote {
+    async fn change_set(&self, stack: &str, name: &str) -> anyhow::Result<ChangeSetRecord> {
+        let mut p = vec![kv("ChangeSetName", name)];
+        if !stack.is_empty() {
+            p.push(kv("StackName", stack));
+        }
+        let first = self.call("DescribeChangeSet", &p).await?;
+        let mut cs = change_set_record(&first);
+        // Changes are paginated; the rest of the members are on the first page.
+        let mut changes: Vec<serde_json::Value> = first
+            .members("Changes")
+            .iter()
+            .map(|c| c.to_json())
+            .collect();
+        let mut token = first.text_of("NextToken");
+        while let Some(t) = token.filter(|t| !t.is_empty()) {
+            let mut q = p.clone();
+            q.push(kv("NextToken", t));
+            let page = self.call("DescribeChangeSet", &q).await?;
+            changes.extend(page.members("Changes").iter().map(|c| c.to_json()));
+            token = page.text_of("NextToken");
+        }
+        cs.changes = serde_json::Value::Array(changes);
+        Ok(cs)
+    }
+}
+
+fn change_set_record(m: &Node) -> ChangeSetRecord {
+    ChangeSetRecord {
+        change_set_id: m.text_or_empty("ChangeSetId"),
+        change_set_name: m.text_or_empty("ChangeSetName"),
+        stack_id: m.text_or_empty("StackId"),
+        stack_name: m.text_or_empty("StackName"),
+        change_set_type: m.text_or_empty("ChangeSetType"),
+        status: m.text_or_empty("Status"),
+        execution_status: m.text_or_empty("ExecutionStatus"),
+        status_reason: m.text_of("StatusReason"),
+        description: m.text_of("Description"),
+        template_body: String::new(),
+        parameters: m
+            .members("Parameters")
+            .iter()
+            .map(|p| {
+                (
+                    p.text_or_empty("ParameterKey"),
+                    p.text_or_empty("ParameterValue"),
+                )
+            })
+            .collect(),
+        no_echo: Vec::new(),
+        changes: serde_json::Value::Array(Vec::new()),
+        created_at: m.text_or_empty("CreationTime"),
+        base_version: 0,
+    }
+}
+
+fn drift_detection(
+    s: &StackRecord,
+    status: &Node,
+    drifts: &[Node],
+) -> anyhow::Result<StackDriftDetection> {
+    let resources = drifts
+        .iter()
+        .map(|d| {
+            Ok(ResourceDrift {
+                stack_id: d.text_or_empty("StackId"),
+                logical_resource_id: d.text_or_empty("LogicalResourceId"),
+                physical_resource_id: d.text_or_empty("PhysicalResourceId"),
+                resource_type: d.text_or_empty("ResourceType"),
+                expected_properties: d.text_or_empty("ExpectedProperties"),
+                property_differences: serde_json::from_value(
+                    d.child("PropertyDifferences")
+                        .map(Node::to_json)
+                        .unwrap_or_default(),
+                )?,
+                stack_resource_drift_status: d.text_or_empty("StackResourceDriftStatus"),
+                timestamp: d.text_or_empty("Timestamp"),
+                drift_status_reason: d.text_of("DriftStatusReason"),
+            })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(StackDriftDetection {
+        stack_drift_detection_id: status.text_or_empty("StackDriftDetectionId"),
+        stack_id: status.text_or_empty("StackId"),
+        stack_name: s.stack_name.clone(),
+        stack_drift_status: status.text_or_empty("StackDriftStatus"),
+        detection_status: status.text_or_empty("DetectionStatus"),
+        detection_status_reason: status.text_of("DetectionStatusReason"),
+        drifted_stack_resource_count: status
+            .text_or_empty("DriftedStackResourceCount")
+            .parse()
+            .unwrap_or(0),
+        timestamp: status.text_or_empty("Timestamp"),
+        stack_resource_drifts: resources,
+    })
+}
+
+async fn plan(r: &Remote, args: crate::changesets::PlanArgs<'_>) -> anyhow::Result<()> {
+    let name = match args.name {
+        Some(n) => n.to_string(),
+        None => format!("plan-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]),
+    };
+    let mut p = vec![
+        kv("StackName", args.stack),
+        kv("ChangeSetName", name.clone()),
+    ];
+    match args.template {
+        Some(path) => p.push(kv(
+            "TemplateBody",
+            std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read template {}", path.display()))?,
+        )),
+        None => p.push(kv("UsePreviousTemplate", "true")),
+    }
+    // As the embedded engine decides: CREATE when the stack does not exist
+    // (or is only in review), UPDATE otherwise.
+    let kind = match r.stack(args.stack).await {
+        Ok(s) if s.status != StackStatus::ReviewInProgress => "UPDATE",
+        _ => "CREATE",
+    };
+    p.push(kv("ChangeSetType", kind));
+    if let Some(d) = args.description {
+        p.push(kv("Description", d));
+    }
+    p.extend(parameter_members(args.parameters, args.use_previous)?);
+    r.call("CreateChangeSet", &p)
+        .await
+        .map_err(|e| match args.template {
+            Some(path) => anyhow!("{}: {e}", path.display()),
+            None => e,
+        })?;
+    let cs = r.change_set(args.stack, &name).await?;
+    crate::changesets::print_change_set(&cs, args.output)?;
+    if cs.execution_status == "AVAILABLE" && args.output == OutputFormat::Text {
+        println!(
+            "execute it with: cairn execute {} {}",
+            cs.stack_name, cs.change_set_name
+        );
+    }
+    Ok(())
+}
+
 fn stack_record(m: &Node) -> anyhow::Result<StackRecord> {
     let status: StackStatus = m
         .text_or_empty("StackStatus")
@@ -406,6 +575,20 @@ pub enum Command<'a> {
     Resources(&'a str, OutputFormat),
     Outputs(&'a str, OutputFormat),
     Template(&'a str, OutputFormat),
+    Plan(crate::changesets::PlanArgs<'a>),
+    Execute {
+        stack: &'a str,
+        change_set: &'a str,
+        disable_rollback: bool,
+    },
+    ChangeSets(&'a str, OutputFormat),
+    ChangeSet(&'a str, &'a str, OutputFormat),
+    DeleteChangeSet(&'a str, &'a str),
+    Drift {
+        stack: &'a str,
+        only: &'a [String],
+        output: OutputFormat,
+    },
 }
 
 pub async fn run(endpoint: &str, command: Command<'_>) -> anyhow::Result<()> {
@@ -513,6 +696,84 @@ pub async fn run(endpoint: &str, command: Command<'_>) -> anyhow::Result<()> {
             stacks::show_resources(&s, &lines, output)
         }
         Command::Outputs(stack, output) => stacks::show_outputs(&r.stack(stack).await?, output),
+        Command::Plan(args) => plan(&r, args).await,
+        Command::Execute {
+            stack,
+            change_set,
+            disable_rollback,
+        } => {
+            let cs = r.change_set(stack, change_set).await?;
+            if disable_rollback && cs.change_set_type != "CREATE" {
+                return Err(anyhow!("--disable-rollback applies to a change set that creates a stack; {} updates stack {stack} (an update that fails rolls back)", cs.change_set_name));
+            }
+            let seen = r
+                .events(&cs.stack_id)
+                .await
+                .map(|l| l.into_iter().map(|e| e.event_id).collect())
+                .unwrap_or_default();
+            let mut p = vec![kv("StackName", stack), kv("ChangeSetName", change_set)];
+            if disable_rollback {
+                p.push(kv("DisableRollback", "true"));
+            }
+            r.call("ExecuteChangeSet", &p).await?;
+            let success = if cs.change_set_type == "CREATE" {
+                StackStatus::CreateComplete
+            } else {
+                StackStatus::UpdateComplete
+            };
+            r.follow(&cs.stack_id, stack, seen, success).await
+        }
+        Command::ChangeSets(stack, output) => {
+            let summaries = r
+                .all("ListChangeSets", &[kv("StackName", stack)], "Summaries")
+                .await?;
+            let sets: Vec<ChangeSetRecord> = summaries.iter().map(change_set_record).collect();
+            crate::changesets::show_list(&sets, output)
+        }
+        Command::ChangeSet(stack, change_set, output) => {
+            crate::changesets::print_change_set(&r.change_set(stack, change_set).await?, output)
+        }
+        Command::DeleteChangeSet(stack, change_set) => {
+            r.call(
+                "DeleteChangeSet",
+                &[kv("StackName", stack), kv("ChangeSetName", change_set)],
+            )
+            .await?;
+            println!("change set {change_set} of stack {stack} deleted");
+            Ok(())
+        }
+        Command::Drift {
+            stack,
+            only,
+            output,
+        } => {
+            let mut p = vec![kv("StackName", stack)];
+            for (i, l) in only.iter().enumerate() {
+                p.push(kv(
+                    format!("LogicalResourceIds.member.{}", i + 1),
+                    l.clone(),
+                ));
+            }
+            let id = r
+                .call("DetectStackDrift", &p)
+                .await?
+                .text_or_empty("StackDriftDetectionId");
+            let status = r
+                .call(
+                    "DescribeStackDriftDetectionStatus",
+                    &[kv("StackDriftDetectionId", id)],
+                )
+                .await?;
+            let drifts = r
+                .all(
+                    "DescribeStackResourceDrifts",
+                    &[kv("StackName", stack)],
+                    "StackResourceDrifts",
+                )
+                .await?;
+            let s = r.stack(stack).await?;
+            crate::drift::show(&drift_detection(&s, &status, &drifts)?, output)
+        }
         Command::Template(stack, output) => {
             let t = r
                 .call("GetTemplate", &[kv("StackName", stack.to_string())])

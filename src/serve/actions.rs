@@ -679,6 +679,9 @@ async fn describe_change_set(app: &App, f: &Form) -> Outcome {
             .leaf("ChangeSetId", &cs.change_set_id)
             .leaf("StackId", &cs.stack_id)
             .leaf("StackName", &cs.stack_name)
+            // Not in CloudFormation's output (SDKs ignore it); `cairn
+            // --endpoint` shows it as the embedded engine does.
+            .leaf("ChangeSetType", &cs.change_set_type)
             .opt("Description", cs.description.as_deref());
         let params: Vec<(&String, &String)> = cs.parameters.iter().collect();
         x.list("Parameters", &params, |x, (k, v)| {
@@ -850,7 +853,9 @@ fn drift_xml(x: &mut Xml, r: &ResourceDrift) {
     let diffs = diffs.as_array().cloned().unwrap_or_default();
     x.list("PropertyDifferences", &diffs, json_members);
     x.leaf("StackResourceDriftStatus", &r.stack_resource_drift_status)
-        .leaf("Timestamp", &r.timestamp);
+        .leaf("Timestamp", &r.timestamp)
+        // Cairn's: why a resource is NOT_CHECKED or UNKNOWN.
+        .opt("DriftStatusReason", r.drift_status_reason.as_deref());
 }
 
 async fn describe_resource_drifts(app: &App, f: &Form) -> Outcome {

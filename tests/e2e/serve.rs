@@ -237,6 +237,63 @@ fn the_cli_runs_against_a_server_with_the_same_output() {
         assert_eq!(there.code(), 0, "{args:?}: {}", there.stderr());
         assert_eq!(there.stdout(), here.stdout(), "{args:?}");
     }
+    // Change sets and drift.
+    let run = remote(
+        &s,
+        &server,
+        &["plan", "hello", "-p", "Greeting=hello", "--name", "cs1"],
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert!(
+        run.stdout()
+            .contains("change set cs1 (UPDATE) of stack hello: CREATE_COMPLETE, AVAILABLE"),
+        "{}",
+        run.stdout()
+    );
+    assert!(
+        run.stdout()
+            .contains("execute it with: cairn execute hello cs1"),
+        "{}",
+        run.stdout()
+    );
+    for args in [
+        &["change-set", "hello", "cs1", "--output", "json"][..],
+        &["change-set", "hello", "cs1"],
+        &["change-sets", "hello", "--output", "json"],
+    ] {
+        let there = remote(&s, &server, args);
+        assert_eq!(there.code(), 0, "{args:?}: {}", there.stderr());
+        assert_eq!(there.stdout(), s.cairn(args).stdout(), "{args:?}");
+    }
+    let run = remote(&s, &server, &["execute", "hello", "cs1"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert!(
+        run.stdout().contains("stack hello is UPDATE_COMPLETE"),
+        "{}",
+        run.stdout()
+    );
+    let run = remote(
+        &s,
+        &server,
+        &["plan", "hello", "--name", "cs2", "-p", "Greeting=hello"],
+    );
+    assert!(
+        run.stdout()
+            .contains("The submitted information didn't contain changes."),
+        "{}",
+        run.stdout()
+    );
+    assert_eq!(
+        remote(&s, &server, &["delete-change-set", "hello", "cs2"]).stdout(),
+        "change set cs2 of stack hello deleted\n"
+    );
+    let there = remote(&s, &server, &["drift", "hello", "--output", "json"]);
+    assert_eq!(there.code(), 0, "{}", there.stderr());
+    assert_eq!(
+        there.stdout(),
+        s.cairn(&["drift", "hello", "--last", "--output", "json"])
+            .stdout()
+    );
     let bad = s.write("bad.yaml", "Resources:\n  X: {Type: Cairn::Test::Resource, Properties: {Fail: create, FailMessage: nope}}\n");
     let run = remote(
         &s,
@@ -252,7 +309,7 @@ fn the_cli_runs_against_a_server_with_the_same_output() {
     let run = remote(
         &s,
         &server,
-        &["deploy", "hello", hello, "-p", "Greeting=hi"],
+        &["deploy", "hello", hello, "-p", "Greeting=hello"],
     );
     assert_eq!(run.code(), 1);
     assert!(
@@ -283,7 +340,7 @@ fn the_cli_runs_against_a_server_with_the_same_output() {
     let run = remote(&s, &server, &["history", "hello"]);
     assert!(
         run.stderr()
-            .contains("this command does not run with --endpoint yet"),
+            .contains("this command does not run with --endpoint (the CloudFormation API has no action for it)"),
         "{}",
         run.stderr()
     );
