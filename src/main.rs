@@ -87,6 +87,10 @@ enum Command {
         /// Keep the stack's current value of this parameter (update; repeatable).
         #[arg(long = "use-previous-value")]
         use_previous: Vec<String>,
+        /// A stack tag, KEY=VALUE (repeatable; an update without any keeps
+        /// the stack's tags).
+        #[arg(long = "tag")]
+        tags: Vec<String>,
     },
     /// Delete a stack and its resources and wait until it is done.
     Delete {
@@ -308,11 +312,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             disable_rollback,
             on_failure,
             use_previous,
+            tags,
         } => {
             stacks::deploy(
                 &engine,
                 stacks::DeployArgs {
                     stack,
+                    tags,
                     template,
                     parameters,
                     disable_rollback: *disable_rollback,
@@ -428,8 +434,10 @@ async fn run_remote(endpoint: &str, command: &Command) -> anyhow::Result<()> {
             disable_rollback,
             on_failure,
             use_previous,
+            tags,
         } => R::Deploy(stacks::DeployArgs {
             stack,
+            tags,
             template,
             parameters,
             disable_rollback: *disable_rollback,

@@ -35,6 +35,7 @@ pub async fn run(engine: &Arc<Engine>, args: Args<'_>) -> anyhow::Result<()> {
             stack_name: args.stack.to_string(),
             template_body,
             parameters: parameter_inputs(args.parameters, args.use_previous)?,
+            tags: None,
         },
         flags: args.flags,
     };

@@ -14,7 +14,7 @@ use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SigningSettin
 use aws_sigv4::sign::v4;
 use cairn_core::engine::drift::{ResourceDrift, StackDriftDetection};
 use cairn_core::stack::{
-    ChangeSetRecord, EventRecord, OnFailure, OutputRecord, StackRecord, StackStatus,
+    ChangeSetRecord, EventRecord, OnFailure, OutputRecord, StackRecord, StackStatus, Tag,
 };
 use quick_xml::events::Event;
 use quick_xml::Reader;
@@ -506,6 +506,14 @@ fn stack_record(m: &Node) -> anyhow::Result<StackRecord> {
             .unwrap_or_else(|| created.clone()),
         created_at: created,
         deleted_at: m.text_of("DeletionTime"),
+        tags: m
+            .members("Tags")
+            .iter()
+            .map(|t| Tag {
+                key: t.text_or_empty("Key"),
+                value: t.text_or_empty("Value"),
+            })
+            .collect(),
     })
 }
 
@@ -789,6 +797,10 @@ async fn deploy(r: &Remote, args: stacks::DeployArgs<'_>) -> anyhow::Result<()> 
     let named = |e: anyhow::Error| anyhow!("{}: {e}", Path::new(args.template).display());
     let mut params = vec![kv("StackName", args.stack), kv("TemplateBody", body)];
     params.extend(parameter_members(args.parameters, args.use_previous)?);
+    for (i, (k, v)) in stacks::parse_tags(args.tags)?.into_iter().enumerate() {
+        params.push(kv(format!("Tags.member.{}.Key", i + 1), k));
+        params.push(kv(format!("Tags.member.{}.Value", i + 1), v));
+    }
     match r.stack(args.stack).await {
         Ok(existing) if existing.status != StackStatus::ReviewInProgress => {
             if args.disable_rollback || args.on_failure.is_some() {

@@ -55,6 +55,25 @@ pub async fn open(config: &Config, state: &Path) -> anyhow::Result<Arc<Engine>> 
     Ok(engine)
 }
 
+/// `--tag KEY=VALUE` items.
+pub(crate) fn parse_tags(items: &[String]) -> anyhow::Result<Vec<(String, String)>> {
+    items
+        .iter()
+        .map(|t| {
+            t.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .ok_or_else(|| anyhow!("tag {t} is not KEY=VALUE"))
+        })
+        .collect()
+}
+
+fn tag_list(items: &[String]) -> anyhow::Result<Vec<cairn_core::stack::Tag>> {
+    Ok(parse_tags(items)?
+        .into_iter()
+        .map(|(key, value)| cairn_core::stack::Tag { key, value })
+        .collect())
+}
+
 fn parse_parameters(items: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
     let mut out = BTreeMap::new();
     for item in items {
@@ -170,6 +189,8 @@ pub(crate) fn describe_failure(stack: &StackRecord, events: &[EventRecord]) -> S
 
 pub struct DeployArgs<'a> {
     pub stack: &'a str,
+    /// `KEY=VALUE` stack tags (an update without any keeps the stack's).
+    pub tags: &'a [String],
     pub template: &'a Path,
     pub parameters: &'a [String],
     pub disable_rollback: bool,
@@ -204,6 +225,7 @@ pub async fn deploy(engine: &Arc<Engine>, args: DeployArgs<'_>) -> anyhow::Resul
         template_body: body,
         parameters: parse_parameters(args.parameters)?,
         on_failure,
+        tags: tag_list(args.tags)?,
     };
     let stack_id = engine
         .start_create(&input)
@@ -237,6 +259,9 @@ async fn update(
         stack_name: args.stack.to_string(),
         template_body: Some(body),
         parameters: parameter_inputs(args.parameters, args.use_previous)?,
+        tags: (!args.tags.is_empty())
+            .then(|| tag_list(args.tags))
+            .transpose()?,
     };
     let stack_id = engine
         .start_update(&input)
@@ -347,6 +372,7 @@ fn stack_json(s: &StackRecord) -> Value {
         "Parameters": parameters_json(s),
         "Outputs": s.outputs,
         "DisableRollback": s.on_failure == OnFailure::DoNothing,
+        "Tags": s.tags,
     });
     if let Some(r) = &s.status_reason {
         v["StackStatusReason"] = json!(r);

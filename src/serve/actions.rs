@@ -10,7 +10,8 @@ use cairn_core::engine::{
     ChangeSetType, CreateChangeSetInput, CreateStackInput, ParameterInput, UpdateStackInput,
 };
 use cairn_core::stack::{
-    ChangeSetRecord, EventRecord, OnFailure, ResourceRecord, StackRecord, StackStatus, STACK_TYPE,
+    ChangeSetRecord, EventRecord, OnFailure, ResourceRecord, StackRecord, StackStatus, Tag,
+    STACK_TYPE,
 };
 use cairn_core::template::parameters::MASK;
 use cairn_core::template::Template;
@@ -193,6 +194,26 @@ fn plain_parameters(f: &Form) -> Result<BTreeMap<String, String>, ApiError> {
         .collect()
 }
 
+/// `Tags.member.N.{Key, Value}`; `None` when absent (`Tags=` is an empty list).
+fn tags(f: &Form) -> Result<Option<Vec<Tag>>, ApiError> {
+    let list = f.structs("Tags");
+    if list.is_empty() && f.get("Tags").is_none() {
+        return Ok(None);
+    }
+    list.into_iter()
+        .map(|t| match (t.get("Key"), t.get("Value")) {
+            (Some(k), Some(v)) => Ok(Tag {
+                key: k.clone(),
+                value: v.clone(),
+            }),
+            _ => Err(ApiError::validation(
+                "Tags: each member needs a Key and a Value",
+            )),
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+}
+
 fn on_failure(f: &Form) -> Result<OnFailure, ApiError> {
     match (f.flag("DisableRollback")?, f.get("OnFailure")) {
         (Some(true), Some(_)) => Err(ApiError::validation(
@@ -214,6 +235,7 @@ async fn create_stack(app: &Arc<App>, f: &Form) -> Outcome {
         template_body: body,
         parameters: plain_parameters(f)?,
         on_failure: on_failure(f)?,
+        tags: tags(f)?.unwrap_or_default(),
     };
     let id = app.engine.start_create(&input).await?;
     app.drive(id.clone(), "CREATE").await;
@@ -235,6 +257,7 @@ async fn update_stack(app: &Arc<App>, f: &Form) -> Outcome {
         stack_name: name.to_string(),
         template_body: body,
         parameters: parameters(f)?,
+        tags: tags(f)?,
     };
     let id = app.engine.start_update(&input).await?;
     app.drive(id.clone(), "UPDATE").await;
@@ -293,7 +316,9 @@ fn stack_xml(x: &mut Xml, s: &StackRecord) {
             .opt("Description", o.description.as_deref())
             .opt("ExportName", o.export_name.as_deref());
     });
-    x.list("Tags", &[] as &[&str], |_, _| {});
+    x.list("Tags", &s.tags, |x, t| {
+        x.leaf("Key", &t.key).leaf("Value", &t.value);
+    });
     x.leaf("EnableTerminationProtection", "false");
     x.open("DriftInformation")
         .leaf("StackDriftStatus", "NOT_CHECKED")

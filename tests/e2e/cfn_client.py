@@ -88,7 +88,8 @@ Outputs:
 
 def lifecycle():
     r = cf.create_stack(StackName="s1", TemplateBody=TEMPLATE,
-                        Parameters=[{"ParameterKey": "Secret", "ParameterValue": "pw"}])
+                        Parameters=[{"ParameterKey": "Secret", "ParameterValue": "pw"}],
+                        Tags=[{"Key": "team", "Value": "a"}, {"Key": "env", "Value": "test"}])
     assert r["StackId"].startswith("arn:aws:cloudformation:us-east-1:123456789012:stack/s1/"), r
     cf.get_waiter("stack_create_complete").wait(StackName="s1", WaiterConfig=FAST)
     s = cf.describe_stacks(StackName="s1")["Stacks"][0]
@@ -96,6 +97,7 @@ def lifecycle():
     assert s["StackId"] == r["StackId"]
     params = {p["ParameterKey"]: p["ParameterValue"] for p in s["Parameters"]}
     assert params == {"V": "one", "Secret": "****"}, params
+    assert s["Tags"] == [{"Key": "team", "Value": "a"}, {"Key": "env", "Value": "test"}], s["Tags"]
     a = cf.describe_stack_resource(StackName="s1", LogicalResourceId="A")["StackResourceDetail"]
     assert a["ResourceStatus"] == "CREATE_COMPLETE" and a["ResourceType"] == "Cairn::Test::Resource", a
     assert s["Outputs"] == [{"OutputKey": "AId", "OutputValue": a["PhysicalResourceId"], "ExportName": "s1-a"}], s["Outputs"]
@@ -133,6 +135,15 @@ def lifecycle():
     assert error(cf.update_stack, StackName="s1", UsePreviousTemplate=True,
                  Parameters=[{"ParameterKey": "V", "UsePreviousValue": True}]) == (
         "ValidationError", "No updates are to be performed.", 400)
+    # New tags alone are an update; absent Tags keep them, an empty list removes them.
+    cf.update_stack(StackName="s1", UsePreviousTemplate=True, Tags=[{"Key": "team", "Value": "b"}],
+                    Parameters=[{"ParameterKey": "V", "UsePreviousValue": True}])
+    cf.get_waiter("stack_update_complete").wait(StackName="s1", WaiterConfig=FAST)
+    assert cf.describe_stacks(StackName="s1")["Stacks"][0]["Tags"] == [{"Key": "team", "Value": "b"}]
+    cf.update_stack(StackName="s1", UsePreviousTemplate=True, Tags=[],
+                    Parameters=[{"ParameterKey": "V", "UsePreviousValue": True}])
+    cf.get_waiter("stack_update_complete").wait(StackName="s1", WaiterConfig=FAST)
+    assert cf.describe_stacks(StackName="s1")["Stacks"][0]["Tags"] == []
     assert error(cf.update_stack, StackName="nope", UsePreviousTemplate=True) == (
         "ValidationError", "Stack with id nope does not exist", 400)
     assert error(cf.describe_stacks, StackName="nope")[:2] == ("ValidationError", "Stack with id nope does not exist")

@@ -208,7 +208,15 @@ fn the_cli_runs_against_a_server_with_the_same_output() {
     let run = remote(
         &s,
         &server,
-        &["deploy", "hello", hello, "-p", "Greeting=hi"],
+        &[
+            "deploy",
+            "hello",
+            hello,
+            "-p",
+            "Greeting=hi",
+            "--tag",
+            "team=a",
+        ],
     );
     assert_eq!(run.code(), 0, "{}", run.stderr());
     assert!(
@@ -221,6 +229,11 @@ fn the_cli_runs_against_a_server_with_the_same_output() {
             .contains("CREATE_COMPLETE                               First"),
         "{}",
         run.stdout()
+    );
+    let described = remote(&s, &server, &["describe", "hello", "--output", "json"]).json();
+    assert_eq!(
+        described["Stacks"][0]["Tags"],
+        serde_json::json!([{"Key": "team", "Value": "a"}])
     );
     // Read commands print what the embedded engine prints for the same state.
     for args in [

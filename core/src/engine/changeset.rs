@@ -96,6 +96,7 @@ impl Engine {
                 stack_name: input.stack_name.clone(),
                 template_body: input.template_body.clone(),
                 parameters: input.parameters.clone(),
+                tags: None,
             })
             .await?;
         let base_version = self.store.event_count(&prepared.stack.stack_id).await? as i64;
@@ -226,6 +227,7 @@ impl Engine {
             created_at: ts.clone(),
             updated_at: ts.clone(),
             deleted_at: None,
+            tags: Vec::new(),
         };
         let first = stack_event(
             &stack,
@@ -379,6 +381,7 @@ impl Engine {
                 stack_name: cs.stack_id.clone(),
                 template_body: Some(cs.template_body.clone()),
                 parameters,
+                tags: None,
             })
             .await?;
         self.check_plan_holds(&cs, &prepared.changes).await?;

@@ -68,6 +68,7 @@ pub struct CreateStackInput {
     pub template_body: String,
     pub parameters: BTreeMap<String, String>,
     pub on_failure: OnFailure,
+    pub tags: Vec<crate::stack::Tag>,
 }
 
 /// How CloudFormation shows a value read from a NoEcho custom resource.
@@ -342,6 +343,7 @@ impl Engine {
             created_at: ts.clone(),
             updated_at: ts.clone(),
             deleted_at: None,
+            tags: input.tags.clone(),
         };
         let first = stack_event(
             &stack,

@@ -199,6 +199,7 @@ impl Engine {
                 stack_name: input.update.stack_name.clone(),
                 template_body: None,
                 parameters: Default::default(),
+                tags: None,
             }
         } else {
             if input.update.template_body.is_none() && input.update.parameters.is_empty() {

@@ -18,7 +18,7 @@ use crate::graph::Graph;
 use crate::plan::{self, Decision};
 use crate::stack::{
     now, ChangeSetRecord, Journal, OutputRecord, PendingCall, ResourceRecord, ResourceStatus,
-    Snapshot, StackRecord, StackStatus,
+    Snapshot, StackRecord, StackStatus, Tag,
 };
 use crate::store::{OperationRecord, StoreError};
 use crate::template::eval::{Evaluated, Evaluator, StackContext};
@@ -42,6 +42,8 @@ pub struct UpdateStackInput {
     /// `None`: reuse the stack's current template.
     pub template_body: Option<String>,
     pub parameters: BTreeMap<String, ParameterInput>,
+    /// `None`: keep the stack's tags; `Some(empty)`: remove them all.
+    pub tags: Option<Vec<Tag>>,
 }
 
 /// The stack fields an update replaces, as journaled for both sides.
@@ -53,6 +55,8 @@ pub struct StackState {
     pub no_echo: Vec<String>,
     pub description: Option<String>,
     pub outputs: Vec<OutputRecord>,
+    #[serde(default)]
+    pub tags: Vec<Tag>,
 }
 
 impl StackState {
@@ -63,11 +67,13 @@ impl StackState {
             no_echo: s.no_echo.clone(),
             description: s.description.clone(),
             outputs: s.outputs.clone(),
+            tags: s.tags.clone(),
         }
     }
 
     /// Sets the stack's template, parameters and description (not outputs).
     pub fn apply_template(&self, s: &mut StackRecord) {
+        s.tags = self.tags.clone();
         s.template_body = self.template_body.clone();
         s.parameters = self.parameters.clone();
         s.no_echo = self.no_echo.clone();
@@ -75,6 +81,7 @@ impl StackState {
     }
 
     fn apply(&self, s: &mut StackRecord) {
+        s.tags = self.tags.clone();
         s.template_body = self.template_body.clone();
         s.parameters = self.parameters.clone();
         s.no_echo = self.no_echo.clone();
@@ -290,7 +297,8 @@ impl Engine {
     /// [`Engine::run`].
     pub async fn start_update(&self, input: &UpdateStackInput) -> Result<String, EngineError> {
         let prepared = self.prepare_update(input).await?;
-        if prepared.changes.is_empty() {
+        // New tags alone are an update (CloudFormation's too).
+        if prepared.changes.is_empty() && prepared.target.tags == prepared.stack.tags {
             return Err(EngineError::Validation(
                 "No updates are to be performed.".into(),
             ));
@@ -397,6 +405,7 @@ impl Engine {
                 no_echo: params.no_echo.clone(),
                 description,
                 outputs: stack.outputs.clone(),
+                tags: input.tags.clone().unwrap_or_else(|| stack.tags.clone()),
             },
             stack,
             changes,

@@ -142,6 +142,14 @@ pub struct OutputRecord {
     pub export_name: Option<String>,
 }
 
+/// A stack tag (CloudFormation's `Tag`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Tag {
+    pub key: String,
+    pub value: String,
+}
+
 /// One stack as stored.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StackRecord {
@@ -160,6 +168,7 @@ pub struct StackRecord {
     pub created_at: String,
     pub updated_at: String,
     pub deleted_at: Option<String>,
+    pub tags: Vec<Tag>,
 }
 
 /// A call made to a provider whose outcome is not recorded yet. Recorded before

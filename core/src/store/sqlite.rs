@@ -36,7 +36,8 @@ CREATE TABLE IF NOT EXISTS stacks (
     on_failure TEXT NOT NULL,
     created_at TEXT NOT NULL,
     updated_at TEXT NOT NULL,
-    deleted_at TEXT
+    deleted_at TEXT,
+    tags TEXT
 );
 -- Leases live apart from the stack row: the fence check on every write must
 -- not read past a large template body.
@@ -149,9 +150,7 @@ CREATE TABLE IF NOT EXISTS imports (
 
 /// The layout version written into `PRAGMA user_version`; bump it with any
 /// change to `SCHEMA` that an older file would not have.
-const SCHEMA_VERSION: i64 = 7;
-/// Layouts upgraded in place (new tables and nullable columns only).
-const UPGRADABLE_FROM: &[i64] = &[6];
+const SCHEMA_VERSION: i64 = 8;
 
 /// A new file gets the current version; a file with another one is refused
 /// with a message instead of failing later on a missing column.
@@ -171,11 +170,19 @@ fn check_schema_version(conn: &Connection, path: &Path) -> Result<(), StoreError
             .execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))
             .map_err(backend);
     }
-    if UPGRADABLE_FROM.contains(&version) {
-        // Layout 6 lacks the groups table (SCHEMA adds it) and history.details.
+    // Older layouts that only lack new tables (SCHEMA adds them) and
+    // nullable columns are upgraded in place.
+    let added_columns = match version {
+        6 => {
+            "ALTER TABLE history ADD COLUMN details TEXT; ALTER TABLE stacks ADD COLUMN tags TEXT;"
+        }
+        7 => "ALTER TABLE stacks ADD COLUMN tags TEXT;",
+        _ => "",
+    };
+    if !added_columns.is_empty() {
         return conn
             .execute_batch(&format!(
-                "ALTER TABLE history ADD COLUMN details TEXT; PRAGMA user_version = {SCHEMA_VERSION}"
+                "{added_columns} PRAGMA user_version = {SCHEMA_VERSION}"
             ))
             .map_err(backend);
     }
@@ -215,7 +222,7 @@ fn parse_enum<T: std::str::FromStr<Err = String>>(s: &str) -> rusqlite::Result<T
     })
 }
 
-const STACK_COLUMNS: &str = "stack_id, stack_name, status, status_reason, description, template_body, parameters, no_echo, outputs, on_failure, created_at, updated_at, deleted_at";
+const STACK_COLUMNS: &str = "stack_id, stack_name, status, status_reason, description, template_body, parameters, no_echo, outputs, on_failure, created_at, updated_at, deleted_at, tags";
 
 fn stack_row(r: &Row<'_>) -> rusqlite::Result<StackRecord> {
     let on_failure: String = r.get(9)?;
@@ -233,6 +240,10 @@ fn stack_row(r: &Row<'_>) -> rusqlite::Result<StackRecord> {
         created_at: r.get(10)?,
         updated_at: r.get(11)?,
         deleted_at: r.get(12)?,
+        tags: r
+            .get::<_, Option<String>>(13)?
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_default(),
     })
 }
 
@@ -504,7 +515,7 @@ impl Store for SqliteStore {
                 return Err(StoreError::StackExists(s.stack_name.clone()));
             }
             c.execute(
-                &format!("INSERT INTO stacks ({STACK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"),
+                &format!("INSERT INTO stacks ({STACK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"),
                 params![
                     s.stack_id,
                     s.stack_name,
@@ -518,7 +529,8 @@ impl Store for SqliteStore {
                     s.on_failure.as_str(),
                     s.created_at,
                     s.updated_at,
-                    s.deleted_at
+                    s.deleted_at,
+                    json_text(&s.tags)?
                 ],
             )
             .map_err(backend)?;
@@ -717,7 +729,7 @@ impl Store for SqliteStore {
         self.run(move |c| {
             fence(c, &lease)?;
             c.execute(
-                "UPDATE stacks SET description = ?1, template_body = ?2, parameters = ?3, no_echo = ?4, outputs = ?5, on_failure = ?6, updated_at = ?7 WHERE stack_id = ?8",
+                "UPDATE stacks SET description = ?1, template_body = ?2, parameters = ?3, no_echo = ?4, outputs = ?5, on_failure = ?6, updated_at = ?7, tags = ?9 WHERE stack_id = ?8",
                 params![
                     s.description,
                     s.template_body,
@@ -726,7 +738,8 @@ impl Store for SqliteStore {
                     json_text(&s.outputs)?,
                     s.on_failure.as_str(),
                     s.updated_at,
-                    s.stack_id
+                    s.stack_id,
+                    json_text(&s.tags)?
                 ],
             )
             .map_err(backend)?;
