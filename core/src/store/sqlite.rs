@@ -1360,3 +1360,49 @@ impl Store for SqliteStore {
         .await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file of layout 6 (no groups table, no history.details, no
+    /// stacks.tags) with one stack opens, is upgraded, and reads back.
+    #[tokio::test]
+    async fn older_layouts_are_upgraded_in_place() {
+        let dir = std::env::temp_dir().join(format!("cairn-layout-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("old.db");
+        {
+            let c = Connection::open(&path).unwrap();
+            let old = SCHEMA
+                .replace(",\n    tags TEXT\n);", "\n);")
+                .replace(",\n    -- JSON: what a `cairn update` planned and did (steps, phases).\n    details TEXT\n", "\n");
+            let old = old.split("-- Instance groups").next().unwrap().to_string()
+                + old
+                    .split("CREATE TABLE IF NOT EXISTS exports")
+                    .nth(1)
+                    .map(|r| format!("CREATE TABLE IF NOT EXISTS exports{r}"))
+                    .unwrap()
+                    .as_str();
+            c.execute_batch(&old).unwrap();
+            assert!(
+                c.prepare("SELECT tags FROM stacks").is_err(),
+                "the old layout has no tags"
+            );
+            c.execute_batch("PRAGMA user_version = 6; INSERT INTO stacks (stack_id, stack_name, status, template_body, parameters, no_echo, outputs, on_failure, created_at, updated_at) VALUES ('id-1', 's', 'CREATE_COMPLETE', 'Resources: {}', '{}', '[]', '[]', 'ROLLBACK', 't', 't');").unwrap();
+        }
+        let store = SqliteStore::open(&path).unwrap();
+        let stacks = store.list_stacks().await.unwrap();
+        assert_eq!(stacks.len(), 1);
+        assert_eq!(stacks[0].tags, Vec::new());
+        assert!(store.groups("id-1").await.unwrap().is_empty());
+        assert!(store.history("id-1").await.unwrap().is_empty());
+        drop(store);
+        let c = Connection::open(&path).unwrap();
+        let version: i64 = c
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, SCHEMA_VERSION);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
