@@ -453,6 +453,7 @@ async fn run_remote(endpoint: &str, command: &Command) -> anyhow::Result<()> {
         Command::Resources { stack, output } => R::Resources(stack, *output),
         Command::Outputs { stack, output } => R::Outputs(stack, *output),
         Command::Template { stack, output } => R::Template(stack, *output),
+        Command::Validate { template, output } => R::Validate(template, *output),
         Command::Plan {
             stack,
             template,
@@ -498,7 +499,7 @@ async fn run_remote(endpoint: &str, command: &Command) -> anyhow::Result<()> {
         },
         _ => {
             return Err(anyhow::anyhow!(
-                "this command does not run with --endpoint (the CloudFormation API has no action for it): deploy, delete, continue-rollback, cancel-update, plan, execute, change-sets, change-set, delete-change-set, drift (without --last), list, describe, events, resources, outputs and template do"
+                "this command does not run with --endpoint (the CloudFormation API has no action for it): validate, deploy, delete, continue-rollback, cancel-update, plan, execute, change-sets, change-set, delete-change-set, drift (without --last), list, describe, events, resources, outputs and template do"
             ))
         }
     };

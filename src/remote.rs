@@ -597,6 +597,7 @@ pub enum Command<'a> {
         only: &'a [String],
         output: OutputFormat,
     },
+    Validate(&'a Path, OutputFormat),
 }
 
 pub async fn run(endpoint: &str, command: Command<'_>) -> anyhow::Result<()> {
@@ -781,6 +782,38 @@ pub async fn run(endpoint: &str, command: Command<'_>) -> anyhow::Result<()> {
                 .await?;
             let s = r.stack(stack).await?;
             crate::drift::show(&drift_detection(&s, &status, &drifts)?, output)
+        }
+        Command::Validate(path, output) => {
+            let body = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read template {}", path.display()))?;
+            let named = |e: anyhow::Error| anyhow!("{}: {e}", path.display());
+            // ValidateTemplate checks it against the server's providers;
+            // GetTemplateSummary adds the parameter types.
+            let checked = r
+                .call("ValidateTemplate", &[kv("TemplateBody", body.clone())])
+                .await
+                .map_err(named)?;
+            let summary = r
+                .call("GetTemplateSummary", &[kv("TemplateBody", body)])
+                .await
+                .map_err(named)?;
+            let parameters: Vec<crate::validate::ParameterLine> = summary
+                .members("Parameters")
+                .iter()
+                .map(|p| crate::validate::ParameterLine {
+                    name: p.text_or_empty("ParameterKey"),
+                    type_name: p.text_or_empty("ParameterType"),
+                    default: p.text_of("DefaultValue"),
+                    no_echo: p.text_of("NoEcho").as_deref() == Some("true"),
+                    description: p.text_of("Description"),
+                })
+                .collect();
+            crate::validate::show(
+                path,
+                checked.text_of("Description").as_deref(),
+                &parameters,
+                output,
+            )
         }
         Command::Template(stack, output) => {
             let t = r

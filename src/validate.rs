@@ -10,6 +10,16 @@ use serde_json::{json, Value};
 
 use crate::OutputFormat;
 
+/// A template parameter as `cairn validate` shows it.
+pub(crate) struct ParameterLine {
+    pub name: String,
+    pub type_name: String,
+    /// Already masked for a NoEcho parameter.
+    pub default: Option<String>,
+    pub no_echo: bool,
+    pub description: Option<String>,
+}
+
 pub fn run(config: &Config, path: &Path, output: OutputFormat) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read template {}", path.display()))?;
@@ -19,47 +29,65 @@ pub fn run(config: &Config, path: &Path, output: OutputFormat) -> anyhow::Result
     let registry = cairn_providers::registry(config, Path::new("."))?;
     cairn_core::validate::validate_template(&template, &registry)
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-
-    let parameters: Vec<Value> = template
+    let parameters: Vec<ParameterLine> = template
         .parameters
         .iter()
-        .map(|p| {
-            let mut v = json!({"ParameterKey": p.name, "NoEcho": p.no_echo});
-            if let Some(d) = &p.default {
-                v["DefaultValue"] = json!(if p.no_echo {
-                    cairn_core::template::parameters::MASK
+        .map(|p| ParameterLine {
+            name: p.name.clone(),
+            type_name: p.ty.name().to_string(),
+            default: p.default.as_ref().map(|d| {
+                if p.no_echo {
+                    cairn_core::template::parameters::MASK.to_string()
                 } else {
-                    d
-                });
-            }
-            if let Some(d) = &p.description {
-                v["Description"] = json!(d);
-            }
-            v
+                    d.clone()
+                }
+            }),
+            no_echo: p.no_echo,
+            description: p.description.clone(),
         })
         .collect();
+    show(path, template.description.as_deref(), &parameters, output)
+}
+
+/// `cairn validate`'s output for a valid template.
+pub(crate) fn show(
+    path: &Path,
+    description: Option<&str>,
+    parameters: &[ParameterLine],
+    output: OutputFormat,
+) -> anyhow::Result<()> {
     match output {
         OutputFormat::Json => {
-            let mut out = json!({"Parameters": parameters});
-            if let Some(d) = &template.description {
+            let list: Vec<Value> = parameters
+                .iter()
+                .map(|p| {
+                    let mut v = json!({"ParameterKey": p.name, "NoEcho": p.no_echo});
+                    if let Some(d) = &p.default {
+                        v["DefaultValue"] = json!(d);
+                    }
+                    if let Some(d) = &p.description {
+                        v["Description"] = json!(d);
+                    }
+                    v
+                })
+                .collect();
+            let mut out = json!({"Parameters": list});
+            if let Some(d) = description {
                 out["Description"] = json!(d);
             }
             println!("{}", serde_json::to_string_pretty(&out)?);
         }
         OutputFormat::Text => {
             println!("Template {} is valid.", path.display());
-            if let Some(d) = &template.description {
+            if let Some(d) = description {
                 println!("Description: {d}");
             }
             if parameters.is_empty() {
                 println!("Parameters: none");
             } else {
                 println!("Parameters:");
-                for p in &template.parameters {
+                for p in parameters {
                     let default = match &p.default {
-                        Some(_) if p.no_echo => {
-                            format!(" (default {})", cairn_core::template::parameters::MASK)
-                        }
                         Some(d) => format!(" (default {d})"),
                         None => String::new(),
                     };
@@ -71,7 +99,7 @@ pub fn run(config: &Config, path: &Path, output: OutputFormat) -> anyhow::Result
                     println!(
                         "  {} [{}]{default}{}{desc}",
                         p.name,
-                        p.ty.name(),
+                        p.type_name,
                         if p.no_echo { " NoEcho" } else { "" }
                     );
                 }
