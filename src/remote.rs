@@ -137,6 +137,56 @@ fn parse_xml(text: &str) -> anyhow::Result<Node> {
         .unwrap_or_default())
 }
 
+/// The AWS CLI's shared files for the profile in use (AWS_PROFILE, else
+/// `default`): `~/.aws/credentials` (or AWS_SHARED_CREDENTIALS_FILE) and
+/// `~/.aws/config` (or AWS_CONFIG_FILE, where the section is `profile X`).
+struct SharedConfig {
+    values: BTreeMap<String, String>,
+}
+
+impl SharedConfig {
+    fn load() -> anyhow::Result<SharedConfig> {
+        let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let profile = env("AWS_PROFILE").unwrap_or_else(|| "default".into());
+        let home = env("HOME").map(std::path::PathBuf::from);
+        let file = |var: &str, name: &str| {
+            env(var)
+                .map(std::path::PathBuf::from)
+                .or_else(|| home.as_ref().map(|h| h.join(".aws").join(name)))
+        };
+        let config_section = if profile == "default" {
+            profile.clone()
+        } else {
+            format!("profile {profile}")
+        };
+        let mut values = BTreeMap::new();
+        // The credentials file's values win over the config file's.
+        for (path, section) in [
+            (file("AWS_CONFIG_FILE", "config"), config_section),
+            (
+                file("AWS_SHARED_CREDENTIALS_FILE", "credentials"),
+                profile.clone(),
+            ),
+        ] {
+            let Some(path) = path.filter(|p| p.exists()) else {
+                continue;
+            };
+            let parsed = ini::Ini::load_from_file(&path)
+                .with_context(|| format!("cannot read the AWS config file {}", path.display()))?;
+            if let Some(props) = parsed.section(Some(section.as_str())) {
+                for (k, v) in props.iter() {
+                    values.insert(k.to_string(), v.to_string());
+                }
+            }
+        }
+        Ok(SharedConfig { values })
+    }
+
+    fn get(&self, key: &str) -> Option<String> {
+        self.values.get(key).filter(|v| !v.is_empty()).cloned()
+    }
+}
+
 pub struct Remote {
     endpoint: String,
     http: reqwest::Client,
@@ -148,6 +198,7 @@ impl Remote {
     pub fn new(endpoint: &str) -> anyhow::Result<Remote> {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let shared = SharedConfig::load()?;
         let credentials = match (env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY")) {
             (Some(id), Some(secret)) => Some(Credentials::new(
                 id,
@@ -156,7 +207,19 @@ impl Remote {
                 None,
                 "environment",
             )),
-            _ => None,
+            _ => match (
+                shared.get("aws_access_key_id"),
+                shared.get("aws_secret_access_key"),
+            ) {
+                (Some(id), Some(secret)) => Some(Credentials::new(
+                    id,
+                    secret,
+                    shared.get("aws_session_token"),
+                    None,
+                    "shared config",
+                )),
+                _ => None,
+            },
         };
         let mut http = reqwest::Client::builder().timeout(Duration::from_secs(120));
         if let Some(bundle) = env("AWS_CA_BUNDLE") {
@@ -172,6 +235,7 @@ impl Remote {
             credentials,
             region: env("AWS_REGION")
                 .or_else(|| env("AWS_DEFAULT_REGION"))
+                .or_else(|| shared.get("region"))
                 .unwrap_or_else(|| "us-east-1".into()),
         })
     }

@@ -406,3 +406,45 @@ fn custom_resource_handlers_answer_on_the_servers_own_address() {
         "{requests:?}"
     );
 }
+
+#[test]
+fn the_cli_reads_credentials_from_the_aws_shared_files() {
+    let s = Scratch::new();
+    let server = Server::start(&s, "");
+    let creds = s.write(
+        "credentials",
+        &format!("[default]\naws_access_key_id = AKIDNONE\naws_secret_access_key = nope\n\n[ci]\naws_access_key_id = {KEY}\naws_secret_access_key = {SECRET}\n"),
+    );
+    let config = s.write("config", "[profile ci]\nregion = us-east-1\n");
+    let run = |profile: &str| {
+        Command::new(env!("CARGO_BIN_EXE_cairn"))
+            .args(["--endpoint", &server.endpoint, "list", "--output", "json"])
+            .current_dir(s.dir.path())
+            .env_remove("AWS_ACCESS_KEY_ID")
+            .env_remove("AWS_SECRET_ACCESS_KEY")
+            .env_remove("AWS_REGION")
+            .env_remove("AWS_DEFAULT_REGION")
+            .env("AWS_SHARED_CREDENTIALS_FILE", &creds)
+            .env("AWS_CONFIG_FILE", &config)
+            .env("AWS_PROFILE", profile)
+            .output()
+            .expect("cairn runs")
+    };
+    let ok = run("ci");
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&ok.stdout),
+        "{\n  \"StackSummaries\": []\n}\n"
+    );
+    let refused = run("default");
+    assert!(
+        String::from_utf8_lossy(&refused.stderr)
+            .contains("The security token included in the request is invalid."),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+}
