@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::{anyhow, Context};
 use cairn_core::engine::{CreateChangeSetInput, Engine};
-use cairn_core::stack::{ChangeSetRecord, OnFailure, StackStatus};
+use cairn_core::stack::{ChangeSetRecord, HistoryRecord, OnFailure, StackStatus};
 use cairn_core::template::parameters::MASK;
 use serde_json::{json, Value};
 
@@ -248,7 +248,19 @@ pub async fn history(
     output: OutputFormat,
 ) -> anyhow::Result<()> {
     let s = find(engine, stack).await?;
-    let entries = engine.store().history(&s.stack_id).await?;
+    show_history(
+        &s.stack_id,
+        &engine.store().history(&s.stack_id).await?,
+        output,
+    )
+}
+
+/// `cairn history`'s output.
+pub(crate) fn show_history(
+    stack_id: &str,
+    entries: &[HistoryRecord],
+    output: OutputFormat,
+) -> anyhow::Result<()> {
     match output {
         OutputFormat::Json => {
             let list: Vec<Value> = entries
@@ -270,7 +282,7 @@ pub async fn history(
                     v
                 })
                 .collect();
-            print_json(&json!({"StackId": s.stack_id, "Operations": list}))
+            print_json(&json!({"StackId": stack_id, "Operations": list}))
         }
         OutputFormat::Text => {
             for (i, h) in entries.iter().enumerate() {

@@ -454,6 +454,38 @@ async fn run_remote(endpoint: &str, command: &Command) -> anyhow::Result<()> {
         Command::Outputs { stack, output } => R::Outputs(stack, *output),
         Command::Template { stack, output } => R::Template(stack, *output),
         Command::Validate { template, output } => R::Validate(template, *output),
+        Command::History { stack, output } => R::History(stack, *output),
+        Command::Update {
+            stack,
+            template,
+            parameters,
+            use_previous,
+            drift_only,
+            preview,
+            skip_install,
+            skip_uninstall,
+            skip_reinstall,
+            skip_heal,
+            skip_drift_check,
+            ignore_failure,
+            output,
+        } => R::Update(reconcile::Args {
+            stack,
+            template: template.as_deref(),
+            parameters,
+            use_previous,
+            preview: *preview,
+            output: *output,
+            flags: cairn_core::engine::ReconcileFlags {
+                drift_only: *drift_only,
+                skip_install: *skip_install,
+                skip_uninstall: *skip_uninstall,
+                skip_reinstall: *skip_reinstall,
+                skip_heal: *skip_heal,
+                skip_drift_check: *skip_drift_check,
+                ignore_failure: *ignore_failure,
+            },
+        }),
         Command::Plan {
             stack,
             template,
@@ -499,7 +531,7 @@ async fn run_remote(endpoint: &str, command: &Command) -> anyhow::Result<()> {
         },
         _ => {
             return Err(anyhow::anyhow!(
-                "this command does not run with --endpoint (the CloudFormation API has no action for it): validate, deploy, delete, continue-rollback, cancel-update, plan, execute, change-sets, change-set, delete-change-set, drift (without --last), list, describe, events, resources, outputs and template do"
+                "this command does not run with --endpoint: every stack command does except `drift --last`; `providers` and `serve` are about this machine"
             ))
         }
     };

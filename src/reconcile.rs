@@ -77,7 +77,7 @@ pub async fn run(engine: &Arc<Engine>, args: Args<'_>) -> anyhow::Result<()> {
     outcome
 }
 
-fn print_plan(plan: &ReconcilePlan) {
+pub(crate) fn print_plan(plan: &ReconcilePlan) {
     println!(
         "Update of stack {} (preview: nothing changed)",
         plan.stack_name
@@ -122,7 +122,7 @@ fn print_plan(plan: &ReconcilePlan) {
 }
 
 /// One line per phase that did something.
-fn print_report(details: &Value) {
+pub(crate) fn print_report(details: &Value) {
     let report = &details["Report"];
     for (key, label) in [
         ("Uninstalled", "uninstalled"),

@@ -14,7 +14,8 @@ use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SigningSettin
 use aws_sigv4::sign::v4;
 use cairn_core::engine::drift::{ResourceDrift, StackDriftDetection};
 use cairn_core::stack::{
-    ChangeSetRecord, EventRecord, OnFailure, OutputRecord, StackRecord, StackStatus, Tag,
+    ChangeSetRecord, EventRecord, HistoryRecord, OnFailure, OutputRecord, StackRecord, StackStatus,
+    Tag,
 };
 use quick_xml::events::Event;
 use quick_xml::Reader;
@@ -524,6 +525,103 @@ async fn plan(r: &Remote, args: crate::changesets::PlanArgs<'_>) -> anyhow::Resu
     Ok(())
 }
 
+fn history_record(m: &Node) -> HistoryRecord {
+    HistoryRecord {
+        stack_id: String::new(),
+        kind: m.text_or_empty("Operation"),
+        change_set: m.text_of("ChangeSetName"),
+        template_body: m.text_or_empty("TemplateBody"),
+        parameters: m
+            .members("Parameters")
+            .iter()
+            .map(|p| {
+                (
+                    p.text_or_empty("ParameterKey"),
+                    p.text_or_empty("ParameterValue"),
+                )
+            })
+            .collect(),
+        started_at: m.text_or_empty("StartTime"),
+        ended_at: m.text_of("EndTime"),
+        status: m.text_of("Status"),
+        status_reason: m.text_of("StatusReason"),
+        details: m
+            .text_of("Details")
+            .and_then(|d| serde_json::from_str(&d).ok()),
+    }
+}
+
+/// `cairn update` against a server (Cairn's `CairnReconcileStack` action).
+async fn update(r: &Remote, args: crate::reconcile::Args<'_>) -> anyhow::Result<()> {
+    let mut p = vec![kv("StackName", args.stack)];
+    if let Some(path) = args.template {
+        p.push(kv(
+            "TemplateBody",
+            std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read template {}", path.display()))?,
+        ));
+    }
+    p.extend(parameter_members(args.parameters, args.use_previous)?);
+    let f = &args.flags;
+    for (name, on) in [
+        ("DriftOnly", f.drift_only),
+        ("SkipInstall", f.skip_install),
+        ("SkipUninstall", f.skip_uninstall),
+        ("SkipReinstall", f.skip_reinstall),
+        ("SkipHeal", f.skip_heal),
+        ("SkipDriftCheck", f.skip_drift_check),
+        ("IgnoreFailure", f.ignore_failure),
+        ("Preview", args.preview),
+    ] {
+        if on {
+            p.push(kv(name, "true"));
+        }
+    }
+    let named = |e: anyhow::Error| match args.template {
+        Some(path) => anyhow!("{}: {e}", path.display()),
+        None => e,
+    };
+    if args.preview {
+        let answer = r.call("CairnReconcileStack", &p).await.map_err(named)?;
+        let plan: cairn_core::engine::ReconcilePlan =
+            serde_json::from_str(&answer.text_or_empty("Plan"))?;
+        return match args.output {
+            OutputFormat::Json => stacks::print_json(&serde_json::to_value(&plan)?),
+            OutputFormat::Text => {
+                crate::reconcile::print_plan(&plan);
+                Ok(())
+            }
+        };
+    }
+    let existing = r.stack(args.stack).await?;
+    let seen = r
+        .events(&existing.stack_id)
+        .await?
+        .into_iter()
+        .map(|e| e.event_id)
+        .collect();
+    r.call("CairnReconcileStack", &p).await.map_err(named)?;
+    let outcome = r
+        .follow(
+            &existing.stack_id,
+            args.stack,
+            seen,
+            StackStatus::UpdateComplete,
+        )
+        .await;
+    let h = r
+        .call("CairnDescribeStackHistory", &[kv("StackName", args.stack)])
+        .await?;
+    if let Some(details) = h
+        .members("Operations")
+        .last()
+        .and_then(|m| history_record(m).details)
+    {
+        crate::reconcile::print_report(&details);
+    }
+    outcome
+}
+
 fn stack_record(m: &Node) -> anyhow::Result<StackRecord> {
     let status: StackStatus = m
         .text_or_empty("StackStatus")
@@ -662,6 +760,8 @@ pub enum Command<'a> {
         output: OutputFormat,
     },
     Validate(&'a Path, OutputFormat),
+    History(&'a str, OutputFormat),
+    Update(crate::reconcile::Args<'a>),
 }
 
 pub async fn run(endpoint: &str, command: Command<'_>) -> anyhow::Result<()> {
@@ -879,6 +979,18 @@ pub async fn run(endpoint: &str, command: Command<'_>) -> anyhow::Result<()> {
                 output,
             )
         }
+        Command::History(stack, output) => {
+            let h = r
+                .call("CairnDescribeStackHistory", &[kv("StackName", stack)])
+                .await?;
+            let entries: Vec<HistoryRecord> = h
+                .members("Operations")
+                .iter()
+                .map(|m| history_record(m))
+                .collect();
+            crate::changesets::show_history(&h.text_or_empty("StackId"), &entries, output)
+        }
+        Command::Update(args) => update(&r, args).await,
         Command::Template(stack, output) => {
             let t = r
                 .call("GetTemplate", &[kv("StackName", stack.to_string())])

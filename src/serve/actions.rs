@@ -53,6 +53,10 @@ pub async fn dispatch(app: &Arc<App>, f: &Form, action: &str) -> Outcome {
         "DescribeStackDriftDetectionStatus" => describe_drift_status(app, f).await,
         "DescribeStackResourceDrifts" => describe_resource_drifts(app, f).await,
         "DetectStackResourceDrift" => detect_resource_drift(app, f).await,
+        // Cairn's own actions (no CloudFormation equivalent), for `cairn
+        // --endpoint history` and `cairn --endpoint update`.
+        "CairnDescribeStackHistory" => stack_history(app, f).await,
+        "CairnReconcileStack" => reconcile_stack(app, f).await,
         "" => Err(ApiError::new(400, "MissingAction", "The request must contain the parameter Action.")),
         other => Err(ApiError::new(
             400,
@@ -928,5 +932,63 @@ async fn detect_resource_drift(app: &App, f: &Form) -> Outcome {
         x.open("StackResourceDrift");
         drift_xml(x, r);
         x.close("StackResourceDrift");
+    })
+}
+
+async fn stack_history(app: &App, f: &Form) -> Outcome {
+    let s = stack(app, f.required("StackName")?).await?;
+    let entries = app.engine.store().history(&s.stack_id).await?;
+    result(|x| {
+        x.leaf("StackId", &s.stack_id);
+        x.list("Operations", &entries, |x, h| {
+            x.leaf("Operation", &h.kind)
+                .opt("ChangeSetName", h.change_set.as_deref())
+                .leaf("StartTime", &h.started_at)
+                .opt("EndTime", h.ended_at.as_deref())
+                .opt("Status", h.status.as_deref())
+                .opt("StatusReason", h.status_reason.as_deref());
+            let params: Vec<(&String, &String)> = h.parameters.iter().collect();
+            x.list("Parameters", &params, |x, (k, v)| {
+                x.leaf("ParameterKey", k).leaf("ParameterValue", v);
+            });
+            x.leaf("TemplateBody", &h.template_body);
+            if let Some(d) = &h.details {
+                x.leaf("Details", &d.to_string());
+            }
+        });
+    })
+}
+
+async fn reconcile_stack(app: &Arc<App>, f: &Form) -> Outcome {
+    let flag = |k: &str| f.flag(k).map(|v| v == Some(true));
+    let input = cairn_core::engine::ReconcileInput {
+        update: UpdateStackInput {
+            stack_name: f.required("StackName")?.to_string(),
+            template_body: template_body(app, f)?,
+            parameters: parameters(f)?,
+            tags: None,
+        },
+        flags: cairn_core::engine::ReconcileFlags {
+            drift_only: flag("DriftOnly")?,
+            skip_install: flag("SkipInstall")?,
+            skip_uninstall: flag("SkipUninstall")?,
+            skip_reinstall: flag("SkipReinstall")?,
+            skip_heal: flag("SkipHeal")?,
+            skip_drift_check: flag("SkipDriftCheck")?,
+            ignore_failure: flag("IgnoreFailure")?,
+        },
+    };
+    if flag("Preview")? {
+        let plan = app.engine.plan_reconcile(&input).await?;
+        let text = serde_json::to_string(&plan)
+            .map_err(|e| ApiError::new(500, "InternalFailure", e.to_string()))?;
+        return result(|x| {
+            x.leaf("Plan", &text);
+        });
+    }
+    let id = app.engine.start_reconcile(&input).await?;
+    app.drive(id.clone(), "RECONCILE").await;
+    result(|x| {
+        x.leaf("StackId", &id);
     })
 }
