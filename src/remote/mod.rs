@@ -4,7 +4,7 @@
 //! AWS_SESSION_TOKEN, AWS_REGION / AWS_DEFAULT_REGION); answers are turned
 //! back into the records the local commands print, so the output is the same.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
@@ -12,181 +12,19 @@ use anyhow::{anyhow, Context};
 use aws_credential_types::Credentials;
 use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SigningSettings};
 use aws_sigv4::sign::v4;
-use cairn_core::engine::drift::{ResourceDrift, StackDriftDetection};
-use cairn_core::stack::{
-    ChangeSetRecord, EventRecord, HistoryRecord, OnFailure, OutputRecord, StackRecord, StackStatus,
-    Tag,
-};
-use quick_xml::events::Event;
-use quick_xml::Reader;
+use cairn_core::stack::{ChangeSetRecord, EventRecord, HistoryRecord, StackRecord, StackStatus};
+
+mod credentials;
+mod records;
+mod xml;
+
+use credentials::SharedConfig;
+use records::{change_set_record, drift_detection, event_record, history_record, stack_record};
+use xml::{parse_xml, Node};
 
 use crate::progress::Progress;
 use crate::stacks::{self, ResourceLine};
 use crate::OutputFormat;
-
-/// An element of a response: its name, text and children.
-#[derive(Debug, Default, Clone)]
-struct Node {
-    name: String,
-    text: String,
-    children: Vec<Node>,
-    /// Written `<X/>`: an empty list (an empty string is `<X></X>`).
-    empty_tag: bool,
-}
-
-impl Node {
-    fn child(&self, name: &str) -> Option<&Node> {
-        self.children.iter().find(|c| c.name == name)
-    }
-
-    fn text_of(&self, name: &str) -> Option<String> {
-        self.child(name).map(|c| c.text.clone())
-    }
-
-    fn text_or_empty(&self, name: &str) -> String {
-        self.text_of(name).unwrap_or_default()
-    }
-
-    /// The element as JSON: `<member>` lists as arrays, `<X/>` as an empty
-    /// array, elements with children as objects, others as strings.
-    fn to_json(&self) -> serde_json::Value {
-        use serde_json::Value;
-        if self.empty_tag {
-            return Value::Array(Vec::new());
-        }
-        if self.children.is_empty() {
-            return Value::String(self.text.clone());
-        }
-        if self.children.iter().all(|c| c.name == "member") {
-            return Value::Array(self.children.iter().map(Node::to_json).collect());
-        }
-        Value::Object(
-            self.children
-                .iter()
-                .map(|c| (c.name.clone(), c.to_json()))
-                .collect(),
-        )
-    }
-
-    /// The `<member>`s of a list child.
-    fn members(&self, name: &str) -> Vec<&Node> {
-        self.child(name)
-            .map(|l| l.children.iter().filter(|m| m.name == "member").collect())
-            .unwrap_or_default()
-    }
-}
-
-fn parse_xml(text: &str) -> anyhow::Result<Node> {
-    let mut reader = Reader::from_str(text);
-    let mut stack: Vec<Node> = vec![Node::default()];
-    loop {
-        match reader
-            .read_event()
-            .context("the server's answer is not XML")?
-        {
-            Event::Start(e) => stack.push(Node {
-                name: String::from_utf8_lossy(e.local_name().as_ref()).into_owned(),
-                ..Default::default()
-            }),
-            Event::Empty(e) => {
-                let node = Node {
-                    name: String::from_utf8_lossy(e.local_name().as_ref()).into_owned(),
-                    empty_tag: true,
-                    ..Default::default()
-                };
-                if let Some(parent) = stack.last_mut() {
-                    parent.children.push(node);
-                }
-            }
-            Event::Text(t) => {
-                if let Some(top) = stack.last_mut() {
-                    let decoded = t.decode().context("the server's answer is not UTF-8")?;
-                    top.text
-                        .push_str(&quick_xml::escape::unescape(&decoded).context("bad XML text")?);
-                }
-            }
-            Event::GeneralRef(r) => {
-                if let Some(top) = stack.last_mut() {
-                    let name = String::from_utf8_lossy(&r).into_owned();
-                    let entity = format!("&{name};");
-                    top.text
-                        .push_str(&quick_xml::escape::unescape(&entity).context("bad XML entity")?);
-                }
-            }
-            Event::End(_) => {
-                let done = stack.pop().unwrap_or_default();
-                match stack.last_mut() {
-                    Some(parent) => parent.children.push(done),
-                    None => return Ok(done),
-                }
-                if stack.len() == 1 {
-                    // The document element is complete.
-                    if let Some(root) = stack.pop() {
-                        return Ok(root.children.into_iter().next().unwrap_or_default());
-                    }
-                }
-            }
-            Event::Eof => break,
-            _ => {}
-        }
-    }
-    // The document element (the root node only holds it).
-    Ok(stack
-        .into_iter()
-        .next()
-        .and_then(|root| root.children.into_iter().next())
-        .unwrap_or_default())
-}
-
-/// The AWS CLI's shared files for the profile in use (AWS_PROFILE, else
-/// `default`): `~/.aws/credentials` (or AWS_SHARED_CREDENTIALS_FILE) and
-/// `~/.aws/config` (or AWS_CONFIG_FILE, where the section is `profile X`).
-struct SharedConfig {
-    values: BTreeMap<String, String>,
-}
-
-impl SharedConfig {
-    fn load() -> anyhow::Result<SharedConfig> {
-        let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-        let profile = env("AWS_PROFILE").unwrap_or_else(|| "default".into());
-        let home = env("HOME").map(std::path::PathBuf::from);
-        let file = |var: &str, name: &str| {
-            env(var)
-                .map(std::path::PathBuf::from)
-                .or_else(|| home.as_ref().map(|h| h.join(".aws").join(name)))
-        };
-        let config_section = if profile == "default" {
-            profile.clone()
-        } else {
-            format!("profile {profile}")
-        };
-        let mut values = BTreeMap::new();
-        // The credentials file's values win over the config file's.
-        for (path, section) in [
-            (file("AWS_CONFIG_FILE", "config"), config_section),
-            (
-                file("AWS_SHARED_CREDENTIALS_FILE", "credentials"),
-                profile.clone(),
-            ),
-        ] {
-            let Some(path) = path.filter(|p| p.exists()) else {
-                continue;
-            };
-            let parsed = ini::Ini::load_from_file(&path)
-                .with_context(|| format!("cannot read the AWS config file {}", path.display()))?;
-            if let Some(props) = parsed.section(Some(section.as_str())) {
-                for (k, v) in props.iter() {
-                    values.insert(k.to_string(), v.to_string());
-                }
-            }
-        }
-        Ok(SharedConfig { values })
-    }
-
-    fn get(&self, key: &str) -> Option<String> {
-        self.values.get(key).filter(|v| !v.is_empty()).cloned()
-    }
-}
 
 pub struct Remote {
     endpoint: String,
@@ -410,76 +248,6 @@ impl Remote {
     }
 }
 
-fn change_set_record(m: &Node) -> ChangeSetRecord {
-    ChangeSetRecord {
-        change_set_id: m.text_or_empty("ChangeSetId"),
-        change_set_name: m.text_or_empty("ChangeSetName"),
-        stack_id: m.text_or_empty("StackId"),
-        stack_name: m.text_or_empty("StackName"),
-        change_set_type: m.text_or_empty("ChangeSetType"),
-        status: m.text_or_empty("Status"),
-        execution_status: m.text_or_empty("ExecutionStatus"),
-        status_reason: m.text_of("StatusReason"),
-        description: m.text_of("Description"),
-        template_body: String::new(),
-        parameters: m
-            .members("Parameters")
-            .iter()
-            .map(|p| {
-                (
-                    p.text_or_empty("ParameterKey"),
-                    p.text_or_empty("ParameterValue"),
-                )
-            })
-            .collect(),
-        no_echo: Vec::new(),
-        changes: serde_json::Value::Array(Vec::new()),
-        created_at: m.text_or_empty("CreationTime"),
-        base_version: 0,
-    }
-}
-
-fn drift_detection(
-    s: &StackRecord,
-    status: &Node,
-    drifts: &[Node],
-) -> anyhow::Result<StackDriftDetection> {
-    let resources = drifts
-        .iter()
-        .map(|d| {
-            Ok(ResourceDrift {
-                stack_id: d.text_or_empty("StackId"),
-                logical_resource_id: d.text_or_empty("LogicalResourceId"),
-                physical_resource_id: d.text_or_empty("PhysicalResourceId"),
-                resource_type: d.text_or_empty("ResourceType"),
-                expected_properties: d.text_or_empty("ExpectedProperties"),
-                property_differences: serde_json::from_value(
-                    d.child("PropertyDifferences")
-                        .map(Node::to_json)
-                        .unwrap_or_default(),
-                )?,
-                stack_resource_drift_status: d.text_or_empty("StackResourceDriftStatus"),
-                timestamp: d.text_or_empty("Timestamp"),
-                drift_status_reason: d.text_of("DriftStatusReason"),
-            })
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    Ok(StackDriftDetection {
-        stack_drift_detection_id: status.text_or_empty("StackDriftDetectionId"),
-        stack_id: status.text_or_empty("StackId"),
-        stack_name: s.stack_name.clone(),
-        stack_drift_status: status.text_or_empty("StackDriftStatus"),
-        detection_status: status.text_or_empty("DetectionStatus"),
-        detection_status_reason: status.text_of("DetectionStatusReason"),
-        drifted_stack_resource_count: status
-            .text_or_empty("DriftedStackResourceCount")
-            .parse()
-            .unwrap_or(0),
-        timestamp: status.text_or_empty("Timestamp"),
-        stack_resource_drifts: resources,
-    })
-}
-
 async fn plan(r: &Remote, args: crate::changesets::PlanArgs<'_>) -> anyhow::Result<()> {
     let name = match args.name {
         Some(n) => n.to_string(),
@@ -523,32 +291,6 @@ async fn plan(r: &Remote, args: crate::changesets::PlanArgs<'_>) -> anyhow::Resu
         );
     }
     Ok(())
-}
-
-fn history_record(m: &Node) -> HistoryRecord {
-    HistoryRecord {
-        stack_id: String::new(),
-        kind: m.text_or_empty("Operation"),
-        change_set: m.text_of("ChangeSetName"),
-        template_body: m.text_or_empty("TemplateBody"),
-        parameters: m
-            .members("Parameters")
-            .iter()
-            .map(|p| {
-                (
-                    p.text_or_empty("ParameterKey"),
-                    p.text_or_empty("ParameterValue"),
-                )
-            })
-            .collect(),
-        started_at: m.text_or_empty("StartTime"),
-        ended_at: m.text_of("EndTime"),
-        status: m.text_of("Status"),
-        status_reason: m.text_of("StatusReason"),
-        details: m
-            .text_of("Details")
-            .and_then(|d| serde_json::from_str(&d).ok()),
-    }
 }
 
 /// `cairn update` against a server (Cairn's `CairnReconcileStack` action).
@@ -620,78 +362,6 @@ async fn update(r: &Remote, args: crate::reconcile::Args<'_>) -> anyhow::Result<
         crate::reconcile::print_report(&details);
     }
     outcome
-}
-
-fn stack_record(m: &Node) -> anyhow::Result<StackRecord> {
-    let status: StackStatus = m
-        .text_or_empty("StackStatus")
-        .parse()
-        .map_err(|e: String| anyhow!(e))?;
-    let parameters: BTreeMap<String, String> = m
-        .members("Parameters")
-        .iter()
-        .map(|p| {
-            (
-                p.text_or_empty("ParameterKey"),
-                p.text_or_empty("ParameterValue"),
-            )
-        })
-        .collect();
-    let outputs = m
-        .members("Outputs")
-        .iter()
-        .map(|o| OutputRecord {
-            output_key: o.text_or_empty("OutputKey"),
-            output_value: o.text_or_empty("OutputValue"),
-            description: o.text_of("Description"),
-            export_name: o.text_of("ExportName"),
-        })
-        .collect();
-    let created = m.text_or_empty("CreationTime");
-    Ok(StackRecord {
-        stack_id: m.text_or_empty("StackId"),
-        stack_name: m.text_or_empty("StackName"),
-        status,
-        status_reason: m.text_of("StackStatusReason"),
-        description: m.text_of("Description"),
-        template_body: String::new(),
-        parameters,
-        no_echo: Vec::new(),
-        outputs,
-        on_failure: if m.text_of("DisableRollback").as_deref() == Some("true") {
-            OnFailure::DoNothing
-        } else {
-            OnFailure::Rollback
-        },
-        updated_at: m
-            .text_of("LastUpdatedTime")
-            .unwrap_or_else(|| created.clone()),
-        created_at: created,
-        deleted_at: m.text_of("DeletionTime"),
-        tags: m
-            .members("Tags")
-            .iter()
-            .map(|t| Tag {
-                key: t.text_or_empty("Key"),
-                value: t.text_or_empty("Value"),
-            })
-            .collect(),
-    })
-}
-
-fn event_record(e: &Node) -> EventRecord {
-    EventRecord {
-        event_id: e.text_or_empty("EventId"),
-        stack_id: e.text_or_empty("StackId"),
-        stack_name: e.text_or_empty("StackName"),
-        logical_id: e.text_or_empty("LogicalResourceId"),
-        physical_id: e.text_or_empty("PhysicalResourceId"),
-        resource_type: e.text_or_empty("ResourceType"),
-        timestamp: e.text_or_empty("Timestamp"),
-        status: e.text_or_empty("ResourceStatus"),
-        status_reason: e.text_of("ResourceStatusReason"),
-        properties: e.text_of("ResourceProperties"),
-    }
 }
 
 fn parameter_members(

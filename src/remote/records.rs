@@ -1,0 +1,180 @@
+//! Query API answers turned back into the records the local commands print.
+
+use cairn_core::engine::drift::{ResourceDrift, StackDriftDetection};
+use cairn_core::stack::{
+    ChangeSetRecord, EventRecord, HistoryRecord, OnFailure, OutputRecord, StackRecord, StackStatus,
+    Tag,
+};
+use std::collections::BTreeMap;
+
+use anyhow::anyhow;
+
+use super::xml::Node;
+
+pub(super) fn change_set_record(m: &Node) -> ChangeSetRecord {
+    ChangeSetRecord {
+        change_set_id: m.text_or_empty("ChangeSetId"),
+        change_set_name: m.text_or_empty("ChangeSetName"),
+        stack_id: m.text_or_empty("StackId"),
+        stack_name: m.text_or_empty("StackName"),
+        change_set_type: m.text_or_empty("ChangeSetType"),
+        status: m.text_or_empty("Status"),
+        execution_status: m.text_or_empty("ExecutionStatus"),
+        status_reason: m.text_of("StatusReason"),
+        description: m.text_of("Description"),
+        template_body: String::new(),
+        parameters: m
+            .members("Parameters")
+            .iter()
+            .map(|p| {
+                (
+                    p.text_or_empty("ParameterKey"),
+                    p.text_or_empty("ParameterValue"),
+                )
+            })
+            .collect(),
+        no_echo: Vec::new(),
+        changes: serde_json::Value::Array(Vec::new()),
+        created_at: m.text_or_empty("CreationTime"),
+        base_version: 0,
+    }
+}
+
+pub(super) fn drift_detection(
+    s: &StackRecord,
+    status: &Node,
+    drifts: &[Node],
+) -> anyhow::Result<StackDriftDetection> {
+    let resources = drifts
+        .iter()
+        .map(|d| {
+            Ok(ResourceDrift {
+                stack_id: d.text_or_empty("StackId"),
+                logical_resource_id: d.text_or_empty("LogicalResourceId"),
+                physical_resource_id: d.text_or_empty("PhysicalResourceId"),
+                resource_type: d.text_or_empty("ResourceType"),
+                expected_properties: d.text_or_empty("ExpectedProperties"),
+                property_differences: serde_json::from_value(
+                    d.child("PropertyDifferences")
+                        .map(Node::to_json)
+                        .unwrap_or_default(),
+                )?,
+                stack_resource_drift_status: d.text_or_empty("StackResourceDriftStatus"),
+                timestamp: d.text_or_empty("Timestamp"),
+                drift_status_reason: d.text_of("DriftStatusReason"),
+            })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(StackDriftDetection {
+        stack_drift_detection_id: status.text_or_empty("StackDriftDetectionId"),
+        stack_id: status.text_or_empty("StackId"),
+        stack_name: s.stack_name.clone(),
+        stack_drift_status: status.text_or_empty("StackDriftStatus"),
+        detection_status: status.text_or_empty("DetectionStatus"),
+        detection_status_reason: status.text_of("DetectionStatusReason"),
+        drifted_stack_resource_count: status
+            .text_or_empty("DriftedStackResourceCount")
+            .parse()
+            .unwrap_or(0),
+        timestamp: status.text_or_empty("Timestamp"),
+        stack_resource_drifts: resources,
+    })
+}
+
+pub(super) fn history_record(m: &Node) -> HistoryRecord {
+    HistoryRecord {
+        stack_id: String::new(),
+        kind: m.text_or_empty("Operation"),
+        change_set: m.text_of("ChangeSetName"),
+        template_body: m.text_or_empty("TemplateBody"),
+        parameters: m
+            .members("Parameters")
+            .iter()
+            .map(|p| {
+                (
+                    p.text_or_empty("ParameterKey"),
+                    p.text_or_empty("ParameterValue"),
+                )
+            })
+            .collect(),
+        started_at: m.text_or_empty("StartTime"),
+        ended_at: m.text_of("EndTime"),
+        status: m.text_of("Status"),
+        status_reason: m.text_of("StatusReason"),
+        details: m
+            .text_of("Details")
+            .and_then(|d| serde_json::from_str(&d).ok()),
+    }
+}
+
+pub(super) fn stack_record(m: &Node) -> anyhow::Result<StackRecord> {
+    let status: StackStatus = m
+        .text_or_empty("StackStatus")
+        .parse()
+        .map_err(|e: String| anyhow!(e))?;
+    let parameters: BTreeMap<String, String> = m
+        .members("Parameters")
+        .iter()
+        .map(|p| {
+            (
+                p.text_or_empty("ParameterKey"),
+                p.text_or_empty("ParameterValue"),
+            )
+        })
+        .collect();
+    let outputs = m
+        .members("Outputs")
+        .iter()
+        .map(|o| OutputRecord {
+            output_key: o.text_or_empty("OutputKey"),
+            output_value: o.text_or_empty("OutputValue"),
+            description: o.text_of("Description"),
+            export_name: o.text_of("ExportName"),
+        })
+        .collect();
+    let created = m.text_or_empty("CreationTime");
+    Ok(StackRecord {
+        stack_id: m.text_or_empty("StackId"),
+        stack_name: m.text_or_empty("StackName"),
+        status,
+        status_reason: m.text_of("StackStatusReason"),
+        description: m.text_of("Description"),
+        template_body: String::new(),
+        parameters,
+        no_echo: Vec::new(),
+        outputs,
+        on_failure: if m.text_of("DisableRollback").as_deref() == Some("true") {
+            OnFailure::DoNothing
+        } else {
+            OnFailure::Rollback
+        },
+        updated_at: m
+            .text_of("LastUpdatedTime")
+            .unwrap_or_else(|| created.clone()),
+        created_at: created,
+        deleted_at: m.text_of("DeletionTime"),
+        tags: m
+            .members("Tags")
+            .iter()
+            .map(|t| Tag {
+                key: t.text_or_empty("Key"),
+                value: t.text_or_empty("Value"),
+            })
+            .collect(),
+    })
+}
+
+pub(super) fn event_record(e: &Node) -> EventRecord {
+    EventRecord {
+        event_id: e.text_or_empty("EventId"),
+        stack_id: e.text_or_empty("StackId"),
+        stack_name: e.text_or_empty("StackName"),
+        logical_id: e.text_or_empty("LogicalResourceId"),
+        physical_id: e.text_or_empty("PhysicalResourceId"),
+        resource_type: e.text_or_empty("ResourceType"),
+        timestamp: e.text_or_empty("Timestamp"),
+        status: e.text_or_empty("ResourceStatus"),
+        status_reason: e.text_of("ResourceStatusReason"),
+        properties: e.text_of("ResourceProperties"),
+    }
+}
