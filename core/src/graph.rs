@@ -221,6 +221,13 @@ impl Graph {
                     }
                 } else if reference.attribute.is_none() && (is_param(t) || is_pseudo(t)) {
                     // parameters and pseudo parameters are not graph nodes
+                } else if reference.attribute.is_some() && !all_resources.contains(t) {
+                    // CloudFormation's own text for a GetAtt of a resource
+                    // the template does not have.
+                    return Err(crate::template::template_error(format!(
+                        "instance of Fn::GetAtt references undefined resource {t}"
+                    ))
+                    .at(&reference.path));
                 } else if !all_resources.contains(t) {
                     unresolved.push(t.to_string());
                 }
@@ -442,10 +449,18 @@ mod tests {
 
     #[test]
     fn unresolved_and_cycles() {
-        let e = graph("Resources:\n  A:\n    Type: T\n    Properties: {X: !Ref Nope, Y: !GetAtt Gone.Arn}\n    DependsOn: Missing\n").unwrap_err();
+        let e = graph("Resources:\n  A:\n    Type: T\n    Properties: {X: !Ref Nope, Y: !Ref Gone}\n    DependsOn: Missing\n").unwrap_err();
         assert_eq!(
             e.message(),
             "Template format error: Unresolved resource dependencies [Gone, Missing, Nope] in the Resources block of the template"
+        );
+        let e = graph(
+            "Resources:\n  A:\n    Type: T\n    Properties: {X: !Ref Nope, Y: !GetAtt Gone.Arn}\n",
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.message(),
+            "Template error: instance of Fn::GetAtt references undefined resource Gone"
         );
         let e = graph("Resources:\n  A: {Type: T, DependsOn: C}\n  B: {Type: T, DependsOn: A}\n  C: {Type: T, DependsOn: B}\n  D: {Type: T}\n").unwrap_err();
         assert_eq!(

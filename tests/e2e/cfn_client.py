@@ -124,7 +124,7 @@ def lifecycle():
     assert [p["ParameterKey"] for p in v["Parameters"]] == ["V", "Secret"], v
     code, msg, status = error(cf.validate_template, TemplateBody="Resources:\n  A: {Type: Cairn::Test::Resource, Properties: {Value: !GetAtt Nope.Value}}\n")
     assert (code, status) == ("ValidationError", 400), (code, msg)
-    assert msg == "Template format error: Unresolved resource dependencies [Nope] in the Resources block of the template", msg
+    assert msg.startswith("Template error: instance of Fn::GetAtt references undefined resource Nope"), msg
     assert error(cf.create_stack, StackName="s1", TemplateBody=TEMPLATE) == ("AlreadyExistsException", "Stack [s1] already exists", 400)
     cf.update_stack(StackName="s1", UsePreviousTemplate=True,
                     Parameters=[{"ParameterKey": "V", "ParameterValue": "two"},
