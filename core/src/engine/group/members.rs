@@ -1,0 +1,435 @@
+//! One member at a time: its calls (recorded before they are made), its
+//! events, its health; the group state written with every transition.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use cairn_sdk::{CreateRequest, DeleteRequest, ErrorKind, Health, ProviderError, StatusRequest};
+use serde_json::{Map, Value};
+
+use super::{bounded, failed, Run, HEALTH_POLL};
+use crate::engine::{Engine, Op};
+use crate::group::naming;
+use crate::group::state::{GroupState, Member};
+use crate::group::types::MemberDefinition;
+use crate::stack::{now, EventRecord, PendingCall, ResourceStatus, StackStatus};
+
+impl<'a> Run<'a> {
+    pub(super) async fn load(
+        engine: &'a Engine,
+        op: &'a Op,
+        logical_id: &str,
+        physical_id: &str,
+    ) -> Result<Run<'a>, ProviderError> {
+        let stored = engine
+            .store
+            .group(&op.stack.stack_id, physical_id)
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        let state = match stored {
+            Some(v) => serde_json::from_value(v).map_err(|e| {
+                failed(format!(
+                    "the stored state of group {logical_id} is unreadable: {e}"
+                ))
+            })?,
+            None => GroupState::default(),
+        };
+        Ok(Run {
+            engine,
+            op,
+            logical_id: logical_id.to_string(),
+            physical_id: physical_id.to_string(),
+            state: tokio::sync::Mutex::new(state),
+        })
+    }
+
+    pub(super) async fn snapshot(&self) -> GroupState {
+        self.state.lock().await.clone()
+    }
+
+    /// A write that did not hold: the operation stops (as for any resource).
+    pub(super) fn lost(&self, e: crate::store::StoreError) -> ProviderError {
+        tracing::error!(stack = %self.op.stack.stack_name, group = %self.logical_id, "cannot record group state: {e}");
+        self.op.aborted.store(true, Ordering::SeqCst);
+        failed(format!(
+            "cannot record the state of group {}: {e}",
+            self.logical_id
+        ))
+    }
+
+    /// Applies `change` to the state and stores it with `events`.
+    pub(super) async fn save(
+        &self,
+        events: Vec<EventRecord>,
+        change: impl FnOnce(&mut GroupState),
+    ) -> Result<(), ProviderError> {
+        if self.op.aborted.load(Ordering::SeqCst) {
+            return Err(failed("the operation lost its lease"));
+        }
+        let mut st = self.state.lock().await;
+        change(&mut st);
+        let doc = serde_json::to_value(&*st).map_err(|e| failed(e.to_string()))?;
+        self.engine
+            .store
+            .put_group(
+                &self.op.lease,
+                &self.logical_id,
+                &self.physical_id,
+                Some(&doc),
+                &events,
+            )
+            .await
+            .map_err(|e| self.lost(e))
+    }
+
+    /// A member's event, as a template resource's (its name as logical id).
+    pub(super) fn event(&self, m: &Member) -> EventRecord {
+        EventRecord {
+            event_id: uuid::Uuid::new_v4().to_string(),
+            stack_id: self.op.stack.stack_id.clone(),
+            stack_name: self.op.stack.stack_name.clone(),
+            logical_id: m.name.clone(),
+            physical_id: m.physical_id.clone().unwrap_or_default(),
+            resource_type: m.resource_type.clone(),
+            timestamp: m.updated_at.clone(),
+            status: m.status.as_str().into(),
+            status_reason: m.status_reason.clone(),
+            properties: Some(
+                self.op
+                    .mask(Value::Object(m.properties.clone()).to_string()),
+            ),
+        }
+    }
+
+    /// A progress event of the group itself (e.g. a batch starting).
+    pub(super) fn progress(&self, reason: String) -> EventRecord {
+        let status = match self.op.stack.status {
+            StackStatus::CreateInProgress => ResourceStatus::CreateInProgress,
+            StackStatus::DeleteInProgress | StackStatus::RollbackInProgress => {
+                ResourceStatus::DeleteInProgress
+            }
+            _ => ResourceStatus::UpdateInProgress,
+        };
+        let type_name = self
+            .op
+            .template
+            .resource(&self.logical_id)
+            .map(|r| r.type_name.clone())
+            .unwrap_or_default();
+        EventRecord {
+            event_id: uuid::Uuid::new_v4().to_string(),
+            stack_id: self.op.stack.stack_id.clone(),
+            stack_name: self.op.stack.stack_name.clone(),
+            logical_id: self.logical_id.clone(),
+            physical_id: self.physical_id.clone(),
+            resource_type: type_name,
+            timestamp: now(),
+            status: status.as_str().into(),
+            status_reason: Some(reason),
+            properties: None,
+        }
+    }
+
+    pub(super) fn context(&self, m: &Member, request_id: &str) -> cairn_sdk::RequestContext {
+        self.engine
+            .context(self.op, &m.name, &m.resource_type, request_id)
+    }
+
+    pub(super) async fn bounded<T>(
+        &self,
+        work: Vec<impl std::future::Future<Output = T>>,
+    ) -> Vec<T> {
+        bounded(self.engine.config.engine.max_concurrency, work).await
+    }
+
+    /// Finishes what a crash interrupted and clears failures: members with
+    /// a call in flight get it again (same request id); failed members are
+    /// deleted.
+    pub(super) async fn settle(&self) -> Result<(), ProviderError> {
+        let st = self.snapshot().await;
+        let resumed: Vec<Member> = st
+            .members
+            .iter()
+            .filter(|m| m.pending.as_ref().is_some_and(|p| p.action == "CREATE"))
+            .cloned()
+            .collect();
+        let work: Vec<_> = resumed.into_iter().map(|m| self.finish_create(m)).collect();
+        // A failed one is deleted just below.
+        self.bounded(work).await;
+        let doomed: Vec<String> = self
+            .snapshot()
+            .await
+            .members
+            .iter()
+            .filter(|m| {
+                m.pending.as_ref().is_some_and(|p| p.action == "DELETE")
+                    || matches!(
+                        m.status,
+                        ResourceStatus::CreateFailed | ResourceStatus::DeleteFailed
+                    )
+            })
+            .map(|m| m.name.clone())
+            .collect();
+        self.delete_members(&doomed).await
+    }
+
+    /// Creates the members `indices` from `definition` in parallel; the
+    /// first failure's reason, if any (the others are still awaited).
+    pub(super) async fn create_members(
+        &self,
+        prefix: &str,
+        indices: &[u64],
+        launch_configuration: &str,
+        definition: &MemberDefinition,
+    ) -> Result<(), String> {
+        let work: Vec<_> = indices
+            .iter()
+            .map(|i| self.create_member(prefix, *i, launch_configuration, definition))
+            .collect();
+        self.bounded(work).await.into_iter().collect()
+    }
+
+    pub(super) async fn create_member(
+        &self,
+        prefix: &str,
+        index: u64,
+        launch_configuration: &str,
+        definition: &MemberDefinition,
+    ) -> Result<(), String> {
+        let name = naming::member_name(prefix, index);
+        if let Some(existing) = self.state.lock().await.member(&name).cloned() {
+            if existing.pending.is_some() {
+                return self.finish_create(existing).await;
+            }
+            return match existing.status {
+                ResourceStatus::CreateFailed => Err(format!(
+                    "{name}: {}",
+                    existing.status_reason.unwrap_or_default()
+                )),
+                _ => Ok(()),
+            };
+        }
+        let mut m = Member {
+            name: name.clone(),
+            index,
+            resource_type: definition.member_type.clone(),
+            launch_configuration: launch_configuration.to_string(),
+            physical_id: None,
+            status: ResourceStatus::CreateInProgress,
+            status_reason: None,
+            properties: definition.properties.clone(),
+            attributes: Map::new(),
+            pending: None,
+            updated_at: now(),
+        };
+        let started = self.event(&m);
+        m.status_reason = Some("Resource creation Initiated".into());
+        m.pending = Some(PendingCall {
+            action: "CREATE".into(),
+            request_id: uuid::Uuid::new_v4().to_string(),
+        });
+        m.updated_at = now();
+        let initiated = self.event(&m);
+        let stored = m.clone();
+        // Durable before the call: a crash from here on re-issues it.
+        self.save(vec![started, initiated], |st| st.put(stored))
+            .await
+            .map_err(|e| e.message)?;
+        self.finish_create(m).await
+    }
+
+    /// Makes (or re-issues) the member's recorded create call and records
+    /// the outcome.
+    pub(super) async fn finish_create(&self, mut m: Member) -> Result<(), String> {
+        let request_id = m
+            .pending
+            .as_ref()
+            .map(|p| p.request_id.clone())
+            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        let outcome = match self.engine.provider_for(&m.resource_type) {
+            Ok(t) => {
+                let req = CreateRequest {
+                    context: self.context(&m, &request_id),
+                    properties: m.properties.clone(),
+                };
+                self.engine.timed("creation", t.provider.create(&req)).await
+            }
+            Err(e) => Err(e),
+        };
+        // As for template resources: a timed-out call may have made the
+        // member, so its record stays for the delete to ask again.
+        let unknown = matches!(&outcome, Err(e) if e.kind == ErrorKind::Timeout && e.physical_resource_id.is_none());
+        if !unknown {
+            m.pending = None;
+        }
+        m.updated_at = now();
+        let reason = match outcome {
+            Ok(made) => {
+                m.physical_id = Some(made.physical_resource_id);
+                m.attributes = made.attributes;
+                m.status = ResourceStatus::CreateComplete;
+                m.status_reason = None;
+                None
+            }
+            Err(e) => {
+                m.status = ResourceStatus::CreateFailed;
+                m.status_reason = Some(e.message.clone());
+                if e.physical_resource_id.is_some() {
+                    m.physical_id = e.physical_resource_id;
+                }
+                Some(format!("{}: {}", m.name, e.message))
+            }
+        };
+        let event = self.event(&m);
+        self.save(vec![event], |st| st.put(m))
+            .await
+            .map_err(|e| e.message)?;
+        reason.map_or(Ok(()), Err)
+    }
+
+    /// Deletes the named members in parallel; all are tried, the first
+    /// failure is returned.
+    pub(super) async fn delete_members(&self, names: &[String]) -> Result<(), ProviderError> {
+        let work: Vec<_> = names
+            .iter()
+            .map(|n| self.delete_member(n.clone()))
+            .collect();
+        self.bounded(work)
+            .await
+            .into_iter()
+            .collect::<Result<(), String>>()
+            .map_err(failed)
+    }
+
+    pub(super) async fn delete_member(&self, name: String) -> Result<(), String> {
+        let Some(mut m) = self.state.lock().await.member(&name).cloned() else {
+            return Ok(());
+        };
+        // A create whose outcome is unknown: ask again first, to learn the
+        // physical id of what it made.
+        if m.pending.as_ref().is_some_and(|p| p.action == "CREATE") {
+            let _ = self.finish_create(m.clone()).await;
+            match self.state.lock().await.member(&name).cloned() {
+                Some(now_known) if now_known.pending.is_none() => m = now_known,
+                _ => {
+                    return Err(format!(
+                        "{name}: cannot tell whether the create that did not finish made a resource; delete again when the provider answers"
+                    ))
+                }
+            }
+        }
+        let Some(physical) = m.physical_id.clone() else {
+            // Nothing was made: the member only leaves the state.
+            m.status = ResourceStatus::DeleteComplete;
+            m.status_reason = None;
+            m.updated_at = now();
+            let event = self.event(&m);
+            return self
+                .save(vec![event], |st| st.remove(&name))
+                .await
+                .map_err(|e| e.message);
+        };
+        let request_id = match m.pending.as_ref().filter(|p| p.action == "DELETE") {
+            Some(p) => p.request_id.clone(),
+            None => {
+                let id = uuid::Uuid::new_v4().to_string();
+                m.pending = Some(PendingCall {
+                    action: "DELETE".into(),
+                    request_id: id.clone(),
+                });
+                m.status = ResourceStatus::DeleteInProgress;
+                m.status_reason = None;
+                m.updated_at = now();
+                let event = self.event(&m);
+                let stored = m.clone();
+                self.save(vec![event], |st| st.put(stored))
+                    .await
+                    .map_err(|e| e.message)?;
+                id
+            }
+        };
+        let outcome = match self.engine.provider_for(&m.resource_type) {
+            Ok(t) => {
+                let req = DeleteRequest {
+                    context: self.context(&m, &request_id),
+                    physical_resource_id: physical,
+                    properties: m.properties.clone(),
+                };
+                match self.engine.timed("deletion", t.provider.delete(&req)).await {
+                    Err(e) if e.is_not_found() => Ok(()),
+                    other => other,
+                }
+            }
+            Err(e) => Err(e),
+        };
+        m.pending = None;
+        m.updated_at = now();
+        match outcome {
+            Ok(()) => {
+                m.status = ResourceStatus::DeleteComplete;
+                m.status_reason = None;
+                let event = self.event(&m);
+                self.save(vec![event], |st| st.remove(&name))
+                    .await
+                    .map_err(|e| e.message)
+            }
+            Err(e) => {
+                m.status = ResourceStatus::DeleteFailed;
+                m.status_reason = Some(e.message.clone());
+                let event = self.event(&m);
+                self.save(vec![event], |st| st.put(m))
+                    .await
+                    .map_err(|e| e.message)?;
+                Err(format!("{name}: {}", e.message))
+            }
+        }
+    }
+
+    /// Asks the member's provider until it reports healthy, or fails after
+    /// the health timeout with the last reason.
+    pub(super) async fn wait_healthy(&self, name: &str) -> Result<(), String> {
+        let limit = Duration::from_secs(self.engine.config.engine.health_timeout_seconds);
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let reason = match self.health(name).await {
+                Ok(()) => return Ok(()),
+                Err(reason) => reason,
+            };
+            if tokio::time::Instant::now() >= deadline {
+                return Err(format!(
+                    "{name} did not report healthy within {} seconds: {reason}",
+                    limit.as_secs()
+                ));
+            }
+            tokio::time::sleep(HEALTH_POLL).await;
+        }
+    }
+
+    /// One health check of a member: Ok when healthy, else the reason.
+    pub(super) async fn health(&self, name: &str) -> Result<(), String> {
+        let Some(m) = self.state.lock().await.member(name).cloned() else {
+            return Err(format!("{name} is not a member"));
+        };
+        let Some(physical) = m.physical_id.clone().filter(|_| m.is_in_service()) else {
+            return Err(format!("{name} is {}", m.status));
+        };
+        let t = self
+            .engine
+            .provider_for(&m.resource_type)
+            .map_err(|e| e.message)?;
+        let req = StatusRequest {
+            context: self.context(&m, &uuid::Uuid::new_v4().to_string()),
+            physical_resource_id: physical,
+            properties: m.properties.clone(),
+        };
+        match self
+            .engine
+            .timed("status check", t.provider.check_status(&req))
+            .await
+        {
+            Ok(Health::Healthy) => Ok(()),
+            Ok(Health::Unhealthy { reason }) => Err(reason),
+            Err(e) => Err(e.message),
+        }
+    }
+}

@@ -1,0 +1,271 @@
+//! Instance groups, run by the engine: members are resources of any
+//! provider's type, created, rolled and deleted here through the same
+//! provider calls as template resources, each with its own events.
+//!
+//! A group's create, update and delete all converge the stored group state
+//! (`group::state`) to what the properties ask for, so a call re-issued
+//! after a crash (same request id) continues from the stored state: member
+//! calls are recorded before they are made (re-issued with their request
+//! id), and a rolling replacement's plan and cursor are stored before its
+//! first batch. A rollback is the same convergence towards the old launch
+//! configuration.
+//!
+//! Here: the entry points and the convergence; `members` (one member's
+//! calls, events and health), `rollout` (the rolling replacement and
+//! resizing), `health` (members checked by their providers: drift, health,
+//! healing).
+
+use std::time::Duration;
+
+use cairn_sdk::{CreateResult, ProviderError, UpdateResult};
+use serde_json::{Map, Value};
+
+use super::{Engine, Op};
+use crate::group::naming;
+use crate::group::policy::{self, RollingUpdate};
+use crate::group::state::GroupState;
+use crate::group::types::{self, GroupSpec, MemberDefinition, LAUNCH_CONFIGURATION};
+use crate::stack::{Journal, ResourceRecord, StackStatus};
+use crate::template::eval::Evaluated;
+use crate::template::source::child;
+use crate::validate;
+
+mod health;
+mod members;
+mod rollout;
+
+/// How often a new member's health is asked while it is not healthy yet.
+const HEALTH_POLL: Duration = Duration::from_millis(250);
+
+/// One group call: the group and its state, shared by the member tasks.
+struct Run<'a> {
+    engine: &'a Engine,
+    op: &'a Op,
+    logical_id: String,
+    physical_id: String,
+    state: tokio::sync::Mutex<GroupState>,
+}
+
+fn failed(message: impl Into<String>) -> ProviderError {
+    ProviderError::internal(message)
+}
+
+/// Runs `work` concurrently, at most `limit` at once.
+pub(in crate::engine) async fn bounded<T>(
+    limit: usize,
+    work: Vec<impl std::future::Future<Output = T>>,
+) -> Vec<T> {
+    let permits = tokio::sync::Semaphore::new(limit.max(1));
+    let permits = &permits;
+    futures::future::join_all(work.into_iter().map(|w| async move {
+        let _permit = permits.acquire().await;
+        w.await
+    }))
+    .await
+}
+
+impl Engine {
+    pub(super) async fn group_create(
+        &self,
+        op: &Op,
+        r: &ResourceRecord,
+        request_id: &str,
+    ) -> Result<CreateResult, ProviderError> {
+        let physical = types::physical_name(&op.stack.stack_name, &r.logical_id, request_id);
+        match self.converge(op, r, &physical, &r.properties, None).await {
+            Ok(attributes) => Ok(CreateResult {
+                physical_resource_id: physical,
+                attributes,
+                no_echo: false,
+            }),
+            // Members may exist: the group's physical id lets a rollback or
+            // a delete find and delete them.
+            Err(e) => Err(e.leaving(physical)),
+        }
+    }
+
+    pub(super) async fn group_update(
+        &self,
+        op: &Op,
+        r: &ResourceRecord,
+        physical: &str,
+        properties: &Map<String, Value>,
+        old_properties: &Map<String, Value>,
+    ) -> Result<UpdateResult, ProviderError> {
+        let attributes = self
+            .converge(op, r, physical, properties, Some(old_properties))
+            .await?;
+        Ok(UpdateResult {
+            physical_resource_id: None,
+            attributes,
+            no_echo: false,
+        })
+    }
+
+    /// Deletes every member (in parallel, bounded), then the group's state.
+    pub(super) async fn group_delete(
+        &self,
+        op: &Op,
+        r: &ResourceRecord,
+        physical: &str,
+    ) -> Result<(), ProviderError> {
+        let run = Run::load(self, op, &r.logical_id, physical).await?;
+        let names: Vec<String> = run
+            .snapshot()
+            .await
+            .members
+            .iter()
+            .map(|m| m.name.clone())
+            .collect();
+        run.delete_members(&names).await?;
+        run.engine
+            .store
+            .put_group(&op.lease, &r.logical_id, physical, None, &[])
+            .await
+            .map_err(|e| run.lost(e))
+    }
+
+    /// Moves the group's members to what `properties` ask for; returns the
+    /// group's attributes.
+    async fn converge(
+        &self,
+        op: &Op,
+        r: &ResourceRecord,
+        physical: &str,
+        properties: &Map<String, Value>,
+        old_properties: Option<&Map<String, Value>>,
+    ) -> Result<Map<String, Value>, ProviderError> {
+        let canonical = self.registry.canonical(&r.resource_type).to_string();
+        let spec = types::spec(&canonical, &r.logical_id, properties)
+            .map_err(ProviderError::invalid_request)?;
+        let definition = self.launch_configuration(op, &r.logical_id, &spec).await?;
+        let policy = self
+            .rolling_policy(op, &r.logical_id)
+            .map_err(ProviderError::invalid_request)?;
+        let run = Run::load(self, op, &r.logical_id, physical).await?;
+        run.settle().await?;
+        let launch_changed = old_properties.is_some_and(|old| {
+            old.get("LaunchConfigurationName") != properties.get("LaunchConfigurationName")
+        });
+        run.roll(&spec, &definition, policy, launch_changed).await?;
+        run.resize(&spec, &definition).await?;
+        Ok(run.snapshot().await.attributes())
+    }
+
+    /// The group's RollingUpdate policy. During an update rollback the policy
+    /// of the update being rolled back counts too (the members go back under
+    /// the policy that moved them).
+    fn rolling_policy(&self, op: &Op, logical_id: &str) -> Result<Option<RollingUpdate>, String> {
+        let own = op
+            .template
+            .resource(logical_id)
+            .and_then(|r| r.update_policy.clone());
+        let evaluated = match own {
+            Some(p) => {
+                let path = child(&child("/Resources", logical_id), "UpdatePolicy");
+                match op.evaluator().eval(&p, &path).map_err(|e| e.to_string())? {
+                    Evaluated::Value(v) => Some(v),
+                    _ => None,
+                }
+            }
+            None => None,
+        };
+        let found = policy::rolling_update(evaluated.as_ref(), logical_id)?;
+        if found.is_some() || op.stack.status != StackStatus::UpdateRollbackInProgress {
+            return Ok(found);
+        }
+        let forward = op
+            .other
+            .as_ref()
+            .and_then(|o| o.template.resource(logical_id))
+            .and_then(|r| r.update_policy.clone());
+        // The abandoned template's policy is read as written: an intrinsic in
+        // it cannot be evaluated here, and then Heat's defaults apply.
+        Ok(forward.map(|p| {
+            policy::rolling_update(Some(&p), logical_id)
+                .ok()
+                .flatten()
+                .unwrap_or_default()
+        }))
+    }
+
+    /// The member definition of the launch configuration `spec` names: a
+    /// `Cairn::Group::LaunchConfiguration` of this stack (its current
+    /// physical resource, or the one an update replaced, which a rollback
+    /// returns to).
+    async fn launch_configuration(
+        &self,
+        op: &Op,
+        logical_id: &str,
+        spec: &GroupSpec,
+    ) -> Result<MemberDefinition, ProviderError> {
+        let rows = self
+            .store
+            .resources(&op.stack.stack_id)
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        let is_lc = |t: &str| self.registry.canonical(t) == LAUNCH_CONFIGURATION;
+        let found = rows.iter().find_map(|r| {
+            let mut candidates = vec![(&r.resource_type, &r.physical_id, &r.properties)];
+            match &r.journal {
+                Some(Journal::Changed { before }) => candidates.push((
+                    &before.resource_type,
+                    &before.physical_id,
+                    &before.properties,
+                )),
+                Some(Journal::Restored { discard: Some(d) }) => {
+                    candidates.push((&d.resource_type, &d.physical_id, &d.properties))
+                }
+                _ => {}
+            }
+            candidates
+                .into_iter()
+                .find(|(t, p, _)| {
+                    is_lc(t) && p.as_deref() == Some(spec.launch_configuration.as_str())
+                })
+                .map(|(_, _, props)| props.clone())
+        });
+        let props = found.ok_or_else(|| {
+            ProviderError::invalid_request(format!(
+                "LaunchConfigurationName {} of {logical_id} names no {LAUNCH_CONFIGURATION} of stack {}; use {{\"Ref\": \"<its logical id>\"}}",
+                spec.launch_configuration, op.stack.stack_name
+            ))
+        })?;
+        let definition = MemberDefinition::of(&props).ok_or_else(|| {
+            ProviderError::invalid_request(format!(
+                "launch configuration {} has no MemberType",
+                spec.launch_configuration
+            ))
+        })?;
+        let member_type = self.registry.canonical(&definition.member_type);
+        if types::is_group(member_type) || member_type == LAUNCH_CONFIGURATION {
+            return Err(ProviderError::invalid_request(format!(
+                "MemberType {} of launch configuration {} cannot be a group type",
+                definition.member_type, spec.launch_configuration
+            )));
+        }
+        if self.registry.get(member_type).is_none() {
+            return Err(ProviderError::invalid_request(format!(
+                "MemberType {} of launch configuration {}: no provider serves it",
+                definition.member_type, spec.launch_configuration
+            )));
+        }
+        let properties = validate::check_properties(
+            &naming::member_name(&spec.prefix, 0),
+            &definition.member_type,
+            &definition.properties,
+            &self.registry,
+        )
+        .map_err(|e| {
+            ProviderError::invalid_request(format!(
+                "MemberProperties of launch configuration {}: {}",
+                spec.launch_configuration,
+                e.message()
+            ))
+        })?;
+        Ok(MemberDefinition {
+            member_type: member_type.to_string(),
+            properties,
+        })
+    }
+}
