@@ -1,0 +1,243 @@
+//! What `cairn update` does to one resource: heal it, update it in place
+//! with its drift, adopt the template's properties, or reinstall it (delete,
+//! then create; each call recorded before it is made).
+
+use std::sync::atomic::Ordering;
+
+use cairn_sdk::{PropertyDifference, ProviderError, UpdateRequest};
+use serde_json::{Map, Value};
+
+use crate::engine::{Engine, Op};
+use crate::stack::{now, PendingCall, ResourceRecord, ResourceStatus};
+
+impl Engine {
+    /// Heals one resource: a group replaces its unhealthy members, anything
+    /// else is reinstalled.
+    pub(super) async fn heal_one(&self, op: &Op, mut rec: ResourceRecord, why: &str) -> bool {
+        if !crate::group::is_group(self.registry.canonical(&rec.resource_type)) {
+            return self.reinstall(op, rec, &format!("Unhealthy: {why}")).await;
+        }
+        rec.status = ResourceStatus::UpdateInProgress;
+        rec.status_reason = Some(format!("Unhealthy: {why}; healing"));
+        rec.updated_at = now();
+        if !self.record(op, &rec, Vec::new()).await {
+            return false;
+        }
+        let healed = self.group_heal(op, &rec).await;
+        self.record_updated(op, rec, healed).await
+    }
+
+    /// Records the outcome of an in-place change (attributes learned, or the
+    /// failure).
+    pub(super) async fn record_updated(
+        &self,
+        op: &Op,
+        mut rec: ResourceRecord,
+        result: Result<Map<String, Value>, ProviderError>,
+    ) -> bool {
+        rec.updated_at = now();
+        rec.pending = None;
+        match result {
+            Ok(attributes) => {
+                rec.attributes = attributes;
+                rec.status = ResourceStatus::UpdateComplete;
+                rec.status_reason = None;
+                if !self.record(op, &rec, Vec::new()).await {
+                    return false;
+                }
+                if let Some(p) = &rec.physical_id {
+                    op.results.record(&rec.logical_id, p, &rec.attributes);
+                }
+                true
+            }
+            Err(e) => {
+                rec.status = ResourceStatus::UpdateFailed;
+                rec.status_reason = Some(e.message);
+                self.record(op, &rec, Vec::new()).await;
+                false
+            }
+        }
+    }
+
+    /// Records the template's properties for a resource whose provider
+    /// reports it already matches them (seed 003: no update runs).
+    pub(super) async fn adopt(&self, op: &Op, mut rec: ResourceRecord) -> bool {
+        let Ok((_, props)) = self.properties_for(op, &rec.logical_id) else {
+            return true;
+        };
+        rec.properties = props;
+        if let Ok(metadata) = self.metadata_for(op, &rec.logical_id) {
+            rec.metadata = metadata;
+        }
+        rec.status = ResourceStatus::UpdateComplete;
+        rec.status_reason =
+            Some("check_drift reports the resource in sync with the template: not updated".into());
+        rec.updated_at = now();
+        self.record(op, &rec, Vec::new()).await
+    }
+
+    /// The provider's update towards the template's properties, with the
+    /// drift it reported (a group: converged, its drifted members healed).
+    pub(super) async fn update_in_place(
+        &self,
+        op: &Op,
+        mut rec: ResourceRecord,
+        changed: Vec<String>,
+        drift: Option<Vec<PropertyDifference>>,
+    ) -> bool {
+        if op.aborted.load(Ordering::SeqCst) {
+            return false;
+        }
+        let (props, metadata) = match self
+            .properties_for(op, &rec.logical_id)
+            .and_then(|(_, p)| Ok((p, self.metadata_for(op, &rec.logical_id)?)))
+        {
+            Ok(v) => v,
+            Err(reason) => {
+                rec.status = ResourceStatus::UpdateFailed;
+                rec.status_reason = Some(reason);
+                rec.updated_at = now();
+                self.record(op, &rec, Vec::new()).await;
+                return false;
+            }
+        };
+        let old = std::mem::replace(&mut rec.properties, props);
+        rec.metadata = metadata;
+        rec.status = ResourceStatus::UpdateInProgress;
+        rec.status_reason = Some(match &drift {
+            Some(d) if !d.is_empty() => format!(
+                "Drifted: {}; updating to the template",
+                d.iter()
+                    .map(|x| x.property_path.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Some(_) => "Drifted members; healing".into(),
+            None => format!("Changed: {}", changed.join(", ")),
+        });
+        rec.updated_at = now();
+        if !self.record(op, &rec, Vec::new()).await {
+            return false;
+        }
+        let physical = rec.physical_id.clone().unwrap_or_default();
+        let result = if crate::group::is_group(self.registry.canonical(&rec.resource_type)) {
+            match self
+                .group_update(op, &rec, &physical, &rec.properties, &old)
+                .await
+            {
+                Ok(_) if drift.is_some() => self.group_heal(op, &rec).await,
+                Ok(u) => Ok(u.attributes),
+                Err(e) => Err(e),
+            }
+        } else {
+            match self.provider_for(&rec.resource_type) {
+                Ok(t) => {
+                    let req = UpdateRequest {
+                        context: self.context(
+                            op,
+                            &rec.logical_id,
+                            &rec.resource_type,
+                            &uuid::Uuid::new_v4().to_string(),
+                        ),
+                        physical_resource_id: physical,
+                        properties: rec.properties.clone(),
+                        old_properties: old,
+                        changed,
+                        drift,
+                    };
+                    self.timed("update", t.provider.update(&req))
+                        .await
+                        .map(|u| {
+                            if let Some(p) = u.physical_resource_id {
+                                rec.physical_id = Some(p);
+                            }
+                            u.attributes
+                        })
+                }
+                Err(e) => Err(e),
+            }
+        };
+        self.record_updated(op, rec, result).await
+    }
+
+    /// Deletes the physical resource, then creates it again from the
+    /// template (seed 003's reinstall; heal of an unhealthy resource). Each
+    /// call is recorded before it is made.
+    pub(super) async fn reinstall(&self, op: &Op, mut rec: ResourceRecord, why: &str) -> bool {
+        if op.aborted.load(Ordering::SeqCst) {
+            return false;
+        }
+        rec.status = ResourceStatus::UpdateInProgress;
+        rec.status_reason = Some(format!("{why}; reinstalling it (delete, then create)"));
+        rec.pending = rec.physical_id.as_ref().map(|_| PendingCall {
+            action: "DELETE".into(),
+            request_id: uuid::Uuid::new_v4().to_string(),
+        });
+        rec.updated_at = now();
+        if !self.record(op, &rec, Vec::new()).await {
+            return false;
+        }
+        self.finish_reinstall(op, rec).await
+    }
+
+    /// Continues a reinstall from its recorded call: the delete (NotFound
+    /// counts as deleted), then the create.
+    pub(super) async fn finish_reinstall(&self, op: &Op, mut rec: ResourceRecord) -> bool {
+        if let Some(p) = rec.pending.clone().filter(|p| p.action == "DELETE") {
+            let physical = rec.physical_id.clone().unwrap_or_default();
+            if let Err(e) = self.call_delete(op, &rec, &physical, &p.request_id).await {
+                rec.status = ResourceStatus::UpdateFailed;
+                rec.status_reason = Some(format!(
+                    "Reinstall: deleting {physical} failed: {}",
+                    e.message
+                ));
+                rec.pending = None;
+                rec.updated_at = now();
+                self.record(op, &rec, Vec::new()).await;
+                return false;
+            }
+            match self
+                .properties_for(op, &rec.logical_id)
+                .and_then(|(_, p)| Ok((p, self.metadata_for(op, &rec.logical_id)?)))
+            {
+                Ok((props, metadata)) => {
+                    rec.properties = props;
+                    rec.metadata = metadata;
+                }
+                Err(reason) => {
+                    rec.status = ResourceStatus::UpdateFailed;
+                    rec.status_reason = Some(reason);
+                    rec.pending = None;
+                    rec.physical_id = None;
+                    rec.updated_at = now();
+                    self.record(op, &rec, Vec::new()).await;
+                    return false;
+                }
+            }
+            op.results.forget(&rec.logical_id);
+            rec.physical_id = None;
+            rec.attributes = Map::new();
+            rec.status_reason = Some("Resource creation Initiated".into());
+            rec.pending = Some(PendingCall {
+                action: "CREATE".into(),
+                request_id: uuid::Uuid::new_v4().to_string(),
+            });
+            rec.updated_at = now();
+            if !self.record(op, &rec, Vec::new()).await {
+                return false;
+            }
+        }
+        let Some(p) = rec.pending.clone().filter(|p| p.action == "CREATE") else {
+            return false;
+        };
+        let result = self.call_create(op, &rec, &p.request_id).await;
+        self.record_created(
+            op,
+            rec,
+            result,
+            ResourceStatus::UpdateComplete,
+            ResourceStatus::UpdateFailed,
+        )
+        .await
+    }
+}
