@@ -561,3 +561,25 @@ fn sigkill_mid_reinstall_is_finished_by_the_next_command() {
         .count();
     assert_eq!(creates, 1);
 }
+
+#[test]
+fn a_handler_that_replaces_the_resource_on_update_gets_the_old_one_deleted() {
+    let (s, h) = crate::webhooks::with_handler();
+    let arn = crate::webhooks::ARN;
+    let t = |extra: &str| {
+        format!("Resources:\n  W:\n    Type: Custom::Widget\n    Properties:\n      ServiceToken: {arn}\n      Size: '1'\n{extra}")
+    };
+    assert_eq!(deploy(&s, "rp", &t(""), &[]).code(), 0);
+    let first = physical(&s, "rp", "W");
+    let next = s.write("next.yaml", &t("      PhysicalId: W-second\n"));
+    let run = update(&s, &["rp", next.to_str().unwrap_or_default()]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(physical(&s, "rp", "W"), "W-second");
+    let calls = h.calls();
+    let call = |t: &str, p: &str| (t.to_string(), "W".to_string(), p.to_string());
+    assert_eq!(
+        calls[1..],
+        [call("Update", &first), call("Delete", &first)],
+        "{calls:?}"
+    );
+}

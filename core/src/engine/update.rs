@@ -224,6 +224,15 @@ fn failure_reason(created: &[String], updated: &[String]) -> String {
     parts.join(" ")
 }
 
+/// What an update call changes: the properties to reach, the ones left,
+/// the changed top-level names and, for `cairn update`, the drift.
+pub(super) struct UpdateChange<'a> {
+    pub properties: &'a Map<String, Value>,
+    pub old_properties: &'a Map<String, Value>,
+    pub changed: Vec<String>,
+    pub drift: Option<Vec<cairn_sdk::PropertyDifference>>,
+}
+
 /// The statuses an update may start from.
 fn updatable(status: StackStatus) -> bool {
     matches!(
@@ -856,6 +865,32 @@ impl Engine {
         old_properties: &Map<String, Value>,
         request_id: &str,
     ) -> Result<UpdateResult, ProviderError> {
+        let change = UpdateChange {
+            properties,
+            old_properties,
+            changed: plan::changed_properties(old_properties, properties),
+            drift: None,
+        };
+        self.call_update_with(op, rec, physical_id, request_id, change)
+            .await
+    }
+
+    /// An update call with the changed property names and, for `cairn
+    /// update`, the drift the provider reported (`UpdateRequest.drift`).
+    pub(super) async fn call_update_with(
+        &self,
+        op: &Op,
+        rec: &ResourceRecord,
+        physical_id: &str,
+        request_id: &str,
+        change: UpdateChange<'_>,
+    ) -> Result<UpdateResult, ProviderError> {
+        let UpdateChange {
+            properties,
+            old_properties,
+            changed,
+            drift,
+        } = change;
         if crate::group::is_group(self.registry.canonical(&rec.resource_type)) {
             return self
                 .group_update(op, rec, physical_id, properties, old_properties)
@@ -867,8 +902,8 @@ impl Engine {
             physical_resource_id: physical_id.to_string(),
             properties: properties.clone(),
             old_properties: old_properties.clone(),
-            changed: plan::changed_properties(old_properties, properties),
-            drift: None,
+            changed,
+            drift,
         };
         self.timed("update", t.provider.update(&req)).await
     }
@@ -878,7 +913,7 @@ impl Engine {
     async fn call_update_and_record(
         &self,
         op: &Op,
-        mut rec: ResourceRecord,
+        rec: ResourceRecord,
         before: &Snapshot,
         request_id: &str,
     ) -> bool {
@@ -893,6 +928,18 @@ impl Engine {
                 request_id,
             )
             .await;
+        self.record_updated(op, rec, result).await
+    }
+
+    /// Records the outcome of an in-place update: the physical id (if the
+    /// provider answered with a new one), attributes and NoEcho learned, or
+    /// the failure with any physical resource it left behind.
+    pub(super) async fn record_updated(
+        &self,
+        op: &Op,
+        mut rec: ResourceRecord,
+        result: Result<UpdateResult, ProviderError>,
+    ) -> bool {
         rec.pending = None;
         rec.updated_at = now();
         match result {

@@ -4,11 +4,21 @@
 
 use std::sync::atomic::Ordering;
 
-use cairn_sdk::{PropertyDifference, ProviderError, UpdateRequest};
+use cairn_sdk::{PropertyDifference, UpdateResult};
 use serde_json::{Map, Value};
 
+use crate::engine::update::UpdateChange;
 use crate::engine::{Engine, Op};
 use crate::stack::{now, PendingCall, ResourceRecord, ResourceStatus};
+
+/// A group's attributes as an update's result (its physical id stays).
+fn group_result(attributes: Map<String, Value>) -> UpdateResult {
+    UpdateResult {
+        physical_resource_id: None,
+        attributes,
+        no_echo: false,
+    }
+}
 
 impl Engine {
     /// Heals one resource: a group replaces its unhealthy members, anything
@@ -23,40 +33,8 @@ impl Engine {
         if !self.record(op, &rec, Vec::new()).await {
             return false;
         }
-        let healed = self.group_heal(op, &rec).await;
+        let healed = self.group_heal(op, &rec).await.map(group_result);
         self.record_updated(op, rec, healed).await
-    }
-
-    /// Records the outcome of an in-place change (attributes learned, or the
-    /// failure).
-    pub(super) async fn record_updated(
-        &self,
-        op: &Op,
-        mut rec: ResourceRecord,
-        result: Result<Map<String, Value>, ProviderError>,
-    ) -> bool {
-        rec.updated_at = now();
-        rec.pending = None;
-        match result {
-            Ok(attributes) => {
-                rec.attributes = attributes;
-                rec.status = ResourceStatus::UpdateComplete;
-                rec.status_reason = None;
-                if !self.record(op, &rec, Vec::new()).await {
-                    return false;
-                }
-                if let Some(p) = &rec.physical_id {
-                    op.results.record(&rec.logical_id, p, &rec.attributes);
-                }
-                true
-            }
-            Err(e) => {
-                rec.status = ResourceStatus::UpdateFailed;
-                rec.status_reason = Some(e.message);
-                self.record(op, &rec, Vec::new()).await;
-                false
-            }
-        }
     }
 
     /// Records the template's properties for a resource whose provider
@@ -120,44 +98,63 @@ impl Engine {
             return false;
         }
         let physical = rec.physical_id.clone().unwrap_or_default();
-        let result = if crate::group::is_group(self.registry.canonical(&rec.resource_type)) {
-            match self
-                .group_update(op, &rec, &physical, &rec.properties, &old)
-                .await
-            {
-                Ok(_) if drift.is_some() => self.group_heal(op, &rec).await,
-                Ok(u) => Ok(u.attributes),
-                Err(e) => Err(e),
-            }
-        } else {
-            match self.provider_for(&rec.resource_type) {
-                Ok(t) => {
-                    let req = UpdateRequest {
-                        context: self.context(
-                            op,
-                            &rec.logical_id,
-                            &rec.resource_type,
-                            &uuid::Uuid::new_v4().to_string(),
-                        ),
-                        physical_resource_id: physical,
-                        properties: rec.properties.clone(),
-                        old_properties: old,
-                        changed,
-                        drift,
-                    };
-                    self.timed("update", t.provider.update(&req))
-                        .await
-                        .map(|u| {
-                            if let Some(p) = u.physical_resource_id {
-                                rec.physical_id = Some(p);
-                            }
-                            u.attributes
-                        })
+        let heal_members = drift.is_some();
+        let mut result = self
+            .call_update_with(
+                op,
+                &rec,
+                &physical,
+                &uuid::Uuid::new_v4().to_string(),
+                UpdateChange {
+                    properties: &rec.properties,
+                    old_properties: &old,
+                    changed,
+                    drift,
+                },
+            )
+            .await;
+        // A group whose members drifted: converged, then its members healed.
+        if result.is_ok()
+            && heal_members
+            && crate::group::is_group(self.registry.canonical(&rec.resource_type))
+        {
+            result = self.group_heal(op, &rec).await.map(group_result);
+        }
+        let replaced_by = result
+            .as_ref()
+            .ok()
+            .and_then(|u| u.physical_resource_id.clone())
+            .filter(|p| *p != physical);
+        if !self.record_updated(op, rec.clone(), result).await {
+            return false;
+        }
+        // The provider replaced the resource while updating it (a custom
+        // resource answering with a new PhysicalResourceId): the old one
+        // goes, as an update's cleanup would delete it.
+        match replaced_by {
+            None => true,
+            Some(new_physical) => {
+                let mut gone = rec.clone();
+                gone.properties = old;
+                let request_id = uuid::Uuid::new_v4().to_string();
+                match self.call_delete(op, &gone, &physical, &request_id).await {
+                    Ok(()) => true,
+                    Err(e) => {
+                        let mut now_rec = rec;
+                        now_rec.physical_id = Some(new_physical);
+                        now_rec.status = ResourceStatus::UpdateFailed;
+                        now_rec.status_reason = Some(format!(
+                            "Updated, but the provider made {} in place of {physical}, and deleting {physical} failed: {}. Run the update again to retry.",
+                            now_rec.physical_id.as_deref().unwrap_or_default(),
+                            e.message
+                        ));
+                        now_rec.updated_at = now();
+                        self.record(op, &now_rec, Vec::new()).await;
+                        false
+                    }
                 }
-                Err(e) => Err(e),
             }
-        };
-        self.record_updated(op, rec, result).await
+        }
     }
 
     /// Deletes the physical resource, then creates it again from the
