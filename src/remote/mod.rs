@@ -184,6 +184,33 @@ impl Remote {
         Ok(events)
     }
 
+    /// The ids of the stack's events so far (a follow shows only newer ones).
+    async fn event_ids(&self, stack_id: &str) -> anyhow::Result<HashSet<String>> {
+        Ok(self
+            .events(stack_id)
+            .await?
+            .into_iter()
+            .map(|e| e.event_id)
+            .collect())
+    }
+
+    /// Calls `action`, which starts an operation on the stack, and follows
+    /// the operation's events to its end (`Ok` when it ends in `success`).
+    /// `named` dresses the call's own error (e.g. with the template's path).
+    async fn operate(
+        &self,
+        stack_id: &str,
+        name: &str,
+        action: &str,
+        params: &[(String, String)],
+        success: StackStatus,
+        named: impl FnOnce(anyhow::Error) -> anyhow::Error,
+    ) -> anyhow::Result<()> {
+        let seen = self.event_ids(stack_id).await?;
+        self.call(action, params).await.map_err(named)?;
+        self.follow(stack_id, name, seen, success).await
+    }
+
     /// Shows the stack's new events as they come until its operation ends;
     /// `Ok` when it ends in `success`, else the failure's description.
     async fn follow(
@@ -336,19 +363,14 @@ async fn update(r: &Remote, args: crate::reconcile::Args<'_>) -> anyhow::Result<
         };
     }
     let existing = r.stack(args.stack).await?;
-    let seen = r
-        .events(&existing.stack_id)
-        .await?
-        .into_iter()
-        .map(|e| e.event_id)
-        .collect();
-    r.call("CairnReconcileStack", &p).await.map_err(named)?;
     let outcome = r
-        .follow(
+        .operate(
             &existing.stack_id,
             args.stack,
-            seen,
+            "CairnReconcileStack",
+            &p,
             StackStatus::UpdateComplete,
+            named,
         )
         .await;
     let h = r
@@ -388,6 +410,15 @@ fn parameter_members(
         ));
     }
     Ok(out)
+}
+
+/// A list member of the form: `<prefix>.member.1 … N`.
+fn list_members(prefix: &str, items: &[String]) -> Vec<(String, String)> {
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, v)| kv(format!("{prefix}.member.{}", i + 1), v.clone()))
+        .collect()
 }
 
 /// One form member.
@@ -446,62 +477,41 @@ pub async fn run(endpoint: &str, command: Command<'_>) -> anyhow::Result<()> {
                     return Ok(());
                 }
             };
-            let seen = r
-                .events(&existing.stack_id)
-                .await?
-                .into_iter()
-                .map(|e| e.event_id)
-                .collect();
-            let mut p = vec![kv("StackName", stack.to_string())];
-            for (i, name) in retain.iter().enumerate() {
-                p.push(kv(
-                    format!("RetainResources.member.{}", i + 1),
-                    name.clone(),
-                ));
-            }
-            r.call("DeleteStack", &p).await?;
-            r.follow(&existing.stack_id, stack, seen, StackStatus::DeleteComplete)
-                .await
+            let mut p = vec![kv("StackName", stack)];
+            p.extend(list_members("RetainResources", retain));
+            r.operate(
+                &existing.stack_id,
+                stack,
+                "DeleteStack",
+                &p,
+                StackStatus::DeleteComplete,
+                |e| e,
+            )
+            .await
         }
         Command::ContinueRollback { stack, skip } => {
             let existing = r.stack(stack).await?;
-            let seen = r
-                .events(&existing.stack_id)
-                .await?
-                .into_iter()
-                .map(|e| e.event_id)
-                .collect();
-            let mut p = vec![kv("StackName", stack.to_string())];
-            for (i, name) in skip.iter().enumerate() {
-                p.push(kv(
-                    format!("ResourcesToSkip.member.{}", i + 1),
-                    name.clone(),
-                ));
-            }
-            r.call("ContinueUpdateRollback", &p).await?;
-            r.follow(
+            let mut p = vec![kv("StackName", stack)];
+            p.extend(list_members("ResourcesToSkip", skip));
+            r.operate(
                 &existing.stack_id,
                 stack,
-                seen,
+                "ContinueUpdateRollback",
+                &p,
                 StackStatus::UpdateRollbackComplete,
+                |e| e,
             )
             .await
         }
         Command::CancelUpdate { stack } => {
             let existing = r.stack(stack).await?;
-            let seen = r
-                .events(&existing.stack_id)
-                .await?
-                .into_iter()
-                .map(|e| e.event_id)
-                .collect();
-            r.call("CancelUpdateStack", &[kv("StackName", stack.to_string())])
-                .await?;
-            r.follow(
+            r.operate(
                 &existing.stack_id,
                 stack,
-                seen,
+                "CancelUpdateStack",
+                &[kv("StackName", stack)],
                 StackStatus::UpdateRollbackComplete,
+                |e| e,
             )
             .await
         }
@@ -549,22 +559,17 @@ pub async fn run(endpoint: &str, command: Command<'_>) -> anyhow::Result<()> {
             if disable_rollback && cs.change_set_type != "CREATE" {
                 return Err(anyhow!("--disable-rollback applies to a change set that creates a stack; {} updates stack {stack} (an update that fails rolls back)", cs.change_set_name));
             }
-            let seen = r
-                .events(&cs.stack_id)
-                .await
-                .map(|l| l.into_iter().map(|e| e.event_id).collect())
-                .unwrap_or_default();
             let mut p = vec![kv("StackName", stack), kv("ChangeSetName", change_set)];
             if disable_rollback {
                 p.push(kv("DisableRollback", "true"));
             }
-            r.call("ExecuteChangeSet", &p).await?;
             let success = if cs.change_set_type == "CREATE" {
                 StackStatus::CreateComplete
             } else {
                 StackStatus::UpdateComplete
             };
-            r.follow(&cs.stack_id, stack, seen, success).await
+            r.operate(&cs.stack_id, stack, "ExecuteChangeSet", &p, success, |e| e)
+                .await
         }
         Command::ChangeSets(stack, output) => {
             let summaries = r
@@ -591,12 +596,7 @@ pub async fn run(endpoint: &str, command: Command<'_>) -> anyhow::Result<()> {
             output,
         } => {
             let mut p = vec![kv("StackName", stack)];
-            for (i, l) in only.iter().enumerate() {
-                p.push(kv(
-                    format!("LogicalResourceIds.member.{}", i + 1),
-                    l.clone(),
-                ));
-            }
+            p.extend(list_members("LogicalResourceIds", only));
             let id = r
                 .call("DetectStackDrift", &p)
                 .await?
@@ -685,18 +685,13 @@ async fn deploy(r: &Remote, args: stacks::DeployArgs<'_>) -> anyhow::Result<()> 
             if args.disable_rollback || args.on_failure.is_some() {
                 return Err(anyhow!("--disable-rollback and --on-failure apply to creating a stack; stack {} exists and is updated (an update that fails rolls back)", args.stack));
             }
-            let seen = r
-                .events(&existing.stack_id)
-                .await?
-                .into_iter()
-                .map(|e| e.event_id)
-                .collect();
-            r.call("UpdateStack", &params).await.map_err(named)?;
-            r.follow(
+            r.operate(
                 &existing.stack_id,
                 args.stack,
-                seen,
+                "UpdateStack",
+                &params,
                 StackStatus::UpdateComplete,
+                named,
             )
             .await
         }
