@@ -72,26 +72,7 @@ enum Command {
         output: OutputFormat,
     },
     /// Create a stack from a template and wait until it is done.
-    Deploy {
-        stack: String,
-        template: PathBuf,
-        /// A parameter value, KEY=VALUE (repeatable).
-        #[arg(long = "parameter", short = 'p')]
-        parameters: Vec<String>,
-        /// Keep what was created when the create fails (OnFailure DO_NOTHING).
-        #[arg(long)]
-        disable_rollback: bool,
-        /// DO_NOTHING, ROLLBACK (default) or DELETE.
-        #[arg(long)]
-        on_failure: Option<String>,
-        /// Keep the stack's current value of this parameter (update; repeatable).
-        #[arg(long = "use-previous-value")]
-        use_previous: Vec<String>,
-        /// A stack tag, KEY=VALUE (repeatable; an update without any keeps
-        /// the stack's tags).
-        #[arg(long = "tag")]
-        tags: Vec<String>,
-    },
+    Deploy(DeployOpts),
     /// Delete a stack and its resources and wait until it is done.
     Delete {
         stack: String,
@@ -108,24 +89,7 @@ enum Command {
     },
     /// Preview an update (or a create) as a change set, without touching
     /// resources (like `aws cloudformation create-change-set`).
-    Plan {
-        stack: String,
-        /// Template file; without it, the stack's current template.
-        template: Option<PathBuf>,
-        /// A parameter value, KEY=VALUE (repeatable).
-        #[arg(long = "parameter", short = 'p')]
-        parameters: Vec<String>,
-        /// Keep the stack's current value of this parameter (repeatable).
-        #[arg(long = "use-previous-value")]
-        use_previous: Vec<String>,
-        /// The change set's name (default: plan-<random>).
-        #[arg(long)]
-        name: Option<String>,
-        #[arg(long)]
-        description: Option<String>,
-        #[arg(long, value_enum, default_value_t)]
-        output: OutputFormat,
-    },
+    Plan(PlanOpts),
     /// Execute a change set made by `cairn plan` and wait until it is done.
     Execute {
         stack: String,
@@ -199,44 +163,7 @@ enum Command {
     /// Update a stack and bring reality back to the template (Cloudify's
     /// deployment update): uninstall removed, install added, heal unhealthy,
     /// fix drift, reinstall what cannot change in place. Waits until done.
-    Update {
-        stack: String,
-        /// The new template (default: the stack's current one).
-        template: Option<PathBuf>,
-        /// A parameter value, KEY=VALUE (repeatable).
-        #[arg(long = "parameter", short = 'p')]
-        parameters: Vec<String>,
-        /// Keep the stack's current value of this parameter (repeatable).
-        #[arg(long = "use-previous-value")]
-        use_previous: Vec<String>,
-        /// Keep the template and parameters; still heal and fix drift.
-        #[arg(long)]
-        drift_only: bool,
-        /// Show the steps and what each phase would do; change nothing.
-        #[arg(long)]
-        preview: bool,
-        /// Do not create added resources.
-        #[arg(long)]
-        skip_install: bool,
-        /// Do not delete removed resources (they leave the stack, left in place).
-        #[arg(long)]
-        skip_uninstall: bool,
-        /// Do not reinstall resources whose changes cannot be applied in place.
-        #[arg(long)]
-        skip_reinstall: bool,
-        /// Do not check status or heal unhealthy resources.
-        #[arg(long)]
-        skip_heal: bool,
-        /// Do not check drift (changed resources are updated from the template).
-        #[arg(long)]
-        skip_drift_check: bool,
-        /// Failed deletes while uninstalling do not stop the update.
-        #[arg(long)]
-        ignore_failure: bool,
-        /// For --preview.
-        #[arg(long, value_enum, default_value_t)]
-        output: OutputFormat,
-    },
+    Update(UpdateOpts),
     /// Detect drift: compare each resource with what the template set
     /// (IN_SYNC, MODIFIED with the differences, DELETED, NOT_CHECKED).
     Drift {
@@ -263,6 +190,138 @@ enum Command {
         #[arg(long, value_enum, default_value_t)]
         output: OutputFormat,
     },
+}
+
+#[derive(clap::Args)]
+struct DeployOpts {
+    stack: String,
+    template: PathBuf,
+    /// A parameter value, KEY=VALUE (repeatable).
+    #[arg(long = "parameter", short = 'p')]
+    parameters: Vec<String>,
+    /// Keep what was created when the create fails (OnFailure DO_NOTHING).
+    #[arg(long)]
+    disable_rollback: bool,
+    /// DO_NOTHING, ROLLBACK (default) or DELETE.
+    #[arg(long)]
+    on_failure: Option<String>,
+    /// Keep the stack's current value of this parameter (update; repeatable).
+    #[arg(long = "use-previous-value")]
+    use_previous: Vec<String>,
+    /// A stack tag, KEY=VALUE (repeatable; an update without any keeps
+    /// the stack's tags).
+    #[arg(long = "tag")]
+    tags: Vec<String>,
+}
+
+#[derive(clap::Args)]
+struct PlanOpts {
+    stack: String,
+    /// Template file; without it, the stack's current template.
+    template: Option<PathBuf>,
+    /// A parameter value, KEY=VALUE (repeatable).
+    #[arg(long = "parameter", short = 'p')]
+    parameters: Vec<String>,
+    /// Keep the stack's current value of this parameter (repeatable).
+    #[arg(long = "use-previous-value")]
+    use_previous: Vec<String>,
+    /// The change set's name (default: plan-<random>).
+    #[arg(long)]
+    name: Option<String>,
+    #[arg(long)]
+    description: Option<String>,
+    #[arg(long, value_enum, default_value_t)]
+    output: OutputFormat,
+}
+
+#[derive(clap::Args)]
+struct UpdateOpts {
+    stack: String,
+    /// The new template (default: the stack's current one).
+    template: Option<PathBuf>,
+    /// A parameter value, KEY=VALUE (repeatable).
+    #[arg(long = "parameter", short = 'p')]
+    parameters: Vec<String>,
+    /// Keep the stack's current value of this parameter (repeatable).
+    #[arg(long = "use-previous-value")]
+    use_previous: Vec<String>,
+    /// Keep the template and parameters; still heal and fix drift.
+    #[arg(long)]
+    drift_only: bool,
+    /// Show the steps and what each phase would do; change nothing.
+    #[arg(long)]
+    preview: bool,
+    /// Do not create added resources.
+    #[arg(long)]
+    skip_install: bool,
+    /// Do not delete removed resources (they leave the stack, left in place).
+    #[arg(long)]
+    skip_uninstall: bool,
+    /// Do not reinstall resources whose changes cannot be applied in place.
+    #[arg(long)]
+    skip_reinstall: bool,
+    /// Do not check status or heal unhealthy resources.
+    #[arg(long)]
+    skip_heal: bool,
+    /// Do not check drift (changed resources are updated from the template).
+    #[arg(long)]
+    skip_drift_check: bool,
+    /// Failed deletes while uninstalling do not stop the update.
+    #[arg(long)]
+    ignore_failure: bool,
+    /// For --preview.
+    #[arg(long, value_enum, default_value_t)]
+    output: OutputFormat,
+}
+
+impl DeployOpts {
+    fn args(&self) -> stacks::DeployArgs<'_> {
+        stacks::DeployArgs {
+            stack: &self.stack,
+            tags: &self.tags,
+            template: &self.template,
+            parameters: &self.parameters,
+            disable_rollback: self.disable_rollback,
+            on_failure: self.on_failure.as_deref(),
+            use_previous: &self.use_previous,
+        }
+    }
+}
+
+impl PlanOpts {
+    fn args(&self) -> changesets::PlanArgs<'_> {
+        changesets::PlanArgs {
+            stack: &self.stack,
+            template: self.template.as_deref(),
+            parameters: &self.parameters,
+            use_previous: &self.use_previous,
+            name: self.name.as_deref(),
+            description: self.description.as_deref(),
+            output: self.output,
+        }
+    }
+}
+
+impl UpdateOpts {
+    fn args(&self) -> reconcile::Args<'_> {
+        reconcile::Args {
+            stack: &self.stack,
+            template: self.template.as_deref(),
+            parameters: &self.parameters,
+            use_previous: &self.use_previous,
+            preview: self.preview,
+            output: self.output,
+            flags: cairn_core::engine::ReconcileFlags {
+                drift_only: self.drift_only,
+                skip_install: self.skip_install,
+                skip_uninstall: self.skip_uninstall,
+                skip_reinstall: self.skip_reinstall,
+                skip_heal: self.skip_heal,
+                skip_drift_check: self.skip_drift_check,
+                ignore_failure: self.ignore_failure,
+            },
+        }
+    }
 }
 
 fn load_config(path: Option<&PathBuf>) -> anyhow::Result<cairn_core::config::Config> {
@@ -305,56 +364,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         | Command::PluginHost { .. }
         | Command::Providers { .. }
         | Command::Serve { .. } => Ok(()),
-        Command::Deploy {
-            stack,
-            template,
-            parameters,
-            disable_rollback,
-            on_failure,
-            use_previous,
-            tags,
-        } => {
-            stacks::deploy(
-                &engine,
-                stacks::DeployArgs {
-                    stack,
-                    tags,
-                    template,
-                    parameters,
-                    disable_rollback: *disable_rollback,
-                    on_failure: on_failure.as_deref(),
-                    use_previous,
-                },
-            )
-            .await
-        }
+        Command::Deploy(o) => stacks::deploy(&engine, o.args()).await,
         Command::Delete { stack, retain } => stacks::delete(&engine, stack, retain).await,
         Command::ContinueRollback { stack, skip } => {
             stacks::continue_rollback(&engine, stack, skip).await
         }
-        Command::Plan {
-            stack,
-            template,
-            parameters,
-            use_previous,
-            name,
-            description,
-            output,
-        } => {
-            changesets::plan(
-                &engine,
-                changesets::PlanArgs {
-                    stack,
-                    template: template.as_deref(),
-                    parameters,
-                    use_previous,
-                    name: name.as_deref(),
-                    description: description.as_deref(),
-                    output: *output,
-                },
-            )
-            .await
-        }
+        Command::Plan(o) => changesets::plan(&engine, o.args()).await,
         Command::Execute {
             stack,
             change_set,
@@ -383,43 +398,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             last,
             output,
         } => drift::run(&engine, stack, resources, *last, *output).await,
-        Command::Update {
-            stack,
-            template,
-            parameters,
-            use_previous,
-            drift_only,
-            preview,
-            skip_install,
-            skip_uninstall,
-            skip_reinstall,
-            skip_heal,
-            skip_drift_check,
-            ignore_failure,
-            output,
-        } => {
-            reconcile::run(
-                &engine,
-                reconcile::Args {
-                    stack,
-                    template: template.as_deref(),
-                    parameters,
-                    use_previous,
-                    preview: *preview,
-                    output: *output,
-                    flags: cairn_core::engine::ReconcileFlags {
-                        drift_only: *drift_only,
-                        skip_install: *skip_install,
-                        skip_uninstall: *skip_uninstall,
-                        skip_reinstall: *skip_reinstall,
-                        skip_heal: *skip_heal,
-                        skip_drift_check: *skip_drift_check,
-                        ignore_failure: *ignore_failure,
-                    },
-                },
-            )
-            .await
-        }
+        Command::Update(o) => reconcile::run(&engine, o.args()).await,
     }
 }
 
@@ -427,23 +406,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 async fn run_remote(endpoint: &str, command: &Command) -> anyhow::Result<()> {
     use remote::Command as R;
     let remote_command = match command {
-        Command::Deploy {
-            stack,
-            template,
-            parameters,
-            disable_rollback,
-            on_failure,
-            use_previous,
-            tags,
-        } => R::Deploy(stacks::DeployArgs {
-            stack,
-            tags,
-            template,
-            parameters,
-            disable_rollback: *disable_rollback,
-            on_failure: on_failure.as_deref(),
-            use_previous,
-        }),
+        Command::Deploy(o) => R::Deploy(o.args()),
         Command::Delete { stack, retain } => R::Delete { stack, retain },
         Command::ContinueRollback { stack, skip } => R::ContinueRollback { stack, skip },
         Command::CancelUpdate { stack } => R::CancelUpdate { stack },
@@ -455,54 +418,8 @@ async fn run_remote(endpoint: &str, command: &Command) -> anyhow::Result<()> {
         Command::Template { stack, output } => R::Template(stack, *output),
         Command::Validate { template, output } => R::Validate(template, *output),
         Command::History { stack, output } => R::History(stack, *output),
-        Command::Update {
-            stack,
-            template,
-            parameters,
-            use_previous,
-            drift_only,
-            preview,
-            skip_install,
-            skip_uninstall,
-            skip_reinstall,
-            skip_heal,
-            skip_drift_check,
-            ignore_failure,
-            output,
-        } => R::Update(reconcile::Args {
-            stack,
-            template: template.as_deref(),
-            parameters,
-            use_previous,
-            preview: *preview,
-            output: *output,
-            flags: cairn_core::engine::ReconcileFlags {
-                drift_only: *drift_only,
-                skip_install: *skip_install,
-                skip_uninstall: *skip_uninstall,
-                skip_reinstall: *skip_reinstall,
-                skip_heal: *skip_heal,
-                skip_drift_check: *skip_drift_check,
-                ignore_failure: *ignore_failure,
-            },
-        }),
-        Command::Plan {
-            stack,
-            template,
-            parameters,
-            use_previous,
-            name,
-            description,
-            output,
-        } => R::Plan(changesets::PlanArgs {
-            stack,
-            template: template.as_deref(),
-            parameters,
-            use_previous,
-            name: name.as_deref(),
-            description: description.as_deref(),
-            output: *output,
-        }),
+        Command::Update(o) => R::Update(o.args()),
+        Command::Plan(o) => R::Plan(o.args()),
         Command::Execute {
             stack,
             change_set,
