@@ -839,18 +839,12 @@ async fn detect_stack_drift(app: &App, f: &Form) -> Outcome {
     })
 }
 
-/// A detection by its id (any stack's latest).
+/// A detection by its id.
 async fn detection(app: &App, id: &str) -> Result<StackDriftDetection, ApiError> {
-    for s in app.engine.store().list_stacks().await? {
-        if let Some(d) = app.engine.last_drift_detection(&s.stack_id).await? {
-            if d.stack_drift_detection_id == id {
-                return Ok(d);
-            }
-        }
-    }
-    Err(ApiError::validation(format!(
-        "The drift detection {id} does not exist (Cairn keeps each stack's latest)"
-    )))
+    app.engine
+        .drift_detection(id)
+        .await?
+        .ok_or_else(|| ApiError::validation(format!("The drift detection {id} does not exist")))
 }
 
 async fn describe_drift_status(app: &App, f: &Form) -> Outcome {

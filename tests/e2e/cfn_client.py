@@ -338,6 +338,9 @@ def exports_and_drift():
     assert "NextToken" not in rest, rest
     one = cf.detect_stack_resource_drift(StackName="ex", LogicalResourceId="B")["StackResourceDrift"]
     assert one["StackResourceDriftStatus"] == "IN_SYNC", one
+    # An earlier detection is still found by its id.
+    st = cf.describe_stack_drift_detection_status(StackDriftDetectionId=did)
+    assert (st["StackDriftDetectionId"], st["StackDriftStatus"]) == (did, "DRIFTED"), st
 
 
 def auth():

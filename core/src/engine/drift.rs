@@ -49,6 +49,13 @@ pub struct StackDriftDetection {
     pub stack_resource_drifts: Vec<ResourceDrift>,
 }
 
+/// A stored detection read back.
+fn decode(body: Option<Value>) -> Result<Option<StackDriftDetection>, EngineError> {
+    body.map(serde_json::from_value).transpose().map_err(|e| {
+        EngineError::Validation(format!("the recorded drift detection cannot be read: {e}"))
+    })
+}
+
 /// The statuses drift can be detected in (CloudFormation's list).
 fn detectable(status: StackStatus) -> bool {
     matches!(
@@ -163,6 +170,14 @@ impl Engine {
         Ok(detection)
     }
 
+    /// A drift detection by its id (any stack's, any earlier one).
+    pub async fn drift_detection(
+        &self,
+        detection_id: &str,
+    ) -> Result<Option<StackDriftDetection>, EngineError> {
+        decode(self.store.drift_detection(detection_id).await?)
+    }
+
     /// The stack's last drift detection, as recorded.
     pub async fn last_drift_detection(
         &self,
@@ -173,12 +188,7 @@ impl Engine {
                 "Stack with id {stack} does not exist"
             )));
         };
-        let Some(body) = self.store.last_drift_detection(&s.stack_id).await? else {
-            return Ok(None);
-        };
-        serde_json::from_value(body).map(Some).map_err(|e| {
-            EngineError::Validation(format!("the recorded drift detection cannot be read: {e}"))
-        })
+        decode(self.store.last_drift_detection(&s.stack_id).await?)
     }
 
     async fn check_one(

@@ -181,6 +181,11 @@ pub trait Store: Send + Sync {
         at: &str,
         body: &serde_json::Value,
     ) -> Result<(), StoreError>;
+    /// A drift detection by its id.
+    async fn drift_detection(
+        &self,
+        detection_id: &str,
+    ) -> Result<Option<serde_json::Value>, StoreError>;
     /// The stack's latest drift detection, if any.
     async fn last_drift_detection(
         &self,

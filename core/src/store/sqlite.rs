@@ -1117,6 +1117,23 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn drift_detection(
+        &self,
+        detection_id: &str,
+    ) -> Result<Option<serde_json::Value>, StoreError> {
+        let id = detection_id.to_string();
+        self.run(move |c| {
+            c.query_row(
+                "SELECT body FROM drift_detections WHERE detection_id = ?1",
+                params![id],
+                |r| json_col(r, 0),
+            )
+            .optional()
+            .map_err(backend)
+        })
+        .await
+    }
+
     async fn last_drift_detection(
         &self,
         stack_id: &str,
