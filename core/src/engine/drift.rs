@@ -191,6 +191,64 @@ impl Engine {
         decode(self.store.last_drift_detection(&s.stack_id).await?)
     }
 
+    /// The provider's drift check of a stored resource against
+    /// `properties` (a group's: its members, each by its own provider).
+    pub(super) async fn resource_drift(
+        &self,
+        stack_id: &str,
+        stack_name: &str,
+        r: &ResourceRecord,
+        properties: &serde_json::Map<String, Value>,
+    ) -> Result<DriftResult, cairn_sdk::ProviderError> {
+        if crate::group::is_group(self.registry.canonical(&r.resource_type)) {
+            return self.group_drift(stack_id, stack_name, r).await;
+        }
+        let t = self.provider_for(&r.resource_type)?;
+        let req = DriftRequest {
+            context: self.resource_context(stack_id, stack_name, r),
+            physical_resource_id: r.physical_id.clone().unwrap_or_default(),
+            properties: properties.clone(),
+        };
+        self.timed("drift detection", t.provider.check_drift(&req))
+            .await
+    }
+
+    /// The provider's status check of a stored resource (a group's: its
+    /// members').
+    pub(super) async fn resource_health(
+        &self,
+        stack_id: &str,
+        stack_name: &str,
+        r: &ResourceRecord,
+    ) -> Result<cairn_sdk::Health, cairn_sdk::ProviderError> {
+        if crate::group::is_group(self.registry.canonical(&r.resource_type)) {
+            return self.group_health(stack_id, stack_name, r).await;
+        }
+        let t = self.provider_for(&r.resource_type)?;
+        let req = cairn_sdk::StatusRequest {
+            context: self.resource_context(stack_id, stack_name, r),
+            physical_resource_id: r.physical_id.clone().unwrap_or_default(),
+            properties: r.properties.clone(),
+        };
+        self.timed("status check", t.provider.check_status(&req))
+            .await
+    }
+
+    fn resource_context(
+        &self,
+        stack_id: &str,
+        stack_name: &str,
+        r: &ResourceRecord,
+    ) -> cairn_sdk::RequestContext {
+        self.request_context(
+            stack_id,
+            stack_name,
+            &r.logical_id,
+            &r.resource_type,
+            &uuid::Uuid::new_v4().to_string(),
+        )
+    }
+
     async fn check_one(
         &self,
         stack_id: &str,
@@ -209,28 +267,9 @@ impl Engine {
             timestamp: now(),
             drift_status_reason: None,
         };
-        let Ok(t) = self.provider_for(&r.resource_type) else {
-            drift.stack_resource_drift_status = "UNKNOWN".into();
-            drift.drift_status_reason = Some(format!("no provider serves {}", r.resource_type));
-            return drift;
-        };
-        let req = DriftRequest {
-            context: self.request_context(
-                stack_id,
-                stack_name,
-                &r.logical_id,
-                &r.resource_type,
-                &uuid::Uuid::new_v4().to_string(),
-            ),
-            physical_resource_id: physical,
-            properties: r.properties.clone(),
-        };
-        let result = if crate::group::is_group(self.registry.canonical(&r.resource_type)) {
-            self.group_drift(stack_id, stack_name, r).await
-        } else {
-            self.timed("drift detection", t.provider.check_drift(&req))
-                .await
-        };
+        let result = self
+            .resource_drift(stack_id, stack_name, r, &r.properties)
+            .await;
         drift.timestamp = now();
         match result {
             Ok(DriftResult::InSync) => drift.stack_resource_drift_status = "IN_SYNC".into(),

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeSet, HashSet};
 
-use cairn_sdk::{DriftRequest, DriftResult, Health, StatusRequest, UpdateBehavior};
+use cairn_sdk::{DriftResult, Health, UpdateBehavior};
 
 use super::{Need, ReconcileFlags, ReconcileReport};
 use crate::engine::dag::Outcome;
@@ -231,24 +231,9 @@ impl Engine {
 
     /// Ok when healthy, else why not.
     pub(super) async fn health_of(&self, op: &Op, r: &ResourceRecord) -> Result<(), String> {
-        let health = if crate::group::is_group(self.registry.canonical(&r.resource_type)) {
-            self.group_health(&op.stack.stack_id, &op.stack.stack_name, r)
-                .await
-        } else {
-            let t = self.provider_for(&r.resource_type).map_err(|e| e.message)?;
-            let req = StatusRequest {
-                context: self.context(
-                    op,
-                    &r.logical_id,
-                    &r.resource_type,
-                    &uuid::Uuid::new_v4().to_string(),
-                ),
-                physical_resource_id: r.physical_id.clone().unwrap_or_default(),
-                properties: r.properties.clone(),
-            };
-            self.timed("status check", t.provider.check_status(&req))
-                .await
-        };
+        let health = self
+            .resource_health(&op.stack.stack_id, &op.stack.stack_name, r)
+            .await;
         match health {
             Ok(Health::Healthy) => Ok(()),
             Ok(Health::Unhealthy { reason }) => Err(reason),
@@ -308,24 +293,9 @@ impl Engine {
         let (_, props) = self.properties_for(op, &r.logical_id)?;
         let template_changed = plan::changed_properties(&r.properties, &props);
         let is_group = crate::group::is_group(self.registry.canonical(&r.resource_type));
-        let result = if is_group {
-            self.group_drift(&op.stack.stack_id, &op.stack.stack_name, r)
-                .await
-        } else {
-            let t = self.provider_for(&r.resource_type).map_err(|e| e.message)?;
-            let req = DriftRequest {
-                context: self.context(
-                    op,
-                    &r.logical_id,
-                    &r.resource_type,
-                    &uuid::Uuid::new_v4().to_string(),
-                ),
-                physical_resource_id: r.physical_id.clone().unwrap_or_default(),
-                properties: props.clone(),
-            };
-            self.timed("drift detection", t.provider.check_drift(&req))
-                .await
-        };
+        let result = self
+            .resource_drift(&op.stack.stack_id, &op.stack.stack_name, r, &props)
+            .await;
         let drift = match result {
             Ok(d) => d,
             Err(e) if e.is_not_found() => DriftResult::Deleted,
