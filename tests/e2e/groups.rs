@@ -104,8 +104,13 @@ fn output(s: &Scratch, stack: &str, key: &str) -> String {
         .unwrap_or_default()
 }
 
-/// (logical id, status, reason) of the events after the first `skip`.
-fn sequence(s: &Scratch, stack: &str, skip: usize) -> Vec<(String, String, String, f64)> {
+/// (logical id, status, reason, seconds since midnight) of the events after
+/// the first `skip`, the stack's own included.
+pub(crate) fn sequence(
+    s: &Scratch,
+    stack: &str,
+    skip: usize,
+) -> Vec<(String, String, String, f64)> {
     events(s, stack)
         .iter()
         .skip(skip)

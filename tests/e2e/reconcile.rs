@@ -18,17 +18,9 @@ fn scratch() -> Scratch {
 /// (logical id, status, reason) of the events after the first `skip`,
 /// the stack's own included.
 fn sequence(s: &Scratch, stack: &str, skip: usize) -> Vec<(String, String, String)> {
-    events(s, stack)
-        .iter()
-        .skip(skip)
-        .map(|e| {
-            let t = |k: &str| e[k].as_str().unwrap_or_default().to_string();
-            (
-                t("LogicalResourceId"),
-                t("ResourceStatus"),
-                t("ResourceStatusReason"),
-            )
-        })
+    crate::groups::sequence(s, stack, skip)
+        .into_iter()
+        .map(|(l, st, r, _)| (l, st, r))
         .collect()
 }
 
