@@ -252,7 +252,7 @@ fn scenario(name: &str) -> Result<(), Box<dyn std::error::Error>> {
             start_handler(&mut config).await?;
         }
         let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("state.db"))?);
-        let registry = Arc::new(cairn_providers::registry(&config, &dir.path().join("res"))?);
+        let registry = Arc::new(cairn_core::registry::assemble::assemble(&config, cairn_providers::builtins(&dir.path().join("res")))?);
         let engine = Engine::new(store, registry, config.clone());
         let (body, n) = match name {
             "dag1000" => (random_dag(1_000), 1_000),

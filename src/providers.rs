@@ -22,7 +22,7 @@ fn entry(type_name: &str, t: &RegisteredType) -> Value {
 
 /// Every type: exact registrations, families (`Custom::<Name>`), aliases.
 fn all(registry: &Registry) -> Vec<Value> {
-    let mut list: Vec<Value> = registry.types().map(|(n, t)| entry(n, t)).collect();
+    let mut list: Vec<Value> = registry.types().iter().map(|(n, t)| entry(n, t)).collect();
     list.extend(
         registry
             .families()
@@ -33,15 +33,21 @@ fn all(registry: &Registry) -> Vec<Value> {
 
 pub fn run(config: &Config, only: Option<&str>, output: OutputFormat) -> anyhow::Result<()> {
     // Listing types never creates resources; the data directory is not touched.
-    let registry = cairn_providers::registry(config, Path::new("."))?;
+    let registry = cairn_core::registry::assemble::assemble(
+        config,
+        cairn_providers::builtins(Path::new(".")),
+    )?;
     if let Some(type_name) = only {
         let Some(t) = registry.get(type_name) else {
+            if let Some(reason) = registry.unavailable_reason(type_name) {
+                anyhow::bail!("{reason}");
+            }
             anyhow::bail!(
                 "no provider serves {type_name}; `cairn providers` lists the types this configuration serves"
             );
         };
         let canonical = registry.canonical(type_name);
-        let e = entry(canonical, t);
+        let e = entry(canonical, &t);
         return match output {
             OutputFormat::Json => print_json(&e),
             OutputFormat::Text => {
@@ -73,10 +79,21 @@ pub fn run(config: &Config, only: Option<&str>, output: OutputFormat) -> anyhow:
             }
         };
     }
-    match output {
+    // Listing every type starts every configured provider; one that cannot
+    // start is listed with the cause instead of failing the listing.
+    let unavailable: Vec<Value> = registry
+        .start_all()
+        .into_iter()
+        .filter_map(|s| {
+            s.cause
+                .map(|cause| json!({"Provider": s.name, "Status": s.state, "Cause": cause}))
+        })
+        .collect();
+    let listed = match output {
         OutputFormat::Json => print_json(&json!({
             "Types": all(&registry),
             "Aliases": registry.aliases(),
+            "Unavailable": unavailable,
         })),
         OutputFormat::Text => {
             for e in all(&registry) {
@@ -94,5 +111,23 @@ pub fn run(config: &Config, only: Option<&str>, output: OutputFormat) -> anyhow:
             }
             Ok(())
         }
+    };
+    listed?;
+    // The listing is complete; the exit status says whether every
+    // configured provider could start.
+    if !unavailable.is_empty() {
+        let lines: Vec<String> = unavailable
+            .iter()
+            .map(|u| {
+                let text = |k: &str| u[k].as_str().unwrap_or_default().to_string();
+                format!(
+                    "provider {} cannot start: {}",
+                    text("Provider"),
+                    text("Cause")
+                )
+            })
+            .collect();
+        anyhow::bail!("{}", lines.join("\n"));
     }
+    Ok(())
 }

@@ -40,7 +40,10 @@ pub fn data_dir(state: &Path) -> PathBuf {
 /// Opens the store and the engine (the registry of providers included).
 pub async fn open_without_resume(config: &Config, state: &Path) -> anyhow::Result<Arc<Engine>> {
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(state)?);
-    let registry = Arc::new(cairn_providers::registry(config, &data_dir(state))?);
+    let registry = Arc::new(cairn_core::registry::assemble::assemble(
+        config,
+        cairn_providers::builtins(&data_dir(state)),
+    )?);
     Ok(Engine::new(store, registry, config.clone()))
 }
 

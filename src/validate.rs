@@ -26,7 +26,10 @@ pub fn run(config: &Config, path: &Path, output: OutputFormat) -> anyhow::Result
     let template =
         Template::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     // Validation never creates resources; the data directory is not touched.
-    let registry = cairn_providers::registry(config, Path::new("."))?;
+    let registry = cairn_core::registry::assemble::assemble(
+        config,
+        cairn_providers::builtins(Path::new(".")),
+    )?;
     cairn_core::validate::validate_template(&template, &registry)
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     let parameters: Vec<ParameterLine> = template

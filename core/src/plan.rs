@@ -197,7 +197,8 @@ pub fn plan(
         let props = validate::check_properties(name, &r.type_name, &props, registry)
             .map_err(|e| e.locate(&template.source_map))?;
         let metadata = evaluate_metadata(ev, r.metadata.as_ref(), name)?;
-        let schema = registry.schema(&r.type_name);
+        let found = registry.schema(&r.type_name);
+        let schema = found.as_deref();
         let old_raw = previous.template.resource(name);
         let mut details = Vec::new();
         let mut scope = Vec::new();

@@ -20,11 +20,22 @@ pub fn check_types(template: &Template, registry: &Registry) -> Result<(), Templ
     if unknown.is_empty() {
         Ok(())
     } else {
-        Err(format_error(format!(
-            "Unrecognized resource types: [{}]",
-            unknown.join(", ")
-        )))
+        Err(unrecognized(&unknown, registry))
     }
+}
+
+/// `Unrecognized resource types: [..]`; a type whose provider cannot start
+/// is not unknown, so the message says which provider and why.
+fn unrecognized(types: &[&str], registry: &Registry) -> TemplateError {
+    let reasons: Vec<String> = types
+        .iter()
+        .filter_map(|t| registry.unavailable_reason(t))
+        .collect();
+    let mut message = format!("Unrecognized resource types: [{}]", types.join(", "));
+    if !reasons.is_empty() {
+        message.push_str(&format!(" ({})", reasons.join("; ")));
+    }
+    format_error(message)
 }
 
 /// Every `Fn::GetAtt` (in resources and outputs) names an attribute its
@@ -82,9 +93,7 @@ pub fn check_properties(
     registry: &Registry,
 ) -> Result<serde_json::Map<String, Value>, TemplateError> {
     let Some(schema) = registry.schema(type_name) else {
-        return Err(format_error(format!(
-            "Unrecognized resource types: [{type_name}]"
-        )));
+        return Err(unrecognized(&[type_name], registry));
     };
     schema.validate(properties).map_err(|errors| {
         let texts: Vec<String> = errors.iter().map(ToString::to_string).collect();

@@ -327,6 +327,20 @@ pub trait ResourceProvider: Send + Sync {
     async fn check_status(&self, _req: &StatusRequest) -> Result<Health, ProviderError> {
         Ok(Health::Healthy)
     }
+
+    /// The outcome of a create the engine already sent with this request id
+    /// and never learnt (the engine stopped, the call was cancelled or timed
+    /// out): called instead of `create` before the resource is created again
+    /// or deleted. The default sends the create again: right for a provider
+    /// that recognises a repeated request id and answers with what the first
+    /// one made (every built-in, plugins made with this SDK, the webhook
+    /// handler kit). A provider whose handler would make a second resource
+    /// (a CloudFormation custom-resource handler) answers from what it knows
+    /// instead, and may fail with the physical id to delete
+    /// ([`ProviderError::leaving`]).
+    async fn recover_create(&self, req: &CreateRequest) -> Result<CreateResult, ProviderError> {
+        self.create(req).await
+    }
 }
 
 #[cfg(test)]

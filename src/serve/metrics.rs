@@ -46,7 +46,7 @@ impl Metrics {
         }
     }
 
-    pub fn render(&self) -> String {
+    pub fn render(&self, providers: &[cairn_core::registry::ProviderStatus]) -> String {
         let mut out = String::new();
         let Ok(c) = self.inner.lock() else {
             return out;
@@ -122,6 +122,15 @@ impl Metrics {
                 "cairn_provider_call_seconds_count{{kind=\"{kind}\",outcome=\"{outcome}\"}} {}",
                 t.count
             );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP cairn_provider_up Whether a configured provider is started (1) or cannot start (0; not yet needed: absent)."
+        );
+        let _ = writeln!(out, "# TYPE cairn_provider_up gauge");
+        for p in providers.iter().filter(|p| p.state != "not started") {
+            let up = u8::from(p.cause.is_none());
+            let _ = writeln!(out, "cairn_provider_up{{provider=\"{}\"}} {up}", p.name);
         }
         let _ = writeln!(out, "# HELP cairn_webhook_deliveries_total Custom-resource request deliveries: delivered, retried (one per retry), failed.");
         let _ = writeln!(out, "# TYPE cairn_webhook_deliveries_total counter");

@@ -151,6 +151,18 @@ pub async fn run(args: ServeArgs<'_>) -> anyhow::Result<()> {
         ServerAuth::Sigv4 => {}
     }
     let engine = crate::stacks::open_without_resume(&config, args.state).await?;
+    // Start the configured providers now, so that /healthz tells at once
+    // which are down; one that cannot start leaves the server up and is
+    // tried again when its types are next needed.
+    {
+        let engine = engine.clone();
+        let statuses = tokio::task::spawn_blocking(move || engine.registry().start_all()).await?;
+        for p in statuses {
+            if let Some(cause) = p.cause {
+                eprintln!("warning: provider {} cannot start: {cause}; its types are unavailable until it does", p.name);
+            }
+        }
+    }
     let app = Arc::new(App {
         engine: engine.clone(),
         config: config.clone(),
@@ -158,7 +170,7 @@ pub async fn run(args: ServeArgs<'_>) -> anyhow::Result<()> {
     });
     let router: Router = Router::new()
         .route("/", get(query).post(query))
-        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/healthz", get(healthz))
         .route("/metrics", get(metrics_page))
         .layer(DefaultBodyLimit::max(server.max_body_bytes))
         .with_state(app.clone());
@@ -262,11 +274,27 @@ async fn shutdown_signal() {
 }
 
 async fn metrics_page(State(app): State<Arc<App>>) -> Response {
+    let providers = app.engine.registry().provider_statuses();
     (
         [("content-type", "text/plain; version=0.0.4")],
-        app.metrics.render(),
+        app.metrics.render(&providers),
     )
         .into_response()
+}
+
+/// `GET /healthz`: `ok` while the server answers, then one line per
+/// configured provider. A provider that cannot start does not make the
+/// server unhealthy (only its types are unavailable); it is named with the
+/// cause.
+async fn healthz(State(app): State<Arc<App>>) -> String {
+    let mut out = String::from("ok\n");
+    for p in app.engine.registry().provider_statuses() {
+        match p.cause {
+            Some(cause) => out.push_str(&format!("provider {}: {}: {cause}\n", p.name, p.state)),
+            None => out.push_str(&format!("provider {}: {}\n", p.name, p.state)),
+        }
+    }
+    out
 }
 
 /// One Query API request.

@@ -4,6 +4,7 @@ mod changesets;
 mod crash;
 mod drift;
 mod groups;
+mod outage;
 mod plugins;
 mod reconcile;
 mod serve;

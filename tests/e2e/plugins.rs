@@ -76,8 +76,11 @@ fn libraries_that_are_not_plugins_or_not_the_pinned_file_are_refused() {
     let s = scratch_with(&format!(
         "kind = \"dylib\"\npath = \"{libm}\"\nisolation = \"none\"\n"
     ));
+    // A provider that cannot start is named with the cause; the rest of
+    // the configuration works.
     s.write("x.yaml", "Resources:\n  A: {Type: Cairn::Test::Resource}\n");
-    let run = cairn(&s, &["validate", "x.yaml"]);
+    assert_eq!(cairn(&s, &["validate", "x.yaml"]).code(), 0);
+    let run = cairn(&s, &["providers"]);
     assert_eq!(run.code(), 1);
     assert!(
         run.stderr().contains(&format!("provider libm.so.6 cannot start: cannot load provider plugin {libm}: it does not export cairn_provider_decl_v1: not a Cairn provider plugin of ABI version 1")),
@@ -140,12 +143,12 @@ fn a_library_with_the_wrong_magic_is_refused_before_it_runs() {
         "kind = \"dylib\"\npath = \"{}\"\nisolation = \"none\"\n",
         lib.display()
     ));
-    s.write("x.yaml", "Resources:\n  A: {Type: Cairn::Test::Resource}\n");
+    s.write("x.yaml", "Resources:\n  A: {Type: Example::KV::Record}\n");
     let run = cairn(&s, &["validate", "x.yaml"]);
     assert_eq!(run.code(), 1);
     assert!(
         run.stderr().contains(&format!(
-            "cannot load provider plugin {}: its declaration starts with \"NOTCAIRN\", expected the magic \"CAIRNPV\\0\": not a Cairn provider plugin",
+            "Unrecognized resource types: [Example::KV::Record] (Example::KV::Record is unavailable: provider libcairn_test_wrong_magic.so cannot start: cannot load provider plugin {}: its declaration starts with \"NOTCAIRN\", expected the magic \"CAIRNPV\\0\": not a Cairn provider plugin",
             lib.display()
         )),
         "{}",
@@ -283,7 +286,7 @@ fn providers_lists_types_with_their_provider_transport_and_schema() {
 }
 
 #[test]
-fn two_providers_claiming_one_type_is_a_startup_error_naming_both() {
+fn two_providers_claiming_one_type_is_an_error_naming_both() {
     let s = scratch_with(&format!(
         "{}\n[[providers]]\n{}",
         kv_entry("isolation = \"none\"\n"),

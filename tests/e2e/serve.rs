@@ -2,8 +2,7 @@
 //! scenario per test), each against its own server on a free loopback port
 //! with its own state file.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 
 use crate::support::Scratch;
 
@@ -31,31 +30,13 @@ impl Server {
                 "[engine]\ncleanup_attempts = 2\ncleanup_backoff_seconds = 0.05\n\n[server]\nauth = \"sigv4\"\n{extra}\n[server.access_keys.{KEY}]\nsecret = \"{SECRET}\"\n\n[server.access_keys.AKIDLIMITED]\nsecret = \"limited-secret\"\nstacks = [\"mine\"]\n\n{sections}"
             ),
         );
-        let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
-            .args(["--config", "cairn.toml", "serve", "--listen", "127.0.0.1:0"])
-            .current_dir(s.dir.path())
-            .env_remove("CAIRN_CONFIG")
-            .env_remove("CAIRN_STATE")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("cairn serve starts");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("the server prints its address");
-        let endpoint = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line: {line}"))
-            .to_string();
+        let (child, endpoint) = s.serve();
         Server { child, endpoint }
     }
 
     /// Runs a `cfn_client.py` scenario against this server.
     fn scenario(&self, s: &Scratch, name: &str, ca: Option<&str>) {
-        let mut cmd = Command::new("python3");
+        let mut cmd = crate::support::python_with("boto3");
         cmd.arg(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/tests/e2e/cfn_client.py"

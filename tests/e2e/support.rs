@@ -3,6 +3,25 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
+/// The Python the tests run handlers and clients with: the one in the venv
+/// `cargo xtask test` prepares (`CAIRN_TEST_PYTHON`), else `python3`.
+pub fn python() -> Command {
+    Command::new(std::env::var_os("CAIRN_TEST_PYTHON").unwrap_or_else(|| "python3".into()))
+}
+
+/// A `python()` that can import `module`, or a panic saying how to get one.
+pub fn python_with(module: &str) -> Command {
+    let check = python()
+        .args(["-c", &format!("import {module}")])
+        .output()
+        .expect("python3 runs");
+    assert!(
+        check.status.success(),
+        "this test needs the Python module {module}: run the tests with `cargo xtask test`, which installs the tests' packages in target/test-env"
+    );
+    python()
+}
+
 pub struct Scratch {
     pub dir: tempfile::TempDir,
 }
@@ -80,6 +99,34 @@ impl Scratch {
             .stderr(std::process::Stdio::null())
             .spawn()
             .expect("spawn cairn")
+    }
+}
+
+impl Scratch {
+    /// Starts `cairn serve` on a free loopback port with `cairn.toml` of the
+    /// scratch dir; returns the child and the endpoint it printed.
+    pub fn serve(&self) -> (std::process::Child, String) {
+        use std::io::BufRead;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
+            .args(["--config", "cairn.toml", "serve", "--listen", "127.0.0.1:0"])
+            .current_dir(self.dir.path())
+            .env_remove("CAIRN_CONFIG")
+            .env_remove("CAIRN_STATE")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .spawn()
+            .expect("cairn serve starts");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        std::io::BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("the server prints its address");
+        let endpoint = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line: {line}"))
+            .to_string();
+        (child, endpoint)
     }
 }
 

@@ -32,7 +32,7 @@ impl Handler {
             .unwrap_or(0);
         let log = s.dir.path().join(format!("handler-{n}.jsonl"));
         let port_file = s.dir.path().join(format!("handler-{n}.port"));
-        let child = Command::new("python3")
+        let child = crate::support::python()
             .arg(concat!(
                 env!("CARGO_MANIFEST_DIR"),
                 "/tests/e2e/cr_handler.py"
@@ -607,15 +607,7 @@ fn rust_kit_handler(secret: &str) -> Program {
 
 /// The Python example: a Lambda handler using PyPI's cfnresponse, unchanged.
 fn python_cfnresponse_handler(secret: &str) -> Program {
-    let check = Command::new("python3")
-        .args(["-c", "import cfnresponse"])
-        .output()
-        .expect("python3 runs");
-    assert!(
-        check.status.success(),
-        "the Python example needs cfnresponse: pip install -r examples/python-handler/requirements.txt"
-    );
-    let mut cmd = Command::new("python3");
+    let mut cmd = crate::support::python_with("cfnresponse");
     cmd.arg(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/examples/python-handler/server.py"
@@ -1001,4 +993,95 @@ fn the_handler_kit_answers_check_drift_for_its_provider() {
     cmd.args(["--listen", &format!("127.0.0.1:{port}"), "--secret", SECRET]);
     let _again = Program::start(cmd);
     assert_eq!(status(&s), "DELETED");
+}
+
+/// CloudFormation sends a custom resource's Create once, and handlers are
+/// written for that. A Create cancelled because a sibling failed keeps its
+/// ResponseURL open; the rollback waits for its answer and deletes exactly
+/// the thing it names, instead of sending the Create again (which would make
+/// a second thing, leaked).
+#[test]
+fn a_cancelled_custom_resource_create_is_never_sent_again_and_what_it_made_is_deleted() {
+    let s = Scratch::new();
+    let things = s.dir.path().join("things");
+    std::fs::create_dir_all(&things).expect("things dir");
+    let mut cmd = crate::support::python_with("cfnresponse");
+    cmd.arg(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/python-handler/server.py"
+    ))
+    .args(["--listen", "127.0.0.1:0", "--module", "things_handler"])
+    .env(
+        "PYTHONPATH",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/e2e"),
+    )
+    .env("THINGS_DIR", &things)
+    .env("CAIRN_WEBHOOK_SECRET", SECRET);
+    let handler = Program::start(cmd);
+    let s = {
+        s.write(
+            "cairn.toml",
+            &format!(
+                "[webhooks]\ntimeout_seconds = 30\n\n[webhooks.endpoints.things]\nurl = \"http://127.0.0.1:{}/\"\nsecret = \"{SECRET}\"\n",
+                handler.port
+            ),
+        );
+        s
+    };
+    let t = "Resources:\n  Slow:\n    Type: Custom::Thing\n    Properties: {ServiceToken: things, Sleep: 3}\n  Bad:\n    Type: Custom::Thing\n    Properties: {ServiceToken: things, Fail: true}\n";
+    let run = deploy(&s, "st", t, &[]);
+    assert_eq!(run.code(), 1, "{}", run.stdout());
+    let status = cairn(&s, &["describe", "st", "--output", "json"]).json()["Stacks"][0]
+        ["StackStatus"]
+        .clone();
+    assert_eq!(status, "ROLLBACK_COMPLETE");
+    let requests: Vec<Value> = std::fs::read_to_string(s.dir.path().join("requests.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let slow: Vec<(String, String)> = requests
+        .iter()
+        .filter(|r| r["LogicalResourceId"] == "Slow")
+        .map(|r| {
+            (
+                r["RequestType"].as_str().unwrap_or_default().to_string(),
+                r["PhysicalResourceId"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        })
+        .collect();
+    // One Create, then a Delete of the thing that Create made.
+    assert_eq!(slow.len(), 2, "{requests:?}");
+    assert_eq!(slow[0].0, "Create");
+    assert_eq!(slow[1].0, "Delete");
+    assert!(slow[1].1.starts_with("thing-"), "{slow:?}");
+    let left: Vec<_> = std::fs::read_dir(&things)
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "the handler still holds {left:?}");
+    let seq: Vec<_> = sequence_after(&s, "st", 0)
+        .into_iter()
+        .filter(|e| e.0 == "Slow")
+        .map(|e| (e.1, e.2))
+        .collect();
+    assert_eq!(
+        seq,
+        [
+            ("CREATE_IN_PROGRESS".to_string(), String::new()),
+            (
+                "CREATE_IN_PROGRESS".to_string(),
+                "Resource creation Initiated".to_string()
+            ),
+            (
+                "CREATE_FAILED".to_string(),
+                "Resource creation cancelled".to_string()
+            ),
+            ("DELETE_IN_PROGRESS".to_string(), String::new()),
+            ("DELETE_COMPLETE".to_string(), String::new()),
+        ]
+    );
+    drop(handler);
 }

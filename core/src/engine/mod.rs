@@ -916,9 +916,15 @@ impl Engine {
     fn provider_for(
         &self,
         type_name: &str,
-    ) -> Result<&crate::registry::RegisteredType, ProviderError> {
+    ) -> Result<Arc<crate::registry::RegisteredType>, ProviderError> {
         self.registry.get(type_name).ok_or_else(|| {
-            ProviderError::invalid_request(format!("no provider serves {type_name}"))
+            // A provider that cannot start fails only the resources of its
+            // own types, with its name and the cause.
+            let message = self
+                .registry
+                .unavailable_reason(type_name)
+                .unwrap_or_else(|| format!("no provider serves {type_name}"));
+            ProviderError::new(cairn_sdk::ErrorKind::InternalFailure, message)
         })
     }
 
@@ -1010,6 +1016,7 @@ impl Engine {
         op: &Op,
         r: &ResourceRecord,
         request_id: &str,
+        send: Send,
     ) -> Result<CreateResult, ProviderError> {
         // Groups are run here, not by a provider: they manage members
         // through the store and the registry.
@@ -1021,7 +1028,15 @@ impl Engine {
             context: self.context(op, &r.logical_id, &r.resource_type, request_id),
             properties: r.properties.clone(),
         };
-        self.timed("creation", t.provider.create(&req)).await
+        match send {
+            Send::First => self.timed("creation", t.provider.create(&req)).await,
+            // The provider decides how to learn the outcome: an idempotent
+            // one is asked again, a custom-resource handler never is.
+            Send::Again => {
+                self.timed("creation", t.provider.recover_create(&req))
+                    .await
+            }
+        }
     }
 
     /// Creates one resource (CREATE_IN_PROGRESS, "Resource creation
@@ -1097,7 +1112,12 @@ impl Engine {
                 (rec, id)
             }
         };
-        let result = self.call_create(op, &rec, &request_id).await;
+        let send = if resumed_call.is_some() {
+            Send::Again
+        } else {
+            Send::First
+        };
+        let result = self.call_create(op, &rec, &request_id, send).await;
         self.record_created(
             op,
             rec,
@@ -1349,11 +1369,16 @@ impl Engine {
         // unknown: the delete fails (and keeps the record) rather than forget it.
         if rec.physical_id.is_none() {
             if let Some(p) = rec.pending.clone().filter(|p| p.action == "CREATE") {
-                match self.call_create(op, &rec, &p.request_id).await {
+                match self.call_create(op, &rec, &p.request_id, Send::Again).await {
                     Ok(created) => {
                         rec.physical_id = Some(created.physical_resource_id);
                         rec.attributes = created.attributes;
                         rec.no_echo = created.no_echo;
+                    }
+                    // It failed, or its outcome cannot be learnt, but it
+                    // names the physical id to delete.
+                    Err(e) if e.physical_resource_id.is_some() => {
+                        rec.physical_id = e.physical_resource_id;
                     }
                     Err(e) if e.kind == ErrorKind::Timeout => {
                         rec.status = ResourceStatus::DeleteFailed;
@@ -1409,4 +1434,13 @@ impl Engine {
             }
         }
     }
+}
+
+/// Whether a create call is sent for the first time, or its request id was
+/// recorded by an earlier step (a crash, a cancellation, a timeout) and its
+/// outcome must be learnt ([`cairn_sdk::ResourceProvider::recover_create`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Send {
+    First,
+    Again,
 }

@@ -13,7 +13,7 @@ use serde_json::{json, Map, Value};
 
 use super::dag::Outcome;
 use super::resolve::Results;
-use super::{stack_context, EngineError, Op, LEASE_TTL_MS};
+use super::{stack_context, EngineError, Op, Send, LEASE_TTL_MS};
 use crate::graph::Graph;
 use crate::plan::{self, Decision};
 use crate::stack::{
@@ -736,7 +736,10 @@ impl Engine {
                     self.call_update_and_record(op, rec, &before, &p.request_id)
                         .await
                 }
-                _ => self.replace_finish(op, rec, &p.request_id).await,
+                _ => {
+                    self.replace_finish(op, rec, &p.request_id, Send::Again)
+                        .await
+                }
             };
         }
         let evaluated = self
@@ -755,7 +758,8 @@ impl Engine {
                 return false;
             }
         };
-        let schema = self.registry.schema(&rec.resource_type);
+        let found = self.registry.schema(&rec.resource_type);
+        let schema = found.as_deref();
         let decision = plan::decide(
             schema,
             &rec.properties,
@@ -787,8 +791,7 @@ impl Engine {
                 let refusal = self
                     .registry
                     .schema(&rec.resource_type)
-                    .and_then(|s| s.properties.get(&property))
-                    .and_then(|p| p.refusal.clone());
+                    .and_then(|s| s.properties.get(&property).and_then(|p| p.refusal.clone()));
                 rec.status_reason = Some(refusal.unwrap_or_else(|| {
                     format!(
                         "Update of property {property} of type {} is not supported",
@@ -838,7 +841,7 @@ impl Engine {
                 if !self.record(op, &rec, first).await {
                     return false;
                 }
-                self.replace_finish(op, rec, &request_id).await
+                self.replace_finish(op, rec, &request_id, Send::First).await
             }
         }
     }
@@ -973,8 +976,14 @@ impl Engine {
     }
 
     /// The create of a replacement and its outcome.
-    async fn replace_finish(&self, op: &Op, rec: ResourceRecord, request_id: &str) -> bool {
-        let result = self.call_create(op, &rec, request_id).await;
+    async fn replace_finish(
+        &self,
+        op: &Op,
+        rec: ResourceRecord,
+        request_id: &str,
+        send: Send,
+    ) -> bool {
+        let result = self.call_create(op, &rec, request_id, send).await;
         self.record_created(
             op,
             rec,
@@ -1353,8 +1362,15 @@ impl Engine {
         if v.target.physical_id.is_none() {
             if let Some(p) = v.target.pending.clone().filter(|p| p.action == "CREATE") {
                 let probe = self.victim_row(op, &v);
-                if let Ok(created) = self.call_create(op, &probe, &p.request_id).await {
-                    v.target.physical_id = Some(created.physical_resource_id);
+                match self
+                    .call_create(op, &probe, &p.request_id, Send::Again)
+                    .await
+                {
+                    Ok(created) => v.target.physical_id = Some(created.physical_resource_id),
+                    Err(e) if e.physical_resource_id.is_some() => {
+                        v.target.physical_id = e.physical_resource_id;
+                    }
+                    Err(_) => {}
                 }
             }
         }

@@ -55,6 +55,12 @@ impl<P: ResourceProvider + ?Sized> ResourceProvider for TimeLimited<P> {
         self.limited(self.inner.create(&r)).await
     }
 
+    async fn recover_create(&self, req: &CreateRequest) -> Result<CreateResult, ProviderError> {
+        let mut r = req.clone();
+        r.context = self.context(&req.context);
+        self.limited(self.inner.recover_create(&r)).await
+    }
+
     async fn update(&self, req: &UpdateRequest) -> Result<UpdateResult, ProviderError> {
         let mut r = req.clone();
         r.context = self.context(&req.context);

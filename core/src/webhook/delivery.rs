@@ -148,7 +148,7 @@ fn certificate_refused(e: &reqwest::Error) -> bool {
 }
 
 /// A transport error in one line, with its cause (reqwest's own text omits it).
-fn describe(e: &reqwest::Error) -> String {
+pub(crate) fn describe(e: &reqwest::Error) -> String {
     let mut text = e.to_string();
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {

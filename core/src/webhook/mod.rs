@@ -88,7 +88,110 @@ struct Endpoint {
 }
 
 /// Serves custom resources by calling webhook handlers.
+///
+/// CloudFormation sends a custom resource's Create once, and handlers are
+/// written for that: a second Create with the same RequestId makes a second
+/// resource. So a Create is never sent twice. It runs in a task of its own
+/// that keeps its ResponseURL open until the handler answers or the timeout
+/// passes, even when the engine stops waiting (a sibling failed and the
+/// create was cancelled); whoever later needs its outcome
+/// ([`ResourceProvider::recover_create`]: the rollback that deletes it)
+/// joins that wait and deletes exactly what the answer names.
 pub struct WebhookProvider {
+    calls: Arc<Calls>,
+    creates: Arc<Mutex<HashMap<String, CreateInFlight>>>,
+}
+
+type CreateOutcome = Result<CreateResult, ProviderError>;
+
+/// A Create sent by this process whose outcome nobody has collected yet.
+struct CreateInFlight {
+    outcome: tokio::sync::watch::Receiver<Option<CreateOutcome>>,
+    /// When the answer came (for forgetting uncollected ones).
+    ended: Arc<Mutex<Option<Instant>>>,
+}
+
+/// How long an outcome nobody collected is kept.
+const UNCOLLECTED_KEPT: Duration = Duration::from_secs(3600);
+
+impl WebhookProvider {
+    pub fn new(config: &WebhookConfig) -> Result<WebhookProvider, WebhookError> {
+        Ok(WebhookProvider {
+            calls: Arc::new(Calls::new(config)?),
+            creates: Arc::new(Mutex::new(HashMap::new())),
+        })
+    }
+
+    fn in_flight(&self) -> std::sync::MutexGuard<'_, HashMap<String, CreateInFlight>> {
+        self.creates.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The wait for `req`'s Create: the one under way, else (when `send`) a
+    /// new one.
+    fn create_wait(
+        &self,
+        req: &CreateRequest,
+        send: bool,
+    ) -> Option<tokio::sync::watch::Receiver<Option<CreateOutcome>>> {
+        let id = req.context.request_id.clone();
+        let mut creates = self.in_flight();
+        if let Some(c) = creates.get(&id) {
+            return Some(c.outcome.clone());
+        }
+        if !send {
+            return None;
+        }
+        creates.retain(|_, c| {
+            c.ended
+                .lock()
+                .ok()
+                .and_then(|e| *e)
+                .is_none_or(|at| at.elapsed() < UNCOLLECTED_KEPT)
+        });
+        let (tx, rx) = tokio::sync::watch::channel(None);
+        let ended = Arc::new(Mutex::new(None));
+        creates.insert(
+            id,
+            CreateInFlight {
+                outcome: rx.clone(),
+                ended: ended.clone(),
+            },
+        );
+        let calls = self.calls.clone();
+        let req = req.clone();
+        tokio::spawn(async move {
+            let outcome = calls.create(&req).await;
+            if let Ok(mut e) = ended.lock() {
+                *e = Some(Instant::now());
+            }
+            let _ = tx.send(Some(outcome));
+        });
+        Some(rx)
+    }
+
+    /// Waits for a Create's outcome, and forgets it once collected.
+    async fn collect(
+        &self,
+        id: &str,
+        mut wait: tokio::sync::watch::Receiver<Option<CreateOutcome>>,
+    ) -> CreateOutcome {
+        let outcome = match wait.wait_for(Option::is_some).await {
+            Ok(o) => o.clone().unwrap_or_else(|| {
+                Err(ProviderError::internal(
+                    "the custom-resource call ended without an outcome",
+                ))
+            }),
+            Err(_) => Err(ProviderError::internal(
+                "the custom-resource call stopped before its handler answered",
+            )),
+        };
+        self.in_flight().remove(id);
+        outcome
+    }
+}
+
+/// Sends custom-resource requests and waits for their responses.
+struct Calls {
     config: WebhookConfig,
     endpoints: Vec<Endpoint>,
     /// The client for URL service tokens no endpoint names.
@@ -98,8 +201,8 @@ pub struct WebhookProvider {
     listener: OnceCell<Arc<CallbackListener>>,
 }
 
-impl WebhookProvider {
-    pub fn new(config: &WebhookConfig) -> Result<WebhookProvider, WebhookError> {
+impl Calls {
+    fn new(config: &WebhookConfig) -> Result<Calls, WebhookError> {
         let mut declared: BTreeMap<&str, &str> = BTreeMap::new();
         for (name, e) in &config.endpoints {
             if !(e.url.starts_with("http://") || e.url.starts_with("https://")) {
@@ -133,7 +236,7 @@ impl WebhookProvider {
         }
         let slots =
             |n: Option<usize>| Arc::new(Semaphore::new(n.unwrap_or(config.max_concurrency).max(1)));
-        Ok(WebhookProvider {
+        Ok(Calls {
             endpoints: config
                 .endpoints
                 .iter()
@@ -152,7 +255,7 @@ impl WebhookProvider {
     }
 
     /// The callback listener, started on first use.
-    pub async fn listener(&self) -> Result<&Arc<CallbackListener>, WebhookError> {
+    async fn listener(&self) -> Result<&Arc<CallbackListener>, WebhookError> {
         self.listener
             .get_or_try_init(|| async {
                 // A server that hosts the callback (cairn serve) answers on
@@ -228,6 +331,34 @@ impl WebhookProvider {
             client: client.clone(),
             slots,
         })
+    }
+
+    /// Sends one Create and maps its response.
+    async fn create(&self, req: &CreateRequest) -> Result<CreateResult, ProviderError> {
+        let ctx = &req.context;
+        let fallback_id = generated_physical_id(ctx);
+        match self
+            .call(ctx, RequestType::Create, None, &req.properties, None)
+            .await
+        {
+            Ok(r) if r.status == ResponseStatus::Success => Ok(CreateResult {
+                physical_resource_id: r.physical_resource_id,
+                attributes: r.data,
+                no_echo: r.no_echo,
+            }),
+            // A failed Create still leaves a physical id: rollback sends a
+            // Delete with it (or with the one generated here).
+            Ok(r) => {
+                let id = if r.physical_resource_id.is_empty() {
+                    fallback_id
+                } else {
+                    r.physical_resource_id.clone()
+                };
+                Err(ProviderError::new(ErrorKind::InternalFailure, failed_reason(&r)).leaving(id))
+            }
+            Err(Failure::Refused(e)) => Err(e),
+            Err(f) => Err(f.into_error().leaving(fallback_id)),
+        }
     }
 
     /// Sends one request and waits for its response.
@@ -405,7 +536,7 @@ fn failed_reason(r: &CustomResourceResponse) -> String {
 impl ResourceProvider for WebhookProvider {
     fn schema(&self) -> Vec<ResourceSchema> {
         let mut schemas = vec![custom_schema(CUSTOM_RESOURCE_TYPE)];
-        for e in &self.endpoints {
+        for e in &self.calls.endpoints {
             for t in &e.config.types {
                 let mut s = custom_schema(t);
                 for (name, behavior) in &e.config.properties {
@@ -421,30 +552,27 @@ impl ResourceProvider for WebhookProvider {
     }
 
     async fn create(&self, req: &CreateRequest) -> Result<CreateResult, ProviderError> {
-        let ctx = &req.context;
-        let fallback_id = generated_physical_id(ctx);
-        match self
-            .call(ctx, RequestType::Create, None, &req.properties, None)
-            .await
-        {
-            Ok(r) if r.status == ResponseStatus::Success => Ok(CreateResult {
-                physical_resource_id: r.physical_resource_id,
-                attributes: r.data,
-                no_echo: r.no_echo,
-            }),
-            // A failed Create still leaves a physical id: rollback sends a
-            // Delete with it (or with the one generated here).
-            Ok(r) => {
-                let id = if r.physical_resource_id.is_empty() {
-                    fallback_id
-                } else {
-                    r.physical_resource_id.clone()
-                };
-                Err(ProviderError::new(ErrorKind::InternalFailure, failed_reason(&r)).leaving(id))
-            }
-            Err(Failure::Refused(e)) => Err(e),
-            Err(f) => Err(f.into_error().leaving(fallback_id)),
+        match self.create_wait(req, true) {
+            Some(wait) => self.collect(&req.context.request_id, wait).await,
+            None => Err(ProviderError::internal(
+                "the custom-resource Create was not sent",
+            )),
         }
+    }
+
+    async fn recover_create(&self, req: &CreateRequest) -> Result<CreateResult, ProviderError> {
+        if let Some(wait) = self.create_wait(req, false) {
+            return self.collect(&req.context.request_id, wait).await;
+        }
+        // Sent by a process that stopped before the answer came: the handler
+        // may have made something, and sending the Create again would make a
+        // second one. As CloudFormation does for a custom resource that never
+        // answered, the rollback deletes the physical id generated for it.
+        Err(ProviderError::internal(format!(
+            "Cairn stopped waiting for the handler's response to Create request {} (the process ended); a custom-resource Create is never sent twice",
+            req.context.request_id
+        ))
+        .leaving(generated_physical_id(&req.context)))
     }
 
     async fn update(&self, req: &UpdateRequest) -> Result<UpdateResult, ProviderError> {
@@ -455,6 +583,7 @@ impl ResourceProvider for WebhookProvider {
             ));
         }
         let r = self
+            .calls
             .call(
                 &req.context,
                 RequestType::Update,
@@ -485,10 +614,11 @@ impl ResourceProvider for WebhookProvider {
         let Some(Value::String(token)) = req.properties.get("ServiceToken") else {
             return Ok(DriftResult::NotChecked);
         };
-        if !self.target(token).await?.drift {
+        if !self.calls.target(token).await?.drift {
             return Ok(DriftResult::NotChecked);
         }
         let r = self
+            .calls
             .call(
                 &req.context,
                 RequestType::CheckDrift,
@@ -513,6 +643,7 @@ impl ResourceProvider for WebhookProvider {
 
     async fn delete(&self, req: &DeleteRequest) -> Result<(), ProviderError> {
         let r = self
+            .calls
             .call(
                 &req.context,
                 RequestType::Delete,
@@ -564,7 +695,7 @@ mod tests {
                 ..Default::default()
             },
         );
-        let e = WebhookProvider::new(&c).err().unwrap();
+        let e = Calls::new(&c).err().unwrap();
         assert_eq!(
             e.to_string(),
             "webhook endpoint w needs a url starting with http:// or https://, not \"ftp://x\""

@@ -64,7 +64,7 @@ impl RemoteProvider {
             .timeout(std::time::Duration::from_secs(10))
             .send()
             .await
-            .map_err(|e| fail(e.to_string()))?;
+            .map_err(|e| fail(super::delivery::describe(&e)))?;
         if !reply.status().is_success() {
             return Err(fail(format!("HTTP {}", reply.status())));
         }

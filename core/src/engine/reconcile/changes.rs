@@ -8,7 +8,7 @@ use cairn_sdk::{PropertyDifference, UpdateResult};
 use serde_json::{Map, Value};
 
 use crate::engine::update::UpdateChange;
-use crate::engine::{Engine, Op};
+use crate::engine::{Engine, Op, Send};
 use crate::stack::{now, PendingCall, ResourceRecord, ResourceStatus};
 
 /// A group's attributes as an update's result (its physical id stays).
@@ -180,6 +180,9 @@ impl Engine {
     /// Continues a reinstall from its recorded call: the delete (NotFound
     /// counts as deleted), then the create.
     pub(super) async fn finish_reinstall(&self, op: &Op, mut rec: ResourceRecord) -> bool {
+        // A create already recorded before this step (a resumed reinstall)
+        // is learnt, not sent again.
+        let mut send = Send::Again;
         if let Some(p) = rec.pending.clone().filter(|p| p.action == "DELETE") {
             let physical = rec.physical_id.clone().unwrap_or_default();
             if let Err(e) = self.call_delete(op, &rec, &physical, &p.request_id).await {
@@ -223,11 +226,12 @@ impl Engine {
             if !self.record(op, &rec, Vec::new()).await {
                 return false;
             }
+            send = Send::First;
         }
         let Some(p) = rec.pending.clone().filter(|p| p.action == "CREATE") else {
             return false;
         };
-        let result = self.call_create(op, &rec, &p.request_id).await;
+        let result = self.call_create(op, &rec, &p.request_id, send).await;
         self.record_created(
             op,
             rec,

@@ -230,7 +230,8 @@ impl Engine {
                 "Add" => plan.install.push(name),
                 "Remove" => plan.uninstall.push(name),
                 _ => {
-                    let schema = self.registry.schema(&c.resource_type);
+                    let found = self.registry.schema(&c.resource_type);
+                    let schema = found.as_deref();
                     for d in c
                         .details
                         .iter()

@@ -301,7 +301,8 @@ impl Engine {
             Err(e) if e.is_not_found() => DriftResult::Deleted,
             Err(e) => return Err(e.message),
         };
-        let schema = self.registry.schema(&r.resource_type);
+        let found = self.registry.schema(&r.resource_type);
+        let schema = found.as_deref();
         let in_place = |names: &[String]| {
             names.iter().all(|n| {
                 !matches!(
@@ -463,7 +464,8 @@ impl Engine {
         if changed.is_empty() {
             return None;
         }
-        let schema = self.registry.schema(&rec.resource_type);
+        let found = self.registry.schema(&rec.resource_type);
+        let schema = found.as_deref();
         let replace = changed.iter().find(|n| {
             matches!(
                 schema.map(|s| s.update_behavior(n)),

@@ -1,0 +1,164 @@
+//! `cargo xtask test [ARGS]…`: the README's test command.
+//!
+//! A fresh machine has the Rust toolchain and Python, nothing else the tests
+//! need. This prepares it, then runs `cargo test --workspace [ARGS]…`:
+//! - the `openssl` command (the HTTPS webhook test makes its certificate
+//!   with it), installed with apt when missing and we are root;
+//! - a Python virtual environment under `target/test-env` with the tests'
+//!   packages (boto3 and the aws CLI for `cairn serve`, cfnresponse for the
+//!   Python handler example), reinstalled only when a requirements file
+//!   changes; its `bin/` goes first on the tests' PATH.
+//!
+//! Every step says what it does on stderr and stops with the reason when it
+//! cannot be done.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+/// The requirement files whose packages the tests import, relative to the
+/// workspace root.
+const REQUIREMENTS: [&str; 2] = [
+    "tests/e2e/requirements.txt",
+    "examples/python-handler/requirements.txt",
+];
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("test") => test(&args[1..]),
+        Some("prepare") => prepare().map(|_| ExitCode::SUCCESS),
+        _ => Err(
+            "usage: cargo xtask test [ARGS]…   prepare the test environment, then run cargo test --workspace [ARGS]…\n       cargo xtask prepare          only prepare it"
+                .to_string(),
+        ),
+    };
+    match result {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("xtask: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn workspace_root() -> PathBuf {
+    // xtask/ sits in the workspace root.
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+fn test(args: &[String]) -> Result<ExitCode, String> {
+    let env = prepare()?;
+    let root = workspace_root();
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut paths = vec![env.bin.clone()];
+    paths.extend(std::env::split_paths(&path));
+    let path = std::env::join_paths(paths).map_err(|e| format!("cannot build PATH: {e}"))?;
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    eprintln!("xtask: cargo test --workspace {}", args.join(" "));
+    let status = Command::new(cargo)
+        .current_dir(&root)
+        .args(["test", "--workspace"])
+        .args(args)
+        .env("PATH", path)
+        .env("CAIRN_TEST_PYTHON", env.bin.join("python3"))
+        .env("VIRTUAL_ENV", &env.venv)
+        .status()
+        .map_err(|e| format!("cannot run cargo test: {e}"))?;
+    Ok(match status.code() {
+        Some(0) => ExitCode::SUCCESS,
+        _ => ExitCode::FAILURE,
+    })
+}
+
+/// What the tests are given.
+struct TestEnv {
+    venv: PathBuf,
+    bin: PathBuf,
+}
+
+fn prepare() -> Result<TestEnv, String> {
+    let root = workspace_root();
+    ensure_command("openssl", "openssl")?;
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let venv = target.join("test-env");
+    let bin = venv.join("bin");
+    let python = bin.join("python3");
+    if !python.exists() {
+        eprintln!(
+            "xtask: creating the tests' Python environment in {}",
+            venv.display()
+        );
+        let made = run(Command::new("python3").args(["-m", "venv"]).arg(&venv));
+        if made.is_err() {
+            // Debian's own python3 ships venv separately.
+            apt_install("python3-venv")?;
+            let _ = std::fs::remove_dir_all(&venv);
+            run(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
+        }
+    }
+    let mut wanted = String::new();
+    for file in REQUIREMENTS {
+        let text = std::fs::read_to_string(root.join(file))
+            .map_err(|e| format!("cannot read {file}: {e}"))?;
+        wanted.push_str(&format!("# {file}\n{text}\n"));
+    }
+    let stamp = venv.join("installed-requirements.txt");
+    if std::fs::read_to_string(&stamp).ok().as_deref() != Some(wanted.as_str()) {
+        eprintln!(
+            "xtask: installing the tests' Python packages ({})",
+            REQUIREMENTS.join(", ")
+        );
+        let mut pip = Command::new(&python);
+        pip.args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+        ]);
+        for file in REQUIREMENTS {
+            pip.arg("-r").arg(root.join(file));
+        }
+        run(&mut pip)?;
+        std::fs::write(&stamp, &wanted)
+            .map_err(|e| format!("cannot write {}: {e}", stamp.display()))?;
+    }
+    Ok(TestEnv { venv, bin })
+}
+
+/// Installs `package` with apt when `command` is not on the PATH.
+fn ensure_command(command: &str, package: &str) -> Result<(), String> {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {command}")])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if found {
+        return Ok(());
+    }
+    apt_install(package)
+}
+
+fn apt_install(package: &str) -> Result<(), String> {
+    eprintln!("xtask: installing {package} with apt-get");
+    run(Command::new("apt-get").args(["update", "-qq"]))
+        .and_then(|_| run(Command::new("apt-get").args(["install", "-y", "-qq", package])))
+        .map_err(|e| format!("{package} is needed by the tests and could not be installed ({e}); install it and run again"))
+}
+
+fn run(cmd: &mut Command) -> Result<(), String> {
+    let shown = format!("{cmd:?}");
+    let status = cmd
+        .status()
+        .map_err(|e| format!("cannot run {shown}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{shown} failed ({status})"))
+    }
+}
