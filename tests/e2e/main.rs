@@ -4,6 +4,7 @@ mod changesets;
 mod crash;
 mod drift;
 mod groups;
+mod hostile;
 mod outage;
 mod plugins;
 mod reconcile;

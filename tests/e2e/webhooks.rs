@@ -514,7 +514,14 @@ fn invalid_repeated_and_forged_responses() {
         )
     );
     // Only the first response counts: the second gets 409 Conflict.
-    let run = deploy(&s, "dup", &widget("      Mode: duplicate\n"), &[]);
+    // (The stack lives on for a second after W, so the second PUT reaches
+    // a running process.)
+    let run = deploy(
+        &s,
+        "dup",
+        &widget("      Mode: duplicate\n  After:\n    Type: Cairn::Test::Resource\n    DependsOn: W\n    Properties: {WaitSeconds: 1}\n"),
+        &[],
+    );
     assert_eq!(run.code(), 0, "{}", run.stderr());
     assert_eq!(h.requests().last().unwrap()["puts"], json!([200, 409]));
     // A forged URL (wrong Signature) gets 403 and changes nothing.

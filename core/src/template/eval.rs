@@ -535,6 +535,12 @@ impl<'a> Evaluator<'a> {
                 for item in &items {
                     parts.push(stringify(item).ok_or_else(bad)?);
                 }
+                let size = parts
+                    .iter()
+                    .map(String::len)
+                    .sum::<usize>()
+                    .saturating_add(delim.len().saturating_mul(parts.len().saturating_sub(1)));
+                check_size("Fn::Join", size)?;
                 Ok(Evaluated::Value(Value::String(parts.join(delim))))
             }
             "Fn::Sub" => self.sub(arg, path, conds),
@@ -601,9 +607,12 @@ impl<'a> Evaluator<'a> {
             "Fn::FindInMap" => self.find_in_map(arg, path, conds),
             "Fn::Base64" => {
                 match self.string_arg(arg, path, conds, "the argument of Fn::Base64")? {
-                    Ok(s) => Ok(Evaluated::Value(Value::String(
-                        base64::engine::general_purpose::STANDARD.encode(s),
-                    ))),
+                    Ok(s) => {
+                        check_size("Fn::Base64", s.len().div_ceil(3).saturating_mul(4))?;
+                        Ok(Evaluated::Value(Value::String(
+                            base64::engine::general_purpose::STANDARD.encode(s),
+                        )))
+                    }
                     Err(()) => Ok(Evaluated::Pending),
                 }
             }
@@ -657,7 +666,9 @@ impl<'a> Evaluator<'a> {
                         "Fn::ToJsonString requires an object or a list",
                     ));
                 }
-                Ok(Evaluated::Value(Value::String(v.to_string())))
+                let text = v.to_string();
+                check_size("Fn::ToJsonString", text.len())?;
+                Ok(Evaluated::Value(Value::String(text)))
             }
             "Fn::Cidr" => {
                 let bad = || {
@@ -861,7 +872,8 @@ impl<'a> Evaluator<'a> {
             let after = &rest[start + 2..];
             let Some(end) = after.find('}') else {
                 return Err(template_error(format!(
-                    "Fn::Sub: unterminated variable in '{text}'"
+                    "Fn::Sub: unterminated variable in '{}'",
+                    super::quoted(text)
                 )));
             };
             let name = &after[..end];
@@ -872,6 +884,7 @@ impl<'a> Evaluator<'a> {
                 out.push('}');
                 continue;
             }
+            check_size("Fn::Sub", out.len())?;
             if let Some(v) = values.get(name) {
                 out.push_str(v);
                 continue;
@@ -903,6 +916,7 @@ impl<'a> Evaluator<'a> {
             }
         }
         out.push_str(rest);
+        check_size("Fn::Sub", out.len())?;
         Ok(if pending {
             Evaluated::Pending
         } else {
@@ -993,4 +1007,19 @@ impl ConditionPass<'_> {
         self.state.borrow_mut().insert(name.to_string(), Some(b));
         Ok(b)
     }
+}
+
+/// The most bytes a string an intrinsic function makes may hold: a
+/// template body is at most 1 MB, and no property value needs more.
+pub const MAX_VALUE_BYTES: usize = 1 << 20;
+
+/// Refuses a value of `size` bytes from `function` past [`MAX_VALUE_BYTES`]
+/// (before it is allocated).
+fn check_size(function: &str, size: usize) -> Result<(), TemplateError> {
+    if size > MAX_VALUE_BYTES {
+        return Err(template_error(format!(
+            "{function} would produce a value of {size} bytes; the limit is {MAX_VALUE_BYTES} bytes (1 MiB)"
+        )));
+    }
+    Ok(())
 }

@@ -97,6 +97,23 @@ pub fn format_error(msg: impl fmt::Display) -> TemplateError {
     TemplateError::new(format!("Template format error: {msg}"))
 }
 
+/// The most characters an error quotes of a template's or a user's input:
+/// a longer value is cut, with its length said.
+pub const QUOTED_CHARS: usize = 200;
+
+/// `text` as an error quotes it: whole when short, else its first
+/// [`QUOTED_CHARS`] characters and how long it is.
+pub fn quoted(text: &str) -> std::borrow::Cow<'_, str> {
+    match text.char_indices().nth(QUOTED_CHARS) {
+        None => std::borrow::Cow::Borrowed(text),
+        Some((cut, _)) => std::borrow::Cow::Owned(format!(
+            "{}… ({} characters)",
+            &text[..cut],
+            text.chars().count()
+        )),
+    }
+}
+
 /// `Template error: …` (CloudFormation's prefix for intrinsic-function misuse).
 pub fn template_error(msg: impl fmt::Display) -> TemplateError {
     TemplateError::new(format!("Template error: {msg}"))

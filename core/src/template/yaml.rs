@@ -52,14 +52,66 @@ enum Frame {
     },
 }
 
+/// How deep collections may nest: serde_json's own limit, so YAML, JSON
+/// and every recursive pass after parsing (evaluation, the graph, schema
+/// coercion, JSON output) see at most this depth.
+pub const MAX_DEPTH: usize = 128;
+
+/// What alias expansion may add, in nodes plus characters of strings and
+/// keys: ten times the template's own size, at least 1,000,000 and at most
+/// 20,000,000 (a "billion laughs" template is refused, not expanded).
+fn alias_budget(text_len: usize) -> u64 {
+    (text_len as u64)
+        .saturating_mul(10)
+        .clamp(1_000_000, 20_000_000)
+}
+
+/// An anchored node, with what copying it costs.
+struct Anchored {
+    value: Value,
+    /// Nodes plus characters of strings and keys.
+    weight: u64,
+    /// Levels of collections it holds (a scalar: 0).
+    depth: usize,
+}
+
+/// A value's weight and depth (see [`Anchored`]), without recursion.
+fn measure(value: &Value) -> (u64, usize) {
+    let mut weight = 0u64;
+    let mut depth = 0usize;
+    let mut todo: Vec<(&Value, usize)> = vec![(value, 0)];
+    while let Some((v, d)) = todo.pop() {
+        weight = weight.saturating_add(1);
+        match v {
+            Value::String(s) => weight = weight.saturating_add(s.len() as u64),
+            Value::Array(items) => {
+                depth = depth.max(d + 1);
+                todo.extend(items.iter().map(|i| (i, d + 1)));
+            }
+            Value::Object(map) => {
+                depth = depth.max(d + 1);
+                for (k, i) in map {
+                    weight = weight.saturating_add(k.len() as u64);
+                    todo.push((i, d + 1));
+                }
+            }
+            _ => {}
+        }
+    }
+    (weight, depth)
+}
+
 struct Builder {
     stack: Vec<Frame>,
+    /// What alias expansion has added so far, and what it may add.
+    expanded: u64,
+    budget: u64,
     /// JSON pointer of the node being built, kept as one string (recording a
     /// location per node is then one copy, not a join of every segment).
     pointer: String,
     /// Length of `pointer` before each segment pushed onto it.
     marks: Vec<usize>,
-    anchors: HashMap<usize, Value>,
+    anchors: HashMap<usize, Anchored>,
     root: Option<Value>,
     locations: SourceMap,
 }
@@ -147,7 +199,7 @@ impl Builder {
                 Some((res, attr)) => Value::Array(vec![Value::String(res.into()), Value::String(attr.into())]),
                 None => {
                     return Err(TemplateError::format_at(
-                        format!("Template error: every Fn::GetAtt object requires two non-empty parameters; !GetAtt {s} has no attribute (write !GetAtt Resource.Attribute)"),
+                        format!("Template error: every Fn::GetAtt object requires two non-empty parameters; !GetAtt {} has no attribute (write !GetAtt Resource.Attribute)", super::quoted(&s)),
                         self.pointer.clone(),
                         Some(loc(span)),
                     ))
@@ -163,7 +215,15 @@ impl Builder {
     /// Places a finished node into its parent (or as the document root).
     fn insert(&mut self, value: Value, anchor: usize, span: &Span) -> Result<(), TemplateError> {
         if anchor > 0 {
-            self.anchors.insert(anchor, value.clone());
+            let (weight, depth) = measure(&value);
+            self.anchors.insert(
+                anchor,
+                Anchored {
+                    value: value.clone(),
+                    weight,
+                    depth,
+                },
+            );
         }
         match self.stack.last_mut() {
             None => {
@@ -215,6 +275,19 @@ impl Builder {
         Ok(())
     }
 
+    /// Refuses a node that would nest `more` levels below the current one
+    /// past [`MAX_DEPTH`].
+    fn check_depth(&self, more: usize, span: &Span) -> Result<(), TemplateError> {
+        if self.stack.len() + more > MAX_DEPTH {
+            return Err(TemplateError::format_at(
+                format!("Template format error: the template nests collections more than {MAX_DEPTH} levels deep; flatten it"),
+                self.pointer.clone(),
+                Some(loc(span)),
+            ));
+        }
+        Ok(())
+    }
+
     fn in_key_position(&self) -> bool {
         matches!(self.stack.last(), Some(Frame::Map { key: None, .. }))
     }
@@ -238,6 +311,7 @@ impl Builder {
                 self.insert(value, anchor, &span)
             }
             Event::SequenceStart(anchor, tag) => {
+                self.check_depth(1, &span)?;
                 self.stack.push(Frame::Seq {
                     items: Vec::new(),
                     tag: tag.map(|t| tag_name(&t)),
@@ -247,6 +321,7 @@ impl Builder {
                 Ok(())
             }
             Event::MappingStart(anchor, tag) => {
+                self.check_depth(1, &span)?;
                 self.stack.push(Frame::Map {
                     map: Map::new(),
                     key: None,
@@ -277,13 +352,31 @@ impl Builder {
                 self.insert(value, anchor, &span)
             }
             Event::Alias(id) => {
-                let value = self.anchors.get(&id).cloned().ok_or_else(|| {
-                    TemplateError::format_at(
+                let Some(anchored) = self.anchors.get(&id) else {
+                    return Err(TemplateError::format_at(
                         "Template format error: YAML alias refers to an unknown anchor".to_string(),
                         self.pointer.clone(),
                         Some(loc(&span)),
-                    )
-                })?;
+                    ));
+                };
+                let (weight, depth) = (anchored.weight, anchored.depth);
+                self.expanded = self.expanded.saturating_add(weight);
+                if self.expanded > self.budget {
+                    return Err(TemplateError::format_at(
+                        format!(
+                            "Template format error: YAML aliases expand to more than {} nodes and characters (ten times the template's size, at least 1,000,000 and at most 20,000,000); write the repeated parts out or make them smaller",
+                            self.budget
+                        ),
+                        self.pointer.clone(),
+                        Some(loc(&span)),
+                    ));
+                }
+                self.check_depth(depth, &span)?;
+                let value = self
+                    .anchors
+                    .get(&id)
+                    .map(|a| a.value.clone())
+                    .unwrap_or_default();
                 self.insert(value, 0, &span)
             }
             _ => Ok(()),
@@ -296,6 +389,8 @@ impl Builder {
 pub fn parse(text: &str) -> Result<(Value, SourceMap), TemplateError> {
     let mut b = Builder {
         stack: Vec::new(),
+        expanded: 0,
+        budget: alias_budget(text.len()),
         pointer: String::new(),
         marks: Vec::new(),
         anchors: HashMap::new(),
@@ -333,6 +428,49 @@ mod tests {
 
     fn p(s: &str) -> Value {
         parse(s).map(|(v, _)| v).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn refusal(text: &str) -> String {
+        match parse(text) {
+            Ok(_) => panic!("expected a refusal"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn alias_expansion_is_bounded() {
+        // Billion laughs: nine levels of ten aliases.
+        let mut t = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for level in 1..=9 {
+            let prev = format!("*a{}", level - 1);
+            let items = [prev.as_str(); 10].join(", ");
+            t.push_str(&format!("a{level}: &a{level} [{items}]\n"));
+        }
+        assert!(refusal(&t).contains("YAML aliases expand to more than 1000000 nodes"));
+        // A huge scalar aliased many times.
+        let big = format!(
+            "s: &s {}\nl: [{}]\n",
+            "y".repeat(100_000),
+            ["*s"; 30].join(", ")
+        );
+        assert!(refusal(&big).contains("YAML aliases expand"));
+        // Ordinary reuse is fine.
+        let v = p("a: &a {k: v}\nb: *a\nc: [*a, *a]\n");
+        assert_eq!(v["c"][1], json!({"k": "v"}));
+    }
+
+    #[test]
+    fn nesting_is_bounded_in_block_flow_and_aliased_form() {
+        let block = format!("v:\n  {}x\n", "- ".repeat(MAX_DEPTH));
+        assert!(refusal(&block).contains("more than 128 levels deep"));
+        let ok = format!("v:\n  {}x\n", "- ".repeat(MAX_DEPTH - 1));
+        assert!(parse(&ok).is_ok());
+        let aliased = format!(
+            "d: &d\n  {}x\ne:\n  {}*d\n",
+            "- ".repeat(70),
+            "- ".repeat(70)
+        );
+        assert!(refusal(&aliased).contains("more than 128 levels deep"));
     }
 
     #[test]
