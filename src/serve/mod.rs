@@ -310,7 +310,7 @@ async fn query(
     let form = form::Form::parse(&body, uri.query());
     let action = form.get("Action").unwrap_or("").to_string();
     let outcome = match authenticate(&app, &method, &uri, &headers, &body) {
-        Ok(key) => match authorize(&app, key.as_deref(), &form, &action) {
+        Ok(key) => match authorize(&app, key.as_deref(), &form, &action).await {
             Ok(()) => actions::dispatch(&app, &form, &action).await,
             Err(e) => Err(e),
         },
@@ -366,8 +366,10 @@ fn authenticate(
     .map_err(|e| ApiError::new(e.status, e.code, e.message))
 }
 
-/// A key limited to some stacks may only name those.
-fn authorize(
+/// A key limited to some stacks may only reach those: by the StackName
+/// parameter, and by any change-set ARN in the request (a change set is
+/// authorised against the stack it belongs to, whatever StackName says).
+async fn authorize(
     app: &App,
     key: Option<&str>,
     form: &form::Form,
@@ -392,15 +394,31 @@ fn authorize(
         // are refused to a key limited to some stacks.
         None => false,
     };
-    if permitted {
-        return Ok(());
+    let denied = |resource: &str| {
+        ApiError::new(
+            403,
+            "AccessDenied",
+            format!(
+                "User: {key} is not authorized to perform: cloudformation:{action} on resource: {resource}"
+            ),
+        )
+    };
+    if !permitted {
+        return Err(denied(named.unwrap_or("*")));
     }
-    Err(ApiError::new(
-        403,
-        "AccessDenied",
-        format!(
-            "User: {key} is not authorized to perform: cloudformation:{action} on resource: {}",
-            named.unwrap_or("*")
-        ),
-    ))
+    // A change set named by its ARN (or id) may belong to another stack.
+    if let Some(change_set) = form.get("ChangeSetName").filter(|c| c.starts_with("arn:")) {
+        let owner = app
+            .engine
+            .store()
+            .find_change_set("", change_set)
+            .await
+            .map_err(|e| ApiError::new(500, "InternalFailure", e.to_string()))?;
+        if let Some(cs) = owner {
+            if !allowed.iter().any(|a| *a == cs.stack_name) {
+                return Err(denied(change_set));
+            }
+        }
+    }
+    Ok(())
 }

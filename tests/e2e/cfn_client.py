@@ -388,6 +388,27 @@ def auth():
     assert msg == "User: AKIDLIMITED is not authorized to perform: cloudformation:CreateStack on resource: other", msg
     limited.create_stack(StackName="mine", TemplateBody=TEMPLATE)
     limited.get_waiter("stack_create_complete").wait(StackName="mine", WaiterConfig=FAST)
+    # A change set of another stack, named by its ARN, is authorised against
+    # that stack, whatever StackName says.
+    cf.create_stack(StackName="other", TemplateBody=TEMPLATE)
+    cf.get_waiter("stack_create_complete").wait(StackName="other", WaiterConfig=FAST)
+    other_cs = cf.create_change_set(StackName="other", ChangeSetName="theirs", TemplateBody=TEMPLATE.replace("Default: one", "Default: two"))["Id"]
+    cf.get_waiter("change_set_create_complete").wait(StackName="other", ChangeSetName="theirs", WaiterConfig=FAST)
+    for call, kwargs, action in [
+        (limited.describe_change_set, {"StackName": "mine", "ChangeSetName": other_cs}, "DescribeChangeSet"),
+        (limited.describe_change_set, {"ChangeSetName": other_cs}, "DescribeChangeSet"),
+        (limited.execute_change_set, {"StackName": "mine", "ChangeSetName": other_cs}, "ExecuteChangeSet"),
+        (limited.delete_change_set, {"StackName": "mine", "ChangeSetName": other_cs}, "DeleteChangeSet"),
+        (limited.get_template, {"StackName": "mine", "ChangeSetName": other_cs}, "GetTemplate"),
+        (limited.describe_stacks, {"StackName": cf.describe_stacks(StackName="other")["Stacks"][0]["StackId"]}, "DescribeStacks"),
+        (limited.delete_stack, {"StackName": "other"}, "DeleteStack"),
+    ]:
+        code, msg, status = error(call, **kwargs)
+        assert (code, status) == ("AccessDenied", 403), (action, code, msg)
+        assert msg.startswith("User: AKIDLIMITED is not authorized to perform: cloudformation:%s on resource: " % action), msg
+    # Nothing happened to the other stack or its change set.
+    assert cf.describe_change_set(ChangeSetName=other_cs)["ExecutionStatus"] == "AVAILABLE"
+    assert cf.describe_stacks(StackName="other")["Stacks"][0]["StackStatus"] == "CREATE_COMPLETE"
 
 
 def tls():
