@@ -455,7 +455,34 @@ async fn run_remote(endpoint: &str, command: &Command) -> anyhow::Result<()> {
     remote::run(endpoint, remote_command).await
 }
 
+/// A write to a closed stdout (`cairn providers --output json | head -1`)
+/// ends the process as it ends every Unix tool: by SIGPIPE, quietly.
+/// Rust ignores SIGPIPE (sockets and the plugin hosts' pipes rely on
+/// that), so println! panics instead; this hook turns that one panic into
+/// the signal.
+fn die_quietly_on_a_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let text = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if text.starts_with("failed printing to stdout") && text.contains("Broken pipe") {
+            // SAFETY: restoring the default disposition and raising the
+            // signal; nothing else runs after it.
+            unsafe {
+                libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+                libc::raise(libc::SIGPIPE);
+            }
+        }
+        default(info);
+    }));
+}
+
 fn main() -> ExitCode {
+    die_quietly_on_a_closed_stdout();
     let cli = Cli::parse();
     let result = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

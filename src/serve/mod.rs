@@ -415,7 +415,7 @@ async fn authorize(
             .await
             .map_err(|e| ApiError::new(500, "InternalFailure", e.to_string()))?;
         if let Some(cs) = owner {
-            if !allowed.iter().any(|a| *a == cs.stack_name) {
+            if !allowed.contains(&cs.stack_name) {
                 return Err(denied(change_set));
             }
         }

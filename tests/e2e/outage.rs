@@ -153,3 +153,28 @@ fn cairn_serve_starts_and_reports_the_provider_that_is_down() {
         "{metrics}"
     );
 }
+
+/// `cairn providers --output json | head -1`: a closed stdout ends the
+/// process by SIGPIPE, as it ends Unix tools, with no panic or backtrace.
+#[test]
+fn a_closed_stdout_ends_the_command_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let s = Scratch::new();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(["providers", "--output", "json"])
+        .current_dir(s.dir.path())
+        .env_remove("CAIRN_CONFIG")
+        .env_remove("CAIRN_STATE")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("cairn starts");
+    drop(child.stdout.take());
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut err);
+    }
+    let status = child.wait().expect("cairn ends");
+    assert_eq!(status.signal(), Some(13), "{status:?}: {err}");
+    assert_eq!(err, "");
+}
