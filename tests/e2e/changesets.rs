@@ -142,20 +142,22 @@ fn a_change_set_for_a_new_stack_reviews_then_creates() {
         file(&s, &physical(&s, "new", "A"))["Properties"]["Value"],
         "one"
     );
+    // Once executed, the set is gone from the list (as in CloudFormation,
+    // which removes a stack's change sets when one is executed); the
+    // history names it.
     let run = cairn(&s, &["change-sets", "new", "--output", "json"]);
     let summaries = run.json()["Summaries"]
         .as_array()
         .cloned()
         .unwrap_or_default();
-    assert_eq!(summaries.len(), 1, "{summaries:?}");
-    assert_eq!(summaries[0]["ChangeSetName"], "first");
-    assert_eq!(summaries[0]["ExecutionStatus"], "EXECUTE_COMPLETE");
-    // Executed sets cannot run again.
+    assert!(summaries.is_empty(), "{summaries:?}");
+    let history = cairn(&s, &["history", "new", "--output", "json"]).json();
+    assert!(history.to_string().contains("\"first\""), "{history}");
+    // It cannot run again.
     let run = cairn(&s, &["execute", "new", "first"]);
     assert_eq!(run.code(), 1);
     assert!(
-        run.stderr()
-            .contains("cannot be executed in its current execution status of [EXECUTE_COMPLETE]"),
+        run.stderr().contains("ChangeSet [first] does not exist"),
         "{}",
         run.stderr()
     );
@@ -278,8 +280,9 @@ fn a_change_set_lists_add_modify_replace_remove_and_execution_does_exactly_that(
         json!(after["A"])
     );
     assert_eq!(file(&s, &after["A"])["Properties"]["Value"], "two");
-    let cs = cairn(&s, &["change-set", "st", "up", "--output", "json"]).json();
-    assert_eq!(cs["ExecutionStatus"], "EXECUTE_COMPLETE");
+    let run = cairn(&s, &["change-set", "st", "up", "--output", "json"]);
+    assert_eq!(run.code(), 1, "{}", run.stdout());
+    assert!(run.stderr().contains("ChangeSet [up] does not exist"));
 }
 
 #[test]

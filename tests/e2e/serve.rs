@@ -72,8 +72,13 @@ impl Drop for Server {
 }
 
 fn run(name: &str) {
+    run_with(name, "");
+}
+
+/// A scenario with `extra` in `[server]`.
+fn run_with(name: &str, extra: &str) {
     let s = Scratch::new();
-    let server = Server::start(&s, "template_dirs = [\"templates\"]\n");
+    let server = Server::start(&s, &format!("template_dirs = [\"templates\"]\n{extra}"));
     std::fs::create_dir_all(s.dir.path().join("templates")).expect("templates dir");
     server.scenario(&s, name, None);
 }
@@ -101,6 +106,11 @@ fn continue_rollback_and_cancel_update() {
 #[test]
 fn exports_imports_and_drift() {
     run("exports_and_drift");
+}
+
+#[test]
+fn racing_updates_and_deletes_leave_no_stack_in_progress() {
+    run_with("racing", "answer_within_ms = 0\n");
 }
 
 #[test]

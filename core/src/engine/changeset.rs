@@ -237,7 +237,7 @@ impl Engine {
         );
         let lease = self
             .store
-            .insert_stack(&stack, &first, &self.owner, LEASE_TTL_MS)
+            .insert_stack(&stack, &first, &self.operation_owner(), LEASE_TTL_MS)
             .await?;
         self.store.release_lease(&lease).await?;
         Ok(stack)
@@ -426,7 +426,7 @@ impl Engine {
         self.check_plan_holds(cs, &changes).await?;
         let lease = self
             .store
-            .acquire_lease(&stack.stack_id, &self.owner, LEASE_TTL_MS)
+            .acquire_lease(&stack.stack_id, &self.operation_owner(), LEASE_TTL_MS)
             .await?;
         let version = self.store.event_count(&stack.stack_id).await? as i64;
         let current = self.store.find_stack(&stack.stack_id).await?;
@@ -439,6 +439,7 @@ impl Engine {
                 stack.stack_id
             )));
         }
+        self.started_under(&lease);
         let ts = now();
         let created = StackRecord {
             description: template.description.clone(),
@@ -488,7 +489,7 @@ impl Engine {
     pub(super) async fn delete_review_stack(&self, stack: &StackRecord) -> Result<(), EngineError> {
         let lease = self
             .store
-            .acquire_lease(&stack.stack_id, &self.owner, LEASE_TTL_MS)
+            .acquire_lease(&stack.stack_id, &self.operation_owner(), LEASE_TTL_MS)
             .await?;
         for cs in self.store.change_sets(&stack.stack_id).await? {
             self.store.delete_change_set(&cs.change_set_id).await?;

@@ -188,10 +188,20 @@ fn this_owner() -> String {
     format!("{host}:{}", std::process::id())
 }
 
+/// The `host:pid` process part of a lease owner (`host:pid:operation`, or
+/// the `host:pid` of older state files).
+fn owner_process(owner: &str) -> &str {
+    match owner.match_indices(':').nth(1) {
+        Some((i, _)) => &owner[..i],
+        None => owner,
+    }
+}
+
 /// Whether the owner of a lease is a process on this host that no longer runs.
 fn owner_is_dead(owner: &str) -> bool {
     let here = this_owner();
-    let (Some((host, pid)), Some((my_host, _))) = (owner.rsplit_once(':'), here.rsplit_once(':'))
+    let (Some((host, pid)), Some((my_host, _))) =
+        (owner_process(owner).split_once(':'), here.split_once(':'))
     else {
         return false;
     };
@@ -204,7 +214,13 @@ pub struct Engine {
     store: Arc<dyn Store>,
     registry: Arc<Registry>,
     config: Config,
+    /// `host:pid` of this process; each operation's lease owner is this
+    /// plus an id of its own ([`Engine::operation_owner`]), so two requests
+    /// served by one process can never both hold a stack.
     owner: String,
+    /// Operations this process started and has not run yet: stack id →
+    /// the lease owner [`Engine::run`] continues under.
+    started: std::sync::Mutex<HashMap<String, String>>,
 }
 
 impl Engine {
@@ -214,7 +230,22 @@ impl Engine {
             registry,
             config,
             owner: this_owner(),
+            started: std::sync::Mutex::new(HashMap::new()),
         })
+    }
+
+    /// A lease owner for one new operation of this process.
+    fn operation_owner(&self) -> String {
+        format!("{}:{}", self.owner, uuid::Uuid::new_v4().simple())
+    }
+
+    /// Remembers that this process started the operation on `stack_id`
+    /// under `lease`, so that [`Engine::run`] continues it under the same
+    /// owner instead of waiting for it.
+    fn started_under(&self, lease: &Lease) {
+        if let Ok(mut started) = self.started.lock() {
+            started.insert(lease.stack_id.clone(), lease.owner.clone());
+        }
     }
 
     pub fn registry(&self) -> &Arc<Registry> {
@@ -353,8 +384,9 @@ impl Engine {
         );
         let lease = self
             .store
-            .insert_stack(&stack, &first, &self.owner, LEASE_TTL_MS)
+            .insert_stack(&stack, &first, &self.operation_owner(), LEASE_TTL_MS)
             .await?;
+        self.started_under(&lease);
         self.store
             .put_operation(
                 &lease,
@@ -408,17 +440,29 @@ impl Engine {
                 }
             }
         }
-        let lease = self
-            .store
-            .acquire_lease(&stack.stack_id, &self.owner, LEASE_TTL_MS)
-            .await?;
-        if stack.status.is_in_progress() {
-            let _ = self.store.release_lease(&lease).await;
-            return Err(EngineError::Validation(format!(
+        let busy = |status: StackStatus| {
+            // A second delete of a stack being deleted is a no-op, as in
+            // CloudFormation: its caller follows the one under way.
+            if status == StackStatus::DeleteInProgress {
+                return Ok(Some(stack.stack_id.clone()));
+            }
+            Err(EngineError::Validation(format!(
                 "Stack [{}] is in {} state and can not be deleted until the operation finishes",
-                stack.stack_name, stack.status
-            )));
+                stack.stack_name, status
+            )))
+        };
+        let lease = match self.lease_for_new_operation(&stack).await? {
+            Ok(lease) => lease,
+            Err(status) => return busy(status),
+        };
+        // Checked under the lease: another operation may have started since
+        // the stack was read.
+        let status = self.current_status(&stack).await?;
+        if status.is_in_progress() {
+            let _ = self.store.release_lease(&lease).await;
+            return busy(status);
         }
+        self.started_under(&lease);
         self.store
             .put_operation(
                 &lease,
@@ -488,7 +532,7 @@ impl Engine {
         let mut resumed = Vec::new();
         for s in self.store.in_progress_stacks().await? {
             if let Some(owner) = self.store.lease_owner(&s.stack_id).await? {
-                if owner != self.owner && owner_is_dead(&owner) {
+                if owner_process(&owner) != self.owner && owner_is_dead(&owner) {
                     self.store.break_lease(&s.stack_id, &owner).await?;
                 } else {
                     continue;
@@ -512,9 +556,18 @@ impl Engine {
         if !stack.status.is_in_progress() {
             return Ok(stack.status);
         }
+        // The operation this process started continues under its owner;
+        // anything else is a new owner, refused while another operation
+        // (of any process) holds the stack.
+        let owner = self
+            .started
+            .lock()
+            .ok()
+            .and_then(|mut s| s.remove(&stack.stack_id))
+            .unwrap_or_else(|| self.operation_owner());
         let lease = self
             .store
-            .acquire_lease(&stack.stack_id, &self.owner, LEASE_TTL_MS)
+            .acquire_lease(&stack.stack_id, &owner, LEASE_TTL_MS)
             .await?;
         let op = Arc::new(self.load(&stack, lease.clone()).await?);
         let heartbeat = {
@@ -910,6 +963,46 @@ impl Engine {
             return Err(StoreError::LeaseLost(op.stack.stack_id.clone()).into());
         }
         Ok(outcomes)
+    }
+
+    /// Takes the stack's lease for a new operation. While another operation
+    /// holds it, its status (once it has recorded one) is returned as the
+    /// refusal's: an operation that is only starting is waited for briefly,
+    /// so the loser of a race learns what the winner is doing, and gets the
+    /// stack if the winner gave up.
+    async fn lease_for_new_operation(
+        &self,
+        stack: &StackRecord,
+    ) -> Result<Result<Lease, StackStatus>, EngineError> {
+        let owner = self.operation_owner();
+        let started = std::time::Instant::now();
+        loop {
+            match self
+                .store
+                .acquire_lease(&stack.stack_id, &owner, LEASE_TTL_MS)
+                .await
+            {
+                Ok(lease) => return Ok(Ok(lease)),
+                Err(StoreError::Busy { .. }) => {
+                    let status = self.current_status(stack).await?;
+                    if status.is_in_progress() || started.elapsed() > Duration::from_secs(2) {
+                        return Ok(Err(status));
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// The stack's status as stored now.
+    async fn current_status(&self, stack: &StackRecord) -> Result<StackStatus, EngineError> {
+        Ok(self
+            .store
+            .find_stack(&stack.stack_id)
+            .await?
+            .map(|s| s.status)
+            .unwrap_or(stack.status))
     }
 
     /// The provider serving `type_name`.

@@ -444,23 +444,41 @@ impl Engine {
         details: Option<(&str, Value)>,
     ) -> Result<String, EngineError> {
         let PreparedUpdate { stack, target, .. } = prepared;
-        let lease = self
-            .store
-            .acquire_lease(&stack.stack_id, &self.owner, LEASE_TTL_MS)
-            .await?;
-        // Re-check under the lease: another process may have started meanwhile.
-        let current = self.store.find_stack(&stack.stack_id).await?;
-        let mut moved = current.as_ref().map(|s| s.status) != Some(stack.status);
-        if let Some(cs) = change_set {
-            moved |= self.store.event_count(&stack.stack_id).await? as i64 != cs.base_version;
-        }
-        if moved {
+        // CloudFormation's answer to a second update of a busy stack.
+        let busy = |status: StackStatus| {
+            EngineError::Validation(format!(
+                "Stack:{} is in {} state and can not be updated.",
+                stack.stack_id, status
+            ))
+        };
+        let lease = match self.lease_for_new_operation(&stack).await? {
+            Ok(lease) => lease,
+            Err(status) => return Err(busy(status)),
+        };
+        // Re-check under the lease: another operation may have started and
+        // even ended since the stack was read.
+        let current = self.current_status(&stack).await?;
+        if current != stack.status {
             let _ = self.store.release_lease(&lease).await;
-            return Err(EngineError::Validation(format!(
-                "Stack:{} changed while the update was being prepared; try again",
-                stack.stack_id
-            )));
+            return Err(if current.is_in_progress() {
+                busy(current)
+            } else {
+                EngineError::Validation(format!(
+                    "Stack:{} changed while the update was being prepared (it is {current} now); try again",
+                    stack.stack_id
+                ))
+            });
         }
+        if let Some(cs) = change_set {
+            if self.store.event_count(&stack.stack_id).await? as i64 != cs.base_version {
+                let _ = self.store.release_lease(&lease).await;
+                return Err(EngineError::Validation(format!(
+                    "Stack:{} changed while the update was being prepared; try again",
+                    stack.stack_id
+                )));
+            }
+        }
+        self.started_under(&lease);
         let previous = StackState::of(&stack);
         self.store
             .put_operation(
@@ -581,8 +599,16 @@ impl Engine {
         }
         let lease = self
             .store
-            .acquire_lease(&stack.stack_id, &self.owner, LEASE_TTL_MS)
+            .acquire_lease(&stack.stack_id, &self.operation_owner(), LEASE_TTL_MS)
             .await?;
+        if self.current_status(&stack).await? != stack.status {
+            let _ = self.store.release_lease(&lease).await;
+            return Err(EngineError::Validation(format!(
+                "Stack:{} changed while the rollback was being continued; try again",
+                stack.stack_id
+            )));
+        }
+        self.started_under(&lease);
         self.open_history(&lease, &stack, "CONTINUE_UPDATE_ROLLBACK", None)
             .await?;
         let op = self.load(&stack, lease).await?;

@@ -82,8 +82,9 @@ pub trait Store: Send + Sync {
     async fn release_lease(&self, lease: &Lease) -> Result<(), StoreError>;
 
     /// Sets the stack's status and records the stack event, atomically. A
-    /// terminal status also ends the stack's open history entry and settles
-    /// the change set being executed (EXECUTE_COMPLETE or EXECUTE_FAILED).
+    /// terminal status also ends the stack's open history entry and removes
+    /// the change set being executed (CloudFormation lists none after an
+    /// execution; the history entry names it).
     async fn set_stack_status(
         &self,
         lease: &Lease,

@@ -310,7 +310,7 @@ fn insert_event(c: &Connection, e: &EventRecord) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// A terminal status ends the stack's open history entry and settles the
+/// A terminal status ends the stack's open history entry and removes the
 /// change set it executed (in the same transaction as the status).
 fn end_operation(
     c: &Connection,
@@ -323,13 +323,12 @@ fn end_operation(
         params![at, status.as_str(), stack_id],
     )
     .map_err(backend)?;
-    let outcome = match status {
-        StackStatus::CreateComplete | StackStatus::UpdateComplete => "EXECUTE_COMPLETE",
-        _ => "EXECUTE_FAILED",
-    };
+    // CloudFormation removes a stack's change sets once one is executed, the
+    // executed one included (the others went when it started): it stays
+    // listed while it runs, then only the history entry names it.
     c.execute(
-        "UPDATE change_sets SET execution_status = ?1 WHERE stack_id = ?2 AND execution_status = 'EXECUTE_IN_PROGRESS'",
-        params![outcome, stack_id],
+        "DELETE FROM change_sets WHERE stack_id = ?1 AND execution_status = 'EXECUTE_IN_PROGRESS'",
+        params![stack_id],
     )
     .map_err(backend)?;
     Ok(())
