@@ -68,6 +68,10 @@ enum Command {
     Validate {
         /// Template file (JSON or YAML).
         template: PathBuf,
+        /// A parameter value for the static pass, KEY=VALUE (repeatable;
+        /// defaults are used for the others).
+        #[arg(long = "parameter", short = 'p')]
+        parameters: Vec<String>,
         #[arg(long, value_enum, default_value_t)]
         output: OutputFormat,
     },
@@ -343,8 +347,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         return run_remote(endpoint, &cli.command).await;
     }
     let config = load_config(cli.config.as_ref())?;
-    if let Command::Validate { template, output } = &cli.command {
-        return validate::run(&config, template, *output);
+    if let Command::Validate {
+        template,
+        parameters,
+        output,
+    } = &cli.command
+    {
+        return validate::run(&config, template, parameters, *output);
     }
     if let Command::Providers { type_name, output } = &cli.command {
         return providers::run(&config, type_name.as_deref(), *output);
@@ -416,7 +425,9 @@ async fn run_remote(endpoint: &str, command: &Command) -> anyhow::Result<()> {
         Command::Resources { stack, output } => R::Resources(stack, *output),
         Command::Outputs { stack, output } => R::Outputs(stack, *output),
         Command::Template { stack, output } => R::Template(stack, *output),
-        Command::Validate { template, output } => R::Validate(template, *output),
+        Command::Validate {
+            template, output, ..
+        } => R::Validate(template, *output),
         Command::History { stack, output } => R::History(stack, *output),
         Command::Update(o) => R::Update(o.args()),
         Command::Plan(o) => R::Plan(o.args()),

@@ -77,7 +77,7 @@ fn tag_list(items: &[String]) -> anyhow::Result<Vec<cairn_core::stack::Tag>> {
         .collect())
 }
 
-fn parse_parameters(items: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
+pub(crate) fn parse_parameters(items: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
     let mut out = BTreeMap::new();
     for item in items {
         let (k, v) = item

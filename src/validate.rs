@@ -5,6 +5,7 @@ use std::path::Path;
 
 use anyhow::Context;
 use cairn_core::config::Config;
+use cairn_core::template::parameters::ParameterValues;
 use cairn_core::template::Template;
 use serde_json::{json, Value};
 
@@ -20,7 +21,12 @@ pub(crate) struct ParameterLine {
     pub description: Option<String>,
 }
 
-pub fn run(config: &Config, path: &Path, output: OutputFormat) -> anyhow::Result<()> {
+pub fn run(
+    config: &Config,
+    path: &Path,
+    parameters: &[String],
+    output: OutputFormat,
+) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read template {}", path.display()))?;
     let template =
@@ -30,8 +36,35 @@ pub fn run(config: &Config, path: &Path, output: OutputFormat) -> anyhow::Result
         config,
         cairn_providers::builtins(Path::new(".")),
     )?;
+    let shown = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
     cairn_core::validate::validate_template(&template, &registry)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        .map_err(|e| anyhow::anyhow!(shown(&e)))?;
+    // The static pass a create runs before anything starts: every error it
+    // finds, with parameters from -p and the defaults.
+    let supplied = crate::stacks::parse_parameters(parameters)?;
+    let missing: Vec<&str> = template
+        .parameters
+        .iter()
+        .filter(|d| d.default.is_none() && !supplied.contains_key(&d.name))
+        .map(|d| d.name.as_str())
+        .collect();
+    if missing.is_empty() {
+        let values = ParameterValues::resolve(&template.parameters, &supplied)
+            .map_err(|e| anyhow::anyhow!(shown(&e)))?;
+        if let Err(errors) =
+            cairn_core::engine::check_statically(&registry, config, &template, &values, "validate")
+        {
+            let lines: Vec<String> = errors.iter().map(|e| shown(e)).collect();
+            anyhow::bail!("{}", lines.join("\nerror: "));
+        }
+    } else {
+        // Like CloudFormation's ValidateTemplate, values are not required;
+        // without them the intrinsics that read them cannot be checked.
+        eprintln!(
+            "note: parameters [{}] have no default: give them with -p KEY=VALUE to check everything a deploy checks before it starts",
+            missing.join(", ")
+        );
+    }
     let parameters: Vec<ParameterLine> = template
         .parameters
         .iter()

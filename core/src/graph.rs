@@ -253,6 +253,10 @@ impl Graph {
             depends_on[i] = deps;
         }
         for o in &template.outputs {
+            // An output whose condition is false is not evaluated.
+            if o.condition.as_deref().and_then(condition) == Some(false) {
+                continue;
+            }
             let mut refs = Vec::new();
             references(
                 &o.value,
@@ -271,7 +275,15 @@ impl Graph {
             let bad: Vec<String> = refs
                 .iter()
                 .map(|r| r.target.clone())
-                .filter(|t| !all_resources.contains(t.as_str()) && !is_param(t) && !is_pseudo(t))
+                // Unknown names, and resources whose condition is false
+                // (CloudFormation refuses both in an output that is used).
+                .filter(|t| {
+                    if all_resources.contains(t.as_str()) {
+                        !index.contains_key(t.as_str())
+                    } else {
+                        !is_param(t) && !is_pseudo(t)
+                    }
+                })
                 .collect();
             if !bad.is_empty() {
                 return Err(crate::template::format_error(format!(

@@ -77,7 +77,6 @@ fn invalid_templates_exit_1_with_the_precise_error() {
 fn yaml_errors_carry_line_and_column() {
     let s = Scratch::new();
     let t = s.write("t.yaml", "Resources:\n  A:\n    Type: Cairn::Test::Resource\n    Properties:\n      Value: !Select [3, [a]]\n");
-    // Select is evaluated at deploy time; validate catches the structural error below.
     let bad = s.write("b.yaml", "Resources:\n  A:\n    Properties: {}\n");
     let run = s.cairn(&["validate", bad.to_str().unwrap()]);
     assert_eq!(
@@ -87,7 +86,15 @@ fn yaml_errors_carry_line_and_column() {
             bad.display()
         )
     );
-    assert_eq!(s.cairn(&["validate", t.to_str().unwrap()]).code(), 0);
+    // The static pass's errors carry them too.
+    let run = s.cairn(&["validate", t.to_str().unwrap()]);
+    assert_eq!(
+        run.stderr().trim_end(),
+        format!(
+            "error: {}: Template error: Fn::Select cannot select nonexistent value at index 3 (at /Resources/A/Properties/Value/Fn::Select, line 5, column 14)",
+            t.display()
+        )
+    );
 }
 
 #[test]
@@ -119,4 +126,83 @@ fn missing_file_and_bad_config_are_one_clear_line() {
         run.stderr()
     );
     assert_eq!(run.stderr().lines().count(), 1, "{}", run.stderr());
+}
+
+/// `cairn validate` runs the static pass `cairn deploy` runs before anything
+/// starts (parameters from the defaults and -p, conditions, every intrinsic
+/// that needs no provider output) and reports every error it finds.
+#[test]
+fn validate_runs_the_static_pass_and_reports_every_error() {
+    let s = Scratch::new();
+    let t = s.write(
+        "t.yaml",
+        "Parameters:\n  Index: {Type: Number, Default: 0}\nResources:\n  A: {Type: Cairn::Test::Resource, Properties: {Value: !Select [99999999999999999999, [a]]}}\n  B: {Type: Cairn::Test::Resource, Properties: {Value: !Select [-1, [a]]}}\n  C: {Type: Cairn::Test::Resource, Properties: {Value: !Join [',', !Split ['', 'abc']]}}\n  D: {Type: Cairn::Test::Resource, Properties: {Value: !Length 5}}\n  E: {Type: Cairn::Test::Resource, Properties: {Value: !Join [',', !Cidr ['0.0.0.0/0', 256, 32]]}}\n  F: {Type: Cairn::Test::Resource, Properties: {Value: !Select [!Ref Index, [a]]}}\n",
+    );
+    let path = t.to_str().unwrap_or_default();
+    let run = s.cairn(&["validate", path]);
+    assert_eq!(run.code(), 1, "{}", run.stdout());
+    let stderr = run.stderr();
+    let errors: Vec<&str> = stderr.lines().collect();
+    let expected = [
+        "Template error: Fn::Select index must be an integer (at /Resources/A/",
+        "Template error: Fn::Select cannot select nonexistent value at index -1 (at /Resources/B/",
+        "Template error: Fn::Split delimiter must not be empty (at /Resources/C/",
+        "Template error: Fn::Length requires a list (at /Resources/D/",
+        "Template error: Fn::Cidr: a /0 block holds only 1 subnets of 32 host bits, 256 requested (at /Resources/E/",
+    ];
+    assert_eq!(errors.len(), expected.len(), "{}", run.stderr());
+    for (line, want) in errors.iter().zip(expected) {
+        assert!(
+            line.starts_with(&format!("error: {path}: {want}")),
+            "{line}"
+        );
+    }
+    // The same template is refused by deploy with the first of them, and a
+    // parameter given with -p is checked as deploy checks it.
+    let run = s.cairn(&["deploy", "st", path]);
+    assert_eq!(run.code(), 1);
+    assert!(run.stderr().contains(expected[0]), "{}", run.stderr());
+    let t = s.write(
+        "p.yaml",
+        "Parameters:\n  Index: {Type: Number, Default: 0}\nResources:\n  F: {Type: Cairn::Test::Resource, Properties: {Value: !Select [!Ref Index, [a]]}}\n",
+    );
+    let p = t.to_str().unwrap_or_default();
+    assert_eq!(s.cairn(&["validate", p]).code(), 0);
+    let run = s.cairn(&["validate", p, "-p", "Index=3"]);
+    assert_eq!(run.code(), 1);
+    assert!(
+        run.stderr()
+            .contains("Template error: Fn::Select cannot select nonexistent value at index 3"),
+        "{}",
+        run.stderr()
+    );
+    // Without a value for a parameter that has no default, the template is
+    // still valid (as ValidateTemplate says), with a note.
+    let t = s.write(
+        "n.yaml",
+        "Parameters:\n  Need: {Type: String}\nResources:\n  A: {Type: Cairn::Test::Resource, Properties: {Value: !Ref Need}}\n",
+    );
+    let run = s.cairn(&["validate", t.to_str().unwrap_or_default()]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert!(run
+        .stderr()
+        .contains("note: parameters [Need] have no default"));
+}
+
+/// An output that is used and names a resource whose condition is false:
+/// CloudFormation's text, from validate and deploy alike.
+#[test]
+fn an_output_of_a_resource_whose_condition_is_false_is_refused_in_the_outputs_block() {
+    let s = Scratch::new();
+    let t = s.write(
+        "t.yaml",
+        "Conditions:\n  No: !Equals [a, b]\nResources:\n  R: {Type: Cairn::Test::Resource, Condition: No}\n  S: {Type: Cairn::Test::Resource}\nOutputs:\n  O: {Value: !Ref R}\n  Fine: {Value: !Ref R, Condition: No}\n",
+    );
+    let path = t.to_str().unwrap_or_default();
+    let text = "Template format error: Unresolved resource dependencies [R] in the Outputs block of the template (at /Outputs/O";
+    for args in [&["validate", path][..], &["deploy", "st", path]] {
+        let run = s.cairn(args);
+        assert_eq!(run.code(), 1, "{args:?}");
+        assert!(run.stderr().contains(text), "{args:?}: {}", run.stderr());
+    }
 }

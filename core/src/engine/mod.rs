@@ -276,58 +276,8 @@ impl Engine {
         sctx: &StackContext,
         exports: HashMap<String, String>,
     ) -> Result<(HashMap<String, bool>, Graph), TemplateError> {
-        validate::check_types(template, &self.registry)?;
-        let results = Results::static_pass(exports);
-        let ev = Evaluator::new(template, params, sctx, &results)?;
-        let conditions = ev.conditions().clone();
-        let graph = Graph::build(template, &|c| conditions.get(c).copied())
-            .map_err(|e| e.locate(&template.source_map))?;
-        validate::check_attributes(template, &graph, &self.registry)
-            .map_err(|e| e.locate(&template.source_map))?;
-        for name in graph.names() {
-            let Some(r) = template.resource(name) else {
-                continue;
-            };
-            let path = child(&child("/Resources", name), "Properties");
-            let (props, _) = ev.eval_object(&r.properties, &path)?;
-            validate::check_properties(name, &r.type_name, &props, &self.registry)
-                .map_err(|e| e.locate(&template.source_map))?;
-            if crate::group::is_group(self.registry.canonical(&r.type_name)) {
-                self.check_update_policy(template, &ev, name)?;
-            }
-        }
-        for o in &template.outputs {
-            if o.condition.as_deref().is_some_and(|c| !ev.condition(c)) {
-                continue;
-            }
-            ev.eval(&o.value, &child(&child("/Outputs", &o.name), "Value"))?;
-        }
-        Ok((conditions, graph))
-    }
-
-    /// A group's UpdatePolicy, checked before anything runs (a bad PauseTime
-    /// would otherwise fail only the rolling update that reads it).
-    fn check_update_policy(
-        &self,
-        template: &Template,
-        ev: &Evaluator<'_>,
-        logical_id: &str,
-    ) -> Result<(), TemplateError> {
-        let Some(policy) = template
-            .resource(logical_id)
-            .and_then(|r| r.update_policy.as_ref())
-        else {
-            return Ok(());
-        };
-        let path = child(&child("/Resources", logical_id), "UpdatePolicy");
-        if let Evaluated::Value(v) = ev.eval(policy, &path)? {
-            crate::group::policy::rolling_update(Some(&v), logical_id).map_err(|m| {
-                crate::template::template_error(m)
-                    .at(&path)
-                    .locate(&template.source_map)
-            })?;
-        }
-        Ok(())
+        static_pass(&self.registry, template, params, sctx, exports, false)
+            .map_err(|mut errors| errors.swap_remove(0))
     }
 
     fn new_stack_id(&self, stack_name: &str) -> String {
@@ -1536,4 +1486,108 @@ impl Engine {
 pub(crate) enum Send {
     First,
     Again,
+}
+
+/// `cairn validate`'s static pass: everything a create checks before it
+/// runs (parameters, conditions, the graph, types, attributes, every
+/// property and output that needs no provider output), every error found
+/// rather than the first.
+pub fn check_statically(
+    registry: &Registry,
+    config: &Config,
+    template: &Template,
+    params: &ParameterValues,
+    stack_name: &str,
+) -> Result<(), Vec<TemplateError>> {
+    let stack_id = format!(
+        "arn:aws:cloudformation:{}:{}:stack/{stack_name}/00000000-0000-0000-0000-000000000000",
+        config.identity.region, config.identity.account_id
+    );
+    let sctx = stack_context(config, stack_name, &stack_id);
+    static_pass(registry, template, params, &sctx, HashMap::new(), true).map(|_| ())
+}
+
+/// The static pass: types, conditions, the graph, attributes, every
+/// resource's properties and every output, as far as they are known
+/// without provider output. `all`: go on past a resource's or an
+/// output's error to collect the others (structural errors still stop
+/// it). Never empty on error.
+fn static_pass(
+    registry: &Registry,
+    template: &Template,
+    params: &ParameterValues,
+    sctx: &StackContext,
+    exports: HashMap<String, String>,
+    all: bool,
+) -> Result<(HashMap<String, bool>, Graph), Vec<TemplateError>> {
+    let one = |e: TemplateError| vec![e];
+    validate::check_types(template, registry).map_err(one)?;
+    let results = Results::static_pass(exports);
+    let ev = Evaluator::new(template, params, sctx, &results).map_err(one)?;
+    let conditions = ev.conditions().clone();
+    let graph = Graph::build(template, &|c| conditions.get(c).copied())
+        .map_err(|e| one(e.locate(&template.source_map)))?;
+    validate::check_attributes(template, &graph, registry)
+        .map_err(|e| one(e.locate(&template.source_map)))?;
+    let mut errors = Vec::new();
+    for name in graph.names() {
+        let Some(r) = template.resource(name) else {
+            continue;
+        };
+        let path = child(&child("/Resources", name), "Properties");
+        let checked = ev.eval_object(&r.properties, &path).and_then(|(props, _)| {
+            validate::check_properties(name, &r.type_name, &props, registry)
+                .map_err(|e| e.locate(&template.source_map))?;
+            if crate::group::is_group(registry.canonical(&r.type_name)) {
+                check_update_policy(template, &ev, name)?;
+            }
+            Ok(())
+        });
+        if let Err(e) = checked {
+            errors.push(e);
+            if !all {
+                return Err(errors);
+            }
+        }
+    }
+    for o in &template.outputs {
+        if o.condition.as_deref().is_some_and(|c| !ev.condition(c)) {
+            continue;
+        }
+        if let Err(e) = ev.eval(&o.value, &child(&child("/Outputs", &o.name), "Value")) {
+            errors.push(e);
+            if !all {
+                return Err(errors);
+            }
+        }
+    }
+    if errors.is_empty() {
+        Ok((conditions, graph))
+    } else {
+        Err(errors)
+    }
+}
+
+/// A group's UpdatePolicy, checked before anything runs (a bad PauseTime
+/// would otherwise fail only the rolling update that reads it).
+fn check_update_policy(
+    template: &Template,
+    ev: &Evaluator<'_>,
+    logical_id: &str,
+) -> Result<(), TemplateError> {
+    let Some(policy) = template
+        .resource(logical_id)
+        .and_then(|r| r.update_policy.as_ref())
+    else {
+        return Ok(());
+    };
+    let path = child(&child("/Resources", logical_id), "UpdatePolicy");
+    if let Evaluated::Value(v) = ev.eval(policy, &path)? {
+        crate::group::policy::rolling_update(Some(&v), logical_id).map_err(|m| {
+            crate::template::template_error(m)
+                .at(&path)
+                .locate(&template.source_map)
+        })?;
+    }
+    Ok(())
 }
