@@ -43,6 +43,7 @@ pub async fn plan(engine: &Arc<Engine>, args: PlanArgs<'_>) -> anyhow::Result<()
         template_body,
         parameters: parameter_inputs(args.parameters, args.use_previous)?,
         description: args.description.map(str::to_string),
+        tags: None,
     };
     let cs = engine
         .create_change_set(&input)

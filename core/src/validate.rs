@@ -38,6 +38,22 @@ fn unrecognized(types: &[&str], registry: &Registry) -> TemplateError {
     format_error(message)
 }
 
+/// For a type that is an alias: which type serves it, so an error about
+/// the template's type name says whose schema it was checked against.
+fn alias_note(registry: &Registry, type_name: &str) -> String {
+    let canonical = registry.canonical(type_name);
+    if canonical == type_name {
+        return String::new();
+    }
+    let provider = registry
+        .get(type_name)
+        .map(|t| format!(" of provider {}", t.provider_name))
+        .unwrap_or_default();
+    format!(
+        " ({type_name} is an alias: it is served by {canonical}{provider}, whose schema this is)"
+    )
+}
+
 /// Every `Fn::GetAtt` (in resources and outputs) names an attribute its
 /// resource's schema declares.
 pub fn check_attributes(
@@ -45,29 +61,29 @@ pub fn check_attributes(
     graph: &Graph,
     registry: &Registry,
 ) -> Result<(), TemplateError> {
-    let check =
-        |res: &str, attr: &str, at: &str| -> Result<(), TemplateError> {
-            let Some(r) = template.resource(res) else {
-                return Ok(());
-            };
-            let Some(schema) = registry.schema(&r.type_name) else {
-                return Ok(());
-            };
-            if schema.additional_properties && schema.attributes.is_empty() {
-                // Custom resources return arbitrary Data keys.
-                return Ok(());
-            }
-            if schema.attributes.contains_key(attr) {
-                return Ok(());
-            }
-            let valid: Vec<&str> = schema.attributes.keys().map(String::as_str).collect();
-            Err(template_error(format!(
-            "resource {res} does not support attribute type {attr} in Fn::GetAtt (type {} has: {})",
+    let check = |res: &str, attr: &str, at: &str| -> Result<(), TemplateError> {
+        let Some(r) = template.resource(res) else {
+            return Ok(());
+        };
+        let Some(schema) = registry.schema(&r.type_name) else {
+            return Ok(());
+        };
+        if schema.additional_properties && schema.attributes.is_empty() {
+            // Custom resources return arbitrary Data keys.
+            return Ok(());
+        }
+        if schema.attributes.contains_key(attr) {
+            return Ok(());
+        }
+        let valid: Vec<&str> = schema.attributes.keys().map(String::as_str).collect();
+        Err(template_error(format!(
+            "resource {res} does not support attribute type {attr} in Fn::GetAtt (type {} has: {}){}",
             r.type_name,
-            if valid.is_empty() { "no attributes".to_string() } else { valid.join(", ") }
+            if valid.is_empty() { "no attributes".to_string() } else { valid.join(", ") },
+            alias_note(registry, &r.type_name)
         ))
             .at(at))
-        };
+    };
     for (node, res, attr) in graph.attribute_uses() {
         check(res, attr, &child("/Resources", graph.name(*node)))?;
     }
@@ -98,8 +114,9 @@ pub fn check_properties(
     schema.validate(properties).map_err(|errors| {
         let texts: Vec<String> = errors.iter().map(ToString::to_string).collect();
         TemplateError::new(format!(
-            "Properties validation failed for resource {logical_id} with message: {}",
-            texts.join("; ")
+            "Properties validation failed for resource {logical_id} with message: {}{}",
+            texts.join("; "),
+            alias_note(registry, type_name)
         ))
         .at(&child(&child("/Resources", logical_id), "Properties"))
     })

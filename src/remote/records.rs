@@ -37,6 +37,7 @@ pub(super) fn change_set_record(m: &Node) -> ChangeSetRecord {
         changes: serde_json::Value::Array(Vec::new()),
         created_at: m.text_or_empty("CreationTime"),
         base_version: 0,
+        tags: None,
     }
 }
 

@@ -655,6 +655,9 @@ async fn create_change_set(app: &App, f: &Form) -> Outcome {
         template_body: body,
         parameters: parameters(f)?,
         description: f.get("Description").map(String::from),
+        // `aws cloudformation deploy` without --tags sends an empty list:
+        // a change set keeps the stack's tags unless it names some.
+        tags: tags(f)?.filter(|t| !t.is_empty()),
     };
     let cs = app.engine.create_change_set(&input).await?;
     result(|x| {
@@ -727,7 +730,9 @@ async fn describe_change_set(app: &App, f: &Form) -> Outcome {
             .opt("StatusReason", cs.status_reason.as_deref());
         x.list("NotificationARNs", &[] as &[&str], |_, _| {});
         x.list("Capabilities", &[] as &[&str], |_, _| {});
-        x.list("Tags", &[] as &[&str], |_, _| {});
+        x.list("Tags", cs.tags.as_deref().unwrap_or_default(), |x, t| {
+            x.leaf("Key", &t.key).leaf("Value", &t.value);
+        });
         x.list("Changes", items, json_members);
         x.opt("NextToken", next.as_deref());
         x.leaf("IncludeNestedStacks", "false");

@@ -254,6 +254,19 @@ def deploy_cli():
         rc, out, err = aws("cloudformation", "deploy", "--stack-name", "dep", "--template-file", "d.yaml", "--parameter-overrides", "V=" + value)
         assert rc == 0, (rc, out, err)
     assert cf.list_change_sets(StackName="dep")["Summaries"] == []
+    # Tags given to a change set reach the stack (aws cloudformation deploy
+    # --tags, create-change-set --tags); tags alone are a change.
+    rc, out, err = aws("cloudformation", "deploy", "--stack-name", "dep", "--template-file", "d.yaml", "--parameter-overrides", "V=two", "--tags", "team=a", "owner=b")
+    assert rc == 0, (rc, out, err)
+    tags = {t["Key"]: t["Value"] for t in cf.describe_stacks(StackName="dep")["Stacks"][0]["Tags"]}
+    assert tags == {"team": "a", "owner": "b"}, tags
+    cs = cf.create_change_set(StackName="dep", ChangeSetName="retag", UsePreviousTemplate=True,
+                              Parameters=[{"ParameterKey": "V", "UsePreviousValue": True}], Tags=[{"Key": "team", "Value": "c"}])
+    d = cf.describe_change_set(ChangeSetName=cs["Id"])
+    assert (d["Status"], d["Tags"]) == ("CREATE_COMPLETE", [{"Key": "team", "Value": "c"}]), d
+    cf.execute_change_set(ChangeSetName=cs["Id"])
+    cf.get_waiter("stack_update_complete").wait(StackName="dep", WaiterConfig=FAST)
+    assert cf.describe_stacks(StackName="dep")["Stacks"][0]["Tags"] == [{"Key": "team", "Value": "c"}]
     rc, out, err = aws("cloudformation", "deploy", "--stack-name", "dep", "--template-file", "d.yaml", "--parameter-overrides", "V=two")
     assert rc == 255 and "No changes to deploy. Stack dep is up to date" in err, (rc, out, err)
     rc, out, err = aws("cloudformation", "describe-stacks", "--stack-name", "dep", "--query", "Stacks[0].[StackStatus,Parameters[0].ParameterValue]", "--output", "text")

@@ -206,3 +206,36 @@ fn an_output_of_a_resource_whose_condition_is_false_is_refused_in_the_outputs_bl
         assert!(run.stderr().contains(text), "{args:?}: {}", run.stderr());
     }
 }
+
+/// AllowedPattern is a Java regular expression in CloudFormation: the
+/// look-ahead of aws-cloudformation-templates' VPCFlowLogsS3 and the
+/// `[\w-\+]` class of its Neptune template work, and values are checked.
+#[test]
+fn allowed_patterns_in_java_syntax_are_accepted_and_checked() {
+    let s = Scratch::new();
+    let t = s.write(
+        "t.yaml",
+        "Parameters:\n  Bucket:\n    Type: String\n    Default: ''\n    AllowedPattern: '^$|^(?=^.{3,63}$)(?!.*[.-]{2})(?!.*[--.]{2})(?!^(?:(25[0-5]|2[0-4][0-9]|[01]?[0-9][0-9]?)\\.){3}(25[0-5]|2[0-4][0-9]|[01]?[0-9][0-9]?)$)[a-z0-9][a-z0-9.-]*[a-z0-9]$'\n  Db:\n    Type: String\n    Default: neptune-db\n    AllowedPattern: '[\\w-\\+]+'\nResources:\n  A: {Type: Cairn::Test::Resource, Properties: {Value: !Ref Db}}\n",
+    );
+    let path = t.to_str().unwrap_or_default();
+    let run = s.cairn(&["validate", path]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let run = s.cairn(&[
+        "deploy",
+        "st",
+        path,
+        "-p",
+        "Bucket=my-flow-logs",
+        "-p",
+        "Db=a+b-c",
+    ]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let run = s.cairn(&["validate", path, "-p", "Bucket=my..logs"]);
+    assert_eq!(run.code(), 1);
+    assert!(
+        run.stderr()
+            .contains("Parameter 'Bucket' must match pattern"),
+        "{}",
+        run.stderr()
+    );
+}

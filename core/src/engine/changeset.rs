@@ -49,6 +49,9 @@ pub struct CreateChangeSetInput {
     pub template_body: Option<String>,
     pub parameters: BTreeMap<String, ParameterInput>,
     pub description: Option<String>,
+    /// The stack's tags once executed (`None`: keep the stack's; for a new
+    /// stack, none).
+    pub tags: Option<Vec<crate::stack::Tag>>,
 }
 
 impl Engine {
@@ -96,11 +99,12 @@ impl Engine {
                 stack_name: input.stack_name.clone(),
                 template_body: input.template_body.clone(),
                 parameters: input.parameters.clone(),
-                tags: None,
+                tags: input.tags.clone(),
             })
             .await?;
         let base_version = self.store.event_count(&prepared.stack.stack_id).await? as i64;
-        let empty = prepared.changes.is_empty();
+        // New tags alone are a change, as for UpdateStack.
+        let empty = prepared.changes.is_empty() && prepared.target.tags == prepared.stack.tags;
         let record = self.change_set_record(
             input,
             ChangeSetType::Update,
@@ -278,6 +282,7 @@ impl Engine {
             changes: changes_json(changes),
             created_at: now(),
             base_version,
+            tags: input.tags.clone(),
         }
     }
 
@@ -381,7 +386,7 @@ impl Engine {
                 stack_name: cs.stack_id.clone(),
                 template_body: Some(cs.template_body.clone()),
                 parameters,
-                tags: None,
+                tags: cs.tags.clone(),
             })
             .await?;
         self.check_plan_holds(&cs, &prepared.changes).await?;
@@ -448,6 +453,7 @@ impl Engine {
             no_echo: params.no_echo.clone(),
             on_failure,
             updated_at: ts.clone(),
+            tags: cs.tags.clone().unwrap_or_default(),
             ..stack
         };
         self.store

@@ -318,6 +318,8 @@ pub struct ChangeSetRecord {
     /// How many events the stack had when the set was made: any later
     /// operation adds events, which makes the set obsolete.
     pub base_version: i64,
+    /// The stack's tags once executed; `None` keeps the stack's.
+    pub tags: Option<Vec<Tag>>,
 }
 
 /// One operation on a stack, kept after it ends (`cairn history`).

@@ -124,7 +124,8 @@ CREATE TABLE IF NOT EXISTS change_sets (
     no_echo TEXT NOT NULL,
     changes TEXT NOT NULL,
     created_at TEXT NOT NULL,
-    base_version INTEGER NOT NULL
+    base_version INTEGER NOT NULL,
+    tags TEXT
 );
 CREATE UNIQUE INDEX IF NOT EXISTS change_sets_by_name ON change_sets(stack_id, change_set_name);
 -- Instance groups: members and the rolling-update cursor, one JSON document
@@ -150,7 +151,7 @@ CREATE TABLE IF NOT EXISTS imports (
 
 /// The layout version written into `PRAGMA user_version`; bump it with any
 /// change to `SCHEMA` that an older file would not have.
-const SCHEMA_VERSION: i64 = 8;
+const SCHEMA_VERSION: i64 = 9;
 
 /// A new file gets the current version; a file with another one is refused
 /// with a message instead of failing later on a missing column.
@@ -174,9 +175,10 @@ fn check_schema_version(conn: &Connection, path: &Path) -> Result<(), StoreError
     // nullable columns are upgraded in place.
     let added_columns = match version {
         6 => {
-            "ALTER TABLE history ADD COLUMN details TEXT; ALTER TABLE stacks ADD COLUMN tags TEXT;"
+            "ALTER TABLE history ADD COLUMN details TEXT; ALTER TABLE stacks ADD COLUMN tags TEXT; ALTER TABLE change_sets ADD COLUMN tags TEXT;"
         }
-        7 => "ALTER TABLE stacks ADD COLUMN tags TEXT;",
+        7 => "ALTER TABLE stacks ADD COLUMN tags TEXT; ALTER TABLE change_sets ADD COLUMN tags TEXT;",
+        8 => "ALTER TABLE change_sets ADD COLUMN tags TEXT;",
         _ => "",
     };
     if !added_columns.is_empty() {
@@ -353,7 +355,7 @@ fn history_row(r: &Row<'_>) -> rusqlite::Result<HistoryRecord> {
     })
 }
 
-const CHANGE_SET_COLUMNS: &str = "change_set_id, change_set_name, stack_id, stack_name, change_set_type, status, execution_status, status_reason, description, template_body, parameters, no_echo, changes, created_at, base_version";
+const CHANGE_SET_COLUMNS: &str = "change_set_id, change_set_name, stack_id, stack_name, change_set_type, status, execution_status, status_reason, description, template_body, parameters, no_echo, changes, created_at, base_version, tags";
 
 fn change_set_row(r: &Row<'_>) -> rusqlite::Result<ChangeSetRecord> {
     Ok(ChangeSetRecord {
@@ -372,6 +374,9 @@ fn change_set_row(r: &Row<'_>) -> rusqlite::Result<ChangeSetRecord> {
         changes: json_col(r, 12)?,
         created_at: r.get(13)?,
         base_version: r.get(14)?,
+        tags: r
+            .get::<_, Option<String>>(15)?
+            .and_then(|t| serde_json::from_str(&t).ok()),
     })
 }
 
@@ -1164,7 +1169,7 @@ impl Store for SqliteStore {
                 return Err(StoreError::ChangeSetExists(cs.change_set_name.clone()));
             }
             c.execute(
-                &format!("INSERT INTO change_sets ({CHANGE_SET_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"),
+                &format!("INSERT INTO change_sets ({CHANGE_SET_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"),
                 params![
                     cs.change_set_id,
                     cs.change_set_name,
@@ -1180,7 +1185,8 @@ impl Store for SqliteStore {
                     json_text(&cs.no_echo)?,
                     json_text(&cs.changes)?,
                     cs.created_at,
-                    cs.base_version
+                    cs.base_version,
+                    cs.tags.as_ref().map(json_text).transpose()?
                 ],
             )
             .map_err(backend)?;

@@ -9,6 +9,7 @@ pub mod cidr;
 pub mod eval;
 pub mod model;
 pub mod parameters;
+pub mod pattern;
 pub mod source;
 pub mod yaml;
 

@@ -134,13 +134,17 @@ impl Template {
                 invalid.join(", ")
             )));
         }
-        for unsupported in ["Transform", "Rules"] {
-            if top.contains_key(unsupported) {
-                return Err(format_error(format!(
-                    "{unsupported} is not supported by Cairn; remove the {unsupported} section (expand macros such as AWS::Serverless before deploying)"
-                ))
-                .at(&format!("/{unsupported}")));
-            }
+        if top.contains_key("Transform") {
+            return Err(format_error(
+                "Transform is not supported by Cairn; remove the Transform section (expand macros such as AWS::Serverless before deploying)",
+            )
+            .at("/Transform"));
+        }
+        if top.contains_key("Rules") {
+            return Err(format_error(
+                "Rules is not supported by Cairn; remove the Rules section (its assertions on parameter values are not checked: express them with AllowedValues, AllowedPattern or a Condition instead)",
+            )
+            .at("/Rules"));
         }
         let format_version = match top.get("AWSTemplateFormatVersion") {
             None => None,

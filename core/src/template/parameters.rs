@@ -199,7 +199,7 @@ impl ParameterDecl {
         };
         let allowed_pattern = d.get("AllowedPattern").and_then(scalar_text);
         if let Some(p) = &allowed_pattern {
-            regex::Regex::new(p).map_err(|e| {
+            super::pattern::AllowedPattern::new(p).map_err(|e| {
                 format_error(format!(
                     "AllowedPattern of parameter {name} is not a valid regular expression: {e}"
                 ))
@@ -304,13 +304,13 @@ impl ParameterDecl {
                 }
                 if let Some(p) = &self.allowed_pattern {
                     // The pattern must match the whole value, as in CloudFormation.
-                    let anchored = regex::Regex::new(&format!("^(?:{p})$")).map_err(|e| {
+                    let anchored = super::pattern::AllowedPattern::new(p).map_err(|e| {
                         TemplateError::new(format!(
                             "AllowedPattern of parameter {} is invalid: {e}",
                             self.name
                         ))
                     })?;
-                    if !anchored.is_match(item) {
+                    if !anchored.matches(item) {
                         return Err(fail(format!(
                             "Parameter '{}' must match pattern {p}",
                             self.name

@@ -34,6 +34,14 @@ const SHORT_FORMS: &[(&str, &str)] = &[
     ("Cidr", "Fn::Cidr"),
     ("Length", "Fn::Length"),
     ("ToJsonString", "Fn::ToJsonString"),
+    // The rule functions of a Rules section (refused whole by the model,
+    // with its own message).
+    ("Contains", "Fn::Contains"),
+    ("EachMemberEquals", "Fn::EachMemberEquals"),
+    ("EachMemberIn", "Fn::EachMemberIn"),
+    ("RefAll", "Fn::RefAll"),
+    ("ValueOf", "Fn::ValueOf"),
+    ("ValueOfAll", "Fn::ValueOfAll"),
 ];
 
 enum Frame {
