@@ -239,3 +239,38 @@ fn allowed_patterns_in_java_syntax_are_accepted_and_checked() {
         run.stderr()
     );
 }
+
+/// An error about a type served through an alias says which type serves it;
+/// a Rules section written with its short tags gets the Rules refusal.
+#[test]
+fn aliased_types_are_named_and_rules_are_refused_as_rules() {
+    let s = Scratch::new();
+    let t = s.write(
+        "g.yaml",
+        "Resources:\n  G:\n    Type: AWS::AutoScaling::AutoScalingGroup\n    Properties: {LaunchTemplate: {}, LaunchConfigurationName: lc, MinSize: 1, MaxSize: 2}\n",
+    );
+    let run = s.cairn(&["validate", t.to_str().unwrap_or_default()]);
+    assert_eq!(run.code(), 1);
+    assert!(
+        run.stderr()
+            .contains("extraneous key [LaunchTemplate] is not permitted"),
+        "{}",
+        run.stderr()
+    );
+    assert!(
+        run.stderr().contains("(AWS::AutoScaling::AutoScalingGroup is an alias: it is served by Cairn::Group::AutoScalingGroup of provider engine:groups, whose schema this is)"),
+        "{}",
+        run.stderr()
+    );
+    let t = s.write(
+        "r.yaml",
+        "Parameters:\n  Env: {Type: String, Default: dev}\nRules:\n  ProdOnly:\n    RuleCondition: !Equals [!Ref Env, prod]\n    Assertions:\n      - Assert: !Contains [[a, b], !ValueOf [Env, Tag]]\n        AssertDescription: no\nResources:\n  A: {Type: Cairn::Test::Resource}\n",
+    );
+    let run = s.cairn(&["validate", t.to_str().unwrap_or_default()]);
+    assert_eq!(run.code(), 1);
+    assert!(
+        run.stderr().contains("Template format error: Rules is not supported by Cairn; remove the Rules section (its assertions on parameter values are not checked"),
+        "{}",
+        run.stderr()
+    );
+}
