@@ -13,10 +13,33 @@ pub struct Progress {
     stack_status: String,
     /// Latest status of each resource seen in this operation.
     resources: HashMap<String, String>,
+    /// How many resources the operation concerns, when known.
+    total: Option<usize>,
 }
 
-/// The event as one line of `cairn deploy` / `cairn events` text output.
+/// The event as `cairn deploy` / `cairn events` print it: one line with
+/// fixed columns when stdout is not a terminal (scripts read it), fitted to
+/// the terminal's width when it is ([`fit_event`]).
 pub fn event_line(e: &EventRecord) -> String {
+    match terminal_width() {
+        Some(width) if width < WIDE => fit_event(e, width),
+        _ => wide_event(e),
+    }
+}
+
+/// A terminal at least this wide gets the fixed-column line.
+const WIDE: usize = 160;
+
+/// The width of the terminal stdout is, if it is one.
+fn terminal_width() -> Option<usize> {
+    let term = console::Term::stdout();
+    if !term.is_term() {
+        return None;
+    }
+    term.size_checked().map(|(_, cols)| usize::from(cols))
+}
+
+fn wide_event(e: &EventRecord) -> String {
     let reason = e
         .status_reason
         .as_deref()
@@ -26,6 +49,74 @@ pub fn event_line(e: &EventRecord) -> String {
         "{}  {:<45} {:<30} {}{reason}",
         e.timestamp, e.status, e.logical_id, e.resource_type
     )
+}
+
+/// The event in lines of at most `width` characters: the time of day,
+/// status, logical id and type on the first (cut with `…` if they do not
+/// fit), the reason wrapped below them, indented.
+fn fit_event(e: &EventRecord, width: usize) -> String {
+    let width = width.max(40);
+    // `2026-11-23T09:26:51.143Z` → `09:26:51.143`: the date is the same
+    // for a whole operation.
+    let time = e
+        .timestamp
+        .split_once('T')
+        .map(|(_, t)| t.trim_end_matches('Z'))
+        .unwrap_or(&e.timestamp);
+    let head = format!(
+        "{time}  {:<22} {:<20} {}",
+        e.status, e.logical_id, e.resource_type
+    );
+    let mut out = cut(head.trim_end(), width);
+    if let Some(reason) = e.status_reason.as_deref().filter(|r| !r.is_empty()) {
+        let indent = "              ";
+        let room = width - indent.len();
+        let mut line = String::new();
+        for word in reason.split_whitespace() {
+            let word_len = word.chars().count();
+            let line_len = line.chars().count();
+            if line_len > 0 && line_len + 1 + word_len > room {
+                out.push('\n');
+                out.push_str(indent);
+                out.push_str(&line);
+                line.clear();
+            }
+            if !line.is_empty() {
+                line.push(' ');
+            }
+            // A word longer than a line is cut into pieces.
+            let mut rest: Vec<char> = word.chars().collect();
+            while rest.len() > room {
+                let piece: String = rest.drain(..room).collect();
+                if !line.trim().is_empty() {
+                    out.push('\n');
+                    out.push_str(indent);
+                    out.push_str(line.trim_end());
+                    line.clear();
+                }
+                out.push('\n');
+                out.push_str(indent);
+                out.push_str(&piece);
+            }
+            line.extend(rest);
+        }
+        if !line.trim().is_empty() {
+            out.push('\n');
+            out.push_str(indent);
+            out.push_str(line.trim_end());
+        }
+    }
+    out
+}
+
+/// `text` cut to `width` characters, ending in `…` when cut.
+fn cut(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_string();
+    }
+    let mut s: String = text.chars().take(width.saturating_sub(1)).collect();
+    s.push('…');
+    s
 }
 
 impl Progress {
@@ -41,7 +132,14 @@ impl Progress {
             bar,
             stack_status: String::new(),
             resources: HashMap::new(),
+            total: None,
         }
+    }
+
+    /// How many resources the operation concerns (shown as `done/total`).
+    pub fn with_total(mut self, total: usize) -> Progress {
+        self.total = Some(total);
+        self
     }
 
     pub fn event(&mut self, e: &EventRecord) {
@@ -62,7 +160,11 @@ impl Progress {
         let active = count(|s| s.ends_with("_IN_PROGRESS"));
         let failed = count(|s| s.ends_with("_FAILED"));
         let done = self.resources.len() - active - failed;
-        let mut text = format!("{}: {done} done, {active} in progress", self.stack_status);
+        let total = self.total.unwrap_or(0).max(self.resources.len());
+        let mut text = format!(
+            "{}: {done}/{total} done, {active} in progress",
+            self.stack_status
+        );
         if failed > 0 {
             text.push_str(&format!(", {failed} failed"));
         }
@@ -101,12 +203,43 @@ mod tests {
         p.event(&ev("A", "CREATE_IN_PROGRESS", "T"));
         p.event(&ev("B", "CREATE_IN_PROGRESS", "T"));
         p.event(&ev("A", "CREATE_COMPLETE", "T"));
-        assert_eq!(p.summary(), "CREATE_IN_PROGRESS: 1 done, 1 in progress");
+        assert_eq!(p.summary(), "CREATE_IN_PROGRESS: 1/2 done, 1 in progress");
         p.event(&ev("B", "CREATE_FAILED", "T"));
         p.event(&ev("s", "ROLLBACK_IN_PROGRESS", STACK_TYPE));
         assert_eq!(
             p.summary(),
-            "ROLLBACK_IN_PROGRESS: 1 done, 0 in progress, 1 failed"
+            "ROLLBACK_IN_PROGRESS: 1/2 done, 0 in progress, 1 failed"
         );
+        let mut p = Progress::new("s").with_total(5);
+        p.bar = ProgressBar::hidden();
+        p.event(&ev("A", "CREATE_COMPLETE", "T"));
+        assert_eq!(p.summary(), ": 1/5 done, 0 in progress");
+    }
+
+    #[test]
+    fn events_fit_a_narrow_terminal() {
+        let mut e = ev(
+            "WebServerGroup",
+            "UPDATE_ROLLBACK_COMPLETE_CLEANUP_IN_PROGRESS",
+            "AWS::AutoScaling::AutoScalingGroup",
+        );
+        e.timestamp = "2026-11-23T09:26:51.143Z".into();
+        e.status_reason = Some(format!(
+            "Rolling update of Web failed in batch 2 of 2: Web-6: {} end",
+            "x".repeat(150)
+        ));
+        let text = fit_event(&e, 100);
+        for line in text.lines() {
+            assert!(line.chars().count() <= 100, "{line}");
+        }
+        assert!(text.starts_with(
+            "09:26:51.143  UPDATE_ROLLBACK_COMPLETE_CLEANUP_IN_PROGRESS WebServerGroup"
+        ));
+        assert!(
+            text.contains("\n              Rolling update of Web failed in batch 2 of 2: Web-6:")
+        );
+        assert!(text.ends_with(" end"), "{text}");
+        let words: usize = text.lines().skip(1).map(|l| l.trim().len()).sum();
+        assert!(words >= e.status_reason.as_deref().unwrap_or_default().len() - 10);
     }
 }

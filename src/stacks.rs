@@ -103,6 +103,25 @@ pub(crate) fn parameter_inputs(
     Ok(parameters)
 }
 
+/// How many resources an operation on the stack concerns, for the `N/T` of
+/// the progress line: those of its template or those it holds, whichever
+/// is more (a delete, or an update that removes some).
+async fn operation_total(engine: &Arc<Engine>, stack_id: &str) -> usize {
+    let held = engine
+        .store()
+        .resources(stack_id)
+        .await
+        .map(|r| r.len())
+        .unwrap_or(0);
+    let in_template = match engine.store().find_stack(stack_id).await {
+        Ok(Some(s)) => cairn_core::template::Template::parse(&s.template_body)
+            .map(|t| t.resources.len())
+            .unwrap_or(0),
+        _ => 0,
+    };
+    held.max(in_template)
+}
+
 /// Runs the stack's operation while printing each new event, one line each.
 /// `shown`: how many of the stack's events predate this operation.
 async fn follow(
@@ -128,12 +147,13 @@ async fn follow(
         })
     };
     let mut progress: Option<Progress> = None;
+    let total = operation_total(engine, stack_id).await;
     loop {
         let done = runner.is_finished();
         let events = engine.store().events_from(stack_id, shown).await?;
         for e in &events {
             progress
-                .get_or_insert_with(|| Progress::new(&e.stack_name))
+                .get_or_insert_with(|| Progress::new(&e.stack_name).with_total(total))
                 .event(e);
         }
         shown += events.len();

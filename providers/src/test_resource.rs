@@ -230,7 +230,9 @@ impl ResourceProvider for TestResourceProvider {
             .property("Fixed", PropertySchema::json().immutable())
             .property(
                 "Fail",
-                PropertySchema::json().describe("create, update, delete, or a list of them"),
+                PropertySchema::json()
+                    .allowing(&["create", "update", "delete"])
+                    .describe("create, update, delete, or a list of them"),
             )
             .property("FailMessage", PropertySchema::string())
             .property(

@@ -64,6 +64,11 @@ pub struct PropertySchema {
     /// allowed.`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refusal: Option<String>,
+    /// The strings the value may be (a list: each of its items); empty:
+    /// any value of the type. A value outside them is refused before
+    /// anything runs, naming them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_values: Vec<String>,
 }
 
 impl PropertySchema {
@@ -74,7 +79,13 @@ impl PropertySchema {
             update: UpdateBehavior::Mutable,
             description: String::new(),
             refusal: None,
+            allowed_values: Vec::new(),
         }
+    }
+    /// The value (or each item of a list value) must be one of `values`.
+    pub fn allowing(mut self, values: &[&str]) -> Self {
+        self.allowed_values = values.iter().map(|v| v.to_string()).collect();
+        self
     }
     pub fn string() -> Self {
         Self::of(PropertyType::String)
@@ -172,6 +183,12 @@ pub enum SchemaError {
         expected: String,
         found: String,
     },
+    #[error("#{path}: {found} is not an accepted value (accepted: {})", allowed.join(", "))]
+    NotAllowed {
+        path: String,
+        found: String,
+        allowed: Vec<String>,
+    },
 }
 
 impl ResourceSchema {
@@ -233,7 +250,9 @@ impl ResourceSchema {
         let mut out = Map::new();
         for (name, value) in props {
             match self.properties.get(name) {
-                Some(p) => match coerce(&p.ty, value, &format!("/{name}")) {
+                Some(p) => match coerce(&p.ty, value, &format!("/{name}"))
+                    .and_then(|v| check_allowed(p, v, &format!("/{name}")))
+                {
                     Ok(v) => {
                         out.insert(name.clone(), v);
                     }
@@ -325,6 +344,37 @@ fn coerce(ty: &PropertyType, v: &Value, path: &str) -> Result<Value, SchemaError
             Ok(Value::Object(out))
         }
         _ => Err(wrong()),
+    }
+}
+
+/// `v` when the property accepts it: a string among its allowed values, or
+/// a list of them; anything else is refused with the accepted values.
+fn check_allowed(p: &PropertySchema, v: Value, path: &str) -> Result<Value, SchemaError> {
+    if p.allowed_values.is_empty() || is_unresolved_intrinsic(&v) {
+        return Ok(v);
+    }
+    let refuse = |found: &Value, at: String| SchemaError::NotAllowed {
+        path: at,
+        found: found.to_string(),
+        allowed: p.allowed_values.clone(),
+    };
+    let fits = |x: &Value| {
+        x.as_str()
+            .is_some_and(|s| p.allowed_values.iter().any(|a| a == s))
+    };
+    match &v {
+        Value::Array(items) => {
+            if let Some((i, bad)) = items
+                .iter()
+                .enumerate()
+                .find(|(_, x)| !is_unresolved_intrinsic(x) && !fits(x))
+            {
+                return Err(refuse(bad, format!("{path}/{i}")));
+            }
+            Ok(v)
+        }
+        x if fits(x) => Ok(v),
+        x => Err(refuse(x, path.to_string())),
     }
 }
 

@@ -303,18 +303,34 @@ async fn query(
     method: Method,
     uri: Uri,
     headers: HeaderMap,
-    body: Bytes,
+    body: axum::body::Body,
 ) -> Response {
     let request_id = uuid::Uuid::new_v4().to_string();
     let started = std::time::Instant::now();
+    // Read here rather than by an extractor, so that a body over the limit
+    // gets the Query API's XML error like any other (SDKs parse it).
+    let limit = app.config.server.max_body_bytes;
+    let read = axum::body::to_bytes(body, limit).await.map_err(|_| {
+        ApiError::new(
+            413,
+            "ValidationError",
+            format!(
+                "The request body is larger than the server accepts ({limit} bytes, [server] max_body_bytes); send a smaller template, or a TemplateURL"
+            ),
+        )
+    });
+    let body: Bytes = read.as_ref().cloned().unwrap_or_default();
     let form = form::Form::parse(&body, uri.query());
     let action = form.get("Action").unwrap_or("").to_string();
-    let outcome = match authenticate(&app, &method, &uri, &headers, &body) {
-        Ok(key) => match authorize(&app, key.as_deref(), &form, &action).await {
-            Ok(()) => actions::dispatch(&app, &form, &action).await,
+    let outcome = match read {
+        Err(e) => Err(e),
+        Ok(_) => match authenticate(&app, &method, &uri, &headers, &body) {
+            Ok(key) => match authorize(&app, key.as_deref(), &form, &action).await {
+                Ok(()) => actions::dispatch(&app, &form, &action).await,
+                Err(e) => Err(e),
+            },
             Err(e) => Err(e),
         },
-        Err(e) => Err(e),
     };
     let (status, text) = match outcome {
         Ok(result) => (200, xml::response(&action, &request_id, result)),

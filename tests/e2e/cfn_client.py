@@ -446,6 +446,29 @@ def resumed():
         ("A", "CREATE_COMPLETE"), ("B", "CREATE_COMPLETE")]
 
 
+def limits():
+    """Hostile bodies get the Query API's XML errors and the server stays up:
+    a body over max_body_bytes (100,000 here), deep nesting, an alias bomb."""
+    big = "Resources:\n  A: {Type: Cairn::Test::Resource, Properties: {Value: '%s'}}\n" % ("x" * 150_000)
+    code, msg, status = error(cf.create_stack, StackName="big", TemplateBody=big)
+    assert (code, status) == ("ValidationError", 413), (code, status, msg)
+    assert "larger than the server accepts (100000 bytes, [server] max_body_bytes)" in msg, msg
+    deep = "Resources:\n  A:\n    Type: Cairn::Test::Resource\n    Properties:\n      Value:\n        " + "- " * 10_000 + "x\n"
+    code, msg, status = error(cf.validate_template, TemplateBody=deep)
+    assert (code, status) == ("ValidationError", 400), (code, status, msg)
+    assert "the template nests collections more than 128 levels deep" in msg, msg
+    bomb = "Metadata:\n  a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n"
+    for level in range(1, 10):
+        bomb += "  a%d: &a%d [%s]\n" % (level, level, ", ".join(["*a%d" % (level - 1)] * 10))
+    bomb += "Resources:\n  A: {Type: Cairn::Test::Resource}\n"
+    code, msg, status = error(cf.validate_template, TemplateBody=bomb)
+    assert (code, status) == ("ValidationError", 400), (code, status, msg)
+    assert "YAML aliases expand to more than" in msg, msg
+    code, msg, status = error(cf.create_stack, StackName="bomb", TemplateBody=bomb)
+    assert "YAML aliases expand to more than" in msg, msg
+    assert cf.list_stacks()["StackSummaries"] == []
+
+
 def racing():
     """Two mutating calls on one stack at once, behind a barrier, a few
     hundred times: one starts, the other gets CloudFormation's refusal, and

@@ -109,6 +109,11 @@ fn exports_imports_and_drift() {
 }
 
 #[test]
+fn hostile_bodies_get_xml_errors_and_the_server_stays_up() {
+    run_with("limits", "max_body_bytes = 100000\n");
+}
+
+#[test]
 fn racing_updates_and_deletes_leave_no_stack_in_progress() {
     run_with("racing", "answer_within_ms = 0\n");
 }

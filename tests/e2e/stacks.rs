@@ -591,3 +591,49 @@ fn a_create_that_timed_out_is_not_forgotten() {
     assert_eq!(run.code(), 0, "{}", run.stderr());
     assert!(s.resource_files().is_empty());
 }
+
+/// At a 100-column terminal, event lines fit (the reason wraps below them,
+/// indented) and the progress line counts `done/total`.
+#[test]
+fn events_fit_the_terminal_and_progress_shows_the_total() {
+    let s = Scratch::new();
+    s.write(
+        "t.yaml",
+        "Resources:\n  A: {Type: Cairn::Test::Resource, Properties: {WaitSeconds: 0.3}}\n  VeryLongLogicalIdentifierForTheSecondResourceOfThisStackThatGoesOn: {Type: Cairn::Test::Resource, DependsOn: A}\n  Bad: {Type: Cairn::Test::Resource, DependsOn: A, Properties: {Fail: create, FailMessage: \"this resource was told to fail its create and the reason is deliberately long so that it must wrap onto several lines of a narrow terminal window\"}}\n",
+    );
+    let cmd = format!(
+        "stty cols 100 rows 50; {} deploy w t.yaml",
+        env!("CARGO_BIN_EXE_cairn")
+    );
+    let out = std::process::Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .current_dir(s.dir.path())
+        .env_remove("CAIRN_CONFIG")
+        .env_remove("CAIRN_STATE")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("script runs cairn in a pseudo-terminal");
+    let text = String::from_utf8_lossy(&out.stdout).replace("\u{1b}[2K", "");
+    let event_lines: Vec<&str> = text
+        .split(['\r', '\n'])
+        .filter(|l| {
+            let b = l.as_bytes();
+            l.len() > 12 && b[2] == b':' && b[5] == b':' && b[8] == b'.'
+        })
+        .collect();
+    assert!(event_lines.len() >= 8, "{text}");
+    for line in &event_lines {
+        assert!(line.chars().count() <= 100, "{line:?}");
+    }
+    assert!(
+        event_lines
+            .iter()
+            .any(|l| l.contains("VeryLongLogicalIdentifierForTheSecondResour") && l.ends_with('…')),
+        "{event_lines:?}"
+    );
+    assert!(
+        text.contains("\n              this resource was told to fail its create and the reason is deliberately long so that"),
+        "{text}"
+    );
+    assert!(text.contains("CREATE_IN_PROGRESS: 0/3 done"), "{text}");
+}

@@ -722,3 +722,26 @@ fn a_failed_update_cancels_creates_in_flight() {
     assert_eq!(s.resource_files(), vec!["i2.json"]);
     assert_eq!(file(&s, "i2")["Properties"]["Value"], "micro");
 }
+
+/// UPDATE_ROLLBACK_FAILED names the resources whose rollback failed and
+/// counts those it never reached (they waited on a failed one), instead of
+/// calling them all failed.
+#[test]
+fn update_rollback_failed_names_the_failures_and_counts_the_rest() {
+    let s = scratch();
+    let v1 = "Resources:\n  D1: {Type: Cairn::Test::Resource, Properties: {Value: a}}\n  D2: {Type: Cairn::Test::Resource, Properties: {Value: a}}\n  A: {Type: Cairn::Test::Resource, DependsOn: [D1, D2], Properties: {Value: a, Fail: update}}\n";
+    let v2 = "Resources:\n  D1: {Type: Cairn::Test::Resource, Properties: {Value: b}}\n  D2: {Type: Cairn::Test::Resource, Properties: {Value: b}}\n  A: {Type: Cairn::Test::Resource, DependsOn: [D1, D2], Properties: {Value: b}}\n  Bad: {Type: Cairn::Test::Resource, DependsOn: A, Properties: {Fail: create}}\n";
+    assert_eq!(deploy(&s, "rf", v1, &[]).code(), 0);
+    let before = count(&s, "rf");
+    assert_eq!(deploy(&s, "rf", v2, &[]).code(), 1);
+    let seq = sequence_after(&s, "rf", before);
+    assert_eq!(
+        seq.last(),
+        Some(&ev(
+            "rf",
+            "UPDATE_ROLLBACK_FAILED",
+            "The following resource(s) failed to update: [A]. 2 other resource(s) were not rolled back.",
+            ""
+        ))
+    );
+}

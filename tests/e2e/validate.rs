@@ -274,3 +274,28 @@ fn aliased_types_are_named_and_rules_are_refused_as_rules() {
         run.stderr()
     );
 }
+
+/// A value a built-in type does not understand is refused before anything
+/// runs, with the values it accepts (it used to be ignored silently).
+#[test]
+fn values_a_built_in_type_does_not_understand_are_refused() {
+    let s = Scratch::new();
+    for (value, shown, at) in [
+        ("true", "true", "/Fail"),
+        ("[create, later]", "\"later\"", "/Fail/1"),
+    ] {
+        let t = s.write(
+            "f.yaml",
+            &format!(
+                "Resources:\n  A: {{Type: Cairn::Test::Resource, Properties: {{Fail: {value}}}}}\n"
+            ),
+        );
+        let run = s.cairn(&["validate", t.to_str().unwrap_or_default()]);
+        assert_eq!(run.code(), 1);
+        assert!(
+            run.stderr().contains(&format!("Properties validation failed for resource A with message: #{at}: {shown} is not an accepted value (accepted: create, update, delete)")),
+            "{}",
+            run.stderr()
+        );
+    }
+}

@@ -1108,19 +1108,30 @@ impl Engine {
                 |i| async move { (i, self.rollback_one(op, rows_ref[i].clone()).await) },
             )
             .await?;
+        // The ones whose rollback failed are named; those it never reached
+        // (they waited on a failed one) are counted.
         let failed: Vec<String> = rows
             .iter()
             .zip(&outcomes)
-            .filter(|(_, o)| **o != Outcome::Done)
+            .filter(|(_, o)| **o == Outcome::Failed)
             .map(|(r, _)| r.logical_id.clone())
             .collect();
-        if !failed.is_empty() {
+        let not_reached = outcomes
+            .iter()
+            .filter(|o| matches!(o, Outcome::NotRun | Outcome::Cancelled))
+            .count();
+        if !failed.is_empty() || not_reached > 0 {
+            let mut reason = failure_reason(&[], &failed);
+            if not_reached > 0 {
+                if !reason.is_empty() {
+                    reason.push(' ');
+                }
+                reason.push_str(&format!(
+                    "{not_reached} other resource(s) were not rolled back."
+                ));
+            }
             return self
-                .set_status(
-                    op,
-                    StackStatus::UpdateRollbackFailed,
-                    Some(&failure_reason(&[], &failed)),
-                )
+                .set_status(op, StackStatus::UpdateRollbackFailed, Some(&reason))
                 .await;
         }
         self.set_status(
