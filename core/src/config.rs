@@ -201,6 +201,12 @@ pub struct ProviderConfig {
     /// Seconds a call may take (default: `[engine] call_timeout_seconds`).
     #[serde(default)]
     pub timeout_seconds: Option<u64>,
+    /// The handler answers Cairn's `CheckDrift` request (`webhook`): drift
+    /// detection and resource-id parameter checks ask it. Off by default, as
+    /// for custom-resource endpoints: a handler written for CloudFormation
+    /// does not know that request type.
+    #[serde(default)]
+    pub drift: bool,
 }
 
 /// `cairn serve`: the CloudFormation Query API.

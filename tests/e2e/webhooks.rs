@@ -980,7 +980,7 @@ fn the_handler_kit_answers_check_drift_for_its_provider() {
     s.write(
         "cairn.toml",
         &format!(
-            "[webhooks]\ntimeout_seconds = 30\n\n[[providers]]\nkind = \"webhook\"\nname = \"greetings\"\nurl = \"http://127.0.0.1:{port}/\"\nsecret = \"{SECRET}\"\n"
+            "[webhooks]\ntimeout_seconds = 30\n\n[[providers]]\nkind = \"webhook\"\nname = \"greetings\"\nurl = \"http://127.0.0.1:{port}/\"\nsecret = \"{SECRET}\"\ndrift = true\n"
         ),
     );
     let body = "Resources:\n  G: {Type: Custom::Greeting, Properties: {Name: world}}\n";
@@ -1091,4 +1091,52 @@ fn a_cancelled_custom_resource_create_is_never_sent_again_and_what_it_made_is_de
         ]
     );
     drop(handler);
+}
+
+/// A parameter of a resource-id type served by a remote handler written for
+/// CloudFormation: the handler is not asked Cairn's CheckDrift (its entry
+/// does not opt in), the value is used with a warning event, and with
+/// `drift = true` a handler that cannot answer still does not fail the stack.
+#[test]
+fn resource_id_parameters_of_a_handler_without_drift_support_are_used_with_a_warning() {
+    let s = Scratch::new();
+    let log = s.dir.path().join("vendor.log");
+    let mut cmd = crate::support::python();
+    cmd.arg(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/e2e/vendor_handler.py"
+    ))
+    .args(["--log", log.to_str().unwrap_or_default()]);
+    let handler = Program::start(cmd);
+    let body = "Parameters:\n  Subnet: {Type: Vendor::Net::Subnet::Id}\nResources:\n  A: {Type: Cairn::Test::Resource, Properties: {Value: !Ref Subnet}}\n";
+    for (drift, stack) in [("", "plain"), ("drift = true\n", "asked")] {
+        s.write(
+            "cairn.toml",
+            &format!(
+                "[webhooks]\ntimeout_seconds = 30\n\n[[providers]]\nkind = \"webhook\"\nname = \"vendor\"\nurl = \"http://127.0.0.1:{}/\"\n{drift}",
+                handler.port
+            ),
+        );
+        let run = deploy(&s, stack, body, &["-p", "Subnet=subnet-123"]);
+        assert_eq!(run.code(), 0, "{}{}", run.stdout(), run.stderr());
+        let warning = sequence_after(&s, stack, 0)
+            .into_iter()
+            .find(|e| e.0 == stack && e.2.contains("was not checked"))
+            .map(|e| (e.1, e.2));
+        let expected_why = if drift.is_empty() {
+            "provider vendor cannot tell whether a Vendor::Net::Subnet exists".to_string()
+        } else {
+            "asking provider vendor failed: Unknown request type CheckDrift".to_string()
+        };
+        assert_eq!(
+            warning,
+            Some((
+                "CREATE_IN_PROGRESS".to_string(),
+                format!("Parameter value subnet-123 for parameter name Subnet was not checked: {expected_why}; it is used as given")
+            ))
+        );
+    }
+    // Only the entry that opted in was asked.
+    let asked = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(asked.lines().collect::<Vec<_>>(), ["CheckDrift"]);
 }

@@ -585,8 +585,14 @@ impl Engine {
             StackStatus::CreateInProgress => {
                 let rows = self.store.resources(&op.stack.stack_id).await?;
                 if rows.is_empty() {
-                    if let Err(reason) = self.check_parameter_values(op).await {
-                        return self.fail_create(op, &format!("{reason}. ")).await;
+                    match self.check_parameter_values(op).await {
+                        Err(reason) => return self.fail_create(op, &format!("{reason}. ")).await,
+                        Ok(warnings) => {
+                            for w in warnings {
+                                self.set_status(op, StackStatus::CreateInProgress, Some(&w))
+                                    .await?;
+                            }
+                        }
                     }
                 }
                 let failed = self.create_all(op, rows).await?;

@@ -2,7 +2,10 @@
 //! parameter of type `T::Id` (or `List<T::Id>`) must name existing physical
 //! resources of type `T`. As in CloudFormation (seed 000 run 31), the check
 //! runs inside the workflow, after the stack went IN_PROGRESS and before any
-//! resource is touched, and its failure rolls the operation back.
+//! resource is touched, and its failure rolls the operation back. Only a
+//! provider that says the resource does not exist refuses the value; one
+//! that cannot tell (no drift check, a handler that does not know
+//! `CheckDrift`, an error) lets it through with a warning event.
 
 use cairn_sdk::{DriftRequest, DriftResult};
 use serde_json::Map;
@@ -10,8 +13,10 @@ use serde_json::Map;
 use super::{Engine, Op};
 
 impl Engine {
-    /// `Err(reason)` naming the first parameter whose value does not exist.
-    pub(super) async fn check_parameter_values(&self, op: &Op) -> Result<(), String> {
+    /// `Err(reason)` naming the first parameter whose value does not exist;
+    /// `Ok(warnings)`: the values that could not be checked, and why.
+    pub(super) async fn check_parameter_values(&self, op: &Op) -> Result<Vec<String>, String> {
+        let mut warnings = Vec::new();
         for decl in &op.template.parameters {
             let Some(resource_type) = decl.ty.resource_type() else {
                 continue;
@@ -37,18 +42,32 @@ impl Engine {
                     properties: Map::new(),
                 };
                 let what = format!("parameter {} check", decl.name);
+                let unchecked = |why: String| {
+                    format!(
+                        "Parameter value {value} for parameter name {} was not checked: {why}; it is used as given",
+                        decl.name
+                    )
+                };
                 let exists = match self
                     .timed(&what, registered.provider.check_drift(&req))
                     .await
                 {
                     Ok(DriftResult::Deleted) => false,
+                    Ok(DriftResult::NotChecked) => {
+                        warnings.push(unchecked(format!(
+                            "provider {} cannot tell whether a {resource_type} exists",
+                            registered.provider_name
+                        )));
+                        true
+                    }
                     Ok(_) => true,
                     Err(e) if e.is_not_found() => false,
                     Err(e) => {
-                        return Err(format!(
-                            "Parameter validation failed: cannot check parameter value for parameter name {}: {e}",
-                            decl.name
-                        ))
+                        warnings.push(unchecked(format!(
+                            "asking provider {} failed: {e}",
+                            registered.provider_name
+                        )));
+                        true
                     }
                 };
                 if !exists {
@@ -59,6 +78,6 @@ impl Engine {
                 }
             }
         }
-        Ok(())
+        Ok(warnings)
     }
 }

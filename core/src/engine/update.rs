@@ -649,8 +649,14 @@ impl Engine {
                 }
                 let rows = self.store.resources(id).await?;
                 if rows.iter().all(|r| r.journal.is_none()) {
-                    if let Err(reason) = self.check_parameter_values(op).await {
-                        return self.start_update_rollback(op, &reason).await;
+                    match self.check_parameter_values(op).await {
+                        Err(reason) => return self.start_update_rollback(op, &reason).await,
+                        Ok(warnings) => {
+                            for w in warnings {
+                                self.set_status(op, StackStatus::UpdateInProgress, Some(&w))
+                                    .await?;
+                            }
+                        }
                     }
                 }
                 let (created, updated) = self.update_all(op, rows).await?;

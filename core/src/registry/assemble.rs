@@ -176,6 +176,7 @@ fn start(
             &url,
             p.secret.clone(),
             p.ca_bundle.clone(),
+            p.drift,
             &config.webhooks,
         );
         let remote = block_on_startup(connect)

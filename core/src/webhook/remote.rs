@@ -36,6 +36,7 @@ impl RemoteProvider {
         url: &str,
         secret: Option<String>,
         ca_bundle: Option<PathBuf>,
+        drift: bool,
         webhooks: &WebhookConfig,
     ) -> Result<RemoteProvider, WebhookError> {
         let mut config = webhooks.clone();
@@ -45,9 +46,9 @@ impl RemoteProvider {
                 url: url.to_string(),
                 secret,
                 ca_bundle: ca_bundle.clone(),
-                // A handler-kit handler answers CheckDrift (NOT_CHECKED when
-                // its provider has no drift check).
-                drift: true,
+                // Asked only when the entry opts in (the handler kit answers
+                // it; a handler written for CloudFormation does not).
+                drift,
                 ..Default::default()
             },
         );
