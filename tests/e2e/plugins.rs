@@ -365,3 +365,33 @@ fn builtin_entries_choose_the_built_in_providers() {
         run.stderr()
     );
 }
+
+/// A plugin that aborts the process on the same call every time: each
+/// command resumes the create and dies with it, until two resumes in a row
+/// recorded nothing; then the create is marked failed with the reason and
+/// every command works again.
+#[test]
+fn an_operation_that_kills_every_resume_is_marked_failed_after_two() {
+    let s = scratch_with(&unruly_entry("none"));
+    let body = "Resources:\n  Boom: {Type: Test::Unruly::Thing, Properties: {Behavior: abort}}\n";
+    let run = deploy(&s, "st", body, &[]);
+    assert_ne!(run.code(), 0);
+    for attempt in 1..=2 {
+        let run = cairn(&s, &["list"]);
+        assert_ne!(
+            run.code(),
+            0,
+            "resume {attempt} should have died with the plugin"
+        );
+    }
+    let run = cairn(&s, &["list", "--output", "json"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let stack = &run.json()["StackSummaries"][0];
+    assert_eq!(stack["StackStatus"], "CREATE_FAILED");
+    assert_eq!(
+        stack["StackStatusReason"],
+        "Cairn stopped 2 times in a row while resuming this operation, recording nothing each time; it is marked CREATE_FAILED so that other commands can run: delete the stack to remove what it made. The stack's last events name the resource it was working on."
+    );
+    let run = cairn(&s, &["describe", "st"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+}

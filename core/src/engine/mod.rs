@@ -178,6 +178,10 @@ fn valid_stack_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '-')
 }
 
+/// How many resumes in a row may record nothing before the operation is
+/// marked failed (see [`Engine::resume_abandoned`]).
+const RESUMES_WITHOUT_PROGRESS: u32 = 2;
+
 /// `host:pid` of this process, the owner written into leases.
 fn this_owner() -> String {
     let host = std::fs::read_to_string("/etc/hostname")
@@ -488,13 +492,78 @@ impl Engine {
                     continue;
                 }
             }
-            match self.run(&s.stack_id).await {
-                Ok(_) => resumed.push(s.stack_id.clone()),
+            // A process that dies on the same step every time (a provider
+            // that aborts, an input that exhausts memory) would take every
+            // later command down with it: after two resumes in a row that
+            // recorded nothing, the operation is marked failed instead.
+            let attempts = self.store.note_resume(&s.stack_id).await?;
+            let outcome = if attempts > RESUMES_WITHOUT_PROGRESS {
+                self.give_up(&s, attempts - 1).await
+            } else {
+                self.run(&s.stack_id).await.map(|_| ())
+            };
+            match outcome {
+                Ok(()) => resumed.push(s.stack_id.clone()),
                 Err(EngineError::Store(StoreError::Busy { .. })) => {}
                 Err(e) => return Err(e),
             }
         }
         Ok(resumed)
+    }
+
+    /// Ends an operation that its resumes could not move: the stack goes to
+    /// the failed status its operation can be recovered from (delete,
+    /// continue-rollback, a new update), with the reason.
+    async fn give_up(&self, stack: &StackRecord, crashed: u32) -> Result<(), EngineError> {
+        let kind = self.store.operation(&stack.stack_id).await?.map(|o| o.kind);
+        let (status, hint) = match stack.status {
+            StackStatus::CreateInProgress => (
+                StackStatus::CreateFailed,
+                "delete the stack to remove what it made",
+            ),
+            StackStatus::RollbackInProgress => (
+                StackStatus::RollbackFailed,
+                "delete the stack (with --retain for a resource that cannot be deleted)",
+            ),
+            StackStatus::DeleteInProgress => (
+                StackStatus::DeleteFailed,
+                "delete again, with --retain for a resource that cannot be deleted",
+            ),
+            StackStatus::UpdateInProgress if kind.as_deref() == Some(reconcile::KIND) => (
+                StackStatus::UpdateFailed,
+                "run cairn update again once the cause is fixed",
+            ),
+            StackStatus::UpdateInProgress | StackStatus::UpdateRollbackInProgress => (
+                StackStatus::UpdateRollbackFailed,
+                "continue the rollback, with --skip for a resource that cannot be rolled back",
+            ),
+            StackStatus::UpdateCompleteCleanupInProgress => (
+                StackStatus::UpdateComplete,
+                "the old resources the cleanup did not reach are still there",
+            ),
+            StackStatus::UpdateRollbackCompleteCleanupInProgress => (
+                StackStatus::UpdateRollbackComplete,
+                "the resources the cleanup did not reach are still there",
+            ),
+            _ => return Ok(()),
+        };
+        let lease = match self.lease_for_new_operation(stack).await? {
+            Ok(lease) => lease,
+            Err(_) => return Ok(()),
+        };
+        let reason = format!(
+            "Cairn stopped {crashed} times in a row while resuming this operation, recording nothing each time; it is marked {status} so that other commands can run: {hint}. The stack's last events name the resource it was working on."
+        );
+        tracing::error!(stack = %stack.stack_id, "{reason}");
+        let event = stack_event(stack, status, Some(&reason), &now());
+        self.store
+            .set_stack_status(&lease, status, Some(&reason), &event)
+            .await?;
+        if status != StackStatus::UpdateRollbackFailed {
+            self.store.clear_operation(&lease).await?;
+        }
+        self.store.release_lease(&lease).await?;
+        Ok(())
     }
 
     /// Drives a stack's current operation to a terminal status (also after a

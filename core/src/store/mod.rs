@@ -134,6 +134,10 @@ pub trait Store: Send + Sync {
     async fn put_operation(&self, lease: &Lease, op: &OperationRecord) -> Result<(), StoreError>;
     async fn operation(&self, stack_id: &str) -> Result<Option<OperationRecord>, StoreError>;
     async fn clear_operation(&self, lease: &Lease) -> Result<(), StoreError>;
+    /// Counts one more attempt to resume the stack's abandoned operation and
+    /// returns how many attempts in a row found no progress since the one
+    /// before (no event recorded between them); 1 after progress.
+    async fn note_resume(&self, stack_id: &str) -> Result<u32, StoreError>;
     /// Asks the process running the stack's update to cancel it (no lease:
     /// the requester is not the owner). False when no update is recorded.
     async fn request_cancel(&self, stack_id: &str) -> Result<bool, StoreError>;

@@ -84,7 +84,11 @@ CREATE TABLE IF NOT EXISTS operations (
     options TEXT NOT NULL,
     started_at TEXT NOT NULL,
     -- Set by `cairn cancel-update` from another process; polled by the owner.
-    cancel INTEGER NOT NULL DEFAULT 0
+    cancel INTEGER NOT NULL DEFAULT 0,
+    -- Resumes in a row that recorded nothing (a process that dies on the same
+    -- step), and the stack's event count at the last one.
+    resume_attempts INTEGER NOT NULL DEFAULT 0,
+    resume_events INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS history (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -175,10 +179,10 @@ fn check_schema_version(conn: &Connection, path: &Path) -> Result<(), StoreError
     // nullable columns are upgraded in place.
     let added_columns = match version {
         6 => {
-            "ALTER TABLE history ADD COLUMN details TEXT; ALTER TABLE stacks ADD COLUMN tags TEXT; ALTER TABLE change_sets ADD COLUMN tags TEXT;"
+            "ALTER TABLE history ADD COLUMN details TEXT; ALTER TABLE stacks ADD COLUMN tags TEXT; ALTER TABLE change_sets ADD COLUMN tags TEXT; ALTER TABLE operations ADD COLUMN resume_attempts INTEGER NOT NULL DEFAULT 0; ALTER TABLE operations ADD COLUMN resume_events INTEGER NOT NULL DEFAULT 0;"
         }
-        7 => "ALTER TABLE stacks ADD COLUMN tags TEXT; ALTER TABLE change_sets ADD COLUMN tags TEXT;",
-        8 => "ALTER TABLE change_sets ADD COLUMN tags TEXT;",
+        7 => "ALTER TABLE stacks ADD COLUMN tags TEXT; ALTER TABLE change_sets ADD COLUMN tags TEXT; ALTER TABLE operations ADD COLUMN resume_attempts INTEGER NOT NULL DEFAULT 0; ALTER TABLE operations ADD COLUMN resume_events INTEGER NOT NULL DEFAULT 0;",
+        8 => "ALTER TABLE change_sets ADD COLUMN tags TEXT; ALTER TABLE operations ADD COLUMN resume_attempts INTEGER NOT NULL DEFAULT 0; ALTER TABLE operations ADD COLUMN resume_events INTEGER NOT NULL DEFAULT 0;",
         _ => "",
     };
     if !added_columns.is_empty() {
@@ -913,6 +917,38 @@ impl Store for SqliteStore {
             )
             .optional()
             .map_err(backend)
+        })
+        .await
+    }
+
+    async fn note_resume(&self, stack_id: &str) -> Result<u32, StoreError> {
+        let id = stack_id.to_string();
+        self.run(move |c| {
+            let events: i64 = c
+                .query_row(
+                    "SELECT COUNT(*) FROM events WHERE stack_id = ?1",
+                    params![id],
+                    |r| r.get(0),
+                )
+                .map_err(backend)?;
+            let last: Option<(i64, i64)> = c
+                .query_row(
+                    "SELECT resume_attempts, resume_events FROM operations WHERE stack_id = ?1",
+                    params![id],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()
+                .map_err(backend)?;
+            let Some((attempts, at_events)) = last else {
+                return Ok(1);
+            };
+            let attempts = if events > at_events { 1 } else { attempts + 1 };
+            c.execute(
+                "UPDATE operations SET resume_attempts = ?1, resume_events = ?2 WHERE stack_id = ?3",
+                params![attempts, events, id],
+            )
+            .map_err(backend)?;
+            Ok(u32::try_from(attempts).unwrap_or(u32::MAX))
         })
         .await
     }
