@@ -1434,6 +1434,7 @@ mod tests {
             let c = Connection::open(&path).unwrap();
             let old = SCHEMA
                 .replace(",\n    tags TEXT\n);", "\n);")
+                .replace(",\n    -- Resumes in a row that recorded nothing (a process that dies on the same\n    -- step), and the stack's event count at the last one.\n    resume_attempts INTEGER NOT NULL DEFAULT 0,\n    resume_events INTEGER NOT NULL DEFAULT 0\n", "\n")
                 .replace(",\n    -- JSON: what a `cairn update` planned and did (steps, phases).\n    details TEXT\n", "\n");
             let old = old.split("-- Instance groups").next().unwrap().to_string()
                 + old
@@ -1455,6 +1456,9 @@ mod tests {
         assert_eq!(stacks[0].tags, Vec::new());
         assert!(store.groups("id-1").await.unwrap().is_empty());
         assert!(store.history("id-1").await.unwrap().is_empty());
+        // The columns added since are there.
+        assert_eq!(store.note_resume("id-1").await.unwrap(), 1);
+        assert!(store.change_sets("id-1").await.unwrap().is_empty());
         drop(store);
         let c = Connection::open(&path).unwrap();
         let version: i64 = c
