@@ -3,6 +3,7 @@
 //! with its own state file.
 
 use std::process::{Child, Command};
+use std::time::Duration;
 
 use crate::support::Scratch;
 
@@ -475,4 +476,74 @@ fn the_cli_reads_credentials_from_the_aws_shared_files() {
         "{}",
         String::from_utf8_lossy(&refused.stderr)
     );
+}
+
+/// A provider whose handler is down when `cairn serve` starts: the server
+/// starts and says so in /healthz; once the handler is up, the next use of
+/// its type (after the backoff) starts it and the stack is created.
+#[test]
+fn a_provider_down_at_start_is_started_on_a_later_use() {
+    let s = Scratch::new();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(0);
+    let server = Server::start_with(
+        &s,
+        "",
+        &format!(
+            "[webhooks]\ntimeout_seconds = 30\n\n[[providers]]\nkind = \"webhook\"\nname = \"greetings\"\nurl = \"http://127.0.0.1:{port}/\"\nsecret = \"hook-secret\"\ntypes = [\"Custom::Greeting\"]\n"
+        ),
+    );
+    let health = || -> String {
+        let addr = server.endpoint.trim_start_matches("http://").to_string();
+        let mut c = std::net::TcpStream::connect(addr).expect("connect");
+        use std::io::{Read, Write};
+        let _ = write!(
+            c,
+            "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        );
+        let mut body = String::new();
+        let _ = c.read_to_string(&mut body);
+        body
+    };
+    assert!(
+        health().contains("provider greetings: unavailable: webhook provider greetings: cannot read its types from"),
+        "{}",
+        health()
+    );
+    let t = s.write(
+        "g.yaml",
+        "Resources:\n  G: {Type: Custom::Greeting, Properties: {Name: world}}\n",
+    );
+    let t = t.to_str().unwrap_or_default();
+    let run = remote(&s, &server, &["deploy", "early", t]);
+    assert_eq!(run.code(), 1);
+    assert!(
+        run.stderr()
+            .contains("Custom::Greeting is unavailable: provider greetings cannot start"),
+        "{}",
+        run.stderr()
+    );
+    let mut cmd = Command::new(crate::webhooks::kit_example());
+    cmd.args([
+        "--listen",
+        &format!("127.0.0.1:{port}"),
+        "--secret",
+        "hook-secret",
+    ]);
+    let _handler = crate::webhooks::Program::start(cmd);
+    // The start is retried once its backoff (1 s after the first failures,
+    // doubling) has passed.
+    let started = std::time::Instant::now();
+    let run = loop {
+        let run = remote(&s, &server, &["deploy", "late", t]);
+        if run.code() == 0 || started.elapsed() > Duration::from_secs(20) {
+            break run;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert_eq!(run.code(), 0, "{}{}", run.stdout(), run.stderr());
+    assert!(run.stdout().contains("CREATE_COMPLETE"));
+    assert!(health().contains("provider greetings: up"), "{}", health());
 }

@@ -558,13 +558,13 @@ fn data_is_read_by_getatt_and_no_echo_masks_it() {
 
 /// A handler program that prints `listening on HOST:PORT` first; killed
 /// when dropped.
-struct Program {
+pub(crate) struct Program {
     child: Child,
     port: u16,
 }
 
 impl Program {
-    fn start(mut cmd: Command) -> Program {
+    pub(crate) fn start(mut cmd: Command) -> Program {
         use std::io::BufRead;
         let mut child = cmd
             .stdin(Stdio::null())
@@ -598,7 +598,7 @@ impl Drop for Program {
 
 /// The Rust handler kit example (`examples/webhook_handler.rs`).
 /// The kit example's executable, built first.
-fn kit_example() -> PathBuf {
+pub(crate) fn kit_example() -> PathBuf {
     crate::support::cargo_build(&["--example", "webhook_handler"]);
     PathBuf::from(env!("CARGO_BIN_EXE_cairn"))
         .parent()

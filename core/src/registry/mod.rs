@@ -247,6 +247,11 @@ impl Registry {
                     return Some(t);
                 }
             }
+            // A type a provider lists is that provider's, even while it is
+            // down: never served by a family (`Custom::<Name>`) meanwhile.
+            if self.lazy.iter().any(|l| l.declares(canonical)) {
+                return None;
+            }
         }
         self.families
             .iter()
