@@ -546,4 +546,34 @@ fn a_provider_down_at_start_is_started_on_a_later_use() {
     assert_eq!(run.code(), 0, "{}{}", run.stdout(), run.stderr());
     assert!(run.stdout().contains("CREATE_COMPLETE"));
     assert!(health().contains("provider greetings: up"), "{}", health());
+    // With the handler gone, a command of another process that needs it
+    // fails that resource, naming the provider and the cause.
+    drop(_handler);
+    let run = s.cairn(&["--config", "cairn.toml", "delete", "late"]);
+    assert_eq!(run.code(), 1, "{}", run.stdout());
+    let events = s.cairn(&[
+        "--config",
+        "cairn.toml",
+        "events",
+        "late",
+        "--output",
+        "json",
+    ]);
+    let reason = events.json()["StackEvents"]
+        .as_array()
+        .and_then(|l| {
+            l.iter()
+                .find(|e| e["LogicalResourceId"] == "G" && e["ResourceStatus"] == "DELETE_FAILED")
+                .map(|e| {
+                    e["ResourceStatusReason"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string()
+                })
+        })
+        .unwrap_or_default();
+    assert!(
+        reason.starts_with("Custom::Greeting is unavailable: provider greetings cannot start: webhook provider greetings: cannot read its types from"),
+        "{reason}"
+    );
 }
