@@ -389,3 +389,51 @@ fn arbitrary_template() -> impl Strategy<Value = Value> {
         })
     })
 }
+
+/// A YAML document of `levels` anchored lists, each holding `fan_out`
+/// aliases of the one before (and, with `in_intrinsic`, the last inside a
+/// `!Join`), its first level a scalar of `scalar_len` characters: the
+/// "billion laughs" family.
+fn alias_yaml(levels: usize, fan_out: usize, scalar_len: usize, in_intrinsic: bool) -> String {
+    let mut t = format!("Metadata:\n  a0: &a0 \"{}\"\n", "x".repeat(scalar_len));
+    for level in 1..=levels {
+        let prev = format!("*a{}", level - 1);
+        let items = vec![prev.as_str(); fan_out].join(", ");
+        t.push_str(&format!("  a{level}: &a{level} [{items}]\n"));
+    }
+    t.push_str("Resources:\n  R:\n    Type: T\n");
+    if in_intrinsic {
+        t.push_str(&format!("    Properties: {{V: !Join [',', *a{levels}]}}\n"));
+    }
+    t
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Whatever the shape, parsing ends with the template or the alias
+    /// limit's error, and what it builds stays within the budget.
+    #[test]
+    fn alias_expansion_never_exceeds_its_budget(
+        levels in 1usize..12,
+        fan_out in 1usize..12,
+        scalar_len in 0usize..5000,
+        in_intrinsic in any::<bool>(),
+    ) {
+        let text = alias_yaml(levels, fan_out, scalar_len, in_intrinsic);
+        match super::yaml::parse(&text) {
+            Ok((value, _)) => {
+                let size = serde_json::to_string(&value).map(|s| s.len()).unwrap_or(0);
+                prop_assert!(size < 60_000_000, "{size} bytes from {} bytes", text.len());
+            }
+            Err(e) => {
+                let shown = e.to_string();
+                prop_assert!(
+                    shown.contains("YAML aliases expand to more than")
+                        || shown.contains("levels deep"),
+                    "{shown}"
+                );
+            }
+        }
+    }
+}
