@@ -577,3 +577,83 @@ fn a_provider_down_at_start_is_started_on_a_later_use() {
         "{reason}"
     );
 }
+
+/// A custom resource whose handler answers its Create after the
+/// ServiceTimeout: the resource fails and is rolled back (Delete of the
+/// generated id), and when the late answer comes the server deletes the
+/// thing it names too, so the handler is left holding nothing.
+#[test]
+fn a_create_answered_after_the_timeout_gets_what_it_made_deleted() {
+    let s = Scratch::new();
+    let things = s.dir.path().join("things");
+    std::fs::create_dir_all(&things).expect("things dir");
+    let mut cmd = crate::support::python_with("cfnresponse");
+    cmd.arg(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/python-handler/server.py"
+    ))
+    .args(["--listen", "127.0.0.1:0", "--module", "things_handler"])
+    .env(
+        "PYTHONPATH",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/e2e"),
+    )
+    .env("THINGS_DIR", &things)
+    .env("CAIRN_WEBHOOK_SECRET", "hook-secret");
+    let handler = crate::webhooks::Program::start(cmd);
+    let server = Server::start_with(
+        &s,
+        "",
+        &format!(
+            "[webhooks]\ntimeout_seconds = 30\n\n[webhooks.endpoints.things]\nurl = \"http://127.0.0.1:{}/\"\nsecret = \"hook-secret\"\n",
+            handler.port
+        ),
+    );
+    let t = s.write(
+        "late.yaml",
+        "Resources:\n  Slow:\n    Type: Custom::Thing\n    Properties: {ServiceToken: things, Sleep: 3, ServiceTimeout: 1}\n",
+    );
+    let run = remote(
+        &s,
+        &server,
+        &["deploy", "late", t.to_str().unwrap_or_default()],
+    );
+    assert_eq!(run.code(), 1, "{}", run.stdout());
+    let requests = || -> Vec<(String, String)> {
+        std::fs::read_to_string(s.dir.path().join("requests.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .map(|r| {
+                (
+                    r["RequestType"].as_str().unwrap_or_default().to_string(),
+                    r["PhysicalResourceId"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                )
+            })
+            .collect()
+    };
+    let started = std::time::Instant::now();
+    while requests().len() < 3 && started.elapsed() < Duration::from_secs(15) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let seen = requests();
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    assert_eq!(seen[0].0, "Create");
+    assert_eq!(seen[1].0, "Delete");
+    assert!(seen[1].1.starts_with("late-Slow-"), "{seen:?}");
+    assert_eq!(seen[2].0, "Delete");
+    assert!(seen[2].1.starts_with("thing-"), "{seen:?}");
+    let started = std::time::Instant::now();
+    let left = loop {
+        let left: Vec<_> = std::fs::read_dir(&things)
+            .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name()).collect())
+            .unwrap_or_default();
+        if left.is_empty() || started.elapsed() > Duration::from_secs(5) {
+            break left;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(left.is_empty(), "the handler still holds {left:?}");
+}

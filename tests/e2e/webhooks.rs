@@ -560,7 +560,7 @@ fn data_is_read_by_getatt_and_no_echo_masks_it() {
 /// when dropped.
 pub(crate) struct Program {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
 }
 
 impl Program {

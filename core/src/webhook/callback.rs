@@ -42,10 +42,19 @@ struct Waiting {
     tx: oneshot::Sender<Answer>,
 }
 
+/// What to do with the physical id a response names when it comes after
+/// its request stopped waiting (a Create's: delete what it made).
+pub type OnLate = Box<dyn FnOnce(String) + Send>;
+
 #[derive(Default)]
 struct Slots {
     waiting: HashMap<String, Waiting>,
     closed: HashMap<String, Closed>,
+    /// For requests still waiting: what a late response's physical id gets.
+    on_late: HashMap<String, OnLate>,
+    /// Requests that timed out with such a handler, kept for their late
+    /// response.
+    late: HashMap<String, (CustomResourceRequest, OnLate)>,
 }
 
 /// How many ended requests are remembered for precise 409/410 answers; past
@@ -58,7 +67,11 @@ impl Slots {
         if self.closed.len() >= REMEMBERED_CLOSED {
             self.closed.clear();
         }
+        if self.late.len() >= REMEMBERED_CLOSED {
+            self.late.clear();
+        }
         self.closed.insert(request_id.to_string(), how);
+        self.on_late.remove(request_id);
     }
 }
 
@@ -217,13 +230,38 @@ impl CallbackListener {
         rx
     }
 
+    /// [`CallbackListener::expect`], and should the request time out, a
+    /// late SUCCESS response's physical id is handed to `on_late` (a Create:
+    /// what the handler made after all is deleted, not leaked).
+    pub fn expect_with_late(
+        &self,
+        request: CustomResourceRequest,
+        on_late: OnLate,
+    ) -> oneshot::Receiver<Answer> {
+        let id = request.request_id.clone();
+        let rx = self.expect(request);
+        if let Ok(mut s) = self.slots.lock() {
+            s.on_late.insert(id, on_late);
+        }
+        rx
+    }
+
     /// Stops waiting for `request_id`: a later response gets 410 Gone.
     pub fn expire(&self, request_id: &str) {
         if let Ok(mut s) = self.slots.lock() {
-            if s.waiting.remove(request_id).is_some() {
+            if let Some(w) = s.waiting.remove(request_id) {
+                let on_late = s.on_late.remove(request_id);
                 s.close(request_id, Closed::TimedOut);
+                if let Some(on_late) = on_late {
+                    s.late.insert(request_id.to_string(), (w.request, on_late));
+                }
             }
         }
+    }
+
+    /// The late-response handler of a timed-out request, taken once.
+    fn take_late(&self, request_id: &str) -> Option<(CustomResourceRequest, OnLate)> {
+        self.slots.lock().ok()?.late.remove(request_id)
     }
 
     /// Settles `request_id` with a response that came another way (the
@@ -292,6 +330,25 @@ async fn receive(
     };
     let waiting = match listener.take(request_id) {
         Ok(w) => w,
+        Err((StatusCode::GONE, message)) => {
+            // Too late for the resource, not for what it made.
+            if let Some((request, on_late)) = listener.take_late(request_id) {
+                if let Ok(r) = response::check(&request, &body) {
+                    if r.status == cairn_sdk::custom_resource::ResponseStatus::Success
+                        && !r.physical_resource_id.is_empty()
+                    {
+                        let physical = r.physical_resource_id.clone();
+                        tracing::warn!(request = %request_id, %physical, "a custom resource answered its Create after the timeout; deleting what it made");
+                        on_late(physical.clone());
+                        return (
+                            StatusCode::GONE,
+                            format!("{message}; Cairn deletes the resource this response names ({physical})"),
+                        );
+                    }
+                }
+            }
+            return (StatusCode::GONE, message);
+        }
         Err(refused) => return refused,
     };
     let answer = response::check(&waiting.request, &body);

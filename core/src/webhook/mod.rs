@@ -333,12 +333,63 @@ impl Calls {
         })
     }
 
-    /// Sends one Create and maps its response.
-    async fn create(&self, req: &CreateRequest) -> Result<CreateResult, ProviderError> {
+    /// What a Create's late answer gets: a Delete of the physical id it
+    /// names, with the Create's properties, sent in the background.
+    fn delete_late(self: &Arc<Self>, req: &CreateRequest) -> callback::OnLate {
+        let calls = Arc::clone(self);
+        let req = req.clone();
+        Box::new(move |physical: String| {
+            tokio::spawn(async move {
+                let mut ctx = req.context.clone();
+                ctx.request_id = uuid::Uuid::new_v4().to_string();
+                ctx.deadline_unix_ms = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map(|d| d.as_millis() as u64)
+                    .unwrap_or(0)
+                    + 3_600_000;
+                let deleted = calls
+                    .call(
+                        &ctx,
+                        RequestType::Delete,
+                        Some(&physical),
+                        &req.properties,
+                        None,
+                        None,
+                    )
+                    .await;
+                match deleted {
+                    Ok(r) if r.status == ResponseStatus::Success => tracing::info!(
+                        logical = %ctx.logical_resource_id, %physical,
+                        "deleted what a custom resource made after its Create timed out"
+                    ),
+                    Ok(r) => tracing::error!(
+                        logical = %ctx.logical_resource_id, %physical,
+                        "the Delete of what a late Create made failed: {}", failed_reason(&r)
+                    ),
+                    Err(f) => tracing::error!(
+                        logical = %ctx.logical_resource_id, %physical,
+                        "the Delete of what a late Create made failed: {}", f.into_error()
+                    ),
+                }
+            });
+        })
+    }
+
+    /// Sends one Create and maps its response. Should the handler answer
+    /// after the timeout, what it names is deleted then.
+    async fn create(self: &Arc<Self>, req: &CreateRequest) -> Result<CreateResult, ProviderError> {
         let ctx = &req.context;
         let fallback_id = generated_physical_id(ctx);
+        let on_late = self.delete_late(req);
         match self
-            .call(ctx, RequestType::Create, None, &req.properties, None)
+            .call(
+                ctx,
+                RequestType::Create,
+                None,
+                &req.properties,
+                None,
+                Some(on_late),
+            )
             .await
         {
             Ok(r) if r.status == ResponseStatus::Success => Ok(CreateResult {
@@ -369,6 +420,7 @@ impl Calls {
         physical_id: Option<&str>,
         properties: &Map<String, Value>,
         old_properties: Option<&Map<String, Value>>,
+        on_late: Option<callback::OnLate>,
     ) -> Result<CustomResourceResponse, Failure> {
         let token = match properties.get("ServiceToken") {
             Some(Value::String(s)) if !s.is_empty() => s.clone(),
@@ -411,7 +463,10 @@ impl Calls {
             Bytes::from(serde_json::to_vec(&request).map_err(|e| {
                 Failure::before_sending(&format!("cannot encode the request: {e}"))
             })?);
-        let mut answer = listener.expect(request.clone());
+        let mut answer = match on_late {
+            Some(on_late) => listener.expect_with_late(request.clone(), on_late),
+            None => listener.expect(request.clone()),
+        };
         let delivered = {
             let permit = tokio::time::timeout_at(deadline, target.slots.acquire()).await;
             match permit {
@@ -590,6 +645,7 @@ impl ResourceProvider for WebhookProvider {
                 Some(&req.physical_resource_id),
                 &req.properties,
                 Some(&req.old_properties),
+                None,
             )
             .await
             .map_err(Failure::into_error)?;
@@ -625,6 +681,7 @@ impl ResourceProvider for WebhookProvider {
                 Some(&req.physical_resource_id),
                 &req.properties,
                 None,
+                None,
             )
             .await
             .map_err(Failure::into_error)?;
@@ -649,6 +706,7 @@ impl ResourceProvider for WebhookProvider {
                 RequestType::Delete,
                 Some(&req.physical_resource_id),
                 &req.properties,
+                None,
                 None,
             )
             .await
