@@ -34,6 +34,11 @@ struct Cli {
     #[arg(long, global = true, env = "CAIRN_STATE")]
     state: Option<PathBuf>,
 
+    /// Where file-backed built-in providers keep their resources (default:
+    /// the state file's name plus `.resources`).
+    #[arg(long, global = true, env = "CAIRN_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+
     /// Run the command against a `cairn serve` (or any CloudFormation
     /// endpoint) instead of the embedded engine, signing with the AWS
     /// credentials of the environment.
@@ -346,7 +351,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     if let Some(endpoint) = &cli.endpoint {
         return run_remote(endpoint, &cli.command).await;
     }
-    let config = load_config(cli.config.as_ref())?;
+    let mut config = load_config(cli.config.as_ref())?;
+    if let Some(dir) = &cli.data_dir {
+        config.engine.data_dir = Some(dir.clone());
+    }
     if let Command::Validate {
         template,
         parameters,

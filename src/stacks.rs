@@ -27,8 +27,12 @@ pub fn state_path(flag: Option<&PathBuf>, config: &Config) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("cairn-state.db"))
 }
 
-/// File-backed built-in providers keep their resources beside the state file.
-pub fn data_dir(state: &Path) -> PathBuf {
+/// Where file-backed built-in providers keep their resources: `[engine]
+/// data_dir` (or `--data-dir`, `CAIRN_DATA_DIR`), else beside the state file.
+pub fn data_dir(config: &Config, state: &Path) -> PathBuf {
+    if let Some(dir) = &config.engine.data_dir {
+        return dir.clone();
+    }
     let mut name = state
         .file_name()
         .map(|n| n.to_os_string())
@@ -42,7 +46,7 @@ pub async fn open_without_resume(config: &Config, state: &Path) -> anyhow::Resul
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(state)?);
     let registry = Arc::new(cairn_core::registry::assemble::assemble(
         config,
-        cairn_providers::builtins(&data_dir(state)),
+        cairn_providers::builtins(&data_dir(config, state)),
     )?);
     Ok(Engine::new(store, registry, config.clone()))
 }

@@ -49,6 +49,11 @@ pub struct EngineConfig {
     pub call_timeout_seconds: u64,
     /// The SQLite state file (overridden by `--state` and `CAIRN_STATE`).
     pub state: Option<PathBuf>,
+    /// Where file-backed built-in providers (`Cairn::Test::Resource`) keep
+    /// their resources (overridden by `--data-dir` and `CAIRN_DATA_DIR`;
+    /// default: `<state file>.resources/`). Engines that share it share
+    /// those resources.
+    pub data_dir: Option<PathBuf>,
     /// How often an update's cleanup tries to delete a resource before it
     /// disassociates it (CloudFormation: 3).
     pub cleanup_attempts: u32,
@@ -65,6 +70,7 @@ impl Default for EngineConfig {
             max_concurrency: 16,
             call_timeout_seconds: 3600,
             state: None,
+            data_dir: None,
             cleanup_attempts: 3,
             cleanup_backoff_seconds: 5.0,
             health_timeout_seconds: 300,

@@ -637,3 +637,34 @@ fn events_fit_the_terminal_and_progress_shows_the_total() {
     );
     assert!(text.contains("CREATE_IN_PROGRESS: 0/3 done"), "{text}");
 }
+
+/// `--data-dir` (or CAIRN_DATA_DIR, `[engine] data_dir`) says where the
+/// test resource's files live; two state files given one data directory
+/// share them.
+#[test]
+fn the_data_directory_is_configurable() {
+    let s = Scratch::new();
+    s.write(
+        "t.yaml",
+        "Resources:\n  A: {Type: Cairn::Test::Resource, Properties: {Value: a}}\n",
+    );
+    let run = s.cairn(&["--data-dir", "shared", "deploy", "st", "t.yaml"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let files = |dir: &str| -> usize {
+        std::fs::read_dir(s.dir.path().join(dir).join("test-resources"))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    };
+    assert_eq!(files("shared"), 1);
+    assert!(s.resource_files().is_empty());
+    s.write(
+        "c.toml",
+        "[engine]\nstate = \"other.db\"\ndata_dir = \"shared\"\n",
+    );
+    let run = s.cairn(&["--config", "c.toml", "deploy", "st", "t.yaml"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(files("shared"), 2);
+    let run = s.cairn(&["--data-dir", "shared", "delete", "st"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(files("shared"), 1);
+}
