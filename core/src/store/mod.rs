@@ -2,6 +2,8 @@
 //! exports and leases. The engine speaks only this trait, so another backend
 //! (PostgreSQL) can be added without touching it.
 
+#[cfg(test)]
+mod conformance;
 pub mod sqlite;
 
 use crate::stack::{

@@ -1423,6 +1423,21 @@ impl Store for SqliteStore {
 mod tests {
     use super::*;
 
+    /// The store conformance suite on SQLite files (one per check).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_conformance_suite_passes_on_sqlite() {
+        let dir = std::env::temp_dir().join(format!("cairn-conf-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let n = std::sync::atomic::AtomicUsize::new(0);
+        crate::store::conformance::all(|| {
+            let i = n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            std::sync::Arc::new(SqliteStore::open(&dir.join(format!("s{i}.db"))).unwrap())
+                as std::sync::Arc<dyn Store>
+        })
+        .await;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     /// A file of layout 6 (no groups table, no history.details, no
     /// stacks.tags) with one stack opens, is upgraded, and reads back.
     #[tokio::test]

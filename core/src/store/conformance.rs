@@ -1,0 +1,521 @@
+//! The store conformance suite: what every [`Store`] backend must do, as
+//! test functions that take the backend. Each backend's tests call [`all`]
+//! with a fresh, empty store (SQLite today; the PostgreSQL backend of the
+//! several-engines work runs the same functions).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::{json, Map};
+
+use super::{OperationRecord, Store, StoreError};
+use crate::stack::{
+    now, ChangeSetRecord, EventRecord, HistoryRecord, OnFailure, PendingCall, ResourceRecord,
+    ResourceStatus, StackRecord, StackStatus, Tag, STACK_TYPE,
+};
+
+fn stack(name: &str) -> StackRecord {
+    StackRecord {
+        stack_id: format!(
+            "arn:aws:cloudformation:us-east-1:1:stack/{name}/{}",
+            uuid::Uuid::new_v4()
+        ),
+        stack_name: name.to_string(),
+        status: StackStatus::CreateInProgress,
+        status_reason: Some("User Initiated".into()),
+        description: Some("d".into()),
+        template_body: "Resources: {}".into(),
+        parameters: BTreeMap::from([("P".to_string(), "v".to_string())]),
+        no_echo: vec!["P".into()],
+        outputs: Vec::new(),
+        on_failure: OnFailure::Rollback,
+        created_at: now(),
+        updated_at: now(),
+        deleted_at: None,
+        tags: vec![Tag {
+            key: "team".into(),
+            value: "a".into(),
+        }],
+    }
+}
+
+fn event(s: &StackRecord, logical: &str, status: &str) -> EventRecord {
+    EventRecord {
+        event_id: uuid::Uuid::new_v4().to_string(),
+        stack_id: s.stack_id.clone(),
+        stack_name: s.stack_name.clone(),
+        logical_id: logical.to_string(),
+        physical_id: String::new(),
+        resource_type: if logical == s.stack_name {
+            STACK_TYPE.into()
+        } else {
+            "T::X".into()
+        },
+        timestamp: now(),
+        status: status.to_string(),
+        status_reason: None,
+        properties: None,
+    }
+}
+
+fn resource(s: &StackRecord, logical: &str) -> ResourceRecord {
+    ResourceRecord {
+        stack_id: s.stack_id.clone(),
+        logical_id: logical.to_string(),
+        resource_type: "T::X".into(),
+        physical_id: Some(format!("{logical}-1")),
+        status: ResourceStatus::CreateComplete,
+        status_reason: None,
+        properties: Map::from_iter([("K".to_string(), json!("v"))]),
+        attributes: Map::new(),
+        pending: Some(PendingCall {
+            action: "CREATE".into(),
+            request_id: "r-1".into(),
+        }),
+        updated_at: now(),
+        metadata: None,
+        journal: None,
+        no_echo: false,
+    }
+}
+
+/// Runs every check against stores made by `fresh` (one each).
+pub async fn all(fresh: impl Fn() -> Arc<dyn Store>) {
+    stacks_and_events(fresh().as_ref()).await;
+    leases_and_fencing(fresh().as_ref()).await;
+    resources_operations_and_history(fresh().as_ref()).await;
+    change_sets(fresh().as_ref()).await;
+    exports_groups_and_drift(fresh().as_ref()).await;
+    concurrent_writers(fresh()).await;
+}
+
+async fn stacks_and_events(store: &dyn Store) {
+    let s = stack("one");
+    let lease = store
+        .insert_stack(&s, &event(&s, "one", "CREATE_IN_PROGRESS"), "a:1:x", 60_000)
+        .await
+        .unwrap();
+    assert_eq!(lease.owner, "a:1:x");
+    // A live stack's name is taken.
+    let again = stack("one");
+    assert!(matches!(
+        store
+            .insert_stack(
+                &again,
+                &event(&again, "one", "CREATE_IN_PROGRESS"),
+                "b",
+                60_000
+            )
+            .await,
+        Err(StoreError::StackExists(_))
+    ));
+    let found = store.find_stack("one").await.unwrap().unwrap();
+    assert_eq!(found, s);
+    assert_eq!(store.find_stack(&s.stack_id).await.unwrap().unwrap(), s);
+    assert_eq!(store.in_progress_stacks().await.unwrap().len(), 1);
+    store
+        .set_stack_status(
+            &lease,
+            StackStatus::CreateComplete,
+            None,
+            &event(&s, "one", "CREATE_COMPLETE"),
+        )
+        .await
+        .unwrap();
+    assert!(store.in_progress_stacks().await.unwrap().is_empty());
+    assert_eq!(store.event_count(&s.stack_id).await.unwrap(), 2);
+    let events = store.events(&s.stack_id).await.unwrap();
+    assert_eq!(
+        events.iter().map(|e| e.status.as_str()).collect::<Vec<_>>(),
+        ["CREATE_IN_PROGRESS", "CREATE_COMPLETE"]
+    );
+    assert_eq!(store.events_from(&s.stack_id, 1).await.unwrap().len(), 1);
+    let mut saved = store.find_stack("one").await.unwrap().unwrap();
+    saved.description = Some("changed".into());
+    saved.tags.clear();
+    store.save_stack(&lease, &saved).await.unwrap();
+    let read = store.find_stack("one").await.unwrap().unwrap();
+    assert_eq!(read.description.as_deref(), Some("changed"));
+    assert!(read.tags.is_empty());
+    let listed = store.list_stacks().await.unwrap();
+    assert_eq!(listed.len(), 1);
+}
+
+async fn leases_and_fencing(store: &dyn Store) {
+    let s = stack("leased");
+    let first = store
+        .insert_stack(
+            &s,
+            &event(&s, "leased", "CREATE_IN_PROGRESS"),
+            "h:1:a",
+            60_000,
+        )
+        .await
+        .unwrap();
+    // Another owner is refused while the lease lives.
+    assert!(matches!(
+        store.acquire_lease(&s.stack_id, "h:1:b", 60_000).await,
+        Err(StoreError::Busy { .. })
+    ));
+    assert_eq!(
+        store.lease_owner(&s.stack_id).await.unwrap().as_deref(),
+        Some("h:1:a")
+    );
+    store.renew_lease(&first, 60_000).await.unwrap();
+    // Broken (its owner is known dead): the next owner takes over, and the
+    // token grows, so the old owner's writes are refused.
+    store.break_lease(&s.stack_id, "h:1:a").await.unwrap();
+    let second = store
+        .acquire_lease(&s.stack_id, "h:1:b", 60_000)
+        .await
+        .unwrap();
+    assert!(second.token > first.token);
+    let stale = store
+        .put_resource(
+            &first,
+            &resource(&s, "A"),
+            &[event(&s, "A", "CREATE_COMPLETE")],
+        )
+        .await;
+    assert!(matches!(stale, Err(StoreError::LeaseLost(_))), "{stale:?}");
+    assert!(store.resources(&s.stack_id).await.unwrap().is_empty());
+    assert!(matches!(
+        store.renew_lease(&first, 60_000).await,
+        Err(StoreError::LeaseLost(_))
+    ));
+    // An expired lease is taken over too.
+    store.release_lease(&second).await.unwrap();
+    assert_eq!(store.lease_owner(&s.stack_id).await.unwrap(), None);
+    let short = store.acquire_lease(&s.stack_id, "h:1:c", 1).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let taken = store
+        .acquire_lease(&s.stack_id, "h:1:d", 60_000)
+        .await
+        .unwrap();
+    assert!(taken.token > short.token);
+    assert!(matches!(
+        store.acquire_lease("no-such-stack", "h:1:e", 60_000).await,
+        Err(StoreError::NoSuchStack(_))
+    ));
+}
+
+async fn resources_operations_and_history(store: &dyn Store) {
+    let s = stack("rows");
+    let lease = store
+        .insert_stack(
+            &s,
+            &event(&s, "rows", "CREATE_IN_PROGRESS"),
+            "h:1:a",
+            60_000,
+        )
+        .await
+        .unwrap();
+    let a = resource(&s, "A");
+    store
+        .put_resource(&lease, &a, &[event(&s, "A", "CREATE_COMPLETE")])
+        .await
+        .unwrap();
+    store
+        .put_resource(&lease, &resource(&s, "B"), &[])
+        .await
+        .unwrap();
+    let rows = store.resources(&s.stack_id).await.unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows.iter().find(|r| r.logical_id == "A"), Some(&a));
+    store
+        .remove_resource(&lease, "B", &[event(&s, "B", "DELETE_COMPLETE")])
+        .await
+        .unwrap();
+    assert_eq!(store.resources(&s.stack_id).await.unwrap().len(), 1);
+    store
+        .put_events(&lease, &[event(&s, "C", "DELETE_COMPLETE")])
+        .await
+        .unwrap();
+    assert_eq!(store.event_count(&s.stack_id).await.unwrap(), 4);
+    store.clear_journals(&lease).await.unwrap();
+    // Operations: recorded, cancel requested from anywhere, resumes counted.
+    let op = OperationRecord {
+        stack_id: s.stack_id.clone(),
+        kind: "UPDATE".into(),
+        options: json!({"k": 1}),
+        started_at: now(),
+    };
+    assert!(!store.request_cancel(&s.stack_id).await.unwrap());
+    store.put_operation(&lease, &op).await.unwrap();
+    assert_eq!(store.operation(&s.stack_id).await.unwrap(), Some(op));
+    assert!(!store.cancel_requested(&s.stack_id).await.unwrap());
+    assert!(store.request_cancel(&s.stack_id).await.unwrap());
+    assert!(store.cancel_requested(&s.stack_id).await.unwrap());
+    assert_eq!(store.note_resume(&s.stack_id).await.unwrap(), 1);
+    assert_eq!(store.note_resume(&s.stack_id).await.unwrap(), 2);
+    store
+        .put_events(&lease, &[event(&s, "A", "UPDATE_IN_PROGRESS")])
+        .await
+        .unwrap();
+    assert_eq!(store.note_resume(&s.stack_id).await.unwrap(), 1);
+    store.clear_operation(&lease).await.unwrap();
+    assert_eq!(store.operation(&s.stack_id).await.unwrap(), None);
+    // History: opened, detailed, ended by the terminal status.
+    let entry = HistoryRecord {
+        stack_id: s.stack_id.clone(),
+        kind: "CREATE".into(),
+        change_set: None,
+        template_body: s.template_body.clone(),
+        parameters: BTreeMap::new(),
+        started_at: now(),
+        ended_at: None,
+        status: None,
+        status_reason: None,
+        details: None,
+    };
+    store.open_history(&lease, &entry).await.unwrap();
+    store
+        .set_history_details(&lease, &json!({"steps": []}))
+        .await
+        .unwrap();
+    store
+        .set_stack_status(
+            &lease,
+            StackStatus::CreateComplete,
+            None,
+            &event(&s, "rows", "CREATE_COMPLETE"),
+        )
+        .await
+        .unwrap();
+    let history = store.history(&s.stack_id).await.unwrap();
+    assert_eq!(history.len(), 1);
+    assert_eq!(history[0].status.as_deref(), Some("CREATE_COMPLETE"));
+    assert!(history[0].ended_at.is_some());
+    assert_eq!(history[0].details, Some(json!({"steps": []})));
+}
+
+fn change_set(s: &StackRecord, name: &str) -> ChangeSetRecord {
+    ChangeSetRecord {
+        change_set_id: format!(
+            "arn:aws:cloudformation:us-east-1:1:changeSet/{name}/{}",
+            uuid::Uuid::new_v4()
+        ),
+        change_set_name: name.to_string(),
+        stack_id: s.stack_id.clone(),
+        stack_name: s.stack_name.clone(),
+        change_set_type: "UPDATE".into(),
+        status: "CREATE_COMPLETE".into(),
+        execution_status: "AVAILABLE".into(),
+        status_reason: None,
+        description: None,
+        template_body: "Resources: {}".into(),
+        parameters: BTreeMap::new(),
+        no_echo: Vec::new(),
+        changes: json!([]),
+        created_at: now(),
+        base_version: 1,
+        tags: Some(vec![Tag {
+            key: "k".into(),
+            value: "v".into(),
+        }]),
+    }
+}
+
+async fn change_sets(store: &dyn Store) {
+    let s = stack("sets");
+    let lease = store
+        .insert_stack(
+            &s,
+            &event(&s, "sets", "UPDATE_IN_PROGRESS"),
+            "h:1:a",
+            60_000,
+        )
+        .await
+        .unwrap();
+    let first = change_set(&s, "first");
+    let second = change_set(&s, "second");
+    store.put_change_set(&first).await.unwrap();
+    store.put_change_set(&second).await.unwrap();
+    assert!(matches!(
+        store.put_change_set(&change_set(&s, "first")).await,
+        Err(StoreError::ChangeSetExists(_))
+    ));
+    assert_eq!(
+        store.find_change_set(&s.stack_id, "first").await.unwrap(),
+        Some(first.clone())
+    );
+    // By id, whatever stack is named.
+    assert_eq!(
+        store
+            .find_change_set("", &second.change_set_id)
+            .await
+            .unwrap(),
+        Some(second.clone())
+    );
+    assert_eq!(store.change_sets(&s.stack_id).await.unwrap().len(), 2);
+    store
+        .obsolete_change_set(&second.change_set_id, "moved")
+        .await
+        .unwrap();
+    let obsolete = store
+        .find_change_set(&s.stack_id, "second")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(obsolete.execution_status, "OBSOLETE");
+    // Executing one removes the others, and the end removes it too.
+    store
+        .begin_change_set_execution(&lease, &first.change_set_id)
+        .await
+        .unwrap();
+    let left = store.change_sets(&s.stack_id).await.unwrap();
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].execution_status, "EXECUTE_IN_PROGRESS");
+    store
+        .set_stack_status(
+            &lease,
+            StackStatus::UpdateComplete,
+            None,
+            &event(&s, "sets", "UPDATE_COMPLETE"),
+        )
+        .await
+        .unwrap();
+    assert!(store.change_sets(&s.stack_id).await.unwrap().is_empty());
+    let third = change_set(&s, "third");
+    store.put_change_set(&third).await.unwrap();
+    store.delete_change_set(&third.change_set_id).await.unwrap();
+    assert_eq!(
+        store.find_change_set(&s.stack_id, "third").await.unwrap(),
+        None
+    );
+}
+
+async fn exports_groups_and_drift(store: &dyn Store) {
+    let a = stack("exporter");
+    let la = store
+        .insert_stack(
+            &a,
+            &event(&a, "exporter", "CREATE_IN_PROGRESS"),
+            "h:1:a",
+            60_000,
+        )
+        .await
+        .unwrap();
+    let b = stack("other");
+    let lb = store
+        .insert_stack(
+            &b,
+            &event(&b, "other", "CREATE_IN_PROGRESS"),
+            "h:1:b",
+            60_000,
+        )
+        .await
+        .unwrap();
+    store
+        .put_exports(&la, &[("Vpc".into(), "vpc-1".into())])
+        .await
+        .unwrap();
+    match store
+        .put_exports(&lb, &[("Vpc".into(), "vpc-2".into())])
+        .await
+    {
+        Err(StoreError::ExportExists { name, stack }) => {
+            assert_eq!(name, "Vpc");
+            assert_eq!(stack, "exporter");
+        }
+        other => panic!("expected ExportExists, got {other:?}"),
+    }
+    assert_eq!(
+        store.export("Vpc").await.unwrap(),
+        Some(("vpc-1".to_string(), a.stack_id.clone()))
+    );
+    store.put_imports(&lb, &["Vpc".to_string()]).await.unwrap();
+    assert_eq!(store.importers("Vpc").await.unwrap(), ["other"]);
+    assert_eq!(store.exports().await.unwrap().len(), 1);
+    store.delete_exports(&la).await.unwrap();
+    assert_eq!(store.export("Vpc").await.unwrap(), None);
+    // Groups: keyed by physical id, written with events, removed by None.
+    let state = json!({"members": ["m-1"]});
+    store
+        .put_group(
+            &la,
+            "G",
+            "g-1",
+            Some(&state),
+            &[event(&a, "m-1", "CREATE_COMPLETE")],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        store.group(&a.stack_id, "g-1").await.unwrap(),
+        Some(state.clone())
+    );
+    assert_eq!(
+        store.groups(&a.stack_id).await.unwrap(),
+        vec![("G".to_string(), "g-1".to_string(), state)]
+    );
+    store.put_group(&la, "G", "g-1", None, &[]).await.unwrap();
+    assert!(store.groups(&a.stack_id).await.unwrap().is_empty());
+    // Drift detections: by id, and the latest per stack.
+    store
+        .put_drift_detection(&a.stack_id, "d-1", &now(), &json!({"n": 1}))
+        .await
+        .unwrap();
+    store
+        .put_drift_detection(&a.stack_id, "d-2", &now(), &json!({"n": 2}))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.drift_detection("d-1").await.unwrap(),
+        Some(json!({"n": 1}))
+    );
+    assert_eq!(
+        store.last_drift_detection(&a.stack_id).await.unwrap(),
+        Some(json!({"n": 2}))
+    );
+    assert_eq!(store.last_drift_detection(&b.stack_id).await.unwrap(), None);
+}
+
+/// Many writers at once: exactly one of the owners racing for a stack gets
+/// its lease, and writes made in parallel under one lease all land.
+async fn concurrent_writers(store: Arc<dyn Store>) {
+    let s = stack("raced");
+    let lease = store
+        .insert_stack(
+            &s,
+            &event(&s, "raced", "CREATE_IN_PROGRESS"),
+            "h:1:a",
+            60_000,
+        )
+        .await
+        .unwrap();
+    store.release_lease(&lease).await.unwrap();
+    let mut racers = Vec::new();
+    for i in 0..16 {
+        let store = store.clone();
+        let id = s.stack_id.clone();
+        racers.push(tokio::spawn(async move {
+            store.acquire_lease(&id, &format!("h:1:{i}"), 60_000).await
+        }));
+    }
+    let mut won = Vec::new();
+    for r in racers {
+        match r.await.unwrap() {
+            Ok(l) => won.push(l),
+            Err(StoreError::Busy { .. }) => {}
+            Err(e) => panic!("unexpected {e}"),
+        }
+    }
+    assert_eq!(won.len(), 1, "{won:?}");
+    let lease = won.remove(0);
+    let mut writers = Vec::new();
+    for i in 0..32 {
+        let store = store.clone();
+        let lease = lease.clone();
+        let row = resource(&s, &format!("R{i}"));
+        let ev = event(&s, &format!("R{i}"), "CREATE_COMPLETE");
+        writers.push(tokio::spawn(async move {
+            store.put_resource(&lease, &row, &[ev]).await
+        }));
+    }
+    for w in writers {
+        w.await.unwrap().unwrap();
+    }
+    assert_eq!(store.resources(&s.stack_id).await.unwrap().len(), 32);
+    assert_eq!(store.event_count(&s.stack_id).await.unwrap(), 33);
+}
