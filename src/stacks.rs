@@ -33,6 +33,9 @@ pub fn data_dir(config: &Config, state: &Path) -> PathBuf {
     if let Some(dir) = &config.engine.data_dir {
         return dir.clone();
     }
+    if postgres_url(state).is_some() {
+        return PathBuf::from("cairn-data");
+    }
     let mut name = state
         .file_name()
         .map(|n| n.to_os_string())
@@ -42,8 +45,19 @@ pub fn data_dir(config: &Config, state: &Path) -> PathBuf {
 }
 
 /// Opens the store and the engine (the registry of providers included).
+/// The state as a PostgreSQL URL, when it is one (`postgres://…` or
+/// `postgresql://…`); anything else is a SQLite file's path.
+pub fn postgres_url(state: &Path) -> Option<&str> {
+    state
+        .to_str()
+        .filter(|s| s.starts_with("postgres://") || s.starts_with("postgresql://"))
+}
+
 pub async fn open_without_resume(config: &Config, state: &Path) -> anyhow::Result<Arc<Engine>> {
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(state)?);
+    let store: Arc<dyn Store> = match postgres_url(state) {
+        Some(url) => Arc::new(cairn_core::store::postgres::PgStore::connect(url).await?),
+        None => Arc::new(SqliteStore::open(state)?),
+    };
     let registry = Arc::new(cairn_core::registry::assemble::assemble(
         config,
         cairn_providers::builtins(&data_dir(config, state)),

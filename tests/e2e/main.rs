@@ -7,6 +7,7 @@ mod groups;
 mod hostile;
 mod outage;
 mod plugins;
+mod postgres;
 mod reconcile;
 mod serve;
 mod stacks;

@@ -7,7 +7,11 @@
 //! - a Python virtual environment under `target/test-env` with the tests'
 //!   packages (boto3 and the aws CLI for `cairn serve`, cfnresponse for the
 //!   Python handler example), reinstalled only when a requirements file
-//!   changes; its `bin/` goes first on the tests' PATH.
+//!   changes; its `bin/` goes first on the tests' PATH;
+//! - PostgreSQL answering on 127.0.0.1:5432 (the store tests make a database
+//!   each): the machine's cluster is started with `pg_ctlcluster` when it is
+//!   not running, and installed with apt when there is none. With
+//!   `CAIRN_TEST_POSTGRES` set, that server is used as it is.
 //!
 //! Every step says what it does on stderr and stops with the reason when it
 //! cannot be done.
@@ -82,6 +86,9 @@ struct TestEnv {
 fn prepare() -> Result<TestEnv, String> {
     let root = workspace_root();
     ensure_command("openssl", "openssl")?;
+    if std::env::var_os("CAIRN_TEST_POSTGRES").is_none() {
+        ensure_postgres()?;
+    }
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"));
@@ -129,6 +136,51 @@ fn prepare() -> Result<TestEnv, String> {
             .map_err(|e| format!("cannot write {}: {e}", stamp.display()))?;
     }
     Ok(TestEnv { venv, bin })
+}
+
+fn postgres_answers() -> bool {
+    Command::new("pg_isready")
+        .args(["-q", "-h", "127.0.0.1", "-p", "5432"])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+/// Starts the machine's PostgreSQL cluster when it does not answer (and
+/// installs PostgreSQL when the machine has none), then waits for it.
+fn ensure_postgres() -> Result<(), String> {
+    if postgres_answers() {
+        return Ok(());
+    }
+    let versions = || -> Vec<String> {
+        std::fs::read_dir("/etc/postgresql")
+            .map(|d| {
+                d.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    if versions().is_empty() {
+        apt_install("postgresql")?;
+    }
+    let Some(version) = versions().into_iter().max() else {
+        return Err("PostgreSQL is needed by the store tests and no cluster is configured under /etc/postgresql".into());
+    };
+    eprintln!("xtask: starting PostgreSQL {version}");
+    run(Command::new("pg_ctlcluster").args([
+        "--skip-systemctl-redirect",
+        &version,
+        "main",
+        "start",
+    ]))?;
+    for _ in 0..60 {
+        if postgres_answers() {
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    Err("PostgreSQL was started but does not answer on 127.0.0.1:5432 after 30 s".into())
 }
 
 /// Installs `package` with apt when `command` is not on the PATH.

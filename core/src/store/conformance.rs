@@ -80,13 +80,17 @@ fn resource(s: &StackRecord, logical: &str) -> ResourceRecord {
 }
 
 /// Runs every check against stores made by `fresh` (one each).
-pub async fn all(fresh: impl Fn() -> Arc<dyn Store>) {
-    stacks_and_events(fresh().as_ref()).await;
-    leases_and_fencing(fresh().as_ref()).await;
-    resources_operations_and_history(fresh().as_ref()).await;
-    change_sets(fresh().as_ref()).await;
-    exports_groups_and_drift(fresh().as_ref()).await;
-    concurrent_writers(fresh()).await;
+pub async fn all<F, Fut>(fresh: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Arc<dyn Store>>,
+{
+    stacks_and_events(fresh().await.as_ref()).await;
+    leases_and_fencing(fresh().await.as_ref()).await;
+    resources_operations_and_history(fresh().await.as_ref()).await;
+    change_sets(fresh().await.as_ref()).await;
+    exports_groups_and_drift(fresh().await.as_ref()).await;
+    concurrent_writers(fresh().await).await;
 }
 
 async fn stacks_and_events(store: &dyn Store) {

@@ -4,6 +4,7 @@
 
 #[cfg(test)]
 mod conformance;
+pub mod postgres;
 pub mod sqlite;
 
 use crate::stack::{

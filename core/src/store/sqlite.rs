@@ -1431,8 +1431,10 @@ mod tests {
         let n = std::sync::atomic::AtomicUsize::new(0);
         crate::store::conformance::all(|| {
             let i = n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            std::sync::Arc::new(SqliteStore::open(&dir.join(format!("s{i}.db"))).unwrap())
-                as std::sync::Arc<dyn Store>
+            let store =
+                std::sync::Arc::new(SqliteStore::open(&dir.join(format!("s{i}.db"))).unwrap())
+                    as std::sync::Arc<dyn Store>;
+            std::future::ready(store)
         })
         .await;
         let _ = std::fs::remove_dir_all(&dir);

@@ -1,0 +1,1406 @@
+//! The PostgreSQL store: the same [`Store`] as SQLite, for several engines
+//! sharing one database. tokio-postgres with a deadpool pool (see
+//! ARCHITECTURE.md for the choice). Every write of an operation runs in one
+//! transaction that first locks and checks the stack's lease row (the
+//! fencing token); lease expiry is computed from the database's clock, so
+//! engines on machines whose clocks differ agree on it. The schema is
+//! versioned and applied at start under an advisory lock.
+
+use std::str::FromStr;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::{NoTls, Row, Transaction};
+
+use super::{Lease, OperationRecord, Store, StoreError};
+use crate::stack::{
+    ChangeSetRecord, EventRecord, HistoryRecord, OnFailure, ResourceRecord, StackRecord,
+    StackStatus,
+};
+
+/// The schema version this Cairn writes; a database with a newer one is
+/// refused.
+const SCHEMA_VERSION: i32 = 1;
+
+/// Taken while the schema is applied, so engines starting together do not
+/// race (an arbitrary constant: "cairn" in ASCII).
+const MIGRATION_LOCK: i64 = 0x63_61_69_72_6e;
+
+/// Milliseconds since the epoch by the database's clock.
+const NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
+
+const SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS cairn_schema (version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS stacks (
+    seq BIGSERIAL,
+    stack_id TEXT PRIMARY KEY,
+    stack_name TEXT NOT NULL,
+    status TEXT NOT NULL,
+    status_reason TEXT,
+    description TEXT,
+    template_body TEXT NOT NULL,
+    parameters TEXT NOT NULL,
+    no_echo TEXT NOT NULL,
+    outputs TEXT NOT NULL,
+    on_failure TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    deleted_at TEXT,
+    tags TEXT
+);
+CREATE UNIQUE INDEX IF NOT EXISTS stacks_live_name ON stacks (stack_name) WHERE status <> 'DELETE_COMPLETE';
+CREATE TABLE IF NOT EXISTS leases (
+    stack_id TEXT PRIMARY KEY,
+    owner TEXT,
+    expires BIGINT NOT NULL,
+    token BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS resources (
+    seq BIGSERIAL,
+    stack_id TEXT NOT NULL,
+    logical_id TEXT NOT NULL,
+    resource_type TEXT NOT NULL,
+    physical_id TEXT,
+    status TEXT NOT NULL,
+    status_reason TEXT,
+    properties TEXT NOT NULL,
+    attributes TEXT NOT NULL,
+    pending TEXT,
+    updated_at TEXT NOT NULL,
+    metadata TEXT,
+    journal TEXT,
+    no_echo BOOLEAN NOT NULL DEFAULT FALSE,
+    PRIMARY KEY (stack_id, logical_id)
+);
+CREATE TABLE IF NOT EXISTS events (
+    seq BIGSERIAL PRIMARY KEY,
+    event_id TEXT NOT NULL,
+    stack_id TEXT NOT NULL,
+    stack_name TEXT NOT NULL,
+    logical_id TEXT NOT NULL,
+    physical_id TEXT NOT NULL,
+    resource_type TEXT NOT NULL,
+    timestamp TEXT NOT NULL,
+    status TEXT NOT NULL,
+    status_reason TEXT,
+    properties TEXT
+);
+CREATE INDEX IF NOT EXISTS events_by_stack ON events (stack_id, seq);
+CREATE TABLE IF NOT EXISTS operations (
+    stack_id TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    options TEXT NOT NULL,
+    started_at TEXT NOT NULL,
+    cancel BOOLEAN NOT NULL DEFAULT FALSE,
+    resume_attempts BIGINT NOT NULL DEFAULT 0,
+    resume_events BIGINT NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS history (
+    seq BIGSERIAL PRIMARY KEY,
+    stack_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    change_set TEXT,
+    template_body TEXT NOT NULL,
+    parameters TEXT NOT NULL,
+    started_at TEXT NOT NULL,
+    ended_at TEXT,
+    status TEXT,
+    status_reason TEXT,
+    details TEXT
+);
+CREATE INDEX IF NOT EXISTS history_by_stack ON history (stack_id, seq);
+CREATE TABLE IF NOT EXISTS drift_detections (
+    seq BIGSERIAL PRIMARY KEY,
+    detection_id TEXT NOT NULL UNIQUE,
+    stack_id TEXT NOT NULL,
+    detected_at TEXT NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS change_sets (
+    seq BIGSERIAL,
+    change_set_id TEXT PRIMARY KEY,
+    change_set_name TEXT NOT NULL,
+    stack_id TEXT NOT NULL,
+    stack_name TEXT NOT NULL,
+    change_set_type TEXT NOT NULL,
+    status TEXT NOT NULL,
+    execution_status TEXT NOT NULL,
+    status_reason TEXT,
+    description TEXT,
+    template_body TEXT NOT NULL,
+    parameters TEXT NOT NULL,
+    no_echo TEXT NOT NULL,
+    changes TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    base_version BIGINT NOT NULL,
+    tags TEXT
+);
+CREATE UNIQUE INDEX IF NOT EXISTS change_sets_by_name ON change_sets (stack_id, change_set_name);
+CREATE TABLE IF NOT EXISTS groups (
+    stack_id TEXT NOT NULL,
+    physical_id TEXT NOT NULL,
+    logical_id TEXT NOT NULL,
+    state TEXT NOT NULL,
+    PRIMARY KEY (stack_id, physical_id)
+);
+CREATE TABLE IF NOT EXISTS exports (
+    name TEXT PRIMARY KEY,
+    stack_id TEXT NOT NULL,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS imports (
+    stack_id TEXT NOT NULL,
+    export_name TEXT NOT NULL,
+    PRIMARY KEY (stack_id, export_name)
+);
+"#;
+
+fn backend(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Backend(e.to_string())
+}
+
+fn json_text<T: serde::Serialize>(v: &T) -> Result<String, StoreError> {
+    serde_json::to_string(v).map_err(backend)
+}
+
+fn get<'a, T: tokio_postgres::types::FromSql<'a>>(r: &'a Row, i: usize) -> Result<T, StoreError> {
+    r.try_get(i).map_err(backend)
+}
+
+fn json<T: serde::de::DeserializeOwned>(r: &Row, i: usize) -> Result<T, StoreError> {
+    let text: &str = get(r, i)?;
+    serde_json::from_str(text).map_err(backend)
+}
+
+fn opt_json<T: serde::de::DeserializeOwned>(r: &Row, i: usize) -> Result<Option<T>, StoreError> {
+    let text: Option<&str> = get(r, i)?;
+    text.map(|t| serde_json::from_str(t).map_err(backend))
+        .transpose()
+}
+
+fn parsed<T: FromStr<Err = String>>(r: &Row, i: usize) -> Result<T, StoreError> {
+    let text: &str = get(r, i)?;
+    text.parse().map_err(StoreError::Backend)
+}
+
+const STACK_COLUMNS: &str = "stack_id, stack_name, status, status_reason, description, template_body, parameters, no_echo, outputs, on_failure, created_at, updated_at, deleted_at, tags";
+
+fn stack_row(r: &Row) -> Result<StackRecord, StoreError> {
+    Ok(StackRecord {
+        stack_id: get(r, 0)?,
+        stack_name: get(r, 1)?,
+        status: parsed(r, 2)?,
+        status_reason: get(r, 3)?,
+        description: get(r, 4)?,
+        template_body: get(r, 5)?,
+        parameters: json(r, 6)?,
+        no_echo: json(r, 7)?,
+        outputs: json(r, 8)?,
+        on_failure: parsed::<OnFailure>(r, 9)?,
+        created_at: get(r, 10)?,
+        updated_at: get(r, 11)?,
+        deleted_at: get(r, 12)?,
+        tags: opt_json(r, 13)?.unwrap_or_default(),
+    })
+}
+
+const RESOURCE_COLUMNS: &str = "stack_id, logical_id, resource_type, physical_id, status, status_reason, properties, attributes, pending, updated_at, metadata, journal, no_echo";
+
+fn resource_row(r: &Row) -> Result<ResourceRecord, StoreError> {
+    Ok(ResourceRecord {
+        stack_id: get(r, 0)?,
+        logical_id: get(r, 1)?,
+        resource_type: get(r, 2)?,
+        physical_id: get(r, 3)?,
+        status: parsed(r, 4)?,
+        status_reason: get(r, 5)?,
+        properties: json(r, 6)?,
+        attributes: json(r, 7)?,
+        pending: opt_json(r, 8)?,
+        updated_at: get(r, 9)?,
+        metadata: opt_json(r, 10)?,
+        journal: opt_json(r, 11)?,
+        no_echo: get(r, 12)?,
+    })
+}
+
+const EVENT_COLUMNS: &str = "event_id, stack_id, stack_name, logical_id, physical_id, resource_type, timestamp, status, status_reason, properties";
+
+fn event_row(r: &Row) -> Result<EventRecord, StoreError> {
+    Ok(EventRecord {
+        event_id: get(r, 0)?,
+        stack_id: get(r, 1)?,
+        stack_name: get(r, 2)?,
+        logical_id: get(r, 3)?,
+        physical_id: get(r, 4)?,
+        resource_type: get(r, 5)?,
+        timestamp: get(r, 6)?,
+        status: get(r, 7)?,
+        status_reason: get(r, 8)?,
+        properties: get(r, 9)?,
+    })
+}
+
+const HISTORY_COLUMNS: &str = "stack_id, kind, change_set, template_body, parameters, started_at, ended_at, status, status_reason, details";
+
+fn history_row(r: &Row) -> Result<HistoryRecord, StoreError> {
+    Ok(HistoryRecord {
+        stack_id: get(r, 0)?,
+        kind: get(r, 1)?,
+        change_set: get(r, 2)?,
+        template_body: get(r, 3)?,
+        parameters: json(r, 4)?,
+        started_at: get(r, 5)?,
+        ended_at: get(r, 6)?,
+        status: get(r, 7)?,
+        status_reason: get(r, 8)?,
+        details: opt_json(r, 9)?,
+    })
+}
+
+const CHANGE_SET_COLUMNS: &str = "change_set_id, change_set_name, stack_id, stack_name, change_set_type, status, execution_status, status_reason, description, template_body, parameters, no_echo, changes, created_at, base_version, tags";
+
+fn change_set_row(r: &Row) -> Result<ChangeSetRecord, StoreError> {
+    Ok(ChangeSetRecord {
+        change_set_id: get(r, 0)?,
+        change_set_name: get(r, 1)?,
+        stack_id: get(r, 2)?,
+        stack_name: get(r, 3)?,
+        change_set_type: get(r, 4)?,
+        status: get(r, 5)?,
+        execution_status: get(r, 6)?,
+        status_reason: get(r, 7)?,
+        description: get(r, 8)?,
+        template_body: get(r, 9)?,
+        parameters: json(r, 10)?,
+        no_echo: json(r, 11)?,
+        changes: json(r, 12)?,
+        created_at: get(r, 13)?,
+        base_version: get(r, 14)?,
+        tags: opt_json(r, 15)?,
+    })
+}
+
+fn rows<T>(rows: Vec<Row>, f: fn(&Row) -> Result<T, StoreError>) -> Result<Vec<T>, StoreError> {
+    rows.iter().map(f).collect()
+}
+
+/// Fails unless `lease` is still the stack's current lease; holds the lease
+/// row locked until the transaction ends, so no takeover lands in between.
+async fn fence(tx: &Transaction<'_>, lease: &Lease) -> Result<(), StoreError> {
+    let row = tx
+        .query_opt(
+            "SELECT token, owner FROM leases WHERE stack_id = $1 FOR UPDATE",
+            &[&lease.stack_id],
+        )
+        .await
+        .map_err(backend)?;
+    let current = match &row {
+        Some(r) => Some((get::<i64>(r, 0)?, get::<Option<String>>(r, 1)?)),
+        None => None,
+    };
+    match current {
+        Some((t, Some(o))) if t == lease.token && o == lease.owner => Ok(()),
+        _ => Err(StoreError::LeaseLost(lease.stack_id.clone())),
+    }
+}
+
+async fn insert_event(tx: &Transaction<'_>, e: &EventRecord) -> Result<(), StoreError> {
+    tx.execute(
+        &format!(
+            "INSERT INTO events ({EVENT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+        ),
+        &[
+            &e.event_id,
+            &e.stack_id,
+            &e.stack_name,
+            &e.logical_id,
+            &e.physical_id,
+            &e.resource_type,
+            &e.timestamp,
+            &e.status,
+            &e.status_reason,
+            &e.properties,
+        ],
+    )
+    .await
+    .map_err(backend)?;
+    Ok(())
+}
+
+async fn insert_events(tx: &Transaction<'_>, events: &[EventRecord]) -> Result<(), StoreError> {
+    for e in events {
+        insert_event(tx, e).await?;
+    }
+    Ok(())
+}
+
+fn is_unique_violation(e: &tokio_postgres::Error) -> bool {
+    e.code() == Some(&SqlState::UNIQUE_VIOLATION)
+}
+
+/// The PostgreSQL store.
+pub struct PgStore {
+    pool: Pool,
+}
+
+impl PgStore {
+    /// Connects to the database `url` (`postgres://` or `postgresql://`)
+    /// and applies the schema.
+    pub async fn connect(url: &str) -> Result<PgStore, StoreError> {
+        let config = tokio_postgres::Config::from_str(url)
+            .map_err(|e| StoreError::Backend(format!("the PostgreSQL URL is not valid: {e}")))?;
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(16)
+            .build()
+            .map_err(backend)?;
+        let store = PgStore { pool };
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
+        self.pool.get().await.map_err(|e| {
+            StoreError::Backend(format!("cannot reach the PostgreSQL state database: {e}"))
+        })
+    }
+
+    /// Applies the schema under an advisory lock; refuses a database whose
+    /// schema is newer than this Cairn.
+    async fn migrate(&self) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        client
+            .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])
+            .await
+            .map_err(backend)?;
+        let result = async {
+            client.batch_execute(SCHEMA).await.map_err(backend)?;
+            let found = client
+                .query_opt("SELECT max(version) FROM cairn_schema", &[])
+                .await
+                .map_err(backend)?
+                .map(|r| get::<Option<i32>>(&r, 0))
+                .transpose()?
+                .flatten();
+            match found {
+                None => {
+                    client
+                        .execute("INSERT INTO cairn_schema (version) VALUES ($1)", &[&SCHEMA_VERSION])
+                        .await
+                        .map_err(backend)?;
+                    Ok(())
+                }
+                Some(v) if v > SCHEMA_VERSION => Err(StoreError::Backend(format!(
+                    "the PostgreSQL state database has schema version {v}, newer than this Cairn's {SCHEMA_VERSION}: upgrade Cairn"
+                ))),
+                Some(_) => Ok(()),
+            }
+        }
+        .await;
+        let _ = client
+            .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK])
+            .await;
+        result
+    }
+
+    /// Runs statements whose only parameter ($1) is the lease's stack id,
+    /// after the fence check, in one transaction.
+    async fn fenced(&self, lease: &Lease, statements: &[&str]) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        fence(&tx, lease).await?;
+        for sql in statements {
+            tx.execute(*sql, &[&lease.stack_id])
+                .await
+                .map_err(backend)?;
+        }
+        tx.commit().await.map_err(backend)
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for PgStore {
+    async fn insert_stack(
+        &self,
+        s: &StackRecord,
+        first_event: &EventRecord,
+        owner: &str,
+        ttl_ms: i64,
+    ) -> Result<Lease, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        let inserted = tx
+            .execute(
+                &format!("INSERT INTO stacks ({STACK_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"),
+                &[
+                    &s.stack_id,
+                    &s.stack_name,
+                    &s.status.as_str(),
+                    &s.status_reason,
+                    &s.description,
+                    &s.template_body,
+                    &json_text(&s.parameters)?,
+                    &json_text(&s.no_echo)?,
+                    &json_text(&s.outputs)?,
+                    &s.on_failure.as_str(),
+                    &s.created_at,
+                    &s.updated_at,
+                    &s.deleted_at,
+                    &json_text(&s.tags)?,
+                ],
+            )
+            .await;
+        match inserted {
+            Err(e) if is_unique_violation(&e) => {
+                return Err(StoreError::StackExists(s.stack_name.clone()))
+            }
+            other => other.map_err(backend)?,
+        };
+        tx.execute(
+            &format!("INSERT INTO leases (stack_id, owner, expires, token) VALUES ($1, $2, {NOW_MS} + $3, 1)"),
+            &[&s.stack_id, &owner, &ttl_ms],
+        )
+        .await
+        .map_err(backend)?;
+        insert_event(&tx, first_event).await?;
+        tx.commit().await.map_err(backend)?;
+        Ok(Lease {
+            stack_id: s.stack_id.clone(),
+            owner: owner.to_string(),
+            token: 1,
+        })
+    }
+
+    async fn find_stack(&self, name_or_id: &str) -> Result<Option<StackRecord>, StoreError> {
+        let client = self.client().await?;
+        let by_id = client
+            .query_opt(
+                &format!("SELECT {STACK_COLUMNS} FROM stacks WHERE stack_id = $1"),
+                &[&name_or_id],
+            )
+            .await
+            .map_err(backend)?;
+        let row = match by_id {
+            Some(r) => Some(r),
+            None => client
+                .query_opt(
+                    &format!("SELECT {STACK_COLUMNS} FROM stacks WHERE stack_name = $1 AND status <> 'DELETE_COMPLETE' ORDER BY created_at DESC LIMIT 1"),
+                    &[&name_or_id],
+                )
+                .await
+                .map_err(backend)?,
+        };
+        row.as_ref().map(stack_row).transpose()
+    }
+
+    async fn list_stacks(&self) -> Result<Vec<StackRecord>, StoreError> {
+        let client = self.client().await?;
+        let found = client
+            .query(
+                &format!("SELECT {STACK_COLUMNS} FROM stacks ORDER BY created_at, seq"),
+                &[],
+            )
+            .await
+            .map_err(backend)?;
+        rows(found, stack_row)
+    }
+
+    async fn in_progress_stacks(&self) -> Result<Vec<StackRecord>, StoreError> {
+        let client = self.client().await?;
+        let found = client
+            .query(
+                &format!("SELECT {STACK_COLUMNS} FROM stacks WHERE status LIKE '%\\_IN\\_PROGRESS' AND status <> 'REVIEW_IN_PROGRESS' ORDER BY created_at, seq"),
+                &[],
+            )
+            .await
+            .map_err(backend)?;
+        Ok(rows(found, stack_row)?
+            .into_iter()
+            .filter(|s| s.status.is_in_progress())
+            .collect())
+    }
+
+    async fn acquire_lease(
+        &self,
+        stack_id: &str,
+        owner: &str,
+        ttl_ms: i64,
+    ) -> Result<Lease, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        let row = tx
+            .query_opt(
+                &format!("SELECT owner, expires, token, {NOW_MS} FROM leases WHERE stack_id = $1 FOR UPDATE"),
+                &[&stack_id],
+            )
+            .await
+            .map_err(backend)?;
+        let Some(row) = row else {
+            return Err(StoreError::NoSuchStack(stack_id.to_string()));
+        };
+        let holder: Option<String> = get(&row, 0)?;
+        let (expires, token, now): (i64, i64, i64) = (get(&row, 1)?, get(&row, 2)?, get(&row, 3)?);
+        if let Some(h) = holder {
+            if expires > now && h != owner {
+                return Err(StoreError::Busy {
+                    stack: stack_id.to_string(),
+                    owner: h,
+                });
+            }
+        }
+        let token = token + 1;
+        tx.execute(
+            "UPDATE leases SET owner = $1, expires = $2, token = $3 WHERE stack_id = $4",
+            &[&owner, &(now + ttl_ms), &token, &stack_id],
+        )
+        .await
+        .map_err(backend)?;
+        tx.commit().await.map_err(backend)?;
+        Ok(Lease {
+            stack_id: stack_id.to_string(),
+            owner: owner.to_string(),
+            token,
+        })
+    }
+
+    async fn renew_lease(&self, lease: &Lease, ttl_ms: i64) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        fence(&tx, lease).await?;
+        tx.execute(
+            &format!("UPDATE leases SET expires = {NOW_MS} + $1 WHERE stack_id = $2"),
+            &[&ttl_ms, &lease.stack_id],
+        )
+        .await
+        .map_err(backend)?;
+        tx.commit().await.map_err(backend)
+    }
+
+    async fn lease_owner(&self, stack_id: &str) -> Result<Option<String>, StoreError> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                &format!("SELECT owner FROM leases WHERE stack_id = $1 AND expires > {NOW_MS}"),
+                &[&stack_id],
+            )
+            .await
+            .map_err(backend)?;
+        Ok(match row {
+            Some(r) => get::<Option<String>>(&r, 0)?,
+            None => None,
+        })
+    }
+
+    async fn break_lease(&self, stack_id: &str, owner: &str) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        client
+            .execute(
+                "UPDATE leases SET expires = 0 WHERE stack_id = $1 AND owner = $2",
+                &[&stack_id, &owner],
+            )
+            .await
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn release_lease(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.fenced(
+            lease,
+            &["UPDATE leases SET owner = NULL, expires = 0 WHERE stack_id = $1"],
+        )
+        .await
+    }
+
+    async fn set_stack_status(
+        &self,
+        lease: &Lease,
+        status: StackStatus,
+        reason: Option<&str>,
+        event: &EventRecord,
+    ) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        fence(&tx, lease).await?;
+        let deleted_at = (status == StackStatus::DeleteComplete).then(|| event.timestamp.clone());
+        tx.execute(
+            "UPDATE stacks SET status = $1, status_reason = $2, updated_at = $3, deleted_at = COALESCE($4, deleted_at) WHERE stack_id = $5",
+            &[&status.as_str(), &reason, &event.timestamp, &deleted_at, &lease.stack_id],
+        )
+        .await
+        .map_err(backend)?;
+        if let Some(r) = reason.filter(|r| *r != "User Initiated") {
+            tx.execute(
+                "UPDATE history SET status_reason = $1 WHERE stack_id = $2 AND ended_at IS NULL",
+                &[&r, &lease.stack_id],
+            )
+            .await
+            .map_err(backend)?;
+        }
+        if !status.is_in_progress() && status != StackStatus::ReviewInProgress {
+            tx.execute(
+                "UPDATE history SET ended_at = $1, status = $2 WHERE stack_id = $3 AND ended_at IS NULL",
+                &[&event.timestamp, &status.as_str(), &lease.stack_id],
+            )
+            .await
+            .map_err(backend)?;
+            tx.execute(
+                "DELETE FROM change_sets WHERE stack_id = $1 AND execution_status = 'EXECUTE_IN_PROGRESS'",
+                &[&lease.stack_id],
+            )
+            .await
+            .map_err(backend)?;
+        }
+        insert_event(&tx, event).await?;
+        tx.commit().await.map_err(backend)
+    }
+
+    async fn save_stack(&self, lease: &Lease, s: &StackRecord) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        fence(&tx, lease).await?;
+        tx.execute(
+            "UPDATE stacks SET description = $1, template_body = $2, parameters = $3, no_echo = $4, outputs = $5, on_failure = $6, updated_at = $7, tags = $9 WHERE stack_id = $8",
+            &[
+                &s.description,
+                &s.template_body,
+                &json_text(&s.parameters)?,
+                &json_text(&s.no_echo)?,
+                &json_text(&s.outputs)?,
+                &s.on_failure.as_str(),
+                &s.updated_at,
+                &s.stack_id,
+                &json_text(&s.tags)?,
+            ],
+        )
+        .await
+        .map_err(backend)?;
+        tx.commit().await.map_err(backend)
+    }
+
+    async fn put_resource(
+        &self,
+        lease: &Lease,
+        r: &ResourceRecord,
+        events: &[EventRecord],
+    ) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        fence(&tx, lease).await?;
+        let pending = r.pending.as_ref().map(json_text).transpose()?;
+        let metadata = r.metadata.as_ref().map(json_text).transpose()?;
+        let journal = r.journal.as_ref().map(json_text).transpose()?;
+        tx.execute(
+            &format!(
+                "INSERT INTO resources ({RESOURCE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+                 ON CONFLICT (stack_id, logical_id) DO UPDATE SET resource_type = excluded.resource_type, physical_id = excluded.physical_id,
+                   status = excluded.status, status_reason = excluded.status_reason, properties = excluded.properties,
+                   attributes = excluded.attributes, pending = excluded.pending, updated_at = excluded.updated_at,
+                   metadata = excluded.metadata, journal = excluded.journal, no_echo = excluded.no_echo"
+            ),
+            &[
+                &r.stack_id,
+                &r.logical_id,
+                &r.resource_type,
+                &r.physical_id,
+                &r.status.as_str(),
+                &r.status_reason,
+                &json_text(&r.properties)?,
+                &json_text(&r.attributes)?,
+                &pending,
+                &r.updated_at,
+                &metadata,
+                &journal,
+                &r.no_echo,
+            ],
+        )
+        .await
+        .map_err(backend)?;
+        insert_events(&tx, events).await?;
+        tx.commit().await.map_err(backend)
+    }
+
+    async fn put_events(&self, lease: &Lease, events: &[EventRecord]) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        fence(&tx, lease).await?;
+        insert_events(&tx, events).await?;
+        tx.commit().await.map_err(backend)
+    }
+
+    async fn remove_resource(
+        &self,
+        lease: &Lease,
+        logical_id: &str,
+        events: &[EventRecord],
+    ) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        fence(&tx, lease).await?;
+        tx.execute(
+            "DELETE FROM resources WHERE stack_id = $1 AND logical_id = $2",
+            &[&lease.stack_id, &logical_id],
+        )
+        .await
+        .map_err(backend)?;
+        insert_events(&tx, events).await?;
+        tx.commit().await.map_err(backend)
+    }
+
+    async fn clear_journals(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.fenced(
+            lease,
+            &["UPDATE resources SET journal = NULL WHERE stack_id = $1 AND journal IS NOT NULL"],
+        )
+        .await
+    }
+
+    async fn resources(&self, stack_id: &str) -> Result<Vec<ResourceRecord>, StoreError> {
+        let client = self.client().await?;
+        let found = client
+            .query(
+                &format!(
+                    "SELECT {RESOURCE_COLUMNS} FROM resources WHERE stack_id = $1 ORDER BY seq"
+                ),
+                &[&stack_id],
+            )
+            .await
+            .map_err(backend)?;
+        rows(found, resource_row)
+    }
+
+    async fn events_from(
+        &self,
+        stack_id: &str,
+        skip: usize,
+    ) -> Result<Vec<EventRecord>, StoreError> {
+        let skip = i64::try_from(skip).unwrap_or(i64::MAX);
+        let client = self.client().await?;
+        let found = client
+            .query(
+                &format!(
+                    "SELECT {EVENT_COLUMNS} FROM events WHERE stack_id = $1 ORDER BY seq OFFSET $2"
+                ),
+                &[&stack_id, &skip],
+            )
+            .await
+            .map_err(backend)?;
+        rows(found, event_row)
+    }
+
+    async fn event_count(&self, stack_id: &str) -> Result<usize, StoreError> {
+        let client = self.client().await?;
+        let row = client
+            .query_one(
+                "SELECT COUNT(*) FROM events WHERE stack_id = $1",
+                &[&stack_id],
+            )
+            .await
+            .map_err(backend)?;
+        Ok(usize::try_from(get::<i64>(&row, 0)?).unwrap_or(0))
+    }
+
+    async fn put_operation(&self, lease: &Lease, op: &OperationRecord) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        fence(&tx, lease).await?;
+        // A new operation starts afresh (cancel flag and resume counts too).
+        tx.execute(
+            "INSERT INTO operations (stack_id, kind, options, started_at) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (stack_id) DO UPDATE SET kind = excluded.kind, options = excluded.options,
+               started_at = excluded.started_at, cancel = FALSE, resume_attempts = 0, resume_events = 0",
+            &[&op.stack_id, &op.kind, &json_text(&op.options)?, &op.started_at],
+        )
+        .await
+        .map_err(backend)?;
+        tx.commit().await.map_err(backend)
+    }
+
+    async fn operation(&self, stack_id: &str) -> Result<Option<OperationRecord>, StoreError> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT stack_id, kind, options, started_at FROM operations WHERE stack_id = $1",
+                &[&stack_id],
+            )
+            .await
+            .map_err(backend)?;
+        row.map(|r| {
+            Ok(OperationRecord {
+                stack_id: get(&r, 0)?,
+                kind: get(&r, 1)?,
+                options: json(&r, 2)?,
+                started_at: get(&r, 3)?,
+            })
+        })
+        .transpose()
+    }
+
+    async fn clear_operation(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.fenced(lease, &["DELETE FROM operations WHERE stack_id = $1"])
+            .await
+    }
+
+    async fn note_resume(&self, stack_id: &str) -> Result<u32, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        let events: i64 = get(
+            &tx.query_one(
+                "SELECT COUNT(*) FROM events WHERE stack_id = $1",
+                &[&stack_id],
+            )
+            .await
+            .map_err(backend)?,
+            0,
+        )?;
+        let last = tx
+            .query_opt(
+                "SELECT resume_attempts, resume_events FROM operations WHERE stack_id = $1 FOR UPDATE",
+                &[&stack_id],
+            )
+            .await
+            .map_err(backend)?;
+        let Some(last) = last else {
+            return Ok(1);
+        };
+        let (attempts, at_events): (i64, i64) = (get(&last, 0)?, get(&last, 1)?);
+        let attempts = if events > at_events { 1 } else { attempts + 1 };
+        tx.execute(
+            "UPDATE operations SET resume_attempts = $1, resume_events = $2 WHERE stack_id = $3",
+            &[&attempts, &events, &stack_id],
+        )
+        .await
+        .map_err(backend)?;
+        tx.commit().await.map_err(backend)?;
+        Ok(u32::try_from(attempts).unwrap_or(u32::MAX))
+    }
+
+    async fn request_cancel(&self, stack_id: &str) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let n = client
+            .execute(
+                "UPDATE operations SET cancel = TRUE WHERE stack_id = $1 AND kind = 'UPDATE'",
+                &[&stack_id],
+            )
+            .await
+            .map_err(backend)?;
+        Ok(n > 0)
+    }
+
+    async fn cancel_requested(&self, stack_id: &str) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT cancel FROM operations WHERE stack_id = $1",
+                &[&stack_id],
+            )
+            .await
+            .map_err(backend)?;
+        Ok(match row {
+            Some(r) => get(&r, 0)?,
+            None => false,
+        })
+    }
+
+    async fn open_history(&self, lease: &Lease, h: &HistoryRecord) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        fence(&tx, lease).await?;
+        tx.execute(
+            &format!("INSERT INTO history ({HISTORY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"),
+            &[
+                &h.stack_id,
+                &h.kind,
+                &h.change_set,
+                &h.template_body,
+                &json_text(&h.parameters)?,
+                &h.started_at,
+                &h.ended_at,
+                &h.status,
+                &h.status_reason,
+                &h.details.as_ref().map(json_text).transpose()?,
+            ],
+        )
+        .await
+        .map_err(backend)?;
+        tx.commit().await.map_err(backend)
+    }
+
+    async fn set_history_details(
+        &self,
+        lease: &Lease,
+        details: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        fence(&tx, lease).await?;
+        tx.execute(
+            "UPDATE history SET details = $1 WHERE stack_id = $2 AND ended_at IS NULL",
+            &[&json_text(details)?, &lease.stack_id],
+        )
+        .await
+        .map_err(backend)?;
+        tx.commit().await.map_err(backend)
+    }
+
+    async fn history(&self, stack_id: &str) -> Result<Vec<HistoryRecord>, StoreError> {
+        let client = self.client().await?;
+        let found = client
+            .query(
+                &format!("SELECT {HISTORY_COLUMNS} FROM history WHERE stack_id = $1 ORDER BY seq"),
+                &[&stack_id],
+            )
+            .await
+            .map_err(backend)?;
+        rows(found, history_row)
+    }
+
+    async fn put_group(
+        &self,
+        lease: &Lease,
+        logical_id: &str,
+        physical_id: &str,
+        state: Option<&serde_json::Value>,
+        events: &[EventRecord],
+    ) -> Result<(), StoreError> {
+        let state = state.map(json_text).transpose()?;
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        fence(&tx, lease).await?;
+        match state {
+            Some(state) => tx
+                .execute(
+                    "INSERT INTO groups (stack_id, physical_id, logical_id, state) VALUES ($1, $2, $3, $4)
+                     ON CONFLICT (stack_id, physical_id) DO UPDATE SET state = excluded.state",
+                    &[&lease.stack_id, &physical_id, &logical_id, &state],
+                )
+                .await,
+            None => tx
+                .execute(
+                    "DELETE FROM groups WHERE stack_id = $1 AND physical_id = $2",
+                    &[&lease.stack_id, &physical_id],
+                )
+                .await,
+        }
+        .map_err(backend)?;
+        insert_events(&tx, events).await?;
+        tx.commit().await.map_err(backend)
+    }
+
+    async fn group(
+        &self,
+        stack_id: &str,
+        physical_id: &str,
+    ) -> Result<Option<serde_json::Value>, StoreError> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT state FROM groups WHERE stack_id = $1 AND physical_id = $2",
+                &[&stack_id, &physical_id],
+            )
+            .await
+            .map_err(backend)?;
+        row.map(|r| json(&r, 0)).transpose()
+    }
+
+    async fn groups(
+        &self,
+        stack_id: &str,
+    ) -> Result<Vec<(String, String, serde_json::Value)>, StoreError> {
+        let client = self.client().await?;
+        let found = client
+            .query(
+                "SELECT logical_id, physical_id, state FROM groups WHERE stack_id = $1 ORDER BY logical_id, physical_id",
+                &[&stack_id],
+            )
+            .await
+            .map_err(backend)?;
+        found
+            .iter()
+            .map(|r| Ok((get(r, 0)?, get(r, 1)?, json(r, 2)?)))
+            .collect()
+    }
+
+    async fn put_drift_detection(
+        &self,
+        stack_id: &str,
+        detection_id: &str,
+        at: &str,
+        body: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        client
+            .execute(
+                "INSERT INTO drift_detections (detection_id, stack_id, detected_at, body) VALUES ($1, $2, $3, $4)",
+                &[&detection_id, &stack_id, &at, &json_text(body)?],
+            )
+            .await
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn drift_detection(
+        &self,
+        detection_id: &str,
+    ) -> Result<Option<serde_json::Value>, StoreError> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT body FROM drift_detections WHERE detection_id = $1",
+                &[&detection_id],
+            )
+            .await
+            .map_err(backend)?;
+        row.map(|r| json(&r, 0)).transpose()
+    }
+
+    async fn last_drift_detection(
+        &self,
+        stack_id: &str,
+    ) -> Result<Option<serde_json::Value>, StoreError> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT body FROM drift_detections WHERE stack_id = $1 ORDER BY seq DESC LIMIT 1",
+                &[&stack_id],
+            )
+            .await
+            .map_err(backend)?;
+        row.map(|r| json(&r, 0)).transpose()
+    }
+
+    async fn put_change_set(&self, cs: &ChangeSetRecord) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        let inserted = client
+            .execute(
+                &format!("INSERT INTO change_sets ({CHANGE_SET_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"),
+                &[
+                    &cs.change_set_id,
+                    &cs.change_set_name,
+                    &cs.stack_id,
+                    &cs.stack_name,
+                    &cs.change_set_type,
+                    &cs.status,
+                    &cs.execution_status,
+                    &cs.status_reason,
+                    &cs.description,
+                    &cs.template_body,
+                    &json_text(&cs.parameters)?,
+                    &json_text(&cs.no_echo)?,
+                    &json_text(&cs.changes)?,
+                    &cs.created_at,
+                    &cs.base_version,
+                    &cs.tags.as_ref().map(json_text).transpose()?,
+                ],
+            )
+            .await;
+        match inserted {
+            Err(e) if is_unique_violation(&e) => {
+                Err(StoreError::ChangeSetExists(cs.change_set_name.clone()))
+            }
+            other => other.map(|_| ()).map_err(backend),
+        }
+    }
+
+    async fn find_change_set(
+        &self,
+        stack_id: &str,
+        name_or_id: &str,
+    ) -> Result<Option<ChangeSetRecord>, StoreError> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                &format!("SELECT {CHANGE_SET_COLUMNS} FROM change_sets WHERE change_set_id = $2 OR (stack_id = $1 AND change_set_name = $2) LIMIT 1"),
+                &[&stack_id, &name_or_id],
+            )
+            .await
+            .map_err(backend)?;
+        row.as_ref().map(change_set_row).transpose()
+    }
+
+    async fn change_sets(&self, stack_id: &str) -> Result<Vec<ChangeSetRecord>, StoreError> {
+        let client = self.client().await?;
+        let found = client
+            .query(
+                &format!("SELECT {CHANGE_SET_COLUMNS} FROM change_sets WHERE stack_id = $1 ORDER BY created_at, seq"),
+                &[&stack_id],
+            )
+            .await
+            .map_err(backend)?;
+        rows(found, change_set_row)
+    }
+
+    async fn delete_change_set(&self, change_set_id: &str) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        client
+            .execute(
+                "DELETE FROM change_sets WHERE change_set_id = $1",
+                &[&change_set_id],
+            )
+            .await
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn begin_change_set_execution(
+        &self,
+        lease: &Lease,
+        change_set_id: &str,
+    ) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        fence(&tx, lease).await?;
+        tx.execute(
+            "DELETE FROM change_sets WHERE stack_id = $1 AND change_set_id <> $2",
+            &[&lease.stack_id, &change_set_id],
+        )
+        .await
+        .map_err(backend)?;
+        tx.execute(
+            "UPDATE change_sets SET execution_status = 'EXECUTE_IN_PROGRESS' WHERE change_set_id = $1",
+            &[&change_set_id],
+        )
+        .await
+        .map_err(backend)?;
+        tx.commit().await.map_err(backend)
+    }
+
+    async fn obsolete_change_set(
+        &self,
+        change_set_id: &str,
+        reason: &str,
+    ) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        client
+            .execute(
+                "UPDATE change_sets SET execution_status = 'OBSOLETE', status_reason = $2 WHERE change_set_id = $1 AND execution_status = 'AVAILABLE'",
+                &[&change_set_id, &reason],
+            )
+            .await
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn put_exports(
+        &self,
+        lease: &Lease,
+        exports: &[(String, String)],
+    ) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        fence(&tx, lease).await?;
+        for (name, _) in exports {
+            let other = tx
+                .query_opt(
+                    "SELECT s.stack_name FROM exports e JOIN stacks s ON s.stack_id = e.stack_id WHERE e.name = $1 AND e.stack_id <> $2",
+                    &[name, &lease.stack_id],
+                )
+                .await
+                .map_err(backend)?;
+            if let Some(r) = other {
+                return Err(StoreError::ExportExists {
+                    name: name.clone(),
+                    stack: get(&r, 0)?,
+                });
+            }
+        }
+        tx.execute(
+            "DELETE FROM exports WHERE stack_id = $1",
+            &[&lease.stack_id],
+        )
+        .await
+        .map_err(backend)?;
+        for (name, value) in exports {
+            tx.execute(
+                "INSERT INTO exports (name, stack_id, value) VALUES ($1, $2, $3)",
+                &[name, &lease.stack_id, value],
+            )
+            .await
+            .map_err(backend)?;
+        }
+        tx.commit().await.map_err(backend)
+    }
+
+    async fn delete_exports(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.fenced(
+            lease,
+            &[
+                "DELETE FROM exports WHERE stack_id = $1",
+                "DELETE FROM imports WHERE stack_id = $1",
+            ],
+        )
+        .await
+    }
+
+    async fn export(&self, name: &str) -> Result<Option<(String, String)>, StoreError> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT value, stack_id FROM exports WHERE name = $1",
+                &[&name],
+            )
+            .await
+            .map_err(backend)?;
+        row.map(|r| Ok((get(&r, 0)?, get(&r, 1)?))).transpose()
+    }
+
+    async fn exports(&self) -> Result<Vec<(String, String, String)>, StoreError> {
+        let client = self.client().await?;
+        let found = client
+            .query(
+                "SELECT name, value, stack_id FROM exports ORDER BY name",
+                &[],
+            )
+            .await
+            .map_err(backend)?;
+        found
+            .iter()
+            .map(|r| Ok((get(r, 0)?, get(r, 1)?, get(r, 2)?)))
+            .collect()
+    }
+
+    async fn put_imports(&self, lease: &Lease, names: &[String]) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        fence(&tx, lease).await?;
+        tx.execute(
+            "DELETE FROM imports WHERE stack_id = $1",
+            &[&lease.stack_id],
+        )
+        .await
+        .map_err(backend)?;
+        for n in names {
+            tx.execute(
+                "INSERT INTO imports (stack_id, export_name) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                &[&lease.stack_id, n],
+            )
+            .await
+            .map_err(backend)?;
+        }
+        tx.commit().await.map_err(backend)
+    }
+
+    async fn importers(&self, export_name: &str) -> Result<Vec<String>, StoreError> {
+        let client = self.client().await?;
+        let found = client
+            .query(
+                "SELECT s.stack_name FROM imports i JOIN stacks s ON s.stack_id = i.stack_id WHERE i.export_name = $1 AND s.status <> 'DELETE_COMPLETE' ORDER BY s.stack_name",
+                &[&export_name],
+            )
+            .await
+            .map_err(backend)?;
+        found.iter().map(|r| get(r, 0)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// The server the tests use: `CAIRN_TEST_POSTGRES`, else the machine's
+    /// PostgreSQL on 127.0.0.1:5432 as `postgres` (what `cargo xtask test`
+    /// starts).
+    fn server_url() -> String {
+        std::env::var("CAIRN_TEST_POSTGRES")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+    }
+
+    /// A new, empty database of its own (random name): its URL.
+    async fn fresh_database(admin: &tokio_postgres::Client) -> String {
+        let name = format!("cairn_test_{}", uuid::Uuid::new_v4().simple());
+        admin
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .await
+            .unwrap_or_else(|e| panic!("cannot create the test database {name}: {e}"));
+        let base = server_url();
+        let prefix = base
+            .rsplit_once('/')
+            .map(|(p, _)| p)
+            .unwrap_or(&base)
+            .to_string();
+        format!("{prefix}/{name}")
+    }
+
+    async fn admin() -> tokio_postgres::Client {
+        let url = server_url();
+        let (client, connection) = tokio_postgres::connect(&url, NoTls).await.unwrap_or_else(|e| {
+            panic!(
+                "no PostgreSQL answers at {url} ({e}): run the tests with `cargo xtask test`, which starts it (pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start), or set CAIRN_TEST_POSTGRES"
+            )
+        });
+        tokio::spawn(connection);
+        client
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_conformance_suite_passes_on_postgres() {
+        let admin = Arc::new(admin().await);
+        let made = Arc::new(std::sync::Mutex::new(Vec::new()));
+        {
+            let admin = admin.clone();
+            let made = made.clone();
+            crate::store::conformance::all(move || {
+                let admin = admin.clone();
+                let made = made.clone();
+                async move {
+                    let url = fresh_database(&admin).await;
+                    if let Ok(mut m) = made.lock() {
+                        m.push(url.rsplit('/').next().unwrap_or_default().to_string());
+                    }
+                    Arc::new(PgStore::connect(&url).await.unwrap()) as Arc<dyn Store>
+                }
+            })
+            .await;
+        }
+        let names = made.lock().map(|m| m.clone()).unwrap_or_default();
+        for name in names {
+            let _ = admin
+                .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                .await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn engines_starting_together_apply_the_schema_once_and_a_newer_one_is_refused() {
+        let admin = admin().await;
+        let url = fresh_database(&admin).await;
+        let starts: Vec<_> = (0..4)
+            .map(|_| {
+                let url = url.clone();
+                tokio::spawn(async move { PgStore::connect(&url).await.map(|_| ()) })
+            })
+            .collect();
+        for s in starts {
+            s.await.unwrap().unwrap();
+        }
+        let store = PgStore::connect(&url).await.unwrap();
+        let client = store.client().await.unwrap();
+        let rows = client
+            .query("SELECT version FROM cairn_schema", &[])
+            .await
+            .unwrap();
+        assert_eq!(rows.len(), 1);
+        client
+            .execute("UPDATE cairn_schema SET version = 99", &[])
+            .await
+            .unwrap();
+        drop(client);
+        let refused = PgStore::connect(&url).await.err().map(|e| e.to_string());
+        assert_eq!(
+            refused.as_deref(),
+            Some("state file error: the PostgreSQL state database has schema version 99, newer than this Cairn's 1: upgrade Cairn")
+        );
+        drop(store);
+        let name = url.rsplit('/').next().unwrap_or_default().to_string();
+        let _ = admin
+            .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            .await;
+    }
+}

@@ -1,0 +1,124 @@
+//! The embedded CLI on a PostgreSQL state (`--state postgres://…`): each
+//! test makes a database of its own and drops it.
+
+use std::process::Command;
+
+use crate::support::Scratch;
+
+/// A new database on the test server (`CAIRN_TEST_POSTGRES`, else the
+/// machine's PostgreSQL that `cargo xtask test` starts): its URL, dropped
+/// when the guard goes.
+pub(crate) struct Database {
+    pub url: String,
+    name: String,
+    server: String,
+}
+
+impl Database {
+    pub fn new() -> Database {
+        let server = std::env::var("CAIRN_TEST_POSTGRES")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+        let name = format!("cairn_e2e_{}", uuid::Uuid::new_v4().simple());
+        let out = Command::new("psql")
+            .args([server.as_str(), "-qAtc", &format!("CREATE DATABASE {name}")])
+            .output()
+            .expect("psql runs");
+        assert!(
+            out.status.success(),
+            "cannot create a test database on {server}: {} — run the tests with `cargo xtask test`, which starts PostgreSQL, or set CAIRN_TEST_POSTGRES",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let prefix = server.rsplit_once('/').map(|(p, _)| p).unwrap_or(&server);
+        Database {
+            url: format!("{prefix}/{name}"),
+            name,
+            server,
+        }
+    }
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        let _ = Command::new("psql")
+            .args([
+                self.server.as_str(),
+                "-qAtc",
+                &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
+            ])
+            .output();
+    }
+}
+
+#[test]
+fn the_cli_runs_a_stack_on_postgres() {
+    let db = Database::new();
+    let s = Scratch::new();
+    s.write(
+        "t.yaml",
+        "Resources:\n  A: {Type: Cairn::Test::Resource, Properties: {Value: a}}\n  B: {Type: Cairn::Test::Resource, Properties: {Value: !GetAtt A.Value}}\nOutputs:\n  O: {Value: !GetAtt B.Value, Export: {Name: shared}}\n",
+    );
+    let state = ["--state", db.url.as_str()];
+    let cairn = |args: &[&str]| {
+        let mut all = state.to_vec();
+        all.extend_from_slice(args);
+        s.cairn(&all)
+    };
+    let run = cairn(&["deploy", "pg", "t.yaml"]);
+    assert_eq!(run.code(), 0, "{}{}", run.stdout(), run.stderr());
+    assert!(run.stdout().contains("stack pg is CREATE_COMPLETE"));
+    // Without a data directory, the test resources live in ./cairn-data.
+    let files = std::fs::read_dir(s.dir.path().join("cairn-data/test-resources"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert_eq!(files, 2);
+    let events = cairn(&["events", "pg", "--output", "json"]).json();
+    let statuses: Vec<String> = events["StackEvents"]
+        .as_array()
+        .map(|l| {
+            l.iter()
+                .map(|e| {
+                    format!(
+                        "{} {}",
+                        e["LogicalResourceId"].as_str().unwrap_or_default(),
+                        e["ResourceStatus"].as_str().unwrap_or_default()
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(statuses.len(), 8, "{statuses:?}");
+    // Newest first, as DescribeStackEvents.
+    assert_eq!(
+        statuses.first().map(String::as_str),
+        Some("pg CREATE_COMPLETE")
+    );
+    assert_eq!(
+        statuses.last().map(String::as_str),
+        Some("pg CREATE_IN_PROGRESS")
+    );
+    let run = cairn(&["outputs", "pg"]);
+    assert_eq!(run.stdout().trim(), "O = a  (export shared)");
+    // An update, a change set and the history go through the same store.
+    let run = cairn(&["plan", "pg", "t.yaml", "--name", "again"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let run = cairn(&["deploy", "pg", "t.yaml"]);
+    assert_eq!(run.code(), 1);
+    assert!(
+        run.stderr().contains("No updates are to be performed."),
+        "{}",
+        run.stderr()
+    );
+    let history = cairn(&["history", "pg", "--output", "json"]);
+    assert_eq!(history.code(), 0, "{}", history.stderr());
+    let run = cairn(&["delete", "pg"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let run = cairn(&["list", "--output", "json"]);
+    assert_eq!(
+        run.json()["StackSummaries"][0]["StackStatus"],
+        "DELETE_COMPLETE"
+    );
+    let files = std::fs::read_dir(s.dir.path().join("cairn-data/test-resources"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert_eq!(files, 0);
+}
