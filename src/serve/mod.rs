@@ -286,15 +286,41 @@ async fn metrics_page(State(app): State<Arc<App>>) -> Response {
 /// configured provider. A provider that cannot start does not make the
 /// server unhealthy (only its types are unavailable); it is named with the
 /// cause.
-async fn healthz(State(app): State<Arc<App>>) -> String {
-    let mut out = String::from("ok\n");
+async fn healthz(State(app): State<Arc<App>>) -> Response {
+    // The state store first: without it nothing works (503).
+    let started = std::time::Instant::now();
+    let store = tokio::time::timeout(Duration::from_secs(5), app.engine.store().ping()).await;
+    let (status, mut out) = match store {
+        Ok(Ok(())) => (
+            StatusCode::OK,
+            format!(
+                "ok\nengine {}\nstore: reachable ({} ms)\n",
+                app.engine.id(),
+                started.elapsed().as_millis()
+            ),
+        ),
+        Ok(Err(e)) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "unavailable\nengine {}\nstore: unreachable: {e}\n",
+                app.engine.id()
+            ),
+        ),
+        Err(_) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "unavailable\nengine {}\nstore: no answer within 5 s\n",
+                app.engine.id()
+            ),
+        ),
+    };
     for p in app.engine.registry().provider_statuses() {
         match p.cause {
             Some(cause) => out.push_str(&format!("provider {}: {}: {cause}\n", p.name, p.state)),
             None => out.push_str(&format!("provider {}: {}\n", p.name, p.state)),
         }
     }
-    out
+    (status, out).into_response()
 }
 
 /// One Query API request.

@@ -183,7 +183,8 @@ def lifecycle():
     assert "it is not under a directory of [server] template_dirs" in msg, msg
     # /healthz and the Prometheus page.
     with urllib.request.urlopen(ENDPOINT + "/healthz") as r:
-        assert r.read() == b"ok\n"
+        lines = r.read().decode().splitlines()
+        assert lines[0] == "ok" and lines[1].startswith("engine ") and lines[2].startswith("store: reachable ("), lines
     with urllib.request.urlopen(ENDPOINT + "/metrics") as r:
         metrics = dict(line.rsplit(" ", 1) for line in r.read().decode().splitlines() if not line.startswith("#"))
     assert metrics['cairn_api_requests_total{action="CreateStack",status="200"}'] == "3", metrics

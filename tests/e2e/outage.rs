@@ -133,7 +133,8 @@ fn cairn_serve_starts_and_reports_the_provider_that_is_down() {
     let _ = child.wait();
     assert!(addr.is_some(), "cairn serve did not start: {endpoint}");
     assert!(health.starts_with("HTTP/1.1 200"), "{health}");
-    assert!(health.contains("\r\n\r\nok\n"), "{health}");
+    assert!(health.contains("\r\n\r\nok\nengine "), "{health}");
+    assert!(health.contains("\nstore: reachable ("), "{health}");
     assert!(
         health.contains(
             "provider vendor: unavailable: webhook provider vendor: cannot read its types from"

@@ -122,3 +122,42 @@ fn the_cli_runs_a_stack_on_postgres() {
         .unwrap_or(0);
     assert_eq!(files, 0);
 }
+
+/// `cairn serve` on PostgreSQL: /healthz names the engine and the store's
+/// state, and answers 503 once the database is gone.
+#[test]
+fn healthz_reports_the_database() {
+    let db = Database::new();
+    let s = Scratch::new();
+    s.write(
+        "cairn.toml",
+        &format!(
+            "[engine]\nstate = \"{}\"\n\n[server]\nauth = \"none\"\n",
+            db.url
+        ),
+    );
+    let (mut child, endpoint) = s.serve();
+    let get = || -> String {
+        use std::io::{Read, Write};
+        let addr = endpoint.trim_start_matches("http://").to_string();
+        let mut c = std::net::TcpStream::connect(addr).expect("connect");
+        let _ = write!(
+            c,
+            "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        );
+        let mut body = String::new();
+        let _ = c.read_to_string(&mut body);
+        body
+    };
+    let up = get();
+    drop(db);
+    let down = get();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(up.starts_with("HTTP/1.1 200"), "{up}");
+    assert!(up.contains("\r\n\r\nok\nengine "), "{up}");
+    assert!(up.contains("\nstore: reachable ("), "{up}");
+    assert!(down.starts_with("HTTP/1.1 503"), "{down}");
+    assert!(down.contains("\r\n\r\nunavailable\nengine "), "{down}");
+    assert!(down.contains("\nstore: unreachable: "), "{down}");
+}

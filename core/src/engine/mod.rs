@@ -256,6 +256,11 @@ impl Engine {
         &self.registry
     }
 
+    /// This engine's id (`host:pid`), the process part of its lease owners.
+    pub fn id(&self) -> &str {
+        &self.owner
+    }
+
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
     }

@@ -241,4 +241,7 @@ pub trait Store: Send + Sync {
     async fn put_imports(&self, lease: &Lease, names: &[String]) -> Result<(), StoreError>;
     /// Names of live stacks importing `export_name`.
     async fn importers(&self, export_name: &str) -> Result<Vec<String>, StoreError>;
+
+    /// Whether the store answers (`/healthz`).
+    async fn ping(&self) -> Result<(), StoreError>;
 }

@@ -339,6 +339,36 @@ fn is_unique_violation(e: &tokio_postgres::Error) -> bool {
     e.code() == Some(&SqlState::UNIQUE_VIOLATION)
 }
 
+/// Fills what the URL leaves out from the standard `PG*` variables, as libpq
+/// does: PGUSER, PGPASSWORD, PGHOST, PGPORT, PGDATABASE.
+fn with_environment(config: &mut tokio_postgres::Config, var: impl Fn(&str) -> Option<String>) {
+    if config.get_user().is_none() {
+        if let Some(user) = var("PGUSER") {
+            config.user(&user);
+        }
+    }
+    if config.get_password().is_none() {
+        if let Some(password) = var("PGPASSWORD") {
+            config.password(password);
+        }
+    }
+    if config.get_hosts().is_empty() {
+        if let Some(host) = var("PGHOST") {
+            config.host(&host);
+        }
+    }
+    if config.get_ports().is_empty() {
+        if let Some(port) = var("PGPORT").and_then(|p| p.parse().ok()) {
+            config.port(port);
+        }
+    }
+    if config.get_dbname().is_none() {
+        if let Some(db) = var("PGDATABASE") {
+            config.dbname(&db);
+        }
+    }
+}
+
 /// The PostgreSQL store.
 pub struct PgStore {
     pool: Pool,
@@ -348,8 +378,9 @@ impl PgStore {
     /// Connects to the database `url` (`postgres://` or `postgresql://`)
     /// and applies the schema.
     pub async fn connect(url: &str) -> Result<PgStore, StoreError> {
-        let config = tokio_postgres::Config::from_str(url)
+        let mut config = tokio_postgres::Config::from_str(url)
             .map_err(|e| StoreError::Backend(format!("the PostgreSQL URL is not valid: {e}")))?;
+        with_environment(&mut config, |k| std::env::var(k).ok());
         let manager = Manager::from_config(
             config,
             NoTls,
@@ -1297,6 +1328,12 @@ impl Store for PgStore {
             .map_err(backend)?;
         found.iter().map(|r| get(r, 0)).collect()
     }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        client.query_one("SELECT 1", &[]).await.map_err(backend)?;
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -1337,6 +1374,29 @@ mod tests {
         });
         tokio::spawn(connection);
         client
+    }
+
+    #[test]
+    fn what_the_url_leaves_out_comes_from_the_pg_variables() {
+        let env = |k: &str| match k {
+            "PGUSER" => Some("envuser".to_string()),
+            "PGPASSWORD" => Some("envpw".to_string()),
+            "PGHOST" => Some("db.internal".to_string()),
+            "PGPORT" => Some("6543".to_string()),
+            "PGDATABASE" => Some("envdb".to_string()),
+            _ => None,
+        };
+        let mut bare = tokio_postgres::Config::from_str("postgres://").unwrap();
+        with_environment(&mut bare, env);
+        assert_eq!(bare.get_user(), Some("envuser"));
+        assert_eq!(bare.get_password(), Some(&b"envpw"[..]));
+        assert_eq!(bare.get_ports(), &[6543]);
+        assert_eq!(bare.get_dbname(), Some("envdb"));
+        let mut full = tokio_postgres::Config::from_str("postgres://u:p@h:5432/d").unwrap();
+        with_environment(&mut full, env);
+        assert_eq!(full.get_user(), Some("u"));
+        assert_eq!(full.get_dbname(), Some("d"));
+        assert_eq!(full.get_ports(), &[5432]);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1417,6 +1417,15 @@ impl Store for SqliteStore {
         })
         .await
     }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.run(|c| {
+            c.query_row("SELECT 1", [], |r| r.get::<_, i64>(0))
+                .map(|_| ())
+                .map_err(backend)
+        })
+        .await
+    }
 }
 
 #[cfg(test)]
