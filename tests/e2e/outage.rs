@@ -2,7 +2,7 @@
 //! answer, a plugin library that is missing) makes only its own types
 //! unavailable: read commands, stacks of other types and `cairn serve` go on.
 
-use std::io::{Read, Write};
+use std::io::Read;
 
 use crate::support::Scratch;
 
@@ -116,17 +116,7 @@ fn cairn_serve_starts_and_reports_the_provider_that_is_down() {
     );
     let (mut child, endpoint) = s.serve();
     let addr = endpoint.strip_prefix("http://").map(str::to_string);
-    let get = |path: &str| -> String {
-        let mut c =
-            std::net::TcpStream::connect(addr.clone().unwrap_or_default()).expect("connect");
-        let _ = write!(
-            c,
-            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-        );
-        let mut body = String::new();
-        let _ = c.read_to_string(&mut body);
-        body
-    };
+    let get = |path: &str| crate::support::http_get(&endpoint, path);
     let health = addr.as_ref().map(|_| get("/healthz")).unwrap_or_default();
     let metrics = addr.as_ref().map(|_| get("/metrics")).unwrap_or_default();
     let _ = child.kill();

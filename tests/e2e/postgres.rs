@@ -137,18 +137,7 @@ fn healthz_reports_the_database() {
         ),
     );
     let (mut child, endpoint) = s.serve();
-    let get = || -> String {
-        use std::io::{Read, Write};
-        let addr = endpoint.trim_start_matches("http://").to_string();
-        let mut c = std::net::TcpStream::connect(addr).expect("connect");
-        let _ = write!(
-            c,
-            "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-        );
-        let mut body = String::new();
-        let _ = c.read_to_string(&mut body);
-        body
-    };
+    let get = || crate::support::http_get(&endpoint, "/healthz");
     let up = get();
     drop(db);
     let down = get();

@@ -495,18 +495,7 @@ fn a_provider_down_at_start_is_started_on_a_later_use() {
             "[webhooks]\ntimeout_seconds = 30\n\n[[providers]]\nkind = \"webhook\"\nname = \"greetings\"\nurl = \"http://127.0.0.1:{port}/\"\nsecret = \"hook-secret\"\ntypes = [\"Custom::Greeting\"]\n"
         ),
     );
-    let health = || -> String {
-        let addr = server.endpoint.trim_start_matches("http://").to_string();
-        let mut c = std::net::TcpStream::connect(addr).expect("connect");
-        use std::io::{Read, Write};
-        let _ = write!(
-            c,
-            "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-        );
-        let mut body = String::new();
-        let _ = c.read_to_string(&mut body);
-        body
-    };
+    let health = || crate::support::http_get(&server.endpoint, "/healthz");
     assert!(
         health().contains("provider greetings: unavailable: webhook provider greetings: cannot read its types from"),
         "{}",
@@ -586,20 +575,7 @@ fn a_provider_down_at_start_is_started_on_a_later_use() {
 fn a_create_answered_after_the_timeout_gets_what_it_made_deleted() {
     let s = Scratch::new();
     let things = s.dir.path().join("things");
-    std::fs::create_dir_all(&things).expect("things dir");
-    let mut cmd = crate::support::python_with("cfnresponse");
-    cmd.arg(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/examples/python-handler/server.py"
-    ))
-    .args(["--listen", "127.0.0.1:0", "--module", "things_handler"])
-    .env(
-        "PYTHONPATH",
-        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/e2e"),
-    )
-    .env("THINGS_DIR", &things)
-    .env("CAIRN_WEBHOOK_SECRET", "hook-secret");
-    let handler = crate::webhooks::Program::start(cmd);
+    let handler = crate::webhooks::things_handler(&things, "hook-secret");
     let server = Server::start_with(
         &s,
         "",

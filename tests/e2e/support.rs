@@ -130,6 +130,21 @@ impl Scratch {
     }
 }
 
+/// `GET path` from a server at `endpoint` (`http://host:port`): the whole
+/// HTTP answer, status line and headers included.
+pub fn http_get(endpoint: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let addr = endpoint.trim_start_matches("http://").to_string();
+    let mut c = std::net::TcpStream::connect(addr).expect("connect to the server");
+    let _ = write!(
+        c,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    );
+    let mut answer = String::new();
+    let _ = c.read_to_string(&mut answer);
+    answer
+}
+
 pub struct Run(pub Output);
 
 impl Run {

@@ -1002,16 +1002,11 @@ fn the_handler_kit_answers_check_drift_for_its_provider() {
     assert_eq!(status(&s), "DELETED");
 }
 
-/// CloudFormation sends a custom resource's Create once, and handlers are
-/// written for that. A Create cancelled because a sibling failed keeps its
-/// ResponseURL open; the rollback waits for its answer and deletes exactly
-/// the thing it names, instead of sending the Create again (which would make
-/// a second thing, leaked).
-#[test]
-fn a_cancelled_custom_resource_create_is_never_sent_again_and_what_it_made_is_deleted() {
-    let s = Scratch::new();
-    let things = s.dir.path().join("things");
-    std::fs::create_dir_all(&things).expect("things dir");
+/// `tests/e2e/things_handler.py` behind the Python example's server: a
+/// handler written for CloudFormation that makes a file in `things` per
+/// Create (requests logged beside it in `requests.jsonl`).
+pub(crate) fn things_handler(things: &std::path::Path, secret: &str) -> Program {
+    std::fs::create_dir_all(things).expect("things dir");
     let mut cmd = crate::support::python_with("cfnresponse");
     cmd.arg(concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -1022,9 +1017,21 @@ fn a_cancelled_custom_resource_create_is_never_sent_again_and_what_it_made_is_de
         "PYTHONPATH",
         concat!(env!("CARGO_MANIFEST_DIR"), "/tests/e2e"),
     )
-    .env("THINGS_DIR", &things)
-    .env("CAIRN_WEBHOOK_SECRET", SECRET);
-    let handler = Program::start(cmd);
+    .env("THINGS_DIR", things)
+    .env("CAIRN_WEBHOOK_SECRET", secret);
+    Program::start(cmd)
+}
+
+/// CloudFormation sends a custom resource's Create once, and handlers are
+/// written for that. A Create cancelled because a sibling failed keeps its
+/// ResponseURL open; the rollback waits for its answer and deletes exactly
+/// the thing it names, instead of sending the Create again (which would make
+/// a second thing, leaked).
+#[test]
+fn a_cancelled_custom_resource_create_is_never_sent_again_and_what_it_made_is_deleted() {
+    let s = Scratch::new();
+    let things = s.dir.path().join("things");
+    let handler = things_handler(&things, SECRET);
     let s = {
         s.write(
             "cairn.toml",
