@@ -18,8 +18,10 @@ fn events_json(s: &Scratch, stack: &str) -> Vec<Value> {
 fn wait_for(s: &Scratch, stack: &str, what: &str, pred: impl Fn(&Value) -> bool) {
     let start = Instant::now();
     // Generous: other tests compile plugin libraries alongside; this returns
-    // as soon as the event is there.
-    while start.elapsed() < Duration::from_secs(60) {
+    // as soon as the event is there. Polled gently: every poll is a process
+    // that opens the state file too.
+    let mut last = String::new();
+    while start.elapsed() < Duration::from_secs(120) {
         let run = s.cairn(&["events", stack, "--output", "json"]);
         if run.code() == 0
             && run.json()["StackEvents"]
@@ -28,9 +30,13 @@ fn wait_for(s: &Scratch, stack: &str, what: &str, pred: impl Fn(&Value) -> bool)
         {
             return;
         }
-        std::thread::sleep(Duration::from_millis(50));
+        last = format!("{}{}", run.stdout(), run.stderr());
+        std::thread::sleep(Duration::from_millis(200));
     }
-    panic!("timed out waiting for {what}");
+    panic!(
+        "timed out waiting for {what}; the last `cairn events`: {last}\nthe background run's stderr:\n{}",
+        s.spawned_stderr()
+    );
 }
 
 fn spawn_deploy(s: &Scratch, stack: &str, template: &std::path::Path) -> std::process::Child {

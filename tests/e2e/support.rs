@@ -89,16 +89,40 @@ impl Scratch {
 impl Scratch {
     /// Starts `cairn` with `args` in the background (output discarded), for
     /// tests that act while it runs (kill it, cancel it, sample files).
+    /// Its stderr goes to `spawned-<n>.stderr` in the scratch dir
+    /// ([`Scratch::spawned_stderr`] reads them back for a failure message).
     pub fn spawn_cairn(&self, args: &[&str]) -> std::process::Child {
+        let n = std::fs::read_dir(self.dir.path())
+            .map(|d| d.count())
+            .unwrap_or(0);
+        let stderr = std::fs::File::create(self.dir.path().join(format!("spawned-{n}.stderr")))
+            .map(std::process::Stdio::from)
+            .unwrap_or_else(|_| std::process::Stdio::null());
         Command::new(env!("CARGO_BIN_EXE_cairn"))
             .args(args)
             .current_dir(self.dir.path())
             .env_remove("CAIRN_CONFIG")
             .env_remove("CAIRN_STATE")
             .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
+            .stderr(stderr)
             .spawn()
             .expect("spawn cairn")
+    }
+
+    /// What the background `cairn` runs wrote to stderr, for a failure
+    /// message.
+    pub fn spawned_stderr(&self) -> String {
+        let mut out = String::new();
+        if let Ok(dir) = std::fs::read_dir(self.dir.path()) {
+            for e in dir.filter_map(|e| e.ok()) {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.starts_with("spawned-") && name.ends_with(".stderr") {
+                    let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+                    out.push_str(&format!("--- {name}\n{text}"));
+                }
+            }
+        }
+        out
     }
 }
 
