@@ -126,7 +126,7 @@ impl LazyProvider {
     pub(super) fn start_for(
         &self,
         type_name: &str,
-        taken: &[String],
+        taken: &BTreeMap<String, Arc<RegisteredType>>,
         all: &[LazyProvider],
     ) -> Option<Arc<RegisteredType>> {
         let mut state = self.lock();
@@ -146,14 +146,23 @@ impl LazyProvider {
     }
 
     /// Starts it now unless it runs (a failed one is retried at once).
-    pub(super) fn start_now(&self, taken: &[String], all: &[LazyProvider]) {
+    pub(super) fn start_now(
+        &self,
+        taken: &BTreeMap<String, Arc<RegisteredType>>,
+        all: &[LazyProvider],
+    ) {
         let mut state = self.lock();
         if !matches!(&*state, State::Started(_)) {
             self.start_locked(&mut state, taken, all);
         }
     }
 
-    fn start_locked(&self, state: &mut State, taken: &[String], all: &[LazyProvider]) {
+    fn start_locked(
+        &self,
+        state: &mut State,
+        taken: &BTreeMap<String, Arc<RegisteredType>>,
+        all: &[LazyProvider],
+    ) {
         let previous_failures = match state {
             State::Failed { failures, .. } => *failures,
             _ => 0,
@@ -163,13 +172,13 @@ impl LazyProvider {
             for t in types {
                 let name = t.schema.type_name.clone();
                 // Another provider's claim wins over a late start's.
-                let other = if taken.contains(&name) {
-                    Some("a built-in provider".to_string())
-                } else {
-                    all.iter()
+                let other = match taken.get(&name) {
+                    Some(t) => Some(t.provider_name.clone()),
+                    None => all
+                        .iter()
                         .filter(|l| !std::ptr::eq(*l, self))
                         .find(|l| l.declares(&name) || l.started_type_unlocked(&name))
-                        .map(|l| l.name.clone())
+                        .map(|l| l.name.clone()),
                 };
                 if let Some(first) = other {
                     return Err(RegistryError::DuplicateType {

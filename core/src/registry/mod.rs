@@ -241,9 +241,8 @@ impl Registry {
             if let Some(t) = self.lazy.iter().find_map(|l| l.started_type(canonical)) {
                 return Some(t);
             }
-            let taken: Vec<String> = self.types.keys().cloned().collect();
             for l in self.lazy.iter().filter(|l| l.may_serve(canonical)) {
-                if let Some(t) = l.start_for(canonical, &taken, &self.lazy) {
+                if let Some(t) = l.start_for(canonical, &self.types, &self.lazy) {
                     return Some(t);
                 }
             }
@@ -287,9 +286,8 @@ impl Registry {
     /// included) and returns each one's status: `cairn providers`, and
     /// `cairn serve` at start.
     pub fn start_all(&self) -> Vec<ProviderStatus> {
-        let taken: Vec<String> = self.types.keys().cloned().collect();
         for l in &self.lazy {
-            l.start_now(&taken, &self.lazy);
+            l.start_now(&self.types, &self.lazy);
         }
         self.provider_statuses()
     }
