@@ -1139,7 +1139,7 @@ impl Engine {
         op: &Op,
         r: &ResourceRecord,
         request_id: &str,
-        send: Send,
+        attempt: Attempt,
     ) -> Result<CreateResult, ProviderError> {
         // Groups are run here, not by a provider: they manage members
         // through the store and the registry.
@@ -1151,11 +1151,11 @@ impl Engine {
             context: self.context(op, &r.logical_id, &r.resource_type, request_id),
             properties: r.properties.clone(),
         };
-        match send {
-            Send::First => self.timed("creation", t.provider.create(&req)).await,
+        match attempt {
+            Attempt::First => self.timed("creation", t.provider.create(&req)).await,
             // The provider decides how to learn the outcome: an idempotent
             // one is asked again, a custom-resource handler never is.
-            Send::Again => {
+            Attempt::Again => {
                 self.timed("creation", t.provider.recover_create(&req))
                     .await
             }
@@ -1235,12 +1235,12 @@ impl Engine {
                 (rec, id)
             }
         };
-        let send = if resumed_call.is_some() {
-            Send::Again
+        let attempt = if resumed_call.is_some() {
+            Attempt::Again
         } else {
-            Send::First
+            Attempt::First
         };
-        let result = self.call_create(op, &rec, &request_id, send).await;
+        let result = self.call_create(op, &rec, &request_id, attempt).await;
         self.record_created(
             op,
             rec,
@@ -1492,7 +1492,10 @@ impl Engine {
         // unknown: the delete fails (and keeps the record) rather than forget it.
         if rec.physical_id.is_none() {
             if let Some(p) = rec.pending.clone().filter(|p| p.action == "CREATE") {
-                match self.call_create(op, &rec, &p.request_id, Send::Again).await {
+                match self
+                    .call_create(op, &rec, &p.request_id, Attempt::Again)
+                    .await
+                {
                     Ok(created) => {
                         rec.physical_id = Some(created.physical_resource_id);
                         rec.attributes = created.attributes;
@@ -1563,7 +1566,7 @@ impl Engine {
 /// recorded by an earlier step (a crash, a cancellation, a timeout) and its
 /// outcome must be learnt ([`cairn_sdk::ResourceProvider::recover_create`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Send {
+pub(crate) enum Attempt {
     First,
     Again,
 }

@@ -13,7 +13,7 @@ use serde_json::{json, Map, Value};
 
 use super::dag::Outcome;
 use super::resolve::Results;
-use super::{stack_context, EngineError, Op, Send, LEASE_TTL_MS};
+use super::{stack_context, Attempt, EngineError, Op, LEASE_TTL_MS};
 use crate::graph::Graph;
 use crate::plan::{self, Decision};
 use crate::stack::{
@@ -769,7 +769,7 @@ impl Engine {
                         .await
                 }
                 _ => {
-                    self.replace_finish(op, rec, &p.request_id, Send::Again)
+                    self.replace_finish(op, rec, &p.request_id, Attempt::Again)
                         .await
                 }
             };
@@ -873,7 +873,8 @@ impl Engine {
                 if !self.record(op, &rec, first).await {
                     return false;
                 }
-                self.replace_finish(op, rec, &request_id, Send::First).await
+                self.replace_finish(op, rec, &request_id, Attempt::First)
+                    .await
             }
         }
     }
@@ -1013,9 +1014,9 @@ impl Engine {
         op: &Op,
         rec: ResourceRecord,
         request_id: &str,
-        send: Send,
+        attempt: Attempt,
     ) -> bool {
-        let result = self.call_create(op, &rec, request_id, send).await;
+        let result = self.call_create(op, &rec, request_id, attempt).await;
         self.record_created(
             op,
             rec,
@@ -1406,7 +1407,7 @@ impl Engine {
             if let Some(p) = v.target.pending.clone().filter(|p| p.action == "CREATE") {
                 let probe = self.victim_row(op, &v);
                 match self
-                    .call_create(op, &probe, &p.request_id, Send::Again)
+                    .call_create(op, &probe, &p.request_id, Attempt::Again)
                     .await
                 {
                     Ok(created) => v.target.physical_id = Some(created.physical_resource_id),

@@ -8,7 +8,7 @@ use cairn_sdk::{PropertyDifference, UpdateResult};
 use serde_json::{Map, Value};
 
 use crate::engine::update::UpdateChange;
-use crate::engine::{Engine, Op, Send};
+use crate::engine::{Attempt, Engine, Op};
 use crate::stack::{now, PendingCall, ResourceRecord, ResourceStatus};
 
 /// A group's attributes as an update's result (its physical id stays).
@@ -182,7 +182,7 @@ impl Engine {
     pub(super) async fn finish_reinstall(&self, op: &Op, mut rec: ResourceRecord) -> bool {
         // A create already recorded before this step (a resumed reinstall)
         // is learnt, not sent again.
-        let mut send = Send::Again;
+        let mut attempt = Attempt::Again;
         if let Some(p) = rec.pending.clone().filter(|p| p.action == "DELETE") {
             let physical = rec.physical_id.clone().unwrap_or_default();
             if let Err(e) = self.call_delete(op, &rec, &physical, &p.request_id).await {
@@ -226,12 +226,12 @@ impl Engine {
             if !self.record(op, &rec, Vec::new()).await {
                 return false;
             }
-            send = Send::First;
+            attempt = Attempt::First;
         }
         let Some(p) = rec.pending.clone().filter(|p| p.action == "CREATE") else {
             return false;
         };
-        let result = self.call_create(op, &rec, &p.request_id, send).await;
+        let result = self.call_create(op, &rec, &p.request_id, attempt).await;
         self.record_created(
             op,
             rec,
