@@ -165,7 +165,13 @@ async fn follow(
         })
     };
     let mut progress: Option<Progress> = None;
-    let total = operation_total(engine, stack_id).await;
+    // The total is for the progress line, drawn only on a terminal: no one
+    // else pays for re-reading the template.
+    let total = if console::Term::stderr().is_term() {
+        operation_total(engine, stack_id).await
+    } else {
+        0
+    };
     loop {
         let done = runner.is_finished();
         let events = engine.store().events_from(stack_id, shown).await?;
