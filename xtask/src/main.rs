@@ -86,6 +86,8 @@ struct TestEnv {
 fn prepare() -> Result<TestEnv, String> {
     let root = workspace_root();
     ensure_command("openssl", "openssl")?;
+    // The PostgreSQL tests make and drop their databases with psql.
+    ensure_command("psql", "postgresql-client")?;
     if std::env::var_os("CAIRN_TEST_POSTGRES").is_none() {
         ensure_postgres()?;
     }
@@ -149,6 +151,7 @@ fn postgres_answers() -> bool {
 /// Starts the machine's PostgreSQL cluster when it does not answer (and
 /// installs PostgreSQL when the machine has none), then waits for it.
 fn ensure_postgres() -> Result<(), String> {
+    ensure_command("pg_isready", "postgresql-client")?;
     if postgres_answers() {
         return Ok(());
     }
