@@ -594,22 +594,7 @@ fn a_create_answered_after_the_timeout_gets_what_it_made_deleted() {
         &["deploy", "late", t.to_str().unwrap_or_default()],
     );
     assert_eq!(run.code(), 1, "{}", run.stdout());
-    let requests = || -> Vec<(String, String)> {
-        std::fs::read_to_string(s.dir.path().join("requests.jsonl"))
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .map(|r| {
-                (
-                    r["RequestType"].as_str().unwrap_or_default().to_string(),
-                    r["PhysicalResourceId"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_string(),
-                )
-            })
-            .collect()
-    };
+    let requests = || crate::webhooks::things_requests(&things, None);
     let started = std::time::Instant::now();
     while requests().len() < 3 && started.elapsed() < Duration::from_secs(15) {
         std::thread::sleep(Duration::from_millis(100));
@@ -623,9 +608,7 @@ fn a_create_answered_after_the_timeout_gets_what_it_made_deleted() {
     assert!(seen[2].1.starts_with("thing-"), "{seen:?}");
     let started = std::time::Instant::now();
     let left = loop {
-        let left: Vec<_> = std::fs::read_dir(&things)
-            .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name()).collect())
-            .unwrap_or_default();
+        let left = crate::webhooks::things_left(&things);
         if left.is_empty() || started.elapsed() > Duration::from_secs(5) {
             break left;
         }

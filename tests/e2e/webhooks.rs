@@ -1022,6 +1022,31 @@ pub(crate) fn things_handler(things: &std::path::Path, secret: &str) -> Program 
     Program::start(cmd)
 }
 
+/// The requests `things_handler` received, in order, for `logical` (every
+/// resource with `None`): (RequestType, PhysicalResourceId).
+pub(crate) fn things_requests(
+    things: &std::path::Path,
+    logical: Option<&str>,
+) -> Vec<(String, String)> {
+    std::fs::read_to_string(things.join("../requests.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|r| logical.is_none_or(|l| r["LogicalResourceId"] == l))
+        .map(|r| {
+            let text = |k: &str| r[k].as_str().unwrap_or_default().to_string();
+            (text("RequestType"), text("PhysicalResourceId"))
+        })
+        .collect()
+}
+
+/// The things `things_handler` holds (made and not deleted).
+pub(crate) fn things_left(things: &std::path::Path) -> Vec<std::ffi::OsString> {
+    std::fs::read_dir(things)
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name()).collect())
+        .unwrap_or_default()
+}
+
 /// CloudFormation sends a custom resource's Create once, and handlers are
 /// written for that. A Create cancelled because a sibling failed keeps its
 /// ResponseURL open; the rollback waits for its answer and deletes exactly
@@ -1049,32 +1074,13 @@ fn a_cancelled_custom_resource_create_is_never_sent_again_and_what_it_made_is_de
         ["StackStatus"]
         .clone();
     assert_eq!(status, "ROLLBACK_COMPLETE");
-    let requests: Vec<Value> = std::fs::read_to_string(s.dir.path().join("requests.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
-    let slow: Vec<(String, String)> = requests
-        .iter()
-        .filter(|r| r["LogicalResourceId"] == "Slow")
-        .map(|r| {
-            (
-                r["RequestType"].as_str().unwrap_or_default().to_string(),
-                r["PhysicalResourceId"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string(),
-            )
-        })
-        .collect();
+    let slow = things_requests(&things, Some("Slow"));
     // One Create, then a Delete of the thing that Create made.
-    assert_eq!(slow.len(), 2, "{requests:?}");
+    assert_eq!(slow.len(), 2, "{slow:?}");
     assert_eq!(slow[0].0, "Create");
     assert_eq!(slow[1].0, "Delete");
     assert!(slow[1].1.starts_with("thing-"), "{slow:?}");
-    let left: Vec<_> = std::fs::read_dir(&things)
-        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name()).collect())
-        .unwrap_or_default();
+    let left = things_left(&things);
     assert!(left.is_empty(), "the handler still holds {left:?}");
     let seq: Vec<_> = sequence_after(&s, "st", 0)
         .into_iter()
