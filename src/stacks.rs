@@ -58,6 +58,9 @@ pub async fn open_without_resume(config: &Config, state: &Path) -> anyhow::Resul
         Some(url) => Arc::new(cairn_core::store::postgres::PgStore::connect(url).await?),
         None => Arc::new(SqliteStore::open(state)?),
     };
+    // Custom-resource responses go through the state, so that any engine
+    // on it can take one for another.
+    cairn_core::webhook::callback::share_through(store.clone());
     let registry = Arc::new(cairn_core::registry::assemble::assemble(
         config,
         cairn_providers::builtins(&data_dir(config, state)),

@@ -62,6 +62,14 @@ pub struct EngineConfig {
     /// Seconds a new group member has to report healthy (`check_status`)
     /// before its rolling-update batch fails.
     pub health_timeout_seconds: u64,
+    /// Seconds an engine's lease on a running operation lasts unless renewed
+    /// (renewed every third of it). Another engine takes over an operation
+    /// whose lease ran out: the time to recover from a dead engine.
+    pub lease_seconds: u64,
+    /// How many stack operations one `cairn serve` engine runs at once; the
+    /// rest wait (recorded) until this engine or another sharing the state
+    /// has room.
+    pub max_operations: usize,
 }
 
 impl Default for EngineConfig {
@@ -74,6 +82,8 @@ impl Default for EngineConfig {
             cleanup_attempts: 3,
             cleanup_backoff_seconds: 5.0,
             health_timeout_seconds: 300,
+            lease_seconds: 15,
+            max_operations: 32,
         }
     }
 }

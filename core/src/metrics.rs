@@ -67,3 +67,25 @@ pub fn deliveries() -> Vec<(String, u64)> {
     with(|c| out = c.deliveries.iter().map(|(k, v)| (k.clone(), *v)).collect());
     out
 }
+
+static TAKEOVERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static DROPPED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// One operation taken over from an engine whose lease ran out.
+pub fn takeover() {
+    TAKEOVERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// One operation this engine dropped because another took its lease over
+/// (its writes were refused on the fencing token).
+pub fn dropped_operation() {
+    DROPPED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// (takeovers done, operations dropped after losing their lease).
+pub fn leases() -> (u64, u64) {
+    (
+        TAKEOVERS.load(std::sync::atomic::Ordering::Relaxed),
+        DROPPED.load(std::sync::atomic::Ordering::Relaxed),
+    )
+}

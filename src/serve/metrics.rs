@@ -6,6 +6,14 @@ use std::fmt::Write;
 use std::sync::Mutex;
 use std::time::Duration;
 
+/// The engine's figures read for one page.
+pub struct EngineFigures {
+    pub leases_held: usize,
+    pub max_operations: usize,
+    /// None when the store did not answer.
+    pub store_round_trip: Option<Duration>,
+}
+
 #[derive(Default)]
 pub struct Metrics {
     inner: Mutex<Counters>,
@@ -46,7 +54,11 @@ impl Metrics {
         }
     }
 
-    pub fn render(&self, providers: &[cairn_core::registry::ProviderStatus]) -> String {
+    pub fn render(
+        &self,
+        providers: &[cairn_core::registry::ProviderStatus],
+        engine: &EngineFigures,
+    ) -> String {
         let mut out = String::new();
         let Ok(c) = self.inner.lock() else {
             return out;
@@ -131,6 +143,33 @@ impl Metrics {
         for p in providers.iter().filter(|p| p.state != "not started") {
             let up = u8::from(p.cause.is_none());
             let _ = writeln!(out, "cairn_provider_up{{provider=\"{}\"}} {up}", p.name);
+        }
+        let (takeovers, dropped) = cairn_core::metrics::leases();
+        let _ = writeln!(
+            out,
+            "# HELP cairn_leases_held Stack operations this engine runs now (each under a lease)."
+        );
+        let _ = writeln!(out, "# TYPE cairn_leases_held gauge");
+        let _ = writeln!(out, "cairn_leases_held {}", engine.leases_held);
+        let _ = writeln!(
+            out,
+            "# HELP cairn_operations_max What this engine runs at once ([engine] max_operations)."
+        );
+        let _ = writeln!(out, "# TYPE cairn_operations_max gauge");
+        let _ = writeln!(out, "cairn_operations_max {}", engine.max_operations);
+        let _ = writeln!(out, "# HELP cairn_takeovers_total Operations this engine took over from an engine whose lease ran out.");
+        let _ = writeln!(out, "# TYPE cairn_takeovers_total counter");
+        let _ = writeln!(out, "cairn_takeovers_total {takeovers}");
+        let _ = writeln!(out, "# HELP cairn_operations_dropped_total Operations this engine let go because another took its lease over (its writes were refused).");
+        let _ = writeln!(out, "# TYPE cairn_operations_dropped_total counter");
+        let _ = writeln!(out, "cairn_operations_dropped_total {dropped}");
+        if let Some(rtt) = engine.store_round_trip {
+            let _ = writeln!(
+                out,
+                "# HELP cairn_store_round_trip_seconds One round trip to the state store, measured for this page."
+            );
+            let _ = writeln!(out, "# TYPE cairn_store_round_trip_seconds gauge");
+            let _ = writeln!(out, "cairn_store_round_trip_seconds {}", rtt.as_secs_f64());
         }
         let _ = writeln!(out, "# HELP cairn_webhook_deliveries_total Custom-resource request deliveries: delivered, retried (one per retry), failed.");
         let _ = writeln!(out, "# TYPE cairn_webhook_deliveries_total counter");

@@ -93,7 +93,13 @@ pub struct App {
     pub engine: Arc<Engine>,
     pub config: Config,
     pub metrics: metrics::Metrics,
+    /// One permit per operation this engine runs (`[engine] max_operations`).
+    pub slots: Arc<tokio::sync::Semaphore>,
 }
+
+/// How often an engine looks for operations nobody runs (handed off by a
+/// full engine, or left by one whose lease ran out).
+const CLAIM_EVERY: Duration = Duration::from_secs(1);
 
 impl App {
     /// Runs the stack's operation to its end in the background (as the CLI
@@ -104,28 +110,70 @@ impl App {
     /// milliseconds, and an SDK waiter that finds the stack done on its
     /// first poll does not sleep its 30-second delay.
     pub async fn drive(self: &Arc<Self>, stack_id: String, kind: &'static str) {
-        let app = self.clone();
-        app.metrics.operation_started(kind);
-        let running = tokio::spawn(async move {
-            loop {
-                match app.engine.run(&stack_id).await {
-                    // Another process holds it: follow until it is free.
-                    Err(EngineError::Store(StoreError::Busy { .. })) => {
-                        tokio::time::sleep(Duration::from_millis(200)).await
-                    }
-                    Err(e) => {
-                        tracing::error!(stack = %stack_id, "operation failed: {e}");
-                        return;
-                    }
-                    Ok(status) => {
-                        app.metrics.operation_ended(kind, status.as_str());
-                        return;
-                    }
-                }
+        self.metrics.operation_started(kind);
+        // Full: the operation is recorded; the next engine with room (this
+        // one included) claims it.
+        let Ok(permit) = self.slots.clone().try_acquire_owned() else {
+            tracing::info!(stack = %stack_id, "at max_operations: handing the operation to the next engine with room");
+            if let Err(e) = self.engine.hand_off(&stack_id).await {
+                tracing::error!(stack = %stack_id, "cannot hand the operation off: {e}");
             }
-        });
+            return;
+        };
+        let running = self.spawn_run(stack_id, Some(kind), permit);
         let wait = Duration::from_millis(self.config.server.answer_within_ms);
         let _ = tokio::time::timeout(wait, running).await;
+    }
+
+    /// Runs a stack's operation (started or claimed by this engine) to its
+    /// end in the background, holding one of the engine's slots.
+    fn spawn_run(
+        self: &Arc<Self>,
+        stack_id: String,
+        kind: Option<&'static str>,
+        permit: tokio::sync::OwnedSemaphorePermit,
+    ) -> tokio::task::JoinHandle<()> {
+        let app = self.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            match app.engine.run(&stack_id).await {
+                Ok(status) => {
+                    app.metrics
+                        .operation_ended(kind.unwrap_or("RESUMED"), status.as_str());
+                }
+                // Another engine holds it and runs it.
+                Err(EngineError::Store(StoreError::Busy { .. })) => {}
+                Err(EngineError::Store(StoreError::LeaseLost(_))) => {
+                    eprintln!("dropped the operation of {stack_id}: another engine took its lease over; this engine's late writes for it were refused");
+                }
+                Err(e) => tracing::error!(stack = %stack_id, "operation failed: {e}"),
+            }
+        })
+    }
+
+    /// Claims, every [`CLAIM_EVERY`], as many operations nobody runs as this
+    /// engine has free slots, and runs them.
+    async fn claim_forever(self: Arc<Self>) {
+        loop {
+            let room = self.slots.available_permits();
+            match self.engine.claim(room).await {
+                Ok(ids) => {
+                    for id in ids {
+                        match self.slots.clone().try_acquire_owned() {
+                            Ok(permit) => {
+                                eprintln!("running the operation of {id} (claimed)");
+                                self.spawn_run(id, None, permit);
+                            }
+                            Err(_) => {
+                                let _ = self.engine.hand_off(&id).await;
+                            }
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!("cannot claim operations: {e}"),
+            }
+            tokio::time::sleep(CLAIM_EVERY).await;
+        }
     }
 }
 
@@ -167,6 +215,9 @@ pub async fn run(args: ServeArgs<'_>) -> anyhow::Result<()> {
         engine: engine.clone(),
         config: config.clone(),
         metrics: metrics::Metrics::default(),
+        slots: Arc::new(tokio::sync::Semaphore::new(
+            config.engine.max_operations.max(1),
+        )),
     });
     let router: Router = Router::new()
         .route("/", get(query).post(query))
@@ -205,24 +256,19 @@ pub async fn run(args: ServeArgs<'_>) -> anyhow::Result<()> {
         .public_url
         .clone()
         .unwrap_or_else(|| format!("{scheme}://{addr}"));
-    let router = router.merge(cairn_core::webhook::callback::host_on(&public, addr)?);
+    let router = router.merge(
+        cairn_core::webhook::callback::host_on(&public, config.webhooks.public_url.is_some(), addr)
+            .await?,
+    );
     // The one line tests and scripts read the bound port from.
     println!("listening on {scheme}://{addr}");
     tracing::info!("listening on {scheme}://{addr}");
-    // Operations a previous process left in progress continue here.
-    {
-        let engine = engine.clone();
-        tokio::spawn(async move {
-            match engine.resume_abandoned().await {
-                Ok(ids) => {
-                    for id in ids {
-                        eprintln!("resumed the interrupted operation of {id}");
-                    }
-                }
-                Err(e) => eprintln!("cannot resume interrupted operations: {e}"),
-            }
-        });
+    // Operations a previous process on this host left in progress are
+    // claimed at once; those of engines elsewhere when their leases run out.
+    if let Err(e) = engine.break_dead_leases().await {
+        eprintln!("cannot look for interrupted operations: {e}");
     }
+    tokio::spawn(app.clone().claim_forever());
     let handle = axum_server::Handle::new();
     {
         let handle = handle.clone();
@@ -275,9 +321,17 @@ async fn shutdown_signal() {
 
 async fn metrics_page(State(app): State<Arc<App>>) -> Response {
     let providers = app.engine.registry().provider_statuses();
+    let started = std::time::Instant::now();
+    let ping = tokio::time::timeout(Duration::from_secs(5), app.engine.store().ping()).await;
+    let max_operations = app.config.engine.max_operations.max(1);
+    let figures = metrics::EngineFigures {
+        leases_held: max_operations - app.slots.available_permits(),
+        max_operations,
+        store_round_trip: matches!(ping, Ok(Ok(()))).then(|| started.elapsed()),
+    };
     (
         [("content-type", "text/plain; version=0.0.4")],
-        app.metrics.render(&providers),
+        app.metrics.render(&providers, &figures),
     )
         .into_response()
 }

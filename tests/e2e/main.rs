@@ -3,6 +3,7 @@
 mod changesets;
 mod crash;
 mod drift;
+mod engines;
 mod groups;
 mod hostile;
 mod outage;

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use super::{stack_context, stack_event, valid_stack_name, Engine, EngineError, LEASE_TTL_MS};
+use super::{stack_context, stack_event, valid_stack_name, Engine, EngineError};
 use crate::plan;
 use crate::stack::{now, ChangeSetRecord, OnFailure, StackRecord, StackStatus};
 use crate::store::{OperationRecord, StoreError};
@@ -241,7 +241,7 @@ impl Engine {
         );
         let lease = self
             .store
-            .insert_stack(&stack, &first, &self.operation_owner(), LEASE_TTL_MS)
+            .insert_stack(&stack, &first, &self.operation_owner(), self.lease_ttl_ms())
             .await?;
         self.store.release_lease(&lease).await?;
         Ok(stack)
@@ -431,7 +431,11 @@ impl Engine {
         self.check_plan_holds(cs, &changes).await?;
         let lease = self
             .store
-            .acquire_lease(&stack.stack_id, &self.operation_owner(), LEASE_TTL_MS)
+            .acquire_lease(
+                &stack.stack_id,
+                &self.operation_owner(),
+                self.lease_ttl_ms(),
+            )
             .await?;
         let version = self.store.event_count(&stack.stack_id).await? as i64;
         let current = self.store.find_stack(&stack.stack_id).await?;
@@ -495,7 +499,11 @@ impl Engine {
     pub(super) async fn delete_review_stack(&self, stack: &StackRecord) -> Result<(), EngineError> {
         let lease = self
             .store
-            .acquire_lease(&stack.stack_id, &self.operation_owner(), LEASE_TTL_MS)
+            .acquire_lease(
+                &stack.stack_id,
+                &self.operation_owner(),
+                self.lease_ttl_ms(),
+            )
             .await?;
         for cs in self.store.change_sets(&stack.stack_id).await? {
             self.store.delete_change_set(&cs.change_set_id).await?;

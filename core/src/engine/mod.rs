@@ -47,7 +47,6 @@ use crate::validate;
 use dag::Outcome;
 use resolve::Results;
 
-const LEASE_TTL_MS: i64 = 15_000;
 /// How often a running update looks for a cancel request.
 const CANCEL_POLL: Duration = Duration::from_millis(200);
 
@@ -223,8 +222,8 @@ pub struct Engine {
     /// served by one process can never both hold a stack.
     owner: String,
     /// Operations this process started and has not run yet: stack id →
-    /// the lease owner [`Engine::run`] continues under.
-    started: std::sync::Mutex<HashMap<String, String>>,
+    /// the lease [`Engine::run`] continues under.
+    started: std::sync::Mutex<HashMap<String, Lease>>,
 }
 
 impl Engine {
@@ -248,8 +247,28 @@ impl Engine {
     /// owner instead of waiting for it.
     fn started_under(&self, lease: &Lease) {
         if let Ok(mut started) = self.started.lock() {
-            started.insert(lease.stack_id.clone(), lease.owner.clone());
+            started.insert(lease.stack_id.clone(), lease.clone());
         }
+    }
+
+    /// Hands an operation this process started but will not run (a server
+    /// at its `max_operations`) to whichever engine sharing the state has
+    /// room: its lease is released, so the next claim takes it.
+    pub async fn hand_off(&self, stack_id: &str) -> Result<(), EngineError> {
+        let lease = self
+            .started
+            .lock()
+            .ok()
+            .and_then(|mut s| s.remove(stack_id));
+        if let Some(lease) = lease {
+            self.store.release_lease(&lease).await?;
+        }
+        Ok(())
+    }
+
+    /// How long a lease lasts unless renewed (`[engine] lease_seconds`).
+    fn lease_ttl_ms(&self) -> i64 {
+        (self.config.engine.lease_seconds.max(1) as i64).saturating_mul(1000)
     }
 
     pub fn registry(&self) -> &Arc<Registry> {
@@ -343,7 +362,7 @@ impl Engine {
         );
         let lease = self
             .store
-            .insert_stack(&stack, &first, &self.operation_owner(), LEASE_TTL_MS)
+            .insert_stack(&stack, &first, &self.operation_owner(), self.lease_ttl_ms())
             .await?;
         self.started_under(&lease);
         self.store
@@ -485,41 +504,94 @@ impl Engine {
         })
     }
 
-    /// Resumes every in-progress operation whose owner is gone (crashed), and
-    /// drives each to a terminal status. Returns the stack ids resumed.
+    /// Resumes every in-progress operation whose owner is gone (crashed),
+    /// one after the other, and drives each to a terminal status. Returns
+    /// the stack ids resumed.
     pub async fn resume_abandoned(self: &Arc<Self>) -> Result<Vec<String>, EngineError> {
+        self.break_dead_leases().await?;
         let mut resumed = Vec::new();
+        loop {
+            let Some(stack_id) = self.claim(1).await?.pop() else {
+                break;
+            };
+            // Driven already in this loop and still in progress: its
+            // operation stopped here (lost lease); leave it to the others.
+            if resumed.contains(&stack_id) {
+                self.hand_off(&stack_id).await?;
+                break;
+            }
+            match self.run(&stack_id).await {
+                Ok(_) | Err(EngineError::Store(StoreError::Busy { .. })) => {}
+                Err(e) => return Err(e),
+            }
+            resumed.push(stack_id);
+        }
+        Ok(resumed)
+    }
+
+    /// Expires the leases of operations whose owner was a process on this
+    /// host that no longer runs, so they are claimed at once instead of
+    /// when their lease runs out.
+    pub async fn break_dead_leases(&self) -> Result<(), EngineError> {
         for s in self.store.in_progress_stacks().await? {
             if let Some(owner) = self.store.lease_owner(&s.stack_id).await? {
                 if owner_process(&owner) != self.owner && owner_is_dead(&owner) {
                     self.store.break_lease(&s.stack_id, &owner).await?;
-                } else {
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Claims up to `room` operations that no engine holds (handed off, or
+    /// whose owner's lease ran out: a crashed or stalled engine) and returns
+    /// their stack ids, to be driven with [`Engine::run`], which continues
+    /// each under its claim. An operation taken over from an engine that
+    /// died is a resume: after two in a row that recorded nothing it is
+    /// marked failed instead (see [`Engine::give_up`]).
+    pub async fn claim(&self, room: usize) -> Result<Vec<String>, EngineError> {
+        if room == 0 {
+            return Ok(Vec::new());
+        }
+        let owners: Vec<String> = (0..room).map(|_| self.operation_owner()).collect();
+        let claims = self
+            .store
+            .claim_operations(&owners, self.lease_ttl_ms())
+            .await?;
+        let mut ids = Vec::with_capacity(claims.len());
+        for claim in claims {
+            let stack_id = claim.lease.stack_id.clone();
+            if let Some(from) = &claim.taken_from {
+                tracing::warn!(stack = %stack_id, from = %from, token = claim.lease.token, "took over an operation whose engine stopped renewing its lease");
+                crate::metrics::takeover();
+                // A process that dies on the same step every time (a
+                // provider that aborts, an input that exhausts memory)
+                // would take every engine down in turn: after two resumes
+                // in a row that recorded nothing, the operation is marked
+                // failed instead.
+                let attempts = self.store.note_resume(&stack_id).await?;
+                if attempts > RESUMES_WITHOUT_PROGRESS {
+                    if let Some(stack) = self.store.find_stack(&stack_id).await? {
+                        self.give_up(&stack, attempts - 1, claim.lease).await?;
+                    }
                     continue;
                 }
             }
-            // A process that dies on the same step every time (a provider
-            // that aborts, an input that exhausts memory) would take every
-            // later command down with it: after two resumes in a row that
-            // recorded nothing, the operation is marked failed instead.
-            let attempts = self.store.note_resume(&s.stack_id).await?;
-            let outcome = if attempts > RESUMES_WITHOUT_PROGRESS {
-                self.give_up(&s, attempts - 1).await
-            } else {
-                self.run(&s.stack_id).await.map(|_| ())
-            };
-            match outcome {
-                Ok(()) => resumed.push(s.stack_id.clone()),
-                Err(EngineError::Store(StoreError::Busy { .. })) => {}
-                Err(e) => return Err(e),
-            }
+            self.started_under(&claim.lease);
+            ids.push(stack_id);
         }
-        Ok(resumed)
+        Ok(ids)
     }
 
     /// Ends an operation that its resumes could not move: the stack goes to
     /// the failed status its operation can be recovered from (delete,
     /// continue-rollback, a new update), with the reason.
-    async fn give_up(&self, stack: &StackRecord, crashed: u32) -> Result<(), EngineError> {
+    async fn give_up(
+        &self,
+        stack: &StackRecord,
+        crashed: u32,
+        lease: Lease,
+    ) -> Result<(), EngineError> {
         let kind = self.store.operation(&stack.stack_id).await?.map(|o| o.kind);
         let (status, hint) = match stack.status {
             StackStatus::CreateInProgress => (
@@ -550,11 +622,10 @@ impl Engine {
                 StackStatus::UpdateRollbackComplete,
                 "the resources the cleanup did not reach are still there",
             ),
-            _ => return Ok(()),
-        };
-        let lease = match self.lease_for_new_operation(stack).await? {
-            Ok(lease) => lease,
-            Err(_) => return Ok(()),
+            _ => {
+                self.store.release_lease(&lease).await?;
+                return Ok(());
+            }
         };
         let reason = format!(
             "Cairn stopped {crashed} times in a row while resuming this operation, recording nothing each time; it is marked {status} so that other commands can run: {hint}. The stack's last events name the resource it was working on."
@@ -588,22 +659,32 @@ impl Engine {
             .lock()
             .ok()
             .and_then(|mut s| s.remove(&stack.stack_id))
+            .map(|lease| lease.owner)
             .unwrap_or_else(|| self.operation_owner());
         let lease = self
             .store
-            .acquire_lease(&stack.stack_id, &owner, LEASE_TTL_MS)
+            .acquire_lease(&stack.stack_id, &owner, self.lease_ttl_ms())
             .await?;
         let op = Arc::new(self.load(&stack, lease.clone()).await?);
         let heartbeat = {
             let store = self.store.clone();
             let lease = lease.clone();
             let op = op.clone();
+            let ttl = self.lease_ttl_ms();
             tokio::spawn(async move {
                 loop {
-                    tokio::time::sleep(Duration::from_millis((LEASE_TTL_MS / 3) as u64)).await;
-                    if store.renew_lease(&lease, LEASE_TTL_MS).await.is_err() {
-                        op.aborted.store(true, Ordering::SeqCst);
-                        return;
+                    tokio::time::sleep(Duration::from_millis((ttl / 3) as u64)).await;
+                    match store.renew_lease(&lease, ttl).await {
+                        Ok(()) => {}
+                        Err(StoreError::LeaseLost(_)) => {
+                            op.aborted.store(true, Ordering::SeqCst);
+                            return;
+                        }
+                        // The database is unreachable for now: the lease
+                        // may run out, and then the writes say so.
+                        Err(e) => {
+                            tracing::warn!(stack = %lease.stack_id, "cannot renew the lease: {e}")
+                        }
                     }
                 }
             })
@@ -627,6 +708,16 @@ impl Engine {
         heartbeat.abort();
         if let Some(w) = cancel_watch {
             w.abort();
+        }
+        if op.aborted.load(Ordering::SeqCst)
+            || matches!(result, Err(EngineError::Store(StoreError::LeaseLost(_))))
+        {
+            // Another engine took the operation over (this one stalled past
+            // its lease): everything this one would still write is refused
+            // on the fencing token, so it lets go.
+            crate::metrics::dropped_operation();
+            tracing::warn!(stack = %lease.stack_id, owner = %lease.owner, token = lease.token, "dropped the operation: another engine took its lease over, and this engine's writes for it are refused (fencing token {} is no longer current)", lease.token);
+            return Err(StoreError::LeaseLost(lease.stack_id.clone()).into());
         }
         let status = result?;
         if !status.is_in_progress() {
@@ -1009,7 +1100,7 @@ impl Engine {
         loop {
             match self
                 .store
-                .acquire_lease(&stack.stack_id, &owner, LEASE_TTL_MS)
+                .acquire_lease(&stack.stack_id, &owner, self.lease_ttl_ms())
                 .await
             {
                 Ok(lease) => return Ok(Ok(lease)),

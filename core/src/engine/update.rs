@@ -13,7 +13,7 @@ use serde_json::{json, Map, Value};
 
 use super::dag::Outcome;
 use super::resolve::Results;
-use super::{stack_context, Attempt, EngineError, Op, LEASE_TTL_MS};
+use super::{stack_context, Attempt, EngineError, Op};
 use crate::graph::Graph;
 use crate::plan::{self, Decision};
 use crate::stack::{
@@ -599,7 +599,11 @@ impl Engine {
         }
         let lease = self
             .store
-            .acquire_lease(&stack.stack_id, &self.operation_owner(), LEASE_TTL_MS)
+            .acquire_lease(
+                &stack.stack_id,
+                &self.operation_owner(),
+                self.lease_ttl_ms(),
+            )
             .await?;
         if self.current_status(&stack).await? != stack.status {
             let _ = self.store.release_lease(&lease).await;

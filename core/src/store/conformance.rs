@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Map};
 
-use super::{OperationRecord, Store, StoreError};
+use super::{Lease, OperationRecord, Store, StoreError};
 use crate::stack::{
     now, ChangeSetRecord, EventRecord, HistoryRecord, OnFailure, PendingCall, ResourceRecord,
     ResourceStatus, StackRecord, StackStatus, Tag, STACK_TYPE,
@@ -91,6 +91,8 @@ where
     change_sets(fresh().await.as_ref()).await;
     exports_groups_and_drift(fresh().await.as_ref()).await;
     concurrent_writers(fresh().await).await;
+    claims(fresh().await).await;
+    callback_responses(fresh().await.as_ref()).await;
 }
 
 async fn stacks_and_events(store: &dyn Store) {
@@ -522,4 +524,122 @@ async fn concurrent_writers(store: Arc<dyn Store>) {
     }
     assert_eq!(store.resources(&s.stack_id).await.unwrap().len(), 32);
     assert_eq!(store.event_count(&s.stack_id).await.unwrap(), 33);
+}
+
+/// Operations nobody holds are claimed oldest first, each by exactly one of
+/// several engines claiming at once; held and ended ones are not.
+async fn claims(store: Arc<dyn Store>) {
+    let mut ids = Vec::new();
+    for i in 0..12 {
+        let s = stack(&format!("queued{i}"));
+        let lease = store
+            .insert_stack(
+                &s,
+                &event(&s, &s.stack_name, "CREATE_IN_PROGRESS"),
+                "h:1:a",
+                60_000,
+            )
+            .await
+            .unwrap();
+        ids.push(s.stack_id.clone());
+        match i {
+            // Held by a live owner: never claimed.
+            0 => {}
+            // Its owner stalled: the lease runs out and it is taken over.
+            1 => {
+                store.release_lease(&lease).await.unwrap();
+                store
+                    .acquire_lease(&s.stack_id, "h:9:stalled", 1)
+                    .await
+                    .unwrap();
+            }
+            // Ended: nothing to run.
+            2 => {
+                store
+                    .set_stack_status(
+                        &lease,
+                        StackStatus::CreateComplete,
+                        None,
+                        &event(&s, &s.stack_name, "CREATE_COMPLETE"),
+                    )
+                    .await
+                    .unwrap();
+                store.release_lease(&lease).await.unwrap();
+            }
+            _ => store.release_lease(&lease).await.unwrap(),
+        }
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    // Oldest first, at most as many as there are owners.
+    let first = store
+        .claim_operations(&["e:1:x".to_string()], 60_000)
+        .await
+        .unwrap();
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].lease.stack_id, ids[1]);
+    assert_eq!(first[0].taken_from.as_deref(), Some("h:9:stalled"));
+    assert_eq!(
+        store.lease_owner(&ids[1]).await.unwrap().as_deref(),
+        Some("e:1:x")
+    );
+    // The stalled owner's writes are refused from now on.
+    let stale = Lease {
+        stack_id: ids[1].clone(),
+        owner: "h:9:stalled".into(),
+        token: first[0].lease.token - 1,
+    };
+    assert!(matches!(
+        store.renew_lease(&stale, 60_000).await,
+        Err(StoreError::LeaseLost(_))
+    ));
+    // Four engines claim at once: the nine free operations are shared out,
+    // none twice.
+    let mut racers = Vec::new();
+    for e in 0..4 {
+        let store = store.clone();
+        racers.push(tokio::spawn(async move {
+            let owners: Vec<String> = (0..5).map(|i| format!("e:{e}:{i}")).collect();
+            store.claim_operations(&owners, 60_000).await.unwrap()
+        }));
+    }
+    let mut claimed = Vec::new();
+    for r in racers {
+        for c in r.await.unwrap() {
+            assert_eq!(c.taken_from, None);
+            claimed.push(c.lease.stack_id);
+        }
+    }
+    claimed.sort();
+    let mut expected: Vec<String> = ids[3..].to_vec();
+    expected.sort();
+    assert_eq!(claimed, expected);
+    assert!(store
+        .claim_operations(&["e:5:x".to_string()], 60_000)
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+/// A response kept by one engine is found by another; the first counts.
+async fn callback_responses(store: &dyn Store) {
+    let secret = store.callback_secret().await.unwrap();
+    assert_eq!(secret.len(), 32);
+    assert_eq!(store.callback_secret().await.unwrap(), secret, "made once");
+    assert!(store
+        .put_callback_response("req-1", b"{\"Status\":\"SUCCESS\"}")
+        .await
+        .unwrap());
+    assert!(!store
+        .put_callback_response("req-1", b"second")
+        .await
+        .unwrap());
+    let found = store
+        .callback_responses(&["req-0".to_string(), "req-1".to_string()])
+        .await
+        .unwrap();
+    assert_eq!(
+        found,
+        vec![("req-1".to_string(), b"{\"Status\":\"SUCCESS\"}".to_vec())]
+    );
+    assert!(store.callback_responses(&[]).await.unwrap().is_empty());
 }

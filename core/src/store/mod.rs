@@ -11,6 +11,10 @@ use crate::stack::{
     ChangeSetRecord, EventRecord, HistoryRecord, ResourceRecord, StackRecord, StackStatus,
 };
 
+/// How long a kept custom-resource response is kept (a request waits at most
+/// an hour, its ServiceTimeout's bound).
+pub const CALLBACK_RESPONSE_TTL_MS: i64 = 24 * 3600 * 1000;
+
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("Stack [{0}] already exists")]
@@ -37,6 +41,15 @@ pub struct Lease {
     pub stack_id: String,
     pub owner: String,
     pub token: i64,
+}
+
+/// An operation claimed by [`Store::claim_operations`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    pub lease: Lease,
+    /// The owner whose lease had run out (a takeover from a dead or stalled
+    /// engine); `None` when the operation had been handed off (released).
+    pub taken_from: Option<String>,
 }
 
 /// The operation a stack is running, kept so that a crashed one is resumed.
@@ -83,6 +96,33 @@ pub trait Store: Send + Sync {
     /// Expires the lease if `owner` still holds it (the owner is known dead).
     async fn break_lease(&self, stack_id: &str, owner: &str) -> Result<(), StoreError>;
     async fn release_lease(&self, lease: &Lease) -> Result<(), StoreError>;
+    /// Claims up to `owners.len()` in-progress operations that no engine
+    /// holds (lease released or run out), oldest first, the i-th under
+    /// `owners[i]`, atomically: two engines claiming at once never get the
+    /// same operation (PostgreSQL: `FOR UPDATE SKIP LOCKED`).
+    async fn claim_operations(
+        &self,
+        owners: &[String],
+        ttl_ms: i64,
+    ) -> Result<Vec<Claim>, StoreError>;
+
+    /// The secret that signs custom-resource ResponseURLs, made on first use
+    /// and shared by every engine on this state, so that any of them can
+    /// check a response sent to another's URL.
+    async fn callback_secret(&self) -> Result<Vec<u8>, StoreError>;
+    /// Keeps a handler's response (its raw body) to `request_id` for the
+    /// engine that waits for it. False when one is already kept (only the
+    /// first counts).
+    async fn put_callback_response(
+        &self,
+        request_id: &str,
+        body: &[u8],
+    ) -> Result<bool, StoreError>;
+    /// The kept responses to any of `request_ids`.
+    async fn callback_responses(
+        &self,
+        request_ids: &[String],
+    ) -> Result<Vec<(String, Vec<u8>)>, StoreError>;
 
     /// Sets the stack's status and records the stack event, atomically. A
     /// terminal status also ends the stack's open history entry and removes

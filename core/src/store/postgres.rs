@@ -12,7 +12,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{NoTls, Row, Transaction};
 
-use super::{Lease, OperationRecord, Store, StoreError};
+use super::{Claim, Lease, OperationRecord, Store, StoreError};
 use crate::stack::{
     ChangeSetRecord, EventRecord, HistoryRecord, OnFailure, ResourceRecord, StackRecord,
     StackStatus,
@@ -20,17 +20,38 @@ use crate::stack::{
 
 /// The schema version this Cairn writes; a database with a newer one is
 /// refused.
-const SCHEMA_VERSION: i32 = 1;
+const SCHEMA_VERSION: i32 = 2;
 
 /// Taken while the schema is applied, so engines starting together do not
 /// race (an arbitrary constant: "cairn" in ASCII).
 const MIGRATION_LOCK: i64 = 0x63_61_69_72_6e;
 
+/// How long PostgreSQL lets a session sit in an open transaction before it
+/// ends it (its locks released): part of the time a takeover may take.
+const IDLE_IN_TRANSACTION_MS: u32 = 2_000;
+
 /// Milliseconds since the epoch by the database's clock.
 const NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 
-const SCHEMA: &str = r#"
-CREATE TABLE IF NOT EXISTS cairn_schema (version INTEGER NOT NULL);
+/// The schema, one step per version: a database at version `v` gets the
+/// steps after `v`, in order, in one transaction each.
+const MIGRATIONS: &[(i32, &str)] = &[(1, SCHEMA_1), (2, SCHEMA_2)];
+
+/// Version 2: what lets any engine take a custom-resource response for
+/// another (the shared URL-signing secret, the kept responses).
+const SCHEMA_2: &str = r#"
+CREATE TABLE IF NOT EXISTS settings (
+    name TEXT PRIMARY KEY,
+    value BYTEA NOT NULL
+);
+CREATE TABLE IF NOT EXISTS callback_responses (
+    request_id TEXT PRIMARY KEY,
+    body BYTEA NOT NULL,
+    received_at BIGINT NOT NULL
+);
+"#;
+
+const SCHEMA_1: &str = r#"
 CREATE TABLE IF NOT EXISTS stacks (
     seq BIGSERIAL,
     stack_id TEXT PRIMARY KEY,
@@ -381,6 +402,14 @@ impl PgStore {
         let mut config = tokio_postgres::Config::from_str(url)
             .map_err(|e| StoreError::Backend(format!("the PostgreSQL URL is not valid: {e}")))?;
         with_environment(&mut config, |k| std::env::var(k).ok());
+        // A transaction of Cairn's is a few statements sent back to back.
+        // One left open (an engine paused with SIGSTOP or cut off mid-write)
+        // would hold its lease row locked and keep every other engine from
+        // taking the operation over: the server ends such a session.
+        let options = config.get_options().unwrap_or("").to_string();
+        config.options(format!(
+            "{options} -c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS}"
+        ).trim());
         let manager = Manager::from_config(
             config,
             NoTls,
@@ -403,36 +432,43 @@ impl PgStore {
         })
     }
 
-    /// Applies the schema under an advisory lock; refuses a database whose
+    /// Applies the schema steps this database lacks under an advisory lock
+    /// (engines starting together do not race); refuses a database whose
     /// schema is newer than this Cairn.
     async fn migrate(&self) -> Result<(), StoreError> {
-        let client = self.client().await?;
+        let mut client = self.client().await?;
         client
             .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])
             .await
             .map_err(backend)?;
         let result = async {
-            client.batch_execute(SCHEMA).await.map_err(backend)?;
+            client
+                .batch_execute("CREATE TABLE IF NOT EXISTS cairn_schema (version INTEGER NOT NULL)")
+                .await
+                .map_err(backend)?;
             let found = client
                 .query_opt("SELECT max(version) FROM cairn_schema", &[])
                 .await
                 .map_err(backend)?
                 .map(|r| get::<Option<i32>>(&r, 0))
                 .transpose()?
-                .flatten();
-            match found {
-                None => {
-                    client
-                        .execute("INSERT INTO cairn_schema (version) VALUES ($1)", &[&SCHEMA_VERSION])
-                        .await
-                        .map_err(backend)?;
-                    Ok(())
-                }
-                Some(v) if v > SCHEMA_VERSION => Err(StoreError::Backend(format!(
-                    "the PostgreSQL state database has schema version {v}, newer than this Cairn's {SCHEMA_VERSION}: upgrade Cairn"
-                ))),
-                Some(_) => Ok(()),
+                .flatten()
+                .unwrap_or(0);
+            if found > SCHEMA_VERSION {
+                return Err(StoreError::Backend(format!(
+                    "the PostgreSQL state database has schema version {found}, newer than this Cairn's {SCHEMA_VERSION}: upgrade Cairn"
+                )));
             }
+            for (version, step) in MIGRATIONS.iter().filter(|(v, _)| *v > found) {
+                let tx = client.transaction().await.map_err(backend)?;
+                tx.batch_execute(step).await.map_err(backend)?;
+                tx.execute("DELETE FROM cairn_schema", &[]).await.map_err(backend)?;
+                tx.execute("INSERT INTO cairn_schema (version) VALUES ($1)", &[version])
+                    .await
+                    .map_err(backend)?;
+                tx.commit().await.map_err(backend)?;
+            }
+            Ok(())
         }
         .await;
         let _ = client
@@ -647,6 +683,117 @@ impl Store for PgStore {
             &["UPDATE leases SET owner = NULL, expires = 0 WHERE stack_id = $1"],
         )
         .await
+    }
+
+    async fn claim_operations(
+        &self,
+        owners: &[String],
+        ttl_ms: i64,
+    ) -> Result<Vec<Claim>, StoreError> {
+        if owners.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        // SKIP LOCKED: a lease row another engine is claiming (or writing
+        // under) right now is passed over, never handed out twice.
+        let free = tx
+            .query(
+                &format!(
+                    "SELECT l.stack_id, l.owner, l.token FROM leases l JOIN stacks s ON s.stack_id = l.stack_id \
+                     WHERE s.status LIKE '%\\_IN\\_PROGRESS' AND s.status <> 'REVIEW_IN_PROGRESS' \
+                     AND (l.owner IS NULL OR l.expires <= {NOW_MS}) \
+                     ORDER BY s.seq LIMIT $1 FOR UPDATE OF l SKIP LOCKED"
+                ),
+                &[&(owners.len() as i64)],
+            )
+            .await
+            .map_err(backend)?;
+        let mut claims = Vec::with_capacity(free.len());
+        for (row, owner) in free.iter().zip(owners) {
+            let stack_id: String = get(row, 0)?;
+            let taken_from: Option<String> = get(row, 1)?;
+            let token = get::<i64>(row, 2)? + 1;
+            tx.execute(
+                &format!("UPDATE leases SET owner = $1, expires = {NOW_MS} + $2, token = $3 WHERE stack_id = $4"),
+                &[owner, &ttl_ms, &token, &stack_id],
+            )
+            .await
+            .map_err(backend)?;
+            claims.push(Claim {
+                lease: Lease {
+                    stack_id,
+                    owner: owner.clone(),
+                    token,
+                },
+                taken_from,
+            });
+        }
+        tx.commit().await.map_err(backend)?;
+        Ok(claims)
+    }
+
+    async fn callback_secret(&self) -> Result<Vec<u8>, StoreError> {
+        let client = self.client().await?;
+        let mut fresh = [0u8; 32];
+        getrandom::fill(&mut fresh).map_err(backend)?;
+        // The first engine's secret wins; the others read it.
+        client
+            .execute(
+                "INSERT INTO settings (name, value) VALUES ('callback_secret', $1) ON CONFLICT (name) DO NOTHING",
+                &[&fresh.as_slice()],
+            )
+            .await
+            .map_err(backend)?;
+        let row = client
+            .query_one(
+                "SELECT value FROM settings WHERE name = 'callback_secret'",
+                &[],
+            )
+            .await
+            .map_err(backend)?;
+        get(&row, 0)
+    }
+
+    async fn put_callback_response(
+        &self,
+        request_id: &str,
+        body: &[u8],
+    ) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        client
+            .execute(
+                &format!("DELETE FROM callback_responses WHERE received_at < {NOW_MS} - $1"),
+                &[&super::CALLBACK_RESPONSE_TTL_MS],
+            )
+            .await
+            .map_err(backend)?;
+        let inserted = client
+            .execute(
+                &format!("INSERT INTO callback_responses (request_id, body, received_at) VALUES ($1, $2, {NOW_MS}) ON CONFLICT (request_id) DO NOTHING"),
+                &[&request_id, &body],
+            )
+            .await
+            .map_err(backend)?;
+        Ok(inserted == 1)
+    }
+
+    async fn callback_responses(
+        &self,
+        request_ids: &[String],
+    ) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        if request_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let client = self.client().await?;
+        let found = client
+            .query(
+                "SELECT request_id, body FROM callback_responses WHERE request_id = ANY($1)",
+                &[&request_ids],
+            )
+            .await
+            .map_err(backend)?;
+        found.iter().map(|r| Ok((get(r, 0)?, get(r, 1)?))).collect()
     }
 
     async fn set_stack_status(

@@ -13,7 +13,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use tokio::sync::oneshot;
 
-use super::{Lease, OperationRecord, Store, StoreError};
+use super::{Claim, Lease, OperationRecord, Store, StoreError};
 use crate::stack::{
     ChangeSetRecord, EventRecord, HistoryRecord, Journal, OnFailure, PendingCall, ResourceRecord,
     StackRecord, StackStatus,
@@ -151,11 +151,21 @@ CREATE TABLE IF NOT EXISTS imports (
     export_name TEXT NOT NULL,
     PRIMARY KEY (stack_id, export_name)
 );
+-- Custom-resource responses kept for whichever process waits for them.
+CREATE TABLE IF NOT EXISTS settings (
+    name TEXT PRIMARY KEY,
+    value BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS callback_responses (
+    request_id TEXT PRIMARY KEY,
+    body BLOB NOT NULL,
+    received_at INTEGER NOT NULL
+);
 "#;
 
 /// The layout version written into `PRAGMA user_version`; bump it with any
 /// change to `SCHEMA` that an older file would not have.
-const SCHEMA_VERSION: i64 = 9;
+const SCHEMA_VERSION: i64 = 10;
 
 /// A new file gets the current version; a file with another one is refused
 /// with a message instead of failing later on a missing column.
@@ -183,6 +193,8 @@ fn check_schema_version(conn: &Connection, path: &Path) -> Result<(), StoreError
         }
         7 => "ALTER TABLE stacks ADD COLUMN tags TEXT; ALTER TABLE change_sets ADD COLUMN tags TEXT; ALTER TABLE operations ADD COLUMN resume_attempts INTEGER NOT NULL DEFAULT 0; ALTER TABLE operations ADD COLUMN resume_events INTEGER NOT NULL DEFAULT 0;",
         8 => "ALTER TABLE change_sets ADD COLUMN tags TEXT; ALTER TABLE operations ADD COLUMN resume_attempts INTEGER NOT NULL DEFAULT 0; ALTER TABLE operations ADD COLUMN resume_events INTEGER NOT NULL DEFAULT 0;",
+        // Layout 10 only adds tables (the callback secret and responses).
+        9 => "SELECT 1;",
         _ => "",
     };
     if !added_columns.is_empty() {
@@ -696,6 +708,123 @@ impl Store for SqliteStore {
             lease,
             &["UPDATE leases SET owner = NULL, expires = 0 WHERE stack_id = ?1"],
         )
+        .await
+    }
+
+    async fn claim_operations(
+        &self,
+        owners: &[String],
+        ttl_ms: i64,
+    ) -> Result<Vec<Claim>, StoreError> {
+        if owners.is_empty() {
+            return Ok(Vec::new());
+        }
+        let owners = owners.to_vec();
+        // One writer thread: the select and the updates cannot interleave
+        // with another claim.
+        self.run(move |c| {
+            let now = now_ms();
+            let free = {
+                let mut st = c
+                    .prepare(
+                        "SELECT l.stack_id, l.owner, l.token FROM leases l JOIN stacks s ON s.stack_id = l.stack_id \
+                         WHERE s.status LIKE '%\\_IN\\_PROGRESS' ESCAPE '\\' AND s.status != 'REVIEW_IN_PROGRESS' \
+                         AND (l.owner IS NULL OR l.expires <= ?1) ORDER BY s.created_at, s.rowid LIMIT ?2",
+                    )
+                    .map_err(backend)?;
+                let rows = st
+                    .query_map(params![now, owners.len() as i64], |r| {
+                        Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?, r.get::<_, i64>(2)?))
+                    })
+                    .map_err(backend)?;
+                rows.collect::<Result<Vec<_>, _>>().map_err(backend)?
+            };
+            let mut claims = Vec::with_capacity(free.len());
+            for ((stack_id, taken_from, token), owner) in free.into_iter().zip(owners) {
+                let token = token + 1;
+                c.execute(
+                    "UPDATE leases SET owner = ?1, expires = ?2, token = ?3 WHERE stack_id = ?4",
+                    params![owner, now + ttl_ms, token, stack_id],
+                )
+                .map_err(backend)?;
+                claims.push(Claim {
+                    lease: Lease {
+                        stack_id,
+                        owner,
+                        token,
+                    },
+                    taken_from,
+                });
+            }
+            Ok(claims)
+        })
+        .await
+    }
+
+    async fn callback_secret(&self) -> Result<Vec<u8>, StoreError> {
+        let mut fresh = [0u8; 32];
+        getrandom::fill(&mut fresh).map_err(backend)?;
+        self.run(move |c| {
+            c.execute(
+                "INSERT OR IGNORE INTO settings (name, value) VALUES ('callback_secret', ?1)",
+                params![fresh.as_slice()],
+            )
+            .map_err(backend)?;
+            c.query_row(
+                "SELECT value FROM settings WHERE name = 'callback_secret'",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(backend)
+        })
+        .await
+    }
+
+    async fn put_callback_response(
+        &self,
+        request_id: &str,
+        body: &[u8],
+    ) -> Result<bool, StoreError> {
+        let (id, body) = (request_id.to_string(), body.to_vec());
+        self.run(move |c| {
+            let now = now_ms();
+            c.execute(
+                "DELETE FROM callback_responses WHERE received_at < ?1",
+                params![now - super::CALLBACK_RESPONSE_TTL_MS],
+            )
+            .map_err(backend)?;
+            let inserted = c
+                .execute(
+                    "INSERT OR IGNORE INTO callback_responses (request_id, body, received_at) VALUES (?1, ?2, ?3)",
+                    params![id, body, now],
+                )
+                .map_err(backend)?;
+            Ok(inserted == 1)
+        })
+        .await
+    }
+
+    async fn callback_responses(
+        &self,
+        request_ids: &[String],
+    ) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        let ids = request_ids.to_vec();
+        self.run(move |c| {
+            let mut st = c
+                .prepare("SELECT request_id, body FROM callback_responses WHERE request_id = ?1")
+                .map_err(backend)?;
+            let mut found = Vec::new();
+            for id in ids {
+                if let Some(body) = st
+                    .query_row(params![id], |r| r.get::<_, Vec<u8>>(1))
+                    .optional()
+                    .map_err(backend)?
+                {
+                    found.push((id, body));
+                }
+            }
+            Ok(found)
+        })
         .await
     }
 

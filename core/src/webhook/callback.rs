@@ -7,6 +7,16 @@
 //! bound to one waiting request and used once: the first response settles
 //! it; a duplicate (409), a response after the timeout (410), an unknown
 //! request (404) or a bad signature (403) changes nothing.
+//!
+//! With a shared state ([`share_through`]: every command and server does
+//! it), the secret is the state's, so any engine on the same database can
+//! check a URL another engine minted; a response is kept in the state
+//! before it is acted on, and an engine finds the responses that other
+//! engines received for the requests it waits for by polling the state
+//! every [`SHARED_POLL`]. Behind one load balancer (`[webhooks]
+//! public_url`), a handler's PUT may reach any engine, and an engine that
+//! takes over a dead one's Create waits for the handler's response instead
+//! of failing it.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -24,6 +34,20 @@ use tokio::sync::oneshot;
 use super::response;
 use super::WebhookError;
 use crate::config::WebhookConfig;
+use crate::store::Store;
+
+/// The state every engine of this process shares with the others.
+static SHARED: std::sync::OnceLock<Arc<dyn Store>> = std::sync::OnceLock::new();
+
+/// How often a listener looks in the shared state for responses other
+/// engines received for the requests it waits for.
+pub const SHARED_POLL: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Shares custom-resource responses through `store` (call it once, before
+/// the first custom resource, with the state the process opened).
+pub fn share_through(store: Arc<dyn Store>) {
+    let _ = SHARED.set(store);
+}
 
 /// What a waiting request receives: the checked response, or why the
 /// response that came is not acceptable.
@@ -77,7 +101,13 @@ impl Slots {
 
 /// The running listener and the requests waiting for a response.
 pub struct CallbackListener {
-    secret: [u8; 32],
+    secret: Vec<u8>,
+    /// The shared state, when the process shares one.
+    store: Option<Arc<dyn Store>>,
+    /// Whether ResponseURLs name an address other engines also answer
+    /// (`[webhooks] public_url`), so a response to a request another engine
+    /// sent can come to the state after that engine is gone.
+    public: bool,
     base_url: String,
     slots: Mutex<Slots>,
     local_addr: SocketAddr,
@@ -103,13 +133,21 @@ static HOSTED: std::sync::OnceLock<Arc<CallbackListener>> = std::sync::OnceLock:
 /// Makes the process's callback listener part of a server at `base_url`
 /// (bound at `local_addr`); returns the routes that server must serve.
 /// Call it before the first custom resource is created.
-pub fn host_on(base_url: &str, local_addr: SocketAddr) -> Result<Router, WebhookError> {
+pub async fn host_on(
+    base_url: &str,
+    public: bool,
+    local_addr: SocketAddr,
+) -> Result<Router, WebhookError> {
+    let (secret, store) = secret().await?;
     let listener = Arc::new(CallbackListener {
-        secret: new_secret()?,
+        secret,
+        store,
+        public,
         base_url: base_url.trim_end_matches('/').to_string(),
         slots: Mutex::new(Slots::default()),
         local_addr,
     });
+    listener.poll_shared();
     let router = CallbackListener::routes(listener.clone());
     HOSTED
         .set(listener)
@@ -122,12 +160,21 @@ pub fn hosted() -> Option<Arc<CallbackListener>> {
     HOSTED.get().cloned()
 }
 
-fn new_secret() -> Result<[u8; 32], WebhookError> {
+/// The URL-signing secret: the shared state's, or one drawn for this process.
+async fn secret() -> Result<(Vec<u8>, Option<Arc<dyn Store>>), WebhookError> {
+    if let Some(store) = SHARED.get() {
+        let secret = store.callback_secret().await.map_err(|e| {
+            WebhookError::Listener(format!(
+                "cannot read the callback secret from the state: {e}"
+            ))
+        })?;
+        return Ok((secret, Some(store.clone())));
+    }
     let mut secret = [0u8; 32];
     getrandom::fill(&mut secret).map_err(|e| {
         WebhookError::Listener(format!("no randomness for the callback secret: {e}"))
     })?;
-    Ok(secret)
+    Ok((secret.to_vec(), None))
 }
 
 impl CallbackListener {
@@ -140,7 +187,7 @@ impl CallbackListener {
     /// Binds the listener (`[webhooks] listen`) and serves it in the
     /// background for as long as the process runs.
     pub async fn start(config: &WebhookConfig) -> Result<Arc<CallbackListener>, WebhookError> {
-        let secret = new_secret()?;
+        let (secret, store) = secret().await?;
         let tcp = std::net::TcpListener::bind(&config.listen).map_err(|e| {
             WebhookError::Listener(format!(
                 "cannot listen for custom-resource responses on {} ([webhooks] listen): {e}",
@@ -171,10 +218,13 @@ impl CallbackListener {
             .to_string();
         let listener = Arc::new(CallbackListener {
             secret,
+            store,
+            public: config.public_url.is_some(),
             base_url,
             slots: Mutex::new(Slots::default()),
             local_addr,
         });
+        listener.poll_shared();
         let app = Self::routes(listener.clone());
         match tls {
             Some(tls) => {
@@ -204,6 +254,70 @@ impl CallbackListener {
 
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// Whether a response to a request that another engine sent can still
+    /// come to this one (through the shared state, at a shared address).
+    pub fn answers_for_other_engines(&self) -> bool {
+        self.store.is_some() && self.public
+    }
+
+    /// Delivers to the requests waiting here the responses other engines
+    /// kept for them, every [`SHARED_POLL`], for as long as the process runs.
+    fn poll_shared(self: &Arc<Self>) {
+        let Some(store) = self.store.clone() else {
+            return;
+        };
+        let listener = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(SHARED_POLL).await;
+                let Some(listener) = listener.upgrade() else {
+                    return;
+                };
+                let ids: Vec<String> = match listener.slots.lock() {
+                    Ok(s) => s.waiting.keys().cloned().collect(),
+                    Err(_) => return,
+                };
+                if ids.is_empty() {
+                    continue;
+                }
+                match store.callback_responses(&ids).await {
+                    Ok(found) => {
+                        for (id, body) in found {
+                            if let Ok(waiting) = listener.take(&id) {
+                                let _ = waiting.tx.send(response::check(&waiting.request, &body));
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!("cannot read custom-resource responses from the state: {e}")
+                    }
+                }
+            }
+        });
+    }
+
+    /// A kept response to `request_id`, if any engine received one.
+    pub async fn kept_response(&self, request_id: &str) -> Option<Vec<u8>> {
+        let store = self.store.as_ref()?;
+        let found = store
+            .callback_responses(&[request_id.to_string()])
+            .await
+            .ok()?;
+        found.into_iter().next().map(|(_, body)| body)
+    }
+
+    /// How the request ended here, if it did.
+    fn closed_here(&self, request_id: &str) -> Option<Closed> {
+        self.slots.lock().ok()?.closed.get(request_id).copied()
+    }
+
+    fn waits_here(&self, request_id: &str) -> bool {
+        self.slots
+            .lock()
+            .map(|s| s.waiting.contains_key(request_id))
+            .unwrap_or(false)
     }
 
     /// The ResponseURL for a request.
@@ -328,8 +442,40 @@ async fn receive(
     let Some(request_id) = key.rsplit('|').next().filter(|id| !id.is_empty()) else {
         return (StatusCode::NOT_FOUND, "not a response URL".into());
     };
+    // With a shared state the response is kept there first (durable before
+    // it is acted on; the first one kept counts), unless this engine knows
+    // the request already ended.
+    let mut kept = false;
+    if let Some(store) = &listener.store {
+        if listener.closed_here(request_id).is_none() {
+            match store.put_callback_response(request_id, &body).await {
+                Ok(true) => kept = true,
+                Ok(false) => {
+                    return (
+                        StatusCode::CONFLICT,
+                        format!(
+                        "request {request_id} was already answered; only the first response counts"
+                    ),
+                    )
+                }
+                Err(e) => {
+                    return (
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        format!("the response cannot be kept now ({e}); send it again"),
+                    )
+                }
+            }
+            if !listener.waits_here(request_id) {
+                // Another engine waits for it (or will, after a takeover):
+                // it finds the response in the state.
+                return (StatusCode::OK, String::new());
+            }
+        }
+    }
     let waiting = match listener.take(request_id) {
         Ok(w) => w,
+        // Kept above, and the poll of the state delivered it meanwhile.
+        Err((StatusCode::CONFLICT, _)) if kept => return (StatusCode::OK, String::new()),
         Err((StatusCode::GONE, message)) => {
             // Too late for the resource, not for what it made.
             if let Some((request, on_late)) = listener.take_late(request_id) {

@@ -378,50 +378,55 @@ impl Calls {
     /// Sends one Create and maps its response. Should the handler answer
     /// after the timeout, what it names is deleted then.
     async fn create(self: &Arc<Self>, req: &CreateRequest) -> Result<CreateResult, ProviderError> {
-        let ctx = &req.context;
-        let fallback_id = generated_physical_id(ctx);
         let on_late = self.delete_late(req);
-        match self
+        let answered = self
             .call(
-                ctx,
+                &req.context,
                 RequestType::Create,
                 None,
                 &req.properties,
                 None,
                 Some(on_late),
             )
-            .await
-        {
-            Ok(r) if r.status == ResponseStatus::Success => Ok(CreateResult {
-                physical_resource_id: r.physical_resource_id,
-                attributes: r.data,
-                no_echo: r.no_echo,
-            }),
-            // A failed Create still leaves a physical id: rollback sends a
-            // Delete with it (or with the one generated here).
-            Ok(r) => {
-                let id = if r.physical_resource_id.is_empty() {
-                    fallback_id
-                } else {
-                    r.physical_resource_id.clone()
-                };
-                Err(ProviderError::new(ErrorKind::InternalFailure, failed_reason(&r)).leaving(id))
-            }
-            Err(Failure::Refused(e)) => Err(e),
-            Err(f) => Err(f.into_error().leaving(fallback_id)),
-        }
+            .await;
+        create_outcome(answered, generated_physical_id(&req.context))
     }
 
-    /// Sends one request and waits for its response.
-    async fn call(
+    /// The outcome of a Create that an engine which is gone sent (its
+    /// ResponseURL signed with the shared state's secret): the response
+    /// kept in the state, waited for until the request's timeout when
+    /// handlers answer at an address every engine serves (`[webhooks]
+    /// public_url`), otherwise only one already kept. `None`: it cannot be
+    /// learned.
+    async fn recover_create(self: &Arc<Self>, req: &CreateRequest) -> Option<CreateOutcome> {
+        let ctx = &req.context;
+        let p = self
+            .prepare(ctx, RequestType::Create, None, &req.properties, None)
+            .await
+            .ok()?;
+        let fallback = generated_physical_id(ctx);
+        if !p.listener.answers_for_other_engines() {
+            let body = p.listener.kept_response(&ctx.request_id).await?;
+            let checked = response::check(&p.request, &body).map_err(Failure::Failed);
+            return Some(create_outcome(checked, fallback));
+        }
+        tracing::info!(request = %ctx.request_id, logical = %ctx.logical_resource_id, "waiting for the response to a Create another engine sent");
+        let answer = p
+            .listener
+            .expect_with_late(p.request.clone(), self.delete_late(req));
+        Some(create_outcome(p.wait(answer).await, fallback))
+    }
+
+    /// The request for `ctx` (its ResponseURL from the listener), with its
+    /// handler and deadline; nothing is sent.
+    async fn prepare(
         &self,
         ctx: &RequestContext,
         request_type: RequestType,
         physical_id: Option<&str>,
         properties: &Map<String, Value>,
         old_properties: Option<&Map<String, Value>>,
-        on_late: Option<callback::OnLate>,
-    ) -> Result<CustomResourceResponse, Failure> {
+    ) -> Result<Prepared, Failure> {
         let token = match properties.get("ServiceToken") {
             Some(Value::String(s)) if !s.is_empty() => s.clone(),
             _ => {
@@ -442,7 +447,8 @@ impl Calls {
         let listener = self
             .listener()
             .await
-            .map_err(|e| Failure::before_sending(&e.to_string()))?;
+            .map_err(|e| Failure::before_sending(&e.to_string()))?
+            .clone();
         let request = CustomResourceRequest {
             request_type,
             service_token: token,
@@ -459,11 +465,36 @@ impl Calls {
             resource_properties: stringify_map(properties),
             old_resource_properties: old_properties.map(stringify_map),
         };
+        Ok(Prepared {
+            listener,
+            target,
+            request,
+            deadline,
+            seconds,
+            source,
+        })
+    }
+
+    /// Sends one request and waits for its response.
+    async fn call(
+        &self,
+        ctx: &RequestContext,
+        request_type: RequestType,
+        physical_id: Option<&str>,
+        properties: &Map<String, Value>,
+        old_properties: Option<&Map<String, Value>>,
+        on_late: Option<callback::OnLate>,
+    ) -> Result<CustomResourceResponse, Failure> {
+        let p = self
+            .prepare(ctx, request_type, physical_id, properties, old_properties)
+            .await?;
+        let (listener, target, request, deadline) =
+            (&p.listener, &p.target, &p.request, p.deadline);
         let body =
-            Bytes::from(serde_json::to_vec(&request).map_err(|e| {
+            Bytes::from(serde_json::to_vec(request).map_err(|e| {
                 Failure::before_sending(&format!("cannot encode the request: {e}"))
             })?);
-        let mut answer = match on_late {
+        let answer = match on_late {
             Some(on_late) => listener.expect_with_late(request.clone(), on_late),
             None => listener.expect(request.clone()),
         };
@@ -489,23 +520,70 @@ impl Calls {
         };
         // Synchronous mode: the handler answered the POST with the response.
         if is_response(&reply) && listener.settle(&request.request_id) {
-            return response::check(&request, &reply).map_err(Failure::Failed);
+            return response::check(request, &reply).map_err(Failure::Failed);
         }
-        match tokio::time::timeout_at(deadline, &mut answer).await {
+        p.wait(answer).await
+    }
+}
+
+/// A request ready to send or to wait for.
+struct Prepared {
+    listener: Arc<CallbackListener>,
+    target: Target,
+    request: CustomResourceRequest,
+    deadline: Instant,
+    seconds: u64,
+    source: String,
+}
+
+impl Prepared {
+    /// Waits for the response to the request until its deadline.
+    async fn wait(
+        &self,
+        mut answer: tokio::sync::oneshot::Receiver<callback::Answer>,
+    ) -> Result<CustomResourceResponse, Failure> {
+        let request = &self.request;
+        match tokio::time::timeout_at(self.deadline, &mut answer).await {
             Ok(Ok(checked)) => checked.map_err(Failure::Failed),
             Ok(Err(_)) => Err(Failure::Failed("the callback listener stopped".into())),
             Err(_) => {
-                listener.expire(&request.request_id);
+                self.listener.expire(&request.request_id);
                 // A response that came at the last moment still counts.
                 match answer.try_recv() {
                     Ok(checked) => checked.map_err(Failure::Failed),
                     Err(_) => Err(Failure::TimedOut(format!(
-                        "CloudFormation did not receive a response from your Custom Resource. Please check your logs for requestId [{}]. (No response within {seconds} s, the {source}.)",
-                        request.request_id
+                        "CloudFormation did not receive a response from your Custom Resource. Please check your logs for requestId [{}]. (No response within {} s, the {}.)",
+                        request.request_id, self.seconds, self.source
                     ))),
                 }
             }
         }
+    }
+}
+
+/// A Create's result from its response: a failed Create still leaves a
+/// physical id (the handler's, or `fallback_id`), which the rollback's
+/// Delete names.
+fn create_outcome(
+    answered: Result<CustomResourceResponse, Failure>,
+    fallback_id: String,
+) -> CreateOutcome {
+    match answered {
+        Ok(r) if r.status == ResponseStatus::Success => Ok(CreateResult {
+            physical_resource_id: r.physical_resource_id,
+            attributes: r.data,
+            no_echo: r.no_echo,
+        }),
+        Ok(r) => {
+            let id = if r.physical_resource_id.is_empty() {
+                fallback_id
+            } else {
+                r.physical_resource_id.clone()
+            };
+            Err(ProviderError::new(ErrorKind::InternalFailure, failed_reason(&r)).leaving(id))
+        }
+        Err(Failure::Refused(e)) => Err(e),
+        Err(f) => Err(f.into_error().leaving(fallback_id)),
     }
 }
 
@@ -618,6 +696,9 @@ impl ResourceProvider for WebhookProvider {
     async fn recover_create(&self, req: &CreateRequest) -> Result<CreateResult, ProviderError> {
         if let Some(wait) = self.create_wait(req, false) {
             return self.collect(&req.context.request_id, wait).await;
+        }
+        if let Some(outcome) = self.calls.recover_create(req).await {
+            return outcome;
         }
         // Sent by a process that stopped before the answer came: the handler
         // may have made something, and sending the Create again would make a

@@ -1,0 +1,448 @@
+//! Several `cairn serve` engines on one PostgreSQL database behind one
+//! address (`balancer.py`): work spreads, an engine killed with SIGKILL has
+//! its operations taken over, a paused engine's late writes are refused,
+//! and a handler's response may reach any engine.
+
+use std::collections::BTreeSet;
+use std::io::BufRead;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::postgres::Database;
+use crate::support::Scratch;
+use crate::webhooks::{things_handler, things_left, things_requests, Program};
+
+/// One engine: its process, address and stderr file.
+struct Engine {
+    child: Child,
+    endpoint: String,
+    stderr: std::path::PathBuf,
+}
+
+impl Engine {
+    fn start(s: &Scratch, n: usize) -> Engine {
+        let stderr = s.dir.path().join(format!("engine-{n}.stderr"));
+        let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
+            .args(["--config", "cairn.toml", "serve", "--listen", "127.0.0.1:0"])
+            .current_dir(s.dir.path())
+            .env_remove("CAIRN_CONFIG")
+            .env_remove("CAIRN_STATE")
+            .env("RUST_LOG", "cairn=warn,cairn_core=warn")
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr).expect("stderr file"))
+            .spawn()
+            .expect("cairn serve starts");
+        let mut line = String::new();
+        if let Some(out) = child.stdout.take() {
+            let mut reader = std::io::BufReader::new(out);
+            let _ = reader.read_line(&mut line);
+            std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
+        }
+        let endpoint = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| {
+                panic!(
+                    "engine {n} did not start: {line:?} {}",
+                    std::fs::read_to_string(&stderr).unwrap_or_default()
+                )
+            })
+            .to_string();
+        Engine {
+            child,
+            endpoint,
+            stderr,
+        }
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    fn signal(&self, signal: &str) {
+        let ok = Command::new("kill")
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "kill -{signal} {}", self.child.id());
+    }
+
+    /// A figure of this engine's `/metrics`.
+    fn metric(&self, name: &str) -> f64 {
+        let page = crate::support::http_get(&self.endpoint, "/metrics");
+        page.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in /metrics: {page}"))
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `balancer.py` in front of the engines listed in `backends`.
+fn balancer(s: &Scratch) -> (Program, std::path::PathBuf) {
+    let backends = s.dir.path().join("backends");
+    let mut cmd = crate::support::python();
+    cmd.arg(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/e2e/balancer.py"
+    ))
+    .args(["--backends", backends.to_str().unwrap_or_default()]);
+    (Program::start(cmd), backends)
+}
+
+/// Runs `engines_client.py` and returns its stdout; fails the test with
+/// its stderr and the engines' logs when a check fails.
+fn client(s: &Scratch, engines: &[Engine], args: &[&str]) -> String {
+    let out = crate::support::python_with("boto3")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/e2e/engines_client.py"
+        ))
+        .args(args)
+        .current_dir(s.dir.path())
+        .env("AWS_ACCESS_KEY_ID", "AKIDENGINES")
+        .env("AWS_SECRET_ACCESS_KEY", "unused")
+        .env_remove("AWS_PROFILE")
+        .output()
+        .expect("python3 runs");
+    let logs: String = engines
+        .iter()
+        .enumerate()
+        .map(|(i, e)| format!("--- engine {i}\n{}", e.stderr()))
+        .collect();
+    assert!(
+        out.status.success(),
+        "engines_client.py {args:?} failed:\n{}\n{}\n{logs}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Twenty resources: sixteen test resources (two of them slow, in chains)
+/// and four custom resources behind the things handler.
+fn template(handler_port: u16) -> String {
+    let mut t = String::from("Resources:\n");
+    for i in 0..16 {
+        let mut props = if i % 4 == 1 {
+            format!("Value: !Ref R{}", i - 1)
+        } else {
+            format!("Value: v{i}")
+        };
+        if i == 2 || i == 9 {
+            props.push_str(", WaitSeconds: 2");
+        }
+        t.push_str(&format!(
+            "  R{i}: {{Type: Cairn::Test::Resource, Properties: {{{props}}}}}\n"
+        ));
+    }
+    for i in 0..4 {
+        t.push_str(&format!(
+            "  C{i}:\n    Type: Custom::Thing\n    Properties: {{ServiceToken: 'http://127.0.0.1:{handler_port}/', Sleep: '1', Of: !Ref R{i}}}\n"
+        ));
+    }
+    t
+}
+
+fn config(s: &Scratch, db: &Database, balancer_port: u16, lease_seconds: u64, max: usize) {
+    s.write(
+        "cairn.toml",
+        &format!(
+            "[engine]\nstate = \"{}\"\ndata_dir = \"data\"\nlease_seconds = {lease_seconds}\nmax_operations = {max}\n\n[server]\nauth = \"none\"\n\n[webhooks]\npublic_url = \"http://127.0.0.1:{balancer_port}\"\n",
+            db.url
+        ),
+    );
+}
+
+/// The test resources' backing files (physical ids).
+fn backing_files(s: &Scratch) -> BTreeSet<String> {
+    std::fs::read_dir(s.dir.path().join("data/test-resources"))
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter_map(|e| {
+                    e.file_name()
+                        .to_str()
+                        .and_then(|n| n.strip_suffix(".json"))
+                        .map(str::to_string)
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn three_engines_share_the_work_and_survive_a_sigkill() {
+    let db = Database::new();
+    let s = Scratch::new();
+    let things = s.dir.path().join("things");
+    let handler = things_handler(&things, "");
+    let (lb, backends) = balancer(&s);
+    config(&s, &db, lb.port, 3, 8);
+    let mut engines: Vec<Engine> = (0..3).map(|n| Engine::start(&s, n)).collect();
+    let list: Vec<&str> = engines.iter().map(|e| e.endpoint.as_str()).collect();
+    std::fs::write(&backends, list.join("\n")).expect("backends");
+    let endpoint = format!("http://127.0.0.1:{}", lb.port);
+    s.write("t.yaml", &template(handler.port));
+
+    // 30 stacks through the balancer: ten to each engine, of which each
+    // runs eight at once and hands two to whoever has room.
+    let ids: Vec<String> = serde_json::from_str(&client(
+        &s,
+        &engines,
+        &["create", &endpoint, "30", "t.yaml"],
+    ))
+    .expect("stack ids");
+    assert_eq!(ids.len(), 30);
+    // Mid-flight: the slow resources and the handlers are still working.
+    std::thread::sleep(Duration::from_millis(800));
+    let killed_at = Instant::now();
+    let _ = engines[0].child.kill();
+    let _ = engines[0].child.wait();
+
+    let stacks: Value = serde_json::from_str(&client(
+        &s,
+        &engines,
+        &["wait", &endpoint, "30", "CREATE_COMPLETE"],
+    ))
+    .expect("wait's JSON");
+    let recovered_in = killed_at.elapsed();
+    // The killed engine's operations were taken over by the others.
+    let takeovers =
+        engines[1].metric("cairn_takeovers_total") + engines[2].metric("cairn_takeovers_total");
+    assert!(takeovers >= 1.0, "no takeover: {}", engines[1].stderr());
+    let claimed = engines[1].stderr().matches("(claimed)").count()
+        + engines[2].stderr().matches("(claimed)").count();
+    assert!(claimed >= takeovers as usize);
+
+    // Nothing leaked or made twice: the backing files are exactly the live
+    // test resources, the handler's things exactly the live custom
+    // resources, and every custom resource got exactly one Create.
+    let mut live_files = BTreeSet::new();
+    let mut live_things = BTreeSet::new();
+    for (_, resources) in stacks.as_object().expect("stacks") {
+        for (_, r) in resources.as_object().expect("resources") {
+            let physical = r[1].as_str().unwrap_or_default().to_string();
+            match r[0].as_str() {
+                Some("Cairn::Test::Resource") => live_files.insert(physical),
+                _ => live_things.insert(physical),
+            };
+        }
+    }
+    assert_eq!(live_files.len(), 30 * 16);
+    assert_eq!(backing_files(&s), live_files);
+    assert_eq!(live_things.len(), 30 * 4);
+    let left: BTreeSet<String> = things_left(&things)
+        .into_iter()
+        .map(|n| n.to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, live_things);
+    let creates = things_requests(&things, None)
+        .into_iter()
+        .filter(|(kind, _)| kind == "Create")
+        .count();
+    assert_eq!(creates, 30 * 4, "a custom-resource Create was sent twice");
+    eprintln!(
+        "30 stacks of 20 resources done {recovered_in:?} after the SIGKILL; {takeovers} takeovers"
+    );
+
+    // Deleted through the survivors, nothing is left anywhere.
+    assert_eq!(
+        client(&s, &engines, &["delete", &endpoint, "30"]).trim(),
+        "deleted"
+    );
+    assert!(backing_files(&s).is_empty());
+    assert!(things_left(&things).is_empty());
+}
+
+/// An engine paused (SIGSTOP) past its lease: another engine takes the
+/// operation over and finishes it; the paused one, resumed, finds its
+/// writes refused on the fencing token and lets go.
+#[test]
+fn a_paused_engine_cannot_write_after_a_takeover() {
+    let db = Database::new();
+    let s = Scratch::new();
+    let (lb, backends) = balancer(&s);
+    config(&s, &db, lb.port, 2, 8);
+    let engines: Vec<Engine> = (0..2).map(|n| Engine::start(&s, n)).collect();
+    std::fs::write(&backends, &engines[1].endpoint).expect("backends");
+    s.write(
+        "t.yaml",
+        "Resources:\n  A: {Type: Cairn::Test::Resource, Properties: {Value: a}}\n  Slow: {Type: Cairn::Test::Resource, Properties: {Value: !Ref A, WaitSeconds: 3}}\n  After: {Type: Cairn::Test::Resource, DependsOn: Slow}\n",
+    );
+    // Started on engine 0 directly.
+    let mut body = std::fs::read_to_string(s.dir.path().join("t.yaml")).unwrap_or_default();
+    body = urlencode(&body);
+    let answer = post(
+        &engines[0].endpoint,
+        &format!("Action=CreateStack&StackName=paused&TemplateBody={body}"),
+    );
+    assert!(answer.contains("<StackId>"), "{answer}");
+    // Slow's create is in flight on engine 0: pause it there.
+    let started = Instant::now();
+    while !has_event(
+        &describe_events(&engines[1].endpoint, "paused"),
+        "Slow",
+        "Resource creation Initiated",
+    ) {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "Slow never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    engines[0].signal("STOP");
+    // Engine 1 takes it over once the lease runs out, re-issues Slow's
+    // create with the same request id and finishes the stack.
+    wait_for_status(&engines[1], &engines, "paused", "CREATE_COMPLETE");
+    let events_before = describe_events(&engines[1].endpoint, "paused");
+    engines[0].signal("CONT");
+    // Woken, engine 0's renewal and writes fail on the fencing token.
+    let started = Instant::now();
+    while !engines[0].stderr().contains("dropped the operation of") {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "engine 0 did not let go: {}",
+            engines[0].stderr()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        engines[0].stderr().contains(
+            "another engine took its lease over; this engine's late writes for it were refused"
+        ),
+        "{}",
+        engines[0].stderr()
+    );
+    assert_eq!(engines[0].metric("cairn_operations_dropped_total"), 1.0);
+    assert_eq!(engines[1].metric("cairn_takeovers_total"), 1.0);
+    // Nothing engine 0 did after waking landed: the events are the same,
+    // Slow completed once, and its one backing file is the live one.
+    std::thread::sleep(Duration::from_millis(500));
+    let events_after = describe_events(&engines[1].endpoint, "paused");
+    assert_eq!(events_before, events_after);
+    assert_eq!(
+        events_after
+            .matches("<LogicalResourceId>Slow</LogicalResourceId>")
+            .count(),
+        3
+    );
+    assert_eq!(backing_files(&s).len(), 3);
+}
+
+/// A handler's response PUT to an engine other than the one waiting for it
+/// completes the resource: the balancer sends each request to the next
+/// engine, so the response goes to the other engine.
+#[test]
+fn a_response_sent_to_another_engine_completes_the_resource() {
+    let db = Database::new();
+    let s = Scratch::new();
+    let things = s.dir.path().join("things");
+    let handler = things_handler(&things, "");
+    let (lb, backends) = balancer(&s);
+    config(&s, &db, lb.port, 15, 8);
+    let engines: Vec<Engine> = (0..2).map(|n| Engine::start(&s, n)).collect();
+    // The balancer knows only engine 1; the stack runs on engine 0.
+    std::fs::write(&backends, &engines[1].endpoint).expect("backends");
+    let template = format!(
+        "Resources:\n  Thing:\n    Type: Custom::Thing\n    Properties: {{ServiceToken: 'http://127.0.0.1:{}/'}}\n",
+        handler.port
+    );
+    let answer = post(
+        &engines[0].endpoint,
+        &format!(
+            "Action=CreateStack&StackName=relayed&TemplateBody={}",
+            urlencode(&template)
+        ),
+    );
+    assert!(answer.contains("<StackId>"), "{answer}");
+    wait_for_status(&engines[0], &engines, "relayed", "CREATE_COMPLETE");
+    let log = std::fs::read_to_string(backends.with_extension("log")).unwrap_or_default();
+    assert!(
+        log.contains("PUT /cfn-response/")
+            && log.contains(&format!("-> {} 200", engines[1].endpoint)),
+        "the response went through engine 1: {log}"
+    );
+    assert_eq!(things_left(&things).len(), 1);
+    let resources = post(
+        &engines[0].endpoint,
+        "Action=DescribeStackResources&StackName=relayed",
+    );
+    let thing = things_left(&things)[0].to_string_lossy().into_owned();
+    assert!(
+        resources.contains(&format!("<PhysicalResourceId>{thing}</PhysicalResourceId>")),
+        "{resources}"
+    );
+}
+
+fn urlencode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// POSTs a Query API form to an engine (auth is off) and returns the body.
+fn post(endpoint: &str, form: &str) -> String {
+    use std::io::{Read, Write};
+    let addr = endpoint.trim_start_matches("http://");
+    let mut conn = std::net::TcpStream::connect(addr).expect("connect");
+    let _ = conn.set_read_timeout(Some(Duration::from_secs(30)));
+    let request = format!(
+        "POST / HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{form}",
+        form.len()
+    );
+    conn.write_all(request.as_bytes()).expect("send");
+    let mut out = String::new();
+    let _ = conn.read_to_string(&mut out);
+    out
+}
+
+/// The `<StackEvents>` of a DescribeStackEvents answer.
+fn describe_events(endpoint: &str, stack: &str) -> String {
+    let page = post(
+        endpoint,
+        &format!("Action=DescribeStackEvents&StackName={stack}"),
+    );
+    page.split_once("<StackEvents>")
+        .and_then(|(_, rest)| rest.split_once("</StackEvents>"))
+        .map(|(events, _)| events.to_string())
+        .unwrap_or(page)
+}
+
+/// Whether a DescribeStackEvents page has an event of `logical` mentioning `text`.
+fn has_event(page: &str, logical: &str, text: &str) -> bool {
+    page.split("<member>").any(|m| {
+        m.contains(&format!("<LogicalResourceId>{logical}</LogicalResourceId>")) && m.contains(text)
+    })
+}
+
+/// Waits (60 s at most) until `engine` describes `stack` in `status`.
+fn wait_for_status(engine: &Engine, all: &[Engine], stack: &str, status: &str) {
+    let started = Instant::now();
+    loop {
+        let page = post(
+            &engine.endpoint,
+            &format!("Action=DescribeStacks&StackName={stack}"),
+        );
+        if page.contains(&format!("<StackStatus>{status}</StackStatus>")) {
+            return;
+        }
+        if started.elapsed() > Duration::from_secs(60) {
+            let logs: Vec<String> = all.iter().map(Engine::stderr).collect();
+            panic!("{stack} is not {status}: {page}\n{}", logs.join("\n---\n"));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
