@@ -2,6 +2,7 @@
 
 mod changesets;
 mod drift;
+mod migrate;
 mod progress;
 mod providers;
 mod reconcile;
@@ -186,6 +187,18 @@ enum Command {
         #[arg(long, value_enum, default_value_t)]
         output: OutputFormat,
     },
+    /// Copy a SQLite state file into an empty PostgreSQL database (to run
+    /// several engines on it): stacks, resources, events, history, change
+    /// sets, drift results, groups and exports. Prints what it copied and
+    /// verified.
+    MigrateState {
+        /// The SQLite state file.
+        #[arg(long)]
+        from: PathBuf,
+        /// The PostgreSQL state: postgres://user@host:port/database.
+        #[arg(long)]
+        to: String,
+    },
     /// Serve the CloudFormation Query API (aws CLI, boto3 and the other AWS
     /// SDKs with an endpoint URL) until SIGTERM.
     Serve {
@@ -366,6 +379,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     if let Command::Providers { type_name, output } = &cli.command {
         return providers::run(&config, type_name.as_deref(), *output);
     }
+    if let Command::MigrateState { from, to } = &cli.command {
+        return migrate::run(from, to).await;
+    }
     let state = stacks::state_path(cli.state.as_ref(), &config);
     if let Command::Serve { listen } = &cli.command {
         return serve::run(serve::ServeArgs {
@@ -380,6 +396,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Validate { .. }
         | Command::PluginHost { .. }
         | Command::Providers { .. }
+        | Command::MigrateState { .. }
         | Command::Serve { .. } => Ok(()),
         Command::Deploy(o) => stacks::deploy(&engine, o.args()).await,
         Command::Delete { stack, retain } => stacks::delete(&engine, stack, retain).await,

@@ -150,3 +150,113 @@ fn healthz_reports_the_database() {
     assert!(down.contains("\r\n\r\nunavailable\nengine "), "{down}");
     assert!(down.contains("\nstore: unreachable: "), "{down}");
 }
+
+/// `cairn migrate-state`: a SQLite state with stacks in several statuses is
+/// copied; every read command prints the same from both; a non-empty target
+/// is refused.
+#[test]
+fn migrate_state_copies_a_sqlite_state() {
+    let db = Database::new();
+    let s = Scratch::new();
+    s.write(
+        "t.yaml",
+        "Parameters:\n  V: {Type: String, Default: one}\nResources:\n  A: {Type: Cairn::Test::Resource, Properties: {Value: !Ref V}}\n  B: {Type: Cairn::Test::Resource, Properties: {Value: !GetAtt A.Value}}\nOutputs:\n  O: {Value: !GetAtt B.Value, Export: {Name: shared}}\n",
+    );
+    s.write(
+        "bad.yaml",
+        "Resources:\n  A: {Type: Cairn::Test::Resource}\n  B: {Type: Cairn::Test::Resource, DependsOn: A, Properties: {Fail: create}}\n",
+    );
+    let sqlite = ["--state", "cairn-state.db"];
+    let on = |state: &[&str], args: &[&str]| {
+        let mut all = state.to_vec();
+        all.extend_from_slice(args);
+        s.cairn(&all)
+    };
+    for args in [
+        &["deploy", "good", "t.yaml"][..],
+        &["deploy", "good", "t.yaml", "--parameter", "V=two"],
+        &[
+            "plan",
+            "good",
+            "t.yaml",
+            "--parameter",
+            "V=three",
+            "--name",
+            "pending",
+        ],
+        &["drift", "good"],
+        &["deploy", "failed", "bad.yaml"],
+        &["deploy", "gone", "bad.yaml", "--on-failure", "DO_NOTHING"],
+        &["delete", "gone"],
+    ] {
+        let run = on(&sqlite, args);
+        assert!(run.code() <= 1, "{args:?}: {}", run.stderr());
+    }
+    let run = s.cairn(&["migrate-state", "--from", "cairn-state.db", "--to", &db.url]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let out = run.stdout();
+    assert!(out.contains("  stacks                      3\n"), "{out}");
+    assert!(out.contains("  change_sets                 1\n"), "{out}");
+    assert!(out.contains("  drift_detections            1\n"), "{out}");
+    assert!(out.contains("  exports                     1\n"), "{out}");
+    assert!(
+        out.contains("verified: 3 stacks, 6 resources and 42 events "),
+        "{out}"
+    );
+    let pg = ["--state", db.url.as_str()];
+    let list = on(&pg, &["list", "--output", "json"]);
+    assert_eq!(
+        list.stdout(),
+        on(&sqlite, &["list", "--output", "json"]).stdout()
+    );
+    let statuses: Vec<String> = list.json()["StackSummaries"]
+        .as_array()
+        .map(|l| {
+            l.iter()
+                .map(|s| s["StackStatus"].as_str().unwrap_or_default().to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(
+        statuses,
+        ["UPDATE_COMPLETE", "ROLLBACK_COMPLETE", "DELETE_COMPLETE"]
+    );
+    for stack in ["good", "failed"] {
+        for command in ["describe", "events", "resources", "history", "change-sets"] {
+            let (a, b) = (
+                on(&sqlite, &[command, stack, "--output", "json"]),
+                on(&pg, &[command, stack, "--output", "json"]),
+            );
+            assert_eq!(a.code(), 0, "{command} {stack}: {}", a.stderr());
+            assert_eq!(a.stdout(), b.stdout(), "{command} {stack}");
+        }
+    }
+    assert_eq!(
+        on(&pg, &["drift", "good", "--last", "--output", "json"]).stdout(),
+        on(&sqlite, &["drift", "good", "--last", "--output", "json"]).stdout()
+    );
+    // The copy is live: the PostgreSQL state runs operations on from it
+    // (its test resources are where the SQLite state kept them).
+    let run = on(
+        &pg,
+        &[
+            "--data-dir",
+            "cairn-state.db.resources",
+            "deploy",
+            "good",
+            "t.yaml",
+            "--parameter",
+            "V=four",
+        ],
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    // A second copy into the same database is refused.
+    let run = s.cairn(&["migrate-state", "--from", "cairn-state.db", "--to", &db.url]);
+    assert_eq!(run.code(), 1);
+    assert!(
+        run.stderr()
+            .contains("the target database already holds 3 stacks: migrate-state copies into an empty database only"),
+        "{}",
+        run.stderr()
+    );
+}

@@ -11,6 +11,41 @@ use crate::stack::{
     ChangeSetRecord, EventRecord, HistoryRecord, ResourceRecord, StackRecord, StackStatus,
 };
 
+/// Every table of a state, in the order `cairn migrate-state` copies them.
+pub const TABLES: &[&str] = &[
+    "stacks",
+    "leases",
+    "resources",
+    "events",
+    "operations",
+    "history",
+    "change_sets",
+    "groups",
+    "exports",
+    "imports",
+    "drift_detections",
+    "settings",
+    "callback_responses",
+];
+
+/// One value of a copied row.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cell {
+    Null,
+    Int(i64),
+    Real(f64),
+    Text(String),
+    Blob(Vec<u8>),
+}
+
+/// One table's rows, oldest first (`cairn migrate-state`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableDump {
+    pub name: String,
+    pub columns: Vec<String>,
+    pub rows: Vec<Vec<Cell>>,
+}
+
 /// How long a kept custom-resource response is kept (a request waits at most
 /// an hour, its ServiceTimeout's bound).
 pub const CALLBACK_RESPONSE_TTL_MS: i64 = 24 * 3600 * 1000;

@@ -12,7 +12,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{NoTls, Row, Transaction};
 
-use super::{Claim, Lease, OperationRecord, Store, StoreError};
+use super::{Cell, Claim, Lease, OperationRecord, Store, StoreError, TableDump};
 use crate::stack::{
     ChangeSetRecord, EventRecord, HistoryRecord, OnFailure, ResourceRecord, StackRecord,
     StackStatus,
@@ -407,9 +407,10 @@ impl PgStore {
         // would hold its lease row locked and keep every other engine from
         // taking the operation over: the server ends such a session.
         let options = config.get_options().unwrap_or("").to_string();
-        config.options(format!(
-            "{options} -c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS}"
-        ).trim());
+        config.options(
+            format!("{options} -c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS}")
+                .trim(),
+        );
         let manager = Manager::from_config(
             config,
             NoTls,
@@ -489,6 +490,113 @@ impl PgStore {
                 .map_err(backend)?;
         }
         tx.commit().await.map_err(backend)
+    }
+}
+
+impl PgStore {
+    /// Copies `tables` (a [`super::sqlite::SqliteStore::dump`]) into this
+    /// database, which must hold no stack, in one transaction; returns each
+    /// table's row count as read back after the copy (refused unless equal
+    /// to what was given).
+    pub async fn load(&self, tables: &[TableDump]) -> Result<Vec<(String, u64)>, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        let held: i64 = get(
+            &tx.query_one("SELECT count(*) FROM stacks", &[])
+                .await
+                .map_err(backend)?,
+            0,
+        )?;
+        if held > 0 {
+            return Err(StoreError::Backend(format!(
+                "the target database already holds {held} stacks: migrate-state copies into an empty database only (drop it, or name a new one)"
+            )));
+        }
+        let mut counts = Vec::with_capacity(tables.len());
+        for table in tables {
+            let types = tx
+                .query(
+                    "SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = $1",
+                    &[&table.name],
+                )
+                .await
+                .map_err(backend)?;
+            let type_of = |column: &str| -> Option<String> {
+                types
+                    .iter()
+                    .find(|r| r.try_get::<_, &str>(0).ok() == Some(column))
+                    .and_then(|r| r.try_get::<_, String>(1).ok())
+            };
+            // Every value goes as text and is cast to the column's type
+            // (a blob as hex), so one statement serves any table.
+            let mut casts = Vec::with_capacity(table.columns.len());
+            for (i, column) in table.columns.iter().enumerate() {
+                let Some(kind) = type_of(column) else {
+                    return Err(StoreError::Backend(format!(
+                        "the PostgreSQL state has no column {}.{column}: is this Cairn older than the state file?",
+                        table.name
+                    )));
+                };
+                casts.push(match kind.as_str() {
+                    "bytea" => format!("decode(${}::text, 'hex')", i + 1),
+                    _ => format!("CAST(${}::text AS {kind})", i + 1),
+                });
+            }
+            let insert = tx
+                .prepare(&format!(
+                    "INSERT INTO {} ({}) VALUES ({})",
+                    table.name,
+                    table.columns.join(", "),
+                    casts.join(", ")
+                ))
+                .await
+                .map_err(backend)?;
+            for row in &table.rows {
+                let values: Vec<Option<String>> = row
+                    .iter()
+                    .map(|cell| match cell {
+                        Cell::Null => None,
+                        Cell::Int(n) => Some(n.to_string()),
+                        Cell::Real(x) => Some(x.to_string()),
+                        Cell::Text(t) => Some(t.clone()),
+                        Cell::Blob(b) => Some(b.iter().map(|x| format!("{x:02x}")).collect()),
+                    })
+                    .collect();
+                let params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = values
+                    .iter()
+                    .map(|v| v as &(dyn tokio_postgres::types::ToSql + Sync))
+                    .collect();
+                tx.execute(&insert, &params).await.map_err(backend)?;
+            }
+            // Sequences continue after the copied rows.
+            if type_of("seq").is_some() {
+                tx.execute(
+                    &format!(
+                        "SELECT setval(pg_get_serial_sequence('{0}', 'seq'), COALESCE((SELECT max(seq) FROM {0}), 0) + 1, false)",
+                        table.name
+                    ),
+                    &[],
+                )
+                .await
+                .map_err(backend)?;
+            }
+            let copied: i64 = get(
+                &tx.query_one(&format!("SELECT count(*) FROM {}", table.name), &[])
+                    .await
+                    .map_err(backend)?,
+                0,
+            )?;
+            if copied as usize != table.rows.len() {
+                return Err(StoreError::Backend(format!(
+                    "table {}: {} rows given, {copied} read back; nothing was copied",
+                    table.name,
+                    table.rows.len()
+                )));
+            }
+            counts.push((table.name.clone(), copied as u64));
+        }
+        tx.commit().await.map_err(backend)?;
+        Ok(counts)
     }
 }
 

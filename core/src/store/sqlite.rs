@@ -13,7 +13,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use tokio::sync::oneshot;
 
-use super::{Claim, Lease, OperationRecord, Store, StoreError};
+use super::{Cell, Claim, Lease, OperationRecord, Store, StoreError, TableDump};
 use crate::stack::{
     ChangeSetRecord, EventRecord, HistoryRecord, Journal, OnFailure, PendingCall, ResourceRecord,
     StackRecord, StackStatus,
@@ -512,6 +512,49 @@ fn writer(conn: Connection, rx: mpsc::Receiver<Job>) {
         for reply in replies {
             reply(commit_error.clone());
         }
+    }
+}
+
+impl SqliteStore {
+    /// Every table's rows, oldest first, for copying the state elsewhere
+    /// (`cairn migrate-state`).
+    pub async fn dump(&self) -> Result<Vec<TableDump>, StoreError> {
+        self.run(|c| {
+            let mut tables = Vec::with_capacity(super::TABLES.len());
+            for name in super::TABLES {
+                let mut st = c
+                    .prepare(&format!("SELECT * FROM {name} ORDER BY rowid"))
+                    .map_err(backend)?;
+                let columns: Vec<String> = st.column_names().map(|c| c.to_string()).collect();
+                let width = columns.len();
+                let rows = st
+                    .query_map([], |r| {
+                        (0..width)
+                            .map(|i| {
+                                Ok(match r.get_ref(i)? {
+                                    rusqlite::types::ValueRef::Null => Cell::Null,
+                                    rusqlite::types::ValueRef::Integer(n) => Cell::Int(n),
+                                    rusqlite::types::ValueRef::Real(x) => Cell::Real(x),
+                                    rusqlite::types::ValueRef::Text(t) => {
+                                        Cell::Text(String::from_utf8_lossy(t).into_owned())
+                                    }
+                                    rusqlite::types::ValueRef::Blob(b) => Cell::Blob(b.to_vec()),
+                                })
+                            })
+                            .collect::<Result<Vec<Cell>, rusqlite::Error>>()
+                    })
+                    .map_err(backend)?
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(backend)?;
+                tables.push(TableDump {
+                    name: name.to_string(),
+                    columns,
+                    rows,
+                });
+            }
+            Ok(tables)
+        })
+        .await
     }
 }
 
