@@ -95,6 +95,8 @@ pub struct App {
     pub metrics: metrics::Metrics,
     /// One permit per operation this engine runs (`[engine] max_operations`).
     pub slots: Arc<tokio::sync::Semaphore>,
+    /// Woken when a slot frees, so queued operations are claimed at once.
+    pub slot_freed: tokio::sync::Notify,
 }
 
 /// How often an engine looks for operations nobody runs (handed off by a
@@ -135,8 +137,10 @@ impl App {
     ) -> tokio::task::JoinHandle<()> {
         let app = self.clone();
         tokio::spawn(async move {
-            let _permit = permit;
-            match app.engine.run(&stack_id).await {
+            let ran = app.engine.run(&stack_id).await;
+            drop(permit);
+            app.slot_freed.notify_one();
+            match ran {
                 Ok(status) => {
                     app.metrics
                         .operation_ended(kind.unwrap_or("RESUMED"), status.as_str());
@@ -172,7 +176,10 @@ impl App {
                 }
                 Err(e) => tracing::warn!("cannot claim operations: {e}"),
             }
-            tokio::time::sleep(CLAIM_EVERY).await;
+            tokio::select! {
+                _ = tokio::time::sleep(CLAIM_EVERY) => {}
+                _ = self.slot_freed.notified() => {}
+            }
         }
     }
 }
@@ -218,6 +225,7 @@ pub async fn run(args: ServeArgs<'_>) -> anyhow::Result<()> {
         slots: Arc::new(tokio::sync::Semaphore::new(
             config.engine.max_operations.max(1),
         )),
+        slot_freed: tokio::sync::Notify::new(),
     });
     let router: Router = Router::new()
         .route("/", get(query).post(query))

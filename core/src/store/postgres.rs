@@ -8,9 +8,11 @@
 
 use std::str::FromStr;
 
+use deadpool_postgres::{GenericClient, Transaction};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::error::SqlState;
-use tokio_postgres::{NoTls, Row, Transaction};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{NoTls, Row};
 
 use super::{Cell, Claim, Lease, OperationRecord, Store, StoreError, TableDump};
 use crate::stack::{
@@ -306,16 +308,57 @@ fn rows<T>(rows: Vec<Row>, f: fn(&Row) -> Result<T, StoreError>) -> Result<Vec<T
     rows.iter().map(f).collect()
 }
 
+// Statements go through each connection's cache of prepared statements: a
+// statement is parsed once per connection, and each use is one round trip.
+
+async fn run<C: GenericClient + Sync>(
+    c: &C,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<u64, tokio_postgres::Error> {
+    let statement = c.prepare_cached(sql).await?;
+    c.execute(&statement, params).await
+}
+
+async fn fetch<C: GenericClient + Sync>(
+    c: &C,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<Vec<Row>, tokio_postgres::Error> {
+    let statement = c.prepare_cached(sql).await?;
+    c.query(&statement, params).await
+}
+
+async fn fetch_opt<C: GenericClient + Sync>(
+    c: &C,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<Option<Row>, tokio_postgres::Error> {
+    let statement = c.prepare_cached(sql).await?;
+    c.query_opt(&statement, params).await
+}
+
+async fn fetch_one<C: GenericClient + Sync>(
+    c: &C,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<Row, tokio_postgres::Error> {
+    let statement = c.prepare_cached(sql).await?;
+    c.query_one(&statement, params).await
+}
+
 /// Fails unless `lease` is still the stack's current lease; holds the lease
-/// row locked until the transaction ends, so no takeover lands in between.
+/// row share-locked until the transaction ends, so no takeover (an update
+/// of the row) lands in between, while the operation's other writes, which
+/// share the lock, go on in parallel.
 async fn fence(tx: &Transaction<'_>, lease: &Lease) -> Result<(), StoreError> {
-    let row = tx
-        .query_opt(
-            "SELECT token, owner FROM leases WHERE stack_id = $1 FOR UPDATE",
-            &[&lease.stack_id],
-        )
-        .await
-        .map_err(backend)?;
+    let row = fetch_opt(
+        tx,
+        "SELECT token, owner FROM leases WHERE stack_id = $1 FOR SHARE",
+        &[&lease.stack_id],
+    )
+    .await
+    .map_err(backend)?;
     let current = match &row {
         Some(r) => Some((get::<i64>(r, 0)?, get::<Option<String>>(r, 1)?)),
         None => None,
@@ -327,7 +370,8 @@ async fn fence(tx: &Transaction<'_>, lease: &Lease) -> Result<(), StoreError> {
 }
 
 async fn insert_event(tx: &Transaction<'_>, e: &EventRecord) -> Result<(), StoreError> {
-    tx.execute(
+    run(
+        tx,
         &format!(
             "INSERT INTO events ({EVENT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
         ),
@@ -438,8 +482,7 @@ impl PgStore {
     /// schema is newer than this Cairn.
     async fn migrate(&self) -> Result<(), StoreError> {
         let mut client = self.client().await?;
-        client
-            .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])
+        run(&client, "SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])
             .await
             .map_err(backend)?;
         let result = async {
@@ -447,8 +490,7 @@ impl PgStore {
                 .batch_execute("CREATE TABLE IF NOT EXISTS cairn_schema (version INTEGER NOT NULL)")
                 .await
                 .map_err(backend)?;
-            let found = client
-                .query_opt("SELECT max(version) FROM cairn_schema", &[])
+            let found = fetch_opt(&client, "SELECT max(version) FROM cairn_schema", &[])
                 .await
                 .map_err(backend)?
                 .map(|r| get::<Option<i32>>(&r, 0))
@@ -463,8 +505,8 @@ impl PgStore {
             for (version, step) in MIGRATIONS.iter().filter(|(v, _)| *v > found) {
                 let tx = client.transaction().await.map_err(backend)?;
                 tx.batch_execute(step).await.map_err(backend)?;
-                tx.execute("DELETE FROM cairn_schema", &[]).await.map_err(backend)?;
-                tx.execute("INSERT INTO cairn_schema (version) VALUES ($1)", &[version])
+                run(&tx, "DELETE FROM cairn_schema", &[]).await.map_err(backend)?;
+                run(&tx, "INSERT INTO cairn_schema (version) VALUES ($1)", &[version])
                     .await
                     .map_err(backend)?;
                 tx.commit().await.map_err(backend)?;
@@ -472,10 +514,47 @@ impl PgStore {
             Ok(())
         }
         .await;
-        let _ = client
-            .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK])
-            .await;
+        let _ = run(&client, "SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK]).await;
         result
+    }
+
+    /// Sets `assignments` on the lease row if `lease` still holds it (one
+    /// conditional update: it waits for the operation's writes in flight,
+    /// and cannot interleave with a takeover); `ttl_ms` is `$4`.
+    async fn update_own_lease(
+        &self,
+        lease: &Lease,
+        assignments: &str,
+        ttl_ms: Option<i64>,
+    ) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        let sql = format!(
+            "UPDATE leases SET {assignments} WHERE stack_id = $1 AND token = $2 AND owner = $3"
+        );
+        let updated = match ttl_ms {
+            Some(ttl) => {
+                run(
+                    &client,
+                    &sql,
+                    &[&lease.stack_id, &lease.token, &lease.owner, &ttl],
+                )
+                .await
+            }
+            None => {
+                run(
+                    &client,
+                    &sql,
+                    &[&lease.stack_id, &lease.token, &lease.owner],
+                )
+                .await
+            }
+        }
+        .map_err(backend)?;
+        if updated == 1 {
+            Ok(())
+        } else {
+            Err(StoreError::LeaseLost(lease.stack_id.clone()))
+        }
     }
 
     /// Runs statements whose only parameter ($1) is the lease's stack id,
@@ -485,9 +564,7 @@ impl PgStore {
         let tx = client.transaction().await.map_err(backend)?;
         fence(&tx, lease).await?;
         for sql in statements {
-            tx.execute(*sql, &[&lease.stack_id])
-                .await
-                .map_err(backend)?;
+            run(&tx, sql, &[&lease.stack_id]).await.map_err(backend)?;
         }
         tx.commit().await.map_err(backend)
     }
@@ -502,7 +579,7 @@ impl PgStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;
         let held: i64 = get(
-            &tx.query_one("SELECT count(*) FROM stacks", &[])
+            &fetch_one(&tx, "SELECT count(*) FROM stacks", &[])
                 .await
                 .map_err(backend)?,
             0,
@@ -514,8 +591,7 @@ impl PgStore {
         }
         let mut counts = Vec::with_capacity(tables.len());
         for table in tables {
-            let types = tx
-                .query(
+            let types = fetch(&tx,
                     "SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = $1",
                     &[&table.name],
                 )
@@ -570,7 +646,7 @@ impl PgStore {
             }
             // Sequences continue after the copied rows.
             if type_of("seq").is_some() {
-                tx.execute(
+                run(&tx,
                     &format!(
                         "SELECT setval(pg_get_serial_sequence('{0}', 'seq'), COALESCE((SELECT max(seq) FROM {0}), 0) + 1, false)",
                         table.name
@@ -581,7 +657,7 @@ impl PgStore {
                 .map_err(backend)?;
             }
             let copied: i64 = get(
-                &tx.query_one(&format!("SELECT count(*) FROM {}", table.name), &[])
+                &fetch_one(&tx, &format!("SELECT count(*) FROM {}", table.name), &[])
                     .await
                     .map_err(backend)?,
                 0,
@@ -611,8 +687,7 @@ impl Store for PgStore {
     ) -> Result<Lease, StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;
-        let inserted = tx
-            .execute(
+        let inserted = run(&tx,
                 &format!("INSERT INTO stacks ({STACK_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"),
                 &[
                     &s.stack_id,
@@ -638,7 +713,7 @@ impl Store for PgStore {
             }
             other => other.map_err(backend)?,
         };
-        tx.execute(
+        run(&tx,
             &format!("INSERT INTO leases (stack_id, owner, expires, token) VALUES ($1, $2, {NOW_MS} + $3, 1)"),
             &[&s.stack_id, &owner, &ttl_ms],
         )
@@ -655,17 +730,16 @@ impl Store for PgStore {
 
     async fn find_stack(&self, name_or_id: &str) -> Result<Option<StackRecord>, StoreError> {
         let client = self.client().await?;
-        let by_id = client
-            .query_opt(
-                &format!("SELECT {STACK_COLUMNS} FROM stacks WHERE stack_id = $1"),
-                &[&name_or_id],
-            )
-            .await
-            .map_err(backend)?;
+        let by_id = fetch_opt(
+            &client,
+            &format!("SELECT {STACK_COLUMNS} FROM stacks WHERE stack_id = $1"),
+            &[&name_or_id],
+        )
+        .await
+        .map_err(backend)?;
         let row = match by_id {
             Some(r) => Some(r),
-            None => client
-                .query_opt(
+            None => fetch_opt(&client,
                     &format!("SELECT {STACK_COLUMNS} FROM stacks WHERE stack_name = $1 AND status <> 'DELETE_COMPLETE' ORDER BY created_at DESC LIMIT 1"),
                     &[&name_or_id],
                 )
@@ -677,20 +751,19 @@ impl Store for PgStore {
 
     async fn list_stacks(&self) -> Result<Vec<StackRecord>, StoreError> {
         let client = self.client().await?;
-        let found = client
-            .query(
-                &format!("SELECT {STACK_COLUMNS} FROM stacks ORDER BY created_at, seq"),
-                &[],
-            )
-            .await
-            .map_err(backend)?;
+        let found = fetch(
+            &client,
+            &format!("SELECT {STACK_COLUMNS} FROM stacks ORDER BY created_at, seq"),
+            &[],
+        )
+        .await
+        .map_err(backend)?;
         rows(found, stack_row)
     }
 
     async fn in_progress_stacks(&self) -> Result<Vec<StackRecord>, StoreError> {
         let client = self.client().await?;
-        let found = client
-            .query(
+        let found = fetch(&client,
                 &format!("SELECT {STACK_COLUMNS} FROM stacks WHERE status LIKE '%\\_IN\\_PROGRESS' AND status <> 'REVIEW_IN_PROGRESS' ORDER BY created_at, seq"),
                 &[],
             )
@@ -710,13 +783,15 @@ impl Store for PgStore {
     ) -> Result<Lease, StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;
-        let row = tx
-            .query_opt(
-                &format!("SELECT owner, expires, token, {NOW_MS} FROM leases WHERE stack_id = $1 FOR UPDATE"),
-                &[&stack_id],
-            )
-            .await
-            .map_err(backend)?;
+        let row = fetch_opt(
+            &tx,
+            &format!(
+                "SELECT owner, expires, token, {NOW_MS} FROM leases WHERE stack_id = $1 FOR UPDATE"
+            ),
+            &[&stack_id],
+        )
+        .await
+        .map_err(backend)?;
         let Some(row) = row else {
             return Err(StoreError::NoSuchStack(stack_id.to_string()));
         };
@@ -731,7 +806,8 @@ impl Store for PgStore {
             }
         }
         let token = token + 1;
-        tx.execute(
+        run(
+            &tx,
             "UPDATE leases SET owner = $1, expires = $2, token = $3 WHERE stack_id = $4",
             &[&owner, &(now + ttl_ms), &token, &stack_id],
         )
@@ -746,27 +822,19 @@ impl Store for PgStore {
     }
 
     async fn renew_lease(&self, lease: &Lease, ttl_ms: i64) -> Result<(), StoreError> {
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(backend)?;
-        fence(&tx, lease).await?;
-        tx.execute(
-            &format!("UPDATE leases SET expires = {NOW_MS} + $1 WHERE stack_id = $2"),
-            &[&ttl_ms, &lease.stack_id],
-        )
-        .await
-        .map_err(backend)?;
-        tx.commit().await.map_err(backend)
+        self.update_own_lease(lease, &format!("expires = {NOW_MS} + $4"), Some(ttl_ms))
+            .await
     }
 
     async fn lease_owner(&self, stack_id: &str) -> Result<Option<String>, StoreError> {
         let client = self.client().await?;
-        let row = client
-            .query_opt(
-                &format!("SELECT owner FROM leases WHERE stack_id = $1 AND expires > {NOW_MS}"),
-                &[&stack_id],
-            )
-            .await
-            .map_err(backend)?;
+        let row = fetch_opt(
+            &client,
+            &format!("SELECT owner FROM leases WHERE stack_id = $1 AND expires > {NOW_MS}"),
+            &[&stack_id],
+        )
+        .await
+        .map_err(backend)?;
         Ok(match row {
             Some(r) => get::<Option<String>>(&r, 0)?,
             None => None,
@@ -775,22 +843,19 @@ impl Store for PgStore {
 
     async fn break_lease(&self, stack_id: &str, owner: &str) -> Result<(), StoreError> {
         let client = self.client().await?;
-        client
-            .execute(
-                "UPDATE leases SET expires = 0 WHERE stack_id = $1 AND owner = $2",
-                &[&stack_id, &owner],
-            )
-            .await
-            .map_err(backend)?;
+        run(
+            &client,
+            "UPDATE leases SET expires = 0 WHERE stack_id = $1 AND owner = $2",
+            &[&stack_id, &owner],
+        )
+        .await
+        .map_err(backend)?;
         Ok(())
     }
 
     async fn release_lease(&self, lease: &Lease) -> Result<(), StoreError> {
-        self.fenced(
-            lease,
-            &["UPDATE leases SET owner = NULL, expires = 0 WHERE stack_id = $1"],
-        )
-        .await
+        self.update_own_lease(lease, "owner = NULL, expires = 0", None)
+            .await
     }
 
     async fn claim_operations(
@@ -805,8 +870,7 @@ impl Store for PgStore {
         let tx = client.transaction().await.map_err(backend)?;
         // SKIP LOCKED: a lease row another engine is claiming (or writing
         // under) right now is passed over, never handed out twice.
-        let free = tx
-            .query(
+        let free = fetch(&tx,
                 &format!(
                     "SELECT l.stack_id, l.owner, l.token FROM leases l JOIN stacks s ON s.stack_id = l.stack_id \
                      WHERE s.status LIKE '%\\_IN\\_PROGRESS' AND s.status <> 'REVIEW_IN_PROGRESS' \
@@ -822,7 +886,7 @@ impl Store for PgStore {
             let stack_id: String = get(row, 0)?;
             let taken_from: Option<String> = get(row, 1)?;
             let token = get::<i64>(row, 2)? + 1;
-            tx.execute(
+            run(&tx,
                 &format!("UPDATE leases SET owner = $1, expires = {NOW_MS} + $2, token = $3 WHERE stack_id = $4"),
                 &[owner, &ttl_ms, &token, &stack_id],
             )
@@ -846,20 +910,19 @@ impl Store for PgStore {
         let mut fresh = [0u8; 32];
         getrandom::fill(&mut fresh).map_err(backend)?;
         // The first engine's secret wins; the others read it.
-        client
-            .execute(
+        run(&client,
                 "INSERT INTO settings (name, value) VALUES ('callback_secret', $1) ON CONFLICT (name) DO NOTHING",
                 &[&fresh.as_slice()],
             )
             .await
             .map_err(backend)?;
-        let row = client
-            .query_one(
-                "SELECT value FROM settings WHERE name = 'callback_secret'",
-                &[],
-            )
-            .await
-            .map_err(backend)?;
+        let row = fetch_one(
+            &client,
+            "SELECT value FROM settings WHERE name = 'callback_secret'",
+            &[],
+        )
+        .await
+        .map_err(backend)?;
         get(&row, 0)
     }
 
@@ -869,15 +932,14 @@ impl Store for PgStore {
         body: &[u8],
     ) -> Result<bool, StoreError> {
         let client = self.client().await?;
-        client
-            .execute(
-                &format!("DELETE FROM callback_responses WHERE received_at < {NOW_MS} - $1"),
-                &[&super::CALLBACK_RESPONSE_TTL_MS],
-            )
-            .await
-            .map_err(backend)?;
-        let inserted = client
-            .execute(
+        run(
+            &client,
+            &format!("DELETE FROM callback_responses WHERE received_at < {NOW_MS} - $1"),
+            &[&super::CALLBACK_RESPONSE_TTL_MS],
+        )
+        .await
+        .map_err(backend)?;
+        let inserted = run(&client,
                 &format!("INSERT INTO callback_responses (request_id, body, received_at) VALUES ($1, $2, {NOW_MS}) ON CONFLICT (request_id) DO NOTHING"),
                 &[&request_id, &body],
             )
@@ -894,13 +956,13 @@ impl Store for PgStore {
             return Ok(Vec::new());
         }
         let client = self.client().await?;
-        let found = client
-            .query(
-                "SELECT request_id, body FROM callback_responses WHERE request_id = ANY($1)",
-                &[&request_ids],
-            )
-            .await
-            .map_err(backend)?;
+        let found = fetch(
+            &client,
+            "SELECT request_id, body FROM callback_responses WHERE request_id = ANY($1)",
+            &[&request_ids],
+        )
+        .await
+        .map_err(backend)?;
         found.iter().map(|r| Ok((get(r, 0)?, get(r, 1)?))).collect()
     }
 
@@ -915,14 +977,15 @@ impl Store for PgStore {
         let tx = client.transaction().await.map_err(backend)?;
         fence(&tx, lease).await?;
         let deleted_at = (status == StackStatus::DeleteComplete).then(|| event.timestamp.clone());
-        tx.execute(
+        run(&tx,
             "UPDATE stacks SET status = $1, status_reason = $2, updated_at = $3, deleted_at = COALESCE($4, deleted_at) WHERE stack_id = $5",
             &[&status.as_str(), &reason, &event.timestamp, &deleted_at, &lease.stack_id],
         )
         .await
         .map_err(backend)?;
         if let Some(r) = reason.filter(|r| *r != "User Initiated") {
-            tx.execute(
+            run(
+                &tx,
                 "UPDATE history SET status_reason = $1 WHERE stack_id = $2 AND ended_at IS NULL",
                 &[&r, &lease.stack_id],
             )
@@ -930,13 +993,13 @@ impl Store for PgStore {
             .map_err(backend)?;
         }
         if !status.is_in_progress() && status != StackStatus::ReviewInProgress {
-            tx.execute(
+            run(&tx,
                 "UPDATE history SET ended_at = $1, status = $2 WHERE stack_id = $3 AND ended_at IS NULL",
                 &[&event.timestamp, &status.as_str(), &lease.stack_id],
             )
             .await
             .map_err(backend)?;
-            tx.execute(
+            run(&tx,
                 "DELETE FROM change_sets WHERE stack_id = $1 AND execution_status = 'EXECUTE_IN_PROGRESS'",
                 &[&lease.stack_id],
             )
@@ -951,7 +1014,7 @@ impl Store for PgStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;
         fence(&tx, lease).await?;
-        tx.execute(
+        run(&tx,
             "UPDATE stacks SET description = $1, template_body = $2, parameters = $3, no_echo = $4, outputs = $5, on_failure = $6, updated_at = $7, tags = $9 WHERE stack_id = $8",
             &[
                 &s.description,
@@ -982,7 +1045,7 @@ impl Store for PgStore {
         let pending = r.pending.as_ref().map(json_text).transpose()?;
         let metadata = r.metadata.as_ref().map(json_text).transpose()?;
         let journal = r.journal.as_ref().map(json_text).transpose()?;
-        tx.execute(
+        run(&tx,
             &format!(
                 "INSERT INTO resources ({RESOURCE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
                  ON CONFLICT (stack_id, logical_id) DO UPDATE SET resource_type = excluded.resource_type, physical_id = excluded.physical_id,
@@ -1029,7 +1092,8 @@ impl Store for PgStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;
         fence(&tx, lease).await?;
-        tx.execute(
+        run(
+            &tx,
             "DELETE FROM resources WHERE stack_id = $1 AND logical_id = $2",
             &[&lease.stack_id, &logical_id],
         )
@@ -1049,15 +1113,13 @@ impl Store for PgStore {
 
     async fn resources(&self, stack_id: &str) -> Result<Vec<ResourceRecord>, StoreError> {
         let client = self.client().await?;
-        let found = client
-            .query(
-                &format!(
-                    "SELECT {RESOURCE_COLUMNS} FROM resources WHERE stack_id = $1 ORDER BY seq"
-                ),
-                &[&stack_id],
-            )
-            .await
-            .map_err(backend)?;
+        let found = fetch(
+            &client,
+            &format!("SELECT {RESOURCE_COLUMNS} FROM resources WHERE stack_id = $1 ORDER BY seq"),
+            &[&stack_id],
+        )
+        .await
+        .map_err(backend)?;
         rows(found, resource_row)
     }
 
@@ -1068,27 +1130,27 @@ impl Store for PgStore {
     ) -> Result<Vec<EventRecord>, StoreError> {
         let skip = i64::try_from(skip).unwrap_or(i64::MAX);
         let client = self.client().await?;
-        let found = client
-            .query(
-                &format!(
-                    "SELECT {EVENT_COLUMNS} FROM events WHERE stack_id = $1 ORDER BY seq OFFSET $2"
-                ),
-                &[&stack_id, &skip],
-            )
-            .await
-            .map_err(backend)?;
+        let found = fetch(
+            &client,
+            &format!(
+                "SELECT {EVENT_COLUMNS} FROM events WHERE stack_id = $1 ORDER BY seq OFFSET $2"
+            ),
+            &[&stack_id, &skip],
+        )
+        .await
+        .map_err(backend)?;
         rows(found, event_row)
     }
 
     async fn event_count(&self, stack_id: &str) -> Result<usize, StoreError> {
         let client = self.client().await?;
-        let row = client
-            .query_one(
-                "SELECT COUNT(*) FROM events WHERE stack_id = $1",
-                &[&stack_id],
-            )
-            .await
-            .map_err(backend)?;
+        let row = fetch_one(
+            &client,
+            "SELECT COUNT(*) FROM events WHERE stack_id = $1",
+            &[&stack_id],
+        )
+        .await
+        .map_err(backend)?;
         Ok(usize::try_from(get::<i64>(&row, 0)?).unwrap_or(0))
     }
 
@@ -1097,7 +1159,7 @@ impl Store for PgStore {
         let tx = client.transaction().await.map_err(backend)?;
         fence(&tx, lease).await?;
         // A new operation starts afresh (cancel flag and resume counts too).
-        tx.execute(
+        run(&tx,
             "INSERT INTO operations (stack_id, kind, options, started_at) VALUES ($1, $2, $3, $4)
              ON CONFLICT (stack_id) DO UPDATE SET kind = excluded.kind, options = excluded.options,
                started_at = excluded.started_at, cancel = FALSE, resume_attempts = 0, resume_events = 0",
@@ -1110,13 +1172,13 @@ impl Store for PgStore {
 
     async fn operation(&self, stack_id: &str) -> Result<Option<OperationRecord>, StoreError> {
         let client = self.client().await?;
-        let row = client
-            .query_opt(
-                "SELECT stack_id, kind, options, started_at FROM operations WHERE stack_id = $1",
-                &[&stack_id],
-            )
-            .await
-            .map_err(backend)?;
+        let row = fetch_opt(
+            &client,
+            "SELECT stack_id, kind, options, started_at FROM operations WHERE stack_id = $1",
+            &[&stack_id],
+        )
+        .await
+        .map_err(backend)?;
         row.map(|r| {
             Ok(OperationRecord {
                 stack_id: get(&r, 0)?,
@@ -1137,7 +1199,8 @@ impl Store for PgStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;
         let events: i64 = get(
-            &tx.query_one(
+            &fetch_one(
+                &tx,
                 "SELECT COUNT(*) FROM events WHERE stack_id = $1",
                 &[&stack_id],
             )
@@ -1145,19 +1208,20 @@ impl Store for PgStore {
             .map_err(backend)?,
             0,
         )?;
-        let last = tx
-            .query_opt(
-                "SELECT resume_attempts, resume_events FROM operations WHERE stack_id = $1 FOR UPDATE",
-                &[&stack_id],
-            )
-            .await
-            .map_err(backend)?;
+        let last = fetch_opt(
+            &tx,
+            "SELECT resume_attempts, resume_events FROM operations WHERE stack_id = $1 FOR UPDATE",
+            &[&stack_id],
+        )
+        .await
+        .map_err(backend)?;
         let Some(last) = last else {
             return Ok(1);
         };
         let (attempts, at_events): (i64, i64) = (get(&last, 0)?, get(&last, 1)?);
         let attempts = if events > at_events { 1 } else { attempts + 1 };
-        tx.execute(
+        run(
+            &tx,
             "UPDATE operations SET resume_attempts = $1, resume_events = $2 WHERE stack_id = $3",
             &[&attempts, &events, &stack_id],
         )
@@ -1169,25 +1233,25 @@ impl Store for PgStore {
 
     async fn request_cancel(&self, stack_id: &str) -> Result<bool, StoreError> {
         let client = self.client().await?;
-        let n = client
-            .execute(
-                "UPDATE operations SET cancel = TRUE WHERE stack_id = $1 AND kind = 'UPDATE'",
-                &[&stack_id],
-            )
-            .await
-            .map_err(backend)?;
+        let n = run(
+            &client,
+            "UPDATE operations SET cancel = TRUE WHERE stack_id = $1 AND kind = 'UPDATE'",
+            &[&stack_id],
+        )
+        .await
+        .map_err(backend)?;
         Ok(n > 0)
     }
 
     async fn cancel_requested(&self, stack_id: &str) -> Result<bool, StoreError> {
         let client = self.client().await?;
-        let row = client
-            .query_opt(
-                "SELECT cancel FROM operations WHERE stack_id = $1",
-                &[&stack_id],
-            )
-            .await
-            .map_err(backend)?;
+        let row = fetch_opt(
+            &client,
+            "SELECT cancel FROM operations WHERE stack_id = $1",
+            &[&stack_id],
+        )
+        .await
+        .map_err(backend)?;
         Ok(match row {
             Some(r) => get(&r, 0)?,
             None => false,
@@ -1198,7 +1262,7 @@ impl Store for PgStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;
         fence(&tx, lease).await?;
-        tx.execute(
+        run(&tx,
             &format!("INSERT INTO history ({HISTORY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"),
             &[
                 &h.stack_id,
@@ -1226,7 +1290,8 @@ impl Store for PgStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;
         fence(&tx, lease).await?;
-        tx.execute(
+        run(
+            &tx,
             "UPDATE history SET details = $1 WHERE stack_id = $2 AND ended_at IS NULL",
             &[&json_text(details)?, &lease.stack_id],
         )
@@ -1237,13 +1302,13 @@ impl Store for PgStore {
 
     async fn history(&self, stack_id: &str) -> Result<Vec<HistoryRecord>, StoreError> {
         let client = self.client().await?;
-        let found = client
-            .query(
-                &format!("SELECT {HISTORY_COLUMNS} FROM history WHERE stack_id = $1 ORDER BY seq"),
-                &[&stack_id],
-            )
-            .await
-            .map_err(backend)?;
+        let found = fetch(
+            &client,
+            &format!("SELECT {HISTORY_COLUMNS} FROM history WHERE stack_id = $1 ORDER BY seq"),
+            &[&stack_id],
+        )
+        .await
+        .map_err(backend)?;
         rows(found, history_row)
     }
 
@@ -1260,15 +1325,13 @@ impl Store for PgStore {
         let tx = client.transaction().await.map_err(backend)?;
         fence(&tx, lease).await?;
         match state {
-            Some(state) => tx
-                .execute(
+            Some(state) => run(&tx,
                     "INSERT INTO groups (stack_id, physical_id, logical_id, state) VALUES ($1, $2, $3, $4)
                      ON CONFLICT (stack_id, physical_id) DO UPDATE SET state = excluded.state",
                     &[&lease.stack_id, &physical_id, &logical_id, &state],
                 )
                 .await,
-            None => tx
-                .execute(
+            None => run(&tx,
                     "DELETE FROM groups WHERE stack_id = $1 AND physical_id = $2",
                     &[&lease.stack_id, &physical_id],
                 )
@@ -1285,13 +1348,13 @@ impl Store for PgStore {
         physical_id: &str,
     ) -> Result<Option<serde_json::Value>, StoreError> {
         let client = self.client().await?;
-        let row = client
-            .query_opt(
-                "SELECT state FROM groups WHERE stack_id = $1 AND physical_id = $2",
-                &[&stack_id, &physical_id],
-            )
-            .await
-            .map_err(backend)?;
+        let row = fetch_opt(
+            &client,
+            "SELECT state FROM groups WHERE stack_id = $1 AND physical_id = $2",
+            &[&stack_id, &physical_id],
+        )
+        .await
+        .map_err(backend)?;
         row.map(|r| json(&r, 0)).transpose()
     }
 
@@ -1300,8 +1363,7 @@ impl Store for PgStore {
         stack_id: &str,
     ) -> Result<Vec<(String, String, serde_json::Value)>, StoreError> {
         let client = self.client().await?;
-        let found = client
-            .query(
+        let found = fetch(&client,
                 "SELECT logical_id, physical_id, state FROM groups WHERE stack_id = $1 ORDER BY logical_id, physical_id",
                 &[&stack_id],
             )
@@ -1321,8 +1383,7 @@ impl Store for PgStore {
         body: &serde_json::Value,
     ) -> Result<(), StoreError> {
         let client = self.client().await?;
-        client
-            .execute(
+        run(&client,
                 "INSERT INTO drift_detections (detection_id, stack_id, detected_at, body) VALUES ($1, $2, $3, $4)",
                 &[&detection_id, &stack_id, &at, &json_text(body)?],
             )
@@ -1336,13 +1397,13 @@ impl Store for PgStore {
         detection_id: &str,
     ) -> Result<Option<serde_json::Value>, StoreError> {
         let client = self.client().await?;
-        let row = client
-            .query_opt(
-                "SELECT body FROM drift_detections WHERE detection_id = $1",
-                &[&detection_id],
-            )
-            .await
-            .map_err(backend)?;
+        let row = fetch_opt(
+            &client,
+            "SELECT body FROM drift_detections WHERE detection_id = $1",
+            &[&detection_id],
+        )
+        .await
+        .map_err(backend)?;
         row.map(|r| json(&r, 0)).transpose()
     }
 
@@ -1351,20 +1412,19 @@ impl Store for PgStore {
         stack_id: &str,
     ) -> Result<Option<serde_json::Value>, StoreError> {
         let client = self.client().await?;
-        let row = client
-            .query_opt(
-                "SELECT body FROM drift_detections WHERE stack_id = $1 ORDER BY seq DESC LIMIT 1",
-                &[&stack_id],
-            )
-            .await
-            .map_err(backend)?;
+        let row = fetch_opt(
+            &client,
+            "SELECT body FROM drift_detections WHERE stack_id = $1 ORDER BY seq DESC LIMIT 1",
+            &[&stack_id],
+        )
+        .await
+        .map_err(backend)?;
         row.map(|r| json(&r, 0)).transpose()
     }
 
     async fn put_change_set(&self, cs: &ChangeSetRecord) -> Result<(), StoreError> {
         let client = self.client().await?;
-        let inserted = client
-            .execute(
+        let inserted = run(&client,
                 &format!("INSERT INTO change_sets ({CHANGE_SET_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"),
                 &[
                     &cs.change_set_id,
@@ -1400,8 +1460,7 @@ impl Store for PgStore {
         name_or_id: &str,
     ) -> Result<Option<ChangeSetRecord>, StoreError> {
         let client = self.client().await?;
-        let row = client
-            .query_opt(
+        let row = fetch_opt(&client,
                 &format!("SELECT {CHANGE_SET_COLUMNS} FROM change_sets WHERE change_set_id = $2 OR (stack_id = $1 AND change_set_name = $2) LIMIT 1"),
                 &[&stack_id, &name_or_id],
             )
@@ -1412,8 +1471,7 @@ impl Store for PgStore {
 
     async fn change_sets(&self, stack_id: &str) -> Result<Vec<ChangeSetRecord>, StoreError> {
         let client = self.client().await?;
-        let found = client
-            .query(
+        let found = fetch(&client,
                 &format!("SELECT {CHANGE_SET_COLUMNS} FROM change_sets WHERE stack_id = $1 ORDER BY created_at, seq"),
                 &[&stack_id],
             )
@@ -1424,13 +1482,13 @@ impl Store for PgStore {
 
     async fn delete_change_set(&self, change_set_id: &str) -> Result<(), StoreError> {
         let client = self.client().await?;
-        client
-            .execute(
-                "DELETE FROM change_sets WHERE change_set_id = $1",
-                &[&change_set_id],
-            )
-            .await
-            .map_err(backend)?;
+        run(
+            &client,
+            "DELETE FROM change_sets WHERE change_set_id = $1",
+            &[&change_set_id],
+        )
+        .await
+        .map_err(backend)?;
         Ok(())
     }
 
@@ -1442,13 +1500,14 @@ impl Store for PgStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;
         fence(&tx, lease).await?;
-        tx.execute(
+        run(
+            &tx,
             "DELETE FROM change_sets WHERE stack_id = $1 AND change_set_id <> $2",
             &[&lease.stack_id, &change_set_id],
         )
         .await
         .map_err(backend)?;
-        tx.execute(
+        run(&tx,
             "UPDATE change_sets SET execution_status = 'EXECUTE_IN_PROGRESS' WHERE change_set_id = $1",
             &[&change_set_id],
         )
@@ -1463,8 +1522,7 @@ impl Store for PgStore {
         reason: &str,
     ) -> Result<(), StoreError> {
         let client = self.client().await?;
-        client
-            .execute(
+        run(&client,
                 "UPDATE change_sets SET execution_status = 'OBSOLETE', status_reason = $2 WHERE change_set_id = $1 AND execution_status = 'AVAILABLE'",
                 &[&change_set_id, &reason],
             )
@@ -1482,8 +1540,7 @@ impl Store for PgStore {
         let tx = client.transaction().await.map_err(backend)?;
         fence(&tx, lease).await?;
         for (name, _) in exports {
-            let other = tx
-                .query_opt(
+            let other = fetch_opt(&tx,
                     "SELECT s.stack_name FROM exports e JOIN stacks s ON s.stack_id = e.stack_id WHERE e.name = $1 AND e.stack_id <> $2",
                     &[name, &lease.stack_id],
                 )
@@ -1496,14 +1553,16 @@ impl Store for PgStore {
                 });
             }
         }
-        tx.execute(
+        run(
+            &tx,
             "DELETE FROM exports WHERE stack_id = $1",
             &[&lease.stack_id],
         )
         .await
         .map_err(backend)?;
         for (name, value) in exports {
-            tx.execute(
+            run(
+                &tx,
                 "INSERT INTO exports (name, stack_id, value) VALUES ($1, $2, $3)",
                 &[name, &lease.stack_id, value],
             )
@@ -1526,25 +1585,25 @@ impl Store for PgStore {
 
     async fn export(&self, name: &str) -> Result<Option<(String, String)>, StoreError> {
         let client = self.client().await?;
-        let row = client
-            .query_opt(
-                "SELECT value, stack_id FROM exports WHERE name = $1",
-                &[&name],
-            )
-            .await
-            .map_err(backend)?;
+        let row = fetch_opt(
+            &client,
+            "SELECT value, stack_id FROM exports WHERE name = $1",
+            &[&name],
+        )
+        .await
+        .map_err(backend)?;
         row.map(|r| Ok((get(&r, 0)?, get(&r, 1)?))).transpose()
     }
 
     async fn exports(&self) -> Result<Vec<(String, String, String)>, StoreError> {
         let client = self.client().await?;
-        let found = client
-            .query(
-                "SELECT name, value, stack_id FROM exports ORDER BY name",
-                &[],
-            )
-            .await
-            .map_err(backend)?;
+        let found = fetch(
+            &client,
+            "SELECT name, value, stack_id FROM exports ORDER BY name",
+            &[],
+        )
+        .await
+        .map_err(backend)?;
         found
             .iter()
             .map(|r| Ok((get(r, 0)?, get(r, 1)?, get(r, 2)?)))
@@ -1555,14 +1614,15 @@ impl Store for PgStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;
         fence(&tx, lease).await?;
-        tx.execute(
+        run(
+            &tx,
             "DELETE FROM imports WHERE stack_id = $1",
             &[&lease.stack_id],
         )
         .await
         .map_err(backend)?;
         for n in names {
-            tx.execute(
+            run(&tx,
                 "INSERT INTO imports (stack_id, export_name) VALUES ($1, $2) ON CONFLICT DO NOTHING",
                 &[&lease.stack_id, n],
             )
@@ -1574,8 +1634,7 @@ impl Store for PgStore {
 
     async fn importers(&self, export_name: &str) -> Result<Vec<String>, StoreError> {
         let client = self.client().await?;
-        let found = client
-            .query(
+        let found = fetch(&client,
                 "SELECT s.stack_name FROM imports i JOIN stacks s ON s.stack_id = i.stack_id WHERE i.export_name = $1 AND s.status <> 'DELETE_COMPLETE' ORDER BY s.stack_name",
                 &[&export_name],
             )
@@ -1586,7 +1645,7 @@ impl Store for PgStore {
 
     async fn ping(&self) -> Result<(), StoreError> {
         let client = self.client().await?;
-        client.query_one("SELECT 1", &[]).await.map_err(backend)?;
+        fetch_one(&client, "SELECT 1", &[]).await.map_err(backend)?;
         Ok(())
     }
 }
@@ -1682,6 +1741,37 @@ mod tests {
         }
     }
 
+    /// A database of schema version 1 gets the later steps at the next start.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_older_schema_is_brought_up_to_date() {
+        let admin = admin().await;
+        let url = fresh_database(&admin).await;
+        {
+            let (client, connection) = tokio_postgres::connect(&url, NoTls).await.unwrap();
+            tokio::spawn(connection);
+            client
+                .batch_execute(&format!(
+                    "CREATE TABLE cairn_schema (version INTEGER NOT NULL); {SCHEMA_1} INSERT INTO cairn_schema VALUES (1);"
+                ))
+                .await
+                .unwrap();
+        }
+        let store = PgStore::connect(&url).await.unwrap();
+        assert!(store.put_callback_response("r", b"x").await.unwrap());
+        let client = store.client().await.unwrap();
+        let rows = fetch(&client, "SELECT version FROM cairn_schema", &[])
+            .await
+            .unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].get::<_, i32>(0), 2);
+        drop(client);
+        drop(store);
+        let name = url.rsplit('/').next().unwrap_or_default().to_string();
+        let _ = admin
+            .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            .await;
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn engines_starting_together_apply_the_schema_once_and_a_newer_one_is_refused() {
         let admin = admin().await;
@@ -1697,20 +1787,19 @@ mod tests {
         }
         let store = PgStore::connect(&url).await.unwrap();
         let client = store.client().await.unwrap();
-        let rows = client
-            .query("SELECT version FROM cairn_schema", &[])
+        let rows = fetch(&client, "SELECT version FROM cairn_schema", &[])
             .await
             .unwrap();
         assert_eq!(rows.len(), 1);
-        client
-            .execute("UPDATE cairn_schema SET version = 99", &[])
+        assert_eq!(rows[0].get::<_, i32>(0), SCHEMA_VERSION);
+        run(&client, "UPDATE cairn_schema SET version = 99", &[])
             .await
             .unwrap();
         drop(client);
         let refused = PgStore::connect(&url).await.err().map(|e| e.to_string());
         assert_eq!(
             refused.as_deref(),
-            Some("state file error: the PostgreSQL state database has schema version 99, newer than this Cairn's 1: upgrade Cairn")
+            Some("state file error: the PostgreSQL state database has schema version 99, newer than this Cairn's 2: upgrade Cairn")
         );
         drop(store);
         let name = url.rsplit('/').next().unwrap_or_default().to_string();
