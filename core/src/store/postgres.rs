@@ -393,9 +393,12 @@ async fn insert_event(tx: &Transaction<'_>, e: &EventRecord) -> Result<(), Store
     Ok(())
 }
 
+/// Inserts the events in order: the statements are pipelined (sent
+/// together, answered in order), not one round trip each.
 async fn insert_events(tx: &Transaction<'_>, events: &[EventRecord]) -> Result<(), StoreError> {
-    for e in events {
-        insert_event(tx, e).await?;
+    let inserts: Vec<_> = events.iter().map(|e| insert_event(tx, e)).collect();
+    for done in futures::future::join_all(inserts).await {
+        done?;
     }
     Ok(())
 }
@@ -437,6 +440,168 @@ fn with_environment(config: &mut tokio_postgres::Config, var: impl Fn(&str) -> O
 /// The PostgreSQL store.
 pub struct PgStore {
     pool: Pool,
+    /// The resource writes waiting for the next group commit.
+    writes: tokio::sync::mpsc::UnboundedSender<ResourceWrite>,
+}
+
+/// One [`Store::put_resource`] or [`Store::remove_resource`] waiting for a
+/// group commit.
+struct ResourceWrite {
+    lease: Lease,
+    change: RowChange,
+    events: Vec<EventRecord>,
+    done: tokio::sync::oneshot::Sender<Result<(), StoreError>>,
+}
+
+enum RowChange {
+    Put(ResourceRecord),
+    /// The logical id of the row removed.
+    Remove(String),
+}
+
+/// How many resource writes one group commit takes at most.
+const GROUP_COMMIT_MAX: usize = 128;
+
+type WriteQueue = tokio::sync::mpsc::UnboundedReceiver<ResourceWrite>;
+
+/// How many group commits may be in flight at once.
+const GROUP_COMMITTERS: usize = 3;
+
+/// Writes the rows (and events) of the resources waiting, many per
+/// transaction: each batch is one BEGIN, every write's fence check, row and
+/// events pipelined, one COMMIT: three round trips and one WAL flush for
+/// the batch instead of per write. Should any fence check or statement of a
+/// batch fail, the batch is rolled back and each of its writes is made on
+/// its own, so one lost lease fails only its own write.
+///
+/// [`GROUP_COMMITTERS`] of these share the queue, so one batch is being
+/// collected and sent while another waits for its commit. Batches never
+/// touch the same row (the engine writes one resource's row only after its
+/// previous write returned), and the lease rows are share-locked, so
+/// concurrent batches do not block each other.
+async fn group_commits(pool: Pool, queue: std::sync::Arc<tokio::sync::Mutex<WriteQueue>>) {
+    loop {
+        let mut batch = Vec::new();
+        {
+            let mut writes = queue.lock().await;
+            let Some(first) = writes.recv().await else {
+                return;
+            };
+            batch.push(first);
+            while batch.len() < GROUP_COMMIT_MAX {
+                match writes.try_recv() {
+                    Ok(w) => batch.push(w),
+                    Err(_) => break,
+                }
+            }
+        }
+        let together = match pool.get().await {
+            Ok(mut client) => write_together(&mut client, &batch).await,
+            Err(e) => Err(StoreError::Backend(format!(
+                "cannot reach the PostgreSQL state database: {e}"
+            ))),
+        };
+        match together {
+            Ok(()) => {
+                for w in batch {
+                    let _ = w.done.send(Ok(()));
+                }
+            }
+            Err(_) => {
+                for w in batch {
+                    let alone = match pool.get().await {
+                        Ok(mut client) => {
+                            write_together(&mut client, std::slice::from_ref(&w)).await
+                        }
+                        Err(e) => Err(StoreError::Backend(format!(
+                            "cannot reach the PostgreSQL state database: {e}"
+                        ))),
+                    };
+                    let _ = w.done.send(alone);
+                }
+            }
+        }
+    }
+}
+
+/// The writes of `batch` in one transaction, committed only if every fence
+/// check and statement succeeded.
+async fn write_together(
+    client: &mut deadpool_postgres::Object,
+    batch: &[ResourceWrite],
+) -> Result<(), StoreError> {
+    let tx = client.transaction().await.map_err(backend)?;
+    let each = batch
+        .iter()
+        .map(|w| write_resource(&tx, &w.lease, &w.change, &w.events));
+    for done in futures::future::join_all(each).await {
+        done?;
+    }
+    tx.commit().await.map_err(backend)
+}
+
+/// One resource row written or removed and its events, with the fence
+/// check, pipelined: sent together, so should the fence fail, the
+/// transaction is dropped and nothing lands.
+async fn write_resource(
+    tx: &Transaction<'_>,
+    lease: &Lease,
+    change: &RowChange,
+    events: &[EventRecord],
+) -> Result<(), StoreError> {
+    let r = match change {
+        RowChange::Put(r) => r,
+        RowChange::Remove(logical_id) => {
+            let params: [&(dyn ToSql + Sync); 2] = [&lease.stack_id, logical_id];
+            let (fenced, removed, inserted) = tokio::join!(
+                fence(tx, lease),
+                run(
+                    tx,
+                    "DELETE FROM resources WHERE stack_id = $1 AND logical_id = $2",
+                    &params,
+                ),
+                insert_events(tx, events)
+            );
+            fenced?;
+            removed.map_err(backend)?;
+            return inserted;
+        }
+    };
+    let pending = r.pending.as_ref().map(json_text).transpose()?;
+    let metadata = r.metadata.as_ref().map(json_text).transpose()?;
+    let journal = r.journal.as_ref().map(json_text).transpose()?;
+    let (properties, attributes) = (json_text(&r.properties)?, json_text(&r.attributes)?);
+    let status = r.status.as_str();
+    let sql = format!(
+        "INSERT INTO resources ({RESOURCE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+         ON CONFLICT (stack_id, logical_id) DO UPDATE SET resource_type = excluded.resource_type, physical_id = excluded.physical_id,
+           status = excluded.status, status_reason = excluded.status_reason, properties = excluded.properties,
+           attributes = excluded.attributes, pending = excluded.pending, updated_at = excluded.updated_at,
+           metadata = excluded.metadata, journal = excluded.journal, no_echo = excluded.no_echo"
+    );
+    let params: [&(dyn ToSql + Sync); 13] = [
+        &r.stack_id,
+        &r.logical_id,
+        &r.resource_type,
+        &r.physical_id,
+        &status,
+        &r.status_reason,
+        &properties,
+        &attributes,
+        &pending,
+        &r.updated_at,
+        &metadata,
+        &journal,
+        &r.no_echo,
+    ];
+    let (fenced, upserted, inserted) = tokio::join!(
+        fence(tx, lease),
+        run(tx, &sql, &params),
+        insert_events(tx, events)
+    );
+    fenced?;
+    upserted.map_err(backend)?;
+    inserted
 }
 
 impl PgStore {
@@ -466,7 +631,12 @@ impl PgStore {
             .max_size(16)
             .build()
             .map_err(backend)?;
-        let store = PgStore { pool };
+        let (writes, queued) = tokio::sync::mpsc::unbounded_channel();
+        let queue = std::sync::Arc::new(tokio::sync::Mutex::new(queued));
+        for _ in 0..GROUP_COMMITTERS {
+            tokio::spawn(group_commits(pool.clone(), queue.clone()));
+        }
+        let store = PgStore { pool, writes };
         store.migrate().await?;
         Ok(store)
     }
@@ -516,6 +686,26 @@ impl PgStore {
         .await;
         let _ = run(&client, "SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK]).await;
         result
+    }
+
+    /// Hands a resource row's change to the group commit and waits for it.
+    async fn group_commit(
+        &self,
+        lease: &Lease,
+        change: RowChange,
+        events: &[EventRecord],
+    ) -> Result<(), StoreError> {
+        let stopped = || StoreError::Backend("the PostgreSQL writer stopped".into());
+        let (done, written) = tokio::sync::oneshot::channel();
+        self.writes
+            .send(ResourceWrite {
+                lease: lease.clone(),
+                change,
+                events: events.to_vec(),
+                done,
+            })
+            .map_err(|_| stopped())?;
+        written.await.map_err(|_| stopped())?
     }
 
     /// Sets `assignments` on the lease row if `lease` still holds it (one
@@ -1039,40 +1229,8 @@ impl Store for PgStore {
         r: &ResourceRecord,
         events: &[EventRecord],
     ) -> Result<(), StoreError> {
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(backend)?;
-        fence(&tx, lease).await?;
-        let pending = r.pending.as_ref().map(json_text).transpose()?;
-        let metadata = r.metadata.as_ref().map(json_text).transpose()?;
-        let journal = r.journal.as_ref().map(json_text).transpose()?;
-        run(&tx,
-            &format!(
-                "INSERT INTO resources ({RESOURCE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
-                 ON CONFLICT (stack_id, logical_id) DO UPDATE SET resource_type = excluded.resource_type, physical_id = excluded.physical_id,
-                   status = excluded.status, status_reason = excluded.status_reason, properties = excluded.properties,
-                   attributes = excluded.attributes, pending = excluded.pending, updated_at = excluded.updated_at,
-                   metadata = excluded.metadata, journal = excluded.journal, no_echo = excluded.no_echo"
-            ),
-            &[
-                &r.stack_id,
-                &r.logical_id,
-                &r.resource_type,
-                &r.physical_id,
-                &r.status.as_str(),
-                &r.status_reason,
-                &json_text(&r.properties)?,
-                &json_text(&r.attributes)?,
-                &pending,
-                &r.updated_at,
-                &metadata,
-                &journal,
-                &r.no_echo,
-            ],
-        )
-        .await
-        .map_err(backend)?;
-        insert_events(&tx, events).await?;
-        tx.commit().await.map_err(backend)
+        self.group_commit(lease, RowChange::Put(r.clone()), events)
+            .await
     }
 
     async fn put_events(&self, lease: &Lease, events: &[EventRecord]) -> Result<(), StoreError> {
@@ -1089,18 +1247,8 @@ impl Store for PgStore {
         logical_id: &str,
         events: &[EventRecord],
     ) -> Result<(), StoreError> {
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(backend)?;
-        fence(&tx, lease).await?;
-        run(
-            &tx,
-            "DELETE FROM resources WHERE stack_id = $1 AND logical_id = $2",
-            &[&lease.stack_id, &logical_id],
-        )
-        .await
-        .map_err(backend)?;
-        insert_events(&tx, events).await?;
-        tx.commit().await.map_err(backend)
+        self.group_commit(lease, RowChange::Remove(logical_id.to_string()), events)
+            .await
     }
 
     async fn clear_journals(&self, lease: &Lease) -> Result<(), StoreError> {
