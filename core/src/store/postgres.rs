@@ -454,7 +454,7 @@ struct ResourceWrite {
 }
 
 enum RowChange {
-    Put(ResourceRecord),
+    Put(Box<ResourceRecord>),
     /// The logical id of the row removed.
     Remove(String),
 }
@@ -1229,7 +1229,7 @@ impl Store for PgStore {
         r: &ResourceRecord,
         events: &[EventRecord],
     ) -> Result<(), StoreError> {
-        self.group_commit(lease, RowChange::Put(r.clone()), events)
+        self.group_commit(lease, RowChange::Put(Box::new(r.clone())), events)
             .await
     }
 
