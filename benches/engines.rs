@@ -233,9 +233,15 @@ fn urlencode(text: &str) -> String {
         .collect()
 }
 
-/// A scratch directory whose cairn.toml puts the state in `db`.
+/// A scratch directory whose cairn.toml puts the state in `db` (and the
+/// test resources' files in memory when /dev/shm exists, as in `store`).
 fn served_dir(db: &Database, extra: &str) -> Result<tempfile::TempDir, Error> {
-    let dir = tempfile::tempdir()?;
+    let shm = std::path::Path::new("/dev/shm");
+    let dir = if shm.is_dir() {
+        tempfile::tempdir_in(shm)?
+    } else {
+        tempfile::tempdir()?
+    };
     std::fs::write(
         dir.path().join("cairn.toml"),
         format!(
