@@ -29,6 +29,8 @@ use cairn_core::store::Store;
 
 type Error = Box<dyn std::error::Error>;
 
+static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 /// A database of its own on the benchmark's PostgreSQL, dropped after.
 struct Database {
     url: String,
@@ -40,7 +42,11 @@ impl Database {
     fn new() -> Result<Database, Error> {
         let server = std::env::var("CAIRN_TEST_POSTGRES")
             .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-        let name = format!("cairn_bench_{}", std::process::id());
+        let name = format!(
+            "cairn_bench_{}_{}",
+            std::process::id(),
+            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
         psql(
             &server,
             &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
@@ -147,12 +153,19 @@ fn store_scenario() -> Result<(), Error> {
         let sqlite: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("state.db"))?);
         let (sc, sd) = create_delete(sqlite, &files.path().join("sqlite-res")).await?;
         let db = Database::new()?;
-        let pg: Arc<dyn Store> = Arc::new(PgStore::connect(&db.url).await?);
+        let plain = format!("{}?sslmode=disable", db.url);
+        let pg: Arc<dyn Store> = Arc::new(PgStore::connect(&plain).await?);
         let (pc, pd) = create_delete(pg, &files.path().join("pg-res")).await?;
+        let db = Database::new()?;
+        let tls = format!("{}?sslmode=require", db.url);
+        let pg: Arc<dyn Store> = Arc::new(PgStore::connect(&tls).await?);
+        let (tc, td) = create_delete(pg, &files.path().join("pg-tls-res")).await?;
         println!(
-            "10,000 resources: SQLite create {sc:.2} s, delete {sd:.2} s; PostgreSQL create {pc:.2} s ({:.2}x), delete {pd:.2} s ({:.2}x) [target <= 2x]",
+            "10,000 resources: SQLite create {sc:.2} s, delete {sd:.2} s; PostgreSQL create {pc:.2} s ({:.2}x), delete {pd:.2} s ({:.2}x) [target <= 2x]; PostgreSQL over TLS create {tc:.2} s ({:.2}x), delete {td:.2} s ({:.2}x)",
             pc / sc,
-            pd / sd
+            pd / sd,
+            tc / sc,
+            td / sd
         );
         Ok(())
     })

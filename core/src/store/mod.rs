@@ -4,6 +4,7 @@
 
 #[cfg(test)]
 mod conformance;
+mod pg_tls;
 pub mod postgres;
 pub mod sqlite;
 

@@ -12,7 +12,7 @@ use deadpool_postgres::{GenericClient, Transaction};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{NoTls, Row};
+use tokio_postgres::Row;
 
 use super::{Cell, Claim, Lease, OperationRecord, Store, StoreError, TableDump};
 use crate::stack::{
@@ -437,6 +437,22 @@ fn with_environment(config: &mut tokio_postgres::Config, var: impl Fn(&str) -> O
     }
 }
 
+/// An error and its causes, one after the other (a TLS failure is the cause
+/// of the connection's error, and the part that says what to fix).
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let more = c.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        cause = c.source();
+    }
+    text
+}
+
 /// The PostgreSQL store.
 pub struct PgStore {
     pool: Pool,
@@ -608,9 +624,12 @@ impl PgStore {
     /// Connects to the database `url` (`postgres://` or `postgresql://`)
     /// and applies the schema.
     pub async fn connect(url: &str) -> Result<PgStore, StoreError> {
-        let mut config = tokio_postgres::Config::from_str(url)
+        let env = |k: &str| std::env::var(k).ok();
+        let (url, tls) = super::pg_tls::split(url, env)?;
+        let mut config = tokio_postgres::Config::from_str(&url)
             .map_err(|e| StoreError::Backend(format!("the PostgreSQL URL is not valid: {e}")))?;
-        with_environment(&mut config, |k| std::env::var(k).ok());
+        with_environment(&mut config, env);
+        config.ssl_mode(tls.mode.negotiation());
         // A transaction of Cairn's is a few statements sent back to back.
         // One left open (an engine paused with SIGSTOP or cut off mid-write)
         // would hold its lease row locked and keep every other engine from
@@ -622,7 +641,7 @@ impl PgStore {
         );
         let manager = Manager::from_config(
             config,
-            NoTls,
+            super::pg_tls::connector(&tls)?,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
@@ -643,7 +662,10 @@ impl PgStore {
 
     async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
         self.pool.get().await.map_err(|e| {
-            StoreError::Backend(format!("cannot reach the PostgreSQL state database: {e}"))
+            StoreError::Backend(format!(
+                "cannot reach the PostgreSQL state database: {}",
+                with_causes(&e)
+            ))
         })
     }
 
@@ -1802,6 +1824,73 @@ impl Store for PgStore {
 mod tests {
     use super::*;
     use std::sync::Arc;
+    use tokio_postgres::NoTls;
+
+    /// TLS to the database: sslmode=require encrypts; verify-full checks the
+    /// server's certificate against sslrootcert and its name against the
+    /// host; verify-ca checks only the chain. Against the test server's own
+    /// certificate (Debian's PostgreSQL serves a self-signed one for
+    /// `localhost`).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tls_to_the_database() {
+        let admin = admin().await;
+        let ssl: String = admin.query_one("SHOW ssl", &[]).await.unwrap().get(0);
+        assert_eq!(
+            ssl, "on",
+            "the test PostgreSQL serves no TLS (ssl = off in postgresql.conf)"
+        );
+        let cert: String = admin
+            .query_one("SHOW ssl_cert_file", &[])
+            .await
+            .unwrap()
+            .get(0);
+        let url = fresh_database(&admin).await;
+        let encrypted = |store: PgStore| async move {
+            let client = store.client().await.unwrap();
+            let row = fetch_one(
+                &client,
+                "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+                &[],
+            )
+            .await
+            .unwrap();
+            row.get::<_, bool>(0)
+        };
+        let store = PgStore::connect(&format!("{url}?sslmode=require"))
+            .await
+            .unwrap();
+        assert!(encrypted(store).await);
+        let store = PgStore::connect(&format!("{url}?sslmode=disable"))
+            .await
+            .unwrap();
+        assert!(!encrypted(store).await);
+        // The certificate names localhost: verified at that name.
+        let by_name = url.replacen("@127.0.0.1:", "@localhost:", 1);
+        let store = PgStore::connect(&format!("{by_name}?sslmode=verify-full&sslrootcert={cert}"))
+            .await
+            .unwrap();
+        assert!(encrypted(store).await);
+        // At an address the certificate does not name, verify-full refuses
+        // and verify-ca accepts.
+        let refused = PgStore::connect(&format!("{url}?sslmode=verify-full&sslrootcert={cert}"))
+            .await
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            refused.contains("cannot reach the PostgreSQL state database")
+                && refused.contains("certificate"),
+            "{refused}"
+        );
+        let store = PgStore::connect(&format!("{url}?sslmode=verify-ca&sslrootcert={cert}"))
+            .await
+            .unwrap();
+        assert!(encrypted(store).await);
+        let name = url.rsplit('/').next().unwrap_or_default().to_string();
+        let _ = admin
+            .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            .await;
+    }
 
     /// The server the tests use: `CAIRN_TEST_POSTGRES`, else the machine's
     /// PostgreSQL on 127.0.0.1:5432 as `postgres` (what `cargo xtask test`
