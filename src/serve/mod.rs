@@ -160,7 +160,7 @@ impl App {
     async fn claim_forever(self: Arc<Self>) {
         loop {
             let room = self.slots.available_permits();
-            match self.engine.claim(room).await {
+            match self.engine.claim(room, true).await {
                 Ok(ids) => {
                     for id in ids {
                         match self.slots.clone().try_acquire_owned() {

@@ -261,7 +261,9 @@ impl Engine {
             .ok()
             .and_then(|mut s| s.remove(stack_id));
         if let Some(lease) = lease {
-            self.store.release_lease(&lease).await?;
+            self.store
+                .hand_off_lease(&lease, self.lease_ttl_ms())
+                .await?;
         }
         Ok(())
     }
@@ -511,7 +513,7 @@ impl Engine {
         self.break_dead_leases().await?;
         let mut resumed = Vec::new();
         loop {
-            let Some(stack_id) = self.claim(1).await?.pop() else {
+            let Some(stack_id) = self.claim(1, false).await?.pop() else {
                 break;
             };
             // Driven already in this loop and still in progress: its
@@ -549,14 +551,17 @@ impl Engine {
     /// each under its claim. An operation taken over from an engine that
     /// died is a resume: after two in a row that recorded nothing it is
     /// marked failed instead (see [`Engine::give_up`]).
-    pub async fn claim(&self, room: usize) -> Result<Vec<String>, EngineError> {
+    /// `handed_off`: also operations a full engine handed off (a serving
+    /// engine takes those at once; a command only once their lease time
+    /// passed without any engine taking them).
+    pub async fn claim(&self, room: usize, handed_off: bool) -> Result<Vec<String>, EngineError> {
         if room == 0 {
             return Ok(Vec::new());
         }
         let owners: Vec<String> = (0..room).map(|_| self.operation_owner()).collect();
         let claims = self
             .store
-            .claim_operations(&owners, self.lease_ttl_ms())
+            .claim_operations(&owners, self.lease_ttl_ms(), handed_off)
             .await?;
         let mut ids = Vec::with_capacity(claims.len());
         for claim in claims {

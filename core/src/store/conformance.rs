@@ -572,7 +572,7 @@ async fn claims(store: Arc<dyn Store>) {
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     // Oldest first, at most as many as there are owners.
     let first = store
-        .claim_operations(&["e:1:x".to_string()], 60_000)
+        .claim_operations(&["e:1:x".to_string()], 60_000, true)
         .await
         .unwrap();
     assert_eq!(first.len(), 1);
@@ -599,7 +599,7 @@ async fn claims(store: Arc<dyn Store>) {
         let store = store.clone();
         racers.push(tokio::spawn(async move {
             let owners: Vec<String> = (0..5).map(|i| format!("e:{e}:{i}")).collect();
-            store.claim_operations(&owners, 60_000).await.unwrap()
+            store.claim_operations(&owners, 60_000, true).await.unwrap()
         }));
     }
     let mut claimed = Vec::new();
@@ -614,10 +614,54 @@ async fn claims(store: Arc<dyn Store>) {
     expected.sort();
     assert_eq!(claimed, expected);
     assert!(store
-        .claim_operations(&["e:5:x".to_string()], 60_000)
+        .claim_operations(&["e:5:x".to_string()], 60_000, true)
         .await
         .unwrap()
         .is_empty());
+    // Handed off by a full engine: any engine takes it at once; a command
+    // (not a serving engine) only once the hand-off's lease time passed.
+    let s = stack("handed");
+    let lease = store
+        .insert_stack(
+            &s,
+            &event(&s, "handed", "CREATE_IN_PROGRESS"),
+            "h:1:a",
+            60_000,
+        )
+        .await
+        .unwrap();
+    store.hand_off_lease(&lease, 60_000).await.unwrap();
+    assert_eq!(store.lease_owner(&s.stack_id).await.unwrap(), None);
+    assert!(store
+        .claim_operations(&["cli:1:x".to_string()], 60_000, false)
+        .await
+        .unwrap()
+        .is_empty());
+    let taken = store
+        .claim_operations(&["e:6:x".to_string()], 60_000, true)
+        .await
+        .unwrap();
+    assert_eq!(taken.len(), 1);
+    assert_eq!(taken[0].taken_from, None);
+    assert!(taken[0].lease.token > lease.token);
+    let s = stack("stale-handoff");
+    let lease = store
+        .insert_stack(
+            &s,
+            &event(&s, "stale-handoff", "CREATE_IN_PROGRESS"),
+            "h:1:a",
+            60_000,
+        )
+        .await
+        .unwrap();
+    store.hand_off_lease(&lease, 1).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let taken = store
+        .claim_operations(&["cli:1:x".to_string()], 60_000, false)
+        .await
+        .unwrap();
+    assert_eq!(taken.len(), 1);
+    assert_eq!(taken[0].lease.stack_id, s.stack_id);
 }
 
 /// A response kept by one engine is found by another; the first counts.

@@ -132,14 +132,19 @@ pub trait Store: Send + Sync {
     /// Expires the lease if `owner` still holds it (the owner is known dead).
     async fn break_lease(&self, stack_id: &str, owner: &str) -> Result<(), StoreError>;
     async fn release_lease(&self, lease: &Lease) -> Result<(), StoreError>;
+    /// Gives up the lease of an operation not started yet so that any
+    /// engine with room claims it at once ([`Store::claim_operations`] with
+    /// `handed_off`), and anything else once `ttl_ms` has passed.
+    async fn hand_off_lease(&self, lease: &Lease, ttl_ms: i64) -> Result<(), StoreError>;
     /// Claims up to `owners.len()` in-progress operations that no engine
-    /// holds (lease released or run out), oldest first, the i-th under
-    /// `owners[i]`, atomically: two engines claiming at once never get the
-    /// same operation (PostgreSQL: `FOR UPDATE SKIP LOCKED`).
+    /// holds (lease run out, or handed off when `handed_off`), oldest first,
+    /// the i-th under `owners[i]`, atomically: two engines claiming at once
+    /// never get the same operation (PostgreSQL: `FOR UPDATE SKIP LOCKED`).
     async fn claim_operations(
         &self,
         owners: &[String],
         ttl_ms: i64,
+        handed_off: bool,
     ) -> Result<Vec<Claim>, StoreError>;
 
     /// The secret that signs custom-resource ResponseURLs, made on first use

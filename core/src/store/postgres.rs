@@ -1070,10 +1070,20 @@ impl Store for PgStore {
             .await
     }
 
+    async fn hand_off_lease(&self, lease: &Lease, ttl_ms: i64) -> Result<(), StoreError> {
+        self.update_own_lease(
+            lease,
+            &format!("owner = NULL, expires = {NOW_MS} + $4"),
+            Some(ttl_ms),
+        )
+        .await
+    }
+
     async fn claim_operations(
         &self,
         owners: &[String],
         ttl_ms: i64,
+        handed_off: bool,
     ) -> Result<Vec<Claim>, StoreError> {
         if owners.is_empty() {
             return Ok(Vec::new());
@@ -1086,10 +1096,10 @@ impl Store for PgStore {
                 &format!(
                     "SELECT l.stack_id, l.owner, l.token FROM leases l JOIN stacks s ON s.stack_id = l.stack_id \
                      WHERE s.status LIKE '%\\_IN\\_PROGRESS' AND s.status <> 'REVIEW_IN_PROGRESS' \
-                     AND (l.owner IS NULL OR l.expires <= {NOW_MS}) \
+                     AND ((l.owner IS NULL AND $2) OR l.expires <= {NOW_MS}) \
                      ORDER BY s.seq LIMIT $1 FOR UPDATE OF l SKIP LOCKED"
                 ),
-                &[&(owners.len() as i64)],
+                &[&(owners.len() as i64), &handed_off],
             )
             .await
             .map_err(backend)?;

@@ -754,10 +754,25 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn hand_off_lease(&self, lease: &Lease, ttl_ms: i64) -> Result<(), StoreError> {
+        let lease = lease.clone();
+        self.run(move |c| {
+            fence(c, &lease)?;
+            c.execute(
+                "UPDATE leases SET owner = NULL, expires = ?1 WHERE stack_id = ?2",
+                params![now_ms() + ttl_ms, lease.stack_id],
+            )
+            .map_err(backend)?;
+            Ok(())
+        })
+        .await
+    }
+
     async fn claim_operations(
         &self,
         owners: &[String],
         ttl_ms: i64,
+        handed_off: bool,
     ) -> Result<Vec<Claim>, StoreError> {
         if owners.is_empty() {
             return Ok(Vec::new());
@@ -772,11 +787,11 @@ impl Store for SqliteStore {
                     .prepare(
                         "SELECT l.stack_id, l.owner, l.token FROM leases l JOIN stacks s ON s.stack_id = l.stack_id \
                          WHERE s.status LIKE '%\\_IN\\_PROGRESS' ESCAPE '\\' AND s.status != 'REVIEW_IN_PROGRESS' \
-                         AND (l.owner IS NULL OR l.expires <= ?1) ORDER BY s.created_at, s.rowid LIMIT ?2",
+                         AND ((l.owner IS NULL AND ?3) OR l.expires <= ?1) ORDER BY s.created_at, s.rowid LIMIT ?2",
                     )
                     .map_err(backend)?;
                 let rows = st
-                    .query_map(params![now, owners.len() as i64], |r| {
+                    .query_map(params![now, owners.len() as i64, handed_off], |r| {
                         Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?, r.get::<_, i64>(2)?))
                     })
                     .map_err(backend)?;
