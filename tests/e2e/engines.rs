@@ -192,6 +192,7 @@ fn three_engines_share_the_work_and_survive_a_sigkill() {
     let endpoint = format!("http://127.0.0.1:{}", lb.port);
     s.write("t.yaml", &template(handler.port));
 
+    let began = Instant::now();
     // 30 stacks through the balancer: ten to each engine, of which each
     // runs eight at once and hands two to whoever has room.
     let ids: Vec<String> = serde_json::from_str(&client(
@@ -201,6 +202,7 @@ fn three_engines_share_the_work_and_survive_a_sigkill() {
     ))
     .expect("stack ids");
     assert_eq!(ids.len(), 30);
+    eprintln!("30 CreateStack answered after {:?}", began.elapsed());
     // Mid-flight: the slow resources and the handlers are still working.
     std::thread::sleep(Duration::from_millis(800));
     let killed_at = Instant::now();
@@ -253,6 +255,7 @@ fn three_engines_share_the_work_and_survive_a_sigkill() {
         "30 stacks of 20 resources done {recovered_in:?} after the SIGKILL; {takeovers} takeovers"
     );
 
+    eprintln!("created and checked after {:?}", began.elapsed());
     // Deleted through the survivors, nothing is left anywhere.
     assert_eq!(
         client(&s, &engines, &["delete", &endpoint, "30"]).trim(),
@@ -260,6 +263,7 @@ fn three_engines_share_the_work_and_survive_a_sigkill() {
     );
     assert!(backing_files(&s).is_empty());
     assert!(things_left(&things).is_empty());
+    eprintln!("deleted after {:?}", began.elapsed());
 }
 
 /// An engine paused (SIGSTOP) past its lease: another engine takes the

@@ -92,8 +92,10 @@ def main():
         print(json.dumps({n: check_events(n) for n in NAMES}))
     elif ACTION == "delete":
         ids = {n: cf.describe_stacks(StackName=n)["Stacks"][0]["StackId"] for n in NAMES}
-        for n in NAMES:
-            cf.delete_stack(StackName=n)
+        # From threads: each answer may wait for its operation ([server]
+        # answer_within_ms), as the creates do.
+        with ThreadPoolExecutor(COUNT) as pool:
+            list(pool.map(lambda n: cf.delete_stack(StackName=n), NAMES))
         # Deleted stacks are found by id only.
         wait_all(lambda n: cf.describe_stacks(StackName=ids[n])["Stacks"][0]["StackStatus"] == "DELETE_COMPLETE")
         print("deleted")
