@@ -175,6 +175,9 @@ async fn follow(
     } else {
         0
     };
+    // With a state that announces new events (PostgreSQL: another engine
+    // may run the operation), wait for the announcement; else poll.
+    let mut bell = engine.store().event_bell();
     loop {
         let done = runner.is_finished();
         let events = engine.store().events_from(stack_id, shown).await?;
@@ -187,7 +190,22 @@ async fn follow(
         if done {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        match bell.as_mut() {
+            Some(bell) => {
+                let news = async {
+                    loop {
+                        match bell.recv().await {
+                            Ok(id) if id != stack_id => continue,
+                            _ => return,
+                        }
+                    }
+                };
+                // Bounded: the run's end is not announced, and a lost
+                // connection loses announcements.
+                let _ = tokio::time::timeout(Duration::from_millis(250), news).await;
+            }
+            None => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
     }
     if let Some(p) = &progress {
         p.finish();

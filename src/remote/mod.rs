@@ -243,6 +243,25 @@ impl Remote {
                 }
                 return Err(anyhow!(stacks::describe_failure(&s, &mine)));
             }
+            self.wait_for_events(stack_id, seen.len()).await;
+        }
+    }
+
+    /// Waits until the stack has more than `known` events (the server's
+    /// long poll, `CairnWaitForStackEvents`, up to 2 s so the status is
+    /// looked at too), or half a second against a server without it.
+    async fn wait_for_events(&self, stack_id: &str, known: usize) {
+        let waited = self
+            .call(
+                "CairnWaitForStackEvents",
+                &[
+                    kv("StackName", stack_id),
+                    kv("KnownEvents", known.to_string()),
+                    kv("WaitSeconds", "2"),
+                ],
+            )
+            .await;
+        if waited.is_err() {
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
     }

@@ -56,6 +56,7 @@ pub async fn dispatch(app: &Arc<App>, f: &Form, action: &str) -> Outcome {
         // Cairn's own actions (no CloudFormation equivalent), for `cairn
         // --endpoint history` and `cairn --endpoint update`.
         "CairnDescribeStackHistory" => stack_history(app, f).await,
+        "CairnWaitForStackEvents" => wait_for_stack_events(app, f).await,
         "CairnReconcileStack" => reconcile_stack(app, f).await,
         "" => Err(ApiError::new(400, "MissingAction", "The request must contain the parameter Action.")),
         other => Err(ApiError::new(
@@ -412,6 +413,67 @@ async fn describe_stack_events(app: &App, f: &Form) -> Outcome {
         x.list("StackEvents", items, event_xml);
         x.opt("NextToken", next.as_deref());
     })
+}
+
+/// `CairnWaitForStackEvents` (StackName, KnownEvents, WaitSeconds ≤ 20,
+/// default 10): answers as soon as the stack has more than KnownEvents
+/// events, or when WaitSeconds pass, with its EventCount. Followers
+/// (`cairn --endpoint … deploy`) long-poll with it instead of re-reading
+/// every event: the engine answering hears of events written by any engine
+/// at once (PostgreSQL LISTEN/NOTIFY).
+async fn wait_for_stack_events(app: &App, f: &Form) -> Outcome {
+    let name = f.required("StackName")?;
+    let known: usize = match f.get("KnownEvents") {
+        Some(n) => n
+            .parse()
+            .map_err(|_| ApiError::validation("KnownEvents must be a number of events"))?,
+        None => 0,
+    };
+    let wait = match f.get("WaitSeconds") {
+        Some(n) => n
+            .parse::<u64>()
+            .ok()
+            .filter(|n| *n <= 20)
+            .ok_or_else(|| ApiError::validation("WaitSeconds must be a number from 0 to 20"))?,
+        None => 10,
+    };
+    let store = app.engine.store();
+    let s = store
+        .find_stack(name)
+        .await?
+        .ok_or_else(|| ApiError::validation(format!("Stack [{name}] does not exist")))?;
+    let mut bell = store.event_bell();
+    let until = tokio::time::Instant::now() + std::time::Duration::from_secs(wait);
+    loop {
+        let count = store.event_count(&s.stack_id).await?;
+        if count > known || tokio::time::Instant::now() >= until {
+            return result(|x| {
+                x.leaf("EventCount", &count.to_string());
+            });
+        }
+        // Woken by news of this stack; checked again at least every second
+        // (a lost announcement costs a second, not the whole wait).
+        let step = until.min(tokio::time::Instant::now() + std::time::Duration::from_secs(1));
+        match bell.as_mut() {
+            Some(bell) => {
+                let news = async {
+                    loop {
+                        match bell.recv().await {
+                            Ok(id) if id != s.stack_id => continue,
+                            _ => return,
+                        }
+                    }
+                };
+                let _ = tokio::time::timeout_at(step, news).await;
+            }
+            None => {
+                tokio::time::sleep_until(
+                    step.min(tokio::time::Instant::now() + std::time::Duration::from_millis(100)),
+                )
+                .await
+            }
+        }
+    }
 }
 
 fn live(rows: Vec<ResourceRecord>) -> Vec<ResourceRecord> {

@@ -29,7 +29,11 @@ impl Engine {
             .current_dir(s.dir.path())
             .env_remove("CAIRN_CONFIG")
             .env_remove("CAIRN_STATE")
-            .env("RUST_LOG", "cairn=warn,cairn_core=warn")
+            .env(
+                "RUST_LOG",
+                std::env::var("CAIRN_TEST_ENGINE_LOG")
+                    .unwrap_or_else(|_| "cairn=warn,cairn_core=warn".into()),
+            )
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&stderr).expect("stderr file"))
             .spawn()
@@ -449,4 +453,67 @@ fn wait_for_status(engine: &Engine, all: &[Engine], stack: &str, status: &str) {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// A follower asking one engine hears of an event another engine wrote at
+/// once (LISTEN/NOTIFY): `CairnWaitForStackEvents` answers within a few
+/// milliseconds of the write, not at its next poll.
+#[test]
+fn a_follower_hears_of_another_engines_events_at_once() {
+    let db = Database::new();
+    let s = Scratch::new();
+    config(&s, &db, 1, 15, 8);
+    let engines: Vec<Engine> = (0..2).map(|n| Engine::start(&s, n)).collect();
+    // CreateStack's answer waits up to [server] answer_within_ms (2 s) for
+    // the operation: Slow lasts well beyond, so the wait below starts
+    // before Slow completes.
+    let template =
+        "Resources:\n  Slow: {Type: Cairn::Test::Resource, Properties: {WaitSeconds: 5}}\n";
+    let answer = post(
+        &engines[0].endpoint,
+        &format!(
+            "Action=CreateStack&StackName=followed&TemplateBody={}",
+            urlencode(template)
+        ),
+    );
+    assert!(answer.contains("<StackId>"), "{answer}");
+    let started = Instant::now();
+    let known = loop {
+        let events = describe_events(&engines[1].endpoint, "followed");
+        if has_event(&events, "Slow", "Resource creation Initiated") {
+            break events.matches("<member>").count();
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "{events}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // Slow completes on engine 0 about five seconds after it started;
+    // engine 1 is asked to wait for it.
+    let waited = post(
+        &engines[1].endpoint,
+        &format!(
+            "Action=CairnWaitForStackEvents&StackName=followed&KnownEvents={known}&WaitSeconds=10"
+        ),
+    );
+    let heard = jiff::Timestamp::now();
+    let count: usize = waited
+        .split_once("<EventCount>")
+        .and_then(|(_, rest)| rest.split_once("</EventCount>"))
+        .and_then(|(n, _)| n.parse().ok())
+        .unwrap_or_else(|| panic!("{waited}"));
+    assert!(count > known, "{waited}");
+    let events = describe_events(&engines[1].endpoint, "followed");
+    // Newest first: the event that ended the wait is the oldest of the new.
+    let stamps: Vec<jiff::Timestamp> = events
+        .split("<Timestamp>")
+        .skip(1)
+        .filter_map(|t| t.split_once("</Timestamp>"))
+        .filter_map(|(t, _)| t.parse().ok())
+        .collect();
+    let written = stamps[stamps.len() - 1 - known];
+    let latency = heard.duration_since(written);
+    eprintln!("the follower on engine 1 heard of engine 0's event after {latency:#}");
+    assert!(
+        latency < jiff::SignedDuration::from_millis(400),
+        "heard after {latency:#}"
+    );
 }

@@ -14,7 +14,7 @@ use crate::stack::{
     ResourceStatus, StackRecord, StackStatus, Tag, STACK_TYPE,
 };
 
-fn stack(name: &str) -> StackRecord {
+pub(crate) fn stack(name: &str) -> StackRecord {
     StackRecord {
         stack_id: format!(
             "arn:aws:cloudformation:us-east-1:1:stack/{name}/{}",
@@ -39,7 +39,7 @@ fn stack(name: &str) -> StackRecord {
     }
 }
 
-fn event(s: &StackRecord, logical: &str, status: &str) -> EventRecord {
+pub(crate) fn event(s: &StackRecord, logical: &str, status: &str) -> EventRecord {
     EventRecord {
         event_id: uuid::Uuid::new_v4().to_string(),
         stack_id: s.stack_id.clone(),

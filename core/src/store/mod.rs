@@ -325,4 +325,11 @@ pub trait Store: Send + Sync {
 
     /// Whether the store answers (`/healthz`).
     async fn ping(&self) -> Result<(), StoreError>;
+
+    /// Rings (with the stack id) when any process sharing this state
+    /// records events, so a follower waits for news instead of polling.
+    /// `None`: this store cannot tell; poll.
+    fn event_bell(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
+        None
+    }
 }

@@ -395,13 +395,33 @@ async fn insert_event(tx: &Transaction<'_>, e: &EventRecord) -> Result<(), Store
 
 /// Inserts the events in order: the statements are pipelined (sent
 /// together, answered in order), not one round trip each.
+/// Every engine listening hears of them at the commit (one notification per
+/// stack on `cairn_events`, its payload the stack id).
 async fn insert_events(tx: &Transaction<'_>, events: &[EventRecord]) -> Result<(), StoreError> {
     let inserts: Vec<_> = events.iter().map(|e| insert_event(tx, e)).collect();
-    for done in futures::future::join_all(inserts).await {
+    let mut stacks: Vec<&String> = events.iter().map(|e| &e.stack_id).collect();
+    stacks.dedup();
+    let params: Vec<[&(dyn ToSql + Sync); 1]> = stacks
+        .iter()
+        .map(|id| [*id as &(dyn ToSql + Sync)])
+        .collect();
+    let notices: Vec<_> = params.iter().map(|p| run(tx, NOTIFY_EVENTS, p)).collect();
+    let (inserted, notified) = tokio::join!(
+        futures::future::join_all(inserts),
+        futures::future::join_all(notices)
+    );
+    for done in inserted {
         done?;
+    }
+    for done in notified {
+        done.map_err(backend)?;
     }
     Ok(())
 }
+
+/// New events are announced on channel `cairn_events` (LISTEN/NOTIFY).
+const NOTIFY_EVENTS: &str = "SELECT pg_notify('cairn_events', $1)";
+const LISTEN_EVENTS: &str = "LISTEN cairn_events";
 
 fn is_unique_violation(e: &tokio_postgres::Error) -> bool {
     e.code() == Some(&SqlState::UNIQUE_VIOLATION)
@@ -458,6 +478,57 @@ pub struct PgStore {
     pool: Pool,
     /// The resource writes waiting for the next group commit.
     writes: tokio::sync::mpsc::UnboundedSender<ResourceWrite>,
+    /// For the listening connection.
+    config: tokio_postgres::Config,
+    tls: tokio_postgres_rustls::MakeRustlsConnect,
+    /// Started on the first [`Store::event_bell`].
+    bell: std::sync::OnceLock<tokio::sync::broadcast::Sender<String>>,
+}
+
+/// Listens on `cairn_events` on a connection of its own and rings `bell`
+/// with each notification's stack id, reconnecting after a second when the
+/// connection ends (followers poll now and then, so a gap loses nothing).
+async fn listen_for_events(
+    config: tokio_postgres::Config,
+    tls: tokio_postgres_rustls::MakeRustlsConnect,
+    bell: tokio::sync::broadcast::Sender<String>,
+) {
+    use futures::StreamExt;
+    loop {
+        match config.connect(tls.clone()).await {
+            Ok((client, mut connection)) => {
+                let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+                let listen = client.batch_execute(LISTEN_EVENTS);
+                tokio::pin!(listen);
+                let mut listening = false;
+                loop {
+                    tokio::select! {
+                        done = &mut listen, if !listening => {
+                            if let Err(e) = done {
+                                tracing::warn!("cannot listen for new events: {e}");
+                                break;
+                            }
+                            listening = true;
+                            tracing::debug!("listening for new events");
+                        }
+                        message = messages.next() => match message {
+                            Some(Ok(tokio_postgres::AsyncMessage::Notification(n))) => {
+                                tracing::debug!(stack = n.payload(), "new events");
+                                let _ = bell.send(n.payload().to_string());
+                            }
+                            Some(Ok(_)) => {}
+                            _ => break,
+                        },
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(
+                "cannot connect to listen for new events: {}",
+                with_causes(&e)
+            ),
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
 }
 
 /// One [`Store::put_resource`] or [`Store::remove_resource`] waiting for a
@@ -639,9 +710,10 @@ impl PgStore {
             format!("{options} -c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS}")
                 .trim(),
         );
+        let connector = super::pg_tls::connector(&tls)?;
         let manager = Manager::from_config(
-            config,
-            super::pg_tls::connector(&tls)?,
+            config.clone(),
+            connector.clone(),
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
@@ -655,7 +727,13 @@ impl PgStore {
         for _ in 0..GROUP_COMMITTERS {
             tokio::spawn(group_commits(pool.clone(), queue.clone()));
         }
-        let store = PgStore { pool, writes };
+        let store = PgStore {
+            pool,
+            writes,
+            config,
+            tls: connector,
+            bell: std::sync::OnceLock::new(),
+        };
         store.migrate().await?;
         Ok(store)
     }
@@ -931,7 +1009,7 @@ impl Store for PgStore {
         )
         .await
         .map_err(backend)?;
-        insert_event(&tx, first_event).await?;
+        insert_events(&tx, std::slice::from_ref(first_event)).await?;
         tx.commit().await.map_err(backend)?;
         Ok(Lease {
             stack_id: s.stack_id.clone(),
@@ -1077,6 +1155,19 @@ impl Store for PgStore {
             Some(ttl_ms),
         )
         .await
+    }
+
+    fn event_bell(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
+        let bell = self.bell.get_or_init(|| {
+            let (bell, _) = tokio::sync::broadcast::channel(4096);
+            tokio::spawn(listen_for_events(
+                self.config.clone(),
+                self.tls.clone(),
+                bell.clone(),
+            ));
+            bell
+        });
+        Some(bell.subscribe())
     }
 
     async fn claim_operations(
@@ -1228,7 +1319,7 @@ impl Store for PgStore {
             .await
             .map_err(backend)?;
         }
-        insert_event(&tx, event).await?;
+        insert_events(&tx, std::slice::from_ref(event)).await?;
         tx.commit().await.map_err(backend)
     }
 
@@ -1986,6 +2077,50 @@ mod tests {
                 .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
                 .await;
         }
+    }
+
+    /// Events written through one store ring the bell of another on the
+    /// same database (LISTEN/NOTIFY), with the stack id.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn events_are_announced_to_every_engine() {
+        use crate::store::conformance::{event, stack};
+        let admin = admin().await;
+        let url = fresh_database(&admin).await;
+        let writer = PgStore::connect(&url).await.unwrap();
+        let listener = PgStore::connect(&url).await.unwrap();
+        let mut bell = listener.event_bell().unwrap();
+        // The listening connection is up once a first announcement comes
+        // through; write until one does.
+        let stack = stack("announced");
+        let event = |_: usize| event(&stack, "A", "CREATE_IN_PROGRESS");
+        let lease = writer
+            .insert_stack(&stack, &event(0), "h:1:a", 60_000)
+            .await
+            .unwrap();
+        let mut n = 1;
+        let heard = loop {
+            writer.put_events(&lease, &[event(n)]).await.unwrap();
+            n += 1;
+            match tokio::time::timeout(std::time::Duration::from_millis(200), bell.recv()).await {
+                Ok(Ok(id)) => break id,
+                _ => assert!(n < 50, "no announcement came"),
+            }
+        };
+        assert_eq!(heard, stack.stack_id);
+        // Once listening, every write is heard at once.
+        let started = std::time::Instant::now();
+        writer.put_events(&lease, &[event(n + 1)]).await.unwrap();
+        let id = tokio::time::timeout(std::time::Duration::from_secs(5), bell.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(id, stack.stack_id);
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        drop((writer, listener));
+        let name = url.rsplit('/').next().unwrap_or_default().to_string();
+        let _ = admin
+            .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            .await;
     }
 
     /// A database of schema version 1 gets the later steps at the next start.
