@@ -8,7 +8,10 @@ engines' base URLs, one per line; it is read again for every request, so the
 test can write it after the engines start. Each request goes to the next
 engine in turn; an engine that refuses the connection (killed) is skipped,
 as a load balancer's health check would, and the request goes to the next.
-A request that reached an engine is never sent twice. Every forwarded
+An engine that fails after the request reached it (killed meanwhile) gets
+a POST answered 502, as nginx does; an idempotent request (GET, PUT: a
+custom resource's response) goes to the next engine instead, as nginx's
+`proxy_next_upstream error` does. Every forwarded
 request is logged to FILE.log as `<method> <path> -> <backend> <status>`.
 """
 
@@ -61,9 +64,9 @@ def main():
                     reply = conn.getresponse()
                     data = reply.read()
                 except OSError as e:
-                    # Sent, and the engine died before answering: a real
-                    # balancer answers 502 and does not send it again.
                     self.note(url, 502)
+                    if self.command in ("GET", "PUT"):
+                        continue
                     return self.answer(502, f"the engine failed: {e}".encode())
                 finally:
                     conn.close()

@@ -29,7 +29,9 @@ cf = boto3.client(
     "cloudformation",
     endpoint_url=ENDPOINT,
     region_name="us-east-1",
-    config=Config(retries={"max_attempts": 1}, max_pool_connections=COUNT),
+    # Reads and deletes are retried (standard mode: on a 502 when an engine
+    # dies mid-request); creates are sent before any engine is killed.
+    config=Config(retries={"max_attempts": 4, "mode": "standard"}, max_pool_connections=COUNT),
 )
 
 

@@ -524,6 +524,33 @@ async fn concurrent_writers(store: Arc<dyn Store>) {
     }
     assert_eq!(store.resources(&s.stack_id).await.unwrap().len(), 32);
     assert_eq!(store.event_count(&s.stack_id).await.unwrap(), 33);
+    // A stale owner's write among the current owner's (one group commit on
+    // PostgreSQL): it alone is refused, the others land.
+    let stale = Lease {
+        token: lease.token - 1,
+        owner: "h:1:gone".into(),
+        ..lease.clone()
+    };
+    let mut writers = Vec::new();
+    for i in 0..17 {
+        let store = store.clone();
+        let lease = if i == 8 { stale.clone() } else { lease.clone() };
+        let row = resource(&s, &format!("S{i}"));
+        let ev = event(&s, &format!("S{i}"), "CREATE_COMPLETE");
+        writers.push(tokio::spawn(async move {
+            store.put_resource(&lease, &row, &[ev]).await
+        }));
+    }
+    for (i, w) in writers.into_iter().enumerate() {
+        let written = w.await.unwrap();
+        if i == 8 {
+            assert!(matches!(written, Err(StoreError::LeaseLost(_))), "{written:?}");
+        } else {
+            written.unwrap();
+        }
+    }
+    assert_eq!(store.resources(&s.stack_id).await.unwrap().len(), 48);
+    assert_eq!(store.event_count(&s.stack_id).await.unwrap(), 49);
 }
 
 /// Operations nobody holds are claimed oldest first, each by exactly one of

@@ -398,22 +398,35 @@ async fn insert_event(tx: &Transaction<'_>, e: &EventRecord) -> Result<(), Store
 /// Every engine listening hears of them at the commit (one notification per
 /// stack on `cairn_events`, its payload the stack id).
 async fn insert_events(tx: &Transaction<'_>, events: &[EventRecord]) -> Result<(), StoreError> {
+    let stacks: Vec<&String> = events.iter().map(|e| &e.stack_id).collect();
+    let (inserted, notified) =
+        tokio::join!(insert_events_quietly(tx, events), announce(tx, stacks));
+    inserted?;
+    notified
+}
+
+/// The events, without announcing them (the caller does, once per stack).
+async fn insert_events_quietly(
+    tx: &Transaction<'_>,
+    events: &[EventRecord],
+) -> Result<(), StoreError> {
     let inserts: Vec<_> = events.iter().map(|e| insert_event(tx, e)).collect();
-    let mut stacks: Vec<&String> = events.iter().map(|e| &e.stack_id).collect();
+    for done in futures::future::join_all(inserts).await {
+        done?;
+    }
+    Ok(())
+}
+
+/// Announces new events of `stacks` (each once) at the commit.
+async fn announce(tx: &Transaction<'_>, mut stacks: Vec<&String>) -> Result<(), StoreError> {
+    stacks.sort();
     stacks.dedup();
     let params: Vec<[&(dyn ToSql + Sync); 1]> = stacks
         .iter()
         .map(|id| [*id as &(dyn ToSql + Sync)])
         .collect();
     let notices: Vec<_> = params.iter().map(|p| run(tx, NOTIFY_EVENTS, p)).collect();
-    let (inserted, notified) = tokio::join!(
-        futures::future::join_all(inserts),
-        futures::future::join_all(notices)
-    );
-    for done in inserted {
-        done?;
-    }
-    for done in notified {
+    for done in futures::future::join_all(notices).await {
         done.map_err(backend)?;
     }
     Ok(())
@@ -618,19 +631,30 @@ async fn write_together(
     batch: &[ResourceWrite],
 ) -> Result<(), StoreError> {
     let tx = client.transaction().await.map_err(backend)?;
-    let each = batch
-        .iter()
-        .map(|w| write_resource(&tx, &w.lease, &w.change, &w.events));
-    for done in futures::future::join_all(each).await {
+    // One fence check per lease and one announcement per stack, however
+    // many of the batch's writes are the same operation's.
+    let mut leases: Vec<&Lease> = batch.iter().map(|w| &w.lease).collect();
+    leases.sort_by(|a, b| (&a.stack_id, a.token, &a.owner).cmp(&(&b.stack_id, b.token, &b.owner)));
+    leases.dedup();
+    let fences = futures::future::join_all(leases.iter().map(|l| fence(&tx, l)));
+    let rows = futures::future::join_all(
+        batch
+            .iter()
+            .map(|w| write_row(&tx, &w.lease, &w.change, &w.events)),
+    );
+    let stacks: Vec<&String> = batch.iter().map(|w| &w.lease.stack_id).collect();
+    let (fenced, written, announced) = tokio::join!(fences, rows, announce(&tx, stacks));
+    for done in fenced.into_iter().chain(written) {
         done?;
     }
+    announced?;
     tx.commit().await.map_err(backend)
 }
 
-/// One resource row written or removed and its events, with the fence
-/// check, pipelined: sent together, so should the fence fail, the
-/// transaction is dropped and nothing lands.
-async fn write_resource(
+/// One resource row written or removed and its events (the fence check
+/// and the announcement are the batch's), pipelined: should anything of the
+/// batch fail, the transaction is dropped and nothing lands.
+async fn write_row(
     tx: &Transaction<'_>,
     lease: &Lease,
     change: &RowChange,
@@ -640,16 +664,14 @@ async fn write_resource(
         RowChange::Put(r) => r,
         RowChange::Remove(logical_id) => {
             let params: [&(dyn ToSql + Sync); 2] = [&lease.stack_id, logical_id];
-            let (fenced, removed, inserted) = tokio::join!(
-                fence(tx, lease),
+            let (removed, inserted) = tokio::join!(
                 run(
                     tx,
                     "DELETE FROM resources WHERE stack_id = $1 AND logical_id = $2",
                     &params,
                 ),
-                insert_events(tx, events)
+                insert_events_quietly(tx, events)
             );
-            fenced?;
             removed.map_err(backend)?;
             return inserted;
         }
@@ -681,12 +703,8 @@ async fn write_resource(
         &journal,
         &r.no_echo,
     ];
-    let (fenced, upserted, inserted) = tokio::join!(
-        fence(tx, lease),
-        run(tx, &sql, &params),
-        insert_events(tx, events)
-    );
-    fenced?;
+    let (upserted, inserted) =
+        tokio::join!(run(tx, &sql, &params), insert_events_quietly(tx, events));
     upserted.map_err(backend)?;
     inserted
 }
