@@ -565,7 +565,7 @@ const GROUP_COMMIT_MAX: usize = 128;
 type WriteQueue = tokio::sync::mpsc::UnboundedReceiver<ResourceWrite>;
 
 /// How many group commits may be in flight at once.
-const GROUP_COMMITTERS: usize = 3;
+const GROUP_COMMITTERS: usize = 2;
 
 /// Writes the rows (and events) of the resources waiting, many per
 /// transaction: each batch is one BEGIN, every write's fence check, row and
