@@ -544,7 +544,10 @@ async fn concurrent_writers(store: Arc<dyn Store>) {
     for (i, w) in writers.into_iter().enumerate() {
         let written = w.await.unwrap();
         if i == 8 {
-            assert!(matches!(written, Err(StoreError::LeaseLost(_))), "{written:?}");
+            assert!(
+                matches!(written, Err(StoreError::LeaseLost(_))),
+                "{written:?}"
+            );
         } else {
             written.unwrap();
         }
