@@ -353,7 +353,27 @@ fn load_config(path: Option<&PathBuf>) -> anyhow::Result<cairn_core::config::Con
     })
 }
 
+/// Logs (`tracing`) to stderr: a server always (`RUST_LOG`, default
+/// `warn`: lease renewals that fail, takeovers, late custom-resource
+/// answers), a command only when `RUST_LOG` is set (its output is the
+/// events and the result). The plugin host's stderr is the plugin's.
+fn init_logs(command: &Command) {
+    let wanted = std::env::var("RUST_LOG").ok();
+    let filter = match (command, wanted) {
+        (Command::PluginHost { .. }, _) => return,
+        (_, Some(filter)) => filter,
+        (Command::Serve { .. }, None) => "warn".to_string(),
+        (_, None) => return,
+    };
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_writer(std::io::stderr)
+        .with_ansi(console::Term::stderr().is_term())
+        .try_init();
+}
+
 async fn run(cli: Cli) -> anyhow::Result<()> {
+    init_logs(&cli.command);
     if let Command::PluginHost { path, sha256 } = &cli.command {
         use cairn_core::plugin::process::{serve_stdio, MAGIC_COOKIE, MAGIC_COOKIE_ENV};
         if std::env::var(MAGIC_COOKIE_ENV).as_deref() != Ok(MAGIC_COOKIE) {
