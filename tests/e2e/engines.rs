@@ -464,7 +464,7 @@ fn wait_for_status(engine: &Engine, all: &[Engine], stack: &str, status: &str) {
 
 /// A follower asking one engine hears of an event another engine wrote at
 /// once (LISTEN/NOTIFY): `CairnWaitForStackEvents` answers within a few
-/// milliseconds of the write, not at its next poll.
+/// milliseconds of the write, not at its next check a second later.
 #[test]
 fn a_follower_hears_of_another_engines_events_at_once() {
     let db = Database::new();
@@ -519,8 +519,11 @@ fn a_follower_hears_of_another_engines_events_at_once() {
     let written = stamps[stamps.len() - 1 - known];
     let latency = heard.duration_since(written);
     eprintln!("the follower on engine 1 heard of engine 0's event after {latency:#}");
+    // A few milliseconds when quiet; the bound leaves room for a loaded
+    // CI machine and still fails when the answer came from the 1-second
+    // re-check instead of the announcement.
     assert!(
-        latency < jiff::SignedDuration::from_millis(400),
+        latency < jiff::SignedDuration::from_millis(900),
         "heard after {latency:#}"
     );
 }
