@@ -426,7 +426,10 @@ impl SqliteStore {
         let conn = Connection::open(path).map_err(|e| {
             StoreError::Backend(format!("cannot open state file {}: {e}", path.display()))
         })?;
-        conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = ON;")
+        // The busy timeout first: switching a new file to WAL takes a lock,
+        // and two processes opening the same new file at once (a command
+        // and its follower) must wait for each other, not fail.
+        conn.execute_batch("PRAGMA busy_timeout = 10000; PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;")
             .map_err(|e| StoreError::Backend(format!("state file {} is not usable: {e}", path.display())))?;
         check_schema_version(&conn, path)?;
         conn.execute_batch(SCHEMA).map_err(|e| {
