@@ -415,6 +415,28 @@ pub struct SqliteStore {
     jobs: mpsc::Sender<Job>,
 }
 
+/// Runs `f` again while SQLite answers busy, for up to ten seconds: two
+/// processes opening the same new file at once (a command and its
+/// follower) both hold a read lock and want a write lock to switch it to
+/// WAL or create the tables; SQLite refuses one of them at once instead of
+/// waiting (that wait could deadlock), so the refused one waits here.
+fn retry_busy<T>(mut f: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+    let started = std::time::Instant::now();
+    loop {
+        match f() {
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if matches!(
+                    e.code,
+                    rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                ) && started.elapsed() < std::time::Duration::from_secs(10) =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(25))
+            }
+            other => return other,
+        }
+    }
+}
+
 impl SqliteStore {
     /// Opens (creating if needed) the state file at `path`.
     pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
@@ -429,10 +451,10 @@ impl SqliteStore {
         // The busy timeout first: switching a new file to WAL takes a lock,
         // and two processes opening the same new file at once (a command
         // and its follower) must wait for each other, not fail.
-        conn.execute_batch("PRAGMA busy_timeout = 10000; PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;")
+        retry_busy(|| conn.execute_batch("PRAGMA busy_timeout = 10000; PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;"))
             .map_err(|e| StoreError::Backend(format!("state file {} is not usable: {e}", path.display())))?;
         check_schema_version(&conn, path)?;
-        conn.execute_batch(SCHEMA).map_err(|e| {
+        retry_busy(|| conn.execute_batch(SCHEMA)).map_err(|e| {
             StoreError::Backend(format!(
                 "state file {} is not a Cairn state file: {e}",
                 path.display()
