@@ -1321,6 +1321,7 @@ impl Engine {
                 rec.pending = Some(PendingCall {
                     action: "CREATE".into(),
                     request_id: id.clone(),
+                    since_ms: None,
                 });
                 rec.status_reason = Some("Resource creation Initiated".into());
                 rec.updated_at = now();
@@ -1627,6 +1628,7 @@ impl Engine {
         rec.pending = needs_call.then(|| PendingCall {
             action: "DELETE".into(),
             request_id: request_id.clone(),
+            since_ms: None,
         });
         rec.updated_at = now();
         if !self.record(op, &rec, Vec::new()).await {

@@ -850,6 +850,7 @@ impl Engine {
                 rec.pending = Some(PendingCall {
                     action: "UPDATE".into(),
                     request_id: request_id.clone(),
+                    since_ms: None,
                 });
                 rec.updated_at = now();
                 if !self.record(op, &rec, Vec::new()).await {
@@ -873,6 +874,7 @@ impl Engine {
                 rec.pending = Some(PendingCall {
                     action: "CREATE".into(),
                     request_id: request_id.clone(),
+                    since_ms: None,
                 });
                 if !self.record(op, &rec, first).await {
                     return false;
@@ -1190,6 +1192,7 @@ impl Engine {
             rec.pending = Some(PendingCall {
                 action: "ROLLBACK_UPDATE".into(),
                 request_id: request_id.clone(),
+                since_ms: None,
             });
             rec.updated_at = now();
             if !self.record(op, &rec, Vec::new()).await {

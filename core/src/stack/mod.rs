@@ -178,6 +178,26 @@ pub struct StackRecord {
 pub struct PendingCall {
     pub action: String,
     pub request_id: String,
+    /// For a resource waiting for signals (`action` = `SIGNALS`): when the
+    /// wait began, in milliseconds since the epoch, so a resumed wait keeps
+    /// its original deadline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since_ms: Option<i64>,
+}
+
+/// A success or failure signal sent to a resource (a wait condition handle,
+/// or a resource with a `CreationPolicy`), kept until the resource's next
+/// create. A repeated `unique_id` replaces the earlier signal.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SignalRecord {
+    pub stack_id: String,
+    pub logical_id: String,
+    pub unique_id: String,
+    /// `SUCCESS` or `FAILURE`.
+    pub status: String,
+    pub reason: Option<String>,
+    pub data: Option<String>,
+    pub received_at: String,
 }
 
 /// One resource of a stack as stored.

@@ -71,6 +71,7 @@ fn resource(s: &StackRecord, logical: &str) -> ResourceRecord {
         pending: Some(PendingCall {
             action: "CREATE".into(),
             request_id: "r-1".into(),
+            since_ms: None,
         }),
         updated_at: now(),
         metadata: None,
@@ -93,6 +94,7 @@ where
     concurrent_writers(fresh().await).await;
     claims(fresh().await).await;
     callback_responses(fresh().await.as_ref()).await;
+    signals(fresh().await.as_ref()).await;
 }
 
 async fn stacks_and_events(store: &dyn Store) {
@@ -716,4 +718,43 @@ async fn callback_responses(store: &dyn Store) {
         vec![("req-1".to_string(), b"{\"Status\":\"SUCCESS\"}".to_vec())]
     );
     assert!(store.callback_responses(&[]).await.unwrap().is_empty());
+}
+
+/// Signals are kept per resource in arrival order; a repeated UniqueId
+/// replaces the earlier one in its place; clearing forgets one resource's.
+async fn signals(store: &dyn Store) {
+    let signal = |logical: &str, id: &str, status: &str, data: &str| crate::stack::SignalRecord {
+        stack_id: "stack-1".into(),
+        logical_id: logical.into(),
+        unique_id: id.into(),
+        status: status.into(),
+        reason: Some(format!("reason {id}")),
+        data: Some(data.into()),
+        received_at: "2026-01-01T00:00:00.000Z".into(),
+    };
+    store
+        .put_signal(&signal("H", "b", "SUCCESS", "1"))
+        .await
+        .unwrap();
+    store
+        .put_signal(&signal("H", "a", "SUCCESS", "2"))
+        .await
+        .unwrap();
+    store
+        .put_signal(&signal("Other", "a", "FAILURE", "x"))
+        .await
+        .unwrap();
+    store
+        .put_signal(&signal("H", "b", "SUCCESS", "3"))
+        .await
+        .unwrap();
+    let kept = store.signals("stack-1", "H").await.unwrap();
+    let seen: Vec<(&str, Option<&str>)> = kept
+        .iter()
+        .map(|s| (s.unique_id.as_str(), s.data.as_deref()))
+        .collect();
+    assert_eq!(seen, vec![("b", Some("3")), ("a", Some("2"))]);
+    store.clear_signals("stack-1", "H").await.unwrap();
+    assert!(store.signals("stack-1", "H").await.unwrap().is_empty());
+    assert_eq!(store.signals("stack-1", "Other").await.unwrap().len(), 1);
 }

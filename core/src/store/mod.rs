@@ -9,7 +9,8 @@ pub mod postgres;
 pub mod sqlite;
 
 use crate::stack::{
-    ChangeSetRecord, EventRecord, HistoryRecord, ResourceRecord, StackRecord, StackStatus,
+    ChangeSetRecord, EventRecord, HistoryRecord, ResourceRecord, SignalRecord, StackRecord,
+    StackStatus,
 };
 
 /// Every table of a state, in the order `cairn migrate-state` copies them.
@@ -27,6 +28,7 @@ pub const TABLES: &[&str] = &[
     "drift_detections",
     "settings",
     "callback_responses",
+    "signals",
 ];
 
 /// One value of a copied row.
@@ -164,6 +166,19 @@ pub trait Store: Send + Sync {
         &self,
         request_ids: &[String],
     ) -> Result<Vec<(String, Vec<u8>)>, StoreError>;
+
+    /// Keeps a signal sent to a resource, durably, before it is
+    /// acknowledged; one with the `unique_id` of a kept one replaces it.
+    /// Anyone may signal: no lease.
+    async fn put_signal(&self, signal: &SignalRecord) -> Result<(), StoreError>;
+    /// The signals kept for a resource, in the order they first arrived.
+    async fn signals(
+        &self,
+        stack_id: &str,
+        logical_id: &str,
+    ) -> Result<Vec<SignalRecord>, StoreError>;
+    /// Forgets a resource's signals (its new create waits for new ones).
+    async fn clear_signals(&self, stack_id: &str, logical_id: &str) -> Result<(), StoreError>;
 
     /// Sets the stack's status and records the stack event, atomically. A
     /// terminal status also ends the stack's open history entry and removes

@@ -16,13 +16,13 @@ use tokio_postgres::Row;
 
 use super::{Cell, Claim, Lease, OperationRecord, Store, StoreError, TableDump};
 use crate::stack::{
-    ChangeSetRecord, EventRecord, HistoryRecord, OnFailure, ResourceRecord, StackRecord,
-    StackStatus,
+    ChangeSetRecord, EventRecord, HistoryRecord, OnFailure, ResourceRecord, SignalRecord,
+    StackRecord, StackStatus,
 };
 
 /// The schema version this Cairn writes; a database with a newer one is
 /// refused.
-const SCHEMA_VERSION: i32 = 2;
+const SCHEMA_VERSION: i32 = 3;
 
 /// Taken while the schema is applied, so engines starting together do not
 /// race (an arbitrary constant: "cairn" in ASCII).
@@ -37,7 +37,23 @@ const NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 
 /// The schema, one step per version: a database at version `v` gets the
 /// steps after `v`, in order, in one transaction each.
-const MIGRATIONS: &[(i32, &str)] = &[(1, SCHEMA_1), (2, SCHEMA_2)];
+const MIGRATIONS: &[(i32, &str)] = &[(1, SCHEMA_1), (2, SCHEMA_2), (3, SCHEMA_3)];
+
+/// Version 3: signals to wait condition handles and to resources with a
+/// CreationPolicy.
+const SCHEMA_3: &str = r#"
+CREATE TABLE IF NOT EXISTS signals (
+    seq BIGSERIAL PRIMARY KEY,
+    stack_id TEXT NOT NULL,
+    logical_id TEXT NOT NULL,
+    unique_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    reason TEXT,
+    data TEXT,
+    received_at TEXT NOT NULL,
+    UNIQUE (stack_id, logical_id, unique_id)
+);
+"#;
 
 /// Version 2: what lets any engine take a custom-resource response for
 /// another (the shared URL-signing secret, the kept responses).
@@ -1297,6 +1313,59 @@ impl Store for PgStore {
         found.iter().map(|r| Ok((get(r, 0)?, get(r, 1)?))).collect()
     }
 
+    async fn put_signal(&self, signal: &SignalRecord) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        run(
+            &client,
+            "INSERT INTO signals (stack_id, logical_id, unique_id, status, reason, data, received_at) VALUES ($1, $2, $3, $4, $5, $6, $7)
+             ON CONFLICT (stack_id, logical_id, unique_id) DO UPDATE SET status = excluded.status, reason = excluded.reason, data = excluded.data, received_at = excluded.received_at",
+            &[&signal.stack_id, &signal.logical_id, &signal.unique_id, &signal.status, &signal.reason, &signal.data, &signal.received_at],
+        )
+        .await
+        .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn signals(
+        &self,
+        stack_id: &str,
+        logical_id: &str,
+    ) -> Result<Vec<SignalRecord>, StoreError> {
+        let client = self.client().await?;
+        let rows = fetch(
+            &client,
+            "SELECT stack_id, logical_id, unique_id, status, reason, data, received_at FROM signals WHERE stack_id = $1 AND logical_id = $2 ORDER BY seq",
+            &[&stack_id, &logical_id],
+        )
+        .await
+        .map_err(backend)?;
+        rows.iter()
+            .map(|r| {
+                Ok(SignalRecord {
+                    stack_id: get(r, 0)?,
+                    logical_id: get(r, 1)?,
+                    unique_id: get(r, 2)?,
+                    status: get(r, 3)?,
+                    reason: get(r, 4)?,
+                    data: get(r, 5)?,
+                    received_at: get(r, 6)?,
+                })
+            })
+            .collect()
+    }
+
+    async fn clear_signals(&self, stack_id: &str, logical_id: &str) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        run(
+            &client,
+            "DELETE FROM signals WHERE stack_id = $1 AND logical_id = $2",
+            &[&stack_id, &logical_id],
+        )
+        .await
+        .map_err(backend)?;
+        Ok(())
+    }
+
     async fn set_stack_status(
         &self,
         lease: &Lease,
@@ -2163,7 +2232,7 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(rows.len(), 1);
-        assert_eq!(rows[0].get::<_, i32>(0), 2);
+        assert_eq!(rows[0].get::<_, i32>(0), SCHEMA_VERSION);
         drop(client);
         drop(store);
         let name = url.rsplit('/').next().unwrap_or_default().to_string();
@@ -2199,7 +2268,7 @@ mod tests {
         let refused = PgStore::connect(&url).await.err().map(|e| e.to_string());
         assert_eq!(
             refused.as_deref(),
-            Some("state file error: the PostgreSQL state database has schema version 99, newer than this Cairn's 2: upgrade Cairn")
+            Some("state file error: the PostgreSQL state database has schema version 99, newer than this Cairn's 3: upgrade Cairn")
         );
         drop(store);
         let name = url.rsplit('/').next().unwrap_or_default().to_string();

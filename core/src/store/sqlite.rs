@@ -16,7 +16,7 @@ use tokio::sync::oneshot;
 use super::{Cell, Claim, Lease, OperationRecord, Store, StoreError, TableDump};
 use crate::stack::{
     ChangeSetRecord, EventRecord, HistoryRecord, Journal, OnFailure, PendingCall, ResourceRecord,
-    StackRecord, StackStatus,
+    SignalRecord, StackRecord, StackStatus,
 };
 
 type Reply = Box<dyn FnOnce(Option<String>) + Send>;
@@ -161,11 +161,23 @@ CREATE TABLE IF NOT EXISTS callback_responses (
     body BLOB NOT NULL,
     received_at INTEGER NOT NULL
 );
+-- Signals to wait condition handles and resources with a CreationPolicy.
+CREATE TABLE IF NOT EXISTS signals (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    stack_id TEXT NOT NULL,
+    logical_id TEXT NOT NULL,
+    unique_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    reason TEXT,
+    data TEXT,
+    received_at TEXT NOT NULL,
+    UNIQUE (stack_id, logical_id, unique_id)
+);
 "#;
 
 /// The layout version written into `PRAGMA user_version`; bump it with any
 /// change to `SCHEMA` that an older file would not have.
-const SCHEMA_VERSION: i64 = 10;
+const SCHEMA_VERSION: i64 = 11;
 
 /// A new file gets the current version; a file with another one is refused
 /// with a message instead of failing later on a missing column.
@@ -193,8 +205,9 @@ fn check_schema_version(conn: &Connection, path: &Path) -> Result<(), StoreError
         }
         7 => "ALTER TABLE stacks ADD COLUMN tags TEXT; ALTER TABLE change_sets ADD COLUMN tags TEXT; ALTER TABLE operations ADD COLUMN resume_attempts INTEGER NOT NULL DEFAULT 0; ALTER TABLE operations ADD COLUMN resume_events INTEGER NOT NULL DEFAULT 0;",
         8 => "ALTER TABLE change_sets ADD COLUMN tags TEXT; ALTER TABLE operations ADD COLUMN resume_attempts INTEGER NOT NULL DEFAULT 0; ALTER TABLE operations ADD COLUMN resume_events INTEGER NOT NULL DEFAULT 0;",
-        // Layout 10 only adds tables (the callback secret and responses).
-        9 => "SELECT 1;",
+        // Layouts 10 and 11 only add tables (the callback secret and
+        // responses; signals).
+        9 | 10 => "SELECT 1;",
         _ => "",
     };
     if !added_columns.is_empty() {
@@ -907,6 +920,61 @@ impl Store for SqliteStore {
                 }
             }
             Ok(found)
+        })
+        .await
+    }
+
+    async fn put_signal(&self, signal: &SignalRecord) -> Result<(), StoreError> {
+        let s = signal.clone();
+        self.run(move |c| {
+            c.execute(
+                "INSERT INTO signals (stack_id, logical_id, unique_id, status, reason, data, received_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                 ON CONFLICT (stack_id, logical_id, unique_id) DO UPDATE SET status = excluded.status, reason = excluded.reason, data = excluded.data, received_at = excluded.received_at",
+                params![s.stack_id, s.logical_id, s.unique_id, s.status, s.reason, s.data, s.received_at],
+            )
+            .map_err(backend)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn signals(
+        &self,
+        stack_id: &str,
+        logical_id: &str,
+    ) -> Result<Vec<SignalRecord>, StoreError> {
+        let (stack_id, logical_id) = (stack_id.to_string(), logical_id.to_string());
+        self.run(move |c| {
+            let mut st = c
+                .prepare_cached("SELECT stack_id, logical_id, unique_id, status, reason, data, received_at FROM signals WHERE stack_id = ?1 AND logical_id = ?2 ORDER BY seq")
+                .map_err(backend)?;
+            let rows = st
+                .query_map(params![stack_id, logical_id], |r| {
+                    Ok(SignalRecord {
+                        stack_id: r.get(0)?,
+                        logical_id: r.get(1)?,
+                        unique_id: r.get(2)?,
+                        status: r.get(3)?,
+                        reason: r.get(4)?,
+                        data: r.get(5)?,
+                        received_at: r.get(6)?,
+                    })
+                })
+                .map_err(backend)?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(backend)
+        })
+        .await
+    }
+
+    async fn clear_signals(&self, stack_id: &str, logical_id: &str) -> Result<(), StoreError> {
+        let (stack_id, logical_id) = (stack_id.to_string(), logical_id.to_string());
+        self.run(move |c| {
+            c.execute(
+                "DELETE FROM signals WHERE stack_id = ?1 AND logical_id = ?2",
+                params![stack_id, logical_id],
+            )
+            .map_err(backend)?;
+            Ok(())
         })
         .await
     }

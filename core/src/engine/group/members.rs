@@ -227,6 +227,7 @@ impl<'a> Run<'a> {
         m.pending = Some(PendingCall {
             action: "CREATE".into(),
             request_id: uuid::Uuid::new_v4().to_string(),
+            since_ms: None,
         });
         m.updated_at = now();
         let initiated = self.event(&m);
@@ -336,6 +337,7 @@ impl<'a> Run<'a> {
                 m.pending = Some(PendingCall {
                     action: "DELETE".into(),
                     request_id: id.clone(),
+                    since_ms: None,
                 });
                 m.status = ResourceStatus::DeleteInProgress;
                 m.status_reason = None;

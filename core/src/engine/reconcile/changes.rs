@@ -169,6 +169,7 @@ impl Engine {
         rec.pending = rec.physical_id.as_ref().map(|_| PendingCall {
             action: "DELETE".into(),
             request_id: uuid::Uuid::new_v4().to_string(),
+            since_ms: None,
         });
         rec.updated_at = now();
         if !self.record(op, &rec, Vec::new()).await {
@@ -221,6 +222,7 @@ impl Engine {
             rec.pending = Some(PendingCall {
                 action: "CREATE".into(),
                 request_id: uuid::Uuid::new_v4().to_string(),
+                since_ms: None,
             });
             rec.updated_at = now();
             if !self.record(op, &rec, Vec::new()).await {
