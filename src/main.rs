@@ -126,6 +126,22 @@ enum Command {
     DeleteChangeSet { stack: String, change_set: String },
     /// Cancel a stack's update in progress: it rolls back; waits until done.
     CancelUpdate { stack: String },
+    /// Signal a resource that waits for signals (a CreationPolicy, a
+    /// WaitCondition with one), like `aws cloudformation signal-resource`.
+    Signal {
+        stack: String,
+        /// The logical id of the resource.
+        resource: String,
+        /// The signal's UniqueId (1 to 64 characters; a repeated one
+        /// replaces the earlier signal).
+        #[arg(long = "id")]
+        unique_id: String,
+        #[arg(long, default_value = "SUCCESS", value_parser = ["SUCCESS", "FAILURE"])]
+        status: String,
+        /// Why (shown when a FAILURE fails the resource).
+        #[arg(long)]
+        reason: Option<String>,
+    },
     /// Show the operations run on a stack.
     History {
         stack: String,
@@ -411,7 +427,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         })
         .await;
     }
-    let engine = stacks::open(&config, &state).await?;
+    // A signal is a quick write that must land even while the operation it
+    // is for is abandoned: that operation's resume (by the next command)
+    // counts it.
+    let engine = if matches!(cli.command, Command::Signal { .. }) {
+        stacks::open_without_resume(&config, &state).await?
+    } else {
+        stacks::open(&config, &state).await?
+    };
     match &cli.command {
         Command::Validate { .. }
         | Command::PluginHost { .. }
@@ -439,6 +462,19 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             changesets::delete(&engine, stack, change_set).await
         }
         Command::CancelUpdate { stack } => changesets::cancel_update(&engine, stack).await,
+        Command::Signal {
+            stack,
+            resource,
+            unique_id,
+            status,
+            reason,
+        } => {
+            engine
+                .signal_resource(stack, resource, unique_id, status, reason.clone())
+                .await?;
+            println!("{status} signal {unique_id} kept for {resource} of stack {stack}");
+            Ok(())
+        }
         Command::History { stack, output } => changesets::history(&engine, stack, *output).await,
         Command::List { output } => stacks::list(&engine, *output).await,
         Command::Describe { stack, output } => stacks::describe(&engine, stack, *output).await,
@@ -464,6 +500,19 @@ async fn run_remote(endpoint: &str, command: &Command) -> anyhow::Result<()> {
         Command::Delete { stack, retain } => R::Delete { stack, retain },
         Command::ContinueRollback { stack, skip } => R::ContinueRollback { stack, skip },
         Command::CancelUpdate { stack } => R::CancelUpdate { stack },
+        Command::Signal {
+            stack,
+            resource,
+            unique_id,
+            status,
+            reason,
+        } => R::Signal {
+            stack,
+            resource,
+            unique_id,
+            status,
+            reason: reason.as_deref(),
+        },
         Command::List { output } => R::List(*output),
         Command::Describe { stack, output } => R::Describe(stack, *output),
         Command::Events { stack, output } => R::Events(stack, *output),

@@ -12,6 +12,7 @@ pub mod metrics;
 pub mod plan;
 pub mod plugin;
 pub mod registry;
+pub mod signal;
 pub mod stack;
 pub mod store;
 pub mod template;

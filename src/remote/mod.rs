@@ -459,6 +459,13 @@ pub enum Command<'a> {
     CancelUpdate {
         stack: &'a str,
     },
+    Signal {
+        stack: &'a str,
+        resource: &'a str,
+        unique_id: &'a str,
+        status: &'a str,
+        reason: Option<&'a str>,
+    },
     List(OutputFormat),
     Describe(&'a str, OutputFormat),
     Events(&'a str, OutputFormat),
@@ -599,6 +606,26 @@ pub async fn run(endpoint: &str, command: Command<'_>) -> anyhow::Result<()> {
         }
         Command::ChangeSet(stack, change_set, output) => {
             crate::changesets::print_change_set(&r.change_set(stack, change_set).await?, output)
+        }
+        Command::Signal {
+            stack,
+            resource,
+            unique_id,
+            status,
+            reason,
+        } => {
+            let mut p = vec![
+                kv("StackName", stack),
+                kv("LogicalResourceId", resource),
+                kv("UniqueId", unique_id),
+                kv("Status", status),
+            ];
+            if let Some(reason) = reason {
+                p.push(kv("CairnReason", reason));
+            }
+            r.call("SignalResource", &p).await?;
+            println!("{status} signal {unique_id} kept for {resource} of stack {stack}");
+            Ok(())
         }
         Command::DeleteChangeSet(stack, change_set) => {
             r.call(

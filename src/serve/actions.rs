@@ -47,6 +47,7 @@ pub async fn dispatch(app: &Arc<App>, f: &Form, action: &str) -> Outcome {
         "ListChangeSets" => list_change_sets(app, f).await,
         "ContinueUpdateRollback" => continue_update_rollback(app, f).await,
         "CancelUpdateStack" => cancel_update_stack(app, f).await,
+        "SignalResource" => signal_resource(app, f).await,
         "ListExports" => list_exports(app, f).await,
         "ListImports" => list_imports(app, f).await,
         "DetectStackDrift" => detect_stack_drift(app, f).await,
@@ -859,6 +860,22 @@ async fn continue_update_rollback(app: &Arc<App>, f: &Form) -> Outcome {
 
 async fn cancel_update_stack(app: &App, f: &Form) -> Outcome {
     app.engine.cancel_update(f.required("StackName")?).await?;
+    Ok(None)
+}
+
+/// `SignalResource`: kept before it is answered. `CairnReason` (not in
+/// CloudFormation's model, which has no reason) carries `cairn signal
+/// --reason`.
+async fn signal_resource(app: &App, f: &Form) -> Outcome {
+    app.engine
+        .signal_resource(
+            f.required("StackName")?,
+            f.required("LogicalResourceId")?,
+            f.required("UniqueId")?,
+            f.required("Status")?,
+            f.get("CairnReason").map(str::to_string),
+        )
+        .await?;
     Ok(None)
 }
 

@@ -15,6 +15,7 @@ mod group;
 mod parameter_values;
 mod reconcile;
 mod resolve;
+pub mod signals;
 mod update;
 
 pub use changeset::{changes_json, ChangeSetType, CreateChangeSetInput, NO_CHANGES};
@@ -1271,6 +1272,35 @@ impl Engine {
         if op.aborted.load(Ordering::SeqCst) {
             return false;
         }
+        // Made already, and waiting for signals when the operation stopped:
+        // the wait goes on with the signals that came meanwhile.
+        if let Some(r) = existing.as_ref().filter(|r| {
+            r.pending
+                .as_ref()
+                .is_some_and(|p| p.action == signals::WAITING)
+        }) {
+            return match self.signal_wait(op, logical_id, &r.properties).await {
+                Ok(Some((wait, source))) => self.await_signals(op, r.clone(), wait, source).await,
+                outcome => {
+                    let result = match outcome {
+                        Err(reason) => Err(ProviderError::new(ErrorKind::InvalidRequest, reason)),
+                        _ => Ok(CreateResult {
+                            physical_resource_id: r.physical_id.clone().unwrap_or_default(),
+                            attributes: r.attributes.clone(),
+                            no_echo: r.no_echo,
+                        }),
+                    };
+                    self.record_created(
+                        op,
+                        r.clone(),
+                        result,
+                        ResourceStatus::CreateComplete,
+                        ResourceStatus::CreateFailed,
+                    )
+                    .await
+                }
+            };
+        }
         let resumed_call = existing
             .as_ref()
             .and_then(|r| r.pending.clone())
@@ -1317,6 +1347,30 @@ impl Engine {
                         return false;
                     }
                 }
+                // What it will wait for is checked before anything is made.
+                if let Err(reason) = self.signal_wait(op, logical_id, &rec.properties).await {
+                    rec.status = ResourceStatus::CreateFailed;
+                    rec.status_reason = Some(reason);
+                    rec.updated_at = now();
+                    self.record(op, &rec, started).await;
+                    return false;
+                }
+                // A new life waits for new signals.
+                if self.clears_signals(op, logical_id) {
+                    if let Err(e) = self
+                        .store
+                        .clear_signals(&op.stack.stack_id, logical_id)
+                        .await
+                    {
+                        rec.status = ResourceStatus::CreateFailed;
+                        rec.status_reason = Some(format!(
+                            "cannot clear the signals kept for {logical_id}: {e}"
+                        ));
+                        rec.updated_at = now();
+                        self.record(op, &rec, started).await;
+                        return false;
+                    }
+                }
                 let id = uuid::Uuid::new_v4().to_string();
                 rec.pending = Some(PendingCall {
                     action: "CREATE".into(),
@@ -1338,6 +1392,29 @@ impl Engine {
             Attempt::First
         };
         let result = self.call_create(op, &rec, &request_id, attempt).await;
+        if let Ok(created) = &result {
+            match self.signal_wait(op, logical_id, &rec.properties).await {
+                Ok(Some((wait, source))) => {
+                    return self
+                        .start_waiting(op, rec, created.clone(), wait, source)
+                        .await
+                }
+                Ok(None) => {}
+                Err(reason) => {
+                    let mut e = ProviderError::new(ErrorKind::InvalidRequest, reason);
+                    e.physical_resource_id = Some(created.physical_resource_id.clone());
+                    return self
+                        .record_created(
+                            op,
+                            rec,
+                            Err(e),
+                            ResourceStatus::CreateComplete,
+                            ResourceStatus::CreateFailed,
+                        )
+                        .await;
+                }
+            }
+        }
         self.record_created(
             op,
             rec,

@@ -64,6 +64,13 @@ pub fn assemble(config: &Config, builtins: Vec<Builtin>) -> Result<Registry, Reg
         Arc::new(crate::group::GroupTypes),
         None,
     )?;
+    // Wait conditions and their handles: the engine waits for the signals.
+    r.register(
+        "engine:signals",
+        Transport::Engine,
+        Arc::new(crate::engine::signals::SignalTypes::new(&config.webhooks)),
+        None,
+    )?;
     // Custom resources: AWS::CloudFormation::CustomResource, the Custom::
     // types endpoints declare schemas for, and every other Custom::<Name>.
     let webhooks =

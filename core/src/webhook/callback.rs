@@ -34,6 +34,7 @@ use tokio::sync::oneshot;
 use super::response;
 use super::WebhookError;
 use crate::config::WebhookConfig;
+use crate::engine::signals::SignalError;
 use crate::store::Store;
 
 /// The state every engine of this process shares with the others.
@@ -160,6 +161,21 @@ pub fn hosted() -> Option<Arc<CallbackListener>> {
     HOSTED.get().cloned()
 }
 
+/// This process's own listener, when no server hosts one.
+static OWN: tokio::sync::OnceCell<Arc<CallbackListener>> = tokio::sync::OnceCell::const_new();
+
+/// The process's callback listener: the one a server hosts, or one bound to
+/// `[webhooks] listen`, started on first use. Custom resources' ResponseURLs
+/// and wait condition handles' URLs both point at it.
+pub async fn listener(config: &WebhookConfig) -> Result<Arc<CallbackListener>, WebhookError> {
+    if let Some(hosted) = hosted() {
+        return Ok(hosted);
+    }
+    OWN.get_or_try_init(|| CallbackListener::start(config))
+        .await
+        .cloned()
+}
+
 /// The URL-signing secret: the shared state's, or one drawn for this process.
 async fn secret() -> Result<(Vec<u8>, Option<Arc<dyn Store>>), WebhookError> {
     if let Some(store) = SHARED.get() {
@@ -181,6 +197,10 @@ impl CallbackListener {
     fn routes(listener: Arc<CallbackListener>) -> Router {
         Router::new()
             .route("/cfn-response/{key}", put(receive).post(receive))
+            .route(
+                "/cfn-signal/{key}",
+                put(receive_signal).post(receive_signal),
+            )
             .with_state(listener)
     }
 
@@ -329,6 +349,38 @@ impl CallbackListener {
             utf8_percent_encode(&key, KEY_ESCAPES),
             url_signature(&self.secret, &key)
         )
+    }
+
+    /// The URL of a wait condition handle: `<base>/cfn-signal/<StackId|Logical>`
+    /// signed like a ResponseURL, so only this state's engines mint one.
+    pub fn handle_url(&self, stack_id: &str, logical_id: &str) -> String {
+        let key = format!("{stack_id}|{logical_id}");
+        format!(
+            "{}/cfn-signal/{}?Signature={}",
+            self.base_url,
+            utf8_percent_encode(&key, KEY_ESCAPES),
+            url_signature(&self.secret, &key)
+        )
+    }
+
+    /// The stack id and logical id of the handle a URL (from
+    /// [`CallbackListener::handle_url`]) names, when its signature holds.
+    pub fn handle_target(&self, url: &str) -> Option<(String, String)> {
+        let rest = url.split_once("/cfn-signal/")?.1;
+        let (key, query) = rest.split_once('?')?;
+        let key = percent_encoding::percent_decode_str(key)
+            .decode_utf8()
+            .ok()?
+            .into_owned();
+        let signature = query
+            .split('&')
+            .find_map(|kv| kv.strip_prefix("Signature="))?;
+        let expected = url_signature(&self.secret, &key);
+        if !constant_time_eq(signature.as_bytes(), expected.as_bytes()) {
+            return None;
+        }
+        let (stack, logical) = key.rsplit_once('|')?;
+        Some((stack.to_string(), logical.to_string()))
     }
 
     /// Waits for the response to `request` (whose `response_url` came from
@@ -504,6 +556,48 @@ async fn receive(
     };
     let _ = waiting.tx.send(answer);
     reply
+}
+
+/// `PUT /cfn-signal/{key}?Signature=…`: a signal to a wait condition handle
+/// (what `cfn-signal` and `curl` send). It is kept in the state before it is
+/// acknowledged; the engine waiting on the handle counts it from there.
+async fn receive_signal(
+    State(listener): State<Arc<CallbackListener>>,
+    Path(key): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+    body: Bytes,
+) -> (StatusCode, String) {
+    let expected = url_signature(&listener.secret, &key);
+    let given = query.get("Signature").map(String::as_str).unwrap_or("");
+    if !constant_time_eq(given.as_bytes(), expected.as_bytes()) {
+        return (
+            StatusCode::FORBIDDEN,
+            "the Signature of this wait condition handle URL is not valid; use the handle's URL (its Ref) unchanged".into(),
+        );
+    }
+    let Some((stack_id, logical_id)) = key.rsplit_once('|') else {
+        return (
+            StatusCode::NOT_FOUND,
+            "not a wait condition handle URL".into(),
+        );
+    };
+    let Some(store) = &listener.store else {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "this listener has no state to keep signals in".into(),
+        );
+    };
+    match crate::engine::signals::accept_handle_signal(store.as_ref(), stack_id, logical_id, &body)
+        .await
+    {
+        Ok(()) => (StatusCode::OK, String::new()),
+        Err(e @ SignalError::NotFound(_)) => (StatusCode::NOT_FOUND, e.to_string()),
+        Err(e @ SignalError::Invalid(_)) => (StatusCode::BAD_REQUEST, e.to_string()),
+        Err(e @ SignalError::Store(_)) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("the signal cannot be kept now ({e}); send it again"),
+        ),
+    }
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {

@@ -259,11 +259,8 @@ impl Calls {
         self.listener
             .get_or_try_init(|| async {
                 // A server that hosts the callback (cairn serve) answers on
-                // its own address; otherwise the listener binds its own.
-                match callback::hosted() {
-                    Some(hosted) => Ok(hosted),
-                    None => CallbackListener::start(&self.config).await,
-                }
+                // its own address; otherwise the process binds one listener.
+                callback::listener(&self.config).await
             })
             .await
     }

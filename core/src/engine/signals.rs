@@ -1,0 +1,386 @@
+//! Waiting for signals: a resource with a `CreationPolicy` (any type,
+//! groups included) and an `AWS::CloudFormation::WaitCondition` stay
+//! CREATE_IN_PROGRESS after their provider finished, until enough success
+//! signals are kept in the store, a failure signal comes, or the wait's
+//! time runs out. The wait's start is recorded in the row (`PendingCall`
+//! `SIGNALS` with `since_ms`), so a resumed wait keeps its deadline and
+//! counts the signals that arrived while no engine ran it. Signals come in
+//! three ways, all stored before they are acknowledged: a PUT to a
+//! handle's URL (the callback listener), `SignalResource`, `cairn signal`.
+
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use cairn_sdk::{
+    CreateRequest, CreateResult, DeleteRequest, DriftRequest, DriftResult, ErrorKind,
+    ProviderError, ResourceProvider, ResourceSchema, UpdateRequest, UpdateResult,
+};
+use serde_json::{Map, Value};
+
+use super::{Engine, EngineError, Op};
+use crate::config::WebhookConfig;
+use crate::signal::{self, Progress, Signal, SignalStatus, Wait, WAIT_CONDITION_HANDLE};
+use crate::stack::{now, PendingCall, ResourceRecord, ResourceStatus, SignalRecord};
+use crate::store::{Store, StoreError};
+use crate::webhook::callback;
+
+/// How often a waiting resource looks for new signals in the store.
+const SIGNAL_POLL: Duration = Duration::from_millis(250);
+
+/// The `PendingCall` action of a resource waiting for signals.
+pub(crate) const WAITING: &str = "SIGNALS";
+
+/// Why a signal was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum SignalError {
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    Store(#[from] StoreError),
+}
+
+/// Keeps a signal PUT to a wait condition handle's URL, once the handle is
+/// known to exist.
+pub async fn accept_handle_signal(
+    store: &dyn Store,
+    stack_id: &str,
+    logical_id: &str,
+    body: &[u8],
+) -> Result<(), SignalError> {
+    let gone = || {
+        SignalError::NotFound(format!(
+            "the wait condition handle {logical_id} of stack {stack_id} does not exist (its stack or the handle was deleted)"
+        ))
+    };
+    let stack = store.find_stack(stack_id).await?.ok_or_else(gone)?;
+    if stack.status == crate::stack::StackStatus::DeleteComplete {
+        return Err(gone());
+    }
+    let rows = store.resources(&stack.stack_id).await?;
+    let live = rows.iter().any(|r| {
+        r.logical_id == logical_id
+            && r.resource_type == WAIT_CONDITION_HANDLE
+            && !matches!(
+                r.status,
+                ResourceStatus::DeleteComplete | ResourceStatus::DeleteInProgress
+            )
+    });
+    if !live {
+        return Err(gone());
+    }
+    let kept = store.signals(&stack.stack_id, logical_id).await?.len();
+    let signal = Signal::parse(body, || (kept + 1).to_string()).map_err(SignalError::Invalid)?;
+    store
+        .put_signal(&SignalRecord {
+            stack_id: stack.stack_id.clone(),
+            logical_id: logical_id.to_string(),
+            unique_id: signal.unique_id,
+            status: signal.status.as_str().into(),
+            reason: signal.reason,
+            data: signal.data,
+            received_at: now(),
+        })
+        .await?;
+    Ok(())
+}
+
+impl Engine {
+    /// `SignalResource` and `cairn signal`: keeps a signal for a resource
+    /// that is being created or updated.
+    pub async fn signal_resource(
+        &self,
+        stack_name: &str,
+        logical_id: &str,
+        unique_id: &str,
+        status: &str,
+        reason: Option<String>,
+    ) -> Result<(), EngineError> {
+        let status = SignalStatus::parse(status).map_err(EngineError::Validation)?;
+        signal::check_unique_id(unique_id).map_err(EngineError::Validation)?;
+        let Some(stack) = self.store.find_stack(stack_name).await? else {
+            return Err(StoreError::NoSuchStack(stack_name.to_string()).into());
+        };
+        let rows = self.store.resources(&stack.stack_id).await?;
+        let Some(row) = rows.iter().find(|r| r.logical_id == logical_id) else {
+            return Err(EngineError::Validation(format!(
+                "Resource {logical_id} does not exist for stack {}",
+                stack.stack_name
+            )));
+        };
+        if !matches!(
+            row.status,
+            ResourceStatus::CreateInProgress | ResourceStatus::UpdateInProgress
+        ) {
+            return Err(EngineError::Validation(format!(
+                "Resource {logical_id} is in {} state and cannot be signaled",
+                row.status
+            )));
+        }
+        self.store
+            .put_signal(&SignalRecord {
+                stack_id: stack.stack_id.clone(),
+                logical_id: logical_id.to_string(),
+                unique_id: unique_id.to_string(),
+                status: status.as_str().into(),
+                reason,
+                data: None,
+                received_at: now(),
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// What the resource waits for once its provider has made it, and the
+    /// resource whose signals count: its own (a CreationPolicy), or its
+    /// handle's (a WaitCondition). `None`: it does not wait.
+    pub(super) async fn signal_wait(
+        &self,
+        op: &Op,
+        logical_id: &str,
+        properties: &Map<String, Value>,
+    ) -> Result<Option<(Wait, (String, String))>, String> {
+        let Some(r) = op.template.resource(logical_id) else {
+            return Ok(None);
+        };
+        if let Some(wait) = signal::creation_policy(r.creation_policy.as_ref(), logical_id)? {
+            return Ok(Some((
+                wait,
+                (op.stack.stack_id.clone(), logical_id.to_string()),
+            )));
+        }
+        if !signal::is_wait_condition(self.registry.canonical(&r.type_name)) {
+            return Ok(None);
+        }
+        let wait = signal::wait_condition(properties)?;
+        let url = properties
+            .get("Handle")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let listener = callback::listener(&self.config.webhooks)
+            .await
+            .map_err(|e| e.to_string())?;
+        let handle = listener.handle_target(url).ok_or_else(|| {
+            format!(
+                "Handle of {logical_id} is not the URL of a wait condition handle of this Cairn state: {}; use !Ref of an AWS::CloudFormation::WaitConditionHandle",
+                crate::template::quoted(url)
+            )
+        })?;
+        Ok(Some((wait, handle)))
+    }
+
+    /// Whether a new create of the resource forgets the signals kept for it
+    /// (a handle, or a resource with a CreationPolicy: its new life waits
+    /// for new signals).
+    pub(super) fn clears_signals(&self, op: &Op, logical_id: &str) -> bool {
+        op.template.resource(logical_id).is_some_and(|r| {
+            r.creation_policy.is_some()
+                || self.registry.canonical(&r.type_name) == WAIT_CONDITION_HANDLE
+        })
+    }
+
+    /// Records that the resource (made by its provider) now waits, then
+    /// waits. True when enough signals came.
+    pub(super) async fn start_waiting(
+        &self,
+        op: &Op,
+        mut rec: ResourceRecord,
+        created: CreateResult,
+        wait: Wait,
+        source: (String, String),
+    ) -> bool {
+        rec.physical_id = Some(created.physical_resource_id);
+        rec.attributes = created.attributes;
+        rec.no_echo = created.no_echo;
+        let request_id = rec
+            .pending
+            .as_ref()
+            .map(|p| p.request_id.clone())
+            .unwrap_or_default();
+        rec.pending = Some(PendingCall {
+            action: WAITING.into(),
+            request_id,
+            since_ms: Some(now_ms()),
+        });
+        rec.updated_at = now();
+        // No event: CloudFormation shows nothing between "Resource creation
+        // Initiated" and the signals.
+        let written = self.store.put_resource(&op.lease, &rec, &[]).await;
+        if !self.held(op, &rec.logical_id, written) {
+            return false;
+        }
+        self.await_signals(op, rec, wait, source).await
+    }
+
+    /// Waits (again, after a resume) for the signals of a resource recorded
+    /// as waiting, and records the outcome.
+    pub(super) async fn await_signals(
+        &self,
+        op: &Op,
+        rec: ResourceRecord,
+        wait: Wait,
+        (stack_id, logical_id): (String, String),
+    ) -> bool {
+        let since = rec
+            .pending
+            .as_ref()
+            .and_then(|p| p.since_ms)
+            .unwrap_or_else(now_ms);
+        let deadline = since.saturating_add(wait.timeout.as_millis() as i64);
+        // Signals already shown (a resumed wait): their events are not
+        // recorded twice.
+        let mut shown: HashSet<String> = HashSet::new();
+        let events_for_signals = wait.kind != signal::WaitKind::WaitCondition;
+        if events_for_signals {
+            if let Ok(events) = self.store.events(&op.stack.stack_id).await {
+                shown.extend(
+                    events
+                        .into_iter()
+                        .filter(|e| e.logical_id == rec.logical_id)
+                        .filter_map(|e| e.status_reason),
+                );
+            }
+        }
+        loop {
+            if op.aborted.load(Ordering::SeqCst) {
+                return false;
+            }
+            let signals = match self.store.signals(&stack_id, &logical_id).await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(stack = %op.stack.stack_name, resource = %rec.logical_id, "cannot read signals: {e}");
+                    Vec::new()
+                }
+            };
+            if events_for_signals {
+                let mut events = Vec::new();
+                for s in &signals {
+                    let reason = signal::event_reason(s);
+                    if shown.insert(reason.clone()) {
+                        let mut shown_rec = rec.clone();
+                        shown_rec.status_reason = Some(reason);
+                        shown_rec.updated_at = now();
+                        events.push(op.resource_event(&shown_rec));
+                    }
+                }
+                if !events.is_empty() {
+                    let written = self.store.put_events(&op.lease, &events).await;
+                    if !self.held(op, &rec.logical_id, written) {
+                        return false;
+                    }
+                }
+            }
+            let physical = rec.physical_id.clone().unwrap_or_default();
+            let outcome = match wait.progress(&signals) {
+                Progress::Waiting if now_ms() >= deadline => Err(wait.timed_out(&signals)),
+                Progress::Waiting => {
+                    let left = Duration::from_millis((deadline - now_ms()).max(1) as u64);
+                    tokio::time::sleep(left.min(SIGNAL_POLL)).await;
+                    continue;
+                }
+                Progress::Done => Ok(()),
+                Progress::Failed(reason) => Err(reason),
+            };
+            let result = match outcome {
+                Ok(()) => {
+                    let mut attributes = rec.attributes.clone();
+                    if signal::is_wait_condition(self.registry.canonical(&rec.resource_type)) {
+                        attributes.insert(
+                            "Data".into(),
+                            Value::String(signal::data_attribute(&signals)),
+                        );
+                    }
+                    Ok(CreateResult {
+                        physical_resource_id: physical,
+                        attributes,
+                        no_echo: rec.no_echo,
+                    })
+                }
+                Err(reason) => {
+                    let mut e = ProviderError::new(ErrorKind::InternalFailure, reason);
+                    // Made, then failed: the rollback deletes it.
+                    e.physical_resource_id = Some(physical);
+                    Err(e)
+                }
+            };
+            return self
+                .record_created(
+                    op,
+                    rec,
+                    result,
+                    ResourceStatus::CreateComplete,
+                    ResourceStatus::CreateFailed,
+                )
+                .await;
+        }
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// The provider behind the two wait condition types (`engine:signals`):
+/// a handle is its URL; a wait condition is a name, the engine does the
+/// waiting. Neither has anything outside the store to delete or drift.
+pub struct SignalTypes {
+    webhooks: WebhookConfig,
+}
+
+impl SignalTypes {
+    pub fn new(webhooks: &WebhookConfig) -> SignalTypes {
+        SignalTypes {
+            webhooks: webhooks.clone(),
+        }
+    }
+}
+
+#[async_trait]
+impl ResourceProvider for SignalTypes {
+    fn schema(&self) -> Vec<ResourceSchema> {
+        signal::schemas()
+    }
+
+    async fn create(&self, req: &CreateRequest) -> Result<CreateResult, ProviderError> {
+        let ctx = &req.context;
+        let physical = if ctx.resource_type == WAIT_CONDITION_HANDLE {
+            let listener = callback::listener(&self.webhooks).await.map_err(|e| {
+                ProviderError::new(
+                    ErrorKind::InternalFailure,
+                    format!("a wait condition handle needs the callback listener: {e}"),
+                )
+            })?;
+            listener.handle_url(&ctx.stack_id, &ctx.logical_resource_id)
+        } else {
+            format!("{}/{}", ctx.stack_id, ctx.logical_resource_id)
+        };
+        Ok(CreateResult {
+            physical_resource_id: physical,
+            attributes: Map::new(),
+            no_echo: false,
+        })
+    }
+
+    /// Every property is CreateOnly: nothing changes in place.
+    async fn update(&self, _req: &UpdateRequest) -> Result<UpdateResult, ProviderError> {
+        Ok(UpdateResult {
+            physical_resource_id: None,
+            attributes: Map::new(),
+            no_echo: false,
+        })
+    }
+
+    async fn check_drift(&self, _req: &DriftRequest) -> Result<DriftResult, ProviderError> {
+        Ok(DriftResult::InSync)
+    }
+
+    async fn delete(&self, _req: &DeleteRequest) -> Result<(), ProviderError> {
+        Ok(())
+    }
+}
