@@ -115,6 +115,7 @@ async fn create_delete(store: Arc<dyn Store>, data: &std::path::Path) -> Result<
         parameters: BTreeMap::new(),
         on_failure: OnFailure::Rollback,
         tags: Vec::new(),
+        timeout_minutes: None,
     };
     let start = Instant::now();
     let id = engine.start_create(&input).await?;

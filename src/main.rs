@@ -250,6 +250,10 @@ struct DeployOpts {
     /// the stack's tags).
     #[arg(long = "tag")]
     tags: Vec<String>,
+    /// Fail the create (and roll it back, or as --on-failure says) when it
+    /// has not finished within this many minutes (TimeoutInMinutes).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    timeout_minutes: Option<u32>,
 }
 
 #[derive(clap::Args)]
@@ -322,6 +326,7 @@ impl DeployOpts {
             disable_rollback: self.disable_rollback,
             on_failure: self.on_failure.as_deref(),
             use_previous: &self.use_previous,
+            timeout_minutes: self.timeout_minutes,
         }
     }
 }

@@ -264,6 +264,7 @@ pub struct DeployArgs<'a> {
     pub disable_rollback: bool,
     pub on_failure: Option<&'a str>,
     pub use_previous: &'a [String],
+    pub timeout_minutes: Option<u32>,
 }
 
 pub async fn deploy(engine: &Arc<Engine>, args: DeployArgs<'_>) -> anyhow::Result<()> {
@@ -294,6 +295,7 @@ pub async fn deploy(engine: &Arc<Engine>, args: DeployArgs<'_>) -> anyhow::Resul
         parameters: parse_parameters(args.parameters)?,
         on_failure,
         tags: tag_list(args.tags)?,
+        timeout_minutes: args.timeout_minutes,
     };
     let stack_id = engine
         .start_create(&input)

@@ -754,6 +754,9 @@ async fn deploy(r: &Remote, args: stacks::DeployArgs<'_>) -> anyhow::Result<()> 
             if let Some(o) = args.on_failure {
                 params.push(kv("OnFailure", o));
             }
+            if let Some(t) = args.timeout_minutes {
+                params.push(kv("TimeoutInMinutes", t.to_string()));
+            }
             let created = r.call("CreateStack", &params).await.map_err(named)?;
             let id = created.text_or_empty("StackId");
             r.follow(&id, args.stack, HashSet::new(), StackStatus::CreateComplete)

@@ -231,6 +231,19 @@ fn on_failure(f: &Form) -> Result<OnFailure, ApiError> {
     }
 }
 
+/// `TimeoutInMinutes`: a positive integer.
+fn timeout_minutes(f: &Form) -> Result<Option<u32>, ApiError> {
+    match f.get("TimeoutInMinutes") {
+        None => Ok(None),
+        Some(t) => match t.parse::<u32>() {
+            Ok(n) if n >= 1 => Ok(Some(n)),
+            _ => Err(ApiError::validation(format!(
+                "1 validation error detected: Value '{t}' at 'timeoutInMinutes' failed to satisfy constraint: Member must have value greater than or equal to 1"
+            ))),
+        },
+    }
+}
+
 async fn create_stack(app: &Arc<App>, f: &Form) -> Outcome {
     let name = f.required("StackName")?;
     let body = template_body(app, f)?.ok_or_else(|| {
@@ -242,6 +255,7 @@ async fn create_stack(app: &Arc<App>, f: &Form) -> Outcome {
         parameters: plain_parameters(f)?,
         on_failure: on_failure(f)?,
         tags: tags(f)?.unwrap_or_default(),
+        timeout_minutes: timeout_minutes(f)?,
     };
     let id = app.engine.start_create(&input).await?;
     app.drive(id.clone(), "CREATE").await;

@@ -48,6 +48,22 @@ use crate::validate;
 use dag::Outcome;
 use resolve::Results;
 
+/// CloudFormation's stack status reason (the start of it) when a create
+/// runs past its TimeoutInMinutes.
+const TIMED_OUT: &str = "Stack creation time exceeded the specified timeout. ";
+
+/// When an operation's TimeoutInMinutes (counted from its start) runs out.
+fn operation_deadline(operation: Option<&OperationRecord>) -> Option<std::time::SystemTime> {
+    let o = operation?;
+    let minutes = o.options.get(TIMEOUT_OPTION)?.as_u64()?;
+    let started: jiff::Timestamp = o.started_at.parse().ok()?;
+    let started = std::time::SystemTime::from(started);
+    Some(started + Duration::from_secs(minutes * 60))
+}
+
+/// The operation option that holds a create's `TimeoutInMinutes`.
+const TIMEOUT_OPTION: &str = "TimeoutInMinutes";
+
 /// How often a running update looks for a cancel request.
 const CANCEL_POLL: Duration = Duration::from_millis(200);
 
@@ -69,6 +85,8 @@ pub struct CreateStackInput {
     pub parameters: BTreeMap<String, String>,
     pub on_failure: OnFailure,
     pub tags: Vec<crate::stack::Tag>,
+    /// `TimeoutInMinutes`: the create fails when it has not finished by then.
+    pub timeout_minutes: Option<u32>,
 }
 
 /// How CloudFormation shows a value read from a NoEcho custom resource.
@@ -88,6 +106,10 @@ struct Op {
     aborted: AtomicBool,
     /// Set when `cairn cancel-update` asked the running update to stop.
     cancel: tokio::sync::watch::Sender<bool>,
+    /// When the operation's TimeoutInMinutes runs out, if it has one.
+    deadline: Option<std::time::SystemTime>,
+    /// Set when the deadline stopped the work.
+    timed_out: AtomicBool,
     /// The stack fields this operation shows (for an update: the template it
     /// rolls forward to, or back to).
     state: update::StackState,
@@ -374,7 +396,10 @@ impl Engine {
                 &OperationRecord {
                     stack_id: stack_id.clone(),
                     kind: "CREATE".into(),
-                    options: json!({}),
+                    options: match input.timeout_minutes {
+                        Some(t) => json!({ TIMEOUT_OPTION: t }),
+                        None => json!({}),
+                    },
                     started_at: ts,
                 },
             )
@@ -469,7 +494,8 @@ impl Engine {
     async fn load(&self, stack: &StackRecord, lease: Lease) -> Result<Op, EngineError> {
         let sctx = stack_context(&self.config, &stack.stack_name, &stack.stack_id);
         let results = Results::new(self.exports_map().await?);
-        let (this, other) = match self.store.operation(&stack.stack_id).await? {
+        let operation = self.store.operation(&stack.stack_id).await?;
+        let (this, other) = match &operation {
             Some(o) if o.kind == "UPDATE" || o.kind == reconcile::KIND => {
                 let (previous, target) = update::UpdateJournal::from_options(&o.options)?;
                 if update::is_rollback_phase(stack.status) {
@@ -491,6 +517,9 @@ impl Engine {
             None => None,
         };
         results.record_live(&self.store.resources(&stack.stack_id).await?);
+        let deadline = (stack.status == StackStatus::CreateInProgress)
+            .then(|| operation_deadline(operation.as_ref()))
+            .flatten();
         Ok(Op {
             stack: stack.clone(),
             template,
@@ -502,6 +531,8 @@ impl Engine {
             lease,
             aborted: AtomicBool::new(false),
             cancel: tokio::sync::watch::Sender::new(false),
+            deadline,
+            timed_out: AtomicBool::new(false),
             state: this,
             other,
         })
@@ -767,6 +798,9 @@ impl Engine {
                     }
                 }
                 let failed = self.create_all(op, rows).await?;
+                if op.timed_out.load(Ordering::SeqCst) {
+                    return self.fail_create(op, TIMED_OUT).await;
+                }
                 if failed.is_empty() {
                     match self.finish_create(op).await {
                         Ok(()) => {
@@ -861,7 +895,12 @@ impl Engine {
                 self.rollback(op).await
             }
             OnFailure::Delete => {
-                self.set_status(op, StackStatus::DeleteInProgress, Some(reason))
+                let reason = if reason == TIMED_OUT {
+                    format!("{reason}Delete requested by user.")
+                } else {
+                    reason.to_string()
+                };
+                self.set_status(op, StackStatus::DeleteInProgress, Some(&reason))
                     .await?;
                 self.delete_phase(op, &[], true).await
             }
@@ -1078,9 +1117,30 @@ impl Engine {
             self.config.engine.max_concurrency,
             stop_on_failure,
             async {
-                let mut cancel = op.cancel.subscribe();
-                if !cancellable || cancel.wait_for(|c| *c).await.is_err() {
-                    std::future::pending::<()>().await;
+                let cancelled = async {
+                    let mut cancel = op.cancel.subscribe();
+                    if !cancellable || cancel.wait_for(|c| *c).await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                };
+                // TimeoutInMinutes: the work in flight is cancelled.
+                let timed_out = async {
+                    // Only the create phase is bounded: the rollback that
+                    // follows a timeout runs to its end.
+                    let Some(deadline) =
+                        op.deadline.filter(|_| !op.timed_out.load(Ordering::SeqCst))
+                    else {
+                        return std::future::pending::<()>().await;
+                    };
+                    let left = deadline
+                        .duration_since(std::time::SystemTime::now())
+                        .unwrap_or(Duration::ZERO);
+                    tokio::time::sleep(left).await;
+                    op.timed_out.store(true, Ordering::SeqCst);
+                };
+                tokio::select! {
+                    _ = cancelled => {}
+                    _ = timed_out => {}
                 }
             },
             work,
