@@ -546,6 +546,80 @@ def racing():
         assert settled(ids[name]) == "DELETE_COMPLETE", name
 
 
+SIGNALS = """
+Resources:
+  Handle:
+    Type: AWS::CloudFormation::WaitConditionHandle
+  Wait:
+    Type: AWS::CloudFormation::WaitCondition
+    Properties: {Handle: !Ref Handle, Timeout: '120'}
+  Box:
+    Type: Cairn::Test::Resource
+    DependsOn: Wait
+    CreationPolicy:
+      ResourceSignal: {Count: 2, Timeout: PT2M}
+    Properties: {Value: boxed}
+Outputs:
+  Data: {Value: !GetAtt Wait.Data}
+"""
+
+
+def signals():
+    cf.create_stack(StackName="sig", TemplateBody=SIGNALS, TimeoutInMinutes=10)
+
+    def resource(logical):
+        for _ in range(300):
+            try:
+                r = cf.describe_stack_resource(StackName="sig", LogicalResourceId=logical)["StackResourceDetail"]
+                if r.get("PhysicalResourceId"):
+                    return r
+            except ClientError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError(f"{logical} was never made")
+
+    # The handle's URL is on the server's own address; a PUT with the body
+    # cfn-signal sends is kept before it is answered.
+    url = resource("Handle")["PhysicalResourceId"]
+    assert url.startswith(ENDPOINT + "/cfn-signal/"), url
+    put = urllib.request.Request(
+        url,
+        data=b'{"Status":"SUCCESS","Reason":"booted","UniqueId":"boot","Data":"ready"}',
+        method="PUT",
+        headers={"Content-Type": ""},
+    )
+    assert urllib.request.urlopen(put).status == 200
+
+    resource("Box")
+    for unique_id in ("i-1", "i-1"):
+        cf.signal_resource(StackName="sig", LogicalResourceId="Box", UniqueId=unique_id, Status="SUCCESS")
+    time.sleep(0.8)
+    assert cf.describe_stacks(StackName="sig")["Stacks"][0]["StackStatus"] == "CREATE_IN_PROGRESS"
+    assert error(cf.signal_resource, StackName="sig", LogicalResourceId="Box", UniqueId="i-2", Status="MAYBE")[0] == "ValidationError"
+    cf.signal_resource(StackName="sig", LogicalResourceId="Box", UniqueId="i-2", Status="SUCCESS")
+    cf.get_waiter("stack_create_complete").wait(StackName="sig", WaiterConfig=FAST)
+
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in cf.describe_stacks(StackName="sig")["Stacks"][0]["Outputs"]}
+    assert json.loads(outputs["Data"]) == {"boot": "ready"}, outputs
+    box = [(e["ResourceStatus"], e.get("ResourceStatusReason", "")) for e in events("sig") if e["LogicalResourceId"] == "Box"]
+    assert box == [
+        ("CREATE_IN_PROGRESS", ""),
+        ("CREATE_IN_PROGRESS", "Resource creation Initiated"),
+        ("CREATE_IN_PROGRESS", "Received SUCCESS signal with UniqueId i-1"),
+        ("CREATE_IN_PROGRESS", "Received SUCCESS signal with UniqueId i-2"),
+        ("CREATE_COMPLETE", ""),
+    ], box
+    assert error(cf.signal_resource, StackName="sig", LogicalResourceId="Box", UniqueId="i-3", Status="SUCCESS") == (
+        "ValidationError", "Resource Box is in CREATE_COMPLETE state and cannot be signaled", 400)
+    assert error(cf.signal_resource, StackName="nope", LogicalResourceId="Box", UniqueId="i-3", Status="SUCCESS")[0] == "ValidationError"
+    # The aws CLI's signal-resource reaches the same check.
+    rc, _, err = aws("cloudformation", "signal-resource", "--stack-name", "sig", "--logical-resource-id", "Box",
+                     "--unique-id", "cli", "--status", "SUCCESS")
+    assert rc != 0 and "Resource Box is in CREATE_COMPLETE state and cannot be signaled" in err, (rc, err)
+    cf.delete_stack(StackName="sig")
+    cf.get_waiter("stack_delete_complete").wait(StackName="sig", WaiterConfig=FAST)
+
+
 if __name__ == "__main__":
     globals()[sys.argv[1]]()
     print("ok")

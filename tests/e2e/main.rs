@@ -11,6 +11,7 @@ mod plugins;
 mod postgres;
 mod reconcile;
 mod serve;
+mod signals;
 mod stacks;
 mod support;
 mod update;

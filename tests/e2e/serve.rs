@@ -90,6 +90,11 @@ fn boto3_creates_updates_and_deletes_stacks_with_waiters() {
 }
 
 #[test]
+fn boto3_signals_wait_conditions_and_signal_resource() {
+    run("signals");
+}
+
+#[test]
 fn boto3_change_sets() {
     run("changesets");
 }
