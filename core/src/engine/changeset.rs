@@ -232,6 +232,8 @@ impl Engine {
             updated_at: ts.clone(),
             deleted_at: None,
             tags: Vec::new(),
+            parent_id: None,
+            root_id: None,
         };
         let first = stack_event(
             &stack,

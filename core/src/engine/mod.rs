@@ -378,6 +378,8 @@ impl Engine {
             updated_at: ts.clone(),
             deleted_at: None,
             tags: input.tags.clone(),
+            parent_id: None,
+            root_id: None,
         };
         let first = stack_event(
             &stack,

@@ -169,6 +169,10 @@ pub struct StackRecord {
     pub updated_at: String,
     pub deleted_at: Option<String>,
     pub tags: Vec<Tag>,
+    /// A nested stack's parent (`ParentId`) and the top of its tree
+    /// (`RootId`); `None` for a root stack.
+    pub parent_id: Option<String>,
+    pub root_id: Option<String>,
 }
 
 /// A call made to a provider whose outcome is not recorded yet. Recorded before

@@ -36,6 +36,8 @@ pub(crate) fn stack(name: &str) -> StackRecord {
             key: "team".into(),
             value: "a".into(),
         }],
+        parent_id: Some("arn:aws:cloudformation:us-east-1:1:stack/parent/1".into()),
+        root_id: Some("arn:aws:cloudformation:us-east-1:1:stack/root/1".into()),
     }
 }
 

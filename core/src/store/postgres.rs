@@ -40,8 +40,10 @@ const NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 const MIGRATIONS: &[(i32, &str)] = &[(1, SCHEMA_1), (2, SCHEMA_2), (3, SCHEMA_3)];
 
 /// Version 3: signals to wait condition handles and to resources with a
-/// CreationPolicy.
+/// CreationPolicy; a nested stack's parent and root.
 const SCHEMA_3: &str = r#"
+ALTER TABLE stacks ADD COLUMN IF NOT EXISTS parent_id TEXT;
+ALTER TABLE stacks ADD COLUMN IF NOT EXISTS root_id TEXT;
 CREATE TABLE IF NOT EXISTS signals (
     seq BIGSERIAL PRIMARY KEY,
     stack_id TEXT NOT NULL,
@@ -222,7 +224,7 @@ fn parsed<T: FromStr<Err = String>>(r: &Row, i: usize) -> Result<T, StoreError> 
     text.parse().map_err(StoreError::Backend)
 }
 
-const STACK_COLUMNS: &str = "stack_id, stack_name, status, status_reason, description, template_body, parameters, no_echo, outputs, on_failure, created_at, updated_at, deleted_at, tags";
+const STACK_COLUMNS: &str = "stack_id, stack_name, status, status_reason, description, template_body, parameters, no_echo, outputs, on_failure, created_at, updated_at, deleted_at, tags, parent_id, root_id";
 
 fn stack_row(r: &Row) -> Result<StackRecord, StoreError> {
     Ok(StackRecord {
@@ -240,6 +242,8 @@ fn stack_row(r: &Row) -> Result<StackRecord, StoreError> {
         updated_at: get(r, 11)?,
         deleted_at: get(r, 12)?,
         tags: opt_json(r, 13)?.unwrap_or_default(),
+        parent_id: get(r, 14)?,
+        root_id: get(r, 15)?,
     })
 }
 
@@ -1012,7 +1016,7 @@ impl Store for PgStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;
         let inserted = run(&tx,
-                &format!("INSERT INTO stacks ({STACK_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"),
+                &format!("INSERT INTO stacks ({STACK_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"),
                 &[
                     &s.stack_id,
                     &s.stack_name,
@@ -1028,6 +1032,8 @@ impl Store for PgStore {
                     &s.updated_at,
                     &s.deleted_at,
                     &json_text(&s.tags)?,
+                    &s.parent_id,
+                    &s.root_id,
                 ],
             )
             .await;
@@ -1221,6 +1227,7 @@ impl Store for PgStore {
                 &format!(
                     "SELECT l.stack_id, l.owner, l.token FROM leases l JOIN stacks s ON s.stack_id = l.stack_id \
                      WHERE s.status LIKE '%\\_IN\\_PROGRESS' AND s.status <> 'REVIEW_IN_PROGRESS' \
+                     AND NOT EXISTS (SELECT 1 FROM stacks p WHERE p.stack_id = s.parent_id AND p.status LIKE '%\\_IN\\_PROGRESS') \
                      AND ((l.owner IS NULL AND $2) OR l.expires <= {NOW_MS}) \
                      ORDER BY s.seq LIMIT $1 FOR UPDATE OF l SKIP LOCKED"
                 ),

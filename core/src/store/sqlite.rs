@@ -37,7 +37,9 @@ CREATE TABLE IF NOT EXISTS stacks (
     created_at TEXT NOT NULL,
     updated_at TEXT NOT NULL,
     deleted_at TEXT,
-    tags TEXT
+    tags TEXT,
+    parent_id TEXT,
+    root_id TEXT
 );
 -- Leases live apart from the stack row: the fence check on every write must
 -- not read past a large template body.
@@ -201,13 +203,13 @@ fn check_schema_version(conn: &Connection, path: &Path) -> Result<(), StoreError
     // nullable columns are upgraded in place.
     let added_columns = match version {
         6 => {
-            "ALTER TABLE history ADD COLUMN details TEXT; ALTER TABLE stacks ADD COLUMN tags TEXT; ALTER TABLE change_sets ADD COLUMN tags TEXT; ALTER TABLE operations ADD COLUMN resume_attempts INTEGER NOT NULL DEFAULT 0; ALTER TABLE operations ADD COLUMN resume_events INTEGER NOT NULL DEFAULT 0;"
+            "ALTER TABLE history ADD COLUMN details TEXT; ALTER TABLE stacks ADD COLUMN tags TEXT; ALTER TABLE change_sets ADD COLUMN tags TEXT; ALTER TABLE operations ADD COLUMN resume_attempts INTEGER NOT NULL DEFAULT 0; ALTER TABLE operations ADD COLUMN resume_events INTEGER NOT NULL DEFAULT 0; ALTER TABLE stacks ADD COLUMN parent_id TEXT; ALTER TABLE stacks ADD COLUMN root_id TEXT;"
         }
-        7 => "ALTER TABLE stacks ADD COLUMN tags TEXT; ALTER TABLE change_sets ADD COLUMN tags TEXT; ALTER TABLE operations ADD COLUMN resume_attempts INTEGER NOT NULL DEFAULT 0; ALTER TABLE operations ADD COLUMN resume_events INTEGER NOT NULL DEFAULT 0;",
-        8 => "ALTER TABLE change_sets ADD COLUMN tags TEXT; ALTER TABLE operations ADD COLUMN resume_attempts INTEGER NOT NULL DEFAULT 0; ALTER TABLE operations ADD COLUMN resume_events INTEGER NOT NULL DEFAULT 0;",
-        // Layouts 10 and 11 only add tables (the callback secret and
-        // responses; signals).
-        9 | 10 => "SELECT 1;",
+        7 => "ALTER TABLE stacks ADD COLUMN tags TEXT; ALTER TABLE change_sets ADD COLUMN tags TEXT; ALTER TABLE operations ADD COLUMN resume_attempts INTEGER NOT NULL DEFAULT 0; ALTER TABLE operations ADD COLUMN resume_events INTEGER NOT NULL DEFAULT 0; ALTER TABLE stacks ADD COLUMN parent_id TEXT; ALTER TABLE stacks ADD COLUMN root_id TEXT;",
+        8 => "ALTER TABLE change_sets ADD COLUMN tags TEXT; ALTER TABLE operations ADD COLUMN resume_attempts INTEGER NOT NULL DEFAULT 0; ALTER TABLE operations ADD COLUMN resume_events INTEGER NOT NULL DEFAULT 0; ALTER TABLE stacks ADD COLUMN parent_id TEXT; ALTER TABLE stacks ADD COLUMN root_id TEXT;",
+        // Layout 10 added tables (the callback secret and responses), 11
+        // the signals table and a nested stack's parent and root.
+        9 | 10 => "ALTER TABLE stacks ADD COLUMN parent_id TEXT; ALTER TABLE stacks ADD COLUMN root_id TEXT;",
         _ => "",
     };
     if !added_columns.is_empty() {
@@ -253,7 +255,7 @@ fn parse_enum<T: std::str::FromStr<Err = String>>(s: &str) -> rusqlite::Result<T
     })
 }
 
-const STACK_COLUMNS: &str = "stack_id, stack_name, status, status_reason, description, template_body, parameters, no_echo, outputs, on_failure, created_at, updated_at, deleted_at, tags";
+const STACK_COLUMNS: &str = "stack_id, stack_name, status, status_reason, description, template_body, parameters, no_echo, outputs, on_failure, created_at, updated_at, deleted_at, tags, parent_id, root_id";
 
 fn stack_row(r: &Row<'_>) -> rusqlite::Result<StackRecord> {
     let on_failure: String = r.get(9)?;
@@ -275,6 +277,8 @@ fn stack_row(r: &Row<'_>) -> rusqlite::Result<StackRecord> {
             .get::<_, Option<String>>(13)?
             .and_then(|t| serde_json::from_str(&t).ok())
             .unwrap_or_default(),
+        parent_id: r.get(14)?,
+        root_id: r.get(15)?,
     })
 }
 
@@ -616,7 +620,7 @@ impl Store for SqliteStore {
                 return Err(StoreError::StackExists(s.stack_name.clone()));
             }
             c.execute(
-                &format!("INSERT INTO stacks ({STACK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"),
+                &format!("INSERT INTO stacks ({STACK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"),
                 params![
                     s.stack_id,
                     s.stack_name,
@@ -631,7 +635,9 @@ impl Store for SqliteStore {
                     s.created_at,
                     s.updated_at,
                     s.deleted_at,
-                    json_text(&s.tags)?
+                    json_text(&s.tags)?,
+                    s.parent_id,
+                    s.root_id
                 ],
             )
             .map_err(backend)?;
@@ -825,6 +831,7 @@ impl Store for SqliteStore {
                     .prepare(
                         "SELECT l.stack_id, l.owner, l.token FROM leases l JOIN stacks s ON s.stack_id = l.stack_id \
                          WHERE s.status LIKE '%\\_IN\\_PROGRESS' ESCAPE '\\' AND s.status != 'REVIEW_IN_PROGRESS' \
+                         AND NOT EXISTS (SELECT 1 FROM stacks p WHERE p.stack_id = s.parent_id AND p.status LIKE '%\\_IN\\_PROGRESS' ESCAPE '\\') \
                          AND ((l.owner IS NULL AND ?3) OR l.expires <= ?1) ORDER BY s.created_at, s.rowid LIMIT ?2",
                     )
                     .map_err(backend)?;
@@ -1739,6 +1746,10 @@ mod tests {
         {
             let c = Connection::open(&path).unwrap();
             let old = SCHEMA
+                .replace(
+                    ",\n    tags TEXT,\n    parent_id TEXT,\n    root_id TEXT\n);",
+                    "\n);",
+                )
                 .replace(",\n    tags TEXT\n);", "\n);")
                 .replace(",\n    -- Resumes in a row that recorded nothing (a process that dies on the same\n    -- step), and the stack's event count at the last one.\n    resume_attempts INTEGER NOT NULL DEFAULT 0,\n    resume_events INTEGER NOT NULL DEFAULT 0\n", "\n")
                 .replace(",\n    -- JSON: what a `cairn update` planned and did (steps, phases).\n    details TEXT\n", "\n");
@@ -1760,6 +1771,7 @@ mod tests {
         let stacks = store.list_stacks().await.unwrap();
         assert_eq!(stacks.len(), 1);
         assert_eq!(stacks[0].tags, Vec::new());
+        assert_eq!(stacks[0].parent_id, None);
         assert!(store.groups("id-1").await.unwrap().is_empty());
         assert!(store.history("id-1").await.unwrap().is_empty());
         // The columns added since are there.
