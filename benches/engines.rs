@@ -116,6 +116,7 @@ async fn create_delete(store: Arc<dyn Store>, data: &std::path::Path) -> Result<
         on_failure: OnFailure::Rollback,
         tags: Vec::new(),
         timeout_minutes: None,
+        origin: Default::default(),
     };
     let start = Instant::now();
     let id = engine.start_create(&input).await?;

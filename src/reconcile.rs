@@ -36,6 +36,7 @@ pub async fn run(engine: &Arc<Engine>, args: Args<'_>) -> anyhow::Result<()> {
             template_body,
             parameters: parameter_inputs(args.parameters, args.use_previous)?,
             tags: None,
+            origin: Default::default(),
         },
         flags: args.flags,
     };

@@ -296,6 +296,7 @@ pub async fn deploy(engine: &Arc<Engine>, args: DeployArgs<'_>) -> anyhow::Resul
         on_failure,
         tags: tag_list(args.tags)?,
         timeout_minutes: args.timeout_minutes,
+        origin: cairn_core::nested::Origin::file(args.template),
     };
     let stack_id = engine
         .start_create(&input)
@@ -332,6 +333,7 @@ async fn update(
         tags: (!args.tags.is_empty())
             .then(|| tag_list(args.tags))
             .transpose()?,
+        origin: cairn_core::nested::Origin::file(args.template),
     };
     let stack_id = engine
         .start_update(&input)

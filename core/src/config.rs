@@ -288,6 +288,34 @@ impl Default for ServerConfig {
     }
 }
 
+/// `[nested]`: nested stacks (`AWS::CloudFormation::Stack`).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct NestedConfig {
+    /// How many levels of nested stacks a root may have (Heat's
+    /// max_nested_stack_depth).
+    pub max_depth: usize,
+    /// The most resources a whole tree of stacks may have (Heat's
+    /// max_resources_per_stack, counted over the tree).
+    pub max_resources: usize,
+    /// Directories a `file:///` TemplateURL may name (a relative path is
+    /// read beside its parent template).
+    pub template_dirs: Vec<PathBuf>,
+    /// Whether an `https://` TemplateURL is fetched.
+    pub allow_https: bool,
+}
+
+impl Default for NestedConfig {
+    fn default() -> Self {
+        NestedConfig {
+            max_depth: 5,
+            max_resources: 1000,
+            template_dirs: Vec::new(),
+            allow_https: false,
+        }
+    }
+}
+
 /// The whole configuration file.
 #[derive(Debug, Clone, Deserialize, PartialEq, Default)]
 #[serde(deny_unknown_fields, default)]
@@ -296,6 +324,7 @@ pub struct Config {
     pub engine: EngineConfig,
     pub webhooks: WebhookConfig,
     pub server: ServerConfig,
+    pub nested: NestedConfig,
     /// Provider plugins (`[[providers]]`).
     pub providers: Vec<ProviderConfig>,
     /// Type alias → canonical type (Heat's resource_registry).
@@ -342,6 +371,7 @@ mod tests {
         assert_eq!(c.engine, EngineConfig::default());
         assert_eq!(c.webhooks, WebhookConfig::default());
         assert_eq!(c.server, ServerConfig::default());
+        assert_eq!(c.nested, NestedConfig::default());
     }
 
     #[test]

@@ -9,6 +9,7 @@ pub mod engine;
 pub mod graph;
 pub mod group;
 pub mod metrics;
+pub mod nested;
 pub mod plan;
 pub mod plugin;
 pub mod registry;

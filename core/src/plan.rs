@@ -155,6 +155,7 @@ pub fn plan(
     rows: &[ResourceRecord],
     previous: &Previous<'_>,
     params: &ParameterValues,
+    nested: &crate::nested::NestedTemplates,
 ) -> Result<Vec<ResourceChange>, TemplateError> {
     let live: HashMap<&str, &ResourceRecord> = rows
         .iter()
@@ -196,6 +197,12 @@ pub fn plan(
         let (props, _) = ev.eval_object(&r.properties, &path)?;
         let props = validate::check_properties(name, &r.type_name, &props, registry)
             .map_err(|e| e.locate(&template.source_map))?;
+        // A nested stack changes with its template's text too.
+        let props = if crate::nested::is_stack(&type_name) {
+            crate::nested::with_digest(name, props, nested, Some(&row.properties))
+        } else {
+            props
+        };
         let metadata = evaluate_metadata(ev, r.metadata.as_ref(), name)?;
         let found = registry.schema(&r.type_name);
         let schema = found.as_deref();

@@ -131,6 +131,24 @@ fn template_body(app: &App, f: &Form) -> Result<Option<String>, ApiError> {
     Ok(Some(body.to_string()))
 }
 
+/// Where a request's template came from, for its nested stacks'
+/// TemplateURLs: beside a `file:///` TemplateURL, else in the first of
+/// `[server] template_dirs`; every nested template file stays under those
+/// directories.
+fn origin(app: &App, f: &Form) -> cairn_core::nested::Origin {
+    let dirs = &app.config.server.template_dirs;
+    let beside = f
+        .get("TemplateURL")
+        .and_then(|u| u.strip_prefix("file://"))
+        .and_then(|p| std::path::Path::new(p).parent().map(|d| d.to_path_buf()));
+    cairn_core::nested::Origin {
+        base: beside
+            .or_else(|| dirs.first().cloned())
+            .map(cairn_core::nested::Base::Dir),
+        confined_to: Some(dirs.clone()),
+    }
+}
+
 /// A `file:///path` TemplateURL inside one of `[server] template_dirs`.
 fn template_file(app: &App, url: &str, limit: usize) -> Result<String, ApiError> {
     let refused = |why: &str| {
@@ -256,6 +274,7 @@ async fn create_stack(app: &Arc<App>, f: &Form) -> Outcome {
         on_failure: on_failure(f)?,
         tags: tags(f)?.unwrap_or_default(),
         timeout_minutes: timeout_minutes(f)?,
+        origin: origin(app, f),
     };
     let id = app.engine.start_create(&input).await?;
     app.drive(id.clone(), "CREATE").await;
@@ -278,6 +297,7 @@ async fn update_stack(app: &Arc<App>, f: &Form) -> Outcome {
         template_body: body,
         parameters: parameters(f)?,
         tags: tags(f)?,
+        origin: origin(app, f),
     };
     let id = app.engine.start_update(&input).await?;
     app.drive(id.clone(), "UPDATE").await;
@@ -1059,6 +1079,7 @@ async fn reconcile_stack(app: &Arc<App>, f: &Form) -> Outcome {
             template_body: template_body(app, f)?,
             parameters: parameters(f)?,
             tags: None,
+            origin: Default::default(),
         },
         flags: cairn_core::engine::ReconcileFlags {
             drift_only: flag("DriftOnly")?,

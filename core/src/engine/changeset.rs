@@ -100,6 +100,7 @@ impl Engine {
                 template_body: input.template_body.clone(),
                 parameters: input.parameters.clone(),
                 tags: input.tags.clone(),
+                origin: Default::default(),
             })
             .await?;
         let base_version = self.store.event_count(&prepared.stack.stack_id).await? as i64;
@@ -206,6 +207,7 @@ impl Engine {
             &[],
             &plan::Previous { template, params },
             params,
+            &Default::default(),
         )?)
     }
 
@@ -389,6 +391,7 @@ impl Engine {
                 template_body: Some(cs.template_body.clone()),
                 parameters,
                 tags: cs.tags.clone(),
+                origin: Default::default(),
             })
             .await?;
         self.check_plan_holds(&cs, &prepared.changes).await?;

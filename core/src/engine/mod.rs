@@ -12,6 +12,7 @@ mod changeset;
 mod dag;
 pub mod drift;
 mod group;
+pub mod nested;
 mod parameter_values;
 mod reconcile;
 mod resolve;
@@ -87,6 +88,9 @@ pub struct CreateStackInput {
     pub tags: Vec<crate::stack::Tag>,
     /// `TimeoutInMinutes`: the create fails when it has not finished by then.
     pub timeout_minutes: Option<u32>,
+    /// Where the template came from: its nested stacks' TemplateURLs are
+    /// read from there.
+    pub origin: crate::nested::Origin,
 }
 
 /// How CloudFormation shows a value read from a NoEcho custom resource.
@@ -110,6 +114,10 @@ struct Op {
     deadline: Option<std::time::SystemTime>,
     /// Set when the deadline stopped the work.
     timed_out: AtomicBool,
+    /// The nested templates this operation's stack resources use.
+    nested: crate::nested::NestedTemplates,
+    /// The template digests recorded for its nested stack resources.
+    recorded_digests: HashMap<String, Value>,
     /// The stack fields this operation shows (for an update: the template it
     /// rolls forward to, or back to).
     state: update::StackState,
@@ -247,16 +255,19 @@ pub struct Engine {
     /// Operations this process started and has not run yet: stack id →
     /// the lease [`Engine::run`] continues under.
     started: std::sync::Mutex<HashMap<String, Lease>>,
+    /// This engine, for the tasks that run nested stacks.
+    me: std::sync::Weak<Engine>,
 }
 
 impl Engine {
     pub fn new(store: Arc<dyn Store>, registry: Arc<Registry>, config: Config) -> Arc<Engine> {
-        Arc::new(Engine {
+        Arc::new_cyclic(|me| Engine {
             store,
             registry,
             config,
             owner: this_owner(),
             started: std::sync::Mutex::new(HashMap::new()),
+            me: me.clone(),
         })
     }
 
@@ -347,6 +358,17 @@ impl Engine {
     /// in CREATE_IN_PROGRESS and takes its lease. Returns the stack id; then call
     /// [`Engine::run`].
     pub async fn start_create(&self, input: &CreateStackInput) -> Result<String, EngineError> {
+        self.create_stack(input, None).await
+    }
+
+    /// [`Engine::start_create`], for a root stack (`child: None`: its nested
+    /// templates are read now) or a nested one (its parent, and the nested
+    /// templates its own children use).
+    pub(super) async fn create_stack(
+        &self,
+        input: &CreateStackInput,
+        child: Option<(&StackRecord, crate::nested::NestedTemplates)>,
+    ) -> Result<String, EngineError> {
         if !valid_stack_name(&input.stack_name) {
             return Err(EngineError::Validation(format!(
                 "1 validation error detected: Value '{}' at 'stackName' failed to satisfy constraint: Member must satisfy regular expression pattern: [a-zA-Z][-a-zA-Z0-9]* and have length less than or equal to 128",
@@ -361,6 +383,19 @@ impl Engine {
         let stack_id = self.new_stack_id(&input.stack_name);
         let sctx = stack_context(&self.config, &input.stack_name, &stack_id);
         self.prepare(&template, &params, &sctx, self.exports_map().await?)?;
+        let (parent, nested) = match child {
+            Some((parent, nested)) => (Some(parent), nested),
+            None => (
+                None,
+                crate::nested::collect(
+                    &self.config.nested,
+                    &self.registry,
+                    &template,
+                    &input.origin,
+                )
+                .await?,
+            ),
+        };
 
         let ts = now();
         let stack = StackRecord {
@@ -378,8 +413,8 @@ impl Engine {
             updated_at: ts.clone(),
             deleted_at: None,
             tags: input.tags.clone(),
-            parent_id: None,
-            root_id: None,
+            parent_id: parent.map(|p| p.stack_id.clone()),
+            root_id: parent.map(|p| p.root_id.clone().unwrap_or_else(|| p.stack_id.clone())),
         };
         let first = stack_event(
             &stack,
@@ -398,9 +433,15 @@ impl Engine {
                 &OperationRecord {
                     stack_id: stack_id.clone(),
                     kind: "CREATE".into(),
-                    options: match input.timeout_minutes {
-                        Some(t) => json!({ TIMEOUT_OPTION: t }),
-                        None => json!({}),
+                    options: {
+                        let mut o = Map::new();
+                        if let Some(t) = input.timeout_minutes {
+                            o.insert(TIMEOUT_OPTION.into(), json!(t));
+                        }
+                        if !nested.is_empty() {
+                            o.insert(crate::nested::OPTION.into(), json!(nested));
+                        }
+                        Value::Object(o)
                     },
                     started_at: ts,
                 },
@@ -413,6 +454,21 @@ impl Engine {
     /// The synchronous part of a delete. `Ok(None)`: nothing to delete (the
     /// stack does not exist or is already deleted), which is not an error.
     pub async fn start_delete(
+        &self,
+        name_or_id: &str,
+        retain: &[String],
+    ) -> Result<Option<String>, EngineError> {
+        if let Some(stack) = self.store.find_stack(name_or_id).await? {
+            if stack.status != StackStatus::DeleteComplete {
+                self.refuse_nested(&stack, "delete").await?;
+            }
+        }
+        self.delete_stack(name_or_id, retain).await
+    }
+
+    /// [`Engine::start_delete`] without the refusal of nested stacks (their
+    /// parent deletes them).
+    pub(super) async fn delete_stack(
         &self,
         name_or_id: &str,
         retain: &[String],
@@ -518,7 +574,21 @@ impl Engine {
             Some(state) => Some(update::Other::load(state, &sctx, &results)?),
             None => None,
         };
-        results.record_live(&self.store.resources(&stack.stack_id).await?);
+        let rows = self.store.resources(&stack.stack_id).await?;
+        results.record_live(&rows);
+        let recorded_digests = rows
+            .iter()
+            .filter_map(|r| {
+                Some((
+                    r.logical_id.clone(),
+                    r.properties.get(crate::nested::DIGEST)?.clone(),
+                ))
+            })
+            .collect();
+        let nested = operation
+            .as_ref()
+            .map(|o| crate::nested::NestedTemplates::from_options(&o.options))
+            .unwrap_or_default();
         let deadline = (stack.status == StackStatus::CreateInProgress)
             .then(|| operation_deadline(operation.as_ref()))
             .flatten();
@@ -535,6 +605,8 @@ impl Engine {
             cancel: tokio::sync::watch::Sender::new(false),
             deadline,
             timed_out: AtomicBool::new(false),
+            nested,
+            recorded_digests,
             state: this,
             other,
         })
@@ -1245,6 +1317,9 @@ impl Engine {
         if crate::group::is_group(self.registry.canonical(&r.resource_type)) {
             return self.group_delete(op, r, physical).await;
         }
+        if crate::nested::is_stack(self.registry.canonical(&r.resource_type)) {
+            return self.nested_delete(op, physical).await;
+        }
         let t = self.provider_for(&r.resource_type)?;
         let req = DeleteRequest {
             context: self.context(op, &r.logical_id, &r.resource_type, request_id),
@@ -1280,7 +1355,19 @@ impl Engine {
         }
         let props = validate::check_properties(logical_id, &r.type_name, &props, &self.registry)
             .map_err(|e| e.message().to_string())?;
-        Ok((self.registry.canonical(&r.type_name).to_string(), props))
+        let canonical = self.registry.canonical(&r.type_name).to_string();
+        // A nested stack changes with its template's text too.
+        let props = if crate::nested::is_stack(&canonical) {
+            let recorded = op.recorded_digests.get(logical_id).map(|d| {
+                let mut m = Map::new();
+                m.insert(crate::nested::DIGEST.into(), d.clone());
+                m
+            });
+            crate::nested::with_digest(logical_id, props, &op.nested, recorded.as_ref())
+        } else {
+            props
+        };
+        Ok((canonical, props))
     }
 
     /// The resource's Metadata evaluated with what providers returned so far.
@@ -1304,6 +1391,11 @@ impl Engine {
         // through the store and the registry.
         if crate::group::is_group(self.registry.canonical(&r.resource_type)) {
             return self.group_create(op, r, request_id).await;
+        }
+        // A nested stack's create is idempotent (the child is found by the
+        // name its request id gives): first or again, the same.
+        if crate::nested::is_stack(self.registry.canonical(&r.resource_type)) {
+            return self.nested_create(op, r, request_id).await;
         }
         let t = self.provider_for(&r.resource_type)?;
         let req = CreateRequest {

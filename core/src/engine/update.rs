@@ -44,6 +44,8 @@ pub struct UpdateStackInput {
     pub parameters: BTreeMap<String, ParameterInput>,
     /// `None`: keep the stack's tags; `Some(empty)`: remove them all.
     pub tags: Option<Vec<Tag>>,
+    /// Where the template came from (its nested stacks' TemplateURLs).
+    pub origin: crate::nested::Origin,
 }
 
 /// The stack fields an update replaces, as journaled for both sides.
@@ -202,7 +204,15 @@ pub(super) struct PreparedUpdate {
     pub stack: StackRecord,
     pub target: StackState,
     pub changes: Vec<plan::ResourceChange>,
+    /// The nested templates the target template's stack resources use.
+    pub nested: crate::nested::NestedTemplates,
+    /// More operation options (a nested stack's: the parent's request).
+    pub extra_options: serde_json::Map<String, Value>,
 }
+
+/// Why a nested stack whose own update succeeded rolls back.
+const ANCESTOR_ROLLED_BACK: &str =
+    "The update of a parent stack failed; rolling back this nested stack with it.";
 
 const REPLACING: &str =
     "Requested update requires the creation of a new physical resource; hence creating one.";
@@ -322,6 +332,16 @@ impl Engine {
         &self,
         input: &UpdateStackInput,
     ) -> Result<PreparedUpdate, EngineError> {
+        self.prepare_update_nested(input, None).await
+    }
+
+    /// [`Engine::prepare_update`]; `nested`: the nested templates a parent
+    /// hands its child (`None`: read them from the template's origin).
+    pub(super) async fn prepare_update_nested(
+        &self,
+        input: &UpdateStackInput,
+        nested: Option<crate::nested::NestedTemplates>,
+    ) -> Result<PreparedUpdate, EngineError> {
         // A refused no-op update of a large stack is parse + read + evaluate;
         // the reads run on the store's thread while this one parses, so the
         // work is pipelined over two cores. Errors keep their order: the
@@ -357,6 +377,19 @@ impl Engine {
         let params = ParameterValues::resolve(&template.parameters, &supplied)?;
         let sctx = stack_context(&self.config, &stack.stack_name, &stack.stack_id);
         let (conditions, graph) = self.prepare(&template, &params, &sctx, exports)?;
+        let nested = match nested {
+            Some(n) => n,
+            None if input.template_body.is_some() => {
+                crate::nested::collect(
+                    &self.config.nested,
+                    &self.registry,
+                    &template,
+                    &input.origin,
+                )
+                .await?
+            }
+            None => Default::default(),
+        };
         let Some((rows, results)) = live.await.map_err(background_read)?? else {
             return Err(EngineError::Store(StoreError::Backend(
                 "reading the stack's state stopped".into(),
@@ -401,6 +434,7 @@ impl Engine {
                 params: &old_params,
             },
             &params,
+            &nested,
         )?;
         let description = template.description.clone();
         drop(ev);
@@ -418,6 +452,8 @@ impl Engine {
             },
             stack,
             changes,
+            nested,
+            extra_options: serde_json::Map::new(),
         })
     }
 
@@ -443,7 +479,13 @@ impl Engine {
         kind: &str,
         details: Option<(&str, Value)>,
     ) -> Result<String, EngineError> {
-        let PreparedUpdate { stack, target, .. } = prepared;
+        let PreparedUpdate {
+            stack,
+            target,
+            nested,
+            extra_options,
+            ..
+        } = prepared;
         // CloudFormation's answer to a second update of a busy stack.
         let busy = |status: StackStatus| {
             EngineError::Validation(format!(
@@ -490,6 +532,12 @@ impl Engine {
                         let mut options = UpdateJournal::options(&previous, &target);
                         if let Some((key, value)) = &details {
                             options[*key] = value.clone();
+                        }
+                        if !nested.is_empty() {
+                            options[crate::nested::OPTION] = serde_json::json!(nested);
+                        }
+                        for (key, value) in extra_options {
+                            options[key.as_str()] = value;
                         }
                         options
                     },
@@ -938,6 +986,11 @@ impl Engine {
                 .group_update(op, rec, physical_id, properties, old_properties)
                 .await;
         }
+        if crate::nested::is_stack(self.registry.canonical(&rec.resource_type)) {
+            return self
+                .nested_update(op, rec, physical_id, properties, request_id)
+                .await;
+        }
         let t = self.provider_for(&rec.resource_type)?;
         let req = UpdateRequest {
             context: self.context(op, &rec.logical_id, &rec.resource_type, request_id),
@@ -1239,6 +1292,13 @@ impl Engine {
     /// physical resources of replacements are deleted, in reverse dependency
     /// order of the template they were made from.
     async fn cleanup_forward(&self, op: &Op) -> Result<StackStatus, EngineError> {
+        // A nested stack cleans up only once its ancestors succeeded; when
+        // one of them rolls back, it rolls back too.
+        if self.ancestors_roll_back(op).await? {
+            return self.start_update_rollback(op, ANCESTOR_ROLLED_BACK).await;
+        }
+        // The children's cleanups run before this stack's own.
+        self.settle_children(op).await?;
         let rows = self.store.resources(&op.stack.stack_id).await?;
         let mut victims = Vec::new();
         for r in &rows {
@@ -1276,6 +1336,7 @@ impl Engine {
     /// (added resources, new physical resources of replacements) is deleted;
     /// the previous outputs and exports come back.
     async fn cleanup_rollback(&self, op: &Op) -> Result<StackStatus, EngineError> {
+        self.settle_children(op).await?;
         let rows = self.store.resources(&op.stack.stack_id).await?;
         let mut victims = Vec::new();
         for r in &rows {

@@ -64,6 +64,13 @@ pub fn assemble(config: &Config, builtins: Vec<Builtin>) -> Result<Registry, Reg
         Arc::new(crate::group::GroupTypes),
         None,
     )?;
+    // Nested stacks: the engine runs them.
+    r.register(
+        "engine:stacks",
+        Transport::Engine,
+        Arc::new(crate::engine::nested::NestedStackType),
+        None,
+    )?;
     // Wait conditions and their handles: the engine waits for the signals.
     r.register(
         "engine:signals",

@@ -201,6 +201,7 @@ impl Engine {
                 template_body: None,
                 parameters: Default::default(),
                 tags: None,
+                origin: Default::default(),
             }
         } else {
             if input.update.template_body.is_none() && input.update.parameters.is_empty() {

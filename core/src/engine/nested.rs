@@ -1,0 +1,562 @@
+//! Nested stacks: an `AWS::CloudFormation::Stack` resource is a real stack
+//! (its own operations, lease, events), made, updated and deleted by its
+//! parent's operation, which runs the child's operation and waits for it.
+//!
+//! Across levels the update follows CloudFormation: a child whose update
+//! phase succeeded stays UPDATE_COMPLETE_CLEANUP_IN_PROGRESS until its
+//! ancestors decide: when they all succeed, it runs its cleanup (the
+//! parent's cleanup waits for the children's); when one rolls back, it rolls
+//! back with its own UPDATE_ROLLBACK_* sequence. Claims pass over a nested
+//! stack while its parent is in progress: the parent's operation drives its
+//! children (after a crash too: the resumed parent re-issues its calls,
+//! which find the child by its name and run it from the store).
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use cairn_sdk::{
+    CreateRequest, CreateResult, DeleteRequest, DriftRequest, DriftResult, ErrorKind,
+    ProviderError, ResourceProvider, ResourceSchema, UpdateRequest, UpdateResult,
+};
+use serde_json::{json, Map, Value};
+
+use super::update::{ParameterInput, UpdateStackInput};
+use super::{CreateStackInput, Engine, EngineError, Op};
+use crate::nested;
+use crate::stack::{OnFailure, ResourceRecord, StackRecord, StackStatus, Tag};
+use crate::store::StoreError;
+
+/// How often a parent looks at a child it waits for.
+const CHILD_POLL: Duration = Duration::from_millis(100);
+
+/// How long a parent lets a child's operation alone before it tries to run
+/// it again (another task or engine holds it meanwhile).
+const RESTART_AFTER: Duration = Duration::from_secs(1);
+
+/// The operation option that names the parent's request an update of a
+/// child was started for (a re-issued request finds it).
+const PARENT_REQUEST: &str = "ParentRequest";
+
+/// What a child waiting in UPDATE_COMPLETE_CLEANUP_IN_PROGRESS does next.
+enum Decision {
+    Wait,
+    Cleanup,
+    RollBack,
+}
+
+impl Engine {
+    /// Refuses a direct change to a nested stack: its root is the stack to
+    /// change.
+    pub(super) async fn refuse_nested(
+        &self,
+        stack: &StackRecord,
+        what: &str,
+    ) -> Result<(), EngineError> {
+        let Some(parent) = &stack.parent_id else {
+            return Ok(());
+        };
+        let name = |id: &str| {
+            let id = id.to_string();
+            async move {
+                self.store
+                    .find_stack(&id)
+                    .await
+                    .ok()
+                    .flatten()
+                    .map(|s| s.stack_name)
+                    .unwrap_or(id)
+            }
+        };
+        let root = name(stack.root_id.as_deref().unwrap_or(parent)).await;
+        let parent = name(parent).await;
+        Err(EngineError::Validation(format!(
+            "Stack [{}] is a nested stack of [{parent}] in the stack tree of [{root}]: Cairn does not {what} a nested stack on its own; {what} the root stack [{root}] instead",
+            stack.stack_name
+        )))
+    }
+
+    fn engine(&self) -> Result<std::sync::Arc<Engine>, ProviderError> {
+        self.me
+            .upgrade()
+            .ok_or_else(|| internal("the engine is shutting down"))
+    }
+
+    /// Creates the child stack of a nested stack resource (or finds the one
+    /// an earlier attempt of the same request made) and runs it to its end.
+    pub(super) async fn nested_create(
+        &self,
+        op: &Op,
+        r: &ResourceRecord,
+        request_id: &str,
+    ) -> Result<CreateResult, ProviderError> {
+        let name = nested::child_stack_name(&op.stack.stack_name, &r.logical_id, request_id);
+        let child_id = match self.store.find_stack(&name).await.map_err(store_error)? {
+            Some(c) if c.parent_id.as_deref() == Some(op.stack.stack_id.as_str()) => c.stack_id,
+            _ => {
+                let template = op.nested.child(&r.logical_id).ok_or_else(|| {
+                    invalid(format!(
+                        "the nested template of {} was not read when the operation started; run the operation again from its template file",
+                        r.logical_id
+                    ))
+                })?;
+                let input = CreateStackInput {
+                    stack_name: name.clone(),
+                    template_body: template.body.clone(),
+                    parameters: nested::child_parameters(&r.logical_id, &r.properties)
+                        .map_err(invalid)?,
+                    on_failure: OnFailure::Rollback,
+                    tags: child_tags(&r.properties).unwrap_or_else(|| op.stack.tags.clone()),
+                    timeout_minutes: nested::timeout_minutes(&r.properties),
+                    origin: Default::default(),
+                };
+                self.create_stack(&input, Some((&op.stack, op.nested.below(&r.logical_id))))
+                    .await
+                    .map_err(|e| {
+                        invalid(format!(
+                            "Embedded stack {name} was not successfully created: {e}"
+                        ))
+                    })?
+            }
+        };
+        let child = self
+            .drive_child(op, &child_id, |s| !s.is_in_progress())
+            .await?;
+        if child.status == StackStatus::CreateComplete {
+            return Ok(CreateResult {
+                physical_resource_id: child_id,
+                attributes: outputs_as_attributes(&child),
+                no_echo: false,
+            });
+        }
+        let reason = self.failure_reason(&child_id).await;
+        let mut e = ProviderError::new(
+            ErrorKind::InternalFailure,
+            format!("Embedded stack {child_id} was not successfully created: {reason}"),
+        );
+        // Made, then rolled back: the parent's rollback deletes it.
+        e.physical_resource_id = Some(child_id);
+        Err(e)
+    }
+
+    /// Updates a child stack in place. Rolling forward, it returns once the
+    /// child's update phase is done (the child then waits for its
+    /// ancestors' decision); in the parent's rollback, once the child is
+    /// back (its own rollback, or an update to the old inputs).
+    pub(super) async fn nested_update(
+        &self,
+        op: &Op,
+        rec: &ResourceRecord,
+        child_id: &str,
+        properties: &Map<String, Value>,
+        request_id: &str,
+    ) -> Result<UpdateResult, ProviderError> {
+        let rolling_back = super::update::is_rollback_phase(op.stack.status);
+        let current = self
+            .store
+            .find_stack(child_id)
+            .await
+            .map_err(store_error)?
+            .ok_or_else(|| {
+                internal(format!(
+                    "the nested stack {child_id} of {} does not exist",
+                    rec.logical_id
+                ))
+            })?;
+        let started_here = match self.store.operation(child_id).await.map_err(store_error)? {
+            Some(o) => o.options.get(PARENT_REQUEST).and_then(Value::as_str) == Some(request_id),
+            None => false,
+        };
+        let paused = current.status == StackStatus::UpdateCompleteCleanupInProgress;
+        let mid_rollback = matches!(
+            current.status,
+            StackStatus::UpdateRollbackInProgress
+                | StackStatus::UpdateRollbackCompleteCleanupInProgress
+        );
+        // Rolling back a child that went forward in this update: it rolls
+        // itself back once it sees its ancestor's rollback.
+        if rolling_back && (paused || mid_rollback) {
+            let child = self
+                .drive_child(op, child_id, |s| !s.is_in_progress())
+                .await?;
+            return self.updated_child(child, true).await;
+        }
+        if !started_here && !current.status.is_in_progress() {
+            let input = UpdateStackInput {
+                stack_name: child_id.to_string(),
+                template_body: if rolling_back {
+                    None
+                } else {
+                    op.nested.child(&rec.logical_id).map(|t| t.body.clone())
+                },
+                parameters: nested::child_parameters(&rec.logical_id, properties)
+                    .map_err(invalid)?
+                    .into_iter()
+                    .map(|(k, v)| (k, ParameterInput::Value(v)))
+                    .collect(),
+                tags: child_tags(properties),
+                origin: Default::default(),
+            };
+            match self
+                .update_child(
+                    &input,
+                    op.nested.below(&rec.logical_id),
+                    request_id,
+                    nested::timeout_minutes(properties),
+                )
+                .await
+            {
+                Ok(_) => {}
+                // Nothing differs for the child (the parent's change was in
+                // how it names the same inputs): done.
+                Err(EngineError::Validation(m)) if m == "No updates are to be performed." => {
+                    return Ok(UpdateResult {
+                        physical_resource_id: None,
+                        attributes: outputs_as_attributes(&current),
+                        no_echo: false,
+                    });
+                }
+                Err(e) => {
+                    return Err(invalid(format!(
+                        "Embedded stack {child_id} was not successfully updated: {e}"
+                    )))
+                }
+            }
+        }
+        let child = self
+            .drive_child(op, child_id, |s| {
+                !s.is_in_progress()
+                    || matches!(
+                        s,
+                        StackStatus::UpdateCompleteCleanupInProgress
+                            | StackStatus::UpdateRollbackInProgress
+                    )
+            })
+            .await?;
+        self.updated_child(child, rolling_back).await
+    }
+
+    /// The result of a child's update as the parent resource records it:
+    /// rolling forward, its update phase done; rolling back, back where it
+    /// was.
+    async fn updated_child(
+        &self,
+        child: StackRecord,
+        rolling_back: bool,
+    ) -> Result<UpdateResult, ProviderError> {
+        let fine = if rolling_back {
+            matches!(
+                child.status,
+                StackStatus::UpdateRollbackComplete | StackStatus::UpdateComplete
+            )
+        } else {
+            matches!(
+                child.status,
+                StackStatus::UpdateCompleteCleanupInProgress | StackStatus::UpdateComplete
+            )
+        };
+        if fine {
+            return Ok(UpdateResult {
+                physical_resource_id: None,
+                attributes: outputs_as_attributes(&child),
+                no_echo: false,
+            });
+        }
+        let reason = self.failure_reason(&child.stack_id).await;
+        Err(internal(format!(
+            "Embedded stack {} was not successfully updated. Currently in {} with reason: {reason}",
+            child.stack_id, child.status
+        )))
+    }
+
+    /// Deletes a child stack and waits until it is gone.
+    pub(super) async fn nested_delete(&self, op: &Op, child_id: &str) -> Result<(), ProviderError> {
+        let Some(current) = self.store.find_stack(child_id).await.map_err(store_error)? else {
+            return Ok(());
+        };
+        if current.status == StackStatus::DeleteComplete {
+            return Ok(());
+        }
+        // Another operation of the child (its create's rollback, an update
+        // waiting for this parent) ends first.
+        if current.status.is_in_progress() && current.status != StackStatus::DeleteInProgress {
+            self.drive_child(op, child_id, |s| !s.is_in_progress())
+                .await?;
+        }
+        let status = self
+            .store
+            .find_stack(child_id)
+            .await
+            .map_err(store_error)?
+            .map(|s| s.status);
+        if status != Some(StackStatus::DeleteInProgress) {
+            self.delete_stack(child_id, &[]).await.map_err(|e| {
+                internal(format!(
+                    "Embedded stack {child_id} was not successfully deleted: {e}"
+                ))
+            })?;
+        }
+        let child = self
+            .drive_child(op, child_id, |s| !s.is_in_progress())
+            .await?;
+        if child.status == StackStatus::DeleteComplete {
+            return Ok(());
+        }
+        let reason = self.failure_reason(child_id).await;
+        Err(internal(format!(
+            "Embedded stack {child_id} was not successfully deleted: {reason}"
+        )))
+    }
+
+    /// Starts an update of a child stack, recording the parent's request
+    /// it is for.
+    async fn update_child(
+        &self,
+        input: &UpdateStackInput,
+        nested: nested::NestedTemplates,
+        request_id: &str,
+        timeout_minutes: Option<u32>,
+    ) -> Result<String, EngineError> {
+        let mut prepared = self.prepare_update_nested(input, Some(nested)).await?;
+        if prepared.changes.is_empty() && prepared.target.tags == prepared.stack.tags {
+            return Err(EngineError::Validation(
+                "No updates are to be performed.".into(),
+            ));
+        }
+        prepared
+            .extra_options
+            .insert(PARENT_REQUEST.into(), json!(request_id));
+        if let Some(t) = timeout_minutes {
+            prepared
+                .extra_options
+                .insert(super::TIMEOUT_OPTION.into(), json!(t));
+        }
+        self.begin_update(prepared, None).await
+    }
+
+    /// Runs the child's operation (in a task of its own, so that a child
+    /// waiting for its ancestors' decision keeps waiting after this returns)
+    /// until its status satisfies `done`; returns it then.
+    async fn drive_child(
+        &self,
+        op: &Op,
+        child_id: &str,
+        done: impl Fn(StackStatus) -> bool,
+    ) -> Result<StackRecord, ProviderError> {
+        let engine = self.engine()?;
+        let mut task: Option<(tokio::task::JoinHandle<()>, std::time::Instant)> = None;
+        loop {
+            if op.aborted.load(std::sync::atomic::Ordering::SeqCst) {
+                return Err(internal(
+                    "the parent's operation stopped: its lease was taken over",
+                ));
+            }
+            let child = self
+                .store
+                .find_stack(child_id)
+                .await
+                .map_err(store_error)?
+                .ok_or_else(|| internal(format!("the nested stack {child_id} does not exist")))?;
+            if done(child.status) {
+                return Ok(child);
+            }
+            let idle = task
+                .as_ref()
+                .is_none_or(|(t, at)| t.is_finished() && at.elapsed() >= RESTART_AFTER);
+            if idle && child.status.is_in_progress() {
+                task = Some((
+                    tokio::spawn(run_child(engine.clone(), child_id.to_string())),
+                    std::time::Instant::now(),
+                ));
+            }
+            tokio::time::sleep(CHILD_POLL).await;
+        }
+    }
+
+    /// Waits until every child of the stack that is still in progress has
+    /// ended (a parent's cleanup waits for its children's).
+    pub(super) async fn settle_children(&self, op: &Op) -> Result<(), EngineError> {
+        let children: Vec<String> = self
+            .store
+            .list_stacks()
+            .await?
+            .into_iter()
+            .filter(|s| {
+                s.parent_id.as_deref() == Some(op.stack.stack_id.as_str())
+                    && s.status.is_in_progress()
+            })
+            .map(|s| s.stack_id)
+            .collect();
+        for id in children {
+            self.drive_child(op, &id, |s| !s.is_in_progress())
+                .await
+                .map_err(|e| EngineError::Validation(e.message))?;
+        }
+        Ok(())
+    }
+
+    /// For a nested stack whose update phase is done: waits until its
+    /// ancestors decide between cleanup and rollback. True: roll back.
+    pub(super) async fn ancestors_roll_back(&self, op: &Op) -> Result<bool, EngineError> {
+        if op.stack.parent_id.is_none() {
+            return Ok(false);
+        }
+        loop {
+            if op.aborted.load(std::sync::atomic::Ordering::SeqCst) {
+                return Err(StoreError::LeaseLost(op.stack.stack_id.clone()).into());
+            }
+            match self.decision(&op.stack).await? {
+                Decision::Wait => tokio::time::sleep(CHILD_POLL).await,
+                Decision::Cleanup => return Ok(false),
+                Decision::RollBack => return Ok(true),
+            }
+        }
+    }
+
+    /// Any ancestor rolling back: roll back; else any still rolling
+    /// forward: wait; else clean up.
+    async fn decision(&self, stack: &StackRecord) -> Result<Decision, EngineError> {
+        let mut waiting = false;
+        let mut next = stack.parent_id.clone();
+        while let Some(id) = next {
+            let Some(s) = self.store.find_stack(&id).await? else {
+                break;
+            };
+            match s.status {
+                StackStatus::UpdateRollbackInProgress
+                | StackStatus::UpdateRollbackCompleteCleanupInProgress
+                | StackStatus::UpdateRollbackComplete
+                | StackStatus::UpdateRollbackFailed => return Ok(Decision::RollBack),
+                StackStatus::UpdateInProgress => waiting = true,
+                _ => {}
+            }
+            next = s.parent_id;
+        }
+        Ok(if waiting {
+            Decision::Wait
+        } else {
+            Decision::Cleanup
+        })
+    }
+
+    /// The reason a child failed: the reason its stack gave when it left
+    /// its operation's forward phase (CloudFormation's "The following
+    /// resource(s) failed to …").
+    async fn failure_reason(&self, child_id: &str) -> String {
+        let Ok(events) = self.store.events(child_id).await else {
+            return String::new();
+        };
+        events
+            .iter()
+            .rev()
+            .filter(|e| e.logical_id == e.stack_name)
+            .find(|e| {
+                matches!(
+                    e.status.as_str(),
+                    "ROLLBACK_IN_PROGRESS"
+                        | "CREATE_FAILED"
+                        | "UPDATE_ROLLBACK_IN_PROGRESS"
+                        | "UPDATE_ROLLBACK_FAILED"
+                        | "DELETE_FAILED"
+                        | "ROLLBACK_FAILED"
+                        | "DELETE_IN_PROGRESS"
+                ) && e
+                    .status_reason
+                    .as_deref()
+                    .is_some_and(|r| r != "User Initiated")
+            })
+            .and_then(|e| e.status_reason.clone())
+            .map(|r| {
+                r.trim_end_matches("Rollback requested by user.")
+                    .trim_end_matches("Delete requested by user.")
+                    .to_string()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// Runs a child's operation. Boxed with its type spelled out: the child's
+/// operation may run its own children, and an inferred future type would
+/// contain itself.
+fn run_child(
+    engine: std::sync::Arc<Engine>,
+    id: String,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+    Box::pin(async move {
+        match engine.run(&id).await {
+            Ok(_) | Err(EngineError::Store(StoreError::Busy { .. })) => {}
+            Err(e) => tracing::warn!(stack = %id, "nested stack operation stopped: {e}"),
+        }
+    })
+}
+
+/// A child's outputs as the parent's attributes `Outputs.<Name>`.
+fn outputs_as_attributes(child: &StackRecord) -> Map<String, Value> {
+    child
+        .outputs
+        .iter()
+        .map(|o| {
+            (
+                format!("Outputs.{}", o.output_key),
+                Value::String(o.output_value.clone()),
+            )
+        })
+        .collect()
+}
+
+/// The `Tags` property as stack tags (`None`: not set, the parent's apply).
+fn child_tags(properties: &Map<String, Value>) -> Option<Vec<Tag>> {
+    let list = properties.get("Tags")?.as_array()?;
+    Some(
+        list.iter()
+            .filter_map(|t| {
+                Some(Tag {
+                    key: t.get("Key")?.as_str()?.to_string(),
+                    value: match t.get("Value")? {
+                        Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    },
+                })
+            })
+            .collect(),
+    )
+}
+
+fn invalid(message: impl Into<String>) -> ProviderError {
+    ProviderError::new(ErrorKind::InvalidRequest, message)
+}
+
+fn internal(message: impl Into<String>) -> ProviderError {
+    ProviderError::new(ErrorKind::InternalFailure, message)
+}
+
+fn store_error(e: StoreError) -> ProviderError {
+    internal(e.to_string())
+}
+
+/// The schema of `AWS::CloudFormation::Stack` (`engine:stacks`); the engine
+/// runs the type itself, so its calls never reach this provider.
+pub struct NestedStackType;
+
+#[async_trait]
+impl ResourceProvider for NestedStackType {
+    fn schema(&self) -> Vec<ResourceSchema> {
+        vec![nested::schema()]
+    }
+
+    async fn create(&self, _req: &CreateRequest) -> Result<CreateResult, ProviderError> {
+        Err(internal("nested stacks are run by the engine"))
+    }
+
+    async fn update(&self, _req: &UpdateRequest) -> Result<UpdateResult, ProviderError> {
+        Err(internal("nested stacks are run by the engine"))
+    }
+
+    /// A nested stack's drift is its own stack's (detect it there).
+    async fn check_drift(&self, _req: &DriftRequest) -> Result<DriftResult, ProviderError> {
+        Ok(DriftResult::NotChecked)
+    }
+
+    async fn delete(&self, _req: &DeleteRequest) -> Result<(), ProviderError> {
+        Err(internal("nested stacks are run by the engine"))
+    }
+}

@@ -1,0 +1,546 @@
+//! Nested stacks (`AWS::CloudFormation::Stack`), the part before the
+//! engine: the type's schema, reading the nested templates of a whole tree
+//! before an operation starts (so errors, depth, size and `GetAtt
+//! Child.Outputs.Name` are checked up front), the child stack's name and
+//! parameters. The engine runs the children (`engine::nested`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use cairn_sdk::{PropertySchema, PropertyType, ResourceSchema};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use crate::config::NestedConfig;
+use crate::graph::Graph;
+use crate::registry::Registry;
+pub use crate::stack::STACK_TYPE;
+use crate::template::source::child;
+use crate::template::{Template, TemplateError};
+
+/// A property Cairn adds to a nested stack resource's recorded properties:
+/// the digest of the nested template, so that an update whose TemplateURL
+/// text is unchanged but whose file changed updates the child.
+pub const DIGEST: &str = "CairnTemplateDigest";
+
+/// The most bytes a nested template may have (CloudFormation's limit for a
+/// template read from a URL).
+const MAX_TEMPLATE_BYTES: usize = 1024 * 1024;
+
+/// How long an `https://` TemplateURL may take.
+const FETCH_TIMEOUT: Duration = Duration::from_secs(20);
+
+pub fn is_stack(canonical_type: &str) -> bool {
+    canonical_type == STACK_TYPE
+}
+
+pub fn schema() -> ResourceSchema {
+    ResourceSchema::new(STACK_TYPE)
+        .describe("a nested stack: a real stack of its own, made, updated and deleted with its parent")
+        .property(
+            "TemplateURL",
+            PropertySchema::string()
+                .required()
+                .describe("a path relative to the parent template, a file:/// URL under [nested] template_dirs, or an https:// URL with [nested] allow_https"),
+        )
+        .property(
+            "Parameters",
+            PropertySchema::map(PropertyType::Json).describe("the child's parameter values (lists are passed comma-joined)"),
+        )
+        .property("TimeoutInMinutes", PropertySchema::integer())
+        .property("NotificationARNs", PropertySchema::list(PropertyType::String))
+        .property("Tags", PropertySchema::json())
+        .property(
+            DIGEST,
+            PropertySchema::string().describe("set by Cairn: the digest of the nested template"),
+        )
+        .ref_returns("the child stack's id")
+}
+
+/// The nested templates of a tree of stacks, by the logical path of the
+/// stack resource that uses each (`Network`, `Network/Subnets`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NestedTemplates(pub BTreeMap<String, NestedTemplate>);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NestedTemplate {
+    /// Where it was read from (a path or a URL), for messages.
+    pub location: String,
+    pub body: String,
+}
+
+impl NestedTemplates {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The template of the stack resource `logical` of this level.
+    pub fn child(&self, logical: &str) -> Option<&NestedTemplate> {
+        self.0.get(logical)
+    }
+
+    /// What the child stack of `logical` needs for its own children.
+    pub fn below(&self, logical: &str) -> NestedTemplates {
+        let prefix = format!("{logical}/");
+        NestedTemplates(
+            self.0
+                .iter()
+                .filter_map(|(k, v)| Some((k.strip_prefix(&prefix)?.to_string(), v.clone())))
+                .collect(),
+        )
+    }
+
+    /// Reads them from an operation's options.
+    pub fn from_options(options: &Value) -> NestedTemplates {
+        options
+            .get(OPTION)
+            .and_then(|v| serde_json::from_value(v.clone()).ok())
+            .unwrap_or_default()
+    }
+}
+
+/// The operation option that keeps the nested templates an operation uses.
+pub const OPTION: &str = "NestedTemplates";
+
+/// The digest [`DIGEST`] records.
+pub fn digest(body: &str) -> String {
+    Sha256::digest(body.as_bytes())
+        .iter()
+        .take(16)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// A nested stack resource's properties with its template's digest: from
+/// `templates` when the operation read the template, else the one recorded
+/// (an update that reuses the stack's template keeps the children's).
+pub fn with_digest(
+    logical: &str,
+    mut properties: Map<String, Value>,
+    templates: &NestedTemplates,
+    recorded: Option<&Map<String, Value>>,
+) -> Map<String, Value> {
+    let d = templates
+        .child(logical)
+        .map(|t| Value::String(digest(&t.body)))
+        .or_else(|| recorded.and_then(|r| r.get(DIGEST).cloned()));
+    match d {
+        Some(d) => {
+            properties.insert(DIGEST.into(), d);
+        }
+        None => {
+            properties.remove(DIGEST);
+        }
+    }
+    properties
+}
+
+/// The child stack's name: `<parent>-<Logical>-<13 upper-case
+/// alphanumerics>` (derived from the create's request id, so a re-issued
+/// create finds the same child), cut to 128 characters.
+pub fn child_stack_name(parent: &str, logical: &str, request_id: &str) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    let suffix: String = Sha256::digest(request_id.as_bytes())
+        .iter()
+        .take(13)
+        .map(|b| ALPHABET[(*b as usize) % ALPHABET.len()] as char)
+        .collect();
+    let mut head = format!("{parent}-{logical}");
+    let room = 128 - 1 - suffix.len();
+    if head.len() > room {
+        head.truncate(room);
+    }
+    format!("{head}-{suffix}")
+}
+
+/// The child's parameter values from the evaluated `Parameters`: strings
+/// as they are, lists comma-joined, numbers and booleans as text.
+pub fn child_parameters(
+    logical: &str,
+    properties: &Map<String, Value>,
+) -> Result<BTreeMap<String, String>, String> {
+    let Some(params) = properties.get("Parameters") else {
+        return Ok(BTreeMap::new());
+    };
+    let Value::Object(params) = params else {
+        return Err(format!(
+            "Parameters of {logical} must be a map of parameter names to values"
+        ));
+    };
+    params
+        .iter()
+        .map(|(k, v)| {
+            let text = match v {
+                Value::String(s) => s.clone(),
+                Value::Number(n) => n.to_string(),
+                Value::Bool(b) => b.to_string(),
+                Value::Array(items) => items
+                    .iter()
+                    .map(|i| match i {
+                        Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(","),
+                other => {
+                    return Err(format!(
+                        "Parameters of {logical}: value of {k} must be a string, a number or a list, not {other}"
+                    ))
+                }
+            };
+            Ok((k.clone(), text))
+        })
+        .collect()
+}
+
+/// The `TimeoutInMinutes` of a nested stack resource.
+pub fn timeout_minutes(properties: &Map<String, Value>) -> Option<u32> {
+    properties
+        .get("TimeoutInMinutes")
+        .and_then(Value::as_u64)
+        .and_then(|t| u32::try_from(t).ok())
+        .filter(|t| *t > 0)
+}
+
+/// Where relative TemplateURLs of a template are read from.
+#[derive(Debug, Clone)]
+pub enum Base {
+    Dir(PathBuf),
+    Url(reqwest::Url),
+}
+
+/// Where a submitted template came from, and what its nested templates may
+/// read.
+#[derive(Debug, Clone, Default)]
+pub struct Origin {
+    /// The submitted template's directory (or URL); `None`: a body with no
+    /// place (relative TemplateURLs are refused).
+    pub base: Option<Base>,
+    /// A server confines every nested template file to these directories;
+    /// the CLI reads relative paths anywhere.
+    pub confined_to: Option<Vec<PathBuf>>,
+}
+
+impl Origin {
+    /// A template read from the file `path` by the CLI.
+    pub fn file(path: &Path) -> Origin {
+        let dir = path
+            .parent()
+            .map(|d| {
+                if d.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    d
+                }
+            })
+            .unwrap_or(Path::new("."));
+        Origin {
+            base: Some(Base::Dir(
+                std::fs::canonicalize(dir).unwrap_or(dir.to_path_buf()),
+            )),
+            confined_to: None,
+        }
+    }
+}
+
+/// Reads every nested template of `template`'s tree (depth first), checks
+/// each (structure, types, attributes), the depth and the tree's size, and
+/// every `GetAtt Child.Outputs.Name` against the child's outputs.
+pub async fn collect(
+    config: &NestedConfig,
+    registry: &Registry,
+    template: &Template,
+    origin: &Origin,
+) -> Result<NestedTemplates, TemplateError> {
+    let mut found = NestedTemplates::default();
+    let mut total = template.resources.len();
+    // (logical path prefix, template, its base, its depth)
+    let mut todo: Vec<(String, Template, Option<Base>, usize)> =
+        vec![(String::new(), template.clone(), origin.base.clone(), 0)];
+    while let Some((prefix, t, base, depth)) = todo.pop() {
+        let mut children = BTreeMap::new();
+        for r in &t.resources {
+            if !is_stack(registry.canonical(&r.type_name)) {
+                continue;
+            }
+            let path = format!("{prefix}{}", r.logical_id);
+            let at = child(
+                &child(&child("/Resources", &r.logical_id), "Properties"),
+                "TemplateURL",
+            );
+            let in_parent = |e: TemplateError| nested_error(&prefix, e.locate(&t.source_map));
+            if depth + 1 > config.max_depth {
+                return Err(in_parent(TemplateError::new(format!(
+                    "Template error: nested stack {path} is more than {} levels deep; the limit is [nested] max_depth = {}",
+                    config.max_depth, config.max_depth
+                )).at(&at)));
+            }
+            let url = match r.properties.get("TemplateURL") {
+                Some(Value::String(u)) => u.clone(),
+                Some(_) => {
+                    return Err(in_parent(TemplateError::new(format!(
+                        "Template error: TemplateURL of {} must be a literal path or URL: Cairn reads nested templates before the operation starts",
+                        r.logical_id
+                    )).at(&at)))
+                }
+                None => continue, // the schema check names the missing property
+            };
+            let (location, body, child_base) = read(config, origin, base.as_ref(), &url)
+                .await
+                .map_err(|why| {
+                    in_parent(
+                        TemplateError::new(format!(
+                            "Template error: TemplateURL {url} of {} cannot be read: {why}",
+                            r.logical_id
+                        ))
+                        .at(&at),
+                    )
+                })?;
+            let parsed = Template::parse(&body)
+                .map_err(|e| nested_error(&format!("{path}/"), prefixed(&location, e)))?;
+            crate::validate::validate_template(&parsed, registry)
+                .map_err(|e| nested_error(&format!("{path}/"), prefixed(&location, e)))?;
+            total += parsed.resources.len();
+            if total > config.max_resources {
+                return Err(TemplateError::new(format!(
+                    "Template error: the stack and its nested stacks have more than {} resources; the limit is [nested] max_resources = {}",
+                    config.max_resources, config.max_resources
+                )));
+            }
+            children.insert(r.logical_id.clone(), parsed.clone());
+            found
+                .0
+                .insert(path.clone(), NestedTemplate { location, body });
+            todo.push((format!("{path}/"), parsed, child_base, depth + 1));
+        }
+        check_outputs(&t, registry, &children).map_err(|e| nested_error(&prefix, e))?;
+    }
+    Ok(found)
+}
+
+/// A nested template's error, naming where it was read from.
+fn prefixed(location: &str, e: TemplateError) -> TemplateError {
+    let message = format!("{location}: {}", e.message());
+    TemplateError::format_at(message, e.path().to_string(), e.location())
+}
+
+/// An error found below the root, naming the nested stack path.
+fn nested_error(prefix: &str, e: TemplateError) -> TemplateError {
+    if prefix.is_empty() {
+        return e;
+    }
+    let message = format!(
+        "nested stack {}: {}",
+        prefix.trim_end_matches('/'),
+        e.message()
+    );
+    TemplateError::format_at(message, e.path().to_string(), e.location())
+}
+
+/// Every `GetAtt Child.Outputs.Name` of `template` names an output the
+/// child's template declares.
+fn check_outputs(
+    template: &Template,
+    registry: &Registry,
+    children: &BTreeMap<String, Template>,
+) -> Result<(), TemplateError> {
+    let graph = Graph::build(template, &|_| None).map_err(|e| e.locate(&template.source_map))?;
+    let check = |res: &str, attr: &str, at: &str| -> Result<(), TemplateError> {
+        let Some(r) = template.resource(res) else {
+            return Ok(());
+        };
+        if !is_stack(registry.canonical(&r.type_name)) {
+            return Ok(());
+        }
+        let Some(name) = attr.strip_prefix("Outputs.") else {
+            return Err(TemplateError::new(format!(
+                "Template error: resource {res} does not support attribute type {attr} in Fn::GetAtt (a nested stack has Outputs.<Name>)"
+            ))
+            .at(at)
+            .locate(&template.source_map));
+        };
+        let Some(c) = children.get(res) else {
+            return Ok(());
+        };
+        if c.outputs.iter().any(|o| o.name == name) {
+            return Ok(());
+        }
+        let names: Vec<&str> = c.outputs.iter().map(|o| o.name.as_str()).collect();
+        Err(TemplateError::new(format!(
+            "Template error: resource {res} does not support attribute type {attr} in Fn::GetAtt (its nested template has outputs: {})",
+            if names.is_empty() { "none".to_string() } else { names.join(", ") }
+        ))
+        .at(at)
+        .locate(&template.source_map))
+    };
+    for (node, res, attr) in graph.attribute_uses() {
+        check(res, attr, &child("/Resources", graph.name(*node)))?;
+    }
+    for o in &template.outputs {
+        let path = child(&child("/Outputs", &o.name), "Value");
+        let mut refs = Vec::new();
+        crate::graph::references(&o.value, &path, &|_| None, &mut refs);
+        for r in refs {
+            if let Some(attr) = &r.attribute {
+                check(&r.target, attr, &r.path)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reads one TemplateURL: its location, text and the base of its own
+/// relative TemplateURLs.
+async fn read(
+    config: &NestedConfig,
+    origin: &Origin,
+    base: Option<&Base>,
+    url: &str,
+) -> Result<(String, String, Option<Base>), String> {
+    if url.starts_with("https://") || url.starts_with("http://") {
+        let parsed = reqwest::Url::parse(url).map_err(|e| e.to_string())?;
+        return fetch(config, parsed).await;
+    }
+    if let Some(path) = url.strip_prefix("file://") {
+        let allowed = allowed_dirs(config, origin);
+        return read_file(Path::new(path), Some(&allowed)).await;
+    }
+    match base {
+        Some(Base::Dir(dir)) => {
+            read_file(&dir.join(url), origin.confined_to.as_deref()).await
+        }
+        Some(Base::Url(u)) => {
+            let joined = u.join(url).map_err(|e| e.to_string())?;
+            fetch(config, joined).await
+        }
+        None => Err("it is a relative path, and the parent template was not read from a file: use a file:/// URL under [nested] template_dirs".into()),
+    }
+}
+
+fn allowed_dirs(config: &NestedConfig, origin: &Origin) -> Vec<PathBuf> {
+    let mut dirs = config.template_dirs.clone();
+    if let Some(c) = &origin.confined_to {
+        dirs.extend(c.iter().cloned());
+    }
+    dirs
+}
+
+async fn read_file(
+    path: &Path,
+    confined_to: Option<&[PathBuf]>,
+) -> Result<(String, String, Option<Base>), String> {
+    let real = tokio::fs::canonicalize(path)
+        .await
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    if let Some(dirs) = confined_to {
+        let mut inside = false;
+        for d in dirs {
+            if let Ok(d) = tokio::fs::canonicalize(d).await {
+                inside |= real.starts_with(&d);
+            }
+        }
+        if !inside {
+            return Err(format!(
+                "{} is not under a directory of [nested] template_dirs (or [server] template_dirs)",
+                real.display()
+            ));
+        }
+    }
+    let size = tokio::fs::metadata(&real)
+        .await
+        .map_err(|e| format!("{}: {e}", real.display()))?
+        .len();
+    if size as usize > MAX_TEMPLATE_BYTES {
+        return Err(format!(
+            "{} has {size} bytes; a nested template may have at most {MAX_TEMPLATE_BYTES}",
+            real.display()
+        ));
+    }
+    let body = tokio::fs::read_to_string(&real)
+        .await
+        .map_err(|e| format!("{}: {e}", real.display()))?;
+    let dir = real.parent().map(Path::to_path_buf).map(Base::Dir);
+    Ok((real.display().to_string(), body, dir))
+}
+
+async fn fetch(
+    config: &NestedConfig,
+    url: reqwest::Url,
+) -> Result<(String, String, Option<Base>), String> {
+    if url.scheme() != "https" || !config.allow_https {
+        return Err(format!(
+            "{url}: only https:// URLs are fetched, and only with [nested] allow_https = true"
+        ));
+    }
+    let client = reqwest::Client::builder()
+        .timeout(FETCH_TIMEOUT)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let answer = client
+        .get(url.clone())
+        .send()
+        .await
+        .and_then(|r| r.error_for_status())
+        .map_err(|e| format!("{url}: {e}"))?;
+    let bytes = answer.bytes().await.map_err(|e| format!("{url}: {e}"))?;
+    if bytes.len() > MAX_TEMPLATE_BYTES {
+        return Err(format!(
+            "{url} has {} bytes; a nested template may have at most {MAX_TEMPLATE_BYTES}",
+            bytes.len()
+        ));
+    }
+    let body = String::from_utf8(bytes.to_vec()).map_err(|_| format!("{url} is not UTF-8 text"))?;
+    Ok((url.to_string(), body, Some(Base::Url(url))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn child_names_are_stable_per_request_and_bounded() {
+        let a = child_stack_name("web", "Network", "req-1");
+        assert_eq!(a, child_stack_name("web", "Network", "req-1"));
+        assert_ne!(a, child_stack_name("web", "Network", "req-2"));
+        let suffix = a.strip_prefix("web-Network-").unwrap();
+        assert_eq!(suffix.len(), 13);
+        assert!(suffix
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit()));
+        let long = child_stack_name(&"p".repeat(120), "Logical", "r");
+        assert_eq!(long.len(), 128);
+    }
+
+    #[test]
+    fn parameters_are_text_and_lists_are_joined() {
+        let props: Map<String, Value> = serde_json::from_value(serde_json::json!({
+            "Parameters": {"A": "x", "N": 3, "L": ["a", "b"], "B": true}
+        }))
+        .unwrap();
+        let p = child_parameters("C", &props).unwrap();
+        assert_eq!(p["A"], "x");
+        assert_eq!(p["N"], "3");
+        assert_eq!(p["L"], "a,b");
+        assert_eq!(p["B"], "true");
+    }
+
+    #[test]
+    fn templates_below_a_child_lose_its_prefix() {
+        let t = |b: &str| NestedTemplate {
+            location: b.into(),
+            body: b.into(),
+        };
+        let all = NestedTemplates(BTreeMap::from([
+            ("A".to_string(), t("a")),
+            ("A/B".to_string(), t("b")),
+            ("A/B/C".to_string(), t("c")),
+            ("AB".to_string(), t("ab")),
+        ]));
+        let below = all.below("A");
+        assert_eq!(below.0.keys().collect::<Vec<_>>(), vec!["B", "B/C"]);
+        let props = with_digest("A", Map::new(), &all, None);
+        assert_eq!(props[DIGEST], Value::String(digest("a")));
+    }
+}
