@@ -88,6 +88,8 @@ impl Engine {
         input: &CreateChangeSetInput,
         in_review: bool,
     ) -> Result<ChangeSetRecord, EngineError> {
+        self.refuse_nested_named(&input.stack_name, "make a change set for")
+            .await?;
         if in_review || self.store.find_stack(&input.stack_name).await?.is_none() {
             return Err(EngineError::Validation(format!(
                 "Stack [{}] does not exist",

@@ -75,6 +75,18 @@ impl Engine {
         )))
     }
 
+    /// [`Engine::refuse_nested`] for the stack named `name_or_id`, if any.
+    pub(super) async fn refuse_nested_named(
+        &self,
+        name_or_id: &str,
+        what: &str,
+    ) -> Result<(), EngineError> {
+        match self.store.find_stack(name_or_id).await? {
+            Some(stack) => self.refuse_nested(&stack, what).await,
+            None => Ok(()),
+        }
+    }
+
     fn engine(&self) -> Result<std::sync::Arc<Engine>, ProviderError> {
         self.me
             .upgrade()

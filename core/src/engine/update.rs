@@ -315,6 +315,8 @@ impl Engine {
     /// least one resource changes), then UPDATE_IN_PROGRESS. Then call
     /// [`Engine::run`].
     pub async fn start_update(&self, input: &UpdateStackInput) -> Result<String, EngineError> {
+        self.refuse_nested_named(&input.stack_name, "update")
+            .await?;
         let prepared = self.prepare_update(input).await?;
         // New tags alone are an update (CloudFormation's too).
         if prepared.changes.is_empty() && prepared.target.tags == prepared.stack.tags {
@@ -576,6 +578,8 @@ impl Engine {
     /// if that process is gone, whoever resumes the stack does. Then follow
     /// the stack with [`Engine::run`].
     pub async fn cancel_update(&self, stack_name: &str) -> Result<String, EngineError> {
+        self.refuse_nested_named(stack_name, "cancel the update of")
+            .await?;
         let Some(stack) = self.store.find_stack(stack_name).await? else {
             return Err(EngineError::Validation(format!(
                 "Stack with id {stack_name} does not exist"
@@ -628,6 +632,8 @@ impl Engine {
                 "Stack with id {stack_name} does not exist"
             )));
         };
+        self.refuse_nested(&stack, "continue the update rollback of")
+            .await?;
         if stack.status != StackStatus::UpdateRollbackFailed {
             return Err(EngineError::Validation(format!(
                 "Stack:{} is in {} state and can not continue update rollback; only UPDATE_ROLLBACK_FAILED can",

@@ -273,6 +273,8 @@ impl Engine {
     /// Starts a `cairn update` (UPDATE_IN_PROGRESS); follow it with
     /// [`Engine::run`].
     pub async fn start_reconcile(&self, input: &ReconcileInput) -> Result<String, EngineError> {
+        self.refuse_nested_named(&input.update.stack_name, "update")
+            .await?;
         let (prepared, plan) = self.prepare_reconcile(input).await?;
         let details = serde_json::to_value(&plan)
             .map_err(|e| EngineError::Validation(format!("cannot record the plan: {e}")))?;
