@@ -239,9 +239,21 @@ fn owner_is_dead(owner: &str) -> bool {
     else {
         return false;
     };
-    host == my_host
-        && cfg!(target_os = "linux")
-        && !std::path::Path::new(&format!("/proc/{pid}")).exists()
+    host == my_host && cfg!(target_os = "linux") && !process_alive(pid)
+}
+
+/// Whether process `pid` of this host runs. A zombie (killed, not yet
+/// reaped by its parent) does not: it holds nothing and never writes again.
+fn process_alive(pid: &str) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // `pid (comm) state …`: comm may hold spaces, the state follows
+        // the last ')'.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.trim_start().chars().next())
+            .is_none_or(|state| state != 'Z' && state != 'X'),
+        Err(_) => false,
+    }
 }
 
 pub struct Engine {
