@@ -9,6 +9,7 @@ mod reconcile;
 mod remote;
 mod serve;
 mod stacks;
+mod tree;
 mod validate;
 
 use std::path::PathBuf;
@@ -162,6 +163,10 @@ enum Command {
     /// Show a stack's events.
     Events {
         stack: String,
+        /// Also the events of its nested stacks, in time order, each under
+        /// its path of logical ids (`App/Db/Instance`).
+        #[arg(long)]
+        nested: bool,
         #[arg(long, value_enum, default_value_t)]
         output: OutputFormat,
     },
@@ -483,7 +488,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::History { stack, output } => changesets::history(&engine, stack, *output).await,
         Command::List { output } => stacks::list(&engine, *output).await,
         Command::Describe { stack, output } => stacks::describe(&engine, stack, *output).await,
-        Command::Events { stack, output } => stacks::events(&engine, stack, *output).await,
+        Command::Events {
+            stack,
+            nested,
+            output,
+        } => stacks::events(&engine, stack, *nested, *output).await,
         Command::Resources { stack, output } => stacks::resources(&engine, stack, *output).await,
         Command::Outputs { stack, output } => stacks::outputs(&engine, stack, *output).await,
         Command::Template { stack, output } => stacks::template(&engine, stack, *output).await,
@@ -520,7 +529,14 @@ async fn run_remote(endpoint: &str, command: &Command) -> anyhow::Result<()> {
         },
         Command::List { output } => R::List(*output),
         Command::Describe { stack, output } => R::Describe(stack, *output),
-        Command::Events { stack, output } => R::Events(stack, *output),
+        Command::Events {
+            stack,
+            nested: false,
+            output,
+        } => R::Events(stack, *output),
+        Command::Events { nested: true, .. } => {
+            anyhow::bail!("cairn --endpoint events does not follow nested stacks yet: run it on each nested stack (cairn list shows them with their ParentId)")
+        }
         Command::Resources { stack, output } => R::Resources(stack, *output),
         Command::Outputs { stack, output } => R::Outputs(stack, *output),
         Command::Template { stack, output } => R::Template(stack, *output),

@@ -1,6 +1,7 @@
 //! The stack commands of the embedded CLI: deploy, delete, and the read
 //! commands (list, describe, events, resources, outputs, template).
 
+use std::collections::HashMap;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -150,6 +151,16 @@ async fn follow(
     stack_id: &str,
     mut shown: usize,
 ) -> anyhow::Result<StackStatus> {
+    // Nested stacks' events are shown too, under their paths: those of
+    // this operation (counted before it runs).
+    let top = engine.store().find_stack(stack_id).await?;
+    let mut nested_shown: HashMap<String, usize> = HashMap::new();
+    if let Some(top) = &top {
+        for (child, _) in crate::tree::descendants(engine, top).await? {
+            let count = engine.store().event_count(&child.stack_id).await?;
+            nested_shown.insert(child.stack_id, count);
+        }
+    }
     let runner = {
         let engine = engine.clone();
         let id = stack_id.to_string();
@@ -187,6 +198,18 @@ async fn follow(
                 .event(e);
         }
         shown += events.len();
+        if let Some(top) = &top {
+            for (child, path) in crate::tree::descendants(engine, top).await? {
+                let seen = nested_shown.entry(child.stack_id.clone()).or_insert(0);
+                let events = engine.store().events_from(&child.stack_id, *seen).await?;
+                *seen += events.len();
+                for e in &events {
+                    progress
+                        .get_or_insert_with(|| Progress::new(&top.stack_name).with_total(total))
+                        .event(&crate::tree::in_tree(e, &path));
+                }
+            }
+        }
         if done {
             break;
         }
@@ -455,6 +478,12 @@ fn stack_json(s: &StackRecord) -> Value {
     if let Some(d) = &s.deleted_at {
         v["DeletionTime"] = json!(d);
     }
+    if let Some(p) = &s.parent_id {
+        v["ParentId"] = json!(p);
+    }
+    if let Some(r) = &s.root_id {
+        v["RootId"] = json!(r);
+    }
     v
 }
 
@@ -523,6 +552,12 @@ pub(crate) fn show_stack(s: &StackRecord, output: OutputFormat) -> anyhow::Resul
                 println!("Description: {d}");
             }
             println!("Created:     {}", s.created_at);
+            if let Some(p) = &s.parent_id {
+                println!("ParentId:    {p}");
+            }
+            if let Some(r) = &s.root_id {
+                println!("RootId:      {r}");
+            }
             for p in parameters_json(s) {
                 println!(
                     "Parameter:   {} = {}",
@@ -538,8 +573,16 @@ pub(crate) fn show_stack(s: &StackRecord, output: OutputFormat) -> anyhow::Resul
     }
 }
 
-pub async fn events(engine: &Arc<Engine>, stack: &str, output: OutputFormat) -> anyhow::Result<()> {
+pub async fn events(
+    engine: &Arc<Engine>,
+    stack: &str,
+    nested: bool,
+    output: OutputFormat,
+) -> anyhow::Result<()> {
     let s = find(engine, stack).await?;
+    if nested {
+        return show_events(&crate::tree::events(engine, &s).await?, output);
+    }
     show_events(&engine.store().events(&s.stack_id).await?, output)
 }
 
@@ -643,7 +686,28 @@ pub async fn resources(
     output: OutputFormat,
 ) -> anyhow::Result<()> {
     let s = find(engine, stack).await?;
-    show_resources(&s, &resource_lines(engine, &s.stack_id).await?, output)
+    let mut lines = resource_lines(engine, &s.stack_id).await?;
+    // The text shows the tree: each nested stack's resources after it,
+    // under its path.
+    if output == OutputFormat::Text {
+        for (child, path) in crate::tree::descendants(engine, &s).await? {
+            let below = resource_lines(engine, &child.stack_id).await?;
+            let at = lines
+                .iter()
+                .rposition(|l| {
+                    l.logical_id == path
+                        || l.logical_id.starts_with(&format!("{path}/"))
+                })
+                .map(|i| i + 1)
+                .unwrap_or(lines.len());
+            let shown = below.into_iter().map(|mut l| {
+                l.logical_id = format!("{path}/{}", l.logical_id);
+                l
+            });
+            lines.splice(at..at, shown);
+        }
+    }
+    show_resources(&s, &lines, output)
 }
 
 /// `cairn resources`'s output.

@@ -162,8 +162,8 @@ pub(super) fn stack_record(m: &Node) -> anyhow::Result<StackRecord> {
                 value: t.text_or_empty("Value"),
             })
             .collect(),
-        parent_id: None,
-        root_id: None,
+        parent_id: m.text_of("ParentId"),
+        root_id: m.text_of("RootId"),
     })
 }
 

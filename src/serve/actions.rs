@@ -359,6 +359,8 @@ fn stack_xml(x: &mut Xml, s: &StackRecord) {
     x.list("Tags", &s.tags, |x, t| {
         x.leaf("Key", &t.key).leaf("Value", &t.value);
     });
+    x.opt("ParentId", s.parent_id.as_deref())
+        .opt("RootId", s.root_id.as_deref());
     x.leaf("EnableTerminationProtection", "false");
     x.open("DriftInformation")
         .leaf("StackDriftStatus", "NOT_CHECKED")
@@ -407,7 +409,9 @@ async fn list_stacks(app: &App, f: &Form) -> Outcome {
             }
             x.opt("DeletionTime", s.deleted_at.as_deref())
                 .leaf("StackStatus", s.status.as_str())
-                .opt("StackStatusReason", s.status_reason.as_deref());
+                .opt("StackStatusReason", s.status_reason.as_deref())
+                .opt("ParentId", s.parent_id.as_deref())
+                .opt("RootId", s.root_id.as_deref());
         });
         x.opt("NextToken", next.as_deref());
     })
