@@ -1,8 +1,8 @@
 //! The stack commands of the embedded CLI: deploy, delete, and the read
 //! commands (list, describe, events, resources, outputs, template).
 
-use std::collections::HashMap;
 use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -695,8 +695,7 @@ pub async fn resources(
             let at = lines
                 .iter()
                 .rposition(|l| {
-                    l.logical_id == path
-                        || l.logical_id.starts_with(&format!("{path}/"))
+                    l.logical_id == path || l.logical_id.starts_with(&format!("{path}/"))
                 })
                 .map(|i| i + 1)
                 .unwrap_or(lines.len());

@@ -184,6 +184,17 @@ impl Engine {
             StackStatus::UpdateRollbackInProgress
                 | StackStatus::UpdateRollbackCompleteCleanupInProgress
         );
+        // A child whose own rollback failed continues it (the parent's
+        // continue-rollback; skips of `Child.R` started it already).
+        if rolling_back && current.status == StackStatus::UpdateRollbackFailed {
+            self.continue_rollback(child_id, &[]).await.map_err(|e| {
+                internal(format!(
+                    "Embedded stack {child_id} was not successfully updated: {e}"
+                ))
+            })?;
+        }
+        let mid_rollback =
+            mid_rollback || (rolling_back && current.status == StackStatus::UpdateRollbackFailed);
         // Rolling back a child that went forward in this update: it rolls
         // itself back once it sees its ancestor's rollback.
         if rolling_back && (paused || mid_rollback) {

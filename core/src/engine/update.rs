@@ -627,13 +627,24 @@ impl Engine {
         stack_name: &str,
         skip: &[String],
     ) -> Result<String, EngineError> {
+        self.refuse_nested_named(stack_name, "continue the update rollback of")
+            .await?;
+        self.continue_rollback(stack_name, skip).await
+    }
+
+    /// [`Engine::start_continue_rollback`] of any stack, nested ones too.
+    /// A skipped `Child.Resource` is skipped by the continued rollback of
+    /// the nested stack `Child`, which starts first.
+    pub(super) async fn continue_rollback(
+        &self,
+        stack_name: &str,
+        skip: &[String],
+    ) -> Result<String, EngineError> {
         let Some(stack) = self.store.find_stack(stack_name).await? else {
             return Err(EngineError::Validation(format!(
                 "Stack with id {stack_name} does not exist"
             )));
         };
-        self.refuse_nested(&stack, "continue the update rollback of")
-            .await?;
         if stack.status != StackStatus::UpdateRollbackFailed {
             return Err(EngineError::Validation(format!(
                 "Stack:{} is in {} state and can not continue update rollback; only UPDATE_ROLLBACK_FAILED can",
@@ -641,7 +652,31 @@ impl Engine {
             )));
         }
         let rows = self.store.resources(&stack.stack_id).await?;
-        for name in skip {
+        // `Child.R`: for the nested stack Child.
+        let mut below: Vec<(String, Vec<String>)> = Vec::new();
+        for name in skip.iter().filter(|n| n.contains('.')) {
+            let (child, rest) = name.split_once('.').unwrap_or((name, ""));
+            let nested_row = rows.iter().find(|r| {
+                r.logical_id == child
+                    && crate::nested::is_stack(self.registry.canonical(&r.resource_type))
+                    && matches!(r.journal, Some(Journal::Changed { .. }))
+            });
+            let Some(row) = nested_row else {
+                return Err(EngineError::Validation(format!(
+                    "Resource {name} cannot be skipped: {child} is not a nested stack the rollback still has to restore"
+                )));
+            };
+            let child_id = row.physical_id.clone().unwrap_or_default();
+            match below.iter_mut().find(|(id, _)| *id == child_id) {
+                Some((_, names)) => names.push(rest.to_string()),
+                None => below.push((child_id, vec![rest.to_string()])),
+            }
+        }
+        for (child_id, names) in &below {
+            Box::pin(self.continue_rollback(child_id, names)).await?;
+        }
+        let skip: Vec<String> = skip.iter().filter(|n| !n.contains('.')).cloned().collect();
+        for name in &skip {
             let ok = rows.iter().any(|r| {
                 &r.logical_id == name && matches!(r.journal, Some(Journal::Changed { .. }))
             });
