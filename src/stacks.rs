@@ -510,6 +510,12 @@ pub(crate) fn show_list(stacks: &[StackRecord], output: OutputFormat) -> anyhow:
                     if let Some(d) = &s.deleted_at {
                         v["DeletionTime"] = json!(d);
                     }
+                    if let Some(p) = &s.parent_id {
+                        v["ParentId"] = json!(p);
+                    }
+                    if let Some(r) = &s.root_id {
+                        v["RootId"] = json!(r);
+                    }
                     v
                 })
                 .collect();

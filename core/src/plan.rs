@@ -147,6 +147,9 @@ pub struct Previous<'a> {
 /// What an update would do, computed before it runs. `ev` evaluates the new
 /// template with the stack's current physical ids and attributes; `rows` are
 /// the stack's resources. An empty list means "No updates are to be performed."
+// The planner's inputs are each needed and distinct; a struct would only
+// rename them.
+#[allow(clippy::too_many_arguments)]
 pub fn plan(
     template: &Template,
     ev: &Evaluator<'_>,
