@@ -44,6 +44,10 @@ pub async fn plan(engine: &Arc<Engine>, args: PlanArgs<'_>) -> anyhow::Result<()
         parameters: parameter_inputs(args.parameters, args.use_previous)?,
         description: args.description.map(str::to_string),
         tags: None,
+        origin: args
+            .template
+            .map(cairn_core::nested::Origin::file)
+            .unwrap_or_default(),
     };
     let cs = engine
         .create_change_set(&input)

@@ -227,6 +227,21 @@ pub fn plan(
             _ => Vec::new(),
         };
         for p in &static_changed {
+            // A nested stack whose template text changed: CloudFormation
+            // shows it as an automatic change of the stack resource.
+            if p == crate::nested::DIGEST {
+                details.push(ChangeDetail {
+                    target: ChangeTarget {
+                        attribute: "Properties".into(),
+                        name: None,
+                        requires_recreation: "Never".into(),
+                    },
+                    evaluation: "Dynamic".into(),
+                    change_source: "Automatic".into(),
+                    causing_entity: None,
+                });
+                continue;
+            }
             let b = behavior(schema, p);
             if b == UpdateBehavior::CreateOnly {
                 replacement = "True";

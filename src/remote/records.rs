@@ -38,6 +38,7 @@ pub(super) fn change_set_record(m: &Node) -> ChangeSetRecord {
         created_at: m.text_or_empty("CreationTime"),
         base_version: 0,
         tags: None,
+        nested: Default::default(),
     }
 }
 

@@ -759,6 +759,7 @@ async fn create_change_set(app: &App, f: &Form) -> Outcome {
         // `aws cloudformation deploy` without --tags sends an empty list:
         // a change set keeps the stack's tags unless it names some.
         tags: tags(f)?.filter(|t| !t.is_empty()),
+        origin: origin(app, f),
     };
     let cs = app.engine.create_change_set(&input).await?;
     result(|x| {

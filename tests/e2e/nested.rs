@@ -730,3 +730,51 @@ fn sigkill_during_a_nested_create_is_resumed_at_every_level() {
     assert!(s.resource_files().is_empty());
     let _ = events;
 }
+
+/// A change set made from a changed nested template shows the stack
+/// resources as automatic Modify changes, and executes the templates as
+/// they were read when it was made.
+#[test]
+fn a_change_set_shows_a_changed_nested_template_and_runs_it() {
+    let s = scratch();
+    let root = tree(&s, &[("pair.yaml", PAIR), ("leaf.yaml", LEAF)]);
+    assert_eq!(deploy(&s, "cs", &root, &[]).code(), 0);
+    let (first, _) = child(&s, "cs-First-");
+    let leaf = s.dir.path().join("leaf.yaml");
+    // Thing's Value, hence the child's output V, changes.
+    let thing = "Properties: {Value: !Ref V}";
+    let planned = LEAF.replacen(thing, "Properties: {Value: !Sub '${V}-planned'}", 1);
+    std::fs::write(&leaf, planned).expect("write");
+    let plan = cairn(
+        &s,
+        &["plan", "cs", &root, "--name", "cs1", "--output", "json"],
+    );
+    assert_eq!(plan.code(), 0, "{}", plan.stderr());
+    let changes: Vec<Value> = plan.json()["Changes"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| {
+            let mut r = c["ResourceChange"].clone();
+            if let Some(o) = r.as_object_mut() {
+                o.remove("PhysicalResourceId");
+            }
+            r
+        })
+        .collect();
+    let automatic = |logical: &str| {
+        serde_json::json!({
+            "Action": "Modify", "LogicalResourceId": logical, "ResourceType": "AWS::CloudFormation::Stack",
+            "Replacement": "False", "Scope": ["Properties"],
+            "Details": [{"Target": {"Attribute": "Properties", "RequiresRecreation": "Never"}, "Evaluation": "Dynamic", "ChangeSource": "Automatic"}]
+        })
+    };
+    assert_eq!(changes, vec![automatic("First"), automatic("Second")]);
+    // The file changes again after the plan: the set runs what it planned.
+    let later = LEAF.replacen(thing, "Properties: {Value: !Sub '${V}-later'}", 1);
+    std::fs::write(&leaf, later).expect("write");
+    let run = cairn(&s, &["execute", "cs", "cs1"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(cairn(&s, &["outputs", &first]).stdout(), "V = a1-planned\n");
+}

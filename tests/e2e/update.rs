@@ -139,7 +139,29 @@ Outputs:
 fn changes_that_are_not_updates_are_refused() {
     // Seed 000 runs 1, 11–18, 21–24, 27–29, and the 3rd's state check.
     let s = scratch();
-    assert_eq!(deploy(&s, "noop", BASE, &[]).code(), 0);
+    // A's CreationPolicy makes its create wait for a signal (run 27 is
+    // about changing the policy later, which is no update).
+    let path = s.write("noop-base.yaml", BASE);
+    let mut first = s.spawn_cairn(&[
+        "--config",
+        "cairn.toml",
+        "deploy",
+        "noop",
+        path.to_str().unwrap_or_default(),
+    ]);
+    let started = std::time::Instant::now();
+    while cairn(&s, &["signal", "noop", "A", "--id", "ready"]).code() != 0 {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "A never waited for its signal"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        first.wait().expect("deploy ends").success(),
+        "{}",
+        s.spawned_stderr()
+    );
     let variants = [
         ("same template and parameters (run 1)", BASE.to_string()),
         ("whitespace and key order (run 11)", BASE.replace("  B:\n    Type: Cairn::Test::Resource\n    DependsOn: A\n    Properties: {Value: b}", "  B:\n    Properties:   {Value:   b}\n    DependsOn: A\n    Type: Cairn::Test::Resource")),

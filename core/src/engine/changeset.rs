@@ -52,6 +52,8 @@ pub struct CreateChangeSetInput {
     /// The stack's tags once executed (`None`: keep the stack's; for a new
     /// stack, none).
     pub tags: Option<Vec<crate::stack::Tag>>,
+    /// Where the template came from (its nested stacks' TemplateURLs).
+    pub origin: crate::nested::Origin,
 }
 
 impl Engine {
@@ -102,7 +104,7 @@ impl Engine {
                 template_body: input.template_body.clone(),
                 parameters: input.parameters.clone(),
                 tags: input.tags.clone(),
-                origin: Default::default(),
+                origin: input.origin.clone(),
             })
             .await?;
         let base_version = self.store.event_count(&prepared.stack.stack_id).await? as i64;
@@ -118,6 +120,10 @@ impl Engine {
             &prepared.changes,
             base_version,
         );
+        let record = ChangeSetRecord {
+            nested: prepared.nested.clone(),
+            ..record
+        };
         let record = if empty {
             ChangeSetRecord {
                 status: "FAILED".into(),
@@ -167,6 +173,13 @@ impl Engine {
         };
         let sctx = stack_context(&self.config, &input.stack_name, &stack_id);
         let changes = self.plan_create(&template, &params, &sctx).await?;
+        let nested = crate::nested::collect(
+            &self.config.nested,
+            &self.registry,
+            &template,
+            &input.origin,
+        )
+        .await?;
         let stack = match existing {
             Some(s) => s,
             None => {
@@ -185,6 +198,7 @@ impl Engine {
             &changes,
             base_version,
         );
+        let record = ChangeSetRecord { nested, ..record };
         self.store.put_change_set(&record).await?;
         Ok(record)
     }
@@ -289,6 +303,7 @@ impl Engine {
             created_at: now(),
             base_version,
             tags: input.tags.clone(),
+            nested: Default::default(),
         }
     }
 
@@ -387,14 +402,19 @@ impl Engine {
         if cs.change_set_type == "CREATE" {
             return self.execute_create(&cs, on_failure).await;
         }
+        // The nested templates as read when the set was made: what it
+        // planned is what runs.
         let prepared = self
-            .prepare_update(&UpdateStackInput {
-                stack_name: cs.stack_id.clone(),
-                template_body: Some(cs.template_body.clone()),
-                parameters,
-                tags: cs.tags.clone(),
-                origin: Default::default(),
-            })
+            .prepare_update_nested(
+                &UpdateStackInput {
+                    stack_name: cs.stack_id.clone(),
+                    template_body: Some(cs.template_body.clone()),
+                    parameters,
+                    tags: cs.tags.clone(),
+                    origin: Default::default(),
+                },
+                Some(cs.nested.clone()),
+            )
             .await?;
         self.check_plan_holds(&cs, &prepared.changes).await?;
         self.begin_update(prepared, Some(&cs)).await
@@ -473,7 +493,11 @@ impl Engine {
                 &OperationRecord {
                     stack_id: created.stack_id.clone(),
                     kind: "CREATE".into(),
-                    options: json!({}),
+                    options: if cs.nested.is_empty() {
+                        json!({})
+                    } else {
+                        json!({ crate::nested::OPTION: cs.nested })
+                    },
                     started_at: ts.clone(),
                 },
             )

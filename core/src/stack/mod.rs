@@ -344,6 +344,9 @@ pub struct ChangeSetRecord {
     pub base_version: i64,
     /// The stack's tags once executed; `None` keeps the stack's.
     pub tags: Option<Vec<Tag>>,
+    /// The nested templates the set's template uses, as read when it was
+    /// made (its execution uses these).
+    pub nested: crate::nested::NestedTemplates,
 }
 
 /// One operation on a stack, kept after it ends (`cairn history`).

@@ -323,6 +323,13 @@ fn change_set(s: &StackRecord, name: &str) -> ChangeSetRecord {
             key: "k".into(),
             value: "v".into(),
         }]),
+        nested: crate::nested::NestedTemplates(BTreeMap::from([(
+            "Child".to_string(),
+            crate::nested::NestedTemplate {
+                location: "/t/child.yaml".into(),
+                body: "Resources: {}".into(),
+            },
+        )])),
     }
 }
 

@@ -44,6 +44,7 @@ const MIGRATIONS: &[(i32, &str)] = &[(1, SCHEMA_1), (2, SCHEMA_2), (3, SCHEMA_3)
 const SCHEMA_3: &str = r#"
 ALTER TABLE stacks ADD COLUMN IF NOT EXISTS parent_id TEXT;
 ALTER TABLE stacks ADD COLUMN IF NOT EXISTS root_id TEXT;
+ALTER TABLE change_sets ADD COLUMN IF NOT EXISTS nested TEXT;
 CREATE TABLE IF NOT EXISTS signals (
     seq BIGSERIAL PRIMARY KEY,
     stack_id TEXT NOT NULL,
@@ -301,7 +302,7 @@ fn history_row(r: &Row) -> Result<HistoryRecord, StoreError> {
     })
 }
 
-const CHANGE_SET_COLUMNS: &str = "change_set_id, change_set_name, stack_id, stack_name, change_set_type, status, execution_status, status_reason, description, template_body, parameters, no_echo, changes, created_at, base_version, tags";
+const CHANGE_SET_COLUMNS: &str = "change_set_id, change_set_name, stack_id, stack_name, change_set_type, status, execution_status, status_reason, description, template_body, parameters, no_echo, changes, created_at, base_version, tags, nested";
 
 fn change_set_row(r: &Row) -> Result<ChangeSetRecord, StoreError> {
     Ok(ChangeSetRecord {
@@ -321,6 +322,7 @@ fn change_set_row(r: &Row) -> Result<ChangeSetRecord, StoreError> {
         created_at: get(r, 13)?,
         base_version: get(r, 14)?,
         tags: opt_json(r, 15)?,
+        nested: opt_json(r, 16)?.unwrap_or_default(),
     })
 }
 
@@ -1790,7 +1792,7 @@ impl Store for PgStore {
     async fn put_change_set(&self, cs: &ChangeSetRecord) -> Result<(), StoreError> {
         let client = self.client().await?;
         let inserted = run(&client,
-                &format!("INSERT INTO change_sets ({CHANGE_SET_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"),
+                &format!("INSERT INTO change_sets ({CHANGE_SET_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"),
                 &[
                     &cs.change_set_id,
                     &cs.change_set_name,
@@ -1808,6 +1810,7 @@ impl Store for PgStore {
                     &cs.created_at,
                     &cs.base_version,
                     &cs.tags.as_ref().map(json_text).transpose()?,
+                    &(!cs.nested.is_empty()).then(|| json_text(&cs.nested)).transpose()?,
                 ],
             )
             .await;

@@ -131,7 +131,8 @@ CREATE TABLE IF NOT EXISTS change_sets (
     changes TEXT NOT NULL,
     created_at TEXT NOT NULL,
     base_version INTEGER NOT NULL,
-    tags TEXT
+    tags TEXT,
+    nested TEXT
 );
 CREATE UNIQUE INDEX IF NOT EXISTS change_sets_by_name ON change_sets(stack_id, change_set_name);
 -- Instance groups: members and the rolling-update cursor, one JSON document
@@ -203,13 +204,13 @@ fn check_schema_version(conn: &Connection, path: &Path) -> Result<(), StoreError
     // nullable columns are upgraded in place.
     let added_columns = match version {
         6 => {
-            "ALTER TABLE history ADD COLUMN details TEXT; ALTER TABLE stacks ADD COLUMN tags TEXT; ALTER TABLE change_sets ADD COLUMN tags TEXT; ALTER TABLE operations ADD COLUMN resume_attempts INTEGER NOT NULL DEFAULT 0; ALTER TABLE operations ADD COLUMN resume_events INTEGER NOT NULL DEFAULT 0; ALTER TABLE stacks ADD COLUMN parent_id TEXT; ALTER TABLE stacks ADD COLUMN root_id TEXT;"
+            "ALTER TABLE history ADD COLUMN details TEXT; ALTER TABLE stacks ADD COLUMN tags TEXT; ALTER TABLE change_sets ADD COLUMN tags TEXT; ALTER TABLE operations ADD COLUMN resume_attempts INTEGER NOT NULL DEFAULT 0; ALTER TABLE operations ADD COLUMN resume_events INTEGER NOT NULL DEFAULT 0; ALTER TABLE stacks ADD COLUMN parent_id TEXT; ALTER TABLE stacks ADD COLUMN root_id TEXT; ALTER TABLE change_sets ADD COLUMN nested TEXT;"
         }
-        7 => "ALTER TABLE stacks ADD COLUMN tags TEXT; ALTER TABLE change_sets ADD COLUMN tags TEXT; ALTER TABLE operations ADD COLUMN resume_attempts INTEGER NOT NULL DEFAULT 0; ALTER TABLE operations ADD COLUMN resume_events INTEGER NOT NULL DEFAULT 0; ALTER TABLE stacks ADD COLUMN parent_id TEXT; ALTER TABLE stacks ADD COLUMN root_id TEXT;",
-        8 => "ALTER TABLE change_sets ADD COLUMN tags TEXT; ALTER TABLE operations ADD COLUMN resume_attempts INTEGER NOT NULL DEFAULT 0; ALTER TABLE operations ADD COLUMN resume_events INTEGER NOT NULL DEFAULT 0; ALTER TABLE stacks ADD COLUMN parent_id TEXT; ALTER TABLE stacks ADD COLUMN root_id TEXT;",
+        7 => "ALTER TABLE stacks ADD COLUMN tags TEXT; ALTER TABLE change_sets ADD COLUMN tags TEXT; ALTER TABLE operations ADD COLUMN resume_attempts INTEGER NOT NULL DEFAULT 0; ALTER TABLE operations ADD COLUMN resume_events INTEGER NOT NULL DEFAULT 0; ALTER TABLE stacks ADD COLUMN parent_id TEXT; ALTER TABLE stacks ADD COLUMN root_id TEXT; ALTER TABLE change_sets ADD COLUMN nested TEXT;",
+        8 => "ALTER TABLE change_sets ADD COLUMN tags TEXT; ALTER TABLE operations ADD COLUMN resume_attempts INTEGER NOT NULL DEFAULT 0; ALTER TABLE operations ADD COLUMN resume_events INTEGER NOT NULL DEFAULT 0; ALTER TABLE stacks ADD COLUMN parent_id TEXT; ALTER TABLE stacks ADD COLUMN root_id TEXT; ALTER TABLE change_sets ADD COLUMN nested TEXT;",
         // Layout 10 added tables (the callback secret and responses), 11
         // the signals table and a nested stack's parent and root.
-        9 | 10 => "ALTER TABLE stacks ADD COLUMN parent_id TEXT; ALTER TABLE stacks ADD COLUMN root_id TEXT;",
+        9 | 10 => "ALTER TABLE stacks ADD COLUMN parent_id TEXT; ALTER TABLE stacks ADD COLUMN root_id TEXT; ALTER TABLE change_sets ADD COLUMN nested TEXT;",
         _ => "",
     };
     if !added_columns.is_empty() {
@@ -388,7 +389,7 @@ fn history_row(r: &Row<'_>) -> rusqlite::Result<HistoryRecord> {
     })
 }
 
-const CHANGE_SET_COLUMNS: &str = "change_set_id, change_set_name, stack_id, stack_name, change_set_type, status, execution_status, status_reason, description, template_body, parameters, no_echo, changes, created_at, base_version, tags";
+const CHANGE_SET_COLUMNS: &str = "change_set_id, change_set_name, stack_id, stack_name, change_set_type, status, execution_status, status_reason, description, template_body, parameters, no_echo, changes, created_at, base_version, tags, nested";
 
 fn change_set_row(r: &Row<'_>) -> rusqlite::Result<ChangeSetRecord> {
     Ok(ChangeSetRecord {
@@ -410,6 +411,10 @@ fn change_set_row(r: &Row<'_>) -> rusqlite::Result<ChangeSetRecord> {
         tags: r
             .get::<_, Option<String>>(15)?
             .and_then(|t| serde_json::from_str(&t).ok()),
+        nested: r
+            .get::<_, Option<String>>(16)?
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_default(),
     })
 }
 
@@ -1492,7 +1497,7 @@ impl Store for SqliteStore {
                 return Err(StoreError::ChangeSetExists(cs.change_set_name.clone()));
             }
             c.execute(
-                &format!("INSERT INTO change_sets ({CHANGE_SET_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"),
+                &format!("INSERT INTO change_sets ({CHANGE_SET_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)"),
                 params![
                     cs.change_set_id,
                     cs.change_set_name,
@@ -1509,7 +1514,8 @@ impl Store for SqliteStore {
                     json_text(&cs.changes)?,
                     cs.created_at,
                     cs.base_version,
-                    cs.tags.as_ref().map(json_text).transpose()?
+                    cs.tags.as_ref().map(json_text).transpose()?,
+                    (!cs.nested.is_empty()).then(|| json_text(&cs.nested)).transpose()?
                 ],
             )
             .map_err(backend)?;
@@ -1750,7 +1756,7 @@ mod tests {
                     ",\n    tags TEXT,\n    parent_id TEXT,\n    root_id TEXT\n);",
                     "\n);",
                 )
-                .replace(",\n    tags TEXT\n);", "\n);")
+                .replace(",\n    tags TEXT,\n    nested TEXT\n);", "\n);")
                 .replace(",\n    -- Resumes in a row that recorded nothing (a process that dies on the same\n    -- step), and the stack's event count at the last one.\n    resume_attempts INTEGER NOT NULL DEFAULT 0,\n    resume_events INTEGER NOT NULL DEFAULT 0\n", "\n")
                 .replace(",\n    -- JSON: what a `cairn update` planned and did (steps, phases).\n    details TEXT\n", "\n");
             let old = old.split("-- Instance groups").next().unwrap().to_string()
