@@ -781,3 +781,102 @@ fn drift_reports_missing_modified_and_unhealthy_members() {
         ])
     );
 }
+
+/// WaitOnResourceSignals: each batch's new member signals the group before
+/// the batch deletes what it replaces; a batch whose signal does not come
+/// within PauseTime fails the update, which rolls back.
+#[test]
+fn a_rolling_update_waits_for_each_batchs_signals() {
+    let s = scratch();
+    let policy = "{MaxBatchSize: 1, MinInstancesInService: 1, WaitOnResourceSignals: true, PauseTime: PTSECS}";
+    assert_eq!(
+        deploy(
+            &s,
+            "sig",
+            &template("v1", 2, &policy.replace("SECS", "60S"), ""),
+            &[]
+        )
+        .code(),
+        0
+    );
+    let before = events(&s, "sig").len();
+    let path = s.write(
+        "sig-v2.yaml",
+        &template("v2", 2, &policy.replace("SECS", "60S"), ""),
+    );
+    let mut update = s.spawn_cairn(&[
+        "--config",
+        "cairn.toml",
+        "deploy",
+        "sig",
+        path.to_str().unwrap_or_default(),
+    ]);
+    // One signal per batch, sent once the batch's new member exists.
+    for (batch, id) in [(1, "web-2"), (2, "web-3")] {
+        let started = Instant::now();
+        loop {
+            let reasons: Vec<String> = events(&s, "sig")
+                .iter()
+                .skip(before)
+                .filter_map(|e| e["ResourceStatusReason"].as_str().map(String::from))
+                .collect();
+            if reasons
+                .iter()
+                .any(|r| r.starts_with(&format!("Rolling update batch {batch} of 2")))
+            {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "batch {batch} never started: {reasons:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // The batch waits: nothing is deleted without the signal.
+        std::thread::sleep(Duration::from_millis(600));
+        assert_eq!(
+            s.resource_files().len(),
+            3,
+            "batch {batch} went on without its signal"
+        );
+        let run = cairn(&s, &["signal", "sig", "Web", "--id", id]);
+        assert_eq!(run.code(), 0, "{}", run.stderr());
+    }
+    assert!(
+        update.wait().expect("deploy ends").success(),
+        "{}",
+        s.spawned_stderr()
+    );
+    assert_eq!(values(&s, "sig"), vec!["v2", "v2"]);
+    let reasons: Vec<String> = events(&s, "sig")
+        .iter()
+        .skip(before)
+        .filter(|e| e["LogicalResourceId"] == "Web")
+        .filter_map(|e| e["ResourceStatusReason"].as_str().map(String::from))
+        .filter(|r| r.starts_with("Received"))
+        .collect();
+    assert_eq!(
+        reasons,
+        vec![
+            "Received SUCCESS signal with UniqueId web-2",
+            "Received SUCCESS signal with UniqueId web-3"
+        ]
+    );
+
+    // No signal within PauseTime: the batch fails and the update rolls back.
+    let run = deploy(
+        &s,
+        "sig",
+        &template("v3", 2, &policy.replace("SECS", "2S"), ""),
+        &[],
+    );
+    assert_eq!(run.code(), 1);
+    assert!(
+        run.stderr().contains("Rolling update of Web failed in batch 1 of 2: Failed to receive 1 resource signal(s) for the current batch.  Each resource signal timeout is counted as a FAILURE."),
+        "{}",
+        run.stderr()
+    );
+    assert_eq!(status(&s, "sig"), "UPDATE_ROLLBACK_COMPLETE");
+    assert_eq!(values(&s, "sig"), vec!["v2", "v2"]);
+    no_leaks(&s, "sig");
+}

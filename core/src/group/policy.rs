@@ -13,8 +13,20 @@ use serde_json::Value;
 pub struct RollingUpdate {
     pub min_instances_in_service: u64,
     pub max_batch_size: u64,
-    /// Milliseconds between batches (not after the last).
+    /// Milliseconds between batches (not after the last); with
+    /// `wait_on_resource_signals`, how long a batch waits for its signals.
     pub pause_ms: u64,
+    /// `WaitOnResourceSignals`: each batch's new members signal the group
+    /// (SignalResource) before the batch goes on.
+    #[serde(default)]
+    pub wait_on_resource_signals: bool,
+    /// `MinSuccessfulInstancesPercent` of a batch's signals (default 100).
+    #[serde(default = "all_percent")]
+    pub min_successful_instances_percent: u64,
+}
+
+fn all_percent() -> u64 {
+    100
 }
 
 impl Default for RollingUpdate {
@@ -24,6 +36,8 @@ impl Default for RollingUpdate {
             min_instances_in_service: 0,
             max_batch_size: 1,
             pause_ms: 0,
+            wait_on_resource_signals: false,
+            min_successful_instances_percent: 100,
         }
     }
 }
@@ -71,9 +85,32 @@ pub fn rolling_update(
                 let text = value.as_str().ok_or_else(|| iso_only(logical_id))?;
                 rolling.pause_ms = pause_time(text, logical_id)?.as_millis() as u64;
             }
+            "WaitOnResourceSignals" => {
+                rolling.wait_on_resource_signals = match value {
+                    Value::Bool(b) => *b,
+                    Value::String(s) if s.eq_ignore_ascii_case("true") => true,
+                    Value::String(s) if s.eq_ignore_ascii_case("false") => false,
+                    _ => {
+                        return Err(format!(
+                            "UpdatePolicy.RollingUpdate.WaitOnResourceSignals of {logical_id} must be true or false, not {value}"
+                        ))
+                    }
+                }
+            }
+            "MinSuccessfulInstancesPercent" => {
+                let p = count(value, key, logical_id, 0)?;
+                if p > 100 {
+                    return Err(format!(
+                        "UpdatePolicy.RollingUpdate.MinSuccessfulInstancesPercent of {logical_id} must be from 0 to 100, not {p}"
+                    ));
+                }
+                rolling.min_successful_instances_percent = p;
+            }
+            // Accepted: Cairn's groups have no scaling processes to suspend.
+            "SuspendProcesses" => {}
             other => {
                 return Err(format!(
-                    "UpdatePolicy.RollingUpdate of {logical_id} has an unknown key {other}; use MinInstancesInService, MaxBatchSize or PauseTime"
+                    "UpdatePolicy.RollingUpdate of {logical_id} has an unknown key {other}; use MinInstancesInService, MaxBatchSize, PauseTime, WaitOnResourceSignals, MinSuccessfulInstancesPercent or SuspendProcesses"
                 ))
             }
         }

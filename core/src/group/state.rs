@@ -66,6 +66,10 @@ pub struct Rollout {
     pub batches: Vec<Batch>,
     /// Batches finished (the cursor).
     pub done: usize,
+    /// With WaitOnResourceSignals: when the batch `done` started waiting
+    /// for signals (a resumed batch keeps its deadline and its signals).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signals_since: Option<(usize, String)>,
 }
 
 impl GroupState {

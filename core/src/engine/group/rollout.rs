@@ -1,5 +1,8 @@
 //! Rolling replacement (its stored plan and batch cursor) and resizing.
 
+use std::collections::HashSet;
+use std::time::Duration;
+
 use cairn_sdk::ProviderError;
 
 use super::{failed, Run};
@@ -7,6 +10,10 @@ use crate::group::naming::{self, Batch};
 use crate::group::policy::RollingUpdate;
 use crate::group::state::Rollout;
 use crate::group::types::{GroupSpec, MemberDefinition};
+use crate::signal::{self, Progress, Wait, WaitKind};
+
+/// How often a batch waiting for its signals looks at the state.
+const SIGNAL_POLL: Duration = Duration::from_millis(250);
 
 impl<'a> Run<'a> {
     /// The rolling replacement, when one is due: the launch configuration
@@ -31,7 +38,9 @@ impl<'a> Run<'a> {
         };
         let total = rollout.batches.len();
         for i in rollout.done..total {
-            if i > 0 && rollout.policy.pause_ms > 0 {
+            // With WaitOnResourceSignals, PauseTime bounds the wait for the
+            // batch's signals instead of pausing.
+            if i > 0 && rollout.policy.pause_ms > 0 && !rollout.policy.wait_on_resource_signals {
                 tokio::time::sleep(rollout.policy.pause()).await;
             }
             let batch = &rollout.batches[i];
@@ -47,9 +56,21 @@ impl<'a> Run<'a> {
                 names(&batch.create),
                 names(&batch.replace)
             ));
-            self.save(vec![start], |_| {}).await?;
+            // The batch's signals are those sent since it started (kept
+            // across a resume of the same batch).
+            let since = match &rollout.signals_since {
+                Some((batch_index, at)) if *batch_index == i => at.clone(),
+                _ => crate::stack::now(),
+            };
+            let stored_since = (i, since.clone());
+            self.save(vec![start], |st| {
+                if let Some(r) = st.rollout.as_mut() {
+                    r.signals_since = Some(stored_since);
+                }
+            })
+            .await?;
             if let Err(reason) = self
-                .run_batch(spec, definition, &rollout.policy, batch)
+                .run_batch(spec, definition, &rollout.policy, batch, &since)
                 .await
             {
                 // Undo the batch's new members; the old ones still serve.
@@ -103,6 +124,7 @@ impl<'a> Run<'a> {
             batches: naming::rolling_plan_of(&st.indices(), &stale, policy.max_batch_size as usize),
             policy,
             done: 0,
+            signals_since: None,
         };
         let stored = rollout.clone();
         self.save(Vec::new(), |st| st.rollout = Some(stored))
@@ -119,6 +141,7 @@ impl<'a> Run<'a> {
         definition: &MemberDefinition,
         policy: &RollingUpdate,
         batch: &Batch,
+        signals_since: &str,
     ) -> Result<(), String> {
         self.create_members(
             &spec.prefix,
@@ -137,6 +160,10 @@ impl<'a> Run<'a> {
             .await
             .into_iter()
             .collect::<Result<(), String>>()?;
+        if policy.wait_on_resource_signals && !new.is_empty() {
+            self.await_batch_signals(new.len(), signals_since, policy)
+                .await?;
+        }
         let old: Vec<String> = batch
             .replace
             .iter()
@@ -166,6 +193,63 @@ impl<'a> Run<'a> {
             ));
         }
         self.delete_members(&old).await.map_err(|e| e.message)
+    }
+
+    /// WaitOnResourceSignals: waits until the batch's `count` new members
+    /// signalled the group (MinSuccessfulInstancesPercent of them
+    /// successfully), within PauseTime. Each signal is a group event.
+    async fn await_batch_signals(
+        &self,
+        count: usize,
+        since: &str,
+        policy: &RollingUpdate,
+    ) -> Result<(), String> {
+        let wait = Wait {
+            count: count as u32,
+            timeout: policy.pause(),
+            kind: WaitKind::Group {
+                min_successful_percent: policy.min_successful_instances_percent as u32,
+            },
+        };
+        let started = since
+            .parse::<jiff::Timestamp>()
+            .map(std::time::SystemTime::from)
+            .unwrap_or_else(|_| std::time::SystemTime::now());
+        let deadline = started + wait.timeout;
+        let stack_id = self.op.stack.stack_id.clone();
+        let mut shown: HashSet<String> = HashSet::new();
+        loop {
+            let signals: Vec<_> = self
+                .engine
+                .store
+                .signals(&stack_id, &self.logical_id)
+                .await
+                .map_err(|e| e.to_string())?
+                .into_iter()
+                .filter(|s| s.received_at.as_str() >= since)
+                .collect();
+            let events: Vec<_> = signals
+                .iter()
+                .map(signal::event_reason)
+                .filter(|r| shown.insert(r.clone()))
+                .map(|r| self.progress(r))
+                .collect();
+            if !events.is_empty() {
+                self.save(events, |_| {}).await.map_err(|e| e.message)?;
+            }
+            match wait.progress(&signals) {
+                Progress::Done => return Ok(()),
+                Progress::Failed(reason) => return Err(reason),
+                Progress::Waiting if std::time::SystemTime::now() >= deadline => {
+                    let successes = signals.iter().filter(|s| s.status == "SUCCESS").count();
+                    return Err(format!(
+                        "Failed to receive {} resource signal(s) for the current batch.  Each resource signal timeout is counted as a FAILURE.",
+                        count.saturating_sub(successes)
+                    ));
+                }
+                Progress::Waiting => tokio::time::sleep(SIGNAL_POLL).await,
+            }
+        }
     }
 
     /// Deletes the highest-numbered members down to `size`.
