@@ -175,9 +175,21 @@ mod tests {
             Some(RollingUpdate {
                 min_instances_in_service: 1,
                 max_batch_size: 5,
-                pause_ms: 30_000
+                pause_ms: 30_000,
+                ..RollingUpdate::default()
             })
         );
+        let p = json!({"AutoScalingRollingUpdate": {"WaitOnResourceSignals": "true", "MinSuccessfulInstancesPercent": 50, "PauseTime": "PT5M", "SuspendProcesses": ["HealthCheck"]}});
+        let r = rolling_update(Some(&p), "G").unwrap().unwrap();
+        assert!(r.wait_on_resource_signals);
+        assert_eq!(
+            (r.min_successful_instances_percent, r.pause_ms),
+            (50, 300_000)
+        );
+        let p = json!({"RollingUpdate": {"MinSuccessfulInstancesPercent": 101}});
+        assert!(rolling_update(Some(&p), "G")
+            .unwrap_err()
+            .contains("from 0 to 100"));
         let p = json!({"AutoScalingRollingUpdate": {"MaxBatchSize": 2}});
         assert_eq!(
             rolling_update(Some(&p), "G")
