@@ -620,6 +620,66 @@ def signals():
     cf.get_waiter("stack_delete_complete").wait(StackName="sig", WaiterConfig=FAST)
 
 
+NESTED_ROOT = """
+Parameters:
+  V: {Type: String, Default: hello}
+Resources:
+  Child:
+    Type: AWS::CloudFormation::Stack
+    Properties:
+      TemplateURL: PATH
+      Parameters: {V: !Ref V}
+Outputs:
+  Out: {Value: !GetAtt Child.Outputs.V}
+"""
+
+NESTED_CHILD = """
+Parameters:
+  V: {Type: String}
+Resources:
+  R: {Type: Cairn::Test::Resource, Properties: {Value: !Ref V}}
+Outputs:
+  V: {Value: !GetAtt R.Value}
+"""
+
+
+def nested():
+    os.makedirs("templates", exist_ok=True)
+    with open("templates/root.yaml", "w") as f:
+        f.write(NESTED_ROOT.replace("PATH", "child.yaml"))
+    with open("templates/child.yaml", "w") as f:
+        f.write(NESTED_CHILD)
+    with open("outside.yaml", "w") as f:
+        f.write(NESTED_CHILD)
+    cf.create_stack(StackName="tree", TemplateURL="file://" + os.path.abspath("templates/root.yaml"))
+    cf.get_waiter("stack_create_complete").wait(StackName="tree", WaiterConfig=FAST)
+    root = cf.describe_stacks(StackName="tree")["Stacks"][0]
+    assert "ParentId" not in root and "RootId" not in root, root
+    assert root["Outputs"][0]["OutputValue"] == "hello", root
+    child_id = cf.list_stack_resources(StackName="tree")["StackResourceSummaries"][0]["PhysicalResourceId"]
+    child = cf.describe_stacks(StackName=child_id)["Stacks"][0]
+    assert child["StackName"].startswith("tree-Child-"), child
+    assert (child["ParentId"], child["RootId"]) == (root["StackId"], root["StackId"]), child
+    summaries = {x["StackName"]: x for x in cf.list_stacks()["StackSummaries"]}
+    assert summaries[child["StackName"]]["ParentId"] == root["StackId"]
+    code, message, status = error(cf.delete_stack, StackName=child_id)
+    assert (code, status) == ("ValidationError", 400), (code, message)
+    assert "delete the root stack [tree] instead" in message, message
+    # A TemplateBody's relative TemplateURL is read from [server] template_dirs.
+    cf.update_stack(StackName="tree", TemplateBody=NESTED_ROOT.replace("PATH", "child.yaml"),
+                    Parameters=[{"ParameterKey": "V", "ParameterValue": "world"}])
+    cf.get_waiter("stack_update_complete").wait(StackName="tree", WaiterConfig=FAST)
+    assert cf.describe_stacks(StackName="tree")["Stacks"][0]["Outputs"][0]["OutputValue"] == "world"
+    events = [e for e in cf.describe_stack_events(StackName=child_id)["StackEvents"]]
+    assert any(e["LogicalResourceId"] == "R" and e["ResourceStatus"] == "UPDATE_COMPLETE" for e in events), events
+    # A nested template outside those directories is refused.
+    code, message, _ = error(cf.update_stack, StackName="tree", TemplateBody=NESTED_ROOT.replace("PATH", "../outside.yaml"))
+    assert code == "ValidationError" and "is not under a directory of [nested] template_dirs" in message, message
+    cf.delete_stack(StackName="tree")
+    cf.get_waiter("stack_delete_complete").wait(StackName="tree", WaiterConfig=FAST)
+    assert cf.describe_stacks(StackName=child_id)["Stacks"][0]["StackStatus"] == "DELETE_COMPLETE"
+
+
 if __name__ == "__main__":
     globals()[sys.argv[1]]()
     print("ok")

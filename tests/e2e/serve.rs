@@ -95,6 +95,11 @@ fn boto3_signals_wait_conditions_and_signal_resource() {
 }
 
 #[test]
+fn boto3_nested_stacks_through_template_dirs() {
+    run("nested");
+}
+
+#[test]
 fn boto3_change_sets() {
     run("changesets");
 }
