@@ -20,6 +20,7 @@ pub struct PlanArgs<'a> {
     pub use_previous: &'a [String],
     pub name: Option<&'a str>,
     pub description: Option<&'a str>,
+    pub include_nested: bool,
     pub output: OutputFormat,
 }
 
@@ -48,6 +49,7 @@ pub async fn plan(engine: &Arc<Engine>, args: PlanArgs<'_>) -> anyhow::Result<()
             .template
             .map(cairn_core::nested::Origin::file)
             .unwrap_or_default(),
+        include_nested_stacks: args.include_nested,
     };
     let cs = engine
         .create_change_set(&input)
@@ -96,6 +98,13 @@ fn change_set_json(cs: &ChangeSetRecord) -> Value {
     if let Some(d) = &cs.description {
         v["Description"] = json!(d);
     }
+    v["IncludeNestedStacks"] = json!(cs.nested.include_nested_stacks);
+    if let Some(p) = &cs.nested.parent_change_set_id {
+        v["ParentChangeSetId"] = json!(p);
+    }
+    if let Some(r) = &cs.nested.root_change_set_id {
+        v["RootChangeSetId"] = json!(r);
+    }
     v
 }
 
@@ -123,6 +132,9 @@ pub(crate) fn print_change_set(cs: &ChangeSetRecord, output: OutputFormat) -> an
             s("LogicalResourceId"),
             s("ResourceType")
         );
+        if let Some(id) = rc["ChangeSetId"].as_str() {
+            println!("      nested change set {id}");
+        }
         for d in rc["Details"].as_array().into_iter().flatten() {
             let t = &d["Target"];
             let what = match t["Name"].as_str() {

@@ -277,6 +277,10 @@ struct PlanOpts {
     name: Option<String>,
     #[arg(long)]
     description: Option<String>,
+    /// Also a change set for each nested stack the update modifies
+    /// (IncludeNestedStacks), named `<name>-<Logical>`.
+    #[arg(long)]
+    include_nested: bool,
     #[arg(long, value_enum, default_value_t)]
     output: OutputFormat,
 }
@@ -345,6 +349,7 @@ impl PlanOpts {
             use_previous: &self.use_previous,
             name: self.name.as_deref(),
             description: self.description.as_deref(),
+            include_nested: self.include_nested,
             output: self.output,
         }
     }

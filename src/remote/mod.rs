@@ -321,6 +321,9 @@ async fn plan(r: &Remote, args: crate::changesets::PlanArgs<'_>) -> anyhow::Resu
     if let Some(d) = args.description {
         p.push(kv("Description", d));
     }
+    if args.include_nested {
+        p.push(kv("IncludeNestedStacks", "true"));
+    }
     p.extend(parameter_members(args.parameters, args.use_previous)?);
     r.call("CreateChangeSet", &p)
         .await

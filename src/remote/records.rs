@@ -38,7 +38,12 @@ pub(super) fn change_set_record(m: &Node) -> ChangeSetRecord {
         created_at: m.text_or_empty("CreationTime"),
         base_version: 0,
         tags: None,
-        nested: Default::default(),
+        nested: cairn_core::stack::ChangeSetNesting {
+            templates: Default::default(),
+            include_nested_stacks: m.text_of("IncludeNestedStacks").as_deref() == Some("true"),
+            parent_change_set_id: m.text_of("ParentChangeSetId"),
+            root_change_set_id: m.text_of("RootChangeSetId"),
+        },
     }
 }
 

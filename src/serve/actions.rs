@@ -760,6 +760,7 @@ async fn create_change_set(app: &App, f: &Form) -> Outcome {
         // a change set keeps the stack's tags unless it names some.
         tags: tags(f)?.filter(|t| !t.is_empty()),
         origin: origin(app, f),
+        include_nested_stacks: f.flag("IncludeNestedStacks")? == Some(true),
     };
     let cs = app.engine.create_change_set(&input).await?;
     result(|x| {
@@ -837,7 +838,19 @@ async fn describe_change_set(app: &App, f: &Form) -> Outcome {
         });
         x.list("Changes", items, json_members);
         x.opt("NextToken", next.as_deref());
-        x.leaf("IncludeNestedStacks", "false");
+        x.leaf(
+            "IncludeNestedStacks",
+            if cs.nested.include_nested_stacks {
+                "true"
+            } else {
+                "false"
+            },
+        )
+        .opt(
+            "ParentChangeSetId",
+            cs.nested.parent_change_set_id.as_deref(),
+        )
+        .opt("RootChangeSetId", cs.nested.root_change_set_id.as_deref());
     })
 }
 
@@ -874,7 +887,19 @@ fn change_set_summary(x: &mut Xml, cs: &ChangeSetRecord) {
         .opt("StatusReason", cs.status_reason.as_deref())
         .leaf("CreationTime", &cs.created_at)
         .opt("Description", cs.description.as_deref())
-        .leaf("IncludeNestedStacks", "false");
+        .leaf(
+            "IncludeNestedStacks",
+            if cs.nested.include_nested_stacks {
+                "true"
+            } else {
+                "false"
+            },
+        )
+        .opt(
+            "ParentChangeSetId",
+            cs.nested.parent_change_set_id.as_deref(),
+        )
+        .opt("RootChangeSetId", cs.nested.root_change_set_id.as_deref());
 }
 
 async fn list_change_sets(app: &App, f: &Form) -> Outcome {

@@ -672,6 +672,18 @@ def nested():
     assert cf.describe_stacks(StackName="tree")["Stacks"][0]["Outputs"][0]["OutputValue"] == "world"
     events = [e for e in cf.describe_stack_events(StackName=child_id)["StackEvents"]]
     assert any(e["LogicalResourceId"] == "R" and e["ResourceStatus"] == "UPDATE_COMPLETE" for e in events), events
+    # IncludeNestedStacks: the child gets a change set of its own.
+    cs = cf.create_change_set(StackName="tree", ChangeSetName="deep", TemplateBody=NESTED_ROOT.replace("PATH", "child.yaml"),
+                              Parameters=[{"ParameterKey": "V", "ParameterValue": "again"}], IncludeNestedStacks=True)
+    top = cf.describe_change_set(ChangeSetName=cs["Id"])
+    assert top["IncludeNestedStacks"] is True, top
+    child_set = top["Changes"][0]["ResourceChange"]["ChangeSetId"]
+    inner = cf.describe_change_set(ChangeSetName=child_set)
+    assert (inner["ParentChangeSetId"], inner["RootChangeSetId"]) == (cs["Id"], cs["Id"]), inner
+    assert [c["ResourceChange"]["LogicalResourceId"] for c in inner["Changes"]] == ["R"], inner
+    cf.execute_change_set(ChangeSetName=cs["Id"])
+    cf.get_waiter("stack_update_complete").wait(StackName="tree", WaiterConfig=FAST)
+    assert cf.describe_stacks(StackName="tree")["Stacks"][0]["Outputs"][0]["OutputValue"] == "again"
     # A nested template outside those directories is refused.
     code, message, _ = error(cf.update_stack, StackName="tree", TemplateBody=NESTED_ROOT.replace("PATH", "../outside.yaml"))
     assert code == "ValidationError" and "is not under a directory of [nested] template_dirs" in message, message

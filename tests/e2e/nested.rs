@@ -778,3 +778,85 @@ fn a_change_set_shows_a_changed_nested_template_and_runs_it() {
     assert_eq!(run.code(), 0, "{}", run.stderr());
     assert_eq!(cairn(&s, &["outputs", &first]).stdout(), "V = a1-planned\n");
 }
+
+/// IncludeNestedStacks: the nested stack the update modifies gets a change
+/// set of its own, linked both ways; the root set runs it.
+#[test]
+fn include_nested_makes_a_change_set_per_modified_child() {
+    let s = scratch();
+    let root = tree(&s, &[("pair.yaml", PAIR), ("leaf.yaml", LEAF)]);
+    assert_eq!(deploy(&s, "inc", &root, &[]).code(), 0);
+    let (first, _) = child(&s, "inc-First-");
+    let plan = cairn(
+        &s,
+        &[
+            "plan",
+            "inc",
+            &root,
+            "-p",
+            "A=a5",
+            "--name",
+            "up",
+            "--include-nested",
+            "--output",
+            "json",
+        ],
+    );
+    assert_eq!(plan.code(), 0, "{}", plan.stderr());
+    let top = plan.json();
+    assert_eq!(top["IncludeNestedStacks"], true);
+    let changes = top["Changes"].as_array().cloned().unwrap_or_default();
+    assert_eq!(changes.len(), 1, "{changes:?}");
+    let rc = &changes[0]["ResourceChange"];
+    assert_eq!(
+        (rc["LogicalResourceId"].as_str(), rc["Action"].as_str()),
+        (Some("First"), Some("Modify"))
+    );
+    let child_set = rc["ChangeSetId"].as_str().unwrap_or_default().to_string();
+    assert!(child_set.contains(":changeSet/up-First/"), "{child_set}");
+
+    let nested = cairn(&s, &["change-set", &first, "up-First", "--output", "json"]).json();
+    assert_eq!(nested["ChangeSetId"].as_str(), Some(child_set.as_str()));
+    assert_eq!(nested["ParentChangeSetId"], top["ChangeSetId"]);
+    assert_eq!(nested["RootChangeSetId"], top["ChangeSetId"]);
+    assert_eq!(
+        nested["Parameters"],
+        serde_json::json!([{"ParameterKey": "V", "ParameterValue": "a5"}])
+    );
+    let inner: Vec<(String, String)> = nested["Changes"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|c| {
+            let rc = &c["ResourceChange"];
+            (
+                rc["LogicalResourceId"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                rc["Replacement"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        inner,
+        vec![
+            ("Thing".to_string(), "False".to_string()),
+            ("Named".to_string(), "True".to_string())
+        ]
+    );
+    let refused = cairn(&s, &["execute", &first, "up-First"]);
+    assert!(
+        refused
+            .stderr()
+            .contains("is a nested change set; execute its root change set"),
+        "{}",
+        refused.stderr()
+    );
+    let run = cairn(&s, &["execute", "inc", "up"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(cairn(&s, &["outputs", &first]).stdout(), "V = a5\n");
+    let after = cairn(&s, &["change-set", &first, "up-First", "--output", "json"]).json();
+    assert_eq!(after["ExecutionStatus"], "OBSOLETE");
+}

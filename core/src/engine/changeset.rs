@@ -54,6 +54,9 @@ pub struct CreateChangeSetInput {
     pub tags: Option<Vec<crate::stack::Tag>>,
     /// Where the template came from (its nested stacks' TemplateURLs).
     pub origin: crate::nested::Origin,
+    /// `IncludeNestedStacks`: a change set of its own for each nested
+    /// stack the update modifies.
+    pub include_nested_stacks: bool,
 }
 
 impl Engine {
@@ -121,10 +124,14 @@ impl Engine {
             base_version,
         );
         let record = ChangeSetRecord {
-            nested: prepared.nested.clone(),
+            nested: crate::stack::ChangeSetNesting {
+                templates: prepared.nested.clone(),
+                include_nested_stacks: input.include_nested_stacks,
+                ..Default::default()
+            },
             ..record
         };
-        let record = if empty {
+        let mut record = if empty {
             ChangeSetRecord {
                 status: "FAILED".into(),
                 execution_status: "UNAVAILABLE".into(),
@@ -134,8 +141,115 @@ impl Engine {
         } else {
             record
         };
+        if input.include_nested_stacks && !empty {
+            self.nested_change_sets(&mut record, &prepared.nested_properties)
+                .await?;
+        }
         self.store.put_change_set(&record).await?;
         Ok(record)
+    }
+
+    /// IncludeNestedStacks: a change set for each nested stack `parent`
+    /// modifies (and theirs, down the tree), each change naming its set
+    /// (`ChangeSetId`). A parameter value known only once the update runs
+    /// shows as CloudFormation's `{{changeSet:KNOWN_AFTER_APPLY}}`.
+    async fn nested_change_sets(
+        &self,
+        parent: &mut ChangeSetRecord,
+        nested_properties: &BTreeMap<String, serde_json::Map<String, Value>>,
+    ) -> Result<(), EngineError> {
+        let Some(changes) = parent.changes.as_array_mut() else {
+            return Ok(());
+        };
+        for change in changes.iter_mut() {
+            let rc = &mut change["ResourceChange"];
+            let logical = rc["LogicalResourceId"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let (Some(props), Some(child_id)) = (
+                nested_properties.get(&logical),
+                rc["PhysicalResourceId"].as_str().map(str::to_string),
+            ) else {
+                continue;
+            };
+            let parameters = props
+                .get("Parameters")
+                .and_then(Value::as_object)
+                .map(|p| {
+                    p.iter()
+                        .map(|(k, v)| {
+                            let known = match v {
+                                Value::String(s) => Some(s.clone()),
+                                Value::Number(n) => Some(n.to_string()),
+                                Value::Bool(b) => Some(b.to_string()),
+                                Value::Array(items) if items.iter().all(Value::is_string) => Some(
+                                    items
+                                        .iter()
+                                        .filter_map(Value::as_str)
+                                        .collect::<Vec<_>>()
+                                        .join(","),
+                                ),
+                                _ => None,
+                            };
+                            let value = known.unwrap_or_else(|| KNOWN_AFTER_APPLY.to_string());
+                            (k.clone(), ParameterInput::Value(value))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            let templates = parent.nested.templates.below(&logical);
+            let input = UpdateStackInput {
+                stack_name: child_id.clone(),
+                template_body: parent
+                    .nested
+                    .templates
+                    .child(&logical)
+                    .map(|t| t.body.clone()),
+                parameters,
+                tags: None,
+                origin: Default::default(),
+            };
+            let prepared = Box::pin(self.prepare_update_nested(&input, Some(templates))).await?;
+            let base_version = self.store.event_count(&prepared.stack.stack_id).await? as i64;
+            let child_input = CreateChangeSetInput {
+                stack_name: prepared.stack.stack_name.clone(),
+                change_set_name: nested_set_name(&parent.change_set_name, &logical),
+                change_set_type: Some(ChangeSetType::Update),
+                template_body: None,
+                parameters: BTreeMap::new(),
+                description: parent.description.clone(),
+                tags: None,
+                origin: Default::default(),
+                include_nested_stacks: true,
+            };
+            let mut child = self.change_set_record(
+                &child_input,
+                ChangeSetType::Update,
+                &prepared.stack,
+                &prepared.target.template_body,
+                &prepared.target.parameters,
+                &prepared.target.no_echo,
+                &prepared.changes,
+                base_version,
+            );
+            child.nested = crate::stack::ChangeSetNesting {
+                templates: prepared.nested.clone(),
+                include_nested_stacks: true,
+                parent_change_set_id: Some(parent.change_set_id.clone()),
+                root_change_set_id: Some(
+                    parent
+                        .nested
+                        .root_change_set_id
+                        .clone()
+                        .unwrap_or_else(|| parent.change_set_id.clone()),
+                ),
+            };
+            Box::pin(self.nested_change_sets(&mut child, &prepared.nested_properties)).await?;
+            self.store.put_change_set(&child).await?;
+            rc["ChangeSetId"] = Value::String(child.change_set_id.clone());
+        }
+        Ok(())
     }
 
     async fn create_set_for_new_stack(
@@ -198,7 +312,14 @@ impl Engine {
             &changes,
             base_version,
         );
-        let record = ChangeSetRecord { nested, ..record };
+        let record = ChangeSetRecord {
+            nested: crate::stack::ChangeSetNesting {
+                templates: nested,
+                include_nested_stacks: input.include_nested_stacks,
+                ..Default::default()
+            },
+            ..record
+        };
         self.store.put_change_set(&record).await?;
         Ok(record)
     }
@@ -388,6 +509,12 @@ impl Engine {
         on_failure: OnFailure,
     ) -> Result<String, EngineError> {
         let cs = self.describe_change_set(stack_name, change_set).await?;
+        if let Some(root) = &cs.nested.root_change_set_id {
+            return Err(EngineError::Validation(format!(
+                "ChangeSet [{}] is a nested change set; execute its root change set [{root}], which runs it",
+                cs.change_set_id
+            )));
+        }
         if cs.execution_status != "AVAILABLE" {
             return Err(EngineError::Validation(format!(
                 "ChangeSet [{}] cannot be executed in its current execution status of [{}]",
@@ -413,7 +540,7 @@ impl Engine {
                     tags: cs.tags.clone(),
                     origin: Default::default(),
                 },
-                Some(cs.nested.clone()),
+                Some(cs.nested.templates.clone()),
             )
             .await?;
         self.check_plan_holds(&cs, &prepared.changes).await?;
@@ -427,7 +554,14 @@ impl Engine {
         cs: &ChangeSetRecord,
         changes: &[plan::ResourceChange],
     ) -> Result<(), EngineError> {
-        if changes_json(changes) == cs.changes {
+        // Nested change sets' ids are added to the stored changes.
+        let mut stored = cs.changes.clone();
+        for c in stored.as_array_mut().into_iter().flatten() {
+            if let Some(rc) = c["ResourceChange"].as_object_mut() {
+                rc.remove("ChangeSetId");
+            }
+        }
+        if changes_json(changes) == stored {
             return Ok(());
         }
         let reason =
@@ -493,10 +627,10 @@ impl Engine {
                 &OperationRecord {
                     stack_id: created.stack_id.clone(),
                     kind: "CREATE".into(),
-                    options: if cs.nested.is_empty() {
+                    options: if cs.nested.templates.is_empty() {
                         json!({})
                     } else {
-                        json!({ crate::nested::OPTION: cs.nested })
+                        json!({ crate::nested::OPTION: cs.nested.templates })
                     },
                     started_at: ts.clone(),
                 },
@@ -550,6 +684,17 @@ impl Engine {
         self.store.release_lease(&lease).await?;
         Ok(())
     }
+}
+
+/// A parameter value a nested change set cannot know before the update.
+const KNOWN_AFTER_APPLY: &str = "{{changeSet:KNOWN_AFTER_APPLY}}";
+
+/// A nested change set's name: its parent's and the nested stack's logical
+/// id, cut to CloudFormation's 128 characters.
+fn nested_set_name(parent: &str, logical: &str) -> String {
+    let mut name = format!("{parent}-{logical}");
+    name.truncate(128);
+    name
 }
 
 /// `Changes` as CloudFormation lists them: `{Type: Resource, ResourceChange}`.

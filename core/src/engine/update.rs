@@ -208,6 +208,9 @@ pub(super) struct PreparedUpdate {
     pub nested: crate::nested::NestedTemplates,
     /// More operation options (a nested stack's: the parent's request).
     pub extra_options: serde_json::Map<String, Value>,
+    /// The properties of the nested stacks the update modifies, as far as
+    /// they are known before it runs (for their own change sets).
+    pub nested_properties: BTreeMap<String, serde_json::Map<String, Value>>,
 }
 
 /// Why a nested stack whose own update succeeded rolls back.
@@ -439,6 +442,18 @@ impl Engine {
             &nested,
         )?;
         let description = template.description.clone();
+        let mut nested_properties = BTreeMap::new();
+        for c in changes
+            .iter()
+            .filter(|c| c.action == "Modify" && crate::nested::is_stack(&c.resource_type))
+        {
+            if let Some(r) = template.resource(&c.logical_resource_id) {
+                let path = child(&child("/Resources", &r.logical_id), "Properties");
+                if let Ok((props, _)) = ev.eval_object(&r.properties, &path) {
+                    nested_properties.insert(r.logical_id.clone(), props);
+                }
+            }
+        }
         drop(ev);
         // Freeing a large stack's rows and parsed template takes tens of
         // milliseconds that the caller need not wait for.
@@ -456,6 +471,7 @@ impl Engine {
             changes,
             nested,
             extra_options: serde_json::Map::new(),
+            nested_properties,
         })
     }
 

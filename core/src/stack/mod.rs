@@ -344,9 +344,33 @@ pub struct ChangeSetRecord {
     pub base_version: i64,
     /// The stack's tags once executed; `None` keeps the stack's.
     pub tags: Option<Vec<Tag>>,
-    /// The nested templates the set's template uses, as read when it was
-    /// made (its execution uses these).
-    pub nested: crate::nested::NestedTemplates,
+    /// Its nested stacks: the templates read when it was made (its
+    /// execution uses these) and, with IncludeNestedStacks, where it sits
+    /// in a tree of change sets.
+    pub nested: ChangeSetNesting,
+}
+
+/// A change set's nested stacks (one JSON document in the store).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct ChangeSetNesting {
+    #[serde(
+        default,
+        skip_serializing_if = "crate::nested::NestedTemplates::is_empty"
+    )]
+    pub templates: crate::nested::NestedTemplates,
+    #[serde(default)]
+    pub include_nested_stacks: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_change_set_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root_change_set_id: Option<String>,
+}
+
+impl ChangeSetNesting {
+    pub fn is_empty(&self) -> bool {
+        *self == ChangeSetNesting::default()
+    }
 }
 
 /// One operation on a stack, kept after it ends (`cairn history`).

@@ -323,13 +323,18 @@ fn change_set(s: &StackRecord, name: &str) -> ChangeSetRecord {
             key: "k".into(),
             value: "v".into(),
         }]),
-        nested: crate::nested::NestedTemplates(BTreeMap::from([(
-            "Child".to_string(),
-            crate::nested::NestedTemplate {
-                location: "/t/child.yaml".into(),
-                body: "Resources: {}".into(),
-            },
-        )])),
+        nested: crate::stack::ChangeSetNesting {
+            templates: crate::nested::NestedTemplates(BTreeMap::from([(
+                "Child".to_string(),
+                crate::nested::NestedTemplate {
+                    location: "/t/child.yaml".into(),
+                    body: "Resources: {}".into(),
+                },
+            )])),
+            include_nested_stacks: true,
+            parent_change_set_id: Some("arn:parent-set".into()),
+            root_change_set_id: Some("arn:root-set".into()),
+        },
     }
 }
 
