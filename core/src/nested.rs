@@ -474,12 +474,12 @@ async fn fetch(
             "{url}: only https:// URLs are fetched, and only with [nested] allow_https = true"
         ));
     }
-    let client = reqwest::Client::builder()
-        .timeout(FETCH_TIMEOUT)
-        .build()
-        .map_err(|e| e.to_string())?;
+    // The webhooks' client: rustls with ring and the platform's roots.
+    let client =
+        crate::webhook::tls::client(None, "nested templates").map_err(|e| e.to_string())?;
     let answer = client
         .get(url.clone())
+        .timeout(FETCH_TIMEOUT)
         .send()
         .await
         .and_then(|r| r.error_for_status())
@@ -498,6 +498,38 @@ async fn fetch(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn urls_are_fetched_only_over_https_when_allowed() {
+        let config = NestedConfig::default();
+        let origin = Origin::default();
+        let refused = read(&config, &origin, None, "https://example.invalid/t.yaml")
+            .await
+            .unwrap_err();
+        assert!(
+            refused.contains("only with [nested] allow_https = true"),
+            "{refused}"
+        );
+        let allowed = NestedConfig {
+            allow_https: true,
+            ..NestedConfig::default()
+        };
+        let plain = read(&allowed, &origin, None, "http://127.0.0.1:1/t.yaml")
+            .await
+            .unwrap_err();
+        assert!(plain.contains("only https:// URLs are fetched"), "{plain}");
+        let relative = read(&config, &origin, None, "t.yaml").await.unwrap_err();
+        assert!(
+            relative.contains("the parent template was not read from a file"),
+            "{relative}"
+        );
+        let manifest = format!("file://{}/Cargo.toml", env!("CARGO_MANIFEST_DIR"));
+        let outside = read(&config, &origin, None, &manifest).await.unwrap_err();
+        assert!(
+            outside.contains("is not under a directory of [nested] template_dirs"),
+            "{outside}"
+        );
+    }
 
     #[test]
     fn child_names_are_stable_per_request_and_bounded() {

@@ -95,6 +95,7 @@ where
     exports_groups_and_drift(fresh().await.as_ref()).await;
     concurrent_writers(fresh().await).await;
     claims(fresh().await).await;
+    nested_claims(fresh().await.as_ref()).await;
     callback_responses(fresh().await.as_ref()).await;
     signals(fresh().await.as_ref()).await;
 }
@@ -708,6 +709,62 @@ async fn claims(store: Arc<dyn Store>) {
         .unwrap();
     assert_eq!(taken.len(), 1);
     assert_eq!(taken[0].lease.stack_id, s.stack_id);
+}
+
+/// A nested stack is not claimed while its parent is in progress (the
+/// parent's operation drives it); once the parent ended, it is.
+async fn nested_claims(store: &dyn Store) {
+    let parent = StackRecord {
+        parent_id: None,
+        root_id: None,
+        ..stack("parent")
+    };
+    let parent_lease = store
+        .insert_stack(
+            &parent,
+            &event(&parent, "parent", "CREATE_IN_PROGRESS"),
+            "h:1:p",
+            60_000,
+        )
+        .await
+        .unwrap();
+    let child = StackRecord {
+        parent_id: Some(parent.stack_id.clone()),
+        root_id: Some(parent.stack_id.clone()),
+        ..stack("parent-Child-ABCDEFGHIJKLM")
+    };
+    let lease = store
+        .insert_stack(
+            &child,
+            &event(&child, &child.stack_name, "CREATE_IN_PROGRESS"),
+            "h:1:c",
+            60_000,
+        )
+        .await
+        .unwrap();
+    store.release_lease(&lease).await.unwrap();
+    let found = store.find_stack(&child.stack_id).await.unwrap().unwrap();
+    assert_eq!(found.parent_id.as_deref(), Some(parent.stack_id.as_str()));
+    assert!(store
+        .claim_operations(&["e:1:x".to_string()], 60_000, true)
+        .await
+        .unwrap()
+        .is_empty());
+    store
+        .set_stack_status(
+            &parent_lease,
+            StackStatus::CreateComplete,
+            None,
+            &event(&parent, "parent", "CREATE_COMPLETE"),
+        )
+        .await
+        .unwrap();
+    let taken = store
+        .claim_operations(&["e:1:x".to_string()], 60_000, true)
+        .await
+        .unwrap();
+    assert_eq!(taken.len(), 1);
+    assert_eq!(taken[0].lease.stack_id, child.stack_id);
 }
 
 /// A response kept by one engine is found by another; the first counts.

@@ -14,7 +14,7 @@ pub mod callback;
 mod delivery;
 pub mod remote;
 pub mod response;
-mod tls;
+pub(crate) mod tls;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
