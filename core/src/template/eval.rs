@@ -789,10 +789,82 @@ impl<'a> Evaluator<'a> {
                     None => Ok(Evaluated::Pending),
                 }
             }
+            heat if heat.starts_with("Fn::Heat::") => self.heat(heat, arg, path, conds),
             other => Err(template_error(format!(
                 "Encountered unsupported function: {other}"
             ))),
         }
+    }
+
+    /// HOT's functions without a CloudFormation equivalent (lowered by the
+    /// HOT front end to `Fn::Heat::…`), once their arguments are known.
+    fn heat(
+        &self,
+        name: &str,
+        arg: &Value,
+        path: &str,
+        conds: Option<&ConditionPass<'_>>,
+    ) -> Result<Evaluated, TemplateError> {
+        use super::hot::functions as f;
+        let args = ready!(self.eval_in(arg, path, conds)?);
+        let list = |v: &Value| v.as_array().cloned().unwrap_or_default();
+        let out = match name {
+            "Fn::Heat::Path" => {
+                let a = list(&args);
+                let fn_name = a.get(2).and_then(Value::as_str).unwrap_or("get_param");
+                f::path(
+                    a.first().cloned().unwrap_or(Value::Null),
+                    &list(a.get(1).unwrap_or(&Value::Null)),
+                    fn_name,
+                )
+            }
+            "Fn::Heat::ListJoin" => f::list_join(&list(&args)),
+            "Fn::Heat::StrReplace" => {
+                let a = list(&args);
+                let fn_name = a.first().and_then(Value::as_str).unwrap_or("str_replace");
+                f::str_replace(
+                    fn_name,
+                    a.get(1).unwrap_or(&Value::Null),
+                    a.get(2).unwrap_or(&Value::Null),
+                )
+            }
+            "Fn::Heat::Repeat" => {
+                let a = list(&args);
+                f::repeat(
+                    a.first().unwrap_or(&Value::Null),
+                    a.get(1) == Some(&Value::Bool(true)),
+                    a.get(2) == Some(&Value::Bool(true)),
+                )
+            }
+            "Fn::Heat::Digest" => f::digest(&args),
+            "Fn::Heat::StrSplit" => f::str_split(&args),
+            "Fn::Heat::MapMerge" => f::map_merge(&args),
+            "Fn::Heat::MapReplace" => f::map_replace(&args),
+            "Fn::Heat::Filter" => f::filter(&args),
+            "Fn::Heat::MakeUrl" => f::make_url(&args),
+            "Fn::Heat::ListConcat" => f::list_concat(&args, false),
+            "Fn::Heat::ListConcatUnique" => f::list_concat(&args, true),
+            "Fn::Heat::Contains" => f::contains(&args),
+            // A boolean parameter used as a condition.
+            "Fn::Heat::Truth" => Ok(Value::Bool(match &args {
+                Value::Bool(b) => *b,
+                Value::String(s) => matches!(
+                    s.to_ascii_lowercase().as_str(),
+                    "true" | "1" | "yes" | "on" | "t" | "y"
+                ),
+                Value::Null => false,
+                _ => true,
+            })),
+            // An output's value as CloudFormation shows one: text, JSON for
+            // maps and lists.
+            "Fn::Heat::OutputText" => Ok(match args {
+                Value::String(s) => Value::String(s),
+                Value::Null => Value::String(String::new()),
+                other => Value::String(other.to_string()),
+            }),
+            other => Err(format!("Encountered unsupported function: {other}")),
+        };
+        out.map(Evaluated::Value).map_err(template_error)
     }
 
     fn boolean(

@@ -7,6 +7,7 @@
 
 pub mod cidr;
 pub mod eval;
+pub mod hot;
 pub mod model;
 pub mod parameters;
 pub mod pattern;

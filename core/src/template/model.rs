@@ -103,12 +103,24 @@ impl Template {
         } else {
             yaml::parse(text)?
         };
+        // HOT is read by lowering it into this long form; its names are
+        // Heat's (any non-empty text), not CloudFormation's alphanumerics.
+        if super::hot::is_hot(&body) {
+            let (body, source_map) = super::hot::lower(body, source_map)?;
+            return match Self::build(body, true) {
+                Ok(mut t) => {
+                    t.source_map = source_map;
+                    Ok(t)
+                }
+                Err(e) => Err(e.locate(&source_map)),
+            };
+        }
         Self::from_value(body, source_map)
     }
 
     /// Builds a template from its JSON long form.
     pub fn from_value(body: Value, source_map: SourceMap) -> Result<Template, TemplateError> {
-        match Self::build(body) {
+        match Self::build(body, false) {
             Ok(mut t) => {
                 t.source_map = source_map;
                 Ok(t)
@@ -119,7 +131,14 @@ impl Template {
 
     /// Takes the sections out of `body` (a 10,000-resource template must not
     /// be deep-copied on the way).
-    fn build(body: Value) -> Result<Template, TemplateError> {
+    fn build(body: Value, heat_names: bool) -> Result<Template, TemplateError> {
+        let valid_id = |s: &str| {
+            if heat_names {
+                !s.is_empty()
+            } else {
+                is_alphanumeric_id(s)
+            }
+        };
         let Value::Object(mut top) = body else {
             return Err(format_error("a template must be a JSON or YAML object"));
         };
@@ -177,7 +196,7 @@ impl Template {
         let mut parameters = Vec::new();
         for (name, decl) in section("Parameters")? {
             let path = child("/Parameters", &name);
-            if !is_alphanumeric_id(&name) {
+            if !valid_id(&name) {
                 return Err(
                     format_error(format!("Parameter name {name} is non alphanumeric.")).at(&path),
                 );
@@ -214,13 +233,18 @@ impl Template {
         let mut resources = Vec::with_capacity(resources_map.len());
         for (id, decl) in resources_map {
             let path = child("/Resources", &id);
+            if !valid_id(&id) {
+                return Err(
+                    format_error(format!("Resource name {id} is non alphanumeric.")).at(&path),
+                );
+            }
             resources.push(Self::parse_resource(&id, decl, &path)?);
         }
 
         let mut outputs = Vec::new();
         for (name, decl) in section("Outputs")? {
             let path = child("/Outputs", &name);
-            if !is_alphanumeric_id(&name) {
+            if !valid_id(&name) {
                 return Err(
                     format_error(format!("Output name {name} is non alphanumeric.")).at(&path),
                 );
@@ -286,9 +310,6 @@ impl Template {
     }
 
     fn parse_resource(id: &str, decl: Value, path: &str) -> Result<Resource, TemplateError> {
-        if !is_alphanumeric_id(id) {
-            return Err(format_error(format!("Resource name {id} is non alphanumeric.")).at(path));
-        }
         let Value::Object(mut r) = decl else {
             return Err(
                 format_error("Every Resources object must contain a Type member.").at(path),

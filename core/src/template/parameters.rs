@@ -35,7 +35,18 @@ pub enum ParameterType {
     AwsString(String),
     /// `List<AWS::…>` or `List<…::Id>`, accepted as a comma-delimited list.
     AwsList(String),
+    /// HOT's `json`: the text is JSON; `get_param` yields the value.
+    HeatJson,
+    /// HOT's `boolean`: `get_param` yields true or false.
+    HeatBoolean,
+    /// HOT's `number`: `get_param` yields a number.
+    HeatNumber,
 }
+
+/// The internal type names HOT parameters are lowered to.
+pub const HEAT_JSON: &str = "Cairn::Heat::Json";
+pub const HEAT_BOOLEAN: &str = "Cairn::Heat::Boolean";
+pub const HEAT_NUMBER: &str = "Cairn::Heat::Number";
 
 impl ParameterType {
     fn parse(s: &str) -> Option<ParameterType> {
@@ -44,6 +55,9 @@ impl ParameterType {
             "Number" => ParameterType::Number,
             "List<Number>" => ParameterType::ListNumber,
             "CommaDelimitedList" => ParameterType::CommaDelimitedList,
+            HEAT_JSON => ParameterType::HeatJson,
+            HEAT_BOOLEAN => ParameterType::HeatBoolean,
+            HEAT_NUMBER => ParameterType::HeatNumber,
             t if t.starts_with("List<AWS::") && t.ends_with('>') => {
                 ParameterType::AwsList(t.into())
             }
@@ -84,6 +98,9 @@ impl ParameterType {
             ParameterType::ListNumber => "List<Number>",
             ParameterType::CommaDelimitedList => "CommaDelimitedList",
             ParameterType::AwsString(t) | ParameterType::AwsList(t) => t,
+            ParameterType::HeatJson => "json",
+            ParameterType::HeatBoolean => "boolean",
+            ParameterType::HeatNumber => "number",
         }
     }
 
@@ -251,6 +268,26 @@ impl ParameterDecl {
                 None => TemplateError::new(default_msg),
             }
         };
+        match self.ty {
+            ParameterType::HeatJson => {
+                let v: Value = serde_json::from_str(raw).map_err(|e| {
+                    TemplateError::new(format!(
+                        "Parameter '{}' is invalid: Value must be valid JSON: {e}",
+                        self.name
+                    ))
+                })?;
+                return Ok(v);
+            }
+            ParameterType::HeatBoolean => {
+                return heat_bool(raw).map(Value::Bool).ok_or_else(|| {
+                    TemplateError::new(format!(
+                        "Parameter '{}' is invalid: Unrecognized value \"{raw}\", acceptable values are: '0', '1', 'f', 'false', 'n', 'no', 'off', 'on', 't', 'true', 'y', 'yes'",
+                        self.name
+                    ))
+                });
+            }
+            _ => {}
+        }
         let items: Vec<&str> = if self.ty.is_list() {
             if raw.is_empty() {
                 Vec::new()
@@ -261,7 +298,10 @@ impl ParameterDecl {
             vec![raw]
         };
         for item in &items {
-            let numeric = matches!(self.ty, ParameterType::Number | ParameterType::ListNumber);
+            let numeric = matches!(
+                self.ty,
+                ParameterType::Number | ParameterType::ListNumber | ParameterType::HeatNumber
+            );
             if numeric {
                 let n: f64 = item.trim().parse().map_err(|_| {
                     TemplateError::new(format!("Parameter '{}' must be a number", self.name))
@@ -325,6 +365,17 @@ impl ParameterDecl {
                 )));
             }
         }
+        if self.ty == ParameterType::HeatNumber {
+            let n: f64 = raw.trim().parse().unwrap_or_default();
+            let v = if n.fract() == 0.0 && n.abs() < 9e15 {
+                Value::from(n as i64)
+            } else {
+                serde_json::Number::from_f64(n)
+                    .map(Value::Number)
+                    .unwrap_or(Value::Null)
+            };
+            return Ok(v);
+        }
         Ok(if self.ty.is_list() {
             Value::Array(
                 items
@@ -335,6 +386,15 @@ impl ParameterDecl {
         } else {
             Value::String(raw.to_string())
         })
+    }
+}
+
+/// Heat's (oslo's strict) reading of a boolean parameter.
+fn heat_bool(raw: &str) -> Option<bool> {
+    match raw.trim().to_ascii_lowercase().as_str() {
+        "1" | "t" | "true" | "on" | "y" | "yes" => Some(true),
+        "0" | "f" | "false" | "off" | "n" | "no" => Some(false),
+        _ => None,
     }
 }
 

@@ -35,6 +35,18 @@ impl SourceMap {
         self.locations.push((pointer, location));
     }
 
+    /// The same locations under pointers rewritten by `f` (a front end that
+    /// renames sections).
+    pub fn translated(self, f: impl Fn(&str) -> String) -> SourceMap {
+        SourceMap {
+            locations: self
+                .locations
+                .into_iter()
+                .map(|(p, l)| (f(&p), l))
+                .collect(),
+        }
+    }
+
     /// The location of `pointer` (its first record), or of its nearest
     /// recorded ancestor.
     pub fn get(&self, pointer: &str) -> Option<Location> {

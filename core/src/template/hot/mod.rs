@@ -1,0 +1,758 @@
+//! HOT, Heat's template language: a template with `heat_template_version`
+//! is lowered into the same long form the CloudFormation front end reads,
+//! so the graph, planner, executor and store see no difference.
+//!
+//! Sections map one to one (`resources` → `Resources`, `type` → `Type`, …);
+//! HOT's functions become CloudFormation's where one means the same
+//! (`get_resource` → `Ref`, `get_attr` → `Fn::GetAtt`, `equals` →
+//! `Fn::Equals`, `if` → `Fn::If`) and internal intrinsics `Fn::Heat::…`
+//! otherwise, evaluated by `functions` with Heat's semantics. Each version
+//! enables exactly the functions Heat's `heat/engine/hot/template.py` gives
+//! it; a function a version lacks is an error naming the version it needs,
+//! a removed one Heat's `The function … is not supported in this version of
+//! HOT.`
+
+pub mod functions;
+
+use serde_json::{json, Map, Value};
+
+use super::parameters::{HEAT_BOOLEAN, HEAT_JSON, HEAT_NUMBER};
+use super::source::{child, SourceMap};
+use super::{format_error, TemplateError};
+
+/// The versions, oldest first, with their release names.
+const VERSIONS: &[(&str, &str)] = &[
+    ("2013-05-23", ""),
+    ("2014-10-16", ""),
+    ("2015-04-30", ""),
+    ("2015-10-15", ""),
+    ("2016-04-08", ""),
+    ("2016-10-14", "newton"),
+    ("2017-02-24", "ocata"),
+    ("2017-09-01", "pike"),
+    ("2018-03-02", "queens"),
+    ("2018-08-31", "rocky"),
+    ("2021-04-16", "wallaby"),
+];
+
+const V2014_10_16: usize = 1;
+const V2015_04_30: usize = 2;
+const V2015_10_15: usize = 3;
+const V2016_04_08: usize = 4;
+const V2016_10_14: usize = 5;
+const V2017_02_24: usize = 6;
+const V2017_09_01: usize = 7;
+const V2021_04_16: usize = 10;
+
+/// Each HOT function and the first version that has it.
+const FUNCTIONS: &[(&str, usize)] = &[
+    ("get_param", 0),
+    ("get_resource", 0),
+    ("get_attr", 0),
+    ("get_file", 0),
+    ("list_join", 0),
+    ("str_replace", 0),
+    ("resource_facade", 0),
+    ("repeat", V2015_04_30),
+    ("digest", V2015_04_30),
+    ("str_split", V2015_10_15),
+    ("map_merge", V2016_04_08),
+    ("yaql", V2016_10_14),
+    ("map_replace", V2016_10_14),
+    ("if", V2016_10_14),
+    ("filter", V2017_02_24),
+    ("str_replace_strict", V2017_02_24),
+    ("make_url", V2017_09_01),
+    ("list_concat", V2017_09_01),
+    ("str_replace_vstrict", V2017_09_01),
+    ("list_concat_unique", V2017_09_01),
+    ("contains", V2017_09_01),
+];
+
+/// CloudFormation functions HOT had at first, and the version that removed
+/// each.
+const REMOVED: &[(&str, usize)] = &[
+    ("Fn::GetAZs", V2014_10_16),
+    ("Fn::Join", V2014_10_16),
+    ("Fn::Split", V2014_10_16),
+    ("Fn::Replace", V2014_10_16),
+    ("Fn::Base64", V2014_10_16),
+    ("Fn::MemberListToMap", V2014_10_16),
+    ("Fn::ResourceFacade", V2014_10_16),
+    ("Ref", V2014_10_16),
+    ("Fn::Select", V2015_10_15),
+];
+
+/// Functions of the `conditions` section (and `if`'s condition).
+const CONDITION_FUNCTIONS: &[(&str, usize)] = &[
+    ("get_param", V2016_10_14),
+    ("equals", V2016_10_14),
+    ("not", V2016_10_14),
+    ("and", V2016_10_14),
+    ("or", V2016_10_14),
+    ("contains", V2017_09_01),
+    ("yaql", V2017_09_01),
+];
+
+/// Whether a parsed template is HOT.
+pub fn is_hot(body: &Value) -> bool {
+    body.get("heat_template_version").is_some()
+}
+
+/// The index of a `heat_template_version` value in [`VERSIONS`].
+fn version(v: &Value) -> Result<usize, TemplateError> {
+    let text = match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    VERSIONS
+        .iter()
+        .position(|(date, name)| *date == text || (!name.is_empty() && *name == text))
+        .ok_or_else(|| {
+            let known: Vec<String> = VERSIONS
+                .iter()
+                .map(|(d, n)| if n.is_empty() { d.to_string() } else { format!("{d} ({n})") })
+                .collect();
+            TemplateError::new(format!(
+                "The template version is invalid: \"heat_template_version: {text}\". \"heat_template_version\" should be one of: {}",
+                known.join(", ")
+            ))
+            .at("/heat_template_version")
+        })
+}
+
+/// The lowering of one template.
+struct Lowering {
+    version: usize,
+    /// Conditions made for inline `if` conditions.
+    extra_conditions: Map<String, Value>,
+}
+
+/// Lowers a HOT template (as parsed) into CloudFormation's long form, and
+/// its source map's pointers with it.
+pub fn lower(body: Value, map: SourceMap) -> Result<(Value, SourceMap), TemplateError> {
+    let Value::Object(top) = body else {
+        return Err(format_error(
+            "The template is not a JSON object or YAML mapping.",
+        ));
+    };
+    let v = version(top.get("heat_template_version").unwrap_or(&Value::Null))
+        .map_err(|e| e.locate(&map))?;
+    let mut l = Lowering {
+        version: v,
+        extra_conditions: Map::new(),
+    };
+    let out = l.template(top).map_err(|e| e.locate(&map))?;
+    Ok((out, translate_map(map)))
+}
+
+impl Lowering {
+    fn version_name(&self) -> &'static str {
+        VERSIONS[self.version].0
+    }
+
+    fn template(&mut self, top: Map<String, Value>) -> Result<Value, TemplateError> {
+        let mut sections = vec![
+            "heat_template_version",
+            "description",
+            "parameter_groups",
+            "parameters",
+            "resources",
+            "outputs",
+        ];
+        if self.version >= V2016_10_14 {
+            sections.push("conditions");
+        }
+        for k in top.keys() {
+            if !sections.contains(&k.as_str()) {
+                return Err(
+                    TemplateError::new(format!("The template section is invalid: {k}"))
+                        .at(&child("", k)),
+                );
+            }
+        }
+        let mut out = Map::new();
+        if let Some(d) = top.get("description") {
+            out.insert("Description".into(), Value::String(text(d)));
+        }
+        if let Some(Value::Object(params)) = top.get("parameters") {
+            let mut p = Map::new();
+            for (name, decl) in params {
+                p.insert(name.clone(), self.parameter(name, decl)?);
+            }
+            out.insert("Parameters".into(), Value::Object(p));
+        }
+        let mut conditions = Map::new();
+        if let Some(Value::Object(conds)) = top.get("conditions") {
+            for (name, c) in conds {
+                let path = child("/conditions", name);
+                conditions.insert(name.clone(), self.condition(c, &path)?);
+            }
+        }
+        let mut resources = Map::new();
+        if let Some(Value::Object(res)) = top.get("resources") {
+            for (name, r) in res {
+                resources.insert(name.clone(), self.resource(name, r)?);
+            }
+        }
+        out.insert("Resources".into(), Value::Object(resources));
+        if let Some(Value::Object(outputs)) = top.get("outputs") {
+            let mut o = Map::new();
+            for (name, def) in outputs {
+                o.insert(name.clone(), self.output(name, def)?);
+            }
+            out.insert("Outputs".into(), Value::Object(o));
+        }
+        conditions.extend(std::mem::take(&mut self.extra_conditions));
+        if !conditions.is_empty() {
+            out.insert("Conditions".into(), Value::Object(conditions));
+        }
+        Ok(Value::Object(out))
+    }
+
+    fn parameter(&self, name: &str, decl: &Value) -> Result<Value, TemplateError> {
+        let path = child("/parameters", name);
+        let Value::Object(d) = decl else {
+            return Err(TemplateError::new(format!("Parameter {name} must be a map")).at(&path));
+        };
+        let known = [
+            "type",
+            "label",
+            "description",
+            "default",
+            "hidden",
+            "constraints",
+            "immutable",
+            "tags",
+        ];
+        if let Some(k) = d.keys().find(|k| !known.contains(&k.as_str())) {
+            return Err(
+                TemplateError::new(format!("Invalid key '{k}' for parameter ({name})"))
+                    .at(&child(&path, k)),
+            );
+        }
+        let ty = match d.get("type").and_then(Value::as_str) {
+            Some("string") => "String",
+            Some("number") => HEAT_NUMBER,
+            Some("comma_delimited_list") => "CommaDelimitedList",
+            Some("json") => HEAT_JSON,
+            Some("boolean") => HEAT_BOOLEAN,
+            Some(other) => {
+                return Err(
+                    TemplateError::new(format!("Invalid type ({other})")).at(&child(&path, "type"))
+                )
+            }
+            None => {
+                return Err(TemplateError::new(format!(
+                    "Missing parameter type for parameter: {name}"
+                ))
+                .at(&path))
+            }
+        };
+        let mut out = Map::new();
+        out.insert("Type".into(), json!(ty));
+        if let Some(default) = d.get("default") {
+            let text = match (ty, default) {
+                (HEAT_JSON, v) if !v.is_string() => v.to_string(),
+                ("CommaDelimitedList", Value::Array(items)) => {
+                    items.iter().map(text).collect::<Vec<_>>().join(",")
+                }
+                (_, v) => text(v),
+            };
+            out.insert("Default".into(), Value::String(text));
+        }
+        if let Some(desc) = d.get("description").or_else(|| d.get("label")) {
+            out.insert("Description".into(), Value::String(text(desc)));
+        }
+        if d.get("hidden")
+            .is_some_and(|h| h == &json!(true) || h == &json!("true"))
+        {
+            out.insert("NoEcho".into(), json!(true));
+        }
+        let mut messages = Vec::new();
+        for (i, c) in d
+            .get("constraints")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let cpath = child(&child(&path, "constraints"), &i.to_string());
+            let Value::Object(c) = c else {
+                return Err(TemplateError::new(
+                    "Invalid parameter constraints: each must be a map",
+                )
+                .at(&cpath));
+            };
+            if let Some(desc) = c.get("description") {
+                messages.push(text(desc));
+            }
+            for (k, v) in c {
+                match k.as_str() {
+                    "description" => {}
+                    "length" => {
+                        if let Some(min) = v.get("min") {
+                            out.insert("MinLength".into(), min.clone());
+                        }
+                        if let Some(max) = v.get("max") {
+                            out.insert("MaxLength".into(), max.clone());
+                        }
+                    }
+                    "range" => {
+                        if let Some(min) = v.get("min") {
+                            out.insert("MinValue".into(), min.clone());
+                        }
+                        if let Some(max) = v.get("max") {
+                            out.insert("MaxValue".into(), max.clone());
+                        }
+                    }
+                    "allowed_values" => {
+                        let values: Vec<Value> = v
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .map(|x| Value::String(text(x)))
+                            .collect();
+                        out.insert("AllowedValues".into(), Value::Array(values));
+                    }
+                    "allowed_pattern" => {
+                        out.insert("AllowedPattern".into(), Value::String(text(v)));
+                    }
+                    // Accepted, not checked: Cairn has no custom constraint
+                    // plugins (nova.flavor, glance.image, …) nor modulo yet.
+                    "custom_constraint" | "modulo" => {}
+                    other => {
+                        return Err(TemplateError::new(format!(
+                            "Invalid parameter constraints for parameter {name}, expected a list of: length, range, modulo, allowed_values, allowed_pattern, custom_constraint; got {other}"
+                        ))
+                        .at(&cpath))
+                    }
+                }
+            }
+        }
+        if !messages.is_empty() {
+            out.insert(
+                "ConstraintDescription".into(),
+                Value::String(messages.join(" ")),
+            );
+        }
+        Ok(Value::Object(out))
+    }
+
+    fn resource(&mut self, name: &str, r: &Value) -> Result<Value, TemplateError> {
+        let path = child("/resources", name);
+        let Value::Object(r) = r else {
+            return Err(TemplateError::new(format!("Resource {name} must be a map")).at(&path));
+        };
+        let mut keys = vec![
+            "type",
+            "properties",
+            "metadata",
+            "depends_on",
+            "deletion_policy",
+            "update_policy",
+            "description",
+        ];
+        if self.version >= V2016_10_14 {
+            keys.extend(["external_id", "condition"]);
+        }
+        if let Some(k) = r.keys().find(|k| !keys.contains(&k.as_str())) {
+            return Err(TemplateError::new(format!(
+                "\"{k}\" is not a valid keyword inside a resource definition"
+            ))
+            .at(&child(&path, k)));
+        }
+        let mut out = Map::new();
+        match r.get("type") {
+            Some(Value::String(t)) => {
+                out.insert("Type".into(), json!(t));
+            }
+            _ => {
+                return Err(
+                    TemplateError::new(format!("Resource {name} is missing \"type\"")).at(&path),
+                )
+            }
+        }
+        if let Some(p) = r.get("properties") {
+            out.insert(
+                "Properties".into(),
+                self.value(p, &child(&path, "properties"))?,
+            );
+        }
+        if let Some(m) = r.get("metadata") {
+            out.insert("Metadata".into(), self.value(m, &child(&path, "metadata"))?);
+        }
+        if let Some(d) = r.get("depends_on") {
+            out.insert("DependsOn".into(), d.clone());
+        }
+        if let Some(u) = r.get("update_policy") {
+            out.insert(
+                "UpdatePolicy".into(),
+                self.value(u, &child(&path, "update_policy"))?,
+            );
+        }
+        if let Some(d) = r.get("deletion_policy") {
+            // Heat snapshots when the type can and deletes otherwise; Cairn's
+            // providers have no snapshots.
+            let policy = match text(d).as_str() {
+                "Delete" | "delete" | "Snapshot" | "snapshot" => "Delete",
+                "Retain" | "retain" => "Retain",
+                other => {
+                    return Err(
+                        TemplateError::new(format!("Invalid deletion policy \"{other}\""))
+                            .at(&child(&path, "deletion_policy")),
+                    )
+                }
+            };
+            out.insert("DeletionPolicy".into(), json!(policy));
+        }
+        if r.contains_key("external_id") {
+            return Err(TemplateError::new(format!(
+                "external_id of {name} is not supported by Cairn yet: remove it and import the resource's state another way"
+            ))
+            .at(&child(&path, "external_id")));
+        }
+        if let Some(c) = r.get("condition") {
+            out.insert(
+                "Condition".into(),
+                self.condition_ref(c, &child(&path, "condition"))?,
+            );
+        }
+        Ok(Value::Object(out))
+    }
+
+    fn output(&mut self, name: &str, o: &Value) -> Result<Value, TemplateError> {
+        let path = child("/outputs", name);
+        let Value::Object(o) = o else {
+            return Err(TemplateError::new(format!("Output {name} must be a map")).at(&path));
+        };
+        let mut out = Map::new();
+        // An output's value may be any JSON: CloudFormation's outputs are
+        // text, so maps and lists are shown as JSON.
+        let value = self.value(
+            o.get("value").unwrap_or(&Value::Null),
+            &child(&path, "value"),
+        )?;
+        out.insert("Value".into(), json!({"Fn::Heat::OutputText": value}));
+        if let Some(d) = o.get("description") {
+            out.insert("Description".into(), Value::String(text(d)));
+        }
+        if let Some(c) = o.get("condition") {
+            out.insert(
+                "Condition".into(),
+                self.condition_ref(c, &child(&path, "condition"))?,
+            );
+        }
+        Ok(Value::Object(out))
+    }
+
+    /// A resource's or output's `condition`: a name, or (an expression) a
+    /// condition of its own.
+    fn condition_ref(&mut self, c: &Value, path: &str) -> Result<Value, TemplateError> {
+        match c {
+            Value::String(name) => Ok(json!(name)),
+            other => {
+                let name = format!("Cairn::Heat::Condition{}", self.extra_conditions.len() + 1);
+                let lowered = self.condition(other, path)?;
+                self.extra_conditions.insert(name.clone(), lowered);
+                Ok(json!(name))
+            }
+        }
+    }
+
+    /// A condition expression.
+    fn condition(&mut self, c: &Value, path: &str) -> Result<Value, TemplateError> {
+        match c {
+            Value::Bool(true) => Ok(json!({"Fn::Equals": ["1", "1"]})),
+            Value::Bool(false) => Ok(json!({"Fn::Equals": ["1", "0"]})),
+            Value::String(name) => Ok(json!({"Condition": name})),
+            Value::Object(m) if m.len() == 1 => {
+                let (f, args) = m.iter().next().map(|(k, v)| (k.as_str(), v)).unwrap_or(("", &Value::Null));
+                let at = child(path, f);
+                let Some((_, since)) = CONDITION_FUNCTIONS.iter().find(|(n, _)| *n == f) else {
+                    return Err(TemplateError::new(format!(
+                        "The function \"{f}\" is invalid in this context"
+                    ))
+                    .at(&at));
+                };
+                self.available(f, *since, &at)?;
+                match f {
+                    "equals" => {
+                        let Value::Array(a) = args else {
+                            return Err(TemplateError::new("Arguments to \"equals\" must be of the form: [value_1, value_2]").at(&at));
+                        };
+                        if a.len() != 2 {
+                            return Err(TemplateError::new("Arguments to \"equals\" must be of the form: [value_1, value_2]").at(&at));
+                        }
+                        let l = self.condition_value(&a[0], &child(&at, "0"))?;
+                        let r = self.condition_value(&a[1], &child(&at, "1"))?;
+                        Ok(json!({"Fn::Equals": [l, r]}))
+                    }
+                    "not" => Ok(json!({"Fn::Not": [self.condition(args, &at)?]})),
+                    "and" | "or" => {
+                        let Value::Array(items) = args else {
+                            return Err(TemplateError::new(format!("Arguments to \"{f}\" must be a list of conditions")).at(&at));
+                        };
+                        if items.len() < 2 {
+                            return Err(TemplateError::new(format!("The minimum number of condition arguments to \"{f}\" is 2.")).at(&at));
+                        }
+                        let lowered: Vec<Value> = items
+                            .iter()
+                            .enumerate()
+                            .map(|(i, x)| self.condition(x, &child(&at, &i.to_string())))
+                            .collect::<Result<_, _>>()?;
+                        let name = if f == "and" { "Fn::And" } else { "Fn::Or" };
+                        Ok(json!({ name: lowered }))
+                    }
+                    "contains" => Ok(json!({"Fn::Heat::Contains": self.condition_value(args, &at)?})),
+                    "get_param" => Ok(json!({"Fn::Heat::Truth": self.value(c, path)?})),
+                    _ => Err(yaql(&at)),
+                }
+            }
+            other => Err(TemplateError::new(format!(
+                "Invalid condition: {other}; use a condition name, true/false or one of equals, not, and, or"
+            ))
+            .at(path)),
+        }
+    }
+
+    /// A value inside a condition function: get_param and literals.
+    fn condition_value(&mut self, v: &Value, path: &str) -> Result<Value, TemplateError> {
+        match v {
+            Value::Object(m) if m.len() == 1 && m.contains_key("get_param") => self.value(v, path),
+            Value::Array(items) => Ok(Value::Array(
+                items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, x)| self.condition_value(x, &child(path, &i.to_string())))
+                    .collect::<Result<_, _>>()?,
+            )),
+            Value::Object(m) if m.len() == 1 => self.condition(v, path),
+            other => Ok(other.clone()),
+        }
+    }
+
+    fn available(&self, f: &str, since: usize, at: &str) -> Result<(), TemplateError> {
+        if self.version < since {
+            return Err(TemplateError::new(format!(
+                "The function \"{f}\" is not supported in heat_template_version {}; it needs {} or later",
+                self.version_name(),
+                VERSIONS[since].0
+            ))
+            .at(at));
+        }
+        Ok(())
+    }
+
+    /// A value (properties, metadata, outputs): HOT's functions lowered,
+    /// everything else as it is.
+    fn value(&mut self, v: &Value, path: &str) -> Result<Value, TemplateError> {
+        match v {
+            Value::Object(m) if m.len() == 1 => {
+                let (k, args) = m
+                    .iter()
+                    .next()
+                    .map(|(k, v)| (k.as_str(), v))
+                    .unwrap_or(("", &Value::Null));
+                let at = child(path, k);
+                if let Some((_, removed)) = REMOVED.iter().find(|(n, _)| *n == k) {
+                    if self.version >= *removed {
+                        return Err(TemplateError::new(format!(
+                            "The template version is invalid: The function {k} is not supported in this version of HOT."
+                        ))
+                        .at(&at));
+                    }
+                    // HOT 2013-05-23 reads CloudFormation's functions.
+                    return match k {
+                        "Fn::Replace" | "Fn::MemberListToMap" | "Fn::ResourceFacade" => {
+                            Err(TemplateError::new(format!("{k} is not supported by Cairn"))
+                                .at(&at))
+                        }
+                        _ => Ok(json!({ k: self.value(args, &at)? })),
+                    };
+                }
+                match FUNCTIONS.iter().find(|(n, _)| *n == k) {
+                    Some((_, since)) => {
+                        self.available(k, *since, &at)?;
+                        self.function(k, args, &at)
+                    }
+                    None => Ok(json!({ k: self.value(args, &at)? })),
+                }
+            }
+            Value::Object(m) => {
+                let mut out = Map::new();
+                for (k, x) in m {
+                    out.insert(k.clone(), self.value(x, &child(path, k))?);
+                }
+                Ok(Value::Object(out))
+            }
+            Value::Array(items) => Ok(Value::Array(
+                items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, x)| self.value(x, &child(path, &i.to_string())))
+                    .collect::<Result<_, _>>()?,
+            )),
+            other => Ok(other.clone()),
+        }
+    }
+
+    fn function(&mut self, f: &str, args: &Value, at: &str) -> Result<Value, TemplateError> {
+        let err = |m: String| TemplateError::new(m).at(at);
+        let lowered = |s: &mut Self, v: &Value| s.value(v, at);
+        Ok(match f {
+            "get_param" => match args {
+                Value::String(name) => json!({"Ref": name}),
+                Value::Array(a) if !a.is_empty() => {
+                    let Value::String(name) = &a[0] else {
+                        return Err(err("Parameter name in \"get_param\" must be string".into()));
+                    };
+                    if a.len() == 1 {
+                        json!({"Ref": name})
+                    } else {
+                        let rest = lowered(self, &Value::Array(a[1..].to_vec()))?;
+                        json!({"Fn::Heat::Path": [{"Ref": name}, rest, "get_param"]})
+                    }
+                }
+                Value::Array(_) => return Err(err("Function \"get_param\" must have arguments".into())),
+                _ => return Err(err("Argument to \"get_param\" must be string or list".into())),
+            },
+            "get_resource" => match args {
+                Value::String(name) => json!({"Ref": name}),
+                _ => return Err(err("Argument to \"get_resource\" must be a string".into())),
+            },
+            "get_attr" => {
+                let Value::Array(a) = args else {
+                    return Err(err("Argument to \"get_attr\" must be a list".into()));
+                };
+                match a.len() {
+                    0 => return Err(err("Arguments to \"get_attr\" must be of the form [resource_name, attribute, (path), ...]".into())),
+                    1 => return Err(err("get_attr with only a resource name (all its attributes) is not supported by Cairn; name the attribute".into())),
+                    _ => {}
+                }
+                let Value::String(res) = &a[0] else {
+                    return Err(err("Arguments to \"get_attr\" must be of the form [resource_name, attribute, (path), ...]".into()));
+                };
+                let attr = lowered(self, &a[1])?;
+                let getatt = json!({"Fn::GetAtt": [res, attr]});
+                if a.len() == 2 {
+                    getatt
+                } else {
+                    let rest = lowered(self, &Value::Array(a[2..].to_vec()))?;
+                    json!({"Fn::Heat::Path": [getatt, rest, "get_attr"]})
+                }
+            }
+            "get_file" => {
+                return Err(err("get_file is not supported by Cairn yet: put the file's content in the template (or a parameter)".into()))
+            }
+            "resource_facade" => {
+                return Err(err("resource_facade is not supported by Cairn (it needs Heat's provider templates)".into()))
+            }
+            "yaql" => return Err(yaql(at)),
+            "list_join" => {
+                let Value::Array(a) = args else {
+                    return Err(err("Incorrect arguments to \"list_join\" should be: \"list_join\" : [ \" \", [ \"str1\", \"str2\"] ...]".into()));
+                };
+                if self.version < V2015_10_15 && a.len() != 2 {
+                    return Err(err("Incorrect arguments to \"list_join\" should be: \"list_join\" : [ \" \", [ \"str1\", \"str2\"]]".into()));
+                }
+                json!({"Fn::Heat::ListJoin": lowered(self, args)?})
+            }
+            "str_replace" | "str_replace_strict" | "str_replace_vstrict" => {
+                let Value::Object(m) = args else {
+                    return Err(err(format!("Arguments to \"{f}\" must be a map")));
+                };
+                let (Some(t), Some(p)) = (m.get("template"), m.get("params")) else {
+                    return Err(err(format!("\"{f}\" syntax should be {f}:\n  template: This is var1 template var2\n  params:\n    var1: a\n    var2: string")));
+                };
+                json!({"Fn::Heat::StrReplace": [f, lowered(self, t)?, lowered(self, p)?]})
+            }
+            "repeat" => {
+                let maps = self.version >= V2016_10_14;
+                let permutations = self.version >= V2017_09_01;
+                json!({"Fn::Heat::Repeat": [lowered(self, args)?, maps, permutations]})
+            }
+            "if" => {
+                let Value::Array(a) = args else {
+                    return Err(err("Arguments to \"if\" must be of the form: [condition_name, value_if_true, value_if_false]".into()));
+                };
+                if a.len() != 3 {
+                    return Err(err("Arguments to \"if\" must be of the form: [condition_name, value_if_true, value_if_false]".into()));
+                }
+                let cond = self.condition_ref(&a[0], &child(at, "0"))?;
+                // From 2021-04-16, a null branch removes the property.
+                let branch = |s: &mut Self, v: &Value, i: &str| -> Result<Value, TemplateError> {
+                    if v.is_null() && s.version >= V2021_04_16 {
+                        Ok(json!({"Ref": "AWS::NoValue"}))
+                    } else {
+                        s.value(v, &child(at, i))
+                    }
+                };
+                let yes = branch(self, &a[1], "1")?;
+                let no = branch(self, &a[2], "2")?;
+                json!({"Fn::If": [cond, yes, no]})
+            }
+            other => {
+                let name = match other {
+                    "digest" => "Fn::Heat::Digest",
+                    "str_split" => "Fn::Heat::StrSplit",
+                    "map_merge" => "Fn::Heat::MapMerge",
+                    "map_replace" => "Fn::Heat::MapReplace",
+                    "filter" => "Fn::Heat::Filter",
+                    "make_url" => "Fn::Heat::MakeUrl",
+                    "list_concat" => "Fn::Heat::ListConcat",
+                    "list_concat_unique" => "Fn::Heat::ListConcatUnique",
+                    _ => "Fn::Heat::Contains",
+                };
+                json!({ name: lowered(self, args)? })
+            }
+        })
+    }
+}
+
+fn yaql(at: &str) -> TemplateError {
+    TemplateError::new("yaql is not supported by Cairn: write the expression with HOT's other functions (repeat, map_merge, filter, list_concat, …)").at(at)
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The source map's pointers in the lowered sections' names, so errors
+/// found after lowering point at the HOT text.
+fn translate_map(map: SourceMap) -> SourceMap {
+    map.translated(|p| {
+        let mut segments: Vec<String> = p.split('/').map(String::from).collect();
+        if segments.len() > 1 {
+            let renamed = match segments[1].as_str() {
+                "parameters" => "Parameters",
+                "resources" => "Resources",
+                "outputs" => "Outputs",
+                "conditions" => "Conditions",
+                "description" => "Description",
+                _ => return p.to_string(),
+            };
+            segments[1] = renamed.into();
+        }
+        if segments.len() > 3 && (segments[1] == "Resources" || segments[1] == "Outputs") {
+            let renamed = match segments[3].as_str() {
+                "type" => "Type",
+                "properties" => "Properties",
+                "metadata" => "Metadata",
+                "depends_on" => "DependsOn",
+                "update_policy" => "UpdatePolicy",
+                "deletion_policy" => "DeletionPolicy",
+                "condition" => "Condition",
+                "value" => "Value",
+                "description" => "Description",
+                other => other,
+            }
+            .to_string();
+            segments[3] = renamed;
+        }
+        segments.join("/")
+    })
+}
