@@ -6,6 +6,7 @@ mod drift;
 mod engines;
 mod groups;
 mod hostile;
+mod hot;
 mod nested;
 mod outage;
 mod plugins;

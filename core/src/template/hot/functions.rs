@@ -42,10 +42,25 @@ pub fn path(value: Value, components: &[Value], fn_name: &str) -> Outcome {
     Ok(current)
 }
 
-/// Heat's JSON text of a value (keys sorted, as `jsonutils.dumps(...,
-/// sort_keys=True)`: serde_json's maps are ordered).
+/// Heat's JSON text of a value: keys sorted, as `jsonutils.dumps(...,
+/// sort_keys=True)` writes them.
 fn dumps(v: &Value) -> String {
-    v.to_string()
+    fn sorted(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => {
+                let mut keys: Vec<&String> = m.keys().collect();
+                keys.sort();
+                Value::Object(
+                    keys.into_iter()
+                        .map(|k| (k.clone(), sorted(&m[k])))
+                        .collect(),
+                )
+            }
+            Value::Array(a) => Value::Array(a.iter().map(sorted).collect()),
+            other => other.clone(),
+        }
+    }
+    sorted(v).to_string()
 }
 
 /// `list_join: [delim, list1, list2, …]`.

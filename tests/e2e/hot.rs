@@ -1,0 +1,481 @@
+//! HOT (Heat Orchestration Templates) through the real binary: a stack in
+//! HOT deploys, updates and deletes on the same engine; the same stack in
+//! CloudFormation gives the same resources, events and outputs; each
+//! version enables exactly its functions.
+
+use crate::support::Scratch;
+use crate::update::{cairn, scratch, sequence_after};
+
+const WEB: &str = "heat_template_version: 2018-08-31
+description: A HOT stack on Cairn's test resources
+parameters:
+  name:
+    type: string
+    default: web
+    constraints:
+      - length: {min: 2, max: 10}
+        description: name must be 2 to 10 characters
+  size:
+    type: number
+    default: 3
+  tags:
+    type: json
+    default: {team: ops, env: dev}
+  zones:
+    type: comma_delimited_list
+    default: a,b
+  enabled:
+    type: boolean
+    default: true
+  secret:
+    type: string
+    default: s3cret
+    hidden: true
+conditions:
+  on: {get_param: enabled}
+  big: {equals: [{get_param: size}, 3]}
+  both: {and: [on, big]}
+resources:
+  base:
+    type: Cairn::Test::Resource
+    properties:
+      Value:
+        str_replace:
+          template: $name-$size
+          params:
+            $name: {get_param: name}
+            $size: {get_param: size}
+  detail:
+    type: Cairn::Test::Resource
+    depends_on: base
+    condition: both
+    properties:
+      Value:
+        list_join: ['/', [{get_attr: [base, Value]}, {get_param: [tags, team]}], {get_param: zones}]
+      Tags:
+        map_merge: [{get_param: tags}, {extra: 'yes'}]
+      Description: {digest: [sha256, {get_param: name}]}
+  hosts:
+    type: Cairn::Test::Resource
+    properties:
+      Value:
+        repeat:
+          template: host-%z%
+          for_each:
+            '%z%': {get_param: zones}
+outputs:
+  joined:
+    value: {get_attr: [detail, Value]}
+    condition: both
+  hosts:
+    value: {get_attr: [hosts, Value]}
+  first_host:
+    value: {get_attr: [hosts, Value, 0]}
+  split:
+    value: {str_split: ['-', {get_attr: [base, Value]}, 0]}
+  url:
+    value: {make_url: {scheme: https, host: {get_param: name}, port: 443, path: /x y}}
+  concat:
+    value: {list_concat_unique: [{get_param: zones}, [b, c]]}
+  tag_keys:
+    value: {map_replace: [{get_param: tags}, {keys: {team: owner}}]}
+  kept:
+    value: {filter: [[b], {get_param: zones}]}
+  has_b:
+    value: {if: [big, yes-big, not-big]}
+";
+
+fn outputs(s: &Scratch, stack: &str) -> String {
+    cairn(s, &["outputs", stack]).stdout()
+}
+
+#[test]
+fn a_hot_stack_deploys_updates_and_deletes() {
+    let s = scratch();
+    let t = s.write("web.yaml", WEB);
+    let t = t.to_str().unwrap_or_default();
+    let valid = cairn(&s, &["validate", t]);
+    assert_eq!(valid.code(), 0, "{}", valid.stderr());
+    assert!(
+        valid
+            .stdout()
+            .contains("  tags [json] (default {\"team\":\"ops\",\"env\":\"dev\"})"),
+        "{}",
+        valid.stdout()
+    );
+    let run = cairn(&s, &["deploy", "hot", t]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(
+        outputs(&s, "hot"),
+        "joined = web-3/ops/a/b\nhosts = [\"host-a\",\"host-b\"]\nfirst_host = host-a\nsplit = web\nurl = https://web:443/x%20y\nconcat = [\"a\",\"b\",\"c\"]\ntag_keys = {\"owner\":\"ops\",\"env\":\"dev\"}\nkept = [\"a\"]\nhas_b = yes-big\n"
+    );
+    // The digest of the name, as Heat's hashlib gives it.
+    let res = cairn(&s, &["resources", "hot", "--output", "json"]).json();
+    let detail = res["StackResources"]
+        .as_array()
+        .and_then(|l| l.iter().find(|r| r["LogicalResourceId"] == "detail"))
+        .and_then(|r| r["PhysicalResourceId"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    let file = crate::update::file(&s, &detail);
+    assert_eq!(
+        file["Properties"]["Description"],
+        sha256_hex("web").as_str()
+    );
+    assert_eq!(
+        file["Properties"]["Tags"],
+        serde_json::json!({"team": "ops", "env": "dev", "extra": "yes"})
+    );
+    // `cairn template` gives the template as written; hidden is masked.
+    assert_eq!(cairn(&s, &["template", "hot"]).stdout(), WEB);
+    assert!(cairn(&s, &["describe", "hot"])
+        .stdout()
+        .contains("Parameter:   secret = ****"));
+
+    // A parameter change updates what uses it; a failed constraint is
+    // refused with its description.
+    let before = sequence_after(&s, "hot", 0).len();
+    let run = cairn(&s, &["deploy", "hot", t, "-p", "name=api", "-p", "size=4"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let changed: Vec<(String, String)> = sequence_after(&s, "hot", before)
+        .into_iter()
+        .filter(|e| e.1.ends_with("_COMPLETE") && e.0 != "hot")
+        .map(|e| (e.0, e.1))
+        .collect();
+    assert_eq!(
+        changed,
+        vec![
+            ("base".to_string(), "UPDATE_COMPLETE".to_string()),
+            ("detail".to_string(), "DELETE_COMPLETE".to_string()),
+        ]
+    );
+    assert!(outputs(&s, "hot").contains("split = api\n"));
+    assert!(
+        !outputs(&s, "hot").contains("joined"),
+        "{}",
+        outputs(&s, "hot")
+    );
+    let refused = cairn(&s, &["deploy", "hot", t, "-p", "name=x"]);
+    assert!(
+        refused.stderr().contains(
+            "Parameter 'name' failed to satisfy constraint: name must be 2 to 10 characters"
+        ),
+        "{}",
+        refused.stderr()
+    );
+    assert_eq!(cairn(&s, &["delete", "hot"]).code(), 0);
+    assert!(s.resource_files().is_empty());
+}
+
+fn sha256_hex(text: &str) -> String {
+    use std::process::Command;
+    let out = Command::new("sh")
+        .args(["-c", &format!("printf '%s' '{text}' | sha256sum")])
+        .output()
+        .expect("sha256sum runs");
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The same stack in both languages: the same resources, events (logical
+/// id, status, reason) and outputs.
+#[test]
+fn the_same_stack_in_cloudformation_and_hot_is_the_same_stack() {
+    let s = scratch();
+    let cfn = s.write(
+        "cfn.yaml",
+        "Parameters:
+  Env: {Type: String, Default: dev}
+Conditions:
+  IsProd: !Equals [!Ref Env, prod]
+Resources:
+  Bucket:
+    Type: Cairn::Test::Resource
+    Properties: {Value: !Join ['-', [data, !Ref Env]]}
+  Queue:
+    Type: Cairn::Test::Resource
+    DependsOn: Bucket
+    Properties:
+      Value: !GetAtt Bucket.Value
+      Description: !If [IsProd, big, small]
+  Extra:
+    Type: Cairn::Test::Resource
+    Condition: IsProd
+Outputs:
+  BucketValue: {Value: !GetAtt Bucket.Value}
+  QueueRef: {Value: !Ref Queue}
+",
+    );
+    let hot = s.write(
+        "hot.yaml",
+        "heat_template_version: 2016-10-14
+parameters:
+  Env: {type: string, default: dev}
+conditions:
+  IsProd: {equals: [{get_param: Env}, prod]}
+resources:
+  Bucket:
+    type: Cairn::Test::Resource
+    properties: {Value: {list_join: ['-', [data, {get_param: Env}]]}}
+  Queue:
+    type: Cairn::Test::Resource
+    depends_on: Bucket
+    properties:
+      Value: {get_attr: [Bucket, Value]}
+      Description: {if: [IsProd, big, small]}
+  Extra:
+    type: Cairn::Test::Resource
+    condition: IsProd
+outputs:
+  BucketValue: {value: {get_attr: [Bucket, Value]}}
+  QueueRef: {value: {get_resource: Queue}}
+",
+    );
+    for (stack, path) in [("same", &cfn), ("same", &hot)] {
+        let run = cairn(&s, &["deploy", stack, path.to_str().unwrap_or_default()]);
+        assert_eq!(run.code(), 0, "{}", run.stderr());
+        let events: Vec<(String, String, String)> = sequence_after(&s, stack, 0)
+            .into_iter()
+            .map(|e| (e.0, e.1, e.2))
+            .collect();
+        let resources: Vec<(String, String, String)> =
+            cairn(&s, &["resources", stack, "--output", "json"]).json()["StackResources"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .iter()
+                .map(|r| {
+                    let t = |k: &str| r[k].as_str().unwrap_or_default().to_string();
+                    (
+                        t("LogicalResourceId"),
+                        t("ResourceType"),
+                        t("ResourceStatus"),
+                    )
+                })
+                .collect();
+        let out = outputs(&s, stack);
+        let queue = resources
+            .iter()
+            .find(|r| r.0 == "Queue")
+            .map(|r| r.0.clone())
+            .unwrap_or_default();
+        assert_eq!(queue, "Queue");
+        assert_eq!(cairn(&s, &["delete", stack]).code(), 0);
+        let seen = (
+            events,
+            resources,
+            out.replace(&physical_suffix(&out), "<id>"),
+        );
+        let expected_file = s.dir.path().join("same-expected.json");
+        match std::fs::read_to_string(&expected_file) {
+            Err(_) => std::fs::write(&expected_file, format!("{seen:?}")).expect("write"),
+            Ok(first) => assert_eq!(
+                format!("{seen:?}"),
+                first,
+                "HOT differs from CloudFormation"
+            ),
+        }
+    }
+}
+
+/// The physical id in `QueueRef = <id>` (it differs between two stacks).
+fn physical_suffix(outputs: &str) -> String {
+    outputs
+        .lines()
+        .find_map(|l| l.strip_prefix("QueueRef = "))
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Each function arrives with its version: the version before refuses it
+/// naming the version it needs; its version accepts it. Removed functions
+/// get Heat's text.
+#[test]
+fn each_version_enables_exactly_its_functions() {
+    let s = scratch();
+    let gates: &[(&str, &str, &str, &str)] = &[
+        (
+            "repeat",
+            "2014-10-16",
+            "2015-04-30",
+            "{repeat: {template: x-%v%, for_each: {'%v%': [a]}}}",
+        ),
+        ("digest", "2014-10-16", "2015-04-30", "{digest: [md5, x]}"),
+        (
+            "str_split",
+            "2015-04-30",
+            "2015-10-15",
+            "{str_split: [',', 'a,b', 0]}",
+        ),
+        (
+            "map_merge",
+            "2015-10-15",
+            "2016-04-08",
+            "{map_merge: [{a: b}]}",
+        ),
+        (
+            "map_replace",
+            "2016-04-08",
+            "2016-10-14",
+            "{map_replace: [{a: b}, {keys: {a: c}}]}",
+        ),
+        (
+            "filter",
+            "2016-10-14",
+            "2017-02-24",
+            "{filter: [[a], [a, b]]}",
+        ),
+        (
+            "str_replace_strict",
+            "2016-10-14",
+            "2017-02-24",
+            "{str_replace_strict: {template: ab, params: {a: c}}}",
+        ),
+        (
+            "make_url",
+            "2017-02-24",
+            "2017-09-01",
+            "{make_url: {scheme: http, host: h}}",
+        ),
+        (
+            "list_concat",
+            "2017-02-24",
+            "2017-09-01",
+            "{list_concat: [[a], [b]]}",
+        ),
+        (
+            "list_concat_unique",
+            "2017-02-24",
+            "2017-09-01",
+            "{list_concat_unique: [[a], [a]]}",
+        ),
+        (
+            "contains",
+            "2017-02-24",
+            "2017-09-01",
+            "{contains: [a, [a]]}",
+        ),
+        (
+            "str_replace_vstrict",
+            "2017-02-24",
+            "2017-09-01",
+            "{str_replace_vstrict: {template: ab, params: {a: c}}}",
+        ),
+    ];
+    for (f, before, since, expr) in gates {
+        let body = |v: &str| {
+            format!("heat_template_version: {v}\nresources:\n  r:\n    type: Cairn::Test::Resource\n    properties:\n      Value: {expr}\n")
+        };
+        let old = s.write(&format!("{f}-old.yaml"), &body(before));
+        let run = cairn(&s, &["validate", old.to_str().unwrap_or_default()]);
+        assert_eq!(run.code(), 1, "{f} in {before}");
+        assert!(
+            run.stderr().contains(&format!(
+                "The function \"{f}\" is not supported in heat_template_version {before}; it needs {since} or later"
+            )),
+            "{f}: {}",
+            run.stderr()
+        );
+        let new = s.write(&format!("{f}-new.yaml"), &body(since));
+        let run = cairn(
+            &s,
+            &[
+                "deploy",
+                &format!("gate-{}", f.replace('_', "-")),
+                new.to_str().unwrap_or_default(),
+            ],
+        );
+        assert_eq!(run.code(), 0, "{f} in {since}: {}", run.stderr());
+    }
+    // Removed: CloudFormation's functions after 2013-05-23, Fn::Select
+    // after 2015-04-30.
+    for (f, v, expr) in [
+        ("Ref", "2014-10-16", "{Ref: x}"),
+        ("Fn::Join", "2014-10-16", "{'Fn::Join': [',', [a]]}"),
+        ("Fn::Select", "2015-10-15", "{'Fn::Select': [0, [a]]}"),
+    ] {
+        let t = s.write(
+            "removed.yaml",
+            &format!("heat_template_version: {v}\nparameters:\n  x: {{type: string, default: a}}\nresources:\n  r:\n    type: Cairn::Test::Resource\n    properties:\n      Value: {expr}\n"),
+        );
+        let run = cairn(&s, &["validate", t.to_str().unwrap_or_default()]);
+        assert!(
+            run.stderr().contains(&format!(
+                "The template version is invalid: The function {f} is not supported in this version of HOT."
+            )),
+            "{f}: {}",
+            run.stderr()
+        );
+    }
+    // 2013-05-23 still reads them.
+    let t = s.write(
+        "old-cfn.yaml",
+        "heat_template_version: 2013-05-23\nparameters:\n  x: {type: string, default: a}\nresources:\n  r:\n    type: Cairn::Test::Resource\n    properties:\n      Value: {'Fn::Join': ['-', [{Ref: x}, b]]}\noutputs:\n  v: {value: {get_attr: [r, Value]}}\n",
+    );
+    assert_eq!(
+        cairn(&s, &["deploy", "old", t.to_str().unwrap_or_default()]).code(),
+        0
+    );
+    assert_eq!(outputs(&s, "old"), "v = a-b\n");
+    // Sections and keys each version lacks, an unknown version, yaql.
+    let cases = [
+        ("heat_template_version: 2016-04-08\nconditions: {}\nresources: {}\n", "The template section is invalid: conditions"),
+        ("heat_template_version: 2016-04-08\nresources:\n  r: {type: Cairn::Test::Resource, condition: c}\n", "\"condition\" is not a valid keyword inside a resource definition"),
+        ("heat_template_version: 2012-12-12\nresources: {}\n", "The template version is invalid: \"heat_template_version: 2012-12-12\". \"heat_template_version\" should be one of: 2013-05-23, 2014-10-16"),
+        ("heat_template_version: pike\nresources:\n  r:\n    type: Cairn::Test::Resource\n    properties: {Value: {yaql: {expression: '1', data: {}}}}\n", "yaql is not supported by Cairn"),
+    ];
+    for (body, text) in cases {
+        let t = s.write("case.yaml", body);
+        let run = cairn(&s, &["validate", t.to_str().unwrap_or_default()]);
+        assert!(run.stderr().contains(text), "{text}: {}", run.stderr());
+    }
+}
+
+/// `if` with a null branch (2021-04-16) removes the property; an inline
+/// condition expression works as a resource's condition.
+#[test]
+fn wallaby_if_null_removes_a_property_and_inline_conditions_work() {
+    let s = scratch();
+    let t = s.write(
+        "w.yaml",
+        "heat_template_version: wallaby
+parameters:
+  flag: {type: boolean, default: false}
+conditions:
+  set: {get_param: flag}
+resources:
+  r:
+    type: Cairn::Test::Resource
+    properties:
+      Value: v
+      Description: {if: [set, described, null]}
+  only_when_set:
+    type: Cairn::Test::Resource
+    condition: {not: set}
+outputs:
+  made: {value: {if: [{equals: [{get_param: flag}, false]}, 'off', 'on']}}
+",
+    );
+    let run = cairn(&s, &["deploy", "w", t.to_str().unwrap_or_default()]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let res = cairn(&s, &["resources", "w", "--output", "json"]).json();
+    let ids: Vec<&str> = res["StackResources"]
+        .as_array()
+        .map(|l| {
+            l.iter()
+                .filter_map(|r| r["LogicalResourceId"].as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(ids, vec!["only_when_set", "r"]);
+    let r = res["StackResources"][1]["PhysicalResourceId"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let file = crate::update::file(&s, &r);
+    assert!(file["Properties"].get("Description").is_none(), "{file}");
+    assert_eq!(outputs(&s, "w"), "made = off\n");
+}
