@@ -9,6 +9,7 @@
 //! [`builtins`] hands them to `cairn_core::registry::assemble`, which adds
 //! the engine's group types, custom resources and the configured providers.
 
+pub mod heat;
 pub mod local_file;
 pub mod random_string;
 pub mod test_resource;
@@ -34,5 +35,6 @@ pub fn builtins(data_dir: &Path) -> Vec<(&'static str, Arc<dyn ResourceProvider>
             "builtin:random",
             Arc::new(random_string::RandomStringProvider),
         ),
+        ("builtin:heat", Arc::new(heat::HeatTypes)),
     ]
 }

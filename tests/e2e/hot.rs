@@ -479,3 +479,101 @@ outputs:
     assert!(file["Properties"].get("Description").is_none(), "{file}");
     assert_eq!(outputs(&s, "w"), "made = off\n");
 }
+
+/// Heat's own types: None, Value, RandomString and TestResource (a value,
+/// replacement on demand, a failure that rolls the stack back).
+#[test]
+fn heats_own_resource_types() {
+    let s = scratch();
+    let body = |value: &str, fail: bool| {
+        format!(
+            "heat_template_version: 2018-08-31
+resources:
+  stub:
+    type: OS::Heat::None
+    properties: {{anything: [1, 2], goes: here}}
+  answer:
+    type: OS::Heat::Value
+    properties: {{value: '42', type: number}}
+  password:
+    type: OS::Heat::RandomString
+    properties:
+      length: 16
+      character_classes: [{{class: digits, min: 4}}, {{class: uppercase, min: 4}}]
+  test:
+    type: OS::Heat::TestResource
+    properties: {{value: {value}, update_replace: true, fail: {fail}}}
+outputs:
+  answer: {{value: {{get_attr: [answer, value]}}}}
+  password_is_ref: {{value: {{equals_check: {{get_resource: password}}}}}}
+  password: {{value: {{get_attr: [password, value]}}}}
+  output: {{value: {{get_attr: [test, output]}}}}
+  test_ref: {{value: {{get_resource: test}}}}
+"
+        )
+    };
+    let t = s.write("heat.yaml", &body("one", false));
+    let run = cairn(&s, &["deploy", "heat", t.to_str().unwrap_or_default()]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let out = cairn(&s, &["outputs", "heat", "--output", "json"]).json();
+    let get = |k: &str| {
+        out["Outputs"]
+            .as_array()
+            .and_then(|l| l.iter().find(|o| o["OutputKey"] == k))
+            .and_then(|o| o["OutputValue"].as_str())
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(get("answer"), "42");
+    let password = get("password");
+    assert_eq!(password.len(), 16);
+    assert!(
+        password.chars().filter(char::is_ascii_digit).count() >= 4,
+        "{password}"
+    );
+    assert!(
+        password.chars().filter(char::is_ascii_uppercase).count() >= 4,
+        "{password}"
+    );
+    // Heat's Ref of a RandomString is the string.
+    assert_eq!(
+        get("password_is_ref"),
+        format!("{{\"equals_check\":\"{password}\"}}")
+    );
+    assert_eq!(get("output"), "one");
+    let first_ref = get("test_ref");
+    assert!(first_ref.starts_with("heat-test-"), "{first_ref}");
+
+    // update_replace: a new value makes a new physical resource.
+    s.write("heat.yaml", &body("two", false));
+    let run = cairn(&s, &["deploy", "heat", t.to_str().unwrap_or_default()]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let out = cairn(&s, &["outputs", "heat", "--output", "json"]).json();
+    let again = |k: &str| {
+        out["Outputs"]
+            .as_array()
+            .and_then(|l| l.iter().find(|o| o["OutputKey"] == k))
+            .and_then(|o| o["OutputValue"].as_str())
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(again("output"), "two");
+    assert_ne!(again("test_ref"), first_ref);
+    assert_eq!(again("password"), password, "RandomString is kept");
+
+    // fail: true fails the update with Heat's text and rolls back.
+    s.write("heat.yaml", &body("three", true));
+    let run = cairn(&s, &["deploy", "heat", t.to_str().unwrap_or_default()]);
+    assert_eq!(run.code(), 1);
+    assert!(
+        run.stderr()
+            .contains("test UPDATE_FAILED: ValueError: resources.test: Test Resource failed test"),
+        "{}",
+        run.stderr()
+    );
+    assert_eq!(
+        crate::update::status(&s, "heat"),
+        "UPDATE_ROLLBACK_COMPLETE"
+    );
+    assert_eq!(cairn(&s, &["delete", "heat"]).code(), 0);
+}

@@ -360,7 +360,7 @@ fn builtin_entries_choose_the_built_in_providers() {
     let run = cairn(&s, &["providers"]);
     assert_eq!(run.code(), 1);
     assert!(
-        run.stderr().contains("provider builtin:nope cannot start: a kind = \"builtin\" entry names one of: builtin:test, builtin:local, builtin:random"),
+        run.stderr().contains("provider builtin:nope cannot start: a kind = \"builtin\" entry names one of: builtin:test, builtin:local, builtin:random, builtin:heat"),
         "{}",
         run.stderr()
     );
