@@ -117,6 +117,7 @@ async fn create_delete(store: Arc<dyn Store>, data: &std::path::Path) -> Result<
         tags: Vec::new(),
         timeout_minutes: None,
         origin: Default::default(),
+        context: Default::default(),
     };
     let start = Instant::now();
     let id = engine.start_create(&input).await?;

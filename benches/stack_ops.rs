@@ -260,7 +260,7 @@ fn scenario(name: &str) -> Result<(), Box<dyn std::error::Error>> {
             "webhooks" => (custom_dag(1_000), 1_000),
             _ => (layered(20, 50, 0.05), 1_000),
         };
-        let input = CreateStackInput { stack_name: "bench".into(), template_body: body, parameters: BTreeMap::new(), on_failure: OnFailure::Rollback, tags: Vec::new(), timeout_minutes: None, origin: Default::default() };
+        let input = CreateStackInput { stack_name: "bench".into(), template_body: body, parameters: BTreeMap::new(), on_failure: OnFailure::Rollback, tags: Vec::new(), timeout_minutes: None, origin: Default::default(), context: Default::default(), };
         let start = Instant::now();
         let id = engine.start_create(&input).await?;
         let synchronous = start.elapsed().as_secs_f64();
@@ -278,7 +278,7 @@ fn scenario(name: &str) -> Result<(), Box<dyn std::error::Error>> {
                     stack_name: "bench".into(),
                     template_body: Some(input.template_body.clone()),
                     parameters: BTreeMap::new(),
-                    tags: None, origin: Default::default(), })
+                    tags: None, origin: Default::default(), context: None, })
                 .await;
             noops.push(start.elapsed().as_secs_f64());
             match refused {

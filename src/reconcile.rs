@@ -37,6 +37,7 @@ pub async fn run(engine: &Arc<Engine>, args: Args<'_>) -> anyhow::Result<()> {
             parameters: parameter_inputs(args.parameters, args.use_previous)?,
             tags: None,
             origin: Default::default(),
+            context: None,
         },
         flags: args.flags,
     };

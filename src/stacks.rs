@@ -320,6 +320,7 @@ pub async fn deploy(engine: &Arc<Engine>, args: DeployArgs<'_>) -> anyhow::Resul
         tags: tag_list(args.tags)?,
         timeout_minutes: args.timeout_minutes,
         origin: cairn_core::nested::Origin::file(args.template),
+        context: Default::default(),
     };
     let stack_id = engine
         .start_create(&input)
@@ -357,6 +358,7 @@ async fn update(
             .then(|| tag_list(args.tags))
             .transpose()?,
         origin: cairn_core::nested::Origin::file(args.template),
+        context: None,
     };
     let stack_id = engine
         .start_update(&input)

@@ -170,6 +170,7 @@ pub(super) fn stack_record(m: &Node) -> anyhow::Result<StackRecord> {
             .collect(),
         parent_id: m.text_of("ParentId"),
         root_id: m.text_of("RootId"),
+        context: Default::default(),
     })
 }
 

@@ -275,6 +275,7 @@ async fn create_stack(app: &Arc<App>, f: &Form) -> Outcome {
         tags: tags(f)?.unwrap_or_default(),
         timeout_minutes: timeout_minutes(f)?,
         origin: origin(app, f),
+        context: Default::default(),
     };
     let id = app.engine.start_create(&input).await?;
     app.drive(id.clone(), "CREATE").await;
@@ -298,6 +299,7 @@ async fn update_stack(app: &Arc<App>, f: &Form) -> Outcome {
         parameters: parameters(f)?,
         tags: tags(f)?,
         origin: origin(app, f),
+        context: None,
     };
     let id = app.engine.start_update(&input).await?;
     app.drive(id.clone(), "UPDATE").await;
@@ -1110,6 +1112,7 @@ async fn reconcile_stack(app: &Arc<App>, f: &Form) -> Outcome {
             parameters: parameters(f)?,
             tags: None,
             origin: Default::default(),
+            context: None,
         },
         flags: cairn_core::engine::ReconcileFlags {
             drift_only: flag("DriftOnly")?,

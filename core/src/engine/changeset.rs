@@ -108,6 +108,7 @@ impl Engine {
                 parameters: input.parameters.clone(),
                 tags: input.tags.clone(),
                 origin: input.origin.clone(),
+                context: None,
             })
             .await?;
         let base_version = self.store.event_count(&prepared.stack.stack_id).await? as i64;
@@ -209,6 +210,7 @@ impl Engine {
                 parameters,
                 tags: None,
                 origin: Default::default(),
+                context: None,
             };
             let prepared = Box::pin(self.prepare_update_nested(&input, Some(templates))).await?;
             let base_version = self.store.event_count(&prepared.stack.stack_id).await? as i64;
@@ -373,6 +375,7 @@ impl Engine {
             tags: Vec::new(),
             parent_id: None,
             root_id: None,
+            context: Default::default(),
         };
         let first = stack_event(
             &stack,
@@ -539,6 +542,7 @@ impl Engine {
                     parameters,
                     tags: cs.tags.clone(),
                     origin: Default::default(),
+                    context: None,
                 },
                 Some(cs.nested.templates.clone()),
             )

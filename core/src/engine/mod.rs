@@ -91,6 +91,8 @@ pub struct CreateStackInput {
     /// Where the template came from: its nested stacks' TemplateURLs are
     /// read from there.
     pub origin: crate::nested::Origin,
+    /// HOT's files and environment.
+    pub context: crate::stack::TemplateContext,
 }
 
 /// How CloudFormation shows a value read from a NoEcho custom resource.
@@ -390,7 +392,7 @@ impl Engine {
         if self.store.find_stack(&input.stack_name).await?.is_some() {
             return Err(StoreError::StackExists(input.stack_name.clone()).into());
         }
-        let template = Template::parse(&input.template_body)?;
+        let template = Template::parse_with(&input.template_body, &input.context)?;
         let params = ParameterValues::resolve(&template.parameters, &input.parameters)?;
         let stack_id = self.new_stack_id(&input.stack_name);
         let sctx = stack_context(&self.config, &input.stack_name, &stack_id);
@@ -427,6 +429,7 @@ impl Engine {
             tags: input.tags.clone(),
             parent_id: parent.map(|p| p.stack_id.clone()),
             root_id: parent.map(|p| p.root_id.clone().unwrap_or_else(|| p.stack_id.clone())),
+            context: input.context.clone(),
         };
         let first = stack_event(
             &stack,
@@ -576,7 +579,7 @@ impl Engine {
             }
             _ => (update::StackState::of(stack), None),
         };
-        let template = Template::parse(&this.template_body)?;
+        let template = Template::parse_with(&this.template_body, &this.context)?;
         let params = ParameterValues::resolve(&template.parameters, &this.parameters)?;
         let conditions = Evaluator::new(&template, &params, &sctx, &results)?
             .conditions()

@@ -120,6 +120,7 @@ impl Engine {
                     tags: child_tags(&r.properties).unwrap_or_else(|| op.stack.tags.clone()),
                     timeout_minutes: nested::timeout_minutes(&r.properties),
                     origin: Default::default(),
+                    context: Default::default(),
                 };
                 self.create_stack(&input, Some((&op.stack, op.nested.below(&r.logical_id))))
                     .await
@@ -218,6 +219,7 @@ impl Engine {
                     .collect(),
                 tags: child_tags(properties),
                 origin: Default::default(),
+                context: None,
             };
             match self
                 .update_child(

@@ -46,6 +46,8 @@ pub struct UpdateStackInput {
     pub tags: Option<Vec<Tag>>,
     /// Where the template came from (its nested stacks' TemplateURLs).
     pub origin: crate::nested::Origin,
+    /// HOT's files and environment (`None`: the stack's).
+    pub context: Option<crate::stack::TemplateContext>,
 }
 
 /// The stack fields an update replaces, as journaled for both sides.
@@ -59,11 +61,17 @@ pub struct StackState {
     pub outputs: Vec<OutputRecord>,
     #[serde(default)]
     pub tags: Vec<Tag>,
+    #[serde(
+        default,
+        skip_serializing_if = "crate::stack::TemplateContext::is_empty"
+    )]
+    pub context: crate::stack::TemplateContext,
 }
 
 impl StackState {
     pub fn of(s: &StackRecord) -> StackState {
         StackState {
+            context: s.context.clone(),
             template_body: s.template_body.clone(),
             parameters: s.parameters.clone(),
             no_echo: s.no_echo.clone(),
@@ -75,6 +83,7 @@ impl StackState {
 
     /// Sets the stack's template, parameters and description (not outputs).
     pub fn apply_template(&self, s: &mut StackRecord) {
+        s.context = self.context.clone();
         s.tags = self.tags.clone();
         s.template_body = self.template_body.clone();
         s.parameters = self.parameters.clone();
@@ -83,6 +92,7 @@ impl StackState {
     }
 
     fn apply(&self, s: &mut StackRecord) {
+        s.context = self.context.clone();
         s.tags = self.tags.clone();
         s.template_body = self.template_body.clone();
         s.parameters = self.parameters.clone();
@@ -140,7 +150,7 @@ impl Other {
         sctx: &StackContext,
         results: &Results,
     ) -> Result<Other, EngineError> {
-        let template = Template::parse(&state.template_body)?;
+        let template = Template::parse_with(&state.template_body, &state.context)?;
         let params = ParameterValues::resolve(&template.parameters, &state.parameters)?;
         let conditions = Evaluator::new(&template, &params, sctx, results)?
             .conditions()
@@ -352,7 +362,12 @@ impl Engine {
         // work is pipelined over two cores. Errors keep their order: the
         // stack's existence and status are reported before template errors.
         let (stack_rx, live) = read_live_state(self.store.clone(), input.stack_name.clone());
-        let supplied_template = input.template_body.as_deref().map(Template::parse);
+        let empty = crate::stack::TemplateContext::default();
+        let supplied_context = input.context.as_ref().unwrap_or(&empty);
+        let supplied_template = input
+            .template_body
+            .as_deref()
+            .map(|b| Template::parse_with(b, supplied_context));
         let (stack, exports) = stack_rx.await.map_err(|_| {
             EngineError::Store(StoreError::Backend(
                 "reading the stack's state stopped".into(),
@@ -376,7 +391,7 @@ impl Engine {
             .unwrap_or_else(|| stack.template_body.clone());
         let template = match supplied_template {
             Some(parsed) => parsed?,
-            None => Template::parse(&body)?,
+            None => Template::parse_with(&body, input.context.as_ref().unwrap_or(&stack.context))?,
         };
         let supplied = supplied_values(&input.parameters, &stack.parameters)?;
         let params = ParameterValues::resolve(&template.parameters, &supplied)?;
@@ -423,7 +438,7 @@ impl Engine {
         let old_template = if body == stack.template_body {
             &template
         } else {
-            parsed_old = Template::parse(&stack.template_body)?;
+            parsed_old = Template::parse_with(&stack.template_body, &stack.context)?;
             &parsed_old
         };
         let old_params = ParameterValues::resolve(&old_template.parameters, &stack.parameters)?;
@@ -466,6 +481,11 @@ impl Engine {
                 description,
                 outputs: stack.outputs.clone(),
                 tags: input.tags.clone().unwrap_or_else(|| stack.tags.clone()),
+                context: match (&input.template_body, &input.context) {
+                    (_, Some(c)) => c.clone(),
+                    (Some(_), None) => Default::default(),
+                    (None, None) => stack.context.clone(),
+                },
             },
             stack,
             changes,

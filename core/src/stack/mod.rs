@@ -173,6 +173,27 @@ pub struct StackRecord {
     /// (`RootId`); `None` for a root stack.
     pub parent_id: Option<String>,
     pub root_id: Option<String>,
+    /// What the template needs besides its text (HOT's files and
+    /// environment).
+    pub context: TemplateContext,
+}
+
+/// What a template needs besides its text, kept with the stack: the files
+/// HOT's `get_file` reads (by the name the template gives) and a HOT
+/// environment (its `parameter_defaults` and `resource_registry`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct TemplateContext {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub files: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<Value>,
+}
+
+impl TemplateContext {
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty() && self.environment.is_none()
+    }
 }
 
 /// A call made to a provider whose outcome is not recorded yet. Recorded before

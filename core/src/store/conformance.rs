@@ -38,6 +38,10 @@ pub(crate) fn stack(name: &str) -> StackRecord {
         }],
         parent_id: Some("arn:aws:cloudformation:us-east-1:1:stack/parent/1".into()),
         root_id: Some("arn:aws:cloudformation:us-east-1:1:stack/root/1".into()),
+        context: crate::stack::TemplateContext {
+            files: BTreeMap::from([("a.sh".to_string(), "echo a".to_string())]),
+            environment: Some(serde_json::json!({"parameter_defaults": {"p": "v"}})),
+        },
     }
 }
 

@@ -45,6 +45,7 @@ const SCHEMA_3: &str = r#"
 ALTER TABLE stacks ADD COLUMN IF NOT EXISTS parent_id TEXT;
 ALTER TABLE stacks ADD COLUMN IF NOT EXISTS root_id TEXT;
 ALTER TABLE change_sets ADD COLUMN IF NOT EXISTS nested TEXT;
+ALTER TABLE stacks ADD COLUMN IF NOT EXISTS template_context TEXT;
 CREATE TABLE IF NOT EXISTS signals (
     seq BIGSERIAL PRIMARY KEY,
     stack_id TEXT NOT NULL,
@@ -225,7 +226,15 @@ fn parsed<T: FromStr<Err = String>>(r: &Row, i: usize) -> Result<T, StoreError> 
     text.parse().map_err(StoreError::Backend)
 }
 
-const STACK_COLUMNS: &str = "stack_id, stack_name, status, status_reason, description, template_body, parameters, no_echo, outputs, on_failure, created_at, updated_at, deleted_at, tags, parent_id, root_id";
+const STACK_COLUMNS: &str = "stack_id, stack_name, status, status_reason, description, template_body, parameters, no_echo, outputs, on_failure, created_at, updated_at, deleted_at, tags, parent_id, root_id, template_context";
+
+/// A stack's template context as stored (`NULL` when empty).
+fn context_text(c: &crate::stack::TemplateContext) -> Result<Option<String>, StoreError> {
+    if c.is_empty() {
+        return Ok(None);
+    }
+    json_text(c).map(Some)
+}
 
 fn stack_row(r: &Row) -> Result<StackRecord, StoreError> {
     Ok(StackRecord {
@@ -245,6 +254,7 @@ fn stack_row(r: &Row) -> Result<StackRecord, StoreError> {
         tags: opt_json(r, 13)?.unwrap_or_default(),
         parent_id: get(r, 14)?,
         root_id: get(r, 15)?,
+        context: opt_json(r, 16)?.unwrap_or_default(),
     })
 }
 
@@ -1018,7 +1028,7 @@ impl Store for PgStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;
         let inserted = run(&tx,
-                &format!("INSERT INTO stacks ({STACK_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"),
+                &format!("INSERT INTO stacks ({STACK_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"),
                 &[
                     &s.stack_id,
                     &s.stack_name,
@@ -1036,6 +1046,7 @@ impl Store for PgStore {
                     &json_text(&s.tags)?,
                     &s.parent_id,
                     &s.root_id,
+                    &context_text(&s.context)?,
                 ],
             )
             .await;
@@ -1424,7 +1435,7 @@ impl Store for PgStore {
         let tx = client.transaction().await.map_err(backend)?;
         fence(&tx, lease).await?;
         run(&tx,
-            "UPDATE stacks SET description = $1, template_body = $2, parameters = $3, no_echo = $4, outputs = $5, on_failure = $6, updated_at = $7, tags = $9 WHERE stack_id = $8",
+            "UPDATE stacks SET description = $1, template_body = $2, parameters = $3, no_echo = $4, outputs = $5, on_failure = $6, updated_at = $7, tags = $9, template_context = $10 WHERE stack_id = $8",
             &[
                 &s.description,
                 &s.template_body,
@@ -1435,6 +1446,7 @@ impl Store for PgStore {
                 &s.updated_at,
                 &s.stack_id,
                 &json_text(&s.tags)?,
+                &context_text(&s.context)?,
             ],
         )
         .await

@@ -91,6 +91,15 @@ fn string_of(v: &Value) -> Option<String> {
 impl Template {
     /// Parses a JSON or YAML template (JSON when the text starts with `{`).
     pub fn parse(text: &str) -> Result<Template, TemplateError> {
+        Self::parse_with(text, &crate::stack::TemplateContext::default())
+    }
+
+    /// [`Template::parse`] with what the template needs besides its text
+    /// (HOT's files and environment).
+    pub fn parse_with(
+        text: &str,
+        context: &crate::stack::TemplateContext,
+    ) -> Result<Template, TemplateError> {
         let (body, source_map) = if text.trim_start().starts_with('{') {
             let v: Value = serde_json::from_str(text).map_err(|e| {
                 format_error(format!(
@@ -106,7 +115,7 @@ impl Template {
         // HOT is read by lowering it into this long form; its names are
         // Heat's (any non-empty text), not CloudFormation's alphanumerics.
         if super::hot::is_hot(&body) {
-            let (body, source_map) = super::hot::lower(body, source_map)?;
+            let (body, source_map) = super::hot::lower(body, source_map, context)?;
             return match Self::build(body, true) {
                 Ok(mut t) => {
                     t.source_map = source_map;

@@ -202,6 +202,7 @@ impl Engine {
                 parameters: Default::default(),
                 tags: None,
                 origin: Default::default(),
+                context: None,
             }
         } else {
             if input.update.template_body.is_none() && input.update.parameters.is_empty() {

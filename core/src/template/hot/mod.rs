@@ -122,15 +122,21 @@ fn version(v: &Value) -> Result<usize, TemplateError> {
 }
 
 /// The lowering of one template.
-struct Lowering {
+struct Lowering<'c> {
     version: usize,
     /// Conditions made for inline `if` conditions.
     extra_conditions: Map<String, Value>,
+    /// The files `get_file` reads and the environment.
+    context: &'c crate::stack::TemplateContext,
 }
 
 /// Lowers a HOT template (as parsed) into CloudFormation's long form, and
 /// its source map's pointers with it.
-pub fn lower(body: Value, map: SourceMap) -> Result<(Value, SourceMap), TemplateError> {
+pub fn lower(
+    body: Value,
+    map: SourceMap,
+    context: &crate::stack::TemplateContext,
+) -> Result<(Value, SourceMap), TemplateError> {
     let Value::Object(top) = body else {
         return Err(format_error(
             "The template is not a JSON object or YAML mapping.",
@@ -141,12 +147,13 @@ pub fn lower(body: Value, map: SourceMap) -> Result<(Value, SourceMap), Template
     let mut l = Lowering {
         version: v,
         extra_conditions: Map::new(),
+        context,
     };
     let out = l.template(top).map_err(|e| e.locate(&map))?;
     Ok((out, translate_map(map)))
 }
 
-impl Lowering {
+impl Lowering<'_> {
     fn version_name(&self) -> &'static str {
         VERSIONS[self.version].0
     }
@@ -614,8 +621,14 @@ impl Lowering {
                         json!({"Fn::Heat::Path": [{"Ref": name}, rest, "get_param"]})
                     }
                 }
-                Value::Array(_) => return Err(err("Function \"get_param\" must have arguments".into())),
-                _ => return Err(err("Argument to \"get_param\" must be string or list".into())),
+                Value::Array(_) => {
+                    return Err(err("Function \"get_param\" must have arguments".into()))
+                }
+                _ => {
+                    return Err(err(
+                        "Argument to \"get_param\" must be string or list".into()
+                    ))
+                }
             },
             "get_resource" => match args {
                 Value::String(name) => json!({"Ref": name}),
@@ -643,11 +656,22 @@ impl Lowering {
                 }
             }
             "get_file" => {
-                return Err(err("get_file is not supported by Cairn yet: put the file's content in the template (or a parameter)".into()))
+                let Value::String(name) = args else {
+                    return Err(err("Argument to \"get_file\" must be a string".into()));
+                };
+                match self.context.files.get(name) {
+                    Some(content) => Value::String(content.clone()),
+                    None => {
+                        return Err(err(format!(
+                            "No content found in the \"files\" section for get_file path: {name}"
+                        )))
+                    }
+                }
             }
-            "resource_facade" => {
-                return Err(err("resource_facade is not supported by Cairn (it needs Heat's provider templates)".into()))
-            }
+            "resource_facade" => return Err(err(
+                "resource_facade is not supported by Cairn (it needs Heat's provider templates)"
+                    .into(),
+            )),
             "yaql" => return Err(yaql(at)),
             "list_join" => {
                 let Value::Array(a) = args else {
