@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{anyhow, Context};
-use cairn_core::engine::{CreateChangeSetInput, Engine};
+use cairn_core::engine::{CreateChangeSetInput, Engine, ParameterInput};
 use cairn_core::stack::{ChangeSetRecord, HistoryRecord, OnFailure, StackStatus};
 use cairn_core::template::parameters::MASK;
 use serde_json::{json, Value};
@@ -21,6 +21,8 @@ pub struct PlanArgs<'a> {
     pub name: Option<&'a str>,
     pub description: Option<&'a str>,
     pub include_nested: bool,
+    /// HOT environment files (`-e`).
+    pub environments: &'a [std::path::PathBuf],
     pub output: OutputFormat,
 }
 
@@ -37,12 +39,29 @@ pub async fn plan(engine: &Arc<Engine>, args: PlanArgs<'_>) -> anyhow::Result<()
         Some(n) => n.to_string(),
         None => format!("plan-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]),
     };
+    let gathered = match (args.template, &template_body) {
+        (Some(path), Some(body)) => {
+            Some(crate::environment::gather(path, body, args.environments)?)
+        }
+        _ => None,
+    };
+    let mut parameters: std::collections::BTreeMap<String, ParameterInput> = gathered
+        .as_ref()
+        .map(|g| {
+            g.parameters
+                .iter()
+                .map(|(k, v)| (k.clone(), ParameterInput::Value(v.clone())))
+                .collect()
+        })
+        .unwrap_or_default();
+    parameters.extend(parameter_inputs(args.parameters, args.use_previous)?);
     let input = CreateChangeSetInput {
         stack_name: args.stack.to_string(),
         change_set_name: name,
         change_set_type: None,
         template_body,
-        parameters: parameter_inputs(args.parameters, args.use_previous)?,
+        parameters,
+        context: gathered.map(|g| g.context).unwrap_or_default(),
         description: args.description.map(str::to_string),
         tags: None,
         origin: args

@@ -2,6 +2,7 @@
 
 mod changesets;
 mod drift;
+mod environment;
 mod migrate;
 mod progress;
 mod providers;
@@ -259,6 +260,10 @@ struct DeployOpts {
     /// has not finished within this many minutes (TimeoutInMinutes).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     timeout_minutes: Option<u32>,
+    /// A HOT environment file (repeatable; later ones win): parameters,
+    /// parameter_defaults, resource_registry.
+    #[arg(long = "environment", short = 'e')]
+    environments: Vec<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -281,6 +286,9 @@ struct PlanOpts {
     /// (IncludeNestedStacks), named `<name>-<Logical>`.
     #[arg(long)]
     include_nested: bool,
+    /// A HOT environment file (repeatable; later ones win).
+    #[arg(long = "environment", short = 'e')]
+    environments: Vec<PathBuf>,
     #[arg(long, value_enum, default_value_t)]
     output: OutputFormat,
 }
@@ -336,6 +344,7 @@ impl DeployOpts {
             on_failure: self.on_failure.as_deref(),
             use_previous: &self.use_previous,
             timeout_minutes: self.timeout_minutes,
+            environments: &self.environments,
         }
     }
 }
@@ -349,6 +358,7 @@ impl PlanOpts {
             use_previous: &self.use_previous,
             name: self.name.as_deref(),
             description: self.description.as_deref(),
+            environments: &self.environments,
             include_nested: self.include_nested,
             output: self.output,
         }

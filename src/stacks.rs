@@ -288,6 +288,8 @@ pub struct DeployArgs<'a> {
     pub on_failure: Option<&'a str>,
     pub use_previous: &'a [String],
     pub timeout_minutes: Option<u32>,
+    /// HOT environment files (`-e`).
+    pub environments: &'a [std::path::PathBuf],
 }
 
 pub async fn deploy(engine: &Arc<Engine>, args: DeployArgs<'_>) -> anyhow::Result<()> {
@@ -312,15 +314,21 @@ pub async fn deploy(engine: &Arc<Engine>, args: DeployArgs<'_>) -> anyhow::Resul
         (false, Some(o)) => o.parse().map_err(|e: String| anyhow!(e))?,
         (false, None) => OnFailure::Rollback,
     };
+    let gathered = crate::environment::gather(args.template, &body, args.environments)?;
     let input = CreateStackInput {
         stack_name: args.stack.to_string(),
         template_body: body,
-        parameters: parse_parameters(args.parameters)?,
+        parameters: {
+            // The environments' values, then -p over them.
+            let mut p = gathered.parameters;
+            p.extend(parse_parameters(args.parameters)?);
+            p
+        },
         on_failure,
         tags: tag_list(args.tags)?,
         timeout_minutes: args.timeout_minutes,
         origin: cairn_core::nested::Origin::file(args.template),
-        context: Default::default(),
+        context: gathered.context,
     };
     let stack_id = engine
         .start_create(&input)
@@ -350,15 +358,22 @@ async fn update(
         ));
     }
     let before = engine.store().event_count(&existing.stack_id).await?;
+    let gathered = crate::environment::gather(args.template, &body, args.environments)?;
+    let mut parameters: BTreeMap<String, ParameterInput> = gathered
+        .parameters
+        .into_iter()
+        .map(|(k, v)| (k, ParameterInput::Value(v)))
+        .collect();
+    parameters.extend(parameter_inputs(args.parameters, args.use_previous)?);
     let input = UpdateStackInput {
         stack_name: args.stack.to_string(),
         template_body: Some(body),
-        parameters: parameter_inputs(args.parameters, args.use_previous)?,
+        parameters,
         tags: (!args.tags.is_empty())
             .then(|| tag_list(args.tags))
             .transpose()?,
         origin: cairn_core::nested::Origin::file(args.template),
-        context: None,
+        context: Some(gathered.context),
     };
     let stack_id = engine
         .start_update(&input)

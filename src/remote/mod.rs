@@ -720,6 +720,9 @@ pub async fn run(endpoint: &str, command: Command<'_>) -> anyhow::Result<()> {
 }
 
 async fn deploy(r: &Remote, args: stacks::DeployArgs<'_>) -> anyhow::Result<()> {
+    if !args.environments.is_empty() {
+        return Err(anyhow!("cairn --endpoint deploy does not send environment files yet: run cairn deploy on the server's state, or put the values in -p"));
+    }
     let body = std::fs::read_to_string(args.template)
         .with_context(|| format!("cannot read template {}", args.template.display()))?;
     let named = |e: anyhow::Error| anyhow!("{}: {e}", Path::new(args.template).display());

@@ -43,6 +43,7 @@ pub(super) fn change_set_record(m: &Node) -> ChangeSetRecord {
             include_nested_stacks: m.text_of("IncludeNestedStacks").as_deref() == Some("true"),
             parent_change_set_id: m.text_of("ParentChangeSetId"),
             root_change_set_id: m.text_of("RootChangeSetId"),
+            context: Default::default(),
         },
     }
 }

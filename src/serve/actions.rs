@@ -763,6 +763,7 @@ async fn create_change_set(app: &App, f: &Form) -> Outcome {
         tags: tags(f)?.filter(|t| !t.is_empty()),
         origin: origin(app, f),
         include_nested_stacks: f.flag("IncludeNestedStacks")? == Some(true),
+        context: Default::default(),
     };
     let cs = app.engine.create_change_set(&input).await?;
     result(|x| {

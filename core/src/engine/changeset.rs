@@ -57,6 +57,8 @@ pub struct CreateChangeSetInput {
     /// `IncludeNestedStacks`: a change set of its own for each nested
     /// stack the update modifies.
     pub include_nested_stacks: bool,
+    /// HOT's files and environment.
+    pub context: crate::stack::TemplateContext,
 }
 
 impl Engine {
@@ -108,7 +110,8 @@ impl Engine {
                 parameters: input.parameters.clone(),
                 tags: input.tags.clone(),
                 origin: input.origin.clone(),
-                context: None,
+                // Without a template, the stack's own context.
+                context: input.template_body.as_ref().map(|_| input.context.clone()),
             })
             .await?;
         let base_version = self.store.event_count(&prepared.stack.stack_id).await? as i64;
@@ -128,6 +131,7 @@ impl Engine {
             nested: crate::stack::ChangeSetNesting {
                 templates: prepared.nested.clone(),
                 include_nested_stacks: input.include_nested_stacks,
+                context: prepared.target.context.clone(),
                 ..Default::default()
             },
             ..record
@@ -224,6 +228,7 @@ impl Engine {
                 tags: None,
                 origin: Default::default(),
                 include_nested_stacks: true,
+                context: Default::default(),
             };
             let mut child = self.change_set_record(
                 &child_input,
@@ -246,6 +251,7 @@ impl Engine {
                         .clone()
                         .unwrap_or_else(|| parent.change_set_id.clone()),
                 ),
+                context: prepared.target.context.clone(),
             };
             Box::pin(self.nested_change_sets(&mut child, &prepared.nested_properties)).await?;
             self.store.put_change_set(&child).await?;
@@ -281,7 +287,7 @@ impl Engine {
             )));
         };
         let supplied = supplied_values(&input.parameters, &BTreeMap::new())?;
-        let template = Template::parse(&body)?;
+        let template = Template::parse_with(&body, &input.context)?;
         let params = ParameterValues::resolve(&template.parameters, &supplied)?;
         let stack_id = match &existing {
             Some(s) => s.stack_id.clone(),
@@ -318,6 +324,7 @@ impl Engine {
             nested: crate::stack::ChangeSetNesting {
                 templates: nested,
                 include_nested_stacks: input.include_nested_stacks,
+                context: input.context.clone(),
                 ..Default::default()
             },
             ..record
@@ -542,7 +549,7 @@ impl Engine {
                     parameters,
                     tags: cs.tags.clone(),
                     origin: Default::default(),
-                    context: None,
+                    context: Some(cs.nested.context.clone()),
                 },
                 Some(cs.nested.templates.clone()),
             )
@@ -589,7 +596,7 @@ impl Engine {
         let Some(stack) = self.store.find_stack(&cs.stack_id).await? else {
             return Err(StoreError::NoSuchStack(cs.stack_id.clone()).into());
         };
-        let template = Template::parse(&cs.template_body)?;
+        let template = Template::parse_with(&cs.template_body, &cs.nested.context)?;
         let params = ParameterValues::resolve(&template.parameters, &cs.parameters)?;
         let sctx = stack_context(&self.config, &stack.stack_name, &stack.stack_id);
         let changes = self.plan_create(&template, &params, &sctx).await?;
@@ -623,6 +630,7 @@ impl Engine {
             on_failure,
             updated_at: ts.clone(),
             tags: cs.tags.clone().unwrap_or_default(),
+            context: cs.nested.context.clone(),
             ..stack
         };
         self.store

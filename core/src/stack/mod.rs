@@ -386,6 +386,9 @@ pub struct ChangeSetNesting {
     pub parent_change_set_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub root_change_set_id: Option<String>,
+    /// HOT's files and environment the set's template was read with.
+    #[serde(default, skip_serializing_if = "TemplateContext::is_empty")]
+    pub context: TemplateContext,
 }
 
 impl ChangeSetNesting {

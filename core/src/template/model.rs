@@ -90,6 +90,20 @@ fn string_of(v: &Value) -> Option<String> {
 
 impl Template {
     /// Parses a JSON or YAML template (JSON when the text starts with `{`).
+    /// A template's text as its JSON long form (before any checks).
+    pub fn body_of(text: &str) -> Result<Value, TemplateError> {
+        if text.trim_start().starts_with('{') {
+            return serde_json::from_str(text).map_err(|e| {
+                format_error(format!(
+                    "JSON not well-formed. {e} (line {}, column {})",
+                    e.line(),
+                    e.column()
+                ))
+            });
+        }
+        Ok(yaml::parse(text)?.0)
+    }
+
     pub fn parse(text: &str) -> Result<Template, TemplateError> {
         Self::parse_with(text, &crate::stack::TemplateContext::default())
     }

@@ -99,6 +99,94 @@ pub fn is_hot(body: &Value) -> bool {
     body.get("heat_template_version").is_some()
 }
 
+/// The names a HOT template's `get_file` calls read (to be read beside the
+/// template and handed back in the template context). Empty for other
+/// templates.
+pub fn files_needed(body: &Value) -> Vec<String> {
+    fn walk(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                if m.len() == 1 {
+                    if let Some(Value::String(name)) = m.get("get_file") {
+                        if !out.contains(name) {
+                            out.push(name.clone());
+                        }
+                        return;
+                    }
+                }
+                m.values().for_each(|x| walk(x, out));
+            }
+            Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    if is_hot(body) {
+        walk(body, &mut out);
+    }
+    out
+}
+
+/// Merges HOT environment files in order, later ones winning (Heat's
+/// `-e a.yaml -e b.yaml`): maps merge key by key, `resource_registry`'s
+/// `resources` too; `event_sinks` add up.
+pub fn merge_environments(envs: &[Value]) -> Result<Value, String> {
+    const SECTIONS: &[&str] = &[
+        "parameters",
+        "parameter_defaults",
+        "resource_registry",
+        "event_sinks",
+        "encrypted_param_names",
+        "parameter_merge_strategies",
+    ];
+    let mut out = Map::new();
+    for (i, env) in envs.iter().enumerate() {
+        let Value::Object(env) = env else {
+            return Err(format!("environment {} is not a mapping", i + 1));
+        };
+        for (section, v) in env {
+            if !SECTIONS.contains(&section.as_str()) {
+                return Err(format!(
+                    "environment has an unknown section \"{section}\"; use {}",
+                    SECTIONS.join(", ")
+                ));
+            }
+            match (out.get_mut(section), v) {
+                (Some(Value::Array(existing)), Value::Array(more)) => {
+                    existing.extend(more.iter().cloned())
+                }
+                (Some(Value::Object(existing)), Value::Object(more)) => {
+                    for (k, x) in more {
+                        match (existing.get_mut(k), x) {
+                            (Some(Value::Object(e)), Value::Object(m))
+                                if section == "resource_registry" && k == "resources" =>
+                            {
+                                for (rk, rx) in m {
+                                    match (e.get_mut(rk), rx) {
+                                        (Some(Value::Object(re)), Value::Object(rm)) => {
+                                            re.extend(rm.clone())
+                                        }
+                                        _ => {
+                                            e.insert(rk.clone(), rx.clone());
+                                        }
+                                    }
+                                }
+                            }
+                            _ => {
+                                existing.insert(k.clone(), x.clone());
+                            }
+                        }
+                    }
+                }
+                _ => {
+                    out.insert(section.clone(), v.clone());
+                }
+            }
+        }
+    }
+    Ok(Value::Object(out))
+}
+
 /// The index of a `heat_template_version` value in [`VERSIONS`].
 fn version(v: &Value) -> Result<usize, TemplateError> {
     let text = match v {
@@ -156,6 +244,58 @@ pub fn lower(
 impl Lowering<'_> {
     fn version_name(&self) -> &'static str {
         VERSIONS[self.version].0
+    }
+
+    /// A section of the environment, when there is one.
+    fn environment(&self, section: &str) -> Option<&Map<String, Value>> {
+        self.context
+            .environment
+            .as_ref()
+            .and_then(|e| e.get(section))
+            .and_then(Value::as_object)
+    }
+
+    /// A resource's type after the environment's `resource_registry`: the
+    /// resource's own mapping (`resources: {name: {Old: New}}`), an exact
+    /// one, or the longest glob (`"OS::Networking::*": "OS::Neutron::*"`).
+    /// A mapping to `null` removes it; one to a template file is a provider
+    /// template.
+    fn registered_type(&self, name: &str, t: &str, path: &str) -> Result<String, TemplateError> {
+        let Some(registry) = self.environment("resource_registry") else {
+            return Ok(t.to_string());
+        };
+        let own = registry
+            .get("resources")
+            .and_then(|r| r.get(name))
+            .and_then(|r| r.get(t));
+        let exact = registry.get(t);
+        let glob = registry
+            .iter()
+            .filter(|(k, _)| k.ends_with('*') && t.starts_with(k.trim_end_matches('*')))
+            .max_by_key(|(k, _)| k.len())
+            .map(|(k, v)| (k.trim_end_matches('*').len(), v));
+        let mapped = match (own, exact, glob) {
+            (Some(v), _, _) | (None, Some(v), _) => v.clone(),
+            (None, None, Some((cut, Value::String(v)))) if v.ends_with('*') => {
+                Value::String(format!("{}{}", v.trim_end_matches('*'), &t[cut..]))
+            }
+            (None, None, Some((_, v))) => v.clone(),
+            (None, None, None) => return Ok(t.to_string()),
+        };
+        match mapped {
+            Value::Null => Ok(t.to_string()),
+            Value::String(m) if m.ends_with(".yaml") || m.ends_with(".template") || m.ends_with(".yml") => {
+                Err(TemplateError::new(format!(
+                    "resource_registry maps {t} to the template {m}: provider templates are not supported by Cairn yet"
+                ))
+                .at(&child(path, "type")))
+            }
+            Value::String(m) => Ok(m),
+            other => Err(TemplateError::new(format!(
+                "resource_registry maps {t} to {other}; a mapping must be a type name or null"
+            ))
+            .at(&child(path, "type"))),
+        }
     }
 
     fn template(&mut self, top: Map<String, Value>) -> Result<Value, TemplateError> {
@@ -258,7 +398,11 @@ impl Lowering<'_> {
         };
         let mut out = Map::new();
         out.insert("Type".into(), json!(ty));
-        if let Some(default) = d.get("default") {
+        // The environment's parameter_defaults replace the template's.
+        let env_default = self
+            .environment("parameter_defaults")
+            .and_then(|m| m.get(name));
+        if let Some(default) = env_default.or_else(|| d.get("default")) {
             let text = match (ty, default) {
                 (HEAT_JSON, v) if !v.is_string() => v.to_string(),
                 ("CommaDelimitedList", Value::Array(items)) => {
@@ -372,7 +516,7 @@ impl Lowering<'_> {
         let mut out = Map::new();
         match r.get("type") {
             Some(Value::String(t)) => {
-                out.insert("Type".into(), json!(t));
+                out.insert("Type".into(), json!(self.registered_type(name, t, &path)?));
             }
             _ => {
                 return Err(

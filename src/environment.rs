@@ -1,0 +1,80 @@
+//! What a HOT template needs besides its text, gathered by the CLI: the
+//! files its `get_file` calls read (beside the template) and the
+//! environment files given with `-e` (merged in order, later ones winning).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, Context};
+use cairn_core::stack::TemplateContext;
+use cairn_core::template::hot;
+use cairn_core::template::Template;
+use serde_json::Value;
+
+/// The template context, and the environments' `parameters` (values for
+/// the template; `-p` wins over them).
+pub(crate) struct Gathered {
+    pub context: TemplateContext,
+    pub parameters: BTreeMap<String, String>,
+}
+
+pub(crate) fn gather(
+    template: &Path,
+    body: &str,
+    environments: &[PathBuf],
+) -> anyhow::Result<Gathered> {
+    let mut context = TemplateContext::default();
+    // A template that does not parse is reported by the operation itself.
+    if let Ok(parsed) = Template::body_of(body) {
+        let dir = template.parent().unwrap_or(Path::new("."));
+        for name in hot::files_needed(&parsed) {
+            let path = match name.strip_prefix("file://") {
+                Some(absolute) => PathBuf::from(absolute),
+                None => dir.join(&name),
+            };
+            let content = std::fs::read_to_string(&path).with_context(|| {
+                format!(
+                    "{}: get_file {name}: cannot read {}",
+                    template.display(),
+                    path.display()
+                )
+            })?;
+            context.files.insert(name, content);
+        }
+    }
+    let mut parameters = BTreeMap::new();
+    if !environments.is_empty() {
+        let mut envs = Vec::new();
+        for path in environments {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read environment {}", path.display()))?;
+            let env = Template::body_of(&text)
+                .map_err(|e| anyhow!("environment {}: {e}", path.display()))?;
+            envs.push(env);
+        }
+        let merged = hot::merge_environments(&envs).map_err(|e| anyhow!("environment: {e}"))?;
+        if let Some(Value::Object(p)) = merged.get("parameters") {
+            for (k, v) in p {
+                let text = match v {
+                    Value::String(s) => s.clone(),
+                    Value::Array(items) => items
+                        .iter()
+                        .map(|i| {
+                            i.as_str()
+                                .map(String::from)
+                                .unwrap_or_else(|| i.to_string())
+                        })
+                        .collect::<Vec<_>>()
+                        .join(","),
+                    other => other.to_string(),
+                };
+                parameters.insert(k.clone(), text);
+            }
+        }
+        context.environment = Some(merged);
+    }
+    Ok(Gathered {
+        context,
+        parameters,
+    })
+}
