@@ -339,6 +339,10 @@ fn change_set(s: &StackRecord, name: &str) -> ChangeSetRecord {
             include_nested_stacks: true,
             parent_change_set_id: Some("arn:parent-set".into()),
             root_change_set_id: Some("arn:root-set".into()),
+            context: crate::stack::TemplateContext {
+                files: BTreeMap::from([("f".to_string(), "x".to_string())]),
+                environment: None,
+            },
         },
     }
 }
