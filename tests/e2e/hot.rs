@@ -577,3 +577,108 @@ outputs:
     );
     assert_eq!(cairn(&s, &["delete", "heat"]).code(), 0);
 }
+
+/// Environment files (`-e`, later ones win) and `get_file`: both kept with
+/// the stack, so an update without -p uses them again.
+#[test]
+fn environments_and_get_file() {
+    let s = scratch();
+    std::fs::create_dir_all(s.dir.path().join("scripts")).expect("dir");
+    s.write("scripts/boot.sh", "#!/bin/sh\necho boot\n");
+    s.write("scripts/motd.txt", "$GREETING from the motd");
+    let t = s.write(
+        "files.yaml",
+        "heat_template_version: 2021-04-16
+parameters:
+  greeting: {type: string, default: hello}
+  size: {type: number, default: 1}
+resources:
+  script:
+    type: OS::Server::Thing
+    properties:
+      Value: {get_file: scripts/boot.sh}
+  motd:
+    type: OS::Server::Other
+    properties:
+      Value: {str_replace: {template: {get_file: scripts/motd.txt}, params: {$GREETING: {get_param: greeting}}}}
+  stub:
+    type: My::Unwanted::Thing
+outputs:
+  script: {value: {get_attr: [script, Value]}}
+  motd: {value: {get_attr: [motd, Value]}}
+  size: {value: {get_param: size}}
+",
+    );
+    s.write(
+        "env1.yaml",
+        "parameters:\n  greeting: hi\nresource_registry:\n  \"OS::Server::*\": \"Cairn::Test::*\"\n  \"My::Unwanted::Thing\": OS::Heat::None\n",
+    );
+    s.write(
+        "env2.yaml",
+        "parameter_defaults:\n  size: 7\nresource_registry:\n  \"OS::Server::Thing\": Cairn::Test::Resource\n  resources:\n    motd:\n      \"OS::Server::Other\": Cairn::Test::Resource\n",
+    );
+    let t = t.to_str().unwrap_or_default();
+    let run = cairn(
+        &s,
+        &[
+            "deploy",
+            "env",
+            t,
+            "-e",
+            "env1.yaml",
+            "-e",
+            "env2.yaml",
+            "-p",
+            "greeting=hey",
+        ],
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(
+        outputs(&s, "env"),
+        "script = #!/bin/sh\necho boot\n\nmotd = hey from the motd\nsize = 7\n"
+    );
+    let types: Vec<String> = cairn(&s, &["resources", "env", "--output", "json"]).json()
+        ["StackResources"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {}",
+                r["LogicalResourceId"].as_str().unwrap_or_default(),
+                r["ResourceType"].as_str().unwrap_or_default()
+            )
+        })
+        .collect();
+    assert_eq!(
+        types,
+        vec![
+            "motd Cairn::Test::Resource",
+            "script Cairn::Test::Resource",
+            "stub OS::Heat::None"
+        ]
+    );
+    // Without -p the environment's value; a changed file updates.
+    s.write("scripts/boot.sh", "#!/bin/sh\necho boot v2\n");
+    let run = cairn(
+        &s,
+        &["deploy", "env", t, "-e", "env1.yaml", "-e", "env2.yaml"],
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(
+        outputs(&s, "env"),
+        "script = #!/bin/sh\necho boot v2\n\nmotd = hi from the motd\nsize = 7\n"
+    );
+    // A file that is not there is named.
+    std::fs::remove_file(s.dir.path().join("scripts/motd.txt")).expect("rm");
+    let run = cairn(&s, &["deploy", "env", t, "-e", "env1.yaml"]);
+    assert_eq!(run.code(), 1);
+    assert!(
+        run.stderr()
+            .contains("get_file scripts/motd.txt: cannot read"),
+        "{}",
+        run.stderr()
+    );
+    assert_eq!(cairn(&s, &["delete", "env"]).code(), 0);
+}
