@@ -231,6 +231,10 @@ enum Command {
     /// Show the template a stack was made from.
     Template {
         stack: String,
+        /// The template as Cairn reads it: AWS::LanguageExtensions' loops
+        /// expanded, HOT lowered to CloudFormation's long form (JSON).
+        #[arg(long)]
+        expanded: bool,
         #[arg(long, value_enum, default_value_t)]
         output: OutputFormat,
     },
@@ -510,7 +514,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         } => stacks::events(&engine, stack, *nested, *output).await,
         Command::Resources { stack, output } => stacks::resources(&engine, stack, *output).await,
         Command::Outputs { stack, output } => stacks::outputs(&engine, stack, *output).await,
-        Command::Template { stack, output } => stacks::template(&engine, stack, *output).await,
+        Command::Template {
+            stack,
+            expanded,
+            output,
+        } => stacks::template(&engine, stack, *expanded, *output).await,
         Command::Drift {
             stack,
             resources,
@@ -554,7 +562,14 @@ async fn run_remote(endpoint: &str, command: &Command) -> anyhow::Result<()> {
         }
         Command::Resources { stack, output } => R::Resources(stack, *output),
         Command::Outputs { stack, output } => R::Outputs(stack, *output),
-        Command::Template { stack, output } => R::Template(stack, *output),
+        Command::Template {
+            stack,
+            expanded: false,
+            output,
+        } => R::Template(stack, *output),
+        Command::Template { expanded: true, .. } => {
+            anyhow::bail!("cairn --endpoint template --expanded is not served yet: run it on the server's state")
+        }
         Command::Validate {
             template, output, ..
         } => R::Validate(template, *output),

@@ -807,9 +807,15 @@ pub(crate) fn show_outputs(s: &StackRecord, output: OutputFormat) -> anyhow::Res
 pub async fn template(
     engine: &Arc<Engine>,
     stack: &str,
+    expanded: bool,
     output: OutputFormat,
 ) -> anyhow::Result<()> {
-    show_template(&find(engine, stack).await?.template_body, output)
+    let s = find(engine, stack).await?;
+    if expanded {
+        let body = cairn_core::template::expanded(&s.template_body, &s.context)?;
+        return print_json(&body);
+    }
+    show_template(&s.template_body, output)
 }
 
 /// `cairn template`'s output.

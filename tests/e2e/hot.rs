@@ -682,3 +682,89 @@ outputs:
     );
     assert_eq!(cairn(&s, &["delete", "env"]).code(), 0);
 }
+
+/// `Transform: AWS::LanguageExtensions`: a loop over a list parameter of
+/// table names makes resources and outputs; a new value adds and removes
+/// tables; `cairn template --expanded` shows the expansion.
+#[test]
+fn language_extensions_for_each_over_table_names() {
+    let s = scratch();
+    let t = s.write(
+        "tables.yaml",
+        "AWSTemplateFormatVersion: '2010-09-09'
+Transform: AWS::LanguageExtensions
+Parameters:
+  TableNames:
+    Type: CommaDelimitedList
+    Default: users,orders
+Resources:
+  Fn::ForEach::Tables:
+    - TableName
+    - !Ref TableNames
+    - Table&{TableName}:
+        Type: Cairn::Test::Resource
+        Properties:
+          Value: !Ref TableName
+          Description: !Sub 'table-${TableName}'
+Outputs:
+  Fn::ForEach::TableOutputs:
+    - TableName
+    - !Ref TableNames
+    - '&{TableName}Name':
+        Value: !GetAtt [!Sub 'Table&{TableName}', Value]
+",
+    );
+    let t = t.to_str().unwrap_or_default();
+    let run = cairn(
+        &s,
+        &["deploy", "tables", t, "-p", "TableNames=users,order-items"],
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(
+        outputs(&s, "tables"),
+        "usersName = users\norderitemsName = order-items\n"
+    );
+    let expanded = cairn(&s, &["template", "tables", "--expanded"]).json();
+    assert!(expanded.get("Transform").is_none());
+    assert_eq!(
+        expanded["Resources"]["Tableorderitems"]["Properties"],
+        serde_json::json!({"Value": "order-items", "Description": "table-order-items"})
+    );
+    // The template as written is kept.
+    assert!(cairn(&s, &["template", "tables"])
+        .stdout()
+        .contains("Fn::ForEach::Tables"));
+    let before = sequence_after(&s, "tables", 0).len();
+    let run = cairn(&s, &["deploy", "tables", t, "-p", "TableNames=users,carts"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let done: Vec<(String, String)> = sequence_after(&s, "tables", before)
+        .into_iter()
+        .filter(|e| e.1 == "CREATE_COMPLETE" || e.1 == "DELETE_COMPLETE")
+        .map(|e| (e.0, e.1))
+        .collect();
+    assert_eq!(
+        done,
+        vec![
+            ("Tablecarts".to_string(), "CREATE_COMPLETE".to_string()),
+            ("Tableorderitems".to_string(), "DELETE_COMPLETE".to_string()),
+        ]
+    );
+    assert_eq!(
+        outputs(&s, "tables"),
+        "usersName = users\ncartsName = carts\n"
+    );
+    assert_eq!(cairn(&s, &["delete", "tables"]).code(), 0);
+    assert!(s.resource_files().is_empty());
+    // Another transform is still refused.
+    let other = s.write(
+        "sam.yaml",
+        "Transform: [AWS::LanguageExtensions, AWS::Serverless-2016-10-31]\nResources: {}\n",
+    );
+    let run = cairn(&s, &["validate", other.to_str().unwrap_or_default()]);
+    assert!(
+        run.stderr()
+            .contains("Transform AWS::Serverless-2016-10-31 is not supported by Cairn"),
+        "{}",
+        run.stderr()
+    );
+}

@@ -287,7 +287,8 @@ impl Engine {
             )));
         };
         let supplied = supplied_values(&input.parameters, &BTreeMap::new())?;
-        let template = Template::parse_with(&body, &input.context)?;
+        let context = input.context.clone().for_template(&body, &supplied);
+        let template = Template::parse_with(&body, &context)?;
         let params = ParameterValues::resolve(&template.parameters, &supplied)?;
         let stack_id = match &existing {
             Some(s) => s.stack_id.clone(),
@@ -324,7 +325,7 @@ impl Engine {
             nested: crate::stack::ChangeSetNesting {
                 templates: nested,
                 include_nested_stacks: input.include_nested_stacks,
-                context: input.context.clone(),
+                context,
                 ..Default::default()
             },
             ..record

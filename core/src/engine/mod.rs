@@ -392,7 +392,11 @@ impl Engine {
         if self.store.find_stack(&input.stack_name).await?.is_some() {
             return Err(StoreError::StackExists(input.stack_name.clone()).into());
         }
-        let template = Template::parse_with(&input.template_body, &input.context)?;
+        let context = input
+            .context
+            .clone()
+            .for_template(&input.template_body, &input.parameters);
+        let template = Template::parse_with(&input.template_body, &context)?;
         let params = ParameterValues::resolve(&template.parameters, &input.parameters)?;
         let stack_id = self.new_stack_id(&input.stack_name);
         let sctx = stack_context(&self.config, &input.stack_name, &stack_id);
@@ -429,7 +433,7 @@ impl Engine {
             tags: input.tags.clone(),
             parent_id: parent.map(|p| p.stack_id.clone()),
             root_id: parent.map(|p| p.root_id.clone().unwrap_or_else(|| p.stack_id.clone())),
-            context: input.context.clone(),
+            context,
         };
         let first = stack_event(
             &stack,

@@ -364,9 +364,12 @@ impl Engine {
         let (stack_rx, live) = read_live_state(self.store.clone(), input.stack_name.clone());
         let empty = crate::stack::TemplateContext::default();
         let supplied_context = input.context.as_ref().unwrap_or(&empty);
+        // A template with AWS::LanguageExtensions is expanded with the
+        // values the update gives: read once the stack's are known.
         let supplied_template = input
             .template_body
             .as_deref()
+            .filter(|b| !b.contains(crate::template::language_extensions::TRANSFORM))
             .map(|b| Template::parse_with(b, supplied_context));
         let (stack, exports) = stack_rx.await.map_err(|_| {
             EngineError::Store(StoreError::Backend(
@@ -389,11 +392,17 @@ impl Engine {
             .template_body
             .clone()
             .unwrap_or_else(|| stack.template_body.clone());
+        let supplied = supplied_values(&input.parameters, &stack.parameters)?;
+        let target_context = match (&input.template_body, &input.context) {
+            (_, Some(c)) => c.clone(),
+            (Some(_), None) => Default::default(),
+            (None, None) => stack.context.clone(),
+        }
+        .for_template(&body, &supplied);
         let template = match supplied_template {
             Some(parsed) => parsed?,
-            None => Template::parse_with(&body, input.context.as_ref().unwrap_or(&stack.context))?,
+            None => Template::parse_with(&body, &target_context)?,
         };
-        let supplied = supplied_values(&input.parameters, &stack.parameters)?;
         let params = ParameterValues::resolve(&template.parameters, &supplied)?;
         let sctx = stack_context(&self.config, &stack.stack_name, &stack.stack_id);
         let (conditions, graph) = self.prepare(&template, &params, &sctx, exports)?;
@@ -481,11 +490,7 @@ impl Engine {
                 description,
                 outputs: stack.outputs.clone(),
                 tags: input.tags.clone().unwrap_or_else(|| stack.tags.clone()),
-                context: match (&input.template_body, &input.context) {
-                    (_, Some(c)) => c.clone(),
-                    (Some(_), None) => Default::default(),
-                    (None, None) => stack.context.clone(),
-                },
+                context: target_context,
             },
             stack,
             changes,

@@ -188,11 +188,24 @@ pub struct TemplateContext {
     pub files: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub environment: Option<Value>,
+    /// The parameter values a template with `Transform:
+    /// AWS::LanguageExtensions` is expanded with (its loops' collections).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub parameters: BTreeMap<String, String>,
 }
 
 impl TemplateContext {
     pub fn is_empty(&self) -> bool {
-        self.files.is_empty() && self.environment.is_none()
+        self.files.is_empty() && self.environment.is_none() && self.parameters.is_empty()
+    }
+
+    /// This context for `text` with `parameters`: a template using
+    /// `AWS::LanguageExtensions` keeps the values its loops expand with.
+    pub fn for_template(mut self, text: &str, parameters: &BTreeMap<String, String>) -> Self {
+        if text.contains(crate::template::language_extensions::TRANSFORM) {
+            self.parameters = parameters.clone();
+        }
+        self
     }
 }
 

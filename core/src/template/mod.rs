@@ -8,6 +8,7 @@
 pub mod cidr;
 pub mod eval;
 pub mod hot;
+pub mod language_extensions;
 pub mod model;
 pub mod parameters;
 pub mod pattern;
@@ -93,6 +94,22 @@ impl fmt::Display for TemplateError {
 }
 
 impl std::error::Error for TemplateError {}
+
+/// A template as Cairn reads it (the long form after AWS::LanguageExtensions'
+/// expansion and HOT's lowering), for `cairn template --expanded`.
+pub fn expanded(
+    text: &str,
+    context: &crate::stack::TemplateContext,
+) -> Result<serde_json::Value, TemplateError> {
+    let mut body = Template::body_of(text)?;
+    if language_extensions::requested(&body) {
+        body = language_extensions::expand(body, &context.parameters)?;
+    }
+    if hot::is_hot(&body) {
+        body = hot::lower(body, SourceMap::default(), context)?.0;
+    }
+    Ok(body)
+}
 
 /// `Template format error: …`
 pub fn format_error(msg: impl fmt::Display) -> TemplateError {

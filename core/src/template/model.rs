@@ -126,6 +126,13 @@ impl Template {
         } else {
             yaml::parse(text)?
         };
+        // AWS::LanguageExtensions: loops expanded first.
+        let body = if super::language_extensions::requested(&body) {
+            super::language_extensions::expand(body, &context.parameters)
+                .map_err(|e| e.locate(&source_map))?
+        } else {
+            body
+        };
         // HOT is read by lowering it into this long form; its names are
         // Heat's (any non-empty text), not CloudFormation's alphanumerics.
         if super::hot::is_hot(&body) {
