@@ -41,6 +41,7 @@ pub(crate) fn stack(name: &str) -> StackRecord {
         context: crate::stack::TemplateContext {
             files: BTreeMap::from([("a.sh".to_string(), "echo a".to_string())]),
             environment: Some(serde_json::json!({"parameter_defaults": {"p": "v"}})),
+            parameters: BTreeMap::from([("P".to_string(), "v".to_string())]),
         },
     }
 }
@@ -342,6 +343,7 @@ fn change_set(s: &StackRecord, name: &str) -> ChangeSetRecord {
             context: crate::stack::TemplateContext {
                 files: BTreeMap::from([("f".to_string(), "x".to_string())]),
                 environment: None,
+                parameters: BTreeMap::new(),
             },
         },
     }
