@@ -262,7 +262,7 @@ mod tests {
         assert_eq!(r["Tableusers"]["Properties"]["Name"], json!("users"));
         assert_eq!(
             r["Tableorder-items"]["Properties"]["Arn"],
-            json!({"Fn::Sub": "arn:order-items:x"})
+            json!("arn:order-items:x")
         );
         assert_eq!(r["Tableusers"]["DeletionPolicy"], json!("Retain"));
         assert_eq!(
