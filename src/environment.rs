@@ -50,6 +50,19 @@ pub(crate) fn gather(
                 .with_context(|| format!("cannot read environment {}", path.display()))?;
             let env = Template::body_of(&text)
                 .map_err(|e| anyhow!("environment {}: {e}", path.display()))?;
+            // Provider templates: read beside the environment that names them.
+            let dir = path.parent().unwrap_or(Path::new("."));
+            for name in provider_templates(&env) {
+                let file = dir.join(&name);
+                let content = std::fs::read_to_string(&file).with_context(|| {
+                    format!(
+                        "environment {}: provider template {name}: cannot read {}",
+                        path.display(),
+                        file.display()
+                    )
+                })?;
+                context.files.insert(name, content);
+            }
             envs.push(env);
         }
         let merged = hot::merge_environments(&envs).map_err(|e| anyhow!("environment: {e}"))?;
@@ -77,4 +90,33 @@ pub(crate) fn gather(
         context,
         parameters,
     })
+}
+
+/// The template files an environment's resource_registry maps types to
+/// (top level and per resource).
+fn provider_templates(env: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    let Some(Value::Object(registry)) = env.get("resource_registry") else {
+        return out;
+    };
+    let mut note = |v: &Value| {
+        if let Value::String(s) = v {
+            if hot::is_template_file(s) && !out.contains(s) {
+                out.push(s.clone());
+            }
+        }
+    };
+    for (k, v) in registry {
+        if k == "resources" {
+            for per in v.as_object().into_iter().flat_map(|m| m.values()) {
+                per.as_object()
+                    .into_iter()
+                    .flat_map(|m| m.values())
+                    .for_each(&mut note);
+            }
+        } else {
+            note(v);
+        }
+    }
+    out
 }

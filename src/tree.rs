@@ -14,8 +14,9 @@ pub(crate) async fn descendants(
     engine: &Arc<Engine>,
     top: &StackRecord,
 ) -> anyhow::Result<Vec<(StackRecord, String)>> {
-    // Only a template with nested stacks has any: no listing otherwise.
-    if !top.template_body.contains(STACK_TYPE) {
+    // Only a template with nested stacks (or a HOT environment's provider
+    // templates) has any: no listing otherwise.
+    if !top.template_body.contains(STACK_TYPE) && top.context.environment.is_none() {
         return Ok(Vec::new());
     }
     let all = engine.store().list_stacks().await?;

@@ -184,11 +184,9 @@ pub fn child_parameters(
                     })
                     .collect::<Vec<_>>()
                     .join(","),
-                other => {
-                    return Err(format!(
-                        "Parameters of {logical}: value of {k} must be a string, a number or a list, not {other}"
-                    ))
-                }
+                // A map (a HOT json parameter) as JSON text.
+                Value::Object(_) => v.to_string(),
+                Value::Null => String::new(),
             };
             Ok((k.clone(), text))
         })
@@ -221,7 +219,14 @@ pub struct Origin {
     /// A server confines every nested template file to these directories;
     /// the CLI reads relative paths anywhere.
     pub confined_to: Option<Vec<PathBuf>>,
+    /// Templates handed in with the stack's template context (HOT's
+    /// provider templates), read as `cairn-file:<name>`.
+    pub files: BTreeMap<String, String>,
 }
+
+/// The TemplateURL scheme of a template handed in with the stack's
+/// template context (a HOT provider template).
+pub const CONTEXT_FILE: &str = "cairn-file:";
 
 impl Origin {
     /// A template read from the file `path` by the CLI.
@@ -241,6 +246,7 @@ impl Origin {
                 std::fs::canonicalize(dir).unwrap_or(dir.to_path_buf()),
             )),
             confined_to: None,
+            files: BTreeMap::new(),
         }
     }
 }
@@ -399,6 +405,14 @@ async fn read(
     base: Option<&Base>,
     url: &str,
 ) -> Result<(String, String, Option<Base>), String> {
+    if let Some(name) = url.strip_prefix(CONTEXT_FILE) {
+        return match origin.files.get(name) {
+            Some(body) => Ok((name.to_string(), body.clone(), base.cloned())),
+            None => Err(format!(
+                "the template {name} was not handed in with the stack"
+            )),
+        };
+    }
     if url.starts_with("https://") || url.starts_with("http://") {
         let parsed = reqwest::Url::parse(url).map_err(|e| e.to_string())?;
         return fetch(config, parsed).await;

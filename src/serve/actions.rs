@@ -146,6 +146,7 @@ fn origin(app: &App, f: &Form) -> cairn_core::nested::Origin {
             .or_else(|| dirs.first().cloned())
             .map(cairn_core::nested::Base::Dir),
         confined_to: Some(dirs.clone()),
+        files: Default::default(),
     }
 }
 

@@ -768,3 +768,101 @@ Outputs:
         run.stderr()
     );
 }
+
+/// A provider template: the environment maps a type to a template file;
+/// each resource of the type is a nested stack of it, its properties the
+/// parameters, its attributes the outputs.
+#[test]
+fn a_provider_template_is_a_nested_stack_per_resource() {
+    let s = scratch();
+    std::fs::create_dir_all(s.dir.path().join("env")).expect("dir");
+    s.write(
+        "env/env.yaml",
+        "resource_registry:\n  \"My::Server\": server.yaml\n",
+    );
+    s.write(
+        "env/server.yaml",
+        "heat_template_version: 2018-08-31
+parameters:
+  name: {type: string}
+  flavor: {type: string}
+  settings: {type: json}
+resources:
+  box:
+    type: Cairn::Test::Resource
+    properties:
+      Value:
+        str_replace:
+          template: $n-$f-$p
+          params: {$n: {get_param: name}, $f: {get_param: flavor}, $p: {get_param: [settings, ports, 1]}}
+outputs:
+  address: {value: {get_attr: [box, Value]}}
+",
+    );
+    let t = s.write(
+        "main.yaml",
+        "heat_template_version: 2018-08-31
+parameters:
+  flavor: {type: string, default: small}
+resources:
+  web:
+    type: My::Server
+    properties:
+      name: web-1
+      flavor: {get_param: flavor}
+      settings: {ports: [80, 443]}
+  watcher:
+    type: Cairn::Test::Resource
+    properties:
+      Value: {get_attr: [web, address]}
+outputs:
+  address: {value: {get_attr: [web, address]}}
+",
+    );
+    let t = t.to_str().unwrap_or_default();
+    let run = cairn(&s, &["deploy", "pt", t, "-e", "env/env.yaml"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(outputs(&s, "pt"), "address = web-1-small-443\n");
+    let tree = cairn(&s, &["resources", "pt"]).stdout();
+    let names: Vec<&str> = tree
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(names, vec!["watcher", "web", "web/box"]);
+    let child_id = |s: &Scratch| {
+        cairn(s, &["resources", "pt", "--output", "json"]).json()["StackResources"]
+            .as_array()
+            .and_then(|l| l.iter().find(|r| r["LogicalResourceId"] == "web"))
+            .and_then(|r| r["PhysicalResourceId"].as_str())
+            .unwrap_or_default()
+            .to_string()
+    };
+    let first = child_id(&s);
+    // A property change updates the nested stack in place.
+    let run = cairn(
+        &s,
+        &[
+            "deploy",
+            "pt",
+            t,
+            "-e",
+            "env/env.yaml",
+            "-p",
+            "flavor=large",
+        ],
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(outputs(&s, "pt"), "address = web-1-large-443\n");
+    assert_eq!(child_id(&s), first);
+    let child_events: Vec<(String, String)> = sequence_after(&s, &first, 0)
+        .into_iter()
+        .filter(|e| e.0 == "box")
+        .map(|e| (e.1, e.2))
+        .collect();
+    assert!(
+        child_events.contains(&("UPDATE_COMPLETE".to_string(), String::new())),
+        "{child_events:?}"
+    );
+    assert_eq!(cairn(&s, &["delete", "pt"]).code(), 0);
+    assert!(s.resource_files().is_empty());
+}

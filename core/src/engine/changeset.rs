@@ -300,7 +300,10 @@ impl Engine {
             &self.config.nested,
             &self.registry,
             &template,
-            &input.origin,
+            &crate::nested::Origin {
+                files: context.files.clone(),
+                ..input.origin.clone()
+            },
         )
         .await?;
         let stack = match existing {

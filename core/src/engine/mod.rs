@@ -409,7 +409,10 @@ impl Engine {
                     &self.config.nested,
                     &self.registry,
                     &template,
-                    &input.origin,
+                    &crate::nested::Origin {
+                        files: context.files.clone(),
+                        ..input.origin.clone()
+                    },
                 )
                 .await?,
             ),

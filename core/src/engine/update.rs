@@ -413,7 +413,10 @@ impl Engine {
                     &self.config.nested,
                     &self.registry,
                     &template,
-                    &input.origin,
+                    &crate::nested::Origin {
+                        files: target_context.files.clone(),
+                        ..input.origin.clone()
+                    },
                 )
                 .await?
             }

@@ -14,6 +14,8 @@
 
 pub mod functions;
 
+use std::collections::BTreeMap;
+
 use serde_json::{json, Map, Value};
 
 use super::parameters::{HEAT_BOOLEAN, HEAT_JSON, HEAT_NUMBER};
@@ -216,6 +218,21 @@ struct Lowering<'c> {
     extra_conditions: Map<String, Value>,
     /// The files `get_file` reads and the environment.
     context: &'c crate::stack::TemplateContext,
+    /// Resources whose type the registry maps to a template (provider
+    /// templates): name → the template's name.
+    template_resources: BTreeMap<String, String>,
+}
+
+/// What the resource registry makes of a resource's type.
+enum Registered {
+    Type(String),
+    /// A provider template: the resource is a nested stack of it.
+    Template(String),
+}
+
+/// Whether a registry value names a template file.
+pub fn is_template_file(v: &str) -> bool {
+    v.ends_with(".yaml") || v.ends_with(".yml") || v.ends_with(".template") || v.ends_with(".json")
 }
 
 /// Lowers a HOT template (as parsed) into CloudFormation's long form, and
@@ -236,6 +253,7 @@ pub fn lower(
         version: v,
         extra_conditions: Map::new(),
         context,
+        template_resources: BTreeMap::new(),
     };
     let out = l.template(top).map_err(|e| e.locate(&map))?;
     Ok((out, translate_map(map)))
@@ -260,9 +278,14 @@ impl Lowering<'_> {
     /// one, or the longest glob (`"OS::Networking::*": "OS::Neutron::*"`).
     /// A mapping to `null` removes it; one to a template file is a provider
     /// template.
-    fn registered_type(&self, name: &str, t: &str, path: &str) -> Result<String, TemplateError> {
+    fn registered_type(
+        &self,
+        name: &str,
+        t: &str,
+        path: &str,
+    ) -> Result<Registered, TemplateError> {
         let Some(registry) = self.environment("resource_registry") else {
-            return Ok(t.to_string());
+            return Ok(Registered::Type(t.to_string()));
         };
         let own = registry
             .get("resources")
@@ -280,17 +303,12 @@ impl Lowering<'_> {
                 Value::String(format!("{}{}", v.trim_end_matches('*'), &t[cut..]))
             }
             (None, None, Some((_, v))) => v.clone(),
-            (None, None, None) => return Ok(t.to_string()),
+            (None, None, None) => return Ok(Registered::Type(t.to_string())),
         };
         match mapped {
-            Value::Null => Ok(t.to_string()),
-            Value::String(m) if m.ends_with(".yaml") || m.ends_with(".template") || m.ends_with(".yml") => {
-                Err(TemplateError::new(format!(
-                    "resource_registry maps {t} to the template {m}: provider templates are not supported by Cairn yet"
-                ))
-                .at(&child(path, "type")))
-            }
-            Value::String(m) => Ok(m),
+            Value::Null => Ok(Registered::Type(t.to_string())),
+            Value::String(m) if is_template_file(&m) => Ok(Registered::Template(m)),
+            Value::String(m) => Ok(Registered::Type(m)),
             other => Err(TemplateError::new(format!(
                 "resource_registry maps {t} to {other}; a mapping must be a type name or null"
             ))
@@ -328,6 +346,18 @@ impl Lowering<'_> {
                 p.insert(name.clone(), self.parameter(name, decl)?);
             }
             out.insert("Parameters".into(), Value::Object(p));
+        }
+        // Provider templates first: get_attr of such a resource reads an
+        // output of its nested stack.
+        if let Some(Value::Object(res)) = top.get("resources") {
+            for (name, r) in res {
+                if let Some(Value::String(t)) = r.get("type") {
+                    let path = child("/resources", name);
+                    if let Registered::Template(file) = self.registered_type(name, t, &path)? {
+                        self.template_resources.insert(name.clone(), file);
+                    }
+                }
+            }
         }
         let mut conditions = Map::new();
         if let Some(Value::Object(conds)) = top.get("conditions") {
@@ -515,16 +545,37 @@ impl Lowering<'_> {
         }
         let mut out = Map::new();
         match r.get("type") {
-            Some(Value::String(t)) => {
-                out.insert("Type".into(), json!(self.registered_type(name, t, &path)?));
-            }
+            Some(Value::String(t)) => match self.registered_type(name, t, &path)? {
+                Registered::Type(t) => {
+                    out.insert("Type".into(), json!(t));
+                }
+                // Heat's TemplateResource: a nested stack of the template,
+                // the properties its parameters.
+                Registered::Template(file) => {
+                    out.insert("Type".into(), json!(crate::stack::STACK_TYPE));
+                    let params = match r.get("properties") {
+                        Some(p) => self.value(p, &child(&path, "properties"))?,
+                        None => json!({}),
+                    };
+                    out.insert(
+                        "Properties".into(),
+                        json!({
+                            "TemplateURL": format!("{}{file}", crate::nested::CONTEXT_FILE),
+                            "Parameters": params,
+                        }),
+                    );
+                }
+            },
             _ => {
                 return Err(
                     TemplateError::new(format!("Resource {name} is missing \"type\"")).at(&path),
                 )
             }
         }
-        if let Some(p) = r.get("properties") {
+        if let (Some(p), false) = (
+            r.get("properties"),
+            self.template_resources.contains_key(name),
+        ) {
             out.insert(
                 "Properties".into(),
                 self.value(p, &child(&path, "properties"))?,
@@ -791,6 +842,11 @@ impl Lowering<'_> {
                     return Err(err("Arguments to \"get_attr\" must be of the form [resource_name, attribute, (path), ...]".into()));
                 };
                 let attr = lowered(self, &a[1])?;
+                // A provider template's attributes are its outputs.
+                let attr = match (&attr, self.template_resources.contains_key(res)) {
+                    (Value::String(name), true) => json!(format!("Outputs.{name}")),
+                    _ => attr,
+                };
                 let getatt = json!({"Fn::GetAtt": [res, attr]});
                 if a.len() == 2 {
                     getatt
