@@ -80,6 +80,9 @@ enum Command {
         /// defaults are used for the others).
         #[arg(long = "parameter", short = 'p')]
         parameters: Vec<String>,
+        /// A HOT environment file (repeatable; later ones win).
+        #[arg(long = "environment", short = 'e')]
+        environments: Vec<PathBuf>,
         #[arg(long, value_enum, default_value_t)]
         output: OutputFormat,
     },
@@ -436,10 +439,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     if let Command::Validate {
         template,
         parameters,
+        environments,
         output,
     } = &cli.command
     {
-        return validate::run(&config, template, parameters, *output);
+        return validate::run(&config, template, parameters, environments, *output);
     }
     if let Command::Providers { type_name, output } = &cli.command {
         return providers::run(&config, type_name.as_deref(), *output);

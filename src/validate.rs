@@ -25,12 +25,18 @@ pub fn run(
     config: &Config,
     path: &Path,
     parameters: &[String],
+    environments: &[std::path::PathBuf],
     output: OutputFormat,
 ) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read template {}", path.display()))?;
-    let template =
-        Template::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    // HOT's files and environments, as deploy reads them.
+    let gathered = crate::environment::gather(path, &text, environments)?;
+    let mut supplied = gathered.parameters;
+    supplied.extend(crate::stacks::parse_parameters(parameters)?);
+    let context = gathered.context.for_template(&text, &supplied);
+    let template = Template::parse_with(&text, &context)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     // Validation never creates resources; the data directory is not touched.
     let registry = cairn_core::registry::assemble::assemble(
         config,
@@ -41,7 +47,6 @@ pub fn run(
         .map_err(|e| anyhow::anyhow!(shown(&e)))?;
     // The static pass a create runs before anything starts: every error it
     // finds, with parameters from -p and the defaults.
-    let supplied = crate::stacks::parse_parameters(parameters)?;
     let missing: Vec<&str> = template
         .parameters
         .iter()

@@ -157,9 +157,9 @@ fn a_hot_stack_deploys_updates_and_deletes() {
     );
     let refused = cairn(&s, &["deploy", "hot", t, "-p", "name=x"]);
     assert!(
-        refused.stderr().contains(
-            "Parameter 'name' failed to satisfy constraint: name must be 2 to 10 characters"
-        ),
+        refused
+            .stderr()
+            .contains("Parameter 'name' is invalid: name must be 2 to 10 characters"),
         "{}",
         refused.stderr()
     );

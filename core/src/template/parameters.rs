@@ -129,7 +129,12 @@ pub struct ParameterDecl {
     pub max_value: Option<f64>,
     pub no_echo: bool,
     pub constraint_description: Option<String>,
+    /// Declared in a HOT template: errors in Heat's words.
+    pub heat: bool,
 }
+
+/// The key the HOT front end marks its parameters with.
+pub const HEAT_MARK: &str = "Cairn::Heat";
 
 fn scalar_text(v: &Value) -> Option<String> {
     match v {
@@ -152,6 +157,7 @@ const PARAMETER_KEYS: &[&str] = &[
     "MaxValue",
     "NoEcho",
     "ConstraintDescription",
+    HEAT_MARK,
 ];
 
 impl ParameterDecl {
@@ -253,6 +259,7 @@ impl ParameterDecl {
             max_value: number("MaxValue")?,
             no_echo,
             constraint_description: d.get("ConstraintDescription").and_then(scalar_text),
+            heat: d.get(HEAT_MARK) == Some(&Value::Bool(true)),
         })
     }
 
@@ -260,6 +267,12 @@ impl ParameterDecl {
     /// of strings for list types. Number parameters keep their text (`1000.0`).
     pub fn check(&self, raw: &str) -> Result<Value, TemplateError> {
         let fail = |default_msg: String| -> TemplateError {
+            // Heat: "Parameter 'x' is invalid: " and the constraint's
+            // description, else its own text.
+            if self.heat {
+                let why = self.constraint_description.clone().unwrap_or(default_msg);
+                return TemplateError::new(format!("Parameter '{}' is invalid: {why}", self.name));
+            }
             match &self.constraint_description {
                 Some(d) => TemplateError::new(format!(
                     "Parameter '{}' failed to satisfy constraint: {d}",
@@ -288,6 +301,23 @@ impl ParameterDecl {
             }
             _ => {}
         }
+        // Heat's text of a range: its bounds, `None` for a missing one.
+        let bound = |b: Option<String>| b.unwrap_or_else(|| "None".into());
+        let range = |value: &str| {
+            format!(
+                "{value} is out of range (min: {}, max: {})",
+                bound(self.min_value.map(fmt_num)),
+                bound(self.max_value.map(fmt_num))
+            )
+        };
+        let length = |len: u64| {
+            format!(
+                "length ({len}) is out of range (min: {}, max: {})",
+                bound(self.min_length.map(|m| m.to_string())),
+                bound(self.max_length.map(|m| m.to_string()))
+            )
+        };
+        let pick = |cfn: String, heat: String| if self.heat { heat } else { cfn };
         let items: Vec<&str> = if self.ty.is_list() {
             if raw.is_empty() {
                 Vec::new()
@@ -308,19 +338,25 @@ impl ParameterDecl {
                 })?;
                 if let Some(min) = self.min_value {
                     if n < min {
-                        return Err(fail(format!(
-                            "Parameter '{}' must be a number not less than {}",
-                            self.name,
-                            fmt_num(min)
+                        return Err(fail(pick(
+                            format!(
+                                "Parameter '{}' must be a number not less than {}",
+                                self.name,
+                                fmt_num(min)
+                            ),
+                            range(item.trim()),
                         )));
                     }
                 }
                 if let Some(max) = self.max_value {
                     if n > max {
-                        return Err(fail(format!(
-                            "Parameter '{}' must be a number not greater than {}",
-                            self.name,
-                            fmt_num(max)
+                        return Err(fail(pick(
+                            format!(
+                                "Parameter '{}' must be a number not greater than {}",
+                                self.name,
+                                fmt_num(max)
+                            ),
+                            range(item.trim()),
                         )));
                     }
                 }
@@ -328,17 +364,23 @@ impl ParameterDecl {
                 let len = item.chars().count() as u64;
                 if let Some(min) = self.min_length {
                     if len < min {
-                        return Err(fail(format!(
-                            "Parameter '{}' must contain at least {min} characters",
-                            self.name
+                        return Err(fail(pick(
+                            format!(
+                                "Parameter '{}' must contain at least {min} characters",
+                                self.name
+                            ),
+                            length(len),
                         )));
                     }
                 }
                 if let Some(max) = self.max_length {
                     if len > max {
-                        return Err(fail(format!(
-                            "Parameter '{}' must contain at most {max} characters",
-                            self.name
+                        return Err(fail(pick(
+                            format!(
+                                "Parameter '{}' must contain at most {max} characters",
+                                self.name
+                            ),
+                            length(len),
                         )));
                     }
                 }
@@ -351,17 +393,20 @@ impl ParameterDecl {
                         ))
                     })?;
                     if !anchored.matches(item) {
-                        return Err(fail(format!(
-                            "Parameter '{}' must match pattern {p}",
-                            self.name
+                        return Err(fail(pick(
+                            format!("Parameter '{}' must match pattern {p}", self.name),
+                            format!("\"{item}\" does not match pattern \"{p}\""),
                         )));
                     }
                 }
             }
             if !self.allowed_values.is_empty() && !self.allowed_values.iter().any(|a| a == item) {
-                return Err(fail(format!(
-                    "Parameter '{}' must be one of AllowedValues",
-                    self.name
+                return Err(fail(pick(
+                    format!("Parameter '{}' must be one of AllowedValues", self.name),
+                    format!(
+                        "\"{item}\" is not an allowed value [{}]",
+                        self.allowed_values.join(", ")
+                    ),
                 )));
             }
         }
@@ -485,6 +530,42 @@ mod tests {
 
     fn decl(v: Value) -> ParameterDecl {
         ParameterDecl::parse("P", &v).unwrap()
+    }
+
+    #[test]
+    fn heat_parameters_fail_in_heats_words() {
+        let heat = |v: Value| {
+            let mut v = v;
+            v[HEAT_MARK] = json!(true);
+            decl(v)
+        };
+        let d = heat(json!({"Type": "String", "MinLength": 2, "MaxLength": 4}));
+        assert_eq!(
+            msg(&d, "x"),
+            "Parameter 'P' is invalid: length (1) is out of range (min: 2, max: 4)"
+        );
+        let d = heat(json!({"Type": HEAT_NUMBER, "MinValue": 1}));
+        assert_eq!(
+            msg(&d, "0"),
+            "Parameter 'P' is invalid: 0 is out of range (min: 1, max: None)"
+        );
+        let d = heat(json!({"Type": "String", "AllowedValues": ["a", "b"]}));
+        assert_eq!(
+            msg(&d, "c"),
+            "Parameter 'P' is invalid: \"c\" is not an allowed value [a, b]"
+        );
+        let d = heat(json!({"Type": "String", "AllowedPattern": "[a-z]+"}));
+        assert_eq!(
+            msg(&d, "A1"),
+            "Parameter 'P' is invalid: \"A1\" does not match pattern \"[a-z]+\""
+        );
+        let d =
+            heat(json!({"Type": "String", "MinLength": 2, "ConstraintDescription": "too short"}));
+        assert_eq!(msg(&d, "x"), "Parameter 'P' is invalid: too short");
+        let d = heat(json!({"Type": HEAT_BOOLEAN}));
+        assert_eq!(d.check("yes").unwrap(), json!(true));
+        let d = heat(json!({"Type": HEAT_JSON}));
+        assert_eq!(d.check("{\"a\": [1]}").unwrap(), json!({"a": [1]}));
     }
 
     fn msg(d: &ParameterDecl, raw: &str) -> String {

@@ -428,6 +428,7 @@ impl Lowering<'_> {
         };
         let mut out = Map::new();
         out.insert("Type".into(), json!(ty));
+        out.insert(crate::template::parameters::HEAT_MARK.into(), json!(true));
         // The environment's parameter_defaults replace the template's.
         let env_default = self
             .environment("parameter_defaults")
