@@ -28,6 +28,10 @@ pub fn schemas() -> Vec<ResourceSchema> {
     vec![
         ResourceSchema::new(WAIT_CONDITION_HANDLE)
             .describe("a URL that anything able to send an HTTP PUT signals (cfn-signal, curl)")
+            // Heat's OS::Heat::WaitConditionHandle attributes.
+            .attribute("endpoint", "the URL to signal")
+            .attribute("curl_cli", "a curl command that signals (add --data-binary '{\"status\": \"SUCCESS\"}')")
+            .attribute("token", "the URL's signature")
             .ref_returns("the handle's pre-signed URL"),
         ResourceSchema::new(WAIT_CONDITION)
             .describe("waits for Count success signals sent to its Handle (or, with a CreationPolicy, through SignalResource)")

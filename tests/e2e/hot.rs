@@ -866,3 +866,88 @@ outputs:
     assert_eq!(cairn(&s, &["delete", "pt"]).code(), 0);
     assert!(s.resource_files().is_empty());
 }
+
+/// Heat's wait condition: a server's user data (here a test resource's
+/// value) carries the handle's `curl_cli`; running it signals the handle.
+#[test]
+fn heat_wait_condition_signalled_by_its_curl_cli() {
+    let s = scratch();
+    let t = s.write(
+        "wait.yaml",
+        "heat_template_version: 2018-08-31
+resources:
+  handle:
+    type: OS::Heat::WaitConditionHandle
+  server:
+    type: Cairn::Test::Resource
+    properties:
+      Value:
+        str_replace:
+          template: |
+            wc_notify --data-binary '{\"status\": \"SUCCESS\", \"id\": \"boot\", \"data\": \"ready\"}'
+          params:
+            wc_notify: {get_attr: [handle, curl_cli]}
+  wait:
+    type: OS::Heat::WaitCondition
+    depends_on: server
+    properties: {handle: {get_resource: handle}, timeout: 120}
+outputs:
+  data: {value: {get_attr: [wait, data]}}
+",
+    );
+    let mut deploy = s.spawn_cairn(&[
+        "--config",
+        "cairn.toml",
+        "deploy",
+        "hw",
+        t.to_str().unwrap_or_default(),
+    ]);
+    let started = std::time::Instant::now();
+    let script = loop {
+        let run = cairn(&s, &["resources", "hw", "--output", "json"]);
+        let res = if run.code() == 0 {
+            run.json()
+        } else {
+            serde_json::Value::Null
+        };
+        let server = res["StackResources"]
+            .as_array()
+            .and_then(|l| {
+                l.iter().find(|r| {
+                    r["LogicalResourceId"] == "server" && r["ResourceStatus"] == "CREATE_COMPLETE"
+                })
+            })
+            .and_then(|r| r["PhysicalResourceId"].as_str())
+            .map(String::from);
+        if let Some(physical) = server {
+            break crate::update::file(&s, &physical)["Properties"]["Value"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "the server never came"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert!(
+        script.starts_with("curl -i -X POST -H 'Content-Type: application/json'"),
+        "{script}"
+    );
+    let out = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .output()
+        .expect("sh runs");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("200 OK"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(
+        deploy.wait().expect("deploy ends").success(),
+        "{}",
+        s.spawned_stderr()
+    );
+    assert_eq!(outputs(&s, "hw"), "data = {\"boot\":\"ready\"}\n");
+}

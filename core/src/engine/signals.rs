@@ -360,9 +360,24 @@ impl ResourceProvider for SignalTypes {
         } else {
             format!("{}/{}", ctx.stack_id, ctx.logical_resource_id)
         };
+        let mut attributes = Map::new();
+        if ctx.resource_type == WAIT_CONDITION_HANDLE {
+            attributes.insert("endpoint".into(), Value::String(physical.clone()));
+            attributes.insert(
+                "curl_cli".into(),
+                Value::String(format!(
+                    "curl -i -X POST -H 'Content-Type: application/json' -H 'Accept: application/json' '{physical}'"
+                )),
+            );
+            let token = physical
+                .split_once("Signature=")
+                .map(|(_, s)| s.to_string())
+                .unwrap_or_default();
+            attributes.insert("token".into(), Value::String(token));
+        }
         Ok(CreateResult {
             physical_resource_id: physical,
-            attributes: Map::new(),
+            attributes,
             no_echo: false,
         })
     }

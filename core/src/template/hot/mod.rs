@@ -96,6 +96,9 @@ const CONDITION_FUNCTIONS: &[(&str, usize)] = &[
     ("yaql", V2017_09_01),
 ];
 
+const HEAT_WAIT_CONDITION: &str = "OS::Heat::WaitCondition";
+const HEAT_WAIT_CONDITION_HANDLE: &str = "OS::Heat::WaitConditionHandle";
+
 /// Whether a parsed template is HOT.
 pub fn is_hot(body: &Value) -> bool {
     body.get("heat_template_version").is_some()
@@ -221,6 +224,8 @@ struct Lowering<'c> {
     /// Resources whose type the registry maps to a template (provider
     /// templates): name → the template's name.
     template_resources: BTreeMap<String, String>,
+    /// Resources of Heat's wait condition type (their `data` is `Data`).
+    wait_conditions: Vec<String>,
 }
 
 /// What the resource registry makes of a resource's type.
@@ -254,6 +259,7 @@ pub fn lower(
         extra_conditions: Map::new(),
         context,
         template_resources: BTreeMap::new(),
+        wait_conditions: Vec::new(),
     };
     let out = l.template(top).map_err(|e| e.locate(&map))?;
     Ok((out, translate_map(map)))
@@ -353,8 +359,14 @@ impl Lowering<'_> {
             for (name, r) in res {
                 if let Some(Value::String(t)) = r.get("type") {
                     let path = child("/resources", name);
-                    if let Registered::Template(file) = self.registered_type(name, t, &path)? {
-                        self.template_resources.insert(name.clone(), file);
+                    match self.registered_type(name, t, &path)? {
+                        Registered::Template(file) => {
+                            self.template_resources.insert(name.clone(), file);
+                        }
+                        Registered::Type(t) if t == HEAT_WAIT_CONDITION => {
+                            self.wait_conditions.push(name.clone());
+                        }
+                        Registered::Type(_) => {}
                     }
                 }
             }
@@ -547,6 +559,38 @@ impl Lowering<'_> {
         let mut out = Map::new();
         match r.get("type") {
             Some(Value::String(t)) => match self.registered_type(name, t, &path)? {
+                // Heat's wait conditions are CloudFormation's, run by the
+                // engine's signal machinery.
+                Registered::Type(t) if t == HEAT_WAIT_CONDITION_HANDLE => {
+                    out.insert("Type".into(), json!(crate::signal::WAIT_CONDITION_HANDLE));
+                    if let Some(d) = r.get("depends_on") {
+                        out.insert("DependsOn".into(), d.clone());
+                    }
+                    return Ok(Value::Object(out));
+                }
+                Registered::Type(t) if t == HEAT_WAIT_CONDITION => {
+                    out.insert("Type".into(), json!(crate::signal::WAIT_CONDITION));
+                    let p = match r.get("properties") {
+                        Some(p) => self.value(p, &child(&path, "properties"))?,
+                        None => json!({}),
+                    };
+                    let mut props = Map::new();
+                    if let Some(h) = p.get("handle") {
+                        props.insert("Handle".into(), h.clone());
+                    }
+                    props.insert(
+                        "Timeout".into(),
+                        p.get("timeout").cloned().unwrap_or(json!(3600)),
+                    );
+                    if let Some(c) = p.get("count") {
+                        props.insert("Count".into(), c.clone());
+                    }
+                    out.insert("Properties".into(), Value::Object(props));
+                    if let Some(d) = r.get("depends_on") {
+                        out.insert("DependsOn".into(), d.clone());
+                    }
+                    return Ok(Value::Object(out));
+                }
                 Registered::Type(t) => {
                     out.insert("Type".into(), json!(t));
                 }
@@ -846,6 +890,12 @@ impl Lowering<'_> {
                 // A provider template's attributes are its outputs.
                 let attr = match (&attr, self.template_resources.contains_key(res)) {
                     (Value::String(name), true) => json!(format!("Outputs.{name}")),
+                    // Heat's wait condition `data` is CloudFormation's Data.
+                    (Value::String(name), false)
+                        if name == "data" && self.wait_conditions.contains(res) =>
+                    {
+                        json!("Data")
+                    }
                     _ => attr,
                 };
                 let getatt = json!({"Fn::GetAtt": [res, attr]});
