@@ -16,7 +16,10 @@ pub(crate) async fn descendants(
 ) -> anyhow::Result<Vec<(StackRecord, String)>> {
     // Only a template with nested stacks (or a HOT environment's provider
     // templates) has any: no listing otherwise.
-    if !top.template_body.contains(STACK_TYPE) && top.context.environment.is_none() {
+    if !top.template_body.contains(STACK_TYPE)
+        && !top.template_body.contains("OS::Heat::Stack")
+        && top.context.environment.is_none()
+    {
         return Ok(Vec::new());
     }
     let all = engine.store().list_stacks().await?;

@@ -228,6 +228,10 @@ pub struct Origin {
 /// template context (a HOT provider template).
 pub const CONTEXT_FILE: &str = "cairn-file:";
 
+/// The TemplateURL scheme of a template given inline (HOT's
+/// `OS::Heat::Stack` `template`): the text follows the scheme.
+pub const INLINE: &str = "cairn-inline:";
+
 impl Origin {
     /// A template read from the file `path` by the CLI.
     pub fn file(path: &Path) -> Origin {
@@ -405,6 +409,13 @@ async fn read(
     base: Option<&Base>,
     url: &str,
 ) -> Result<(String, String, Option<Base>), String> {
+    if let Some(body) = url.strip_prefix(INLINE) {
+        return Ok((
+            "an inline template".to_string(),
+            body.to_string(),
+            base.cloned(),
+        ));
+    }
     if let Some(name) = url.strip_prefix(CONTEXT_FILE) {
         return match origin.files.get(name) {
             Some(body) => Ok((name.to_string(), body.clone(), base.cloned())),

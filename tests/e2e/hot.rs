@@ -951,3 +951,48 @@ outputs:
     );
     assert_eq!(outputs(&s, "hw"), "data = {\"boot\":\"ready\"}\n");
 }
+
+/// OS::Heat::Stack: a nested stack of an inline template; a parameter
+/// change updates it in place; its outputs are read by path.
+#[test]
+fn os_heat_stack_nests_an_inline_template() {
+    let s = scratch();
+    let t = s.write(
+        "hstack.yaml",
+        "heat_template_version: 2018-08-31
+parameters:
+  word: {type: string, default: hello}
+resources:
+  inner:
+    type: OS::Heat::Stack
+    properties:
+      parameters: {w: {get_param: word}}
+      template:
+        heat_template_version: 2018-08-31
+        parameters:
+          w: {type: string}
+        resources:
+          thing:
+            type: Cairn::Test::Resource
+            properties: {Value: {get_param: w}}
+        outputs:
+          said: {value: {list_join: [' ', [{get_attr: [thing, Value]}, world]]}}
+outputs:
+  said: {value: {get_attr: [inner, outputs, said]}}
+",
+    );
+    let t = t.to_str().unwrap_or_default();
+    assert_eq!(cairn(&s, &["deploy", "hs", t]).code(), 0);
+    assert_eq!(outputs(&s, "hs"), "said = hello world\n");
+    let names: Vec<String> = cairn(&s, &["resources", "hs"])
+        .stdout()
+        .lines()
+        .filter_map(|l| l.split_whitespace().next().map(String::from))
+        .collect();
+    assert_eq!(names, vec!["inner", "inner/thing"]);
+    let run = cairn(&s, &["deploy", "hs", t, "-p", "word=goodbye"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(outputs(&s, "hs"), "said = goodbye world\n");
+    assert_eq!(cairn(&s, &["delete", "hs"]).code(), 0);
+    assert!(s.resource_files().is_empty());
+}

@@ -97,6 +97,7 @@ const CONDITION_FUNCTIONS: &[(&str, usize)] = &[
 ];
 
 const HEAT_WAIT_CONDITION: &str = "OS::Heat::WaitCondition";
+const HEAT_STACK: &str = "OS::Heat::Stack";
 const HEAT_WAIT_CONDITION_HANDLE: &str = "OS::Heat::WaitConditionHandle";
 
 /// Whether a parsed template is HOT.
@@ -226,6 +227,8 @@ struct Lowering<'c> {
     template_resources: BTreeMap<String, String>,
     /// Resources of Heat's wait condition type (their `data` is `Data`).
     wait_conditions: Vec<String>,
+    /// `OS::Heat::Stack` resources (`get_attr [s, outputs, X]`).
+    heat_stacks: Vec<String>,
 }
 
 /// What the resource registry makes of a resource's type.
@@ -260,6 +263,7 @@ pub fn lower(
         context,
         template_resources: BTreeMap::new(),
         wait_conditions: Vec::new(),
+        heat_stacks: Vec::new(),
     };
     let out = l.template(top).map_err(|e| e.locate(&map))?;
     Ok((out, translate_map(map)))
@@ -365,6 +369,9 @@ impl Lowering<'_> {
                         }
                         Registered::Type(t) if t == HEAT_WAIT_CONDITION => {
                             self.wait_conditions.push(name.clone());
+                        }
+                        Registered::Type(t) if t == HEAT_STACK => {
+                            self.heat_stacks.push(name.clone());
                         }
                         Registered::Type(_) => {}
                     }
@@ -563,6 +570,43 @@ impl Lowering<'_> {
                 // engine's signal machinery.
                 Registered::Type(t) if t == HEAT_WAIT_CONDITION_HANDLE => {
                     out.insert("Type".into(), json!(crate::signal::WAIT_CONDITION_HANDLE));
+                    if let Some(d) = r.get("depends_on") {
+                        out.insert("DependsOn".into(), d.clone());
+                    }
+                    return Ok(Value::Object(out));
+                }
+                // OS::Heat::Stack: a nested stack of an inline template.
+                Registered::Type(t) if t == HEAT_STACK => {
+                    out.insert("Type".into(), json!(crate::stack::STACK_TYPE));
+                    let mut outer = r.get("properties").cloned().unwrap_or(json!({}));
+                    if let Some(m) = outer.as_object_mut() {
+                        m.remove("template");
+                    }
+                    let p = self.value(&outer, &child(&path, "properties"))?;
+                    // The template is the child's own text: not lowered here.
+                    let raw = r.get("properties").cloned().unwrap_or(json!({}));
+                    let text = match raw.get("template") {
+                        Some(Value::String(s)) => s.clone(),
+                        Some(m @ Value::Object(_)) => m.to_string(),
+                        _ => {
+                            return Err(TemplateError::new(format!(
+                                "Property template of {name} must be a template (a map or its text)"
+                            ))
+                            .at(&child(&path, "properties")))
+                        }
+                    };
+                    let mut props = Map::new();
+                    props.insert(
+                        "TemplateURL".into(),
+                        Value::String(format!("{}{text}", crate::nested::INLINE)),
+                    );
+                    if let Some(params) = p.get("parameters") {
+                        props.insert("Parameters".into(), params.clone());
+                    }
+                    if let Some(t) = p.get("timeout") {
+                        props.insert("TimeoutInMinutes".into(), t.clone());
+                    }
+                    out.insert("Properties".into(), Value::Object(props));
                     if let Some(d) = r.get("depends_on") {
                         out.insert("DependsOn".into(), d.clone());
                     }
@@ -886,6 +930,20 @@ impl Lowering<'_> {
                 let Value::String(res) = &a[0] else {
                     return Err(err("Arguments to \"get_attr\" must be of the form [resource_name, attribute, (path), ...]".into()));
                 };
+                // OS::Heat::Stack: [s, outputs, X, path…] reads output X.
+                if self.heat_stacks.contains(res) && a[1] == json!("outputs") {
+                    let Some(Value::String(output)) = a.get(2) else {
+                        return Err(err(format!(
+                            "get_attr of {res}'s outputs as a whole is not supported by Cairn; name the output: [{res}, outputs, <name>]"
+                        )));
+                    };
+                    let getatt = json!({"Fn::GetAtt": [res, format!("Outputs.{output}")]});
+                    if a.len() == 3 {
+                        return Ok(getatt);
+                    }
+                    let rest = lowered(self, &Value::Array(a[3..].to_vec()))?;
+                    return Ok(json!({"Fn::Heat::Path": [getatt, rest, "get_attr"]}));
+                }
                 let attr = lowered(self, &a[1])?;
                 // A provider template's attributes are its outputs.
                 let attr = match (&attr, self.template_resources.contains_key(res)) {
