@@ -68,20 +68,10 @@ pub(crate) fn gather(
         let merged = hot::merge_environments(&envs).map_err(|e| anyhow!("environment: {e}"))?;
         if let Some(Value::Object(p)) = merged.get("parameters") {
             for (k, v) in p {
-                let text = match v {
-                    Value::String(s) => s.clone(),
-                    Value::Array(items) => items
-                        .iter()
-                        .map(|i| {
-                            i.as_str()
-                                .map(String::from)
-                                .unwrap_or_else(|| i.to_string())
-                        })
-                        .collect::<Vec<_>>()
-                        .join(","),
-                    other => other.to_string(),
-                };
-                parameters.insert(k.clone(), text);
+                parameters.insert(
+                    k.clone(),
+                    cairn_core::template::parameters::parameter_text(v),
+                );
             }
         }
         context.environment = Some(merged);

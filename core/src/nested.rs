@@ -172,21 +172,10 @@ pub fn child_parameters(
     params
         .iter()
         .map(|(k, v)| {
+            // Lists comma-joined, maps (a HOT json parameter) as JSON.
             let text = match v {
-                Value::String(s) => s.clone(),
-                Value::Number(n) => n.to_string(),
-                Value::Bool(b) => b.to_string(),
-                Value::Array(items) => items
-                    .iter()
-                    .map(|i| match i {
-                        Value::String(s) => s.clone(),
-                        other => other.to_string(),
-                    })
-                    .collect::<Vec<_>>()
-                    .join(","),
-                // A map (a HOT json parameter) as JSON text.
-                Value::Object(_) => v.to_string(),
                 Value::Null => String::new(),
+                other => crate::template::parameters::parameter_text(other),
             };
             Ok((k.clone(), text))
         })
@@ -385,20 +374,7 @@ fn check_outputs(
         .at(at)
         .locate(&template.source_map))
     };
-    for (node, res, attr) in graph.attribute_uses() {
-        check(res, attr, &child("/Resources", graph.name(*node)))?;
-    }
-    for o in &template.outputs {
-        let path = child(&child("/Outputs", &o.name), "Value");
-        let mut refs = Vec::new();
-        crate::graph::references(&o.value, &path, &|_| None, &mut refs);
-        for r in refs {
-            if let Some(attr) = &r.attribute {
-                check(&r.target, attr, &r.path)?;
-            }
-        }
-    }
-    Ok(())
+    crate::validate::each_get_att(template, &graph, check)
 }
 
 /// Reads one TemplateURL: its location, text and the base of its own

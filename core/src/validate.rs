@@ -90,6 +90,17 @@ pub fn check_attributes(
         ))
             .at(at))
     };
+    each_get_att(template, graph, check)
+}
+
+/// Calls `check(resource, attribute, pointer)` for every `Fn::GetAtt` of
+/// the resources (as the graph found them) and the outputs; stops at the
+/// first error.
+pub fn each_get_att(
+    template: &Template,
+    graph: &Graph,
+    mut check: impl FnMut(&str, &str, &str) -> Result<(), TemplateError>,
+) -> Result<(), TemplateError> {
     for (node, res, attr) in graph.attribute_uses() {
         check(res, attr, &child("/Resources", graph.name(*node)))?;
     }

@@ -842,19 +842,7 @@ async fn describe_change_set(app: &App, f: &Form) -> Outcome {
         });
         x.list("Changes", items, json_members);
         x.opt("NextToken", next.as_deref());
-        x.leaf(
-            "IncludeNestedStacks",
-            if cs.nested.include_nested_stacks {
-                "true"
-            } else {
-                "false"
-            },
-        )
-        .opt(
-            "ParentChangeSetId",
-            cs.nested.parent_change_set_id.as_deref(),
-        )
-        .opt("RootChangeSetId", cs.nested.root_change_set_id.as_deref());
+        nesting_xml(x, &cs);
     })
 }
 
@@ -890,15 +878,18 @@ fn change_set_summary(x: &mut Xml, cs: &ChangeSetRecord) {
         .leaf("Status", &cs.status)
         .opt("StatusReason", cs.status_reason.as_deref())
         .leaf("CreationTime", &cs.created_at)
-        .opt("Description", cs.description.as_deref())
-        .leaf(
-            "IncludeNestedStacks",
-            if cs.nested.include_nested_stacks {
-                "true"
-            } else {
-                "false"
-            },
-        )
+        .opt("Description", cs.description.as_deref());
+    nesting_xml(x, cs);
+}
+
+/// A change set's place in a tree of nested change sets.
+fn nesting_xml(x: &mut Xml, cs: &ChangeSetRecord) {
+    let include = if cs.nested.include_nested_stacks {
+        "true"
+    } else {
+        "false"
+    };
+    x.leaf("IncludeNestedStacks", include)
         .opt(
             "ParentChangeSetId",
             cs.nested.parent_change_set_id.as_deref(),

@@ -82,22 +82,7 @@ fn parameter_values(
             let raw = supplied
                 .get(name)
                 .cloned()
-                .or_else(|| match decl.get("Default") {
-                    Some(Value::String(s)) => Some(s.clone()),
-                    Some(Value::Array(items)) => Some(
-                        items
-                            .iter()
-                            .map(|i| {
-                                i.as_str()
-                                    .map(String::from)
-                                    .unwrap_or_else(|| i.to_string())
-                            })
-                            .collect::<Vec<_>>()
-                            .join(","),
-                    ),
-                    Some(other) => Some(other.to_string()),
-                    None => None,
-                });
+                .or_else(|| decl.get("Default").map(super::parameters::parameter_text));
             if let Some(raw) = raw {
                 let list = decl
                     .get("Type")

@@ -434,6 +434,24 @@ impl ParameterDecl {
     }
 }
 
+/// A value as a parameter's text: a string as it is, a list comma-joined,
+/// anything else as JSON.
+pub fn parameter_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Array(items) => items
+            .iter()
+            .map(|i| {
+                i.as_str()
+                    .map(String::from)
+                    .unwrap_or_else(|| i.to_string())
+            })
+            .collect::<Vec<_>>()
+            .join(","),
+        other => other.to_string(),
+    }
+}
+
 /// Heat's (oslo's strict) reading of a boolean parameter.
 fn heat_bool(raw: &str) -> Option<bool> {
     match raw.trim().to_ascii_lowercase().as_str() {

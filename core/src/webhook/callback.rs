@@ -351,6 +351,14 @@ impl CallbackListener {
         )
     }
 
+    /// Whether a URL's `Signature` is this state's for `key`
+    /// (constant-time: the signature is the URL's only secret).
+    fn signed(&self, key: &str, query: &HashMap<String, String>) -> bool {
+        let expected = url_signature(&self.secret, key);
+        let given = query.get("Signature").map(String::as_str).unwrap_or("");
+        constant_time_eq(given.as_bytes(), expected.as_bytes())
+    }
+
     /// The URL of a wait condition handle: `<base>/cfn-signal/<StackId|Logical>`
     /// signed like a ResponseURL, so only this state's engines mint one.
     pub fn handle_url(&self, stack_id: &str, logical_id: &str) -> String {
@@ -482,10 +490,7 @@ async fn receive(
     Query(query): Query<HashMap<String, String>>,
     body: Bytes,
 ) -> (StatusCode, String) {
-    let expected = url_signature(&listener.secret, &key);
-    let given = query.get("Signature").map(String::as_str).unwrap_or("");
-    // Constant-time comparison: the signature is the URL's only secret.
-    if !constant_time_eq(given.as_bytes(), expected.as_bytes()) {
+    if !listener.signed(&key, &query) {
         return (
             StatusCode::FORBIDDEN,
             "the Signature of this response URL is not valid; send the response to the ResponseURL of the request unchanged".into(),
@@ -567,9 +572,7 @@ async fn receive_signal(
     Query(query): Query<HashMap<String, String>>,
     body: Bytes,
 ) -> (StatusCode, String) {
-    let expected = url_signature(&listener.secret, &key);
-    let given = query.get("Signature").map(String::as_str).unwrap_or("");
-    if !constant_time_eq(given.as_bytes(), expected.as_bytes()) {
+    if !listener.signed(&key, &query) {
         return (
             StatusCode::FORBIDDEN,
             "the Signature of this wait condition handle URL is not valid; use the handle's URL (its Ref) unchanged".into(),
