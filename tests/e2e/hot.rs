@@ -996,3 +996,125 @@ outputs:
     assert_eq!(cairn(&s, &["delete", "hs"]).code(), 0);
     assert!(s.resource_files().is_empty());
 }
+
+/// OS::Heat::ResourceGroup on the engine's groups: `%index%` in each
+/// member's properties, count 5 → 3 removing the members removal_policies
+/// names, a rolling update under min_in_service, `refs`.
+#[test]
+fn resource_group_counts_removes_and_rolls() {
+    let s = scratch();
+    let t = s.write(
+        "rg.yaml",
+        "heat_template_version: 2018-08-31
+parameters:
+  count: {type: number, default: 5}
+  removal: {type: comma_delimited_list, default: ''}
+  version: {type: string, default: v1}
+resources:
+  group:
+    type: OS::Heat::ResourceGroup
+    update_policy:
+      rolling_update: {min_in_service: 2, max_batch_size: 2, pause_time: 0}
+    properties:
+      count: {get_param: count}
+      removal_policies: [{resource_list: {get_param: removal}}]
+      resource_def:
+        type: Cairn::Test::Resource
+        properties:
+          Value: {list_join: ['-', [member, '%index%', {get_param: version}]]}
+outputs:
+  refs: {value: {get_attr: [group, refs]}}
+",
+    );
+    let t = t.to_str().unwrap_or_default();
+    let members = |s: &Scratch| -> Vec<(String, String)> {
+        cairn(s, &["resources", "rg", "--output", "json"]).json()["StackResources"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .filter(|r| r["GroupResourceId"] == "group")
+            .map(|r| {
+                let physical = r["PhysicalResourceId"].as_str().unwrap_or_default();
+                let value = crate::update::file(s, physical)["Properties"]["Value"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                (
+                    r["LogicalResourceId"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                    value,
+                )
+            })
+            .collect()
+    };
+    let pair = |a: &str, b: &str| (a.to_string(), b.to_string());
+    assert_eq!(cairn(&s, &["deploy", "rg", t]).code(), 0);
+    assert_eq!(
+        members(&s),
+        vec![
+            pair("group-0", "member-0-v1"),
+            pair("group-1", "member-1-v1"),
+            pair("group-2", "member-2-v1"),
+            pair("group-3", "member-3-v1"),
+            pair("group-4", "member-4-v1"),
+        ]
+    );
+    let run = cairn(
+        &s,
+        &["deploy", "rg", t, "-p", "count=3", "-p", "removal=1,3"],
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(
+        members(&s),
+        vec![
+            pair("group-0", "member-0-v1"),
+            pair("group-2", "member-2-v1"),
+            pair("group-4", "member-4-v1")
+        ]
+    );
+    let before = sequence_after(&s, "rg", 0).len();
+    let run = cairn(
+        &s,
+        &[
+            "deploy",
+            "rg",
+            t,
+            "-p",
+            "count=3",
+            "-p",
+            "removal=1,3",
+            "-p",
+            "version=v2",
+        ],
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let batches: Vec<String> = sequence_after(&s, "rg", before)
+        .into_iter()
+        .filter(|e| e.2.starts_with("Rolling update batch"))
+        .map(|e| e.2)
+        .collect();
+    assert_eq!(
+        batches,
+        vec![
+            "Rolling update batch 1 of 2: creating group-5, group-6, then deleting group-0, group-2",
+            "Rolling update batch 2 of 2: creating group-7, then deleting group-4",
+        ]
+    );
+    assert_eq!(
+        members(&s),
+        vec![
+            pair("group-5", "member-5-v2"),
+            pair("group-6", "member-6-v2"),
+            pair("group-7", "member-7-v2")
+        ]
+    );
+    let refs: serde_json::Value =
+        serde_json::from_str(outputs(&s, "rg").trim_start_matches("refs = ").trim())
+            .expect("refs is JSON");
+    assert_eq!(refs.as_array().map(Vec::len), Some(3));
+    assert_eq!(cairn(&s, &["delete", "rg"]).code(), 0);
+    assert!(s.resource_files().is_empty());
+}

@@ -41,6 +41,9 @@ pub struct GroupSpec {
     pub launch_configuration: String,
     pub size: usize,
     pub prefix: String,
+    /// Members to remove first when the group shrinks (Heat's
+    /// removal_policies: member names, indices or physical ids).
+    pub removal: Vec<String>,
 }
 
 fn uint(props: &Map<String, Value>, key: &str, logical_id: &str) -> Result<Option<usize>, String> {
@@ -96,10 +99,28 @@ pub fn spec(
         .filter(|s| !s.is_empty())
         .unwrap_or(logical_id)
         .to_string();
+    let removal = props
+        .get("RemovalPolicies")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .flat_map(|p| {
+            p.get("resource_list")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default()
+        })
+        .map(|v| {
+            v.as_str()
+                .map(String::from)
+                .unwrap_or_else(|| v.to_string())
+        })
+        .collect();
     Ok(GroupSpec {
         launch_configuration,
         size,
         prefix,
+        removal,
     })
 }
 
@@ -108,6 +129,35 @@ pub fn spec(
 pub struct MemberDefinition {
     pub member_type: String,
     pub properties: Map<String, Value>,
+    /// Replaced by each member's index in its properties' strings (Heat's
+    /// ResourceGroup index_var).
+    pub index_var: Option<String>,
+}
+
+impl MemberDefinition {
+    /// The properties of the member with `index`.
+    pub fn properties_of(&self, index: u64) -> Map<String, Value> {
+        let Some(var) = self.index_var.as_deref().filter(|v| !v.is_empty()) else {
+            return self.properties.clone();
+        };
+        fn put(v: &Value, var: &str, index: &str) -> Value {
+            match v {
+                Value::String(s) => Value::String(s.replace(var, index)),
+                Value::Array(a) => Value::Array(a.iter().map(|x| put(x, var, index)).collect()),
+                Value::Object(m) => Value::Object(
+                    m.iter()
+                        .map(|(k, x)| (k.replace(var, index), put(x, var, index)))
+                        .collect(),
+                ),
+                other => other.clone(),
+            }
+        }
+        let i = index.to_string();
+        self.properties
+            .iter()
+            .map(|(k, v)| (k.clone(), put(v, var, &i)))
+            .collect()
+    }
 }
 
 impl MemberDefinition {
@@ -119,6 +169,10 @@ impl MemberDefinition {
                 .and_then(Value::as_object)
                 .cloned()
                 .unwrap_or_default(),
+            index_var: props
+                .get("IndexVariable")
+                .and_then(Value::as_str)
+                .map(String::from),
         })
     }
 }
@@ -142,6 +196,12 @@ fn group_schema(type_name: &str) -> ResourceSchema {
             PropertySchema::string()
                 .required()
                 .describe("Ref of the Cairn::Group::LaunchConfiguration its members are made from; a new one rolls the members out under the UpdatePolicy"),
+        )
+        .property(
+            "RemovalPolicies",
+            PropertySchema::json().describe(
+                "[{resource_list: [member names, indices or physical ids]}]: removed first when the group shrinks (Heat's removal_policies)",
+            ),
         )
         .property(
             "MemberNamePrefix",
@@ -174,6 +234,12 @@ impl ResourceProvider for GroupTypes {
                     PropertySchema::string().required().create_only(),
                 )
                 .property("MemberProperties", PropertySchema::json().create_only())
+                .property(
+                    "IndexVariable",
+                    PropertySchema::string()
+                        .create_only()
+                        .describe("replaced by each member's index in MemberProperties' strings (Heat's index_var)"),
+                )
                 .ref_returns("its physical name, new with every replacement"),
             group_schema(INSTANCE_GROUP)
                 .describe("a fixed-size group of members")
@@ -261,8 +327,25 @@ mod tests {
             GroupSpec {
                 launch_configuration: "lc-1".into(),
                 size: 3,
-                prefix: "Web".into()
+                prefix: "Web".into(),
+                removal: Vec::new(),
             }
+        );
+        let s = spec(
+            INSTANCE_GROUP,
+            "G",
+            &props(json!({"LaunchConfigurationName": "lc", "Size": 2, "RemovalPolicies": [{"resource_list": ["1", "G-3"]}]})),
+        )
+        .unwrap();
+        assert_eq!(s.removal, vec!["1".to_string(), "G-3".to_string()]);
+        let def = MemberDefinition {
+            member_type: "T".into(),
+            properties: props(json!({"Name": "web-%index%", "Tags": {"k-%index%": ["%index%"]}})),
+            index_var: Some("%index%".into()),
+        };
+        assert_eq!(
+            Value::Object(def.properties_of(4)),
+            json!({"Name": "web-4", "Tags": {"k-4": ["4"]}})
         );
         let s = spec(
             AUTO_SCALING_GROUP,

@@ -217,7 +217,7 @@ impl<'a> Run<'a> {
             physical_id: None,
             status: ResourceStatus::CreateInProgress,
             status_reason: None,
-            properties: definition.properties.clone(),
+            properties: definition.properties_of(index),
             attributes: Map::new(),
             pending: None,
             updated_at: now(),

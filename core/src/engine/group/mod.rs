@@ -266,6 +266,7 @@ impl Engine {
         Ok(MemberDefinition {
             member_type: member_type.to_string(),
             properties,
+            index_var: definition.index_var.clone(),
         })
     }
 }

@@ -111,7 +111,7 @@ impl<'a> Run<'a> {
         spec: &GroupSpec,
         policy: RollingUpdate,
     ) -> Result<Rollout, ProviderError> {
-        self.shrink_to(spec.size).await?;
+        self.shrink_to(spec.size, &spec.removal).await?;
         let st = self.snapshot().await;
         let stale: Vec<u64> = st
             .members
@@ -253,9 +253,36 @@ impl<'a> Run<'a> {
     }
 
     /// Deletes the highest-numbered members down to `size`.
-    pub(super) async fn shrink_to(&self, size: usize) -> Result<(), ProviderError> {
+    /// Deletes members down to `size`: those `removal` names first (by
+    /// name, index or physical id), then the highest-numbered.
+    pub(super) async fn shrink_to(
+        &self,
+        size: usize,
+        removal: &[String],
+    ) -> Result<(), ProviderError> {
         let st = self.snapshot().await;
-        let doomed: Vec<String> = naming::shrink(&st.indices(), size)
+        let excess = st.members.len().saturating_sub(size);
+        let named: Vec<u64> = st
+            .members
+            .iter()
+            .filter(|m| {
+                removal.iter().any(|r| {
+                    *r == m.name
+                        || *r == m.index.to_string()
+                        || m.physical_id.as_deref() == Some(r.as_str())
+                })
+            })
+            .map(|m| m.index)
+            .take(excess)
+            .collect();
+        let rest: Vec<u64> = st
+            .indices()
+            .into_iter()
+            .filter(|i| !named.contains(i))
+            .collect();
+        let mut doomed_indices = named.clone();
+        doomed_indices.extend(naming::shrink(&rest, size));
+        let doomed: Vec<String> = doomed_indices
             .into_iter()
             .filter_map(|i| st.members.iter().find(|m| m.index == i))
             .map(|m| m.name.clone())
@@ -274,7 +301,7 @@ impl<'a> Run<'a> {
     ) -> Result<(), ProviderError> {
         let st = self.snapshot().await;
         if st.members.len() > spec.size {
-            return self.shrink_to(spec.size).await;
+            return self.shrink_to(spec.size, &spec.removal).await;
         }
         let adding = naming::grow(&st.indices(), spec.size);
         if adding.is_empty() {

@@ -98,6 +98,7 @@ const CONDITION_FUNCTIONS: &[(&str, usize)] = &[
 
 const HEAT_WAIT_CONDITION: &str = "OS::Heat::WaitCondition";
 const HEAT_STACK: &str = "OS::Heat::Stack";
+const RESOURCE_GROUP: &str = "OS::Heat::ResourceGroup";
 const HEAT_WAIT_CONDITION_HANDLE: &str = "OS::Heat::WaitConditionHandle";
 
 /// Whether a parsed template is HOT.
@@ -229,6 +230,8 @@ struct Lowering<'c> {
     wait_conditions: Vec<String>,
     /// `OS::Heat::Stack` resources (`get_attr [s, outputs, X]`).
     heat_stacks: Vec<String>,
+    /// `OS::Heat::ResourceGroup` resources (`refs` is `MemberIds`).
+    resource_groups: Vec<String>,
 }
 
 /// What the resource registry makes of a resource's type.
@@ -264,6 +267,7 @@ pub fn lower(
         template_resources: BTreeMap::new(),
         wait_conditions: Vec::new(),
         heat_stacks: Vec::new(),
+        resource_groups: Vec::new(),
     };
     let out = l.template(top).map_err(|e| e.locate(&map))?;
     Ok((out, translate_map(map)))
@@ -373,6 +377,9 @@ impl Lowering<'_> {
                         Registered::Type(t) if t == HEAT_STACK => {
                             self.heat_stacks.push(name.clone());
                         }
+                        Registered::Type(t) if t == RESOURCE_GROUP => {
+                            self.resource_groups.push(name.clone());
+                        }
                         Registered::Type(_) => {}
                     }
                 }
@@ -388,6 +395,12 @@ impl Lowering<'_> {
         let mut resources = Map::new();
         if let Some(Value::Object(res)) = top.get("resources") {
             for (name, r) in res {
+                if self.resource_groups.contains(name) {
+                    for (n, lowered) in self.resource_group(name, r)? {
+                        resources.insert(n, lowered);
+                    }
+                    continue;
+                }
                 resources.insert(name.clone(), self.resource(name, r)?);
             }
         }
@@ -712,6 +725,101 @@ impl Lowering<'_> {
         Ok(Value::Object(out))
     }
 
+    /// `OS::Heat::ResourceGroup` as the engine's instance group: a launch
+    /// configuration `<name>-launch` (the resource_def, index_var) and the
+    /// group (count, removal_policies, rolling_update).
+    fn resource_group(
+        &mut self,
+        name: &str,
+        r: &Value,
+    ) -> Result<Vec<(String, Value)>, TemplateError> {
+        let path = child("/resources", name);
+        let props = r.get("properties").cloned().unwrap_or(json!({}));
+        let at = child(&path, "properties");
+        let def = props.get("resource_def").cloned().unwrap_or(Value::Null);
+        let Some(Value::String(member_type)) = def.get("type") else {
+            return Err(TemplateError::new(format!(
+                "Property resource_def of {name} needs a type"
+            ))
+            .at(&child(&at, "resource_def")));
+        };
+        let member_type = match self.registered_type(&format!("{name}.member"), member_type, &path)? {
+            Registered::Type(t) => t,
+            Registered::Template(file) => {
+                return Err(TemplateError::new(format!(
+                    "resource_def of {name} maps to the provider template {file}: members that are templates are not supported by Cairn yet"
+                ))
+                .at(&child(&at, "resource_def")))
+            }
+        };
+        let member_props = match def.get("properties") {
+            Some(p) => self.value(p, &child(&child(&at, "resource_def"), "properties"))?,
+            None => json!({}),
+        };
+        let index_var = props
+            .get("index_var")
+            .and_then(Value::as_str)
+            .unwrap_or("%index%")
+            .to_string();
+        let launch = format!("{name}-launch");
+        let launch_def = json!({
+            "Type": crate::group::types::LAUNCH_CONFIGURATION,
+            "Properties": {
+                "MemberType": member_type,
+                "MemberProperties": member_props,
+                "IndexVariable": index_var,
+            }
+        });
+        let count = match props.get("count") {
+            Some(c) => self.value(c, &child(&at, "count"))?,
+            None => json!(1),
+        };
+        let mut group_props = Map::new();
+        group_props.insert("LaunchConfigurationName".into(), json!({"Ref": launch}));
+        group_props.insert("Size".into(), count);
+        group_props.insert("MemberNamePrefix".into(), json!(name));
+        if let Some(rp) = props.get("removal_policies") {
+            group_props.insert(
+                "RemovalPolicies".into(),
+                self.value(rp, &child(&at, "removal_policies"))?,
+            );
+        }
+        let mut group = Map::new();
+        group.insert("Type".into(), json!(crate::group::types::INSTANCE_GROUP));
+        group.insert("Properties".into(), Value::Object(group_props));
+        if let Some(ru) = r.get("update_policy").and_then(|u| u.get("rolling_update")) {
+            let num = |k: &str, default: i64| {
+                ru.get(k)
+                    .and_then(|v| {
+                        v.as_i64()
+                            .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+                    })
+                    .unwrap_or(default)
+            };
+            group.insert(
+                "UpdatePolicy".into(),
+                json!({"RollingUpdate": {
+                    "MinInstancesInService": num("min_in_service", 0),
+                    "MaxBatchSize": num("max_batch_size", 1),
+                    "PauseTime": format!("PT{}S", num("pause_time", 0)),
+                }}),
+            );
+        }
+        if let Some(d) = r.get("depends_on") {
+            group.insert("DependsOn".into(), d.clone());
+        }
+        let mut launch_def = launch_def;
+        if let Some(c) = r.get("condition") {
+            let c = self.condition_ref(c, &child(&path, "condition"))?;
+            launch_def["Condition"] = c.clone();
+            group.insert("Condition".into(), c);
+        }
+        Ok(vec![
+            (launch, launch_def),
+            (name.to_string(), Value::Object(group)),
+        ])
+    }
+
     fn output(&mut self, name: &str, o: &Value) -> Result<Value, TemplateError> {
         let path = child("/outputs", name);
         let Value::Object(o) = o else {
@@ -930,6 +1038,15 @@ impl Lowering<'_> {
                 let Value::String(res) = &a[0] else {
                     return Err(err("Arguments to \"get_attr\" must be of the form [resource_name, attribute, (path), ...]".into()));
                 };
+                // A ResourceGroup's refs are its members' ids.
+                if self.resource_groups.contains(res) && a[1] == json!("refs") {
+                    let getatt = json!({"Fn::GetAtt": [res, "MemberIds"]});
+                    if a.len() == 2 {
+                        return Ok(getatt);
+                    }
+                    let rest = lowered(self, &Value::Array(a[2..].to_vec()))?;
+                    return Ok(json!({"Fn::Heat::Path": [getatt, rest, "get_attr"]}));
+                }
                 // OS::Heat::Stack: [s, outputs, X, path…] reads output X.
                 if self.heat_stacks.contains(res) && a[1] == json!("outputs") {
                     let Some(Value::String(output)) = a.get(2) else {
