@@ -7,6 +7,7 @@ mod engines;
 mod groups;
 mod hostile;
 mod hot;
+mod hot_corpus;
 mod nested;
 mod outage;
 mod plugins;

@@ -18,6 +18,23 @@ impl Engine {
     pub(super) async fn check_parameter_values(&self, op: &Op) -> Result<Vec<String>, String> {
         let mut warnings = Vec::new();
         for decl in &op.template.parameters {
+            // HOT's custom constraints name OpenStack lookups (nova.flavor,
+            // glance.image, …) that no Cairn provider answers.
+            if let (false, Some(raw)) = (
+                decl.custom_constraints.is_empty(),
+                op.params.raw.get(&decl.name),
+            ) {
+                let shown = if decl.no_echo {
+                    crate::template::parameters::MASK
+                } else {
+                    raw
+                };
+                warnings.push(format!(
+                    "Parameter value {shown} for parameter name {} was not checked: Cairn has no custom constraint {}; it is used as given",
+                    decl.name,
+                    decl.custom_constraints.join(", ")
+                ));
+            }
             let Some(resource_type) = decl.ty.resource_type() else {
                 continue;
             };

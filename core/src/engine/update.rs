@@ -189,6 +189,31 @@ const CANCELLED: &str = "User Initiated";
 
 /// The values an operation's parameters take: given ones, and for
 /// `UsePreviousValue` the value in `previous` (the stack's current ones).
+/// Heat's `immutable` parameters: a parameter the stack already has may not
+/// change its value when the new template declares it immutable.
+fn immutable_unchanged(
+    template: &Template,
+    old: &ParameterValues,
+    new: &ParameterValues,
+) -> Result<(), EngineError> {
+    let changed: Vec<&str> = template
+        .parameters
+        .iter()
+        .filter(|d| d.immutable)
+        .filter(
+            |d| matches!(old.values.get(&d.name), Some(v) if new.values.get(&d.name) != Some(v)),
+        )
+        .map(|d| d.name.as_str())
+        .collect();
+    if changed.is_empty() {
+        return Ok(());
+    }
+    Err(EngineError::Validation(format!(
+        "The following parameters are immutable and may not be updated: {}",
+        changed.join(", ")
+    )))
+}
+
 pub(super) fn supplied_values(
     inputs: &BTreeMap<String, ParameterInput>,
     previous: &BTreeMap<String, String>,
@@ -454,6 +479,7 @@ impl Engine {
             &parsed_old
         };
         let old_params = ParameterValues::resolve(&old_template.parameters, &stack.parameters)?;
+        immutable_unchanged(&template, &old_params, &params)?;
         let ev = Evaluator::with_conditions(&template, &params, &sctx, &results, conditions);
         let changes = plan::plan(
             &template,

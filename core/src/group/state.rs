@@ -100,7 +100,8 @@ impl GroupState {
         self.members.iter().map(|m| m.index).collect()
     }
 
-    /// `MemberIds` and `MemberNames`: the members in service, in order.
+    /// `MemberIds`, `MemberNames`, `MemberIdsByIndex` and `MemberAttributes`
+    /// (index → the member's attributes): the members in service, in order.
     pub fn attributes(&self) -> Map<String, Value> {
         let live: Vec<&Member> = self.members.iter().filter(|m| m.is_in_service()).collect();
         let mut a = Map::new();
@@ -113,6 +114,25 @@ impl GroupState {
         a.insert(
             "MemberNames".into(),
             live.iter().map(|m| Value::String(m.name.clone())).collect(),
+        );
+        a.insert(
+            "MemberIdsByIndex".into(),
+            Value::Object(
+                live.iter()
+                    .map(|m| {
+                        let id = m.physical_id.clone().unwrap_or_default();
+                        (m.index.to_string(), Value::String(id))
+                    })
+                    .collect(),
+            ),
+        );
+        a.insert(
+            "MemberAttributes".into(),
+            Value::Object(
+                live.iter()
+                    .map(|m| (m.index.to_string(), Value::Object(m.attributes.clone())))
+                    .collect(),
+            ),
         );
         a
     }

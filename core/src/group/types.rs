@@ -217,6 +217,14 @@ fn group_schema(type_name: &str) -> ResourceSchema {
         )
         .attribute("MemberIds", "the members' physical ids, in member order")
         .attribute("MemberNames", "the members' names, in member order")
+        .attribute(
+            "MemberIdsByIndex",
+            "a map of each member's index to its physical id (Heat's refs_map)",
+        )
+        .attribute(
+            "MemberAttributes",
+            "a map of each member's index to its attributes (Heat's resource.N.attr and attributes)",
+        )
         .ref_returns("the group's physical name")
 }
 

@@ -818,6 +818,26 @@ impl<'a> Evaluator<'a> {
                     fn_name,
                 )
             }
+            "Fn::Heat::Member" => {
+                let a = list(&args);
+                f::group_member(
+                    a.first().unwrap_or(&Value::Null),
+                    &a.get(1)
+                        .map(super::parameters::parameter_text)
+                        .unwrap_or_default(),
+                    &list(a.get(2).unwrap_or(&Value::Null)),
+                    a.get(3).and_then(Value::as_str).unwrap_or_default(),
+                )
+            }
+            "Fn::Heat::Members" => {
+                let a = list(&args);
+                f::group_members(
+                    a.first().unwrap_or(&Value::Null),
+                    a.get(1).unwrap_or(&Value::Null),
+                    &list(a.get(2).unwrap_or(&Value::Null)),
+                    a.get(3).and_then(Value::as_str) == Some("map"),
+                )
+            }
             "Fn::Heat::ListJoin" => f::list_join(&list(&args)),
             "Fn::Heat::StrReplace" => {
                 let a = list(&args);

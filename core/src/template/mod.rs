@@ -66,6 +66,9 @@ impl TemplateError {
     pub fn locate(mut self, map: &SourceMap) -> Self {
         if self.location.is_none() && !self.path.is_empty() {
             self.location = map.get(&self.path);
+            if let Some(original) = map.original(&self.path) {
+                self.path = original;
+            }
         }
         self
     }

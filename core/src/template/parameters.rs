@@ -131,10 +131,28 @@ pub struct ParameterDecl {
     pub constraint_description: Option<String>,
     /// Declared in a HOT template: errors in Heat's words.
     pub heat: bool,
+    /// HOT `immutable`: an update may not change the value.
+    pub immutable: bool,
+    /// HOT's `modulo` constraint: (step, offset).
+    pub modulo: Option<(i64, i64)>,
+    /// HOT `custom_constraint` names (nova.flavor, …): Cairn has no
+    /// plugins for them, so values are used unchecked, with a warning.
+    pub custom_constraints: Vec<String>,
+    /// HOT: each constraint's own description (length, range, modulo,
+    /// allowed_values, allowed_pattern), Heat's text when it fails.
+    pub heat_descriptions: BTreeMap<String, String>,
 }
 
 /// The key the HOT front end marks its parameters with.
 pub const HEAT_MARK: &str = "Cairn::Heat";
+/// HOT `immutable: true`.
+pub const HEAT_IMMUTABLE: &str = "Cairn::Heat::Immutable";
+/// HOT's modulo constraint, `{"step": n, "offset": m}`.
+pub const HEAT_MODULO: &str = "Cairn::Heat::Modulo";
+/// HOT's custom_constraint names.
+pub const HEAT_CUSTOM_CONSTRAINTS: &str = "Cairn::Heat::CustomConstraints";
+/// HOT constraints' descriptions, by kind.
+pub const HEAT_DESCRIPTIONS: &str = "Cairn::Heat::Descriptions";
 
 fn scalar_text(v: &Value) -> Option<String> {
     match v {
@@ -158,6 +176,10 @@ const PARAMETER_KEYS: &[&str] = &[
     "NoEcho",
     "ConstraintDescription",
     HEAT_MARK,
+    HEAT_IMMUTABLE,
+    HEAT_MODULO,
+    HEAT_CUSTOM_CONSTRAINTS,
+    HEAT_DESCRIPTIONS,
 ];
 
 impl ParameterDecl {
@@ -260,17 +282,39 @@ impl ParameterDecl {
             no_echo,
             constraint_description: d.get("ConstraintDescription").and_then(scalar_text),
             heat: d.get(HEAT_MARK) == Some(&Value::Bool(true)),
+            immutable: d.get(HEAT_IMMUTABLE) == Some(&Value::Bool(true)),
+            modulo: d
+                .get(HEAT_MODULO)
+                .and_then(|m| Some((m.get("step")?.as_i64()?, m.get("offset")?.as_i64()?))),
+            custom_constraints: d
+                .get(HEAT_CUSTOM_CONSTRAINTS)
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(scalar_text)
+                .collect(),
+            heat_descriptions: d
+                .get(HEAT_DESCRIPTIONS)
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+                .filter_map(|(k, v)| Some((k.clone(), scalar_text(v)?)))
+                .collect(),
         })
     }
 
     /// Checks a supplied value and returns what `Ref` yields: a string, or a list
     /// of strings for list types. Number parameters keep their text (`1000.0`).
     pub fn check(&self, raw: &str) -> Result<Value, TemplateError> {
-        let fail = |default_msg: String| -> TemplateError {
-            // Heat: "Parameter 'x' is invalid: " and the constraint's
-            // description, else its own text.
+        let fail = |kind: &str, default_msg: String| -> TemplateError {
+            // Heat: "Parameter 'x' is invalid: " and the failing
+            // constraint's description, else its own text.
             if self.heat {
-                let why = self.constraint_description.clone().unwrap_or(default_msg);
+                let why = self
+                    .heat_descriptions
+                    .get(kind)
+                    .cloned()
+                    .unwrap_or(default_msg);
                 return TemplateError::new(format!("Parameter '{}' is invalid: {why}", self.name));
             }
             match &self.constraint_description {
@@ -338,50 +382,80 @@ impl ParameterDecl {
                 })?;
                 if let Some(min) = self.min_value {
                     if n < min {
-                        return Err(fail(pick(
-                            format!(
-                                "Parameter '{}' must be a number not less than {}",
-                                self.name,
-                                fmt_num(min)
+                        return Err(fail(
+                            "range",
+                            pick(
+                                format!(
+                                    "Parameter '{}' must be a number not less than {}",
+                                    self.name,
+                                    fmt_num(min)
+                                ),
+                                range(item.trim()),
                             ),
-                            range(item.trim()),
-                        )));
+                        ));
                     }
                 }
                 if let Some(max) = self.max_value {
                     if n > max {
-                        return Err(fail(pick(
-                            format!(
-                                "Parameter '{}' must be a number not greater than {}",
-                                self.name,
-                                fmt_num(max)
+                        return Err(fail(
+                            "range",
+                            pick(
+                                format!(
+                                    "Parameter '{}' must be a number not greater than {}",
+                                    self.name,
+                                    fmt_num(max)
+                                ),
+                                range(item.trim()),
                             ),
-                            range(item.trim()),
-                        )));
+                        ));
+                    }
+                }
+                if let Some((step, offset)) = self.modulo {
+                    // Heat: integers only, the remainder's sign that of
+                    // the step (Python's %).
+                    let fits = n.fract() == 0.0 && step != 0 && {
+                        let r = (n as i64).rem_euclid(step.abs());
+                        let r = if step < 0 && r != 0 { r + step } else { r };
+                        r == offset
+                    };
+                    if !fits {
+                        return Err(fail(
+                            "modulo",
+                            format!(
+                                "{} is not a multiple of {step} with an offset of {offset}",
+                                item.trim()
+                            ),
+                        ));
                     }
                 }
             } else {
                 let len = item.chars().count() as u64;
                 if let Some(min) = self.min_length {
                     if len < min {
-                        return Err(fail(pick(
-                            format!(
-                                "Parameter '{}' must contain at least {min} characters",
-                                self.name
+                        return Err(fail(
+                            "length",
+                            pick(
+                                format!(
+                                    "Parameter '{}' must contain at least {min} characters",
+                                    self.name
+                                ),
+                                length(len),
                             ),
-                            length(len),
-                        )));
+                        ));
                     }
                 }
                 if let Some(max) = self.max_length {
                     if len > max {
-                        return Err(fail(pick(
-                            format!(
-                                "Parameter '{}' must contain at most {max} characters",
-                                self.name
+                        return Err(fail(
+                            "length",
+                            pick(
+                                format!(
+                                    "Parameter '{}' must contain at most {max} characters",
+                                    self.name
+                                ),
+                                length(len),
                             ),
-                            length(len),
-                        )));
+                        ));
                     }
                 }
                 if let Some(p) = &self.allowed_pattern {
@@ -393,21 +467,27 @@ impl ParameterDecl {
                         ))
                     })?;
                     if !anchored.matches(item) {
-                        return Err(fail(pick(
-                            format!("Parameter '{}' must match pattern {p}", self.name),
-                            format!("\"{item}\" does not match pattern \"{p}\""),
-                        )));
+                        return Err(fail(
+                            "allowed_pattern",
+                            pick(
+                                format!("Parameter '{}' must match pattern {p}", self.name),
+                                format!("\"{item}\" does not match pattern \"{p}\""),
+                            ),
+                        ));
                     }
                 }
             }
             if !self.allowed_values.is_empty() && !self.allowed_values.iter().any(|a| a == item) {
-                return Err(fail(pick(
-                    format!("Parameter '{}' must be one of AllowedValues", self.name),
-                    format!(
-                        "\"{item}\" is not an allowed value [{}]",
-                        self.allowed_values.join(", ")
+                return Err(fail(
+                    "allowed_values",
+                    pick(
+                        format!("Parameter '{}' must be one of AllowedValues", self.name),
+                        format!(
+                            "\"{item}\" is not an allowed value [{}]",
+                            self.allowed_values.join(", ")
+                        ),
                     ),
-                )));
+                ));
             }
         }
         if self.ty == ParameterType::HeatNumber {
@@ -577,13 +657,33 @@ mod tests {
             msg(&d, "A1"),
             "Parameter 'P' is invalid: \"A1\" does not match pattern \"[a-z]+\""
         );
-        let d =
-            heat(json!({"Type": "String", "MinLength": 2, "ConstraintDescription": "too short"}));
+        let d = heat(
+            json!({"Type": "String", "MinLength": 2, "MaxLength": 3, HEAT_DESCRIPTIONS: {"length": "too short"}, "AllowedPattern": "[a-z]+"}),
+        );
         assert_eq!(msg(&d, "x"), "Parameter 'P' is invalid: too short");
+        // Each constraint has its own description.
+        assert_eq!(
+            msg(&d, "AB"),
+            "Parameter 'P' is invalid: \"AB\" does not match pattern \"[a-z]+\""
+        );
         let d = heat(json!({"Type": HEAT_BOOLEAN}));
         assert_eq!(d.check("yes").unwrap(), json!(true));
         let d = heat(json!({"Type": HEAT_JSON}));
         assert_eq!(d.check("{\"a\": [1]}").unwrap(), json!({"a": [1]}));
+        let d = heat(json!({"Type": HEAT_NUMBER, HEAT_MODULO: {"step": 2, "offset": 1}}));
+        assert_eq!(d.check("7").unwrap(), json!(7));
+        assert_eq!(
+            msg(&d, "8"),
+            "Parameter 'P' is invalid: 8 is not a multiple of 2 with an offset of 1"
+        );
+        assert_eq!(
+            msg(&d, "7.5"),
+            "Parameter 'P' is invalid: 7.5 is not a multiple of 2 with an offset of 1"
+        );
+        // Python's % takes the step's sign.
+        let d = heat(json!({"Type": HEAT_NUMBER, HEAT_MODULO: {"step": -3, "offset": -1}}));
+        assert!(d.check("5").is_ok());
+        assert!(d.check("4").is_err());
     }
 
     fn msg(d: &ParameterDecl, raw: &str) -> String {

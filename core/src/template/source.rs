@@ -28,6 +28,9 @@ impl fmt::Display for Location {
 #[derive(Debug, Clone, Default)]
 pub struct SourceMap {
     locations: Vec<(String, Location)>,
+    /// For a front end that renamed pointers (HOT): each renamed pointer
+    /// and the one in the text, so an error names the path as written.
+    originals: Vec<(String, String)>,
 }
 
 impl SourceMap {
@@ -38,12 +41,47 @@ impl SourceMap {
     /// The same locations under pointers rewritten by `f` (a front end that
     /// renames sections).
     pub fn translated(self, f: impl Fn(&str) -> String) -> SourceMap {
+        let mut originals = Vec::new();
+        let locations = self
+            .locations
+            .into_iter()
+            .map(|(p, l)| {
+                let renamed = f(&p);
+                if renamed != p {
+                    originals.push((renamed.clone(), p));
+                }
+                (renamed, l)
+            })
+            .collect();
         SourceMap {
-            locations: self
-                .locations
-                .into_iter()
-                .map(|(p, l)| (f(&p), l))
-                .collect(),
+            locations,
+            originals,
+        }
+    }
+
+    /// The pointer as written in the text, for a pointer of the renamed
+    /// form: its nearest renamed ancestor's original, then the rest without
+    /// the front end's internal functions (`Fn::Heat::…`).
+    pub fn original(&self, pointer: &str) -> Option<String> {
+        if self.originals.is_empty() {
+            return None;
+        }
+        let mut p = pointer;
+        loop {
+            if let Some((_, original)) = self.originals.iter().find(|(k, _)| k == p) {
+                let mut out = original.clone();
+                for seg in pointer[p.len()..].split('/').filter(|s| !s.is_empty()) {
+                    if !seg.starts_with("Fn::Heat::") {
+                        out.push('/');
+                        out.push_str(seg);
+                    }
+                }
+                return Some(out);
+            }
+            match p.rfind('/') {
+                Some(i) => p = &p[..i],
+                None => return None,
+            }
         }
     }
 

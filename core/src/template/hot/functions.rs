@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 use sha2::Digest as _;
 
 pub type Outcome = Result<Value, String>;
@@ -40,6 +40,42 @@ pub fn path(value: Value, components: &[Value], fn_name: &str) -> Outcome {
         }
     }
     Ok(current)
+}
+
+/// `resource.N…` of a ResourceGroup: `by_index` maps member indices to ids
+/// (no path) or to attribute maps (path: the attribute, then its path).
+pub fn group_member(by_index: &Value, index: &str, path: &[Value], group: &str) -> Outcome {
+    let Some(member) = by_index.get(index) else {
+        return Err(format!(
+            "Member '{index}' not found in group resource '{group}'."
+        ));
+    };
+    self::path(member.clone(), path, "get_attr")
+}
+
+/// An attribute of every member of a ResourceGroup (`attributes` maps each
+/// member's attributes by index): a list in member order, or (`as_map`,
+/// Heat's `[g, attributes, attr]`) a map of index to value.
+pub fn group_members(attributes: &Value, attr: &Value, path: &[Value], as_map: bool) -> Outcome {
+    let Value::Object(members) = attributes else {
+        return Ok(if as_map { json!({}) } else { json!([]) });
+    };
+    let mut ordered: Vec<(u64, &String, &Value)> = members
+        .iter()
+        .map(|(k, v)| (k.parse().unwrap_or(u64::MAX), k, v))
+        .collect();
+    ordered.sort_by_key(|(i, _, _)| *i);
+    let mut full = vec![attr.clone()];
+    full.extend_from_slice(path);
+    let values: Vec<(String, Value)> = ordered
+        .into_iter()
+        .map(|(_, k, v)| self::path(v.clone(), &full, "get_attr").map(|x| (k.clone(), x)))
+        .collect::<Result<_, _>>()?;
+    Ok(if as_map {
+        Value::Object(values.into_iter().collect())
+    } else {
+        Value::Array(values.into_iter().map(|(_, v)| v).collect())
+    })
 }
 
 /// Heat's JSON text of a value: keys sorted, as `jsonutils.dumps(...,
@@ -542,6 +578,14 @@ pub fn make_url(args: &Value) -> Outcome {
         .remove(b'.')
         .remove(b'~');
     const PATH: &AsciiSet = &PART.remove(b'/');
+    // Python's urlencode: quote_plus (a space is '+'), and Heat keeps '/'.
+    const SPACED: &AsciiSet = &PART.remove(b' ');
+    let plus = |t: &str| {
+        utf8_percent_encode(t, SPACED)
+            .to_string()
+            .replace(' ', "+")
+            .replace("%2F", "/")
+    };
     let Value::Object(a) = args else {
         return Err("The arguments to \"make_url\" must be a map".into());
     };
@@ -590,9 +634,16 @@ pub fn make_url(args: &Value) -> Outcome {
             Some(n)
         }
     };
-    if !host.is_empty() || !user.is_empty() || port.is_some() {
+    // Python's quote(host, safe=':'); a host with ':' is an IPv6 literal.
+    const HOST: &AsciiSet = &PART.remove(b':');
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(&host);
+    let host = utf8_percent_encode(host, HOST).to_string();
+    if !host.is_empty() || !user.is_empty() || !password.is_empty() || port.is_some() {
         url.push_str("//");
-        if !user.is_empty() {
+        if !user.is_empty() || !password.is_empty() {
             url.push_str(&utf8_percent_encode(&user, PART).to_string());
             if !password.is_empty() {
                 url.push(':');
@@ -600,8 +651,7 @@ pub fn make_url(args: &Value) -> Outcome {
             }
             url.push('@');
         }
-        // An IPv6 literal is bracketed.
-        if host.contains(':') && !host.starts_with('[') {
+        if host.contains(':') {
             url.push_str(&format!("[{host}]"));
         } else {
             url.push_str(&host);
@@ -622,13 +672,7 @@ pub fn make_url(args: &Value) -> Outcome {
         Some(Value::Object(q)) => {
             let pairs: Vec<String> = q
                 .iter()
-                .map(|(k, v)| {
-                    format!(
-                        "{}={}",
-                        utf8_percent_encode(k, PART),
-                        utf8_percent_encode(&text_of(v), PART)
-                    )
-                })
+                .map(|(k, v)| format!("{}={}", plus(k), plus(&text_of(v))))
                 .collect();
             if !pairs.is_empty() {
                 url.push('?');
@@ -640,7 +684,7 @@ pub fn make_url(args: &Value) -> Outcome {
     let fragment = text("fragment")?;
     if !fragment.is_empty() {
         url.push('#');
-        url.push_str(&utf8_percent_encode(&fragment, PART).to_string());
+        url.push_str(&utf8_percent_encode(&fragment, PATH).to_string());
     }
     Ok(Value::String(url))
 }
@@ -648,7 +692,6 @@ pub fn make_url(args: &Value) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn str_replace_prefers_longer_keys_and_never_rescans_values() {
@@ -744,7 +787,13 @@ mod tests {
         );
         assert_eq!(
             make_url(&json!({"scheme": "https", "host": "example.com", "port": 8443, "path": "/a b", "query": {"x": "1 2"}, "fragment": "f"})).unwrap(),
-            json!("https://example.com:8443/a%20b?x=1%202#f")
+            // The query as Python's urlencode writes it: a space is '+'.
+            json!("https://example.com:8443/a%20b?x=1+2#f")
+        );
+        assert_eq!(
+            make_url(&json!({"host": "[::1]", "password": "p w", "query": {"a/b": "c d+"}}))
+                .unwrap(),
+            json!("//:p%20w@[::1]?a/b=c+d%2B")
         );
         assert_eq!(
             path(

@@ -99,6 +99,7 @@ const CONDITION_FUNCTIONS: &[(&str, usize)] = &[
 const HEAT_WAIT_CONDITION: &str = "OS::Heat::WaitCondition";
 const HEAT_STACK: &str = "OS::Heat::Stack";
 const RESOURCE_GROUP: &str = "OS::Heat::ResourceGroup";
+const AUTOSCALING_GROUP: &str = "OS::Heat::AutoScalingGroup";
 const HEAT_WAIT_CONDITION_HANDLE: &str = "OS::Heat::WaitConditionHandle";
 
 /// Whether a parsed template is HOT.
@@ -230,8 +231,11 @@ struct Lowering<'c> {
     wait_conditions: Vec<String>,
     /// `OS::Heat::Stack` resources (`get_attr [s, outputs, X]`).
     heat_stacks: Vec<String>,
-    /// `OS::Heat::ResourceGroup` resources (`refs` is `MemberIds`).
+    /// `OS::Heat::ResourceGroup` and `OS::Heat::AutoScalingGroup`
+    /// resources (`refs` is `MemberIds`…).
     resource_groups: Vec<String>,
+    /// Of those, the `OS::Heat::AutoScalingGroup` ones.
+    scaling_groups: Vec<String>,
 }
 
 /// What the resource registry makes of a resource's type.
@@ -268,6 +272,7 @@ pub fn lower(
         wait_conditions: Vec::new(),
         heat_stacks: Vec::new(),
         resource_groups: Vec::new(),
+        scaling_groups: Vec::new(),
     };
     let out = l.template(top).map_err(|e| e.locate(&map))?;
     Ok((out, translate_map(map)))
@@ -361,6 +366,13 @@ impl Lowering<'_> {
             }
             out.insert("Parameters".into(), Value::Object(p));
         }
+        if let Some(groups) = top.get("parameter_groups") {
+            let names: Vec<&String> = match top.get("parameters") {
+                Some(Value::Object(p)) => p.keys().collect(),
+                _ => Vec::new(),
+            };
+            parameter_groups(groups, &names)?;
+        }
         // Provider templates first: get_attr of such a resource reads an
         // output of its nested stack.
         if let Some(Value::Object(res)) = top.get("resources") {
@@ -379,6 +391,10 @@ impl Lowering<'_> {
                         }
                         Registered::Type(t) if t == RESOURCE_GROUP => {
                             self.resource_groups.push(name.clone());
+                        }
+                        Registered::Type(t) if t == AUTOSCALING_GROUP => {
+                            self.resource_groups.push(name.clone());
+                            self.scaling_groups.push(name.clone());
                         }
                         Registered::Type(_) => {}
                     }
@@ -478,12 +494,21 @@ impl Lowering<'_> {
         if let Some(desc) = d.get("description").or_else(|| d.get("label")) {
             out.insert("Description".into(), Value::String(text(desc)));
         }
-        if d.get("hidden")
-            .is_some_and(|h| h == &json!(true) || h == &json!("true"))
-        {
+        let flag = |k: &str| {
+            d.get(k)
+                .is_some_and(|h| h == &json!(true) || h == &json!("true"))
+        };
+        if flag("hidden") {
             out.insert("NoEcho".into(), json!(true));
         }
-        let mut messages = Vec::new();
+        if flag("immutable") {
+            out.insert(
+                crate::template::parameters::HEAT_IMMUTABLE.into(),
+                json!(true),
+            );
+        }
+        let mut custom = Vec::new();
+        let mut descriptions = Map::new();
         for (i, c) in d
             .get("constraints")
             .and_then(Value::as_array)
@@ -499,7 +524,9 @@ impl Lowering<'_> {
                 .at(&cpath));
             };
             if let Some(desc) = c.get("description") {
-                messages.push(text(desc));
+                for kind in c.keys().filter(|k| *k != "description") {
+                    descriptions.insert(kind.clone(), Value::String(text(desc)));
+                }
             }
             for (k, v) in c {
                 match k.as_str() {
@@ -532,9 +559,43 @@ impl Lowering<'_> {
                     "allowed_pattern" => {
                         out.insert("AllowedPattern".into(), Value::String(text(v)));
                     }
-                    // Accepted, not checked: Cairn has no custom constraint
-                    // plugins (nova.flavor, glance.image, …) nor modulo yet.
-                    "custom_constraint" | "modulo" => {}
+                    // Accepted and reported as not checked when used: Cairn
+                    // has no custom constraint plugins (nova.flavor, …).
+                    "custom_constraint" => custom.push(Value::String(text(v))),
+                    "modulo" => {
+                        let int = |k: &str| {
+                            v.get(k).and_then(|x| {
+                                x.as_i64()
+                                    .or_else(|| x.as_str().and_then(|s| s.trim().parse().ok()))
+                            })
+                        };
+                        let (Some(step), Some(offset)) = (int("step"), int("offset")) else {
+                            return Err(TemplateError::new(
+                                "A modulo constraint must have a step value and an offset value specified.",
+                            )
+                            .at(&child(&cpath, "modulo")));
+                        };
+                        if step == 0 {
+                            return Err(TemplateError::new("step cannot be 0.")
+                                .at(&child(&cpath, "modulo")));
+                        }
+                        if offset.abs() >= step.abs() {
+                            return Err(TemplateError::new(
+                                "offset must be smaller (by absolute value) than step.",
+                            )
+                            .at(&child(&cpath, "modulo")));
+                        }
+                        if step.signum() * offset.signum() < 0 {
+                            return Err(TemplateError::new(
+                                "step and offset must be both positive or both negative.",
+                            )
+                            .at(&child(&cpath, "modulo")));
+                        }
+                        out.insert(
+                            crate::template::parameters::HEAT_MODULO.into(),
+                            json!({"step": step, "offset": offset}),
+                        );
+                    }
                     other => {
                         return Err(TemplateError::new(format!(
                             "Invalid parameter constraints for parameter {name}, expected a list of: length, range, modulo, allowed_values, allowed_pattern, custom_constraint; got {other}"
@@ -544,10 +605,16 @@ impl Lowering<'_> {
                 }
             }
         }
-        if !messages.is_empty() {
+        if !custom.is_empty() {
             out.insert(
-                "ConstraintDescription".into(),
-                Value::String(messages.join(" ")),
+                crate::template::parameters::HEAT_CUSTOM_CONSTRAINTS.into(),
+                Value::Array(custom),
+            );
+        }
+        if !descriptions.is_empty() {
+            out.insert(
+                crate::template::parameters::HEAT_DESCRIPTIONS.into(),
+                Value::Object(descriptions),
             );
         }
         Ok(Value::Object(out))
@@ -725,69 +792,107 @@ impl Lowering<'_> {
         Ok(Value::Object(out))
     }
 
-    /// `OS::Heat::ResourceGroup` as the engine's instance group: a launch
-    /// configuration `<name>-launch` (the resource_def, index_var) and the
-    /// group (count, removal_policies, rolling_update).
+    /// `OS::Heat::ResourceGroup` and `OS::Heat::AutoScalingGroup` as the
+    /// engine's groups: a launch configuration `<name>-launch` (the member
+    /// definition: ResourceGroup's resource_def with its index_var, the
+    /// AutoScalingGroup's resource) and the group (count or sizes,
+    /// removal_policies, the rolling update policy).
     fn resource_group(
         &mut self,
         name: &str,
         r: &Value,
     ) -> Result<Vec<(String, Value)>, TemplateError> {
         let path = child("/resources", name);
+        let scaling = self.scaling_groups.iter().any(|g| g == name);
         let props = r.get("properties").cloned().unwrap_or(json!({}));
         let at = child(&path, "properties");
-        let def = props.get("resource_def").cloned().unwrap_or(Value::Null);
+        let def_key = if scaling { "resource" } else { "resource_def" };
+        let def = props.get(def_key).cloned().unwrap_or(Value::Null);
         let Some(Value::String(member_type)) = def.get("type") else {
-            return Err(TemplateError::new(format!(
-                "Property resource_def of {name} needs a type"
-            ))
-            .at(&child(&at, "resource_def")));
+            return Err(
+                TemplateError::new(format!("Property {def_key} of {name} needs a type"))
+                    .at(&child(&at, def_key)),
+            );
         };
         let member_type = match self.registered_type(&format!("{name}.member"), member_type, &path)? {
             Registered::Type(t) => t,
             Registered::Template(file) => {
                 return Err(TemplateError::new(format!(
-                    "resource_def of {name} maps to the provider template {file}: members that are templates are not supported by Cairn yet"
+                    "{def_key} of {name} maps to the provider template {file}: members that are templates are not supported by Cairn yet"
                 ))
-                .at(&child(&at, "resource_def")))
+                .at(&child(&at, def_key)))
             }
         };
         let member_props = match def.get("properties") {
-            Some(p) => self.value(p, &child(&child(&at, "resource_def"), "properties"))?,
+            Some(p) => self.value(p, &child(&child(&at, def_key), "properties"))?,
             None => json!({}),
         };
-        let index_var = props
-            .get("index_var")
-            .and_then(Value::as_str)
-            .unwrap_or("%index%")
-            .to_string();
+        let mut launch_props = Map::new();
+        launch_props.insert("MemberType".into(), json!(member_type));
+        launch_props.insert("MemberProperties".into(), member_props);
+        if !scaling {
+            let index_var = props
+                .get("index_var")
+                .and_then(Value::as_str)
+                .unwrap_or("%index%");
+            launch_props.insert("IndexVariable".into(), json!(index_var));
+        }
         let launch = format!("{name}-launch");
-        let launch_def = json!({
+        let mut launch_def = json!({
             "Type": crate::group::types::LAUNCH_CONFIGURATION,
-            "Properties": {
-                "MemberType": member_type,
-                "MemberProperties": member_props,
-                "IndexVariable": index_var,
-            }
+            "Properties": launch_props,
         });
-        let count = match props.get("count") {
-            Some(c) => self.value(c, &child(&at, "count"))?,
-            None => json!(1),
-        };
         let mut group_props = Map::new();
         group_props.insert("LaunchConfigurationName".into(), json!({"Ref": launch}));
-        group_props.insert("Size".into(), count);
         group_props.insert("MemberNamePrefix".into(), json!(name));
-        if let Some(rp) = props.get("removal_policies") {
-            group_props.insert(
-                "RemovalPolicies".into(),
-                self.value(rp, &child(&at, "removal_policies"))?,
-            );
-        }
+        let group_type = if scaling {
+            for (heat, cfn) in [
+                ("min_size", "MinSize"),
+                ("max_size", "MaxSize"),
+                ("desired_capacity", "DesiredCapacity"),
+            ] {
+                match props.get(heat) {
+                    Some(v) => {
+                        group_props.insert(cfn.into(), self.value(v, &child(&at, heat))?);
+                    }
+                    None if heat != "desired_capacity" => {
+                        return Err(TemplateError::new(format!(
+                        "Property error: resources.{name}.properties: Property {heat} not assigned"
+                    ))
+                        .at(&at))
+                    }
+                    None => {}
+                }
+            }
+            crate::group::types::AUTO_SCALING_GROUP
+        } else {
+            let count = match props.get("count") {
+                Some(c) => self.value(c, &child(&at, "count"))?,
+                None => json!(1),
+            };
+            group_props.insert("Size".into(), count);
+            if let Some(rp) = props.get("removal_policies") {
+                group_props.insert(
+                    "RemovalPolicies".into(),
+                    self.value(rp, &child(&at, "removal_policies"))?,
+                );
+            }
+            crate::group::types::INSTANCE_GROUP
+        };
         let mut group = Map::new();
-        group.insert("Type".into(), json!(crate::group::types::INSTANCE_GROUP));
+        group.insert("Type".into(), json!(group_type));
         group.insert("Properties".into(), Value::Object(group_props));
-        if let Some(ru) = r.get("update_policy").and_then(|u| u.get("rolling_update")) {
+        // ResourceGroup: update_policy.rolling_update, only when given; the
+        // AutoScalingGroup: the rolling_updates property, always on with
+        // Heat's defaults {0, 1, 0}.
+        let rolling = if scaling {
+            Some(props.get("rolling_updates").cloned().unwrap_or(json!({})))
+        } else {
+            r.get("update_policy")
+                .and_then(|u| u.get("rolling_update"))
+                .cloned()
+        };
+        if let Some(ru) = rolling {
             let num = |k: &str, default: i64| {
                 ru.get(k)
                     .and_then(|v| {
@@ -808,7 +913,6 @@ impl Lowering<'_> {
         if let Some(d) = r.get("depends_on") {
             group.insert("DependsOn".into(), d.clone());
         }
-        let mut launch_def = launch_def;
         if let Some(c) = r.get("condition") {
             let c = self.condition_ref(c, &child(&path, "condition"))?;
             launch_def["Condition"] = c.clone();
@@ -1038,14 +1142,8 @@ impl Lowering<'_> {
                 let Value::String(res) = &a[0] else {
                     return Err(err("Arguments to \"get_attr\" must be of the form [resource_name, attribute, (path), ...]".into()));
                 };
-                // A ResourceGroup's refs are its members' ids.
-                if self.resource_groups.contains(res) && a[1] == json!("refs") {
-                    let getatt = json!({"Fn::GetAtt": [res, "MemberIds"]});
-                    if a.len() == 2 {
-                        return Ok(getatt);
-                    }
-                    let rest = lowered(self, &Value::Array(a[2..].to_vec()))?;
-                    return Ok(json!({"Fn::Heat::Path": [getatt, rest, "get_attr"]}));
+                if self.resource_groups.contains(res) {
+                    return self.group_attribute(res, a, at, &err);
                 }
                 // OS::Heat::Stack: [s, outputs, X, path…] reads output X.
                 if self.heat_stacks.contains(res) && a[1] == json!("outputs") {
@@ -1157,6 +1255,160 @@ impl Lowering<'_> {
                 json!({ name: lowered(self, args)? })
             }
         })
+    }
+}
+
+/// Heat's checks of `parameter_groups`: a list of groups, each with a list
+/// of declared parameters, none in two groups.
+fn parameter_groups(groups: &Value, names: &[&String]) -> Result<(), TemplateError> {
+    let fail = |label: Option<&str>, message: String, at: String| {
+        let path = match label {
+            Some(l) => format!("parameter_groups.{l}"),
+            None => "parameter_groups".into(),
+        };
+        Err(TemplateError::new(format!("Parameter Groups error: {path}: {message}")).at(&at))
+    };
+    let Value::Array(groups) = groups else {
+        return fail(
+            None,
+            "The parameter_groups should be a list.".into(),
+            "/parameter_groups".into(),
+        );
+    };
+    let mut grouped: Vec<&Value> = Vec::new();
+    for (i, g) in groups.iter().enumerate() {
+        let at = child("/parameter_groups", &i.to_string());
+        let label = g.get("label").map(text).unwrap_or_default();
+        let members = match g.get("parameters") {
+            None | Some(Value::Null) => {
+                return fail(
+                    Some(&label),
+                    "The parameters must be provided for each parameter group.".into(),
+                    at,
+                )
+            }
+            Some(Value::Array(m)) => m,
+            Some(_) => {
+                return fail(
+                    Some(&label),
+                    "The parameters of parameter group should be a list.".into(),
+                    child(&at, "parameters"),
+                )
+            }
+        };
+        for p in members {
+            let shown = text(p);
+            if grouped.contains(&p) {
+                return fail(
+                    Some(&label),
+                    format!("The {shown} parameter must be assigned to one parameter group only."),
+                    child(&at, "parameters"),
+                );
+            }
+            grouped.push(p);
+            if !names.iter().any(|n| **n == shown) {
+                return fail(
+                    Some(&label),
+                    format!("The grouped parameter {shown} does not reference a valid parameter."),
+                    child(&at, "parameters"),
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+impl Lowering<'_> {
+    /// `get_attr` of an `OS::Heat::ResourceGroup`, as Heat reads it: `refs`
+    /// (ids in order), `refs_map` (index → id), `resource.N` (member N's
+    /// id), `resource.N.attr` or `[resource.N, attr]` (member N's attribute),
+    /// `[attributes, attr]` (index → each member's attr), and any other name
+    /// (the list of that attribute of every member), each with a path.
+    fn group_attribute(
+        &mut self,
+        res: &str,
+        a: &[Value],
+        at: &str,
+        err: &dyn Fn(String) -> TemplateError,
+    ) -> Result<Value, TemplateError> {
+        let rest = |l: &mut Self, from: usize| -> Result<Value, TemplateError> {
+            let items: Vec<Value> = a.get(from..).map(<[Value]>::to_vec).unwrap_or_default();
+            l.value(&Value::Array(items), at)
+        };
+        let path_of = |v: Value, rest: Value| -> Value {
+            match &rest {
+                Value::Array(r) if r.is_empty() => v,
+                _ => json!({"Fn::Heat::Path": [v, rest, "get_attr"]}),
+            }
+        };
+        let Value::String(key) = &a[1] else {
+            let attr = self.value(&a[1], at)?;
+            let rest = rest(self, 2)?;
+            return Ok(json!({"Fn::Heat::Members": [
+                {"Fn::GetAtt": [res, "MemberAttributes"]}, attr, rest, "list"
+            ]}));
+        };
+        let scaling = self.scaling_groups.iter().any(|g| g == res);
+        match key.as_str() {
+            "current_size" if scaling => {
+                Ok(json!({"Fn::Length": {"Fn::GetAtt": [res, "MemberIds"]}}))
+            }
+            "outputs" | "outputs_list" if scaling => {
+                let Some(attr) = a.get(2) else {
+                    return Err(err(format!(
+                        "get_attr of {res}'s {key} needs the member attribute: [{res}, {key}, <attribute>]"
+                    )));
+                };
+                let attr = self.value(attr, at)?;
+                let rest = rest(self, 3)?;
+                let mode = if key == "outputs" { "map" } else { "list" };
+                Ok(json!({"Fn::Heat::Members": [
+                    {"Fn::GetAtt": [res, "MemberAttributes"]}, attr, rest, mode
+                ]}))
+            }
+            "refs" => Ok(path_of(json!({"Fn::GetAtt": [res, "MemberIds"]}), rest(self, 2)?)),
+            "refs_map" => Ok(path_of(
+                json!({"Fn::GetAtt": [res, "MemberIdsByIndex"]}),
+                rest(self, 2)?,
+            )),
+            "removed_rsrc_list" => Err(err(format!(
+                "get_attr of {res}'s removed_rsrc_list is not supported by Cairn: removed members are named in its events"
+            ))),
+            "attributes" => {
+                let Some(attr) = a.get(2) else {
+                    return Err(err(format!(
+                        "The Referenced Attribute ({res} attributes) is incorrect."
+                    )));
+                };
+                let attr = self.value(attr, at)?;
+                let rest = rest(self, 3)?;
+                Ok(json!({"Fn::Heat::Members": [
+                    {"Fn::GetAtt": [res, "MemberAttributes"]}, attr, rest, "map"
+                ]}))
+            }
+            k if k.starts_with("resource.") => {
+                let mut parts = k.splitn(3, '.').skip(1);
+                let index = parts.next().unwrap_or_default().to_string();
+                let mut path: Vec<Value> = parts.map(|p| json!(p)).collect();
+                if let Value::Array(r) = rest(self, 2)? {
+                    path.extend(r);
+                }
+                if path.is_empty() {
+                    return Ok(json!({"Fn::Heat::Member": [
+                        {"Fn::GetAtt": [res, "MemberIdsByIndex"]}, index, [], res
+                    ]}));
+                }
+                Ok(json!({"Fn::Heat::Member": [
+                    {"Fn::GetAtt": [res, "MemberAttributes"]}, index, path, res
+                ]}))
+            }
+            _ => {
+                let rest = rest(self, 2)?;
+                Ok(json!({"Fn::Heat::Members": [
+                    {"Fn::GetAtt": [res, "MemberAttributes"]}, key, rest, "list"
+                ]}))
+            }
+        }
     }
 }
 
