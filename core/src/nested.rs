@@ -208,9 +208,10 @@ pub struct Origin {
     /// A server confines every nested template file to these directories;
     /// the CLI reads relative paths anywhere.
     pub confined_to: Option<Vec<PathBuf>>,
-    /// Templates handed in with the stack's template context (HOT's
-    /// provider templates), read as `cairn-file:<name>`.
-    pub files: BTreeMap<String, String>,
+    /// What the stack's nested templates are read with (HOT's child
+    /// environment): its files hold the templates handed in with the
+    /// stack (provider templates, read as `cairn-file:<name>`).
+    pub context: crate::stack::TemplateContext,
 }
 
 /// The TemplateURL scheme of a template handed in with the stack's
@@ -239,7 +240,7 @@ impl Origin {
                 std::fs::canonicalize(dir).unwrap_or(dir.to_path_buf()),
             )),
             confined_to: None,
-            files: BTreeMap::new(),
+            context: Default::default(),
         }
     }
 }
@@ -297,7 +298,7 @@ pub async fn collect(
                         .at(&at),
                     )
                 })?;
-            let parsed = Template::parse(&body)
+            let parsed = Template::parse_with(&body, &origin.context)
                 .map_err(|e| nested_error(&format!("{path}/"), prefixed(&location, e)))?;
             crate::validate::validate_template(&parsed, registry)
                 .map_err(|e| nested_error(&format!("{path}/"), prefixed(&location, e)))?;
@@ -393,7 +394,7 @@ async fn read(
         ));
     }
     if let Some(name) = url.strip_prefix(CONTEXT_FILE) {
-        return match origin.files.get(name) {
+        return match origin.context.files.get(name) {
             Some(body) => Ok((name.to_string(), body.clone(), base.cloned())),
             None => Err(format!(
                 "the template {name} was not handed in with the stack"

@@ -304,11 +304,17 @@ async fn plan(r: &Remote, args: crate::changesets::PlanArgs<'_>) -> anyhow::Resu
         kv("ChangeSetName", name.clone()),
     ];
     match args.template {
-        Some(path) => p.push(kv(
-            "TemplateBody",
-            std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read template {}", path.display()))?,
-        )),
+        Some(path) => {
+            let body = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read template {}", path.display()))?;
+            p.extend(context_members(path, &body, args.environments)?);
+            p.push(kv("TemplateBody", body));
+        }
+        None if !args.environments.is_empty() => {
+            return Err(anyhow!(
+                "-e applies with a template: name the template the environments are for"
+            ))
+        }
         None => p.push(kv("UsePreviousTemplate", "true")),
     }
     // As the embedded engine decides: CREATE when the stack does not exist
@@ -719,14 +725,37 @@ pub async fn run(endpoint: &str, command: Command<'_>) -> anyhow::Result<()> {
     }
 }
 
-async fn deploy(r: &Remote, args: stacks::DeployArgs<'_>) -> anyhow::Result<()> {
-    if !args.environments.is_empty() {
-        return Err(anyhow!("cairn --endpoint deploy does not send environment files yet: run cairn deploy on the server's state, or put the values in -p"));
+/// What a HOT template needs besides its text, as Cairn's API extension
+/// carries it: the merged environment (`Environments.member.1`, whose
+/// parameters the server applies under `-p`) and the files `get_file` and
+/// provider templates read (`Files.member.N.{Path,Content}`).
+fn context_members(
+    template: &Path,
+    body: &str,
+    environments: &[std::path::PathBuf],
+) -> anyhow::Result<Vec<(String, String)>> {
+    let gathered = crate::environment::gather(template, body, environments)?;
+    let mut out = Vec::new();
+    if let Some(env) = &gathered.context.environment {
+        out.push(kv("Environments.member.1", env.to_string()));
     }
+    for (i, (path, content)) in gathered.context.files.iter().enumerate() {
+        out.push(kv(format!("Files.member.{}.Path", i + 1), path.clone()));
+        out.push(kv(
+            format!("Files.member.{}.Content", i + 1),
+            content.clone(),
+        ));
+    }
+    Ok(out)
+}
+
+async fn deploy(r: &Remote, args: stacks::DeployArgs<'_>) -> anyhow::Result<()> {
     let body = std::fs::read_to_string(args.template)
         .with_context(|| format!("cannot read template {}", args.template.display()))?;
     let named = |e: anyhow::Error| anyhow!("{}: {e}", Path::new(args.template).display());
+    let context = context_members(args.template, &body, args.environments)?;
     let mut params = vec![kv("StackName", args.stack), kv("TemplateBody", body)];
+    params.extend(context);
     params.extend(parameter_members(args.parameters, args.use_previous)?);
     for (i, (k, v)) in stacks::parse_tags(args.tags)?.into_iter().enumerate() {
         params.push(kv(format!("Tags.member.{}.Key", i + 1), k));

@@ -11,7 +11,7 @@ use cairn_core::engine::{
 };
 use cairn_core::stack::{
     ChangeSetRecord, EventRecord, OnFailure, ResourceRecord, StackRecord, StackStatus, Tag,
-    STACK_TYPE,
+    TemplateContext, STACK_TYPE,
 };
 use cairn_core::template::parameters::MASK;
 use cairn_core::template::Template;
@@ -146,7 +146,7 @@ fn origin(app: &App, f: &Form) -> cairn_core::nested::Origin {
             .or_else(|| dirs.first().cloned())
             .map(cairn_core::nested::Base::Dir),
         confined_to: Some(dirs.clone()),
-        files: Default::default(),
+        context: Default::default(),
     }
 }
 
@@ -205,6 +205,56 @@ fn parameters(f: &Form) -> Result<BTreeMap<String, ParameterInput>, ApiError> {
         out.insert(key.clone(), input);
     }
     Ok(out)
+}
+
+/// A HOT template's context and its environments' parameter values.
+type Supplied = (TemplateContext, BTreeMap<String, String>);
+
+/// Cairn's extension for HOT templates: `Environments.member.N` (HOT
+/// environment documents, merged in order, later ones winning) and
+/// `Files.member.N.{Path,Content}` (what `get_file` and the registry's
+/// provider templates read). Returns the context and the environments'
+/// parameter values (explicit `Parameters` win over them); `None` when the
+/// request has neither.
+fn template_context(f: &Form) -> Result<Option<Supplied>, ApiError> {
+    let envs = f.list("Environments");
+    let files = f.structs("Files");
+    if envs.is_empty() && files.is_empty() {
+        return Ok(None);
+    }
+    let mut context = TemplateContext::default();
+    for (i, file) in files.iter().enumerate() {
+        let (Some(path), Some(content)) = (file.get("Path"), file.get("Content")) else {
+            return Err(ApiError::validation(format!(
+                "Files.member.{}: a file needs a Path and a Content",
+                i + 1
+            )));
+        };
+        context.files.insert(path.clone(), content.clone());
+    }
+    let mut parsed = Vec::new();
+    for (i, text) in envs.iter().enumerate() {
+        let env = Template::body_of(text)
+            .map_err(|e| ApiError::validation(format!("Environments.member.{}: {e}", i + 1)))?;
+        parsed.push(env);
+    }
+    let parameters = cairn_core::template::hot::apply_environments(&mut context, &parsed)
+        .map_err(|e| ApiError::validation(format!("Environments: {e}")))?;
+    Ok(Some((context, parameters)))
+}
+
+/// The environments' values under the explicit ones.
+fn with_environment_values<V>(
+    explicit: BTreeMap<String, V>,
+    from_environment: BTreeMap<String, String>,
+    wrap: impl Fn(String) -> V,
+) -> BTreeMap<String, V> {
+    let mut out: BTreeMap<String, V> = from_environment
+        .into_iter()
+        .map(|(k, v)| (k, wrap(v)))
+        .collect();
+    out.extend(explicit);
+    out
 }
 
 fn plain_parameters(f: &Form) -> Result<BTreeMap<String, String>, ApiError> {
@@ -268,15 +318,16 @@ async fn create_stack(app: &Arc<App>, f: &Form) -> Outcome {
     let body = template_body(app, f)?.ok_or_else(|| {
         ApiError::validation("Either Template URL or Template Body must be specified.")
     })?;
+    let (context, env_values) = template_context(f)?.unwrap_or_default();
     let input = CreateStackInput {
         stack_name: name.to_string(),
         template_body: body,
-        parameters: plain_parameters(f)?,
+        parameters: with_environment_values(plain_parameters(f)?, env_values, |v| v),
         on_failure: on_failure(f)?,
         tags: tags(f)?.unwrap_or_default(),
         timeout_minutes: timeout_minutes(f)?,
         origin: origin(app, f),
-        context: Default::default(),
+        context,
     };
     let id = app.engine.start_create(&input).await?;
     app.drive(id.clone(), "CREATE").await;
@@ -294,13 +345,17 @@ async fn update_stack(app: &Arc<App>, f: &Form) -> Outcome {
             "Exactly one of TemplateBody, TemplateURL or UsePreviousTemplate must be given.",
         ));
     }
+    let (context, env_values) = match template_context(f)? {
+        Some((c, v)) => (Some(c), v),
+        None => (None, BTreeMap::new()),
+    };
     let input = UpdateStackInput {
         stack_name: name.to_string(),
         template_body: body,
-        parameters: parameters(f)?,
+        parameters: with_environment_values(parameters(f)?, env_values, ParameterInput::Value),
         tags: tags(f)?,
         origin: origin(app, f),
-        context: None,
+        context,
     };
     let id = app.engine.start_update(&input).await?;
     app.drive(id.clone(), "UPDATE").await;
@@ -665,7 +720,9 @@ fn validate_template(app: &App, f: &Form) -> Outcome {
     let body = template_body(app, f)?.ok_or_else(|| {
         ApiError::validation("Either Template URL or Template Body must be specified.")
     })?;
-    let t = parse_template(&body)?;
+    let context = template_context(f)?.unwrap_or_default().0;
+    let t =
+        Template::parse_with(&body, &context).map_err(|e| ApiError::validation(e.to_string()))?;
     cairn_core::validate::validate_template(&t, app.engine.registry())
         .map_err(|e| ApiError::validation(e.to_string()))?;
     result(|x| {
@@ -750,6 +807,7 @@ async fn create_change_set(app: &App, f: &Form) -> Outcome {
             "Exactly one of TemplateBody, TemplateURL or UsePreviousTemplate must be given.",
         ));
     }
+    let (context, env_values) = template_context(f)?.unwrap_or_default();
     let input = CreateChangeSetInput {
         stack_name: stack_name.to_string(),
         change_set_name: name.to_string(),
@@ -757,14 +815,14 @@ async fn create_change_set(app: &App, f: &Form) -> Outcome {
         // stack when it is not given, which is the same for a live stack.
         change_set_type: kind.or(Some(ChangeSetType::Update)),
         template_body: body,
-        parameters: parameters(f)?,
+        parameters: with_environment_values(parameters(f)?, env_values, ParameterInput::Value),
         description: f.get("Description").map(String::from),
         // `aws cloudformation deploy` without --tags sends an empty list:
         // a change set keeps the stack's tags unless it names some.
         tags: tags(f)?.filter(|t| !t.is_empty()),
         origin: origin(app, f),
         include_nested_stacks: f.flag("IncludeNestedStacks")? == Some(true),
-        context: Default::default(),
+        context,
     };
     let cs = app.engine.create_change_set(&input).await?;
     result(|x| {

@@ -626,3 +626,123 @@ fn a_create_answered_after_the_timeout_gets_what_it_made_deleted() {
     };
     assert!(left.is_empty(), "the handler still holds {left:?}");
 }
+
+/// HOT through the API: `cairn --endpoint … deploy -e` sends the merged
+/// environment and the files get_file and provider templates read
+/// (Cairn's `Environments` / `Files` extension); the server applies them
+/// as the embedded engine does.
+#[test]
+fn hot_environments_and_files_reach_the_server() {
+    let s = Scratch::new();
+    let server = Server::start(&s, "");
+    std::fs::create_dir_all(s.dir.path().join("envs")).expect("envs dir");
+    s.write(
+        "app.yaml",
+        "heat_template_version: 2018-08-31
+parameters:
+  tier: {type: string}
+  owner: {type: string, default: nobody}
+resources:
+  banner:
+    type: Cairn::Test::Resource
+    properties:
+      Value: {get_file: banner.txt}
+  server:
+    type: Corp::Server
+    properties:
+      name: {get_param: tier}
+outputs:
+  banner: {value: {get_attr: [banner, Value]}}
+  motd: {value: {get_attr: [server, motd]}}
+  who: {value: {list_join: ['@', [{get_param: owner}, {get_param: tier}]]}}
+",
+    );
+    s.write("banner.txt", "hello");
+    s.write(
+        "envs/base.yaml",
+        "parameters:\n  tier: web\nparameter_defaults:\n  owner: base\nresource_registry:\n  Corp::Server: server.yaml\n",
+    );
+    s.write("envs/prod.yaml", "parameter_defaults:\n  owner: prod\n");
+    s.write(
+        "envs/server.yaml",
+        "heat_template_version: 2018-08-31
+parameters:
+  name: {type: string}
+resources:
+  vm:
+    type: Cairn::Test::Resource
+    properties:
+      Value: {str_replace: {template: 'NAME: MOTD', params: {NAME: {get_param: name}, MOTD: {get_file: motd.txt}}}}
+outputs:
+  motd: {value: {get_attr: [vm, Value]}}
+",
+    );
+    s.write("envs/motd.txt", "be nice");
+    let run = remote(
+        &s,
+        &server,
+        &["deploy", "h", "app.yaml", "-e", "envs/base.yaml"],
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let out = remote(&s, &server, &["outputs", "h"]);
+    assert_eq!(
+        out.stdout(),
+        "banner = hello\nmotd = web: be nice\nwho = base@web\n",
+        "{}",
+        out.stderr()
+    );
+    // A later environment wins; -p wins over the environments' parameters.
+    let layered = [
+        "app.yaml",
+        "-e",
+        "envs/base.yaml",
+        "-e",
+        "envs/prod.yaml",
+        "-p",
+        "tier=api",
+    ];
+    let plan = remote(
+        &s,
+        &server,
+        &[&["plan", "h"][..], &layered, &["--output", "json"]].concat(),
+    );
+    assert_eq!(plan.code(), 0, "{}", plan.stderr());
+    let changes = plan.json()["Changes"].to_string();
+    assert!(
+        changes.contains("\"LogicalResourceId\":\"server\""),
+        "{changes}"
+    );
+    let run = remote(&s, &server, &[&["deploy", "h"][..], &layered].concat());
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let out = remote(&s, &server, &["outputs", "h"]);
+    assert_eq!(
+        out.stdout(),
+        "banner = hello\nmotd = api: be nice\nwho = prod@api\n"
+    );
+    let d = remote(&s, &server, &["describe", "h", "--output", "json"]).json();
+    assert_eq!(d["Stacks"][0]["StackStatus"], "UPDATE_COMPLETE");
+    // A file get_file needs that the request lacks: Heat's text.
+    let run = remote(
+        &s,
+        &server,
+        &["deploy", "h2", "envs/server.yaml", "-p", "name=x"],
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    std::fs::remove_file(s.dir.path().join("banner.txt")).expect("remove");
+    let run = remote(
+        &s,
+        &server,
+        &["deploy", "h3", "app.yaml", "-e", "envs/base.yaml"],
+    );
+    assert_eq!(run.code(), 1);
+    assert!(
+        run.stderr().contains("get_file banner.txt: cannot read"),
+        "{}",
+        run.stderr()
+    );
+    for stack in ["h", "h2"] {
+        let run = remote(&s, &server, &["delete", stack]);
+        assert_eq!(run.code(), 0, "{}", run.stderr());
+    }
+    assert_eq!(s.resource_files(), Vec::<String>::new());
+}

@@ -301,7 +301,7 @@ impl Engine {
             &self.registry,
             &template,
             &crate::nested::Origin {
-                files: context.files.clone(),
+                context: context.for_child(),
                 ..input.origin.clone()
             },
         )

@@ -120,7 +120,9 @@ impl Engine {
                     tags: child_tags(&r.properties).unwrap_or_else(|| op.stack.tags.clone()),
                     timeout_minutes: nested::timeout_minutes(&r.properties),
                     origin: Default::default(),
-                    context: Default::default(),
+                    // A HOT child reads its files and its parent's
+                    // environment (Heat's child environment).
+                    context: op.state.context.for_child(),
                 };
                 self.create_stack(&input, Some((&op.stack, op.nested.below(&r.logical_id))))
                     .await
@@ -219,7 +221,7 @@ impl Engine {
                     .collect(),
                 tags: child_tags(properties),
                 origin: Default::default(),
-                context: None,
+                context: (!rolling_back).then(|| op.state.context.for_child()),
             };
             match self
                 .update_child(

@@ -439,7 +439,7 @@ impl Engine {
                     &self.registry,
                     &template,
                     &crate::nested::Origin {
-                        files: target_context.files.clone(),
+                        context: target_context.for_child(),
                         ..input.origin.clone()
                     },
                 )

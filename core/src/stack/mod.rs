@@ -199,6 +199,24 @@ impl TemplateContext {
         self.files.is_empty() && self.environment.is_none() && self.parameters.is_empty()
     }
 
+    /// What a nested stack of this template gets (Heat's child
+    /// environment): the same files and environment, without the
+    /// environment's `parameters` (a child's values come from its
+    /// resource's properties) and the parent's language-extension values.
+    pub fn for_child(&self) -> TemplateContext {
+        let environment = self.environment.clone().map(|mut e| {
+            if let Some(m) = e.as_object_mut() {
+                m.remove("parameters");
+            }
+            e
+        });
+        TemplateContext {
+            files: self.files.clone(),
+            environment,
+            parameters: BTreeMap::new(),
+        }
+    }
+
     /// This context for `text` with `parameters`: a template using
     /// `AWS::LanguageExtensions` keeps the values its loops expand with.
     pub fn for_template(mut self, text: &str, parameters: &BTreeMap<String, String>) -> Self {

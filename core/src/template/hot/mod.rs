@@ -135,6 +135,56 @@ pub fn files_needed(body: &Value) -> Vec<String> {
     out
 }
 
+/// Applies HOT environments (in order, later ones winning) to a template's
+/// context: the merged environment is kept with it, and its `parameters`
+/// are returned as values for the template (explicit values win over them).
+pub fn apply_environments(
+    context: &mut crate::stack::TemplateContext,
+    envs: &[Value],
+) -> Result<BTreeMap<String, String>, String> {
+    let mut parameters = BTreeMap::new();
+    if envs.is_empty() {
+        return Ok(parameters);
+    }
+    let merged = merge_environments(envs)?;
+    if let Some(Value::Object(p)) = merged.get("parameters") {
+        for (k, v) in p {
+            parameters.insert(k.clone(), super::parameters::parameter_text(v));
+        }
+    }
+    context.environment = Some(merged);
+    Ok(parameters)
+}
+
+/// The template files an environment's resource_registry maps types to
+/// (top level and per resource): provider templates.
+pub fn provider_templates(env: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    let Some(Value::Object(registry)) = env.get("resource_registry") else {
+        return out;
+    };
+    let mut note = |v: &Value| {
+        if let Value::String(s) = v {
+            if is_template_file(s) && !out.contains(s) {
+                out.push(s.clone());
+            }
+        }
+    };
+    for (k, v) in registry {
+        if k == "resources" {
+            for per in v.as_object().into_iter().flat_map(|m| m.values()) {
+                per.as_object()
+                    .into_iter()
+                    .flat_map(|m| m.values())
+                    .for_each(&mut note);
+            }
+        } else {
+            note(v);
+        }
+    }
+    out
+}
+
 /// Merges HOT environment files in order, later ones winning (Heat's
 /// `-e a.yaml -e b.yaml`): maps merge key by key, `resource_registry`'s
 /// `resources` too; `event_sinks` add up.
