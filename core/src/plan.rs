@@ -196,6 +196,14 @@ pub fn plan(
             });
             continue;
         };
+        // An adopted resource (HOT's external_id) is never updated: Heat
+        // skips it while its id stays, and refuses a new one.
+        if let Some(id) = external_id(ev, r)? {
+            if row.physical_id.as_deref() == Some(id.as_str()) {
+                continue;
+            }
+            return Err(TemplateError::new(external_id_changed(name, &r.type_name)));
+        }
         let path = child(&child("/Resources", name), "Properties");
         let (props, _) = ev.eval_object(&r.properties, &path)?;
         let props = validate::check_properties(name, &r.type_name, &props, registry)
@@ -380,6 +388,39 @@ pub fn plan(
     }
     changes.extend(removed.into_values());
     Ok(changes)
+}
+
+/// A resource's HOT `external_id`, evaluated: the physical id of the
+/// existing resource it adopts. `Ok(None)` when it has none.
+pub fn external_id(
+    ev: &Evaluator<'_>,
+    r: &crate::template::model::Resource,
+) -> Result<Option<String>, TemplateError> {
+    let Some(expr) = &r.external_id else {
+        return Ok(None);
+    };
+    let path = child(&child("/Resources", &r.logical_id), "external_id");
+    match ev.eval(expr, &path)? {
+        crate::template::eval::Evaluated::Value(Value::String(id)) if !id.is_empty() => {
+            Ok(Some(id))
+        }
+        crate::template::eval::Evaluated::Value(Value::Number(n)) => Ok(Some(n.to_string())),
+        crate::template::eval::Evaluated::Pending => Err(TemplateError::new(format!(
+            "external_id of {} depends on a resource that is not created yet; it must name an existing resource",
+            r.logical_id
+        ))
+        .at(&path)),
+        other => Err(TemplateError::new(format!(
+            "external_id of {} must be a non-empty string, not {other:?}",
+            r.logical_id
+        ))
+        .at(&path)),
+    }
+}
+
+/// Heat's refusal of a changed `external_id`.
+pub fn external_id_changed(logical_id: &str, type_name: &str) -> String {
+    format!("Update to property external_id of {logical_id} ({type_name}) is not supported.")
 }
 
 /// Whether a stored resource is part of the stack (not deleted).

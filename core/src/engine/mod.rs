@@ -1402,6 +1402,50 @@ impl Engine {
             .map_err(|e| e.to_string())
     }
 
+    /// A resource's HOT `external_id`, evaluated.
+    fn external_id_for(&self, op: &Op, logical_id: &str) -> Result<Option<String>, ProviderError> {
+        let Some(r) = op.template.resource(logical_id) else {
+            return Ok(None);
+        };
+        crate::plan::external_id(&op.evaluator(), r)
+            .map_err(|e| ProviderError::invalid_request(e.to_string()))
+    }
+
+    /// HOT's `external_id`: instead of a create, the existing resource is
+    /// adopted once its provider confirms it exists (Heat's ADOPT and
+    /// check); one the provider cannot check is taken as given.
+    async fn adopt_external(
+        &self,
+        op: &Op,
+        r: &ResourceRecord,
+        t: &crate::registry::RegisteredType,
+        id: String,
+        request_id: &str,
+    ) -> Result<CreateResult, ProviderError> {
+        let req = cairn_sdk::DriftRequest {
+            context: self.context(op, &r.logical_id, &r.resource_type, request_id),
+            physical_resource_id: id.clone(),
+            properties: r.properties.clone(),
+        };
+        let missing = match self.timed("adoption", t.provider.check_drift(&req)).await {
+            Ok(cairn_sdk::DriftResult::Deleted) => true,
+            Ok(_) => false,
+            Err(e) if e.is_not_found() => true,
+            Err(e) => return Err(e),
+        };
+        if missing {
+            return Err(ProviderError::invalid_request(format!(
+                "Invalid external resource: Resource {id} ({}) can not be found.",
+                r.resource_type
+            )));
+        }
+        Ok(CreateResult {
+            physical_resource_id: id,
+            attributes: Map::new(),
+            no_echo: false,
+        })
+    }
+
     async fn call_create(
         &self,
         op: &Op,
@@ -1420,6 +1464,9 @@ impl Engine {
             return self.nested_create(op, r, request_id).await;
         }
         let t = self.provider_for(&r.resource_type)?;
+        if let Some(id) = self.external_id_for(op, &r.logical_id)? {
+            return self.adopt_external(op, r, &t, id, request_id).await;
+        }
         let req = CreateRequest {
             context: self.context(op, &r.logical_id, &r.resource_type, request_id),
             properties: r.properties.clone(),

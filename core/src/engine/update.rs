@@ -937,6 +937,15 @@ impl Engine {
                 }
             };
         }
+        // An adopted resource (HOT's external_id) keeps its id and is
+        // never updated (the planner refused a new id).
+        if op
+            .template
+            .resource(&rec.logical_id)
+            .is_some_and(|r| r.external_id.is_some())
+        {
+            return true;
+        }
         let evaluated = self
             .properties_for(op, &rec.logical_id)
             .and_then(|(_, p)| Ok((p, self.metadata_for(op, &rec.logical_id)?)));

@@ -30,7 +30,12 @@ const RESOURCE_ATTRIBUTES: &[&str] = &[
     "UpdateReplacePolicy",
     "CreationPolicy",
     "UpdatePolicy",
+    EXTERNAL_ID,
 ];
+
+/// HOT's `external_id` as the front end lowers it: the resource adopts an
+/// existing physical resource instead of creating one.
+pub const EXTERNAL_ID: &str = "Cairn::ExternalId";
 
 /// One entry of the Resources section.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,6 +51,9 @@ pub struct Resource {
     pub update_replace_policy: Option<Value>,
     pub creation_policy: Option<Value>,
     pub update_policy: Option<Value>,
+    /// HOT's `external_id` (unevaluated): the physical id of an existing
+    /// resource it adopts; never created, updated only to itself.
+    pub external_id: Option<Value>,
 }
 
 /// One entry of the Outputs section.
@@ -436,6 +444,7 @@ impl Template {
             update_replace_policy: r.remove("UpdateReplacePolicy"),
             creation_policy: r.remove("CreationPolicy"),
             update_policy: r.remove("UpdatePolicy"),
+            external_id: r.remove(EXTERNAL_ID),
         })
     }
 

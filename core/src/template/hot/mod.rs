@@ -827,11 +827,9 @@ impl Lowering<'_> {
             };
             out.insert("DeletionPolicy".into(), json!(policy));
         }
-        if r.contains_key("external_id") {
-            return Err(TemplateError::new(format!(
-                "external_id of {name} is not supported by Cairn yet: remove it and import the resource's state another way"
-            ))
-            .at(&child(&path, "external_id")));
+        if let Some(id) = r.get("external_id") {
+            let id = self.value(id, &child(&path, "external_id"))?;
+            out.insert(crate::template::model::EXTERNAL_ID.into(), id);
         }
         if let Some(c) = r.get("condition") {
             out.insert(
