@@ -2,16 +2,23 @@
 //!
 //! `cargo bench --bench stack_ops` runs each scenario in a fresh child process
 //! (so peak RSS is per scenario) on a temp SQLite state file:
-//! - random DAGs of 1,000 and 10,000 `Cairn::Test::Resource`: create and delete
-//!   wall time, peak RSS;
-//! - 20 layers × 50 resources with `WaitSeconds: 0.05`: wall time against the
-//!   1.0 s critical path;
+//! - random DAGs of 1,000, 10,000, 40,000 and 100,000 `Cairn::Test::Resource`:
+//!   create and delete wall time, the no-op update's refusal, `cairn
+//!   describe/resources/events --output json` on the state, peak RSS, and how
+//!   the larger ones scale against 10,000;
+//! - 20 layers × 50 resources with `WaitSeconds: 0.05` (max_concurrency 64),
+//!   and 20 × 500 (max_concurrency 1000): wall time against the 1.0 s
+//!   critical path;
 //! - the 1,000-resource DAG as `Custom::Bench` custom resources against a
 //!   local webhook handler (the SDK's handler kit, answering with a PUT to
 //!   the ResponseURL as a cfnresponse Lambda does): create and delete;
 //! - provider-plugin call overhead: no-op creates through a plugin loaded in
 //!   process and through a `cairn plugin-host` child, sequential and 64 at a
-//!   time.
+//!   time;
+//! - `cairn deploy` of 10,000 resources showing its events on a terminal and
+//!   on a pipe.
+//!
+//! `cargo bench --bench stack_ops -- --only dag10000,follow` runs some.
 
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -236,14 +243,86 @@ fn plugin_overhead() -> Result<(), Box<dyn std::error::Error>> {
     })
 }
 
+/// `cairn describe/resources/events --output json` on the scenario's state
+/// file (output discarded): seconds each, as a person would wait.
+fn read_commands(
+    dir: &std::path::Path,
+) -> Result<Vec<(&'static str, f64)>, Box<dyn std::error::Error>> {
+    let mut out = Vec::new();
+    for command in ["describe", "resources", "events"] {
+        let start = Instant::now();
+        let status = Command::new(env!("CARGO_BIN_EXE_cairn"))
+            .arg("--state")
+            .arg(dir.join("state.db"))
+            .args([command, "bench", "--output", "json"])
+            .env_remove("CAIRN_CONFIG")
+            .stdout(std::process::Stdio::null())
+            .status()?;
+        if !status.success() {
+            return Err(format!("cairn {command} failed: {status}").into());
+        }
+        out.push((command, start.elapsed().as_secs_f64()));
+    }
+    Ok(out)
+}
+
+/// `cairn deploy` of the 10,000-resource DAG printing its events to a
+/// terminal (a pseudo-terminal from `script`) and to a pipe: what following
+/// the events costs the operation.
+fn follow() -> Result<(), Box<dyn std::error::Error>> {
+    let exe = env!("CARGO_BIN_EXE_cairn");
+    let mut times = Vec::new();
+    for tty in [false, true, false, true] {
+        let dir = tempfile::tempdir()?;
+        std::fs::write(dir.path().join("t.yaml"), random_dag(10_000))?;
+        let command = format!("{exe} --state state.db deploy bench t.yaml");
+        let start = Instant::now();
+        let status = if tty {
+            Command::new("script")
+                .args(["-qfec", &command, "/dev/null"])
+                .current_dir(dir.path())
+                .env("COLUMNS", "160")
+                .stdout(std::process::Stdio::null())
+                .status()?
+        } else {
+            Command::new(exe)
+                .args(["--state", "state.db", "deploy", "bench", "t.yaml"])
+                .current_dir(dir.path())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()?
+        };
+        if !status.success() {
+            return Err(format!("cairn deploy failed: {status}").into());
+        }
+        times.push((tty, start.elapsed().as_secs_f64()));
+    }
+    let best = |tty: bool| {
+        times
+            .iter()
+            .filter(|(t, _)| *t == tty)
+            .map(|(_, s)| *s)
+            .fold(f64::INFINITY, f64::min)
+    };
+    let (piped, terminal) = (best(false), best(true));
+    println!(
+        "cairn deploy of 10,000 resources following its events: to a pipe {piped:.3} s, to a terminal {terminal:.3} s ({:+.1} %; best of two each)",
+        (terminal / piped - 1.0) * 100.0
+    );
+    Ok(())
+}
+
 /// Runs one scenario in this process and prints one line of figures.
 fn scenario(name: &str) -> Result<(), Box<dyn std::error::Error>> {
     if name == "plugins" {
         return plugin_overhead();
     }
+    if name == "follow" {
+        return follow();
+    }
     let dir = tempfile::tempdir()?;
     let mut config = Config::default();
-    config.engine.max_concurrency = 64;
+    config.engine.max_concurrency = if name == "layered_wide" { 1000 } else { 64 };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -255,10 +334,13 @@ fn scenario(name: &str) -> Result<(), Box<dyn std::error::Error>> {
         let registry = Arc::new(cairn_core::registry::assemble::assemble(&config, cairn_providers::builtins(&dir.path().join("res")))?);
         let engine = Engine::new(store, registry, config.clone());
         let (body, n) = match name {
-            "dag1000" => (random_dag(1_000), 1_000),
-            "dag10000" => (random_dag(10_000), 10_000),
             "webhooks" => (custom_dag(1_000), 1_000),
-            _ => (layered(20, 50, 0.05), 1_000),
+            "layered" => (layered(20, 50, 0.05), 1_000),
+            "layered_wide" => (layered(20, 500, 0.05), 10_000),
+            dag => {
+                let n: usize = dag.trim_start_matches("dag").parse()?;
+                (random_dag(n), n)
+            }
         };
         let input = CreateStackInput { stack_name: "bench".into(), template_body: body, parameters: BTreeMap::new(), on_failure: OnFailure::Rollback, tags: Vec::new(), timeout_minutes: None, origin: Default::default(), context: Default::default(), };
         let start = Instant::now();
@@ -290,6 +372,12 @@ fn scenario(name: &str) -> Result<(), Box<dyn std::error::Error>> {
         noops.sort_by(f64::total_cmp);
         let noop = noops[noops.len() / 2];
         let (fastest, slowest) = (noops[0], noops[noops.len() - 1]);
+        // What a person reads afterwards: the real binary on the same state.
+        let reads = if name.starts_with("dag") {
+            read_commands(dir.path())?
+        } else {
+            Vec::new()
+        };
         let start = Instant::now();
         engine.start_delete("bench", &[]).await?;
         let status = engine.run(&id).await?;
@@ -300,17 +388,77 @@ fn scenario(name: &str) -> Result<(), Box<dyn std::error::Error>> {
                 "{n:>6} custom resources (webhook handler, async PUT): create {create:.3} s, delete {delete:.3} s, no-op update refused in {:.0} ms",
                 noop * 1000.0
             );
-        } else if name == "layered" {
+        } else if name.starts_with("layered") {
+            let width = n / 20;
             println!(
-                "depth 20 x width 50, WaitSeconds 0.05: create {create:.3} s = {:.3} x the 1.0 s critical path (delete {delete:.3} s = {:.3} x)",
+                "depth 20 x width {width}, WaitSeconds 0.05, max_concurrency {}: create {create:.3} s = {:.3} x the 1.0 s critical path (delete {delete:.3} s = {:.3} x)",
+                config.engine.max_concurrency,
                 create / 1.0,
                 delete / 1.0
             );
         } else {
-            println!("{n:>6} resources: create {create:.3} s (of which validation {synchronous:.3} s), no-op update refused in {:.0} ms (median of {NOOP_ATTEMPTS}; first {:.0} ms, {:.0}-{:.0} ms), delete {delete:.3} s, peak RSS {:.1} MB", noop * 1000.0, first * 1000.0, fastest * 1000.0, slowest * 1000.0, peak_rss_mb());
+            let shown: Vec<String> = reads
+                .iter()
+                .map(|(c, t)| format!("{c} {:.0} ms", t * 1000.0))
+                .collect();
+            println!("{n:>6} resources: create {create:.3} s (of which validation {synchronous:.3} s), no-op update refused in {:.0} ms (median of {NOOP_ATTEMPTS}; first {:.0} ms, {:.0}-{:.0} ms), delete {delete:.3} s, peak RSS {:.1} MB; cairn {}", noop * 1000.0, first * 1000.0, fastest * 1000.0, slowest * 1000.0, peak_rss_mb(), shown.join(", "));
+            let mut fig = serde_json::json!({"create": create, "delete": delete, "noop": noop, "rss_mb": peak_rss_mb()});
+            for (c, t) in &reads {
+                fig[*c] = serde_json::json!(t);
+            }
+            println!("#fig {name} {fig}");
         }
         Ok::<(), Box<dyn std::error::Error>>(())
     })
+}
+
+/// Every scenario, in the order they run (`only`: those named).
+fn scenarios(only: &[String]) -> Vec<&'static str> {
+    [
+        "dag1000",
+        "dag10000",
+        "dag40000",
+        "dag100000",
+        "layered",
+        "layered_wide",
+        "webhooks",
+        "plugins",
+        "follow",
+    ]
+    .into_iter()
+    .filter(|s| only.is_empty() || only.iter().any(|o| o == s))
+    .collect()
+}
+
+/// How the 40,000- and 100,000-resource figures compare with the 10,000
+/// ones (linear: 4 and 10).
+fn print_scaling(figures: &BTreeMap<String, serde_json::Value>) {
+    let Some(base) = figures.get("dag10000") else {
+        return;
+    };
+    for (name, factor) in [("dag40000", 4.0), ("dag100000", 10.0)] {
+        let Some(f) = figures.get(name) else {
+            continue;
+        };
+        let ratios: Vec<String> = [
+            "create",
+            "delete",
+            "noop",
+            "describe",
+            "resources",
+            "events",
+        ]
+        .iter()
+        .filter_map(|k| {
+            let r = f[*k].as_f64()? / base[*k].as_f64()?;
+            Some(format!("{k} {r:.1}x"))
+        })
+        .collect();
+        println!(
+            "{name} against dag10000 ({factor}x the resources): {}",
+            ratios.join(", ")
+        );
+    }
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -322,6 +470,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if !args.iter().any(|a| a == "--bench") {
         return Ok(());
     }
+    // `cargo bench --bench stack_ops -- --only dag10000,dag40000` runs some.
+    let only: Vec<String> = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1))
+        .map(|l| l.split(',').map(String::from).collect())
+        .unwrap_or_default();
     let exe = std::env::current_exe()?;
     // The state file and Cairn::Test::Resource's files go to the temp dir; on
     // a disk file system creating and removing 10,000 files in one directory
@@ -336,15 +491,28 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "state file and resource files on {label}: {}",
             dir.display()
         );
-        for s in ["dag1000", "dag10000", "layered", "webhooks", "plugins"] {
-            let status = Command::new(&exe)
+        let mut figures: BTreeMap<String, serde_json::Value> = BTreeMap::new();
+        for s in scenarios(&only) {
+            let out = Command::new(&exe)
                 .args(["--scenario", s])
                 .env("TMPDIR", &dir)
-                .status()?;
-            if !status.success() {
-                eprintln!("scenario {s} failed: {status}");
+                .stderr(std::process::Stdio::inherit())
+                .output()?;
+            for line in String::from_utf8_lossy(&out.stdout).lines() {
+                match line.strip_prefix("#fig ") {
+                    Some(fig) => {
+                        if let Some((name, json)) = fig.split_once(' ') {
+                            figures.insert(name.into(), serde_json::from_str(json)?);
+                        }
+                    }
+                    None => println!("{line}"),
+                }
+            }
+            if !out.status.success() {
+                eprintln!("scenario {s} failed: {}", out.status);
             }
         }
+        print_scaling(&figures);
     }
     Ok(())
 }

@@ -13,8 +13,14 @@ pub struct Progress {
     stack_status: String,
     /// Latest status of each resource seen in this operation.
     resources: HashMap<String, String>,
+    /// Of those, how many are in progress and how many failed: kept as
+    /// events come, so an event costs the same at any stack size.
+    active: usize,
+    failed: usize,
     /// How many resources the operation concerns, when known.
     total: Option<usize>,
+    /// The terminal's width, read once (each event would ask the kernel).
+    width: Option<usize>,
 }
 
 /// The event as `cairn deploy` / `cairn events` print it: one line with
@@ -132,7 +138,10 @@ impl Progress {
             bar,
             stack_status: String::new(),
             resources: HashMap::new(),
+            active: 0,
+            failed: 0,
             total: None,
+            width: terminal_width(),
         }
     }
 
@@ -143,22 +152,36 @@ impl Progress {
     }
 
     pub fn event(&mut self, e: &EventRecord) {
-        let line = event_line(e);
+        let line = match self.width {
+            Some(width) if width < WIDE => fit_event(e, width),
+            _ => wide_event(e),
+        };
         // Clears the spinner, prints, redraws it: lines never interleave.
         self.bar.suspend(|| println!("{line}"));
         if e.resource_type == STACK_TYPE && e.logical_id == e.stack_name {
             self.stack_status = e.status.clone();
         } else {
-            self.resources
+            let before = self
+                .resources
                 .insert(e.logical_id.clone(), e.status.clone());
+            self.tally(before.as_deref(), -1);
+            self.tally(Some(&e.status), 1);
         }
         self.bar.set_message(self.summary());
     }
 
+    /// Adds (`by` 1) or removes (-1) a status from the counts.
+    fn tally(&mut self, status: Option<&str>, by: isize) {
+        let slot = match status {
+            Some(s) if s.ends_with("_IN_PROGRESS") => &mut self.active,
+            Some(s) if s.ends_with("_FAILED") => &mut self.failed,
+            _ => return,
+        };
+        *slot = slot.saturating_add_signed(by);
+    }
+
     fn summary(&self) -> String {
-        let count = |f: fn(&str) -> bool| self.resources.values().filter(|s| f(s)).count();
-        let active = count(|s| s.ends_with("_IN_PROGRESS"));
-        let failed = count(|s| s.ends_with("_FAILED"));
+        let (active, failed) = (self.active, self.failed);
         let done = self.resources.len() - active - failed;
         let total = self.total.unwrap_or(0).max(self.resources.len());
         let mut text = format!(

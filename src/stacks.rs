@@ -509,6 +509,40 @@ pub(crate) fn print_json(v: &Value) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Prints `{key: [items…]}` exactly as [`print_json`] would, but writes each
+/// item as it is made: a stack of 100,000 resources has 300,000 events,
+/// and one tree of JSON values of them all would take gigabytes.
+pub(crate) fn print_json_list(key: &str, items: impl Iterator<Item = Value>) -> anyhow::Result<()> {
+    use serde::ser::{SerializeMap, Serializer as _};
+    use std::io::Write as _;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    {
+        let mut ser = serde_json::Serializer::pretty(&mut out);
+        let mut map = ser.serialize_map(Some(1))?;
+        map.serialize_entry(key, &Streamed(std::cell::RefCell::new(Some(items))))?;
+        map.end()?;
+    }
+    writeln!(out)?;
+    out.flush()?;
+    Ok(())
+}
+
+/// A list serialized from an iterator, one element at a time.
+struct Streamed<I>(std::cell::RefCell<Option<I>>);
+
+impl<I: Iterator<Item = Value>> serde::Serialize for Streamed<I> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let items = self.0.borrow_mut().take();
+        let mut seq = s.serialize_seq(None)?;
+        for item in items.into_iter().flatten() {
+            seq.serialize_element(&item)?;
+        }
+        seq.end()
+    }
+}
+
 pub async fn list(engine: &Arc<Engine>, output: OutputFormat) -> anyhow::Result<()> {
     show_list(&engine.store().list_stacks().await?, output)
 }
@@ -614,10 +648,7 @@ pub(crate) fn show_events(events: &[EventRecord], output: OutputFormat) -> anyho
     match output {
         OutputFormat::Json => {
             // Newest first, as DescribeStackEvents returns them.
-            let list: Vec<Value> = events
-                .iter()
-                .rev()
-                .map(|e| {
+            let list = events.iter().rev().map(|e| {
                     let mut v = json!({
                         "EventId": e.event_id, "StackId": e.stack_id, "StackName": e.stack_name,
                         "LogicalResourceId": e.logical_id, "PhysicalResourceId": e.physical_id,
@@ -630,9 +661,8 @@ pub(crate) fn show_events(events: &[EventRecord], output: OutputFormat) -> anyho
                         v["ResourceProperties"] = json!(p);
                     }
                     v
-                })
-                .collect();
-            print_json(&json!({"StackEvents": list}))
+                });
+            print_json_list("StackEvents", list)
         }
         OutputFormat::Text => {
             for e in events {
@@ -740,9 +770,7 @@ pub(crate) fn show_resources(
 ) -> anyhow::Result<()> {
     match output {
         OutputFormat::Json => {
-            let list: Vec<Value> = lines
-                .iter()
-                .map(|r| {
+            let list = lines.iter().map(|r| {
                     let mut v = json!({
                         "StackName": s.stack_name, "StackId": s.stack_id, "LogicalResourceId": r.logical_id,
                         "PhysicalResourceId": r.physical_id.clone().unwrap_or_default(), "ResourceType": r.resource_type,
@@ -755,9 +783,8 @@ pub(crate) fn show_resources(
                         v["GroupResourceId"] = json!(group);
                     }
                     v
-                })
-                .collect();
-            print_json(&json!({"StackResources": list}))
+                });
+            print_json_list("StackResources", list)
         }
         OutputFormat::Text => {
             for r in lines {

@@ -119,6 +119,16 @@ fn suffix(request_id: &str) -> String {
         .collect()
 }
 
+/// The shard directory of a physical id: FNV-1a's low byte, in hex (stable
+/// across versions and platforms, unlike std's hasher).
+pub fn shard(physical_id: &str) -> String {
+    let mut h: u32 = 0x811c_9dc5;
+    for b in physical_id.bytes() {
+        h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
+    }
+    format!("{:02x}", h & 0xff)
+}
+
 fn check_name(name: &str) -> Result<(), ProviderError> {
     if name.is_empty() || name.starts_with('.') || name.contains(['/', '\\', '\0']) {
         return Err(ProviderError::invalid_request(format!(
@@ -137,9 +147,15 @@ impl TestResourceProvider {
         &self.dir
     }
 
+    /// `<dir>/<shard>/<physical id>.json`: 256 shard directories (two hex
+    /// digits of a hash of the id), so that tens of thousands of resources
+    /// do not make one directory every create and delete contends on.
     fn path(&self, physical_id: &str) -> Result<PathBuf, ProviderError> {
         check_name(physical_id)?;
-        Ok(self.dir.join(format!("{physical_id}.json")))
+        Ok(self
+            .dir
+            .join(shard(physical_id))
+            .join(format!("{physical_id}.json")))
     }
 
     async fn read(&self, physical_id: &str) -> Result<Record, ProviderError> {
@@ -170,7 +186,7 @@ impl TestResourceProvider {
         let path = self.path(&record.physical_resource_id)?;
         let bytes = serde_json::to_vec_pretty(record)
             .map_err(|e| ProviderError::internal(e.to_string()))?;
-        let dir = self.dir.clone();
+        let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
         tokio::task::spawn_blocking(move || {
             std::fs::create_dir_all(&dir).map_err(|e| {
                 ProviderError::internal(format!("cannot create {}: {e}", dir.display()))
@@ -355,6 +371,13 @@ impl ResourceProvider for TestResourceProvider {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shards_are_fnv1a_low_bytes_and_stable() {
+        // The e2e tests' Python helper computes the same (cfn_client.py).
+        assert_eq!(shard("t1"), "d6");
+        assert_eq!(shard("stack-R0-abc"), "a5");
+    }
     use serde_json::json;
 
     fn ctx(logical: &str, request: &str) -> RequestContext {

@@ -75,10 +75,8 @@ fn edits_and_deletions_are_reported_per_property() {
 
     // Someone edits the file and the test resource's backing file.
     std::fs::write(s.dir.path().join("f.txt"), "bye").unwrap();
-    let backing = s
-        .dir
-        .path()
-        .join("cairn-state.db.resources/test-resources/t1.json");
+    let backing =
+        crate::support::backing_file(&s.dir.path().join("cairn-state.db.resources"), "t1");
     let mut t: Value = serde_json::from_str(&std::fs::read_to_string(&backing).unwrap()).unwrap();
     t["Properties"]["Value"] = json!("v2");
     std::fs::write(&backing, t.to_string()).unwrap();

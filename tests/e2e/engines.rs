@@ -168,18 +168,10 @@ fn config(s: &Scratch, db: &Database, balancer_port: u16, lease_seconds: u64, ma
 
 /// The test resources' backing files (physical ids).
 fn backing_files(s: &Scratch) -> BTreeSet<String> {
-    std::fs::read_dir(s.dir.path().join("data/test-resources"))
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .filter_map(|e| {
-                    e.file_name()
-                        .to_str()
-                        .and_then(|n| n.strip_suffix(".json"))
-                        .map(str::to_string)
-                })
-                .collect()
-        })
-        .unwrap_or_default()
+    crate::support::backing_files_in(&s.dir.path().join("data"))
+        .into_iter()
+        .filter_map(|n| n.strip_suffix(".json").map(str::to_string))
+        .collect()
 }
 
 #[test]

@@ -749,8 +749,9 @@ fn drift_reports_missing_modified_and_unhealthy_members() {
     let s = scratch();
     assert_eq!(deploy(&s, "dr", &template("v1", 3, "", ""), &[]).code(), 0);
     let m = members(&s, "dr");
-    let dir = s.dir.path().join("cairn-state.db.resources/test-resources");
-    std::fs::remove_file(dir.join(format!("{}.json", m[0].1))).expect("delete Web-0's file");
+    let data = s.dir.path().join("cairn-state.db.resources");
+    std::fs::remove_file(crate::support::backing_file(&data, &m[0].1))
+        .expect("delete Web-0's file");
     s.edit_backing_file(&m[1].1, |r| r["Properties"]["Value"] = "hacked".into());
     s.edit_backing_file(&m[2].1, |r| r["Properties"]["Unhealthy"] = true.into());
     let run = cairn(&s, &["drift", "dr", "--output", "json"]);

@@ -67,9 +67,7 @@ fn the_cli_runs_a_stack_on_postgres() {
     assert_eq!(run.code(), 0, "{}{}", run.stdout(), run.stderr());
     assert!(run.stdout().contains("stack pg is CREATE_COMPLETE"));
     // Without a data directory, the test resources live in ./cairn-data.
-    let files = std::fs::read_dir(s.dir.path().join("cairn-data/test-resources"))
-        .map(|d| d.count())
-        .unwrap_or(0);
+    let files = crate::support::backing_files_in(&s.dir.path().join("cairn-data")).len();
     assert_eq!(files, 2);
     let events = cairn(&["events", "pg", "--output", "json"]).json();
     let statuses: Vec<String> = events["StackEvents"]
@@ -117,9 +115,7 @@ fn the_cli_runs_a_stack_on_postgres() {
         run.json()["StackSummaries"][0]["StackStatus"],
         "DELETE_COMPLETE"
     );
-    let files = std::fs::read_dir(s.dir.path().join("cairn-data/test-resources"))
-        .map(|d| d.count())
-        .unwrap_or(0);
+    let files = crate::support::backing_files_in(&s.dir.path().join("cairn-data")).len();
     assert_eq!(files, 0);
 }
 

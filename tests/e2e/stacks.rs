@@ -650,11 +650,8 @@ fn the_data_directory_is_configurable() {
     );
     let run = s.cairn(&["--data-dir", "shared", "deploy", "st", "t.yaml"]);
     assert_eq!(run.code(), 0, "{}", run.stderr());
-    let files = |dir: &str| -> usize {
-        std::fs::read_dir(s.dir.path().join(dir).join("test-resources"))
-            .map(|d| d.count())
-            .unwrap_or(0)
-    };
+    let files =
+        |dir: &str| -> usize { crate::support::backing_files_in(&s.dir.path().join(dir)).len() };
     assert_eq!(files("shared"), 1);
     assert!(s.resource_files().is_empty());
     s.write(

@@ -22,6 +22,31 @@ pub fn python_with(module: &str) -> Command {
     python()
 }
 
+/// The backing files (`<physical id>.json`, sorted) of `Cairn::Test::Resource`
+/// under a data directory: the provider keeps them in shard directories.
+pub fn backing_files_in(data_dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(data_dir.join("test-resources"))
+        .into_iter()
+        .flatten()
+        .filter_map(|shard| shard.ok())
+        .flat_map(|shard| std::fs::read_dir(shard.path()).into_iter().flatten())
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".json"))
+        .collect();
+    names.sort();
+    names
+}
+
+/// Where `Cairn::Test::Resource` keeps `physical`'s record under a data
+/// directory.
+pub fn backing_file(data_dir: &std::path::Path, physical: &str) -> PathBuf {
+    data_dir
+        .join("test-resources")
+        .join(cairn_providers::test_resource::shard(physical))
+        .join(format!("{physical}.json"))
+}
+
 pub struct Scratch {
     pub dir: tempfile::TempDir,
 }
@@ -42,29 +67,13 @@ impl Scratch {
     /// The backing files of `Cairn::Test::Resource` under the default state file,
     /// sorted: one per physical resource.
     pub fn resource_files(&self) -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(
-            self.dir
-                .path()
-                .join("cairn-state.db.resources/test-resources"),
-        )
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-        names.sort();
-        names
+        backing_files_in(&self.dir.path().join("cairn-state.db.resources"))
     }
 
     /// Edits the backing file of the `Cairn::Test::Resource` `physical` (a
     /// change made behind Cairn's back: drift, an unhealthy mark).
     pub fn edit_backing_file(&self, physical: &str, change: impl FnOnce(&mut serde_json::Value)) {
-        let path = self
-            .dir
-            .path()
-            .join("cairn-state.db.resources/test-resources")
-            .join(format!("{physical}.json"));
+        let path = backing_file(&self.dir.path().join("cairn-state.db.resources"), physical);
         let mut record: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&path).expect("backing file"))
                 .expect("JSON");

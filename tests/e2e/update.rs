@@ -87,11 +87,7 @@ pub(crate) fn physical(s: &Scratch, stack: &str, logical: &str) -> String {
 }
 
 pub(crate) fn file(s: &Scratch, physical: &str) -> Value {
-    let p = s
-        .dir
-        .path()
-        .join("cairn-state.db.resources/test-resources")
-        .join(format!("{physical}.json"));
+    let p = crate::support::backing_file(&s.dir.path().join("cairn-state.db.resources"), physical);
     serde_json::from_str(&std::fs::read_to_string(&p).unwrap_or_default()).unwrap_or(Value::Null)
 }
 
