@@ -7,11 +7,13 @@ Cairn is faster).
     pip install boto3 'moto[server]'      # moto 5.2.1 was used for the README figures
     python3 benches/serve_vs_moto.py [--cairn target/release/cairn] [--runs 3]
 
-The resources are of one type moto serves (--type; default
-AWS::CloudFormation::WaitConditionHandle, for which moto does nothing;
-AWS::SQS::Queue makes moto create queues); Cairn's config aliases it to
+The resources are of one type (--type; default AWS::Bench::Nothing, a type
+moto does not know and skips with a warning, so it does nothing for them;
+AWS::SQS::Queue makes moto create queues). Cairn's config aliases it to
 Cairn::Test::Resource, which writes one file per resource and records three
-durable events for it. Waiters poll every second on both.
+durable events for it. (AWS::CloudFormation::WaitConditionHandle, used
+before, is now served by Cairn's engine and cannot be aliased.) Waiters poll
+every second on both.
 """
 
 import argparse
@@ -34,10 +36,11 @@ def free_port():
         return s.getsockname()[1]
 
 
-def start_cairn(binary, workdir, resource_type):
+def start_cairn(binary, workdir, resource_type, max_concurrency):
     with open(os.path.join(workdir, "cairn.toml"), "w") as f:
+        engine = f"[engine]\nmax_concurrency = {max_concurrency}\n\n" if max_concurrency else ""
         f.write(
-            '[server]\nauth = "none"\n\n[type_aliases]\n'
+            engine + '[server]\nauth = "none"\n\n[type_aliases]\n'
             f'"{resource_type}" = "Cairn::Test::Resource"\n'
         )
     proc = subprocess.Popen(
@@ -96,11 +99,13 @@ def main():
     ap.add_argument("--cairn", default=os.path.join(os.path.dirname(__file__), "..", "target", "release", "cairn"))
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--sizes", default="500,5000")
-    ap.add_argument("--type", default="AWS::CloudFormation::WaitConditionHandle",
+    ap.add_argument("--type", default="AWS::Bench::Nothing",
                     help="the resource type (moto's own; Cairn aliases it to Cairn::Test::Resource)")
+    ap.add_argument("--max-concurrency", type=int, default=0,
+                    help="Cairn's [engine] max_concurrency (default: Cairn's default, 16)")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="cairn-bench-")
-    cairn_proc, cairn_ep = start_cairn(os.path.abspath(args.cairn), work, args.type)
+    cairn_proc, cairn_ep = start_cairn(os.path.abspath(args.cairn), work, args.type, args.max_concurrency)
     moto_server, moto_ep = start_moto()
     try:
         targets = [("cairn", client(cairn_ep)), ("moto", client(moto_ep))]
