@@ -151,22 +151,44 @@ impl Progress {
         self
     }
 
+    #[cfg(test)]
     pub fn event(&mut self, e: &EventRecord) {
-        let line = match self.width {
-            Some(width) if width < WIDE => fit_event(e, width),
-            _ => wide_event(e),
-        };
-        // Clears the spinner, prints, redraws it: lines never interleave.
-        self.bar.suspend(|| println!("{line}"));
-        if e.resource_type == STACK_TYPE && e.logical_id == e.stack_name {
-            self.stack_status = e.status.clone();
-        } else {
-            let before = self
-                .resources
-                .insert(e.logical_id.clone(), e.status.clone());
-            self.tally(before.as_deref(), -1);
-            self.tally(Some(&e.status), 1);
+        self.events(std::slice::from_ref(e));
+    }
+
+    /// Prints a batch of events (what one look at the state found) and
+    /// updates the counts. The spinner is cleared and redrawn once per
+    /// batch, not per line: a terminal showing 30,000 events would
+    /// otherwise redraw it 30,000 times.
+    pub fn events(&mut self, batch: &[EventRecord]) {
+        if batch.is_empty() {
+            return;
         }
+        let mut text = String::new();
+        for e in batch {
+            let line = match self.width {
+                Some(width) if width < WIDE => fit_event(e, width),
+                _ => wide_event(e),
+            };
+            text.push_str(&line);
+            text.push('\n');
+            if e.resource_type == STACK_TYPE && e.logical_id == e.stack_name {
+                self.stack_status = e.status.clone();
+            } else {
+                let before = self
+                    .resources
+                    .insert(e.logical_id.clone(), e.status.clone());
+                self.tally(before.as_deref(), -1);
+                self.tally(Some(&e.status), 1);
+            }
+        }
+        // Clears the spinner, prints, redraws it: lines never interleave.
+        self.bar.suspend(|| {
+            use std::io::Write as _;
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(text.as_bytes());
+            let _ = out.flush();
+        });
         self.bar.set_message(self.summary());
     }
 

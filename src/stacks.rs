@@ -192,10 +192,10 @@ async fn follow(
     loop {
         let done = runner.is_finished();
         let events = engine.store().events_from(stack_id, shown).await?;
-        for e in &events {
+        if let Some(first) = events.first() {
             progress
-                .get_or_insert_with(|| Progress::new(&e.stack_name).with_total(total))
-                .event(e);
+                .get_or_insert_with(|| Progress::new(&first.stack_name).with_total(total))
+                .events(&events);
         }
         shown += events.len();
         if let Some(top) = &top {
@@ -203,10 +203,14 @@ async fn follow(
                 let seen = nested_shown.entry(child.stack_id.clone()).or_insert(0);
                 let events = engine.store().events_from(&child.stack_id, *seen).await?;
                 *seen += events.len();
-                for e in &events {
+                if !events.is_empty() {
+                    let shown: Vec<EventRecord> = events
+                        .iter()
+                        .map(|e| crate::tree::in_tree(e, &path))
+                        .collect();
                     progress
                         .get_or_insert_with(|| Progress::new(&top.stack_name).with_total(total))
-                        .event(&crate::tree::in_tree(e, &path));
+                        .events(&shown);
                 }
             }
         }

@@ -225,14 +225,18 @@ impl Remote {
         let mut mine = Vec::new();
         loop {
             let s = self.stack(stack_id).await?;
-            for e in self.events(stack_id).await? {
-                if seen.insert(e.event_id.clone()) {
-                    progress
-                        .get_or_insert_with(|| Progress::new(&e.stack_name))
-                        .event(&e);
-                    mine.push(e);
-                }
+            let new: Vec<EventRecord> = self
+                .events(stack_id)
+                .await?
+                .into_iter()
+                .filter(|e| seen.insert(e.event_id.clone()))
+                .collect();
+            if let Some(first) = new.first() {
+                progress
+                    .get_or_insert_with(|| Progress::new(&first.stack_name))
+                    .events(&new);
             }
+            mine.extend(new);
             if !s.status.is_in_progress() && s.status != StackStatus::ReviewInProgress {
                 if let Some(p) = &progress {
                     p.finish();
