@@ -58,6 +58,11 @@ pub(crate) fn gather(
 /// Reads the files a template's `get_file` calls name (relative to the
 /// template's directory, or `file://` absolute) into the context.
 fn read_needed(template: &Path, body: &str, context: &mut TemplateContext) -> anyhow::Result<()> {
+    // Only a HOT template's get_file reads files: a template without the
+    // word is not parsed twice.
+    if !body.contains("get_file") {
+        return Ok(());
+    }
     // A template that does not parse is reported by the operation itself.
     let Ok(parsed) = Template::body_of(body) else {
         return Ok(());

@@ -257,8 +257,14 @@ pub async fn collect(
     let mut found = NestedTemplates::default();
     let mut total = template.resources.len();
     // (logical path prefix, template, its base, its depth)
-    let mut todo: Vec<(String, Template, Option<Base>, usize)> =
-        vec![(String::new(), template.clone(), origin.base.clone(), 0)];
+    // The root is borrowed: cloning a large template would cost more than
+    // this whole walk when it has no nested stacks.
+    let mut todo: Vec<(String, std::borrow::Cow<'_, Template>, Option<Base>, usize)> = vec![(
+        String::new(),
+        std::borrow::Cow::Borrowed(template),
+        origin.base.clone(),
+        0,
+    )];
     while let Some((prefix, t, base, depth)) = todo.pop() {
         let mut children = BTreeMap::new();
         for r in &t.resources {
@@ -313,9 +319,21 @@ pub async fn collect(
             found
                 .0
                 .insert(path.clone(), NestedTemplate { location, body });
-            todo.push((format!("{path}/"), parsed, child_base, depth + 1));
+            todo.push((
+                format!("{path}/"),
+                std::borrow::Cow::Owned(parsed),
+                child_base,
+                depth + 1,
+            ));
         }
-        check_outputs(&t, registry, &children).map_err(|e| nested_error(&prefix, e))?;
+        // Only a nested stack's GetAtt is checked here: a template with none
+        // is not walked again (its graph is large when the template is).
+        if t.resources
+            .iter()
+            .any(|r| is_stack(registry.canonical(&r.type_name)))
+        {
+            check_outputs(&t, registry, &children).map_err(|e| nested_error(&prefix, e))?;
+        }
     }
     Ok(found)
 }
