@@ -5,6 +5,7 @@
 //! `validate` (template checks against provider schemas).
 
 pub mod config;
+pub mod contract;
 pub mod engine;
 pub mod graph;
 pub mod group;

@@ -9,6 +9,7 @@
 //! [`builtins`] hands them to `cairn_core::registry::assemble`, which adds
 //! the engine's group types, custom resources and the configured providers.
 
+mod deadline;
 pub mod heat;
 pub mod local_file;
 pub mod random_string;
@@ -23,7 +24,7 @@ use cairn_sdk::ResourceProvider;
 /// (`cairn_core::registry::assemble::Builtin`). `data_dir` is where
 /// file-backed providers keep their resources.
 pub fn builtins(data_dir: &Path) -> Vec<(&'static str, Arc<dyn ResourceProvider>)> {
-    vec![
+    let all: Vec<(&'static str, Arc<dyn ResourceProvider>)> = vec![
         (
             "builtin:test",
             Arc::new(test_resource::TestResourceProvider::new(
@@ -36,5 +37,11 @@ pub fn builtins(data_dir: &Path) -> Vec<(&'static str, Arc<dyn ResourceProvider>
             Arc::new(random_string::RandomStringProvider),
         ),
         ("builtin:heat", Arc::new(heat::HeatTypes)),
-    ]
+    ];
+    all.into_iter()
+        .map(|(name, p)| {
+            let checked: Arc<dyn ResourceProvider> = Arc::new(deadline::Deadlined(p));
+            (name, checked)
+        })
+        .collect()
 }

@@ -156,6 +156,14 @@ pub enum Call {
 impl Call {
     /// Runs the call against `provider`: the JSON result, or its error.
     pub async fn run(&self, provider: &dyn ResourceProvider) -> Result<Value, ProviderError> {
+        let (context, operation) = match self {
+            Call::Create(r) => (&r.context, "Create"),
+            Call::Update(r) => (&r.context, "Update"),
+            Call::Delete(r) => (&r.context, "Delete"),
+            Call::CheckDrift(r) => (&r.context, "CheckDrift"),
+            Call::CheckStatus(r) => (&r.context, "CheckStatus"),
+        };
+        context.check_deadline(operation)?;
         let v = match self {
             Call::Create(r) => serde_json::to_value(provider.create(r).await?),
             Call::Update(r) => serde_json::to_value(provider.update(r).await?),

@@ -32,6 +32,21 @@ impl RequestContext {
             .as_millis() as u64;
         Duration::from_millis(self.deadline_unix_ms.saturating_sub(now))
     }
+
+    /// A `Timeout` error when the deadline has already passed: a provider
+    /// must not start work the engine has stopped waiting for (it would make
+    /// a resource nobody records). The plugin glue and the webhook handler
+    /// kit check it before every call; a provider that works in steps may
+    /// check it between them.
+    pub fn check_deadline(&self, operation: &str) -> Result<(), ProviderError> {
+        if self.remaining().is_zero() {
+            return Err(ProviderError::timeout(format!(
+                "the deadline of request {} ({} {} of {}) had passed when the provider received it; nothing was done",
+                self.request_id, operation, self.logical_resource_id, self.resource_type
+            )));
+        }
+        Ok(())
+    }
 }
 
 fn typed<T: DeserializeOwned>(v: &Map<String, Value>) -> Result<T, ProviderError> {
