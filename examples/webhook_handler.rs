@@ -1,9 +1,12 @@
 //! A custom-resource webhook handler written with Cairn's handler kit.
 //!
-//! It serves `Custom::Greeting`: properties `Name` (required) and `Excited`
-//! (Boolean); attribute `Message`. Changing `Name` makes a new greeting (a
-//! new PhysicalResourceId, so Cairn deletes the old one during cleanup);
-//! changing `Excited` updates it in place. Drift: a greeting the handler no
+//! It serves `Custom::Greeting`: properties `Name` (required, CreateOnly)
+//! and `Excited` (Boolean); attribute `Message`. Changing `Name` makes a new
+//! greeting: served as a `[[providers]]` webhook, whose schema Cairn reads,
+//! Cairn replaces it (a create, then the old one deleted in cleanup); as a
+//! custom-resource endpoint it receives an Update and answers with a new
+//! PhysicalResourceId, and Cairn deletes the old one in cleanup as
+//! CloudFormation does. Changing `Excited` updates it in place. Drift: a greeting the handler no
 //! longer holds (it keeps them in memory) is DELETED. The same provider could be built
 //! into Cairn or loaded as a plugin: only this `main` is webhook-specific.
 //!
@@ -62,7 +65,7 @@ impl Greetings {
 impl ResourceProvider for Greetings {
     fn schema(&self) -> Vec<ResourceSchema> {
         vec![ResourceSchema::new("Custom::Greeting")
-            .property("Name", PropertySchema::string().required())
+            .property("Name", PropertySchema::string().required().create_only())
             .property("Excited", PropertySchema::boolean())
             .attribute("Message", "the greeting")]
     }

@@ -5,6 +5,7 @@ mod drift;
 mod environment;
 mod migrate;
 mod progress;
+mod provider_test;
 mod providers;
 mod reconcile;
 mod remote;
@@ -57,6 +58,57 @@ pub enum OutputFormat {
     #[default]
     Text,
     Json,
+}
+
+#[derive(Subcommand)]
+enum ProviderCommand {
+    /// Run the contract tests against a provider, through the client the
+    /// engine uses: schema, create, a repeated request id, drift, updates
+    /// in place and by replacement, invalid input, delete twice, an expired
+    /// deadline. Exits non-zero when a test fails.
+    Test(ProviderTestArgs),
+}
+
+#[derive(clap::Args)]
+#[group(skip)]
+#[command(group(clap::ArgGroup::new("under").required(true).args(["type_name", "plugin", "webhook"])))]
+struct ProviderTestArgs {
+    /// A type this configuration serves (built-ins, configured plugins and
+    /// handlers, custom resources).
+    #[arg(long = "type")]
+    type_name: Option<String>,
+    /// A provider plugin library: every type it declares.
+    #[arg(long)]
+    plugin: Option<PathBuf>,
+    /// Load the plugin into this process instead of a `cairn plugin-host`
+    /// child.
+    #[arg(long, requires = "plugin")]
+    in_process: bool,
+    /// A webhook handler (serving `/schema`): every type it declares.
+    #[arg(long)]
+    webhook: Option<String>,
+    /// The handler's signing secret.
+    #[arg(long, requires = "webhook")]
+    secret: Option<String>,
+    /// The handler answers Cairn's CheckDrift request.
+    #[arg(long, requires = "webhook")]
+    drift: bool,
+    /// Inputs per type (JSON or YAML): `Type: {Create: {...}, Updates: [...],
+    /// Invalid: {...}}`, or `Type: {<create properties>}`. Without it they
+    /// are derived from the schema.
+    #[arg(long)]
+    properties: Option<PathBuf>,
+    /// A further update per type (`Type: {<properties>}`), applied in order.
+    #[arg(long = "update")]
+    updates: Vec<PathBuf>,
+    /// Seconds one call may take.
+    #[arg(long, default_value_t = 60)]
+    timeout_seconds: u64,
+    #[arg(long, value_enum, default_value_t)]
+    output: OutputFormat,
+    /// Also write the results as JUnit XML here (for CI).
+    #[arg(long)]
+    junit: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -185,6 +237,11 @@ enum Command {
         stack: String,
         #[arg(long, value_enum, default_value_t)]
         output: OutputFormat,
+    },
+    /// Work on a provider: run its contract tests.
+    Provider {
+        #[command(subcommand)]
+        command: ProviderCommand,
     },
     /// List the resource types this configuration serves (provider,
     /// transport, version), or one type's schema.
@@ -445,6 +502,43 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     {
         return validate::run(&config, template, parameters, environments, *output);
     }
+    if let Command::Provider {
+        command: ProviderCommand::Test(a),
+    } = &cli.command
+    {
+        let under = match (&a.type_name, &a.plugin, &a.webhook) {
+            (Some(t), _, _) => provider_test::Under::Type(t.clone()),
+            (_, Some(path), _) => provider_test::Under::Plugin {
+                path: path.clone(),
+                isolation: if a.in_process {
+                    cairn_core::config::Isolation::None
+                } else {
+                    cairn_core::config::Isolation::Process
+                },
+            },
+            (_, _, Some(url)) => provider_test::Under::Webhook {
+                url: url.clone(),
+                secret: a.secret.clone(),
+                drift: a.drift,
+            },
+            _ => anyhow::bail!("give --type, --plugin or --webhook"),
+        };
+        let state = stacks::state_path(cli.state.as_ref(), &config);
+        let data_dir = stacks::data_dir(&config, &state);
+        return provider_test::run(
+            config,
+            provider_test::Args {
+                under,
+                properties: a.properties.as_deref(),
+                updates: &a.updates,
+                timeout_seconds: a.timeout_seconds,
+                output: a.output,
+                junit: a.junit.as_deref(),
+                data_dir,
+            },
+        )
+        .await;
+    }
     if let Command::Providers { type_name, output } = &cli.command {
         return providers::run(&config, type_name.as_deref(), *output);
     }
@@ -472,6 +566,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Validate { .. }
         | Command::PluginHost { .. }
         | Command::Providers { .. }
+        | Command::Provider { .. }
         | Command::MigrateState { .. }
         | Command::Serve { .. } => Ok(()),
         Command::Deploy(o) => stacks::deploy(&engine, o.args()).await,

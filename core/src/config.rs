@@ -333,7 +333,7 @@ pub struct Config {
 
 impl Config {
     pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
-        toml::from_str(text).map_err(|e| {
+        let config: Config = toml::from_str(text).map_err(|e| {
             // toml's Display spans several lines with a snippet; keep one line.
             let line = e
                 .span()
@@ -348,7 +348,16 @@ impl Config {
                 path: path.to_path_buf(),
                 message: format!("{line}{}", e.message().trim()),
             }
-        })
+        })?;
+        // A call's deadline is this far away: at 0 every provider would
+        // refuse every call as already late.
+        if config.engine.call_timeout_seconds == 0 {
+            return Err(ConfigError::Parse {
+                path: path.to_path_buf(),
+                message: "[engine] call_timeout_seconds must be at least 1".into(),
+            });
+        }
+        Ok(config)
     }
 
     pub fn load(path: &Path) -> Result<Config, ConfigError> {

@@ -71,12 +71,16 @@ mod tests {
                     request_id: "late".into(),
                     deadline_unix_ms: 1,
                 },
-                properties: json!({"Value": "v"}).as_object().cloned().unwrap_or_default(),
+                properties: json!({"Value": "v"})
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
             };
             let e = p.create(&req).await.expect_err(name);
             assert_eq!(e.kind, ErrorKind::Timeout, "{name}: {e}");
             assert!(
-                e.message.starts_with("the deadline of request late (Create R of "),
+                e.message
+                    .starts_with("the deadline of request late (Create R of "),
                 "{name}: {e}"
             );
         }

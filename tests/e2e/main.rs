@@ -12,6 +12,7 @@ mod nested;
 mod outage;
 mod plugins;
 mod postgres;
+mod provider_kit;
 mod reconcile;
 mod serve;
 mod signals;

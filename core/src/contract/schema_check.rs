@@ -42,7 +42,9 @@ pub(super) fn problems(
                 p.update
             ));
         }
-        let strings = matches!(&p.ty, PropertyType::String)
+        // Json: a string or a list of them, checked when given (Cairn's
+        // own test type takes `Fail: create` or `Fail: [create, delete]`).
+        let strings = matches!(&p.ty, PropertyType::String | PropertyType::Json)
             || matches!(&p.ty, PropertyType::List(t) if **t == PropertyType::String);
         if !p.allowed_values.is_empty() && !strings {
             out.push(format!(

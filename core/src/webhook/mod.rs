@@ -482,6 +482,14 @@ impl Calls {
         old_properties: Option<&Map<String, Value>>,
         on_late: Option<callback::OnLate>,
     ) -> Result<CustomResourceResponse, Failure> {
+        // Nobody waits for the answer any more: sending it could only make
+        // a resource no one records.
+        if ctx.remaining().is_zero() {
+            return Err(Failure::Refused(ProviderError::timeout(format!(
+                "the deadline of request {} had passed before it was sent; nothing was sent",
+                ctx.request_id
+            ))));
+        }
         let p = self
             .prepare(ctx, request_type, physical_id, properties, old_properties)
             .await?;
