@@ -141,14 +141,20 @@ fn the_example_plugin_keeps_the_contract_in_either_isolation() {
         let s = Scratch::new();
         s.write(
             "inputs.yaml",
-            "Example::KV::Record:\n  Create: {Store: ./store, Key: greeting, Value: hello, Ttl: 30}\n  Updates:\n    - {Store: ./store, Key: greeting, Value: bye, Ttl: 30}\n    - {Store: ./store, Key: other, Value: bye, Ttl: 30}\n",
+            "Example::KV::Record:\n  Create: {Store: ./store, Key: greeting, Value: hello, Ttl: 30}\n  Updates:\n    - {Store: ./store, Key: greeting, Value: bye, Ttl: 30}\n    - {Store: ./store, Key: other, Value: bye, Ttl: 30}\n  Invalid: {Store: ./store, Key: ../escape, Value: hello}\n",
         );
         let lib = lib.display().to_string();
         let mut args = vec!["--plugin", &lib, "--properties", "inputs.yaml"];
         args.extend_from_slice(isolation);
+        let json = kit(&s, &args, 0);
         assert_eq!(
-            outcomes(&kit(&s, &args, 0)),
+            outcomes(&json),
             all_passed("Example::KV::Record", "Value", "Key")
+        );
+        // The schema lets the key through; the provider refuses it.
+        assert_eq!(
+            json[6]["Message"],
+            "refused: Key \"../escape\" must be a plain file name (no slashes, not starting with a dot)"
         );
         let left: Vec<_> = std::fs::read_dir(s.dir.path().join("store"))
             .map(|d| d.flatten().map(|e| e.file_name()).collect())
