@@ -9,6 +9,7 @@ mod provider_test;
 mod providers;
 mod reconcile;
 mod remote;
+mod scaffold;
 mod serve;
 mod stacks;
 mod tree;
@@ -62,11 +63,57 @@ pub enum OutputFormat {
 
 #[derive(Subcommand)]
 enum ProviderCommand {
+    /// Write a provider project that builds, passes `cairn provider test`
+    /// and deploys its sample template with no edit.
+    New(ProviderNewArgs),
     /// Run the contract tests against a provider, through the client the
     /// engine uses: schema, create, a repeated request id, drift, updates
     /// in place and by replacement, invalid input, delete twice, an expired
     /// deadline. Exits non-zero when a test fails.
     Test(ProviderTestArgs),
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Lang {
+    Rust,
+    Python,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Transport {
+    /// A dynamic library Cairn loads (Rust only).
+    Dylib,
+    /// A webhook handler Cairn calls over HTTP.
+    Webhook,
+}
+
+#[derive(clap::Args)]
+struct ProviderNewArgs {
+    /// The project's name (crate or package; lowercase, digits, '-', '_').
+    name: String,
+    #[arg(long, value_enum)]
+    lang: Lang,
+    /// For Rust: a plugin (dylib) or a webhook handler. Python providers
+    /// are webhook handlers.
+    #[arg(long, value_enum)]
+    transport: Option<Transport>,
+    /// The directory to create (default: NAME).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// The resource type it serves (default Example::<Name>::Note).
+    #[arg(long)]
+    type_name: Option<String>,
+    /// Depend on cairn-sdk at this path (a Cairn checkout's sdk/) instead of
+    /// by version.
+    #[arg(long)]
+    sdk_path: Option<PathBuf>,
+    /// Install the Python SDK from this path (a Cairn checkout's
+    /// sdk-python/) instead of from the package index.
+    #[arg(long)]
+    python_sdk: Option<PathBuf>,
+    /// The port a webhook handler listens on.
+    #[arg(long, default_value_t = 8080)]
+    port: u16,
 }
 
 #[derive(clap::Args)]
@@ -501,6 +548,36 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     } = &cli.command
     {
         return validate::run(&config, template, parameters, environments, *output);
+    }
+    if let Command::Provider {
+        command: ProviderCommand::New(a),
+    } = &cli.command
+    {
+        let kind = match (a.lang, a.transport) {
+            (Lang::Rust, Some(Transport::Dylib)) => scaffold::Kind::RustDylib,
+            (Lang::Rust, Some(Transport::Webhook)) => scaffold::Kind::RustWebhook,
+            (Lang::Rust, None) => {
+                anyhow::bail!("a Rust provider is a plugin or a webhook handler: give --transport dylib or --transport webhook")
+            }
+            (Lang::Python, None | Some(Transport::Webhook)) => scaffold::Kind::Python,
+            (Lang::Python, Some(Transport::Dylib)) => {
+                anyhow::bail!("a Python provider is a webhook handler: leave out --transport or give --transport webhook")
+            }
+        };
+        let dir = scaffold::run(&scaffold::Args {
+            name: &a.name,
+            kind,
+            dir: a.dir.as_deref(),
+            type_name: a.type_name.as_deref(),
+            sdk_path: a.sdk_path.as_deref(),
+            python_sdk: a.python_sdk.as_deref(),
+            port: a.port,
+        })?;
+        println!(
+            "wrote {}: see its README.md for the commands that build, test and deploy it",
+            dir.display()
+        );
+        return Ok(());
     }
     if let Command::Provider {
         command: ProviderCommand::Test(a),

@@ -58,6 +58,7 @@ pub async fn run(mut config: Config, args: Args<'_>) -> anyhow::Result<()> {
             None
         }
         Under::Webhook { url, secret, drift } => {
+            wait_until_listening(url, Duration::from_secs(10)).await;
             config
                 .providers
                 .push(entry(ProviderKind::Webhook, args.timeout_seconds, |p| {
@@ -126,6 +127,35 @@ pub async fn run(mut config: Config, args: Args<'_>) -> anyhow::Result<()> {
         bail!("{failed} of {} contract tests failed", reports.len());
     }
     Ok(())
+}
+
+/// Waits (up to `limit`) until something listens at `url`'s address: a
+/// handler started in the background just before (`handler & cairn
+/// provider test …`) is given time to bind. If nothing does, starting the
+/// provider reports the connection error.
+async fn wait_until_listening(url: &str, limit: Duration) {
+    let Ok(parsed) = reqwest::Url::parse(url) else {
+        return;
+    };
+    let (Some(host), Some(port)) = (parsed.host_str(), parsed.port_or_known_default()) else {
+        return;
+    };
+    let address = format!(
+        "{}:{port}",
+        host.trim_start_matches('[').trim_end_matches(']')
+    );
+    let deadline = tokio::time::Instant::now() + limit;
+    while tokio::time::Instant::now() < deadline {
+        let attempt = tokio::time::timeout(
+            Duration::from_secs(1),
+            tokio::net::TcpStream::connect(&address),
+        )
+        .await;
+        if matches!(attempt, Ok(Ok(_))) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 fn entry(

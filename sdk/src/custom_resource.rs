@@ -69,6 +69,13 @@ pub struct CustomResourceResponse {
     pub no_echo: bool,
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub data: Map<String, Value>,
+    /// Cairn's extension (the field of CloudFormation's resource-handler
+    /// progress events): why a FAILED request failed, in the provider error
+    /// vocabulary (`NotFound`, `InvalidRequest`, …), so a typed error
+    /// survives the wire. Handlers written for CloudFormation leave it out;
+    /// a FAILED response without it is an `InternalFailure`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_code: Option<crate::ErrorKind>,
 }
 
 impl CustomResourceResponse {
@@ -83,6 +90,7 @@ impl CustomResourceResponse {
             logical_resource_id: req.logical_resource_id.clone(),
             no_echo: false,
             data: Map::new(),
+            error_code: None,
         }
     }
 }

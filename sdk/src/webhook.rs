@@ -108,6 +108,7 @@ impl WebhookHandler {
             Err(e) => {
                 r.status = ResponseStatus::Failed;
                 r.reason = Some(e.message.clone());
+                r.error_code = Some(e.kind);
                 // A failed request still names a physical id: the one the
                 // provider left, the request's, or a new one.
                 r.physical_resource_id = e

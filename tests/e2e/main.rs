@@ -13,6 +13,7 @@ mod outage;
 mod plugins;
 mod postgres;
 mod provider_kit;
+mod provider_scaffold;
 mod reconcile;
 mod serve;
 mod signals;

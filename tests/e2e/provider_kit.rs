@@ -189,6 +189,41 @@ fn the_handler_kit_example_keeps_the_contract_over_http() {
 }
 
 #[test]
+fn the_python_example_provider_keeps_the_contract_over_http() {
+    let mut cmd = crate::support::python();
+    cmd.arg(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/python-provider/greetings.py"
+    ))
+    .args(["--listen", "127.0.0.1:0", "--secret", SECRET])
+    .env(
+        "PYTHONPATH",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/sdk-python"),
+    );
+    let handler = Program::start(cmd);
+    let s = Scratch::new();
+    let url = format!("http://127.0.0.1:{}/", handler.port);
+    let json = kit(&s, &["--webhook", &url, "--secret", SECRET, "--drift"], 0);
+    assert_eq!(
+        outcomes(&json),
+        all_passed("Custom::Greeting", "Excited", "Name")
+    );
+}
+
+#[test]
+fn the_python_sdk_passes_its_own_tests() {
+    let out = crate::support::python()
+        .args(["-m", "unittest", "discover", "-s", "tests"])
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/sdk-python"))
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .expect("python runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("Ran 8 tests"), "{stderr}");
+}
+
+#[test]
 fn a_broken_provider_fails_exactly_the_tests_it_breaks() {
     let lib = crate::plugins::library("cairn_test_broken")
         .display()

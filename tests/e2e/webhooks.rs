@@ -612,16 +612,28 @@ fn rust_kit_handler(secret: &str) -> Program {
     Program::start(cmd)
 }
 
+/// An unchanged Lambda handler (`module.function` in `dir`) behind the
+/// Python SDK's Lambda adapter (`sdk-python`, on the PYTHONPATH as an
+/// installed package would be).
+pub(crate) fn lambda_adapter(handler: &str, dir: &str, secret: &str) -> Command {
+    let mut cmd = crate::support::python_with("cfnresponse");
+    cmd.args(["-m", "cairn_provider.lambda_adapter", handler, "--dir", dir])
+        .args(["--listen", "127.0.0.1:0"])
+        .env(
+            "PYTHONPATH",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/sdk-python"),
+        )
+        .env("CAIRN_WEBHOOK_SECRET", secret);
+    cmd
+}
+
 /// The Python example: a Lambda handler using PyPI's cfnresponse, unchanged.
 fn python_cfnresponse_handler(secret: &str) -> Program {
-    let mut cmd = crate::support::python_with("cfnresponse");
-    cmd.arg(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/examples/python-handler/server.py"
+    Program::start(lambda_adapter(
+        "handler.handler",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/examples/python-handler"),
+        secret,
     ))
-    .args(["--listen", "127.0.0.1:0"])
-    .env("CAIRN_WEBHOOK_SECRET", secret);
-    Program::start(cmd)
 }
 
 /// A scratch dir whose config names `handler` as endpoint `greetings`.
@@ -1002,23 +1014,17 @@ fn the_handler_kit_answers_check_drift_for_its_provider() {
     assert_eq!(status(&s), "DELETED");
 }
 
-/// `tests/e2e/things_handler.py` behind the Python example's server: a
+/// `tests/e2e/things_handler.py` behind the Python SDK's Lambda adapter: a
 /// handler written for CloudFormation that makes a file in `things` per
 /// Create (requests logged beside it in `requests.jsonl`).
 pub(crate) fn things_handler(things: &std::path::Path, secret: &str) -> Program {
     std::fs::create_dir_all(things).expect("things dir");
-    let mut cmd = crate::support::python_with("cfnresponse");
-    cmd.arg(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/examples/python-handler/server.py"
-    ))
-    .args(["--listen", "127.0.0.1:0", "--module", "things_handler"])
-    .env(
-        "PYTHONPATH",
+    let mut cmd = lambda_adapter(
+        "things_handler.handler",
         concat!(env!("CARGO_MANIFEST_DIR"), "/tests/e2e"),
-    )
-    .env("THINGS_DIR", things)
-    .env("CAIRN_WEBHOOK_SECRET", secret);
+        secret,
+    );
+    cmd.env("THINGS_DIR", things);
     Program::start(cmd)
 }
 

@@ -585,7 +585,7 @@ fn create_outcome(
             } else {
                 r.physical_resource_id.clone()
             };
-            Err(ProviderError::new(ErrorKind::InternalFailure, failed_reason(&r)).leaving(id))
+            Err(ProviderError::new(failed_kind(&r), failed_reason(&r)).leaving(id))
         }
         Err(Failure::Refused(e)) => Err(e),
         Err(f) => Err(f.into_error().leaving(fallback_id)),
@@ -660,6 +660,12 @@ fn generated_physical_id(ctx: &RequestContext) -> String {
         .collect::<String>()
         .to_ascii_uppercase();
     format!("{}-{}-{suffix}", ctx.stack_name, ctx.logical_resource_id)
+}
+
+/// The kind of a FAILED response's error: its `ErrorCode` (Cairn's
+/// extension), else InternalFailure.
+fn failed_kind(r: &CustomResourceResponse) -> ErrorKind {
+    r.error_code.unwrap_or(ErrorKind::InternalFailure)
 }
 
 /// The reason of a FAILED response.
@@ -739,7 +745,7 @@ impl ResourceProvider for WebhookProvider {
             && r.physical_resource_id != req.physical_resource_id)
             .then(|| r.physical_resource_id.clone());
         if r.status == ResponseStatus::Failed {
-            let e = ProviderError::new(ErrorKind::InternalFailure, failed_reason(&r));
+            let e = ProviderError::new(failed_kind(&r), failed_reason(&r));
             return Err(match changed_id {
                 Some(id) => e.leaving(id),
                 None => e,
@@ -772,10 +778,7 @@ impl ResourceProvider for WebhookProvider {
             .await
             .map_err(Failure::into_error)?;
         if r.status == ResponseStatus::Failed {
-            return Err(ProviderError::new(
-                ErrorKind::InternalFailure,
-                failed_reason(&r),
-            ));
+            return Err(ProviderError::new(failed_kind(&r), failed_reason(&r)));
         }
         serde_json::from_value(Value::Object(r.data)).map_err(|e| {
             ProviderError::internal(format!(
@@ -799,10 +802,7 @@ impl ResourceProvider for WebhookProvider {
             .map_err(Failure::into_error)?;
         match r.status {
             ResponseStatus::Success => Ok(()),
-            ResponseStatus::Failed => Err(ProviderError::new(
-                ErrorKind::InternalFailure,
-                failed_reason(&r),
-            )),
+            ResponseStatus::Failed => Err(ProviderError::new(failed_kind(&r), failed_reason(&r))),
         }
     }
 }

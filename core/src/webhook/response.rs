@@ -99,7 +99,16 @@ pub fn check(req: &CustomResourceRequest, body: &[u8]) -> Result<CustomResourceR
             ))
         }
     };
+    // Cairn's extension: a typed error. An unknown code (CloudFormation's
+    // registry has more) is an InternalFailure, as a FAILED without one.
+    let error_code = match (status, m.get("ErrorCode")) {
+        (ResponseStatus::Failed, Some(Value::String(code))) => {
+            serde_json::from_value(Value::String(code.clone())).ok()
+        }
+        _ => None,
+    };
     Ok(CustomResourceResponse {
+        error_code,
         status,
         reason,
         physical_resource_id,

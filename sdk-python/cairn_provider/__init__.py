@@ -1,0 +1,19 @@
+"""Cairn's Python SDK: write a resource provider, serve it as a webhook.
+
+    from cairn_provider import Provider, ResourceType, String, serve
+
+See README.md beside this package."""
+
+from .errors import (AlreadyExists, InternalFailure, InvalidRequest, NotFound,
+                     NotUpdatable, ProviderError, Throttling, Timeout)
+from .provider import Provider, Request, Result, compare, deleted, in_sync, not_checked
+from .schema import (Boolean, Integer, Json, List, Map, Number, Property, ResourceType,
+                     String)
+from .webhook import Handler, serve, server, signature_problem
+
+__all__ = [
+    "AlreadyExists", "Boolean", "Handler", "Integer", "InternalFailure", "InvalidRequest",
+    "Json", "List", "Map", "NotFound", "NotUpdatable", "Number", "Property", "Provider",
+    "ProviderError", "Request", "ResourceType", "Result", "String", "Throttling", "Timeout",
+    "compare", "deleted", "in_sync", "not_checked", "serve", "server", "signature_problem",
+]

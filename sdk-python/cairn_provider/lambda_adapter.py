@@ -1,0 +1,119 @@
+"""Runs an unchanged AWS Lambda custom-resource handler (`handler(event,
+context)`, answering with `cfnresponse` or crhelper) behind Cairn's webhook:
+
+    python -m cairn_provider.lambda_adapter handler.handler --listen 127.0.0.1:8081 [--secret S]
+
+Each signed request is answered 200 at once and the handler runs in a thread
+with a Lambda-like context, as an asynchronous Lambda invocation does; the
+handler PUTs its response to the event's ResponseURL itself. The process
+gets Lambda's environment where it is not set (AWS_REGION and
+AWS_DEFAULT_REGION us-east-1, AWS_LAMBDA_FUNCTION_NAME, ..._VERSION,
+..._MEMORY_SIZE, AWS_EXECUTION_ENV): handlers and the libraries they import
+(crhelper makes boto3 clients at import) read them."""
+
+import argparse
+import importlib
+import json
+import os
+import sys
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from .webhook import signature_problem
+
+
+class LambdaContext:
+    """What handlers written for Lambda read from their context."""
+
+    def __init__(self, function_name, timeout_seconds=900):
+        self.function_name = function_name
+        self.function_version = "$LATEST"
+        self.invoked_function_arn = "arn:aws:lambda:%s:123456789012:function:%s" % (
+            os.environ.get("AWS_REGION", "us-east-1"), function_name)
+        self.memory_limit_in_mb = "128"
+        self.aws_request_id = str(uuid.uuid4())
+        self.log_group_name = "/aws/lambda/" + function_name
+        self.log_stream_name = "cairn/" + self.aws_request_id
+        self._deadline = time.time() + timeout_seconds
+
+    def get_remaining_time_in_millis(self):
+        return max(0, int((self._deadline - time.time()) * 1000))
+
+
+def lambda_environment(function_name):
+    """Lambda's variables, for those not already set."""
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    for key, value in (
+        ("AWS_REGION", region),
+        ("AWS_DEFAULT_REGION", region),
+        ("AWS_LAMBDA_FUNCTION_NAME", function_name),
+        ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST"),
+        ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "128"),
+        ("AWS_EXECUTION_ENV", "AWS_Lambda_python%d.%d" % sys.version_info[:2]),
+    ):
+        os.environ.setdefault(key, value)
+
+
+def load(spec, search_dir):
+    """`module.function` (Lambda's handler setting), imported from
+    `search_dir` first."""
+    module, _, function = spec.rpartition(".")
+    if not module:
+        raise SystemExit("the handler is module.function (Lambda's handler setting), not %r" % spec)
+    sys.path.insert(0, search_dir)
+    return getattr(importlib.import_module(module), function)
+
+
+def server(function, function_name, listen, secret):
+    class Http(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def _send(self, code, body=b""):
+            self.send_response(code)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            if secret:
+                problem = signature_problem(secret, self.headers, body)
+                if problem:
+                    self._send(401, problem.encode())
+                    return
+            try:
+                event = json.loads(body)
+            except ValueError as e:
+                self._send(400, ("the body is not JSON: %s" % e).encode())
+                return
+            self._send(200)
+            context = LambdaContext(function_name)
+            threading.Thread(target=function, args=(event, context), daemon=True).start()
+
+    host, port = listen.rsplit(":", 1)
+    return ThreadingHTTPServer((host, int(port)), Http)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m cairn_provider.lambda_adapter")
+    ap.add_argument("handler", help="module.function, as Lambda's handler setting")
+    ap.add_argument("--listen", default="127.0.0.1:8081")
+    ap.add_argument("--secret", default=os.environ.get("CAIRN_WEBHOOK_SECRET", ""))
+    ap.add_argument("--dir", default=os.getcwd(), help="where the handler's module is")
+    args = ap.parse_args(argv)
+    function_name = args.handler.rpartition(".")[0] or args.handler
+    lambda_environment(function_name)
+    function = load(args.handler, os.path.abspath(args.dir))
+    httpd = server(function, function_name, args.listen, args.secret)
+    print("listening on %s:%d" % httpd.server_address, flush=True)
+    try:
+        httpd.serve_forever()
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,289 @@
+//! `cairn provider new`: writes a provider project that builds, passes
+//! `cairn provider test` and deploys its sample template with no edit: a
+//! Rust plugin, a Rust webhook handler, or a Python webhook handler on the
+//! Python SDK (`sdk-python/`). The files are templates embedded in the
+//! binary (`src/scaffold/`) with `{{name}}` placeholders.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+
+/// The language and transport asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    RustDylib,
+    RustWebhook,
+    Python,
+}
+
+pub struct Args<'a> {
+    pub name: &'a str,
+    pub kind: Kind,
+    /// The directory to create (default: NAME).
+    pub dir: Option<&'a Path>,
+    /// The resource type (default `Example::<Name>::Note`).
+    pub type_name: Option<&'a str>,
+    /// `cairn-sdk` by path instead of by version (Rust).
+    pub sdk_path: Option<&'a Path>,
+    /// The Python SDK to install from (a path; default: from the index).
+    pub python_sdk: Option<&'a Path>,
+    /// The port a webhook handler listens on.
+    pub port: u16,
+}
+
+const PROVIDER_RS: &str = include_str!("scaffold/rust/provider.rs.tmpl");
+const PLUGIN_LIB_RS: &str = include_str!("scaffold/rust/plugin_lib.rs.tmpl");
+const WEBHOOK_MAIN_RS: &str = include_str!("scaffold/rust/webhook_main.rs.tmpl");
+const PLUGIN_CARGO: &str = include_str!("scaffold/rust/plugin_Cargo.toml.tmpl");
+const WEBHOOK_CARGO: &str = include_str!("scaffold/rust/webhook_Cargo.toml.tmpl");
+const TEMPLATE_YAML: &str = include_str!("scaffold/template.yaml.tmpl");
+const INPUTS_YAML: &str = include_str!("scaffold/inputs.yaml.tmpl");
+const GITIGNORE: &str = include_str!("scaffold/gitignore.tmpl");
+const README: &str = include_str!("scaffold/README.md.tmpl");
+const PY_PROVIDER: &str = include_str!("scaffold/python/provider.py.tmpl");
+const PY_PROJECT: &str = include_str!("scaffold/python/pyproject.toml.tmpl");
+
+/// `my-notes` -> `MyNotes`.
+fn camel(name: &str) -> String {
+    name.split(['-', '_'])
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let mut c = p.chars();
+            c.next()
+                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+fn fill(template: &str, values: &[(&str, String)]) -> String {
+    values.iter().fold(template.to_string(), |t, (k, v)| {
+        t.replace(&format!("{{{{{k}}}}}"), v)
+    })
+}
+
+fn check_name(name: &str) -> anyhow::Result<()> {
+    let ok = name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
+    if !ok {
+        bail!("provider name {name:?} must start with a lowercase letter and hold only lowercase letters, digits, '-' and '_' (it names the crate or package)");
+    }
+    Ok(())
+}
+
+fn check_type(type_name: &str) -> anyhow::Result<()> {
+    let parts: Vec<&str> = type_name.split("::").collect();
+    if parts.len() < 3
+        || parts
+            .iter()
+            .any(|p| p.is_empty() || !p.chars().all(|c| c.is_ascii_alphanumeric()))
+    {
+        bail!("--type-name {type_name} must be Organization::Service::Resource");
+    }
+    Ok(())
+}
+
+/// The steps the README gives, and the `cairn.toml` entry, per kind.
+struct Recipe {
+    build: String,
+    start: Option<String>,
+    test: String,
+    entry: String,
+}
+
+fn recipe(kind: Kind, crate_name: &str, port: u16) -> Recipe {
+    let url = format!("http://127.0.0.1:{port}/");
+    let webhook_entry = format!(
+        "[[providers]]\nkind = \"webhook\"\nname = \"{crate_name}\"\nurl = \"{url}\"\nsecret = \"change-me\"\ndrift = true\n"
+    );
+    let webhook_test = format!(
+        "cairn provider test --webhook {url} --secret change-me --drift --properties inputs.yaml"
+    );
+    match kind {
+        Kind::RustDylib => {
+            let lib = format!("target/debug/lib{}.so", crate_name.replace('-', "_"));
+            Recipe {
+                build: "cargo build".into(),
+                start: None,
+                test: format!("cairn provider test --plugin {lib} --properties inputs.yaml"),
+                entry: format!(
+                    "[[providers]]\nkind = \"dylib\"\nname = \"{crate_name}\"\npath = \"{lib}\"\n"
+                ),
+            }
+        }
+        Kind::RustWebhook => Recipe {
+            build: "cargo build".into(),
+            start: Some(format!(
+                "target/debug/{crate_name} --listen 127.0.0.1:{port} --secret change-me &"
+            )),
+            test: webhook_test,
+            entry: webhook_entry,
+        },
+        Kind::Python => Recipe {
+            build: "python3 -m venv .venv && .venv/bin/pip install -r requirements.txt".into(),
+            start: Some(format!(
+                ".venv/bin/python provider.py --listen 127.0.0.1:{port} --secret change-me &"
+            )),
+            test: webhook_test,
+            entry: webhook_entry,
+        },
+    }
+}
+
+/// `p` made absolute, once it holds `marker` (an SDK directory of a Cairn
+/// checkout, given with `flag`).
+fn checkout_dir(p: &Path, flag: &str, marker: &str, which: &str) -> anyhow::Result<String> {
+    let abs = std::path::absolute(p).with_context(|| format!("{flag} {}", p.display()))?;
+    if !abs.join(marker).is_file() {
+        bail!(
+            "{flag} {} holds no {marker}: give the {which} directory of a Cairn checkout",
+            abs.display()
+        );
+    }
+    Ok(abs.display().to_string())
+}
+
+/// Writes the project; returns its directory.
+pub fn run(args: &Args<'_>) -> anyhow::Result<PathBuf> {
+    check_name(args.name)?;
+    let type_name = args
+        .type_name
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("Example::{}::Note", camel(args.name)));
+    check_type(&type_name)?;
+    let dir = args
+        .dir
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from(args.name));
+    if dir.exists() {
+        bail!(
+            "{} already exists; give another NAME or --dir",
+            dir.display()
+        );
+    }
+    let upper = args.name.to_ascii_uppercase().replace('-', "_");
+    let sdk_dep = match args.sdk_path {
+        Some(p) => format!(
+            "path = {:?}",
+            checkout_dir(p, "--sdk-path", "Cargo.toml", "sdk/")?
+        ),
+        None => format!("version = \"={}\"", env!("CARGO_PKG_VERSION")),
+    };
+    let python_sdk = match args.python_sdk {
+        Some(p) => checkout_dir(p, "--python-sdk", "pyproject.toml", "sdk-python/")?,
+        None => format!("cairn-provider=={}", env!("CARGO_PKG_VERSION")),
+    };
+    let r = recipe(args.kind, args.name, args.port);
+    let language = match args.kind {
+        Kind::RustDylib => "A Rust provider plugin (a dynamic library Cairn loads)",
+        Kind::RustWebhook => "A Rust webhook handler (Cairn calls it over HTTP)",
+        Kind::Python => "A Python webhook handler on Cairn's Python SDK",
+    };
+    let steps = [
+        Some(format!("{}                       # build", r.build)),
+        r.start
+            .as_ref()
+            .map(|s| format!("{s}    # start the handler")),
+        Some(format!("{}   # the contract tests", r.test)),
+        Some(
+            "cairn --config cairn.toml deploy demo template.yaml   # a stack with one note".into(),
+        ),
+        Some("cairn --config cairn.toml delete demo".into()),
+    ]
+    .into_iter()
+    .flatten()
+    .collect::<Vec<_>>()
+    .join("\n");
+    let values = [
+        ("crate", args.name.to_string()),
+        ("type", type_name.clone()),
+        ("sdk_dep", sdk_dep),
+        ("python_sdk", python_sdk),
+        ("dir_env", format!("{upper}_DIR")),
+        ("secret_env", format!("{upper}_SECRET")),
+        ("default_dir", "notes".to_string()),
+        ("language", language.to_string()),
+        ("steps", steps),
+        ("entry", r.entry.clone()),
+        ("port", args.port.to_string()),
+    ];
+    let mut files: Vec<(&str, &str)> = vec![
+        ("template.yaml", TEMPLATE_YAML),
+        ("inputs.yaml", INPUTS_YAML),
+        (".gitignore", GITIGNORE),
+        ("README.md", README),
+    ];
+    match args.kind {
+        Kind::RustDylib => files.extend([
+            ("Cargo.toml", PLUGIN_CARGO),
+            ("src/lib.rs", PLUGIN_LIB_RS),
+            ("src/provider.rs", PROVIDER_RS),
+        ]),
+        Kind::RustWebhook => files.extend([
+            ("Cargo.toml", WEBHOOK_CARGO),
+            ("src/main.rs", WEBHOOK_MAIN_RS),
+            ("src/provider.rs", PROVIDER_RS),
+        ]),
+        Kind::Python => files.extend([
+            ("provider.py", PY_PROVIDER),
+            ("pyproject.toml", PY_PROJECT),
+            ("requirements.txt", "{{python_sdk}}\n"),
+        ]),
+    }
+    for (name, template) in files {
+        let path = dir.join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("cannot create {}", parent.display()))?;
+        }
+        std::fs::write(&path, fill(template, &values))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    std::fs::write(dir.join("cairn.toml"), &r.entry)
+        .with_context(|| format!("cannot write {}", dir.join("cairn.toml").display()))?;
+    Ok(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_become_types_and_placeholders_are_filled() {
+        assert_eq!(camel("my-notes_v2"), "MyNotesV2");
+        assert_eq!(
+            fill(
+                "{{a}} and {{b}} and {{a}}",
+                &[("a", "1".into()), ("b", "2".into())]
+            ),
+            "1 and 2 and 1"
+        );
+        assert!(check_name("Bad Name").is_err());
+        assert!(check_type("Only::Two").is_err());
+        for t in [
+            PROVIDER_RS,
+            WEBHOOK_MAIN_RS,
+            PLUGIN_LIB_RS,
+            README,
+            PY_PROVIDER,
+        ] {
+            let keys = [
+                "crate",
+                "type",
+                "sdk_dep",
+                "python_sdk",
+                "dir_env",
+                "secret_env",
+                "default_dir",
+                "language",
+                "steps",
+                "entry",
+                "port",
+            ];
+            let filled = fill(t, &keys.map(|k| (k, "x".to_string())));
+            assert!(!filled.contains("{{"), "an unknown placeholder in {t}");
+        }
+    }
+}

@@ -1,0 +1,155 @@
+//! `cairn provider new` for each path (Rust plugin, Rust webhook, Python
+//! webhook): the README it writes is run step by step, exactly, in a shell
+//! whose `cairn` is the binary under test: build, `cairn provider test`
+//! (every test passes), deploy of the sample template, delete.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::support::Scratch;
+
+/// The commands of the project README's `sh` block.
+fn readme_steps(project: &Path) -> Vec<String> {
+    let readme = std::fs::read_to_string(project.join("README.md")).expect("README.md");
+    readme
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .map(|block| block.lines().map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// Writes the project with `args`, runs its README's steps, and checks
+/// every step held.
+fn new_build_test_deploy(name: &str, args: &[&str], expected_steps: usize) {
+    let s = Scratch::new();
+    let port = free_port().to_string();
+    let repo = env!("CARGO_MANIFEST_DIR");
+    let mut all = vec!["provider", "new", name];
+    all.extend_from_slice(args);
+    let sdk = format!("{repo}/sdk");
+    let python_sdk = format!("{repo}/sdk-python");
+    all.extend_from_slice(&[
+        "--sdk-path",
+        &sdk,
+        "--python-sdk",
+        &python_sdk,
+        "--port",
+        &port,
+    ]);
+    let run = s.cairn(&all);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(
+        run.stdout().trim_end(),
+        format!("wrote {name}: see its README.md for the commands that build, test and deploy it")
+    );
+    let project = s.dir.path().join(name);
+    let steps = readme_steps(&project);
+    assert_eq!(steps.len(), expected_steps, "{steps:?}");
+    assert!(
+        steps.iter().any(|l| l.starts_with("cairn provider test ")),
+        "{steps:?}"
+    );
+    let cairn_dir = Path::new(env!("CARGO_BIN_EXE_cairn"))
+        .parent()
+        .expect("the binary's directory")
+        .to_path_buf();
+    let path = format!(
+        "{}:{}",
+        cairn_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    // The steps as a person runs them; a handler started with `&` is
+    // stopped at the end.
+    let script = format!(
+        "set -e\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n{}\n",
+        steps.join("\n")
+    );
+    let out = Command::new("bash")
+        .args(["-c", &script])
+        .current_dir(&project)
+        .env("PATH", path)
+        .env_remove("CARGO_TARGET_DIR")
+        .env_remove("CAIRN_CONFIG")
+        .env_remove("CAIRN_STATE")
+        .output()
+        .expect("bash runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    for line in [
+        "11 passed, 0 failed, 0 skipped",
+        "stack demo is CREATE_COMPLETE",
+        "stack demo is DELETE_COMPLETE",
+    ] {
+        assert!(
+            stdout.lines().any(|l| l == line),
+            "no {line:?} in:\n{stdout}\n{stderr}"
+        );
+    }
+    // The note the stack made is gone with it, and the tests left nothing.
+    let left: Vec<_> = std::fs::read_dir(project.join("notes"))
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn a_new_rust_plugin_builds_passes_the_kit_and_deploys() {
+    new_build_test_deploy("rust-notes", &["--lang", "rust", "--transport", "dylib"], 4);
+}
+
+#[test]
+fn a_new_rust_webhook_builds_passes_the_kit_and_deploys() {
+    new_build_test_deploy(
+        "hook-notes",
+        &["--lang", "rust", "--transport", "webhook"],
+        5,
+    );
+}
+
+#[test]
+fn a_new_python_webhook_installs_passes_the_kit_and_deploys() {
+    new_build_test_deploy("py-notes", &["--lang", "python"], 5);
+}
+
+#[test]
+fn provider_new_refuses_what_it_cannot_make() {
+    let s = Scratch::new();
+    let run = s.cairn(&["provider", "new", "Bad Name", "--lang", "python"]);
+    assert_eq!(run.code(), 1);
+    assert_eq!(
+        run.stderr().trim_end(),
+        "error: provider name \"Bad Name\" must start with a lowercase letter and hold only lowercase letters, digits, '-' and '_' (it names the crate or package)"
+    );
+    let run = s.cairn(&["provider", "new", "x", "--lang", "rust"]);
+    assert_eq!(run.code(), 1);
+    assert_eq!(
+        run.stderr().trim_end(),
+        "error: a Rust provider is a plugin or a webhook handler: give --transport dylib or --transport webhook"
+    );
+    let run = s.cairn(&[
+        "provider",
+        "new",
+        "x",
+        "--lang",
+        "python",
+        "--transport",
+        "dylib",
+    ]);
+    assert_eq!(run.code(), 1);
+    std::fs::create_dir(s.dir.path().join("x")).expect("mkdir x");
+    let run = s.cairn(&["provider", "new", "x", "--lang", "python"]);
+    assert_eq!(run.code(), 1);
+    assert_eq!(
+        run.stderr().trim_end(),
+        "error: x already exists; give another NAME or --dir"
+    );
+}
