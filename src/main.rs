@@ -103,12 +103,13 @@ struct ProviderNewArgs {
     /// The resource type it serves (default Example::<Name>::Note).
     #[arg(long)]
     type_name: Option<String>,
-    /// Depend on cairn-sdk at this path (a Cairn checkout's sdk/) instead of
-    /// by version.
+    /// Depend on cairn-sdk at this path (a Cairn checkout's sdk/). Default:
+    /// the checkout this binary was built from, if present, else by version.
     #[arg(long)]
     sdk_path: Option<PathBuf>,
     /// Install the Python SDK from this path (a Cairn checkout's
-    /// sdk-python/) instead of from the package index.
+    /// sdk-python/). Default: the checkout this binary was built from, if
+    /// present, else from the package index.
     #[arg(long)]
     python_sdk: Option<PathBuf>,
     /// The port a webhook handler listens on.

@@ -164,15 +164,25 @@ pub fn run(args: &Args<'_>) -> anyhow::Result<PathBuf> {
         );
     }
     let upper = args.name.to_ascii_uppercase().replace('-', "_");
+    // Without a path: the checkout this binary was built from, when it is
+    // still there (`cargo run -- provider new …`), else the published
+    // version.
+    let checkout = Path::new(env!("CARGO_MANIFEST_DIR"));
     let sdk_dep = match args.sdk_path {
         Some(p) => format!(
             "path = {:?}",
             checkout_dir(p, "--sdk-path", "Cargo.toml", "sdk/")?
         ),
+        None if checkout.join("sdk/Cargo.toml").is_file() => {
+            format!("path = {:?}", checkout.join("sdk").display().to_string())
+        }
         None => format!("version = \"={}\"", env!("CARGO_PKG_VERSION")),
     };
     let python_sdk = match args.python_sdk {
         Some(p) => checkout_dir(p, "--python-sdk", "pyproject.toml", "sdk-python/")?,
+        None if checkout.join("sdk-python/pyproject.toml").is_file() => {
+            checkout.join("sdk-python").display().to_string()
+        }
         None => format!("cairn-provider=={}", env!("CARGO_PKG_VERSION")),
     };
     let r = recipe(args.kind, args.name, args.port);
