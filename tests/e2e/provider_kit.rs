@@ -135,6 +135,60 @@ fn the_random_string_is_tested_from_its_schema_alone() {
 }
 
 #[test]
+fn every_other_builtin_passes_or_says_why_it_skipped() {
+    let s = Scratch::new();
+    s.write(
+        "inputs.yaml",
+        "OS::Heat::TestResource:\n  Create: {value: a}\n  Updates:\n    - {value: b}\n",
+    );
+    for (type_name, args) in [
+        ("Cairn::Local::File", &[][..]),
+        ("OS::Heat::None", &[][..]),
+        ("OS::Heat::Value", &[][..]),
+        ("OS::Heat::RandomString", &[][..]),
+        (
+            "OS::Heat::TestResource",
+            &["--properties", "inputs.yaml"][..],
+        ),
+    ] {
+        let mut all = vec!["--type", type_name];
+        all.extend_from_slice(args);
+        let json = kit(&s, &all, 0);
+        let reports = json.as_array().cloned().unwrap_or_default();
+        assert!(reports.len() >= 11, "{type_name}: {json}");
+        for r in &reports {
+            assert_ne!(r["Status"], "FAILED", "{type_name}: {r}");
+            // A skip says why.
+            if r["Status"] == "SKIPPED" {
+                assert!(!r["Message"].as_str().unwrap_or_default().is_empty(), "{r}");
+            }
+        }
+        assert!(
+            reports
+                .iter()
+                .any(|r| r["Test"] == "expired_deadline_refused" && r["Status"] == "PASSED"),
+            "{type_name}: {json}"
+        );
+    }
+    // Cairn::Local::File's derived Mode is refused by the provider: skipped,
+    // with the provider's reason.
+    let json = kit(&s, &["--type", "Cairn::Local::File"], 0);
+    let mode = json
+        .as_array()
+        .and_then(|l| {
+            l.iter()
+                .find(|r| r["Test"] == "update_in_place[Mode]")
+                .cloned()
+        })
+        .unwrap_or_default();
+    assert_eq!(mode["Status"], "SKIPPED");
+    assert_eq!(
+        mode["Message"],
+        "the provider refused the update derived from the schema as invalid (Mode 'contract-test-2' is not an octal file mode such as 0644); give valid updates with --properties or --update"
+    );
+}
+
+#[test]
 fn the_example_plugin_keeps_the_contract_in_either_isolation() {
     let lib = crate::plugins::library("cairn_example_kv");
     for isolation in [&[][..], &["--in-process"][..]] {

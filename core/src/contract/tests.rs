@@ -23,6 +23,8 @@ struct Breaks {
     ignores_deadline: bool,
     accepts_anything: bool,
     no_attribute: bool,
+    /// Refuses every update as invalid.
+    picky: bool,
 }
 
 #[derive(Default)]
@@ -94,6 +96,9 @@ impl ResourceProvider for Fake {
         })
     }
     async fn update(&self, req: &UpdateRequest) -> Result<UpdateResult, ProviderError> {
+        if self.breaks.picky {
+            return Err(ProviderError::invalid_request("Size cannot be that"));
+        }
         let mut live = self.live.lock().unwrap();
         if !live.contains_key(&req.physical_resource_id) {
             return Err(ProviderError::not_found("gone"));
@@ -203,6 +208,7 @@ async fn each_broken_promise_fails_its_own_test() {
             ignores_deadline: true,
             accepts_anything: true,
             no_attribute: true,
+            picky: false,
         },
         ..Default::default()
     };
@@ -269,5 +275,28 @@ fn schema_problems_name_the_property() {
             "property Kept has a refusal reason but is Mutable: only an Immutable property refuses updates".to_string(),
             "property Mode lists allowed values but is of type Integer: allowed values are strings".to_string(),
         ]
+    );
+}
+
+#[tokio::test]
+async fn a_derived_update_the_provider_refuses_as_invalid_is_skipped_a_given_one_fails() {
+    let picky = || Fake {
+        breaks: Breaks {
+            picky: true,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let status =
+        |got: &[(String, Status)], test: &str| got.iter().find(|(t, _)| t == test).map(|(_, s)| *s);
+    let derived = reports(&picky(), &Inputs::default()).await;
+    assert_eq!(
+        status(&derived, "update_in_place[Size]"),
+        Some(Status::Skipped)
+    );
+    let given = reports(&picky(), &inputs()).await;
+    assert_eq!(
+        status(&given, "update_in_place[Size]"),
+        Some(Status::Failed)
     );
 }
