@@ -604,7 +604,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         let state = stacks::state_path(cli.state.as_ref(), &config);
         let data_dir = stacks::data_dir(&config, &state);
         return provider_test::run(
-            config,
+            stacks::with_local_ca(&config, &state),
             provider_test::Args {
                 under,
                 properties: a.properties.as_deref(),

@@ -54,7 +54,18 @@ pub fn postgres_url(state: &Path) -> Option<&str> {
         .filter(|s| s.starts_with("postgres://") || s.starts_with("postgresql://"))
 }
 
+/// `config` with what the CLI derives from the state's place: the callback
+/// listener's local CA in the data directory.
+pub fn with_local_ca(config: &Config, state: &Path) -> Config {
+    let mut config = config.clone();
+    if config.webhooks.local_ca_dir.is_none() {
+        config.webhooks.local_ca_dir = Some(data_dir(&config, state).join("callback-ca"));
+    }
+    config
+}
+
 pub async fn open_without_resume(config: &Config, state: &Path) -> anyhow::Result<Arc<Engine>> {
+    let config = &with_local_ca(config, state);
     let store: Arc<dyn Store> = match postgres_url(state) {
         Some(url) => Arc::new(cairn_core::store::postgres::PgStore::connect(url).await?),
         None => Arc::new(SqliteStore::open(state)?),

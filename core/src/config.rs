@@ -102,6 +102,11 @@ pub struct WebhookConfig {
     /// (crhelper and Node handlers send responses to https only).
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
+    /// Without tls_cert: where Cairn keeps the local CA whose certificate the
+    /// listener also speaks TLS with, on the same port (handlers that answer
+    /// over HTTPS only, crhelper). The CLI sets it to the data directory's
+    /// `callback-ca`; unset, the listener speaks plain HTTP only.
+    pub local_ca_dir: Option<PathBuf>,
     /// Seconds to wait for a response when neither the resource's
     /// `ServiceTimeout` nor its endpoint sets one (CloudFormation: 3600).
     pub timeout_seconds: u64,
@@ -121,6 +126,7 @@ impl Default for WebhookConfig {
             public_url: None,
             tls_cert: None,
             tls_key: None,
+            local_ca_dir: None,
             timeout_seconds: 3600,
             secret: None,
             max_concurrency: 16,

@@ -9,15 +9,26 @@ handler PUTs its response to the event's ResponseURL itself. The process
 gets Lambda's environment where it is not set (AWS_REGION and
 AWS_DEFAULT_REGION us-east-1, AWS_LAMBDA_FUNCTION_NAME, ..._VERSION,
 ..._MEMORY_SIZE, AWS_EXECUTION_ENV): handlers and the libraries they import
-(crhelper makes boto3 clients at import) read them."""
+(crhelper makes boto3 clients at import) read them.
+
+crhelper sends its response over HTTPS whatever the ResponseURL says: for an
+http:// ResponseURL the adapter fetches the CA of Cairn's callback listener
+(which speaks TLS on the same port, with a certificate from that CA) and adds
+it to the process's trusted roots. The context's remaining time counts down
+from --timeout-seconds (default 60): crhelper's default sleep_on_delete of
+120 s then does not apply (it sleeps only when the time left allows it)."""
 
 import argparse
 import importlib
 import json
 import os
+import ssl
 import sys
+import tempfile
 import threading
 import time
+import urllib.parse
+import urllib.request
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -56,6 +67,44 @@ def lambda_environment(function_name):
         os.environ.setdefault(key, value)
 
 
+_trust_lock = threading.Lock()
+_trusted = {}
+# The roots the process trusts before any listener's CA is added.
+_PLATFORM_CA_FILE = os.environ.get("SSL_CERT_FILE") or ssl.get_default_verify_paths().openssl_cafile
+
+
+def trust_callback_ca(response_url):
+    """Adds the CA of Cairn's callback listener behind an http:// ResponseURL
+    to this process's trusted roots (SSL_CERT_FILE: the platform's bundle
+    plus it), so a handler that sends its response over HTTPS whatever the
+    URL says (crhelper) reaches the same listener. Fetched once per listener
+    from its /cairn-ca.pem; a listener without one is left alone."""
+    parts = urllib.parse.urlsplit(response_url or "")
+    if parts.scheme != "http" or not parts.netloc:
+        return
+    base = "http://" + parts.netloc
+    with _trust_lock:
+        if base in _trusted:
+            return
+        try:
+            with urllib.request.urlopen(base + "/cairn-ca.pem", timeout=5) as r:
+                pem = r.read().decode()
+        except Exception:
+            pem = ""
+        _trusted[base] = pem if "BEGIN CERTIFICATE" in pem else ""
+        extra = "".join(p for p in _trusted.values() if p)
+        if not extra:
+            return
+        platform = ""
+        if _PLATFORM_CA_FILE and os.path.isfile(_PLATFORM_CA_FILE):
+            with open(_PLATFORM_CA_FILE) as f:
+                platform = f.read()
+        fd, bundle = tempfile.mkstemp(prefix="cairn-ca-", suffix=".pem")
+        with os.fdopen(fd, "w") as f:
+            f.write(platform + "\n" + extra)
+        os.environ["SSL_CERT_FILE"] = bundle
+
+
 def load(spec, search_dir):
     """`module.function` (Lambda's handler setting), imported from
     `search_dir` first."""
@@ -66,7 +115,7 @@ def load(spec, search_dir):
     return getattr(importlib.import_module(module), function)
 
 
-def server(function, function_name, listen, secret):
+def server(function, function_name, listen, secret, timeout_seconds=60):
     class Http(BaseHTTPRequestHandler):
         def log_message(self, *args):
             pass
@@ -90,7 +139,8 @@ def server(function, function_name, listen, secret):
                 self._send(400, ("the body is not JSON: %s" % e).encode())
                 return
             self._send(200)
-            context = LambdaContext(function_name)
+            trust_callback_ca(event.get("ResponseURL"))
+            context = LambdaContext(function_name, timeout_seconds)
             threading.Thread(target=function, args=(event, context), daemon=True).start()
 
     host, port = listen.rsplit(":", 1)
@@ -103,11 +153,15 @@ def main(argv=None):
     ap.add_argument("--listen", default="127.0.0.1:8081")
     ap.add_argument("--secret", default=os.environ.get("CAIRN_WEBHOOK_SECRET", ""))
     ap.add_argument("--dir", default=os.getcwd(), help="where the handler's module is")
+    ap.add_argument("--timeout-seconds", type=int, default=60,
+                    help="the function's timeout, as its Lambda configuration's Timeout: what "
+                         "context.get_remaining_time_in_millis() counts down from (crhelper waits "
+                         "its sleep_on_delete on a Delete only when this leaves room for it)")
     args = ap.parse_args(argv)
     function_name = args.handler.rpartition(".")[0] or args.handler
     lambda_environment(function_name)
     function = load(args.handler, os.path.abspath(args.dir))
-    httpd = server(function, function_name, args.listen, args.secret)
+    httpd = server(function, function_name, args.listen, args.secret, args.timeout_seconds)
     print("listening on %s:%d" % httpd.server_address, flush=True)
     try:
         httpd.serve_forever()

@@ -1159,3 +1159,114 @@ fn resource_id_parameters_of_a_handler_without_drift_support_are_used_with_a_war
     let asked = std::fs::read_to_string(&log).unwrap_or_default();
     assert_eq!(asked.lines().collect::<Vec<_>>(), ["CheckDrift"]);
 }
+
+/// An unchanged Lambda handler serving Custom::Note (see
+/// `crhelper_notes.py`) through create, an update (the previous Text from
+/// OldResourceProperties), a replacement, a failed update and delete, behind
+/// the Python SDK's Lambda adapter. crhelper sends its responses over HTTPS
+/// to the http:// ResponseURL's port: the callback listener speaks TLS there
+/// with its local CA's certificate, which the adapter trusted; nothing is
+/// configured for it.
+fn notes_lifecycle(module: &str) {
+    let s = Scratch::new();
+    let notes = s.dir.path().join("notes");
+    std::fs::create_dir_all(&notes).expect("notes dir");
+    let mut cmd = lambda_adapter(
+        &format!("{module}.handler"),
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/e2e"),
+        SECRET,
+    );
+    cmd.env("NOTES_DIR", &notes);
+    let handler = Program::start(cmd);
+    s.write(
+        "cairn.toml",
+        &format!(
+            "[webhooks]\ntimeout_seconds = 60\n\n[webhooks.endpoints.notes]\nurl = \"http://127.0.0.1:{}/\"\nsecret = \"{SECRET}\"\n",
+            handler.port
+        ),
+    );
+    let note = |props: &str| {
+        format!("Resources:\n  N:\n    Type: Custom::Note\n    Properties: {{ServiceToken: notes, {props}}}\nOutputs:\n  Text: {{Value: !GetAtt N.Text}}\n  Id: {{Value: !Ref N}}\n")
+    };
+    let outputs = |s: &Scratch| -> Vec<String> {
+        cairn(s, &["outputs", "st", "--output", "json"]).json()["Outputs"]
+            .as_array()
+            .map(|l| {
+                l.iter()
+                    .map(|o| o["OutputValue"].as_str().unwrap_or_default().to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let read = |name: &str| std::fs::read_to_string(notes.join(name)).ok();
+
+    let run = deploy(&s, "st", &note("Name: a, Text: one"), &[]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(outputs(&s), ["one", "note-a"]);
+    assert_eq!(read("a").as_deref(), Some("one"));
+
+    // In place: the handler sees the old Text.
+    let v2 = note("Name: a, Text: two").replace(
+        "  Id: {Value: !Ref N}\n",
+        "  Id: {Value: !Ref N}\n  Old: {Value: !GetAtt N.Old}\n",
+    );
+    let run = deploy(&s, "st", &v2, &[]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(outputs(&s), ["two", "note-a", "one"]);
+
+    // A new Name: a new physical id, the old note deleted in cleanup.
+    let skip = events(&s, "st").len();
+    let run = deploy(&s, "st", &note("Name: b, Text: two"), &[]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let seq: Vec<_> = sequence_after(&s, "st", skip)
+        .into_iter()
+        .filter(|e| e.0 == "N")
+        .collect();
+    assert_eq!(
+        seq,
+        [
+            ev("N", "UPDATE_IN_PROGRESS", "", "note-a"),
+            ev("N", "UPDATE_COMPLETE", "", "note-b"),
+            ev("N", "DELETE_IN_PROGRESS", "", "note-a"),
+            ev("N", "DELETE_COMPLETE", "", "note-a"),
+        ]
+    );
+    assert_eq!((read("a"), read("b").as_deref()), (None, Some("two")));
+
+    // A failed update: its reason, then the rollback (Old and New swapped).
+    let skip = events(&s, "st").len();
+    let run = deploy(&s, "st", &note("Name: b, Text: three, Fail: update"), &[]);
+    assert_eq!(run.code(), 1, "{}", run.stdout());
+    let seq: Vec<_> = sequence_after(&s, "st", skip)
+        .into_iter()
+        .filter(|e| e.0 == "N" || e.0 == "st")
+        .map(|e| (e.0, e.1, e.2))
+        .collect();
+    assert_eq!(
+        seq[2],
+        (
+            "N".into(),
+            "UPDATE_FAILED".into(),
+            "told to fail on update".into()
+        )
+    );
+    assert_eq!(
+        seq.last().map(|e| e.1.as_str()),
+        Some("UPDATE_ROLLBACK_COMPLETE")
+    );
+    assert_eq!(read("b").as_deref(), Some("two"));
+
+    let run = cairn(&s, &["delete", "st"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(read("b"), None);
+}
+
+#[test]
+fn an_unchanged_crhelper_handler_runs_with_no_setup() {
+    notes_lifecycle("crhelper_notes");
+}
+
+#[test]
+fn an_unchanged_cfnresponse_handler_runs_the_same_lifecycle() {
+    notes_lifecycle("cfnresponse_notes");
+}

@@ -112,6 +112,9 @@ pub struct CallbackListener {
     base_url: String,
     slots: Mutex<Slots>,
     local_addr: SocketAddr,
+    /// The local CA's certificate, when the listener also speaks TLS with a
+    /// certificate it signed (`GET /cairn-ca.pem`).
+    ca_pem: Option<String>,
 }
 
 /// What a ResponseURL key escapes: everything but RFC 3986's unreserved
@@ -147,6 +150,8 @@ pub async fn host_on(
         base_url: base_url.trim_end_matches('/').to_string(),
         slots: Mutex::new(Slots::default()),
         local_addr,
+        // `cairn serve` serves these routes with its own TLS, or none.
+        ca_pem: None,
     });
     listener.poll_shared();
     let router = CallbackListener::routes(listener.clone());
@@ -193,6 +198,77 @@ async fn secret() -> Result<(Vec<u8>, Option<Arc<dyn Store>>), WebhookError> {
     Ok((secret.to_vec(), None))
 }
 
+/// The names the listener's local certificate is for: loopback, the
+/// address it is bound to, and the host of `[webhooks] public_url`.
+fn listener_names(local_addr: SocketAddr, public_url: Option<&str>) -> Vec<String> {
+    let mut names: Vec<String> = ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec();
+    if !local_addr.ip().is_unspecified() {
+        names.push(local_addr.ip().to_string());
+    }
+    if let Some(host) = public_url
+        .and_then(|u| reqwest::Url::parse(u).ok())
+        .and_then(|u| u.host_str().map(|h| h.trim_matches(['[', ']']).to_string()))
+    {
+        names.push(host);
+    }
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// Serves `app` on `tcp`, each connection as TLS when its first byte opens
+/// a TLS handshake (0x16), else as plain HTTP.
+async fn serve_both(tcp: tokio::net::TcpListener, app: Router, tls: tokio_rustls::TlsAcceptor) {
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    use hyper_util::service::TowerToHyperService;
+    loop {
+        let stream = match tcp.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                tracing::warn!("the custom-resource callback listener could not accept: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let (app, tls) = (app.clone(), tls.clone());
+        tokio::spawn(async move {
+            let mut first = [0u8; 1];
+            let peeked =
+                tokio::time::timeout(std::time::Duration::from_secs(10), stream.peek(&mut first))
+                    .await;
+            let is_tls = matches!(peeked, Ok(Ok(1))) && first[0] == 0x16;
+            let service = TowerToHyperService::new(app);
+            let server = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            let served = if is_tls {
+                match tls.accept(stream).await {
+                    Ok(s) => server.serve_connection(TokioIo::new(s), service).await,
+                    Err(e) => {
+                        tracing::debug!("a TLS handshake on the callback listener failed: {e}");
+                        return;
+                    }
+                }
+            } else {
+                server.serve_connection(TokioIo::new(stream), service).await
+            };
+            if let Err(e) = served {
+                tracing::debug!("a callback connection ended: {e}");
+            }
+        });
+    }
+}
+
+/// `GET /cairn-ca.pem`: the local CA's certificate, for handlers to trust.
+async fn serve_ca(State(listener): State<Arc<CallbackListener>>) -> (StatusCode, String) {
+    match &listener.ca_pem {
+        Some(pem) => (StatusCode::OK, pem.clone()),
+        None => (
+            StatusCode::NOT_FOUND,
+            "this listener has no local CA: it serves the certificate [webhooks] tls_cert names"
+                .into(),
+        ),
+    }
+}
+
 impl CallbackListener {
     fn routes(listener: Arc<CallbackListener>) -> Router {
         Router::new()
@@ -201,6 +277,7 @@ impl CallbackListener {
                 "/cfn-signal/{key}",
                 put(receive_signal).post(receive_signal),
             )
+            .route("/cairn-ca.pem", axum::routing::get(serve_ca))
             .with_state(listener)
     }
 
@@ -229,6 +306,16 @@ impl CallbackListener {
                 ))
             }
         };
+        // Without a configured certificate the listener speaks both plain
+        // HTTP (the ResponseURLs say http://) and TLS with a certificate
+        // from the local CA, for handlers that answer over HTTPS only.
+        let local = match (&tls, &config.local_ca_dir) {
+            (None, Some(dir)) => Some(super::local_ca::server_config(
+                dir,
+                &listener_names(local_addr, config.public_url.as_deref()),
+            )?),
+            _ => None,
+        };
         let scheme = if tls.is_some() { "https" } else { "http" };
         let base_url = config
             .public_url
@@ -243,6 +330,7 @@ impl CallbackListener {
             base_url,
             slots: Mutex::new(Slots::default()),
             local_addr,
+            ca_pem: local.as_ref().map(|(pem, _)| pem.clone()),
         });
         listener.poll_shared();
         let app = Self::routes(listener.clone());
@@ -261,11 +349,20 @@ impl CallbackListener {
                 let tcp = tokio::net::TcpListener::from_std(tcp).map_err(|e| {
                     WebhookError::Listener(format!("cannot serve on {local_addr}: {e}"))
                 })?;
-                tokio::spawn(async move {
-                    if let Err(e) = axum::serve(tcp, app).await {
-                        tracing::error!("the custom-resource callback listener stopped: {e}");
+                match local {
+                    Some((_, tls)) => {
+                        tokio::spawn(serve_both(tcp, app, tokio_rustls::TlsAcceptor::from(tls)));
                     }
-                });
+                    None => {
+                        tokio::spawn(async move {
+                            if let Err(e) = axum::serve(tcp, app).await {
+                                tracing::error!(
+                                    "the custom-resource callback listener stopped: {e}"
+                                );
+                            }
+                        });
+                    }
+                }
             }
         }
         tracing::debug!(address = %local_addr, base = %listener.base_url, "custom-resource callback listener started");
