@@ -649,6 +649,18 @@ fn greetings_scratch(handler: &Program) -> Scratch {
     s
 }
 
+/// The values of `stack`'s outputs, in order.
+fn output_values(s: &Scratch, stack: &str) -> Vec<String> {
+    cairn(s, &["describe", stack, "--output", "json"]).json()["Stacks"][0]["Outputs"]
+        .as_array()
+        .map(|l| {
+            l.iter()
+                .map(|o| o["OutputValue"].as_str().unwrap_or_default().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Create, update (a new Name: a new greeting, the old one deleted in
 /// cleanup), delete, against a handler serving Custom::Greeting.
 fn greeting_lifecycle(handler: Program, id_prefix: &str) {
@@ -656,16 +668,7 @@ fn greeting_lifecycle(handler: Program, id_prefix: &str) {
     let v1 = "Resources:\n  G:\n    Type: Custom::Greeting\n    Properties: {ServiceToken: greetings, Name: world, Excited: false}\n  User:\n    Type: Cairn::Test::Resource\n    Properties: {Value: !GetAtt G.Message}\nOutputs:\n  Message: {Value: !GetAtt G.Message}\n  Id: {Value: !Ref G}\n";
     let run = deploy(&s, "st", v1, &[]);
     assert_eq!(run.code(), 0, "{}", run.stderr());
-    let outputs = |s: &Scratch| -> Vec<String> {
-        cairn(s, &["describe", "st", "--output", "json"]).json()["Stacks"][0]["Outputs"]
-            .as_array()
-            .map(|l| {
-                l.iter()
-                    .map(|o| o["OutputValue"].as_str().unwrap_or_default().to_string())
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
+    let outputs = |s: &Scratch| output_values(s, "st");
     let old = format!("{id_prefix}world");
     assert_eq!(outputs(&s), ["Hello, world.".to_string(), old.clone()]);
     let skip = events(&s, "st").len();
@@ -1188,16 +1191,7 @@ fn notes_lifecycle(module: &str) {
     let note = |props: &str| {
         format!("Resources:\n  N:\n    Type: Custom::Note\n    Properties: {{ServiceToken: notes, {props}}}\nOutputs:\n  Text: {{Value: !GetAtt N.Text}}\n  Id: {{Value: !Ref N}}\n")
     };
-    let outputs = |s: &Scratch| -> Vec<String> {
-        cairn(s, &["outputs", "st", "--output", "json"]).json()["Outputs"]
-            .as_array()
-            .map(|l| {
-                l.iter()
-                    .map(|o| o["OutputValue"].as_str().unwrap_or_default().to_string())
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
+    let outputs = |s: &Scratch| output_values(s, "st");
     let read = |name: &str| std::fs::read_to_string(notes.join(name)).ok();
 
     let run = deploy(&s, "st", &note("Name: a, Text: one"), &[]);
