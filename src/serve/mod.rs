@@ -9,6 +9,7 @@
 
 mod actions;
 mod auth;
+mod console;
 mod form;
 mod metrics;
 mod xml;
@@ -231,6 +232,7 @@ pub async fn run(args: ServeArgs<'_>) -> anyhow::Result<()> {
         .route("/", get(query).post(query))
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics_page))
+        .merge(console::routes())
         .layer(DefaultBodyLimit::max(server.max_body_bytes))
         .with_state(app.clone());
     let listen = args.listen.unwrap_or(server.listen.clone());

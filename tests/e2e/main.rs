@@ -1,6 +1,7 @@
 //! End-to-end tests: they drive the real `cairn` binary.
 
 mod changesets;
+mod console;
 mod crash;
 mod drift;
 mod engines;

@@ -1,0 +1,107 @@
+// Cairn's console: draws the stack's resource graph (layered, left to
+// right) as SVG and keeps node colours and the event timeline live from the
+// server's event stream (Server-Sent Events; no polling loop here).
+(function () {
+  "use strict";
+  const root = document.getElementById("stack");
+  if (!root) return;
+  const name = root.dataset.stack;
+  const base = "/console/api/stacks/" + encodeURIComponent(name);
+  const svgNS = "http://www.w3.org/2000/svg";
+  const nodes = {};
+
+  function statusClass(s) {
+    if (!s) return "none";
+    if (s.endsWith("_FAILED")) return "failed";
+    if (s.endsWith("_IN_PROGRESS")) return "progress";
+    if (s.startsWith("DELETE_COMPLETE")) return "deleted";
+    if (s.endsWith("_COMPLETE")) return "complete";
+    return "none";
+  }
+
+  function draw(graph) {
+    const svg = document.getElementById("graph");
+    const W = 170, H = 34, GX = 60, GY = 14;
+    const perLayer = {};
+    graph.nodes.forEach(n => { (perLayer[n.layer] = perLayer[n.layer] || []).push(n); });
+    let maxRows = 0;
+    Object.keys(perLayer).forEach(l => { maxRows = Math.max(maxRows, perLayer[l].length); });
+    const layers = Object.keys(perLayer).length;
+    svg.setAttribute("width", Math.max(1, layers) * (W + GX));
+    svg.setAttribute("height", Math.max(1, maxRows) * (H + GY));
+    const pos = {};
+    Object.keys(perLayer).forEach(l => perLayer[l].forEach((n, i) => {
+      pos[n.id] = { x: l * (W + GX), y: i * (H + GY) };
+    }));
+    const frag = document.createDocumentFragment();
+    graph.edges.forEach(([from, to]) => {
+      const a = pos[from], b = pos[to];
+      if (!a || !b) return;
+      const line = document.createElementNS(svgNS, "line");
+      line.setAttribute("x1", a.x + W); line.setAttribute("y1", a.y + H / 2);
+      line.setAttribute("x2", b.x); line.setAttribute("y2", b.y + H / 2);
+      line.setAttribute("class", "edge");
+      frag.appendChild(line);
+    });
+    graph.nodes.forEach(n => {
+      const g = document.createElementNS(svgNS, "g");
+      g.setAttribute("class", "node " + statusClass(n.status));
+      g.setAttribute("data-id", n.id);
+      g.setAttribute("data-status", n.status || "");
+      g.setAttribute("transform", "translate(" + pos[n.id].x + "," + pos[n.id].y + ")");
+      const r = document.createElementNS(svgNS, "rect");
+      r.setAttribute("width", W); r.setAttribute("height", H); r.setAttribute("rx", 5);
+      const t = document.createElementNS(svgNS, "text");
+      t.setAttribute("x", 8); t.setAttribute("y", 21);
+      t.textContent = n.id;
+      const title = document.createElementNS(svgNS, "title");
+      title.textContent = n.id + " (" + n.type + ") " + (n.status || "") + (n.reason ? ": " + n.reason : "");
+      g.appendChild(r); g.appendChild(t); g.appendChild(title);
+      g.addEventListener("click", () => show(n.id));
+      frag.appendChild(g);
+      nodes[n.id] = { g: g, data: n };
+    });
+    svg.appendChild(frag);
+  }
+
+  function show(id) {
+    const n = nodes[id] && nodes[id].data;
+    const box = document.getElementById("detail");
+    if (!n || !box) return;
+    box.textContent = "";
+    [["Logical id", n.id], ["Type", n.type], ["Physical id", n.physical_id || ""],
+     ["Status", n.status || ""], ["Reason", n.reason || ""]].forEach(([k, v]) => {
+      const dt = document.createElement("dt"); dt.textContent = k;
+      const dd = document.createElement("dd"); dd.textContent = v;
+      box.appendChild(dt); box.appendChild(dd);
+    });
+  }
+
+  function onEvent(e) {
+    const ev = JSON.parse(e.data);
+    const list = document.getElementById("events");
+    const li = document.createElement("li");
+    li.className = statusClass(ev.status);
+    li.dataset.logicalId = ev.logical_id;
+    li.textContent = ev.timestamp + "  " + ev.status + "  " + ev.logical_id +
+      "  " + ev.resource_type + (ev.status_reason ? "  " + ev.status_reason : "");
+    list.insertBefore(li, list.firstChild);
+    const n = nodes[ev.logical_id];
+    if (n) {
+      n.data.status = ev.status; n.data.reason = ev.status_reason || "";
+      if (ev.physical_id) n.data.physical_id = ev.physical_id;
+      n.g.setAttribute("class", "node " + statusClass(ev.status));
+      n.g.setAttribute("data-status", ev.status);
+    }
+    if (ev.resource_type === "AWS::CloudFormation::Stack" && ev.logical_id === name) {
+      const s = document.getElementById("status");
+      if (s) { s.textContent = ev.status; s.className = "status " + statusClass(ev.status); }
+    }
+  }
+
+  fetch(base + "/graph").then(r => r.json()).then(graph => {
+    draw(graph);
+    const source = new EventSource(base + "/events");
+    source.addEventListener("stack-event", onEvent);
+  });
+})();

@@ -1,0 +1,171 @@
+//! The web console of `cairn serve` over real HTTP: the stack list, a
+//! stack's page (NoEcho masked), the graph's layers and statuses, and the
+//! live event stream of a create in flight. (Browser tests are not done
+//! yet: these assert what the server sends.)
+
+use std::io::{Read, Write};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::support::{http_get, Scratch};
+
+const CHAIN: &str = "Parameters:\n  Secret: {Type: String, NoEcho: true}\n  Colour: {Type: String}\nResources:\n  A: {Type: Cairn::Test::Resource, Properties: {Value: a, WaitSeconds: 0.4}}\n  B: {Type: Cairn::Test::Resource, Properties: {Value: !Ref A, WaitSeconds: 0.4}}\n  C: {Type: Cairn::Test::Resource, DependsOn: B, Properties: {Value: c, WaitSeconds: 0.4}}\n  D: {Type: Cairn::Test::Resource, DependsOn: A, Properties: {Value: d}}\nOutputs:\n  Last: {Value: !Ref C}\n";
+
+fn remote(s: &Scratch, endpoint: &str, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cairn"));
+    cmd.args(["--endpoint", endpoint])
+        .args(args)
+        .current_dir(s.dir.path())
+        .env_remove("CAIRN_CONFIG")
+        .env_remove("CAIRN_STATE")
+        .env("AWS_ACCESS_KEY_ID", "AKIDCONSOLE")
+        .env("AWS_SECRET_ACCESS_KEY", "console-secret")
+        .env("AWS_REGION", "us-east-1");
+    cmd
+}
+
+/// The body of an HTTP answer (after the blank line).
+fn body(answer: &str) -> &str {
+    answer
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b)
+        .unwrap_or_default()
+}
+
+#[test]
+fn the_console_shows_stacks_the_graph_and_live_events() {
+    let s = Scratch::new();
+    s.write("cairn.toml", "[server]\nauth = \"none\"\n");
+    let (mut server, endpoint) = s.serve();
+    let template = s.write("chain.yaml", CHAIN);
+    let mut deploy = remote(
+        &s,
+        &endpoint,
+        &[
+            "deploy",
+            "web",
+            template.to_str().unwrap_or_default(),
+            "-p",
+            "Secret=hunter2",
+            "-p",
+            "Colour=blue",
+        ],
+    )
+    .stdout(std::process::Stdio::null())
+    .spawn()
+    .expect("deploy starts");
+    // Open the event stream while the create runs: the events arrive on it
+    // as they are recorded, ending with the stack's CREATE_COMPLETE.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut page = String::new();
+    while Instant::now() < deadline {
+        page = http_get(&endpoint, "/console/stacks/web");
+        if page.starts_with("HTTP/1.1 200") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(page.starts_with("HTTP/1.1 200"), "{page}");
+    let addr = endpoint.trim_start_matches("http://").to_string();
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+    let _ = write!(
+        stream,
+        "GET /console/api/stacks/web/events HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n"
+    );
+    stream
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .expect("timeout");
+    let mut seen = String::new();
+    let mut buf = [0u8; 4096];
+    let mut in_progress_seen_at = None;
+    let stack_done = r#""resource_type":"AWS::CloudFormation::Stack","status":"CREATE_COMPLETE""#;
+    while Instant::now() < deadline && !seen.contains(stack_done) {
+        if let Ok(n) = stream.read(&mut buf) {
+            seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+        if in_progress_seen_at.is_none() && seen.contains(r#""status":"CREATE_IN_PROGRESS""#) {
+            in_progress_seen_at = Some(seen.len());
+        }
+    }
+    assert!(seen.starts_with("HTTP/1.1 200"), "{seen}");
+    assert!(seen.contains("content-type: text/event-stream"), "{seen}");
+    assert!(seen.contains("event: stack-event"), "{seen}");
+    let done = seen
+        .find(stack_done)
+        .unwrap_or_else(|| panic!("no CREATE_COMPLETE on the stream: {seen}"));
+    assert!(in_progress_seen_at.is_some_and(|at| at < done), "{seen}");
+    for r in ["A", "B", "C", "D"] {
+        assert!(
+            seen.contains(&format!(r#""logical_id":"{r}","#)),
+            "no event of {r}: {seen}"
+        );
+    }
+    assert!(deploy.wait().expect("deploy ends").success());
+
+    // The page: status, parameters with NoEcho masked, outputs, the script.
+    let page = http_get(&endpoint, "/console/stacks/web");
+    let html = body(&page);
+    assert!(html.contains("<h1>web</h1>"), "{html}");
+    assert!(
+        html.contains("<tr><td>Secret</td><td>****</td></tr>"),
+        "{html}"
+    );
+    assert!(
+        html.contains("<tr><td>Colour</td><td>blue</td></tr>"),
+        "{html}"
+    );
+    assert!(!html.contains("hunter2"), "{html}");
+    assert!(html.contains("<script src=\"/console/assets/console.js\"></script>"));
+
+    // The graph: each resource in the column after its dependencies.
+    let graph = http_get(&endpoint, "/console/api/stacks/web/graph");
+    let graph: serde_json::Value = serde_json::from_str(body(&graph)).expect("graph JSON");
+    let layer = |id: &str| {
+        graph["nodes"]
+            .as_array()
+            .and_then(|l| l.iter().find(|n| n["id"] == id))
+            .map(|n| (n["layer"].as_u64().unwrap_or(99), n["status"].clone()))
+    };
+    assert_eq!(layer("A"), Some((0, "CREATE_COMPLETE".into())));
+    assert_eq!(layer("B"), Some((1, "CREATE_COMPLETE".into())));
+    assert_eq!(layer("C"), Some((2, "CREATE_COMPLETE".into())));
+    assert_eq!(layer("D"), Some((1, "CREATE_COMPLETE".into())));
+    let edges = graph["edges"].as_array().cloned().unwrap_or_default();
+    assert!(edges.contains(&serde_json::json!(["A", "B"])), "{graph}");
+    assert!(edges.contains(&serde_json::json!(["B", "C"])), "{graph}");
+
+    // The list, filtered by name; assets are served from the binary.
+    let list = http_get(&endpoint, "/console/?name=we");
+    assert!(body(&list).contains("<a href=\"/console/stacks/web\">web</a></td><td class=\"status complete\">CREATE_COMPLETE</td>"), "{list}");
+    let none = http_get(&endpoint, "/console/?name=zzz");
+    assert!(!body(&none).contains("data-stack=\"web\""), "{none}");
+    let js = http_get(&endpoint, "/console/assets/console.js");
+    assert!(js.contains("new EventSource("), "{js}");
+    assert!(http_get(&endpoint, "/console/stacks/nope").starts_with("HTTP/1.1 404"));
+    let _ = server.kill();
+    let _ = server.wait();
+}
+
+#[test]
+fn with_sigv4_the_console_is_refused_until_it_has_a_login() {
+    let s = Scratch::new();
+    s.write(
+        "cairn.toml",
+        "[server]\nauth = \"sigv4\"\n\n[server.access_keys.AKIDCONSOLE]\nsecret = \"console-secret\"\n",
+    );
+    let (mut server, endpoint) = s.serve();
+    for path in [
+        "/console/",
+        "/console/stacks/web",
+        "/console/api/stacks/web/events",
+    ] {
+        let answer = http_get(&endpoint, path);
+        assert!(answer.starts_with("HTTP/1.1 403"), "{path}: {answer}");
+        assert!(
+            body(&answer).starts_with("The console is served only with [server] auth = \"none\""),
+            "{answer}"
+        );
+    }
+    let _ = server.kill();
+    let _ = server.wait();
+}
