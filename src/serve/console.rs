@@ -3,9 +3,9 @@
 //! drawn from the template's dependencies (layered, left to right) and the
 //! events as a live timeline (Server-Sent Events; node colours follow them).
 //! Server-rendered HTML with one small script and stylesheet, embedded in the
-//! binary. Read-only so far, and served only with `[server] auth = "none"`:
-//! a console login for SigV4 keys is not done yet, so with `sigv4` every
-//! console page is refused rather than opened.
+//! binary. With `[server] auth = "sigv4"` a person logs in with an access
+//! key ([`session`]); a key limited to some stacks sees only those. Deleting
+//! a stack goes through the API's own DeleteStack action, with a CSRF token.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -14,11 +14,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Path, Query, State};
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
-use axum::{Json, Router};
+use axum::{Form, Json, Router};
 use cairn_core::config::ServerAuth;
 use cairn_core::graph::Graph;
 use cairn_core::stack::{StackRecord, StackStatus};
@@ -26,6 +26,10 @@ use cairn_core::template::Template;
 use serde_json::{json, Value};
 
 use super::App;
+
+mod session;
+
+use session::Viewer;
 
 const SCRIPT: &str = include_str!("console/console.js");
 const STYLE: &str = include_str!("console/console.css");
@@ -36,6 +40,11 @@ const EVENT_POLL: Duration = Duration::from_millis(250);
 pub fn routes() -> Router<Arc<App>> {
     Router::new()
         .route("/console/", get(stack_list))
+        .route("/console/login", get(login_form).post(login))
+        .route(
+            "/console/stacks/{name}/delete",
+            axum::routing::post(delete_stack),
+        )
         .route("/console/stacks/{name}", get(stack_page))
         .route("/console/api/stacks/{name}/graph", get(graph))
         .route("/console/api/stacks/{name}/events", get(events))
@@ -43,15 +52,51 @@ pub fn routes() -> Router<Arc<App>> {
         .route("/console/assets/console.css", get(style))
 }
 
-/// Every console page answers this while a login is missing.
-fn refused(app: &App) -> Option<Response> {
-    (app.config.server.auth != ServerAuth::None).then(|| {
+/// A response given instead of the page (boxed: it is large).
+type Refusal = Box<Response>;
+
+/// The viewer, or the answer to give instead: a page sends the person to
+/// the login form, an API call gets 401.
+fn access(app: &App, headers: &HeaderMap, page: bool) -> Result<Viewer, Refusal> {
+    match session::viewer(&app.config.server, headers) {
+        Some(v) => Ok(v),
+        None if page => Err(Box::new(
+            (
+                StatusCode::SEE_OTHER,
+                [(header::LOCATION, "/console/login")],
+                "log in at /console/login",
+            )
+                .into_response(),
+        )),
+        None => Err(Box::new(
+            (
+                StatusCode::UNAUTHORIZED,
+                "Log in at /console/login: this request has no valid console session.",
+            )
+                .into_response(),
+        )),
+    }
+}
+
+/// 403 unless the viewer may see the stack.
+fn visible(app: &App, viewer: &Viewer, stack: &StackRecord) -> Result<(), Refusal> {
+    if session::may_see(&app.config.server, viewer, &stack.stack_name) {
+        return Ok(());
+    }
+    let key = match viewer {
+        Viewer::Key { key, .. } => key.as_str(),
+        Viewer::Open => "",
+    };
+    Err(Box::new(
         (
             StatusCode::FORBIDDEN,
-            "The console is served only with [server] auth = \"none\" for now: it has no login for SigV4 access keys yet.",
+            format!(
+                "User: {key} is not authorized to perform: cloudformation:DescribeStacks on resource: {}",
+                stack.stack_name
+            ),
         )
-            .into_response()
-    })
+            .into_response(),
+    ))
 }
 
 fn escape(s: &str) -> String {
@@ -100,10 +145,15 @@ struct ListQuery {
     deleted: Option<String>,
 }
 
-async fn stack_list(State(app): State<Arc<App>>, Query(q): Query<ListQuery>) -> Response {
-    if let Some(r) = refused(&app) {
-        return r;
-    }
+async fn stack_list(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Query(q): Query<ListQuery>,
+) -> Response {
+    let viewer = match access(&app, &headers, true) {
+        Ok(v) => v,
+        Err(r) => return *r,
+    };
     let stacks = match app.engine.store().list_stacks().await {
         Ok(s) => s,
         Err(e) => return (StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response(),
@@ -120,6 +170,7 @@ async fn stack_list(State(app): State<Arc<App>>, Query(q): Query<ListQuery>) -> 
                 .as_deref()
                 .is_none_or(|st| st.is_empty() || s.status.as_str() == st)
             && s.parent_id.is_none()
+            && session::may_see(&app.config.server, &viewer, &s.stack_name)
     }) {
         let drift = app
             .engine
@@ -163,26 +214,45 @@ fn urlencode(s: &str) -> String {
     form_urlencoded::byte_serialize(s.as_bytes()).collect()
 }
 
-async fn find(app: &App, name: &str) -> Result<StackRecord, Response> {
+async fn find(app: &App, name: &str) -> Result<StackRecord, Refusal> {
     match app.engine.store().find_stack(name).await {
         Ok(Some(s)) => Ok(s),
-        Ok(None) => Err((
-            StatusCode::NOT_FOUND,
-            format!("Stack with id {name} does not exist"),
-        )
-            .into_response()),
-        Err(e) => Err((StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response()),
+        Ok(None) => Err(Box::new(
+            (
+                StatusCode::NOT_FOUND,
+                format!("Stack with id {name} does not exist"),
+            )
+                .into_response(),
+        )),
+        Err(e) => Err(Box::new(
+            (StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response(),
+        )),
     }
 }
 
-async fn stack_page(State(app): State<Arc<App>>, Path(name): Path<String>) -> Response {
-    if let Some(r) = refused(&app) {
-        return r;
-    }
-    let stack = match find(&app, &name).await {
-        Ok(s) => s,
-        Err(r) => return r,
+/// The viewer and the stack `name`, when the viewer may see it.
+async fn viewed(
+    app: &App,
+    headers: &HeaderMap,
+    name: &str,
+    page: bool,
+) -> Result<(Viewer, StackRecord), Refusal> {
+    let viewer = access(app, headers, page)?;
+    let stack = find(app, name).await?;
+    visible(app, &viewer, &stack)?;
+    Ok((viewer, stack))
+}
+
+async fn stack_page(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+) -> Response {
+    let (viewer, stack) = match viewed(&app, &headers, &name, true).await {
+        Ok(v) => v,
+        Err(r) => return *r,
     };
+    let csrf = session::csrf(&app.config.server, &viewer);
     let mut params = String::new();
     for (k, v) in &stack.parameters {
         let shown = if stack.no_echo.contains(k) { "****" } else { v };
@@ -213,29 +283,38 @@ async fn stack_page(State(app): State<Arc<App>>, Path(name): Path<String>) -> Re
     }
     let status = stack.status.as_str();
     let body = format!(
-        "<p><a href=\"/console/\">Stacks</a></p><h1>{name}</h1><div id=\"stack\" data-stack=\"{id}\"><p>Status: <span id=\"status\" class=\"status {c}\">{status}</span> <span id=\"reason\">{reason}</span></p>\
+        "<p><a href=\"/console/\">Stacks</a></p><h1>{name}</h1><div id=\"stack\" data-stack=\"{id}\" data-name=\"{name}\"><p>Status: <span id=\"status\" class=\"status {c}\">{status}</span> <span id=\"reason\">{reason}</span></p>\
 <h2>Resources</h2><svg id=\"graph\" xmlns=\"http://www.w3.org/2000/svg\"></svg><dl id=\"detail\"></dl>\
 <h2>Events</h2><ul id=\"events\"></ul>\
 <h2>Parameters</h2><table id=\"parameters\">{params}</table><h2>Outputs</h2><table id=\"outputs\">{outputs}</table><h2>Tags</h2><table id=\"tags\">{tags}</table>\
-<h2>Template</h2><pre id=\"template\">{template}</pre></div><script src=\"/console/assets/console.js\"></script>",
+<h2>Template</h2><pre id=\"template\">{template}</pre>{actions}</div><script src=\"/console/assets/console.js\"></script>",
         name = escape(&stack.stack_name),
         id = escape(&stack.stack_id),
         c = status_class(status),
         reason = escape(stack.status_reason.as_deref().unwrap_or_default()),
         template = escape(&stack.template_body),
+        actions = if stack.status == StackStatus::DeleteComplete {
+            String::new()
+        } else {
+            format!(
+                "<h2>Actions</h2><form id=\"delete\" method=\"post\" action=\"/console/stacks/{n}/delete\" onsubmit=\"return confirm('Delete stack {n} and its resources?')\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\"><button>Delete stack</button></form>",
+                n = escape(&stack.stack_name),
+            )
+        },
     );
     page(&stack.stack_name, &body).into_response()
 }
 
 /// The template's resources in layers (each one after every resource it
 /// depends on), with the current status of each.
-async fn graph(State(app): State<Arc<App>>, Path(name): Path<String>) -> Response {
-    if let Some(r) = refused(&app) {
-        return r;
-    }
-    let stack = match find(&app, &name).await {
-        Ok(s) => s,
-        Err(r) => return r,
+async fn graph(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+) -> Response {
+    let (_, stack) = match viewed(&app, &headers, &name, false).await {
+        Ok(v) => v,
+        Err(r) => return *r,
     };
     let graph = Template::parse_with(&stack.template_body, &stack.context)
         .and_then(|t| Graph::build(&t, &|_| None).map(|g| (t, g)));
@@ -309,13 +388,14 @@ fn layout(
 }
 
 /// The stack's events, oldest first, then each new one as it is recorded.
-async fn events(State(app): State<Arc<App>>, Path(name): Path<String>) -> Response {
-    if let Some(r) = refused(&app) {
-        return r;
-    }
-    let stack = match find(&app, &name).await {
-        Ok(s) => s,
-        Err(r) => return r,
+async fn events(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+) -> Response {
+    let (_, stack) = match viewed(&app, &headers, &name, false).await {
+        Ok(v) => v,
+        Err(r) => return *r,
     };
     let store = app.engine.store().clone();
     let stream = futures::stream::unfold(
@@ -362,4 +442,100 @@ async fn script() -> Response {
 
 async fn style() -> Response {
     ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], STYLE).into_response()
+}
+
+async fn login_form(State(app): State<Arc<App>>) -> Response {
+    if app.config.server.auth == ServerAuth::None {
+        return (StatusCode::SEE_OTHER, [(header::LOCATION, "/console/")], "").into_response();
+    }
+    login_page("").into_response()
+}
+
+fn login_page(error: &str) -> Html<String> {
+    page(
+        "Log in",
+        &format!(
+            "<h1>Cairn</h1><p class=\"failed\" id=\"error\">{}</p><form method=\"post\" action=\"/console/login\"><p><label>Access key id <input name=\"access_key_id\" autocomplete=\"username\"></label></p><p><label>Secret access key <input name=\"secret_access_key\" type=\"password\" autocomplete=\"current-password\"></label></p><button>Log in</button></form>",
+            escape(error)
+        ),
+    )
+}
+
+#[derive(serde::Deserialize)]
+struct LoginForm {
+    access_key_id: String,
+    secret_access_key: String,
+}
+
+async fn login(State(app): State<Arc<App>>, Form(f): Form<LoginForm>) -> Response {
+    match session::login(&app.config.server, &f.access_key_id, &f.secret_access_key) {
+        Ok(token) => {
+            let secure = if app.config.server.tls_cert.is_some() {
+                "; Secure"
+            } else {
+                ""
+            };
+            let cookie = format!(
+                "{}={token}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={}{secure}",
+                session::COOKIE,
+                session::LIFETIME_SECONDS
+            );
+            (
+                StatusCode::SEE_OTHER,
+                [
+                    (header::LOCATION, "/console/".to_string()),
+                    (header::SET_COOKIE, cookie),
+                ],
+                "",
+            )
+                .into_response()
+        }
+        Err(why) => (StatusCode::UNAUTHORIZED, login_page(why)).into_response(),
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct ActionForm {
+    #[serde(default)]
+    csrf: String,
+}
+
+/// Deletes the stack through the API's DeleteStack action.
+async fn delete_stack(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+    Form(f): Form<ActionForm>,
+) -> Response {
+    let (viewer, stack) = match viewed(&app, &headers, &name, false).await {
+        Ok(v) => v,
+        Err(r) => return *r,
+    };
+    if !session::csrf_ok(&app.config.server, &viewer, &f.csrf) {
+        return (
+            StatusCode::FORBIDDEN,
+            "The form's CSRF token is missing or wrong: reload the stack's page and try again.",
+        )
+            .into_response();
+    }
+    let form = super::form::Form::parse(
+        format!("StackName={}", urlencode(&stack.stack_name)).as_bytes(),
+        None,
+    );
+    match super::actions::dispatch(&app, &form, "DeleteStack").await {
+        Ok(_) => (
+            StatusCode::SEE_OTHER,
+            [(
+                header::LOCATION,
+                format!("/console/stacks/{}", urlencode(&stack.stack_id)),
+            )],
+            "",
+        )
+            .into_response(),
+        Err(e) => (
+            StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_REQUEST),
+            e.message,
+        )
+            .into_response(),
+    }
 }

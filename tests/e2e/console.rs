@@ -146,26 +146,209 @@ fn the_console_shows_stacks_the_graph_and_live_events() {
     let _ = server.wait();
 }
 
+/// One HTTP request; the whole answer.
+fn http(endpoint: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> String {
+    let addr = endpoint.trim_start_matches("http://").to_string();
+    let mut c = std::net::TcpStream::connect(addr).expect("connect");
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    let _ = write!(c, "{head}\r\n{body}");
+    let mut answer = String::new();
+    let _ = c.read_to_string(&mut answer);
+    answer
+}
+
+fn header<'a>(answer: &'a str, name: &str) -> Option<&'a str> {
+    answer
+        .split("\r\n\r\n")
+        .next()
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case(name).then(|| v.trim())
+        })
+}
+
+const FORM: (&str, &str) = ("Content-Type", "application/x-www-form-urlencoded");
+
 #[test]
-fn with_sigv4_the_console_is_refused_until_it_has_a_login() {
+fn with_sigv4_a_key_logs_in_and_sees_only_its_stacks() {
     let s = Scratch::new();
     s.write(
         "cairn.toml",
-        "[server]\nauth = \"sigv4\"\n\n[server.access_keys.AKIDCONSOLE]\nsecret = \"console-secret\"\n",
+        "[server]\nauth = \"sigv4\"\n\n[server.access_keys.AKIDCONSOLE]\nsecret = \"console-secret\"\n\n[server.access_keys.AKIDLIMITED]\nsecret = \"limited-secret\"\nstacks = [\"mine\"]\n",
     );
     let (mut server, endpoint) = s.serve();
-    for path in [
-        "/console/",
-        "/console/stacks/web",
-        "/console/api/stacks/web/events",
-    ] {
-        let answer = http_get(&endpoint, path);
-        assert!(answer.starts_with("HTTP/1.1 403"), "{path}: {answer}");
+    let template = s.write(
+        "one.yaml",
+        "Resources:\n  R: {Type: Cairn::Test::Resource}\n",
+    );
+    for name in ["mine", "theirs"] {
+        let out = remote(
+            &s,
+            &endpoint,
+            &["deploy", name, template.to_str().unwrap_or_default()],
+        )
+        .output()
+        .expect("deploy");
         assert!(
-            body(&answer).starts_with("The console is served only with [server] auth = \"none\""),
-            "{answer}"
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
         );
     }
+    // No session: pages go to the login form, API calls are refused.
+    let answer = http_get(&endpoint, "/console/");
+    assert!(answer.starts_with("HTTP/1.1 303"), "{answer}");
+    assert_eq!(header(&answer, "location"), Some("/console/login"));
+    let answer = http_get(&endpoint, "/console/api/stacks/mine/events");
+    assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+    assert!(http_get(&endpoint, "/console/login").contains("name=\"secret_access_key\""));
+    // A wrong secret is refused; a forged cookie is no session.
+    let wrong = http(
+        &endpoint,
+        "POST",
+        "/console/login",
+        &[FORM],
+        "access_key_id=AKIDLIMITED&secret_access_key=nope",
+    );
+    assert!(wrong.starts_with("HTTP/1.1 401"), "{wrong}");
+    assert!(
+        body(&wrong).contains("The access key id or secret is not valid."),
+        "{wrong}"
+    );
+    let forged = http(
+        &endpoint,
+        "GET",
+        "/console/",
+        &[("Cookie", "cairn_console=AKIDLIMITED.99999999999.00")],
+        "",
+    );
+    assert!(forged.starts_with("HTTP/1.1 303"), "{forged}");
+    // The limited key logs in and sees only its stack.
+    let ok = http(
+        &endpoint,
+        "POST",
+        "/console/login",
+        &[FORM],
+        "access_key_id=AKIDLIMITED&secret_access_key=limited-secret",
+    );
+    assert!(ok.starts_with("HTTP/1.1 303"), "{ok}");
+    let set = header(&ok, "set-cookie").unwrap_or_default().to_string();
+    assert!(
+        set.contains("; HttpOnly; SameSite=Strict; Max-Age=28800"),
+        "{set}"
+    );
+    let cookie = set.split(';').next().unwrap_or_default().to_string();
+    let list = http(&endpoint, "GET", "/console/", &[("Cookie", &cookie)], "");
+    assert!(body(&list).contains("data-stack=\"mine\""), "{list}");
+    assert!(!body(&list).contains("data-stack=\"theirs\""), "{list}");
+    let theirs = http(
+        &endpoint,
+        "GET",
+        "/console/stacks/theirs",
+        &[("Cookie", &cookie)],
+        "",
+    );
+    assert!(theirs.starts_with("HTTP/1.1 403"), "{theirs}");
+    assert_eq!(
+        body(&theirs),
+        "User: AKIDLIMITED is not authorized to perform: cloudformation:DescribeStacks on resource: theirs"
+    );
+    let graph = http(
+        &endpoint,
+        "GET",
+        "/console/api/stacks/theirs/graph",
+        &[("Cookie", &cookie)],
+        "",
+    );
+    assert!(graph.starts_with("HTTP/1.1 403"), "{graph}");
+    let mine = http(
+        &endpoint,
+        "GET",
+        "/console/stacks/mine",
+        &[("Cookie", &cookie)],
+        "",
+    );
+    assert!(mine.starts_with("HTTP/1.1 200"), "{mine}");
+    let _ = server.kill();
+    let _ = server.wait();
+}
+
+#[test]
+fn deleting_a_stack_from_the_console_needs_its_csrf_token() {
+    let s = Scratch::new();
+    s.write("cairn.toml", "[server]\nauth = \"none\"\n");
+    let (mut server, endpoint) = s.serve();
+    let template = s.write(
+        "one.yaml",
+        "Resources:\n  R: {Type: Cairn::Test::Resource}\n",
+    );
+    let out = remote(
+        &s,
+        &endpoint,
+        &["deploy", "gone", template.to_str().unwrap_or_default()],
+    )
+    .output()
+    .expect("deploy");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let page = http_get(&endpoint, "/console/stacks/gone");
+    let csrf = body(&page)
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap_or_default()
+        .to_string();
+    assert_eq!(csrf.len(), 64, "{page}");
+    // Without the token (a cross-site form), nothing happens.
+    let refused = http(
+        &endpoint,
+        "POST",
+        "/console/stacks/gone/delete",
+        &[FORM],
+        "csrf=forged",
+    );
+    assert!(refused.starts_with("HTTP/1.1 403"), "{refused}");
+    assert!(http_get(&endpoint, "/console/stacks/gone").contains("CREATE_COMPLETE"));
+    // With it: the API's DeleteStack runs; the page of the deleted stack
+    // (by its id) says so.
+    let done = http(
+        &endpoint,
+        "POST",
+        "/console/stacks/gone/delete",
+        &[FORM],
+        &format!("csrf={csrf}"),
+    );
+    assert!(done.starts_with("HTTP/1.1 303"), "{done}");
+    let location = header(&done, "location").unwrap_or_default().to_string();
+    assert!(
+        location.starts_with("/console/stacks/arn%3Aaws%3Acloudformation%3A"),
+        "{location}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut last = String::new();
+    while Instant::now() < deadline {
+        last = http_get(&endpoint, &location);
+        if last.contains("class=\"status deleted\">DELETE_COMPLETE") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        last.contains("class=\"status deleted\">DELETE_COMPLETE"),
+        "{last}"
+    );
+    assert!(s.resource_files().is_empty());
     let _ = server.kill();
     let _ = server.wait();
 }

@@ -5,8 +5,8 @@
   "use strict";
   const root = document.getElementById("stack");
   if (!root) return;
-  const name = root.dataset.stack;
-  const base = "/console/api/stacks/" + encodeURIComponent(name);
+  const name = root.dataset.name;
+  const base = "/console/api/stacks/" + encodeURIComponent(root.dataset.stack);
   const svgNS = "http://www.w3.org/2000/svg";
   const nodes = {};
 
