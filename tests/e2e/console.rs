@@ -7,7 +7,7 @@ use std::io::{Read, Write};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::support::{http_get, Scratch};
+use crate::support::{http, http_get, Scratch};
 
 const CHAIN: &str = "Parameters:\n  Secret: {Type: String, NoEcho: true}\n  Colour: {Type: String}\nResources:\n  A: {Type: Cairn::Test::Resource, Properties: {Value: a, WaitSeconds: 0.4}}\n  B: {Type: Cairn::Test::Resource, Properties: {Value: !Ref A, WaitSeconds: 0.4}}\n  C: {Type: Cairn::Test::Resource, DependsOn: B, Properties: {Value: c, WaitSeconds: 0.4}}\n  D: {Type: Cairn::Test::Resource, DependsOn: A, Properties: {Value: d}}\nOutputs:\n  Last: {Value: !Ref C}\n";
 
@@ -144,23 +144,6 @@ fn the_console_shows_stacks_the_graph_and_live_events() {
     assert!(http_get(&endpoint, "/console/stacks/nope").starts_with("HTTP/1.1 404"));
     let _ = server.kill();
     let _ = server.wait();
-}
-
-/// One HTTP request; the whole answer.
-fn http(endpoint: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> String {
-    let addr = endpoint.trim_start_matches("http://").to_string();
-    let mut c = std::net::TcpStream::connect(addr).expect("connect");
-    let mut head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        head.push_str(&format!("{k}: {v}\r\n"));
-    }
-    let _ = write!(c, "{head}\r\n{body}");
-    let mut answer = String::new();
-    let _ = c.read_to_string(&mut answer);
-    answer
 }
 
 fn header<'a>(answer: &'a str, name: &str) -> Option<&'a str> {

@@ -166,13 +166,29 @@ impl Scratch {
 /// `GET path` from a server at `endpoint` (`http://host:port`): the whole
 /// HTTP answer, status line and headers included.
 pub fn http_get(endpoint: &str, path: &str) -> String {
+    http(endpoint, "GET", path, &[], "")
+}
+
+/// One HTTP/1.1 request to `endpoint` (`http://host:port`) with `headers`
+/// and `body`: the whole answer, status line and headers included.
+pub fn http(
+    endpoint: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> String {
     use std::io::{Read, Write};
     let addr = endpoint.trim_start_matches("http://").to_string();
     let mut c = std::net::TcpStream::connect(addr).expect("connect to the server");
-    let _ = write!(
-        c,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
     );
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    let _ = write!(c, "{head}\r\n{body}");
     let mut answer = String::new();
     let _ = c.read_to_string(&mut answer);
     answer
