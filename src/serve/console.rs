@@ -41,11 +41,19 @@ pub fn routes() -> Router<Arc<App>> {
     Router::new()
         .route("/console/", get(stack_list))
         .route("/console/login", get(login_form).post(login))
-        .route(
-            "/console/stacks/{name}/delete",
-            axum::routing::post(delete_stack),
-        )
         .route("/console/stacks/{name}", get(stack_page))
+        .route(
+            "/console/stacks/{name}/{action}",
+            axum::routing::post(stack_action),
+        )
+        .route(
+            "/console/stacks/{name}/change-sets/{set}",
+            get(change_set_page),
+        )
+        .route(
+            "/console/stacks/{name}/change-sets/{set}/{action}",
+            axum::routing::post(change_set_action),
+        )
         .route("/console/api/stacks/{name}/graph", get(graph))
         .route("/console/api/stacks/{name}/events", get(events))
         .route("/console/assets/console.js", get(script))
@@ -282,12 +290,14 @@ async fn stack_page(
         );
     }
     let status = stack.status.as_str();
+    let sets = change_sets_table(&app, &stack).await;
+    let drift = drift_section(&app, &stack, &csrf).await;
     let body = format!(
         "<p><a href=\"/console/\">Stacks</a></p><h1>{name}</h1><div id=\"stack\" data-stack=\"{id}\" data-name=\"{name}\"><p>Status: <span id=\"status\" class=\"status {c}\">{status}</span> <span id=\"reason\">{reason}</span></p>\
 <h2>Resources</h2><svg id=\"graph\" xmlns=\"http://www.w3.org/2000/svg\"></svg><dl id=\"detail\"></dl>\
 <h2>Events</h2><ul id=\"events\"></ul>\
 <h2>Parameters</h2><table id=\"parameters\">{params}</table><h2>Outputs</h2><table id=\"outputs\">{outputs}</table><h2>Tags</h2><table id=\"tags\">{tags}</table>\
-<h2>Template</h2><pre id=\"template\">{template}</pre>{actions}</div><script src=\"/console/assets/console.js\"></script>",
+<h2>Change sets</h2>{sets}<h2>Drift</h2>{drift}<h2>Template</h2><pre id=\"template\">{template}</pre>{actions}</div><script src=\"/console/assets/console.js\"></script>",
         name = escape(&stack.stack_name),
         id = escape(&stack.stack_id),
         c = status_class(status),
@@ -500,42 +510,291 @@ struct ActionForm {
     csrf: String,
 }
 
-/// Deletes the stack through the API's DeleteStack action.
-async fn delete_stack(
+/// A stack's action from its page: `delete` (the API's DeleteStack; the
+/// person then follows the deleted stack by its id) or `detect-drift`.
+async fn stack_action(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
-    Path(name): Path<String>,
+    Path((name, action)): Path<(String, String)>,
     Form(f): Form<ActionForm>,
 ) -> Response {
     let (viewer, stack) = match viewed(&app, &headers, &name, false).await {
         Ok(v) => v,
         Err(r) => return *r,
     };
-    if !session::csrf_ok(&app.config.server, &viewer, &f.csrf) {
+    let (api, back) = match action.as_str() {
+        "delete" => ("DeleteStack", &stack.stack_id),
+        "detect-drift" => ("DetectStackDrift", &stack.stack_name),
+        _ => return (StatusCode::NOT_FOUND, "delete or detect-drift").into_response(),
+    };
+    let back = format!("/console/stacks/{}", urlencode(back));
+    act(
+        &app,
+        &viewer,
+        &f.csrf,
+        api,
+        &[("StackName", &stack.stack_name)],
+        back,
+    )
+    .await
+}
+
+/// The stack's change sets, newest first, each linking to its page.
+async fn change_sets_table(app: &App, stack: &StackRecord) -> String {
+    let sets = app
+        .engine
+        .store()
+        .change_sets(&stack.stack_id)
+        .await
+        .unwrap_or_default();
+    if sets.is_empty() {
+        return "<p id=\"change-sets\">None.</p>".into();
+    }
+    let mut rows = String::new();
+    for c in sets.iter().rev() {
+        let _ = write!(
+            rows,
+            "<tr><td><a href=\"/console/stacks/{s}/change-sets/{n}\">{name}</a></td><td>{st}</td><td>{ex}</td><td>{at}</td></tr>",
+            s = escape(&urlencode(&stack.stack_name)),
+            n = escape(&urlencode(&c.change_set_name)),
+            name = escape(&c.change_set_name),
+            st = escape(&c.status),
+            ex = escape(&c.execution_status),
+            at = escape(&c.created_at),
+        );
+    }
+    format!("<table id=\"change-sets\"><tr><th>Name</th><th>Status</th><th>Execution</th><th>Created</th></tr>{rows}</table>")
+}
+
+/// The latest drift detection with each difference, and the button that
+/// starts one.
+async fn drift_section(app: &App, stack: &StackRecord, csrf: &str) -> String {
+    let last = app
+        .engine
+        .store()
+        .last_drift_detection(&stack.stack_id)
+        .await
+        .ok()
+        .flatten();
+    let mut out = String::new();
+    match &last {
+        None => out.push_str("<p id=\"drift-status\">NOT_CHECKED</p>"),
+        Some(d) => {
+            let text = |v: &Value, k: &str| {
+                v.get(k)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            let _ = write!(
+                out,
+                "<p id=\"drift-status\">{} ({})</p><table id=\"drifts\"><tr><th>Resource</th><th>Status</th><th>Property</th><th>Expected</th><th>Actual</th></tr>",
+                escape(&text(d, "StackDriftStatus")),
+                escape(&text(d, "Timestamp")),
+            );
+            for r in d
+                .get("StackResourceDrifts")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let diffs: Vec<Value> = r
+                    .get("PropertyDifferences")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                let status = text(r, "StackResourceDriftStatus");
+                if diffs.is_empty() {
+                    let _ = write!(
+                        out,
+                        "<tr><td>{}</td><td>{}</td><td></td><td></td><td></td></tr>",
+                        escape(&text(r, "LogicalResourceId")),
+                        escape(&status)
+                    );
+                }
+                for p in &diffs {
+                    let _ = write!(
+                        out,
+                        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                        escape(&text(r, "LogicalResourceId")),
+                        escape(&status),
+                        escape(&text(p, "PropertyPath")),
+                        escape(&text(p, "ExpectedValue")),
+                        escape(&text(p, "ActualValue")),
+                    );
+                }
+            }
+            out.push_str("</table>");
+        }
+    }
+    let _ = write!(
+        out,
+        "<form id=\"detect-drift\" method=\"post\" action=\"/console/stacks/{}/detect-drift\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\"><button>Detect drift</button></form>",
+        escape(&urlencode(&stack.stack_name))
+    );
+    out
+}
+
+/// Checks the CSRF token, then runs the API `action` with `params` (the
+/// same code as the Query API) and sends the person to `back`.
+async fn act(
+    app: &Arc<App>,
+    viewer: &Viewer,
+    csrf: &str,
+    action: &str,
+    params: &[(&str, &str)],
+    back: String,
+) -> Response {
+    if !session::csrf_ok(&app.config.server, viewer, csrf) {
         return (
             StatusCode::FORBIDDEN,
             "The form's CSRF token is missing or wrong: reload the stack's page and try again.",
         )
             .into_response();
     }
-    let form = super::form::Form::parse(
-        format!("StackName={}", urlencode(&stack.stack_name)).as_bytes(),
-        None,
-    );
-    match super::actions::dispatch(&app, &form, "DeleteStack").await {
-        Ok(_) => (
-            StatusCode::SEE_OTHER,
-            [(
-                header::LOCATION,
-                format!("/console/stacks/{}", urlencode(&stack.stack_id)),
-            )],
-            "",
-        )
-            .into_response(),
+    let query: String = form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(params)
+        .finish();
+    let form = super::form::Form::parse(query.as_bytes(), None);
+    match super::actions::dispatch(app, &form, action).await {
+        Ok(_) => (StatusCode::SEE_OTHER, [(header::LOCATION, back)], "").into_response(),
         Err(e) => (
             StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_REQUEST),
             e.message,
         )
             .into_response(),
     }
+}
+
+/// A change set: its changes as a table, the graph with the changed
+/// resources marked, and Execute / Delete.
+async fn change_set_page(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path((name, set)): Path<(String, String)>,
+) -> Response {
+    let (viewer, stack) = match viewed(&app, &headers, &name, true).await {
+        Ok(v) => v,
+        Err(r) => return *r,
+    };
+    let cs = match app
+        .engine
+        .store()
+        .find_change_set(&stack.stack_id, &set)
+        .await
+    {
+        Ok(Some(c)) => c,
+        _ => {
+            return (
+                StatusCode::NOT_FOUND,
+                format!("ChangeSet [{set}] does not exist"),
+            )
+                .into_response()
+        }
+    };
+    let csrf = session::csrf(&app.config.server, &viewer);
+    let mut rows = String::new();
+    let mut marks = serde_json::Map::new();
+    for c in cs.changes.as_array().into_iter().flatten() {
+        let rc = &c["ResourceChange"];
+        let text = |k: &str| {
+            rc.get(k)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        let causes: Vec<String> = rc
+            .get("Details")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|d| {
+                let t = &d["Target"];
+                let name = t.get("Name").and_then(Value::as_str)?;
+                Some(format!(
+                    "{name} ({})",
+                    t.get("RequiresRecreation")
+                        .and_then(Value::as_str)
+                        .unwrap_or("Never")
+                ))
+            })
+            .collect();
+        let scope: Vec<&str> = rc
+            .get("Scope")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        let replacement = text("Replacement");
+        let _ = write!(
+            rows,
+            "<tr class=\"change\" data-logical-id=\"{id}\"><td>{a}</td><td>{id}</td><td>{t}</td><td class=\"replacement\">{r}</td><td>{sc}</td><td>{c}</td></tr>",
+            a = escape(&text("Action")),
+            id = escape(&text("LogicalResourceId")),
+            t = escape(&text("ResourceType")),
+            r = escape(&replacement),
+            sc = escape(&scope.join(", ")),
+            c = escape(&causes.join(", ")),
+        );
+        let mark = match (text("Action").as_str(), replacement.as_str()) {
+            ("Modify", "True") => "replace",
+            ("Modify", "Conditional") => "maybe-replace",
+            (a, _) => match a {
+                "Add" => "add",
+                "Remove" => "remove",
+                _ => "modify",
+            },
+        };
+        marks.insert(text("LogicalResourceId"), Value::String(mark.into()));
+    }
+    let base = format!(
+        "/console/stacks/{}/change-sets/{}",
+        escape(&urlencode(&stack.stack_name)),
+        escape(&urlencode(&cs.change_set_name))
+    );
+    let body = format!(
+        "<p><a href=\"/console/\">Stacks</a> / <a href=\"/console/stacks/{sn}\">{name}</a></p><h1>Change set {csn}</h1><p>Status: <span class=\"status\">{st}</span>, execution: {ex} {reason}</p>\
+<table id=\"changes\"><tr><th>Action</th><th>Logical id</th><th>Type</th><th>Replacement</th><th>Scope</th><th>Caused by</th></tr>{rows}</table>\
+<div id=\"stack\" data-stack=\"{id}\" data-name=\"{name}\" data-marks=\"{marks}\"><svg id=\"graph\" xmlns=\"http://www.w3.org/2000/svg\"></svg><dl id=\"detail\"></dl><ul id=\"events\" hidden></ul></div>\
+<form id=\"execute\" method=\"post\" action=\"{base}/execute\" onsubmit=\"return confirm('Execute change set {csn}?')\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\"><button>Execute</button></form>\
+<form id=\"delete-change-set\" method=\"post\" action=\"{base}/delete\" onsubmit=\"return confirm('Delete change set {csn}?')\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\"><button>Delete</button></form>\
+<script src=\"/console/assets/console.js\"></script>",
+        sn = escape(&urlencode(&stack.stack_name)),
+        name = escape(&stack.stack_name),
+        csn = escape(&cs.change_set_name),
+        st = escape(&cs.status),
+        ex = escape(&cs.execution_status),
+        reason = escape(cs.status_reason.as_deref().unwrap_or_default()),
+        id = escape(&stack.stack_id),
+        marks = escape(&Value::Object(marks).to_string()),
+    );
+    page(&cs.change_set_name, &body).into_response()
+}
+
+async fn change_set_action(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path((name, set, action)): Path<(String, String, String)>,
+    Form(f): Form<ActionForm>,
+) -> Response {
+    let (viewer, stack) = match viewed(&app, &headers, &name, false).await {
+        Ok(v) => v,
+        Err(r) => return *r,
+    };
+    let api = match action.as_str() {
+        "execute" => "ExecuteChangeSet",
+        "delete" => "DeleteChangeSet",
+        _ => return (StatusCode::NOT_FOUND, "execute or delete").into_response(),
+    };
+    let back = format!("/console/stacks/{}", urlencode(&stack.stack_name));
+    act(
+        &app,
+        &viewer,
+        &f.csrf,
+        api,
+        &[("StackName", &stack.stack_name), ("ChangeSetName", &set)],
+        back,
+    )
+    .await
 }

@@ -24,6 +24,23 @@ fn remote(s: &Scratch, endpoint: &str, args: &[&str]) -> Command {
     cmd
 }
 
+/// `cairn serve` with `auth = "none"` in `s`.
+fn open_server(s: &Scratch) -> (std::process::Child, String) {
+    s.write("cairn.toml", "[server]\nauth = \"none\"\n");
+    s.serve()
+}
+
+/// `cairn --endpoint … ARGS`, which must succeed.
+fn remote_ok(s: &Scratch, endpoint: &str, args: &[&str]) -> std::process::Output {
+    let out = remote(s, endpoint, args).output().expect("cairn runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 /// The body of an HTTP answer (after the blank line).
 fn body(answer: &str) -> &str {
     answer
@@ -35,8 +52,7 @@ fn body(answer: &str) -> &str {
 #[test]
 fn the_console_shows_stacks_the_graph_and_live_events() {
     let s = Scratch::new();
-    s.write("cairn.toml", "[server]\nauth = \"none\"\n");
-    let (mut server, endpoint) = s.serve();
+    let (mut server, endpoint) = open_server(&s);
     let template = s.write("chain.yaml", CHAIN);
     let mut deploy = remote(
         &s,
@@ -173,17 +189,10 @@ fn with_sigv4_a_key_logs_in_and_sees_only_its_stacks() {
         "Resources:\n  R: {Type: Cairn::Test::Resource}\n",
     );
     for name in ["mine", "theirs"] {
-        let out = remote(
+        remote_ok(
             &s,
             &endpoint,
             &["deploy", name, template.to_str().unwrap_or_default()],
-        )
-        .output()
-        .expect("deploy");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
         );
     }
     // No session: pages go to the login form, API calls are refused.
@@ -267,23 +276,15 @@ fn with_sigv4_a_key_logs_in_and_sees_only_its_stacks() {
 #[test]
 fn deleting_a_stack_from_the_console_needs_its_csrf_token() {
     let s = Scratch::new();
-    s.write("cairn.toml", "[server]\nauth = \"none\"\n");
-    let (mut server, endpoint) = s.serve();
+    let (mut server, endpoint) = open_server(&s);
     let template = s.write(
         "one.yaml",
         "Resources:\n  R: {Type: Cairn::Test::Resource}\n",
     );
-    let out = remote(
+    remote_ok(
         &s,
         &endpoint,
         &["deploy", "gone", template.to_str().unwrap_or_default()],
-    )
-    .output()
-    .expect("deploy");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
     );
     let page = http_get(&endpoint, "/console/stacks/gone");
     let csrf = body(&page)
@@ -332,6 +333,133 @@ fn deleting_a_stack_from_the_console_needs_its_csrf_token() {
         "{last}"
     );
     assert!(s.resource_files().is_empty());
+    let _ = server.kill();
+    let _ = server.wait();
+}
+
+/// The CSRF token of a console page.
+fn csrf_of(page: &str) -> String {
+    body(page)
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Polls `path` until its page contains `text`.
+fn wait_for(endpoint: &str, path: &str, text: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut last = String::new();
+    while Instant::now() < deadline {
+        last = http_get(endpoint, path);
+        if last.contains(text) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    last
+}
+
+#[test]
+fn a_change_set_shows_its_replacements_and_runs_from_the_console_and_drift_is_detected() {
+    let s = Scratch::new();
+    let (mut server, endpoint) = open_server(&s);
+    let v1 = "Resources:\n  Named: {Type: Cairn::Test::Resource, Properties: {Name: first-name, Value: a}}\n  Plain: {Type: Cairn::Test::Resource, Properties: {Value: p}}\n";
+    let t1 = s.write("v1.yaml", v1);
+    remote_ok(
+        &s,
+        &endpoint,
+        &["deploy", "app", t1.to_str().unwrap_or_default()],
+    );
+    let t2 = s.write(
+        "v2.yaml",
+        &v1.replace("Name: first-name", "Name: second-name")
+            .replace("Value: p", "Value: q"),
+    );
+    remote_ok(
+        &s,
+        &endpoint,
+        &[
+            "plan",
+            "app",
+            t2.to_str().unwrap_or_default(),
+            "--name",
+            "rename",
+        ],
+    );
+    // The stack's page lists the set; its page has the changes table.
+    let stack_page = http_get(&endpoint, "/console/stacks/app");
+    assert!(
+        body(&stack_page).contains("<a href=\"/console/stacks/app/change-sets/rename\">rename</a>"),
+        "{stack_page}"
+    );
+    let page = http_get(&endpoint, "/console/stacks/app/change-sets/rename");
+    let html = body(&page);
+    assert!(
+        html.contains("<tr class=\"change\" data-logical-id=\"Named\"><td>Modify</td><td>Named</td><td>Cairn::Test::Resource</td><td class=\"replacement\">True</td><td>Properties</td><td>Name (Always)</td></tr>"),
+        "{html}"
+    );
+    assert!(
+        html.contains("<tr class=\"change\" data-logical-id=\"Plain\"><td>Modify</td><td>Plain</td><td>Cairn::Test::Resource</td><td class=\"replacement\">False</td><td>Properties</td><td>Value (Never)</td></tr>"),
+        "{html}"
+    );
+    // The graph marks them: Named replaced, Plain modified.
+    assert!(
+        html.contains("data-marks=\"{&quot;Named&quot;:&quot;replace&quot;,&quot;Plain&quot;:&quot;modify&quot;}\""),
+        "{html}"
+    );
+    // Execute it from the page.
+    let csrf = csrf_of(&page);
+    let answer = http(
+        &endpoint,
+        "POST",
+        "/console/stacks/app/change-sets/rename/execute",
+        &[FORM],
+        &format!("csrf={csrf}"),
+    );
+    assert!(answer.starts_with("HTTP/1.1 303"), "{answer}");
+    let done = wait_for(&endpoint, "/console/stacks/app", ">UPDATE_COMPLETE<");
+    assert!(
+        done.contains("class=\"status complete\">UPDATE_COMPLETE<"),
+        "{done}"
+    );
+
+    // Drift: change Plain's file behind Cairn's back, detect from the page.
+    let physical = remote_ok(&s, &endpoint, &["resources", "app", "--output", "json"]);
+    let resources: serde_json::Value =
+        serde_json::from_slice(&physical.stdout).expect("resources JSON");
+    let plain = resources["StackResources"]
+        .as_array()
+        .and_then(|l| l.iter().find(|r| r["LogicalResourceId"] == "Plain"))
+        .and_then(|r| r["PhysicalResourceId"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    s.edit_backing_file(&plain, |r| {
+        r["Properties"]["Value"] = "changed by hand".into()
+    });
+    let page = http_get(&endpoint, "/console/stacks/app");
+    assert!(
+        body(&page).contains("<p id=\"drift-status\">NOT_CHECKED</p>"),
+        "{page}"
+    );
+    let answer = http(
+        &endpoint,
+        "POST",
+        "/console/stacks/app/detect-drift",
+        &[FORM],
+        &format!("csrf={}", csrf_of(&page)),
+    );
+    assert!(answer.starts_with("HTTP/1.1 303"), "{answer}");
+    let page = wait_for(
+        &endpoint,
+        "/console/stacks/app",
+        "<p id=\"drift-status\">DRIFTED",
+    );
+    assert!(
+        body(&page).contains("<tr><td>Plain</td><td>MODIFIED</td><td>/Value</td><td>q</td><td>changed by hand</td></tr>"),
+        "{page}"
+    );
     let _ = server.kill();
     let _ = server.wait();
 }

@@ -19,6 +19,9 @@
     return "none";
   }
 
+  // A change set's page marks the resources it changes.
+  const marks = JSON.parse(root.dataset.marks || "{}");
+
   function draw(graph) {
     const svg = document.getElementById("graph");
     const W = 170, H = 34, GX = 60, GY = 14;
@@ -45,8 +48,10 @@
     });
     graph.nodes.forEach(n => {
       const g = document.createElementNS(svgNS, "g");
-      g.setAttribute("class", "node " + statusClass(n.status));
+      const mark = marks[n.id] ? " change-" + marks[n.id] : "";
+      g.setAttribute("class", "node " + statusClass(n.status) + mark);
       g.setAttribute("data-id", n.id);
+      if (marks[n.id]) g.setAttribute("data-change", marks[n.id]);
       g.setAttribute("data-status", n.status || "");
       g.setAttribute("transform", "translate(" + pos[n.id].x + "," + pos[n.id].y + ")");
       const r = document.createElementNS(svgNS, "rect");
@@ -90,7 +95,8 @@
     if (n) {
       n.data.status = ev.status; n.data.reason = ev.status_reason || "";
       if (ev.physical_id) n.data.physical_id = ev.physical_id;
-      n.g.setAttribute("class", "node " + statusClass(ev.status));
+      const mark = marks[ev.logical_id] ? " change-" + marks[ev.logical_id] : "";
+      n.g.setAttribute("class", "node " + statusClass(ev.status) + mark);
       n.g.setAttribute("data-status", ev.status);
     }
     if (ev.resource_type === "AWS::CloudFormation::Stack" && ev.logical_id === name) {
