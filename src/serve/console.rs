@@ -303,16 +303,63 @@ async fn stack_page(
         c = status_class(status),
         reason = escape(stack.status_reason.as_deref().unwrap_or_default()),
         template = escape(&stack.template_body),
-        actions = if stack.status == StackStatus::DeleteComplete {
-            String::new()
-        } else {
-            format!(
-                "<h2>Actions</h2><form id=\"delete\" method=\"post\" action=\"/console/stacks/{n}/delete\" onsubmit=\"return confirm('Delete stack {n} and its resources?')\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\"><button>Delete stack</button></form>",
-                n = escape(&stack.stack_name),
-            )
-        },
+        actions = actions_html(&app, &stack, &csrf).await,
     );
     page(&stack.stack_name, &body).into_response()
+}
+
+/// The actions the stack's status allows, each a form with the CSRF token.
+async fn actions_html(app: &App, stack: &StackRecord, csrf: &str) -> String {
+    let n = escape(&stack.stack_name);
+    let form = |action: &str, label: &str, confirm: &str, extra: &str| {
+        format!(
+            "<form id=\"{action}\" method=\"post\" action=\"/console/stacks/{n}/{action}\" onsubmit=\"return confirm('{confirm}')\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">{extra}<button>{label}</button></form>"
+        )
+    };
+    let mut out = String::new();
+    match stack.status {
+        StackStatus::DeleteComplete => return out,
+        StackStatus::UpdateInProgress => out.push_str(&form(
+            "cancel-update",
+            "Cancel update",
+            &format!("Cancel the update of {n}? It rolls back."),
+            "",
+        )),
+        StackStatus::UpdateRollbackFailed => {
+            // CloudFormation lets the rollback skip resources it could not
+            // roll back (UPDATE_FAILED).
+            let rows = app
+                .engine
+                .store()
+                .resources(&stack.stack_id)
+                .await
+                .unwrap_or_default();
+            let boxes: String = rows
+                .iter()
+                .filter(|r| r.status.as_str() == "UPDATE_FAILED")
+                .map(|r| {
+                    format!(
+                        "<label><input type=\"checkbox\" name=\"skip\" value=\"{id}\"> skip {id}</label> ",
+                        id = escape(&r.logical_id)
+                    )
+                })
+                .collect();
+            out.push_str(&form(
+                "continue-rollback",
+                "Continue rollback",
+                &format!("Continue the rollback of {n}?"),
+                &boxes,
+            ));
+        }
+        _ => {}
+    }
+    out.push_str(&form(
+        "delete",
+        "Delete stack",
+        &format!("Delete stack {n} and its resources?"),
+        "",
+    ));
+    format!("<h2>Actions</h2>{out}")
 }
 
 /// The template's resources in layers (each one after every resource it
@@ -510,33 +557,51 @@ struct ActionForm {
     csrf: String,
 }
 
-/// A stack's action from its page: `delete` (the API's DeleteStack; the
-/// person then follows the deleted stack by its id) or `detect-drift`.
+/// A stack's action from its page, through the API's own action:
+/// `delete` (DeleteStack; the person then follows the deleted stack by its
+/// id), `detect-drift`, `cancel-update` (CancelUpdateStack) or
+/// `continue-rollback` (ContinueUpdateRollback, with the checked `skip`s).
 async fn stack_action(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     Path((name, action)): Path<(String, String)>,
-    Form(f): Form<ActionForm>,
+    body: axum::body::Bytes,
 ) -> Response {
     let (viewer, stack) = match viewed(&app, &headers, &name, false).await {
         Ok(v) => v,
         Err(r) => return *r,
     };
+    let fields: Vec<(String, String)> = form_urlencoded::parse(&body).into_owned().collect();
+    let field = |k: &'static str| {
+        fields
+            .iter()
+            .filter(move |(n, _)| n == k)
+            .map(|(_, v)| v.clone())
+    };
+    let csrf = field("csrf").next().unwrap_or_default();
     let (api, back) = match action.as_str() {
         "delete" => ("DeleteStack", &stack.stack_id),
         "detect-drift" => ("DetectStackDrift", &stack.stack_name),
-        _ => return (StatusCode::NOT_FOUND, "delete or detect-drift").into_response(),
+        "cancel-update" => ("CancelUpdateStack", &stack.stack_name),
+        "continue-rollback" => ("ContinueUpdateRollback", &stack.stack_name),
+        _ => {
+            return (
+                StatusCode::NOT_FOUND,
+                "delete, detect-drift, cancel-update or continue-rollback",
+            )
+                .into_response()
+        }
     };
+    let skips: Vec<(String, String)> = field("skip")
+        .enumerate()
+        .map(|(i, s)| (format!("ResourcesToSkip.member.{}", i + 1), s))
+        .collect();
+    let mut params: Vec<(&str, &str)> = vec![("StackName", &stack.stack_name)];
+    if api == "ContinueUpdateRollback" {
+        params.extend(skips.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    }
     let back = format!("/console/stacks/{}", urlencode(back));
-    act(
-        &app,
-        &viewer,
-        &f.csrf,
-        api,
-        &[("StackName", &stack.stack_name)],
-        back,
-    )
-    .await
+    act(&app, &viewer, &csrf, api, &params, back).await
 }
 
 /// The stack's change sets, newest first, each linking to its page.

@@ -463,3 +463,51 @@ fn a_change_set_shows_its_replacements_and_runs_from_the_console_and_drift_is_de
     let _ = server.kill();
     let _ = server.wait();
 }
+
+#[test]
+fn an_update_in_flight_is_cancelled_from_the_console() {
+    let s = Scratch::new();
+    let (mut server, endpoint) = open_server(&s);
+    let v1 = "Resources:\n  Slow: {Type: Cairn::Test::Resource, Properties: {Value: a}}\n";
+    let t1 = s.write("v1.yaml", v1);
+    remote_ok(
+        &s,
+        &endpoint,
+        &["deploy", "app", t1.to_str().unwrap_or_default()],
+    );
+    let page = http_get(&endpoint, "/console/stacks/app");
+    assert!(!body(&page).contains("id=\"cancel-update\""), "{page}");
+    assert!(!body(&page).contains("id=\"continue-rollback\""), "{page}");
+    let t2 = s.write(
+        "v2.yaml",
+        &v1.replace("Value: a}", "Value: b, WaitSeconds: 5}"),
+    );
+    let mut update = remote(
+        &s,
+        &endpoint,
+        &["deploy", "app", t2.to_str().unwrap_or_default()],
+    )
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .expect("update starts");
+    let page = wait_for(&endpoint, "/console/stacks/app", "id=\"cancel-update\"");
+    assert!(body(&page).contains(">UPDATE_IN_PROGRESS<"), "{page}");
+    let answer = http(
+        &endpoint,
+        "POST",
+        "/console/stacks/app/cancel-update",
+        &[FORM],
+        &format!("csrf={}", csrf_of(&page)),
+    );
+    assert!(answer.starts_with("HTTP/1.1 303"), "{answer}");
+    let done = wait_for(
+        &endpoint,
+        "/console/stacks/app",
+        ">UPDATE_ROLLBACK_COMPLETE<",
+    );
+    assert!(done.contains(">UPDATE_ROLLBACK_COMPLETE<"), "{done}");
+    let _ = update.wait();
+    let _ = server.kill();
+    let _ = server.wait();
+}
