@@ -388,7 +388,15 @@ async fn graph(
         .into_iter()
         .map(|r| (r.logical_id.clone(), r))
         .collect();
-    Json(layout(&template, &graph, &rows)).into_response()
+    let groups = app
+        .engine
+        .store()
+        .groups(&stack.stack_id)
+        .await
+        .unwrap_or_default();
+    let mut out = layout(&template, &graph, &rows);
+    add_groups(&mut out, &groups);
+    Json(out).into_response()
 }
 
 fn layout(
@@ -442,6 +450,40 @@ fn layout(
         })
         .collect();
     json!({"nodes": nodes, "edges": edges})
+}
+
+/// Each instance group's members (name, status, physical id, reason) and
+/// the rolling update in progress (batches done of all) on its node.
+fn add_groups(graph: &mut Value, groups: &[(String, String, Value)]) {
+    let Some(nodes) = graph.get_mut("nodes").and_then(Value::as_array_mut) else {
+        return;
+    };
+    for (logical, _, state) in groups {
+        let Some(node) = nodes.iter_mut().find(|n| n["id"] == logical.as_str()) else {
+            continue;
+        };
+        let members: Vec<Value> = state["Members"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|m| {
+                json!({
+                    "name": m["Name"],
+                    "status": m["Status"],
+                    "physical_id": m["PhysicalId"],
+                    "reason": m["StatusReason"],
+                })
+            })
+            .collect();
+        node["members"] = Value::Array(members);
+        if let Some(r) = state.get("Rollout").filter(|r| r.is_object()) {
+            node["rollout"] = json!({
+                "batches_done": r["Done"],
+                "batches": r["Batches"].as_array().map(Vec::len),
+                "target": r["Target"],
+            });
+        }
+    }
 }
 
 /// The stack's events, oldest first, then each new one as it is recorded.

@@ -511,3 +511,67 @@ fn an_update_in_flight_is_cancelled_from_the_console() {
     let _ = server.kill();
     let _ = server.wait();
 }
+
+#[test]
+fn a_groups_node_lists_its_members_and_the_rolling_update_batch() {
+    let s = Scratch::new();
+    let (mut server, endpoint) = open_server(&s);
+    let group = "Parameters:\n  Release: {Type: String, Default: v1}\nResources:\n  Config:\n    Type: Cairn::Group::LaunchConfiguration\n    Properties:\n      MemberType: Cairn::Test::Resource\n      MemberProperties: {Value: !Ref Release, WaitSeconds: 0.5}\n  Web:\n    Type: Cairn::Group::InstanceGroup\n    UpdatePolicy:\n      RollingUpdate: {MinInstancesInService: 2, MaxBatchSize: 1}\n    Properties: {LaunchConfigurationName: !Ref Config, Size: 3, MemberNamePrefix: web}\n";
+    let t = s.write("group.yaml", group);
+    let t = t.to_str().unwrap_or_default();
+    remote_ok(&s, &endpoint, &["deploy", "web", t]);
+    let node = |graph: &serde_json::Value| {
+        graph["nodes"]
+            .as_array()
+            .and_then(|l| l.iter().find(|n| n["id"] == "Web").cloned())
+            .unwrap_or_default()
+    };
+    let graph = || -> serde_json::Value {
+        serde_json::from_str(body(&http_get(&endpoint, "/console/api/stacks/web/graph")))
+            .expect("graph JSON")
+    };
+    let web = node(&graph());
+    let members: Vec<(String, String)> = web["members"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| {
+            (
+                m["name"].as_str().unwrap_or_default().to_string(),
+                m["status"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(members.len(), 3, "{web}");
+    assert!(
+        members.iter().all(|(_, st)| st == "CREATE_COMPLETE"),
+        "{web}"
+    );
+    assert!(web.get("rollout").is_none(), "{web}");
+    // While a rolling update runs, the node says which batch it is at.
+    let mut update = remote(&s, &endpoint, &["deploy", "web", t, "-p", "Release=v2"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("update starts");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut rolling = serde_json::Value::Null;
+    while Instant::now() < deadline {
+        let web = node(&graph());
+        if web.get("rollout").is_some() {
+            rolling = web;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(rolling["rollout"]["batches"], 3, "{rolling}");
+    assert!(
+        rolling["rollout"]["batches_done"]
+            .as_u64()
+            .is_some_and(|d| d < 3),
+        "{rolling}"
+    );
+    assert!(update.wait().expect("update ends").success());
+    let _ = server.kill();
+    let _ = server.wait();
+}

@@ -70,15 +70,27 @@
   }
 
   function show(id) {
-    const n = nodes[id] && nodes[id].data;
     const box = document.getElementById("detail");
-    if (!n || !box) return;
-    box.textContent = "";
-    [["Logical id", n.id], ["Type", n.type], ["Physical id", n.physical_id || ""],
-     ["Status", n.status || ""], ["Reason", n.reason || ""]].forEach(([k, v]) => {
-      const dt = document.createElement("dt"); dt.textContent = k;
-      const dd = document.createElement("dd"); dd.textContent = v;
-      box.appendChild(dt); box.appendChild(dd);
+    if (!nodes[id] || !box) return;
+    // The latest state (a group's members move during a rolling update).
+    fetch(base + "/graph").then(r => r.json()).then(graph => {
+      const n = graph.nodes.find(x => x.id === id) || nodes[id].data;
+      box.textContent = "";
+      const rows = [["Logical id", n.id], ["Type", n.type], ["Physical id", n.physical_id || ""],
+        ["Status", n.status || ""], ["Reason", n.reason || ""]];
+      if (n.rollout) {
+        rows.push(["Rolling update", "batch " + (n.rollout.batches_done + 1) + " of " +
+          n.rollout.batches + " to " + n.rollout.target]);
+      }
+      (n.members || []).forEach(m => {
+        rows.push(["Member " + m.name, (m.status || "") + " " + (m.physical_id || "") +
+          (m.reason ? " (" + m.reason + ")" : "")]);
+      });
+      rows.forEach(([k, v]) => {
+        const dt = document.createElement("dt"); dt.textContent = k;
+        const dd = document.createElement("dd"); dd.textContent = v;
+        box.appendChild(dt); box.appendChild(dd);
+      });
     });
   }
 
