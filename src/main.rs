@@ -104,12 +104,12 @@ struct ProviderNewArgs {
     #[arg(long)]
     type_name: Option<String>,
     /// Depend on cairn-sdk at this path (a Cairn checkout's sdk/). Default:
-    /// the checkout this binary was built from, if present, else by version.
+    /// the checkout this binary was built from, if it is still there.
     #[arg(long)]
     sdk_path: Option<PathBuf>,
     /// Install the Python SDK from this path (a Cairn checkout's
     /// sdk-python/). Default: the checkout this binary was built from, if
-    /// present, else from the package index.
+    /// it is still there.
     #[arg(long)]
     python_sdk: Option<PathBuf>,
     /// The port a webhook handler listens on.

@@ -165,25 +165,36 @@ pub fn run(args: &Args<'_>) -> anyhow::Result<PathBuf> {
     }
     let upper = args.name.to_ascii_uppercase().replace('-', "_");
     // Without a path: the checkout this binary was built from, when it is
-    // still there (`cargo run -- provider new …`), else the published
-    // version.
+    // still there (`cargo run -- provider new …`). Neither SDK is published
+    // yet, so without one the author must say where it is.
     let checkout = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let python = args.kind == Kind::Python;
     let sdk_dep = match args.sdk_path {
         Some(p) => format!(
             "path = {:?}",
             checkout_dir(p, "--sdk-path", "Cargo.toml", "sdk/")?
         ),
+        None if python => String::new(),
         None if checkout.join("sdk/Cargo.toml").is_file() => {
             format!("path = {:?}", checkout.join("sdk").display().to_string())
         }
-        None => format!("version = \"={}\"", env!("CARGO_PKG_VERSION")),
+        // cairn-sdk is not on crates.io: a version would fail at build.
+        None => bail!(
+            "this cairn was not built from a checkout that is still at {}: give --sdk-path DIR (the sdk/ directory of a Cairn checkout)",
+            checkout.display()
+        ),
     };
     let python_sdk = match args.python_sdk {
         Some(p) => checkout_dir(p, "--python-sdk", "pyproject.toml", "sdk-python/")?,
+        None if !python => String::new(),
         None if checkout.join("sdk-python/pyproject.toml").is_file() => {
             checkout.join("sdk-python").display().to_string()
         }
-        None => format!("cairn-provider=={}", env!("CARGO_PKG_VERSION")),
+        // cairn-provider is not on a package index: pip would find nothing.
+        None => bail!(
+            "this cairn was not built from a checkout that is still at {}: give --python-sdk DIR (the sdk-python/ directory of a Cairn checkout)",
+            checkout.display()
+        ),
     };
     let r = recipe(args.kind, args.name, args.port);
     let language = match args.kind {

@@ -534,6 +534,28 @@ impl<'a, 't> Run<'a, 't> {
         }
     }
 
+    /// Runs the drift check as `test`'s verdict: its report gets `passed`
+    /// as message, or `failed` before the drift check's own.
+    async fn drift_verdict(
+        &mut self,
+        test: &str,
+        physical_id: &str,
+        properties: &Map<String, Value>,
+        started: Instant,
+        passed: String,
+        failed: &str,
+    ) {
+        let before = self.reports.len();
+        self.drift_in_sync(test, physical_id, properties).await;
+        if let Some(r) = self.reports.get_mut(before) {
+            r.message = match r.status {
+                Status::Passed => passed,
+                _ => format!("{failed}: {}", r.message),
+            };
+            r.millis = started.elapsed().as_millis() as u64;
+        }
+    }
+
     async fn update_in_place(
         &mut self,
         physical_id: &str,
@@ -571,23 +593,17 @@ impl<'a, 't> Run<'a, 't> {
                     );
                     return Some(physical_id.to_string());
                 }
-                let before = self.reports.len();
-                self.drift_in_sync(&test, physical_id, new).await;
                 // One report for the test: the drift check's, which says
                 // whether the new values are live.
-                if let Some(r) = self.reports.get_mut(before) {
-                    if r.status == Status::Passed {
-                        r.message = format!(
-                            "updated in place; physical id {physical_id} kept; drift IN_SYNC with the new values"
-                        );
-                    } else {
-                        r.message = format!(
-                            "after an in-place update check_drift with the new values must answer IN_SYNC: {}",
-                            r.message
-                        );
-                    }
-                    r.millis = started.elapsed().as_millis() as u64;
-                }
+                self.drift_verdict(
+                    &test,
+                    physical_id,
+                    new,
+                    started,
+                    format!("updated in place; physical id {physical_id} kept; drift IN_SYNC with the new values"),
+                    "after an in-place update check_drift with the new values must answer IN_SYNC",
+                )
+                .await;
                 Some(physical_id.to_string())
             }
             Ok(u) => {
@@ -704,20 +720,15 @@ impl<'a, 't> Run<'a, 't> {
             }
         }
         if drifts {
-            let before = self.reports.len();
-            self.drift_in_sync(&test, &new_id, new).await;
-            if let Some(r) = self.reports.get_mut(before) {
-                r.message = match r.status {
-                    Status::Passed => format!(
-                        "replaced: {physical_id} -> {new_id}, the old one deleted; drift IN_SYNC"
-                    ),
-                    _ => format!(
-                        "the replacement {new_id} must be IN_SYNC with its properties: {}",
-                        r.message
-                    ),
-                };
-                r.millis = started.elapsed().as_millis() as u64;
-            }
+            self.drift_verdict(
+                &test,
+                &new_id,
+                new,
+                started,
+                format!("replaced: {physical_id} -> {new_id}, the old one deleted; drift IN_SYNC"),
+                &format!("the replacement {new_id} must be IN_SYNC with its properties"),
+            )
+            .await;
         } else {
             self.push(
                 &test,
