@@ -21,12 +21,14 @@ use axum::routing::get;
 use axum::{Form, Json, Router};
 use cairn_core::config::ServerAuth;
 use cairn_core::graph::Graph;
-use cairn_core::stack::{StackRecord, StackStatus};
+use cairn_core::stack::{ResourceRecord, StackRecord, StackStatus};
+use cairn_core::template::parameters::MASK;
 use cairn_core::template::Template;
 use serde_json::{json, Value};
 
 use super::App;
 
+mod highlight;
 mod session;
 
 use session::Viewer;
@@ -56,6 +58,7 @@ pub fn routes() -> Router<Arc<App>> {
         )
         .route("/console/api/stacks/{name}/graph", get(graph))
         .route("/console/api/stacks/{name}/events", get(events))
+        .route("/console/api/stacks/{name}/resources/{id}", get(resource))
         .route("/console/assets/console.js", get(script))
         .route("/console/assets/console.css", get(style))
 }
@@ -263,7 +266,7 @@ async fn stack_page(
     let csrf = session::csrf(&app.config.server, &viewer);
     let mut params = String::new();
     for (k, v) in &stack.parameters {
-        let shown = if stack.no_echo.contains(k) { "****" } else { v };
+        let shown = if stack.no_echo.contains(k) { MASK } else { v };
         let _ = write!(
             params,
             "<tr><td>{}</td><td>{}</td></tr>",
@@ -292,17 +295,18 @@ async fn stack_page(
     let status = stack.status.as_str();
     let sets = change_sets_table(&app, &stack).await;
     let drift = drift_section(&app, &stack, &csrf).await;
+    let history = history_table(&app, &stack).await;
     let body = format!(
         "<p><a href=\"/console/\">Stacks</a></p><h1>{name}</h1><div id=\"stack\" data-stack=\"{id}\" data-name=\"{name}\"><p>Status: <span id=\"status\" class=\"status {c}\">{status}</span> <span id=\"reason\">{reason}</span></p>\
-<h2>Resources</h2><svg id=\"graph\" xmlns=\"http://www.w3.org/2000/svg\"></svg><dl id=\"detail\"></dl>\
-<h2>Events</h2><ul id=\"events\"></ul>\
+<div class=\"live\"><div class=\"graph-box\"><h2>Resources</h2><svg id=\"graph\" xmlns=\"http://www.w3.org/2000/svg\"></svg></div>\
+<div class=\"side\"><dl id=\"detail\"></dl><h2>Events</h2><ul id=\"events\"></ul></div></div>\
 <h2>Parameters</h2><table id=\"parameters\">{params}</table><h2>Outputs</h2><table id=\"outputs\">{outputs}</table><h2>Tags</h2><table id=\"tags\">{tags}</table>\
-<h2>Change sets</h2>{sets}<h2>Drift</h2>{drift}<h2>Template</h2><pre id=\"template\">{template}</pre>{actions}</div><script src=\"/console/assets/console.js\"></script>",
+<h2>Change sets</h2>{sets}<h2>Drift</h2>{drift}<h2>History</h2>{history}<h2>Template</h2><pre id=\"template\">{template}</pre>{actions}</div><script src=\"/console/assets/console.js\"></script>",
         name = escape(&stack.stack_name),
         id = escape(&stack.stack_id),
         c = status_class(status),
         reason = escape(stack.status_reason.as_deref().unwrap_or_default()),
-        template = escape(&stack.template_body),
+        template = highlight::highlight(&stack.template_body),
         actions = actions_html(&app, &stack, &csrf).await,
     );
     page(&stack.stack_name, &body).into_response()
@@ -373,13 +377,29 @@ async fn graph(
         Ok(v) => v,
         Err(r) => return *r,
     };
+    match graph_of(&app, &stack).await {
+        Ok((graph, _)) => Json(graph).into_response(),
+        Err(r) => *r,
+    }
+}
+
+/// The stack's graph as the page draws it (nodes with layer and status,
+/// groups' members; edges), and its resources by logical id.
+async fn graph_of(
+    app: &App,
+    stack: &StackRecord,
+) -> Result<(Value, BTreeMap<String, ResourceRecord>), Refusal> {
     let graph = Template::parse_with(&stack.template_body, &stack.context)
         .and_then(|t| Graph::build(&t, &|_| None).map(|g| (t, g)));
     let (template, graph) = match graph {
         Ok(g) => g,
-        Err(e) => return (StatusCode::UNPROCESSABLE_ENTITY, e.to_string()).into_response(),
+        Err(e) => {
+            return Err(Box::new(
+                (StatusCode::UNPROCESSABLE_ENTITY, e.to_string()).into_response(),
+            ))
+        }
     };
-    let rows: BTreeMap<String, _> = app
+    let rows: BTreeMap<String, ResourceRecord> = app
         .engine
         .store()
         .resources(&stack.stack_id)
@@ -396,14 +416,113 @@ async fn graph(
         .unwrap_or_default();
     let mut out = layout(&template, &graph, &rows);
     add_groups(&mut out, &groups);
-    Json(out).into_response()
+    Ok((out, rows))
 }
 
-fn layout(
-    template: &Template,
-    graph: &Graph,
-    rows: &BTreeMap<String, cairn_core::stack::ResourceRecord>,
-) -> Value {
+/// One resource as the node's detail shows it: the graph's node (status,
+/// reason, physical id, a group's members and rollout), its properties as
+/// recorded (NoEcho values masked) and its differences in the latest drift
+/// detection.
+async fn resource(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path((name, id)): Path<(String, String)>,
+) -> Response {
+    let (_, stack) = match viewed(&app, &headers, &name, false).await {
+        Ok(v) => v,
+        Err(r) => return *r,
+    };
+    let (graph, rows) = match graph_of(&app, &stack).await {
+        Ok(g) => g,
+        Err(r) => return *r,
+    };
+    let Some(mut node) = graph["nodes"]
+        .as_array()
+        .and_then(|nodes| nodes.iter().find(|n| n["id"] == id.as_str()))
+        .cloned()
+    else {
+        return (
+            StatusCode::NOT_FOUND,
+            format!(
+                "Resource {id} does not exist for stack {}",
+                stack.stack_name
+            ),
+        )
+            .into_response();
+    };
+    let secrets = secrets_of(&stack, &rows);
+    if let Some(r) = rows.get(&id) {
+        node["properties"] = masked(Value::Object(r.properties.clone()), &secrets);
+    }
+    let detection = app
+        .engine
+        .store()
+        .last_drift_detection(&stack.stack_id)
+        .await
+        .ok()
+        .flatten();
+    if let Some(d) = detection.as_ref().and_then(|d| {
+        d["StackResourceDrifts"]
+            .as_array()?
+            .iter()
+            .find(|r| r["LogicalResourceId"] == id.as_str())
+    }) {
+        node["drift"] = masked(
+            json!({
+                "status": d["StackResourceDriftStatus"],
+                "differences": d.get("PropertyDifferences").cloned().unwrap_or(json!([])),
+            }),
+            &secrets,
+        );
+    }
+    Json(node).into_response()
+}
+
+/// The values the console never shows: NoEcho parameters' and NoEcho
+/// resources' attributes, longest first (a secret containing another is
+/// masked whole).
+fn secrets_of(stack: &StackRecord, rows: &BTreeMap<String, ResourceRecord>) -> Vec<String> {
+    let mut secrets: Vec<String> = stack
+        .no_echo
+        .iter()
+        .filter_map(|k| stack.parameters.get(k))
+        .filter(|v| !v.is_empty())
+        .cloned()
+        .collect();
+    for r in rows.values().filter(|r| r.no_echo) {
+        secrets.extend(
+            r.attributes
+                .values()
+                .filter_map(Value::as_str)
+                .filter(|v| !v.is_empty())
+                .map(str::to_string),
+        );
+    }
+    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    secrets
+}
+
+/// `value` with every secret inside its strings replaced by `****`.
+fn masked(value: Value, secrets: &[String]) -> Value {
+    match value {
+        Value::String(s) => Value::String(
+            secrets
+                .iter()
+                .fold(s, |t, secret| t.replace(secret.as_str(), MASK)),
+        ),
+        Value::Array(items) => {
+            Value::Array(items.into_iter().map(|v| masked(v, secrets)).collect())
+        }
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(k, v)| (k, masked(v, secrets)))
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
+fn layout(template: &Template, graph: &Graph, rows: &BTreeMap<String, ResourceRecord>) -> Value {
     // Longest chain of dependencies before each node: its column.
     let mut layer: Vec<Option<usize>> = vec![None; graph.len()];
     fn place(i: usize, graph: &Graph, layer: &mut Vec<Option<usize>>, depth: usize) -> usize {
@@ -644,6 +763,33 @@ async fn stack_action(
     }
     let back = format!("/console/stacks/{}", urlencode(back));
     act(&app, &viewer, &csrf, api, &params, back).await
+}
+
+/// The stack's operations, newest first: what ran, from which change set,
+/// when, and how it ended.
+async fn history_table(app: &App, stack: &StackRecord) -> String {
+    let entries = app
+        .engine
+        .store()
+        .history(&stack.stack_id)
+        .await
+        .unwrap_or_default();
+    let mut rows = String::new();
+    for h in entries.iter().rev() {
+        let status = h.status.as_deref().unwrap_or("IN_PROGRESS");
+        let _ = write!(
+            rows,
+            "<tr class=\"operation\"><td>{kind}</td><td>{set}</td><td>{start}</td><td>{end}</td><td class=\"status {c}\">{status}</td><td>{reason}</td></tr>",
+            kind = escape(&h.kind),
+            set = escape(h.change_set.as_deref().unwrap_or_default()),
+            start = escape(&h.started_at),
+            end = escape(h.ended_at.as_deref().unwrap_or_default()),
+            c = status_class(status),
+            status = escape(status),
+            reason = escape(h.status_reason.as_deref().unwrap_or_default()),
+        );
+    }
+    format!("<table id=\"history\"><tr><th>Operation</th><th>Change set</th><th>Started</th><th>Ended</th><th>Status</th><th>Reason</th></tr>{rows}</table>")
 }
 
 /// The stack's change sets, newest first, each linking to its page.

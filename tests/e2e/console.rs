@@ -7,21 +7,12 @@ use std::io::{Read, Write};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::support::{http, http_get, Scratch};
+use crate::support::{http, http_get, remote_as, Scratch};
 
 const CHAIN: &str = "Parameters:\n  Secret: {Type: String, NoEcho: true}\n  Colour: {Type: String}\nResources:\n  A: {Type: Cairn::Test::Resource, Properties: {Value: a, WaitSeconds: 0.4}}\n  B: {Type: Cairn::Test::Resource, Properties: {Value: !Ref A, WaitSeconds: 0.4}}\n  C: {Type: Cairn::Test::Resource, DependsOn: B, Properties: {Value: c, WaitSeconds: 0.4}}\n  D: {Type: Cairn::Test::Resource, DependsOn: A, Properties: {Value: d}}\nOutputs:\n  Last: {Value: !Ref C}\n";
 
 fn remote(s: &Scratch, endpoint: &str, args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cairn"));
-    cmd.args(["--endpoint", endpoint])
-        .args(args)
-        .current_dir(s.dir.path())
-        .env_remove("CAIRN_CONFIG")
-        .env_remove("CAIRN_STATE")
-        .env("AWS_ACCESS_KEY_ID", "AKIDCONSOLE")
-        .env("AWS_SECRET_ACCESS_KEY", "console-secret")
-        .env("AWS_REGION", "us-east-1");
-    cmd
+    remote_as(s, endpoint, ("AKIDCONSOLE", "console-secret"), args)
 }
 
 /// `cairn serve` with `auth = "none"` in `s`.

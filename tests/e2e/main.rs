@@ -1,5 +1,6 @@
 //! End-to-end tests: they drive the real `cairn` binary.
 
+mod browser;
 mod changesets;
 mod console;
 mod crash;
@@ -22,4 +23,5 @@ mod stacks;
 mod support;
 mod update;
 mod validate;
+mod webdriver;
 mod webhooks;

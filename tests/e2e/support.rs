@@ -163,6 +163,21 @@ impl Scratch {
     }
 }
 
+/// `cairn --endpoint ENDPOINT ARGS…` in `s`, signed with the access key
+/// `key` (id, secret).
+pub fn remote_as(s: &Scratch, endpoint: &str, key: (&str, &str), args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cairn"));
+    cmd.args(["--endpoint", endpoint])
+        .args(args)
+        .current_dir(s.dir.path())
+        .env_remove("CAIRN_CONFIG")
+        .env_remove("CAIRN_STATE")
+        .env("AWS_ACCESS_KEY_ID", key.0)
+        .env("AWS_SECRET_ACCESS_KEY", key.1)
+        .env("AWS_REGION", "us-east-1");
+    cmd
+}
+
 /// `GET path` from a server at `endpoint` (`http://host:port`): the whole
 /// HTTP answer, status line and headers included.
 pub fn http_get(endpoint: &str, path: &str) -> String {

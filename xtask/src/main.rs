@@ -8,6 +8,8 @@
 //!   packages (boto3 and the aws CLI for `cairn serve`, cfnresponse for the
 //!   Python handler example), reinstalled only when a requirements file
 //!   changes; its `bin/` goes first on the tests' PATH;
+//! - Debian's `chromium` and `chromium-driver` (the console's browser tests
+//!   drive it over WebDriver), installed with apt when missing;
 //! - PostgreSQL answering on 127.0.0.1:5432 (the store tests make a database
 //!   each): the machine's cluster is started with `pg_ctlcluster` when it is
 //!   not running, and installed with apt when there is none. With
@@ -88,6 +90,9 @@ fn prepare() -> Result<TestEnv, String> {
     ensure_command("openssl", "openssl")?;
     // The PostgreSQL tests make and drop their databases with psql.
     ensure_command("psql", "postgresql-client")?;
+    // The web console's browser tests (tests/e2e/browser.rs).
+    ensure_command("chromium", "chromium")?;
+    ensure_command("chromedriver", "chromium-driver")?;
     if std::env::var_os("CAIRN_TEST_POSTGRES").is_none() {
         ensure_postgres()?;
     }
@@ -202,7 +207,11 @@ fn ensure_command(command: &str, package: &str) -> Result<(), String> {
 fn apt_install(package: &str) -> Result<(), String> {
     eprintln!("xtask: installing {package} with apt-get");
     run(Command::new("apt-get").args(["update", "-qq"]))
-        .and_then(|_| run(Command::new("apt-get").args(["install", "-y", "-qq", package])))
+        .and_then(|_| {
+            run(Command::new("apt-get")
+                .args(["install", "-y", "-qq", package])
+                .env("DEBIAN_FRONTEND", "noninteractive"))
+        })
         .map_err(|e| format!("{package} is needed by the tests and could not be installed ({e}); install it and run again"))
 }
 

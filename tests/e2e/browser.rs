@@ -1,0 +1,477 @@
+//! The web console in a real headless Chromium (Debian's `chromium` and
+//! `chromium-driver`, which `cargo xtask test` installs), driven over
+//! WebDriver: log in, the stack list, a 60-resource create watched live
+//! (node colours and events change without a reload), a failed create's
+//! node and reason, a change set's marks, a delete round trip through the
+//! confirmation dialog, a limited key, and no session refused. Each step
+//! saves a screenshot under `target/console-screenshots/`; the assertions
+//! read the page's content, never its pixels.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::support::{remote_as, Scratch};
+use crate::webdriver::{step, with_browser, STEP};
+
+/// `cairn serve`, stopped when the test ends, passed or not.
+struct Server(std::process::Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn remote_ok(s: &Scratch, endpoint: &str, key: (&str, &str), args: &[&str]) {
+    let out = remote_as(s, endpoint, key, args)
+        .output()
+        .expect("cairn runs");
+    assert!(
+        out.status.success(),
+        "cairn {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+const ADMIN: (&str, &str) = ("AKIDCONSOLE", "console-secret");
+const LIMITED: (&str, &str) = ("AKIDLIMITED", "limited-secret");
+
+/// Sixty `Cairn::Test::Resource`s in ten layers of six, each layer waiting
+/// on the one before, each resource taking `wait` seconds.
+fn sixty(wait: f64) -> String {
+    let mut t = String::from("Resources:\n");
+    for layer in 0..10 {
+        for i in 0..6 {
+            let depends = if layer == 0 {
+                String::new()
+            } else {
+                format!(", DependsOn: [R{}x{i}]", layer - 1)
+            };
+            t.push_str(&format!(
+                "  R{layer}x{i}: {{Type: Cairn::Test::Resource{depends}, Properties: {{Value: v{layer}{i}, WaitSeconds: {wait}}}}}\n"
+            ));
+        }
+    }
+    t
+}
+
+#[test]
+fn in_a_browser_a_person_logs_in_and_watches_a_create_live() {
+    let s = Scratch::new();
+    s.write(
+        "cairn.toml",
+        "[server]\nauth = \"sigv4\"\n\n[server.access_keys.AKIDCONSOLE]\nsecret = \"console-secret\"\n\n[server.access_keys.AKIDLIMITED]\nsecret = \"limited-secret\"\nstacks = [\"mine\"]\n",
+    );
+    let (server, endpoint) = s.serve();
+    let _server = Server(server);
+    let small = s.write(
+        "small.yaml",
+        "Resources:\n  Only: {Type: Cairn::Test::Resource, Properties: {Value: x}}\n",
+    );
+    remote_ok(
+        &s,
+        &endpoint,
+        ADMIN,
+        &["deploy", "mine", small.to_str().unwrap_or_default()],
+    );
+    let big = s.write("sixty.yaml", &sixty(0.8));
+    let failing = s.write(
+        "failing.yaml",
+        "Resources:\n  Good: {Type: Cairn::Test::Resource, Properties: {Value: g}}\n  Bad: {Type: Cairn::Test::Resource, DependsOn: Good, Properties: {Value: b, Fail: create}}\n",
+    );
+    with_browser("live", |b| async move {
+        // No session: the page sends the person to the login form, the API
+        // refuses.
+        b.goto(&format!("{endpoint}/console/stacks/mine")).await;
+        b.until(
+            "the login form is shown without a session",
+            STEP,
+            "return location.pathname === '/console/login' && !!document.querySelector('input[name=secret_access_key]')",
+        )
+        .await;
+        assert_eq!(
+            b.fetch_status("/console/api/stacks/mine/graph").await,
+            json!(401)
+        );
+        b.shot("01-login").await;
+
+        // A wrong secret is refused on the form.
+        b.log_in(&endpoint, ADMIN.0, "not-the-secret").await;
+        b.until(
+            "a wrong secret is refused",
+            STEP,
+            "return !!document.querySelector('#error') && document.querySelector('#error').innerText.length > 0",
+        )
+        .await;
+        let refused = b.text().await;
+        assert!(
+            refused.contains("The access key id or secret is not valid."),
+            "{refused}"
+        );
+
+        // Logged in: the stack list.
+        b.log_in(&endpoint, ADMIN.0, ADMIN.1).await;
+        b.until(
+            "the stack list after logging in",
+            STEP,
+            "return !!document.querySelector('tr.stack[data-stack=mine]')",
+        )
+        .await;
+        let list = b.text().await;
+        assert!(list.contains("mine\tCREATE_COMPLETE"), "{list}");
+        b.shot("02-stack-list").await;
+
+        // A 60-resource create, watched from its page while it runs.
+        let mut deploy = remote_as(
+            &s,
+            &endpoint,
+            ADMIN,
+            &["deploy", "sixty", big.to_str().unwrap_or_default()],
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("deploy starts");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            b.goto(&format!("{endpoint}/console/stacks/sixty")).await;
+            if b.js("return !!document.querySelector('#stack')").await == json!(true) {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the stack's page never opened: {}",
+                b.text().await
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        b.js("window.cairnNotReloaded = true; return true").await;
+        b.until(
+            "60 nodes drawn",
+            STEP,
+            "return document.querySelectorAll('#graph g.node').length === 60",
+        )
+        .await;
+        let first_status = b
+            .js("return document.getElementById('status').textContent")
+            .await;
+        assert_eq!(
+            first_status,
+            json!("CREATE_IN_PROGRESS"),
+            "the page opened after the create ended"
+        );
+        b.until(
+            "a node turns blue (in progress) from the event stream",
+            STEP,
+            "return document.querySelectorAll('#graph g.node.progress').length > 0",
+        )
+        .await;
+        let events_at_start = b
+            .js("return document.querySelectorAll('#events li').length")
+            .await;
+        b.shot("03-create-in-progress").await;
+        b.until(
+            "the create ends on the page",
+            Duration::from_secs(60),
+            "return document.getElementById('status').textContent === 'CREATE_COMPLETE'",
+        )
+        .await;
+        assert!(deploy.wait().expect("deploy ends").success());
+        b.until(
+            "every node green",
+            STEP,
+            "return document.querySelectorAll('#graph g.node.complete').length === 60",
+        )
+        .await;
+        let after = b
+            .js("return [window.cairnNotReloaded === true, document.querySelectorAll('#events li').length]")
+            .await;
+        assert_eq!(after[0], json!(true), "the page was reloaded");
+        // Three events per resource (CREATE_IN_PROGRESS, the same with
+        // "Resource creation Initiated", CREATE_COMPLETE) and two of the
+        // stack.
+        assert_eq!(after[1], json!(182), "{after}");
+        assert!(
+            events_at_start.as_u64().unwrap_or(182) < 182,
+            "no event arrived live: {events_at_start}"
+        );
+        // The layers: ten columns, left to right.
+        let columns = b
+            .js("return new Set([...document.querySelectorAll('#graph g.node')].map(g => g.transform.baseVal[0].matrix.e)).size")
+            .await;
+        assert_eq!(columns, json!(10));
+        b.shot("04-create-complete").await;
+
+        // A failing create kept as it failed (OnFailure DO_NOTHING): the
+        // failed node, red, and its reason.
+        let out = remote_as(
+            &s,
+            &endpoint,
+            ADMIN,
+            &[
+                "deploy",
+                "failing",
+                failing.to_str().unwrap_or_default(),
+                "--disable-rollback",
+            ],
+        )
+        .output()
+        .expect("deploy runs");
+        assert!(!out.status.success());
+        b.goto(&format!("{endpoint}/console/stacks/failing")).await;
+        b.until(
+            "the failed node is red",
+            STEP,
+            "return !!document.querySelector('#graph g.node.failed[data-id=Bad]')",
+        )
+        .await;
+        b.click("#graph g.node[data-id=Bad]").await;
+        b.until(
+            "the failed node's detail",
+            STEP,
+            "return document.getElementById('detail').innerText.includes('was told to fail')",
+        )
+        .await;
+        let status = b
+            .js("return document.getElementById('status').textContent")
+            .await;
+        assert_eq!(status, json!("CREATE_FAILED"));
+        let good = b.js("return document.querySelector('#graph g.node[data-id=Good]').getAttribute('class')").await;
+        assert_eq!(good, json!("node complete"));
+        let detail = b
+            .js("return document.getElementById('detail').innerText")
+            .await;
+        let detail = detail.as_str().unwrap_or_default();
+        assert!(
+            detail.contains("Cairn::Test::Resource Bad was told to fail on create"),
+            "{detail}"
+        );
+        assert!(detail.contains("CREATE_FAILED"), "{detail}");
+        let failed_events = b
+            .js("return [...document.querySelectorAll('#events li.failed')].map(li => li.textContent).join('\\n')")
+            .await;
+        let failed_events = failed_events.as_str().unwrap_or_default();
+        assert!(
+            failed_events.contains("CREATE_FAILED  Bad  Cairn::Test::Resource  Cairn::Test::Resource Bad was told to fail on create"),
+            "{failed_events}"
+        );
+        b.shot("05-failed-create").await;
+
+        // A key limited to `mine` sees only that stack.
+        step("delete cookies", b.client.delete_all_cookies()).await;
+        b.log_in(&endpoint, LIMITED.0, LIMITED.1).await;
+        b.until(
+            "the limited key's list",
+            STEP,
+            "return !!document.querySelector('tr.stack[data-stack=mine]')",
+        )
+        .await;
+        let rows = b
+            .js("return [...document.querySelectorAll('tr.stack')].map(r => r.dataset.stack)")
+            .await;
+        assert_eq!(rows, json!(["mine"]));
+        b.goto(&format!("{endpoint}/console/stacks/sixty")).await;
+        let denied = b.text().await;
+        assert!(
+            denied.contains("User: AKIDLIMITED is not authorized to perform: cloudformation:DescribeStacks on resource: sixty"),
+            "{denied}"
+        );
+        assert_eq!(
+            b.fetch_status("/console/api/stacks/sixty/graph").await,
+            json!(403)
+        );
+        b.shot("06-limited-key").await;
+        let _ = tokio::time::timeout(STEP, b.client.clone().close()).await;
+    });
+}
+
+#[test]
+fn in_a_browser_a_change_set_is_marked_and_a_stack_is_deleted() {
+    let s = Scratch::new();
+    s.write("cairn.toml", "[server]\nauth = \"none\"\n");
+    let (server, endpoint) = s.serve();
+    let _server = Server(server);
+    let v1 = "Resources:\n  Named: {Type: Cairn::Test::Resource, Properties: {Name: first-name, Value: a}}\n  Plain: {Type: Cairn::Test::Resource, DependsOn: Named, Properties: {Value: p}}\n";
+    let t1 = s.write("v1.yaml", v1);
+    remote_ok(
+        &s,
+        &endpoint,
+        ADMIN,
+        &["deploy", "app", t1.to_str().unwrap_or_default()],
+    );
+    let v2 = v1
+        .replace("Name: first-name", "Name: second-name")
+        .replace("Value: p", "Value: q");
+    let t2 = s.write("v2.yaml", &v2);
+    remote_ok(
+        &s,
+        &endpoint,
+        ADMIN,
+        &[
+            "plan",
+            "app",
+            t2.to_str().unwrap_or_default(),
+            "--name",
+            "rename",
+        ],
+    );
+    with_browser("change-set-and-delete", |b| async move {
+        // The change set: its table and the graph's marks.
+        b.goto(&format!("{endpoint}/console/stacks/app")).await;
+        b.click("#change-sets a").await;
+        b.until(
+            "the change set's graph",
+            STEP,
+            "return document.querySelectorAll('#graph g.node').length === 2",
+        )
+        .await;
+        let marks = b
+            .js("return [...document.querySelectorAll('#graph g.node')].map(g => [g.dataset.id, g.dataset.change || '', getComputedStyle(g.querySelector('rect')).strokeDasharray])")
+            .await;
+        assert_eq!(marks[0][0], json!("Named"), "{marks}");
+        assert_eq!(marks[0][1], json!("replace"), "{marks}");
+        assert_eq!(marks[1][0], json!("Plain"), "{marks}");
+        assert_eq!(marks[1][1], json!("modify"), "{marks}");
+        // Replacement is drawn dashed, an in-place change is not.
+        assert_ne!(marks[0][2], json!("none"), "{marks}");
+        assert_eq!(marks[1][2], json!("none"), "{marks}");
+        let rows = b
+            .js("return [...document.querySelectorAll('#changes tr.change')].map(r => r.innerText)")
+            .await;
+        assert_eq!(
+            rows,
+            json!([
+                "Modify\tNamed\tCairn::Test::Resource\tTrue\tProperties\tName (Always)",
+                "Modify\tPlain\tCairn::Test::Resource\tFalse\tProperties\tValue (Never)"
+            ])
+        );
+        b.shot("01-change-set").await;
+
+        // Execute it from its page: the stack's page follows the update.
+        b.click("#execute button").await;
+        let asked = step("the confirmation", b.client.get_alert_text()).await;
+        assert_eq!(asked, "Execute change set rename?");
+        step("accept", b.client.accept_alert()).await;
+        b.until(
+            "the update ends on the stack's page",
+            STEP,
+            "return !!document.getElementById('status') && document.getElementById('status').textContent === 'UPDATE_COMPLETE'",
+        )
+        .await;
+        b.goto(&format!("{endpoint}/console/stacks/app")).await;
+        let history = b
+            .js("return [...document.querySelectorAll('#history tr.operation')].map(r => [r.cells[0].textContent, r.cells[1].textContent, r.cells[4].textContent])")
+            .await;
+        assert_eq!(
+            history,
+            json!([
+                ["UPDATE", "rename", "UPDATE_COMPLETE"],
+                ["CREATE", "", "CREATE_COMPLETE"]
+            ])
+        );
+        // The template as given, coloured: keys, strings.
+        let keys = b
+            .js("return [...document.querySelectorAll('#template span.k')].slice(0, 4).map(e => e.textContent)")
+            .await;
+        assert_eq!(keys, json!(["Resources", "Named", "Type", "Properties"]));
+        let template = b
+            .js("return document.getElementById('template').textContent")
+            .await;
+        assert_eq!(template.as_str().unwrap_or_default(), v2);
+
+        // A node's detail: the properties as recorded; after a change behind
+        // Cairn's back and a detection from the page, its drift.
+        b.click("#graph g.node[data-id=Plain]").await;
+        b.until(
+            "Plain's detail",
+            STEP,
+            "return document.getElementById('detail').dataset.id === 'Plain'",
+        )
+        .await;
+        let properties = b
+            .js("return JSON.parse(document.querySelector('#detail pre.properties').textContent)")
+            .await;
+        assert_eq!(properties, json!({"Value": "q"}));
+        let physical = b
+            .js("return [...document.querySelectorAll('#detail dt')].find(dt => dt.textContent === 'Physical id').nextSibling.textContent")
+            .await;
+        let physical = physical.as_str().unwrap_or_default().to_string();
+        assert!(physical.starts_with("app-Plain-"), "{physical}");
+        s.edit_backing_file(&physical, |r| {
+            r["Properties"]["Value"] = "changed by hand".into()
+        });
+        b.click("#detect-drift button").await;
+        b.until(
+            "the detection ends",
+            STEP,
+            "return !!document.getElementById('drift-status') && document.getElementById('drift-status').textContent.startsWith('DRIFTED')",
+        )
+        .await;
+        b.click("#graph g.node[data-id=Plain]").await;
+        b.until(
+            "Plain's drift in its detail",
+            STEP,
+            "return document.getElementById('detail').innerText.includes('Drift /Value')",
+        )
+        .await;
+        let detail = b
+            .js("return document.getElementById('detail').innerText")
+            .await;
+        assert!(
+            detail
+                .as_str()
+                .unwrap_or_default()
+                .contains("Drift /Value\nNOT_EQUAL: expected q, actual changed by hand"),
+            "{detail}"
+        );
+        b.shot("02-drift-detail").await;
+
+        // Delete, dismissed at the confirmation: nothing happens.
+        b.goto(&format!("{endpoint}/console/stacks/app")).await;
+        b.click("#delete button").await;
+        let asked = step("the confirmation", b.client.get_alert_text()).await;
+        assert_eq!(asked, "Delete stack app and its resources?");
+        step("dismiss", b.client.dismiss_alert()).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let status = b
+            .js("return document.getElementById('status').textContent")
+            .await;
+        assert_eq!(status, json!("UPDATE_COMPLETE"));
+
+        // Confirmed: the stack is deleted and the page says so.
+        b.click("#delete button").await;
+        step("the confirmation", b.client.get_alert_text()).await;
+        step("accept", b.client.accept_alert()).await;
+        b.until(
+            "the stack is deleted",
+            STEP,
+            "return !!document.getElementById('status') && document.getElementById('status').textContent === 'DELETE_COMPLETE'",
+        )
+        .await;
+        b.shot("03-deleted").await;
+        b.goto(&format!("{endpoint}/console/")).await;
+        let list = b
+            .js("return [...document.querySelectorAll('tr.stack')].map(r => r.dataset.stack)")
+            .await;
+        assert_eq!(list, json!([]));
+        b.click("input[name=deleted]").await;
+        b.click("form button").await;
+        b.until(
+            "deleted stacks behind the toggle",
+            STEP,
+            "return !!document.querySelector('tr.stack[data-stack=app]')",
+        )
+        .await;
+        let row = b
+            .js("return document.querySelector('tr.stack[data-stack=app]').innerText")
+            .await;
+        assert!(
+            row.as_str().unwrap_or_default().contains("DELETE_COMPLETE"),
+            "{row}"
+        );
+        let _ = tokio::time::timeout(STEP, b.client.clone().close()).await;
+    });
+}
