@@ -10,7 +10,7 @@
 //!   out and painted (the page's `window.cairnGraphDrawn`, set on the frame
 //!   after drawing; the target is under 1,000 ms);
 //! - `draw`: the drawing itself (SVG built and inserted, then that frame);
-//! - `events`: until all 2,002 events of the create are on the timeline;
+//! - `events`: until all 3,002 events (three per resource, two of the stack) of the create are on the timeline;
 //! - `click`: from a click on a node of the last layer to its detail shown.
 
 #[allow(dead_code)]
@@ -115,7 +115,7 @@ fn main() {
             b.until(
                 "all events on the timeline",
                 Duration::from_secs(30),
-                "return document.querySelectorAll('#events li').length === 2002",
+                "return document.querySelectorAll('#events li').length === 3002",
             )
             .await;
             events.push(

@@ -298,7 +298,7 @@ async fn stack_page(
     let history = history_table(&app, &stack).await;
     let body = format!(
         "<p><a href=\"/console/\">Stacks</a></p><h1>{name}</h1><div id=\"stack\" data-stack=\"{id}\" data-name=\"{name}\"><p>Status: <span id=\"status\" class=\"status {c}\">{status}</span> <span id=\"reason\">{reason}</span></p>\
-<div class=\"live\"><div class=\"graph-box\"><h2>Resources</h2><svg id=\"graph\" xmlns=\"http://www.w3.org/2000/svg\"></svg></div>\
+<div class=\"live\"><div class=\"main\"><h2>Resources</h2><div class=\"graph-box\"><svg id=\"graph\" xmlns=\"http://www.w3.org/2000/svg\"></svg></div></div>\
 <div class=\"side\"><dl id=\"detail\"></dl><h2>Events</h2><ul id=\"events\"></ul></div></div>\
 <h2>Parameters</h2><table id=\"parameters\">{params}</table><h2>Outputs</h2><table id=\"outputs\">{outputs}</table><h2>Tags</h2><table id=\"tags\">{tags}</table>\
 <h2>Change sets</h2>{sets}<h2>Drift</h2>{drift}<h2>History</h2>{history}<h2>Template</h2><pre id=\"template\">{template}</pre>{actions}</div><script src=\"/console/assets/console.js\"></script>",
@@ -416,6 +416,14 @@ async fn graph_of(
         .unwrap_or_default();
     let mut out = layout(&template, &graph, &rows);
     add_groups(&mut out, &groups);
+    // How many events the page's stream replays as history.
+    out["event_count"] = app
+        .engine
+        .store()
+        .event_count(&stack.stack_id)
+        .await
+        .unwrap_or_default()
+        .into();
     Ok((out, rows))
 }
 

@@ -172,7 +172,19 @@ fn in_a_browser_a_person_logs_in_and_watches_a_create_live() {
         let events_at_start = b
             .js("return document.querySelectorAll('#events li').length")
             .await;
-        b.shot("03-create-in-progress").await;
+        b.shot("03-create-started").await;
+        // Half way: nodes already green while the stack is still creating.
+        b.until(
+            "four layers green while the create runs",
+            STEP,
+            "return document.querySelectorAll('#graph g.node.complete').length >= 24",
+        )
+        .await;
+        let half_way = b
+            .js("return [document.getElementById('status').textContent, document.querySelectorAll('#graph g.node.complete').length]")
+            .await;
+        assert_eq!(half_way[0], json!("CREATE_IN_PROGRESS"), "{half_way}");
+        b.shot("04-create-half-way").await;
         b.until(
             "the create ends on the page",
             Duration::from_secs(60),
@@ -203,7 +215,7 @@ fn in_a_browser_a_person_logs_in_and_watches_a_create_live() {
             .js("return new Set([...document.querySelectorAll('#graph g.node')].map(g => g.transform.baseVal[0].matrix.e)).size")
             .await;
         assert_eq!(columns, json!(10));
-        b.shot("04-create-complete").await;
+        b.shot("05-create-complete").await;
 
         // A failing create kept as it failed (OnFailure DO_NOTHING): the
         // failed node, red, and its reason.
@@ -258,7 +270,7 @@ fn in_a_browser_a_person_logs_in_and_watches_a_create_live() {
             failed_events.contains("CREATE_FAILED  Bad  Cairn::Test::Resource  Cairn::Test::Resource Bad was told to fail on create"),
             "{failed_events}"
         );
-        b.shot("05-failed-create").await;
+        b.shot("06-failed-create").await;
 
         // A key limited to `mine` sees only that stack.
         step("delete cookies", b.client.delete_all_cookies()).await;
@@ -283,7 +295,7 @@ fn in_a_browser_a_person_logs_in_and_watches_a_create_live() {
             b.fetch_status("/console/api/stacks/sixty/graph").await,
             json!(403)
         );
-        b.shot("06-limited-key").await;
+        b.shot("07-limited-key").await;
         let _ = tokio::time::timeout(STEP, b.client.clone().close()).await;
     });
 }

@@ -9,6 +9,8 @@
   const base = "/console/api/stacks/" + encodeURIComponent(root.dataset.stack);
   const svgNS = "http://www.w3.org/2000/svg";
   const nodes = {};
+  // A node's size and the gaps between columns and rows, in pixels.
+  const W = 150, H = 34, GX = 44, GY = 14;
 
   function statusClass(s) {
     if (!s) return "none";
@@ -24,7 +26,6 @@
 
   function draw(graph) {
     const svg = document.getElementById("graph");
-    const W = 170, H = 34, GX = 60, GY = 14;
     const perLayer = {};
     graph.nodes.forEach(n => { (perLayer[n.layer] = perLayer[n.layer] || []).push(n); });
     let maxRows = 0;
@@ -64,7 +65,7 @@
       g.appendChild(r); g.appendChild(t); g.appendChild(title);
       g.addEventListener("click", () => show(n.id));
       frag.appendChild(g);
-      nodes[n.id] = { g: g, data: n };
+      nodes[n.id] = { g: g, data: n, x: pos[n.id].x, y: pos[n.id].y };
     });
     svg.appendChild(frag);
   }
@@ -109,8 +110,27 @@
     });
   }
 
+  // While the stack's operation runs, the graph's box scrolls to keep the
+  // resource that just started in view (a wide stack does not fit).
+  function follow(n, status) {
+    const stackStatus = (document.getElementById("status") || {}).textContent || "";
+    if (!status.endsWith("_IN_PROGRESS") || !stackStatus.endsWith("_IN_PROGRESS")) return;
+    const box = document.querySelector(".graph-box");
+    if (!box) return;
+    // The column before stays in view: what just finished.
+    if (n.x < box.scrollLeft || n.x + W > box.scrollLeft + box.clientWidth) {
+      box.scrollLeft = Math.max(0, n.x - W - GX - 12);
+    }
+    if (n.y < box.scrollTop || n.y + H > box.scrollTop + box.clientHeight) {
+      box.scrollTop = Math.max(0, n.y - H - GY);
+    }
+  }
+
+  let seen = 0;
+
   function onEvent(e) {
     const ev = JSON.parse(e.data);
+    seen += 1;
     const list = document.getElementById("events");
     const li = document.createElement("li");
     li.className = statusClass(ev.status);
@@ -125,6 +145,7 @@
       const mark = marks[ev.logical_id] ? " change-" + marks[ev.logical_id] : "";
       n.g.setAttribute("class", "node " + statusClass(ev.status) + mark);
       n.g.setAttribute("data-status", ev.status);
+      if (seen > history) follow(n, ev.status);
     }
     if (ev.resource_type === "AWS::CloudFormation::Stack" && ev.logical_id === name) {
       const s = document.getElementById("status");
@@ -132,16 +153,23 @@
     }
   }
 
+  // Events already recorded when the page opened are history: they colour
+  // the nodes but do not move the graph's view.
+  let history = 0;
+
   fetch(base + "/graph").then(r => r.json()).then(graph => {
     const start = performance.now();
+    history = graph.event_count || 0;
     draw(graph);
-    // Layout and paint are done by the next frame: what the benchmark of
-    // a 1,000-resource graph reads (milliseconds since navigation start).
+    // Layout and paint are done by the next frame (what the benchmark of a
+    // 1,000-resource graph reads, in milliseconds since navigation start);
+    // the event stream opens then, so the graph shows before the history
+    // of a large stack is replayed.
     requestAnimationFrame(() => setTimeout(() => {
       window.cairnGraphDrawn = { nodes: graph.nodes.length, draw_ms: performance.now() - start,
         since_navigation_ms: performance.now() };
+      const source = new EventSource(base + "/events");
+      source.addEventListener("stack-event", onEvent);
     }, 0));
-    const source = new EventSource(base + "/events");
-    source.addEventListener("stack-event", onEvent);
   });
 })();
