@@ -65,15 +65,24 @@ fn main() {
     std::fs::write(dir.path().join("cairn.toml"), "[server]\nauth = \"none\"\n").expect("config");
     std::fs::write(dir.path().join("big.yaml"), template()).expect("template");
     let exe = env!("CARGO_BIN_EXE_cairn");
-    let mut server = Command::new(exe)
+    let server = Command::new(exe)
         .args(["--config", "cairn.toml", "serve", "--listen", "127.0.0.1:0"])
         .current_dir(dir.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .expect("cairn serve starts");
+    // Stopped even when the benchmark panics.
+    struct Stop(std::process::Child);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut server = Stop(server);
     let mut line = String::new();
-    if let Some(out) = server.stdout.take() {
+    if let Some(out) = server.0.stdout.take() {
         let _ = std::io::BufReader::new(out).read_line(&mut line);
     }
     let endpoint = line
@@ -148,6 +157,4 @@ fn main() {
         summary("events", events);
         summary("click", click);
     });
-    let _ = server.kill();
-    let _ = server.wait();
 }

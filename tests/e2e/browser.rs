@@ -12,18 +12,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::support::{remote_as, Scratch};
+use crate::support::{remote_as, Scratch, Served};
 use crate::webdriver::{step, with_browser, STEP};
-
-/// `cairn serve`, stopped when the test ends, passed or not.
-struct Server(std::process::Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn remote_ok(s: &Scratch, endpoint: &str, key: (&str, &str), args: &[&str]) {
     let out = remote_as(s, endpoint, key, args)
@@ -66,7 +56,7 @@ fn in_a_browser_a_person_logs_in_and_watches_a_create_live() {
         "[server]\nauth = \"sigv4\"\n\n[server.access_keys.AKIDCONSOLE]\nsecret = \"console-secret\"\n\n[server.access_keys.AKIDLIMITED]\nsecret = \"limited-secret\"\nstacks = [\"mine\"]\n",
     );
     let (server, endpoint) = s.serve();
-    let _server = Server(server);
+    let _server = Served(server);
     let small = s.write(
         "small.yaml",
         "Resources:\n  Only: {Type: Cairn::Test::Resource, Properties: {Value: x}}\n",
@@ -305,7 +295,7 @@ fn in_a_browser_a_change_set_is_marked_and_a_stack_is_deleted() {
     let s = Scratch::new();
     s.write("cairn.toml", "[server]\nauth = \"none\"\n");
     let (server, endpoint) = s.serve();
-    let _server = Server(server);
+    let _server = Served(server);
     let v1 = "Resources:\n  Named: {Type: Cairn::Test::Resource, Properties: {Name: first-name, Value: a}}\n  Plain: {Type: Cairn::Test::Resource, DependsOn: Named, Properties: {Value: p}}\n";
     let t1 = s.write("v1.yaml", v1);
     remote_ok(

@@ -1,15 +1,15 @@
 //! The web console of `cairn serve` over real HTTP: the stack list, a
 //! stack's page (NoEcho masked), the graph's layers and statuses, and the
-//! live event stream of a create in flight. (Browser tests are not done
-//! yet: these assert what the server sends.)
+//! live event stream of a create in flight: what the server sends
+//! (`browser.rs` drives the same pages in headless Chromium).
 
 use std::io::{Read, Write};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::support::{http, http_get, remote_as, Scratch};
+use crate::support::{http, http_get, remote_as, Scratch, Served};
 
-const CHAIN: &str = "Parameters:\n  Secret: {Type: String, NoEcho: true}\n  Colour: {Type: String}\nResources:\n  A: {Type: Cairn::Test::Resource, Properties: {Value: a, WaitSeconds: 0.4}}\n  B: {Type: Cairn::Test::Resource, Properties: {Value: !Ref A, WaitSeconds: 0.4}}\n  C: {Type: Cairn::Test::Resource, DependsOn: B, Properties: {Value: c, WaitSeconds: 0.4}}\n  D: {Type: Cairn::Test::Resource, DependsOn: A, Properties: {Value: d}}\nOutputs:\n  Last: {Value: !Ref C}\n";
+const CHAIN: &str = "Parameters:\n  Secret: {Type: String, NoEcho: true}\n  Colour: {Type: String}\nResources:\n  A: {Type: Cairn::Test::Resource, Properties: {Value: a, WaitSeconds: 0.4}}\n  B: {Type: Cairn::Test::Resource, Properties: {Value: !Ref A, WaitSeconds: 0.4}}\n  C: {Type: Cairn::Test::Resource, DependsOn: B, Properties: {Value: c, WaitSeconds: 0.4}}\n  D: {Type: Cairn::Test::Resource, DependsOn: A, Properties: {Value: !Sub 'd-${Secret}'}}\nOutputs:\n  Last: {Value: !Ref C}\n";
 
 fn remote(s: &Scratch, endpoint: &str, args: &[&str]) -> Command {
     remote_as(s, endpoint, ("AKIDCONSOLE", "console-secret"), args)
@@ -43,7 +43,8 @@ fn body(answer: &str) -> &str {
 #[test]
 fn the_console_shows_stacks_the_graph_and_live_events() {
     let s = Scratch::new();
-    let (mut server, endpoint) = open_server(&s);
+    let (server, endpoint) = open_server(&s);
+    let _server = Served(server);
     let template = s.write("chain.yaml", CHAIN);
     let mut deploy = remote(
         &s,
@@ -141,6 +142,21 @@ fn the_console_shows_stacks_the_graph_and_live_events() {
     assert!(edges.contains(&serde_json::json!(["A", "B"])), "{graph}");
     assert!(edges.contains(&serde_json::json!(["B", "C"])), "{graph}");
 
+    // One resource's detail: properties as recorded, NoEcho masked.
+    let d = http_get(&endpoint, "/console/api/stacks/web/resources/D");
+    let d: serde_json::Value = serde_json::from_str(body(&d)).expect("resource JSON");
+    assert_eq!(
+        d["properties"],
+        serde_json::json!({"Value": "d-****"}),
+        "{d}"
+    );
+    assert_eq!(d["status"], "CREATE_COMPLETE", "{d}");
+    assert_eq!(d["type"], "Cairn::Test::Resource", "{d}");
+    assert!(d.get("drift").is_none(), "{d}");
+    let missing = http_get(&endpoint, "/console/api/stacks/web/resources/Nope");
+    assert!(missing.starts_with("HTTP/1.1 404"), "{missing}");
+    assert_eq!(body(&missing), "Resource Nope does not exist for stack web");
+
     // The list, filtered by name; assets are served from the binary.
     let list = http_get(&endpoint, "/console/?name=we");
     assert!(body(&list).contains("<a href=\"/console/stacks/web\">web</a></td><td class=\"status complete\">CREATE_COMPLETE</td>"), "{list}");
@@ -149,8 +165,6 @@ fn the_console_shows_stacks_the_graph_and_live_events() {
     let js = http_get(&endpoint, "/console/assets/console.js");
     assert!(js.contains("new EventSource("), "{js}");
     assert!(http_get(&endpoint, "/console/stacks/nope").starts_with("HTTP/1.1 404"));
-    let _ = server.kill();
-    let _ = server.wait();
 }
 
 fn header<'a>(answer: &'a str, name: &str) -> Option<&'a str> {
@@ -174,7 +188,8 @@ fn with_sigv4_a_key_logs_in_and_sees_only_its_stacks() {
         "cairn.toml",
         "[server]\nauth = \"sigv4\"\n\n[server.access_keys.AKIDCONSOLE]\nsecret = \"console-secret\"\n\n[server.access_keys.AKIDLIMITED]\nsecret = \"limited-secret\"\nstacks = [\"mine\"]\n",
     );
-    let (mut server, endpoint) = s.serve();
+    let (server, endpoint) = s.serve();
+    let _server = Served(server);
     let template = s.write(
         "one.yaml",
         "Resources:\n  R: {Type: Cairn::Test::Resource}\n",
@@ -260,14 +275,13 @@ fn with_sigv4_a_key_logs_in_and_sees_only_its_stacks() {
         "",
     );
     assert!(mine.starts_with("HTTP/1.1 200"), "{mine}");
-    let _ = server.kill();
-    let _ = server.wait();
 }
 
 #[test]
 fn deleting_a_stack_from_the_console_needs_its_csrf_token() {
     let s = Scratch::new();
-    let (mut server, endpoint) = open_server(&s);
+    let (server, endpoint) = open_server(&s);
+    let _server = Served(server);
     let template = s.write(
         "one.yaml",
         "Resources:\n  R: {Type: Cairn::Test::Resource}\n",
@@ -324,8 +338,6 @@ fn deleting_a_stack_from_the_console_needs_its_csrf_token() {
         "{last}"
     );
     assert!(s.resource_files().is_empty());
-    let _ = server.kill();
-    let _ = server.wait();
 }
 
 /// The CSRF token of a console page.
@@ -355,7 +367,8 @@ fn wait_for(endpoint: &str, path: &str, text: &str) -> String {
 #[test]
 fn a_change_set_shows_its_replacements_and_runs_from_the_console_and_drift_is_detected() {
     let s = Scratch::new();
-    let (mut server, endpoint) = open_server(&s);
+    let (server, endpoint) = open_server(&s);
+    let _server = Served(server);
     let v1 = "Resources:\n  Named: {Type: Cairn::Test::Resource, Properties: {Name: first-name, Value: a}}\n  Plain: {Type: Cairn::Test::Resource, Properties: {Value: p}}\n";
     let t1 = s.write("v1.yaml", v1);
     remote_ok(
@@ -451,14 +464,13 @@ fn a_change_set_shows_its_replacements_and_runs_from_the_console_and_drift_is_de
         body(&page).contains("<tr><td>Plain</td><td>MODIFIED</td><td>/Value</td><td>q</td><td>changed by hand</td></tr>"),
         "{page}"
     );
-    let _ = server.kill();
-    let _ = server.wait();
 }
 
 #[test]
 fn an_update_in_flight_is_cancelled_from_the_console() {
     let s = Scratch::new();
-    let (mut server, endpoint) = open_server(&s);
+    let (server, endpoint) = open_server(&s);
+    let _server = Served(server);
     let v1 = "Resources:\n  Slow: {Type: Cairn::Test::Resource, Properties: {Value: a}}\n";
     let t1 = s.write("v1.yaml", v1);
     remote_ok(
@@ -499,14 +511,13 @@ fn an_update_in_flight_is_cancelled_from_the_console() {
     );
     assert!(done.contains(">UPDATE_ROLLBACK_COMPLETE<"), "{done}");
     let _ = update.wait();
-    let _ = server.kill();
-    let _ = server.wait();
 }
 
 #[test]
 fn a_groups_node_lists_its_members_and_the_rolling_update_batch() {
     let s = Scratch::new();
-    let (mut server, endpoint) = open_server(&s);
+    let (server, endpoint) = open_server(&s);
+    let _server = Served(server);
     let group = "Parameters:\n  Release: {Type: String, Default: v1}\nResources:\n  Config:\n    Type: Cairn::Group::LaunchConfiguration\n    Properties:\n      MemberType: Cairn::Test::Resource\n      MemberProperties: {Value: !Ref Release, WaitSeconds: 0.5}\n  Web:\n    Type: Cairn::Group::InstanceGroup\n    UpdatePolicy:\n      RollingUpdate: {MinInstancesInService: 2, MaxBatchSize: 1}\n    Properties: {LaunchConfigurationName: !Ref Config, Size: 3, MemberNamePrefix: web}\n";
     let t = s.write("group.yaml", group);
     let t = t.to_str().unwrap_or_default();
@@ -563,6 +574,4 @@ fn a_groups_node_lists_its_members_and_the_rolling_update_batch() {
         "{rolling}"
     );
     assert!(update.wait().expect("update ends").success());
-    let _ = server.kill();
-    let _ = server.wait();
 }

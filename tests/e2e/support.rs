@@ -163,6 +163,18 @@ impl Scratch {
     }
 }
 
+/// A `cairn serve` child stopped when the test ends, passed or failed (a
+/// panicking test would otherwise leave it running, holding the test
+/// harness's output open).
+pub struct Served(pub std::process::Child);
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// `cairn --endpoint ENDPOINT ARGS…` in `s`, signed with the access key
 /// `key` (id, secret).
 pub fn remote_as(s: &Scratch, endpoint: &str, key: (&str, &str), args: &[&str]) -> Command {
