@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+use crate::console::SIGV4_KEYS;
 use crate::support::{remote_as, Scratch, Served};
 use crate::webdriver::{step, with_browser, STEP};
 
@@ -51,10 +52,7 @@ fn sixty(wait: f64) -> String {
 #[test]
 fn in_a_browser_a_person_logs_in_and_watches_a_create_live() {
     let s = Scratch::new();
-    s.write(
-        "cairn.toml",
-        "[server]\nauth = \"sigv4\"\n\n[server.access_keys.AKIDCONSOLE]\nsecret = \"console-secret\"\n\n[server.access_keys.AKIDLIMITED]\nsecret = \"limited-secret\"\nstacks = [\"mine\"]\n",
-    );
+    s.write("cairn.toml", SIGV4_KEYS);
     let (server, endpoint) = s.serve();
     let _server = Served(server);
     let small = s.write(

@@ -179,15 +179,16 @@ fn header<'a>(answer: &'a str, name: &str) -> Option<&'a str> {
         })
 }
 
+/// `auth = "sigv4"` with two keys: AKIDCONSOLE sees every stack,
+/// AKIDLIMITED only `mine`.
+pub const SIGV4_KEYS: &str = "[server]\nauth = \"sigv4\"\n\n[server.access_keys.AKIDCONSOLE]\nsecret = \"console-secret\"\n\n[server.access_keys.AKIDLIMITED]\nsecret = \"limited-secret\"\nstacks = [\"mine\"]\n";
+
 const FORM: (&str, &str) = ("Content-Type", "application/x-www-form-urlencoded");
 
 #[test]
 fn with_sigv4_a_key_logs_in_and_sees_only_its_stacks() {
     let s = Scratch::new();
-    s.write(
-        "cairn.toml",
-        "[server]\nauth = \"sigv4\"\n\n[server.access_keys.AKIDCONSOLE]\nsecret = \"console-secret\"\n\n[server.access_keys.AKIDLIMITED]\nsecret = \"limited-secret\"\nstacks = [\"mine\"]\n",
-    );
+    s.write("cairn.toml", SIGV4_KEYS);
     let (server, endpoint) = s.serve();
     let _server = Served(server);
     let template = s.write(
