@@ -14,9 +14,12 @@ pub mod drift;
 mod group;
 pub mod nested;
 mod parameter_values;
+mod protocol;
 mod reconcile;
 mod resolve;
 pub mod signals;
+#[cfg(test)]
+mod sim;
 mod update;
 
 pub use changeset::{changes_json, ChangeSetType, CreateChangeSetInput, NO_CHANGES};
@@ -28,9 +31,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use cairn_sdk::{
-    CreateRequest, CreateResult, DeleteRequest, ErrorKind, ProviderError, RequestContext,
-};
+use cairn_sdk::{CreateResult, ErrorKind, ProviderError, RequestContext};
 use serde_json::{json, Map, Value};
 
 use crate::config::Config;
@@ -47,6 +48,8 @@ use crate::template::source::child;
 use crate::template::{Template, TemplateError};
 use crate::validate;
 use dag::Outcome;
+pub(crate) use protocol::Attempt;
+use protocol::Learned;
 use resolve::Results;
 
 /// CloudFormation's stack status reason (the start of it) when a create
@@ -1304,56 +1307,6 @@ impl Engine {
         })
     }
 
-    /// Bounds a provider call by `call_timeout_seconds`; `what` names it in the
-    /// timeout message ("creation", "update", "deletion").
-    async fn timed<T>(
-        &self,
-        what: &str,
-        call: impl std::future::Future<Output = Result<T, ProviderError>>,
-    ) -> Result<T, ProviderError> {
-        let limit = Duration::from_secs(self.config.engine.call_timeout_seconds);
-        let started = std::time::Instant::now();
-        let result = match tokio::time::timeout(limit, call).await {
-            Ok(r) => r,
-            Err(_) => Err(ProviderError::timeout(format!(
-                "Resource {what} timed out after {} seconds",
-                limit.as_secs()
-            ))),
-        };
-        let outcome = match &result {
-            Ok(_) => "ok".to_string(),
-            Err(e) => e.kind.as_str().to_string(),
-        };
-        crate::metrics::provider_call(what, &outcome, started.elapsed());
-        result
-    }
-
-    /// Deletes a physical resource; NotFound counts as deleted.
-    async fn call_delete(
-        &self,
-        op: &Op,
-        r: &ResourceRecord,
-        physical: &str,
-        request_id: &str,
-    ) -> Result<(), ProviderError> {
-        if crate::group::is_group(self.registry.canonical(&r.resource_type)) {
-            return self.group_delete(op, r, physical).await;
-        }
-        if crate::nested::is_stack(self.registry.canonical(&r.resource_type)) {
-            return self.nested_delete(op, physical).await;
-        }
-        let t = self.provider_for(&r.resource_type)?;
-        let req = DeleteRequest {
-            context: self.context(op, &r.logical_id, &r.resource_type, request_id),
-            physical_resource_id: physical.to_string(),
-            properties: r.properties.clone(),
-        };
-        match self.timed("deletion", t.provider.delete(&req)).await {
-            Err(e) if e.is_not_found() => Ok(()),
-            other => other,
-        }
-    }
-
     /// Evaluates a resource's properties with what providers returned so far and
     /// checks them against the schema.
     fn properties_for(
@@ -1444,42 +1397,6 @@ impl Engine {
             attributes: Map::new(),
             no_echo: false,
         })
-    }
-
-    async fn call_create(
-        &self,
-        op: &Op,
-        r: &ResourceRecord,
-        request_id: &str,
-        attempt: Attempt,
-    ) -> Result<CreateResult, ProviderError> {
-        // Groups are run here, not by a provider: they manage members
-        // through the store and the registry.
-        if crate::group::is_group(self.registry.canonical(&r.resource_type)) {
-            return self.group_create(op, r, request_id).await;
-        }
-        // A nested stack's create is idempotent (the child is found by the
-        // name its request id gives): first or again, the same.
-        if crate::nested::is_stack(self.registry.canonical(&r.resource_type)) {
-            return self.nested_create(op, r, request_id).await;
-        }
-        let t = self.provider_for(&r.resource_type)?;
-        if let Some(id) = self.external_id_for(op, &r.logical_id)? {
-            return self.adopt_external(op, r, &t, id, request_id).await;
-        }
-        let req = CreateRequest {
-            context: self.context(op, &r.logical_id, &r.resource_type, request_id),
-            properties: r.properties.clone(),
-        };
-        match attempt {
-            Attempt::First => self.timed("creation", t.provider.create(&req)).await,
-            // The provider decides how to learn the outcome: an idempotent
-            // one is asked again, a custom-resource handler never is.
-            Attempt::Again => {
-                self.timed("creation", t.provider.recover_create(&req))
-                    .await
-            }
-        }
     }
 
     /// Creates one resource (CREATE_IN_PROGRESS, "Resource creation
@@ -1662,7 +1579,7 @@ impl Engine {
     ) -> bool {
         // A call that timed out may still have made its resource: its record
         // stays, so whoever deletes this resource asks again first.
-        let unknown_outcome = matches!(&result, Err(e) if e.kind == ErrorKind::Timeout && e.physical_resource_id.is_none());
+        let unknown_outcome = matches!(&result, Err(e) if protocol::outcome_unknown(e));
         if !unknown_outcome {
             rec.pending = None;
         }
@@ -1823,15 +1740,18 @@ impl Engine {
     }
 
     fn retained_by_policy(&self, op: &Op, logical_id: &str) -> bool {
-        let Some(policy) = op
-            .template
-            .resource(logical_id)
-            .and_then(|r| r.deletion_policy.clone())
-        else {
-            return false;
+        let removal = if op.stack.status == StackStatus::RollbackInProgress {
+            protocol::Removal::RollbackOfCreate
+        } else {
+            protocol::Removal::Delete
         };
-        let path = child(&child("/Resources", logical_id), "DeletionPolicy");
-        matches!(op.evaluator().eval(&policy, &path), Ok(Evaluated::Value(Value::String(p))) if p == "Retain" || p == "RetainExceptOnCreate" && op.stack.status != StackStatus::RollbackInProgress)
+        protocol::retained(
+            &op.evaluator(),
+            &op.template,
+            logical_id,
+            protocol::Policy::Deletion,
+            removal,
+        )
     }
 
     /// A stack deleted in UPDATE_ROLLBACK_FAILED still has resources whose
@@ -1853,11 +1773,25 @@ impl Engine {
         let Some(snapshot) = other.filter(|o| o.physical_id != rec.physical_id) else {
             return Ok(());
         };
-        let Some(physical) = snapshot.physical_id.clone() else {
-            return Ok(());
-        };
         let mut leftover = rec.clone();
         leftover.restore(snapshot);
+        // A replacement whose create's outcome is unknown: learn it first.
+        let physical = match (&snapshot.physical_id, &snapshot.pending) {
+            (Some(physical), _) => physical.clone(),
+            (None, Some(p)) if p.action == "CREATE" => {
+                match self.learn_created(op, &leftover, &p.request_id).await {
+                    Learned::Made(created) => created.physical_resource_id,
+                    Learned::Nothing => return Ok(()),
+                    Learned::Unknown(why) => {
+                        return Err(ProviderError::new(
+                            ErrorKind::Timeout,
+                            protocol::cannot_tell(&p.request_id, &why),
+                        ))
+                    }
+                }
+            }
+            (None, _) => return Ok(()),
+        };
         let request_id = uuid::Uuid::new_v4().to_string();
         self.call_delete(op, &leftover, &physical, &request_id)
             .await
@@ -1885,36 +1819,24 @@ impl Engine {
         }
         // A create whose outcome was never recorded (crash, cancellation,
         // timeout): ask again with the same request id, so a resource it made
-        // is not leaked. If that times out too, whether something exists is
-        // unknown: the delete fails (and keeps the record) rather than forget it.
+        // is not leaked. When that cannot be learnt, the delete fails (and
+        // keeps the record) rather than forget it.
         if rec.physical_id.is_none() {
             if let Some(p) = rec.pending.clone().filter(|p| p.action == "CREATE") {
-                match self
-                    .call_create(op, &rec, &p.request_id, Attempt::Again)
-                    .await
-                {
-                    Ok(created) => {
+                match self.learn_created(op, &rec, &p.request_id).await {
+                    Learned::Made(created) => {
                         rec.physical_id = Some(created.physical_resource_id);
                         rec.attributes = created.attributes;
                         rec.no_echo = created.no_echo;
                     }
-                    // It failed, or its outcome cannot be learnt, but it
-                    // names the physical id to delete.
-                    Err(e) if e.physical_resource_id.is_some() => {
-                        rec.physical_id = e.physical_resource_id;
-                    }
-                    Err(e) if e.kind == ErrorKind::Timeout => {
+                    Learned::Unknown(why) => {
                         rec.status = ResourceStatus::DeleteFailed;
-                        rec.status_reason = Some(format!(
-                            "Cannot tell whether the create that did not finish made a resource: asking the provider again (request {}) failed: {}. Delete again when the provider answers.",
-                            p.request_id, e.message
-                        ));
+                        rec.status_reason = Some(protocol::cannot_tell(&p.request_id, &why));
                         rec.updated_at = now();
                         self.record(op, &rec, Vec::new()).await;
                         return false;
                     }
-                    // The provider says no: nothing was made.
-                    Err(_) => {}
+                    Learned::Nothing => {}
                 }
             }
         }
@@ -1958,15 +1880,6 @@ impl Engine {
             }
         }
     }
-}
-
-/// Whether a create call is sent for the first time, or its request id was
-/// recorded by an earlier step (a crash, a cancellation, a timeout) and its
-/// outcome must be learnt ([`cairn_sdk::ResourceProvider::recover_create`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Attempt {
-    First,
-    Again,
 }
 
 /// `cairn validate`'s static pass: everything a create checks before it

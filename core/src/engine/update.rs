@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use super::dag::Outcome;
+use super::protocol::{self, Learned};
 use super::resolve::Results;
 use super::{stack_context, Attempt, EngineError, Op};
 use crate::graph::Graph;
@@ -21,7 +22,7 @@ use crate::stack::{
     Snapshot, StackRecord, StackStatus, Tag,
 };
 use crate::store::{OperationRecord, StoreError};
-use crate::template::eval::{Evaluated, Evaluator, StackContext};
+use crate::template::eval::{Evaluator, StackContext};
 use crate::template::parameters::ParameterValues;
 use crate::template::source::child;
 use crate::template::Template;
@@ -1423,10 +1424,15 @@ impl Engine {
         let mut victims = Vec::new();
         for r in &rows {
             if op.graph.index_of(&r.logical_id).is_none() {
-                let retain = op
-                    .other
-                    .as_ref()
-                    .is_some_and(|o| self.policy_retains(op, o, &r.logical_id, "DeletionPolicy"));
+                let retain = op.other.as_ref().is_some_and(|o| {
+                    self.policy_retains(
+                        op,
+                        o,
+                        &r.logical_id,
+                        protocol::Policy::Deletion,
+                        protocol::Removal::Delete,
+                    )
+                });
                 victims.push(Victim {
                     logical_id: r.logical_id.clone(),
                     target: r.snapshot(),
@@ -1461,11 +1467,21 @@ impl Engine {
         let mut victims = Vec::new();
         for r in &rows {
             match &r.journal {
+                // The update made it: its DeletionPolicy in the update's
+                // template decides (RetainExceptOnCreate deletes it).
                 Some(Journal::Added) => victims.push(Victim {
                     logical_id: r.logical_id.clone(),
                     target: r.snapshot(),
                     owner: VictimOf::Row,
-                    retain: false,
+                    retain: op.other.as_ref().is_some_and(|o| {
+                        self.policy_retains(
+                            op,
+                            o,
+                            &r.logical_id,
+                            protocol::Policy::Deletion,
+                            protocol::Removal::RollbackOfCreate,
+                        )
+                    }),
                 }),
                 Some(Journal::Restored { discard: Some(d) }) => victims.push(Victim {
                     logical_id: r.logical_id.clone(),
@@ -1484,6 +1500,31 @@ impl Engine {
             .filter_map(|o| Some((o.export_name.clone()?, o.output_value.clone())))
             .collect();
         self.store.put_exports(&op.lease, &exports).await?;
+        // A victim whose create's outcome could not be learnt is still
+        // journaled: the rollback fails and keeps it, so continue-rollback
+        // or a delete asks again (unknown never forgets).
+        let unknown: Vec<String> = self
+            .store
+            .resources(&op.stack.stack_id)
+            .await?
+            .into_iter()
+            .filter(|r| {
+                matches!(
+                    r.journal,
+                    Some(Journal::Added) | Some(Journal::Restored { discard: Some(_) })
+                )
+            })
+            .map(|r| r.logical_id)
+            .collect();
+        if !unknown.is_empty() {
+            let reason = format!(
+                "The following resource(s) failed to delete: [{}]. ",
+                unknown.join(", ")
+            );
+            return self
+                .set_status(op, StackStatus::UpdateRollbackFailed, Some(&reason))
+                .await;
+        }
         self.store.clear_journals(&op.lease).await?;
         let reason = (!lost.is_empty())
             .then_some("Update successful. One or more resources could not be deleted.");
@@ -1491,19 +1532,16 @@ impl Engine {
             .await
     }
 
-    /// Whether `attribute` (DeletionPolicy) of `logical_id` in the other
-    /// template says Retain.
-    fn policy_retains(&self, op: &Op, other: &Other, logical_id: &str, attribute: &str) -> bool {
-        let Some(r) = other.template.resource(logical_id) else {
-            return false;
-        };
-        let policy = match attribute {
-            "DeletionPolicy" => r.deletion_policy.as_ref(),
-            _ => r.update_replace_policy.as_ref(),
-        };
-        let Some(policy) = policy else {
-            return false;
-        };
+    /// Whether `logical_id`'s `policy` in the update's other template
+    /// keeps its physical resource.
+    pub(super) fn policy_retains(
+        &self,
+        op: &Op,
+        other: &Other,
+        logical_id: &str,
+        policy: protocol::Policy,
+        removal: protocol::Removal,
+    ) -> bool {
         let ev = Evaluator::with_conditions(
             &other.template,
             &other.params,
@@ -1511,20 +1549,17 @@ impl Engine {
             &op.results,
             other.conditions.clone(),
         );
-        let path = child(&child("/Resources", logical_id), attribute);
-        matches!(ev.eval(policy, &path), Ok(Evaluated::Value(Value::String(p))) if p == "Retain" || p == "RetainExceptOnCreate")
+        protocol::retained(&ev, &other.template, logical_id, policy, removal)
     }
 
     fn retains_on_replace(&self, op: &Op, logical_id: &str) -> bool {
-        let Some(policy) = op
-            .template
-            .resource(logical_id)
-            .and_then(|r| r.update_replace_policy.clone())
-        else {
-            return false;
-        };
-        let path = child(&child("/Resources", logical_id), "UpdateReplacePolicy");
-        matches!(op.evaluator().eval(&policy, &path), Ok(Evaluated::Value(Value::String(p))) if p == "Retain")
+        protocol::retained(
+            &op.evaluator(),
+            &op.template,
+            logical_id,
+            protocol::Policy::UpdateReplace,
+            protocol::Removal::Delete,
+        )
     }
 
     /// For each name, the indices that must finish first: a resource goes
@@ -1590,19 +1625,24 @@ impl Engine {
             self.finish_victim(op, &v, vec![ev]).await;
             return true;
         }
-        // A create whose outcome was never recorded: ask again to learn the id.
+        // A create whose outcome was never recorded: ask again to learn the
+        // id. When that cannot be learnt, the victim is not forgotten: it
+        // keeps its record (see `Victim::unknown`).
         if v.target.physical_id.is_none() {
             if let Some(p) = v.target.pending.clone().filter(|p| p.action == "CREATE") {
                 let probe = self.victim_row(op, &v);
-                match self
-                    .call_create(op, &probe, &p.request_id, Attempt::Again)
-                    .await
-                {
-                    Ok(created) => v.target.physical_id = Some(created.physical_resource_id),
-                    Err(e) if e.physical_resource_id.is_some() => {
-                        v.target.physical_id = e.physical_resource_id;
+                match self.learn_created(op, &probe, &p.request_id).await {
+                    Learned::Made(created) => {
+                        v.target.physical_id = Some(created.physical_resource_id)
                     }
-                    Err(_) => {}
+                    Learned::Nothing => {}
+                    Learned::Unknown(why) => {
+                        let reason = protocol::cannot_tell(&p.request_id, &why);
+                        let failed =
+                            self.victim_event(op, &v, ResourceStatus::DeleteFailed, Some(reason));
+                        self.note_victim(op, &v, vec![failed]).await;
+                        return false;
+                    }
                 }
             }
         }

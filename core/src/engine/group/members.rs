@@ -4,11 +4,12 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use cairn_sdk::{CreateRequest, DeleteRequest, ErrorKind, Health, ProviderError, StatusRequest};
+use cairn_sdk::{Health, ProviderError, StatusRequest};
 use serde_json::{Map, Value};
 
 use super::{bounded, failed, Run, HEALTH_POLL};
-use crate::engine::{Engine, Op};
+use crate::engine::protocol::{self, Learned};
+use crate::engine::{Attempt, Engine, Op};
 use crate::group::naming;
 use crate::group::state::{GroupState, Member};
 use crate::group::types::MemberDefinition;
@@ -153,7 +154,10 @@ impl<'a> Run<'a> {
             .filter(|m| m.pending.as_ref().is_some_and(|p| p.action == "CREATE"))
             .cloned()
             .collect();
-        let work: Vec<_> = resumed.into_iter().map(|m| self.finish_create(m)).collect();
+        let work: Vec<_> = resumed
+            .into_iter()
+            .map(|m| self.finish_create(m, Attempt::Again))
+            .collect();
         // A failed one is deleted just below.
         self.bounded(work).await;
         let doomed: Vec<String> = self
@@ -199,7 +203,7 @@ impl<'a> Run<'a> {
         let name = naming::member_name(prefix, index);
         if let Some(existing) = self.state.lock().await.member(&name).cloned() {
             if existing.pending.is_some() {
-                return self.finish_create(existing).await;
+                return self.finish_create(existing, Attempt::Again).await;
             }
             return match existing.status {
                 ResourceStatus::CreateFailed => Err(format!(
@@ -236,30 +240,29 @@ impl<'a> Run<'a> {
         self.save(vec![started, initiated], |st| st.put(stored))
             .await
             .map_err(|e| e.message)?;
-        self.finish_create(m).await
+        self.finish_create(m, Attempt::First).await
     }
 
-    /// Makes (or re-issues) the member's recorded create call and records
-    /// the outcome.
-    pub(super) async fn finish_create(&self, mut m: Member) -> Result<(), String> {
+    /// Makes the member's recorded create call, or learns the outcome of
+    /// one a crash interrupted (`Attempt::Again`: a custom-resource handler
+    /// is never sent a Create twice), and records the outcome.
+    pub(super) async fn finish_create(
+        &self,
+        mut m: Member,
+        attempt: Attempt,
+    ) -> Result<(), String> {
         let request_id = m
             .pending
             .as_ref()
             .map(|p| p.request_id.clone())
             .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-        let outcome = match self.engine.provider_for(&m.resource_type) {
-            Ok(t) => {
-                let req = CreateRequest {
-                    context: self.context(&m, &request_id),
-                    properties: m.properties.clone(),
-                };
-                self.engine.timed("creation", t.provider.create(&req)).await
-            }
-            Err(e) => Err(e),
-        };
+        let outcome = self
+            .engine
+            .provider_create(self.context(&m, &request_id), m.properties.clone(), attempt)
+            .await;
         // As for template resources: a timed-out call may have made the
         // member, so its record stays for the delete to ask again.
-        let unknown = matches!(&outcome, Err(e) if e.kind == ErrorKind::Timeout && e.physical_resource_id.is_none());
+        let unknown = matches!(&outcome, Err(e) if protocol::outcome_unknown(e));
         if !unknown {
             m.pending = None;
         }
@@ -307,15 +310,30 @@ impl<'a> Run<'a> {
             return Ok(());
         };
         // A create whose outcome is unknown: ask again first, to learn the
-        // physical id of what it made.
-        if m.pending.as_ref().is_some_and(|p| p.action == "CREATE") {
-            let _ = self.finish_create(m.clone()).await;
-            match self.state.lock().await.member(&name).cloned() {
-                Some(now_known) if now_known.pending.is_none() => m = now_known,
-                _ => {
-                    return Err(format!(
-                        "{name}: cannot tell whether the create that did not finish made a resource; delete again when the provider answers"
-                    ))
+        // physical id of what it made; when that cannot be learnt the
+        // member keeps its record and the delete fails.
+        if let Some(p) = m.pending.clone().filter(|p| p.action == "CREATE") {
+            let asked = self
+                .engine
+                .provider_create(
+                    self.context(&m, &p.request_id),
+                    m.properties.clone(),
+                    Attempt::Again,
+                )
+                .await;
+            match protocol::learned(asked) {
+                Learned::Made(made) => m.physical_id = Some(made.physical_resource_id),
+                Learned::Nothing => m.physical_id = None,
+                Learned::Unknown(why) => {
+                    let reason = protocol::cannot_tell(&p.request_id, &why);
+                    m.status = ResourceStatus::DeleteFailed;
+                    m.status_reason = Some(reason.clone());
+                    m.updated_at = now();
+                    let event = self.event(&m);
+                    self.save(vec![event], |st| st.put(m))
+                        .await
+                        .map_err(|e| e.message)?;
+                    return Err(format!("{name}: {reason}"));
                 }
             }
         }
@@ -350,20 +368,14 @@ impl<'a> Run<'a> {
                 id
             }
         };
-        let outcome = match self.engine.provider_for(&m.resource_type) {
-            Ok(t) => {
-                let req = DeleteRequest {
-                    context: self.context(&m, &request_id),
-                    physical_resource_id: physical,
-                    properties: m.properties.clone(),
-                };
-                match self.engine.timed("deletion", t.provider.delete(&req)).await {
-                    Err(e) if e.is_not_found() => Ok(()),
-                    other => other,
-                }
-            }
-            Err(e) => Err(e),
-        };
+        let outcome = self
+            .engine
+            .provider_delete(
+                self.context(&m, &request_id),
+                &physical,
+                m.properties.clone(),
+            )
+            .await;
         m.pending = None;
         m.updated_at = now();
         match outcome {

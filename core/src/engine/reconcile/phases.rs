@@ -8,6 +8,7 @@ use cairn_sdk::{DriftResult, Health, UpdateBehavior};
 
 use super::{Need, ReconcileFlags, ReconcileReport};
 use crate::engine::dag::Outcome;
+use crate::engine::protocol;
 use crate::engine::{Engine, EngineError, Op};
 use crate::plan;
 use crate::stack::{ResourceRecord, ResourceStatus};
@@ -31,11 +32,15 @@ impl Engine {
             return Ok(None);
         }
         let retained = |r: &ResourceRecord| {
-            op.other
-                .as_ref()
-                .and_then(|o| o.template.resource(&r.logical_id))
-                .and_then(|t| t.deletion_policy.as_ref())
-                .is_some_and(|p| p.as_str() == Some("Retain"))
+            op.other.as_ref().is_some_and(|o| {
+                self.policy_retains(
+                    op,
+                    o,
+                    &r.logical_id,
+                    protocol::Policy::Deletion,
+                    protocol::Removal::Delete,
+                )
+            })
         };
         let n = removed.len();
         // Dependents first: in the old template, a removed resource waits

@@ -1,0 +1,307 @@
+//! The resource-call protocol: the one place where the engine calls a
+//! provider to make or delete a resource, learns the outcome of a create
+//! it recorded but never heard back from, and decides whether a policy
+//! keeps a resource.
+//!
+//! The steps, for every kind of resource (template resources, update
+//! victims, group members; groups and nested stacks are dispatched from
+//! here to the engine code that runs them):
+//!
+//! 1. **begin**: the request id is recorded durably (the caller's
+//!    `PendingCall`) before the call;
+//! 2. **call**: [`Engine::call_create`] / [`Engine::provider_create`], each
+//!    bounded by `call_timeout_seconds` ([`Engine::timed`]);
+//! 3. **outcome**: made, failed (perhaps leaving a physical id), or unknown
+//!    ([`outcome_unknown`]): an unknown outcome keeps the request id;
+//! 4. **recover**: before anything deletes a resource whose create is
+//!    unknown, [`Engine::learn_created`] asks again (`recover_create`: an
+//!    idempotent provider sends the create again, a custom-resource handler
+//!    is never sent a Create twice) and classifies the answer with one rule
+//!    ([`Learned`]);
+//! 5. **delete**: [`Engine::call_delete`] / [`Engine::provider_delete`]
+//!    (NotFound is gone);
+//! 6. **retention**: [`retained`] evaluates DeletionPolicy and
+//!    UpdateReplacePolicy, intrinsics included.
+//!
+//! The rule: **unknown never forgets**. Only a provider's answer that the
+//! create failed ([`Learned::Nothing`]) lets a record go without a delete;
+//! a timeout, a provider that cannot start, a dead plugin host or any
+//! other failure to answer keeps the record, and the operation ends in
+//! its `*_FAILED` status with a reason naming the resource.
+
+use std::time::Duration;
+
+use cairn_sdk::{
+    CreateRequest, CreateResult, DeleteRequest, ErrorKind, ProviderError, RequestContext,
+};
+use serde_json::{Map, Value};
+
+use super::{Engine, Op};
+use crate::stack::ResourceRecord;
+use crate::template::eval::{Evaluated, Evaluator};
+use crate::template::source::child;
+use crate::template::Template;
+
+/// Whether a create call is sent for the first time, or its request id was
+/// recorded by an earlier step (a crash, a cancellation, a timeout) and its
+/// outcome must be learnt ([`cairn_sdk::ResourceProvider::recover_create`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Attempt {
+    First,
+    Again,
+}
+
+/// What asking again about a recorded create learned.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Learned {
+    /// It made this physical resource (or failed leaving it): delete it.
+    Made(CreateResult),
+    /// The provider answered that the create failed and made nothing.
+    Nothing,
+    /// No answer: whether something exists cannot be told. The record stays.
+    Unknown(String),
+}
+
+/// Whether a failed create call's outcome is unknown: it may have made its
+/// resource, so its request id stays recorded for whoever deletes it.
+pub(crate) fn outcome_unknown(e: &ProviderError) -> bool {
+    e.kind == ErrorKind::Timeout && e.physical_resource_id.is_none()
+}
+
+/// The one rule for a re-asked create: an answer is the provider's word
+/// (success, or a failure that names what it left behind, or one of the
+/// kinds only a provider that looked at the request gives); anything else
+/// (timeout, throttling, an internal failure: a provider that cannot
+/// start, a dead plugin host, a handler that never answered) is unknown.
+pub(crate) fn learned(result: Result<CreateResult, ProviderError>) -> Learned {
+    match result {
+        Ok(made) => Learned::Made(made),
+        Err(e) => match e.physical_resource_id {
+            Some(id) => Learned::Made(CreateResult {
+                physical_resource_id: id,
+                attributes: Map::new(),
+                no_echo: false,
+            }),
+            None => match e.kind {
+                ErrorKind::InvalidRequest
+                | ErrorKind::AlreadyExists
+                | ErrorKind::NotUpdatable
+                | ErrorKind::NotFound => Learned::Nothing,
+                ErrorKind::Timeout | ErrorKind::Throttling | ErrorKind::InternalFailure => {
+                    Learned::Unknown(e.message)
+                }
+            },
+        },
+    }
+}
+
+/// The reason a resource keeps its record when its create's outcome is
+/// unknown (the same words for every kind of resource).
+pub(crate) fn cannot_tell(request_id: &str, why: &str) -> String {
+    format!(
+        "Cannot tell whether the create that did not finish made a resource: asking the provider again (request {request_id}) failed: {why}. Delete again when the provider answers."
+    )
+}
+
+/// Which policy attribute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Policy {
+    Deletion,
+    UpdateReplace,
+}
+
+/// Whether the resource is being deleted because its own creation is
+/// rolled back (`RetainExceptOnCreate` then deletes it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Removal {
+    Delete,
+    RollbackOfCreate,
+}
+
+/// Whether `logical_id`'s `policy` in `template` keeps its physical
+/// resource, evaluated with `ev` (a policy may be written with
+/// intrinsics). `Retain` always keeps; `RetainExceptOnCreate` (deletion
+/// only) keeps except when the resource's own creation is rolled back;
+/// `Delete`, `Snapshot` and no policy delete.
+pub(crate) fn retained(
+    ev: &Evaluator,
+    template: &Template,
+    logical_id: &str,
+    policy: Policy,
+    removal: Removal,
+) -> bool {
+    let Some(r) = template.resource(logical_id) else {
+        return false;
+    };
+    let (value, attribute) = match policy {
+        Policy::Deletion => (r.deletion_policy.as_ref(), "DeletionPolicy"),
+        Policy::UpdateReplace => (r.update_replace_policy.as_ref(), "UpdateReplacePolicy"),
+    };
+    let Some(value) = value else {
+        return false;
+    };
+    let path = child(&child("/Resources", logical_id), attribute);
+    let Ok(Evaluated::Value(Value::String(p))) = ev.eval(value, &path) else {
+        return false;
+    };
+    match p.as_str() {
+        "Retain" => true,
+        "RetainExceptOnCreate" => {
+            policy == Policy::Deletion && removal != Removal::RollbackOfCreate
+        }
+        _ => false,
+    }
+}
+
+impl Engine {
+    /// Bounds a provider call by `call_timeout_seconds`; `what` names it in the
+    /// timeout message ("creation", "update", "deletion").
+    pub(super) async fn timed<T>(
+        &self,
+        what: &str,
+        call: impl std::future::Future<Output = Result<T, ProviderError>>,
+    ) -> Result<T, ProviderError> {
+        let limit = Duration::from_secs(self.config.engine.call_timeout_seconds);
+        let started = std::time::Instant::now();
+        let result = match tokio::time::timeout(limit, call).await {
+            Ok(r) => r,
+            Err(_) => Err(ProviderError::timeout(format!(
+                "Resource {what} timed out after {} seconds",
+                limit.as_secs()
+            ))),
+        };
+        let outcome = match &result {
+            Ok(_) => "ok".to_string(),
+            Err(e) => e.kind.as_str().to_string(),
+        };
+        crate::metrics::provider_call(what, &outcome, started.elapsed());
+        result
+    }
+
+    /// A create sent to the provider serving `context.resource_type` (not
+    /// a group or nested stack): the first time, or asked again.
+    pub(super) async fn provider_create(
+        &self,
+        context: RequestContext,
+        properties: Map<String, Value>,
+        attempt: Attempt,
+    ) -> Result<CreateResult, ProviderError> {
+        let t = self.provider_for(&context.resource_type)?;
+        let req = CreateRequest {
+            context,
+            properties,
+        };
+        match attempt {
+            Attempt::First => self.timed("creation", t.provider.create(&req)).await,
+            // The provider decides how to learn the outcome: an idempotent
+            // one is asked again, a custom-resource handler never is.
+            Attempt::Again => {
+                self.timed("creation", t.provider.recover_create(&req))
+                    .await
+            }
+        }
+    }
+
+    /// A delete sent to the provider serving `context.resource_type`;
+    /// NotFound counts as deleted.
+    pub(super) async fn provider_delete(
+        &self,
+        context: RequestContext,
+        physical: &str,
+        properties: Map<String, Value>,
+    ) -> Result<(), ProviderError> {
+        let t = self.provider_for(&context.resource_type)?;
+        let req = DeleteRequest {
+            context,
+            physical_resource_id: physical.to_string(),
+            properties,
+        };
+        match self.timed("deletion", t.provider.delete(&req)).await {
+            Err(e) if e.is_not_found() => Ok(()),
+            other => other,
+        }
+    }
+
+    /// Creates a template resource: a group or nested stack by the engine,
+    /// a HOT `external_id` by adoption, anything else by its provider.
+    pub(super) async fn call_create(
+        &self,
+        op: &Op,
+        r: &ResourceRecord,
+        request_id: &str,
+        attempt: Attempt,
+    ) -> Result<CreateResult, ProviderError> {
+        // Groups are run here, not by a provider: they manage members
+        // through the store and the registry.
+        if crate::group::is_group(self.registry.canonical(&r.resource_type)) {
+            return self.group_create(op, r, request_id).await;
+        }
+        // A nested stack's create is idempotent (the child is found by the
+        // name its request id gives): first or again, the same.
+        if crate::nested::is_stack(self.registry.canonical(&r.resource_type)) {
+            return self.nested_create(op, r, request_id).await;
+        }
+        if let Some(id) = self.external_id_for(op, &r.logical_id)? {
+            let t = self.provider_for(&r.resource_type)?;
+            return self.adopt_external(op, r, &t, id, request_id).await;
+        }
+        let context = self.context(op, &r.logical_id, &r.resource_type, request_id);
+        self.provider_create(context, r.properties.clone(), attempt)
+            .await
+    }
+
+    /// Deletes a template resource's physical resource; NotFound counts as
+    /// deleted.
+    pub(super) async fn call_delete(
+        &self,
+        op: &Op,
+        r: &ResourceRecord,
+        physical: &str,
+        request_id: &str,
+    ) -> Result<(), ProviderError> {
+        if crate::group::is_group(self.registry.canonical(&r.resource_type)) {
+            return self.group_delete(op, r, physical).await;
+        }
+        if crate::nested::is_stack(self.registry.canonical(&r.resource_type)) {
+            return self.nested_delete(op, physical).await;
+        }
+        let context = self.context(op, &r.logical_id, &r.resource_type, request_id);
+        self.provider_delete(context, physical, r.properties.clone())
+            .await
+    }
+
+    /// What the create recorded with `request_id` made, asked again before
+    /// `r` is deleted ([`learned`]'s rule).
+    pub(super) async fn learn_created(
+        &self,
+        op: &Op,
+        r: &ResourceRecord,
+        request_id: &str,
+    ) -> Learned {
+        learned(self.call_create(op, r, request_id, Attempt::Again).await)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(kind: ErrorKind) -> Result<CreateResult, ProviderError> {
+        Err(ProviderError::new(kind, "no"))
+    }
+
+    #[test]
+    fn only_a_providers_answer_lets_a_record_go() {
+        assert_eq!(learned(err(ErrorKind::InvalidRequest)), Learned::Nothing);
+        assert_eq!(learned(err(ErrorKind::NotFound)), Learned::Nothing);
+        for kind in [
+            ErrorKind::Timeout,
+            ErrorKind::InternalFailure,
+            ErrorKind::Throttling,
+        ] {
+            assert_eq!(learned(err(kind)), Learned::Unknown("no".into()));
+        }
+        let left = Err(ProviderError::internal("stopped waiting").leaving("gen-1"));
+        assert!(matches!(learned(left), Learned::Made(c) if c.physical_resource_id == "gen-1"));
+    }
+}

@@ -1,0 +1,366 @@
+//! A store that "crashes": every durable write is counted, and from the
+//! k-th one on every write is refused, as if the process had died just
+//! before it. Reads still answer (a dying process reads nothing that
+//! matters: whatever it does next is refused or lost).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crate::stack::{
+    ChangeSetRecord, EventRecord, HistoryRecord, ResourceRecord, SignalRecord, StackRecord,
+    StackStatus,
+};
+use crate::store::{Claim, Lease, OperationRecord, Store, StoreError};
+
+pub struct CrashStore {
+    inner: Arc<dyn Store>,
+    /// Writes allowed before the crash; `None`: never crashes.
+    allowed: Option<u64>,
+    writes: AtomicU64,
+    crashed: AtomicBool,
+}
+
+impl CrashStore {
+    pub fn new(inner: Arc<dyn Store>, allowed: Option<u64>) -> Arc<CrashStore> {
+        Arc::new(CrashStore {
+            inner,
+            allowed,
+            writes: AtomicU64::new(0),
+            crashed: AtomicBool::new(false),
+        })
+    }
+
+    /// Whether the crash happened (a write was refused).
+    pub fn crashed(&self) -> bool {
+        self.crashed.load(Ordering::SeqCst)
+    }
+
+    /// Durable writes that landed.
+    pub fn writes(&self) -> u64 {
+        self.writes.load(Ordering::SeqCst)
+    }
+
+    /// Counts one write; refused once the budget is spent.
+    fn write(&self) -> Result<(), StoreError> {
+        if self.crashed() {
+            return Err(crashed());
+        }
+        let n = self.writes.fetch_add(1, Ordering::SeqCst);
+        if self.allowed.is_some_and(|allowed| n >= allowed) {
+            self.writes.fetch_sub(1, Ordering::SeqCst);
+            self.crashed.store(true, Ordering::SeqCst);
+            return Err(crashed());
+        }
+        Ok(())
+    }
+}
+
+fn crashed() -> StoreError {
+    StoreError::Backend("simulated crash: this process is gone".into())
+}
+
+#[async_trait::async_trait]
+impl Store for CrashStore {
+    async fn insert_stack(
+        &self,
+        stack: &StackRecord,
+        first_event: &EventRecord,
+        owner: &str,
+        ttl_ms: i64,
+    ) -> Result<Lease, StoreError> {
+        self.write()?;
+        self.inner
+            .insert_stack(stack, first_event, owner, ttl_ms)
+            .await
+    }
+    async fn find_stack(&self, name_or_id: &str) -> Result<Option<StackRecord>, StoreError> {
+        self.inner.find_stack(name_or_id).await
+    }
+    async fn list_stacks(&self) -> Result<Vec<StackRecord>, StoreError> {
+        self.inner.list_stacks().await
+    }
+    async fn in_progress_stacks(&self) -> Result<Vec<StackRecord>, StoreError> {
+        self.inner.in_progress_stacks().await
+    }
+    async fn acquire_lease(
+        &self,
+        stack_id: &str,
+        owner: &str,
+        ttl_ms: i64,
+    ) -> Result<Lease, StoreError> {
+        self.write()?;
+        self.inner.acquire_lease(stack_id, owner, ttl_ms).await
+    }
+    async fn renew_lease(&self, lease: &Lease, ttl_ms: i64) -> Result<(), StoreError> {
+        // Renewals come by the clock, not by the operation's steps: not a
+        // crash point, but a dead process renews nothing.
+        if self.crashed() {
+            return Err(crashed());
+        }
+        self.inner.renew_lease(lease, ttl_ms).await
+    }
+    async fn lease_owner(&self, stack_id: &str) -> Result<Option<String>, StoreError> {
+        self.inner.lease_owner(stack_id).await
+    }
+    async fn break_lease(&self, stack_id: &str, owner: &str) -> Result<(), StoreError> {
+        self.write()?;
+        self.inner.break_lease(stack_id, owner).await
+    }
+    async fn release_lease(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.write()?;
+        self.inner.release_lease(lease).await
+    }
+    async fn hand_off_lease(&self, lease: &Lease, ttl_ms: i64) -> Result<(), StoreError> {
+        self.write()?;
+        self.inner.hand_off_lease(lease, ttl_ms).await
+    }
+    async fn claim_operations(
+        &self,
+        owners: &[String],
+        ttl_ms: i64,
+        handed_off: bool,
+    ) -> Result<Vec<Claim>, StoreError> {
+        self.write()?;
+        self.inner
+            .claim_operations(owners, ttl_ms, handed_off)
+            .await
+    }
+    async fn callback_secret(&self) -> Result<Vec<u8>, StoreError> {
+        self.inner.callback_secret().await
+    }
+    async fn put_callback_response(
+        &self,
+        request_id: &str,
+        body: &[u8],
+    ) -> Result<bool, StoreError> {
+        self.write()?;
+        self.inner.put_callback_response(request_id, body).await
+    }
+    async fn callback_responses(
+        &self,
+        request_ids: &[String],
+    ) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        self.inner.callback_responses(request_ids).await
+    }
+    async fn put_signal(&self, signal: &SignalRecord) -> Result<(), StoreError> {
+        self.write()?;
+        self.inner.put_signal(signal).await
+    }
+    async fn signals(
+        &self,
+        stack_id: &str,
+        logical_id: &str,
+    ) -> Result<Vec<SignalRecord>, StoreError> {
+        self.inner.signals(stack_id, logical_id).await
+    }
+    async fn clear_signals(&self, stack_id: &str, logical_id: &str) -> Result<(), StoreError> {
+        self.write()?;
+        self.inner.clear_signals(stack_id, logical_id).await
+    }
+    async fn set_stack_status(
+        &self,
+        lease: &Lease,
+        status: StackStatus,
+        reason: Option<&str>,
+        event: &EventRecord,
+    ) -> Result<(), StoreError> {
+        self.write()?;
+        self.inner
+            .set_stack_status(lease, status, reason, event)
+            .await
+    }
+    async fn save_stack(&self, lease: &Lease, stack: &StackRecord) -> Result<(), StoreError> {
+        self.write()?;
+        self.inner.save_stack(lease, stack).await
+    }
+    async fn put_resource(
+        &self,
+        lease: &Lease,
+        resource: &ResourceRecord,
+        events: &[EventRecord],
+    ) -> Result<(), StoreError> {
+        self.write()?;
+        self.inner.put_resource(lease, resource, events).await
+    }
+    async fn put_events(&self, lease: &Lease, events: &[EventRecord]) -> Result<(), StoreError> {
+        self.write()?;
+        self.inner.put_events(lease, events).await
+    }
+    async fn remove_resource(
+        &self,
+        lease: &Lease,
+        logical_id: &str,
+        events: &[EventRecord],
+    ) -> Result<(), StoreError> {
+        self.write()?;
+        self.inner.remove_resource(lease, logical_id, events).await
+    }
+    async fn clear_journals(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.write()?;
+        self.inner.clear_journals(lease).await
+    }
+    async fn resources(&self, stack_id: &str) -> Result<Vec<ResourceRecord>, StoreError> {
+        self.inner.resources(stack_id).await
+    }
+    async fn events_from(
+        &self,
+        stack_id: &str,
+        skip: usize,
+    ) -> Result<Vec<EventRecord>, StoreError> {
+        self.inner.events_from(stack_id, skip).await
+    }
+    async fn event_count(&self, stack_id: &str) -> Result<usize, StoreError> {
+        self.inner.event_count(stack_id).await
+    }
+    async fn put_operation(&self, lease: &Lease, op: &OperationRecord) -> Result<(), StoreError> {
+        self.write()?;
+        self.inner.put_operation(lease, op).await
+    }
+    async fn operation(&self, stack_id: &str) -> Result<Option<OperationRecord>, StoreError> {
+        self.inner.operation(stack_id).await
+    }
+    async fn clear_operation(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.write()?;
+        self.inner.clear_operation(lease).await
+    }
+    async fn note_resume(&self, stack_id: &str) -> Result<u32, StoreError> {
+        self.write()?;
+        self.inner.note_resume(stack_id).await
+    }
+    async fn request_cancel(&self, stack_id: &str) -> Result<bool, StoreError> {
+        self.write()?;
+        self.inner.request_cancel(stack_id).await
+    }
+    async fn cancel_requested(&self, stack_id: &str) -> Result<bool, StoreError> {
+        self.inner.cancel_requested(stack_id).await
+    }
+    async fn open_history(&self, lease: &Lease, entry: &HistoryRecord) -> Result<(), StoreError> {
+        self.write()?;
+        self.inner.open_history(lease, entry).await
+    }
+    async fn set_history_details(
+        &self,
+        lease: &Lease,
+        details: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        self.write()?;
+        self.inner.set_history_details(lease, details).await
+    }
+    async fn history(&self, stack_id: &str) -> Result<Vec<HistoryRecord>, StoreError> {
+        self.inner.history(stack_id).await
+    }
+    async fn put_group(
+        &self,
+        lease: &Lease,
+        logical_id: &str,
+        physical_id: &str,
+        state: Option<&serde_json::Value>,
+        events: &[EventRecord],
+    ) -> Result<(), StoreError> {
+        self.write()?;
+        self.inner
+            .put_group(lease, logical_id, physical_id, state, events)
+            .await
+    }
+    async fn group(
+        &self,
+        stack_id: &str,
+        physical_id: &str,
+    ) -> Result<Option<serde_json::Value>, StoreError> {
+        self.inner.group(stack_id, physical_id).await
+    }
+    async fn groups(
+        &self,
+        stack_id: &str,
+    ) -> Result<Vec<(String, String, serde_json::Value)>, StoreError> {
+        self.inner.groups(stack_id).await
+    }
+    async fn put_drift_detection(
+        &self,
+        stack_id: &str,
+        detection_id: &str,
+        at: &str,
+        body: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        self.write()?;
+        self.inner
+            .put_drift_detection(stack_id, detection_id, at, body)
+            .await
+    }
+    async fn drift_detection(
+        &self,
+        detection_id: &str,
+    ) -> Result<Option<serde_json::Value>, StoreError> {
+        self.inner.drift_detection(detection_id).await
+    }
+    async fn last_drift_detection(
+        &self,
+        stack_id: &str,
+    ) -> Result<Option<serde_json::Value>, StoreError> {
+        self.inner.last_drift_detection(stack_id).await
+    }
+    async fn put_change_set(&self, cs: &ChangeSetRecord) -> Result<(), StoreError> {
+        self.write()?;
+        self.inner.put_change_set(cs).await
+    }
+    async fn find_change_set(
+        &self,
+        stack_id: &str,
+        name_or_id: &str,
+    ) -> Result<Option<ChangeSetRecord>, StoreError> {
+        self.inner.find_change_set(stack_id, name_or_id).await
+    }
+    async fn change_sets(&self, stack_id: &str) -> Result<Vec<ChangeSetRecord>, StoreError> {
+        self.inner.change_sets(stack_id).await
+    }
+    async fn delete_change_set(&self, change_set_id: &str) -> Result<(), StoreError> {
+        self.write()?;
+        self.inner.delete_change_set(change_set_id).await
+    }
+    async fn begin_change_set_execution(
+        &self,
+        lease: &Lease,
+        change_set_id: &str,
+    ) -> Result<(), StoreError> {
+        self.write()?;
+        self.inner
+            .begin_change_set_execution(lease, change_set_id)
+            .await
+    }
+    async fn obsolete_change_set(
+        &self,
+        change_set_id: &str,
+        reason: &str,
+    ) -> Result<(), StoreError> {
+        self.write()?;
+        self.inner.obsolete_change_set(change_set_id, reason).await
+    }
+    async fn put_exports(
+        &self,
+        lease: &Lease,
+        exports: &[(String, String)],
+    ) -> Result<(), StoreError> {
+        self.write()?;
+        self.inner.put_exports(lease, exports).await
+    }
+    async fn delete_exports(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.write()?;
+        self.inner.delete_exports(lease).await
+    }
+    async fn export(&self, name: &str) -> Result<Option<(String, String)>, StoreError> {
+        self.inner.export(name).await
+    }
+    async fn exports(&self) -> Result<Vec<(String, String, String)>, StoreError> {
+        self.inner.exports().await
+    }
+    async fn put_imports(&self, lease: &Lease, names: &[String]) -> Result<(), StoreError> {
+        self.write()?;
+        self.inner.put_imports(lease, names).await
+    }
+    async fn importers(&self, export_name: &str) -> Result<Vec<String>, StoreError> {
+        self.inner.importers(export_name).await
+    }
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.inner.ping().await
+    }
+}
