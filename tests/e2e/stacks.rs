@@ -592,6 +592,112 @@ fn a_create_that_timed_out_is_not_forgotten() {
     assert!(s.resource_files().is_empty());
 }
 
+/// The failed update's rollback events of `logical`: its cleanup's
+/// DELETE_FAILED reason, which must say the outcome is unknown.
+fn assert_cannot_tell(seq: &[(String, String, String)], logical: &str) {
+    let failed = seq
+        .iter()
+        .find(|e| e.0 == logical && e.1 == "DELETE_FAILED")
+        .unwrap_or_else(|| panic!("{seq:?}"));
+    assert!(
+        failed.2.starts_with("Cannot tell whether the create that did not finish made a resource: asking the provider again (request ")
+            && failed.2.ends_with("failed: Resource creation timed out after 1 seconds. Delete again when the provider answers."),
+        "{}",
+        failed.2
+    );
+}
+
+/// Finding 1 of the resource-call protocol issue: an update that adds a
+/// resource whose create times out rolled back "deleting" it with no
+/// provider call, and the resource leaked. Now the rollback asks again,
+/// and while that cannot tell, the stack ends UPDATE_ROLLBACK_FAILED with
+/// the record kept; continue-rollback deletes it once the provider answers.
+#[test]
+fn an_update_whose_added_resource_timed_out_does_not_forget_it() {
+    let s = Scratch::new();
+    s.write("cairn.toml", "[engine]\ncall_timeout_seconds = 1\n");
+    let one = "Resources:\n  A: {Type: Cairn::Test::Resource, Properties: {Name: a-one}}\n";
+    let t1 = s.write("t1.yaml", one);
+    let t2 = s.write(
+        "t2.yaml",
+        &format!("{one}  Slow: {{Type: Cairn::Test::Resource, Properties: {{Name: slow-added, WaitSeconds: 3}}}}\n"),
+    );
+    let cfg = ["--config", "cairn.toml"];
+    let deploy = |t: &std::path::Path| {
+        s.cairn(&[cfg[0], cfg[1], "deploy", "st", t.to_str().unwrap()])
+            .code()
+    };
+    assert_eq!(deploy(&t1), 0);
+    assert_eq!(deploy(&t2), 1);
+    let seq = sequence(&s, "st");
+    assert!(
+        seq.contains(&ev(
+            "Slow",
+            "CREATE_FAILED",
+            "Resource creation timed out after 1 seconds"
+        )),
+        "{seq:?}"
+    );
+    assert_cannot_tell(&seq, "Slow");
+    assert!(
+        !seq.iter()
+            .any(|e| e.0 == "Slow" && e.1 == "DELETE_COMPLETE"),
+        "{seq:?}"
+    );
+    assert!(
+        seq.contains(&ev(
+            "st",
+            "UPDATE_ROLLBACK_FAILED",
+            "The following resource(s) failed to delete: [Slow]. "
+        )),
+        "{seq:?}"
+    );
+    assert_eq!(status(&s, "st"), "UPDATE_ROLLBACK_FAILED");
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert_eq!(s.resource_files(), ["a-one.json", "slow-added.json"]);
+    // With time enough, continuing the rollback learns and deletes it.
+    s.write("cairn.toml", "[engine]\ncall_timeout_seconds = 30\n");
+    let run = s.cairn(&[cfg[0], cfg[1], "continue-rollback", "st"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(status(&s, "st"), "UPDATE_ROLLBACK_COMPLETE");
+    assert_eq!(s.resource_files(), ["a-one.json"]);
+    assert_eq!(s.cairn(&[cfg[0], cfg[1], "delete", "st"]).code(), 0);
+    assert!(s.resource_files().is_empty());
+}
+
+/// Finding 1, by replacement: the replacing create times out; its
+/// resource is kept on record through the rollback and a later delete
+/// removes both physical resources.
+#[test]
+fn an_update_whose_replacement_timed_out_does_not_forget_it() {
+    let s = Scratch::new();
+    s.write("cairn.toml", "[engine]\ncall_timeout_seconds = 1\n");
+    let t1 = s.write(
+        "t1.yaml",
+        "Resources:\n  R: {Type: Cairn::Test::Resource, Properties: {Name: r-one}}\n",
+    );
+    let t2 = s.write(
+        "t2.yaml",
+        "Resources:\n  R: {Type: Cairn::Test::Resource, Properties: {Name: r-two, WaitSeconds: 3}}\n",
+    );
+    let cfg = ["--config", "cairn.toml"];
+    let deploy = |t: &std::path::Path| {
+        s.cairn(&[cfg[0], cfg[1], "deploy", "st", t.to_str().unwrap()])
+            .code()
+    };
+    assert_eq!(deploy(&t1), 0);
+    assert_eq!(deploy(&t2), 1);
+    let seq = sequence(&s, "st");
+    assert_cannot_tell(&seq, "R");
+    assert_eq!(status(&s, "st"), "UPDATE_ROLLBACK_FAILED");
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert_eq!(s.resource_files(), ["r-one.json", "r-two.json"]);
+    s.write("cairn.toml", "[engine]\ncall_timeout_seconds = 30\n");
+    let run = s.cairn(&[cfg[0], cfg[1], "delete", "st"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert!(s.resource_files().is_empty(), "{:?}", s.resource_files());
+}
+
 /// At a 100-column terminal, event lines fit (the reason wraps below them,
 /// indented) and the progress line counts `done/total`.
 #[test]
