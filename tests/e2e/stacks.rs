@@ -592,6 +592,59 @@ fn a_create_that_timed_out_is_not_forgotten() {
     assert!(s.resource_files().is_empty());
 }
 
+/// Finding 2 of the resource-call protocol issue: a delete treated every
+/// failed re-ask other than a timeout as "nothing was made", so a create
+/// whose outcome was unknown was forgotten when its provider could not
+/// start at delete time. Now that is no answer: the delete fails and keeps
+/// the record, and a delete once the provider is back removes it.
+#[test]
+fn a_delete_does_not_forget_an_unknown_create_while_its_provider_cannot_start() {
+    let s = Scratch::new();
+    s.write("cairn.toml", "[engine]\ncall_timeout_seconds = 1\n");
+    let t = s.write(
+        "t.yaml",
+        "Resources:\n  Slow: {Type: Cairn::Test::Resource, Properties: {Name: slow-one, WaitSeconds: 3}}\n",
+    );
+    let run = s.cairn(&[
+        "--config",
+        "cairn.toml",
+        "deploy",
+        "st",
+        t.to_str().unwrap(),
+        "--on-failure",
+        "DO_NOTHING",
+    ]);
+    assert_eq!(run.code(), 1, "{}", run.stderr());
+    assert_eq!(status(&s, "st"), "CREATE_FAILED");
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert_eq!(s.resource_files(), ["slow-one.json"]);
+    // The test resource's type is now served by a plugin that cannot start.
+    s.write(
+        "down.toml",
+        "[engine]\ncall_timeout_seconds = 30\n\n[[providers]]\nkind = \"builtin\"\nname = \"builtin:random\"\n\n[[providers]]\nkind = \"dylib\"\nname = \"gone\"\npath = \"/nonexistent/libgone.so\"\ntypes = [\"Cairn::Test::Resource\"]\n",
+    );
+    let run = s.cairn(&["--config", "down.toml", "delete", "st"]);
+    assert_eq!(run.code(), 1, "{}", run.stderr());
+    assert_eq!(status(&s, "st"), "DELETE_FAILED");
+    let seq = sequence(&s, "st");
+    let failed = seq
+        .iter()
+        .find(|e| e.0 == "Slow" && e.1 == "DELETE_FAILED")
+        .unwrap_or_else(|| panic!("{seq:?}"));
+    assert!(
+        failed.2.starts_with("Cannot tell whether the create that did not finish made a resource: asking the provider again (request ")
+            && failed.2.contains("gone")
+            && failed.2.ends_with(". Delete again when the provider answers."),
+        "{}",
+        failed.2
+    );
+    assert_eq!(s.resource_files(), ["slow-one.json"]);
+    s.write("up.toml", "[engine]\ncall_timeout_seconds = 30\n");
+    let run = s.cairn(&["--config", "up.toml", "delete", "st"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert!(s.resource_files().is_empty());
+}
+
 /// The failed update's rollback events of `logical`: its cleanup's
 /// DELETE_FAILED reason, which must say the outcome is unknown.
 fn assert_cannot_tell(seq: &[(String, String, String)], logical: &str) {
