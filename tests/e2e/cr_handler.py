@@ -18,6 +18,7 @@ stringified, as from CloudFormation):
                 "<LogicalResourceId>-<n>" on Create, the request's otherwise)
   Data          a map returned as Data
   NoEcho        "true" to answer with NoEcho
+  Delay         seconds to wait before PUTting the response (async mode)
   DriftAnswer   the Data of the answer to a CheckDrift request (Cairn's
                 extension): {"Status": ..., "PropertyDifferences": [...]}
 
@@ -143,6 +144,8 @@ def main():
                 return
 
             def answer():
+                if props.get("Delay"):
+                    time.sleep(float(props["Delay"]))
                 if mode == "late-delete":
                     entry["puts"].append(put(EXPIRED.get(event["LogicalResourceId"], ""), body))
                 if mode == "forged":

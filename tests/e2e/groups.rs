@@ -630,6 +630,100 @@ fn a_group_of_webhook_members_rolls_the_same_way() {
     );
 }
 
+/// Finding 3 of the resource-call protocol issue: group members never
+/// recovered their create, so the command that resumed a killed deploy
+/// sent each member's Create to the handler again (same RequestId) and a
+/// handler written for AWS made a second resource for each. Now a resumed
+/// member learns the outcome of the Create in flight (here: it waits for
+/// the handler's late response, which reaches the new process at the
+/// public URL), and the handler sees every request exactly once.
+#[test]
+fn a_killed_create_of_handler_members_sends_each_create_once() {
+    let (s, h) = crate::webhooks::with_handler();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port");
+    let cfg = std::fs::read_to_string(s.dir.path().join("cairn.toml")).expect("config");
+    s.write(
+        "cairn.toml",
+        &cfg.replace(
+            "[webhooks]\n",
+            &format!(
+                "[webhooks]\nlisten = \"127.0.0.1:{port}\"\npublic_url = \"http://127.0.0.1:{port}\"\n"
+            ),
+        ),
+    );
+    let arn = crate::webhooks::ARN;
+    let t = s.write(
+        "t.yaml",
+        &format!(
+            "Resources:
+  Config:
+    Type: Cairn::Group::LaunchConfiguration
+    Properties:
+      MemberType: Custom::Thing
+      MemberProperties: {{ServiceToken: {arn}, Delay: \"3\"}}
+  Web:
+    Type: Cairn::Group::InstanceGroup
+    Properties:
+      LaunchConfigurationName: !Ref Config
+      Size: 3
+"
+        ),
+    );
+    let mut child = s.spawn_cairn(&[
+        "--config",
+        "cairn.toml",
+        "deploy",
+        "things",
+        t.to_str().unwrap_or_default(),
+    ]);
+    // The three Creates reached the handler, which answers 3 s later.
+    let started = Instant::now();
+    while h.received() < 3 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the handler did not receive three Creates: {}",
+            s.spawned_stderr()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().expect("SIGKILL");
+    let _ = child.wait();
+    // The next command resumes the create and waits for the responses.
+    let run = cairn(&s, &["list", "--output", "json"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(status(&s, "things"), "CREATE_COMPLETE");
+    let creates: Vec<serde_json::Value> = h
+        .requests()
+        .into_iter()
+        .map(|r| r["event"].clone())
+        .filter(|e| e["RequestType"] == "Create")
+        .collect();
+    let mut ids: Vec<&str> = creates
+        .iter()
+        .filter_map(|e| e["RequestId"].as_str())
+        .collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(creates.len(), 3, "{creates:#?}");
+    assert_eq!(ids.len(), 3, "a Create was sent twice: {creates:#?}");
+    let made: Vec<String> = members(&s, "things").into_iter().map(|m| m.1).collect();
+    assert_eq!(made.len(), 3);
+    assert_eq!(cairn(&s, &["delete", "things"]).code(), 0);
+    let mut deleted: Vec<String> = h
+        .calls()
+        .into_iter()
+        .filter(|c| c.0 == "Delete")
+        .map(|c| c.2)
+        .collect();
+    deleted.sort();
+    let mut made = made;
+    made.sort();
+    assert_eq!(deleted, made, "each member deleted once");
+}
+
 #[test]
 fn a_member_that_fails_to_create_rolls_the_stack_back_and_deletes_the_others() {
     let s = scratch();

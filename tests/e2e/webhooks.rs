@@ -85,6 +85,15 @@ impl Handler {
         }
     }
 
+    /// How many requests the handler received so far (counted before it
+    /// answers).
+    pub(crate) fn received(&self) -> usize {
+        std::fs::read_to_string(format!("{}.received", self.log.display()))
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+            .unwrap_or(0)
+    }
+
     /// (RequestType, LogicalResourceId, PhysicalResourceId) of each request.
     pub(crate) fn calls(&self) -> Vec<(String, String, String)> {
         self.requests()
