@@ -39,6 +39,16 @@ impl ResourceProvider for Deadlined {
         self.0.delete(req).await
     }
 
+    async fn recover_update(&self, req: &UpdateRequest) -> Result<UpdateResult, ProviderError> {
+        req.context.check_deadline("Update")?;
+        self.0.recover_update(req).await
+    }
+
+    async fn recover_delete(&self, req: &DeleteRequest) -> Result<(), ProviderError> {
+        req.context.check_deadline("Delete")?;
+        self.0.recover_delete(req).await
+    }
+
     async fn check_drift(&self, req: &DriftRequest) -> Result<DriftResult, ProviderError> {
         req.context.check_deadline("CheckDrift")?;
         self.0.check_drift(req).await

@@ -356,6 +356,21 @@ pub trait ResourceProvider: Send + Sync {
     async fn recover_create(&self, req: &CreateRequest) -> Result<CreateResult, ProviderError> {
         self.create(req).await
     }
+
+    /// The outcome of an update the engine already sent with this request
+    /// id and never learnt (the engine stopped while it was in flight):
+    /// called instead of `update` when the operation resumes. The default
+    /// sends the update again, right for a provider that is idempotent per
+    /// request id. A custom-resource handler is never sent a request twice:
+    /// its provider answers from the response it kept, or fails.
+    async fn recover_update(&self, req: &UpdateRequest) -> Result<UpdateResult, ProviderError> {
+        self.update(req).await
+    }
+
+    /// As [`ResourceProvider::recover_update`], for a delete.
+    async fn recover_delete(&self, req: &DeleteRequest) -> Result<(), ProviderError> {
+        self.delete(req).await
+    }
 }
 
 #[cfg(test)]

@@ -640,20 +640,7 @@ fn a_group_of_webhook_members_rolls_the_same_way() {
 #[test]
 fn a_killed_create_of_handler_members_sends_each_create_once() {
     let (s, h) = crate::webhooks::with_handler();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port");
-    let cfg = std::fs::read_to_string(s.dir.path().join("cairn.toml")).expect("config");
-    s.write(
-        "cairn.toml",
-        &cfg.replace(
-            "[webhooks]\n",
-            &format!(
-                "[webhooks]\nlisten = \"127.0.0.1:{port}\"\npublic_url = \"http://127.0.0.1:{port}\"\n"
-            ),
-        ),
-    );
+    crate::webhooks::listen_publicly(&s);
     let arn = crate::webhooks::ARN;
     let t = s.write(
         "t.yaml",
@@ -680,15 +667,7 @@ fn a_killed_create_of_handler_members_sends_each_create_once() {
         t.to_str().unwrap_or_default(),
     ]);
     // The three Creates reached the handler, which answers 3 s later.
-    let started = Instant::now();
-    while h.received() < 3 {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the handler did not receive three Creates: {}",
-            s.spawned_stderr()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    crate::webhooks::wait_for_requests(&s, &h, 3);
     child.kill().expect("SIGKILL");
     let _ = child.wait();
     // The next command resumes the create and waits for the responses.

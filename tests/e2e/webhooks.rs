@@ -126,6 +126,88 @@ pub(crate) fn with_handler() -> (Scratch, Handler) {
     (s, h)
 }
 
+/// Makes the callback listener bind a fixed free port that is also its
+/// `public_url`: a process resuming another's operation then waits for
+/// the responses to the requests that one sent (they reach it there).
+pub(crate) fn listen_publicly(s: &Scratch) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port");
+    let cfg = std::fs::read_to_string(s.dir.path().join("cairn.toml")).expect("config");
+    s.write(
+        "cairn.toml",
+        &cfg.replace(
+            "[webhooks]\n",
+            &format!(
+                "[webhooks]\nlisten = \"127.0.0.1:{port}\"\npublic_url = \"http://127.0.0.1:{port}\"\n"
+            ),
+        ),
+    );
+}
+
+/// Waits until the handler received `n` requests.
+pub(crate) fn wait_for_requests(s: &Scratch, h: &Handler, n: usize) {
+    let started = Instant::now();
+    while h.received() < n {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the handler did not receive {n} requests: {}",
+            s.spawned_stderr()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Finding 6 of the resource-call protocol issue: a custom resource's
+/// Update in flight when its engine died was sent again, with the same
+/// RequestId, by the process that resumed the operation (a handler that
+/// replaces on Update made a second resource). Now the resumed update
+/// waits for the response to the one that was sent.
+#[test]
+fn an_update_in_flight_when_the_engine_dies_is_not_sent_again() {
+    let (s, h) = with_handler();
+    listen_publicly(&s);
+    let v1 = s.write("v1.yaml", &widget("      Version: \"1\"\n"));
+    let v2 = s.write(
+        "v2.yaml",
+        &widget("      Version: \"2\"\n      Delay: \"3\"\n"),
+    );
+    let run = cairn(&s, &["deploy", "w", v1.to_str().unwrap_or_default()]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let mut child = s.spawn_cairn(&[
+        "--config",
+        "cairn.toml",
+        "deploy",
+        "w",
+        v2.to_str().unwrap_or_default(),
+    ]);
+    // The Update reached the handler, which answers 3 s later.
+    wait_for_requests(&s, &h, 2);
+    child.kill().expect("SIGKILL");
+    let _ = child.wait();
+    let run = cairn(&s, &["list", "--output", "json"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(status(&s, "w"), "UPDATE_COMPLETE");
+    let calls = h.calls();
+    assert_eq!(
+        calls.iter().map(|c| c.0.as_str()).collect::<Vec<_>>(),
+        ["Create", "Update"],
+        "{calls:?}"
+    );
+    let updated = h.requests()[1]["event"].clone();
+    assert_eq!(updated["ResourceProperties"]["Version"], "2");
+    assert_eq!(updated["OldResourceProperties"]["Version"], "1");
+    assert_eq!(cairn(&s, &["delete", "w"]).code(), 0);
+    let calls = h.calls();
+    assert_eq!(calls.len(), 3, "{calls:?}");
+    assert_eq!(calls[2].0, "Delete");
+    assert_eq!(
+        calls[2].2, calls[1].2,
+        "the one resource is deleted: {calls:?}"
+    );
+}
+
 /// The config maps the Lambda ARN to a handler on `port`.
 fn write_config(s: &Scratch, port: u16) {
     s.write(

@@ -1793,7 +1793,7 @@ impl Engine {
             (None, _) => return Ok(()),
         };
         let request_id = uuid::Uuid::new_v4().to_string();
-        self.call_delete(op, &leftover, &physical, &request_id)
+        self.call_delete(op, &leftover, &physical, &request_id, Attempt::First)
             .await
             .map_err(|e| {
                 ProviderError::new(
@@ -1840,9 +1840,10 @@ impl Engine {
                 }
             }
         }
-        let request_id = match rec.pending.as_ref().filter(|p| p.action == "DELETE") {
-            Some(p) => p.request_id.clone(),
-            None => uuid::Uuid::new_v4().to_string(),
+        // A delete recorded before a crash is resumed, not sent again.
+        let (request_id, attempt) = match rec.pending.as_ref().filter(|p| p.action == "DELETE") {
+            Some(p) => (p.request_id.clone(), Attempt::Again),
+            None => (uuid::Uuid::new_v4().to_string(), Attempt::First),
         };
         let needs_call = rec.physical_id.is_some();
         rec.status = ResourceStatus::DeleteInProgress;
@@ -1858,7 +1859,10 @@ impl Engine {
         }
         let mut result = match rec.physical_id.clone() {
             None => Ok(()),
-            Some(physical) => self.call_delete(op, &rec, &physical, &request_id).await,
+            Some(physical) => {
+                self.call_delete(op, &rec, &physical, &request_id, attempt)
+                    .await
+            }
         };
         if result.is_ok() {
             result = self.delete_journaled_leftover(op, &rec).await;

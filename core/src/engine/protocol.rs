@@ -33,9 +33,11 @@ use std::time::Duration;
 
 use cairn_sdk::{
     CreateRequest, CreateResult, DeleteRequest, ErrorKind, ProviderError, RequestContext,
+    UpdateRequest, UpdateResult,
 };
 use serde_json::{Map, Value};
 
+use super::update::UpdateChange;
 use super::{Engine, Op};
 use crate::stack::ResourceRecord;
 use crate::template::eval::{Evaluated, Evaluator};
@@ -209,6 +211,7 @@ impl Engine {
         context: RequestContext,
         physical: &str,
         properties: Map<String, Value>,
+        attempt: Attempt,
     ) -> Result<(), ProviderError> {
         let t = self.provider_for(&context.resource_type)?;
         let req = DeleteRequest {
@@ -216,7 +219,14 @@ impl Engine {
             physical_resource_id: physical.to_string(),
             properties,
         };
-        match self.timed("deletion", t.provider.delete(&req)).await {
+        let sent = match attempt {
+            Attempt::First => self.timed("deletion", t.provider.delete(&req)).await,
+            Attempt::Again => {
+                self.timed("deletion", t.provider.recover_delete(&req))
+                    .await
+            }
+        };
+        match sent {
             Err(e) if e.is_not_found() => Ok(()),
             other => other,
         }
@@ -250,6 +260,50 @@ impl Engine {
             .await
     }
 
+    /// An update call with the changed property names and, for `cairn
+    /// update`, the drift the provider reported (`UpdateRequest.drift`).
+    pub(super) async fn call_update_with(
+        &self,
+        op: &Op,
+        rec: &ResourceRecord,
+        physical_id: &str,
+        request_id: &str,
+        change: UpdateChange<'_>,
+    ) -> Result<UpdateResult, ProviderError> {
+        let UpdateChange {
+            properties,
+            old_properties,
+            changed,
+            drift,
+            attempt,
+        } = change;
+        if crate::group::is_group(self.registry.canonical(&rec.resource_type)) {
+            return self
+                .group_update(op, rec, physical_id, properties, old_properties)
+                .await;
+        }
+        if crate::nested::is_stack(self.registry.canonical(&rec.resource_type)) {
+            return self
+                .nested_update(op, rec, physical_id, properties, request_id)
+                .await;
+        }
+        let t = self.provider_for(&rec.resource_type)?;
+        let req = UpdateRequest {
+            context: self.context(op, &rec.logical_id, &rec.resource_type, request_id),
+            physical_resource_id: physical_id.to_string(),
+            properties: properties.clone(),
+            old_properties: old_properties.clone(),
+            changed,
+            drift,
+        };
+        match attempt {
+            Attempt::First => self.timed("update", t.provider.update(&req)).await,
+            // Recorded before a crash: the provider learns or repeats it (a
+            // custom-resource handler is never sent it twice).
+            Attempt::Again => self.timed("update", t.provider.recover_update(&req)).await,
+        }
+    }
+
     /// Deletes a template resource's physical resource; NotFound counts as
     /// deleted.
     pub(super) async fn call_delete(
@@ -258,6 +312,7 @@ impl Engine {
         r: &ResourceRecord,
         physical: &str,
         request_id: &str,
+        attempt: Attempt,
     ) -> Result<(), ProviderError> {
         if crate::group::is_group(self.registry.canonical(&r.resource_type)) {
             return self.group_delete(op, r, physical).await;
@@ -266,7 +321,7 @@ impl Engine {
             return self.nested_delete(op, physical).await;
         }
         let context = self.context(op, &r.logical_id, &r.resource_type, request_id);
-        self.provider_delete(context, physical, r.properties.clone())
+        self.provider_delete(context, physical, r.properties.clone(), attempt)
             .await
     }
 

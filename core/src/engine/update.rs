@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use cairn_sdk::{ProviderError, UpdateRequest, UpdateResult};
+use cairn_sdk::{ProviderError, UpdateResult};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
@@ -280,6 +280,25 @@ pub(super) struct UpdateChange<'a> {
     pub old_properties: &'a Map<String, Value>,
     pub changed: Vec<String>,
     pub drift: Option<Vec<cairn_sdk::PropertyDifference>>,
+    /// Sent for the first time, or recorded before a crash and resumed.
+    pub attempt: Attempt,
+}
+
+impl<'a> UpdateChange<'a> {
+    /// A template update: from `old_properties` to `properties`.
+    pub(super) fn between(
+        properties: &'a Map<String, Value>,
+        old_properties: &'a Map<String, Value>,
+        attempt: Attempt,
+    ) -> Self {
+        UpdateChange {
+            properties,
+            old_properties,
+            changed: plan::changed_properties(old_properties, properties),
+            drift: None,
+            attempt,
+        }
+    }
 }
 
 /// The statuses an update may start from.
@@ -929,7 +948,7 @@ impl Engine {
         {
             return match p.action.as_str() {
                 "UPDATE" => {
-                    self.call_update_and_record(op, rec, &before, &p.request_id)
+                    self.call_update_and_record(op, rec, &before, &p.request_id, Attempt::Again)
                         .await
                 }
                 _ => {
@@ -1025,7 +1044,7 @@ impl Engine {
                 if !self.record(op, &rec, Vec::new()).await {
                     return false;
                 }
-                self.call_update_and_record(op, rec, &before, &request_id)
+                self.call_update_and_record(op, rec, &before, &request_id, Attempt::First)
                     .await
             }
             Decision::Replace { .. } => {
@@ -1067,63 +1086,6 @@ impl Engine {
             && policy(&op.template) != policy(&other.template)
     }
 
-    async fn call_update(
-        &self,
-        op: &Op,
-        rec: &ResourceRecord,
-        physical_id: &str,
-        properties: &Map<String, Value>,
-        old_properties: &Map<String, Value>,
-        request_id: &str,
-    ) -> Result<UpdateResult, ProviderError> {
-        let change = UpdateChange {
-            properties,
-            old_properties,
-            changed: plan::changed_properties(old_properties, properties),
-            drift: None,
-        };
-        self.call_update_with(op, rec, physical_id, request_id, change)
-            .await
-    }
-
-    /// An update call with the changed property names and, for `cairn
-    /// update`, the drift the provider reported (`UpdateRequest.drift`).
-    pub(super) async fn call_update_with(
-        &self,
-        op: &Op,
-        rec: &ResourceRecord,
-        physical_id: &str,
-        request_id: &str,
-        change: UpdateChange<'_>,
-    ) -> Result<UpdateResult, ProviderError> {
-        let UpdateChange {
-            properties,
-            old_properties,
-            changed,
-            drift,
-        } = change;
-        if crate::group::is_group(self.registry.canonical(&rec.resource_type)) {
-            return self
-                .group_update(op, rec, physical_id, properties, old_properties)
-                .await;
-        }
-        if crate::nested::is_stack(self.registry.canonical(&rec.resource_type)) {
-            return self
-                .nested_update(op, rec, physical_id, properties, request_id)
-                .await;
-        }
-        let t = self.provider_for(&rec.resource_type)?;
-        let req = UpdateRequest {
-            context: self.context(op, &rec.logical_id, &rec.resource_type, request_id),
-            physical_resource_id: physical_id.to_string(),
-            properties: properties.clone(),
-            old_properties: old_properties.clone(),
-            changed,
-            drift,
-        };
-        self.timed("update", t.provider.update(&req)).await
-    }
-
     /// The in-place update call and its outcome. A provider that answers with a
     /// new physical id has replaced the resource: the old id is cleaned up.
     async fn call_update_and_record(
@@ -1132,16 +1094,16 @@ impl Engine {
         rec: ResourceRecord,
         before: &Snapshot,
         request_id: &str,
+        attempt: Attempt,
     ) -> bool {
         let physical = before.physical_id.clone().unwrap_or_default();
         let result = self
-            .call_update(
+            .call_update_with(
                 op,
                 &rec,
                 &physical,
-                &rec.properties,
-                &before.properties,
                 request_id,
+                UpdateChange::between(&rec.properties, &before.properties, attempt),
             )
             .await;
         self.record_updated(op, rec, result).await
@@ -1353,13 +1315,13 @@ impl Engine {
         }
         let provider_touched = rec.properties != before.properties;
         if provider_touched {
-            let request_id = match rec
+            let (request_id, attempt) = match rec
                 .pending
                 .as_ref()
                 .filter(|p| p.action == "ROLLBACK_UPDATE")
             {
-                Some(p) => p.request_id.clone(),
-                None => uuid::Uuid::new_v4().to_string(),
+                Some(p) => (p.request_id.clone(), Attempt::Again),
+                None => (uuid::Uuid::new_v4().to_string(), Attempt::First),
             };
             rec.status = ResourceStatus::UpdateInProgress;
             rec.status_reason = None;
@@ -1374,13 +1336,12 @@ impl Engine {
             }
             let physical = before.physical_id.clone().unwrap_or_default();
             let result = self
-                .call_update(
+                .call_update_with(
                     op,
                     &rec,
                     &physical,
-                    &before.properties,
-                    &rec.properties,
                     &request_id,
+                    UpdateChange::between(&before.properties, &rec.properties, attempt),
                 )
                 .await;
             match result {
@@ -1646,11 +1607,13 @@ impl Engine {
                 }
             }
         }
-        // One request id for all attempts: a retry is the same request.
-        let request_id = match v.target.pending.as_ref().filter(|p| p.action == "DELETE") {
-            Some(p) => p.request_id.clone(),
-            None => uuid::Uuid::new_v4().to_string(),
-        };
+        // One request id for all attempts: a retry is the same request. A
+        // delete recorded before a crash is resumed first, not sent again.
+        let (request_id, mut call) =
+            match v.target.pending.as_ref().filter(|p| p.action == "DELETE") {
+                Some(p) => (p.request_id.clone(), Attempt::Again),
+                None => (uuid::Uuid::new_v4().to_string(), Attempt::First),
+            };
         let probe = self.victim_row(op, &v);
         let attempts = self.config.engine.cleanup_attempts.max(1);
         for attempt in 1..=attempts {
@@ -1660,8 +1623,12 @@ impl Engine {
             }
             let result = match &v.target.physical_id {
                 None => Ok(()),
-                Some(physical) => self.call_delete(op, &probe, physical, &request_id).await,
+                Some(physical) => {
+                    self.call_delete(op, &probe, physical, &request_id, call)
+                        .await
+                }
             };
+            call = Attempt::First;
             match result {
                 Ok(()) => {
                     let done = self.victim_event(op, &v, ResourceStatus::DeleteComplete, None);

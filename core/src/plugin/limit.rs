@@ -67,6 +67,18 @@ impl<P: ResourceProvider + ?Sized> ResourceProvider for TimeLimited<P> {
         self.limited(self.inner.update(&r)).await
     }
 
+    async fn recover_update(&self, req: &UpdateRequest) -> Result<UpdateResult, ProviderError> {
+        let mut r = req.clone();
+        r.context = self.context(&req.context);
+        self.limited(self.inner.recover_update(&r)).await
+    }
+
+    async fn recover_delete(&self, req: &DeleteRequest) -> Result<(), ProviderError> {
+        let mut r = req.clone();
+        r.context = self.context(&req.context);
+        self.limited(self.inner.recover_delete(&r)).await
+    }
+
     async fn delete(&self, req: &DeleteRequest) -> Result<(), ProviderError> {
         let mut r = req.clone();
         r.context = self.context(&req.context);

@@ -397,22 +397,47 @@ impl Calls {
     /// public_url`), otherwise only one already kept. `None`: it cannot be
     /// learned.
     async fn recover_create(self: &Arc<Self>, req: &CreateRequest) -> Option<CreateOutcome> {
-        let ctx = &req.context;
+        let answered = self
+            .recover(
+                &req.context,
+                RequestType::Create,
+                None,
+                &req.properties,
+                None,
+                Some(self.delete_late(req)),
+            )
+            .await?;
+        Some(create_outcome(
+            answered,
+            generated_physical_id(&req.context),
+        ))
+    }
+
+    /// The response to any request an engine which is gone sent (see
+    /// [`Calls::recover_create`]); `None`: it cannot be learned.
+    async fn recover(
+        &self,
+        ctx: &RequestContext,
+        request_type: RequestType,
+        physical_id: Option<&str>,
+        properties: &Map<String, Value>,
+        old_properties: Option<&Map<String, Value>>,
+        on_late: Option<callback::OnLate>,
+    ) -> Option<Result<CustomResourceResponse, Failure>> {
         let p = self
-            .prepare(ctx, RequestType::Create, None, &req.properties, None)
+            .prepare(ctx, request_type, physical_id, properties, old_properties)
             .await
             .ok()?;
-        let fallback = generated_physical_id(ctx);
         if !p.listener.answers_for_other_engines() {
             let body = p.listener.kept_response(&ctx.request_id).await?;
-            let checked = response::check(&p.request, &body).map_err(Failure::Failed);
-            return Some(create_outcome(checked, fallback));
+            return Some(response::check(&p.request, &body).map_err(Failure::Failed));
         }
-        tracing::info!(request = %ctx.request_id, logical = %ctx.logical_resource_id, "waiting for the response to a Create another engine sent");
-        let answer = p
-            .listener
-            .expect_with_late(p.request.clone(), self.delete_late(req));
-        Some(create_outcome(p.wait(answer).await, fallback))
+        tracing::info!(request = %ctx.request_id, logical = %ctx.logical_resource_id, "waiting for the response to a {request_type:?} another engine sent");
+        let answer = match on_late {
+            Some(on_late) => p.listener.expect_with_late(p.request.clone(), on_late),
+            None => p.listener.expect(p.request.clone()),
+        };
+        Some(p.wait(answer).await)
     }
 
     /// The request for `ctx` (its ResponseURL from the listener), with its
@@ -593,6 +618,47 @@ fn create_outcome(
     }
 }
 
+/// An Update's result from its response: a handler that answers with
+/// another PhysicalResourceId replaced the resource.
+fn update_outcome(
+    answered: Result<CustomResourceResponse, Failure>,
+    req: &UpdateRequest,
+) -> Result<UpdateResult, ProviderError> {
+    let r = answered.map_err(Failure::into_error)?;
+    let changed_id = (!r.physical_resource_id.is_empty()
+        && r.physical_resource_id != req.physical_resource_id)
+        .then(|| r.physical_resource_id.clone());
+    if r.status == ResponseStatus::Failed {
+        let e = ProviderError::new(failed_kind(&r), failed_reason(&r));
+        return Err(match changed_id {
+            Some(id) => e.leaving(id),
+            None => e,
+        });
+    }
+    Ok(UpdateResult {
+        physical_resource_id: changed_id,
+        attributes: r.data,
+        no_echo: r.no_echo,
+    })
+}
+
+fn delete_outcome(answered: Result<CustomResourceResponse, Failure>) -> Result<(), ProviderError> {
+    let r = answered.map_err(Failure::into_error)?;
+    match r.status {
+        ResponseStatus::Success => Ok(()),
+        ResponseStatus::Failed => Err(ProviderError::new(failed_kind(&r), failed_reason(&r))),
+    }
+}
+
+/// A request sent by a process that stopped before the answer came, whose
+/// response was not kept: sending it again could make or change a second
+/// resource, so it fails (an internal failure: the outcome is unknown).
+fn never_sent_twice(request_type: &str, request_id: &str) -> ProviderError {
+    ProviderError::internal(format!(
+        "Cairn stopped waiting for the handler's response to {request_type} request {request_id} (the process ended); a custom-resource request is never sent twice"
+    ))
+}
+
 /// Why a call did not produce a response.
 enum Failure {
     /// Nothing was sent: the request itself is wrong.
@@ -740,23 +806,24 @@ impl ResourceProvider for WebhookProvider {
                 Some(&req.old_properties),
                 None,
             )
+            .await;
+        update_outcome(r, req)
+    }
+
+    async fn recover_update(&self, req: &UpdateRequest) -> Result<UpdateResult, ProviderError> {
+        let answered = self
+            .calls
+            .recover(
+                &req.context,
+                RequestType::Update,
+                Some(&req.physical_resource_id),
+                &req.properties,
+                Some(&req.old_properties),
+                None,
+            )
             .await
-            .map_err(Failure::into_error)?;
-        let changed_id = (!r.physical_resource_id.is_empty()
-            && r.physical_resource_id != req.physical_resource_id)
-            .then(|| r.physical_resource_id.clone());
-        if r.status == ResponseStatus::Failed {
-            let e = ProviderError::new(failed_kind(&r), failed_reason(&r));
-            return Err(match changed_id {
-                Some(id) => e.leaving(id),
-                None => e,
-            });
-        }
-        Ok(UpdateResult {
-            physical_resource_id: changed_id,
-            attributes: r.data,
-            no_echo: r.no_echo,
-        })
+            .ok_or_else(|| never_sent_twice("Update", &req.context.request_id))?;
+        update_outcome(answered, req)
     }
 
     async fn check_drift(&self, req: &DriftRequest) -> Result<DriftResult, ProviderError> {
@@ -799,12 +866,24 @@ impl ResourceProvider for WebhookProvider {
                 None,
                 None,
             )
+            .await;
+        delete_outcome(r)
+    }
+
+    async fn recover_delete(&self, req: &DeleteRequest) -> Result<(), ProviderError> {
+        let answered = self
+            .calls
+            .recover(
+                &req.context,
+                RequestType::Delete,
+                Some(&req.physical_resource_id),
+                &req.properties,
+                None,
+                None,
+            )
             .await
-            .map_err(Failure::into_error)?;
-        match r.status {
-            ResponseStatus::Success => Ok(()),
-            ResponseStatus::Failed => Err(ProviderError::new(failed_kind(&r), failed_reason(&r))),
-        }
+            .ok_or_else(|| never_sent_twice("Delete", &req.context.request_id))?;
+        delete_outcome(answered)
     }
 }
 

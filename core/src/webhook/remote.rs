@@ -86,6 +86,15 @@ impl RemoteProvider {
     }
 }
 
+impl RemoteProvider {
+    fn addressed_update(&self, req: &UpdateRequest) -> UpdateRequest {
+        let mut r = req.clone();
+        r.properties = self.addressed(&req.properties);
+        r.old_properties = self.addressed(&req.old_properties);
+        r
+    }
+}
+
 #[async_trait::async_trait]
 impl ResourceProvider for RemoteProvider {
     fn schema(&self) -> Vec<ResourceSchema> {
@@ -98,11 +107,26 @@ impl ResourceProvider for RemoteProvider {
         self.inner.create(&r).await
     }
 
-    async fn update(&self, req: &UpdateRequest) -> Result<UpdateResult, ProviderError> {
+    // A handler is never sent a request twice: what a request in flight
+    // made is learnt from its kept response, as for any custom resource.
+    async fn recover_create(&self, req: &CreateRequest) -> Result<CreateResult, ProviderError> {
         let mut r = req.clone();
         r.properties = self.addressed(&req.properties);
-        r.old_properties = self.addressed(&req.old_properties);
-        self.inner.update(&r).await
+        self.inner.recover_create(&r).await
+    }
+
+    async fn update(&self, req: &UpdateRequest) -> Result<UpdateResult, ProviderError> {
+        self.inner.update(&self.addressed_update(req)).await
+    }
+
+    async fn recover_update(&self, req: &UpdateRequest) -> Result<UpdateResult, ProviderError> {
+        self.inner.recover_update(&self.addressed_update(req)).await
+    }
+
+    async fn recover_delete(&self, req: &DeleteRequest) -> Result<(), ProviderError> {
+        let mut r = req.clone();
+        r.properties = self.addressed(&req.properties);
+        self.inner.recover_delete(&r).await
     }
 
     async fn check_drift(&self, req: &DriftRequest) -> Result<DriftResult, ProviderError> {

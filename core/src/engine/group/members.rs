@@ -348,8 +348,9 @@ impl<'a> Run<'a> {
                 .await
                 .map_err(|e| e.message);
         };
-        let request_id = match m.pending.as_ref().filter(|p| p.action == "DELETE") {
-            Some(p) => p.request_id.clone(),
+        // A delete recorded before a crash is resumed, not sent again.
+        let (request_id, attempt) = match m.pending.as_ref().filter(|p| p.action == "DELETE") {
+            Some(p) => (p.request_id.clone(), Attempt::Again),
             None => {
                 let id = uuid::Uuid::new_v4().to_string();
                 m.pending = Some(PendingCall {
@@ -365,7 +366,7 @@ impl<'a> Run<'a> {
                 self.save(vec![event], |st| st.put(stored))
                     .await
                     .map_err(|e| e.message)?;
-                id
+                (id, Attempt::First)
             }
         };
         let outcome = self
@@ -374,6 +375,7 @@ impl<'a> Run<'a> {
                 self.context(&m, &request_id),
                 &physical,
                 m.properties.clone(),
+                attempt,
             )
             .await;
         m.pending = None;

@@ -110,6 +110,7 @@ impl Engine {
                     old_properties: &old,
                     changed,
                     drift,
+                    attempt: Attempt::First,
                 },
             )
             .await;
@@ -137,7 +138,10 @@ impl Engine {
                 let mut gone = rec.clone();
                 gone.properties = old;
                 let request_id = uuid::Uuid::new_v4().to_string();
-                match self.call_delete(op, &gone, &physical, &request_id).await {
+                match self
+                    .call_delete(op, &gone, &physical, &request_id, Attempt::First)
+                    .await
+                {
                     Ok(()) => true,
                     Err(e) => {
                         let mut now_rec = rec;
@@ -175,18 +179,28 @@ impl Engine {
         if !self.record(op, &rec, Vec::new()).await {
             return false;
         }
-        self.finish_reinstall(op, rec).await
+        self.finish_reinstall(op, rec, Attempt::First).await
     }
 
     /// Continues a reinstall from its recorded call: the delete (NotFound
     /// counts as deleted), then the create.
-    pub(super) async fn finish_reinstall(&self, op: &Op, mut rec: ResourceRecord) -> bool {
+    /// `delete`: whether the recorded delete is sent now (`First`) or was
+    /// recorded before a crash (`Again`).
+    pub(super) async fn finish_reinstall(
+        &self,
+        op: &Op,
+        mut rec: ResourceRecord,
+        delete: Attempt,
+    ) -> bool {
         // A create already recorded before this step (a resumed reinstall)
         // is learnt, not sent again.
         let mut attempt = Attempt::Again;
         if let Some(p) = rec.pending.clone().filter(|p| p.action == "DELETE") {
             let physical = rec.physical_id.clone().unwrap_or_default();
-            if let Err(e) = self.call_delete(op, &rec, &physical, &p.request_id).await {
+            if let Err(e) = self
+                .call_delete(op, &rec, &physical, &p.request_id, delete)
+                .await
+            {
                 rec.status = ResourceStatus::UpdateFailed;
                 rec.status_reason = Some(format!(
                     "Reinstall: deleting {physical} failed: {}",

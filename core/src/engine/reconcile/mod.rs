@@ -326,7 +326,10 @@ impl Engine {
         for rec in self.store.resources(&op.stack.stack_id).await? {
             if rec.status == ResourceStatus::UpdateInProgress && rec.pending.is_some() {
                 let name = rec.logical_id.clone();
-                if !self.finish_reinstall(op, rec).await {
+                if !self
+                    .finish_reinstall(op, rec, crate::engine::Attempt::Again)
+                    .await
+                {
                     report.failed.push(name);
                     return Ok(Some(failed_to("reinstall", &report.failed)));
                 }

@@ -44,14 +44,46 @@ struct State {
     live: BTreeMap<String, Live>,
     /// Request id → the physical id its create made.
     made_by: HashMap<String, String>,
-    /// Handler Creates received per request id.
-    handler_creates: HashMap<String, u32>,
+    /// Handler requests received per request id.
+    handler_requests: HashMap<String, u32>,
     /// Request ids whose (Handler) create was answered.
     answered: HashMap<String, String>,
+    /// Request ids of Handler updates and deletes answered (the answer).
+    answered_other: HashMap<String, Result<(), String>>,
     defects: Vec<String>,
     next: u64,
     down: bool,
     healed: bool,
+}
+
+impl State {
+    /// Counts a request a Handler received; a second one with the same
+    /// request id is a defect (a handler written for AWS acts on it again).
+    fn received(&mut self, ctx: &cairn_sdk::RequestContext, kind: &str) {
+        let n = self
+            .handler_requests
+            .entry(ctx.request_id.clone())
+            .or_default();
+        *n += 1;
+        if *n > 1 {
+            self.defects.push(format!(
+                "{} {}: {kind} request {} sent {} times",
+                ctx.resource_type, ctx.logical_resource_id, ctx.request_id, n
+            ));
+        }
+    }
+
+    /// What a Handler answered to an update or delete, if it did.
+    fn answer_of(&self, ctx: &cairn_sdk::RequestContext, kind: &str) -> Result<(), ProviderError> {
+        match self.answered_other.get(&ctx.request_id) {
+            Some(Ok(())) => Ok(()),
+            Some(Err(reason)) => Err(ProviderError::invalid_request(reason.clone())),
+            None => Err(ProviderError::internal(format!(
+                "Cairn stopped waiting for the handler's response to {kind} request {}; {NEVER_TWICE}",
+                ctx.request_id
+            ))),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -94,6 +126,46 @@ impl Cloud {
         ProviderError::internal("provider sim cannot start: the simulated cloud is down")
     }
 
+    fn update_in(s: &mut State, req: &UpdateRequest) -> Result<UpdateResult, ProviderError> {
+        if Self::script(&req.properties, "Fail", "update", s.healed) {
+            return Err(ProviderError::invalid_request(format!(
+                "{} was told to fail on update",
+                req.context.logical_resource_id
+            )));
+        }
+        let Some(live) = s.live.get_mut(&req.physical_resource_id) else {
+            return Err(ProviderError::not_found(format!(
+                "{} does not exist",
+                req.physical_resource_id
+            )));
+        };
+        live.properties = req.properties.clone();
+        Ok(UpdateResult {
+            physical_resource_id: None,
+            attributes: result(&req.physical_resource_id).attributes,
+            no_echo: false,
+        })
+    }
+
+    fn delete_in(s: &mut State, req: &DeleteRequest) -> Result<(), ProviderError> {
+        if Self::script(&req.properties, "Fail", "delete", s.healed) {
+            return Err(ProviderError::new(
+                ErrorKind::InternalFailure,
+                format!(
+                    "{} was told to fail on delete",
+                    req.context.logical_resource_id
+                ),
+            ));
+        }
+        match s.live.remove(&req.physical_resource_id) {
+            Some(_) => Ok(()),
+            None => Err(ProviderError::not_found(format!(
+                "{} does not exist",
+                req.physical_resource_id
+            ))),
+        }
+    }
+
     fn create_in(
         &self,
         req: &CreateRequest,
@@ -124,14 +196,7 @@ impl Cloud {
                 Some(id) if !handler => id.clone(),
                 _ => {
                     if handler {
-                        let n = s.handler_creates.entry(ctx.request_id.clone()).or_default();
-                        *n += 1;
-                        if *n > 1 {
-                            s.defects.push(format!(
-                                "{} {}: Create request {} sent {} times",
-                                ctx.resource_type, ctx.logical_resource_id, ctx.request_id, n
-                            ));
-                        }
+                        s.received(ctx, "Create");
                     }
                     if Self::script(&req.properties, "Fail", "create", healed) {
                         return Err(ProviderError::invalid_request(format!(
@@ -206,26 +271,39 @@ impl ResourceProvider for Cloud {
             if s.down {
                 return Err(Self::unavailable());
             }
-            if Self::script(&req.properties, "Fail", "update", s.healed) {
-                return Err(ProviderError::invalid_request(format!(
-                    "{} was told to fail on update",
-                    req.context.logical_resource_id
-                )));
+            let handler = req.context.resource_type == HANDLER;
+            if handler {
+                s.received(&req.context, "Update");
             }
-            let Some(live) = s.live.get_mut(&req.physical_resource_id) else {
-                return Err(ProviderError::not_found(format!(
-                    "{} does not exist",
-                    req.physical_resource_id
-                )));
-            };
-            live.properties = req.properties.clone();
-            let r = result(&req.physical_resource_id);
+            let outcome = Self::update_in(s, req);
+            if handler {
+                let answer = outcome.as_ref().map(|_| ()).map_err(|e| e.message.clone());
+                s.answered_other
+                    .insert(req.context.request_id.clone(), answer);
+            }
+            outcome
+        })
+    }
+
+    async fn recover_update(&self, req: &UpdateRequest) -> Result<UpdateResult, ProviderError> {
+        if req.context.resource_type != HANDLER {
+            return self.update(req).await;
+        }
+        self.with(|s| {
+            s.answer_of(&req.context, "Update")?;
             Ok(UpdateResult {
                 physical_resource_id: None,
-                attributes: r.attributes,
+                attributes: result(&req.physical_resource_id).attributes,
                 no_echo: false,
             })
         })
+    }
+
+    async fn recover_delete(&self, req: &DeleteRequest) -> Result<(), ProviderError> {
+        if req.context.resource_type != HANDLER {
+            return self.delete(req).await;
+        }
+        self.with(|s| s.answer_of(&req.context, "Delete"))
     }
 
     async fn delete(&self, req: &DeleteRequest) -> Result<(), ProviderError> {
@@ -233,22 +311,21 @@ impl ResourceProvider for Cloud {
             if s.down {
                 return Err(Self::unavailable());
             }
-            if Self::script(&req.properties, "Fail", "delete", s.healed) {
-                return Err(ProviderError::new(
-                    ErrorKind::InternalFailure,
-                    format!(
-                        "{} was told to fail on delete",
-                        req.context.logical_resource_id
-                    ),
-                ));
+            let handler = req.context.resource_type == HANDLER;
+            if handler {
+                s.received(&req.context, "Delete");
             }
-            match s.live.remove(&req.physical_resource_id) {
-                Some(_) => Ok(()),
-                None => Err(ProviderError::not_found(format!(
-                    "{} does not exist",
-                    req.physical_resource_id
-                ))),
+            let outcome = Self::delete_in(s, req);
+            if handler {
+                let answer = match &outcome {
+                    Ok(()) => Ok(()),
+                    Err(e) if e.is_not_found() => Ok(()),
+                    Err(e) => Err(e.message.clone()),
+                };
+                s.answered_other
+                    .insert(req.context.request_id.clone(), answer);
             }
+            outcome
         })
     }
 

@@ -32,6 +32,20 @@ Resources:
     Properties: {Name: d-one, Value: !Ref B}
 "#;
 
+/// BASE with the handler's resource updated in place.
+const HANDLER_UPDATED: &str = r#"
+Resources:
+  A:
+    Type: Sim::Thing
+    Properties: {Name: a-one, Value: "1"}
+  B:
+    Type: Sim::Thing
+    Properties: {Name: b-one, Value: !GetAtt A.Arn}
+  H:
+    Type: Sim::Handler
+    Properties: {Name: h-one, Value: !Sub "${A}-2"}
+"#;
+
 /// CHANGED with a resource whose create fails: the update rolls back.
 const CHANGED_FAILING: &str = r#"
 Resources:
@@ -180,6 +194,12 @@ fn scenarios() -> Vec<Scenario> {
             expect: Some(UpdateComplete),
             setup: vec![create(BASE)],
             step: update(CHANGED),
+        },
+        Scenario {
+            name: "update of a handler's resource in place",
+            setup: vec![create(BASE)],
+            step: update(HANDLER_UPDATED),
+            expect: Some(UpdateComplete),
         },
         Scenario {
             name: "update that fails and rolls back",
