@@ -208,6 +208,42 @@ fn an_update_in_flight_when_the_engine_dies_is_not_sent_again() {
     );
 }
 
+/// Finding 7 of the resource-call protocol issue: an operation that only
+/// waits for a handler's answer records nothing, so after two resumes in a
+/// row were killed the third marked it failed ("Cairn stopped 2 times in a
+/// row…") while its resource was still being made. Waiting is progress:
+/// the third resume waits for the answer and the create completes.
+#[test]
+fn an_operation_waiting_for_a_handler_survives_repeated_takeovers() {
+    let (s, h) = with_handler();
+    listen_publicly(&s);
+    let t = s.write("t.yaml", &widget("      Delay: \"6\"\n"));
+    let mut child = s.spawn_cairn(&[
+        "--config",
+        "cairn.toml",
+        "deploy",
+        "w",
+        t.to_str().unwrap_or_default(),
+    ]);
+    wait_for_requests(&s, &h, 1);
+    child.kill().expect("SIGKILL");
+    let _ = child.wait();
+    // Two commands in a row resume the operation and are killed while it
+    // waits for the handler.
+    for _ in 0..2 {
+        let mut resuming = s.spawn_cairn(&["--config", "cairn.toml", "list"]);
+        std::thread::sleep(Duration::from_millis(1200));
+        resuming.kill().expect("SIGKILL");
+        let _ = resuming.wait();
+    }
+    let run = cairn(&s, &["list", "--output", "json"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(status(&s, "w"), "CREATE_COMPLETE", "{}", run.stderr());
+    let calls = h.calls();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert_eq!(cairn(&s, &["delete", "w"]).code(), 0);
+}
+
 /// The config maps the Lambda ARN to a handler on `port`.
 fn write_config(s: &Scratch, port: u16) {
     s.write(

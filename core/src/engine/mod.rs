@@ -706,7 +706,7 @@ impl Engine {
                 // in a row that recorded nothing, the operation is marked
                 // failed instead.
                 let attempts = self.store.note_resume(&stack_id).await?;
-                if attempts > RESUMES_WITHOUT_PROGRESS {
+                if attempts > RESUMES_WITHOUT_PROGRESS && !self.only_waiting(&stack_id).await? {
                     if let Some(stack) = self.store.find_stack(&stack_id).await? {
                         self.give_up(&stack, attempts - 1, claim.lease).await?;
                     }
@@ -717,6 +717,31 @@ impl Engine {
             ids.push(stack_id);
         }
         Ok(ids)
+    }
+
+    /// Whether the operation is only waiting for answers from outside the
+    /// process: a custom-resource handler's response, or signals. Such a
+    /// resume records nothing until the answer comes, yet cannot be what
+    /// takes engines down (waiting is progress), so repeated takeovers of
+    /// it never mark it failed.
+    async fn only_waiting(&self, stack_id: &str) -> Result<bool, EngineError> {
+        let rows = self.store.resources(stack_id).await?;
+        let mut in_flight = rows
+            .iter()
+            .filter(|r| r.pending.is_some() && r.status.as_str().ends_with("_IN_PROGRESS"))
+            .peekable();
+        if in_flight.peek().is_none() {
+            return Ok(false);
+        }
+        Ok(in_flight.all(|r| {
+            r.pending
+                .as_ref()
+                .is_some_and(|p| p.action == signals::WAITING)
+                || self
+                    .registry
+                    .get(&r.resource_type)
+                    .is_some_and(|t| t.transport == crate::registry::Transport::Webhook)
+        }))
     }
 
     /// Ends an operation that its resumes could not move: the stack goes to
