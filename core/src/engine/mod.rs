@@ -19,7 +19,7 @@ mod reconcile;
 mod resolve;
 pub mod signals;
 #[cfg(test)]
-mod sim;
+pub(crate) mod sim;
 mod update;
 
 pub use changeset::{changes_json, ChangeSetType, CreateChangeSetInput, NO_CHANGES};

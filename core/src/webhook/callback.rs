@@ -612,11 +612,19 @@ async fn receive(
                     ),
                     )
                 }
+                // The state cannot be reached now. A handler PUTs once
+                // (cfnresponse): refused, the response would be lost. It is
+                // accepted, handed to the request waiting here, and written
+                // to the state as soon as it answers, for whichever engine
+                // resumes the operation.
                 Err(e) => {
-                    return (
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        format!("the response cannot be kept now ({e}); send it again"),
-                    )
+                    tracing::warn!(request = %request_id, "the state cannot keep a handler's response now ({e}); holding it and retrying");
+                    tokio::spawn(keep_when_reachable(
+                        store.clone(),
+                        request_id.to_string(),
+                        body.clone(),
+                    ));
+                    kept = true;
                 }
             }
             if !listener.waits_here(request_id) {
@@ -658,6 +666,35 @@ async fn receive(
     };
     let _ = waiting.tx.send(answer);
     reply
+}
+
+/// Writes a response the state refused into it once it answers again
+/// (retried for as long as a request may wait: an hour).
+async fn keep_when_reachable(store: Arc<dyn Store>, request_id: String, body: Bytes) {
+    use backon::{ExponentialBuilder, Retryable};
+    let attempt = || {
+        let (store, request_id, body) = (store.clone(), request_id.clone(), body.clone());
+        async move { store.put_callback_response(&request_id, &body).await }
+    };
+    let kept = attempt
+        .retry(
+            ExponentialBuilder::default()
+                .with_min_delay(std::time::Duration::from_millis(200))
+                .with_max_delay(std::time::Duration::from_secs(5))
+                .with_jitter()
+                .without_max_times()
+                .with_total_delay(Some(std::time::Duration::from_secs(3600))),
+        )
+        .sleep(tokio::time::sleep)
+        .await;
+    match kept {
+        Ok(_) => {
+            tracing::info!(request = %request_id, "kept the handler's response that came while the state was unreachable")
+        }
+        Err(e) => {
+            tracing::error!(request = %request_id, "the handler's response that came while the state was unreachable could not be kept within an hour: {e}")
+        }
+    }
 }
 
 /// `PUT /cfn-signal/{key}?Signature=…`: a signal to a wait condition handle
@@ -702,4 +739,85 @@ async fn receive_signal(
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::sim::crash_store::CrashStore;
+    use crate::store::sqlite::SqliteStore;
+
+    /// Finding 8 of the resource-call protocol issue: a handler's response
+    /// that came while the database was down was refused with 503 ("send it
+    /// again"), and a cfnresponse handler PUTs once, so it was lost. Now it
+    /// is accepted, handed to the request waiting here, and kept in the
+    /// state once the database answers again.
+    #[tokio::test]
+    async fn a_response_that_comes_while_the_state_is_down_is_kept_when_it_is_back() {
+        let dir = tempdir();
+        let base: Arc<dyn Store> =
+            Arc::new(SqliteStore::open(&dir.join("state.db")).expect("state file"));
+        let store = CrashStore::new(base.clone(), None);
+        store.set_down(true);
+        let listener = Arc::new(CallbackListener {
+            secret: b"secret".to_vec(),
+            store: Some(store.clone()),
+            public: true,
+            base_url: "http://127.0.0.1:9".into(),
+            slots: Mutex::new(Slots::default()),
+            local_addr: SocketAddr::from(([127, 0, 0, 1], 9)),
+            ca_pem: None,
+        });
+        let request = CustomResourceRequest {
+            request_type: cairn_sdk::custom_resource::RequestType::Create,
+            service_token: "http://127.0.0.1:9".into(),
+            response_url: listener.response_url("stack", "R", "req-1"),
+            stack_id: "stack".into(),
+            request_id: "req-1".into(),
+            resource_type: "Custom::Thing".into(),
+            logical_resource_id: "R".into(),
+            physical_resource_id: None,
+            resource_properties: Default::default(),
+            old_resource_properties: None,
+        };
+        let answer = listener.expect(request);
+        let key = "stack|R|req-1";
+        let query = HashMap::from([("Signature".to_string(), url_signature(b"secret", key))]);
+        let body = Bytes::from_static(
+            br#"{"Status":"SUCCESS","PhysicalResourceId":"thing-1","StackId":"stack","RequestId":"req-1","LogicalResourceId":"R"}"#,
+        );
+        let (code, text) = receive(
+            State(listener.clone()),
+            Path(key.into()),
+            Query(query),
+            body,
+        )
+        .await;
+        assert_eq!((code, text.as_str()), (StatusCode::OK, ""));
+        let got = answer.await.expect("answered").expect("a valid response");
+        assert_eq!(got.physical_resource_id, "thing-1");
+        let kept = || async {
+            base.callback_responses(&["req-1".into()])
+                .await
+                .expect("read")
+        };
+        assert!(kept().await.is_empty());
+        store.set_down(false);
+        let started = std::time::Instant::now();
+        while kept().await.is_empty() {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(10),
+                "the response was never kept"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    fn tempdir() -> std::path::PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("cairn-callback-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        dir
+    }
 }

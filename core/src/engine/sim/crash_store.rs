@@ -18,6 +18,8 @@ pub struct CrashStore {
     allowed: Option<u64>,
     writes: AtomicU64,
     crashed: AtomicBool,
+    /// Unreachable for now (a database outage): writes fail, uncounted.
+    down: AtomicBool,
 }
 
 impl CrashStore {
@@ -27,6 +29,7 @@ impl CrashStore {
             allowed,
             writes: AtomicU64::new(0),
             crashed: AtomicBool::new(false),
+            down: AtomicBool::new(false),
         })
     }
 
@@ -40,8 +43,18 @@ impl CrashStore {
         self.writes.load(Ordering::SeqCst)
     }
 
+    /// Makes the store unreachable (every write fails) or reachable again.
+    pub fn set_down(&self, down: bool) {
+        self.down.store(down, Ordering::SeqCst);
+    }
+
     /// Counts one write; refused once the budget is spent.
     fn write(&self) -> Result<(), StoreError> {
+        if self.down.load(Ordering::SeqCst) {
+            return Err(StoreError::Backend(
+                "simulated outage: the database cannot be reached".into(),
+            ));
+        }
         if self.crashed() {
             return Err(crashed());
         }

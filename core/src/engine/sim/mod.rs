@@ -16,7 +16,7 @@
 //! - and, with the cloud healed, deleting the stack leaves the cloud empty.
 
 mod cloud;
-mod crash_store;
+pub(crate) mod crash_store;
 mod scenarios;
 
 use std::collections::BTreeMap;
