@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use cairn_sdk::{
-    CreateRequest, CreateResult, DeleteRequest, DriftRequest, DriftResult, Health, ProviderError,
-    ResourceProvider, ResourceSchema, StatusRequest, UpdateRequest, UpdateResult,
+    Cancellation, CreateRequest, CreateResult, DeleteRequest, DriftRequest, DriftResult, Health,
+    ProviderError, ResourceProvider, ResourceSchema, StatusRequest, UpdateRequest, UpdateResult,
 };
 
 /// `inner`, checking each request's deadline first.
@@ -37,6 +37,11 @@ impl ResourceProvider for Deadlined {
     async fn delete(&self, req: &DeleteRequest) -> Result<(), ProviderError> {
         req.context.check_deadline("Delete")?;
         self.0.delete(req).await
+    }
+
+    // A cancellation is never refused for lateness: it undoes work.
+    async fn cancel_create(&self, req: &CreateRequest) -> Result<Cancellation, ProviderError> {
+        self.0.cancel_create(req).await
     }
 
     async fn recover_update(&self, req: &UpdateRequest) -> Result<UpdateResult, ProviderError> {

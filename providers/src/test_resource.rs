@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use cairn_sdk::{
-    CreateRequest, CreateResult, DeleteRequest, DriftRequest, DriftResult, Health,
+    Cancellation, CreateRequest, CreateResult, DeleteRequest, DriftRequest, DriftResult, Health,
     PropertyDifference, PropertySchema, PropertyType, ProviderError, RequestContext,
     ResourceProvider, ResourceSchema, StatusRequest, UpdateRequest, UpdateResult,
 };
@@ -117,6 +117,20 @@ fn suffix(request_id: &str) -> String {
         .take(12)
         .map(|b| ALPHABET[(*b as usize) % ALPHABET.len()] as char)
         .collect()
+}
+
+/// The physical id a create makes: its `Name`, else one derived from the
+/// request id (the same for a repeated request).
+fn physical_id_of(b: &Behaviour, ctx: &RequestContext) -> String {
+    match &b.name {
+        Some(n) => n.clone(),
+        None => format!(
+            "{}-{}-{}",
+            ctx.stack_name,
+            ctx.logical_resource_id,
+            suffix(&ctx.request_id)
+        ),
+    }
 }
 
 /// The shard directory of a physical id: FNV-1a's low byte, in hex (stable
@@ -271,15 +285,7 @@ impl ResourceProvider for TestResourceProvider {
     async fn create(&self, req: &CreateRequest) -> Result<CreateResult, ProviderError> {
         let b = Behaviour::of(&req.properties)?;
         let ctx = &req.context;
-        let physical_id = match &b.name {
-            Some(n) => n.clone(),
-            None => format!(
-                "{}-{}-{}",
-                ctx.stack_name,
-                ctx.logical_resource_id,
-                suffix(&ctx.request_id)
-            ),
-        };
+        let physical_id = physical_id_of(&b, ctx);
         match self.read(&physical_id).await {
             Err(e) if e.is_not_found() => {}
             Err(e) => return Err(e),
@@ -322,6 +328,25 @@ impl ResourceProvider for TestResourceProvider {
             })
         })
         .await
+    }
+
+    /// The engine stopped waiting for a create: the file it wrote is
+    /// removed, and the cancellation confirmed (nothing made). When no file
+    /// of this request is there (not written yet, or another's), it cannot
+    /// tell.
+    async fn cancel_create(&self, req: &CreateRequest) -> Result<Cancellation, ProviderError> {
+        let b = Behaviour::of(&req.properties)?;
+        let physical_id = physical_id_of(&b, &req.context);
+        match self.read(&physical_id).await {
+            Ok(existing) if existing.request_id == req.context.request_id => {
+                let path = self.path(&physical_id)?;
+                tokio::fs::remove_file(&path).await.map_err(|e| {
+                    ProviderError::internal(format!("cannot delete {}: {e}", path.display()))
+                })?;
+                Ok(Cancellation::NothingMade)
+            }
+            _ => Ok(Cancellation::Unknown),
+        }
     }
 
     async fn delete(&self, req: &DeleteRequest) -> Result<(), ProviderError> {

@@ -19,9 +19,9 @@ pub mod webhook;
 
 pub use error::{ErrorKind, ProviderError};
 pub use provider::{
-    CreateRequest, CreateResult, DeleteRequest, DifferenceType, DriftRequest, DriftResult, Health,
-    PropertyDifference, RequestContext, ResourceProvider, StatusRequest, UpdateRequest,
-    UpdateResult,
+    Cancellation, CreateRequest, CreateResult, DeleteRequest, DifferenceType, DriftRequest,
+    DriftResult, Health, PropertyDifference, RequestContext, ResourceProvider, StatusRequest,
+    UpdateRequest, UpdateResult,
 };
 pub use schema::{
     is_unresolved_intrinsic, AttributeSchema, PropertySchema, PropertyType, ResourceSchema,

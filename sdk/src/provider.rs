@@ -304,6 +304,19 @@ impl DriftResult {
     }
 }
 
+/// What a provider says of a create the engine stopped waiting for (the
+/// stack's timeout, a failure elsewhere, a cancelled update).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Cancellation {
+    /// The work was stopped and undone: the request made nothing, so the
+    /// rollback has nothing to learn or delete.
+    NothingMade,
+    /// The provider cannot tell (the default): the engine asks again with
+    /// `recover_create` before it deletes the resource.
+    Unknown,
+}
+
 /// The outcome of a status check.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "Health", rename_all = "SCREAMING_SNAKE_CASE")]
@@ -355,6 +368,13 @@ pub trait ResourceProvider: Send + Sync {
     /// ([`ProviderError::leaving`]).
     async fn recover_create(&self, req: &CreateRequest) -> Result<CreateResult, ProviderError> {
         self.create(req).await
+    }
+
+    /// The engine stopped waiting for the create with this request id (its
+    /// call was dropped): stop its work and undo what it did when you can,
+    /// then answer [`Cancellation::NothingMade`]. The default cannot tell.
+    async fn cancel_create(&self, _req: &CreateRequest) -> Result<Cancellation, ProviderError> {
+        Ok(Cancellation::Unknown)
     }
 
     /// The outcome of an update the engine already sent with this request

@@ -66,7 +66,7 @@ impl From<EngineError> for ApiError {
             | EngineError::Store(StoreError::ChangeSetExists(_)) => {
                 ApiError::new(400, "AlreadyExistsException", message)
             }
-            EngineError::Store(StoreError::Backend(_)) => {
+            EngineError::Store(StoreError::Backend(_) | StoreError::Database(_)) => {
                 ApiError::new(500, "InternalFailure", message)
             }
             EngineError::Validation(m)

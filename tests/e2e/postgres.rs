@@ -132,16 +132,66 @@ fn healthz_reports_the_database() {
             db.url
         ),
     );
-    let (mut child, endpoint) = s.serve();
+    let (child, endpoint) = s.serve();
+    let _served = crate::support::Served(child);
     let get = || crate::support::http_get(&endpoint, "/healthz");
     let up = get();
+    // Read-only (finding 9 of the resource-call protocol issue: /healthz
+    // said 200): new sessions are read-only once the database's default
+    // is, and the server's sessions are ended so that it makes new ones.
+    // Through the server's own database: a session on the read-only one
+    // could not lift the setting.
+    let server = format!(
+        "{}/postgres",
+        db.url.rsplit_once('/').map(|(p, _)| p).unwrap_or_default()
+    );
+    let sql = |q: &str| {
+        let out = Command::new("psql")
+            .args([server.as_str(), "-qAtc", q])
+            .output()
+            .expect("psql runs");
+        assert!(
+            out.status.success(),
+            "{q}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let name = db.url.rsplit('/').next().unwrap_or_default().to_string();
+    let end_sessions = format!(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}' AND pid <> pg_backend_pid()"
+    );
+    sql(&format!(
+        "ALTER DATABASE {name} SET default_transaction_read_only = on"
+    ));
+    sql(&end_sessions);
+    let read_only = (0..20)
+        .map(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            get()
+        })
+        .find(|r| r.contains("read-only"))
+        .unwrap_or_else(get);
+    sql(&format!(
+        "ALTER DATABASE {name} SET default_transaction_read_only = off"
+    ));
+    let writable = (0..20)
+        .map(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            get()
+        })
+        .find(|r| r.starts_with("HTTP/1.1 200"))
+        .unwrap_or_else(get);
     drop(db);
     let down = get();
-    let _ = child.kill();
-    let _ = child.wait();
     assert!(up.starts_with("HTTP/1.1 200"), "{up}");
     assert!(up.contains("\r\n\r\nok\nengine "), "{up}");
     assert!(up.contains("\nstore: reachable ("), "{up}");
+    assert!(read_only.starts_with("HTTP/1.1 503"), "{read_only}");
+    assert!(
+        read_only.contains("\nstore: unreachable: state database error: the PostgreSQL state database is read-only (transaction_read_only is on"),
+        "{read_only}"
+    );
+    assert!(writable.starts_with("HTTP/1.1 200"), "{writable}");
     assert!(down.starts_with("HTTP/1.1 503"), "{down}");
     assert!(down.contains("\r\n\r\nunavailable\nengine "), "{down}");
     assert!(down.contains("\nstore: unreachable: "), "{down}");

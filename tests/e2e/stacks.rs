@@ -592,6 +592,59 @@ fn a_create_that_timed_out_is_not_forgotten() {
     assert!(s.resource_files().is_empty());
 }
 
+/// Finding 4 of the resource-call protocol issue: a create cancelled by the
+/// stack's timeout was sent again by the rollback (to learn what it made),
+/// which waited the whole 150 s again before deleting: the "1-minute"
+/// stack ended after 3.5 minutes. Now the engine tells the provider it
+/// stopped waiting; the test resource undoes its file and confirms that
+/// nothing was made, so the rollback has nothing to ask or delete.
+#[test]
+fn a_create_cancelled_by_the_stack_timeout_is_not_run_again() {
+    let s = Scratch::new();
+    let t = s.write(
+        "t.yaml",
+        "Resources:\n  Quick: {Type: Cairn::Test::Resource, Properties: {Name: quick}}\n  Slow:\n    Type: Cairn::Test::Resource\n    DependsOn: Quick\n    Properties: {Name: slow, WaitSeconds: 150}\n",
+    );
+    let started = std::time::Instant::now();
+    let run = s.cairn(&[
+        "deploy",
+        "st",
+        t.to_str().unwrap(),
+        "--timeout-minutes",
+        "1",
+    ]);
+    let took = started.elapsed();
+    assert_eq!(run.code(), 1, "{}", run.stderr());
+    assert!(
+        took >= std::time::Duration::from_secs(60) && took < std::time::Duration::from_secs(80),
+        "{took:?}"
+    );
+    assert_eq!(status(&s, "st"), "ROLLBACK_COMPLETE");
+    let seq = sequence(&s, "st");
+    let tail: Vec<_> = seq
+        .iter()
+        .skip_while(|e| e.1 != "CREATE_FAILED")
+        .cloned()
+        .collect();
+    assert_eq!(
+        tail,
+        [
+            ev("Slow", "CREATE_FAILED", "Resource creation cancelled"),
+            ev(
+                "st",
+                "ROLLBACK_IN_PROGRESS",
+                "Stack creation time exceeded the specified timeout. Rollback requested by user."
+            ),
+            ev("Slow", "DELETE_IN_PROGRESS", ""),
+            ev("Slow", "DELETE_COMPLETE", ""),
+            ev("Quick", "DELETE_IN_PROGRESS", ""),
+            ev("Quick", "DELETE_COMPLETE", ""),
+            ev("st", "ROLLBACK_COMPLETE", ""),
+        ]
+    );
+    assert!(s.resource_files().is_empty(), "{:?}", s.resource_files());
+}
+
 /// Finding 2 of the resource-call protocol issue: a delete treated every
 /// failed re-ask other than a timeout as "nothing was made", so a create
 /// whose outcome was unknown was forgotten when its provider could not

@@ -1145,6 +1145,13 @@ impl Engine {
                 }
                 _ => continue,
             };
+            // A create the provider confirms it stopped and undid ends as
+            // not made: the rollback has nothing to ask or delete.
+            if let Some(p) = rec.pending.clone().filter(|p| p.action == "CREATE") {
+                if rec.physical_id.is_none() && self.cancel_create(op, &rec, &p.request_id).await {
+                    rec.pending = None;
+                }
+            }
             rec.status = status;
             rec.status_reason = Some(reason.into());
             rec.updated_at = now();

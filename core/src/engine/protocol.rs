@@ -32,8 +32,8 @@
 use std::time::Duration;
 
 use cairn_sdk::{
-    CreateRequest, CreateResult, DeleteRequest, ErrorKind, ProviderError, RequestContext,
-    UpdateRequest, UpdateResult,
+    Cancellation, CreateRequest, CreateResult, DeleteRequest, ErrorKind, ProviderError,
+    RequestContext, UpdateRequest, UpdateResult,
 };
 use serde_json::{Map, Value};
 
@@ -323,6 +323,35 @@ impl Engine {
         let context = self.context(op, &r.logical_id, &r.resource_type, request_id);
         self.provider_delete(context, physical, r.properties.clone(), attempt)
             .await
+    }
+
+    /// Tells the provider that the engine stopped waiting for the create
+    /// recorded with `request_id` (its call was dropped). True when the
+    /// provider confirms the request made nothing: the call then ends as
+    /// not made, and no one needs to ask again. Groups and nested stacks
+    /// are never confirmed (the engine learns them from the state).
+    pub(super) async fn cancel_create(
+        &self,
+        op: &Op,
+        r: &ResourceRecord,
+        request_id: &str,
+    ) -> bool {
+        let canonical = self.registry.canonical(&r.resource_type);
+        if crate::group::is_group(canonical) || crate::nested::is_stack(canonical) {
+            return false;
+        }
+        let Ok(t) = self.provider_for(&r.resource_type) else {
+            return false;
+        };
+        let req = CreateRequest {
+            context: self.context(op, &r.logical_id, &r.resource_type, request_id),
+            properties: r.properties.clone(),
+        };
+        matches!(
+            self.timed("cancellation", t.provider.cancel_create(&req))
+                .await,
+            Ok(Cancellation::NothingMade)
+        )
     }
 
     /// What the create recorded with `request_id` made, asked again before

@@ -4,8 +4,9 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use cairn_sdk::{
-    CreateRequest, CreateResult, DeleteRequest, DriftRequest, DriftResult, Health, ProviderError,
-    RequestContext, ResourceProvider, ResourceSchema, StatusRequest, UpdateRequest, UpdateResult,
+    Cancellation, CreateRequest, CreateResult, DeleteRequest, DriftRequest, DriftResult, Health,
+    ProviderError, RequestContext, ResourceProvider, ResourceSchema, StatusRequest, UpdateRequest,
+    UpdateResult,
 };
 
 /// `inner`, with each call limited to `limit`.
@@ -65,6 +66,12 @@ impl<P: ResourceProvider + ?Sized> ResourceProvider for TimeLimited<P> {
         let mut r = req.clone();
         r.context = self.context(&req.context);
         self.limited(self.inner.update(&r)).await
+    }
+
+    async fn cancel_create(&self, req: &CreateRequest) -> Result<Cancellation, ProviderError> {
+        let mut r = req.clone();
+        r.context = self.context(&req.context);
+        self.limited(self.inner.cancel_create(&r)).await
     }
 
     async fn recover_update(&self, req: &UpdateRequest) -> Result<UpdateResult, ProviderError> {

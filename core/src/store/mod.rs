@@ -69,6 +69,9 @@ pub enum StoreError {
     ChangeSetExists(String),
     #[error("state file error: {0}")]
     Backend(String),
+    /// A failure of the PostgreSQL state (with PostgreSQL's own reason).
+    #[error("state database error: {0}")]
+    Database(String),
 }
 
 /// The right to run an operation on one stack. `token` is a fencing token: every

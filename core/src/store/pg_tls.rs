@@ -36,7 +36,7 @@ impl SslMode {
             "verify-ca" => SslMode::VerifyCa,
             "verify-full" => SslMode::VerifyFull,
             other => {
-                return Err(StoreError::Backend(format!(
+                return Err(StoreError::Database(format!(
                     "sslmode={other} in the PostgreSQL URL is not one of disable, prefer, require, verify-ca, verify-full"
                 )))
             }
@@ -86,7 +86,7 @@ pub fn split(
     };
     let root_cert = root.or_else(|| var("PGSSLROOTCERT")).map(PathBuf::from);
     if matches!(mode, SslMode::VerifyCa | SslMode::VerifyFull) && root_cert.is_none() {
-        return Err(StoreError::Backend(format!(
+        return Err(StoreError::Database(format!(
             "sslmode={} needs the certificate authority to check the server against: add sslrootcert=/path/to/ca.pem to the PostgreSQL URL (or set PGSSLROOTCERT)",
             if mode == SslMode::VerifyCa { "verify-ca" } else { "verify-full" }
         )));
@@ -110,7 +110,7 @@ pub fn connector(settings: &TlsSettings) -> Result<MakeRustlsConnect, StoreError
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(|e| StoreError::Backend(format!("cannot set up TLS: {e}")))?;
+        .map_err(|e| StoreError::Database(format!("cannot set up TLS: {e}")))?;
     let roots = match &settings.root_cert {
         Some(path) => Some(Arc::new(roots(path)?)),
         None => None,
@@ -138,7 +138,7 @@ pub fn connector(settings: &TlsSettings) -> Result<MakeRustlsConnect, StoreError
 
 fn roots(path: &Path) -> Result<RootCertStore, StoreError> {
     let cannot = |e: &dyn std::fmt::Display| {
-        StoreError::Backend(format!(
+        StoreError::Database(format!(
             "cannot read sslrootcert {} (PEM certificates): {e}",
             path.display()
         ))
@@ -161,7 +161,7 @@ fn webpki(
 ) -> Result<Arc<dyn ServerCertVerifier>, StoreError> {
     let verifier = WebPkiServerVerifier::builder_with_provider(roots, provider)
         .build()
-        .map_err(|e| StoreError::Backend(format!("cannot set up TLS verification: {e}")))?;
+        .map_err(|e| StoreError::Database(format!("cannot set up TLS verification: {e}")))?;
     Ok(verifier)
 }
 
@@ -293,7 +293,7 @@ mod tests {
             split("postgres://db/c?sslmode=sometimes", no_env)
                 .err()
                 .map(|e| e.to_string()),
-            Some("state file error: sslmode=sometimes in the PostgreSQL URL is not one of disable, prefer, require, verify-ca, verify-full".into())
+            Some("state database error: sslmode=sometimes in the PostgreSQL URL is not one of disable, prefer, require, verify-ca, verify-full".into())
         );
         assert!(split("postgres://db/c?sslmode=verify-full", no_env)
             .err()

@@ -198,8 +198,11 @@ CREATE TABLE IF NOT EXISTS imports (
 );
 "#;
 
-fn backend(e: impl std::fmt::Display) -> StoreError {
-    StoreError::Backend(e.to_string())
+/// A PostgreSQL failure with its whole chain of causes: tokio-postgres
+/// says only "db error", PostgreSQL's own reason is the source (e.g.
+/// "cannot execute UPDATE in a read-only transaction").
+fn backend(e: impl std::error::Error) -> StoreError {
+    StoreError::Database(with_causes(&e))
 }
 
 fn json_text<T: serde::Serialize>(v: &T) -> Result<String, StoreError> {
@@ -223,7 +226,7 @@ fn opt_json<T: serde::de::DeserializeOwned>(r: &Row, i: usize) -> Result<Option<
 
 fn parsed<T: FromStr<Err = String>>(r: &Row, i: usize) -> Result<T, StoreError> {
     let text: &str = get(r, i)?;
-    text.parse().map_err(StoreError::Backend)
+    text.parse().map_err(StoreError::Database)
 }
 
 const STACK_COLUMNS: &str = "stack_id, stack_name, status, status_reason, description, template_body, parameters, no_echo, outputs, on_failure, created_at, updated_at, deleted_at, tags, parent_id, root_id, template_context";
@@ -629,7 +632,7 @@ async fn group_commits(pool: Pool, queue: std::sync::Arc<tokio::sync::Mutex<Writ
         }
         let together = match pool.get().await {
             Ok(mut client) => write_together(&mut client, &batch).await,
-            Err(e) => Err(StoreError::Backend(format!(
+            Err(e) => Err(StoreError::Database(format!(
                 "cannot reach the PostgreSQL state database: {e}"
             ))),
         };
@@ -645,7 +648,7 @@ async fn group_commits(pool: Pool, queue: std::sync::Arc<tokio::sync::Mutex<Writ
                         Ok(mut client) => {
                             write_together(&mut client, std::slice::from_ref(&w)).await
                         }
-                        Err(e) => Err(StoreError::Backend(format!(
+                        Err(e) => Err(StoreError::Database(format!(
                             "cannot reach the PostgreSQL state database: {e}"
                         ))),
                     };
@@ -748,7 +751,7 @@ impl PgStore {
         let env = |k: &str| std::env::var(k).ok();
         let (url, tls) = super::pg_tls::split(url, env)?;
         let mut config = tokio_postgres::Config::from_str(&url)
-            .map_err(|e| StoreError::Backend(format!("the PostgreSQL URL is not valid: {e}")))?;
+            .map_err(|e| StoreError::Database(format!("the PostgreSQL URL is not valid: {e}")))?;
         with_environment(&mut config, env);
         config.ssl_mode(tls.mode.negotiation());
         // A transaction of Cairn's is a few statements sent back to back.
@@ -790,7 +793,7 @@ impl PgStore {
 
     async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
         self.pool.get().await.map_err(|e| {
-            StoreError::Backend(format!(
+            StoreError::Database(format!(
                 "cannot reach the PostgreSQL state database: {}",
                 with_causes(&e)
             ))
@@ -818,7 +821,7 @@ impl PgStore {
                 .flatten()
                 .unwrap_or(0);
             if found > SCHEMA_VERSION {
-                return Err(StoreError::Backend(format!(
+                return Err(StoreError::Database(format!(
                     "the PostgreSQL state database has schema version {found}, newer than this Cairn's {SCHEMA_VERSION}: upgrade Cairn"
                 )));
             }
@@ -845,7 +848,7 @@ impl PgStore {
         change: RowChange,
         events: &[EventRecord],
     ) -> Result<(), StoreError> {
-        let stopped = || StoreError::Backend("the PostgreSQL writer stopped".into());
+        let stopped = || StoreError::Database("the PostgreSQL writer stopped".into());
         let (done, written) = tokio::sync::oneshot::channel();
         self.writes
             .send(ResourceWrite {
@@ -925,7 +928,7 @@ impl PgStore {
             0,
         )?;
         if held > 0 {
-            return Err(StoreError::Backend(format!(
+            return Err(StoreError::Database(format!(
                 "the target database already holds {held} stacks: migrate-state copies into an empty database only (drop it, or name a new one)"
             )));
         }
@@ -948,7 +951,7 @@ impl PgStore {
             let mut casts = Vec::with_capacity(table.columns.len());
             for (i, column) in table.columns.iter().enumerate() {
                 let Some(kind) = type_of(column) else {
-                    return Err(StoreError::Backend(format!(
+                    return Err(StoreError::Database(format!(
                         "the PostgreSQL state has no column {}.{column}: is this Cairn older than the state file?",
                         table.name
                     )));
@@ -1003,7 +1006,7 @@ impl PgStore {
                 0,
             )?;
             if copied as usize != table.rows.len() {
-                return Err(StoreError::Backend(format!(
+                return Err(StoreError::Database(format!(
                     "table {}: {} rows given, {copied} read back; nothing was copied",
                     table.name,
                     table.rows.len()
@@ -1275,7 +1278,7 @@ impl Store for PgStore {
     async fn callback_secret(&self) -> Result<Vec<u8>, StoreError> {
         let client = self.client().await?;
         let mut fresh = [0u8; 32];
-        getrandom::fill(&mut fresh).map_err(backend)?;
+        getrandom::fill(&mut fresh).map_err(|e| StoreError::Database(e.to_string()))?;
         // The first engine's secret wins; the others read it.
         run(&client,
                 "INSERT INTO settings (name, value) VALUES ('callback_secret', $1) ON CONFLICT (name) DO NOTHING",
@@ -2023,9 +2026,26 @@ impl Store for PgStore {
         found.iter().map(|r| get(r, 0)).collect()
     }
 
+    /// Reachable and writable: a read-only session (the database's
+    /// `default_transaction_read_only`, or a standby) can record nothing.
+    /// Such a session is dropped from the pool, so that once the setting is
+    /// lifted the next one is a fresh, writable session.
     async fn ping(&self) -> Result<(), StoreError> {
         let client = self.client().await?;
-        fetch_one(&client, "SELECT 1", &[]).await.map_err(backend)?;
+        let row = fetch_one(
+            &client,
+            "SELECT current_setting('transaction_read_only')",
+            &[],
+        )
+        .await
+        .map_err(backend)?;
+        let read_only: String = get(&row, 0)?;
+        if read_only == "on" {
+            drop(deadpool_postgres::Object::take(client));
+            return Err(StoreError::Database(
+                "the PostgreSQL state database is read-only (transaction_read_only is on: default_transaction_read_only, or a standby); nothing can be recorded until it accepts writes".into(),
+            ));
+        }
         Ok(())
     }
 }
@@ -2290,7 +2310,7 @@ mod tests {
         let refused = PgStore::connect(&url).await.err().map(|e| e.to_string());
         assert_eq!(
             refused.as_deref(),
-            Some("state file error: the PostgreSQL state database has schema version 99, newer than this Cairn's 3: upgrade Cairn")
+            Some("state database error: the PostgreSQL state database has schema version 99, newer than this Cairn's 3: upgrade Cairn")
         );
         drop(store);
         let name = url.rsplit('/').next().unwrap_or_default().to_string();
