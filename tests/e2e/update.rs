@@ -763,3 +763,32 @@ fn update_rollback_failed_names_the_failures_and_counts_the_rest() {
         ))
     );
 }
+
+/// Finding 5 of the resource-call protocol issue: the rollback of an update
+/// deleted every resource the update added, whatever its DeletionPolicy.
+/// Retain keeps it (DELETE_SKIPPED, the file stays); RetainExceptOnCreate
+/// deletes it (its own creation is what rolls back).
+#[test]
+fn an_update_rollback_keeps_an_added_resource_whose_policy_retains_it() {
+    let s = scratch();
+    let one = "Resources:\n  A: {Type: Cairn::Test::Resource, Properties: {Name: a-one}}\n";
+    assert_eq!(deploy(&s, "keep", one, &[]).code(), 0);
+    let two = format!(
+        "{one}  Kept:\n    Type: Cairn::Test::Resource\n    DeletionPolicy: Retain\n    Properties: {{Name: kept}}\n  Gone:\n    Type: Cairn::Test::Resource\n    DeletionPolicy: RetainExceptOnCreate\n    Properties: {{Name: gone}}\n  Bad:\n    Type: Cairn::Test::Resource\n    DependsOn: [Kept, Gone]\n    Properties: {{Name: bad, Fail: create}}\n"
+    );
+    let run = deploy(&s, "keep", &two, &[]);
+    assert_eq!(run.code(), 1, "{}", run.stderr());
+    assert_eq!(status(&s, "keep"), "UPDATE_ROLLBACK_COMPLETE");
+    let seq = sequence_after(&s, "keep", 0);
+    assert!(
+        seq.contains(&ev("Kept", "DELETE_SKIPPED", "", "kept")),
+        "{seq:#?}"
+    );
+    assert!(
+        seq.contains(&ev("Gone", "DELETE_COMPLETE", "", "gone")),
+        "{seq:#?}"
+    );
+    assert_eq!(s.resource_files(), ["a-one.json", "kept.json"]);
+    assert_eq!(cairn(&s, &["delete", "keep"]).code(), 0);
+    assert_eq!(s.resource_files(), ["kept.json"]);
+}
