@@ -17,7 +17,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Form, Json, Router};
 use cairn_core::config::ServerAuth;
 use cairn_core::graph::Graph;
@@ -29,7 +29,7 @@ use serde_json::{json, Value};
 use super::App;
 
 mod highlight;
-mod session;
+pub(super) mod session;
 
 use session::Viewer;
 
@@ -43,6 +43,7 @@ pub fn routes() -> Router<Arc<App>> {
     Router::new()
         .route("/console/", get(stack_list))
         .route("/console/login", get(login_form).post(login))
+        .route("/console/logout", post(logout))
         .route("/console/stacks/{name}", get(stack_page))
         .route(
             "/console/stacks/{name}/{action}",
@@ -212,8 +213,15 @@ async fn stack_list(
             drift = escape(&drift),
         );
     }
+    let logout = match viewer {
+        Viewer::Key { ref key, .. } => format!(
+            "<form id=\"logout\" method=\"post\" action=\"/console/logout\"><span>{}</span> <button>Log out</button></form>",
+            escape(key)
+        ),
+        Viewer::Open => String::new(),
+    };
     let body = format!(
-        "<h1>Stacks</h1><form method=\"get\"><input name=\"name\" placeholder=\"name contains\" value=\"{}\"> <input name=\"status\" placeholder=\"status\" value=\"{}\"> <label><input type=\"checkbox\" name=\"deleted\" value=\"1\"{}> deleted stacks</label> <button>Filter</button></form><table id=\"stacks\"><tr><th>Name</th><th>Status</th><th>Last update</th><th>Drift</th></tr>{rows}</table>",
+        "{logout}<h1>Stacks</h1><form method=\"get\"><input name=\"name\" placeholder=\"name contains\" value=\"{}\"> <input name=\"status\" placeholder=\"status\" value=\"{}\"> <label><input type=\"checkbox\" name=\"deleted\" value=\"1\"{}> deleted stacks</label> <button>Filter</button></form><table id=\"stacks\"><tr><th>Name</th><th>Status</th><th>Last update</th><th>Drift</th></tr>{rows}</table>",
         escape(q.name.as_deref().unwrap_or_default()),
         escape(q.status.as_deref().unwrap_or_default()),
         if with_deleted { " checked" } else { "" },
@@ -263,7 +271,7 @@ async fn stack_page(
         Ok(v) => v,
         Err(r) => return *r,
     };
-    let csrf = session::csrf(&app.config.server, &viewer);
+    let csrf = session::csrf(&app.config.server, &app.open_secret, &viewer);
     let mut params = String::new();
     for (k, v) in &stack.parameters {
         let shown = if stack.no_echo.contains(k) { MASK } else { v };
@@ -720,6 +728,24 @@ async fn login(State(app): State<Arc<App>>, Form(f): Form<LoginForm>) -> Respons
     }
 }
 
+/// Ends the login: the cookie is cleared and the person is sent to the
+/// login form (with `auth = "none"`, back to the stack list).
+async fn logout(State(app): State<Arc<App>>) -> Response {
+    let to = match app.config.server.auth {
+        ServerAuth::Sigv4 => "/console/login",
+        ServerAuth::None => "/console/",
+    };
+    (
+        StatusCode::SEE_OTHER,
+        [
+            (header::LOCATION, to.to_string()),
+            (header::SET_COOKIE, session::logout_cookie()),
+        ],
+        "",
+    )
+        .into_response()
+}
+
 #[derive(serde::Deserialize)]
 struct ActionForm {
     #[serde(default)]
@@ -906,7 +932,7 @@ async fn act(
     params: &[(&str, &str)],
     back: String,
 ) -> Response {
-    if !session::csrf_ok(&app.config.server, viewer, csrf) {
+    if !session::csrf_ok(&app.config.server, &app.open_secret, viewer, csrf) {
         return (
             StatusCode::FORBIDDEN,
             "The form's CSRF token is missing or wrong: reload the stack's page and try again.",
@@ -953,7 +979,7 @@ async fn change_set_page(
                 .into_response()
         }
     };
-    let csrf = session::csrf(&app.config.server, &viewer);
+    let csrf = session::csrf(&app.config.server, &app.open_secret, &viewer);
     let mut rows = String::new();
     let mut marks = serde_json::Map::new();
     for c in cs.changes.as_array().into_iter().flatten() {

@@ -98,6 +98,9 @@ pub struct App {
     pub slots: Arc<tokio::sync::Semaphore>,
     /// Woken when a slot frees, so queued operations are claimed at once.
     pub slot_freed: tokio::sync::Notify,
+    /// What the console signs `auth = "none"` CSRF tokens with (the same
+    /// on every engine of the state).
+    pub open_secret: Vec<u8>,
 }
 
 /// How often an engine looks for operations nobody runs (handed off by a
@@ -219,7 +222,11 @@ pub async fn run(args: ServeArgs<'_>) -> anyhow::Result<()> {
             }
         }
     }
+    let shared = engine.store().callback_secret().await.context(
+        "cannot read the state's shared secret (the console's CSRF tokens are signed with it)",
+    )?;
     let app = Arc::new(App {
+        open_secret: console::session::open_secret(&shared),
         engine: engine.clone(),
         config: config.clone(),
         metrics: metrics::Metrics::default(),

@@ -276,6 +276,25 @@ fn with_sigv4_a_key_logs_in_and_sees_only_its_stacks() {
         "",
     );
     assert!(mine.starts_with("HTTP/1.1 200"), "{mine}");
+    // The list offers to log out; logging out clears the cookie and goes
+    // back to the login form.
+    assert!(
+        body(&list).contains("<form id=\"logout\" method=\"post\" action=\"/console/logout\"><span>AKIDLIMITED</span> <button>Log out</button></form>"),
+        "{list}"
+    );
+    let out = http(
+        &endpoint,
+        "POST",
+        "/console/logout",
+        &[("Cookie", &cookie)],
+        "",
+    );
+    assert!(out.starts_with("HTTP/1.1 303"), "{out}");
+    assert_eq!(header(&out, "location"), Some("/console/login"));
+    assert_eq!(
+        header(&out, "set-cookie"),
+        Some("cairn_console=; Path=/console; HttpOnly; SameSite=Strict; Max-Age=0")
+    );
 }
 
 #[test]
@@ -283,6 +302,10 @@ fn deleting_a_stack_from_the_console_needs_its_csrf_token() {
     let s = Scratch::new();
     let (server, endpoint) = open_server(&s);
     let _server = Served(server);
+    // A second engine on the same state (as behind a balancer): the token
+    // one engine's page carries is good on the other.
+    let (other, other_endpoint) = s.serve();
+    let _other = Served(other);
     let template = s.write(
         "one.yaml",
         "Resources:\n  R: {Type: Cairn::Test::Resource}\n",
@@ -310,10 +333,10 @@ fn deleting_a_stack_from_the_console_needs_its_csrf_token() {
     );
     assert!(refused.starts_with("HTTP/1.1 403"), "{refused}");
     assert!(http_get(&endpoint, "/console/stacks/gone").contains("CREATE_COMPLETE"));
-    // With it: the API's DeleteStack runs; the page of the deleted stack
-    // (by its id) says so.
+    // With it, sent to the other engine: the API's DeleteStack runs; the
+    // page of the deleted stack (by its id) says so.
     let done = http(
-        &endpoint,
+        &other_endpoint,
         "POST",
         "/console/stacks/gone/delete",
         &[FORM],

@@ -1,7 +1,9 @@
 //! Several `cairn serve` engines on one PostgreSQL database behind one
 //! address (`balancer.py`): work spreads, an engine killed with SIGKILL has
 //! its operations taken over, a paused engine's late writes are refused,
-//! and a handler's response may reach any engine.
+//! a handler's response may reach any engine, a custom resource's Update in
+//! flight is never sent again by the engine that takes over, and an
+//! operation waiting for a handler survives repeated takeovers.
 
 use std::collections::BTreeSet;
 use std::io::BufRead;
@@ -387,6 +389,180 @@ fn a_response_sent_to_another_engine_completes_the_resource() {
         resources.contains(&format!("<PhysicalResourceId>{thing}</PhysicalResourceId>")),
         "{resources}"
     );
+}
+
+/// Waits (60 s at most) until the things handler received `n` requests.
+fn wait_for_handler(things: &std::path::Path, n: usize, engines: &[Engine]) {
+    let started = Instant::now();
+    while things_requests(things, None).len() < n {
+        if started.elapsed() > Duration::from_secs(60) {
+            let logs: Vec<String> = engines.iter().map(Engine::stderr).collect();
+            panic!(
+                "the handler did not get {n} requests:\n{}",
+                logs.join("\n---\n")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The engine (other than those in `not`) that took an operation over.
+fn taker(engines: &[Engine], not: &[usize]) -> usize {
+    let started = Instant::now();
+    loop {
+        for (i, e) in engines.iter().enumerate() {
+            if !not.contains(&i) && e.metric("cairn_takeovers_total") >= 1.0 {
+                return i;
+            }
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "nobody took the operation over"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `n` engines on a fresh database behind the balancer (all of them
+/// listed), 2-second leases, and the things handler.
+struct Cluster {
+    // Dropped in this order: engines first, the database last.
+    engines: Vec<Engine>,
+    handler: Program,
+    _balancer: Program,
+    things: std::path::PathBuf,
+    _scratch: Scratch,
+    _db: Database,
+}
+
+impl Cluster {
+    fn start(n: usize) -> Cluster {
+        let db = Database::new();
+        let s = Scratch::new();
+        let things = s.dir.path().join("things");
+        let handler = things_handler(&things, "");
+        let (lb, backends) = balancer(&s);
+        config(&s, &db, lb.port, 2, 8);
+        let engines: Vec<Engine> = (0..n).map(|i| Engine::start(&s, i)).collect();
+        let list: Vec<&str> = engines.iter().map(|e| e.endpoint.as_str()).collect();
+        std::fs::write(&backends, list.join("\n")).expect("backends");
+        Cluster {
+            engines,
+            handler,
+            _balancer: lb,
+            things,
+            _scratch: s,
+            _db: db,
+        }
+    }
+}
+
+/// A `Custom::Thing` stack's template; `props` are its extra properties.
+fn thing_template(handler_port: u16, props: &str) -> String {
+    format!(
+        "Resources:\n  Thing:\n    Type: Custom::Thing\n    Properties: {{ServiceToken: 'http://127.0.0.1:{handler_port}/'{props}}}\n"
+    )
+}
+
+/// Finding 6 of the resource-call protocol issue, across engines: a custom
+/// resource's Update in flight when its engine is SIGKILLed was sent again
+/// (same RequestId) by the engine that took the operation over, and a
+/// handler that replaces on Update made a second thing that was never
+/// deleted. Now the engine that takes over waits for the answer to the
+/// Update that was sent: the handler sees Create, Update, and the cleanup's
+/// Delete of the old thing, once each, and one thing is left.
+#[test]
+fn an_update_in_flight_on_a_killed_engine_is_not_sent_again_by_the_next() {
+    let c = Cluster::start(3);
+    let (things, engines) = (&c.things, &c.engines);
+    let v1 = thing_template(c.handler.port, ", ReplaceOnUpdate: 'true', Version: '1'");
+    let answer = post(
+        &engines[0].endpoint,
+        &format!(
+            "Action=CreateStack&StackName=replaced&TemplateBody={}",
+            urlencode(&v1)
+        ),
+    );
+    assert!(answer.contains("<StackId>"), "{answer}");
+    wait_for_status(&engines[0], &engines, "replaced", "CREATE_COMPLETE");
+    let first = things_left(&things);
+    assert_eq!(first.len(), 1);
+    // The Update takes the handler 4 s; engine 0 is killed once it is sent.
+    let v2 = thing_template(
+        c.handler.port,
+        ", ReplaceOnUpdate: 'true', Version: '2', Sleep: '4'",
+    );
+    let answer = post(
+        &engines[0].endpoint,
+        &format!(
+            "Action=UpdateStack&StackName=replaced&TemplateBody={}",
+            urlencode(&v2)
+        ),
+    );
+    assert!(answer.contains("<StackId>"), "{answer}");
+    wait_for_handler(&things, 2, &engines);
+    engines[0].signal("KILL");
+    let next = taker(&engines, &[0]);
+    wait_for_status(&engines[next], &engines, "replaced", "UPDATE_COMPLETE");
+    let requests: Vec<String> = things_requests(&things, Some("Thing"))
+        .into_iter()
+        .map(|(kind, _)| kind)
+        .collect();
+    assert_eq!(requests, ["Create", "Update", "Delete"], "{requests:?}");
+    let deleted = things_requests(&things, Some("Thing"))[2].1.clone();
+    assert_eq!(
+        deleted,
+        first[0].to_string_lossy(),
+        "the old thing is deleted"
+    );
+    let left = things_left(&things);
+    assert_eq!(left.len(), 1, "one thing is left: {left:?}");
+    let resources = post(
+        &engines[next].endpoint,
+        "Action=DescribeStackResources&StackName=replaced",
+    );
+    assert!(
+        resources.contains(&format!(
+            "<PhysicalResourceId>{}</PhysicalResourceId>",
+            left[0].to_string_lossy()
+        )),
+        "{resources}"
+    );
+}
+
+/// Finding 7 of the resource-call protocol issue, across engines: an
+/// operation that only waits for a handler's answer records nothing, so
+/// after the engine running it and the next two that took it over were
+/// killed, the "two resumes in a row recorded nothing" rule marked it
+/// CREATE_FAILED while the resource was still being made. Waiting is
+/// progress: the fourth engine waits for the answer and the create
+/// completes, the handler having received one Create.
+#[test]
+fn an_operation_waiting_for_a_handler_survives_engines_killed_in_turn() {
+    let c = Cluster::start(4);
+    let (things, engines) = (&c.things, &c.engines);
+    let t = thing_template(c.handler.port, ", Sleep: '14'");
+    let answer = post(
+        &engines[0].endpoint,
+        &format!(
+            "Action=CreateStack&StackName=waiting&TemplateBody={}",
+            urlencode(&t)
+        ),
+    );
+    assert!(answer.contains("<StackId>"), "{answer}");
+    wait_for_handler(&things, 1, &engines);
+    engines[0].signal("KILL");
+    let mut killed = vec![0];
+    for _ in 0..2 {
+        let next = taker(&engines, &killed);
+        engines[next].signal("KILL");
+        killed.push(next);
+    }
+    let last = (0..4).find(|i| !killed.contains(i)).unwrap_or(3);
+    wait_for_status(&engines[last], &engines, "waiting", "CREATE_COMPLETE");
+    let requests = things_requests(&things, Some("Thing"));
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    assert_eq!(things_left(&things).len(), 1);
 }
 
 fn urlencode(text: &str) -> String {

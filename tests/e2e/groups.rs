@@ -569,8 +569,10 @@ fn sigkill_mid_rollout_resumes_from_the_stored_batch() {
                 l == "Web" && r.starts_with(&format!("Rolling update batch {b} of 4:"))
             })
             .count();
-        // Batch 2 was running when the process died: announced again on resume.
-        assert_eq!(started, if b == 2 { 2 } else { 1 }, "batch {b}: {seq:#?}");
+        // Batch 2 was running when the process died: the resume continues
+        // it without announcing it again (finding 9 of the resource-call
+        // protocol issue: a step is never reported twice).
+        assert_eq!(started, 1, "batch {b}: {seq:#?}");
     }
 }
 

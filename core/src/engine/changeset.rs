@@ -396,7 +396,13 @@ impl Engine {
         );
         let lease = self
             .store
-            .insert_stack(&stack, &first, &self.operation_owner(), self.lease_ttl_ms())
+            .insert_stack(
+                &stack,
+                &first,
+                None,
+                &self.operation_owner(),
+                self.lease_ttl_ms(),
+            )
             .await?;
         self.store.release_lease(&lease).await?;
         Ok(stack)
@@ -637,42 +643,27 @@ impl Engine {
             context: cs.nested.context.clone(),
             ..stack
         };
-        self.store
-            .put_operation(
-                &lease,
-                &OperationRecord {
-                    stack_id: created.stack_id.clone(),
-                    kind: "CREATE".into(),
-                    options: if cs.nested.templates.is_empty() {
-                        json!({})
-                    } else {
-                        json!({ crate::nested::OPTION: cs.nested.templates })
-                    },
-                    started_at: ts.clone(),
-                },
-            )
-            .await?;
-        self.store
-            .begin_change_set_execution(&lease, &cs.change_set_id)
-            .await?;
-        self.store.save_stack(&lease, &created).await?;
-        self.open_history(&lease, &created, "CREATE", Some(cs.change_set_name.clone()))
-            .await?;
-        let event = stack_event(
-            &created,
+        let operation = OperationRecord {
+            stack_id: created.stack_id.clone(),
+            kind: "CREATE".into(),
+            options: if cs.nested.templates.is_empty() {
+                json!({})
+            } else {
+                json!({ crate::nested::OPTION: cs.nested.templates })
+            },
+            started_at: ts.clone(),
+        };
+        let stack_id = created.stack_id.clone();
+        self.begin_operation(
+            &lease,
+            operation,
+            created,
             StackStatus::CreateInProgress,
-            Some("User Initiated"),
-            &ts,
-        );
-        self.store
-            .set_stack_status(
-                &lease,
-                StackStatus::CreateInProgress,
-                Some("User Initiated"),
-                &event,
-            )
-            .await?;
-        Ok(created.stack_id)
+            Some(cs),
+            None,
+        )
+        .await?;
+        Ok(stack_id)
     }
 
     /// Deletes a stack that only ever held change sets (REVIEW_IN_PROGRESS):

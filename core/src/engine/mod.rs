@@ -129,7 +129,15 @@ struct Op {
     /// An update's other template (the one it left, or during rollback the
     /// one it abandoned).
     other: Option<update::Other>,
+    /// The last step each resource reported (status, reason, physical id),
+    /// from its row when the operation was loaded: an operation resumed
+    /// after a crash or a takeover does not report a step in progress a
+    /// second time, as CloudFormation never shows one twice.
+    reported: std::sync::Mutex<HashMap<String, Reported>>,
 }
+
+/// A resource's last reported step: status, reason, physical id.
+type Reported = (ResourceStatus, Option<String>, Option<String>);
 
 impl Op {
     fn evaluator(&self) -> Evaluator<'_> {
@@ -447,31 +455,34 @@ impl Engine {
             Some("User Initiated"),
             &ts,
         );
+        let operation = OperationRecord {
+            stack_id: stack_id.clone(),
+            kind: "CREATE".into(),
+            options: {
+                let mut o = Map::new();
+                if let Some(t) = input.timeout_minutes {
+                    o.insert(TIMEOUT_OPTION.into(), json!(t));
+                }
+                if !nested.is_empty() {
+                    o.insert(crate::nested::OPTION.into(), json!(nested));
+                }
+                Value::Object(o)
+            },
+            started_at: ts,
+        };
+        // The operation's record is written with the stack: a crash right
+        // after cannot lose its timeout or its nested templates.
         let lease = self
             .store
-            .insert_stack(&stack, &first, &self.operation_owner(), self.lease_ttl_ms())
-            .await?;
-        self.started_under(&lease);
-        self.store
-            .put_operation(
-                &lease,
-                &OperationRecord {
-                    stack_id: stack_id.clone(),
-                    kind: "CREATE".into(),
-                    options: {
-                        let mut o = Map::new();
-                        if let Some(t) = input.timeout_minutes {
-                            o.insert(TIMEOUT_OPTION.into(), json!(t));
-                        }
-                        if !nested.is_empty() {
-                            o.insert(crate::nested::OPTION.into(), json!(nested));
-                        }
-                        Value::Object(o)
-                    },
-                    started_at: ts,
-                },
+            .insert_stack(
+                &stack,
+                &first,
+                Some(&operation),
+                &self.operation_owner(),
+                self.lease_ttl_ms(),
             )
             .await?;
+        self.started_under(&lease);
         self.open_history(&lease, &stack, "CREATE", None).await?;
         Ok(stack_id)
     }
@@ -552,22 +563,23 @@ impl Engine {
             return busy(status);
         }
         self.started_under(&lease);
-        self.store
-            .put_operation(
-                &lease,
-                &OperationRecord {
-                    stack_id: stack.stack_id.clone(),
-                    kind: "DELETE".into(),
-                    options: json!({"Retain": retain}),
-                    started_at: now(),
-                },
-            )
-            .await?;
-        self.open_history(&lease, &stack, "DELETE", None).await?;
-        let op = self.load(&stack, lease).await?;
-        self.set_status(&op, StackStatus::DeleteInProgress, Some("User Initiated"))
-            .await?;
-        Ok(Some(stack.stack_id))
+        let operation = OperationRecord {
+            stack_id: stack.stack_id.clone(),
+            kind: "DELETE".into(),
+            options: json!({"Retain": retain}),
+            started_at: now(),
+        };
+        let stack_id = stack.stack_id.clone();
+        self.begin_operation(
+            &lease,
+            operation,
+            stack,
+            StackStatus::DeleteInProgress,
+            None,
+            None,
+        )
+        .await?;
+        Ok(Some(stack_id))
     }
 
     /// Rebuilds an operation's working state from the stored stack.
@@ -601,6 +613,13 @@ impl Engine {
         };
         let rows = self.store.resources(&stack.stack_id).await?;
         results.record_live(&rows);
+        let reported = rows
+            .iter()
+            .map(|r| {
+                let step = (r.status, r.status_reason.clone(), r.physical_id.clone());
+                (r.logical_id.clone(), step)
+            })
+            .collect();
         let recorded_digests = rows
             .iter()
             .filter_map(|r| {
@@ -634,6 +653,7 @@ impl Engine {
             recorded_digests,
             state: this,
             other,
+            reported: std::sync::Mutex::new(reported),
         })
     }
 
@@ -826,6 +846,17 @@ impl Engine {
             .store
             .acquire_lease(&stack.stack_id, &owner, self.lease_ttl_ms())
             .await?;
+        // Read again under the lease: another engine may have run the
+        // operation to its end between the read above and the lease (this
+        // one stalled); there is nothing left to drive then.
+        let stack = match self.store.find_stack(&stack.stack_id).await? {
+            Some(s) if s.status.is_in_progress() => s,
+            Some(s) => {
+                let _ = self.store.release_lease(&lease).await;
+                return Ok(s.status);
+            }
+            None => return Err(StoreError::NoSuchStack(stack_id.to_string()).into()),
+        };
         let op = Arc::new(self.load(&stack, lease.clone()).await?);
         let heartbeat = {
             let store = self.store.clone();
@@ -965,8 +996,7 @@ impl Engine {
         Ok(status)
     }
 
-    /// Starts the stack's history entry for an operation, with the template
-    /// and parameters it works towards (NoEcho values masked).
+    /// Starts the stack's history entry for an operation.
     async fn open_history(
         &self,
         lease: &Lease,
@@ -974,32 +1004,43 @@ impl Engine {
         kind: &str,
         change_set: Option<String>,
     ) -> Result<(), EngineError> {
-        let parameters = stack
-            .parameters
-            .iter()
-            .map(|(k, v)| {
-                let shown = if stack.no_echo.contains(k) {
-                    MASK.to_string()
-                } else {
-                    v.clone()
-                };
-                (k.clone(), shown)
-            })
-            .collect();
         self.store
-            .open_history(
+            .open_history(lease, &history_entry(stack, kind, change_set))
+            .await?;
+        Ok(())
+    }
+
+    /// Starts an operation on an existing stack in one durable write: its
+    /// record, `stack` (new fields, `status` with "User Initiated"), the
+    /// status event, its history entry (of the operation's kind), and the
+    /// change set it executes.
+    async fn begin_operation(
+        &self,
+        lease: &Lease,
+        operation: OperationRecord,
+        mut stack: StackRecord,
+        status: StackStatus,
+        change_set: Option<&crate::stack::ChangeSetRecord>,
+        details: Option<Value>,
+    ) -> Result<(), EngineError> {
+        stack.status = status;
+        stack.status_reason = Some("User Initiated".into());
+        let mut history = history_entry(
+            &stack,
+            &operation.kind,
+            change_set.map(|c| c.change_set_name.clone()),
+        );
+        history.details = details;
+        let event = stack_event(&stack, status, Some("User Initiated"), &history.started_at);
+        self.store
+            .begin_operation(
                 lease,
-                &HistoryRecord {
-                    stack_id: stack.stack_id.clone(),
-                    kind: kind.into(),
-                    change_set,
-                    template_body: stack.template_body.clone(),
-                    parameters,
-                    started_at: now(),
-                    ended_at: None,
-                    status: None,
-                    status_reason: None,
-                    details: None,
+                &crate::store::OperationStart {
+                    operation: Some(operation),
+                    change_set_id: change_set.map(|c| c.change_set_id.clone()),
+                    stack,
+                    event,
+                    history,
                 },
             )
             .await?;
@@ -1209,7 +1250,19 @@ impl Engine {
     async fn record(&self, op: &Op, r: &ResourceRecord, earlier: Vec<EventRecord>) -> bool {
         op.results.note_secrets(r);
         let mut events = earlier;
-        events.push(op.resource_event(r));
+        let step = (r.status, r.status_reason.clone(), r.physical_id.clone());
+        let repeated = match op.reported.lock() {
+            Ok(mut reported) => {
+                let last = reported.insert(r.logical_id.clone(), step.clone());
+                events.is_empty()
+                    && r.status.as_str().ends_with("_IN_PROGRESS")
+                    && last == Some(step)
+            }
+            Err(_) => false,
+        };
+        if !repeated {
+            events.push(op.resource_event(r));
+        }
         let written = self.store.put_resource(&op.lease, r, &events).await;
         self.held(op, &r.logical_id, written)
     }
@@ -1915,6 +1968,35 @@ impl Engine {
                 false
             }
         }
+    }
+}
+
+/// An operation's history entry, with the template and parameters it
+/// works towards (NoEcho values masked).
+fn history_entry(stack: &StackRecord, kind: &str, change_set: Option<String>) -> HistoryRecord {
+    let parameters = stack
+        .parameters
+        .iter()
+        .map(|(k, v)| {
+            let shown = if stack.no_echo.contains(k) {
+                MASK.to_string()
+            } else {
+                v.clone()
+            };
+            (k.clone(), shown)
+        })
+        .collect();
+    HistoryRecord {
+        stack_id: stack.stack_id.clone(),
+        kind: kind.into(),
+        change_set,
+        template_body: stack.template_body.clone(),
+        parameters,
+        started_at: now(),
+        ended_at: None,
+        status: None,
+        status_reason: None,
+        details: None,
     }
 }
 

@@ -180,15 +180,54 @@ impl Engine {
         result
     }
 
+    /// Checked right before every provider call: whether this engine still
+    /// holds the operation's lease. An engine that stalled past its lease
+    /// (a paused machine, a long pause between recording a request and
+    /// sending it) wakes up here after another engine took the operation
+    /// over and resumed the same request: it must not send it as well. The
+    /// window left is between this read and the send. A store that cannot
+    /// be read does not stop the call: the write just before it held, and
+    /// the write of its outcome is fenced.
+    async fn still_owner(&self, op: &Op) -> Result<(), ProviderError> {
+        let lost = || {
+            op.aborted.store(true, std::sync::atomic::Ordering::SeqCst);
+            ProviderError::internal(format!(
+                "this engine no longer holds the lease of stack {} (another engine took the operation over); it sent nothing",
+                op.stack.stack_name
+            ))
+        };
+        if op.aborted.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(lost());
+        }
+        let cannot_check = |e: crate::store::StoreError| {
+            tracing::warn!(stack = %op.stack.stack_name, "cannot check the lease before a provider call: {e}");
+            Ok(())
+        };
+        match self.store.lease_owner(&op.stack.stack_id).await {
+            Ok(Some(owner)) if owner == op.lease.owner => Ok(()),
+            Ok(Some(_)) => Err(lost()),
+            // Run out, broken or released: still this engine's only if
+            // nobody took it since (the renewal is fenced on the token).
+            Ok(None) => match self.store.renew_lease(&op.lease, self.lease_ttl_ms()).await {
+                Ok(()) => Ok(()),
+                Err(crate::store::StoreError::LeaseLost(_)) => Err(lost()),
+                Err(e) => cannot_check(e),
+            },
+            Err(e) => cannot_check(e),
+        }
+    }
+
     /// A create sent to the provider serving `context.resource_type` (not
     /// a group or nested stack): the first time, or asked again.
     pub(super) async fn provider_create(
         &self,
+        op: &Op,
         context: RequestContext,
         properties: Map<String, Value>,
         attempt: Attempt,
     ) -> Result<CreateResult, ProviderError> {
         let t = self.provider_for(&context.resource_type)?;
+        self.still_owner(op).await?;
         let req = CreateRequest {
             context,
             properties,
@@ -208,12 +247,14 @@ impl Engine {
     /// NotFound counts as deleted.
     pub(super) async fn provider_delete(
         &self,
+        op: &Op,
         context: RequestContext,
         physical: &str,
         properties: Map<String, Value>,
         attempt: Attempt,
     ) -> Result<(), ProviderError> {
         let t = self.provider_for(&context.resource_type)?;
+        self.still_owner(op).await?;
         let req = DeleteRequest {
             context,
             physical_resource_id: physical.to_string(),
@@ -256,7 +297,7 @@ impl Engine {
             return self.adopt_external(op, r, &t, id, request_id).await;
         }
         let context = self.context(op, &r.logical_id, &r.resource_type, request_id);
-        self.provider_create(context, r.properties.clone(), attempt)
+        self.provider_create(op, context, r.properties.clone(), attempt)
             .await
     }
 
@@ -296,6 +337,7 @@ impl Engine {
             changed,
             drift,
         };
+        self.still_owner(op).await?;
         match attempt {
             Attempt::First => self.timed("update", t.provider.update(&req)).await,
             // Recorded before a crash: the provider learns or repeats it (a
@@ -321,7 +363,7 @@ impl Engine {
             return self.nested_delete(op, physical).await;
         }
         let context = self.context(op, &r.logical_id, &r.resource_type, request_id);
-        self.provider_delete(context, physical, r.properties.clone(), attempt)
+        self.provider_delete(op, context, physical, r.properties.clone(), attempt)
             .await
     }
 
@@ -343,6 +385,9 @@ impl Engine {
         let Ok(t) = self.provider_for(&r.resource_type) else {
             return false;
         };
+        if self.still_owner(op).await.is_err() {
+            return false;
+        }
         let req = CreateRequest {
             context: self.context(op, &r.logical_id, &r.resource_type, request_id),
             properties: r.properties.clone(),

@@ -179,7 +179,7 @@ struct Victim {
 #[derive(Clone)]
 enum VictimOf {
     /// The whole row goes (a removed, or rolled-back added, resource).
-    Row,
+    Row(Box<ResourceRecord>),
     /// An old or abandoned physical resource of this row, which stays (as it
     /// was when the cleanup started; only its journal changes).
     Kept(Box<ResourceRecord>),
@@ -614,51 +614,36 @@ impl Engine {
         }
         self.started_under(&lease);
         let previous = StackState::of(&stack);
-        self.store
-            .put_operation(
-                &lease,
-                &OperationRecord {
-                    stack_id: stack.stack_id.clone(),
-                    kind: kind.into(),
-                    options: {
-                        let mut options = UpdateJournal::options(&previous, &target);
-                        if let Some((key, value)) = &details {
-                            options[*key] = value.clone();
-                        }
-                        if !nested.is_empty() {
-                            options[crate::nested::OPTION] = serde_json::json!(nested);
-                        }
-                        for (key, value) in extra_options {
-                            options[key.as_str()] = value;
-                        }
-                        options
-                    },
-                    started_at: now(),
-                },
-            )
-            .await?;
-        if let Some(cs) = change_set {
-            self.store
-                .begin_change_set_execution(&lease, &cs.change_set_id)
-                .await?;
-        }
+        let operation = OperationRecord {
+            stack_id: stack.stack_id.clone(),
+            kind: kind.into(),
+            options: {
+                let mut options = UpdateJournal::options(&previous, &target);
+                if let Some((key, value)) = &details {
+                    options[*key] = value.clone();
+                }
+                if !nested.is_empty() {
+                    options[crate::nested::OPTION] = serde_json::json!(nested);
+                }
+                for (key, value) in extra_options {
+                    options[key.as_str()] = value;
+                }
+                options
+            },
+            started_at: now(),
+        };
         let mut shown = stack.clone();
         target.apply(&mut shown);
         shown.updated_at = now();
-        self.store.save_stack(&lease, &shown).await?;
-        self.open_history(
+        self.begin_operation(
             &lease,
-            &shown,
-            kind,
-            change_set.map(|c| c.change_set_name.clone()),
+            operation,
+            shown,
+            StackStatus::UpdateInProgress,
+            change_set,
+            details.map(|(_, value)| value),
         )
         .await?;
-        if let Some((_, value)) = &details {
-            self.store.set_history_details(&lease, value).await?;
-        }
-        let op = self.load(&shown, lease).await?;
-        self.set_status(&op, StackStatus::UpdateInProgress, Some("User Initiated"))
-            .await?;
         Ok(stack.stack_id)
     }
 
@@ -1397,7 +1382,7 @@ impl Engine {
                 victims.push(Victim {
                     logical_id: r.logical_id.clone(),
                     target: r.snapshot(),
-                    owner: VictimOf::Row,
+                    owner: VictimOf::Row(Box::new(r.clone())),
                     retain,
                 });
             } else if let Some(Journal::Changed { before }) = &r.journal {
@@ -1433,7 +1418,7 @@ impl Engine {
                 Some(Journal::Added) => victims.push(Victim {
                     logical_id: r.logical_id.clone(),
                     target: r.snapshot(),
-                    owner: VictimOf::Row,
+                    owner: VictimOf::Row(Box::new(r.clone())),
                     retain: op.other.as_ref().is_some_and(|o| {
                         self.policy_retains(
                             op,
@@ -1618,7 +1603,18 @@ impl Engine {
         let attempts = self.config.engine.cleanup_attempts.max(1);
         for attempt in 1..=attempts {
             let started = self.victim_event(op, &v, ResourceStatus::DeleteInProgress, None);
-            if !self.note_victim(op, &v, vec![started]).await {
+            let noted = match (attempt, call) {
+                // The request id is durable with the first announcement: a
+                // crash from here on resumes this delete (and does not
+                // announce it again).
+                (1, Attempt::First) => {
+                    self.begin_victim_delete(op, &mut v, &request_id, started)
+                        .await
+                }
+                (1, Attempt::Again) => true,
+                _ => self.note_victim(op, &v, vec![started]).await,
+            };
+            if !noted {
                 return false;
             }
             let result = match &v.target.physical_id {
@@ -1685,6 +1681,39 @@ impl Engine {
         op.resource_event(&row)
     }
 
+    /// Records the victim's delete request on its row (the row's status
+    /// does not change) with its DELETE_IN_PROGRESS event.
+    async fn begin_victim_delete(
+        &self,
+        op: &Op,
+        v: &mut Victim,
+        request_id: &str,
+        started: crate::stack::EventRecord,
+    ) -> bool {
+        let pending = Some(PendingCall {
+            action: "DELETE".into(),
+            request_id: request_id.to_string(),
+            since_ms: None,
+        });
+        v.target.pending = pending.clone();
+        let row = match &mut v.owner {
+            VictimOf::Row(row) => {
+                row.pending = pending;
+                row
+            }
+            VictimOf::Kept(row) => {
+                match &mut row.journal {
+                    Some(Journal::Changed { before }) => before.pending = pending,
+                    Some(Journal::Restored { discard: Some(d) }) => d.pending = pending,
+                    _ => {}
+                }
+                row
+            }
+        };
+        let written = self.store.put_resource(&op.lease, row, &[started]).await;
+        self.held(op, &v.logical_id, written)
+    }
+
     /// Records events about a victim without changing its row.
     async fn note_victim(
         &self,
@@ -1705,7 +1734,7 @@ impl Engine {
         events: Vec<crate::stack::EventRecord>,
     ) -> bool {
         let result = match &v.owner {
-            VictimOf::Row => {
+            VictimOf::Row(_) => {
                 self.store
                     .remove_resource(&op.lease, &v.logical_id, &events)
                     .await

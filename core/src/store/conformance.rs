@@ -108,7 +108,13 @@ where
 async fn stacks_and_events(store: &dyn Store) {
     let s = stack("one");
     let lease = store
-        .insert_stack(&s, &event(&s, "one", "CREATE_IN_PROGRESS"), "a:1:x", 60_000)
+        .insert_stack(
+            &s,
+            &event(&s, "one", "CREATE_IN_PROGRESS"),
+            None,
+            "a:1:x",
+            60_000,
+        )
         .await
         .unwrap();
     assert_eq!(lease.owner, "a:1:x");
@@ -119,6 +125,7 @@ async fn stacks_and_events(store: &dyn Store) {
             .insert_stack(
                 &again,
                 &event(&again, "one", "CREATE_IN_PROGRESS"),
+                None,
                 "b",
                 60_000
             )
@@ -163,6 +170,7 @@ async fn leases_and_fencing(store: &dyn Store) {
         .insert_stack(
             &s,
             &event(&s, "leased", "CREATE_IN_PROGRESS"),
+            None,
             "h:1:a",
             60_000,
         )
@@ -221,6 +229,7 @@ async fn resources_operations_and_history(store: &dyn Store) {
         .insert_stack(
             &s,
             &event(&s, "rows", "CREATE_IN_PROGRESS"),
+            None,
             "h:1:a",
             60_000,
         )
@@ -271,6 +280,25 @@ async fn resources_operations_and_history(store: &dyn Store) {
     assert_eq!(store.note_resume(&s.stack_id).await.unwrap(), 1);
     store.clear_operation(&lease).await.unwrap();
     assert_eq!(store.operation(&s.stack_id).await.unwrap(), None);
+    // A stack inserted with its operation has both at once.
+    let t = stack("with-operation");
+    let first = OperationRecord {
+        stack_id: t.stack_id.clone(),
+        kind: "CREATE".into(),
+        options: json!({"TimeoutInMinutes": 5}),
+        started_at: now(),
+    };
+    store
+        .insert_stack(
+            &t,
+            &event(&t, "with-operation", "CREATE_IN_PROGRESS"),
+            Some(&first),
+            "h:1:a",
+            60_000,
+        )
+        .await
+        .unwrap();
+    assert_eq!(store.operation(&t.stack_id).await.unwrap(), Some(first));
     // History: opened, detailed, ended by the terminal status.
     let entry = HistoryRecord {
         stack_id: s.stack_id.clone(),
@@ -355,6 +383,7 @@ async fn change_sets(store: &dyn Store) {
         .insert_stack(
             &s,
             &event(&s, "sets", "UPDATE_IN_PROGRESS"),
+            None,
             "h:1:a",
             60_000,
         )
@@ -424,6 +453,7 @@ async fn exports_groups_and_drift(store: &dyn Store) {
         .insert_stack(
             &a,
             &event(&a, "exporter", "CREATE_IN_PROGRESS"),
+            None,
             "h:1:a",
             60_000,
         )
@@ -434,6 +464,7 @@ async fn exports_groups_and_drift(store: &dyn Store) {
         .insert_stack(
             &b,
             &event(&b, "other", "CREATE_IN_PROGRESS"),
+            None,
             "h:1:b",
             60_000,
         )
@@ -512,6 +543,7 @@ async fn concurrent_writers(store: Arc<dyn Store>) {
         .insert_stack(
             &s,
             &event(&s, "raced", "CREATE_IN_PROGRESS"),
+            None,
             "h:1:a",
             60_000,
         )
@@ -593,6 +625,7 @@ async fn claims(store: Arc<dyn Store>) {
             .insert_stack(
                 &s,
                 &event(&s, &s.stack_name, "CREATE_IN_PROGRESS"),
+                None,
                 "h:1:a",
                 60_000,
             )
@@ -682,6 +715,7 @@ async fn claims(store: Arc<dyn Store>) {
         .insert_stack(
             &s,
             &event(&s, "handed", "CREATE_IN_PROGRESS"),
+            None,
             "h:1:a",
             60_000,
         )
@@ -706,6 +740,7 @@ async fn claims(store: Arc<dyn Store>) {
         .insert_stack(
             &s,
             &event(&s, "stale-handoff", "CREATE_IN_PROGRESS"),
+            None,
             "h:1:a",
             60_000,
         )
@@ -733,6 +768,7 @@ async fn nested_claims(store: &dyn Store) {
         .insert_stack(
             &parent,
             &event(&parent, "parent", "CREATE_IN_PROGRESS"),
+            None,
             "h:1:p",
             60_000,
         )
@@ -747,6 +783,7 @@ async fn nested_claims(store: &dyn Store) {
         .insert_stack(
             &child,
             &event(&child, &child.stack_name, "CREATE_IN_PROGRESS"),
+            None,
             "h:1:c",
             60_000,
         )

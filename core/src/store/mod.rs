@@ -104,15 +104,34 @@ pub struct OperationRecord {
     pub started_at: String,
 }
 
+/// What starting an operation on an existing stack writes, at once (see
+/// [`Store::begin_operation`]).
+#[derive(Debug, Clone)]
+pub struct OperationStart {
+    /// The operation's record (`None`: the stack's current one stays).
+    pub operation: Option<OperationRecord>,
+    /// The change set being executed: marked so, the stack's others go.
+    pub change_set_id: Option<String>,
+    /// The stack's new fields, its status and status reason included.
+    pub stack: StackRecord,
+    /// The event of that status.
+    pub event: EventRecord,
+    /// The operation's history entry.
+    pub history: HistoryRecord,
+}
+
 #[async_trait::async_trait]
 pub trait Store: Send + Sync {
-    /// Records a new stack with its lease held by `owner`, atomically (no other
-    /// process may see it in progress without an owner). A live stack with the
-    /// same name is an error.
+    /// Records a new stack with its lease held by `owner` and the operation
+    /// it starts with, atomically (no other process may see it in progress
+    /// without an owner, and a crash cannot keep the stack and lose what
+    /// the operation needs to resume: its timeout, its nested templates).
+    /// A live stack with the same name is an error.
     async fn insert_stack(
         &self,
         stack: &StackRecord,
         first_event: &EventRecord,
+        operation: Option<&OperationRecord>,
         owner: &str,
         ttl_ms: i64,
     ) -> Result<Lease, StoreError>;
@@ -196,6 +215,16 @@ pub trait Store: Send + Sync {
     ) -> Result<(), StoreError>;
     /// Replaces the stack's stored fields (outputs, template, parameters).
     async fn save_stack(&self, lease: &Lease, stack: &StackRecord) -> Result<(), StoreError>;
+    /// Starts an operation on an existing stack in one write: its record,
+    /// the change set it executes, the stack's new fields and status with
+    /// the status event, and its history entry. A crash leaves the stack
+    /// either untouched or with the whole operation recorded (never, say,
+    /// showing the new template with nothing in progress).
+    async fn begin_operation(
+        &self,
+        lease: &Lease,
+        start: &OperationStart,
+    ) -> Result<(), StoreError>;
 
     /// Writes one resource row and its events (oldest first), atomically.
     async fn put_resource(

@@ -14,7 +14,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
-use super::{Cell, Claim, Lease, OperationRecord, Store, StoreError, TableDump};
+use super::{Cell, Claim, Lease, OperationRecord, OperationStart, Store, StoreError, TableDump};
 use crate::stack::{
     ChangeSetRecord, EventRecord, HistoryRecord, OnFailure, ResourceRecord, SignalRecord,
     StackRecord, StackStatus,
@@ -1019,12 +1019,137 @@ impl PgStore {
     }
 }
 
+/// A stack's new status, its event, and what the status ends.
+async fn write_status(
+    tx: &Transaction<'_>,
+    stack_id: &str,
+    status: StackStatus,
+    reason: Option<&str>,
+    event: &EventRecord,
+) -> Result<(), StoreError> {
+    let deleted_at = (status == StackStatus::DeleteComplete).then(|| event.timestamp.clone());
+    run(tx,
+        "UPDATE stacks SET status = $1, status_reason = $2, updated_at = $3, deleted_at = COALESCE($4, deleted_at) WHERE stack_id = $5",
+        &[&status.as_str(), &reason, &event.timestamp, &deleted_at, &stack_id],
+    )
+    .await
+    .map_err(backend)?;
+    if let Some(r) = reason.filter(|r| *r != "User Initiated") {
+        // The operation's reason is the latest one it was given (why it
+        // rolled back), unless its terminal status has its own.
+        run(
+            tx,
+            "UPDATE history SET status_reason = $1 WHERE stack_id = $2 AND ended_at IS NULL",
+            &[&r, &stack_id],
+        )
+        .await
+        .map_err(backend)?;
+    }
+    if !status.is_in_progress() && status != StackStatus::ReviewInProgress {
+        run(tx,
+            "UPDATE history SET ended_at = $1, status = $2 WHERE stack_id = $3 AND ended_at IS NULL",
+            &[&event.timestamp, &status.as_str(), &stack_id],
+        )
+        .await
+        .map_err(backend)?;
+        // CloudFormation removes a stack's change sets once one is executed.
+        run(tx,
+            "DELETE FROM change_sets WHERE stack_id = $1 AND execution_status = 'EXECUTE_IN_PROGRESS'",
+            &[&stack_id],
+        )
+        .await
+        .map_err(backend)?;
+    }
+    insert_events(tx, std::slice::from_ref(event)).await
+}
+
+/// The stack's stored fields (not its status).
+async fn write_stack_fields(tx: &Transaction<'_>, s: &StackRecord) -> Result<(), StoreError> {
+    run(tx,
+        "UPDATE stacks SET description = $1, template_body = $2, parameters = $3, no_echo = $4, outputs = $5, on_failure = $6, updated_at = $7, tags = $9, template_context = $10 WHERE stack_id = $8",
+        &[
+            &s.description,
+            &s.template_body,
+            &json_text(&s.parameters)?,
+            &json_text(&s.no_echo)?,
+            &json_text(&s.outputs)?,
+            &s.on_failure.as_str(),
+            &s.updated_at,
+            &s.stack_id,
+            &json_text(&s.tags)?,
+            &context_text(&s.context)?,
+        ],
+    )
+    .await
+    .map_err(backend)?;
+    Ok(())
+}
+
+async fn write_history(tx: &Transaction<'_>, h: &HistoryRecord) -> Result<(), StoreError> {
+    run(tx,
+        &format!("INSERT INTO history ({HISTORY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"),
+        &[
+            &h.stack_id,
+            &h.kind,
+            &h.change_set,
+            &h.template_body,
+            &json_text(&h.parameters)?,
+            &h.started_at,
+            &h.ended_at,
+            &h.status,
+            &h.status_reason,
+            &h.details.as_ref().map(json_text).transpose()?,
+        ],
+    )
+    .await
+    .map_err(backend)?;
+    Ok(())
+}
+
+/// A change set starts executing: the stack's others go.
+async fn write_change_set_execution(
+    tx: &Transaction<'_>,
+    stack_id: &str,
+    id: &str,
+) -> Result<(), StoreError> {
+    run(
+        tx,
+        "DELETE FROM change_sets WHERE stack_id = $1 AND change_set_id <> $2",
+        &[&stack_id, &id],
+    )
+    .await
+    .map_err(backend)?;
+    run(
+        tx,
+        "UPDATE change_sets SET execution_status = 'EXECUTE_IN_PROGRESS' WHERE change_set_id = $1",
+        &[&id],
+    )
+    .await
+    .map_err(backend)?;
+    Ok(())
+}
+
+/// Starts an operation's record: a new operation starts afresh (cancel
+/// flag and resume counts too).
+async fn write_operation(tx: &Transaction<'_>, op: &OperationRecord) -> Result<(), StoreError> {
+    run(tx,
+        "INSERT INTO operations (stack_id, kind, options, started_at) VALUES ($1, $2, $3, $4)
+         ON CONFLICT (stack_id) DO UPDATE SET kind = excluded.kind, options = excluded.options,
+           started_at = excluded.started_at, cancel = FALSE, resume_attempts = 0, resume_events = 0",
+        &[&op.stack_id, &op.kind, &json_text(&op.options)?, &op.started_at],
+    )
+    .await
+    .map_err(backend)?;
+    Ok(())
+}
+
 #[async_trait::async_trait]
 impl Store for PgStore {
     async fn insert_stack(
         &self,
         s: &StackRecord,
         first_event: &EventRecord,
+        operation: Option<&OperationRecord>,
         owner: &str,
         ttl_ms: i64,
     ) -> Result<Lease, StoreError> {
@@ -1066,6 +1191,9 @@ impl Store for PgStore {
         .await
         .map_err(backend)?;
         insert_events(&tx, std::slice::from_ref(first_event)).await?;
+        if let Some(op) = operation {
+            write_operation(&tx, op).await?;
+        }
         tx.commit().await.map_err(backend)?;
         Ok(Lease {
             stack_id: s.stack_id.clone(),
@@ -1399,37 +1527,7 @@ impl Store for PgStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;
         fence(&tx, lease).await?;
-        let deleted_at = (status == StackStatus::DeleteComplete).then(|| event.timestamp.clone());
-        run(&tx,
-            "UPDATE stacks SET status = $1, status_reason = $2, updated_at = $3, deleted_at = COALESCE($4, deleted_at) WHERE stack_id = $5",
-            &[&status.as_str(), &reason, &event.timestamp, &deleted_at, &lease.stack_id],
-        )
-        .await
-        .map_err(backend)?;
-        if let Some(r) = reason.filter(|r| *r != "User Initiated") {
-            run(
-                &tx,
-                "UPDATE history SET status_reason = $1 WHERE stack_id = $2 AND ended_at IS NULL",
-                &[&r, &lease.stack_id],
-            )
-            .await
-            .map_err(backend)?;
-        }
-        if !status.is_in_progress() && status != StackStatus::ReviewInProgress {
-            run(&tx,
-                "UPDATE history SET ended_at = $1, status = $2 WHERE stack_id = $3 AND ended_at IS NULL",
-                &[&event.timestamp, &status.as_str(), &lease.stack_id],
-            )
-            .await
-            .map_err(backend)?;
-            run(&tx,
-                "DELETE FROM change_sets WHERE stack_id = $1 AND execution_status = 'EXECUTE_IN_PROGRESS'",
-                &[&lease.stack_id],
-            )
-            .await
-            .map_err(backend)?;
-        }
-        insert_events(&tx, std::slice::from_ref(event)).await?;
+        write_status(&tx, &lease.stack_id, status, reason, event).await?;
         tx.commit().await.map_err(backend)
     }
 
@@ -1437,23 +1535,34 @@ impl Store for PgStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;
         fence(&tx, lease).await?;
-        run(&tx,
-            "UPDATE stacks SET description = $1, template_body = $2, parameters = $3, no_echo = $4, outputs = $5, on_failure = $6, updated_at = $7, tags = $9, template_context = $10 WHERE stack_id = $8",
-            &[
-                &s.description,
-                &s.template_body,
-                &json_text(&s.parameters)?,
-                &json_text(&s.no_echo)?,
-                &json_text(&s.outputs)?,
-                &s.on_failure.as_str(),
-                &s.updated_at,
-                &s.stack_id,
-                &json_text(&s.tags)?,
-                &context_text(&s.context)?,
-            ],
+        write_stack_fields(&tx, s).await?;
+        tx.commit().await.map_err(backend)
+    }
+
+    async fn begin_operation(
+        &self,
+        lease: &Lease,
+        start: &OperationStart,
+    ) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        fence(&tx, lease).await?;
+        if let Some(op) = &start.operation {
+            write_operation(&tx, op).await?;
+        }
+        if let Some(id) = &start.change_set_id {
+            write_change_set_execution(&tx, &lease.stack_id, id).await?;
+        }
+        write_stack_fields(&tx, &start.stack).await?;
+        write_history(&tx, &start.history).await?;
+        write_status(
+            &tx,
+            &lease.stack_id,
+            start.stack.status,
+            start.stack.status_reason.as_deref(),
+            &start.event,
         )
-        .await
-        .map_err(backend)?;
+        .await?;
         tx.commit().await.map_err(backend)
     }
 
@@ -1540,15 +1649,7 @@ impl Store for PgStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;
         fence(&tx, lease).await?;
-        // A new operation starts afresh (cancel flag and resume counts too).
-        run(&tx,
-            "INSERT INTO operations (stack_id, kind, options, started_at) VALUES ($1, $2, $3, $4)
-             ON CONFLICT (stack_id) DO UPDATE SET kind = excluded.kind, options = excluded.options,
-               started_at = excluded.started_at, cancel = FALSE, resume_attempts = 0, resume_events = 0",
-            &[&op.stack_id, &op.kind, &json_text(&op.options)?, &op.started_at],
-        )
-        .await
-        .map_err(backend)?;
+        write_operation(&tx, op).await?;
         tx.commit().await.map_err(backend)
     }
 
@@ -1644,23 +1745,7 @@ impl Store for PgStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;
         fence(&tx, lease).await?;
-        run(&tx,
-            &format!("INSERT INTO history ({HISTORY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"),
-            &[
-                &h.stack_id,
-                &h.kind,
-                &h.change_set,
-                &h.template_body,
-                &json_text(&h.parameters)?,
-                &h.started_at,
-                &h.ended_at,
-                &h.status,
-                &h.status_reason,
-                &h.details.as_ref().map(json_text).transpose()?,
-            ],
-        )
-        .await
-        .map_err(backend)?;
+        write_history(&tx, h).await?;
         tx.commit().await.map_err(backend)
     }
 
@@ -1883,19 +1968,7 @@ impl Store for PgStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;
         fence(&tx, lease).await?;
-        run(
-            &tx,
-            "DELETE FROM change_sets WHERE stack_id = $1 AND change_set_id <> $2",
-            &[&lease.stack_id, &change_set_id],
-        )
-        .await
-        .map_err(backend)?;
-        run(&tx,
-            "UPDATE change_sets SET execution_status = 'EXECUTE_IN_PROGRESS' WHERE change_set_id = $1",
-            &[&change_set_id],
-        )
-        .await
-        .map_err(backend)?;
+        write_change_set_execution(&tx, &lease.stack_id, change_set_id).await?;
         tx.commit().await.map_err(backend)
     }
 
@@ -2223,7 +2296,7 @@ mod tests {
         let stack = stack("announced");
         let event = |_: usize| event(&stack, "A", "CREATE_IN_PROGRESS");
         let lease = writer
-            .insert_stack(&stack, &event(0), "h:1:a", 60_000)
+            .insert_stack(&stack, &event(0), None, "h:1:a", 60_000)
             .await
             .unwrap();
         let mut n = 1;

@@ -13,7 +13,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use tokio::sync::oneshot;
 
-use super::{Cell, Claim, Lease, OperationRecord, Store, StoreError, TableDump};
+use super::{Cell, Claim, Lease, OperationRecord, OperationStart, Store, StoreError, TableDump};
 use crate::stack::{
     ChangeSetRecord, EventRecord, HistoryRecord, Journal, OnFailure, PendingCall, ResourceRecord,
     SignalRecord, StackRecord, StackStatus,
@@ -618,17 +618,115 @@ impl SqliteStore {
     }
 }
 
+/// A stack's new status, its event, and what the status ends.
+fn write_status(
+    c: &Connection,
+    stack_id: &str,
+    status: StackStatus,
+    reason: Option<&str>,
+    event: &EventRecord,
+) -> Result<(), StoreError> {
+    let deleted_at = (status == StackStatus::DeleteComplete).then(|| event.timestamp.clone());
+    c.execute(
+        "UPDATE stacks SET status = ?1, status_reason = ?2, updated_at = ?3, deleted_at = COALESCE(?4, deleted_at) WHERE stack_id = ?5",
+        params![status.as_str(), reason, event.timestamp, deleted_at, stack_id],
+    )
+    .map_err(backend)?;
+    if let Some(r) = reason.filter(|r| *r != "User Initiated") {
+        // The operation's reason is the latest one it was given (why
+        // it rolled back), unless its terminal status has its own.
+        c.execute(
+            "UPDATE history SET status_reason = ?1 WHERE stack_id = ?2 AND ended_at IS NULL",
+            params![r, stack_id],
+        )
+        .map_err(backend)?;
+    }
+    if !status.is_in_progress() && status != StackStatus::ReviewInProgress {
+        end_operation(c, stack_id, status, &event.timestamp)?;
+    }
+    insert_event(c, event)
+}
+
+/// The stack's stored fields (not its status).
+fn write_stack_fields(c: &Connection, s: &StackRecord) -> Result<(), StoreError> {
+    c.execute(
+        "UPDATE stacks SET description = ?1, template_body = ?2, parameters = ?3, no_echo = ?4, outputs = ?5, on_failure = ?6, updated_at = ?7, tags = ?9, template_context = ?10 WHERE stack_id = ?8",
+        params![
+            s.description,
+            s.template_body,
+            json_text(&s.parameters)?,
+            json_text(&s.no_echo)?,
+            json_text(&s.outputs)?,
+            s.on_failure.as_str(),
+            s.updated_at,
+            s.stack_id,
+            json_text(&s.tags)?,
+            context_text(&s.context)?
+        ],
+    )
+    .map_err(backend)?;
+    Ok(())
+}
+
+fn write_history(c: &Connection, h: &HistoryRecord) -> Result<(), StoreError> {
+    c.execute(
+        &format!("INSERT INTO history ({HISTORY_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"),
+        params![
+            h.stack_id,
+            h.kind,
+            h.change_set,
+            h.template_body,
+            json_text(&h.parameters)?,
+            h.started_at,
+            h.ended_at,
+            h.status,
+            h.status_reason,
+            h.details.as_ref().map(json_text).transpose()?
+        ],
+    )
+    .map_err(backend)?;
+    Ok(())
+}
+
+/// A change set starts executing: the stack's others go.
+fn write_change_set_execution(c: &Connection, stack_id: &str, id: &str) -> Result<(), StoreError> {
+    c.execute(
+        "DELETE FROM change_sets WHERE stack_id = ?1 AND change_set_id != ?2",
+        params![stack_id, id],
+    )
+    .map_err(backend)?;
+    c.execute(
+        "UPDATE change_sets SET execution_status = 'EXECUTE_IN_PROGRESS' WHERE change_set_id = ?1",
+        params![id],
+    )
+    .map_err(backend)?;
+    Ok(())
+}
+
+/// Starts an operation's record (a new one starts afresh: cancel flag and
+/// resume counts too).
+fn write_operation(c: &Connection, op: &OperationRecord) -> Result<(), StoreError> {
+    c.execute(
+        "INSERT OR REPLACE INTO operations (stack_id, kind, options, started_at) VALUES (?1, ?2, ?3, ?4)",
+        params![op.stack_id, op.kind, json_text(&op.options)?, op.started_at],
+    )
+    .map_err(backend)?;
+    Ok(())
+}
+
 #[async_trait::async_trait]
 impl Store for SqliteStore {
     async fn insert_stack(
         &self,
         s: &StackRecord,
         first_event: &EventRecord,
+        operation: Option<&OperationRecord>,
         owner: &str,
         ttl_ms: i64,
     ) -> Result<Lease, StoreError> {
         let s = s.clone();
         let e = first_event.clone();
+        let operation = operation.cloned();
         let owner = owner.to_string();
         self.run(move |c| {
             let live: i64 = c
@@ -666,6 +764,9 @@ impl Store for SqliteStore {
             )
             .map_err(backend)?;
             insert_event(c, &e)?;
+            if let Some(op) = &operation {
+                write_operation(c, op)?;
+            }
             Ok(Lease { stack_id: s.stack_id.clone(), owner, token: 1 })
         })
         .await
@@ -1015,25 +1116,34 @@ impl Store for SqliteStore {
         let (lease, reason, event) = (lease.clone(), reason.map(str::to_string), event.clone());
         self.run(move |c| {
             fence(c, &lease)?;
-            let deleted_at = (status == StackStatus::DeleteComplete).then(|| event.timestamp.clone());
-            c.execute(
-                "UPDATE stacks SET status = ?1, status_reason = ?2, updated_at = ?3, deleted_at = COALESCE(?4, deleted_at) WHERE stack_id = ?5",
-                params![status.as_str(), reason, event.timestamp, deleted_at, lease.stack_id],
+            write_status(c, &lease.stack_id, status, reason.as_deref(), &event)
+        })
+        .await
+    }
+
+    async fn begin_operation(
+        &self,
+        lease: &Lease,
+        start: &OperationStart,
+    ) -> Result<(), StoreError> {
+        let (lease, start) = (lease.clone(), start.clone());
+        self.run(move |c| {
+            fence(c, &lease)?;
+            if let Some(op) = &start.operation {
+                write_operation(c, op)?;
+            }
+            if let Some(id) = &start.change_set_id {
+                write_change_set_execution(c, &lease.stack_id, id)?;
+            }
+            write_stack_fields(c, &start.stack)?;
+            write_history(c, &start.history)?;
+            write_status(
+                c,
+                &lease.stack_id,
+                start.stack.status,
+                start.stack.status_reason.as_deref(),
+                &start.event,
             )
-            .map_err(backend)?;
-            if let Some(r) = reason.as_deref().filter(|r| *r != "User Initiated") {
-                // The operation's reason is the latest one it was given (why
-                // it rolled back), unless its terminal status has its own.
-                c.execute(
-                    "UPDATE history SET status_reason = ?1 WHERE stack_id = ?2 AND ended_at IS NULL",
-                    params![r, lease.stack_id],
-                )
-                .map_err(backend)?;
-            }
-            if !status.is_in_progress() && status != StackStatus::ReviewInProgress {
-                end_operation(c, &lease.stack_id, status, &event.timestamp)?;
-            }
-            insert_event(c, &event)
         })
         .await
     }
@@ -1042,23 +1152,7 @@ impl Store for SqliteStore {
         let (lease, s) = (lease.clone(), s.clone());
         self.run(move |c| {
             fence(c, &lease)?;
-            c.execute(
-                "UPDATE stacks SET description = ?1, template_body = ?2, parameters = ?3, no_echo = ?4, outputs = ?5, on_failure = ?6, updated_at = ?7, tags = ?9, template_context = ?10 WHERE stack_id = ?8",
-                params![
-                    s.description,
-                    s.template_body,
-                    json_text(&s.parameters)?,
-                    json_text(&s.no_echo)?,
-                    json_text(&s.outputs)?,
-                    s.on_failure.as_str(),
-                    s.updated_at,
-                    s.stack_id,
-                    json_text(&s.tags)?,
-                    context_text(&s.context)?
-                ],
-            )
-            .map_err(backend)?;
-            Ok(())
+            write_stack_fields(c, &s)
         })
         .await
     }
@@ -1197,12 +1291,7 @@ impl Store for SqliteStore {
         let (lease, op) = (lease.clone(), op.clone());
         self.run(move |c| {
             fence(c, &lease)?;
-            c.execute(
-                "INSERT OR REPLACE INTO operations (stack_id, kind, options, started_at) VALUES (?1, ?2, ?3, ?4)",
-                params![op.stack_id, op.kind, json_text(&op.options)?, op.started_at],
-            )
-            .map_err(backend)?;
-            Ok(())
+            write_operation(c, &op)
         })
         .await
     }
@@ -1311,23 +1400,7 @@ impl Store for SqliteStore {
         let (lease, h) = (lease.clone(), h.clone());
         self.run(move |c| {
             fence(c, &lease)?;
-            c.execute(
-                &format!("INSERT INTO history ({HISTORY_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"),
-                params![
-                    h.stack_id,
-                    h.kind,
-                    h.change_set,
-                    h.template_body,
-                    json_text(&h.parameters)?,
-                    h.started_at,
-                    h.ended_at,
-                    h.status,
-                    h.status_reason,
-                    h.details.as_ref().map(json_text).transpose()?
-                ],
-            )
-            .map_err(backend)?;
-            Ok(())
+            write_history(c, &h)
         })
         .await
     }
@@ -1592,17 +1665,7 @@ impl Store for SqliteStore {
         let (lease, id) = (lease.clone(), change_set_id.to_string());
         self.run(move |c| {
             fence(c, &lease)?;
-            c.execute(
-                "DELETE FROM change_sets WHERE stack_id = ?1 AND change_set_id != ?2",
-                params![lease.stack_id, id],
-            )
-            .map_err(backend)?;
-            c.execute(
-                "UPDATE change_sets SET execution_status = 'EXECUTE_IN_PROGRESS' WHERE change_set_id = ?1",
-                params![id],
-            )
-            .map_err(backend)?;
-            Ok(())
+            write_change_set_execution(c, &lease.stack_id, &id)
         })
         .await
     }

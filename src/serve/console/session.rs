@@ -6,7 +6,9 @@
 //! sees only those. Every action form carries a CSRF token bound to the
 //! session (and the cookie is SameSite=Strict). With `auth = "none"` the
 //! console opens directly; actions still need the token, signed with a
-//! secret made when the server starts.
+//! secret derived from the state's shared secret, so that a form served by
+//! one engine is accepted by any other behind the same balancer. Logging
+//! out clears the cookie.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -43,18 +45,16 @@ fn same(a: &str, b: &str) -> bool {
             == 0
 }
 
-/// The secret a process signs `auth = "none"` CSRF tokens with.
-fn open_secret() -> &'static [u8] {
-    static SECRET: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    SECRET
-        .get_or_init(|| {
-            format!(
-                "{}{}",
-                uuid::Uuid::new_v4().simple(),
-                uuid::Uuid::new_v4().simple()
-            )
-        })
-        .as_bytes()
+/// The secret `auth = "none"` CSRF tokens are signed with, derived from
+/// the secret every engine on the state shares (`Store::callback_secret`),
+/// so that engines behind one balancer accept each other's forms.
+pub fn open_secret(shared: &[u8]) -> Vec<u8> {
+    hmac_hex(shared, b"cairn console csrf").into_bytes()
+}
+
+/// The `Set-Cookie` value that ends a login.
+pub fn logout_cookie() -> String {
+    format!("{COOKIE}=; Path=/console; HttpOnly; SameSite=Strict; Max-Age=0")
 }
 
 /// The cookie's value for `key` (whose secret is `secret`) until `expiry`.
@@ -97,10 +97,11 @@ pub fn viewer(server: &ServerConfig, headers: &HeaderMap) -> Option<Viewer> {
     })
 }
 
-/// The CSRF token every action form of this viewer carries.
-pub fn csrf(server: &ServerConfig, viewer: &Viewer) -> String {
+/// The CSRF token every action form of this viewer carries; `open` signs
+/// it for `auth = "none"` (see [`open_secret`]).
+pub fn csrf(server: &ServerConfig, open: &[u8], viewer: &Viewer) -> String {
     match viewer {
-        Viewer::Open => hmac_hex(open_secret(), b"console-csrf"),
+        Viewer::Open => hmac_hex(open, b"console-csrf"),
         Viewer::Key { key, expiry } => {
             let secret = server
                 .access_keys
@@ -116,8 +117,8 @@ pub fn csrf(server: &ServerConfig, viewer: &Viewer) -> String {
 }
 
 /// Whether `given` is this viewer's CSRF token.
-pub fn csrf_ok(server: &ServerConfig, viewer: &Viewer, given: &str) -> bool {
-    same(&csrf(server, viewer), given)
+pub fn csrf_ok(server: &ServerConfig, open: &[u8], viewer: &Viewer, given: &str) -> bool {
+    same(&csrf(server, open, viewer), given)
 }
 
 /// Whether the viewer may see stack `name`.
@@ -162,6 +163,17 @@ mod tests {
     }
 
     #[test]
+    fn open_csrf_tokens_are_the_same_on_every_engine_of_a_state() {
+        let s = server();
+        let one = open_secret(b"the state's shared secret");
+        let other = open_secret(b"the state's shared secret");
+        let elsewhere = open_secret(b"another state's secret");
+        let token = csrf(&s, &one, &Viewer::Open);
+        assert!(csrf_ok(&s, &other, &Viewer::Open, &token));
+        assert!(!csrf_ok(&s, &elsewhere, &Viewer::Open, &token));
+    }
+
+    #[test]
     fn a_login_cookie_is_accepted_until_it_expires_or_is_forged() {
         let s = server();
         assert!(login(&s, "AKID", "wrong").is_err());
@@ -169,7 +181,7 @@ mod tests {
         let v = viewer(&s, &with_cookie(&cookie)).unwrap();
         assert!(matches!(&v, Viewer::Key { key, .. } if key == "AKID"));
         assert!(may_see(&s, &v, "mine") && !may_see(&s, &v, "theirs"));
-        assert!(csrf_ok(&s, &v, &csrf(&s, &v)) && !csrf_ok(&s, &v, "x"));
+        assert!(csrf_ok(&s, b"", &v, &csrf(&s, b"", &v)) && !csrf_ok(&s, b"", &v, "x"));
         assert_eq!(viewer(&s, &with_cookie(&token("AKID", "s3cret", 1))), None);
         assert_eq!(
             viewer(&s, &with_cookie(&token("AKID", "guess", now() + 60))),

@@ -258,7 +258,12 @@ impl<'a> Run<'a> {
             .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
         let outcome = self
             .engine
-            .provider_create(self.context(&m, &request_id), m.properties.clone(), attempt)
+            .provider_create(
+                self.op,
+                self.context(&m, &request_id),
+                m.properties.clone(),
+                attempt,
+            )
             .await;
         // As for template resources: a timed-out call may have made the
         // member, so its record stays for the delete to ask again.
@@ -316,6 +321,7 @@ impl<'a> Run<'a> {
             let asked = self
                 .engine
                 .provider_create(
+                    self.op,
                     self.context(&m, &p.request_id),
                     m.properties.clone(),
                     Attempt::Again,
@@ -372,6 +378,7 @@ impl<'a> Run<'a> {
         let outcome = self
             .engine
             .provider_delete(
+                self.op,
                 self.context(&m, &request_id),
                 &physical,
                 m.properties.clone(),

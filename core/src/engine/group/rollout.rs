@@ -50,6 +50,8 @@ impl<'a> Run<'a> {
                     .collect::<Vec<_>>()
                     .join(", ")
             };
+            // A batch resumed after a crash or takeover was announced.
+            let resumed = matches!(&rollout.signals_since, Some((b, _)) if *b == i);
             let start = self.progress(format!(
                 "Rolling update batch {} of {total}: creating {}, then deleting {}",
                 i + 1,
@@ -63,7 +65,8 @@ impl<'a> Run<'a> {
                 _ => crate::stack::now(),
             };
             let stored_since = (i, since.clone());
-            self.save(vec![start], |st| {
+            let announce = if resumed { vec![] } else { vec![start] };
+            self.save(announce, |st| {
                 if let Some(r) = st.rollout.as_mut() {
                     r.signals_since = Some(stored_since);
                 }

@@ -11,8 +11,11 @@
 //!
 //! Properties steer a resource: `Name` (create-only: a new one replaces),
 //! `Value` (updated in place), `Fail` (`create`, `update` or `delete`: a
-//! definite failure) and `Hang` (`create`: the work is done but no answer
-//! ever comes, asking again included). The cloud can be `down` (every
+//! definite failure), `Hang` (`create`: the work is done but no answer
+//! ever comes, asking again included) and `Slow` (`create` or `update`:
+//! the first call does the work and then never returns, until the engine
+//! gives up on it; asked again, it answers; a slow create that is
+//! cancelled undoes its work and says so). The cloud can be `down` (every
 //! call fails as a provider that cannot start) and `healed` (scripts no
 //! longer apply: the final clean-up of every run).
 
@@ -20,7 +23,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 use cairn_sdk::{
-    CreateRequest, CreateResult, DeleteRequest, DriftRequest, DriftResult, ErrorKind,
+    Cancellation, CreateRequest, CreateResult, DeleteRequest, DriftRequest, DriftResult, ErrorKind,
     PropertySchema, ProviderError, ResourceProvider, ResourceSchema, UpdateRequest, UpdateResult,
 };
 use serde_json::{Map, Value};
@@ -54,6 +57,8 @@ struct State {
     next: u64,
     down: bool,
     healed: bool,
+    /// Request ids whose first call was slow (asked again, they answer).
+    slowed: std::collections::HashSet<String>,
 }
 
 impl State {
@@ -89,6 +94,19 @@ impl State {
 #[derive(Default)]
 pub struct Cloud {
     state: Mutex<State>,
+    /// How many slow calls were made.
+    slow_calls: tokio::sync::watch::Sender<u32>,
+    /// How many slow calls are waiting now (dropped ones no longer count).
+    blocked: std::sync::Arc<std::sync::atomic::AtomicU32>,
+}
+
+/// Counts a slow call while it waits.
+struct Blocked(std::sync::Arc<std::sync::atomic::AtomicU32>);
+
+impl Drop for Blocked {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 impl Cloud {
@@ -116,6 +134,27 @@ impl Cloud {
 
     pub fn heal(&self) {
         self.with(|s| s.healed = true);
+    }
+
+    /// Whether a slow call is waiting now.
+    pub fn blocked(&self) -> bool {
+        self.blocked.load(std::sync::atomic::Ordering::SeqCst) > 0
+    }
+
+    /// Waits until a slow call is in flight.
+    pub async fn until_slow(&self) {
+        let mut rx = self.slow_calls.subscribe();
+        let _ = rx.wait_for(|n| *n > 0).await;
+    }
+
+    /// Whether this call is the slow first call of its request: it then
+    /// never returns (the engine drops it when it gives up).
+    fn slow(&self, s: &mut State, props: &Map<String, Value>, op: &str, request_id: &str) -> bool {
+        if !Self::script(props, "Slow", op, s.healed) || !s.slowed.insert(request_id.to_string()) {
+            return false;
+        }
+        self.slow_calls.send_modify(|n| *n += 1);
+        true
     }
 
     fn script(props: &Map<String, Value>, key: &str, op: &str, healed: bool) -> bool {
@@ -166,11 +205,12 @@ impl Cloud {
         }
     }
 
+    /// `None`: a slow first call, which never answers.
     fn create_in(
         &self,
         req: &CreateRequest,
         recovering: bool,
-    ) -> Result<CreateResult, ProviderError> {
+    ) -> Result<Option<CreateResult>, ProviderError> {
         let ctx = &req.context;
         self.with(|s| {
             if s.down {
@@ -183,7 +223,7 @@ impl Cloud {
                 // engine that sent it stopped before the answer came) the
                 // physical id generated for it, to delete.
                 return match s.answered.get(&ctx.request_id) {
-                    Some(id) => Ok(result(id)),
+                    Some(id) => Ok(Some(result(id))),
                     None => Err(ProviderError::internal(format!(
                         "Cairn stopped waiting for the handler's response to Create request {}; {NEVER_TWICE}",
                         ctx.request_id
@@ -219,6 +259,9 @@ impl Cloud {
                     id
                 }
             };
+            if !recovering && self.slow(s, &req.properties, "create", &ctx.request_id) {
+                return Ok(None);
+            }
             if Self::script(&req.properties, "Hang", "create", healed) {
                 return Err(ProviderError::timeout(format!(
                     "Resource creation timed out after 1 seconds ({})",
@@ -228,8 +271,24 @@ impl Cloud {
             if handler {
                 s.answered.insert(ctx.request_id.clone(), physical.clone());
             }
-            Ok(result(&physical))
+            Ok(Some(result(&physical)))
         })
+    }
+
+    /// A create or update: answers, or (a slow first call) never returns.
+    async fn answer<T>(
+        &self,
+        outcome: Result<Option<T>, ProviderError>,
+    ) -> Result<T, ProviderError> {
+        match outcome? {
+            Some(t) => Ok(t),
+            None => {
+                self.blocked
+                    .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let _waiting = Blocked(self.blocked.clone());
+                std::future::pending().await
+            }
+        }
     }
 }
 
@@ -249,6 +308,7 @@ fn schema(type_name: &str) -> ResourceSchema {
         .property("Value", PropertySchema::string())
         .property("Fail", PropertySchema::string())
         .property("Hang", PropertySchema::string())
+        .property("Slow", PropertySchema::string())
         .attribute("Arn", "sim:<physical id>")
 }
 
@@ -259,15 +319,30 @@ impl ResourceProvider for Cloud {
     }
 
     async fn create(&self, req: &CreateRequest) -> Result<CreateResult, ProviderError> {
-        self.create_in(req, false)
+        self.answer(self.create_in(req, false)).await
     }
 
     async fn recover_create(&self, req: &CreateRequest) -> Result<CreateResult, ProviderError> {
-        self.create_in(req, true)
+        self.answer(self.create_in(req, true)).await
+    }
+
+    /// A slow create the engine gave up on is undone and said so; any
+    /// other create cannot be told apart from one that finished.
+    async fn cancel_create(&self, req: &CreateRequest) -> Result<Cancellation, ProviderError> {
+        self.with(|s| {
+            let id = &req.context.request_id;
+            if !s.slowed.contains(id) || s.answered.contains_key(id) {
+                return Ok(Cancellation::Unknown);
+            }
+            if let Some(physical) = s.made_by.remove(id) {
+                s.live.remove(&physical);
+            }
+            Ok(Cancellation::NothingMade)
+        })
     }
 
     async fn update(&self, req: &UpdateRequest) -> Result<UpdateResult, ProviderError> {
-        self.with(|s| {
+        let outcome = self.with(|s| {
             if s.down {
                 return Err(Self::unavailable());
             }
@@ -276,13 +351,17 @@ impl ResourceProvider for Cloud {
                 s.received(&req.context, "Update");
             }
             let outcome = Self::update_in(s, req);
+            if outcome.is_ok() && self.slow(s, &req.properties, "update", &req.context.request_id) {
+                return Ok(None);
+            }
             if handler {
                 let answer = outcome.as_ref().map(|_| ()).map_err(|e| e.message.clone());
                 s.answered_other
                     .insert(req.context.request_id.clone(), answer);
             }
-            outcome
-        })
+            outcome.map(Some)
+        });
+        self.answer(outcome).await
     }
 
     async fn recover_update(&self, req: &UpdateRequest) -> Result<UpdateResult, ProviderError> {

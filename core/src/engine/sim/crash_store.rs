@@ -20,22 +20,72 @@ pub struct CrashStore {
     crashed: AtomicBool,
     /// Unreachable for now (a database outage): writes fail, uncounted.
     down: AtomicBool,
+    /// Writes before the pause: from then on every write (and lease
+    /// renewal) waits until [`CrashStore::release`], as in a process
+    /// stalled past its lease while another engine takes over.
+    pause_at: Option<u64>,
+    crash_seen: tokio::sync::watch::Sender<bool>,
+    paused: tokio::sync::watch::Sender<bool>,
+    released: tokio::sync::watch::Sender<bool>,
 }
 
 impl CrashStore {
     pub fn new(inner: Arc<dyn Store>, allowed: Option<u64>) -> Arc<CrashStore> {
+        Self::build(inner, allowed, None)
+    }
+
+    /// A store that stalls before its write `at + 1` until released.
+    pub fn pausing(inner: Arc<dyn Store>, at: u64) -> Arc<CrashStore> {
+        Self::build(inner, None, Some(at))
+    }
+
+    fn build(
+        inner: Arc<dyn Store>,
+        allowed: Option<u64>,
+        pause_at: Option<u64>,
+    ) -> Arc<CrashStore> {
         Arc::new(CrashStore {
             inner,
             allowed,
             writes: AtomicU64::new(0),
             crashed: AtomicBool::new(false),
             down: AtomicBool::new(false),
+            pause_at,
+            crash_seen: tokio::sync::watch::channel(false).0,
+            paused: tokio::sync::watch::channel(false).0,
+            released: tokio::sync::watch::channel(false).0,
         })
+    }
+
+    /// Waits until the store stalls at its pause point.
+    pub async fn until_paused(&self) {
+        let mut rx = self.paused.subscribe();
+        let _ = rx.wait_for(|p| *p).await;
+    }
+
+    /// Lets the stalled writes through (to the real store, which fences
+    /// them with the lease).
+    pub fn release(&self) {
+        self.released.send_replace(true);
+    }
+
+    /// Once paused, waits for the release.
+    async fn stall(&self) {
+        if *self.paused.borrow() {
+            let mut rx = self.released.subscribe();
+            let _ = rx.wait_for(|r| *r).await;
+        }
     }
 
     /// Whether the crash happened (a write was refused).
     pub fn crashed(&self) -> bool {
         self.crashed.load(Ordering::SeqCst)
+    }
+
+    /// Waits until the crash happens.
+    pub async fn until_crashed(&self) {
+        let mut rx = self.crash_seen.subscribe();
+        let _ = rx.wait_for(|c| *c).await;
     }
 
     /// Durable writes that landed.
@@ -48,8 +98,9 @@ impl CrashStore {
         self.down.store(down, Ordering::SeqCst);
     }
 
-    /// Counts one write; refused once the budget is spent.
-    fn write(&self) -> Result<(), StoreError> {
+    /// Counts one write; refused once the budget is spent, stalled from
+    /// the pause point on.
+    async fn write(&self) -> Result<(), StoreError> {
         if self.down.load(Ordering::SeqCst) {
             return Err(StoreError::Backend(
                 "simulated outage: the database cannot be reached".into(),
@@ -62,8 +113,13 @@ impl CrashStore {
         if self.allowed.is_some_and(|allowed| n >= allowed) {
             self.writes.fetch_sub(1, Ordering::SeqCst);
             self.crashed.store(true, Ordering::SeqCst);
+            self.crash_seen.send_replace(true);
             return Err(crashed());
         }
+        if self.pause_at.is_some_and(|at| n >= at) {
+            self.paused.send_replace(true);
+        }
+        self.stall().await;
         Ok(())
     }
 }
@@ -78,12 +134,13 @@ impl Store for CrashStore {
         &self,
         stack: &StackRecord,
         first_event: &EventRecord,
+        operation: Option<&OperationRecord>,
         owner: &str,
         ttl_ms: i64,
     ) -> Result<Lease, StoreError> {
-        self.write()?;
+        self.write().await?;
         self.inner
-            .insert_stack(stack, first_event, owner, ttl_ms)
+            .insert_stack(stack, first_event, operation, owner, ttl_ms)
             .await
     }
     async fn find_stack(&self, name_or_id: &str) -> Result<Option<StackRecord>, StoreError> {
@@ -101,7 +158,7 @@ impl Store for CrashStore {
         owner: &str,
         ttl_ms: i64,
     ) -> Result<Lease, StoreError> {
-        self.write()?;
+        self.write().await?;
         self.inner.acquire_lease(stack_id, owner, ttl_ms).await
     }
     async fn renew_lease(&self, lease: &Lease, ttl_ms: i64) -> Result<(), StoreError> {
@@ -110,21 +167,22 @@ impl Store for CrashStore {
         if self.crashed() {
             return Err(crashed());
         }
+        self.stall().await;
         self.inner.renew_lease(lease, ttl_ms).await
     }
     async fn lease_owner(&self, stack_id: &str) -> Result<Option<String>, StoreError> {
         self.inner.lease_owner(stack_id).await
     }
     async fn break_lease(&self, stack_id: &str, owner: &str) -> Result<(), StoreError> {
-        self.write()?;
+        self.write().await?;
         self.inner.break_lease(stack_id, owner).await
     }
     async fn release_lease(&self, lease: &Lease) -> Result<(), StoreError> {
-        self.write()?;
+        self.write().await?;
         self.inner.release_lease(lease).await
     }
     async fn hand_off_lease(&self, lease: &Lease, ttl_ms: i64) -> Result<(), StoreError> {
-        self.write()?;
+        self.write().await?;
         self.inner.hand_off_lease(lease, ttl_ms).await
     }
     async fn claim_operations(
@@ -133,7 +191,7 @@ impl Store for CrashStore {
         ttl_ms: i64,
         handed_off: bool,
     ) -> Result<Vec<Claim>, StoreError> {
-        self.write()?;
+        self.write().await?;
         self.inner
             .claim_operations(owners, ttl_ms, handed_off)
             .await
@@ -146,7 +204,7 @@ impl Store for CrashStore {
         request_id: &str,
         body: &[u8],
     ) -> Result<bool, StoreError> {
-        self.write()?;
+        self.write().await?;
         self.inner.put_callback_response(request_id, body).await
     }
     async fn callback_responses(
@@ -156,7 +214,7 @@ impl Store for CrashStore {
         self.inner.callback_responses(request_ids).await
     }
     async fn put_signal(&self, signal: &SignalRecord) -> Result<(), StoreError> {
-        self.write()?;
+        self.write().await?;
         self.inner.put_signal(signal).await
     }
     async fn signals(
@@ -167,7 +225,7 @@ impl Store for CrashStore {
         self.inner.signals(stack_id, logical_id).await
     }
     async fn clear_signals(&self, stack_id: &str, logical_id: &str) -> Result<(), StoreError> {
-        self.write()?;
+        self.write().await?;
         self.inner.clear_signals(stack_id, logical_id).await
     }
     async fn set_stack_status(
@@ -177,13 +235,21 @@ impl Store for CrashStore {
         reason: Option<&str>,
         event: &EventRecord,
     ) -> Result<(), StoreError> {
-        self.write()?;
+        self.write().await?;
         self.inner
             .set_stack_status(lease, status, reason, event)
             .await
     }
+    async fn begin_operation(
+        &self,
+        lease: &Lease,
+        start: &crate::store::OperationStart,
+    ) -> Result<(), StoreError> {
+        self.write().await?;
+        self.inner.begin_operation(lease, start).await
+    }
     async fn save_stack(&self, lease: &Lease, stack: &StackRecord) -> Result<(), StoreError> {
-        self.write()?;
+        self.write().await?;
         self.inner.save_stack(lease, stack).await
     }
     async fn put_resource(
@@ -192,11 +258,11 @@ impl Store for CrashStore {
         resource: &ResourceRecord,
         events: &[EventRecord],
     ) -> Result<(), StoreError> {
-        self.write()?;
+        self.write().await?;
         self.inner.put_resource(lease, resource, events).await
     }
     async fn put_events(&self, lease: &Lease, events: &[EventRecord]) -> Result<(), StoreError> {
-        self.write()?;
+        self.write().await?;
         self.inner.put_events(lease, events).await
     }
     async fn remove_resource(
@@ -205,11 +271,11 @@ impl Store for CrashStore {
         logical_id: &str,
         events: &[EventRecord],
     ) -> Result<(), StoreError> {
-        self.write()?;
+        self.write().await?;
         self.inner.remove_resource(lease, logical_id, events).await
     }
     async fn clear_journals(&self, lease: &Lease) -> Result<(), StoreError> {
-        self.write()?;
+        self.write().await?;
         self.inner.clear_journals(lease).await
     }
     async fn resources(&self, stack_id: &str) -> Result<Vec<ResourceRecord>, StoreError> {
@@ -226,29 +292,29 @@ impl Store for CrashStore {
         self.inner.event_count(stack_id).await
     }
     async fn put_operation(&self, lease: &Lease, op: &OperationRecord) -> Result<(), StoreError> {
-        self.write()?;
+        self.write().await?;
         self.inner.put_operation(lease, op).await
     }
     async fn operation(&self, stack_id: &str) -> Result<Option<OperationRecord>, StoreError> {
         self.inner.operation(stack_id).await
     }
     async fn clear_operation(&self, lease: &Lease) -> Result<(), StoreError> {
-        self.write()?;
+        self.write().await?;
         self.inner.clear_operation(lease).await
     }
     async fn note_resume(&self, stack_id: &str) -> Result<u32, StoreError> {
-        self.write()?;
+        self.write().await?;
         self.inner.note_resume(stack_id).await
     }
     async fn request_cancel(&self, stack_id: &str) -> Result<bool, StoreError> {
-        self.write()?;
+        self.write().await?;
         self.inner.request_cancel(stack_id).await
     }
     async fn cancel_requested(&self, stack_id: &str) -> Result<bool, StoreError> {
         self.inner.cancel_requested(stack_id).await
     }
     async fn open_history(&self, lease: &Lease, entry: &HistoryRecord) -> Result<(), StoreError> {
-        self.write()?;
+        self.write().await?;
         self.inner.open_history(lease, entry).await
     }
     async fn set_history_details(
@@ -256,7 +322,7 @@ impl Store for CrashStore {
         lease: &Lease,
         details: &serde_json::Value,
     ) -> Result<(), StoreError> {
-        self.write()?;
+        self.write().await?;
         self.inner.set_history_details(lease, details).await
     }
     async fn history(&self, stack_id: &str) -> Result<Vec<HistoryRecord>, StoreError> {
@@ -270,7 +336,7 @@ impl Store for CrashStore {
         state: Option<&serde_json::Value>,
         events: &[EventRecord],
     ) -> Result<(), StoreError> {
-        self.write()?;
+        self.write().await?;
         self.inner
             .put_group(lease, logical_id, physical_id, state, events)
             .await
@@ -295,7 +361,7 @@ impl Store for CrashStore {
         at: &str,
         body: &serde_json::Value,
     ) -> Result<(), StoreError> {
-        self.write()?;
+        self.write().await?;
         self.inner
             .put_drift_detection(stack_id, detection_id, at, body)
             .await
@@ -313,7 +379,7 @@ impl Store for CrashStore {
         self.inner.last_drift_detection(stack_id).await
     }
     async fn put_change_set(&self, cs: &ChangeSetRecord) -> Result<(), StoreError> {
-        self.write()?;
+        self.write().await?;
         self.inner.put_change_set(cs).await
     }
     async fn find_change_set(
@@ -327,7 +393,7 @@ impl Store for CrashStore {
         self.inner.change_sets(stack_id).await
     }
     async fn delete_change_set(&self, change_set_id: &str) -> Result<(), StoreError> {
-        self.write()?;
+        self.write().await?;
         self.inner.delete_change_set(change_set_id).await
     }
     async fn begin_change_set_execution(
@@ -335,7 +401,7 @@ impl Store for CrashStore {
         lease: &Lease,
         change_set_id: &str,
     ) -> Result<(), StoreError> {
-        self.write()?;
+        self.write().await?;
         self.inner
             .begin_change_set_execution(lease, change_set_id)
             .await
@@ -345,7 +411,7 @@ impl Store for CrashStore {
         change_set_id: &str,
         reason: &str,
     ) -> Result<(), StoreError> {
-        self.write()?;
+        self.write().await?;
         self.inner.obsolete_change_set(change_set_id, reason).await
     }
     async fn put_exports(
@@ -353,11 +419,11 @@ impl Store for CrashStore {
         lease: &Lease,
         exports: &[(String, String)],
     ) -> Result<(), StoreError> {
-        self.write()?;
+        self.write().await?;
         self.inner.put_exports(lease, exports).await
     }
     async fn delete_exports(&self, lease: &Lease) -> Result<(), StoreError> {
-        self.write()?;
+        self.write().await?;
         self.inner.delete_exports(lease).await
     }
     async fn export(&self, name: &str) -> Result<Option<(String, String)>, StoreError> {
@@ -367,7 +433,7 @@ impl Store for CrashStore {
         self.inner.exports().await
     }
     async fn put_imports(&self, lease: &Lease, names: &[String]) -> Result<(), StoreError> {
-        self.write()?;
+        self.write().await?;
         self.inner.put_imports(lease, names).await
     }
     async fn importers(&self, export_name: &str) -> Result<Vec<String>, StoreError> {

@@ -14,6 +14,15 @@
 //! - the outcome is the reference's (or the one from before the operation,
 //!   when the crash came before it was recorded);
 //! - and, with the cloud healed, deleting the stack leaves the cloud empty.
+//!
+//! Then the same at every write point with a second engine taking the
+//! operation over: the first engine's store stalls before write k (a
+//! database connection that hangs past the lease) while the rest of it
+//! keeps running, the second breaks the lease and resumes the operation
+//! to its end, then the first engine's writes go through, and everything
+//! it still writes must be refused on the fencing token. (Not modelled: a
+//! whole process frozen between its last lease check and a provider call;
+//! see the protocol's `still_owner`.)
 
 mod cloud;
 pub(crate) mod crash_store;
@@ -47,6 +56,11 @@ pub enum Step {
     Update {
         template: String,
     },
+    /// An update cancelled (`cairn cancel-update`) once a slow call of it
+    /// is in flight.
+    CancelledUpdate {
+        template: String,
+    },
     Delete,
     ContinueRollback,
     /// Lifts every script: hanging creates answer, failures stop.
@@ -54,6 +68,12 @@ pub enum Step {
     /// Switches the cloud down (every call fails as a provider that cannot
     /// start) or up.
     CloudDown(bool),
+    /// Writes a template file beside the state (nested stacks name it as
+    /// `file:///{DIR}/name`).
+    File {
+        name: &'static str,
+        text: &'static str,
+    },
 }
 
 pub fn create(template: &str) -> Step {
@@ -72,6 +92,12 @@ pub fn create_keeping_failures(template: &str) -> Step {
 
 pub fn update(template: &str) -> Step {
     Step::Update {
+        template: template.to_string(),
+    }
+}
+
+pub fn cancelled_update(template: &str) -> Step {
+    Step::CancelledUpdate {
         template: template.to_string(),
     }
 }
@@ -100,12 +126,16 @@ impl Drop for World {
     }
 }
 
-fn config() -> Config {
+fn config(dir: &std::path::Path) -> Config {
     let mut c = Config::default();
+    c.nested.template_dirs = vec![dir.to_path_buf()];
     c.engine.cleanup_attempts = 2;
     c.engine.cleanup_backoff_seconds = 0.0;
     c.engine.max_concurrency = 4;
     c.engine.health_timeout_seconds = 5;
+    // A stalled engine notices the takeover at its next renewal (a third
+    // of the lease): short leases keep the simulator fast.
+    c.engine.lease_seconds = 3;
     c
 }
 
@@ -116,7 +146,7 @@ impl World {
         let base: Arc<dyn Store> =
             Arc::new(SqliteStore::open(&dir.join("state.db")).expect("state file"));
         let cloud = Arc::new(Cloud::default());
-        let config = config();
+        let config = config(&dir);
         let provider: Arc<dyn ResourceProvider> = cloud.clone();
         let registry =
             crate::registry::assemble::assemble(&config, vec![("builtin:sim", provider)])
@@ -134,6 +164,22 @@ impl World {
         Engine::new(store, self.registry.clone(), self.config.clone())
     }
 
+    /// A template with `{DIR}` standing for the state's directory.
+    fn template(&self, text: &str) -> String {
+        text.replace("{DIR}", &self.dir.to_string_lossy())
+    }
+
+    fn update_input(&self, template: &str) -> UpdateStackInput {
+        UpdateStackInput {
+            stack_name: STACK.into(),
+            template_body: Some(self.template(template)),
+            parameters: BTreeMap::new(),
+            tags: None,
+            origin: Default::default(),
+            context: None,
+        }
+    }
+
     /// Runs a step to its end (errors are the step's outcome, not the test's).
     async fn run(&self, engine: &Arc<Engine>, step: &Step) -> Result<(), String> {
         let e = |e: super::EngineError| e.to_string();
@@ -144,7 +190,7 @@ impl World {
             } => {
                 let input = CreateStackInput {
                     stack_name: STACK.into(),
-                    template_body: template.clone(),
+                    template_body: self.template(template),
                     parameters: BTreeMap::new(),
                     on_failure: *on_failure,
                     tags: Vec::new(),
@@ -156,16 +202,33 @@ impl World {
                 engine.run(&id).await.map_err(e)?;
             }
             Step::Update { template } => {
-                let input = UpdateStackInput {
-                    stack_name: STACK.into(),
-                    template_body: Some(template.clone()),
-                    parameters: BTreeMap::new(),
-                    tags: None,
-                    origin: Default::default(),
-                    context: None,
-                };
-                let id = engine.start_update(&input).await.map_err(e)?;
+                let id = engine
+                    .start_update(&self.update_input(template))
+                    .await
+                    .map_err(e)?;
                 engine.run(&id).await.map_err(e)?;
+            }
+            Step::CancelledUpdate { template } => {
+                let id = engine
+                    .start_update(&self.update_input(template))
+                    .await
+                    .map_err(e)?;
+                let run = engine.run(&id);
+                tokio::pin!(run);
+                tokio::select! {
+                    done = &mut run => {
+                        done.map_err(e)?;
+                        return Ok(());
+                    }
+                    _ = self.cloud.until_slow() => {}
+                }
+                // A failed cancel (the process died) drops the run with it.
+                engine.cancel_update(STACK).await.map_err(e)?;
+                run.await.map_err(e)?;
+            }
+            Step::File { name, text } => {
+                std::fs::write(self.dir.join(name), self.template(text))
+                    .map_err(|e| e.to_string())?;
             }
             Step::Delete => {
                 if let Some(id) = engine.start_delete(STACK, &[]).await.map_err(e)? {
@@ -190,11 +253,44 @@ impl World {
     async fn run_crashing(&self, step: &Step, allowed: u64) -> bool {
         let store = CrashStore::new(self.base.clone(), Some(allowed));
         let engine = self.engine(store.clone());
-        // A dead process does nothing more: whatever the engine still
-        // does after the crash is refused by the store, and it is dropped.
-        let _ = tokio::time::timeout(Duration::from_secs(30), self.run(&engine, step)).await;
+        // A dead process does nothing more: the run is dropped at the
+        // crash (what its spawned tasks still do is refused by the store).
+        tokio::select! {
+            _ = self.run(&engine, step) => {}
+            _ = store.until_crashed() => {}
+            _ = tokio::time::sleep(Duration::from_secs(30)) => {}
+        }
         drop(engine);
         store.crashed()
+    }
+
+    /// Runs `step` on an engine whose store stalls before its write
+    /// `at + 1`; meanwhile a second engine takes the operation over and
+    /// runs it to its end; then the first engine's writes go through (to
+    /// be refused on the fencing token). True when the first reached the
+    /// pause point.
+    async fn run_taken_over(&self, step: &Step, at: u64) -> Result<bool, String> {
+        let store = CrashStore::pausing(self.base.clone(), at);
+        let engine = self.engine(store.clone());
+        let first = self.run(&engine, step);
+        tokio::pin!(first);
+        tokio::select! {
+            _ = &mut first => return Ok(false),
+            _ = store.until_paused() => {}
+        }
+        // The first engine keeps running meanwhile: only its store writes
+        // stall (a database connection that hangs, a partition). Whatever
+        // it still does must be refused or be harmless; it ends (lease
+        // lost) or is given up on.
+        let (taken_over, _) = tokio::join!(
+            async {
+                let r = self.resume().await;
+                store.release();
+                r
+            },
+            tokio::time::timeout(Duration::from_secs(60), &mut first)
+        );
+        taken_over.map(|()| true)
     }
 
     /// What a new process does once the dead one's leases ran out (they
@@ -215,11 +311,23 @@ impl World {
             }
         }
         let engine = self.engine(self.base.clone());
-        tokio::time::timeout(Duration::from_secs(60), engine.resume_abandoned())
-            .await
-            .map_err(|_| "the resume did not finish within 60 s".to_string())?
-            .map_err(|e| e.to_string())?;
-        Ok(())
+        let resumed = engine.resume_abandoned();
+        tokio::pin!(resumed);
+        let deadline = tokio::time::sleep(Duration::from_secs(60));
+        tokio::pin!(deadline);
+        loop {
+            tokio::select! {
+                done = &mut resumed => return done.map(|_| ()).map_err(|e| e.to_string()),
+                _ = &mut deadline => return Err("the resume did not finish within 60 s".into()),
+                // A cancel-update the crash kept from being recorded: the
+                // person asks again while the update still waits.
+                _ = tokio::time::sleep(Duration::from_millis(50)) => {
+                    if self.cloud.blocked() {
+                        let _ = engine.cancel_update(STACK).await;
+                    }
+                }
+            }
+        }
     }
 
     /// The live stack of the scenario, if any.
@@ -263,15 +371,18 @@ impl World {
             }
             return problems;
         };
-        if stack.status.is_in_progress() {
-            fail(format!("the stack is still {}", stack.status));
+        for s in self.base.list_stacks().await.unwrap_or_default() {
+            if s.status.is_in_progress() {
+                fail(format!("stack {} is still {}", s.stack_name, s.status));
+            }
         }
-        let rows = self
-            .base
-            .resources(&stack.stack_id)
-            .await
-            .unwrap_or_default();
-        let groups = self.base.groups(&stack.stack_id).await.unwrap_or_default();
+        // Every stack of the tree (nested stacks record their own rows).
+        let mut rows = Vec::new();
+        let mut groups = Vec::new();
+        for s in self.base.list_stacks().await.unwrap_or_default() {
+            rows.extend(self.base.resources(&s.stack_id).await.unwrap_or_default());
+            groups.extend(self.base.groups(&s.stack_id).await.unwrap_or_default());
+        }
         // Debug quotes every string: a physical id or request id named
         // anywhere in a row (journal snapshots, pending calls) or a group's
         // state counts as recorded.
@@ -297,6 +408,28 @@ impl World {
                         "{} is {} with physical id {id}, which does not exist",
                         r.logical_id, r.status
                     ));
+                }
+            }
+        }
+        // Well-formed event sequences: no resource (or stack) reports the
+        // same step twice in a row (a takeover that repeats
+        // `*_IN_PROGRESS`, as CloudFormation never does).
+        for s in self.base.list_stacks().await.unwrap_or_default() {
+            let events = self.base.events(&s.stack_id).await.unwrap_or_default();
+            let mut last: std::collections::HashMap<&str, &crate::stack::EventRecord> =
+                std::collections::HashMap::new();
+            for e in &events {
+                if let Some(before) = last.insert(e.logical_id.as_str(), e) {
+                    if before.status == e.status
+                        && before.status_reason == e.status_reason
+                        && before.physical_id == e.physical_id
+                        && e.status.ends_with("_IN_PROGRESS")
+                    {
+                        fail(format!(
+                            "{} of stack {} reports {} {:?} twice in a row",
+                            e.logical_id, s.stack_name, e.status, e.status_reason
+                        ));
+                    }
                 }
             }
         }
@@ -379,12 +512,52 @@ pub struct Scenario {
     pub step: Step,
     /// How the step ends without a crash (`None`: the stack is deleted).
     pub expect: Option<StackStatus>,
+    /// Other statuses it may end in after a crash (a cancel the crash
+    /// kept from being recorded lets the update finish).
+    pub also: &'static [StackStatus],
+    pub points: Points,
 }
 
 /// What exploring one scenario found.
 pub struct Report {
+    /// Write points crashed at (and resumed from).
     pub crash_points: u64,
+    /// Write points a second engine took the operation over at.
+    pub takeover_points: u64,
+    /// Durable writes of the step without a crash.
+    pub writes: u64,
     pub problems: Vec<String>,
+}
+
+/// Which write points a scenario explores.
+pub enum Points {
+    /// Every one (small stacks).
+    Every,
+    /// `n` drawn from a fixed seed (larger stacks): the same points on
+    /// every run, so a failure reproduces.
+    Sample { n: usize, seed: u64 },
+}
+
+impl Points {
+    /// Write indexes to stall or crash before; past the last write too
+    /// (writes after the step, and a step whose count varies a little).
+    fn pick(&self, writes: u64) -> Vec<u64> {
+        match self {
+            Points::Every => (0..=writes + 2).collect(),
+            Points::Sample { n, seed } => {
+                // xorshift64*: deterministic, no dependency.
+                let mut x = (*seed).max(1);
+                let mut picked = std::collections::BTreeSet::new();
+                while picked.len() < (*n).min(writes as usize) {
+                    x ^= x >> 12;
+                    x ^= x << 25;
+                    x ^= x >> 27;
+                    picked.insert(x.wrapping_mul(0x2545_F491_4F6C_DD1D) % writes);
+                }
+                picked.into_iter().collect()
+            }
+        }
+    }
 }
 
 impl Scenario {
@@ -398,6 +571,8 @@ impl Scenario {
                 problems.push(format!("{}: setup step {s:?} failed: {e}", self.name));
                 return Report {
                     crash_points: 0,
+                    takeover_points: 0,
+                    writes: 0,
                     problems,
                 };
             }
@@ -422,39 +597,62 @@ impl Scenario {
         drop(world);
 
         let mut points = 0;
-        for k in 0..=writes + 2 {
-            let world = World::new();
-            for s in &self.setup {
-                let _ = world.run(&world.engine(world.base.clone()), s).await;
+        let mut takeovers = 0;
+        for k in self.points.pick(writes) {
+            for takeover in [false, true] {
+                let world = World::new();
+                for s in &self.setup {
+                    let _ = world.run(&world.engine(world.base.clone()), s).await;
+                }
+                let what = if takeover {
+                    format!("{}, taken over before write {}", self.name, k + 1)
+                } else {
+                    format!("{}, crash before write {}", self.name, k + 1)
+                };
+                let reached = if takeover {
+                    world.run_taken_over(&self.step, k).await
+                } else {
+                    let crashed = world.run_crashing(&self.step, k).await;
+                    if crashed {
+                        world.resume().await.map(|()| true)
+                    } else {
+                        Ok(false)
+                    }
+                };
+                match reached {
+                    // The step finished with fewer writes: nothing to explore here.
+                    Ok(false) => continue,
+                    Ok(true) => {}
+                    Err(e) => problems.push(format!("{what}: resume failed: {e}")),
+                }
+                if takeover {
+                    takeovers += 1;
+                } else {
+                    points += 1;
+                }
+                problems.extend(world.check(&what).await);
+                let got = world.outcome().await;
+                // A handler's Create the dead engine may or may not have sent
+                // is never sent again: that resource fails, which may change
+                // the outcome (as in CloudFormation).
+                let handler_lost = world.events_mention(cloud::NEVER_TWICE).await;
+                let also = got.status.is_some_and(|s| self.also.contains(&s));
+                if got != reference && got != before && !handler_lost && !also {
+                    problems.push(format!(
+                        "{what}: ended {:?} with {:?}; without a crash it ends {:?} with {:?}",
+                        got.status, got.live, reference.status, reference.live
+                    ));
+                }
+                if std::env::var_os("CAIRN_SIM_TRACE").is_some() {
+                    world.trace(&what).await;
+                }
+                problems.extend(world.clean_up(&what).await);
             }
-            let what = format!("{}, crash before write {}", self.name, k + 1);
-            if !world.run_crashing(&self.step, k).await {
-                // The step finished with fewer writes: every point is explored.
-                break;
-            }
-            points += 1;
-            if let Err(e) = world.resume().await {
-                problems.push(format!("{what}: resume failed: {e}"));
-            }
-            problems.extend(world.check(&what).await);
-            let got = world.outcome().await;
-            // A handler's Create the dead engine may or may not have sent
-            // is never sent again: that resource fails, which may change
-            // the outcome (as in CloudFormation).
-            let handler_lost = world.events_mention(cloud::NEVER_TWICE).await;
-            if got != reference && got != before && !handler_lost {
-                problems.push(format!(
-                    "{what}: ended {:?} with {:?}; without a crash it ends {:?} with {:?}",
-                    got.status, got.live, reference.status, reference.live
-                ));
-            }
-            if std::env::var_os("CAIRN_SIM_TRACE").is_some() {
-                world.trace(&what).await;
-            }
-            problems.extend(world.clean_up(&what).await);
         }
         Report {
             crash_points: points,
+            takeover_points: takeovers,
+            writes,
             problems,
         }
     }

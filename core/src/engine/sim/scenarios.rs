@@ -1,7 +1,7 @@
 //! The operations the simulator explores, on small stacks, each at every
 //! write point.
 
-use super::{create, create_keeping_failures, update, Scenario, Step};
+use super::{cancelled_update, create, create_keeping_failures, update, Points, Scenario, Step};
 use crate::stack::StackStatus::*;
 
 /// A stack of both kinds of resources with a dependency between them.
@@ -154,6 +154,137 @@ Resources:
       MemberNamePrefix: m
 "#;
 
+/// BASE updated with A changed in place and N added, both slowly: the
+/// update is cancelled while they are in flight.
+const SLOW_UPDATE: &str = r#"
+Resources:
+  A:
+    Type: Sim::Thing
+    Properties: {Name: a-one, Value: "2", Slow: update}
+  B:
+    Type: Sim::Thing
+    Properties: {Name: b-one, Value: !GetAtt A.Arn}
+  H:
+    Type: Sim::Handler
+    Properties: {Name: h-one, Value: !Ref A}
+  N:
+    Type: Sim::Thing
+    Properties: {Name: n-one, Slow: create}
+"#;
+
+/// A nested stack between resources of the parent.
+const NESTED: &str = r#"
+Resources:
+  A:
+    Type: Sim::Thing
+    Properties: {Name: a-one, Value: "1"}
+  Child:
+    Type: AWS::CloudFormation::Stack
+    Properties:
+      TemplateURL: file://{DIR}/child.yaml
+      Parameters: {Upstream: !GetAtt A.Arn}
+  After:
+    Type: Sim::Handler
+    Properties: {Name: after-one, Value: !GetAtt Child.Outputs.Made}
+"#;
+
+const CHILD: &str = r#"
+Parameters:
+  Upstream: {Type: String}
+Resources:
+  X:
+    Type: Sim::Thing
+    Properties: {Name: x-one, Value: !Ref Upstream}
+  Y:
+    Type: Sim::Handler
+    Properties: {Name: y-one, Value: !Ref X}
+Outputs:
+  Made: {Value: !GetAtt X.Arn}
+"#;
+
+/// NESTED with the child's template changed every way.
+const NESTED_CHANGED: &str = r#"
+Resources:
+  A:
+    Type: Sim::Thing
+    Properties: {Name: a-one, Value: "2"}
+  Child:
+    Type: AWS::CloudFormation::Stack
+    Properties:
+      TemplateURL: file://{DIR}/child-2.yaml
+      Parameters: {Upstream: !GetAtt A.Arn}
+  After:
+    Type: Sim::Handler
+    Properties: {Name: after-one, Value: !GetAtt Child.Outputs.Made}
+"#;
+
+const CHILD_CHANGED: &str = r#"
+Parameters:
+  Upstream: {Type: String}
+Resources:
+  X:
+    Type: Sim::Thing
+    Properties: {Name: x-two, Value: !Ref Upstream}
+  Z:
+    Type: Sim::Handler
+    Properties: {Name: z-one, Value: !Ref X}
+Outputs:
+  Made: {Value: !GetAtt X.Arn}
+"#;
+
+fn child_files() -> Step {
+    Step::File {
+        name: "child.yaml",
+        text: CHILD,
+    }
+}
+
+fn changed_child_files() -> Step {
+    Step::File {
+        name: "child-2.yaml",
+        text: CHILD_CHANGED,
+    }
+}
+
+/// A larger stack: `layers` layers of `width` resources, each depending
+/// on one of the layer before; every third a handler. `version` changes
+/// values (in place) and, from 2 on, the names of the first of each
+/// layer (replacements).
+fn layered(layers: usize, width: usize, version: usize) -> String {
+    let mut t = String::from("Resources:\n");
+    for l in 0..layers {
+        for w in 0..width {
+            let kind = if (l * width + w) % 3 == 2 {
+                "Handler"
+            } else {
+                "Thing"
+            };
+            let name = if w == 0 && version > 1 {
+                format!("r{l}-{w}-v{version}")
+            } else {
+                format!("r{l}-{w}")
+            };
+            // A dependency by DependsOn, not by Ref: physical ids differ
+            // between runs, and the outcomes are compared by properties.
+            let depends = if l > 0 {
+                format!("\n    DependsOn: R{}x{}", l - 1, (w + l) % width)
+            } else {
+                String::new()
+            };
+            t.push_str(&format!(
+                "  R{l}x{w}:\n    Type: Sim::{kind}{depends}\n    Properties: {{Name: {name}, Value: \"{version}\"}}\n"
+            ));
+        }
+    }
+    t
+}
+
+/// Sampled write points on a 30-resource stack.
+const SAMPLE: Points = Points::Sample {
+    n: 10,
+    seed: 0x5eed,
+};
+
 fn scenarios() -> Vec<Scenario> {
     vec![
         Scenario {
@@ -161,24 +292,32 @@ fn scenarios() -> Vec<Scenario> {
             expect: Some(CreateComplete),
             setup: vec![],
             step: create(BASE),
+            also: &[],
+            points: Points::Every,
         },
         Scenario {
             name: "create that fails and rolls back",
             expect: Some(RollbackComplete),
             setup: vec![],
             step: create(CREATE_FAILING),
+            also: &[],
+            points: Points::Every,
         },
         Scenario {
             name: "create whose resource never answers",
             expect: Some(RollbackFailed),
             setup: vec![],
             step: create(CREATE_HANGING),
+            also: &[],
+            points: Points::Every,
         },
         Scenario {
             name: "delete",
             expect: None,
             setup: vec![create(BASE)],
             step: Step::Delete,
+            also: &[],
+            points: Points::Every,
         },
         Scenario {
             name: "delete of a create whose outcome is unknown while the provider is down",
@@ -188,66 +327,146 @@ fn scenarios() -> Vec<Scenario> {
                 Step::CloudDown(true),
             ],
             step: Step::Delete,
+            also: &[],
+            points: Points::Every,
         },
         Scenario {
             name: "update in place, replace, add, remove",
             expect: Some(UpdateComplete),
             setup: vec![create(BASE)],
             step: update(CHANGED),
+            also: &[],
+            points: Points::Every,
         },
         Scenario {
             name: "update of a handler's resource in place",
             setup: vec![create(BASE)],
             step: update(HANDLER_UPDATED),
             expect: Some(UpdateComplete),
+            also: &[],
+            points: Points::Every,
         },
         Scenario {
             name: "update that fails and rolls back",
             expect: Some(UpdateRollbackComplete),
             setup: vec![create(BASE)],
             step: update(CHANGED_FAILING),
+            also: &[],
+            points: Points::Every,
         },
         Scenario {
             name: "update adding a resource whose create never answers",
             expect: Some(UpdateRollbackFailed),
             setup: vec![create(BASE)],
             step: update(ADDED_HANGING),
+            also: &[],
+            points: Points::Every,
         },
         Scenario {
             name: "update replacing with a create that never answers",
             expect: Some(UpdateRollbackFailed),
             setup: vec![create(BASE)],
             step: update(REPLACED_HANGING),
+            also: &[],
+            points: Points::Every,
         },
         Scenario {
             name: "continue-rollback once the hanging create answers",
             expect: Some(UpdateRollbackComplete),
             setup: vec![create(BASE), update(ADDED_HANGING), Step::Heal],
             step: Step::ContinueRollback,
+            also: &[],
+            points: Points::Every,
         },
         Scenario {
             name: "delete after an update rollback that could not learn a create",
             expect: None,
             setup: vec![create(BASE), update(REPLACED_HANGING), Step::Heal],
             step: Step::Delete,
+            also: &[],
+            points: Points::Every,
         },
         Scenario {
             name: "group of handler members: create",
             expect: Some(CreateComplete),
             setup: vec![],
             step: create(GROUP),
+            also: &[],
+            points: Points::Every,
         },
         Scenario {
             name: "group of handler members: rolling update",
             expect: Some(UpdateComplete),
             setup: vec![create(GROUP)],
             step: update(GROUP_ROLLED),
+            also: &[],
+            points: Points::Every,
         },
         Scenario {
             name: "group of handler members: delete",
             expect: None,
             setup: vec![create(GROUP)],
             step: Step::Delete,
+            also: &[],
+            points: Points::Every,
+        },
+        Scenario {
+            name: "update cancelled while its calls are in flight",
+            expect: Some(UpdateRollbackComplete),
+            setup: vec![create(BASE)],
+            step: cancelled_update(SLOW_UPDATE),
+            // A crash before the cancel was recorded: the update finishes
+            // (asked again, the slow calls answer).
+            also: &[UpdateComplete],
+            points: Points::Every,
+        },
+        Scenario {
+            name: "nested stack: create",
+            expect: Some(CreateComplete),
+            setup: vec![child_files()],
+            step: create(NESTED),
+            also: &[],
+            points: Points::Every,
+        },
+        Scenario {
+            name: "nested stack: update",
+            expect: Some(UpdateComplete),
+            setup: vec![child_files(), create(NESTED), changed_child_files()],
+            step: update(NESTED_CHANGED),
+            also: &[],
+            points: Points::Every,
+        },
+        Scenario {
+            name: "nested stack: delete",
+            expect: None,
+            setup: vec![child_files(), create(NESTED)],
+            step: Step::Delete,
+            also: &[],
+            points: Points::Every,
+        },
+        Scenario {
+            name: "30 resources: create (sampled points)",
+            expect: Some(CreateComplete),
+            setup: vec![],
+            step: create(&layered(5, 6, 1)),
+            also: &[],
+            points: SAMPLE,
+        },
+        Scenario {
+            name: "30 resources: update (sampled points)",
+            expect: Some(UpdateComplete),
+            setup: vec![create(&layered(5, 6, 1))],
+            step: update(&layered(5, 6, 2)),
+            also: &[],
+            points: SAMPLE,
+        },
+        Scenario {
+            name: "30 resources: delete (sampled points)",
+            expect: None,
+            setup: vec![create(&layered(5, 6, 1))],
+            step: Step::Delete,
+            also: &[],
+            points: SAMPLE,
         },
     ]
 }
@@ -257,22 +476,28 @@ fn scenarios() -> Vec<Scenario> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_operation_survives_a_crash_at_every_write() {
     let mut total = 0;
+    let mut taken_over = 0;
     let mut problems = Vec::new();
-    for s in scenarios() {
+    // CAIRN_SIM_ONLY=text explores the scenarios whose name has it.
+    let only = std::env::var("CAIRN_SIM_ONLY").unwrap_or_default();
+    for s in scenarios().into_iter().filter(|s| s.name.contains(&only)) {
         let started = std::time::Instant::now();
         let report = s.explore().await;
         println!(
-            "crash simulator: {:<75} {:>3} crash points, {} problems, {:.1} s",
+            "crash simulator: {:<75} {:>3} writes, {:>3} crash points, {:>3} takeovers, {} problems, {:.1} s",
             s.name,
+            report.writes,
             report.crash_points,
+            report.takeover_points,
             report.problems.len(),
             started.elapsed().as_secs_f64()
         );
         total += report.crash_points;
+        taken_over += report.takeover_points;
         problems.extend(report.problems);
     }
     println!(
-        "crash simulator: {total} crash points explored, {} problems",
+        "crash simulator: {total} crash points and {taken_over} takeovers explored, {} problems",
         problems.len()
     );
     assert!(
