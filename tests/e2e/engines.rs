@@ -424,12 +424,16 @@ fn taker(engines: &[Engine], not: &[usize]) -> usize {
 }
 
 /// `n` engines on a fresh database behind the balancer (all of them
-/// listed), 2-second leases, and the things handler.
+/// listed), 2-second leases, and the things handler; with `cuttable`, the
+/// engines reach the database through `tcp_cut.py`, which the test can cut.
 struct Cluster {
     // Dropped in this order: engines first, the database last.
     engines: Vec<Engine>,
     handler: Program,
     _balancer: Program,
+    /// The relay to the database and its control file.
+    relay: Option<(Program, std::path::PathBuf)>,
+    backends: std::path::PathBuf,
     things: std::path::PathBuf,
     _scratch: Scratch,
     _db: Database,
@@ -437,11 +441,28 @@ struct Cluster {
 
 impl Cluster {
     fn start(n: usize) -> Cluster {
-        let db = Database::new();
+        Self::start_with(n, false)
+    }
+
+    fn start_with(n: usize, cuttable: bool) -> Cluster {
+        let mut db = Database::new();
         let s = Scratch::new();
         let things = s.dir.path().join("things");
         let handler = things_handler(&things, "");
         let (lb, backends) = balancer(&s);
+        let relay = cuttable.then(|| {
+            // postgres://user@HOST:PORT/name: the relay stands for HOST:PORT.
+            let (head, tail) = db.url.split_once('@').expect("a user in the URL");
+            let (upstream, name) = tail.split_once('/').expect("a database in the URL");
+            let control = s.dir.path().join("database.cut");
+            let mut cmd = crate::support::python();
+            cmd.arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/e2e/tcp_cut.py"))
+                .args(["--upstream", upstream, "--control"])
+                .arg(&control);
+            let relay = Program::start(cmd);
+            db.url = format!("{head}@127.0.0.1:{}/{name}", relay.port);
+            (relay, control)
+        });
         config(&s, &db, lb.port, 2, 8);
         let engines: Vec<Engine> = (0..n).map(|i| Engine::start(&s, i)).collect();
         let list: Vec<&str> = engines.iter().map(|e| e.endpoint.as_str()).collect();
@@ -450,10 +471,20 @@ impl Cluster {
             engines,
             handler,
             _balancer: lb,
+            relay,
+            backends,
             things,
             _scratch: s,
             _db: db,
         }
+    }
+}
+
+impl Cluster {
+    /// Cuts the engines off the database (`false`) or lets them reach it.
+    fn database(&self, up: bool) {
+        let (_, control) = self.relay.as_ref().expect("a cuttable cluster");
+        std::fs::write(control, if up { "up" } else { "down" }).expect("control file");
     }
 }
 
@@ -563,6 +594,78 @@ fn an_operation_waiting_for_a_handler_survives_engines_killed_in_turn() {
     let requests = things_requests(&things, Some("Thing"));
     assert_eq!(requests.len(), 1, "{requests:?}");
     assert_eq!(things_left(&things).len(), 1);
+}
+
+/// Finding 8 of the resource-call protocol issue, across engines: a
+/// handler's response that arrived while PostgreSQL could not be reached
+/// was refused (503, "send it again"), and `cfnresponse` PUTs once, so the
+/// resource waited out its ServiceTimeout and the stack rolled back. Now
+/// the engine that receives it keeps it and records it once the database
+/// is back: the create completes with the one thing the handler made.
+#[test]
+fn a_handlers_response_during_a_database_outage_completes_the_resource() {
+    let c = Cluster::start_with(2, true);
+    let (things, engines) = (&c.things, &c.engines);
+    let t = thing_template(c.handler.port, ", Sleep: '4'");
+    let answer = post(
+        &engines[0].endpoint,
+        &format!(
+            "Action=CreateStack&StackName=outage&TemplateBody={}",
+            urlencode(&t)
+        ),
+    );
+    assert!(answer.contains("<StackId>"), "{answer}");
+    wait_for_handler(things, 1, engines);
+    // The database goes away; the handler answers meanwhile (4 s after
+    // its request) and its one PUT is accepted.
+    c.database(false);
+    let log = c.backends.with_extension("log");
+    let started = Instant::now();
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains("PUT /cfn-response/")
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the handler never answered"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let puts: Vec<String> = std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.starts_with("PUT /cfn-response/"))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(puts.len(), 1, "{puts:?}");
+    assert!(
+        puts[0].ends_with(" 200"),
+        "the response was refused: {puts:?}"
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    // The engines did lose the database meanwhile.
+    let logs: String = engines.iter().map(Engine::stderr).collect();
+    assert!(
+        logs.contains("cannot renew the lease"),
+        "the outage went unnoticed: {logs}"
+    );
+    c.database(true);
+    wait_for_status(&engines[1], engines, "outage", "CREATE_COMPLETE");
+    assert_eq!(things_requests(things, Some("Thing")).len(), 1);
+    let left = things_left(things);
+    assert_eq!(left.len(), 1);
+    let resources = post(
+        &engines[1].endpoint,
+        "Action=DescribeStackResources&StackName=outage",
+    );
+    assert!(
+        resources.contains(&format!(
+            "<PhysicalResourceId>{}</PhysicalResourceId>",
+            left[0].to_string_lossy()
+        )),
+        "{resources}"
+    );
 }
 
 fn urlencode(text: &str) -> String {
