@@ -515,8 +515,8 @@ fn an_update_in_flight_on_a_killed_engine_is_not_sent_again_by_the_next() {
         ),
     );
     assert!(answer.contains("<StackId>"), "{answer}");
-    wait_for_status(&engines[0], &engines, "replaced", "CREATE_COMPLETE");
-    let first = things_left(&things);
+    wait_for_status(&engines[0], engines, "replaced", "CREATE_COMPLETE");
+    let first = things_left(things);
     assert_eq!(first.len(), 1);
     // The Update takes the handler 4 s; engine 0 is killed once it is sent.
     let v2 = thing_template(
@@ -531,22 +531,22 @@ fn an_update_in_flight_on_a_killed_engine_is_not_sent_again_by_the_next() {
         ),
     );
     assert!(answer.contains("<StackId>"), "{answer}");
-    wait_for_handler(&things, 2, &engines);
+    wait_for_handler(things, 2, engines);
     engines[0].signal("KILL");
-    let next = taker(&engines, &[0]);
-    wait_for_status(&engines[next], &engines, "replaced", "UPDATE_COMPLETE");
-    let requests: Vec<String> = things_requests(&things, Some("Thing"))
+    let next = taker(engines, &[0]);
+    wait_for_status(&engines[next], engines, "replaced", "UPDATE_COMPLETE");
+    let requests: Vec<String> = things_requests(things, Some("Thing"))
         .into_iter()
         .map(|(kind, _)| kind)
         .collect();
     assert_eq!(requests, ["Create", "Update", "Delete"], "{requests:?}");
-    let deleted = things_requests(&things, Some("Thing"))[2].1.clone();
+    let deleted = things_requests(things, Some("Thing"))[2].1.clone();
     assert_eq!(
         deleted,
         first[0].to_string_lossy(),
         "the old thing is deleted"
     );
-    let left = things_left(&things);
+    let left = things_left(things);
     assert_eq!(left.len(), 1, "one thing is left: {left:?}");
     let resources = post(
         &engines[next].endpoint,
@@ -581,19 +581,19 @@ fn an_operation_waiting_for_a_handler_survives_engines_killed_in_turn() {
         ),
     );
     assert!(answer.contains("<StackId>"), "{answer}");
-    wait_for_handler(&things, 1, &engines);
+    wait_for_handler(things, 1, engines);
     engines[0].signal("KILL");
     let mut killed = vec![0];
     for _ in 0..2 {
-        let next = taker(&engines, &killed);
+        let next = taker(engines, &killed);
         engines[next].signal("KILL");
         killed.push(next);
     }
     let last = (0..4).find(|i| !killed.contains(i)).unwrap_or(3);
-    wait_for_status(&engines[last], &engines, "waiting", "CREATE_COMPLETE");
-    let requests = things_requests(&things, Some("Thing"));
+    wait_for_status(&engines[last], engines, "waiting", "CREATE_COMPLETE");
+    let requests = things_requests(things, Some("Thing"));
     assert_eq!(requests.len(), 1, "{requests:?}");
-    assert_eq!(things_left(&things).len(), 1);
+    assert_eq!(things_left(things).len(), 1);
 }
 
 /// Finding 8 of the resource-call protocol issue, across engines: a
