@@ -668,7 +668,7 @@ fn a_handlers_response_during_a_database_outage_completes_the_resource() {
     );
 }
 
-fn urlencode(text: &str) -> String {
+pub(crate) fn urlencode(text: &str) -> String {
     text.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
@@ -680,7 +680,7 @@ fn urlencode(text: &str) -> String {
 }
 
 /// POSTs a Query API form to an engine (auth is off) and returns the body.
-fn post(endpoint: &str, form: &str) -> String {
+pub(crate) fn post(endpoint: &str, form: &str) -> String {
     use std::io::{Read, Write};
     let addr = endpoint.trim_start_matches("http://");
     let mut conn = std::net::TcpStream::connect(addr).expect("connect");

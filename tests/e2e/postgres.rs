@@ -119,6 +119,24 @@ fn the_cli_runs_a_stack_on_postgres() {
     assert_eq!(files, 0);
 }
 
+/// Runs `q` through the server's own `postgres` database (a session on
+/// `db` could not, say, lift a read-only setting of `db`).
+fn admin_sql(db: &Database, q: &str) {
+    let server = format!(
+        "{}/postgres",
+        db.url.rsplit_once('/').map(|(p, _)| p).unwrap_or_default()
+    );
+    let out = Command::new("psql")
+        .args([server.as_str(), "-qAtc", q])
+        .output()
+        .expect("psql runs");
+    assert!(
+        out.status.success(),
+        "{q}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// `cairn serve` on PostgreSQL: /healthz names the engine and the store's
 /// state, and answers 503 once the database is gone.
 #[test]
@@ -141,21 +159,7 @@ fn healthz_reports_the_database() {
     // is, and the server's sessions are ended so that it makes new ones.
     // Through the server's own database: a session on the read-only one
     // could not lift the setting.
-    let server = format!(
-        "{}/postgres",
-        db.url.rsplit_once('/').map(|(p, _)| p).unwrap_or_default()
-    );
-    let sql = |q: &str| {
-        let out = Command::new("psql")
-            .args([server.as_str(), "-qAtc", q])
-            .output()
-            .expect("psql runs");
-        assert!(
-            out.status.success(),
-            "{q}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
+    let sql = |q: &str| admin_sql(&db, q);
     let name = db.url.rsplit('/').next().unwrap_or_default().to_string();
     let end_sessions = format!(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}' AND pid <> pg_backend_pid()"
@@ -195,6 +199,75 @@ fn healthz_reports_the_database() {
     assert!(down.starts_with("HTTP/1.1 503"), "{down}");
     assert!(down.contains("\r\n\r\nunavailable\nengine "), "{down}");
     assert!(down.contains("\nstore: unreachable: "), "{down}");
+}
+
+/// Finding 9 of the resource-call protocol issue: the database's
+/// `default_transaction_read_only` is read when a session starts, so the
+/// sessions a server made while the database was read-only stayed
+/// read-only after the setting was lifted, and nothing could be recorded
+/// until they were ended by hand. Now a session found read-only makes the
+/// pool check the sessions it hands out: once the setting is lifted, the
+/// next CreateStack works (no `/healthz` in between).
+#[test]
+fn writes_resume_once_a_read_only_database_is_writable_again() {
+    use crate::engines::{post, urlencode};
+    let db = Database::new();
+    let s = Scratch::new();
+    s.write(
+        "cairn.toml",
+        &format!(
+            "[engine]\nstate = \"{}\"\n\n[server]\nauth = \"none\"\n",
+            db.url
+        ),
+    );
+    let (child, endpoint) = s.serve();
+    let _served = crate::support::Served(child);
+    let template = urlencode("Resources:\n  R: {Type: Cairn::Test::Resource}\n");
+    let create = |name: &str| {
+        post(
+            &endpoint,
+            &format!("Action=CreateStack&StackName={name}&TemplateBody={template}"),
+        )
+    };
+    let complete = |name: &str| {
+        (0..100).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            post(
+                &endpoint,
+                &format!("Action=DescribeStacks&StackName={name}"),
+            )
+            .contains("<StackStatus>CREATE_COMPLETE</StackStatus>")
+        })
+    };
+    assert!(create("before").contains("<StackId>"));
+    assert!(complete("before"));
+    let sql = |q: &str| admin_sql(&db, q);
+    let name = db.url.rsplit('/').next().unwrap_or_default().to_string();
+    sql(&format!(
+        "ALTER DATABASE {name} SET default_transaction_read_only = on"
+    ));
+    sql(&format!(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}' AND pid <> pg_backend_pid()"
+    ));
+    // The server's new sessions are read-only: nothing can be recorded.
+    let refused = (0..20)
+        .map(|i| {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            create(&format!("during{i}"))
+        })
+        .find(|a| a.contains("read-only transaction"))
+        .unwrap_or_else(|| create("during"));
+    assert!(
+        refused.contains("cannot execute") && refused.contains("in a read-only transaction"),
+        "{refused}"
+    );
+    // Lifted, without ending the server's sessions.
+    sql(&format!(
+        "ALTER DATABASE {name} SET default_transaction_read_only = off"
+    ));
+    let after = create("after");
+    assert!(after.contains("<StackId>"), "{after}");
+    assert!(complete("after"));
 }
 
 /// `cairn migrate-state`: a SQLite state with stacks in several statuses is

@@ -386,14 +386,25 @@ async fn fetch_one<C: GenericClient + Sync>(
 /// row share-locked until the transaction ends, so no takeover (an update
 /// of the row) lands in between, while the operation's other writes, which
 /// share the lock, go on in parallel.
-async fn fence(tx: &Transaction<'_>, lease: &Lease) -> Result<(), StoreError> {
+async fn fence(
+    tx: &Transaction<'_>,
+    lease: &Lease,
+    read_only: &ReadOnlyWatch,
+) -> Result<(), StoreError> {
     let row = fetch_opt(
         tx,
         "SELECT token, owner FROM leases WHERE stack_id = $1 FOR SHARE",
         &[&lease.stack_id],
     )
     .await
-    .map_err(backend)?;
+    .map_err(|e| {
+        // A row lock is the first write-like statement of every fenced
+        // write: where a read-only session shows.
+        if e.code() == Some(&SqlState::READ_ONLY_SQL_TRANSACTION) {
+            read_only.seen();
+        }
+        backend(e)
+    })?;
     let current = match &row {
         Some(r) => Some((get::<i64>(r, 0)?, get::<Option<String>>(r, 1)?)),
         None => None,
@@ -531,6 +542,61 @@ pub struct PgStore {
     tls: tokio_postgres_rustls::MakeRustlsConnect,
     /// Started on the first [`Store::event_bell`].
     bell: std::sync::OnceLock<tokio::sync::broadcast::Sender<String>>,
+    /// When a session was last found read-only.
+    read_only: std::sync::Arc<ReadOnlyWatch>,
+}
+
+/// When a pooled session was last found read-only (a write refused with
+/// SQLSTATE 25006, or `/healthz`). `default_transaction_read_only` is read
+/// when a session starts, so once it is lifted the pooled sessions would
+/// stay read-only until ended by hand: for a while after one was seen,
+/// every session taken from the pool is checked first and a read-only one
+/// is dropped (a new session reads the current setting).
+#[derive(Default)]
+struct ReadOnlyWatch {
+    at: std::sync::Mutex<Option<std::time::Instant>>,
+}
+
+/// How long after the last read-only session the pool's are checked.
+const READ_ONLY_WATCH: std::time::Duration = std::time::Duration::from_secs(600);
+
+impl ReadOnlyWatch {
+    fn seen(&self) {
+        if let Ok(mut at) = self.at.lock() {
+            *at = Some(std::time::Instant::now());
+        }
+    }
+
+    fn suspect(&self) -> bool {
+        self.at
+            .lock()
+            .ok()
+            .and_then(|at| *at)
+            .is_some_and(|at| at.elapsed() < READ_ONLY_WATCH)
+    }
+}
+
+/// The pool's check of a session it hands out again, while read-only
+/// sessions are suspected: a read-only one is dropped.
+fn drop_read_only_sessions(watch: std::sync::Arc<ReadOnlyWatch>) -> deadpool_postgres::Hook {
+    deadpool_postgres::Hook::async_fn(move |client, _| {
+        let watch = watch.clone();
+        Box::pin(async move {
+            if !watch.suspect() {
+                return Ok(());
+            }
+            let row = client
+                .query_one("SELECT current_setting('transaction_read_only')", &[])
+                .await
+                .map_err(deadpool_postgres::HookError::Backend)?;
+            match row.try_get::<_, String>(0).as_deref() {
+                Ok("off") => Ok(()),
+                _ => Err(deadpool_postgres::HookError::message(
+                    "a read-only session (made while the database was read-only)",
+                )),
+            }
+        })
+    })
 }
 
 /// Listens on `cairn_events` on a connection of its own and rings `bell`
@@ -614,7 +680,11 @@ const GROUP_COMMITTERS: usize = 2;
 /// touch the same row (the engine writes one resource's row only after its
 /// previous write returned), and the lease rows are share-locked, so
 /// concurrent batches do not block each other.
-async fn group_commits(pool: Pool, queue: std::sync::Arc<tokio::sync::Mutex<WriteQueue>>) {
+async fn group_commits(
+    pool: Pool,
+    queue: std::sync::Arc<tokio::sync::Mutex<WriteQueue>>,
+    read_only: std::sync::Arc<ReadOnlyWatch>,
+) {
     loop {
         let mut batch = Vec::new();
         {
@@ -631,7 +701,7 @@ async fn group_commits(pool: Pool, queue: std::sync::Arc<tokio::sync::Mutex<Writ
             }
         }
         let together = match pool.get().await {
-            Ok(mut client) => write_together(&mut client, &batch).await,
+            Ok(mut client) => write_together(&mut client, &batch, &read_only).await,
             Err(e) => Err(StoreError::Database(format!(
                 "cannot reach the PostgreSQL state database: {e}"
             ))),
@@ -646,7 +716,7 @@ async fn group_commits(pool: Pool, queue: std::sync::Arc<tokio::sync::Mutex<Writ
                 for w in batch {
                     let alone = match pool.get().await {
                         Ok(mut client) => {
-                            write_together(&mut client, std::slice::from_ref(&w)).await
+                            write_together(&mut client, std::slice::from_ref(&w), &read_only).await
                         }
                         Err(e) => Err(StoreError::Database(format!(
                             "cannot reach the PostgreSQL state database: {e}"
@@ -664,6 +734,7 @@ async fn group_commits(pool: Pool, queue: std::sync::Arc<tokio::sync::Mutex<Writ
 async fn write_together(
     client: &mut deadpool_postgres::Object,
     batch: &[ResourceWrite],
+    read_only: &ReadOnlyWatch,
 ) -> Result<(), StoreError> {
     let tx = client.transaction().await.map_err(backend)?;
     // One fence check per lease and one announcement per stack, however
@@ -671,7 +742,7 @@ async fn write_together(
     let mut leases: Vec<&Lease> = batch.iter().map(|w| &w.lease).collect();
     leases.sort_by(|a, b| (&a.stack_id, a.token, &a.owner).cmp(&(&b.stack_id, b.token, &b.owner)));
     leases.dedup();
-    let fences = futures::future::join_all(leases.iter().map(|l| fence(&tx, l)));
+    let fences = futures::future::join_all(leases.iter().map(|l| fence(&tx, l, read_only)));
     let rows = futures::future::join_all(
         batch
             .iter()
@@ -745,6 +816,14 @@ async fn write_row(
 }
 
 impl PgStore {
+    /// A database error, noting a read-only session (see [`ReadOnlyWatch`]).
+    fn noted(&self, e: tokio_postgres::Error) -> StoreError {
+        if e.code() == Some(&SqlState::READ_ONLY_SQL_TRANSACTION) {
+            self.read_only.seen();
+        }
+        backend(e)
+    }
+
     /// Connects to the database `url` (`postgres://` or `postgresql://`)
     /// and applies the schema.
     pub async fn connect(url: &str) -> Result<PgStore, StoreError> {
@@ -771,14 +850,20 @@ impl PgStore {
                 recycling_method: RecyclingMethod::Fast,
             },
         );
+        let read_only = std::sync::Arc::new(ReadOnlyWatch::default());
         let pool = Pool::builder(manager)
             .max_size(16)
+            .post_recycle(drop_read_only_sessions(read_only.clone()))
             .build()
             .map_err(backend)?;
         let (writes, queued) = tokio::sync::mpsc::unbounded_channel();
         let queue = std::sync::Arc::new(tokio::sync::Mutex::new(queued));
         for _ in 0..GROUP_COMMITTERS {
-            tokio::spawn(group_commits(pool.clone(), queue.clone()));
+            tokio::spawn(group_commits(
+                pool.clone(),
+                queue.clone(),
+                read_only.clone(),
+            ));
         }
         let store = PgStore {
             pool,
@@ -786,6 +871,7 @@ impl PgStore {
             config,
             tls: connector,
             bell: std::sync::OnceLock::new(),
+            read_only,
         };
         store.migrate().await?;
         Ok(store)
@@ -905,7 +991,7 @@ impl PgStore {
     async fn fenced(&self, lease: &Lease, statements: &[&str]) -> Result<(), StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;
-        fence(&tx, lease).await?;
+        fence(&tx, lease, &self.read_only).await?;
         for sql in statements {
             run(&tx, sql, &[&lease.stack_id]).await.map_err(backend)?;
         }
@@ -1182,7 +1268,7 @@ impl Store for PgStore {
             Err(e) if is_unique_violation(&e) => {
                 return Err(StoreError::StackExists(s.stack_name.clone()))
             }
-            other => other.map_err(backend)?,
+            other => other.map_err(|e| self.noted(e))?,
         };
         run(&tx,
             &format!("INSERT INTO leases (stack_id, owner, expires, token) VALUES ($1, $2, {NOW_MS} + $3, 1)"),
@@ -1265,7 +1351,7 @@ impl Store for PgStore {
             &[&stack_id],
         )
         .await
-        .map_err(backend)?;
+        .map_err(|e| self.noted(e))?;
         let Some(row) = row else {
             return Err(StoreError::NoSuchStack(stack_id.to_string()));
         };
@@ -1378,7 +1464,7 @@ impl Store for PgStore {
                 &[&(owners.len() as i64), &handed_off],
             )
             .await
-            .map_err(backend)?;
+            .map_err(|e| self.noted(e))?;
         let mut claims = Vec::with_capacity(free.len());
         for (row, owner) in free.iter().zip(owners) {
             let stack_id: String = get(row, 0)?;
@@ -1526,7 +1612,7 @@ impl Store for PgStore {
     ) -> Result<(), StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;
-        fence(&tx, lease).await?;
+        fence(&tx, lease, &self.read_only).await?;
         write_status(&tx, &lease.stack_id, status, reason, event).await?;
         tx.commit().await.map_err(backend)
     }
@@ -1534,7 +1620,7 @@ impl Store for PgStore {
     async fn save_stack(&self, lease: &Lease, s: &StackRecord) -> Result<(), StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;
-        fence(&tx, lease).await?;
+        fence(&tx, lease, &self.read_only).await?;
         write_stack_fields(&tx, s).await?;
         tx.commit().await.map_err(backend)
     }
@@ -1546,7 +1632,7 @@ impl Store for PgStore {
     ) -> Result<(), StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;
-        fence(&tx, lease).await?;
+        fence(&tx, lease, &self.read_only).await?;
         if let Some(op) = &start.operation {
             write_operation(&tx, op).await?;
         }
@@ -1579,7 +1665,7 @@ impl Store for PgStore {
     async fn put_events(&self, lease: &Lease, events: &[EventRecord]) -> Result<(), StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;
-        fence(&tx, lease).await?;
+        fence(&tx, lease, &self.read_only).await?;
         insert_events(&tx, events).await?;
         tx.commit().await.map_err(backend)
     }
@@ -1648,7 +1734,7 @@ impl Store for PgStore {
     async fn put_operation(&self, lease: &Lease, op: &OperationRecord) -> Result<(), StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;
-        fence(&tx, lease).await?;
+        fence(&tx, lease, &self.read_only).await?;
         write_operation(&tx, op).await?;
         tx.commit().await.map_err(backend)
     }
@@ -1744,7 +1830,7 @@ impl Store for PgStore {
     async fn open_history(&self, lease: &Lease, h: &HistoryRecord) -> Result<(), StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;
-        fence(&tx, lease).await?;
+        fence(&tx, lease, &self.read_only).await?;
         write_history(&tx, h).await?;
         tx.commit().await.map_err(backend)
     }
@@ -1756,7 +1842,7 @@ impl Store for PgStore {
     ) -> Result<(), StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;
-        fence(&tx, lease).await?;
+        fence(&tx, lease, &self.read_only).await?;
         run(
             &tx,
             "UPDATE history SET details = $1 WHERE stack_id = $2 AND ended_at IS NULL",
@@ -1790,7 +1876,7 @@ impl Store for PgStore {
         let state = state.map(json_text).transpose()?;
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;
-        fence(&tx, lease).await?;
+        fence(&tx, lease, &self.read_only).await?;
         match state {
             Some(state) => run(&tx,
                     "INSERT INTO groups (stack_id, physical_id, logical_id, state) VALUES ($1, $2, $3, $4)
@@ -1967,7 +2053,7 @@ impl Store for PgStore {
     ) -> Result<(), StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;
-        fence(&tx, lease).await?;
+        fence(&tx, lease, &self.read_only).await?;
         write_change_set_execution(&tx, &lease.stack_id, change_set_id).await?;
         tx.commit().await.map_err(backend)
     }
@@ -1994,7 +2080,7 @@ impl Store for PgStore {
     ) -> Result<(), StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;
-        fence(&tx, lease).await?;
+        fence(&tx, lease, &self.read_only).await?;
         for (name, _) in exports {
             let other = fetch_opt(&tx,
                     "SELECT s.stack_name FROM exports e JOIN stacks s ON s.stack_id = e.stack_id WHERE e.name = $1 AND e.stack_id <> $2",
@@ -2069,7 +2155,7 @@ impl Store for PgStore {
     async fn put_imports(&self, lease: &Lease, names: &[String]) -> Result<(), StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;
-        fence(&tx, lease).await?;
+        fence(&tx, lease, &self.read_only).await?;
         run(
             &tx,
             "DELETE FROM imports WHERE stack_id = $1",
@@ -2114,6 +2200,7 @@ impl Store for PgStore {
         .map_err(backend)?;
         let read_only: String = get(&row, 0)?;
         if read_only == "on" {
+            self.read_only.seen();
             drop(deadpool_postgres::Object::take(client));
             return Err(StoreError::Database(
                 "the PostgreSQL state database is read-only (transaction_read_only is on: default_transaction_read_only, or a standby); nothing can be recorded until it accepts writes".into(),
