@@ -309,6 +309,10 @@ pub struct NestedConfig {
     pub template_dirs: Vec<PathBuf>,
     /// Whether an `https://` TemplateURL is fetched.
     pub allow_https: bool,
+    /// How often (milliseconds) a parent looks at a nested stack it waits
+    /// for; it runs a child's operation again after ten looks without
+    /// progress by another task or engine.
+    pub poll_ms: u64,
 }
 
 impl Default for NestedConfig {
@@ -318,6 +322,7 @@ impl Default for NestedConfig {
             max_resources: 1000,
             template_dirs: Vec::new(),
             allow_https: false,
+            poll_ms: 100,
         }
     }
 }

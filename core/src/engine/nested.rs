@@ -26,13 +26,6 @@ use crate::nested;
 use crate::stack::{OnFailure, ResourceRecord, StackRecord, StackStatus, Tag};
 use crate::store::StoreError;
 
-/// How often a parent looks at a child it waits for.
-const CHILD_POLL: Duration = Duration::from_millis(100);
-
-/// How long a parent lets a child's operation alone before it tries to run
-/// it again (another task or engine holds it meanwhile).
-const RESTART_AFTER: Duration = Duration::from_secs(1);
-
 /// The operation option that names the parent's request an update of a
 /// child was started for (a re-issued request finds it).
 const PARENT_REQUEST: &str = "ParentRequest";
@@ -151,6 +144,18 @@ impl Engine {
         // Made, then rolled back: the parent's rollback deletes it.
         e.physical_resource_id = Some(child_id);
         Err(e)
+    }
+
+    /// How often a parent looks at a child it waits for (`[nested]
+    /// poll_ms`).
+    fn child_poll(&self) -> Duration {
+        Duration::from_millis(self.config.nested.poll_ms.max(1))
+    }
+
+    /// How long a parent lets a child's operation alone before it tries to
+    /// run it again (another task or engine holds it meanwhile): ten polls.
+    fn restart_after(&self) -> Duration {
+        self.child_poll() * 10
     }
 
     /// Updates a child stack in place. Rolling forward, it returns once the
@@ -388,14 +393,14 @@ impl Engine {
             }
             let idle = task
                 .as_ref()
-                .is_none_or(|(t, at)| t.is_finished() && at.elapsed() >= RESTART_AFTER);
+                .is_none_or(|(t, at)| t.is_finished() && at.elapsed() >= self.restart_after());
             if idle && child.status.is_in_progress() {
                 task = Some((
                     tokio::spawn(run_child(engine.clone(), child_id.to_string())),
                     std::time::Instant::now(),
                 ));
             }
-            tokio::time::sleep(CHILD_POLL).await;
+            tokio::time::sleep(self.child_poll()).await;
         }
     }
 
@@ -432,7 +437,7 @@ impl Engine {
                 return Err(StoreError::LeaseLost(op.stack.stack_id.clone()).into());
             }
             match self.decision(&op.stack).await? {
-                Decision::Wait => tokio::time::sleep(CHILD_POLL).await,
+                Decision::Wait => tokio::time::sleep(self.child_poll()).await,
                 Decision::Cleanup => return Ok(false),
                 Decision::RollBack => return Ok(true),
             }

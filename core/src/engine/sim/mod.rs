@@ -129,6 +129,9 @@ impl Drop for World {
 fn config(dir: &std::path::Path) -> Config {
     let mut c = Config::default();
     c.nested.template_dirs = vec![dir.to_path_buf()];
+    // Parents look at their children often: the nested scenarios' time is
+    // mostly these waits.
+    c.nested.poll_ms = 10;
     c.engine.cleanup_attempts = 2;
     c.engine.cleanup_backoff_seconds = 0.0;
     c.engine.max_concurrency = 4;
