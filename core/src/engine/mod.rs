@@ -1036,7 +1036,7 @@ impl Engine {
             .begin_operation(
                 lease,
                 &crate::store::OperationStart {
-                    operation: Some(operation),
+                    operation,
                     change_set_id: change_set.map(|c| c.change_set_id.clone()),
                     stack,
                     event,

@@ -1695,16 +1695,19 @@ impl Engine {
             request_id: request_id.to_string(),
             since_ms: None,
         });
+        // The whole target goes with it: a physical id just learnt by
+        // asking again about its create must not be lost to a crash.
         v.target.pending = pending.clone();
         let row = match &mut v.owner {
             VictimOf::Row(row) => {
+                row.physical_id = v.target.physical_id.clone();
                 row.pending = pending;
                 row
             }
             VictimOf::Kept(row) => {
                 match &mut row.journal {
-                    Some(Journal::Changed { before }) => before.pending = pending,
-                    Some(Journal::Restored { discard: Some(d) }) => d.pending = pending,
+                    Some(Journal::Changed { before }) => *before = v.target.clone(),
+                    Some(Journal::Restored { discard: Some(d) }) => *d = v.target.clone(),
                     _ => {}
                 }
                 row

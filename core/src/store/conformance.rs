@@ -258,28 +258,45 @@ async fn resources_operations_and_history(store: &dyn Store) {
         .unwrap();
     assert_eq!(store.event_count(&s.stack_id).await.unwrap(), 4);
     store.clear_journals(&lease).await.unwrap();
-    // Operations: recorded, cancel requested from anywhere, resumes counted.
-    let op = OperationRecord {
-        stack_id: s.stack_id.clone(),
-        kind: "UPDATE".into(),
-        options: json!({"k": 1}),
-        started_at: now(),
-    };
-    assert!(!store.request_cancel(&s.stack_id).await.unwrap());
-    store.put_operation(&lease, &op).await.unwrap();
-    assert_eq!(store.operation(&s.stack_id).await.unwrap(), Some(op));
-    assert!(!store.cancel_requested(&s.stack_id).await.unwrap());
-    assert!(store.request_cancel(&s.stack_id).await.unwrap());
-    assert!(store.cancel_requested(&s.stack_id).await.unwrap());
-    assert_eq!(store.note_resume(&s.stack_id).await.unwrap(), 1);
-    assert_eq!(store.note_resume(&s.stack_id).await.unwrap(), 2);
-    store
-        .put_events(&lease, &[event(&s, "A", "UPDATE_IN_PROGRESS")])
+    // Operations: begun in one write (record, stack fields and status,
+    // event, history entry), cancel requested from anywhere, resumes counted.
+    let o = stack("operations");
+    let o_lease = store
+        .insert_stack(
+            &o,
+            &event(&o, "operations", "CREATE_COMPLETE"),
+            None,
+            "h:1:a",
+            60_000,
+        )
         .await
         .unwrap();
-    assert_eq!(store.note_resume(&s.stack_id).await.unwrap(), 1);
-    store.clear_operation(&lease).await.unwrap();
-    assert_eq!(store.operation(&s.stack_id).await.unwrap(), None);
+    let start = started(&o, "UPDATE", StackStatus::UpdateInProgress, None);
+    let op = start.operation.clone();
+    assert!(!store.request_cancel(&o.stack_id).await.unwrap());
+    store.begin_operation(&o_lease, &start).await.unwrap();
+    assert_eq!(store.operation(&o.stack_id).await.unwrap(), Some(op));
+    let begun = store.find_stack(&o.stack_id).await.unwrap().unwrap();
+    assert_eq!(begun.status, StackStatus::UpdateInProgress);
+    assert_eq!(begun.template_body, start.stack.template_body);
+    let opened = store.history(&o.stack_id).await.unwrap();
+    assert_eq!(opened.len(), 1);
+    assert_eq!(
+        (opened[0].kind.as_str(), opened[0].ended_at.as_deref()),
+        ("UPDATE", None)
+    );
+    assert!(!store.cancel_requested(&o.stack_id).await.unwrap());
+    assert!(store.request_cancel(&o.stack_id).await.unwrap());
+    assert!(store.cancel_requested(&o.stack_id).await.unwrap());
+    assert_eq!(store.note_resume(&o.stack_id).await.unwrap(), 1);
+    assert_eq!(store.note_resume(&o.stack_id).await.unwrap(), 2);
+    store
+        .put_events(&o_lease, &[event(&o, "A", "UPDATE_IN_PROGRESS")])
+        .await
+        .unwrap();
+    assert_eq!(store.note_resume(&o.stack_id).await.unwrap(), 1);
+    store.clear_operation(&o_lease).await.unwrap();
+    assert_eq!(store.operation(&o.stack_id).await.unwrap(), None);
     // A stack inserted with its operation has both at once.
     let t = stack("with-operation");
     let first = OperationRecord {
@@ -331,6 +348,42 @@ async fn resources_operations_and_history(store: &dyn Store) {
     assert_eq!(history[0].status.as_deref(), Some("CREATE_COMPLETE"));
     assert!(history[0].ended_at.is_some());
     assert_eq!(history[0].details, Some(json!({"steps": []})));
+}
+
+/// What starting a `kind` operation of `s` writes: a new template, `status`,
+/// its event and history entry, and the change set it executes.
+fn started(
+    s: &StackRecord,
+    kind: &str,
+    status: StackStatus,
+    change_set_id: Option<String>,
+) -> super::OperationStart {
+    let mut stack = s.clone();
+    stack.status = status;
+    stack.template_body = "Resources: {Started: {Type: T}}".into();
+    super::OperationStart {
+        operation: OperationRecord {
+            stack_id: s.stack_id.clone(),
+            kind: kind.into(),
+            options: json!({"k": 1}),
+            started_at: now(),
+        },
+        change_set_id,
+        event: event(s, &s.stack_name, status.as_str()),
+        history: HistoryRecord {
+            stack_id: s.stack_id.clone(),
+            kind: kind.into(),
+            change_set: None,
+            template_body: stack.template_body.clone(),
+            parameters: BTreeMap::new(),
+            started_at: now(),
+            ended_at: None,
+            status: None,
+            status_reason: None,
+            details: None,
+        },
+        stack,
+    }
 }
 
 fn change_set(s: &StackRecord, name: &str) -> ChangeSetRecord {
@@ -422,7 +475,15 @@ async fn change_sets(store: &dyn Store) {
     assert_eq!(obsolete.execution_status, "OBSOLETE");
     // Executing one removes the others, and the end removes it too.
     store
-        .begin_change_set_execution(&lease, &first.change_set_id)
+        .begin_operation(
+            &lease,
+            &started(
+                &s,
+                "UPDATE",
+                StackStatus::UpdateInProgress,
+                Some(first.change_set_id.clone()),
+            ),
+        )
         .await
         .unwrap();
     let left = store.change_sets(&s.stack_id).await.unwrap();

@@ -108,8 +108,8 @@ pub struct OperationRecord {
 /// [`Store::begin_operation`]).
 #[derive(Debug, Clone)]
 pub struct OperationStart {
-    /// The operation's record (`None`: the stack's current one stays).
-    pub operation: Option<OperationRecord>,
+    /// The operation's record.
+    pub operation: OperationRecord,
     /// The change set being executed: marked so, the stack's others go.
     pub change_set_id: Option<String>,
     /// The stack's new fields, its status and status reason included.
@@ -262,7 +262,6 @@ pub trait Store: Send + Sync {
     /// How many events the stack has (a version: every operation adds some).
     async fn event_count(&self, stack_id: &str) -> Result<usize, StoreError>;
 
-    async fn put_operation(&self, lease: &Lease, op: &OperationRecord) -> Result<(), StoreError>;
     async fn operation(&self, stack_id: &str) -> Result<Option<OperationRecord>, StoreError>;
     async fn clear_operation(&self, lease: &Lease) -> Result<(), StoreError>;
     /// Counts one more attempt to resume the stack's abandoned operation and
@@ -339,13 +338,6 @@ pub trait Store: Send + Sync {
     /// The stack's change sets, oldest first.
     async fn change_sets(&self, stack_id: &str) -> Result<Vec<ChangeSetRecord>, StoreError>;
     async fn delete_change_set(&self, change_set_id: &str) -> Result<(), StoreError>;
-    /// Marks the set EXECUTE_IN_PROGRESS and deletes the stack's other sets
-    /// (CloudFormation does the same when a set is executed).
-    async fn begin_change_set_execution(
-        &self,
-        lease: &Lease,
-        change_set_id: &str,
-    ) -> Result<(), StoreError>;
     /// Marks an AVAILABLE set OBSOLETE, with a reason.
     async fn obsolete_change_set(
         &self,

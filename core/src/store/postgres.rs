@@ -1633,9 +1633,7 @@ impl Store for PgStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;
         fence(&tx, lease, &self.read_only).await?;
-        if let Some(op) = &start.operation {
-            write_operation(&tx, op).await?;
-        }
+        write_operation(&tx, &start.operation).await?;
         if let Some(id) = &start.change_set_id {
             write_change_set_execution(&tx, &lease.stack_id, id).await?;
         }
@@ -1729,14 +1727,6 @@ impl Store for PgStore {
         .await
         .map_err(backend)?;
         Ok(usize::try_from(get::<i64>(&row, 0)?).unwrap_or(0))
-    }
-
-    async fn put_operation(&self, lease: &Lease, op: &OperationRecord) -> Result<(), StoreError> {
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(backend)?;
-        fence(&tx, lease, &self.read_only).await?;
-        write_operation(&tx, op).await?;
-        tx.commit().await.map_err(backend)
     }
 
     async fn operation(&self, stack_id: &str) -> Result<Option<OperationRecord>, StoreError> {
@@ -2044,18 +2034,6 @@ impl Store for PgStore {
         .await
         .map_err(backend)?;
         Ok(())
-    }
-
-    async fn begin_change_set_execution(
-        &self,
-        lease: &Lease,
-        change_set_id: &str,
-    ) -> Result<(), StoreError> {
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(backend)?;
-        fence(&tx, lease, &self.read_only).await?;
-        write_change_set_execution(&tx, &lease.stack_id, change_set_id).await?;
-        tx.commit().await.map_err(backend)
     }
 
     async fn obsolete_change_set(

@@ -1129,9 +1129,7 @@ impl Store for SqliteStore {
         let (lease, start) = (lease.clone(), start.clone());
         self.run(move |c| {
             fence(c, &lease)?;
-            if let Some(op) = &start.operation {
-                write_operation(c, op)?;
-            }
+            write_operation(c, &start.operation)?;
             if let Some(id) = &start.change_set_id {
                 write_change_set_execution(c, &lease.stack_id, id)?;
             }
@@ -1283,15 +1281,6 @@ impl Store for SqliteStore {
                 .map_err(backend)?;
             let rows = st.query_map(params![id, skip], event_row).map_err(backend)?;
             rows.collect::<Result<Vec<_>, _>>().map_err(backend)
-        })
-        .await
-    }
-
-    async fn put_operation(&self, lease: &Lease, op: &OperationRecord) -> Result<(), StoreError> {
-        let (lease, op) = (lease.clone(), op.clone());
-        self.run(move |c| {
-            fence(c, &lease)?;
-            write_operation(c, &op)
         })
         .await
     }
@@ -1653,19 +1642,6 @@ impl Store for SqliteStore {
             )
             .map_err(backend)?;
             Ok(())
-        })
-        .await
-    }
-
-    async fn begin_change_set_execution(
-        &self,
-        lease: &Lease,
-        change_set_id: &str,
-    ) -> Result<(), StoreError> {
-        let (lease, id) = (lease.clone(), change_set_id.to_string());
-        self.run(move |c| {
-            fence(c, &lease)?;
-            write_change_set_execution(c, &lease.stack_id, &id)
         })
         .await
     }

@@ -291,10 +291,6 @@ impl Store for CrashStore {
     async fn event_count(&self, stack_id: &str) -> Result<usize, StoreError> {
         self.inner.event_count(stack_id).await
     }
-    async fn put_operation(&self, lease: &Lease, op: &OperationRecord) -> Result<(), StoreError> {
-        self.write().await?;
-        self.inner.put_operation(lease, op).await
-    }
     async fn operation(&self, stack_id: &str) -> Result<Option<OperationRecord>, StoreError> {
         self.inner.operation(stack_id).await
     }
@@ -395,16 +391,6 @@ impl Store for CrashStore {
     async fn delete_change_set(&self, change_set_id: &str) -> Result<(), StoreError> {
         self.write().await?;
         self.inner.delete_change_set(change_set_id).await
-    }
-    async fn begin_change_set_execution(
-        &self,
-        lease: &Lease,
-        change_set_id: &str,
-    ) -> Result<(), StoreError> {
-        self.write().await?;
-        self.inner
-            .begin_change_set_execution(lease, change_set_id)
-            .await
     }
     async fn obsolete_change_set(
         &self,
