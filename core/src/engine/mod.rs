@@ -17,6 +17,7 @@ mod parameter_values;
 mod protocol;
 mod reconcile;
 mod resolve;
+mod served;
 pub mod signals;
 #[cfg(test)]
 pub(crate) mod sim;
@@ -38,7 +39,7 @@ use crate::config::Config;
 use crate::graph::Graph;
 use crate::registry::Registry;
 use crate::stack::{
-    now, EventRecord, HistoryRecord, Journal, OnFailure, OutputRecord, PendingCall, ResourceRecord,
+    now, CallKind, EventRecord, HistoryRecord, Journal, OnFailure, OutputRecord, ResourceRecord,
     ResourceStatus, StackRecord, StackStatus, STACK_TYPE,
 };
 use crate::store::{Lease, OperationRecord, Store, StoreError};
@@ -756,7 +757,7 @@ impl Engine {
         Ok(in_flight.all(|r| {
             r.pending
                 .as_ref()
-                .is_some_and(|p| p.action == signals::WAITING)
+                .is_some_and(|p| p.action == CallKind::Signals)
                 || self
                     .registry
                     .get(&r.resource_type)
@@ -1188,7 +1189,7 @@ impl Engine {
             };
             // A create the provider confirms it stopped and undid ends as
             // not made: the rollback has nothing to ask or delete.
-            if let Some(p) = rec.pending.clone().filter(|p| p.action == "CREATE") {
+            if let Some(p) = protocol::recorded(rec.pending.as_ref(), CallKind::Create).cloned() {
                 if rec.physical_id.is_none() && self.cancel_create(op, &rec, &p.request_id).await {
                     rec.pending = None;
                 }
@@ -1502,7 +1503,7 @@ impl Engine {
         if let Some(r) = existing.as_ref().filter(|r| {
             r.pending
                 .as_ref()
-                .is_some_and(|p| p.action == signals::WAITING)
+                .is_some_and(|p| p.action == CallKind::Signals)
         }) {
             return match self.signal_wait(op, logical_id, &r.properties).await {
                 Ok(Some((wait, source))) => self.await_signals(op, r.clone(), wait, source).await,
@@ -1528,8 +1529,7 @@ impl Engine {
         }
         let resumed_call = existing
             .as_ref()
-            .and_then(|r| r.pending.clone())
-            .filter(|p| p.action == "CREATE");
+            .and_then(|r| protocol::recorded(r.pending.as_ref(), CallKind::Create).cloned());
         let type_name = op
             .template
             .resource(logical_id)
@@ -1596,12 +1596,9 @@ impl Engine {
                         return false;
                     }
                 }
-                let id = uuid::Uuid::new_v4().to_string();
-                rec.pending = Some(PendingCall {
-                    action: "CREATE".into(),
-                    request_id: id.clone(),
-                    since_ms: None,
-                });
+                let call = protocol::begin(CallKind::Create);
+                let id = call.request_id.clone();
+                rec.pending = Some(call);
                 rec.status_reason = Some("Resource creation Initiated".into());
                 rec.updated_at = now();
                 // Durable before the call: a crash from here on re-issues it.
@@ -1863,7 +1860,7 @@ impl Engine {
         // A replacement whose create's outcome is unknown: learn it first.
         let physical = match (&snapshot.physical_id, &snapshot.pending) {
             (Some(physical), _) => physical.clone(),
-            (None, Some(p)) if p.action == "CREATE" => {
+            (None, Some(p)) if p.action == CallKind::Create => {
                 match self.learn_created(op, &leftover, &p.request_id).await {
                     Learned::Made(created) => created.physical_resource_id,
                     Learned::Nothing => return Ok(()),
@@ -1877,7 +1874,9 @@ impl Engine {
             }
             (None, _) => return Ok(()),
         };
-        let request_id = uuid::Uuid::new_v4().to_string();
+        // Not recorded: the journal's discard is, and a delete sent again
+        // after a crash finds the resource gone (NotFound counts as deleted).
+        let request_id = protocol::begin(CallKind::Delete).request_id;
         self.call_delete(op, &leftover, &physical, &request_id, Attempt::First)
             .await
             .map_err(|e| {
@@ -1907,7 +1906,7 @@ impl Engine {
         // is not leaked. When that cannot be learnt, the delete fails (and
         // keeps the record) rather than forget it.
         if rec.physical_id.is_none() {
-            if let Some(p) = rec.pending.clone().filter(|p| p.action == "CREATE") {
+            if let Some(p) = protocol::recorded(rec.pending.as_ref(), CallKind::Create).cloned() {
                 match self.learn_created(op, &rec, &p.request_id).await {
                     Learned::Made(created) => {
                         rec.physical_id = Some(created.physical_resource_id);
@@ -1926,18 +1925,12 @@ impl Engine {
             }
         }
         // A delete recorded before a crash is resumed, not sent again.
-        let (request_id, attempt) = match rec.pending.as_ref().filter(|p| p.action == "DELETE") {
-            Some(p) => (p.request_id.clone(), Attempt::Again),
-            None => (uuid::Uuid::new_v4().to_string(), Attempt::First),
-        };
+        let (call, attempt) = protocol::begin_or_resume(rec.pending.as_ref(), CallKind::Delete);
+        let request_id = call.request_id.clone();
         let needs_call = rec.physical_id.is_some();
         rec.status = ResourceStatus::DeleteInProgress;
         rec.status_reason = None;
-        rec.pending = needs_call.then(|| PendingCall {
-            action: "DELETE".into(),
-            request_id: request_id.clone(),
-            since_ms: None,
-        });
+        rec.pending = needs_call.then_some(call);
         rec.updated_at = now();
         if !self.record(op, &rec, Vec::new()).await {
             return false;

@@ -4,11 +4,13 @@
 //! keeps a resource.
 //!
 //! The steps, for every kind of resource (template resources, update
-//! victims, group members; groups and nested stacks are dispatched from
-//! here to the engine code that runs them):
+//! victims, group members; groups and nested stacks are served by the
+//! engine itself behind [`served::EngineServed`]):
 //!
-//! 1. **begin**: the request id is recorded durably (the caller's
-//!    `PendingCall`) before the call;
+//! 1. **begin**: [`begin`] mints the call's request id, or
+//!    [`begin_or_resume`] takes up the one a crash left recorded
+//!    ([`recorded`]); the caller writes it (a `PendingCall`, with the
+//!    resource's status and events) durably before the call;
 //! 2. **call**: [`Engine::call_create`] / [`Engine::provider_create`], each
 //!    bounded by `call_timeout_seconds` ([`Engine::timed`]);
 //! 3. **outcome**: made, failed (perhaps leaving a physical id), or unknown
@@ -37,9 +39,10 @@ use cairn_sdk::{
 };
 use serde_json::{Map, Value};
 
+use super::served;
 use super::update::UpdateChange;
 use super::{Engine, Op};
-use crate::stack::ResourceRecord;
+use crate::stack::{CallKind, PendingCall, ResourceRecord};
 use crate::template::eval::{Evaluated, Evaluator};
 use crate::template::source::child;
 use crate::template::Template;
@@ -51,6 +54,47 @@ use crate::template::Template;
 pub(crate) enum Attempt {
     First,
     Again,
+}
+
+/// A new call of `kind` with its own request id. It is recorded before it
+/// is sent: from then on a crash resumes it ([`begin_or_resume`]) instead
+/// of sending another.
+pub(crate) fn begin(kind: CallKind) -> PendingCall {
+    PendingCall {
+        action: kind,
+        request_id: uuid::Uuid::new_v4().to_string(),
+        since_ms: None,
+    }
+}
+
+/// The call of `kind` a crash, a timeout or a cancellation left recorded
+/// on a resource, if any.
+pub(crate) fn recorded(pending: Option<&PendingCall>, kind: CallKind) -> Option<&PendingCall> {
+    pending.filter(|p| p.action == kind)
+}
+
+/// The recorded call of `kind` taken up again (same request id; the
+/// provider learns its outcome rather than being sent it twice), else a
+/// new one.
+pub(crate) fn begin_or_resume(
+    pending: Option<&PendingCall>,
+    kind: CallKind,
+) -> (PendingCall, Attempt) {
+    match recorded(pending, kind) {
+        Some(p) => (p.clone(), Attempt::Again),
+        None => (begin(kind), Attempt::First),
+    }
+}
+
+/// A created resource now waits for its signals: the create's request id
+/// stays (a crash resumes the wait, not the create), with the wait's start
+/// so a resumed wait keeps its deadline.
+pub(crate) fn wait_for_signals(created: Option<&PendingCall>, since_ms: i64) -> PendingCall {
+    PendingCall {
+        action: CallKind::Signals,
+        request_id: created.map(|p| p.request_id.clone()).unwrap_or_default(),
+        since_ms: Some(since_ms),
+    }
 }
 
 /// What asking again about a recorded create learned.
@@ -282,15 +326,10 @@ impl Engine {
         request_id: &str,
         attempt: Attempt,
     ) -> Result<CreateResult, ProviderError> {
-        // Groups are run here, not by a provider: they manage members
-        // through the store and the registry.
-        if crate::group::is_group(self.registry.canonical(&r.resource_type)) {
-            return self.group_create(op, r, request_id).await;
-        }
-        // A nested stack's create is idempotent (the child is found by the
-        // name its request id gives): first or again, the same.
-        if crate::nested::is_stack(self.registry.canonical(&r.resource_type)) {
-            return self.nested_create(op, r, request_id).await;
+        // A group's or nested stack's create is idempotent (found again by
+        // the name its request id gives): first or again, the same.
+        if let Some(served) = self.served_by_engine(&r.resource_type) {
+            return served.create(self, op, r, request_id).await;
         }
         if let Some(id) = self.external_id_for(op, &r.logical_id)? {
             let t = self.provider_for(&r.resource_type)?;
@@ -318,15 +357,15 @@ impl Engine {
             drift,
             attempt,
         } = change;
-        if crate::group::is_group(self.registry.canonical(&rec.resource_type)) {
-            return self
-                .group_update(op, rec, physical_id, properties, old_properties)
-                .await;
-        }
-        if crate::nested::is_stack(self.registry.canonical(&rec.resource_type)) {
-            return self
-                .nested_update(op, rec, physical_id, properties, request_id)
-                .await;
+        if let Some(served) = self.served_by_engine(&rec.resource_type) {
+            let call = served::Update {
+                rec,
+                physical_id,
+                request_id,
+                properties,
+                old_properties,
+            };
+            return served.update(self, op, call).await;
         }
         let t = self.provider_for(&rec.resource_type)?;
         let req = UpdateRequest {
@@ -356,11 +395,8 @@ impl Engine {
         request_id: &str,
         attempt: Attempt,
     ) -> Result<(), ProviderError> {
-        if crate::group::is_group(self.registry.canonical(&r.resource_type)) {
-            return self.group_delete(op, r, physical).await;
-        }
-        if crate::nested::is_stack(self.registry.canonical(&r.resource_type)) {
-            return self.nested_delete(op, physical).await;
+        if let Some(served) = self.served_by_engine(&r.resource_type) {
+            return served.delete(self, op, r, physical).await;
         }
         let context = self.context(op, &r.logical_id, &r.resource_type, request_id);
         self.provider_delete(op, context, physical, r.properties.clone(), attempt)
@@ -378,8 +414,7 @@ impl Engine {
         r: &ResourceRecord,
         request_id: &str,
     ) -> bool {
-        let canonical = self.registry.canonical(&r.resource_type);
-        if crate::group::is_group(canonical) || crate::nested::is_stack(canonical) {
+        if self.served_by_engine(&r.resource_type).is_some() {
             return false;
         }
         let Ok(t) = self.provider_for(&r.resource_type) else {
@@ -417,6 +452,38 @@ mod tests {
 
     fn err(kind: ErrorKind) -> Result<CreateResult, ProviderError> {
         Err(ProviderError::new(kind, "no"))
+    }
+
+    #[test]
+    fn a_recorded_call_is_resumed_with_its_request_id_and_a_new_one_is_minted() {
+        let stored: PendingCall =
+            serde_json::from_str(r#"{"action":"DELETE","request_id":"r-1"}"#).unwrap();
+        assert_eq!(stored.action, CallKind::Delete);
+        let (again, attempt) = begin_or_resume(Some(&stored), CallKind::Delete);
+        assert_eq!(
+            (again.request_id.as_str(), attempt),
+            ("r-1", Attempt::Again)
+        );
+        // A call of another kind is not this one: a new request.
+        let (fresh, attempt) = begin_or_resume(Some(&stored), CallKind::Create);
+        assert_eq!((fresh.action, attempt), (CallKind::Create, Attempt::First));
+        assert_ne!(fresh.request_id, "r-1");
+        assert_ne!(begin(CallKind::Create).request_id, fresh.request_id);
+        // Stored with the words Cairn has always written.
+        for (kind, word) in [
+            (CallKind::Create, "CREATE"),
+            (CallKind::Update, "UPDATE"),
+            (CallKind::Delete, "DELETE"),
+            (CallKind::RollbackUpdate, "ROLLBACK_UPDATE"),
+            (CallKind::Signals, "SIGNALS"),
+        ] {
+            assert_eq!(serde_json::to_value(kind).unwrap(), Value::from(word));
+        }
+        let waiting = wait_for_signals(Some(&stored), 7);
+        assert_eq!(
+            serde_json::to_string(&waiting).unwrap(),
+            r#"{"action":"SIGNALS","request_id":"r-1","since_ms":7}"#
+        );
     }
 
     #[test]

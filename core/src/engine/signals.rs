@@ -19,18 +19,15 @@ use cairn_sdk::{
 };
 use serde_json::{Map, Value};
 
-use super::{Engine, EngineError, Op};
+use super::{protocol, Engine, EngineError, Op};
 use crate::config::WebhookConfig;
 use crate::signal::{self, Progress, Signal, SignalStatus, Wait, WAIT_CONDITION_HANDLE};
-use crate::stack::{now, PendingCall, ResourceRecord, ResourceStatus, SignalRecord};
+use crate::stack::{now, ResourceRecord, ResourceStatus, SignalRecord};
 use crate::store::{Store, StoreError};
 use crate::webhook::callback;
 
 /// How often a waiting resource looks for new signals in the store.
 const SIGNAL_POLL: Duration = Duration::from_millis(250);
-
-/// The `PendingCall` action of a resource waiting for signals.
-pub(crate) const WAITING: &str = "SIGNALS";
 
 /// Why a signal was refused.
 #[derive(Debug, thiserror::Error)]
@@ -195,16 +192,7 @@ impl Engine {
         rec.physical_id = Some(created.physical_resource_id);
         rec.attributes = created.attributes;
         rec.no_echo = created.no_echo;
-        let request_id = rec
-            .pending
-            .as_ref()
-            .map(|p| p.request_id.clone())
-            .unwrap_or_default();
-        rec.pending = Some(PendingCall {
-            action: WAITING.into(),
-            request_id,
-            since_ms: Some(now_ms()),
-        });
+        rec.pending = Some(protocol::wait_for_signals(rec.pending.as_ref(), now_ms()));
         rec.updated_at = now();
         // No event: CloudFormation shows nothing between "Resource creation
         // Initiated" and the signals.

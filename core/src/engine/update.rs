@@ -18,8 +18,8 @@ use super::{stack_context, Attempt, EngineError, Op};
 use crate::graph::Graph;
 use crate::plan::{self, Decision};
 use crate::stack::{
-    now, ChangeSetRecord, Journal, OutputRecord, PendingCall, ResourceRecord, ResourceStatus,
-    Snapshot, StackRecord, StackStatus, Tag,
+    now, CallKind, ChangeSetRecord, Journal, OutputRecord, PendingCall, ResourceRecord,
+    ResourceStatus, Snapshot, StackRecord, StackStatus, Tag,
 };
 use crate::store::{OperationRecord, StoreError};
 use crate::template::eval::{Evaluator, StackContext};
@@ -931,8 +931,8 @@ impl Engine {
         if let (Some(Journal::Changed { before }), Some(p)) =
             (rec.journal.clone(), rec.pending.clone())
         {
-            return match p.action.as_str() {
-                "UPDATE" => {
+            return match p.action {
+                CallKind::Update => {
                     self.call_update_and_record(op, rec, &before, &p.request_id, Attempt::Again)
                         .await
                 }
@@ -1012,7 +1012,8 @@ impl Engine {
                 false
             }
             Decision::InPlace { .. } => {
-                let request_id = uuid::Uuid::new_v4().to_string();
+                let call = protocol::begin(CallKind::Update);
+                let request_id = call.request_id.clone();
                 rec.journal = Some(Journal::Changed {
                     before: before.clone(),
                 });
@@ -1020,11 +1021,7 @@ impl Engine {
                 rec.metadata = metadata;
                 rec.status = ResourceStatus::UpdateInProgress;
                 rec.status_reason = None;
-                rec.pending = Some(PendingCall {
-                    action: "UPDATE".into(),
-                    request_id: request_id.clone(),
-                    since_ms: None,
-                });
+                rec.pending = Some(call);
                 rec.updated_at = now();
                 if !self.record(op, &rec, Vec::new()).await {
                     return false;
@@ -1033,7 +1030,8 @@ impl Engine {
                     .await
             }
             Decision::Replace { .. } => {
-                let request_id = uuid::Uuid::new_v4().to_string();
+                let call = protocol::begin(CallKind::Create);
+                let request_id = call.request_id.clone();
                 rec.journal = Some(Journal::Changed { before });
                 rec.properties = props;
                 rec.metadata = metadata;
@@ -1044,11 +1042,7 @@ impl Engine {
                 rec.updated_at = now();
                 let first = vec![op.resource_event(&rec)];
                 rec.status_reason = Some("Resource creation Initiated".into());
-                rec.pending = Some(PendingCall {
-                    action: "CREATE".into(),
-                    request_id: request_id.clone(),
-                    since_ms: None,
-                });
+                rec.pending = Some(call);
                 if !self.record(op, &rec, first).await {
                     return false;
                 }
@@ -1289,7 +1283,10 @@ impl Engine {
         if replaced {
             let made = rec.snapshot();
             let discard = (made.physical_id.is_some()
-                || made.pending.as_ref().is_some_and(|p| p.action == "CREATE"))
+                || made
+                    .pending
+                    .as_ref()
+                    .is_some_and(|p| p.action == CallKind::Create))
             .then_some(made);
             rec.restore(&before);
             rec.status = ResourceStatus::UpdateComplete;
@@ -1300,21 +1297,12 @@ impl Engine {
         }
         let provider_touched = rec.properties != before.properties;
         if provider_touched {
-            let (request_id, attempt) = match rec
-                .pending
-                .as_ref()
-                .filter(|p| p.action == "ROLLBACK_UPDATE")
-            {
-                Some(p) => (p.request_id.clone(), Attempt::Again),
-                None => (uuid::Uuid::new_v4().to_string(), Attempt::First),
-            };
+            let (call, attempt) =
+                protocol::begin_or_resume(rec.pending.as_ref(), CallKind::RollbackUpdate);
+            let request_id = call.request_id.clone();
             rec.status = ResourceStatus::UpdateInProgress;
             rec.status_reason = None;
-            rec.pending = Some(PendingCall {
-                action: "ROLLBACK_UPDATE".into(),
-                request_id: request_id.clone(),
-                since_ms: None,
-            });
+            rec.pending = Some(call);
             rec.updated_at = now();
             if !self.record(op, &rec, Vec::new()).await {
                 return false;
@@ -1575,7 +1563,9 @@ impl Engine {
         // id. When that cannot be learnt, the victim is not forgotten: it
         // keeps its record (see `Victim::unknown`).
         if v.target.physical_id.is_none() {
-            if let Some(p) = v.target.pending.clone().filter(|p| p.action == "CREATE") {
+            if let Some(p) =
+                protocol::recorded(v.target.pending.as_ref(), CallKind::Create).cloned()
+            {
                 let probe = self.victim_row(op, &v);
                 match self.learn_created(op, &probe, &p.request_id).await {
                     Learned::Made(created) => {
@@ -1594,11 +1584,9 @@ impl Engine {
         }
         // One request id for all attempts: a retry is the same request. A
         // delete recorded before a crash is resumed first, not sent again.
-        let (request_id, mut call) =
-            match v.target.pending.as_ref().filter(|p| p.action == "DELETE") {
-                Some(p) => (p.request_id.clone(), Attempt::Again),
-                None => (uuid::Uuid::new_v4().to_string(), Attempt::First),
-            };
+        let (delete, mut call) =
+            protocol::begin_or_resume(v.target.pending.as_ref(), CallKind::Delete);
+        let request_id = delete.request_id.clone();
         let probe = self.victim_row(op, &v);
         let attempts = self.config.engine.cleanup_attempts.max(1);
         for attempt in 1..=attempts {
@@ -1608,7 +1596,7 @@ impl Engine {
                 // crash from here on resumes this delete (and does not
                 // announce it again).
                 (1, Attempt::First) => {
-                    self.begin_victim_delete(op, &mut v, &request_id, started)
+                    self.begin_victim_delete(op, &mut v, delete.clone(), started)
                         .await
                 }
                 (1, Attempt::Again) => true,
@@ -1687,14 +1675,10 @@ impl Engine {
         &self,
         op: &Op,
         v: &mut Victim,
-        request_id: &str,
+        delete: PendingCall,
         started: crate::stack::EventRecord,
     ) -> bool {
-        let pending = Some(PendingCall {
-            action: "DELETE".into(),
-            request_id: request_id.to_string(),
-            since_ms: None,
-        });
+        let pending = Some(delete);
         // The whole target goes with it: a physical id just learnt by
         // asking again about its create must not be lost to a crash.
         v.target.pending = pending.clone();

@@ -227,12 +227,32 @@ impl TemplateContext {
     }
 }
 
+/// What a recorded call asks of the resource's provider (or, for
+/// `Signals`, what the resource is waiting for). Stored as the words
+/// Cairn has always written (`CREATE`, `UPDATE`, …).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CallKind {
+    #[serde(rename = "CREATE")]
+    Create,
+    #[serde(rename = "UPDATE")]
+    Update,
+    #[serde(rename = "DELETE")]
+    Delete,
+    /// An update that puts a resource back as it was, in an update's rollback.
+    #[serde(rename = "ROLLBACK_UPDATE")]
+    RollbackUpdate,
+    /// Not a call: a created resource waits for its signals
+    /// (`CreationPolicy`, a wait condition); `since_ms` says since when.
+    #[serde(rename = "SIGNALS")]
+    Signals,
+}
+
 /// A call made to a provider whose outcome is not recorded yet. Recorded before
 /// the call, cleared with its result: after a crash it is re-issued with the same
 /// request id.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PendingCall {
-    pub action: String,
+    pub action: CallKind,
     pub request_id: String,
     /// For a resource waiting for signals (`action` = `SIGNALS`): when the
     /// wait began, in milliseconds since the epoch, so a resumed wait keeps

@@ -76,7 +76,7 @@ fn resource(s: &StackRecord, logical: &str) -> ResourceRecord {
         properties: Map::from_iter([("K".to_string(), json!("v"))]),
         attributes: Map::new(),
         pending: Some(PendingCall {
-            action: "CREATE".into(),
+            action: crate::stack::CallKind::Create,
             request_id: "r-1".into(),
             since_ms: None,
         }),

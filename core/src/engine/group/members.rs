@@ -13,7 +13,7 @@ use crate::engine::{Attempt, Engine, Op};
 use crate::group::naming;
 use crate::group::state::{GroupState, Member};
 use crate::group::types::MemberDefinition;
-use crate::stack::{now, EventRecord, PendingCall, ResourceStatus, StackStatus};
+use crate::stack::{now, CallKind, EventRecord, ResourceStatus, StackStatus};
 
 impl<'a> Run<'a> {
     pub(super) async fn load(
@@ -151,7 +151,11 @@ impl<'a> Run<'a> {
         let resumed: Vec<Member> = st
             .members
             .iter()
-            .filter(|m| m.pending.as_ref().is_some_and(|p| p.action == "CREATE"))
+            .filter(|m| {
+                m.pending
+                    .as_ref()
+                    .is_some_and(|p| p.action == CallKind::Create)
+            })
             .cloned()
             .collect();
         let work: Vec<_> = resumed
@@ -166,7 +170,9 @@ impl<'a> Run<'a> {
             .members
             .iter()
             .filter(|m| {
-                m.pending.as_ref().is_some_and(|p| p.action == "DELETE")
+                m.pending
+                    .as_ref()
+                    .is_some_and(|p| p.action == CallKind::Delete)
                     || matches!(
                         m.status,
                         ResourceStatus::CreateFailed | ResourceStatus::DeleteFailed
@@ -228,11 +234,7 @@ impl<'a> Run<'a> {
         };
         let started = self.event(&m);
         m.status_reason = Some("Resource creation Initiated".into());
-        m.pending = Some(PendingCall {
-            action: "CREATE".into(),
-            request_id: uuid::Uuid::new_v4().to_string(),
-            since_ms: None,
-        });
+        m.pending = Some(protocol::begin(CallKind::Create));
         m.updated_at = now();
         let initiated = self.event(&m);
         let stored = m.clone();
@@ -255,7 +257,7 @@ impl<'a> Run<'a> {
             .pending
             .as_ref()
             .map(|p| p.request_id.clone())
-            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+            .unwrap_or_else(|| protocol::begin(CallKind::Create).request_id);
         let outcome = self
             .engine
             .provider_create(
@@ -317,7 +319,7 @@ impl<'a> Run<'a> {
         // A create whose outcome is unknown: ask again first, to learn the
         // physical id of what it made; when that cannot be learnt the
         // member keeps its record and the delete fails.
-        if let Some(p) = m.pending.clone().filter(|p| p.action == "CREATE") {
+        if let Some(p) = protocol::recorded(m.pending.as_ref(), CallKind::Create).cloned() {
             let asked = self
                 .engine
                 .provider_create(
@@ -355,26 +357,19 @@ impl<'a> Run<'a> {
                 .map_err(|e| e.message);
         };
         // A delete recorded before a crash is resumed, not sent again.
-        let (request_id, attempt) = match m.pending.as_ref().filter(|p| p.action == "DELETE") {
-            Some(p) => (p.request_id.clone(), Attempt::Again),
-            None => {
-                let id = uuid::Uuid::new_v4().to_string();
-                m.pending = Some(PendingCall {
-                    action: "DELETE".into(),
-                    request_id: id.clone(),
-                    since_ms: None,
-                });
-                m.status = ResourceStatus::DeleteInProgress;
-                m.status_reason = None;
-                m.updated_at = now();
-                let event = self.event(&m);
-                let stored = m.clone();
-                self.save(vec![event], |st| st.put(stored))
-                    .await
-                    .map_err(|e| e.message)?;
-                (id, Attempt::First)
-            }
-        };
+        let (call, attempt) = protocol::begin_or_resume(m.pending.as_ref(), CallKind::Delete);
+        let request_id = call.request_id.clone();
+        if attempt == Attempt::First {
+            m.pending = Some(call);
+            m.status = ResourceStatus::DeleteInProgress;
+            m.status_reason = None;
+            m.updated_at = now();
+            let event = self.event(&m);
+            let stored = m.clone();
+            self.save(vec![event], |st| st.put(stored))
+                .await
+                .map_err(|e| e.message)?;
+        }
         let outcome = self
             .engine
             .provider_delete(

@@ -7,9 +7,10 @@ use std::sync::atomic::Ordering;
 use cairn_sdk::{PropertyDifference, UpdateResult};
 use serde_json::{Map, Value};
 
+use crate::engine::protocol;
 use crate::engine::update::UpdateChange;
 use crate::engine::{Attempt, Engine, Op};
-use crate::stack::{now, PendingCall, ResourceRecord, ResourceStatus};
+use crate::stack::{now, CallKind, ResourceRecord, ResourceStatus};
 
 /// A group's attributes as an update's result (its physical id stays).
 fn group_result(attributes: Map<String, Value>) -> UpdateResult {
@@ -137,7 +138,9 @@ impl Engine {
             Some(new_physical) => {
                 let mut gone = rec.clone();
                 gone.properties = old;
-                let request_id = uuid::Uuid::new_v4().to_string();
+                // Not recorded (the row already holds the new physical id):
+                // a crash before this delete leaves the old resource.
+                let request_id = protocol::begin(CallKind::Delete).request_id;
                 match self
                     .call_delete(op, &gone, &physical, &request_id, Attempt::First)
                     .await
@@ -170,11 +173,10 @@ impl Engine {
         }
         rec.status = ResourceStatus::UpdateInProgress;
         rec.status_reason = Some(format!("{why}; reinstalling it (delete, then create)"));
-        rec.pending = rec.physical_id.as_ref().map(|_| PendingCall {
-            action: "DELETE".into(),
-            request_id: uuid::Uuid::new_v4().to_string(),
-            since_ms: None,
-        });
+        rec.pending = rec
+            .physical_id
+            .as_ref()
+            .map(|_| protocol::begin(CallKind::Delete));
         rec.updated_at = now();
         if !self.record(op, &rec, Vec::new()).await {
             return false;
@@ -195,7 +197,7 @@ impl Engine {
         // A create already recorded before this step (a resumed reinstall)
         // is learnt, not sent again.
         let mut attempt = Attempt::Again;
-        if let Some(p) = rec.pending.clone().filter(|p| p.action == "DELETE") {
+        if let Some(p) = protocol::recorded(rec.pending.as_ref(), CallKind::Delete).cloned() {
             let physical = rec.physical_id.clone().unwrap_or_default();
             if let Err(e) = self
                 .call_delete(op, &rec, &physical, &p.request_id, delete)
@@ -233,18 +235,14 @@ impl Engine {
             rec.physical_id = None;
             rec.attributes = Map::new();
             rec.status_reason = Some("Resource creation Initiated".into());
-            rec.pending = Some(PendingCall {
-                action: "CREATE".into(),
-                request_id: uuid::Uuid::new_v4().to_string(),
-                since_ms: None,
-            });
+            rec.pending = Some(protocol::begin(CallKind::Create));
             rec.updated_at = now();
             if !self.record(op, &rec, Vec::new()).await {
                 return false;
             }
             attempt = Attempt::First;
         }
-        let Some(p) = rec.pending.clone().filter(|p| p.action == "CREATE") else {
+        let Some(p) = protocol::recorded(rec.pending.as_ref(), CallKind::Create).cloned() else {
             return false;
         };
         let result = self.call_create(op, &rec, &p.request_id, attempt).await;

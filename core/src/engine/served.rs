@@ -1,0 +1,106 @@
+//! Resource types the engine serves itself, behind the protocol's seam.
+//!
+//! A group runs its members and a nested stack runs its child stack
+//! through the store and the registry, so no provider can serve them. The
+//! protocol ([`super::protocol`]) sends their calls here instead of to a
+//! provider; everything else about the call (its request id recorded
+//! first, the outcome, the rule for an unknown one, retention) is the
+//! protocol's, as for any resource. A new engine-served type is a variant
+//! of [`EngineServed`], named in [`Engine::served_by_engine`].
+
+use cairn_sdk::{CreateResult, ProviderError, UpdateResult};
+use serde_json::{Map, Value};
+
+use super::{Engine, Op};
+use crate::stack::ResourceRecord;
+
+/// A resource type the engine serves itself. A create is idempotent for
+/// its request id (the same group or child stack is found again), so a
+/// resumed create is simply run again, and a cancellation is never
+/// confirmed (the engine learns these from its own state).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum EngineServed {
+    /// Instance and resource groups: their members are converged.
+    Group,
+    /// Nested stacks: the child stack is created, updated or deleted.
+    NestedStack,
+}
+
+/// One update of an engine-served resource.
+pub(super) struct Update<'a> {
+    pub rec: &'a ResourceRecord,
+    pub physical_id: &'a str,
+    pub request_id: &'a str,
+    pub properties: &'a Map<String, Value>,
+    pub old_properties: &'a Map<String, Value>,
+}
+
+impl EngineServed {
+    pub(super) async fn create(
+        self,
+        engine: &Engine,
+        op: &Op,
+        r: &ResourceRecord,
+        request_id: &str,
+    ) -> Result<CreateResult, ProviderError> {
+        match self {
+            Self::Group => engine.group_create(op, r, request_id).await,
+            Self::NestedStack => engine.nested_create(op, r, request_id).await,
+        }
+    }
+
+    pub(super) async fn update(
+        self,
+        engine: &Engine,
+        op: &Op,
+        call: Update<'_>,
+    ) -> Result<UpdateResult, ProviderError> {
+        let Update {
+            rec,
+            physical_id,
+            request_id,
+            properties,
+            old_properties,
+        } = call;
+        match self {
+            Self::Group => {
+                engine
+                    .group_update(op, rec, physical_id, properties, old_properties)
+                    .await
+            }
+            Self::NestedStack => {
+                engine
+                    .nested_update(op, rec, physical_id, properties, request_id)
+                    .await
+            }
+        }
+    }
+
+    pub(super) async fn delete(
+        self,
+        engine: &Engine,
+        op: &Op,
+        r: &ResourceRecord,
+        physical: &str,
+    ) -> Result<(), ProviderError> {
+        match self {
+            Self::Group => engine.group_delete(op, r, physical).await,
+            Self::NestedStack => engine.nested_delete(op, physical).await,
+        }
+    }
+}
+
+impl Engine {
+    /// The engine's own server of `resource_type` (an alias resolved), if
+    /// it has one; `None` for every type a provider serves.
+    pub(super) fn served_by_engine(&self, resource_type: &str) -> Option<EngineServed> {
+        let canonical = self.registry.canonical(resource_type);
+        if crate::group::is_group(canonical) {
+            Some(EngineServed::Group)
+        } else if crate::nested::is_stack(canonical) {
+            Some(EngineServed::NestedStack)
+        } else {
+            None
+        }
+    }
+}
