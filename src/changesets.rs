@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use anyhow::{anyhow, Context};
 use cairn_core::engine::{CreateChangeSetInput, Engine, ParameterInput};
-use cairn_core::stack::{ChangeSetRecord, HistoryRecord, OnFailure, StackStatus};
+use cairn_core::stack::{
+    ChangeSetRecord, ChangeSetType, ExecutionStatus, HistoryRecord, OnFailure, StackStatus,
+};
 use cairn_core::template::parameters::MASK;
 use serde_json::{json, Value};
 
@@ -78,7 +80,7 @@ pub async fn plan(engine: &Arc<Engine>, args: PlanArgs<'_>) -> anyhow::Result<()
             None => anyhow!("{e}"),
         })?;
     print_change_set(&cs, args.output)?;
-    if cs.execution_status == "AVAILABLE" && args.output == OutputFormat::Text {
+    if cs.execution_status == ExecutionStatus::Available && args.output == OutputFormat::Text {
         println!(
             "execute it with: cairn execute {} {}",
             cs.stack_name, cs.change_set_name
@@ -184,7 +186,7 @@ pub async fn execute(
 ) -> anyhow::Result<()> {
     let cs = engine.describe_change_set(stack, change_set).await?;
     let on_failure = if disable_rollback {
-        if cs.change_set_type != "CREATE" {
+        if cs.change_set_type != ChangeSetType::Create {
             return Err(anyhow!(
                 "--disable-rollback applies to a change set that creates a stack; {} updates stack {stack} (an update that fails rolls back)",
                 cs.change_set_name
@@ -198,7 +200,7 @@ pub async fn execute(
     let stack_id = engine
         .execute_change_set(stack, change_set, on_failure)
         .await?;
-    let success = if cs.change_set_type == "CREATE" {
+    let success = if cs.change_set_type == ChangeSetType::Create {
         StackStatus::CreateComplete
     } else {
         StackStatus::UpdateComplete

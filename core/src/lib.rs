@@ -13,10 +13,14 @@ pub mod metrics;
 pub mod nested;
 pub mod plan;
 pub mod plugin;
+#[cfg(test)]
+mod proptests;
 pub mod registry;
 pub mod signal;
 pub mod stack;
 pub mod store;
-pub mod template;
+/// The template language, its own crate (pure: no I/O); re-exported at
+/// its old path.
+pub use cairn_template as template;
 pub mod validate;
 pub mod webhook;

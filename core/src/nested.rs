@@ -214,13 +214,7 @@ pub struct Origin {
     pub context: crate::stack::TemplateContext,
 }
 
-/// The TemplateURL scheme of a template handed in with the stack's
-/// template context (a HOT provider template).
-pub const CONTEXT_FILE: &str = "cairn-file:";
-
-/// The TemplateURL scheme of a template given inline (HOT's
-/// `OS::Heat::Stack` `template`): the text follows the scheme.
-pub const INLINE: &str = "cairn-inline:";
+pub use crate::template::types::{CONTEXT_FILE, INLINE};
 
 impl Origin {
     /// A template read from the file `path` by the CLI.

@@ -12,8 +12,7 @@ use serde_json::{Map, Value};
 
 use crate::stack::SignalRecord;
 
-pub const WAIT_CONDITION_HANDLE: &str = "AWS::CloudFormation::WaitConditionHandle";
-pub const WAIT_CONDITION: &str = "AWS::CloudFormation::WaitCondition";
+pub use crate::template::types::{WAIT_CONDITION, WAIT_CONDITION_HANDLE};
 
 /// CloudFormation's bound on a wait: 12 hours.
 pub const MAX_WAIT: Duration = Duration::from_secs(43_200);

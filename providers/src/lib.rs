@@ -9,6 +9,8 @@
 //! [`builtins`] hands them to `cairn_core::registry::assemble`, which adds
 //! the engine's group types, custom resources and the configured providers.
 
+#![forbid(unsafe_code)]
+
 mod deadline;
 pub mod heat;
 pub mod local_file;

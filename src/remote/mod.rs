@@ -12,7 +12,10 @@ use anyhow::{anyhow, Context};
 use aws_credential_types::Credentials;
 use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SigningSettings};
 use aws_sigv4::sign::v4;
-use cairn_core::stack::{ChangeSetRecord, EventRecord, HistoryRecord, StackRecord, StackStatus};
+use cairn_core::stack::{
+    ChangeSetRecord, ChangeSetType, EventRecord, ExecutionStatus, HistoryRecord, StackRecord,
+    StackStatus,
+};
 
 mod credentials;
 mod records;
@@ -278,7 +281,7 @@ impl Remote {
             p.push(kv("StackName", stack));
         }
         let first = self.call("DescribeChangeSet", &p).await?;
-        let mut cs = change_set_record(&first);
+        let mut cs = change_set_record(&first)?;
         // Changes are paginated; the rest of the members are on the first page.
         let mut changes: Vec<serde_json::Value> = first
             .members("Changes")
@@ -343,7 +346,7 @@ async fn plan(r: &Remote, args: crate::changesets::PlanArgs<'_>) -> anyhow::Resu
         })?;
     let cs = r.change_set(args.stack, &name).await?;
     crate::changesets::print_change_set(&cs, args.output)?;
-    if cs.execution_status == "AVAILABLE" && args.output == OutputFormat::Text {
+    if cs.execution_status == ExecutionStatus::Available && args.output == OutputFormat::Text {
         println!(
             "execute it with: cairn execute {} {}",
             cs.stack_name, cs.change_set_name
@@ -411,7 +414,9 @@ async fn update(r: &Remote, args: crate::reconcile::Args<'_>) -> anyhow::Result<
     if let Some(details) = h
         .members("Operations")
         .last()
-        .and_then(|m| history_record(m).details)
+        .map(|m| history_record(m))
+        .transpose()?
+        .and_then(|h| h.details)
     {
         crate::reconcile::print_report(&details);
     }
@@ -595,14 +600,14 @@ pub async fn run(endpoint: &str, command: Command<'_>) -> anyhow::Result<()> {
             disable_rollback,
         } => {
             let cs = r.change_set(stack, change_set).await?;
-            if disable_rollback && cs.change_set_type != "CREATE" {
+            if disable_rollback && cs.change_set_type != ChangeSetType::Create {
                 return Err(anyhow!("--disable-rollback applies to a change set that creates a stack; {} updates stack {stack} (an update that fails rolls back)", cs.change_set_name));
             }
             let mut p = vec![kv("StackName", stack), kv("ChangeSetName", change_set)];
             if disable_rollback {
                 p.push(kv("DisableRollback", "true"));
             }
-            let success = if cs.change_set_type == "CREATE" {
+            let success = if cs.change_set_type == ChangeSetType::Create {
                 StackStatus::CreateComplete
             } else {
                 StackStatus::UpdateComplete
@@ -614,7 +619,10 @@ pub async fn run(endpoint: &str, command: Command<'_>) -> anyhow::Result<()> {
             let summaries = r
                 .all("ListChangeSets", &[kv("StackName", stack)], "Summaries")
                 .await?;
-            let sets: Vec<ChangeSetRecord> = summaries.iter().map(change_set_record).collect();
+            let sets: Vec<ChangeSetRecord> = summaries
+                .iter()
+                .map(change_set_record)
+                .collect::<anyhow::Result<_>>()?;
             crate::changesets::show_list(&sets, output)
         }
         Command::ChangeSet(stack, change_set, output) => {
@@ -716,7 +724,7 @@ pub async fn run(endpoint: &str, command: Command<'_>) -> anyhow::Result<()> {
                 .members("Operations")
                 .iter()
                 .map(|m| history_record(m))
-                .collect();
+                .collect::<anyhow::Result<_>>()?;
             crate::changesets::show_history(&h.text_or_empty("StackId"), &entries, output)
         }
         Command::Update(args) => update(&r, args).await,

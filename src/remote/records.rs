@@ -2,8 +2,8 @@
 
 use cairn_core::engine::drift::{ResourceDrift, StackDriftDetection};
 use cairn_core::stack::{
-    ChangeSetRecord, EventRecord, HistoryRecord, OnFailure, OutputRecord, StackRecord, StackStatus,
-    Tag,
+    ChangeSetRecord, ChangeSetType, EventRecord, HistoryRecord, OnFailure, OutputRecord,
+    StackRecord, StackStatus, Tag,
 };
 use std::collections::BTreeMap;
 
@@ -11,15 +11,27 @@ use anyhow::anyhow;
 
 use super::xml::Node;
 
-pub(super) fn change_set_record(m: &Node) -> ChangeSetRecord {
-    ChangeSetRecord {
+/// A word of the answer that names one of Cairn's typed values.
+fn word<T: std::str::FromStr<Err = String>>(m: &Node, name: &str) -> anyhow::Result<T> {
+    m.text_or_empty(name)
+        .parse()
+        .map_err(|e: String| anyhow!(e))
+}
+
+pub(super) fn change_set_record(m: &Node) -> anyhow::Result<ChangeSetRecord> {
+    Ok(ChangeSetRecord {
         change_set_id: m.text_or_empty("ChangeSetId"),
         change_set_name: m.text_or_empty("ChangeSetName"),
         stack_id: m.text_or_empty("StackId"),
         stack_name: m.text_or_empty("StackName"),
-        change_set_type: m.text_or_empty("ChangeSetType"),
-        status: m.text_or_empty("Status"),
-        execution_status: m.text_or_empty("ExecutionStatus"),
+        // A summary (ListChangeSets) does not carry it; nothing shown
+        // from a summary reads it.
+        change_set_type: match m.text_of("ChangeSetType") {
+            Some(t) => t.parse().map_err(|e: String| anyhow!(e))?,
+            None => ChangeSetType::Update,
+        },
+        status: word(m, "Status")?,
+        execution_status: word(m, "ExecutionStatus")?,
         status_reason: m.text_of("StatusReason"),
         description: m.text_of("Description"),
         template_body: String::new(),
@@ -45,7 +57,7 @@ pub(super) fn change_set_record(m: &Node) -> ChangeSetRecord {
             root_change_set_id: m.text_of("RootChangeSetId"),
             context: Default::default(),
         },
-    }
+    })
 }
 
 pub(super) fn drift_detection(
@@ -89,10 +101,10 @@ pub(super) fn drift_detection(
     })
 }
 
-pub(super) fn history_record(m: &Node) -> HistoryRecord {
-    HistoryRecord {
+pub(super) fn history_record(m: &Node) -> anyhow::Result<HistoryRecord> {
+    Ok(HistoryRecord {
         stack_id: String::new(),
-        kind: m.text_or_empty("Operation"),
+        kind: word(m, "Operation")?,
         change_set: m.text_of("ChangeSetName"),
         template_body: m.text_or_empty("TemplateBody"),
         parameters: m
@@ -112,7 +124,7 @@ pub(super) fn history_record(m: &Node) -> HistoryRecord {
         details: m
             .text_of("Details")
             .and_then(|d| serde_json::from_str(&d).ok()),
-    }
+    })
 }
 
 pub(super) fn stack_record(m: &Node) -> anyhow::Result<StackRecord> {

@@ -878,7 +878,7 @@ async fn describe_change_set(app: &App, f: &Form) -> Outcome {
             .leaf("StackName", &cs.stack_name)
             // Not in CloudFormation's output (SDKs ignore it); `cairn
             // --endpoint` shows it as the embedded engine does.
-            .leaf("ChangeSetType", &cs.change_set_type)
+            .leaf("ChangeSetType", cs.change_set_type.as_str())
             .opt("Description", cs.description.as_deref());
         let params: Vec<(&String, &String)> = cs.parameters.iter().collect();
         x.list("Parameters", &params, |x, (k, v)| {
@@ -890,8 +890,8 @@ async fn describe_change_set(app: &App, f: &Form) -> Outcome {
             x.leaf("ParameterKey", k).leaf("ParameterValue", shown);
         });
         x.leaf("CreationTime", &cs.created_at)
-            .leaf("ExecutionStatus", &cs.execution_status)
-            .leaf("Status", &cs.status)
+            .leaf("ExecutionStatus", cs.execution_status.as_str())
+            .leaf("Status", cs.status.as_str())
             .opt("StatusReason", cs.status_reason.as_deref());
         x.list("NotificationARNs", &[] as &[&str], |_, _| {});
         x.list("Capabilities", &[] as &[&str], |_, _| {});
@@ -932,8 +932,8 @@ fn change_set_summary(x: &mut Xml, cs: &ChangeSetRecord) {
         .leaf("StackName", &cs.stack_name)
         .leaf("ChangeSetId", &cs.change_set_id)
         .leaf("ChangeSetName", &cs.change_set_name)
-        .leaf("ExecutionStatus", &cs.execution_status)
-        .leaf("Status", &cs.status)
+        .leaf("ExecutionStatus", cs.execution_status.as_str())
+        .leaf("Status", cs.status.as_str())
         .opt("StatusReason", cs.status_reason.as_deref())
         .leaf("CreationTime", &cs.created_at)
         .opt("Description", cs.description.as_deref());
@@ -1136,7 +1136,7 @@ async fn stack_history(app: &App, f: &Form) -> Outcome {
     result(|x| {
         x.leaf("StackId", &s.stack_id);
         x.list("Operations", &entries, |x, h| {
-            x.leaf("Operation", &h.kind)
+            x.leaf("Operation", h.kind.as_str())
                 .opt("ChangeSetName", h.change_set.as_deref())
                 .leaf("StartTime", &h.started_at)
                 .opt("EndTime", h.ended_at.as_deref())

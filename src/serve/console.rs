@@ -814,7 +814,7 @@ async fn history_table(app: &App, stack: &StackRecord) -> String {
         let _ = write!(
             rows,
             "<tr class=\"operation\"><td>{kind}</td><td>{set}</td><td>{start}</td><td>{end}</td><td class=\"status {c}\">{status}</td><td>{reason}</td></tr>",
-            kind = escape(&h.kind),
+            kind = escape(h.kind.as_str()),
             set = escape(h.change_set.as_deref().unwrap_or_default()),
             start = escape(&h.started_at),
             end = escape(h.ended_at.as_deref().unwrap_or_default()),
@@ -845,8 +845,8 @@ async fn change_sets_table(app: &App, stack: &StackRecord) -> String {
             s = escape(&urlencode(&stack.stack_name)),
             n = escape(&urlencode(&c.change_set_name)),
             name = escape(&c.change_set_name),
-            st = escape(&c.status),
-            ex = escape(&c.execution_status),
+            st = escape(c.status.as_str()),
+            ex = escape(c.execution_status.as_str()),
             at = escape(&c.created_at),
         );
     }
@@ -1050,8 +1050,8 @@ async fn change_set_page(
         sn = escape(&urlencode(&stack.stack_name)),
         name = escape(&stack.stack_name),
         csn = escape(&cs.change_set_name),
-        st = escape(&cs.status),
-        ex = escape(&cs.execution_status),
+        st = escape(cs.status.as_str()),
+        ex = escape(cs.execution_status.as_str()),
         reason = escape(cs.status_reason.as_deref().unwrap_or_default()),
         id = escape(&stack.stack_id),
         marks = escape(&Value::Object(marks).to_string()),

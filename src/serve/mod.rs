@@ -58,7 +58,7 @@ impl ApiError {
 
 impl From<EngineError> for ApiError {
     /// The codes clients match on (boto3's modeled exceptions, the CLI's
-    /// `deploy`), from the engine's CloudFormation messages.
+    /// `deploy`), by the kind of the engine's error.
     fn from(e: EngineError) -> ApiError {
         let message = e.to_string();
         match e {
@@ -69,14 +69,8 @@ impl From<EngineError> for ApiError {
             EngineError::Store(StoreError::Backend(_) | StoreError::Database(_)) => {
                 ApiError::new(500, "InternalFailure", message)
             }
-            EngineError::Validation(m)
-                if m.starts_with("ChangeSet [") && m.ends_with("does not exist") =>
-            {
-                ApiError::new(404, "ChangeSetNotFound", m)
-            }
-            EngineError::Validation(m)
-                if m.starts_with("ChangeSet [") && m.contains(" cannot be ") =>
-            {
+            EngineError::ChangeSetNotFound(m) => ApiError::new(404, "ChangeSetNotFound", m),
+            EngineError::InvalidChangeSetStatus(m) => {
                 ApiError::new(400, "InvalidChangeSetStatus", m)
             }
             _ => ApiError::validation(message),

@@ -1,4 +1,5 @@
 //! `cargo xtask test [ARGS]…`: the README's test command.
+//! `cargo xtask layers`: checks that the crates depend one way (CI runs it).
 //!
 //! A fresh machine has the Rust toolchain and Python, nothing else the tests
 //! need. This prepares it, then runs `cargo test --workspace [ARGS]…`:
@@ -18,8 +19,12 @@
 //! Every step says what it does on stderr and stops with the reason when it
 //! cannot be done.
 
+#![forbid(unsafe_code)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
+
+mod layers;
 
 /// The requirement files whose packages the tests import, relative to the
 /// workspace root.
@@ -33,8 +38,15 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("test") => test(&args[1..]),
         Some("prepare") => prepare().map(|_| ExitCode::SUCCESS),
+        Some("layers") => {
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            layers::check(&cargo, &workspace_root()).map(|summary| {
+                eprintln!("xtask: layers: {summary}");
+                ExitCode::SUCCESS
+            })
+        }
         _ => Err(
-            "usage: cargo xtask test [ARGS]…   prepare the test environment, then run cargo test --workspace [ARGS]…\n       cargo xtask prepare          only prepare it"
+            "usage: cargo xtask test [ARGS]…   prepare the test environment, then run cargo test --workspace [ARGS]…\n       cargo xtask prepare          only prepare it\n       cargo xtask layers           check that the crates depend one way"
                 .to_string(),
         ),
     };

@@ -4,6 +4,7 @@
 //! refuses if the result differs, so a change set never disagrees with what
 //! its execution does.
 
+use crate::stack::{ChangeSetStatus, ExecutionStatus, OperationKind};
 use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
@@ -22,20 +23,7 @@ use super::{ParameterInput, UpdateStackInput};
 /// CloudFormation's text for a change set that changes nothing.
 pub const NO_CHANGES: &str = "The submitted information didn't contain changes. Submit different information to create a change set.";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ChangeSetType {
-    Create,
-    Update,
-}
-
-impl ChangeSetType {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ChangeSetType::Create => "CREATE",
-            ChangeSetType::Update => "UPDATE",
-        }
-    }
-}
+pub use crate::stack::ChangeSetType;
 
 /// What `cairn plan` (CreateChangeSet) asks for.
 #[derive(Debug, Clone)]
@@ -138,8 +126,8 @@ impl Engine {
         };
         let mut record = if empty {
             ChangeSetRecord {
-                status: "FAILED".into(),
-                execution_status: "UNAVAILABLE".into(),
+                status: ChangeSetStatus::Failed,
+                execution_status: ExecutionStatus::Unavailable,
                 status_reason: Some(NO_CHANGES.into()),
                 ..record
             }
@@ -432,9 +420,9 @@ impl Engine {
             change_set_name: input.change_set_name.clone(),
             stack_id: stack.stack_id.clone(),
             stack_name: stack.stack_name.clone(),
-            change_set_type: kind.as_str().into(),
-            status: "CREATE_COMPLETE".into(),
-            execution_status: "AVAILABLE".into(),
+            change_set_type: kind,
+            status: ChangeSetStatus::CreateComplete,
+            execution_status: ExecutionStatus::Available,
             status_reason: None,
             description: input.description.clone(),
             template_body: template_body.to_string(),
@@ -460,7 +448,7 @@ impl Engine {
             None => String::new(),
         };
         let Some(cs) = self.store.find_change_set(&stack_id, change_set).await? else {
-            return Err(EngineError::Validation(format!(
+            return Err(EngineError::ChangeSetNotFound(format!(
                 "ChangeSet [{change_set}] does not exist"
             )));
         };
@@ -490,8 +478,8 @@ impl Engine {
         change_set: &str,
     ) -> Result<(), EngineError> {
         let cs = self.describe_change_set(stack_name, change_set).await?;
-        if cs.execution_status == "EXECUTE_IN_PROGRESS" {
-            return Err(EngineError::Validation(format!(
+        if cs.execution_status == ExecutionStatus::ExecuteInProgress {
+            return Err(EngineError::InvalidChangeSetStatus(format!(
                 "ChangeSet [{}] cannot be deleted while it is being executed",
                 cs.change_set_name
             )));
@@ -501,7 +489,7 @@ impl Engine {
     }
 
     async fn refresh(&self, cs: ChangeSetRecord) -> Result<ChangeSetRecord, EngineError> {
-        if cs.execution_status != "AVAILABLE" {
+        if cs.execution_status != ExecutionStatus::Available {
             return Ok(cs);
         }
         let version = self.store.event_count(&cs.stack_id).await? as i64;
@@ -513,7 +501,7 @@ impl Engine {
             .obsolete_change_set(&cs.change_set_id, reason)
             .await?;
         Ok(ChangeSetRecord {
-            execution_status: "OBSOLETE".into(),
+            execution_status: ExecutionStatus::Obsolete,
             status_reason: Some(reason.into()),
             ..cs
         })
@@ -535,8 +523,8 @@ impl Engine {
                 cs.change_set_id
             )));
         }
-        if cs.execution_status != "AVAILABLE" {
-            return Err(EngineError::Validation(format!(
+        if cs.execution_status != ExecutionStatus::Available {
+            return Err(EngineError::InvalidChangeSetStatus(format!(
                 "ChangeSet [{}] cannot be executed in its current execution status of [{}]",
                 cs.change_set_id, cs.execution_status
             )));
@@ -546,7 +534,7 @@ impl Engine {
             .iter()
             .map(|(k, v)| (k.clone(), ParameterInput::Value(v.clone())))
             .collect();
-        if cs.change_set_type == "CREATE" {
+        if cs.change_set_type == ChangeSetType::Create {
             return self.execute_create(&cs, on_failure).await;
         }
         // The nested templates as read when the set was made: what it
@@ -590,7 +578,7 @@ impl Engine {
         self.store
             .obsolete_change_set(&cs.change_set_id, reason)
             .await?;
-        Err(EngineError::Validation(format!(
+        Err(EngineError::InvalidChangeSetStatus(format!(
             "ChangeSet [{}] cannot be executed: {reason}",
             cs.change_set_id
         )))
@@ -645,7 +633,7 @@ impl Engine {
         };
         let operation = OperationRecord {
             stack_id: created.stack_id.clone(),
-            kind: "CREATE".into(),
+            kind: OperationKind::Create,
             options: if cs.nested.templates.is_empty() {
                 json!({})
             } else {
@@ -680,7 +668,8 @@ impl Engine {
         for cs in self.store.change_sets(&stack.stack_id).await? {
             self.store.delete_change_set(&cs.change_set_id).await?;
         }
-        self.open_history(&lease, stack, "DELETE", None).await?;
+        self.open_history(&lease, stack, OperationKind::Delete, None)
+            .await?;
         for status in [StackStatus::DeleteInProgress, StackStatus::DeleteComplete] {
             let reason = (status == StackStatus::DeleteInProgress).then_some("User Initiated");
             let event = stack_event(stack, status, reason, &now());

@@ -39,8 +39,8 @@ use crate::config::Config;
 use crate::graph::Graph;
 use crate::registry::Registry;
 use crate::stack::{
-    now, CallKind, EventRecord, HistoryRecord, Journal, OnFailure, OutputRecord, ResourceRecord,
-    ResourceStatus, StackRecord, StackStatus, STACK_TYPE,
+    now, CallKind, EventRecord, HistoryRecord, Journal, OnFailure, OperationKind, OutputRecord,
+    ResourceRecord, ResourceStatus, StackRecord, StackStatus, STACK_TYPE,
 };
 use crate::store::{Lease, OperationRecord, Store, StoreError};
 use crate::template::eval::{Evaluated, Evaluator, StackContext};
@@ -80,6 +80,13 @@ pub enum EngineError {
     Store(#[from] StoreError),
     #[error("{0}")]
     Validation(String),
+    /// The change set named does not exist (the API's `ChangeSetNotFound`).
+    #[error("{0}")]
+    ChangeSetNotFound(String),
+    /// The change set cannot do that in its status (the API's
+    /// `InvalidChangeSetStatus`).
+    #[error("{0}")]
+    InvalidChangeSetStatus(String),
 }
 
 /// What `cairn deploy` asks for when the stack does not exist.
@@ -458,7 +465,7 @@ impl Engine {
         );
         let operation = OperationRecord {
             stack_id: stack_id.clone(),
-            kind: "CREATE".into(),
+            kind: OperationKind::Create,
             options: {
                 let mut o = Map::new();
                 if let Some(t) = input.timeout_minutes {
@@ -484,7 +491,8 @@ impl Engine {
             )
             .await?;
         self.started_under(&lease);
-        self.open_history(&lease, &stack, "CREATE", None).await?;
+        self.open_history(&lease, &stack, OperationKind::Create, None)
+            .await?;
         Ok(stack_id)
     }
 
@@ -566,7 +574,7 @@ impl Engine {
         self.started_under(&lease);
         let operation = OperationRecord {
             stack_id: stack.stack_id.clone(),
-            kind: "DELETE".into(),
+            kind: OperationKind::Delete,
             options: json!({"Retain": retain}),
             started_at: now(),
         };
@@ -592,7 +600,7 @@ impl Engine {
         let results = Results::new(self.exports_map().await?);
         let operation = self.store.operation(&stack.stack_id).await?;
         let (this, other) = match &operation {
-            Some(o) if o.kind == "UPDATE" || o.kind == reconcile::KIND => {
+            Some(o) if matches!(o.kind, OperationKind::Update | OperationKind::Reconcile) => {
                 let (previous, target) = update::UpdateJournal::from_options(&o.options)?;
                 if update::is_rollback_phase(stack.status) {
                     (previous, Some(target))
@@ -788,7 +796,7 @@ impl Engine {
                 StackStatus::DeleteFailed,
                 "delete again, with --retain for a resource that cannot be deleted",
             ),
-            StackStatus::UpdateInProgress if kind.as_deref() == Some(reconcile::KIND) => (
+            StackStatus::UpdateInProgress if kind == Some(OperationKind::Reconcile) => (
                 StackStatus::UpdateFailed,
                 "run cairn update again once the cause is fixed",
             ),
@@ -934,7 +942,7 @@ impl Engine {
                 .unwrap_or_default(),
             None => Vec::new(),
         };
-        if let Some(o) = operation.filter(|o| o.kind == reconcile::KIND) {
+        if let Some(o) = operation.filter(|o| o.kind == OperationKind::Reconcile) {
             if op.stack.status == StackStatus::UpdateInProgress {
                 return self.drive_reconcile(op, &o.options).await;
             }
@@ -1002,7 +1010,7 @@ impl Engine {
         &self,
         lease: &Lease,
         stack: &StackRecord,
-        kind: &str,
+        kind: OperationKind,
         change_set: Option<String>,
     ) -> Result<(), EngineError> {
         self.store
@@ -1028,7 +1036,7 @@ impl Engine {
         stack.status_reason = Some("User Initiated".into());
         let mut history = history_entry(
             &stack,
-            &operation.kind,
+            operation.kind,
             change_set.map(|c| c.change_set_name.clone()),
         );
         history.details = details;
@@ -1966,7 +1974,11 @@ impl Engine {
 
 /// An operation's history entry, with the template and parameters it
 /// works towards (NoEcho values masked).
-fn history_entry(stack: &StackRecord, kind: &str, change_set: Option<String>) -> HistoryRecord {
+fn history_entry(
+    stack: &StackRecord,
+    kind: OperationKind,
+    change_set: Option<String>,
+) -> HistoryRecord {
     let parameters = stack
         .parameters
         .iter()
@@ -1981,7 +1993,7 @@ fn history_entry(stack: &StackRecord, kind: &str, change_set: Option<String>) ->
         .collect();
     HistoryRecord {
         stack_id: stack.stack_id.clone(),
-        kind: kind.into(),
+        kind,
         change_set,
         template_body: stack.template_body.clone(),
         parameters,

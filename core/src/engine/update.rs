@@ -18,8 +18,8 @@ use super::{stack_context, Attempt, EngineError, Op};
 use crate::graph::Graph;
 use crate::plan::{self, Decision};
 use crate::stack::{
-    now, CallKind, ChangeSetRecord, Journal, OutputRecord, PendingCall, ResourceRecord,
-    ResourceStatus, Snapshot, StackRecord, StackStatus, Tag,
+    now, CallKind, ChangeSetRecord, Journal, OperationKind, OutputRecord, PendingCall,
+    ResourceRecord, ResourceStatus, Snapshot, StackRecord, StackStatus, Tag,
 };
 use crate::store::{OperationRecord, StoreError};
 use crate::template::eval::{Evaluator, StackContext};
@@ -556,7 +556,7 @@ impl Engine {
         prepared: PreparedUpdate,
         change_set: Option<&ChangeSetRecord>,
     ) -> Result<String, EngineError> {
-        self.begin_updating(prepared, change_set, "UPDATE", None)
+        self.begin_updating(prepared, change_set, OperationKind::Update, None)
             .await
     }
 
@@ -568,7 +568,7 @@ impl Engine {
         &self,
         prepared: PreparedUpdate,
         change_set: Option<&ChangeSetRecord>,
-        kind: &str,
+        kind: OperationKind,
         details: Option<(&str, Value)>,
     ) -> Result<String, EngineError> {
         let PreparedUpdate {
@@ -616,7 +616,7 @@ impl Engine {
         let previous = StackState::of(&stack);
         let operation = OperationRecord {
             stack_id: stack.stack_id.clone(),
-            kind: kind.into(),
+            kind,
             options: {
                 let mut options = UpdateJournal::options(&previous, &target);
                 if let Some((key, value)) = &details {
@@ -777,7 +777,7 @@ impl Engine {
             )));
         }
         self.started_under(&lease);
-        self.open_history(&lease, &stack, "CONTINUE_UPDATE_ROLLBACK", None)
+        self.open_history(&lease, &stack, OperationKind::ContinueUpdateRollback, None)
             .await?;
         let op = self.load(&stack, lease).await?;
         for mut r in rows.into_iter().filter(|r| skip.contains(&r.logical_id)) {

@@ -14,9 +14,7 @@ use cairn_sdk::{
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-pub const LAUNCH_CONFIGURATION: &str = "Cairn::Group::LaunchConfiguration";
-pub const INSTANCE_GROUP: &str = "Cairn::Group::InstanceGroup";
-pub const AUTO_SCALING_GROUP: &str = "Cairn::Group::AutoScalingGroup";
+pub use crate::template::types::{AUTO_SCALING_GROUP, INSTANCE_GROUP, LAUNCH_CONFIGURATION};
 
 /// Aliases the default configuration adds (unless configured otherwise or
 /// served by a provider).

@@ -178,74 +178,36 @@ pub struct StackRecord {
     pub context: TemplateContext,
 }
 
-/// What a template needs besides its text, kept with the stack: the files
-/// HOT's `get_file` reads (by the name the template gives) and a HOT
-/// environment (its `parameter_defaults` and `resource_registry`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "PascalCase")]
-pub struct TemplateContext {
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub files: BTreeMap<String, String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub environment: Option<Value>,
-    /// The parameter values a template with `Transform:
-    /// AWS::LanguageExtensions` is expanded with (its loops' collections).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub parameters: BTreeMap<String, String>,
-}
+pub use crate::template::TemplateContext;
 
-impl TemplateContext {
-    pub fn is_empty(&self) -> bool {
-        self.files.is_empty() && self.environment.is_none() && self.parameters.is_empty()
+status_enum!(
+    /// What a recorded call asks of the resource's provider (or, for
+    /// `Signals`, what the resource is waiting for). Stored as the words
+    /// Cairn has always written.
+    CallKind {
+        Create => "CREATE",
+        Update => "UPDATE",
+        Delete => "DELETE",
+        // An update that puts a resource back as it was, in an update's rollback.
+        RollbackUpdate => "ROLLBACK_UPDATE",
+        // Not a call: a created resource waits for its signals
+        // (`CreationPolicy`, a wait condition); `since_ms` says since when.
+        Signals => "SIGNALS",
     }
+);
 
-    /// What a nested stack of this template gets (Heat's child
-    /// environment): the same files and environment, without the
-    /// environment's `parameters` (a child's values come from its
-    /// resource's properties) and the parent's language-extension values.
-    pub fn for_child(&self) -> TemplateContext {
-        let environment = self.environment.clone().map(|mut e| {
-            if let Some(m) = e.as_object_mut() {
-                m.remove("parameters");
-            }
-            e
-        });
-        TemplateContext {
-            files: self.files.clone(),
-            environment,
-            parameters: BTreeMap::new(),
-        }
+status_enum!(
+    /// What an operation on a stack does (its record and history entry).
+    OperationKind {
+        Create => "CREATE",
+        Update => "UPDATE",
+        Delete => "DELETE",
+        // `cairn update`: reinstall, heal and converge to the template.
+        Reconcile => "RECONCILE",
+        // A history entry only: the operation stays the update's.
+        ContinueUpdateRollback => "CONTINUE_UPDATE_ROLLBACK",
     }
-
-    /// This context for `text` with `parameters`: a template using
-    /// `AWS::LanguageExtensions` keeps the values its loops expand with.
-    pub fn for_template(mut self, text: &str, parameters: &BTreeMap<String, String>) -> Self {
-        if text.contains(crate::template::language_extensions::TRANSFORM) {
-            self.parameters = parameters.clone();
-        }
-        self
-    }
-}
-
-/// What a recorded call asks of the resource's provider (or, for
-/// `Signals`, what the resource is waiting for). Stored as the words
-/// Cairn has always written (`CREATE`, `UPDATE`, …).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum CallKind {
-    #[serde(rename = "CREATE")]
-    Create,
-    #[serde(rename = "UPDATE")]
-    Update,
-    #[serde(rename = "DELETE")]
-    Delete,
-    /// An update that puts a resource back as it was, in an update's rollback.
-    #[serde(rename = "ROLLBACK_UPDATE")]
-    RollbackUpdate,
-    /// Not a call: a created resource waits for its signals
-    /// (`CreationPolicy`, a wait condition); `since_ms` says since when.
-    #[serde(rename = "SIGNALS")]
-    Signals,
-}
+);
 
 /// A call made to a provider whose outcome is not recorded yet. Recorded before
 /// the call, cleared with its result: after a crash it is re-issued with the same
@@ -380,13 +342,49 @@ pub struct EventRecord {
 }
 
 /// The type CloudFormation records the stack's own events under.
-pub const STACK_TYPE: &str = "AWS::CloudFormation::Stack";
+pub use crate::template::types::STACK_TYPE;
 
 /// Now, as an RFC 3339 timestamp with milliseconds (UTC).
 pub fn now() -> String {
     let ts = jiff::Timestamp::now();
     format!("{ts:.3}")
 }
+
+status_enum!(
+    /// What a change set does: `Create` makes a new stack (in
+    /// REVIEW_IN_PROGRESS until it runs), `Update` changes one.
+    ChangeSetType {
+        Create => "CREATE",
+        Update => "UPDATE",
+    }
+);
+
+status_enum!(
+    /// A change set's own status, as CloudFormation names them (Cairn makes
+    /// a set in one step: `CREATE_COMPLETE` or `FAILED`).
+    ChangeSetStatus {
+        CreatePending => "CREATE_PENDING",
+        CreateInProgress => "CREATE_IN_PROGRESS",
+        CreateComplete => "CREATE_COMPLETE",
+        DeletePending => "DELETE_PENDING",
+        DeleteInProgress => "DELETE_IN_PROGRESS",
+        DeleteComplete => "DELETE_COMPLETE",
+        DeleteFailed => "DELETE_FAILED",
+        Failed => "FAILED",
+    }
+);
+
+status_enum!(
+    /// Whether a change set can run (CloudFormation's `ExecutionStatus`).
+    ExecutionStatus {
+        Unavailable => "UNAVAILABLE",
+        Available => "AVAILABLE",
+        ExecuteInProgress => "EXECUTE_IN_PROGRESS",
+        ExecuteComplete => "EXECUTE_COMPLETE",
+        ExecuteFailed => "EXECUTE_FAILED",
+        Obsolete => "OBSOLETE",
+    }
+);
 
 /// A change set (CloudFormation's preview of an update or create), as stored.
 #[derive(Debug, Clone, PartialEq)]
@@ -395,13 +393,9 @@ pub struct ChangeSetRecord {
     pub change_set_name: String,
     pub stack_id: String,
     pub stack_name: String,
-    /// `CREATE` (the stack is new, in REVIEW_IN_PROGRESS) or `UPDATE`.
-    pub change_set_type: String,
-    /// `CREATE_COMPLETE` or `FAILED`.
-    pub status: String,
-    /// `AVAILABLE`, `UNAVAILABLE`, `EXECUTE_IN_PROGRESS`, `EXECUTE_COMPLETE`,
-    /// `EXECUTE_FAILED` or `OBSOLETE`.
-    pub execution_status: String,
+    pub change_set_type: ChangeSetType,
+    pub status: ChangeSetStatus,
+    pub execution_status: ExecutionStatus,
     pub status_reason: Option<String>,
     pub description: Option<String>,
     pub template_body: String,
@@ -452,8 +446,7 @@ impl ChangeSetNesting {
 #[derive(Debug, Clone, PartialEq)]
 pub struct HistoryRecord {
     pub stack_id: String,
-    /// `CREATE`, `UPDATE`, `DELETE`, `CONTINUE_UPDATE_ROLLBACK`.
-    pub kind: String,
+    pub kind: OperationKind,
     /// The change set this operation executed, if any.
     pub change_set: Option<String>,
     pub template_body: String,

@@ -10,8 +10,9 @@ use serde_json::{json, Map};
 
 use super::{Lease, OperationRecord, Store, StoreError};
 use crate::stack::{
-    now, ChangeSetRecord, EventRecord, HistoryRecord, OnFailure, PendingCall, ResourceRecord,
-    ResourceStatus, StackRecord, StackStatus, Tag, STACK_TYPE,
+    now, ChangeSetRecord, ChangeSetStatus, ChangeSetType, EventRecord, ExecutionStatus,
+    HistoryRecord, OnFailure, OperationKind, PendingCall, ResourceRecord, ResourceStatus,
+    StackRecord, StackStatus, Tag, STACK_TYPE,
 };
 
 pub(crate) fn stack(name: &str) -> StackRecord {
@@ -271,7 +272,12 @@ async fn resources_operations_and_history(store: &dyn Store) {
         )
         .await
         .unwrap();
-    let start = started(&o, "UPDATE", StackStatus::UpdateInProgress, None);
+    let start = started(
+        &o,
+        OperationKind::Update,
+        StackStatus::UpdateInProgress,
+        None,
+    );
     let op = start.operation.clone();
     assert!(!store.request_cancel(&o.stack_id).await.unwrap());
     store.begin_operation(&o_lease, &start).await.unwrap();
@@ -301,7 +307,7 @@ async fn resources_operations_and_history(store: &dyn Store) {
     let t = stack("with-operation");
     let first = OperationRecord {
         stack_id: t.stack_id.clone(),
-        kind: "CREATE".into(),
+        kind: OperationKind::Create,
         options: json!({"TimeoutInMinutes": 5}),
         started_at: now(),
     };
@@ -319,7 +325,7 @@ async fn resources_operations_and_history(store: &dyn Store) {
     // History: opened, detailed, ended by the terminal status.
     let entry = HistoryRecord {
         stack_id: s.stack_id.clone(),
-        kind: "CREATE".into(),
+        kind: OperationKind::Create,
         change_set: None,
         template_body: s.template_body.clone(),
         parameters: BTreeMap::new(),
@@ -354,7 +360,7 @@ async fn resources_operations_and_history(store: &dyn Store) {
 /// its event and history entry, and the change set it executes.
 fn started(
     s: &StackRecord,
-    kind: &str,
+    kind: OperationKind,
     status: StackStatus,
     change_set_id: Option<String>,
 ) -> super::OperationStart {
@@ -364,7 +370,7 @@ fn started(
     super::OperationStart {
         operation: OperationRecord {
             stack_id: s.stack_id.clone(),
-            kind: kind.into(),
+            kind,
             options: json!({"k": 1}),
             started_at: now(),
         },
@@ -372,7 +378,7 @@ fn started(
         event: event(s, &s.stack_name, status.as_str()),
         history: HistoryRecord {
             stack_id: s.stack_id.clone(),
-            kind: kind.into(),
+            kind,
             change_set: None,
             template_body: stack.template_body.clone(),
             parameters: BTreeMap::new(),
@@ -395,9 +401,9 @@ fn change_set(s: &StackRecord, name: &str) -> ChangeSetRecord {
         change_set_name: name.to_string(),
         stack_id: s.stack_id.clone(),
         stack_name: s.stack_name.clone(),
-        change_set_type: "UPDATE".into(),
-        status: "CREATE_COMPLETE".into(),
-        execution_status: "AVAILABLE".into(),
+        change_set_type: ChangeSetType::Update,
+        status: ChangeSetStatus::CreateComplete,
+        execution_status: ExecutionStatus::Available,
         status_reason: None,
         description: None,
         template_body: "Resources: {}".into(),
@@ -472,14 +478,14 @@ async fn change_sets(store: &dyn Store) {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(obsolete.execution_status, "OBSOLETE");
+    assert_eq!(obsolete.execution_status, ExecutionStatus::Obsolete);
     // Executing one removes the others, and the end removes it too.
     store
         .begin_operation(
             &lease,
             &started(
                 &s,
-                "UPDATE",
+                OperationKind::Update,
                 StackStatus::UpdateInProgress,
                 Some(first.change_set_id.clone()),
             ),
@@ -488,7 +494,7 @@ async fn change_sets(store: &dyn Store) {
         .unwrap();
     let left = store.change_sets(&s.stack_id).await.unwrap();
     assert_eq!(left.len(), 1);
-    assert_eq!(left[0].execution_status, "EXECUTE_IN_PROGRESS");
+    assert_eq!(left[0].execution_status, ExecutionStatus::ExecuteInProgress);
     store
         .set_stack_status(
             &lease,

@@ -97,8 +97,7 @@ pub struct Claim {
 #[derive(Debug, Clone, PartialEq)]
 pub struct OperationRecord {
     pub stack_id: String,
-    /// `CREATE`, `DELETE`, …
-    pub kind: String,
+    pub kind: crate::stack::OperationKind,
     /// Operation options (JSON), e.g. retained resources.
     pub options: serde_json::Value,
     pub started_at: String,

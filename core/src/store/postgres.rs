@@ -303,7 +303,7 @@ const HISTORY_COLUMNS: &str = "stack_id, kind, change_set, template_body, parame
 fn history_row(r: &Row) -> Result<HistoryRecord, StoreError> {
     Ok(HistoryRecord {
         stack_id: get(r, 0)?,
-        kind: get(r, 1)?,
+        kind: parsed(r, 1)?,
         change_set: get(r, 2)?,
         template_body: get(r, 3)?,
         parameters: json(r, 4)?,
@@ -323,9 +323,9 @@ fn change_set_row(r: &Row) -> Result<ChangeSetRecord, StoreError> {
         change_set_name: get(r, 1)?,
         stack_id: get(r, 2)?,
         stack_name: get(r, 3)?,
-        change_set_type: get(r, 4)?,
-        status: get(r, 5)?,
-        execution_status: get(r, 6)?,
+        change_set_type: parsed(r, 4)?,
+        status: parsed(r, 5)?,
+        execution_status: parsed(r, 6)?,
         status_reason: get(r, 7)?,
         description: get(r, 8)?,
         template_body: get(r, 9)?,
@@ -1176,7 +1176,7 @@ async fn write_history(tx: &Transaction<'_>, h: &HistoryRecord) -> Result<(), St
         &format!("INSERT INTO history ({HISTORY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"),
         &[
             &h.stack_id,
-            &h.kind,
+            &h.kind.as_str(),
             &h.change_set,
             &h.template_body,
             &json_text(&h.parameters)?,
@@ -1222,7 +1222,7 @@ async fn write_operation(tx: &Transaction<'_>, op: &OperationRecord) -> Result<(
         "INSERT INTO operations (stack_id, kind, options, started_at) VALUES ($1, $2, $3, $4)
          ON CONFLICT (stack_id) DO UPDATE SET kind = excluded.kind, options = excluded.options,
            started_at = excluded.started_at, cancel = FALSE, resume_attempts = 0, resume_events = 0",
-        &[&op.stack_id, &op.kind, &json_text(&op.options)?, &op.started_at],
+        &[&op.stack_id, &op.kind.as_str(), &json_text(&op.options)?, &op.started_at],
     )
     .await
     .map_err(backend)?;
@@ -1741,7 +1741,7 @@ impl Store for PgStore {
         row.map(|r| {
             Ok(OperationRecord {
                 stack_id: get(&r, 0)?,
-                kind: get(&r, 1)?,
+                kind: parsed(&r, 1)?,
                 options: json(&r, 2)?,
                 started_at: get(&r, 3)?,
             })
@@ -1974,9 +1974,9 @@ impl Store for PgStore {
                     &cs.change_set_name,
                     &cs.stack_id,
                     &cs.stack_name,
-                    &cs.change_set_type,
-                    &cs.status,
-                    &cs.execution_status,
+                    &cs.change_set_type.as_str(),
+                    &cs.status.as_str(),
+                    &cs.execution_status.as_str(),
                     &cs.status_reason,
                     &cs.description,
                     &cs.template_body,

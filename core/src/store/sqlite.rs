@@ -388,7 +388,7 @@ const HISTORY_COLUMNS: &str = "stack_id, kind, change_set, template_body, parame
 fn history_row(r: &Row<'_>) -> rusqlite::Result<HistoryRecord> {
     Ok(HistoryRecord {
         stack_id: r.get(0)?,
-        kind: r.get(1)?,
+        kind: parse_enum(&r.get::<_, String>(1)?)?,
         change_set: r.get(2)?,
         template_body: r.get(3)?,
         parameters: json_col(r, 4)?,
@@ -410,9 +410,9 @@ fn change_set_row(r: &Row<'_>) -> rusqlite::Result<ChangeSetRecord> {
         change_set_name: r.get(1)?,
         stack_id: r.get(2)?,
         stack_name: r.get(3)?,
-        change_set_type: r.get(4)?,
-        status: r.get(5)?,
-        execution_status: r.get(6)?,
+        change_set_type: parse_enum(&r.get::<_, String>(4)?)?,
+        status: parse_enum(&r.get::<_, String>(5)?)?,
+        execution_status: parse_enum(&r.get::<_, String>(6)?)?,
         status_reason: r.get(7)?,
         description: r.get(8)?,
         template_body: r.get(9)?,
@@ -673,7 +673,7 @@ fn write_history(c: &Connection, h: &HistoryRecord) -> Result<(), StoreError> {
         &format!("INSERT INTO history ({HISTORY_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"),
         params![
             h.stack_id,
-            h.kind,
+            h.kind.as_str(),
             h.change_set,
             h.template_body,
             json_text(&h.parameters)?,
@@ -708,7 +708,7 @@ fn write_change_set_execution(c: &Connection, stack_id: &str, id: &str) -> Resul
 fn write_operation(c: &Connection, op: &OperationRecord) -> Result<(), StoreError> {
     c.execute(
         "INSERT OR REPLACE INTO operations (stack_id, kind, options, started_at) VALUES (?1, ?2, ?3, ?4)",
-        params![op.stack_id, op.kind, json_text(&op.options)?, op.started_at],
+        params![op.stack_id, op.kind.as_str(), json_text(&op.options)?, op.started_at],
     )
     .map_err(backend)?;
     Ok(())
@@ -1294,7 +1294,7 @@ impl Store for SqliteStore {
                 |r| {
                     Ok(OperationRecord {
                         stack_id: r.get(0)?,
-                        kind: r.get(1)?,
+                        kind: parse_enum(&r.get::<_, String>(1)?)?,
                         options: json_col(r, 2)?,
                         started_at: r.get(3)?,
                     })
@@ -1580,9 +1580,9 @@ impl Store for SqliteStore {
                     cs.change_set_name,
                     cs.stack_id,
                     cs.stack_name,
-                    cs.change_set_type,
-                    cs.status,
-                    cs.execution_status,
+                    cs.change_set_type.as_str(),
+                    cs.status.as_str(),
+                    cs.execution_status.as_str(),
                     cs.status_reason,
                     cs.description,
                     cs.template_body,

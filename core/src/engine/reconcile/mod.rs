@@ -40,9 +40,6 @@ use crate::template::Template;
 mod changes;
 mod phases;
 
-/// The operation kind of a `cairn update` (its history entry's too).
-pub const KIND: &str = "RECONCILE";
-
 /// Which phases run (seed 003's flags; all phases by default).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "PascalCase", default)]
@@ -279,8 +276,13 @@ impl Engine {
         let (prepared, plan) = self.prepare_reconcile(input).await?;
         let details = serde_json::to_value(&plan)
             .map_err(|e| EngineError::Validation(format!("cannot record the plan: {e}")))?;
-        self.begin_updating(prepared, None, KIND, Some(("Plan", details)))
-            .await
+        self.begin_updating(
+            prepared,
+            None,
+            crate::stack::OperationKind::Reconcile,
+            Some(("Plan", details)),
+        )
+        .await
     }
 
     /// Runs the phases (again, after a crash) and ends the stack in

@@ -113,14 +113,14 @@ impl Template {
     }
 
     pub fn parse(text: &str) -> Result<Template, TemplateError> {
-        Self::parse_with(text, &crate::stack::TemplateContext::default())
+        Self::parse_with(text, &crate::TemplateContext::default())
     }
 
     /// [`Template::parse`] with what the template needs besides its text
     /// (HOT's files and environment).
     pub fn parse_with(
         text: &str,
-        context: &crate::stack::TemplateContext,
+        context: &crate::TemplateContext,
     ) -> Result<Template, TemplateError> {
         let (body, source_map) = if text.trim_start().starts_with('{') {
             let v: Value = serde_json::from_str(text).map_err(|e| {

@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 
-use super::eval::{Evaluator, Lookup, Resolver, StackContext, StaticPass};
-use super::model::Template;
-use super::parameters::ParameterValues;
 use crate::graph::Graph;
+use crate::template::eval::{Evaluator, Lookup, Resolver, StackContext, StaticPass};
+use crate::template::model::Template;
+use crate::template::parameters::ParameterValues;
 
 struct Live;
 
@@ -421,7 +421,7 @@ proptest! {
         in_intrinsic in any::<bool>(),
     ) {
         let text = alias_yaml(levels, fan_out, scalar_len, in_intrinsic);
-        match super::yaml::parse(&text) {
+        match crate::template::yaml::parse(&text) {
             Ok((value, _)) => {
                 let size = serde_json::to_string(&value).map(|s| s.len()).unwrap_or(0);
                 prop_assert!(size < 60_000_000, "{size} bytes from {} bytes", text.len());

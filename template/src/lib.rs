@@ -5,7 +5,10 @@
 //! Nothing here does I/O or knows about providers beyond the schema lookup it is
 //! handed; evaluation of resource references goes through [`eval::Resolver`].
 
+#![forbid(unsafe_code)]
+
 pub mod cidr;
+mod context;
 pub mod eval;
 pub mod hot;
 pub mod language_extensions;
@@ -13,15 +16,15 @@ pub mod model;
 pub mod parameters;
 pub mod pattern;
 pub mod source;
+pub mod types;
 pub mod yaml;
 
 #[cfg(test)]
 mod eval_tests;
-#[cfg(test)]
-mod proptests;
 
 use std::fmt;
 
+pub use context::TemplateContext;
 pub use eval::{Evaluated, Evaluator, Resolver, StackContext};
 pub use model::{Output, Resource, Template};
 pub use parameters::{ParameterDecl, ParameterType, ParameterValues};
@@ -102,7 +105,7 @@ impl std::error::Error for TemplateError {}
 /// expansion and HOT's lowering), for `cairn template --expanded`.
 pub fn expanded(
     text: &str,
-    context: &crate::stack::TemplateContext,
+    context: &crate::TemplateContext,
 ) -> Result<serde_json::Value, TemplateError> {
     let mut body = Template::body_of(text)?;
     if language_extensions::requested(&body) {

@@ -139,7 +139,7 @@ pub fn files_needed(body: &Value) -> Vec<String> {
 /// context: the merged environment is kept with it, and its `parameters`
 /// are returned as values for the template (explicit values win over them).
 pub fn apply_environments(
-    context: &mut crate::stack::TemplateContext,
+    context: &mut crate::TemplateContext,
     envs: &[Value],
 ) -> Result<BTreeMap<String, String>, String> {
     let mut parameters = BTreeMap::new();
@@ -273,7 +273,7 @@ struct Lowering<'c> {
     /// Conditions made for inline `if` conditions.
     extra_conditions: Map<String, Value>,
     /// The files `get_file` reads and the environment.
-    context: &'c crate::stack::TemplateContext,
+    context: &'c crate::TemplateContext,
     /// Resources whose type the registry maps to a template (provider
     /// templates): name → the template's name.
     template_resources: BTreeMap<String, String>,
@@ -305,7 +305,7 @@ pub fn is_template_file(v: &str) -> bool {
 pub fn lower(
     body: Value,
     map: SourceMap,
-    context: &crate::stack::TemplateContext,
+    context: &crate::TemplateContext,
 ) -> Result<(Value, SourceMap), TemplateError> {
     let Value::Object(top) = body else {
         return Err(format_error(
@@ -526,7 +526,7 @@ impl Lowering<'_> {
         };
         let mut out = Map::new();
         out.insert("Type".into(), json!(ty));
-        out.insert(crate::template::parameters::HEAT_MARK.into(), json!(true));
+        out.insert(crate::parameters::HEAT_MARK.into(), json!(true));
         // The environment's parameter_defaults replace the template's.
         let env_default = self
             .environment("parameter_defaults")
@@ -552,10 +552,7 @@ impl Lowering<'_> {
             out.insert("NoEcho".into(), json!(true));
         }
         if flag("immutable") {
-            out.insert(
-                crate::template::parameters::HEAT_IMMUTABLE.into(),
-                json!(true),
-            );
+            out.insert(crate::parameters::HEAT_IMMUTABLE.into(), json!(true));
         }
         let mut custom = Vec::new();
         let mut descriptions = Map::new();
@@ -642,7 +639,7 @@ impl Lowering<'_> {
                             .at(&child(&cpath, "modulo")));
                         }
                         out.insert(
-                            crate::template::parameters::HEAT_MODULO.into(),
+                            crate::parameters::HEAT_MODULO.into(),
                             json!({"step": step, "offset": offset}),
                         );
                     }
@@ -657,13 +654,13 @@ impl Lowering<'_> {
         }
         if !custom.is_empty() {
             out.insert(
-                crate::template::parameters::HEAT_CUSTOM_CONSTRAINTS.into(),
+                crate::parameters::HEAT_CUSTOM_CONSTRAINTS.into(),
                 Value::Array(custom),
             );
         }
         if !descriptions.is_empty() {
             out.insert(
-                crate::template::parameters::HEAT_DESCRIPTIONS.into(),
+                crate::parameters::HEAT_DESCRIPTIONS.into(),
                 Value::Object(descriptions),
             );
         }
@@ -699,7 +696,7 @@ impl Lowering<'_> {
                 // Heat's wait conditions are CloudFormation's, run by the
                 // engine's signal machinery.
                 Registered::Type(t) if t == HEAT_WAIT_CONDITION_HANDLE => {
-                    out.insert("Type".into(), json!(crate::signal::WAIT_CONDITION_HANDLE));
+                    out.insert("Type".into(), json!(crate::types::WAIT_CONDITION_HANDLE));
                     if let Some(d) = r.get("depends_on") {
                         out.insert("DependsOn".into(), d.clone());
                     }
@@ -707,7 +704,7 @@ impl Lowering<'_> {
                 }
                 // OS::Heat::Stack: a nested stack of an inline template.
                 Registered::Type(t) if t == HEAT_STACK => {
-                    out.insert("Type".into(), json!(crate::stack::STACK_TYPE));
+                    out.insert("Type".into(), json!(crate::types::STACK_TYPE));
                     let mut outer = r.get("properties").cloned().unwrap_or(json!({}));
                     if let Some(m) = outer.as_object_mut() {
                         m.remove("template");
@@ -728,7 +725,7 @@ impl Lowering<'_> {
                     let mut props = Map::new();
                     props.insert(
                         "TemplateURL".into(),
-                        Value::String(format!("{}{text}", crate::nested::INLINE)),
+                        Value::String(format!("{}{text}", crate::types::INLINE)),
                     );
                     if let Some(params) = p.get("parameters") {
                         props.insert("Parameters".into(), params.clone());
@@ -743,7 +740,7 @@ impl Lowering<'_> {
                     return Ok(Value::Object(out));
                 }
                 Registered::Type(t) if t == HEAT_WAIT_CONDITION => {
-                    out.insert("Type".into(), json!(crate::signal::WAIT_CONDITION));
+                    out.insert("Type".into(), json!(crate::types::WAIT_CONDITION));
                     let p = match r.get("properties") {
                         Some(p) => self.value(p, &child(&path, "properties"))?,
                         None => json!({}),
@@ -771,7 +768,7 @@ impl Lowering<'_> {
                 // Heat's TemplateResource: a nested stack of the template,
                 // the properties its parameters.
                 Registered::Template(file) => {
-                    out.insert("Type".into(), json!(crate::stack::STACK_TYPE));
+                    out.insert("Type".into(), json!(crate::types::STACK_TYPE));
                     let params = match r.get("properties") {
                         Some(p) => self.value(p, &child(&path, "properties"))?,
                         None => json!({}),
@@ -779,7 +776,7 @@ impl Lowering<'_> {
                     out.insert(
                         "Properties".into(),
                         json!({
-                            "TemplateURL": format!("{}{file}", crate::nested::CONTEXT_FILE),
+                            "TemplateURL": format!("{}{file}", crate::types::CONTEXT_FILE),
                             "Parameters": params,
                         }),
                     );
@@ -829,7 +826,7 @@ impl Lowering<'_> {
         }
         if let Some(id) = r.get("external_id") {
             let id = self.value(id, &child(&path, "external_id"))?;
-            out.insert(crate::template::model::EXTERNAL_ID.into(), id);
+            out.insert(crate::model::EXTERNAL_ID.into(), id);
         }
         if let Some(c) = r.get("condition") {
             out.insert(
@@ -887,7 +884,7 @@ impl Lowering<'_> {
         }
         let launch = format!("{name}-launch");
         let mut launch_def = json!({
-            "Type": crate::group::types::LAUNCH_CONFIGURATION,
+            "Type": crate::types::LAUNCH_CONFIGURATION,
             "Properties": launch_props,
         });
         let mut group_props = Map::new();
@@ -912,7 +909,7 @@ impl Lowering<'_> {
                     None => {}
                 }
             }
-            crate::group::types::AUTO_SCALING_GROUP
+            crate::types::AUTO_SCALING_GROUP
         } else {
             let count = match props.get("count") {
                 Some(c) => self.value(c, &child(&at, "count"))?,
@@ -925,7 +922,7 @@ impl Lowering<'_> {
                     self.value(rp, &child(&at, "removal_policies"))?,
                 );
             }
-            crate::group::types::INSTANCE_GROUP
+            crate::types::INSTANCE_GROUP
         };
         let mut group = Map::new();
         group.insert("Type".into(), json!(group_type));

@@ -1,0 +1,55 @@
+//! What a template needs besides its own text.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// What a template needs besides its text, kept with the stack: the files
+/// HOT's `get_file` reads (by the name the template gives) and a HOT
+/// environment (its `parameter_defaults` and `resource_registry`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct TemplateContext {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub files: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<Value>,
+    /// The parameter values a template with `Transform:
+    /// AWS::LanguageExtensions` is expanded with (its loops' collections).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub parameters: BTreeMap<String, String>,
+}
+
+impl TemplateContext {
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty() && self.environment.is_none() && self.parameters.is_empty()
+    }
+
+    /// What a nested stack of this template gets (Heat's child
+    /// environment): the same files and environment, without the
+    /// environment's `parameters` (a child's values come from its
+    /// resource's properties) and the parent's language-extension values.
+    pub fn for_child(&self) -> TemplateContext {
+        let environment = self.environment.clone().map(|mut e| {
+            if let Some(m) = e.as_object_mut() {
+                m.remove("parameters");
+            }
+            e
+        });
+        TemplateContext {
+            files: self.files.clone(),
+            environment,
+            parameters: BTreeMap::new(),
+        }
+    }
+
+    /// This context for `text` with `parameters`: a template using
+    /// `AWS::LanguageExtensions` keeps the values its loops expand with.
+    pub fn for_template(mut self, text: &str, parameters: &BTreeMap<String, String>) -> Self {
+        if text.contains(super::language_extensions::TRANSFORM) {
+            self.parameters = parameters.clone();
+        }
+        self
+    }
+}

@@ -1,0 +1,227 @@
+//! `cargo xtask layers`: the crates' layering, checked from `cargo metadata`.
+//!
+//! Cairn's crates depend one way (ARCHITECTURE.md): a crate may depend only
+//! on crates of a lower layer, and a pure crate has no I/O stack anywhere in
+//! what it links. Breaking either is an error here, and CI runs it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Command;
+
+use serde_json::Value;
+
+/// A workspace crate's place in the layering.
+struct Layer {
+    name: &'static str,
+    /// Lower numbers are lower layers; a crate may depend only on crates
+    /// of a strictly lower layer (so crates of one layer never on each
+    /// other).
+    level: u8,
+    /// Pure: no I/O stack in anything it links.
+    pure: bool,
+}
+
+const LAYERS: &[Layer] = &[
+    Layer {
+        name: "cairn-sdk",
+        level: 0,
+        pure: false,
+    },
+    Layer {
+        name: "cairn-template",
+        level: 0,
+        pure: true,
+    },
+    Layer {
+        name: "cairn-providers",
+        level: 1,
+        pure: false,
+    },
+    Layer {
+        name: "cairn-core",
+        level: 1,
+        pure: false,
+    },
+    Layer {
+        name: "cairn",
+        level: 2,
+        pure: false,
+    },
+];
+
+/// What a pure crate must not link: async runtimes, servers, clients,
+/// databases, dynamic loading.
+const IO_CRATES: &[&str] = &[
+    "tokio",
+    "axum",
+    "reqwest",
+    "hyper",
+    "rusqlite",
+    "tokio-postgres",
+    "libloading",
+];
+
+/// Runs the check; `Ok` with a summary, `Err` with every violation.
+pub fn check(cargo: &str, root: &std::path::Path) -> Result<String, String> {
+    let out = Command::new(cargo)
+        .current_dir(root)
+        .args(["metadata", "--format-version", "1", "--locked"])
+        .output()
+        .map_err(|e| format!("cannot run cargo metadata: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "cargo metadata failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let metadata: Value = serde_json::from_slice(&out.stdout)
+        .map_err(|e| format!("cargo metadata's answer is not JSON: {e}"))?;
+    let graph = Graph::read(&metadata)?;
+    let problems = violations(&graph);
+    if problems.is_empty() {
+        Ok(format!(
+            "{} layered crates, {} dependencies between workspace crates, all one way; {} pure",
+            LAYERS.len(),
+            graph.workspace_edges(),
+            LAYERS.iter().filter(|l| l.pure).count()
+        ))
+    } else {
+        Err(problems.join("\n"))
+    }
+}
+
+/// The resolved dependency graph: package id → (name, dependencies with
+/// whether each is a normal one).
+struct Graph {
+    names: BTreeMap<String, String>,
+    deps: BTreeMap<String, Vec<(String, bool)>>,
+    members: BTreeSet<String>,
+}
+
+impl Graph {
+    fn read(metadata: &Value) -> Result<Graph, String> {
+        let mut names = BTreeMap::new();
+        for p in metadata["packages"].as_array().into_iter().flatten() {
+            if let (Some(id), Some(name)) = (p["id"].as_str(), p["name"].as_str()) {
+                names.insert(id.to_string(), name.to_string());
+            }
+        }
+        let members = metadata["workspace_members"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect();
+        let nodes = metadata["resolve"]["nodes"]
+            .as_array()
+            .ok_or("cargo metadata has no resolve graph")?;
+        let mut deps = BTreeMap::new();
+        for n in nodes {
+            let Some(id) = n["id"].as_str() else { continue };
+            let edges = n["deps"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|d| {
+                    let pkg = d["pkg"].as_str()?.to_string();
+                    let normal = d["dep_kinds"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .any(|k| k["kind"].is_null());
+                    Some((pkg, normal))
+                })
+                .collect();
+            deps.insert(id.to_string(), edges);
+        }
+        Ok(Graph {
+            names,
+            deps,
+            members,
+        })
+    }
+
+    fn name<'a>(&'a self, id: &'a str) -> &'a str {
+        self.names.get(id).map(String::as_str).unwrap_or(id)
+    }
+
+    fn member_ids(&self) -> impl Iterator<Item = &String> {
+        self.members.iter()
+    }
+
+    fn workspace_edges(&self) -> usize {
+        self.member_ids()
+            .flat_map(|m| self.deps.get(m).into_iter().flatten())
+            .filter(|(d, _)| self.members.contains(d))
+            .count()
+    }
+
+    /// Every package `id` links (its normal dependencies, transitively),
+    /// each with the path that brings it in.
+    fn linked(&self, id: &str) -> BTreeMap<String, Vec<String>> {
+        let mut seen: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut stack = vec![(id.to_string(), vec![self.name(id).to_string()])];
+        while let Some((at, path)) = stack.pop() {
+            for (dep, normal) in self.deps.get(&at).into_iter().flatten() {
+                if !normal || seen.contains_key(dep) {
+                    continue;
+                }
+                let mut next = path.clone();
+                next.push(self.name(dep).to_string());
+                seen.insert(dep.clone(), next.clone());
+                stack.push((dep.clone(), next));
+            }
+        }
+        seen
+    }
+}
+
+fn layer_of(name: &str) -> Option<&'static Layer> {
+    LAYERS.iter().find(|l| l.name == name)
+}
+
+fn violations(graph: &Graph) -> Vec<String> {
+    let mut out = Vec::new();
+    for member in graph.member_ids() {
+        let name = graph.name(member);
+        let Some(layer) = layer_of(name) else {
+            continue;
+        };
+        for (dep, _) in graph.deps.get(member).into_iter().flatten() {
+            if !graph.members.contains(dep) {
+                continue;
+            }
+            let dep_name = graph.name(dep);
+            match layer_of(dep_name) {
+                Some(d) if d.level < layer.level => {}
+                Some(d) => out.push(format!(
+                    "{name} (layer {}) depends on {dep_name} (layer {}): a crate may depend only on lower layers",
+                    layer.level, d.level
+                )),
+                None => out.push(format!(
+                    "{name} depends on {dep_name}, which is not a layered crate (an example, a test plugin or a tool): nothing layered may depend on it"
+                )),
+            }
+        }
+        if layer.pure {
+            for (dep, path) in graph.linked(member) {
+                let dep_name = graph.name(&dep);
+                if IO_CRATES.contains(&dep_name) {
+                    out.push(format!(
+                        "{name} is pure but links {dep_name} ({}): keep I/O out of it",
+                        path.join(" → ")
+                    ));
+                }
+            }
+        }
+    }
+    for layer in LAYERS {
+        if !graph.member_ids().any(|m| graph.name(m) == layer.name) {
+            out.push(format!(
+                "{} is in xtask's layering but not in the workspace: update xtask/src/layers.rs",
+                layer.name
+            ));
+        }
+    }
+    out
+}
