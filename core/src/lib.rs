@@ -7,20 +7,18 @@
 pub mod config;
 pub mod contract;
 pub mod engine;
-pub mod graph;
-pub mod group;
 pub mod metrics;
 pub mod nested;
-pub mod plan;
 pub mod plugin;
 #[cfg(test)]
 mod proptests;
 pub mod registry;
-pub mod signal;
-pub mod stack;
 pub mod store;
+#[cfg(test)]
+mod validate_tests;
+/// The stack model, its own crate (pure); re-exported at the old paths.
+pub use cairn_model::{catalog, graph, group, plan, signal, stack, validate};
 /// The template language, its own crate (pure: no I/O); re-exported at
 /// its old path.
 pub use cairn_template as template;
-pub mod validate;
 pub mod webhook;

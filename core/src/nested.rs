@@ -1,29 +1,22 @@
 //! Nested stacks (`AWS::CloudFormation::Stack`), the part before the
-//! engine: the type's schema, reading the nested templates of a whole tree
+//! engine that does I/O: reading the nested templates of a whole tree
 //! before an operation starts (so errors, depth, size and `GetAtt
-//! Child.Outputs.Name` are checked up front), the child stack's name and
-//! parameters. The engine runs the children (`engine::nested`).
+//! Child.Outputs.Name` are checked up front). The model (schema, digests,
+//! the child stack's name and parameters) is `cairn_model::nested`,
+//! re-exported here; the engine runs the children (`engine::nested`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use cairn_sdk::{PropertySchema, PropertyType, ResourceSchema};
-use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
+use serde_json::Value;
 
 use crate::config::NestedConfig;
 use crate::graph::Graph;
 use crate::registry::Registry;
-pub use crate::stack::STACK_TYPE;
 use crate::template::source::child;
 use crate::template::{Template, TemplateError};
-
-/// A property Cairn adds to a nested stack resource's recorded properties:
-/// the digest of the nested template, so that an update whose TemplateURL
-/// text is unchanged but whose file changed updates the child.
-pub const DIGEST: &str = "CairnTemplateDigest";
+pub use cairn_model::nested::*;
 
 /// The most bytes a nested template may have (CloudFormation's limit for a
 /// template read from a URL).
@@ -31,165 +24,6 @@ const MAX_TEMPLATE_BYTES: usize = 1024 * 1024;
 
 /// How long an `https://` TemplateURL may take.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(20);
-
-pub fn is_stack(canonical_type: &str) -> bool {
-    canonical_type == STACK_TYPE
-}
-
-pub fn schema() -> ResourceSchema {
-    ResourceSchema::new(STACK_TYPE)
-        .describe("a nested stack: a real stack of its own, made, updated and deleted with its parent")
-        .property(
-            "TemplateURL",
-            PropertySchema::string()
-                .required()
-                .describe("a path relative to the parent template, a file:/// URL under [nested] template_dirs, or an https:// URL with [nested] allow_https"),
-        )
-        .property(
-            "Parameters",
-            PropertySchema::map(PropertyType::Json).describe("the child's parameter values (lists are passed comma-joined)"),
-        )
-        .property("TimeoutInMinutes", PropertySchema::integer())
-        .property("NotificationARNs", PropertySchema::list(PropertyType::String))
-        .property("Tags", PropertySchema::json())
-        .property(
-            DIGEST,
-            PropertySchema::string().describe("set by Cairn: the digest of the nested template"),
-        )
-        .ref_returns("the child stack's id")
-}
-
-/// The nested templates of a tree of stacks, by the logical path of the
-/// stack resource that uses each (`Network`, `Network/Subnets`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct NestedTemplates(pub BTreeMap<String, NestedTemplate>);
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct NestedTemplate {
-    /// Where it was read from (a path or a URL), for messages.
-    pub location: String,
-    pub body: String,
-}
-
-impl NestedTemplates {
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    /// The template of the stack resource `logical` of this level.
-    pub fn child(&self, logical: &str) -> Option<&NestedTemplate> {
-        self.0.get(logical)
-    }
-
-    /// What the child stack of `logical` needs for its own children.
-    pub fn below(&self, logical: &str) -> NestedTemplates {
-        let prefix = format!("{logical}/");
-        NestedTemplates(
-            self.0
-                .iter()
-                .filter_map(|(k, v)| Some((k.strip_prefix(&prefix)?.to_string(), v.clone())))
-                .collect(),
-        )
-    }
-
-    /// Reads them from an operation's options.
-    pub fn from_options(options: &Value) -> NestedTemplates {
-        options
-            .get(OPTION)
-            .and_then(|v| serde_json::from_value(v.clone()).ok())
-            .unwrap_or_default()
-    }
-}
-
-/// The operation option that keeps the nested templates an operation uses.
-pub const OPTION: &str = "NestedTemplates";
-
-/// The digest [`DIGEST`] records.
-pub fn digest(body: &str) -> String {
-    Sha256::digest(body.as_bytes())
-        .iter()
-        .take(16)
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
-/// A nested stack resource's properties with its template's digest: from
-/// `templates` when the operation read the template, else the one recorded
-/// (an update that reuses the stack's template keeps the children's).
-pub fn with_digest(
-    logical: &str,
-    mut properties: Map<String, Value>,
-    templates: &NestedTemplates,
-    recorded: Option<&Map<String, Value>>,
-) -> Map<String, Value> {
-    let d = templates
-        .child(logical)
-        .map(|t| Value::String(digest(&t.body)))
-        .or_else(|| recorded.and_then(|r| r.get(DIGEST).cloned()));
-    match d {
-        Some(d) => {
-            properties.insert(DIGEST.into(), d);
-        }
-        None => {
-            properties.remove(DIGEST);
-        }
-    }
-    properties
-}
-
-/// The child stack's name: `<parent>-<Logical>-<13 upper-case
-/// alphanumerics>` (derived from the create's request id, so a re-issued
-/// create finds the same child), cut to 128 characters.
-pub fn child_stack_name(parent: &str, logical: &str, request_id: &str) -> String {
-    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-    let suffix: String = Sha256::digest(request_id.as_bytes())
-        .iter()
-        .take(13)
-        .map(|b| ALPHABET[(*b as usize) % ALPHABET.len()] as char)
-        .collect();
-    let mut head = format!("{parent}-{logical}");
-    let room = 128 - 1 - suffix.len();
-    if head.len() > room {
-        head.truncate(room);
-    }
-    format!("{head}-{suffix}")
-}
-
-/// The child's parameter values from the evaluated `Parameters`: strings
-/// as they are, lists comma-joined, numbers and booleans as text.
-pub fn child_parameters(
-    logical: &str,
-    properties: &Map<String, Value>,
-) -> Result<BTreeMap<String, String>, String> {
-    let Some(params) = properties.get("Parameters") else {
-        return Ok(BTreeMap::new());
-    };
-    let Value::Object(params) = params else {
-        return Err(format!(
-            "Parameters of {logical} must be a map of parameter names to values"
-        ));
-    };
-    params
-        .iter()
-        .map(|(k, v)| {
-            // Lists comma-joined, maps (a HOT json parameter) as JSON.
-            let text = match v {
-                Value::Null => String::new(),
-                other => crate::template::parameters::parameter_text(other),
-            };
-            Ok((k.clone(), text))
-        })
-        .collect()
-}
-
-/// The `TimeoutInMinutes` of a nested stack resource.
-pub fn timeout_minutes(properties: &Map<String, Value>) -> Option<u32> {
-    properties
-        .get("TimeoutInMinutes")
-        .and_then(Value::as_u64)
-        .and_then(|t| u32::try_from(t).ok())
-        .filter(|t| *t > 0)
-}
 
 /// Where relative TemplateURLs of a template are read from.
 #[derive(Debug, Clone)]
@@ -512,6 +346,7 @@ async fn fetch(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Map;
 
     #[tokio::test]
     async fn urls_are_fetched_only_over_https_when_allowed() {

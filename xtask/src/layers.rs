@@ -32,18 +32,23 @@ const LAYERS: &[Layer] = &[
         pure: true,
     },
     Layer {
+        name: "cairn-model",
+        level: 1,
+        pure: true,
+    },
+    Layer {
         name: "cairn-providers",
         level: 1,
         pure: false,
     },
     Layer {
         name: "cairn-core",
-        level: 1,
+        level: 2,
         pure: false,
     },
     Layer {
         name: "cairn",
-        level: 2,
+        level: 3,
         pure: false,
     },
 ];
@@ -76,7 +81,7 @@ pub fn check(cargo: &str, root: &std::path::Path) -> Result<String, String> {
     let metadata: Value = serde_json::from_slice(&out.stdout)
         .map_err(|e| format!("cargo metadata's answer is not JSON: {e}"))?;
     let graph = Graph::read(&metadata)?;
-    let problems = violations(&graph);
+    let problems = violations(&graph, cargo, root);
     if problems.is_empty() {
         Ok(format!(
             "{} layered crates, {} dependencies between workspace crates, all one way; {} pure",
@@ -155,32 +160,13 @@ impl Graph {
             .filter(|(d, _)| self.members.contains(d))
             .count()
     }
-
-    /// Every package `id` links (its normal dependencies, transitively),
-    /// each with the path that brings it in.
-    fn linked(&self, id: &str) -> BTreeMap<String, Vec<String>> {
-        let mut seen: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        let mut stack = vec![(id.to_string(), vec![self.name(id).to_string()])];
-        while let Some((at, path)) = stack.pop() {
-            for (dep, normal) in self.deps.get(&at).into_iter().flatten() {
-                if !normal || seen.contains_key(dep) {
-                    continue;
-                }
-                let mut next = path.clone();
-                next.push(self.name(dep).to_string());
-                seen.insert(dep.clone(), next.clone());
-                stack.push((dep.clone(), next));
-            }
-        }
-        seen
-    }
 }
 
 fn layer_of(name: &str) -> Option<&'static Layer> {
     LAYERS.iter().find(|l| l.name == name)
 }
 
-fn violations(graph: &Graph) -> Vec<String> {
+fn violations(graph: &Graph, cargo: &str, root: &std::path::Path) -> Vec<String> {
     let mut out = Vec::new();
     for member in graph.member_ids() {
         let name = graph.name(member);
@@ -204,14 +190,15 @@ fn violations(graph: &Graph) -> Vec<String> {
             }
         }
         if layer.pure {
-            for (dep, path) in graph.linked(member) {
-                let dep_name = graph.name(&dep);
-                if IO_CRATES.contains(&dep_name) {
-                    out.push(format!(
-                        "{name} is pure but links {dep_name} ({}): keep I/O out of it",
-                        path.join(" → ")
-                    ));
+            match linked(cargo, root, name) {
+                Ok(linked) => {
+                    for io in IO_CRATES.iter().filter(|c| linked.contains(**c)) {
+                        out.push(format!(
+                            "{name} is pure but links {io} (see `cargo tree -p {name} -e normal -i {io}`): keep I/O out of it"
+                        ));
+                    }
                 }
+                Err(e) => out.push(e),
             }
         }
     }
@@ -224,4 +211,28 @@ fn violations(graph: &Graph) -> Vec<String> {
         }
     }
     out
+}
+
+/// The packages `name` links when built on its own (its normal
+/// dependencies, transitively, with the features it asks for; the
+/// workspace's resolve graph would add the features other crates ask for).
+fn linked(cargo: &str, root: &std::path::Path, name: &str) -> Result<BTreeSet<String>, String> {
+    let out = Command::new(cargo)
+        .current_dir(root)
+        .args([
+            "tree", "-p", name, "-e", "normal", "--prefix", "none", "--format", "{p}",
+        ])
+        .output()
+        .map_err(|e| format!("cannot run cargo tree: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "cargo tree -p {name} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_string)
+        .collect())
 }

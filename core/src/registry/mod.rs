@@ -325,7 +325,8 @@ impl Registry {
     }
 
     pub fn schema(&self, type_name: &str) -> Option<TypeSchema> {
-        self.get(type_name).map(TypeSchema)
+        self.get(type_name)
+            .map(|t| TypeSchema::new(t as Arc<dyn cairn_model::catalog::HasSchema>))
     }
 
     /// Every type served now: registered ones and those of started lazy
@@ -343,13 +344,26 @@ impl Registry {
     }
 }
 
-/// A registered type's schema, shared with the registry.
-#[derive(Clone)]
-pub struct TypeSchema(Arc<RegisteredType>);
+pub use cairn_model::catalog::TypeSchema;
 
-impl std::ops::Deref for TypeSchema {
-    type Target = ResourceSchema;
-    fn deref(&self) -> &ResourceSchema {
-        &self.0.schema
+impl cairn_model::catalog::HasSchema for RegisteredType {
+    fn schema(&self) -> &ResourceSchema {
+        &self.schema
+    }
+}
+
+/// The model's view of the registry (planning and validation).
+impl cairn_model::catalog::TypeCatalog for Registry {
+    fn canonical<'a>(&'a self, type_name: &'a str) -> &'a str {
+        Registry::canonical(self, type_name)
+    }
+    fn schema(&self, type_name: &str) -> Option<TypeSchema> {
+        Registry::schema(self, type_name)
+    }
+    fn provider_name(&self, type_name: &str) -> Option<String> {
+        self.get(type_name).map(|t| t.provider_name.clone())
+    }
+    fn unavailable_reason(&self, type_name: &str) -> Option<String> {
+        Registry::unavailable_reason(self, type_name)
     }
 }

@@ -4,16 +4,16 @@
 
 use serde_json::Value;
 
+use crate::catalog::TypeCatalog;
 use crate::graph::Graph;
-use crate::registry::Registry;
 use crate::template::source::child;
 use crate::template::{format_error, template_error, Template, TemplateError};
 
 /// Unknown resource types, in template order (`Unrecognized resource types: [..]`).
-pub fn check_types(template: &Template, registry: &Registry) -> Result<(), TemplateError> {
+pub fn check_types(template: &Template, registry: &dyn TypeCatalog) -> Result<(), TemplateError> {
     let mut unknown: Vec<&str> = Vec::new();
     for r in &template.resources {
-        if registry.get(&r.type_name).is_none() && !unknown.contains(&r.type_name.as_str()) {
+        if registry.schema(&r.type_name).is_none() && !unknown.contains(&r.type_name.as_str()) {
             unknown.push(&r.type_name);
         }
     }
@@ -26,7 +26,7 @@ pub fn check_types(template: &Template, registry: &Registry) -> Result<(), Templ
 
 /// `Unrecognized resource types: [..]`; a type whose provider cannot start
 /// is not unknown, so the message says which provider and why.
-fn unrecognized(types: &[&str], registry: &Registry) -> TemplateError {
+fn unrecognized(types: &[&str], registry: &dyn TypeCatalog) -> TemplateError {
     let reasons: Vec<String> = types
         .iter()
         .filter_map(|t| registry.unavailable_reason(t))
@@ -40,14 +40,14 @@ fn unrecognized(types: &[&str], registry: &Registry) -> TemplateError {
 
 /// For a type that is an alias: which type serves it, so an error about
 /// the template's type name says whose schema it was checked against.
-fn alias_note(registry: &Registry, type_name: &str) -> String {
+fn alias_note(registry: &dyn TypeCatalog, type_name: &str) -> String {
     let canonical = registry.canonical(type_name);
     if canonical == type_name {
         return String::new();
     }
     let provider = registry
-        .get(type_name)
-        .map(|t| format!(" of provider {}", t.provider_name))
+        .provider_name(type_name)
+        .map(|p| format!(" of provider {p}"))
         .unwrap_or_default();
     format!(
         " ({type_name} is an alias: it is served by {canonical}{provider}, whose schema this is)"
@@ -59,7 +59,7 @@ fn alias_note(registry: &Registry, type_name: &str) -> String {
 pub fn check_attributes(
     template: &Template,
     graph: &Graph,
-    registry: &Registry,
+    registry: &dyn TypeCatalog,
 ) -> Result<(), TemplateError> {
     let check = |res: &str, attr: &str, at: &str| -> Result<(), TemplateError> {
         let Some(r) = template.resource(res) else {
@@ -123,7 +123,7 @@ pub fn check_properties(
     logical_id: &str,
     type_name: &str,
     properties: &serde_json::Map<String, Value>,
-    registry: &Registry,
+    registry: &dyn TypeCatalog,
 ) -> Result<serde_json::Map<String, Value>, TemplateError> {
     let Some(schema) = registry.schema(type_name) else {
         return Err(unrecognized(&[type_name], registry));
@@ -142,7 +142,10 @@ pub fn check_properties(
 /// The template-only checks `cairn validate` runs: structure (already done by
 /// parsing), references and cycles with conditions unknown, types, attributes,
 /// and the schema of literal property values.
-pub fn validate_template(template: &Template, registry: &Registry) -> Result<Graph, TemplateError> {
+pub fn validate_template(
+    template: &Template,
+    registry: &dyn TypeCatalog,
+) -> Result<Graph, TemplateError> {
     let graph = Graph::build(template, &|_| None).map_err(|e| e.locate(&template.source_map))?;
     check_types(template, registry)?;
     check_attributes(template, &graph, registry).map_err(|e| e.locate(&template.source_map))?;
@@ -151,96 +154,4 @@ pub fn validate_template(template: &Template, registry: &Registry) -> Result<Gra
             .map_err(|e| e.locate(&template.source_map))?;
     }
     Ok(graph)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use cairn_sdk::{
-        CreateRequest, CreateResult, DeleteRequest, PropertySchema, ProviderError,
-        ResourceProvider, ResourceSchema, UpdateRequest, UpdateResult,
-    };
-    use std::sync::Arc;
-
-    struct Fake;
-
-    #[async_trait::async_trait]
-    impl ResourceProvider for Fake {
-        fn schema(&self) -> Vec<ResourceSchema> {
-            vec![ResourceSchema::new("Test::Thing")
-                .property("Name", PropertySchema::string().required())
-                .property("Size", PropertySchema::integer())
-                .attribute("Arn", "the ARN")]
-        }
-        async fn create(&self, _: &CreateRequest) -> Result<CreateResult, ProviderError> {
-            Err(ProviderError::internal("unused"))
-        }
-        async fn update(&self, _: &UpdateRequest) -> Result<UpdateResult, ProviderError> {
-            Err(ProviderError::internal("unused"))
-        }
-        async fn delete(&self, _: &DeleteRequest) -> Result<(), ProviderError> {
-            Ok(())
-        }
-    }
-
-    fn registry() -> Registry {
-        let mut r = Registry::new();
-        r.register(
-            "fake",
-            crate::registry::Transport::Builtin,
-            Arc::new(Fake),
-            None,
-        )
-        .unwrap();
-        r.alias("OS::Thing", "Test::Thing").unwrap();
-        r
-    }
-
-    fn check(yaml: &str) -> Result<Graph, TemplateError> {
-        validate_template(&Template::parse(yaml)?, &registry())
-    }
-
-    #[test]
-    fn types_attributes_and_properties() {
-        assert!(
-            check("Resources:\n  A: {Type: OS::Thing, Properties: {Name: a, Size: '3'}}\n").is_ok()
-        );
-        assert_eq!(
-            check("Resources:\n  A: {Type: Nope::X}\n  B: {Type: Nope::Y}\n")
-                .unwrap_err()
-                .message(),
-            "Template format error: Unrecognized resource types: [Nope::X, Nope::Y]"
-        );
-        let e = check("Resources:\n  A: {Type: Test::Thing, Properties: {Name: a}}\n  B: {Type: Test::Thing, Properties: {Name: !GetAtt A.Bogus}}\n").unwrap_err();
-        assert_eq!(
-            e.message(),
-            "Template error: resource A does not support attribute type Bogus in Fn::GetAtt (type Test::Thing has: Arn)"
-        );
-        let e = check(
-            "Resources:\n  A:\n    Type: Test::Thing\n    Properties: {Size: ten, Extra: 1}\n",
-        )
-        .unwrap_err();
-        assert_eq!(
-            e.message(),
-            "Properties validation failed for resource A with message: #/Size: expected type: Integer, found: String; #: extraneous key [Extra] is not permitted (valid properties: Name, Size); #: required key [Name] not found"
-        );
-        assert_eq!(e.location().map(|l| l.line), Some(4));
-    }
-
-    #[test]
-    fn duplicate_types_name_both_providers() {
-        let mut r = registry();
-        let e = r
-            .register(
-                "other",
-                crate::registry::Transport::Dylib,
-                Arc::new(Fake),
-                None,
-            )
-            .unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "resource type Test::Thing is claimed by two providers: fake and other; remove it from one of them (set `types` in its [[providers]] entry)"
-        );
-    }
 }

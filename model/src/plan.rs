@@ -11,8 +11,8 @@ use cairn_sdk::{ResourceSchema, UpdateBehavior};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use crate::catalog::TypeCatalog;
 use crate::graph::{references, Graph};
-use crate::registry::Registry;
 use crate::stack::{ResourceRecord, ResourceStatus};
 use crate::template::eval::Evaluator;
 use crate::template::parameters::ParameterValues;
@@ -154,7 +154,7 @@ pub fn plan(
     template: &Template,
     ev: &Evaluator<'_>,
     graph: &Graph,
-    registry: &Registry,
+    registry: &dyn TypeCatalog,
     rows: &[ResourceRecord],
     previous: &Previous<'_>,
     params: &ParameterValues,
