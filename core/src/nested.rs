@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::catalog::TypeCatalog;
 use crate::config::NestedConfig;
 use crate::graph::Graph;
-use crate::registry::Registry;
 use crate::template::source::child;
 use crate::template::{Template, TemplateError};
 pub use cairn_model::nested::*;
@@ -78,7 +78,7 @@ impl Origin {
 /// every `GetAtt Child.Outputs.Name` against the child's outputs.
 pub async fn collect(
     config: &NestedConfig,
-    registry: &Registry,
+    registry: &dyn TypeCatalog,
     template: &Template,
     origin: &Origin,
 ) -> Result<NestedTemplates, TemplateError> {
@@ -189,7 +189,7 @@ fn nested_error(prefix: &str, e: TemplateError) -> TemplateError {
 /// child's template declares.
 fn check_outputs(
     template: &Template,
-    registry: &Registry,
+    registry: &dyn TypeCatalog,
     children: &BTreeMap<String, Template>,
 ) -> Result<(), TemplateError> {
     let graph = Graph::build(template, &|_| None).map_err(|e| e.locate(&template.source_map))?;

@@ -40,3 +40,19 @@ pub trait TypeCatalog: Sync {
     /// start), when that is the reason.
     fn unavailable_reason(&self, type_name: &str) -> Option<String>;
 }
+
+/// A shared catalog is a catalog (the engine holds its registry in an `Arc`).
+impl<T: TypeCatalog + Send + Sync + ?Sized> TypeCatalog for Arc<T> {
+    fn canonical<'a>(&'a self, type_name: &'a str) -> &'a str {
+        (**self).canonical(type_name)
+    }
+    fn schema(&self, type_name: &str) -> Option<TypeSchema> {
+        (**self).schema(type_name)
+    }
+    fn provider_name(&self, type_name: &str) -> Option<String> {
+        (**self).provider_name(type_name)
+    }
+    fn unavailable_reason(&self, type_name: &str) -> Option<String> {
+        (**self).unavailable_reason(type_name)
+    }
+}

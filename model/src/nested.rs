@@ -6,7 +6,11 @@
 
 use std::collections::BTreeMap;
 
-use cairn_sdk::{PropertySchema, PropertyType, ResourceSchema};
+use async_trait::async_trait;
+use cairn_sdk::{
+    CreateRequest, CreateResult, DeleteRequest, DriftRequest, DriftResult, PropertySchema,
+    PropertyType, ProviderError, ResourceProvider, ResourceSchema, UpdateRequest, UpdateResult,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -175,4 +179,38 @@ pub fn timeout_minutes(properties: &Map<String, Value>) -> Option<u32> {
         .and_then(Value::as_u64)
         .and_then(|t| u32::try_from(t).ok())
         .filter(|t| *t > 0)
+}
+
+/// The schema of `AWS::CloudFormation::Stack` (`engine:stacks`); the engine
+/// runs the type itself, so its calls never reach this provider.
+pub struct NestedStackType;
+
+#[async_trait]
+impl ResourceProvider for NestedStackType {
+    fn schema(&self) -> Vec<ResourceSchema> {
+        vec![schema()]
+    }
+
+    async fn create(&self, _req: &CreateRequest) -> Result<CreateResult, ProviderError> {
+        Err(ProviderError::internal(
+            "nested stacks are run by the engine",
+        ))
+    }
+
+    async fn update(&self, _req: &UpdateRequest) -> Result<UpdateResult, ProviderError> {
+        Err(ProviderError::internal(
+            "nested stacks are run by the engine",
+        ))
+    }
+
+    /// A nested stack's drift is its own stack's (detect it there).
+    async fn check_drift(&self, _req: &DriftRequest) -> Result<DriftResult, ProviderError> {
+        Ok(DriftResult::NotChecked)
+    }
+
+    async fn delete(&self, _req: &DeleteRequest) -> Result<(), ProviderError> {
+        Err(ProviderError::internal(
+            "nested stacks are run by the engine",
+        ))
+    }
 }

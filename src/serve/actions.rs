@@ -723,7 +723,7 @@ fn validate_template(app: &App, f: &Form) -> Outcome {
     let context = template_context(f)?.unwrap_or_default().0;
     let t =
         Template::parse_with(&body, &context).map_err(|e| ApiError::validation(e.to_string()))?;
-    cairn_core::validate::validate_template(&t, &**app.engine.registry())
+    cairn_core::validate::validate_template(&t, app.engine.registry())
         .map_err(|e| ApiError::validation(e.to_string()))?;
     result(|x| {
         x.list("Parameters", &t.parameters, |x, p| {

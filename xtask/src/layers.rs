@@ -1,8 +1,9 @@
 //! `cargo xtask layers`: the crates' layering, checked from `cargo metadata`.
 //!
 //! Cairn's crates depend one way (ARCHITECTURE.md): a crate may depend only
-//! on crates of a lower layer, and a pure crate has no I/O stack anywhere in
-//! what it links. Breaking either is an error here, and CI runs it.
+//! on crates of a lower layer, a pure crate has no I/O stack anywhere in
+//! what it links, and inside a crate the top-level modules do not import
+//! each other in a cycle. Breaking any is an error here, and CI runs it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
@@ -81,10 +82,15 @@ pub fn check(cargo: &str, root: &std::path::Path) -> Result<String, String> {
     let metadata: Value = serde_json::from_slice(&out.stdout)
         .map_err(|e| format!("cargo metadata's answer is not JSON: {e}"))?;
     let graph = Graph::read(&metadata)?;
-    let problems = violations(&graph, cargo, root);
+    let mut problems = violations(&graph, cargo, root);
+    for layer in LAYERS {
+        if let Some(dir) = graph.source_dir(layer.name) {
+            problems.extend(module_cycles(layer.name, &dir));
+        }
+    }
     if problems.is_empty() {
         Ok(format!(
-            "{} layered crates, {} dependencies between workspace crates, all one way; {} pure",
+            "{} layered crates, {} dependencies between workspace crates, all one way; {} pure; no import cycle between the top-level modules of any",
             LAYERS.len(),
             graph.workspace_edges(),
             LAYERS.iter().filter(|l| l.pure).count()
@@ -98,6 +104,8 @@ pub fn check(cargo: &str, root: &std::path::Path) -> Result<String, String> {
 /// whether each is a normal one).
 struct Graph {
     names: BTreeMap<String, String>,
+    /// Workspace crate name → its `src/` directory.
+    sources: BTreeMap<String, std::path::PathBuf>,
     deps: BTreeMap<String, Vec<(String, bool)>>,
     members: BTreeSet<String>,
 }
@@ -105,9 +113,16 @@ struct Graph {
 impl Graph {
     fn read(metadata: &Value) -> Result<Graph, String> {
         let mut names = BTreeMap::new();
+        let mut sources = BTreeMap::new();
         for p in metadata["packages"].as_array().into_iter().flatten() {
             if let (Some(id), Some(name)) = (p["id"].as_str(), p["name"].as_str()) {
                 names.insert(id.to_string(), name.to_string());
+                if let Some(dir) = p["manifest_path"]
+                    .as_str()
+                    .and_then(|m| std::path::Path::new(m).parent())
+                {
+                    sources.insert(name.to_string(), dir.join("src"));
+                }
             }
         }
         let members = metadata["workspace_members"]
@@ -141,6 +156,7 @@ impl Graph {
         }
         Ok(Graph {
             names,
+            sources,
             deps,
             members,
         })
@@ -148,6 +164,10 @@ impl Graph {
 
     fn name<'a>(&'a self, id: &'a str) -> &'a str {
         self.names.get(id).map(String::as_str).unwrap_or(id)
+    }
+
+    fn source_dir(&self, name: &str) -> Option<std::path::PathBuf> {
+        self.sources.get(name).cloned()
     }
 
     fn member_ids(&self) -> impl Iterator<Item = &String> {
@@ -235,4 +255,117 @@ fn linked(cargo: &str, root: &std::path::Path, name: &str) -> Result<BTreeSet<St
         .filter_map(|l| l.split_whitespace().next())
         .map(str::to_string)
         .collect())
+}
+
+/// Import cycles between the top-level modules of the crate whose sources
+/// are in `src` (`crate::x` paths; a file's `#[cfg(test)] mod tests` and
+/// test-only files are left out: tests may reach anywhere in their crate).
+fn module_cycles(name: &str, src: &std::path::Path) -> Vec<String> {
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut modules = BTreeSet::new();
+    let Ok(entries) = std::fs::read_dir(src) else {
+        return Vec::new();
+    };
+    for e in entries.flatten() {
+        let file = e.file_name().to_string_lossy().to_string();
+        let module = file.trim_end_matches(".rs").to_string();
+        if module != "lib" && module != "main" {
+            modules.insert(module);
+        }
+    }
+    for module in &modules {
+        let mut files = Vec::new();
+        rust_files(&src.join(module), &mut files);
+        rust_files(&src.join(format!("{module}.rs")), &mut files);
+        for f in files {
+            let text = std::fs::read_to_string(&f).unwrap_or_default();
+            let code = text.split("#[cfg(test)]\nmod tests").next().unwrap_or("");
+            for used in code.split("crate::").skip(1) {
+                let target: String = used
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                if target != *module && modules.contains(&target) {
+                    edges.entry(module.clone()).or_default().insert(target);
+                }
+            }
+        }
+    }
+    cycles(&edges)
+        .into_iter()
+        .map(|c| {
+            format!(
+                "{name}: its modules import each other in a cycle: {}",
+                c.join(" → ")
+            )
+        })
+        .collect()
+}
+
+/// `path` if it is a Rust file, or every Rust file below it; test-only
+/// files (`*tests.rs`, `sim/`) left out.
+fn rust_files(path: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    if path.is_dir() {
+        if path.file_name().is_some_and(|n| n == "sim") {
+            return;
+        }
+        for e in std::fs::read_dir(path).into_iter().flatten().flatten() {
+            rust_files(&e.path(), out);
+        }
+    } else if path.extension().is_some_and(|x| x == "rs")
+        && !path.to_string_lossy().ends_with("tests.rs")
+    {
+        out.push(path.to_path_buf());
+    }
+}
+
+/// One cycle (as a path back to its start) per strongly connected group of
+/// modules that import each other.
+fn cycles(edges: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    let reach = |from: &str| -> BTreeSet<String> {
+        let mut seen = BTreeSet::new();
+        let mut todo = vec![from.to_string()];
+        while let Some(at) = todo.pop() {
+            for next in edges.get(&at).into_iter().flatten() {
+                if seen.insert(next.clone()) {
+                    todo.push(next.clone());
+                }
+            }
+        }
+        seen
+    };
+    let mut reported: BTreeSet<String> = BTreeSet::new();
+    let mut out = Vec::new();
+    for start in edges.keys() {
+        if reported.contains(start) || !reach(start).contains(start) {
+            continue;
+        }
+        // The modules on a cycle through `start`, and one such cycle.
+        let group: BTreeSet<String> = reach(start)
+            .into_iter()
+            .filter(|m| reach(m).contains(start))
+            .collect();
+        let mut path = vec![start.clone()];
+        let mut at = start.clone();
+        loop {
+            let next = edges[&at]
+                .iter()
+                .find(|n| group.contains(*n) && (*n == start || !path.contains(n)))
+                .cloned();
+            match next {
+                Some(n) if n == *start => {
+                    path.push(n);
+                    break;
+                }
+                Some(n) => {
+                    path.push(n.clone());
+                    at = n;
+                }
+                None => break,
+            }
+        }
+        reported.extend(group);
+        out.push(path);
+    }
+    out
 }

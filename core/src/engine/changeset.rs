@@ -341,7 +341,7 @@ impl Engine {
             template,
             &ev,
             &graph,
-            &*self.registry,
+            &self.registry,
             &[],
             &plan::Previous { template, params },
             params,

@@ -1422,7 +1422,7 @@ impl Engine {
                 "properties of {logical_id} still depend on resources that are not created"
             ));
         }
-        let props = validate::check_properties(logical_id, &r.type_name, &props, &*self.registry)
+        let props = validate::check_properties(logical_id, &r.type_name, &props, &self.registry)
             .map_err(|e| e.message().to_string())?;
         let canonical = self.registry.canonical(&r.type_name).to_string();
         // A nested stack changes with its template's text too.

@@ -13,11 +13,7 @@
 
 use std::time::Duration;
 
-use async_trait::async_trait;
-use cairn_sdk::{
-    CreateRequest, CreateResult, DeleteRequest, DriftRequest, DriftResult, ErrorKind,
-    ProviderError, ResourceProvider, ResourceSchema, UpdateRequest, UpdateResult,
-};
+use cairn_sdk::{CreateResult, ErrorKind, ProviderError, UpdateResult};
 use serde_json::{json, Map, Value};
 
 use super::update::{ParameterInput, UpdateStackInput};
@@ -563,32 +559,4 @@ fn internal(message: impl Into<String>) -> ProviderError {
 
 fn store_error(e: StoreError) -> ProviderError {
     internal(e.to_string())
-}
-
-/// The schema of `AWS::CloudFormation::Stack` (`engine:stacks`); the engine
-/// runs the type itself, so its calls never reach this provider.
-pub struct NestedStackType;
-
-#[async_trait]
-impl ResourceProvider for NestedStackType {
-    fn schema(&self) -> Vec<ResourceSchema> {
-        vec![nested::schema()]
-    }
-
-    async fn create(&self, _req: &CreateRequest) -> Result<CreateResult, ProviderError> {
-        Err(internal("nested stacks are run by the engine"))
-    }
-
-    async fn update(&self, _req: &UpdateRequest) -> Result<UpdateResult, ProviderError> {
-        Err(internal("nested stacks are run by the engine"))
-    }
-
-    /// A nested stack's drift is its own stack's (detect it there).
-    async fn check_drift(&self, _req: &DriftRequest) -> Result<DriftResult, ProviderError> {
-        Ok(DriftResult::NotChecked)
-    }
-
-    async fn delete(&self, _req: &DeleteRequest) -> Result<(), ProviderError> {
-        Err(internal("nested stacks are run by the engine"))
-    }
 }

@@ -505,7 +505,7 @@ impl Engine {
             &template,
             &ev,
             &graph,
-            &*self.registry,
+            &self.registry,
             &rows,
             &plan::Previous {
                 template: old_template,

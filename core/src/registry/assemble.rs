@@ -68,14 +68,14 @@ pub fn assemble(config: &Config, builtins: Vec<Builtin>) -> Result<Registry, Reg
     r.register(
         "engine:stacks",
         Transport::Engine,
-        Arc::new(crate::engine::nested::NestedStackType),
+        Arc::new(crate::nested::NestedStackType),
         None,
     )?;
     // Wait conditions and their handles: the engine waits for the signals.
     r.register(
         "engine:signals",
         Transport::Engine,
-        Arc::new(crate::engine::signals::SignalTypes::new(&config.webhooks)),
+        Arc::new(crate::webhook::handles::SignalTypes::new(&config.webhooks)),
         None,
     )?;
     // Custom resources: AWS::CloudFormation::CustomResource, the Custom::

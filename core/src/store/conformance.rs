@@ -417,9 +417,9 @@ fn change_set(s: &StackRecord, name: &str) -> ChangeSetRecord {
             value: "v".into(),
         }]),
         nested: crate::stack::ChangeSetNesting {
-            templates: crate::nested::NestedTemplates(BTreeMap::from([(
+            templates: cairn_model::nested::NestedTemplates(BTreeMap::from([(
                 "Child".to_string(),
-                crate::nested::NestedTemplate {
+                cairn_model::nested::NestedTemplate {
                     location: "/t/child.yaml".into(),
                     body: "Resources: {}".into(),
                 },

@@ -31,10 +31,10 @@ use cairn_sdk::custom_resource::{CustomResourceRequest, CustomResourceResponse};
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use tokio::sync::oneshot;
 
+use super::handles::SignalError;
 use super::response;
 use super::WebhookError;
 use crate::config::WebhookConfig;
-use crate::engine::signals::SignalError;
 use crate::store::Store;
 
 /// The state every engine of this process shares with the others.
@@ -724,9 +724,7 @@ async fn receive_signal(
             "this listener has no state to keep signals in".into(),
         );
     };
-    match crate::engine::signals::accept_handle_signal(store.as_ref(), stack_id, logical_id, &body)
-        .await
-    {
+    match super::handles::accept_handle_signal(store.as_ref(), stack_id, logical_id, &body).await {
         Ok(()) => (StatusCode::OK, String::new()),
         Err(e @ SignalError::NotFound(_)) => (StatusCode::NOT_FOUND, e.to_string()),
         Err(e @ SignalError::Invalid(_)) => (StatusCode::BAD_REQUEST, e.to_string()),

@@ -12,6 +12,7 @@
 
 pub mod callback;
 mod delivery;
+pub mod handles;
 pub(crate) mod local_ca;
 pub mod remote;
 pub mod response;

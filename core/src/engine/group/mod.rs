@@ -254,7 +254,7 @@ impl Engine {
             &naming::member_name(&spec.prefix, 0),
             &definition.member_type,
             &definition.properties,
-            &*self.registry,
+            &self.registry,
         )
         .map_err(|e| {
             ProviderError::invalid_request(format!(
