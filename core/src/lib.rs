@@ -1,8 +1,10 @@
-//! `cairn-core`: Cairn's engine.
+//! `cairn-core`: Cairn's engine: the store, the transports (plugins,
+//! webhooks), the registry (types → providers) and the engine that runs
+//! operations over the resource-call protocol.
 //!
-//! See ARCHITECTURE.md for the map: `template` (parse, validate, evaluate),
-//! `graph` (dependencies and scheduling order), `registry` (types → providers),
-//! `validate` (template checks against provider schemas).
+//! See ARCHITECTURE.md for the map. The template language (`template`) and
+//! the stack model (`stack`, `graph`, `plan`, `validate`, …) are their own
+//! pure crates, re-exported here at their old paths.
 
 pub mod config;
 pub mod contract;
