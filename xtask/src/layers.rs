@@ -100,13 +100,13 @@ pub fn check(cargo: &str, root: &std::path::Path) -> Result<String, String> {
     }
 }
 
-/// The resolved dependency graph: package id → (name, dependencies with
-/// whether each is a normal one).
+/// The resolved dependency graph: package id → name, and the ids each
+/// package depends on (every kind: a test may not reach up either).
 struct Graph {
     names: BTreeMap<String, String>,
     /// Workspace crate name → its `src/` directory.
     sources: BTreeMap<String, std::path::PathBuf>,
-    deps: BTreeMap<String, Vec<(String, bool)>>,
+    deps: BTreeMap<String, Vec<String>>,
     members: BTreeSet<String>,
 }
 
@@ -142,15 +142,7 @@ impl Graph {
                 .as_array()
                 .into_iter()
                 .flatten()
-                .filter_map(|d| {
-                    let pkg = d["pkg"].as_str()?.to_string();
-                    let normal = d["dep_kinds"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .any(|k| k["kind"].is_null());
-                    Some((pkg, normal))
-                })
+                .filter_map(|d| d["pkg"].as_str().map(str::to_string))
                 .collect();
             deps.insert(id.to_string(), edges);
         }
@@ -177,7 +169,7 @@ impl Graph {
     fn workspace_edges(&self) -> usize {
         self.member_ids()
             .flat_map(|m| self.deps.get(m).into_iter().flatten())
-            .filter(|(d, _)| self.members.contains(d))
+            .filter(|d| self.members.contains(*d))
             .count()
     }
 }
@@ -193,7 +185,7 @@ fn violations(graph: &Graph, cargo: &str, root: &std::path::Path) -> Vec<String>
         let Some(layer) = layer_of(name) else {
             continue;
         };
-        for (dep, _) in graph.deps.get(member).into_iter().flatten() {
+        for dep in graph.deps.get(member).into_iter().flatten() {
             if !graph.members.contains(dep) {
                 continue;
             }
@@ -374,4 +366,68 @@ fn cycles(edges: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
         out.push(path);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn edges(pairs: &[(&str, &str)]) -> BTreeMap<String, BTreeSet<String>> {
+        let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (from, to) in pairs {
+            out.entry(from.to_string())
+                .or_default()
+                .insert(to.to_string());
+        }
+        out
+    }
+
+    #[test]
+    fn a_cycle_is_reported_once_as_a_path_back_to_its_start() {
+        let found = cycles(&edges(&[
+            ("engine", "nested"),
+            ("nested", "webhook"),
+            ("webhook", "engine"),
+            ("engine", "store"),
+            ("webhook", "store"),
+        ]));
+        assert_eq!(found, vec![vec!["engine", "nested", "webhook", "engine"]]);
+    }
+
+    #[test]
+    fn one_way_imports_are_no_cycle() {
+        let found = cycles(&edges(&[
+            ("engine", "nested"),
+            ("nested", "webhook"),
+            ("engine", "webhook"),
+            ("webhook", "store"),
+        ]));
+        assert!(found.is_empty(), "{found:?}");
+    }
+
+    #[test]
+    fn module_imports_are_read_from_code_not_comments_or_tests() {
+        let dir = std::env::temp_dir().join(format!("xtask-layers-{}", std::process::id()));
+        let src = dir.join("src");
+        std::fs::create_dir_all(src.join("b")).unwrap();
+        std::fs::write(src.join("lib.rs"), "pub mod a;\npub mod b;\n").unwrap();
+        std::fs::write(
+            src.join("a.rs"),
+            "use crate::b::thing;\n// crate::c is only named\n",
+        )
+        .unwrap();
+        std::fs::write(src.join("c.rs"), "pub fn f() {}\n").unwrap();
+        std::fs::write(
+            src.join("b").join("mod.rs"),
+            "// only named here: crate::a\npub fn thing() {}\n#[cfg(test)]\nmod tests {\n    use crate::a;\n}\n",
+        )
+        .unwrap();
+        assert!(module_cycles("demo", &src).is_empty());
+        std::fs::write(src.join("b").join("inner.rs"), "use crate::a::x;\n").unwrap();
+        assert_eq!(
+            module_cycles("demo", &src),
+            vec!["demo: its modules import each other in a cycle: a → b → a".to_string()]
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -55,22 +55,22 @@ impl EngineServed {
         op: &Op,
         call: Update<'_>,
     ) -> Result<UpdateResult, ProviderError> {
-        let Update {
-            rec,
-            physical_id,
-            request_id,
-            properties,
-            old_properties,
-        } = call;
         match self {
             Self::Group => {
+                let (old, new) = (call.old_properties, call.properties);
                 engine
-                    .group_update(op, rec, physical_id, properties, old_properties)
+                    .group_update(op, call.rec, call.physical_id, new, old)
                     .await
             }
             Self::NestedStack => {
                 engine
-                    .nested_update(op, rec, physical_id, properties, request_id)
+                    .nested_update(
+                        op,
+                        call.rec,
+                        call.physical_id,
+                        call.properties,
+                        call.request_id,
+                    )
                     .await
             }
         }
