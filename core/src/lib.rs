@@ -1,10 +1,11 @@
-//! `cairn-core`: Cairn's engine: the store, the transports (plugins,
-//! webhooks), the registry (types → providers) and the engine that runs
-//! operations over the resource-call protocol.
+//! `cairn-core`: Cairn's engine: the transports (plugins, webhooks), the
+//! registry (types → providers) and the engine that runs operations over
+//! the resource-call protocol.
 //!
 //! See ARCHITECTURE.md for the map. The template language (`template`) and
 //! the stack model (`stack`, `graph`, `plan`, `validate`, …) are their own
-//! pure crates, re-exported here at their old paths.
+//! pure crates, and the store (`store`) is its own crate; all are
+//! re-exported here at their old paths.
 
 pub mod config;
 pub mod contract;
@@ -15,7 +16,8 @@ pub mod plugin;
 #[cfg(test)]
 mod proptests;
 pub mod registry;
-pub mod store;
+/// Durable state, its own crate; re-exported at its old path.
+pub use cairn_store as store;
 #[cfg(test)]
 mod validate_tests;
 /// The stack model, its own crate (pure); re-exported at the old paths.

@@ -43,13 +43,18 @@ const LAYERS: &[Layer] = &[
         pure: false,
     },
     Layer {
-        name: "cairn-core",
+        name: "cairn-store",
         level: 2,
         pure: false,
     },
     Layer {
-        name: "cairn",
+        name: "cairn-core",
         level: 3,
+        pure: false,
+    },
+    Layer {
+        name: "cairn",
+        level: 4,
         pure: false,
     },
 ];

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde_json::{json, Map};
 
 use super::{Lease, OperationRecord, Store, StoreError};
-use crate::stack::{
+use cairn_model::stack::{
     now, ChangeSetRecord, ChangeSetStatus, ChangeSetType, EventRecord, ExecutionStatus,
     HistoryRecord, OnFailure, OperationKind, PendingCall, ResourceRecord, ResourceStatus,
     StackRecord, StackStatus, Tag, STACK_TYPE,
@@ -39,7 +39,7 @@ pub(crate) fn stack(name: &str) -> StackRecord {
         }],
         parent_id: Some("arn:aws:cloudformation:us-east-1:1:stack/parent/1".into()),
         root_id: Some("arn:aws:cloudformation:us-east-1:1:stack/root/1".into()),
-        context: crate::stack::TemplateContext {
+        context: cairn_model::stack::TemplateContext {
             files: BTreeMap::from([("a.sh".to_string(), "echo a".to_string())]),
             environment: Some(serde_json::json!({"parameter_defaults": {"p": "v"}})),
             parameters: BTreeMap::from([("P".to_string(), "v".to_string())]),
@@ -77,7 +77,7 @@ fn resource(s: &StackRecord, logical: &str) -> ResourceRecord {
         properties: Map::from_iter([("K".to_string(), json!("v"))]),
         attributes: Map::new(),
         pending: Some(PendingCall {
-            action: crate::stack::CallKind::Create,
+            action: cairn_model::stack::CallKind::Create,
             request_id: "r-1".into(),
             since_ms: None,
         }),
@@ -416,7 +416,7 @@ fn change_set(s: &StackRecord, name: &str) -> ChangeSetRecord {
             key: "k".into(),
             value: "v".into(),
         }]),
-        nested: crate::stack::ChangeSetNesting {
+        nested: cairn_model::stack::ChangeSetNesting {
             templates: cairn_model::nested::NestedTemplates(BTreeMap::from([(
                 "Child".to_string(),
                 cairn_model::nested::NestedTemplate {
@@ -427,7 +427,7 @@ fn change_set(s: &StackRecord, name: &str) -> ChangeSetRecord {
             include_nested_stacks: true,
             parent_change_set_id: Some("arn:parent-set".into()),
             root_change_set_id: Some("arn:root-set".into()),
-            context: crate::stack::TemplateContext {
+            context: cairn_model::stack::TemplateContext {
                 files: BTreeMap::from([("f".to_string(), "x".to_string())]),
                 environment: None,
                 parameters: BTreeMap::new(),
@@ -908,15 +908,16 @@ async fn callback_responses(store: &dyn Store) {
 /// Signals are kept per resource in arrival order; a repeated UniqueId
 /// replaces the earlier one in its place; clearing forgets one resource's.
 async fn signals(store: &dyn Store) {
-    let signal = |logical: &str, id: &str, status: &str, data: &str| crate::stack::SignalRecord {
-        stack_id: "stack-1".into(),
-        logical_id: logical.into(),
-        unique_id: id.into(),
-        status: status.into(),
-        reason: Some(format!("reason {id}")),
-        data: Some(data.into()),
-        received_at: "2026-01-01T00:00:00.000Z".into(),
-    };
+    let signal =
+        |logical: &str, id: &str, status: &str, data: &str| cairn_model::stack::SignalRecord {
+            stack_id: "stack-1".into(),
+            logical_id: logical.into(),
+            unique_id: id.into(),
+            status: status.into(),
+            reason: Some(format!("reason {id}")),
+            data: Some(data.into()),
+            received_at: "2026-01-01T00:00:00.000Z".into(),
+        };
     store
         .put_signal(&signal("H", "b", "SUCCESS", "1"))
         .await

@@ -1,6 +1,14 @@
-//! Durable state behind one trait: stacks, resources, events, operations,
-//! exports and leases. The engine speaks only this trait, so another backend
-//! (PostgreSQL) can be added without touching it.
+//! `cairn-store`: durable state behind one trait: stacks, resources,
+//! events, operations, exports and leases. The engine speaks only this
+//! trait, so another backend (PostgreSQL) can be added without touching it.
+//!
+//! This crate holds all of Cairn's SQL: the SQLite file (the embedded
+//! default) and PostgreSQL (several engines on one database), and the
+//! conformance suite both pass. It knows the stack model
+//! (`cairn_model::stack`) and nothing of the engine, the transports or
+//! the template language.
+
+#![forbid(unsafe_code)]
 
 #[cfg(test)]
 mod conformance;
@@ -8,7 +16,7 @@ mod pg_tls;
 pub mod postgres;
 pub mod sqlite;
 
-use crate::stack::{
+use cairn_model::stack::{
     ChangeSetRecord, EventRecord, HistoryRecord, ResourceRecord, SignalRecord, StackRecord,
     StackStatus,
 };
@@ -97,7 +105,7 @@ pub struct Claim {
 #[derive(Debug, Clone, PartialEq)]
 pub struct OperationRecord {
     pub stack_id: String,
-    pub kind: crate::stack::OperationKind,
+    pub kind: cairn_model::stack::OperationKind,
     /// Operation options (JSON), e.g. retained resources.
     pub options: serde_json::Value,
     pub started_at: String,

@@ -15,7 +15,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
 use super::{Cell, Claim, Lease, OperationRecord, OperationStart, Store, StoreError, TableDump};
-use crate::stack::{
+use cairn_model::stack::{
     ChangeSetRecord, EventRecord, HistoryRecord, OnFailure, ResourceRecord, SignalRecord,
     StackRecord, StackStatus,
 };
@@ -232,7 +232,7 @@ fn parsed<T: FromStr<Err = String>>(r: &Row, i: usize) -> Result<T, StoreError> 
 const STACK_COLUMNS: &str = "stack_id, stack_name, status, status_reason, description, template_body, parameters, no_echo, outputs, on_failure, created_at, updated_at, deleted_at, tags, parent_id, root_id, template_context";
 
 /// A stack's template context as stored (`NULL` when empty).
-fn context_text(c: &crate::stack::TemplateContext) -> Result<Option<String>, StoreError> {
+fn context_text(c: &cairn_model::stack::TemplateContext) -> Result<Option<String>, StoreError> {
     if c.is_empty() {
         return Ok(None);
     }
@@ -2325,7 +2325,7 @@ mod tests {
         {
             let admin = admin.clone();
             let made = made.clone();
-            crate::store::conformance::all(move || {
+            crate::conformance::all(move || {
                 let admin = admin.clone();
                 let made = made.clone();
                 async move {
@@ -2350,7 +2350,7 @@ mod tests {
     /// same database (LISTEN/NOTIFY), with the stack id.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn events_are_announced_to_every_engine() {
-        use crate::store::conformance::{event, stack};
+        use crate::conformance::{event, stack};
         let admin = admin().await;
         let url = fresh_database(&admin).await;
         let writer = PgStore::connect(&url).await.unwrap();

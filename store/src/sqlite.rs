@@ -14,7 +14,7 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 use tokio::sync::oneshot;
 
 use super::{Cell, Claim, Lease, OperationRecord, OperationStart, Store, StoreError, TableDump};
-use crate::stack::{
+use cairn_model::stack::{
     ChangeSetRecord, EventRecord, HistoryRecord, Journal, OnFailure, PendingCall, ResourceRecord,
     SignalRecord, StackRecord, StackStatus,
 };
@@ -260,7 +260,7 @@ fn parse_enum<T: std::str::FromStr<Err = String>>(s: &str) -> rusqlite::Result<T
 const STACK_COLUMNS: &str = "stack_id, stack_name, status, status_reason, description, template_body, parameters, no_echo, outputs, on_failure, created_at, updated_at, deleted_at, tags, parent_id, root_id, template_context";
 
 /// A stack's template context as stored (`NULL` when empty).
-fn context_text(c: &crate::stack::TemplateContext) -> Result<Option<String>, StoreError> {
+fn context_text(c: &cairn_model::stack::TemplateContext) -> Result<Option<String>, StoreError> {
     if c.is_empty() {
         return Ok(None);
     }
@@ -1785,7 +1785,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("cairn-conf-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
         let n = std::sync::atomic::AtomicUsize::new(0);
-        crate::store::conformance::all(|| {
+        crate::conformance::all(|| {
             let i = n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             let store =
                 std::sync::Arc::new(SqliteStore::open(&dir.join(format!("s{i}.db"))).unwrap())
