@@ -331,8 +331,9 @@ fn scenario(name: &str) -> Result<(), Box<dyn std::error::Error>> {
             start_handler(&mut config).await?;
         }
         let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("state.db"))?);
-        let registry = Arc::new(cairn_core::registry::assemble::assemble(&config, cairn_providers::builtins(&dir.path().join("res")))?);
-        let engine = Engine::new(store, registry, config.clone());
+        let shared = cairn_core::shared::Shared::new(&config.webhooks, None);
+        let registry = Arc::new(cairn_core::registry::assemble::assemble(&config, cairn_providers::builtins(&dir.path().join("res")), &shared)?);
+        let engine = Engine::new(store, registry, config.clone(), shared);
         let (body, n) = match name {
             "webhooks" => (custom_dag(1_000), 1_000),
             "layered" => (layered(20, 50, 0.05), 1_000),

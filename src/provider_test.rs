@@ -69,9 +69,13 @@ pub async fn run(mut config: Config, args: Args<'_>) -> anyhow::Result<()> {
             None
         }
     };
+    // The kit's own process: custom resources answer at a listener of its
+    // own, with no state shared.
+    let shared = cairn_core::shared::Shared::new(&config.webhooks, None);
     let registry = cairn_core::registry::assemble::assemble(
         &config,
         cairn_providers::builtins(&args.data_dir),
+        &shared,
     )?;
     let targets = targets(&registry, wanted_type.as_deref())?;
     let mut inputs = read_inputs(args.properties, args.updates)?;

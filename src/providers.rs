@@ -36,6 +36,7 @@ pub fn run(config: &Config, only: Option<&str>, output: OutputFormat) -> anyhow:
     let registry = cairn_core::registry::assemble::assemble(
         config,
         cairn_providers::builtins(Path::new(".")),
+        &cairn_core::shared::Shared::new(&config.webhooks, None),
     )?;
     if let Some(type_name) = only {
         let Some(t) = registry.get(type_name) else {

@@ -11,6 +11,7 @@ use anyhow::{anyhow, Context};
 use cairn_core::config::Config;
 use cairn_core::engine::{CreateStackInput, Engine, EngineError, ParameterInput, UpdateStackInput};
 use cairn_core::group::state::GroupState;
+use cairn_core::shared::Shared;
 use cairn_core::stack::{EventRecord, OnFailure, StackRecord, StackStatus};
 use cairn_core::store::sqlite::SqliteStore;
 use cairn_core::store::{Store, StoreError};
@@ -72,12 +73,13 @@ pub async fn open_without_resume(config: &Config, state: &Path) -> anyhow::Resul
     };
     // Custom-resource responses go through the state, so that any engine
     // on it can take one for another.
-    cairn_core::webhook::callback::share_through(store.clone());
+    let shared = Shared::new(&config.webhooks, Some(store.clone()));
     let registry = Arc::new(cairn_core::registry::assemble::assemble(
         config,
         cairn_providers::builtins(&data_dir(config, state)),
+        &shared,
     )?);
-    Ok(Engine::new(store, registry, config.clone()))
+    Ok(Engine::new(store, registry, config.clone(), shared))
 }
 
 /// Opens the store and engine, and first resumes any operation a crashed

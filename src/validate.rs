@@ -41,6 +41,7 @@ pub fn run(
     let registry = cairn_core::registry::assemble::assemble(
         config,
         cairn_providers::builtins(Path::new(".")),
+        &cairn_core::shared::Shared::new(&config.webhooks, None),
     )?;
     let shown = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
     cairn_core::validate::validate_template(&template, &registry)

@@ -16,6 +16,7 @@ pub mod plugin;
 #[cfg(test)]
 mod proptests;
 pub mod registry;
+pub mod shared;
 /// Durable state, its own crate; re-exported at its old path.
 pub use cairn_store as store;
 #[cfg(test)]

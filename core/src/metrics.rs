@@ -1,9 +1,13 @@
-//! Process-wide counters of the work the engine does, for a server's
-//! `/metrics`: provider calls (by kind and outcome, with their time) and
-//! custom-resource webhook deliveries. Recording is a short lock; nothing is
-//! kept per stack.
+//! Counters of the work one process's engines do, for a server's
+//! `/metrics`: provider calls (by kind and outcome, with their time),
+//! custom-resource webhook deliveries and lease takeovers. One [`Metrics`]
+//! per process, made by the binary ([`crate::shared::Shared`]) and handed to
+//! the engine and the webhook transport: no process-global state, so two
+//! engines of one test count apart. Recording is a short lock or an atomic
+//! add; nothing is kept per stack.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -22,70 +26,103 @@ struct Counters {
     deliveries: BTreeMap<String, u64>,
 }
 
-static COUNTERS: Mutex<Option<Counters>> = Mutex::new(None);
+/// The counters themselves.
+#[derive(Default)]
+pub struct Metrics {
+    counters: Mutex<Counters>,
+    takeovers: AtomicU64,
+    dropped: AtomicU64,
+}
 
-fn with(f: impl FnOnce(&mut Counters)) {
-    if let Ok(mut c) = COUNTERS.lock() {
-        f(c.get_or_insert_with(Counters::default));
+impl Metrics {
+    fn with(&self, f: impl FnOnce(&mut Counters)) {
+        if let Ok(mut c) = self.counters.lock() {
+            f(&mut c);
+        }
+    }
+
+    /// One provider call of `kind` that ended with `outcome` (`ok` or the
+    /// error kind) after `took`.
+    pub fn provider_call(&self, kind: &str, outcome: &str, took: Duration) {
+        self.with(|c| {
+            let t = c
+                .provider_calls
+                .entry((kind.to_string(), outcome.to_string()))
+                .or_default();
+            t.count += 1;
+            t.seconds += took.as_secs_f64();
+        });
+    }
+
+    /// One webhook delivery event: `delivered`, `retried` or `failed`.
+    pub fn delivery(&self, outcome: &str) {
+        self.with(|c| *c.deliveries.entry(outcome.to_string()).or_default() += 1);
+    }
+
+    /// The provider calls so far: ((kind, outcome), tally).
+    pub fn provider_calls(&self) -> Vec<((String, String), Tally)> {
+        let mut out = Vec::new();
+        self.with(|c| {
+            out = c
+                .provider_calls
+                .iter()
+                .map(|(k, v)| (k.clone(), *v))
+                .collect()
+        });
+        out
+    }
+
+    /// The webhook deliveries so far: (outcome, count).
+    pub fn deliveries(&self) -> Vec<(String, u64)> {
+        let mut out = Vec::new();
+        self.with(|c| out = c.deliveries.iter().map(|(k, v)| (k.clone(), *v)).collect());
+        out
+    }
+
+    /// One operation taken over from an engine whose lease ran out.
+    pub fn takeover(&self) {
+        self.takeovers.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// One operation this engine dropped because another took its lease
+    /// over (its writes were refused on the fencing token).
+    pub fn dropped_operation(&self) {
+        self.dropped.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// (takeovers done, operations dropped after losing their lease).
+    pub fn leases(&self) -> (u64, u64) {
+        (
+            self.takeovers.load(Ordering::Relaxed),
+            self.dropped.load(Ordering::Relaxed),
+        )
     }
 }
 
-/// One provider call of `kind` that ended with `outcome` (`ok` or the
-/// error kind) after `took`.
-pub fn provider_call(kind: &str, outcome: &str, took: Duration) {
-    with(|c| {
-        let t = c
-            .provider_calls
-            .entry((kind.to_string(), outcome.to_string()))
-            .or_default();
-        t.count += 1;
-        t.seconds += took.as_secs_f64();
-    });
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// One webhook delivery event: `delivered`, `retried` or `failed`.
-pub fn delivery(outcome: &str) {
-    with(|c| *c.deliveries.entry(outcome.to_string()).or_default() += 1);
-}
-
-/// The provider calls so far: ((kind, outcome), tally).
-pub fn provider_calls() -> Vec<((String, String), Tally)> {
-    let mut out = Vec::new();
-    with(|c| {
-        out = c
-            .provider_calls
-            .iter()
-            .map(|(k, v)| (k.clone(), *v))
-            .collect()
-    });
-    out
-}
-
-/// The webhook deliveries so far: (outcome, count).
-pub fn deliveries() -> Vec<(String, u64)> {
-    let mut out = Vec::new();
-    with(|c| out = c.deliveries.iter().map(|(k, v)| (k.clone(), *v)).collect());
-    out
-}
-
-static TAKEOVERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-static DROPPED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// One operation taken over from an engine whose lease ran out.
-pub fn takeover() {
-    TAKEOVERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-}
-
-/// One operation this engine dropped because another took its lease over
-/// (its writes were refused on the fencing token).
-pub fn dropped_operation() {
-    DROPPED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-}
-
-/// (takeovers done, operations dropped after losing their lease).
-pub fn leases() -> (u64, u64) {
-    (
-        TAKEOVERS.load(std::sync::atomic::Ordering::Relaxed),
-        DROPPED.load(std::sync::atomic::Ordering::Relaxed),
-    )
+    #[test]
+    fn two_values_count_apart() {
+        let (a, b) = (Metrics::default(), Metrics::default());
+        a.provider_call("creation", "ok", Duration::from_millis(500));
+        a.provider_call("creation", "ok", Duration::from_millis(250));
+        a.delivery("retried");
+        a.takeover();
+        b.dropped_operation();
+        assert_eq!(
+            a.provider_calls(),
+            vec![(
+                ("creation".to_string(), "ok".to_string()),
+                Tally {
+                    count: 2,
+                    seconds: 0.75
+                }
+            )]
+        );
+        assert_eq!(a.deliveries(), vec![("retried".to_string(), 1)]);
+        assert_eq!((a.leases(), b.leases()), ((1, 0), (0, 1)));
+        assert!(b.provider_calls().is_empty() && b.deliveries().is_empty());
+    }
 }

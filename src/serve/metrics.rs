@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The engine's figures read for one page.
@@ -12,6 +12,8 @@ pub struct EngineFigures {
     pub max_operations: usize,
     /// None when the store did not answer.
     pub store_round_trip: Option<Duration>,
+    /// The engine's own counters (provider calls, deliveries, leases).
+    pub counters: Arc<cairn_core::metrics::Metrics>,
 }
 
 #[derive(Default)]
@@ -110,7 +112,7 @@ impl Metrics {
         }
         let _ = writeln!(out, "# HELP cairn_provider_calls_total Provider calls by kind and outcome (ok or the error kind).");
         let _ = writeln!(out, "# TYPE cairn_provider_calls_total counter");
-        let calls = cairn_core::metrics::provider_calls();
+        let calls = engine.counters.provider_calls();
         for ((kind, outcome), t) in &calls {
             let _ = writeln!(
                 out,
@@ -144,7 +146,7 @@ impl Metrics {
             let up = u8::from(p.cause.is_none());
             let _ = writeln!(out, "cairn_provider_up{{provider=\"{}\"}} {up}", p.name);
         }
-        let (takeovers, dropped) = cairn_core::metrics::leases();
+        let (takeovers, dropped) = engine.counters.leases();
         let _ = writeln!(
             out,
             "# HELP cairn_leases_held Stack operations this engine runs now (each under a lease)."
@@ -173,7 +175,7 @@ impl Metrics {
         }
         let _ = writeln!(out, "# HELP cairn_webhook_deliveries_total Custom-resource request deliveries: delivered, retried (one per retry), failed.");
         let _ = writeln!(out, "# TYPE cairn_webhook_deliveries_total counter");
-        for (outcome, n) in cairn_core::metrics::deliveries() {
+        for (outcome, n) in engine.counters.deliveries() {
             let _ = writeln!(
                 out,
                 "cairn_webhook_deliveries_total{{outcome=\"{outcome}\"}} {n}"

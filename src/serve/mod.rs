@@ -268,7 +268,10 @@ pub async fn run(args: ServeArgs<'_>) -> anyhow::Result<()> {
         .clone()
         .unwrap_or_else(|| format!("{scheme}://{addr}"));
     let router = router.merge(
-        cairn_core::webhook::callback::host_on(&public, config.webhooks.public_url.is_some(), addr)
+        engine
+            .shared()
+            .callbacks
+            .host_on(&public, config.webhooks.public_url.is_some(), addr)
             .await?,
     );
     // The one line tests and scripts read the bound port from.
@@ -339,6 +342,7 @@ async fn metrics_page(State(app): State<Arc<App>>) -> Response {
         leases_held: max_operations - app.slots.available_permits(),
         max_operations,
         store_round_trip: matches!(ping, Ok(Ok(()))).then(|| started.elapsed()),
+        counters: app.engine.shared().metrics.clone(),
     };
     (
         [("content-type", "text/plain; version=0.0.4")],

@@ -38,6 +38,7 @@ use serde_json::{json, Map, Value};
 use crate::config::Config;
 use crate::graph::Graph;
 use crate::registry::Registry;
+use crate::shared::Shared;
 use crate::stack::{
     now, CallKind, EventRecord, HistoryRecord, Journal, OnFailure, OperationKind, OutputRecord,
     ResourceRecord, ResourceStatus, StackRecord, StackStatus, STACK_TYPE,
@@ -290,14 +291,24 @@ pub struct Engine {
     started: std::sync::Mutex<HashMap<String, Lease>>,
     /// This engine, for the tasks that run nested stacks.
     me: std::sync::Weak<Engine>,
+    /// What this process's engines share: counters, the callback listener.
+    shared: Shared,
 }
 
 impl Engine {
-    pub fn new(store: Arc<dyn Store>, registry: Arc<Registry>, config: Config) -> Arc<Engine> {
+    /// An engine over `store` with the types of `registry`; `shared` is
+    /// the process's (the one its registry was assembled with).
+    pub fn new(
+        store: Arc<dyn Store>,
+        registry: Arc<Registry>,
+        config: Config,
+        shared: Shared,
+    ) -> Arc<Engine> {
         Arc::new_cyclic(|me| Engine {
             store,
             registry,
             config,
+            shared,
             owner: this_owner(),
             started: std::sync::Mutex::new(HashMap::new()),
             me: me.clone(),
@@ -351,6 +362,12 @@ impl Engine {
 
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
+    }
+
+    /// What this engine shares with the process: its counters (a server's
+    /// `/metrics`) and its callback listener (a server hosts it).
+    pub fn shared(&self) -> &Shared {
+        &self.shared
     }
 
     async fn exports_map(&self) -> Result<HashMap<String, String>, StoreError> {
@@ -728,7 +745,7 @@ impl Engine {
             let stack_id = claim.lease.stack_id.clone();
             if let Some(from) = &claim.taken_from {
                 tracing::warn!(stack = %stack_id, from = %from, token = claim.lease.token, "took over an operation whose engine stopped renewing its lease");
-                crate::metrics::takeover();
+                self.shared.metrics.takeover();
                 // A process that dies on the same step every time (a
                 // provider that aborts, an input that exhausts memory)
                 // would take every engine down in turn: after two resumes
@@ -916,7 +933,7 @@ impl Engine {
             // Another engine took the operation over (this one stalled past
             // its lease): everything this one would still write is refused
             // on the fencing token, so it lets go.
-            crate::metrics::dropped_operation();
+            self.shared.metrics.dropped_operation();
             tracing::warn!(stack = %lease.stack_id, owner = %lease.owner, token = lease.token, "dropped the operation: another engine took its lease over, and this engine's writes for it are refused (fencing token {} is no longer current)", lease.token);
             return Err(StoreError::LeaseLost(lease.stack_id.clone()).into());
         }

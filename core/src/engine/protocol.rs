@@ -220,7 +220,9 @@ impl Engine {
             Ok(_) => "ok".to_string(),
             Err(e) => e.kind.as_str().to_string(),
         };
-        crate::metrics::provider_call(what, &outcome, started.elapsed());
+        self.shared
+            .metrics
+            .provider_call(what, &outcome, started.elapsed());
         result
     }
 

@@ -19,7 +19,6 @@ use super::{protocol, Engine, EngineError, Op};
 use crate::signal::{self, Progress, SignalStatus, Wait, WAIT_CONDITION_HANDLE};
 use crate::stack::{now, ResourceRecord, ResourceStatus, SignalRecord};
 use crate::store::StoreError;
-use crate::webhook::callback;
 
 /// How often a waiting resource looks for new signals in the store.
 const SIGNAL_POLL: Duration = Duration::from_millis(250);
@@ -96,7 +95,10 @@ impl Engine {
             .get("Handle")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        let listener = callback::listener(&self.config.webhooks)
+        let listener = self
+            .shared
+            .callbacks
+            .listener()
             .await
             .map_err(|e| e.to_string())?;
         let handle = listener.handle_target(url).ok_or_else(|| {

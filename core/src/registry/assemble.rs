@@ -12,10 +12,11 @@ use std::sync::Arc;
 use cairn_sdk::ResourceProvider;
 
 use super::{types_of, LazyProvider, RegisteredType, Registry, RegistryError, Transport};
-use crate::config::{Config, Isolation, ProviderConfig, ProviderKind};
+use crate::config::{Config, EndpointConfig, Isolation, ProviderConfig, ProviderKind};
 use crate::plugin::limit::TimeLimited;
 use crate::plugin::process::ProcessProvider;
 use crate::plugin::DylibProvider;
+use crate::shared::Shared;
 use crate::webhook::remote::RemoteProvider;
 use crate::webhook::{custom_schema, WebhookProvider, CUSTOM_TYPE_PREFIX};
 
@@ -24,7 +25,13 @@ pub type Builtin = (&'static str, Arc<dyn ResourceProvider>);
 
 /// The registry for `config`, with `builtins` (the binary's built-in
 /// providers). Nothing outside the process is contacted here.
-pub fn assemble(config: &Config, builtins: Vec<Builtin>) -> Result<Registry, RegistryError> {
+/// Custom resources and wait condition handles use `shared`'s callback
+/// listener, and count their deliveries in its metrics.
+pub fn assemble(
+    config: &Config,
+    builtins: Vec<Builtin>,
+    shared: &Shared,
+) -> Result<Registry, RegistryError> {
     let mut r = Registry::new();
     // `kind = "builtin"` entries choose the built-ins (and their types);
     // without any, all are registered.
@@ -75,18 +82,24 @@ pub fn assemble(config: &Config, builtins: Vec<Builtin>) -> Result<Registry, Reg
     r.register(
         "engine:signals",
         Transport::Engine,
-        Arc::new(crate::webhook::handles::SignalTypes::new(&config.webhooks)),
+        Arc::new(crate::webhook::handles::SignalTypes::new(
+            shared.callbacks.clone(),
+        )),
         None,
     )?;
     // Custom resources: AWS::CloudFormation::CustomResource, the Custom::
     // types endpoints declare schemas for, and every other Custom::<Name>.
-    let webhooks =
-        Arc::new(
-            WebhookProvider::new(&config.webhooks).map_err(|e| RegistryError::Provider {
-                name: "webhooks".into(),
-                message: e.to_string(),
-            })?,
-        );
+    let webhooks = Arc::new(
+        WebhookProvider::new(
+            &config.webhooks,
+            shared.callbacks.clone(),
+            shared.metrics.clone(),
+        )
+        .map_err(|e| RegistryError::Provider {
+            name: "webhooks".into(),
+            message: e.to_string(),
+        })?,
+    );
     r.register("webhooks", Transport::Webhook, webhooks.clone(), None)?;
     r.register_family(
         CUSTOM_TYPE_PREFIX,
@@ -100,7 +113,7 @@ pub fn assemble(config: &Config, builtins: Vec<Builtin>) -> Result<Registry, Reg
         .iter()
         .filter(|p| p.kind != ProviderKind::Builtin)
     {
-        let lazy = configured(config, p)?;
+        let lazy = configured(config, p, shared)?;
         if let Some(t) = lazy_claims_taken(&r, p) {
             return Err(RegistryError::DuplicateType {
                 type_name: t.0,
@@ -147,7 +160,11 @@ fn entry_name(p: &ProviderConfig) -> String {
 
 /// One `[[providers]]` entry, to be started on first need. A malformed entry
 /// is refused here; a provider that is down fails only when started.
-fn configured(config: &Config, p: &ProviderConfig) -> Result<LazyProvider, RegistryError> {
+fn configured(
+    config: &Config,
+    p: &ProviderConfig,
+    shared: &Shared,
+) -> Result<LazyProvider, RegistryError> {
     let name = entry_name(p);
     let refuse = |message: &str| RegistryError::Provider {
         name: name.clone(),
@@ -165,10 +182,11 @@ fn configured(config: &Config, p: &ProviderConfig) -> Result<LazyProvider, Regis
     let config = config.clone();
     let entry = p.clone();
     let shown = name.clone();
+    let shared = shared.clone();
     Ok(LazyProvider::new(
         &name,
         p.types.clone(),
-        Box::new(move || start(&config, &entry, &shown)),
+        Box::new(move || start(&config, &entry, &shown, &shared)),
     ))
 }
 
@@ -178,20 +196,28 @@ fn start(
     config: &Config,
     p: &ProviderConfig,
     name: &str,
+    shared: &Shared,
 ) -> Result<Vec<RegisteredType>, RegistryError> {
     let refuse = |message: String| RegistryError::Provider {
         name: name.to_string(),
         message,
     };
     if p.kind == ProviderKind::Webhook {
-        let url = p.url.clone().unwrap_or_default();
+        let endpoint = EndpointConfig {
+            url: p.url.clone().unwrap_or_default(),
+            secret: p.secret.clone(),
+            ca_bundle: p.ca_bundle.clone(),
+            // Asked only when the entry opts in (the handler kit answers
+            // it; a handler written for CloudFormation does not).
+            drift: p.drift,
+            ..Default::default()
+        };
         let connect = RemoteProvider::connect(
             name,
-            &url,
-            p.secret.clone(),
-            p.ca_bundle.clone(),
-            p.drift,
+            endpoint,
             &config.webhooks,
+            shared.callbacks.clone(),
+            shared.metrics.clone(),
         );
         let remote = block_on_startup(connect)
             .map_err(&refuse)?

@@ -8,8 +8,11 @@
 //! it; a duplicate (409), a response after the timeout (410), an unknown
 //! request (404) or a bad signature (403) changes nothing.
 //!
-//! With a shared state ([`share_through`]: every command and server does
-//! it), the secret is the state's, so any engine on the same database can
+//! The process's listener is reached through [`Callbacks`], a value the
+//! binary makes once ([`crate::shared::Shared`]) and hands to the webhook
+//! transport, the wait condition handles and the engine: no process-global
+//! state. With a shared state (every command and server shares the state
+//! it opened), the secret is the state's, so any engine on the same database can
 //! check a URL another engine minted; a response is kept in the state
 //! before it is acted on, and an engine finds the responses that other
 //! engines received for the requests it waits for by polling the state
@@ -37,18 +40,9 @@ use super::WebhookError;
 use crate::config::WebhookConfig;
 use crate::store::Store;
 
-/// The state every engine of this process shares with the others.
-static SHARED: std::sync::OnceLock<Arc<dyn Store>> = std::sync::OnceLock::new();
-
 /// How often a listener looks in the shared state for responses other
 /// engines received for the requests it waits for.
 pub const SHARED_POLL: std::time::Duration = std::time::Duration::from_millis(200);
-
-/// Shares custom-resource responses through `store` (call it once, before
-/// the first custom resource, with the state the process opened).
-pub fn share_through(store: Arc<dyn Store>) {
-    let _ = SHARED.set(store);
-}
 
 /// What a waiting request receives: the checked response, or why the
 /// response that came is not acceptable.
@@ -130,72 +124,99 @@ fn url_signature(secret: &[u8], key: &str) -> String {
     cairn_sdk::custom_resource::hmac_hex(secret, key.as_bytes())
 }
 
-/// A listener whose routes another server serves (`cairn serve` hosts the
-/// callback on its own address); used instead of binding `[webhooks] listen`.
-static HOSTED: std::sync::OnceLock<Arc<CallbackListener>> = std::sync::OnceLock::new();
-
-/// Makes the process's callback listener part of a server at `base_url`
-/// (bound at `local_addr`); returns the routes that server must serve.
-/// Call it before the first custom resource is created.
-pub async fn host_on(
-    base_url: &str,
-    public: bool,
-    local_addr: SocketAddr,
-) -> Result<Router, WebhookError> {
-    let (secret, store) = secret().await?;
-    let listener = Arc::new(CallbackListener {
-        secret,
-        store,
-        public,
-        base_url: base_url.trim_end_matches('/').to_string(),
-        slots: Mutex::new(Slots::default()),
-        local_addr,
-        // `cairn serve` serves these routes with its own TLS, or none.
-        ca_pem: None,
-    });
-    listener.poll_shared();
-    let router = CallbackListener::routes(listener.clone());
-    HOSTED
-        .set(listener)
-        .map_err(|_| WebhookError::Listener("the callback listener is already hosted".into()))?;
-    Ok(router)
+/// One process's callback listener: the one a server hosts, or one bound
+/// to `[webhooks] listen`, started on first use. Custom resources'
+/// ResponseURLs and wait condition handles' URLs both point at it.
+pub struct Callbacks {
+    config: WebhookConfig,
+    /// The state every engine of this process shares with the others:
+    /// responses go through it, and its secret signs the URLs.
+    shared: Option<Arc<dyn Store>>,
+    /// A listener whose routes another server serves (`cairn serve` hosts
+    /// the callback on its own address); used instead of binding
+    /// `[webhooks] listen`.
+    hosted: std::sync::OnceLock<Arc<CallbackListener>>,
+    /// The listener bound to `[webhooks] listen`, when none is hosted.
+    own: tokio::sync::OnceCell<Arc<CallbackListener>>,
 }
 
-/// The hosted listener, if a server hosts one.
-pub fn hosted() -> Option<Arc<CallbackListener>> {
-    HOSTED.get().cloned()
-}
-
-/// This process's own listener, when no server hosts one.
-static OWN: tokio::sync::OnceCell<Arc<CallbackListener>> = tokio::sync::OnceCell::const_new();
-
-/// The process's callback listener: the one a server hosts, or one bound to
-/// `[webhooks] listen`, started on first use. Custom resources' ResponseURLs
-/// and wait condition handles' URLs both point at it.
-pub async fn listener(config: &WebhookConfig) -> Result<Arc<CallbackListener>, WebhookError> {
-    if let Some(hosted) = hosted() {
-        return Ok(hosted);
+impl Callbacks {
+    /// The callbacks of a process configured with `config`, sharing
+    /// responses through `shared` (the state it opened) when given.
+    pub fn new(config: &WebhookConfig, shared: Option<Arc<dyn Store>>) -> Callbacks {
+        Callbacks {
+            config: config.clone(),
+            shared,
+            hosted: std::sync::OnceLock::new(),
+            own: tokio::sync::OnceCell::new(),
+        }
     }
-    OWN.get_or_try_init(|| CallbackListener::start(config))
-        .await
-        .cloned()
-}
 
-/// The URL-signing secret: the shared state's, or one drawn for this process.
-async fn secret() -> Result<(Vec<u8>, Option<Arc<dyn Store>>), WebhookError> {
-    if let Some(store) = SHARED.get() {
-        let secret = store.callback_secret().await.map_err(|e| {
-            WebhookError::Listener(format!(
-                "cannot read the callback secret from the state: {e}"
-            ))
+    /// Makes the process's callback listener part of a server at `base_url`
+    /// (bound at `local_addr`); returns the routes that server must serve.
+    /// Call it before the first custom resource is created.
+    pub async fn host_on(
+        &self,
+        base_url: &str,
+        public: bool,
+        local_addr: SocketAddr,
+    ) -> Result<Router, WebhookError> {
+        let (secret, store) = self.secret().await?;
+        let listener = Arc::new(CallbackListener {
+            secret,
+            store,
+            public,
+            base_url: base_url.trim_end_matches('/').to_string(),
+            slots: Mutex::new(Slots::default()),
+            local_addr,
+            // `cairn serve` serves these routes with its own TLS, or none.
+            ca_pem: None,
+        });
+        listener.poll_shared();
+        let router = CallbackListener::routes(listener.clone());
+        self.hosted.set(listener).map_err(|_| {
+            WebhookError::Listener("the callback listener is already hosted".into())
         })?;
-        return Ok((secret, Some(store.clone())));
+        Ok(router)
     }
-    let mut secret = [0u8; 32];
-    getrandom::fill(&mut secret).map_err(|e| {
-        WebhookError::Listener(format!("no randomness for the callback secret: {e}"))
-    })?;
-    Ok((secret.to_vec(), None))
+
+    /// The hosted listener, if a server hosts one.
+    pub fn hosted(&self) -> Option<Arc<CallbackListener>> {
+        self.hosted.get().cloned()
+    }
+
+    /// The process's callback listener: the hosted one, or one bound to
+    /// `[webhooks] listen`, started on first use.
+    pub async fn listener(&self) -> Result<Arc<CallbackListener>, WebhookError> {
+        if let Some(hosted) = self.hosted() {
+            return Ok(hosted);
+        }
+        self.own
+            .get_or_try_init(|| async {
+                let (secret, store) = self.secret().await?;
+                CallbackListener::start(&self.config, secret, store).await
+            })
+            .await
+            .cloned()
+    }
+
+    /// The URL-signing secret: the shared state's, or one drawn for this
+    /// process.
+    async fn secret(&self) -> Result<(Vec<u8>, Option<Arc<dyn Store>>), WebhookError> {
+        if let Some(store) = &self.shared {
+            let secret = store.callback_secret().await.map_err(|e| {
+                WebhookError::Listener(format!(
+                    "cannot read the callback secret from the state: {e}"
+                ))
+            })?;
+            return Ok((secret, Some(store.clone())));
+        }
+        let mut secret = [0u8; 32];
+        getrandom::fill(&mut secret).map_err(|e| {
+            WebhookError::Listener(format!("no randomness for the callback secret: {e}"))
+        })?;
+        Ok((secret.to_vec(), None))
+    }
 }
 
 /// The names the listener's local certificate is for: loopback, the
@@ -283,8 +304,13 @@ impl CallbackListener {
 
     /// Binds the listener (`[webhooks] listen`) and serves it in the
     /// background for as long as the process runs.
-    pub async fn start(config: &WebhookConfig) -> Result<Arc<CallbackListener>, WebhookError> {
-        let (secret, store) = secret().await?;
+    /// The URLs are signed with `secret`; responses are kept in `store`
+    /// when the process shares one.
+    async fn start(
+        config: &WebhookConfig,
+        secret: Vec<u8>,
+        store: Option<Arc<dyn Store>>,
+    ) -> Result<Arc<CallbackListener>, WebhookError> {
         let tcp = std::net::TcpListener::bind(&config.listen).map_err(|e| {
             WebhookError::Listener(format!(
                 "cannot listen for custom-resource responses on {} ([webhooks] listen): {e}",

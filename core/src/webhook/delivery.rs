@@ -10,6 +10,8 @@ use backon::{ExponentialBuilder, Retryable};
 use cairn_sdk::custom_resource::{sign, SIGNATURE_HEADER, TIMESTAMP_HEADER};
 use tokio::time::Instant;
 
+use crate::metrics::Metrics;
+
 /// One attempt's failure: whether another attempt may succeed, and why.
 #[derive(Debug)]
 struct Failure {
@@ -29,6 +31,7 @@ pub async fn deliver(
     secret: Option<&[u8]>,
     body: Bytes,
     deadline: Instant,
+    metrics: &Metrics,
 ) -> Result<Bytes, String> {
     let last = Arc::new(Mutex::new(None::<String>));
     let attempt = || {
@@ -46,7 +49,7 @@ pub async fn deliver(
         .sleep(tokio::time::sleep)
         .when(|f: &Failure| f.retry)
         .notify(|f: &Failure, wait: Duration| {
-            crate::metrics::delivery("retried");
+            metrics.delivery("retried");
             tracing::warn!(
                 url,
                 "delivering a custom-resource request failed, retrying in {wait:?}: {}",
@@ -57,7 +60,7 @@ pub async fn deliver(
             }
         });
     let outcome = tokio::time::timeout_at(deadline, retried).await;
-    crate::metrics::delivery(if matches!(outcome, Ok(Ok(_))) {
+    metrics.delivery(if matches!(outcome, Ok(Ok(_))) {
         "delivered"
     } else {
         "failed"

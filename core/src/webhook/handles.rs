@@ -5,6 +5,8 @@
 //! The engine waits for the kept signals (`engine::signals`); nothing
 //! here knows the engine.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use cairn_sdk::{
     CreateRequest, CreateResult, DeleteRequest, DriftRequest, DriftResult, ErrorKind,
@@ -12,8 +14,7 @@ use cairn_sdk::{
 };
 use serde_json::{Map, Value};
 
-use super::callback;
-use crate::config::WebhookConfig;
+use super::callback::Callbacks;
 use crate::signal::{self, Signal, WAIT_CONDITION_HANDLE};
 use crate::stack::{now, ResourceStatus, SignalRecord};
 use crate::store::{Store, StoreError};
@@ -78,14 +79,13 @@ pub async fn accept_handle_signal(
 /// a handle is its URL; a wait condition is a name, the engine does the
 /// waiting. Neither has anything outside the store to delete or drift.
 pub struct SignalTypes {
-    webhooks: WebhookConfig,
+    /// The process's listener, which a handle's URL names.
+    callbacks: Arc<Callbacks>,
 }
 
 impl SignalTypes {
-    pub fn new(webhooks: &WebhookConfig) -> SignalTypes {
-        SignalTypes {
-            webhooks: webhooks.clone(),
-        }
+    pub fn new(callbacks: Arc<Callbacks>) -> SignalTypes {
+        SignalTypes { callbacks }
     }
 }
 
@@ -98,7 +98,7 @@ impl ResourceProvider for SignalTypes {
     async fn create(&self, req: &CreateRequest) -> Result<CreateResult, ProviderError> {
         let ctx = &req.context;
         let physical = if ctx.resource_type == WAIT_CONDITION_HANDLE {
-            let listener = callback::listener(&self.webhooks).await.map_err(|e| {
+            let listener = self.callbacks.listener().await.map_err(|e| {
                 ProviderError::new(
                     ErrorKind::InternalFailure,
                     format!("a wait condition handle needs the callback listener: {e}"),

@@ -36,7 +36,8 @@ use tokio::sync::{OnceCell, Semaphore};
 use tokio::time::Instant;
 
 use crate::config::{EndpointConfig, WebhookConfig};
-use callback::CallbackListener;
+use crate::metrics::Metrics;
+use callback::{CallbackListener, Callbacks};
 
 /// The type every custom resource may be declared as.
 pub const CUSTOM_RESOURCE_TYPE: &str = "AWS::CloudFormation::CustomResource";
@@ -117,9 +118,15 @@ struct CreateInFlight {
 const UNCOLLECTED_KEPT: Duration = Duration::from_secs(3600);
 
 impl WebhookProvider {
-    pub fn new(config: &WebhookConfig) -> Result<WebhookProvider, WebhookError> {
+    /// Responses come to `callbacks`' listener; deliveries are counted in
+    /// `metrics`.
+    pub fn new(
+        config: &WebhookConfig,
+        callbacks: Arc<Callbacks>,
+        metrics: Arc<Metrics>,
+    ) -> Result<WebhookProvider, WebhookError> {
         Ok(WebhookProvider {
-            calls: Arc::new(Calls::new(config)?),
+            calls: Arc::new(Calls::new(config, callbacks, metrics)?),
             creates: Arc::new(Mutex::new(HashMap::new())),
         })
     }
@@ -200,11 +207,19 @@ struct Calls {
     default_client: OnceCell<reqwest::Client>,
     /// Per-URL concurrency for those.
     direct_slots: Mutex<HashMap<String, Arc<Semaphore>>>,
+    /// The process's callback listener.
+    callbacks: Arc<Callbacks>,
+    /// The process's counters.
+    metrics: Arc<Metrics>,
     listener: OnceCell<Arc<CallbackListener>>,
 }
 
 impl Calls {
-    fn new(config: &WebhookConfig) -> Result<Calls, WebhookError> {
+    fn new(
+        config: &WebhookConfig,
+        callbacks: Arc<Callbacks>,
+        metrics: Arc<Metrics>,
+    ) -> Result<Calls, WebhookError> {
         let mut declared: BTreeMap<&str, &str> = BTreeMap::new();
         for (name, e) in &config.endpoints {
             if !(e.url.starts_with("http://") || e.url.starts_with("https://")) {
@@ -252,6 +267,8 @@ impl Calls {
             config: config.clone(),
             default_client: OnceCell::new(),
             direct_slots: Mutex::new(HashMap::new()),
+            callbacks,
+            metrics,
             listener: OnceCell::new(),
         })
     }
@@ -262,7 +279,7 @@ impl Calls {
             .get_or_try_init(|| async {
                 // A server that hosts the callback (cairn serve) answers on
                 // its own address; otherwise the process binds one listener.
-                callback::listener(&self.config).await
+                self.callbacks.listener().await
             })
             .await
     }
@@ -534,7 +551,7 @@ impl Calls {
             let permit = tokio::time::timeout_at(deadline, target.slots.acquire()).await;
             match permit {
                 Ok(Ok(_permit)) => {
-                    delivery::deliver(&target.client, &target.url, target.secret.as_deref(), body, deadline)
+                    delivery::deliver(&target.client, &target.url, target.secret.as_deref(), body, deadline, &self.metrics)
                         .await
                 }
                 _ => Err(format!(
@@ -920,7 +937,8 @@ mod tests {
                 ..Default::default()
             },
         );
-        let e = Calls::new(&c).err().unwrap();
+        let callbacks = Arc::new(Callbacks::new(&c, None));
+        let e = Calls::new(&c, callbacks, Arc::default()).err().unwrap();
         assert_eq!(
             e.to_string(),
             "webhook endpoint w needs a url starting with http:// or https://, not \"ftp://x\""

@@ -4,7 +4,6 @@
 //! carries the handler's URL as `ServiceToken`, so the same delivery,
 //! signing, callback and timeout machinery as custom resources applies.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use cairn_sdk::{
@@ -13,8 +12,10 @@ use cairn_sdk::{
 };
 use serde_json::{Map, Value};
 
+use super::callback::Callbacks;
 use super::{WebhookError, WebhookProvider};
 use crate::config::{EndpointConfig, WebhookConfig};
+use crate::metrics::Metrics;
 
 /// A remote provider.
 pub struct RemoteProvider {
@@ -30,29 +31,21 @@ struct SchemaList {
 }
 
 impl RemoteProvider {
-    /// Reads the handler's schemas and prepares delivery to it.
+    /// Reads the schemas of the handler at `endpoint` (its url, secret,
+    /// CA bundle and whether it is asked for drift) and prepares delivery
+    /// to it; responses come to `callbacks`' listener.
     pub async fn connect(
         name: &str,
-        url: &str,
-        secret: Option<String>,
-        ca_bundle: Option<PathBuf>,
-        drift: bool,
+        endpoint: EndpointConfig,
         webhooks: &WebhookConfig,
+        callbacks: Arc<Callbacks>,
+        metrics: Arc<Metrics>,
     ) -> Result<RemoteProvider, WebhookError> {
+        let url = endpoint.url.clone();
+        let ca_bundle = endpoint.ca_bundle.clone();
         let mut config = webhooks.clone();
-        config.endpoints.insert(
-            name.to_string(),
-            EndpointConfig {
-                url: url.to_string(),
-                secret,
-                ca_bundle: ca_bundle.clone(),
-                // Asked only when the entry opts in (the handler kit answers
-                // it; a handler written for CloudFormation does not).
-                drift,
-                ..Default::default()
-            },
-        );
-        let inner = Arc::new(WebhookProvider::new(&config)?);
+        config.endpoints.insert(name.to_string(), endpoint);
+        let inner = Arc::new(WebhookProvider::new(&config, callbacks, metrics)?);
         let client = super::tls::client(ca_bundle.as_deref(), name)?;
         let schema_url = format!("{}/schema", url.trim_end_matches('/'));
         let fail = |e: String| {

@@ -38,6 +38,7 @@ use super::update::UpdateStackInput;
 use super::{CreateStackInput, Engine};
 use crate::config::Config;
 use crate::registry::Registry;
+use crate::shared::Shared;
 use crate::stack::{OnFailure, StackStatus, STACK_TYPE};
 use crate::store::sqlite::SqliteStore;
 use crate::store::Store;
@@ -118,6 +119,7 @@ struct World {
     cloud: Arc<Cloud>,
     registry: Arc<Registry>,
     config: Config,
+    shared: Shared,
 }
 
 impl Drop for World {
@@ -151,8 +153,11 @@ impl World {
         let cloud = Arc::new(Cloud::default());
         let config = config(&dir);
         let provider: Arc<dyn ResourceProvider> = cloud.clone();
+        // The simulated processes share one callback listener and one set
+        // of counters, as the engines of one process do.
+        let shared = Shared::new(&config.webhooks, None);
         let registry =
-            crate::registry::assemble::assemble(&config, vec![("builtin:sim", provider)])
+            crate::registry::assemble::assemble(&config, vec![("builtin:sim", provider)], &shared)
                 .expect("registry");
         World {
             dir,
@@ -160,11 +165,17 @@ impl World {
             cloud,
             registry: Arc::new(registry),
             config,
+            shared,
         }
     }
 
     fn engine(&self, store: Arc<dyn Store>) -> Arc<Engine> {
-        Engine::new(store, self.registry.clone(), self.config.clone())
+        Engine::new(
+            store,
+            self.registry.clone(),
+            self.config.clone(),
+            self.shared.clone(),
+        )
     }
 
     /// A template with `{DIR}` standing for the state's directory.
