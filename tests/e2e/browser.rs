@@ -431,6 +431,14 @@ fn in_a_browser_a_change_set_is_marked_and_a_stack_is_deleted() {
 
         // Delete, dismissed at the confirmation: nothing happens.
         b.goto(&format!("{endpoint}/console/stacks/app")).await;
+        // The graph is drawn after the page loads and moves what is below
+        // it: a click before that can land beside the button.
+        b.until(
+            "the stack's graph is drawn",
+            STEP,
+            "return !!window.cairnGraphDrawn",
+        )
+        .await;
         b.click("#delete button").await;
         let asked = step("the confirmation", b.client.get_alert_text()).await;
         assert_eq!(asked, "Delete stack app and its resources?");
