@@ -1,18 +1,22 @@
-//! `cairn-core`: Cairn's engine: the transports (plugins, webhooks), the
-//! registry (types → providers) and the engine that runs operations over
-//! the resource-call protocol.
+//! `cairn-core`: Cairn's engine: the webhook transport, the registry
+//! (types → providers) and the engine that runs operations over the
+//! resource-call protocol.
 //!
 //! See ARCHITECTURE.md for the map. The template language (`template`) and
 //! the stack model (`stack`, `graph`, `plan`, `validate`, …) are their own
-//! pure crates, and the store (`store`) is its own crate; all are
-//! re-exported here at their old paths.
+//! pure crates; the store (`store`) and the plugin transport (`plugin`)
+//! are their own crates too. All are re-exported here at their old paths.
+//! No `unsafe` here: the C ABI of plugins is `cairn-plugin`'s.
+
+#![forbid(unsafe_code)]
 
 pub mod config;
 pub mod contract;
 pub mod engine;
 pub mod metrics;
 pub mod nested;
-pub mod plugin;
+/// The plugin transport, its own crate; re-exported at its old path.
+pub use cairn_plugin as plugin;
 #[cfg(test)]
 mod proptests;
 pub mod registry;

@@ -48,6 +48,11 @@ const LAYERS: &[Layer] = &[
         pure: false,
     },
     Layer {
+        name: "cairn-plugin",
+        level: 2,
+        pure: false,
+    },
+    Layer {
         name: "cairn-core",
         level: 3,
         pure: false,

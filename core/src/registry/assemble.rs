@@ -11,9 +11,9 @@ use std::sync::Arc;
 
 use cairn_sdk::ResourceProvider;
 
+use super::limit::TimeLimited;
 use super::{types_of, LazyProvider, RegisteredType, Registry, RegistryError, Transport};
 use crate::config::{Config, EndpointConfig, Isolation, ProviderConfig, ProviderKind};
-use crate::plugin::limit::TimeLimited;
 use crate::plugin::process::ProcessProvider;
 use crate::plugin::DylibProvider;
 use crate::shared::Shared;

@@ -10,6 +10,7 @@
 
 pub mod assemble;
 mod lazy;
+mod limit;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -1,5 +1,7 @@
-//! Hosting provider plugins loaded from dynamic libraries (the host side of
-//! `cairn_sdk::plugin`'s C ABI), in the engine's process.
+//! `cairn-plugin`: hosting provider plugins loaded from dynamic libraries
+//! (the host side of `cairn_sdk::plugin`'s C ABI), in the engine's process
+//! or (`process`) in a host process of their own. A transport: it knows
+//! the SDK's contract and nothing of the engine, the store or the model.
 //!
 //! Before anything in a library runs, the host checks the exported symbol,
 //! the magic, the ABI version and the protocol range, and (optionally) the
@@ -78,7 +80,6 @@ macro_rules! provider_over_calls {
     };
 }
 
-pub mod limit;
 pub mod process;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
