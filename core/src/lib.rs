@@ -1,12 +1,13 @@
-//! `cairn-core`: Cairn's engine: the webhook transport, the registry
-//! (types → providers) and the engine that runs operations over the
+//! `cairn-core`: Cairn's engine: the registry (types → providers, the
+//! transports wired in) and the engine that runs stack operations over the
 //! resource-call protocol.
 //!
 //! See ARCHITECTURE.md for the map. The template language (`template`) and
 //! the stack model (`stack`, `graph`, `plan`, `validate`, …) are their own
-//! pure crates; the store (`store`) and the plugin transport (`plugin`)
-//! are their own crates too. All are re-exported here at their old paths.
-//! No `unsafe` here: the C ABI of plugins is `cairn-plugin`'s.
+//! pure crates; the store (`store`) and the plugin and webhook transports
+//! (`plugin`, `webhook`) are their own crates too. All are re-exported here
+//! at their old paths. No `unsafe` here: the C ABI of plugins is
+//! `cairn-plugin`'s.
 
 #![forbid(unsafe_code)]
 
@@ -30,4 +31,5 @@ pub use cairn_model::{catalog, graph, group, plan, signal, stack, validate};
 /// The template language, its own crate (pure: no I/O); re-exported at
 /// its old path.
 pub use cairn_template as template;
-pub mod webhook;
+/// The webhook transport, its own crate; re-exported at its old path.
+pub use cairn_webhook as webhook;

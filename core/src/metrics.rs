@@ -11,6 +11,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use cairn_webhook::DeliveryCounter;
+
 /// How many, and how long in all.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Tally {
@@ -54,11 +56,6 @@ impl Metrics {
         });
     }
 
-    /// One webhook delivery event: `delivered`, `retried` or `failed`.
-    pub fn delivery(&self, outcome: &str) {
-        self.with(|c| *c.deliveries.entry(outcome.to_string()).or_default() += 1);
-    }
-
     /// The provider calls so far: ((kind, outcome), tally).
     pub fn provider_calls(&self) -> Vec<((String, String), Tally)> {
         let mut out = Vec::new();
@@ -96,6 +93,13 @@ impl Metrics {
             self.takeovers.load(Ordering::Relaxed),
             self.dropped.load(Ordering::Relaxed),
         )
+    }
+}
+
+/// The webhook transport counts its deliveries here.
+impl DeliveryCounter for Metrics {
+    fn delivery(&self, outcome: &str) {
+        self.with(|c| *c.deliveries.entry(outcome.to_string()).or_default() += 1);
     }
 }
 

@@ -12,6 +12,8 @@
 
 #[cfg(test)]
 mod conformance;
+#[cfg(feature = "testing")]
+pub mod crash;
 mod pg_tls;
 pub mod postgres;
 pub mod sqlite;

@@ -53,13 +53,18 @@ const LAYERS: &[Layer] = &[
         pure: false,
     },
     Layer {
-        name: "cairn-core",
+        name: "cairn-webhook",
         level: 3,
         pure: false,
     },
     Layer {
-        name: "cairn",
+        name: "cairn-core",
         level: 4,
+        pure: false,
+    },
+    Layer {
+        name: "cairn",
+        level: 5,
         pure: false,
     },
 ];

@@ -1,6 +1,6 @@
 //! The crash simulator: the real engine in process between a scripted
 //! provider ([`cloud::Cloud`]) and a store that "crashes" at its k-th
-//! durable write ([`crash_store::CrashStore`]). For one operation it runs
+//! durable write ([`cairn_store::crash::CrashStore`]). For one operation it runs
 //! once without a crash (the reference), then once per write point k:
 //! crash before write k, drop the engine, break its lease, resume with a
 //! new engine on the same state, and check:
@@ -25,7 +25,6 @@
 //! see the protocol's `still_owner`.)
 
 mod cloud;
-pub(crate) mod crash_store;
 mod scenarios;
 
 use std::collections::BTreeMap;
@@ -40,10 +39,10 @@ use crate::config::Config;
 use crate::registry::Registry;
 use crate::shared::Shared;
 use crate::stack::{OnFailure, StackStatus, STACK_TYPE};
+use crate::store::crash::CrashStore;
 use crate::store::sqlite::SqliteStore;
 use crate::store::Store;
 use cloud::Cloud;
-use crash_store::CrashStore;
 
 pub const STACK: &str = "sim";
 

@@ -9,7 +9,7 @@
 //! request (404) or a bad signature (403) changes nothing.
 //!
 //! The process's listener is reached through [`Callbacks`], a value the
-//! binary makes once ([`crate::shared::Shared`]) and hands to the webhook
+//! binary makes once (in `cairn_core::shared::Shared`) and hands to the webhook
 //! transport, the wait condition handles and the engine: no process-global
 //! state. With a shared state (every command and server shares the state
 //! it opened), the secret is the state's, so any engine on the same database can
@@ -38,7 +38,7 @@ use super::handles::SignalError;
 use super::response;
 use super::WebhookError;
 use crate::config::WebhookConfig;
-use crate::store::Store;
+use cairn_store::Store;
 
 /// How often a listener looks in the shared state for responses other
 /// engines received for the requests it waits for.
@@ -768,8 +768,8 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::sim::crash_store::CrashStore;
-    use crate::store::sqlite::SqliteStore;
+    use cairn_store::crash::CrashStore;
+    use cairn_store::sqlite::SqliteStore;
 
     /// Finding 8 of the resource-call protocol issue: a handler's response
     /// that came while the database was down was refused with 503 ("send it

@@ -15,9 +15,9 @@ use cairn_sdk::{
 use serde_json::{Map, Value};
 
 use super::callback::Callbacks;
-use crate::signal::{self, Signal, WAIT_CONDITION_HANDLE};
-use crate::stack::{now, ResourceStatus, SignalRecord};
-use crate::store::{Store, StoreError};
+use cairn_model::signal::{self, Signal, WAIT_CONDITION_HANDLE};
+use cairn_model::stack::{now, ResourceStatus, SignalRecord};
+use cairn_store::{Store, StoreError};
 
 /// Why a signal was refused.
 #[derive(Debug, thiserror::Error)]
@@ -44,7 +44,7 @@ pub async fn accept_handle_signal(
         ))
     };
     let stack = store.find_stack(stack_id).await?.ok_or_else(gone)?;
-    if stack.status == crate::stack::StackStatus::DeleteComplete {
+    if stack.status == cairn_model::stack::StackStatus::DeleteComplete {
         return Err(gone());
     }
     let rows = store.resources(&stack.stack_id).await?;

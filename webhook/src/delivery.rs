@@ -10,7 +10,13 @@ use backon::{ExponentialBuilder, Retryable};
 use cairn_sdk::custom_resource::{sign, SIGNATURE_HEADER, TIMESTAMP_HEADER};
 use tokio::time::Instant;
 
-use crate::metrics::Metrics;
+/// Where deliveries are counted (the engine's metrics, for a server's
+/// `/metrics`): a value the engine passes in, so the transport keeps no
+/// counters of its own.
+pub trait DeliveryCounter: Send + Sync {
+    /// One delivery event: `delivered`, `retried` or `failed`.
+    fn delivery(&self, outcome: &str);
+}
 
 /// One attempt's failure: whether another attempt may succeed, and why.
 #[derive(Debug)]
@@ -31,7 +37,7 @@ pub async fn deliver(
     secret: Option<&[u8]>,
     body: Bytes,
     deadline: Instant,
-    metrics: &Metrics,
+    metrics: &dyn DeliveryCounter,
 ) -> Result<Bytes, String> {
     let last = Arc::new(Mutex::new(None::<String>));
     let attempt = || {

@@ -1,5 +1,11 @@
-//! Custom resources served by webhook handlers: CloudFormation's
-//! custom-resource protocol over HTTP.
+//! `cairn-webhook`: custom resources served by webhook handlers,
+//! CloudFormation's custom-resource protocol over HTTP.
+//!
+//! A transport: it knows the SDK's contract, the stack model's signal
+//! records and the store (responses and signals are kept in the state
+//! before they are acknowledged), never the engine. What it reports to the
+//! engine reaches it through values passed in: the process's
+//! [`callback::Callbacks`] and a [`DeliveryCounter`].
 //!
 //! `AWS::CloudFormation::CustomResource` and every `Custom::<Name>` go to
 //! [`WebhookProvider`]. Each call POSTs CloudFormation's request event
@@ -10,13 +16,18 @@
 //! Update response); the engine then deletes the old id during cleanup, as
 //! for any provider.
 
+#![forbid(unsafe_code)]
+
 pub mod callback;
+pub mod config;
 mod delivery;
 pub mod handles;
 pub(crate) mod local_ca;
 pub mod remote;
 pub mod response;
-pub(crate) mod tls;
+pub mod tls;
+
+pub use delivery::DeliveryCounter;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -36,7 +47,6 @@ use tokio::sync::{OnceCell, Semaphore};
 use tokio::time::Instant;
 
 use crate::config::{EndpointConfig, WebhookConfig};
-use crate::metrics::Metrics;
 use callback::{CallbackListener, Callbacks};
 
 /// The type every custom resource may be declared as.
@@ -123,7 +133,7 @@ impl WebhookProvider {
     pub fn new(
         config: &WebhookConfig,
         callbacks: Arc<Callbacks>,
-        metrics: Arc<Metrics>,
+        metrics: Arc<dyn DeliveryCounter>,
     ) -> Result<WebhookProvider, WebhookError> {
         Ok(WebhookProvider {
             calls: Arc::new(Calls::new(config, callbacks, metrics)?),
@@ -210,7 +220,7 @@ struct Calls {
     /// The process's callback listener.
     callbacks: Arc<Callbacks>,
     /// The process's counters.
-    metrics: Arc<Metrics>,
+    metrics: Arc<dyn DeliveryCounter>,
     listener: OnceCell<Arc<CallbackListener>>,
 }
 
@@ -218,7 +228,7 @@ impl Calls {
     fn new(
         config: &WebhookConfig,
         callbacks: Arc<Callbacks>,
-        metrics: Arc<Metrics>,
+        metrics: Arc<dyn DeliveryCounter>,
     ) -> Result<Calls, WebhookError> {
         let mut declared: BTreeMap<&str, &str> = BTreeMap::new();
         for (name, e) in &config.endpoints {
@@ -551,7 +561,7 @@ impl Calls {
             let permit = tokio::time::timeout_at(deadline, target.slots.acquire()).await;
             match permit {
                 Ok(Ok(_permit)) => {
-                    delivery::deliver(&target.client, &target.url, target.secret.as_deref(), body, deadline, &self.metrics)
+                    delivery::deliver(&target.client, &target.url, target.secret.as_deref(), body, deadline, self.metrics.as_ref())
                         .await
                 }
                 _ => Err(format!(
@@ -938,7 +948,13 @@ mod tests {
             },
         );
         let callbacks = Arc::new(Callbacks::new(&c, None));
-        let e = Calls::new(&c, callbacks, Arc::default()).err().unwrap();
+        struct Uncounted;
+        impl DeliveryCounter for Uncounted {
+            fn delivery(&self, _: &str) {}
+        }
+        let e = Calls::new(&c, callbacks, Arc::new(Uncounted))
+            .err()
+            .unwrap();
         assert_eq!(
             e.to_string(),
             "webhook endpoint w needs a url starting with http:// or https://, not \"ftp://x\""

@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 use super::callback::Callbacks;
 use super::{WebhookError, WebhookProvider};
 use crate::config::{EndpointConfig, WebhookConfig};
-use crate::metrics::Metrics;
+use crate::delivery::DeliveryCounter;
 
 /// A remote provider.
 pub struct RemoteProvider {
@@ -39,7 +39,7 @@ impl RemoteProvider {
         endpoint: EndpointConfig,
         webhooks: &WebhookConfig,
         callbacks: Arc<Callbacks>,
-        metrics: Arc<Metrics>,
+        metrics: Arc<dyn DeliveryCounter>,
     ) -> Result<RemoteProvider, WebhookError> {
         let url = endpoint.url.clone();
         let ca_bundle = endpoint.ca_bundle.clone();

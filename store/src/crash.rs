@@ -6,11 +6,11 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::stack::{
+use crate::{Claim, Lease, OperationRecord, Store, StoreError};
+use cairn_model::stack::{
     ChangeSetRecord, EventRecord, HistoryRecord, ResourceRecord, SignalRecord, StackRecord,
     StackStatus,
 };
-use crate::store::{Claim, Lease, OperationRecord, Store, StoreError};
 
 pub struct CrashStore {
     inner: Arc<dyn Store>,
@@ -243,7 +243,7 @@ impl Store for CrashStore {
     async fn begin_operation(
         &self,
         lease: &Lease,
-        start: &crate::store::OperationStart,
+        start: &crate::OperationStart,
     ) -> Result<(), StoreError> {
         self.write().await?;
         self.inner.begin_operation(lease, start).await
