@@ -10,10 +10,8 @@
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 
-use base64::Engine as _;
 use serde_json::{Map, Value};
 
-use super::cidr;
 use super::model::Template;
 use super::parameters::ParameterValues;
 use super::source::child;
@@ -133,6 +131,8 @@ macro_rules! ready {
         }
     };
 }
+
+mod functions;
 
 /// Evaluates template expressions for one stack operation.
 pub struct Evaluator<'a> {
@@ -447,348 +447,24 @@ impl<'a> Evaluator<'a> {
         conds: Option<&ConditionPass<'_>>,
     ) -> Result<Evaluated, TemplateError> {
         match name {
-            "Ref" => {
-                let Value::String(target) = arg else {
-                    return Err(template_error(
-                        "Ref must be a string naming a parameter or resource",
-                    ));
-                };
-                if conds.is_some() && self.template.resource(target).is_some() {
-                    return Err(format_error(format!(
-                        "Unresolved dependencies [{target}]. Cannot reference resources in the Conditions block of the template"
-                    )));
-                }
-                self.reference(target)
-            }
-            "Condition" => {
-                let Value::String(c) = arg else {
-                    return Err(template_error("Condition must name a condition"));
-                };
-                match conds {
-                    Some(pass) => Ok(Evaluated::Value(Value::Bool(pass.condition(c, path)?))),
-                    None => Ok(Evaluated::Value(Value::Bool(self.condition(c)))),
-                }
-            }
-            "Fn::GetAtt" => {
-                let (res, attr) = match arg {
-                    Value::String(s) => match s.split_once('.') {
-                        Some((r, a)) => (r.to_string(), Value::String(a.to_string())),
-                        None => {
-                            return Err(template_error(
-                                "every Fn::GetAtt object requires two non-empty parameters",
-                            ))
-                        }
-                    },
-                    Value::Array(a) if a.len() == 2 => match &a[0] {
-                        Value::String(r) => (r.clone(), a[1].clone()),
-                        _ => {
-                            return Err(template_error(
-                                "every Fn::GetAtt object requires two non-empty parameters",
-                            ))
-                        }
-                    },
-                    _ => {
-                        return Err(template_error(
-                            "every Fn::GetAtt object requires two non-empty parameters",
-                        ))
-                    }
-                };
-                if conds.is_some() {
-                    return Err(format_error(format!(
-                        "Unresolved dependencies [{res}]. Cannot reference resources in the Conditions block of the template"
-                    )));
-                }
-                let attr = match self.string_arg(
-                    &attr,
-                    &child(path, "1"),
-                    conds,
-                    "the attribute name of Fn::GetAtt",
-                )? {
-                    Ok(a) => a,
-                    Err(()) => return Ok(Evaluated::Pending),
-                };
-                if res.is_empty() || attr.is_empty() {
-                    return Err(template_error(
-                        "every Fn::GetAtt object requires two non-empty parameters",
-                    ));
-                }
-                self.attribute(&res, &attr)
-            }
-            "Fn::Join" => {
-                let bad = || {
-                    template_error("every Fn::Join object requires two parameters, (1) a string delimiter and (2) a list of strings to be joined or a function that returns a list of strings (such as Fn::GetAZs) to be joined.")
-                };
-                let Value::Array(a) = arg else {
-                    return Err(bad());
-                };
-                if a.len() != 2 {
-                    return Err(bad());
-                }
-                let Value::String(delim) = &a[0] else {
-                    return Err(bad());
-                };
-                let list = ready!(self.list_arg(&a[1], &child(path, "1"), conds)?);
-                let Value::Array(items) = list else {
-                    return Err(bad());
-                };
-                let mut parts = Vec::with_capacity(items.len());
-                for item in &items {
-                    parts.push(stringify(item).ok_or_else(bad)?);
-                }
-                let size = parts
-                    .iter()
-                    .map(String::len)
-                    .sum::<usize>()
-                    .saturating_add(delim.len().saturating_mul(parts.len().saturating_sub(1)));
-                check_size("Fn::Join", size)?;
-                Ok(Evaluated::Value(Value::String(parts.join(delim))))
-            }
+            "Ref" => self.fn_ref(arg, conds),
+            "Condition" => self.fn_condition(arg, path, conds),
+            "Fn::GetAtt" => self.fn_get_att(arg, path, conds),
+            "Fn::Join" => self.fn_join(arg, path, conds),
             "Fn::Sub" => self.sub(arg, path, conds),
-            "Fn::Select" => {
-                let bad = || {
-                    template_error("Fn::Select requires a list argument with two elements: an integer index and a list")
-                };
-                let Value::Array(a) = arg else {
-                    return Err(bad());
-                };
-                if a.len() != 2 {
-                    return Err(bad());
-                }
-                let index = ready!(self.eval_in(&a[0], &child(path, "0"), conds)?);
-                let index: i64 = stringify(&index)
-                    .and_then(|s| s.trim().parse().ok())
-                    .ok_or_else(|| template_error("Fn::Select index must be an integer"))?;
-                let list = ready!(self.list_arg(&a[1], &child(path, "1"), conds)?);
-                let Value::Array(items) = list else {
-                    return Err(bad());
-                };
-                usize::try_from(index)
-                    .ok()
-                    .and_then(|i| items.get(i).cloned())
-                    .map(Evaluated::Value)
-                    .ok_or_else(|| {
-                        template_error(format!(
-                            "Fn::Select cannot select nonexistent value at index {index}"
-                        ))
-                    })
-            }
-            "Fn::Split" => {
-                let bad = || {
-                    template_error("Fn::Split requires a list argument with two elements: a string delimiter and a string")
-                };
-                let Value::Array(a) = arg else {
-                    return Err(bad());
-                };
-                if a.len() != 2 {
-                    return Err(bad());
-                }
-                let Value::String(delim) = &a[0] else {
-                    return Err(bad());
-                };
-                if delim.is_empty() {
-                    return Err(template_error("Fn::Split delimiter must not be empty"));
-                }
-                let source = match self.string_arg(
-                    &a[1],
-                    &child(path, "1"),
-                    conds,
-                    "the source of Fn::Split",
-                )? {
-                    Ok(s) => s,
-                    Err(()) => return Ok(Evaluated::Pending),
-                };
-                Ok(Evaluated::Value(Value::Array(
-                    source
-                        .split(delim.as_str())
-                        .map(|s| Value::String(s.into()))
-                        .collect(),
-                )))
-            }
+            "Fn::Select" => self.fn_select(arg, path, conds),
+            "Fn::Split" => self.fn_split(arg, path, conds),
             "Fn::FindInMap" => self.find_in_map(arg, path, conds),
-            "Fn::Base64" => {
-                match self.string_arg(arg, path, conds, "the argument of Fn::Base64")? {
-                    Ok(s) => {
-                        check_size("Fn::Base64", s.len().div_ceil(3).saturating_mul(4))?;
-                        Ok(Evaluated::Value(Value::String(
-                            base64::engine::general_purpose::STANDARD.encode(s),
-                        )))
-                    }
-                    Err(()) => Ok(Evaluated::Pending),
-                }
-            }
-            "Fn::GetAZs" => {
-                let region = match self.string_arg(arg, path, conds, "the region of Fn::GetAZs")? {
-                    Ok(s) => s,
-                    Err(()) => return Ok(Evaluated::Pending),
-                };
-                Ok(Evaluated::Value(Value::Array(
-                    self.ctx
-                        .azs(&region)
-                        .into_iter()
-                        .map(Value::String)
-                        .collect(),
-                )))
-            }
-            "Fn::ImportValue" => {
-                if conds.is_some() {
-                    return Err(template_error(
-                        "Fn::ImportValue cannot be used in the Conditions block",
-                    ));
-                }
-                let name = match self.string_arg(
-                    arg,
-                    path,
-                    conds,
-                    "the export name of Fn::ImportValue",
-                )? {
-                    Ok(s) => s,
-                    Err(()) => return Ok(Evaluated::Pending),
-                };
-                match self.resolver.import_value(&name) {
-                    Lookup::Value(v) => Ok(Evaluated::Value(v)),
-                    Lookup::Pending => Ok(Evaluated::Pending),
-                    Lookup::Absent => {
-                        Err(TemplateError::new(format!("No export named {name} found.")))
-                    }
-                }
-            }
-            "Fn::Length" => {
-                let list = ready!(self.list_arg(arg, path, conds)?);
-                match list {
-                    Value::Array(items) => Ok(Evaluated::Value(Value::Number(items.len().into()))),
-                    _ => Err(template_error("Fn::Length requires a list")),
-                }
-            }
-            "Fn::ToJsonString" => {
-                let v = ready!(self.eval_in(arg, path, conds)?);
-                if !v.is_object() && !v.is_array() {
-                    return Err(template_error(
-                        "Fn::ToJsonString requires an object or a list",
-                    ));
-                }
-                let text = v.to_string();
-                check_size("Fn::ToJsonString", text.len())?;
-                Ok(Evaluated::Value(Value::String(text)))
-            }
-            "Fn::Cidr" => {
-                let bad = || {
-                    template_error("Fn::Cidr requires a list argument with three elements: ipBlock, count and cidrBits")
-                };
-                let Value::Array(a) = arg else {
-                    return Err(bad());
-                };
-                if a.len() != 3 {
-                    return Err(bad());
-                }
-                let mut texts = Vec::new();
-                for (i, x) in a.iter().enumerate() {
-                    match self.string_arg(
-                        x,
-                        &child(path, &i.to_string()),
-                        conds,
-                        "every Fn::Cidr argument",
-                    )? {
-                        Ok(s) => texts.push(s),
-                        Err(()) => return Ok(Evaluated::Pending),
-                    }
-                }
-                let count: u64 = texts[1]
-                    .trim()
-                    .parse()
-                    .map_err(|_| template_error("Fn::Cidr count must be an integer"))?;
-                let bits: u32 = texts[2]
-                    .trim()
-                    .parse()
-                    .map_err(|_| template_error("Fn::Cidr cidrBits must be an integer"))?;
-                let nets = cidr::subnets(&texts[0], count, bits).map_err(template_error)?;
-                Ok(Evaluated::Value(Value::Array(
-                    nets.into_iter().map(Value::String).collect(),
-                )))
-            }
-            "Fn::If" => {
-                let bad = || template_error("Fn::If requires a list argument with three elements");
-                let Value::Array(a) = arg else {
-                    return Err(bad());
-                };
-                if a.len() != 3 {
-                    return Err(bad());
-                }
-                let Value::String(cond) = &a[0] else {
-                    return Err(bad());
-                };
-                let chosen = match conds {
-                    Some(pass) => pass.condition(cond, path)?,
-                    None => {
-                        if !self.template.conditions.contains_key(cond) {
-                            return Err(template_error(format!(
-                                "unresolved condition dependency {cond} in Fn::If"
-                            )));
-                        }
-                        self.condition(cond)
-                    }
-                };
-                // Only the branch taken is evaluated.
-                let i = if chosen { 1 } else { 2 };
-                self.eval_in(&a[i], &child(path, &i.to_string()), conds)
-            }
-            "Fn::Equals" => {
-                let Value::Array(a) = arg else {
-                    return Err(template_error(
-                        "Fn::Equals requires a list argument with two elements",
-                    ));
-                };
-                if a.len() != 2 {
-                    return Err(template_error(
-                        "Fn::Equals requires a list argument with two elements",
-                    ));
-                }
-                let x = ready!(self.eval_in(&a[0], &child(path, "0"), conds)?);
-                let y = ready!(self.eval_in(&a[1], &child(path, "1"), conds)?);
-                let eq = match (stringify(&x), stringify(&y)) {
-                    (Some(p), Some(q)) => p == q,
-                    _ => x == y,
-                };
-                Ok(Evaluated::Value(Value::Bool(eq)))
-            }
-            "Fn::And" | "Fn::Or" => {
-                let short = &name[4..];
-                let Value::Array(a) = arg else {
-                    return Err(template_error(format!(
-                        "Fn::{short} requires a list argument with 2 to 10 conditions"
-                    )));
-                };
-                if !(2..=10).contains(&a.len()) {
-                    return Err(template_error(format!(
-                        "Fn::{short} requires a list argument with 2 to 10 conditions"
-                    )));
-                }
-                let mut values = Vec::new();
-                for (i, x) in a.iter().enumerate() {
-                    values.push(self.boolean(x, &child(path, &i.to_string()), conds, name)?);
-                }
-                let Some(values) = values.into_iter().collect::<Option<Vec<bool>>>() else {
-                    return Ok(Evaluated::Pending);
-                };
-                let result = if name == "Fn::And" {
-                    values.iter().all(|b| *b)
-                } else {
-                    values.iter().any(|b| *b)
-                };
-                Ok(Evaluated::Value(Value::Bool(result)))
-            }
-            "Fn::Not" => {
-                let bad = || template_error("Fn::Not requires a list argument with one condition");
-                let Value::Array(a) = arg else {
-                    return Err(bad());
-                };
-                if a.len() != 1 {
-                    return Err(bad());
-                }
-                match self.boolean(&a[0], &child(path, "0"), conds, name)? {
-                    Some(b) => Ok(Evaluated::Value(Value::Bool(!b))),
-                    None => Ok(Evaluated::Pending),
-                }
-            }
+            "Fn::Base64" => self.fn_base64(arg, path, conds),
+            "Fn::GetAZs" => self.fn_get_azs(arg, path, conds),
+            "Fn::ImportValue" => self.fn_import_value(arg, path, conds),
+            "Fn::Length" => self.fn_length(arg, path, conds),
+            "Fn::ToJsonString" => self.fn_to_json_string(arg, path, conds),
+            "Fn::Cidr" => self.fn_cidr(arg, path, conds),
+            "Fn::If" => self.fn_if(arg, path, conds),
+            "Fn::Equals" => self.fn_equals(arg, path, conds),
+            "Fn::And" | "Fn::Or" => self.fn_and_or(name, arg, path, conds),
+            "Fn::Not" => self.fn_not(name, arg, path, conds),
             heat if heat.starts_with("Fn::Heat::") => self.heat(heat, arg, path, conds),
             other => Err(template_error(format!(
                 "Encountered unsupported function: {other}"
