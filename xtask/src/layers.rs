@@ -63,8 +63,13 @@ const LAYERS: &[Layer] = &[
         pure: false,
     },
     Layer {
-        name: "cairn",
+        name: "cairn-api",
         level: 5,
+        pure: false,
+    },
+    Layer {
+        name: "cairn",
+        level: 6,
         pure: false,
     },
 ];

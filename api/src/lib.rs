@@ -1,11 +1,15 @@
-//! `cairn serve`: the CloudFormation Query API over HTTP(S), so the aws CLI,
-//! boto3 and the other AWS SDKs (with their waiters) drive Cairn unchanged.
+//! `cairn-api`: the CloudFormation Query API over HTTP(S), so the aws CLI,
+//! boto3 and the other AWS SDKs (with their waiters) drive Cairn unchanged,
+//! and the web console. `cairn serve` (the binary) opens the engine, binds
+//! the address and serves [`router`].
 //!
 //! `POST /` (or `GET /?Action=…`): SigV4 checked ([`auth`]), the form read
 //! ([`form`]), the action run against the engine ([`actions`]), the answer
 //! written as CloudFormation's XML ([`xml`]). Operations run in background
 //! tasks, exactly as the CLI runs them, so their state is durable and a
 //! restart resumes them. `GET /healthz`, `GET /metrics` (Prometheus text).
+
+#![forbid(unsafe_code)]
 
 mod actions;
 mod auth;
@@ -14,12 +18,9 @@ mod form;
 mod metrics;
 mod xml;
 
-use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use anyhow::{anyhow, Context};
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
@@ -97,11 +98,41 @@ pub struct App {
     pub open_secret: Vec<u8>,
 }
 
+/// The server's routes over `app`: the Query API (`/`), `/healthz`,
+/// `/metrics` and the console, each request body at most `[server]
+/// max_body_bytes`.
+pub fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/", get(query).post(query))
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics_page))
+        .merge(console::routes())
+        .layer(DefaultBodyLimit::max(app.config.server.max_body_bytes))
+        .with_state(app)
+}
+
 /// How often an engine looks for operations nobody runs (handed off by a
 /// full engine, or left by one whose lease ran out).
 const CLAIM_EVERY: Duration = Duration::from_secs(1);
 
 impl App {
+    /// The server of `engine`; `state_secret` is the state's shared secret
+    /// (`Store::callback_secret`), which the console's `auth = "none"`
+    /// CSRF tokens are signed with, so every engine of a state accepts
+    /// them.
+    pub fn new(engine: Arc<Engine>, config: Config, state_secret: &[u8]) -> Arc<App> {
+        Arc::new(App {
+            open_secret: console::session::open_secret(state_secret),
+            engine,
+            slots: Arc::new(tokio::sync::Semaphore::new(
+                config.engine.max_operations.max(1),
+            )),
+            config,
+            metrics: metrics::Metrics::default(),
+            slot_freed: tokio::sync::Notify::new(),
+        })
+    }
+
     /// Runs the stack's operation to its end in the background (as the CLI
     /// does after starting it); its state is in the store all along.
     ///
@@ -155,7 +186,7 @@ impl App {
 
     /// Claims, every [`CLAIM_EVERY`], as many operations nobody runs as this
     /// engine has free slots, and runs them.
-    async fn claim_forever(self: Arc<Self>) {
+    pub async fn claim_forever(self: Arc<Self>) {
         loop {
             let room = self.slots.available_permits();
             match self.engine.claim(room, true).await {
@@ -179,157 +210,6 @@ impl App {
                 _ = self.slot_freed.notified() => {}
             }
         }
-    }
-}
-
-pub struct ServeArgs<'a> {
-    pub config: Config,
-    pub state: &'a Path,
-    pub listen: Option<String>,
-}
-
-/// Runs the server until SIGTERM or Ctrl-C.
-pub async fn run(args: ServeArgs<'_>) -> anyhow::Result<()> {
-    let config = args.config;
-    let server = config.server.clone();
-    match server.auth {
-        ServerAuth::None => eprintln!(
-            "warning: authentication is off (server.auth = \"none\"): any client that reaches this address may operate every stack"
-        ),
-        ServerAuth::Sigv4 if server.access_keys.is_empty() => {
-            return Err(anyhow!(
-                "server.auth is \"sigv4\" but no [server.access_keys] are configured: add one, or set auth = \"none\" on a trusted network"
-            ))
-        }
-        ServerAuth::Sigv4 => {}
-    }
-    let engine = crate::stacks::open_without_resume(&config, args.state).await?;
-    // Start the configured providers now, so that /healthz tells at once
-    // which are down; one that cannot start leaves the server up and is
-    // tried again when its types are next needed.
-    {
-        let engine = engine.clone();
-        let statuses = tokio::task::spawn_blocking(move || engine.registry().start_all()).await?;
-        for p in statuses {
-            if let Some(cause) = p.cause {
-                eprintln!("warning: provider {} cannot start: {cause}; its types are unavailable until it does", p.name);
-            }
-        }
-    }
-    let shared = engine.store().callback_secret().await.context(
-        "cannot read the state's shared secret (the console's CSRF tokens are signed with it)",
-    )?;
-    let app = Arc::new(App {
-        open_secret: console::session::open_secret(&shared),
-        engine: engine.clone(),
-        config: config.clone(),
-        metrics: metrics::Metrics::default(),
-        slots: Arc::new(tokio::sync::Semaphore::new(
-            config.engine.max_operations.max(1),
-        )),
-        slot_freed: tokio::sync::Notify::new(),
-    });
-    let router: Router = Router::new()
-        .route("/", get(query).post(query))
-        .route("/healthz", get(healthz))
-        .route("/metrics", get(metrics_page))
-        .merge(console::routes())
-        .layer(DefaultBodyLimit::max(server.max_body_bytes))
-        .with_state(app.clone());
-    let listen = args.listen.unwrap_or(server.listen.clone());
-    let listener = std::net::TcpListener::bind(&listen)
-        .with_context(|| format!("cannot listen on {listen}"))?;
-    listener.set_nonblocking(true)?;
-    let addr: SocketAddr = listener.local_addr()?;
-    let tls = match (&server.tls_cert, &server.tls_key) {
-        (Some(cert), Some(key)) => {
-            let _ = rustls::crypto::ring::default_provider().install_default();
-            Some(
-                axum_server::tls_rustls::RustlsConfig::from_pem_file(cert, key)
-                    .await
-                    .with_context(|| {
-                        format!(
-                            "cannot load the server's TLS certificate {} and key {} ([server] tls_cert, tls_key)",
-                            cert.display(),
-                            key.display()
-                        )
-                    })?,
-            )
-        }
-        (None, None) => None,
-        _ => return Err(anyhow!("server.tls_cert and server.tls_key go together")),
-    };
-    let scheme = if tls.is_some() { "https" } else { "http" };
-    // Custom resources' handlers answer on this server too (ResponseURLs
-    // name it, or [webhooks] public_url when set).
-    let public = config
-        .webhooks
-        .public_url
-        .clone()
-        .unwrap_or_else(|| format!("{scheme}://{addr}"));
-    let router = router.merge(
-        engine
-            .shared()
-            .callbacks
-            .host_on(&public, config.webhooks.public_url.is_some(), addr)
-            .await?,
-    );
-    // The one line tests and scripts read the bound port from.
-    println!("listening on {scheme}://{addr}");
-    tracing::info!("listening on {scheme}://{addr}");
-    // Operations a previous process on this host left in progress are
-    // claimed at once; those of engines elsewhere when their leases run out.
-    if let Err(e) = engine.break_dead_leases().await {
-        eprintln!("cannot look for interrupted operations: {e}");
-    }
-    tokio::spawn(app.clone().claim_forever());
-    let handle = axum_server::Handle::new();
-    {
-        let handle = handle.clone();
-        tokio::spawn(async move {
-            shutdown_signal().await;
-            eprintln!("shutting down: no new requests; operations in progress are recorded and resume on the next start");
-            handle.graceful_shutdown(Some(Duration::from_secs(10)));
-        });
-    }
-    let service = router.into_make_service();
-    match tls {
-        Some(tls) => {
-            axum_server::from_tcp_rustls(listener, tls)?
-                .handle(handle)
-                .serve(service)
-                .await?
-        }
-        None => {
-            axum_server::from_tcp(listener)?
-                .handle(handle)
-                .serve(service)
-                .await?
-        }
-    }
-    Ok(())
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(t) => t,
-                Err(_) => {
-                    let _ = ctrl_c.await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
     }
 }
 
