@@ -5,7 +5,7 @@
 //! as `Dynamic`. One decision function, so a plan never disagrees with the
 //! update it describes.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 
 use cairn_sdk::{ResourceSchema, UpdateBehavior};
 use serde::Serialize;
@@ -15,6 +15,7 @@ use crate::catalog::TypeCatalog;
 use crate::graph::{references, Graph};
 use crate::stack::{ResourceRecord, ResourceStatus};
 use crate::template::eval::Evaluator;
+use crate::template::model::Resource;
 use crate::template::parameters::ParameterValues;
 use crate::template::source::child;
 use crate::template::{Template, TemplateError};
@@ -218,9 +219,6 @@ pub fn plan(
         let found = registry.schema(&r.type_name);
         let schema = found.as_deref();
         let old_raw = previous.template.resource(name);
-        let mut details = Vec::new();
-        let mut scope = Vec::new();
-        let mut replacement = "False";
         // Statically known differences.
         let decision = decide(
             schema,
@@ -234,122 +232,40 @@ pub fn plan(
             Decision::Unsupported { .. } => changed_properties(&row.properties, &props),
             _ => Vec::new(),
         };
-        for p in &static_changed {
-            // A nested stack whose template text changed: CloudFormation
-            // shows it as an automatic change of the stack resource.
-            if p == crate::nested::DIGEST {
-                details.push(ChangeDetail {
-                    target: ChangeTarget {
-                        attribute: "Properties".into(),
-                        name: None,
-                        requires_recreation: "Never".into(),
-                    },
-                    evaluation: "Dynamic".into(),
-                    change_source: "Automatic".into(),
-                    causing_entity: None,
-                });
-                continue;
-            }
-            let b = behavior(schema, p);
-            if b == UpdateBehavior::CreateOnly {
-                replacement = "True";
-            }
-            let same_expr = old_raw.and_then(|o| o.properties.get(p)) == r.properties.get(p);
-            let param = if same_expr {
-                property_refs(r.properties.get(p), p)
-                    .into_iter()
-                    .find(|t| changed_params.contains(t.as_str()))
-            } else {
-                None
-            };
-            details.push(ChangeDetail {
-                target: ChangeTarget {
-                    attribute: "Properties".into(),
-                    name: Some(p.clone()),
-                    requires_recreation: recreation(b).into(),
-                },
-                evaluation: "Static".into(),
-                change_source: if param.is_some() {
-                    "ParameterReference".into()
-                } else {
-                    "DirectModification".into()
-                },
-                causing_entity: param,
-            });
-        }
-        // Differences the update will only learn: a property referring to a
-        // resource that gets a new id or may get new attributes.
-        for (p, expr) in &r.properties {
-            if static_changed.contains(p) {
-                continue;
-            }
-            let mut refs = Vec::new();
-            references(expr, "", &|_| None, &mut refs);
-            let cause = refs.iter().find(|x| {
-                if x.attribute.is_some() {
-                    new_attrs.contains(&x.target) || new_ref.contains(&x.target)
-                } else {
-                    new_ref.contains(&x.target)
-                }
-            });
-            if let Some(c) = cause {
-                let b = behavior(schema, p);
-                if b == UpdateBehavior::CreateOnly && replacement == "False" {
-                    replacement = "Conditional";
-                }
-                details.push(ChangeDetail {
-                    target: ChangeTarget {
-                        attribute: "Properties".into(),
-                        name: Some(p.clone()),
-                        requires_recreation: if b == UpdateBehavior::CreateOnly {
-                            "Conditionally".into()
-                        } else {
-                            "Never".into()
-                        },
-                    },
-                    evaluation: "Dynamic".into(),
-                    change_source: if c.attribute.is_some() {
-                        "ResourceAttribute".into()
-                    } else {
-                        "ResourceReference".into()
-                    },
-                    causing_entity: Some(match &c.attribute {
-                        Some(a) => format!("{}.{a}", c.target),
-                        None => c.target.clone(),
-                    }),
-                });
-            }
-        }
+        let mut replacement = "False";
+        let mut details = static_details(
+            &static_changed,
+            schema,
+            r,
+            old_raw,
+            &changed_params,
+            &mut replacement,
+        );
+        details.extend(dynamic_details(
+            r,
+            schema,
+            &static_changed,
+            (&new_ref, &new_attrs),
+            &mut replacement,
+        ));
+        let mut scope = Vec::new();
         if !details.is_empty() {
             scope.push("Properties".to_string());
         }
-        if row.metadata.as_ref() != metadata.as_ref() {
-            scope.push("Metadata".to_string());
-            details.push(ChangeDetail {
-                target: ChangeTarget {
-                    attribute: "Metadata".into(),
-                    name: None,
-                    requires_recreation: "Never".into(),
-                },
-                evaluation: "Static".into(),
-                change_source: "DirectModification".into(),
-                causing_entity: None,
-            });
-        }
-        // CloudFormation lists an UpdatePolicy change as a Modify of its own
-        // scope; nothing is called (a group reads its policy when it rolls).
-        if old_raw.is_some_and(|o| o.update_policy != r.update_policy) {
-            scope.push("UpdatePolicy".to_string());
-            details.push(ChangeDetail {
-                target: ChangeTarget {
-                    attribute: "UpdatePolicy".into(),
-                    name: None,
-                    requires_recreation: "Never".into(),
-                },
-                evaluation: "Static".into(),
-                change_source: "DirectModification".into(),
-                causing_entity: None,
-            });
+        for (attribute, changed) in [
+            ("Metadata", row.metadata.as_ref() != metadata.as_ref()),
+            // CloudFormation lists an UpdatePolicy change as a Modify of its
+            // own scope; nothing is called (a group reads its policy when it
+            // rolls).
+            (
+                "UpdatePolicy",
+                old_raw.is_some_and(|o| o.update_policy != r.update_policy),
+            ),
+        ] {
+            if changed {
+                scope.push(attribute.to_string());
+                details.push(section_detail(attribute));
+            }
         }
         if details.is_empty() {
             continue;
@@ -368,26 +284,155 @@ pub fn plan(
             details,
         });
     }
-    let in_template: HashSet<&str> = graph.names().iter().map(String::as_str).collect();
-    let mut removed: BTreeMap<usize, ResourceChange> = BTreeMap::new();
-    for (i, row) in rows.iter().enumerate() {
-        if is_live(row) && !in_template.contains(row.logical_id.as_str()) {
-            removed.insert(
-                i,
-                ResourceChange {
-                    action: "Remove".into(),
-                    logical_resource_id: row.logical_id.clone(),
-                    physical_resource_id: row.physical_id.clone(),
-                    resource_type: row.resource_type.clone(),
-                    replacement: None,
-                    scope: Vec::new(),
-                    details: Vec::new(),
+    changes.extend(removals(rows, graph));
+    Ok(changes)
+}
+
+/// A detail for each statically known property change (`changed`, with the
+/// expression it had before in `old`): whether it recreates the resource
+/// (`replacement` becomes "True"), and the parameter it came from when the
+/// expression stayed and a parameter it refers to changed.
+fn static_details(
+    changed: &[String],
+    schema: Option<&ResourceSchema>,
+    new: &Resource,
+    old: Option<&Resource>,
+    changed_params: &HashSet<&str>,
+    replacement: &mut &'static str,
+) -> Vec<ChangeDetail> {
+    let mut details = Vec::new();
+    for p in changed {
+        // A nested stack whose template text changed: CloudFormation
+        // shows it as an automatic change of the stack resource.
+        if p == crate::nested::DIGEST {
+            details.push(ChangeDetail {
+                target: ChangeTarget {
+                    attribute: "Properties".into(),
+                    name: None,
+                    requires_recreation: "Never".into(),
                 },
-            );
+                evaluation: "Dynamic".into(),
+                change_source: "Automatic".into(),
+                causing_entity: None,
+            });
+            continue;
+        }
+        let b = behavior(schema, p);
+        if b == UpdateBehavior::CreateOnly {
+            *replacement = "True";
+        }
+        let same_expr = old.and_then(|o| o.properties.get(p)) == new.properties.get(p);
+        let param = if same_expr {
+            property_refs(new.properties.get(p), p)
+                .into_iter()
+                .find(|t| changed_params.contains(t.as_str()))
+        } else {
+            None
+        };
+        details.push(ChangeDetail {
+            target: ChangeTarget {
+                attribute: "Properties".into(),
+                name: Some(p.clone()),
+                requires_recreation: recreation(b).into(),
+            },
+            evaluation: "Static".into(),
+            change_source: if param.is_some() {
+                "ParameterReference".into()
+            } else {
+                "DirectModification".into()
+            },
+            causing_entity: param,
+        });
+    }
+    details
+}
+
+/// The differences the update will only learn: a property (not already
+/// `static_changed`) referring to a resource that gets a new id (`new_ref`)
+/// or may get new attributes (`new_attrs`). A CreateOnly one makes the
+/// replacement "Conditional".
+fn dynamic_details(
+    resource: &Resource,
+    schema: Option<&ResourceSchema>,
+    static_changed: &[String],
+    (new_ref, new_attrs): (&HashSet<String>, &HashSet<String>),
+    replacement: &mut &'static str,
+) -> Vec<ChangeDetail> {
+    let mut details = Vec::new();
+    for (p, expr) in &resource.properties {
+        if static_changed.contains(p) {
+            continue;
+        }
+        let mut refs = Vec::new();
+        references(expr, "", &|_| None, &mut refs);
+        let cause = refs.iter().find(|x| {
+            if x.attribute.is_some() {
+                new_attrs.contains(&x.target) || new_ref.contains(&x.target)
+            } else {
+                new_ref.contains(&x.target)
+            }
+        });
+        if let Some(c) = cause {
+            let b = behavior(schema, p);
+            if b == UpdateBehavior::CreateOnly && *replacement == "False" {
+                *replacement = "Conditional";
+            }
+            details.push(ChangeDetail {
+                target: ChangeTarget {
+                    attribute: "Properties".into(),
+                    name: Some(p.clone()),
+                    requires_recreation: if b == UpdateBehavior::CreateOnly {
+                        "Conditionally".into()
+                    } else {
+                        "Never".into()
+                    },
+                },
+                evaluation: "Dynamic".into(),
+                change_source: if c.attribute.is_some() {
+                    "ResourceAttribute".into()
+                } else {
+                    "ResourceReference".into()
+                },
+                causing_entity: Some(match &c.attribute {
+                    Some(a) => format!("{}.{a}", c.target),
+                    None => c.target.clone(),
+                }),
+            });
         }
     }
-    changes.extend(removed.into_values());
-    Ok(changes)
+    details
+}
+
+/// The detail of a change to a whole section (`Metadata`, `UpdatePolicy`).
+fn section_detail(attribute: &str) -> ChangeDetail {
+    ChangeDetail {
+        target: ChangeTarget {
+            attribute: attribute.into(),
+            name: None,
+            requires_recreation: "Never".into(),
+        },
+        evaluation: "Static".into(),
+        change_source: "DirectModification".into(),
+        causing_entity: None,
+    }
+}
+
+/// A Remove for each live row the new template no longer has, in the rows'
+/// order.
+fn removals(rows: &[ResourceRecord], graph: &Graph) -> Vec<ResourceChange> {
+    let in_template: HashSet<&str> = graph.names().iter().map(String::as_str).collect();
+    rows.iter()
+        .filter(|row| is_live(row) && !in_template.contains(row.logical_id.as_str()))
+        .map(|row| ResourceChange {
+            action: "Remove".into(),
+            logical_resource_id: row.logical_id.clone(),
+            physical_resource_id: row.physical_id.clone(),
+            resource_type: row.resource_type.clone(),
+            replacement: None,
+            scope: Vec::new(),
+            details: Vec::new(),
+        })
+        .collect()
 }
 
 /// A resource's HOT `external_id`, evaluated: the physical id of the
