@@ -1,0 +1,840 @@
+//! The `cairn` binary's library: the command-line interface over
+//! `cairn-core` and `cairn-api`. `src/main.rs` only calls [`main`]: as a
+//! library, the CLI starts compiling as soon as the crates below it have
+//! their metadata, instead of waiting for them to finish (cargo links a
+//! binary only from finished libraries), which keeps a fresh build short.
+
+mod changesets;
+mod drift;
+mod environment;
+mod migrate;
+mod progress;
+mod provider_test;
+mod providers;
+mod reconcile;
+mod remote;
+mod scaffold;
+mod serve;
+mod stacks;
+mod tree;
+mod validate;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Templates and stacks are trees of many small allocations; see Cargo.toml.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[derive(Parser)]
+#[command(
+    name = "cairn",
+    version,
+    about = "CloudFormation-compatible orchestration engine"
+)]
+struct Cli {
+    /// Configuration file (TOML). Without it, built-in defaults apply.
+    #[arg(long, global = true, env = "CAIRN_CONFIG")]
+    config: Option<PathBuf>,
+
+    /// The SQLite state file (created on first use; default ./cairn-state.db).
+    #[arg(long, global = true, env = "CAIRN_STATE")]
+    state: Option<PathBuf>,
+
+    /// Where file-backed built-in providers keep their resources (default:
+    /// the state file's name plus `.resources`).
+    #[arg(long, global = true, env = "CAIRN_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+
+    /// Run the command against a `cairn serve` (or any CloudFormation
+    /// endpoint) instead of the embedded engine, signing with the AWS
+    /// credentials of the environment.
+    #[arg(long, global = true, env = "CAIRN_ENDPOINT")]
+    endpoint: Option<String>,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum OutputFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum ProviderCommand {
+    /// Write a provider project that builds, passes `cairn provider test`
+    /// and deploys its sample template with no edit.
+    New(ProviderNewArgs),
+    /// Run the contract tests against a provider, through the client the
+    /// engine uses: schema, create, a repeated request id, drift, updates
+    /// in place and by replacement, invalid input, delete twice, an expired
+    /// deadline. Exits non-zero when a test fails.
+    Test(ProviderTestArgs),
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Lang {
+    Rust,
+    Python,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Transport {
+    /// A dynamic library Cairn loads (Rust only).
+    Dylib,
+    /// A webhook handler Cairn calls over HTTP.
+    Webhook,
+}
+
+#[derive(clap::Args)]
+struct ProviderNewArgs {
+    /// The project's name (crate or package; lowercase, digits, '-', '_').
+    name: String,
+    #[arg(long, value_enum)]
+    lang: Lang,
+    /// For Rust: a plugin (dylib) or a webhook handler. Python providers
+    /// are webhook handlers.
+    #[arg(long, value_enum)]
+    transport: Option<Transport>,
+    /// The directory to create (default: NAME).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// The resource type it serves (default Example::<Name>::Note).
+    #[arg(long)]
+    type_name: Option<String>,
+    /// Depend on cairn-sdk at this path (a Cairn checkout's sdk/). Default:
+    /// the checkout this binary was built from, if it is still there.
+    #[arg(long)]
+    sdk_path: Option<PathBuf>,
+    /// Install the Python SDK from this path (a Cairn checkout's
+    /// sdk-python/). Default: the checkout this binary was built from, if
+    /// it is still there.
+    #[arg(long)]
+    python_sdk: Option<PathBuf>,
+    /// The port a webhook handler listens on.
+    #[arg(long, default_value_t = 8080)]
+    port: u16,
+}
+
+#[derive(clap::Args)]
+#[group(skip)]
+#[command(group(clap::ArgGroup::new("under").required(true).args(["type_name", "plugin", "webhook"])))]
+struct ProviderTestArgs {
+    /// A type this configuration serves (built-ins, configured plugins and
+    /// handlers, custom resources).
+    #[arg(long = "type")]
+    type_name: Option<String>,
+    /// A provider plugin library: every type it declares.
+    #[arg(long)]
+    plugin: Option<PathBuf>,
+    /// Load the plugin into this process instead of a `cairn plugin-host`
+    /// child.
+    #[arg(long, requires = "plugin")]
+    in_process: bool,
+    /// A webhook handler (serving `/schema`): every type it declares.
+    #[arg(long)]
+    webhook: Option<String>,
+    /// The handler's signing secret.
+    #[arg(long, requires = "webhook")]
+    secret: Option<String>,
+    /// The handler answers Cairn's CheckDrift request.
+    #[arg(long, requires = "webhook")]
+    drift: bool,
+    /// Inputs per type (JSON or YAML): `Type: {Create: {...}, Updates: [...],
+    /// Invalid: {...}}`, or `Type: {<create properties>}`. Without it they
+    /// are derived from the schema.
+    #[arg(long)]
+    properties: Option<PathBuf>,
+    /// A further update per type (`Type: {<properties>}`), applied in order.
+    #[arg(long = "update")]
+    updates: Vec<PathBuf>,
+    /// Seconds one call may take.
+    #[arg(long, default_value_t = 60)]
+    timeout_seconds: u64,
+    #[arg(long, value_enum, default_value_t)]
+    output: OutputFormat,
+    /// Also write the results as JUnit XML here (for CI).
+    #[arg(long)]
+    junit: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve a provider plugin on stdin/stdout (run by Cairn itself for
+    /// `isolation = "process"`; not for use by hand).
+    #[command(hide = true)]
+    PluginHost {
+        /// The plugin library.
+        path: PathBuf,
+        /// Refuse the library unless its SHA-256 is this.
+        #[arg(long)]
+        sha256: Option<String>,
+    },
+    /// Check a template and print its description and parameters
+    /// (like `aws cloudformation validate-template`).
+    Validate {
+        /// Template file (JSON or YAML).
+        template: PathBuf,
+        /// A parameter value for the static pass, KEY=VALUE (repeatable;
+        /// defaults are used for the others).
+        #[arg(long = "parameter", short = 'p')]
+        parameters: Vec<String>,
+        /// A HOT environment file (repeatable; later ones win).
+        #[arg(long = "environment", short = 'e')]
+        environments: Vec<PathBuf>,
+        #[arg(long, value_enum, default_value_t)]
+        output: OutputFormat,
+    },
+    /// Create a stack from a template and wait until it is done.
+    Deploy(DeployOpts),
+    /// Delete a stack and its resources and wait until it is done.
+    Delete {
+        stack: String,
+        /// A resource to keep (only for a stack in DELETE_FAILED; repeatable).
+        #[arg(long)]
+        retain: Vec<String>,
+    },
+    /// Resume the rollback of a stack in UPDATE_ROLLBACK_FAILED and wait.
+    ContinueRollback {
+        stack: String,
+        /// A resource to mark rolled back without a provider call (repeatable).
+        #[arg(long)]
+        skip: Vec<String>,
+    },
+    /// Preview an update (or a create) as a change set, without touching
+    /// resources (like `aws cloudformation create-change-set`).
+    Plan(PlanOpts),
+    /// Execute a change set made by `cairn plan` and wait until it is done.
+    Execute {
+        stack: String,
+        change_set: String,
+        /// For a change set that creates the stack: keep what was created when
+        /// the create fails.
+        #[arg(long)]
+        disable_rollback: bool,
+    },
+    /// List a stack's change sets.
+    ChangeSets {
+        stack: String,
+        #[arg(long, value_enum, default_value_t)]
+        output: OutputFormat,
+    },
+    /// Show a change set.
+    ChangeSet {
+        stack: String,
+        change_set: String,
+        #[arg(long, value_enum, default_value_t)]
+        output: OutputFormat,
+    },
+    /// Delete a change set.
+    DeleteChangeSet { stack: String, change_set: String },
+    /// Cancel a stack's update in progress: it rolls back; waits until done.
+    CancelUpdate { stack: String },
+    /// Signal a resource that waits for signals (a CreationPolicy, a
+    /// WaitCondition with one), like `aws cloudformation signal-resource`.
+    Signal {
+        stack: String,
+        /// The logical id of the resource.
+        resource: String,
+        /// The signal's UniqueId (1 to 64 characters; a repeated one
+        /// replaces the earlier signal).
+        #[arg(long = "id")]
+        unique_id: String,
+        #[arg(long, default_value = "SUCCESS", value_parser = ["SUCCESS", "FAILURE"])]
+        status: String,
+        /// Why (shown when a FAILURE fails the resource).
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Show the operations run on a stack.
+    History {
+        stack: String,
+        #[arg(long, value_enum, default_value_t)]
+        output: OutputFormat,
+    },
+    /// List stacks, deleted ones included.
+    List {
+        #[arg(long, value_enum, default_value_t)]
+        output: OutputFormat,
+    },
+    /// Show a stack (by name, or by stack id for deleted stacks).
+    Describe {
+        stack: String,
+        #[arg(long, value_enum, default_value_t)]
+        output: OutputFormat,
+    },
+    /// Show a stack's events.
+    Events {
+        stack: String,
+        /// Also the events of its nested stacks, in time order, each under
+        /// its path of logical ids (`App/Db/Instance`).
+        #[arg(long)]
+        nested: bool,
+        #[arg(long, value_enum, default_value_t)]
+        output: OutputFormat,
+    },
+    /// Show a stack's resources.
+    Resources {
+        stack: String,
+        #[arg(long, value_enum, default_value_t)]
+        output: OutputFormat,
+    },
+    /// Show a stack's outputs.
+    Outputs {
+        stack: String,
+        #[arg(long, value_enum, default_value_t)]
+        output: OutputFormat,
+    },
+    /// Work on a provider: run its contract tests.
+    Provider {
+        #[command(subcommand)]
+        command: ProviderCommand,
+    },
+    /// List the resource types this configuration serves (provider,
+    /// transport, version), or one type's schema.
+    Providers {
+        /// Show this type's schema.
+        #[arg(long = "type")]
+        type_name: Option<String>,
+        #[arg(long, value_enum, default_value_t)]
+        output: OutputFormat,
+    },
+    /// Update a stack and bring reality back to the template (Cloudify's
+    /// deployment update): uninstall removed, install added, heal unhealthy,
+    /// fix drift, reinstall what cannot change in place. Waits until done.
+    Update(UpdateOpts),
+    /// Detect drift: compare each resource with what the template set
+    /// (IN_SYNC, MODIFIED with the differences, DELETED, NOT_CHECKED).
+    Drift {
+        stack: String,
+        /// Only this resource (repeatable).
+        #[arg(long = "resource")]
+        resources: Vec<String>,
+        /// Show the last detection instead of running one.
+        #[arg(long)]
+        last: bool,
+        #[arg(long, value_enum, default_value_t)]
+        output: OutputFormat,
+    },
+    /// Copy a SQLite state file into an empty PostgreSQL database (to run
+    /// several engines on it): stacks, resources, events, history, change
+    /// sets, drift results, groups and exports. Prints what it copied and
+    /// verified.
+    MigrateState {
+        /// The SQLite state file.
+        #[arg(long)]
+        from: PathBuf,
+        /// The PostgreSQL state: postgres://user@host:port/database.
+        #[arg(long)]
+        to: String,
+    },
+    /// Serve the CloudFormation Query API (aws CLI, boto3 and the other AWS
+    /// SDKs with an endpoint URL) until SIGTERM.
+    Serve {
+        /// Address to listen on (default: [server] listen); port 0 picks one.
+        #[arg(long)]
+        listen: Option<String>,
+    },
+    /// Show the template a stack was made from.
+    Template {
+        stack: String,
+        /// The template as Cairn reads it: AWS::LanguageExtensions' loops
+        /// expanded, HOT lowered to CloudFormation's long form (JSON).
+        #[arg(long)]
+        expanded: bool,
+        #[arg(long, value_enum, default_value_t)]
+        output: OutputFormat,
+    },
+}
+
+#[derive(clap::Args)]
+struct DeployOpts {
+    stack: String,
+    template: PathBuf,
+    /// A parameter value, KEY=VALUE (repeatable).
+    #[arg(long = "parameter", short = 'p')]
+    parameters: Vec<String>,
+    /// Keep what was created when the create fails (OnFailure DO_NOTHING).
+    #[arg(long)]
+    disable_rollback: bool,
+    /// DO_NOTHING, ROLLBACK (default) or DELETE.
+    #[arg(long)]
+    on_failure: Option<String>,
+    /// Keep the stack's current value of this parameter (update; repeatable).
+    #[arg(long = "use-previous-value")]
+    use_previous: Vec<String>,
+    /// A stack tag, KEY=VALUE (repeatable; an update without any keeps
+    /// the stack's tags).
+    #[arg(long = "tag")]
+    tags: Vec<String>,
+    /// Fail the create (and roll it back, or as --on-failure says) when it
+    /// has not finished within this many minutes (TimeoutInMinutes).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    timeout_minutes: Option<u32>,
+    /// A HOT environment file (repeatable; later ones win): parameters,
+    /// parameter_defaults, resource_registry.
+    #[arg(long = "environment", short = 'e')]
+    environments: Vec<PathBuf>,
+}
+
+#[derive(clap::Args)]
+struct PlanOpts {
+    stack: String,
+    /// Template file; without it, the stack's current template.
+    template: Option<PathBuf>,
+    /// A parameter value, KEY=VALUE (repeatable).
+    #[arg(long = "parameter", short = 'p')]
+    parameters: Vec<String>,
+    /// Keep the stack's current value of this parameter (repeatable).
+    #[arg(long = "use-previous-value")]
+    use_previous: Vec<String>,
+    /// The change set's name (default: plan-<random>).
+    #[arg(long)]
+    name: Option<String>,
+    #[arg(long)]
+    description: Option<String>,
+    /// Also a change set for each nested stack the update modifies
+    /// (IncludeNestedStacks), named `<name>-<Logical>`.
+    #[arg(long)]
+    include_nested: bool,
+    /// A HOT environment file (repeatable; later ones win).
+    #[arg(long = "environment", short = 'e')]
+    environments: Vec<PathBuf>,
+    #[arg(long, value_enum, default_value_t)]
+    output: OutputFormat,
+}
+
+#[derive(clap::Args)]
+struct UpdateOpts {
+    stack: String,
+    /// The new template (default: the stack's current one).
+    template: Option<PathBuf>,
+    /// A parameter value, KEY=VALUE (repeatable).
+    #[arg(long = "parameter", short = 'p')]
+    parameters: Vec<String>,
+    /// Keep the stack's current value of this parameter (repeatable).
+    #[arg(long = "use-previous-value")]
+    use_previous: Vec<String>,
+    /// Keep the template and parameters; still heal and fix drift.
+    #[arg(long)]
+    drift_only: bool,
+    /// Show the steps and what each phase would do; change nothing.
+    #[arg(long)]
+    preview: bool,
+    /// Do not create added resources.
+    #[arg(long)]
+    skip_install: bool,
+    /// Do not delete removed resources (they leave the stack, left in place).
+    #[arg(long)]
+    skip_uninstall: bool,
+    /// Do not reinstall resources whose changes cannot be applied in place.
+    #[arg(long)]
+    skip_reinstall: bool,
+    /// Do not check status or heal unhealthy resources.
+    #[arg(long)]
+    skip_heal: bool,
+    /// Do not check drift (changed resources are updated from the template).
+    #[arg(long)]
+    skip_drift_check: bool,
+    /// Failed deletes while uninstalling do not stop the update.
+    #[arg(long)]
+    ignore_failure: bool,
+    /// For --preview.
+    #[arg(long, value_enum, default_value_t)]
+    output: OutputFormat,
+}
+
+impl DeployOpts {
+    fn args(&self) -> stacks::DeployArgs<'_> {
+        stacks::DeployArgs {
+            stack: &self.stack,
+            tags: &self.tags,
+            template: &self.template,
+            parameters: &self.parameters,
+            disable_rollback: self.disable_rollback,
+            on_failure: self.on_failure.as_deref(),
+            use_previous: &self.use_previous,
+            timeout_minutes: self.timeout_minutes,
+            environments: &self.environments,
+        }
+    }
+}
+
+impl PlanOpts {
+    fn args(&self) -> changesets::PlanArgs<'_> {
+        changesets::PlanArgs {
+            stack: &self.stack,
+            template: self.template.as_deref(),
+            parameters: &self.parameters,
+            use_previous: &self.use_previous,
+            name: self.name.as_deref(),
+            description: self.description.as_deref(),
+            environments: &self.environments,
+            include_nested: self.include_nested,
+            output: self.output,
+        }
+    }
+}
+
+impl UpdateOpts {
+    fn args(&self) -> reconcile::Args<'_> {
+        reconcile::Args {
+            stack: &self.stack,
+            template: self.template.as_deref(),
+            parameters: &self.parameters,
+            use_previous: &self.use_previous,
+            preview: self.preview,
+            output: self.output,
+            flags: cairn_core::engine::ReconcileFlags {
+                drift_only: self.drift_only,
+                skip_install: self.skip_install,
+                skip_uninstall: self.skip_uninstall,
+                skip_reinstall: self.skip_reinstall,
+                skip_heal: self.skip_heal,
+                skip_drift_check: self.skip_drift_check,
+                ignore_failure: self.ignore_failure,
+            },
+        }
+    }
+}
+
+fn load_config(path: Option<&PathBuf>) -> anyhow::Result<cairn_core::config::Config> {
+    Ok(match path {
+        Some(p) => cairn_core::config::Config::load(p)?,
+        None => cairn_core::config::Config::default(),
+    })
+}
+
+/// Logs (`tracing`) to stderr: a server always (`RUST_LOG`, default
+/// `warn`: lease renewals that fail, takeovers, late custom-resource
+/// answers), a command only when `RUST_LOG` is set (its output is the
+/// events and the result). The plugin host's stderr is the plugin's.
+fn init_logs(command: &Command) {
+    let wanted = std::env::var("RUST_LOG").ok();
+    let filter = match (command, wanted) {
+        (Command::PluginHost { .. }, _) => return,
+        (_, Some(filter)) => filter,
+        (Command::Serve { .. }, None) => "warn".to_string(),
+        (_, None) => return,
+    };
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_writer(std::io::stderr)
+        .with_ansi(console::Term::stderr().is_term())
+        .try_init();
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    init_logs(&cli.command);
+    if let Command::PluginHost { path, sha256 } = &cli.command {
+        use cairn_core::plugin::process::{serve_stdio, MAGIC_COOKIE, MAGIC_COOKIE_ENV};
+        if std::env::var(MAGIC_COOKIE_ENV).as_deref() != Ok(MAGIC_COOKIE) {
+            anyhow::bail!("cairn plugin-host is started by Cairn for a plugin with isolation = \"process\"; it is not meant to be run by hand");
+        }
+        return Ok(serve_stdio(path, sha256.as_deref()).await?);
+    }
+    if let Some(endpoint) = &cli.endpoint {
+        return run_remote(endpoint, &cli.command).await;
+    }
+    let mut config = load_config(cli.config.as_ref())?;
+    if let Some(dir) = &cli.data_dir {
+        config.engine.data_dir = Some(dir.clone());
+    }
+    if let Command::Validate {
+        template,
+        parameters,
+        environments,
+        output,
+    } = &cli.command
+    {
+        return validate::run(&config, template, parameters, environments, *output);
+    }
+    if let Command::Provider {
+        command: ProviderCommand::New(a),
+    } = &cli.command
+    {
+        let kind = match (a.lang, a.transport) {
+            (Lang::Rust, Some(Transport::Dylib)) => scaffold::Kind::RustDylib,
+            (Lang::Rust, Some(Transport::Webhook)) => scaffold::Kind::RustWebhook,
+            (Lang::Rust, None) => {
+                anyhow::bail!("a Rust provider is a plugin or a webhook handler: give --transport dylib or --transport webhook")
+            }
+            (Lang::Python, None | Some(Transport::Webhook)) => scaffold::Kind::Python,
+            (Lang::Python, Some(Transport::Dylib)) => {
+                anyhow::bail!("a Python provider is a webhook handler: leave out --transport or give --transport webhook")
+            }
+        };
+        let dir = scaffold::run(&scaffold::Args {
+            name: &a.name,
+            kind,
+            dir: a.dir.as_deref(),
+            type_name: a.type_name.as_deref(),
+            sdk_path: a.sdk_path.as_deref(),
+            python_sdk: a.python_sdk.as_deref(),
+            port: a.port,
+        })?;
+        println!(
+            "wrote {}: see its README.md for the commands that build, test and deploy it",
+            dir.display()
+        );
+        return Ok(());
+    }
+    if let Command::Provider {
+        command: ProviderCommand::Test(a),
+    } = &cli.command
+    {
+        let under = match (&a.type_name, &a.plugin, &a.webhook) {
+            (Some(t), _, _) => provider_test::Under::Type(t.clone()),
+            (_, Some(path), _) => provider_test::Under::Plugin {
+                path: path.clone(),
+                isolation: if a.in_process {
+                    cairn_core::config::Isolation::None
+                } else {
+                    cairn_core::config::Isolation::Process
+                },
+            },
+            (_, _, Some(url)) => provider_test::Under::Webhook {
+                url: url.clone(),
+                secret: a.secret.clone(),
+                drift: a.drift,
+            },
+            _ => anyhow::bail!("give --type, --plugin or --webhook"),
+        };
+        let state = stacks::state_path(cli.state.as_ref(), &config);
+        let data_dir = stacks::data_dir(&config, &state);
+        return provider_test::run(
+            stacks::with_local_ca(&config, &state),
+            provider_test::Args {
+                under,
+                properties: a.properties.as_deref(),
+                updates: &a.updates,
+                timeout_seconds: a.timeout_seconds,
+                output: a.output,
+                junit: a.junit.as_deref(),
+                data_dir,
+            },
+        )
+        .await;
+    }
+    if let Command::Providers { type_name, output } = &cli.command {
+        return providers::run(&config, type_name.as_deref(), *output);
+    }
+    if let Command::MigrateState { from, to } = &cli.command {
+        return migrate::run(from, to).await;
+    }
+    let state = stacks::state_path(cli.state.as_ref(), &config);
+    if let Command::Serve { listen } = &cli.command {
+        return serve::run(serve::ServeArgs {
+            config,
+            state: &state,
+            listen: listen.clone(),
+        })
+        .await;
+    }
+    // A signal is a quick write that must land even while the operation it
+    // is for is abandoned: that operation's resume (by the next command)
+    // counts it.
+    let engine = if matches!(cli.command, Command::Signal { .. }) {
+        stacks::open_without_resume(&config, &state).await?
+    } else {
+        stacks::open(&config, &state).await?
+    };
+    match &cli.command {
+        Command::Validate { .. }
+        | Command::PluginHost { .. }
+        | Command::Providers { .. }
+        | Command::Provider { .. }
+        | Command::MigrateState { .. }
+        | Command::Serve { .. } => Ok(()),
+        Command::Deploy(o) => stacks::deploy(&engine, o.args()).await,
+        Command::Delete { stack, retain } => stacks::delete(&engine, stack, retain).await,
+        Command::ContinueRollback { stack, skip } => {
+            stacks::continue_rollback(&engine, stack, skip).await
+        }
+        Command::Plan(o) => changesets::plan(&engine, o.args()).await,
+        Command::Execute {
+            stack,
+            change_set,
+            disable_rollback,
+        } => changesets::execute(&engine, stack, change_set, *disable_rollback).await,
+        Command::ChangeSets { stack, output } => changesets::list(&engine, stack, *output).await,
+        Command::ChangeSet {
+            stack,
+            change_set,
+            output,
+        } => changesets::describe(&engine, stack, change_set, *output).await,
+        Command::DeleteChangeSet { stack, change_set } => {
+            changesets::delete(&engine, stack, change_set).await
+        }
+        Command::CancelUpdate { stack } => changesets::cancel_update(&engine, stack).await,
+        Command::Signal {
+            stack,
+            resource,
+            unique_id,
+            status,
+            reason,
+        } => {
+            engine
+                .signal_resource(stack, resource, unique_id, status, reason.clone())
+                .await?;
+            println!("{status} signal {unique_id} kept for {resource} of stack {stack}");
+            Ok(())
+        }
+        Command::History { stack, output } => changesets::history(&engine, stack, *output).await,
+        Command::List { output } => stacks::list(&engine, *output).await,
+        Command::Describe { stack, output } => stacks::describe(&engine, stack, *output).await,
+        Command::Events {
+            stack,
+            nested,
+            output,
+        } => stacks::events(&engine, stack, *nested, *output).await,
+        Command::Resources { stack, output } => stacks::resources(&engine, stack, *output).await,
+        Command::Outputs { stack, output } => stacks::outputs(&engine, stack, *output).await,
+        Command::Template {
+            stack,
+            expanded,
+            output,
+        } => stacks::template(&engine, stack, *expanded, *output).await,
+        Command::Drift {
+            stack,
+            resources,
+            last,
+            output,
+        } => drift::run(&engine, stack, resources, *last, *output).await,
+        Command::Update(o) => reconcile::run(&engine, o.args()).await,
+    }
+}
+
+/// A command against a server (`--endpoint`).
+async fn run_remote(endpoint: &str, command: &Command) -> anyhow::Result<()> {
+    use remote::Command as R;
+    let remote_command = match command {
+        Command::Deploy(o) => R::Deploy(o.args()),
+        Command::Delete { stack, retain } => R::Delete { stack, retain },
+        Command::ContinueRollback { stack, skip } => R::ContinueRollback { stack, skip },
+        Command::CancelUpdate { stack } => R::CancelUpdate { stack },
+        Command::Signal {
+            stack,
+            resource,
+            unique_id,
+            status,
+            reason,
+        } => R::Signal {
+            stack,
+            resource,
+            unique_id,
+            status,
+            reason: reason.as_deref(),
+        },
+        Command::List { output } => R::List(*output),
+        Command::Describe { stack, output } => R::Describe(stack, *output),
+        Command::Events {
+            stack,
+            nested: false,
+            output,
+        } => R::Events(stack, *output),
+        Command::Events { nested: true, .. } => {
+            anyhow::bail!("cairn --endpoint events does not follow nested stacks yet: run it on each nested stack (cairn list shows them with their ParentId)")
+        }
+        Command::Resources { stack, output } => R::Resources(stack, *output),
+        Command::Outputs { stack, output } => R::Outputs(stack, *output),
+        Command::Template {
+            stack,
+            expanded: false,
+            output,
+        } => R::Template(stack, *output),
+        Command::Template { expanded: true, .. } => {
+            anyhow::bail!("cairn --endpoint template --expanded is not served yet: run it on the server's state")
+        }
+        Command::Validate {
+            template, output, ..
+        } => R::Validate(template, *output),
+        Command::History { stack, output } => R::History(stack, *output),
+        Command::Update(o) => R::Update(o.args()),
+        Command::Plan(o) => R::Plan(o.args()),
+        Command::Execute {
+            stack,
+            change_set,
+            disable_rollback,
+        } => R::Execute {
+            stack,
+            change_set,
+            disable_rollback: *disable_rollback,
+        },
+        Command::ChangeSets { stack, output } => R::ChangeSets(stack, *output),
+        Command::ChangeSet {
+            stack,
+            change_set,
+            output,
+        } => R::ChangeSet(stack, change_set, *output),
+        Command::DeleteChangeSet { stack, change_set } => R::DeleteChangeSet(stack, change_set),
+        Command::Drift {
+            stack,
+            resources,
+            last: false,
+            output,
+        } => R::Drift {
+            stack,
+            only: resources,
+            output: *output,
+        },
+        _ => {
+            return Err(anyhow::anyhow!(
+                "this command does not run with --endpoint: every stack command does except `drift --last`; `providers` and `serve` are about this machine"
+            ))
+        }
+    };
+    remote::run(endpoint, remote_command).await
+}
+
+/// A write to a closed stdout (`cairn providers --output json | head -1`)
+/// ends the process as it ends every Unix tool: by SIGPIPE, quietly.
+/// Rust ignores SIGPIPE (sockets and the plugin hosts' pipes rely on
+/// that), so println! panics instead; this hook turns that one panic into
+/// the signal.
+fn die_quietly_on_a_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let text = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if text.starts_with("failed printing to stdout") && text.contains("Broken pipe") {
+            // SAFETY: restoring the default disposition and raising the
+            // signal; nothing else runs after it.
+            unsafe {
+                libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+                libc::raise(libc::SIGPIPE);
+            }
+        }
+        default(info);
+    }));
+}
+
+/// The `cairn` command: parses the arguments, runs the command on a
+/// tokio runtime, prints the error and exits 1 on failure.
+pub fn main() -> ExitCode {
+    die_quietly_on_a_closed_stdout();
+    let cli = Cli::parse();
+    let result = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt.block_on(run(cli)),
+        Err(e) => Err(anyhow::anyhow!("cannot start the async runtime: {e}")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
