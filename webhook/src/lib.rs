@@ -217,11 +217,11 @@ struct Calls {
     default_client: OnceCell<reqwest::Client>,
     /// Per-URL concurrency for those.
     direct_slots: Mutex<HashMap<String, Arc<Semaphore>>>,
-    /// The process's callback listener.
+    /// The process's callback listener (started there on first use, or
+    /// hosted by a server).
     callbacks: Arc<Callbacks>,
     /// The process's counters.
     metrics: Arc<dyn DeliveryCounter>,
-    listener: OnceCell<Arc<CallbackListener>>,
 }
 
 impl Calls {
@@ -279,19 +279,7 @@ impl Calls {
             direct_slots: Mutex::new(HashMap::new()),
             callbacks,
             metrics,
-            listener: OnceCell::new(),
         })
-    }
-
-    /// The callback listener, started on first use.
-    async fn listener(&self) -> Result<&Arc<CallbackListener>, WebhookError> {
-        self.listener
-            .get_or_try_init(|| async {
-                // A server that hosts the callback (cairn serve) answers on
-                // its own address; otherwise the process binds one listener.
-                self.callbacks.listener().await
-            })
-            .await
     }
 
     /// The endpoint a ServiceToken names.
@@ -496,10 +484,10 @@ impl Calls {
         };
         let deadline = deadline(ctx, Duration::from_secs(seconds));
         let listener = self
+            .callbacks
             .listener()
             .await
-            .map_err(|e| Failure::before_sending(&e.to_string()))?
-            .clone();
+            .map_err(|e| Failure::before_sending(&e.to_string()))?;
         let request = CustomResourceRequest {
             request_type,
             service_token: token,
