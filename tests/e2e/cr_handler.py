@@ -13,6 +13,7 @@ stringified, as from CloudFormation):
                 Create's expired ResponseURL)
   ModeOn        request types Mode applies to (default: all)
   FailOn        request types answered FAILED, e.g. "Create" or "Update,Delete"
+  FailWhile     a file path: FailOn applies only while that file exists
   Reason        the Reason of a FAILED response
   PhysicalId    the PhysicalResourceId to answer with (default: a new
                 "<LogicalResourceId>-<n>" on Create, the request's otherwise)
@@ -31,6 +32,7 @@ import argparse
 import hashlib
 import hmac
 import json
+import os
 import ssl
 import threading
 import time
@@ -98,6 +100,8 @@ def main():
             if mode_on and rtype not in [s.strip() for s in mode_on.split(",")]:
                 mode = "late-delete" if mode == "late" else "async"
             failed = rtype in [s.strip() for s in props.get("FailOn", "").split(",")]
+            if props.get("FailWhile") and not os.path.exists(props["FailWhile"]):
+                failed = False
             if props.get("PhysicalId"):
                 physical = props["PhysicalId"]
             elif rtype == "Create":

@@ -575,3 +575,68 @@ fn a_handler_that_replaces_the_resource_on_update_gets_the_old_one_deleted() {
         "{calls:?}"
     );
 }
+
+#[test]
+fn an_old_resource_whose_delete_failed_is_kept_until_the_next_cairn_update_deletes_it() {
+    let (s, h) = crate::webhooks::with_handler();
+    let arn = crate::webhooks::ARN;
+    let broken = s.write("delete-is-broken", "");
+    let t = |extra: &str| {
+        format!("Resources:\n  W:\n    Type: Custom::Widget\n    Properties:\n      ServiceToken: {arn}\n{extra}")
+    };
+    let first_template = t(&format!(
+        "      FailOn: Delete\n      FailWhile: {}\n      Reason: the widget is busy\n",
+        broken.display()
+    ));
+    assert_eq!(deploy(&s, "lf", &first_template, &[]).code(), 0);
+    let first = physical(&s, "lf", "W");
+    let n = events(&s, "lf").len();
+    let next = s.write("next.yaml", &t("      PhysicalId: W-second\n"));
+    let run = update(&s, &["lf", next.to_str().unwrap_or_default()]);
+    assert_ne!(run.code(), 0, "{}", run.stdout());
+    assert_eq!(status(&s, "lf"), "UPDATE_FAILED");
+    assert_eq!(physical(&s, "lf", "W"), "W-second");
+    let failed = format!(
+        "Updated, but the provider made W-second in place of {first}, and deleting {first} failed: the widget is busy. Run cairn update again to delete it (deleting the stack deletes it too)."
+    );
+    assert_eq!(
+        sequence(&s, "lf", n),
+        [
+            ev("lf", "UPDATE_IN_PROGRESS", "User Initiated"),
+            ev(
+                "W",
+                "UPDATE_IN_PROGRESS",
+                "Changed: FailOn, FailWhile, PhysicalId, Reason"
+            ),
+            ev("W", "UPDATE_IN_PROGRESS", &format!("The provider replaced {first} with W-second while updating it: deleting {first}")),
+            ev("W", "UPDATE_FAILED", &failed),
+            ev("lf", "UPDATE_FAILED", "The following resource(s) failed to update: [W]."),
+        ]
+    );
+    // A template update would lose track of the old widget: refused.
+    let third = t("      PhysicalId: W-second\n      Size: '2'\n");
+    let run = deploy(&s, "lf", &third, &[]);
+    assert_ne!(run.code(), 0);
+    assert!(
+        run.stderr().contains(&format!(
+            "has physical resources that a cairn update replaced and could not delete: W ({first}). Run cairn update lf again to delete them (or delete the stack) before updating it with a template."
+        )),
+        "{}",
+        run.stderr()
+    );
+    // Once the handler deletes again, the next cairn update deletes it
+    // first (a new request), then runs its phases.
+    std::fs::remove_file(&broken).expect("rm");
+    let run = update(&s, &["lf", "--drift-only"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(status(&s, "lf"), "UPDATE_COMPLETE");
+    let deletes: Vec<String> = h
+        .calls()
+        .into_iter()
+        .filter(|(t, _, p)| t == "Delete" && *p == first)
+        .map(|(t, _, _)| t)
+        .collect();
+    assert_eq!(deletes.len(), 2, "{:?}", h.calls());
+    assert_eq!(deploy(&s, "lf", &third, &[]).code(), 0);
+    assert_eq!(status(&s, "lf"), "UPDATE_COMPLETE");
+}

@@ -247,6 +247,11 @@ pub(super) struct PreparedUpdate {
     /// The properties of the nested stacks the update modifies, as far as
     /// they are known before it runs (for their own change sets).
     pub nested_properties: BTreeMap<String, serde_json::Map<String, Value>>,
+    /// What a `cairn update` that failed left to finish: a resource's
+    /// physical resource that its provider replaced and that could not be
+    /// deleted (`Resources.X` and that id). Only `cairn update` finishes
+    /// it; a template update would lose track of it.
+    pub unfinished: Vec<String>,
 }
 
 /// Why a nested stack whose own update succeeded rolls back.
@@ -514,6 +519,17 @@ impl Engine {
             &params,
             &nested,
         )?;
+        let unfinished = rows
+            .iter()
+            .filter_map(|r| match &r.journal {
+                Some(Journal::Changed { before }) => Some(format!(
+                    "{} ({})",
+                    r.logical_id,
+                    before.physical_id.as_deref().unwrap_or_default()
+                )),
+                _ => None,
+            })
+            .collect();
         let description = template.description.clone();
         let mut nested_properties = BTreeMap::new();
         for c in changes
@@ -546,6 +562,7 @@ impl Engine {
             nested,
             extra_options: serde_json::Map::new(),
             nested_properties,
+            unfinished,
         })
     }
 
@@ -556,6 +573,14 @@ impl Engine {
         prepared: PreparedUpdate,
         change_set: Option<&ChangeSetRecord>,
     ) -> Result<String, EngineError> {
+        if !prepared.unfinished.is_empty() {
+            return Err(EngineError::Validation(format!(
+                "Stack:{} has physical resources that a cairn update replaced and could not delete: {}. Run cairn update {} again to delete them (or delete the stack) before updating it with a template.",
+                prepared.stack.stack_id,
+                prepared.unfinished.join(", "),
+                prepared.stack.stack_name
+            )));
+        }
         self.begin_updating(prepared, change_set, OperationKind::Update, None)
             .await
     }
@@ -1486,7 +1511,9 @@ impl Engine {
         protocol::retained(&ev, &other.template, logical_id, policy, removal)
     }
 
-    fn retains_on_replace(&self, op: &Op, logical_id: &str) -> bool {
+    /// Whether the template's UpdateReplacePolicy keeps the physical
+    /// resource a replacement leaves behind.
+    pub(super) fn retains_on_replace(&self, op: &Op, logical_id: &str) -> bool {
         protocol::retained(
             &op.evaluator(),
             &op.template,

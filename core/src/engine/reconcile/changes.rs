@@ -1,6 +1,7 @@
 //! What `cairn update` does to one resource: heal it, update it in place
 //! with its drift, adopt the template's properties, or reinstall it (delete,
-//! then create; each call recorded before it is made).
+//! then create). Each call is recorded before it is made, so that a crash
+//! resumes it instead of sending another.
 
 use std::sync::atomic::Ordering;
 
@@ -10,7 +11,7 @@ use serde_json::{Map, Value};
 use crate::engine::protocol;
 use crate::engine::update::UpdateChange;
 use crate::engine::{Attempt, Engine, Op};
-use crate::stack::{now, CallKind, ResourceRecord, ResourceStatus};
+use crate::stack::{now, CallKind, Journal, ResourceRecord, ResourceStatus};
 
 /// A group's attributes as an update's result (its physical id stays).
 fn group_result(attributes: Map<String, Value>) -> UpdateResult {
@@ -57,6 +58,8 @@ impl Engine {
 
     /// The provider's update towards the template's properties, with the
     /// drift it reported (a group: converged, its drifted members healed).
+    /// The call is recorded first, with the resource as it was in the
+    /// journal: a crash resumes it ([`Engine::finish_in_place`]).
     pub(super) async fn update_in_place(
         &self,
         op: &Op,
@@ -80,7 +83,10 @@ impl Engine {
                 return false;
             }
         };
-        let old = std::mem::replace(&mut rec.properties, props);
+        rec.journal = Some(Journal::Changed {
+            before: rec.snapshot(),
+        });
+        rec.properties = props;
         rec.metadata = metadata;
         rec.status = ResourceStatus::UpdateInProgress;
         rec.status_reason = Some(match &drift {
@@ -94,24 +100,53 @@ impl Engine {
             Some(_) => "Drifted members; healing".into(),
             None => format!("Changed: {}", changed.join(", ")),
         });
+        rec.pending = Some(protocol::begin(CallKind::Update));
         rec.updated_at = now();
         if !self.record(op, &rec, Vec::new()).await {
             return false;
         }
-        let physical = rec.physical_id.clone().unwrap_or_default();
+        self.finish_in_place(op, rec, Some((changed, drift))).await
+    }
+
+    /// Continues an in-place update from what its row records: the update
+    /// call (`change`: sent now, with the drift it was decided on; `None`:
+    /// recorded before a crash, so its outcome is learnt, not sent again),
+    /// then the delete of the physical resource the provider replaced.
+    pub(super) async fn finish_in_place(
+        &self,
+        op: &Op,
+        mut rec: ResourceRecord,
+        change: Option<(Vec<String>, Option<Vec<PropertyDifference>>)>,
+    ) -> bool {
+        let Some(Journal::Changed { before }) = rec.journal.clone() else {
+            return false;
+        };
+        let Some(call) = protocol::recorded(rec.pending.as_ref(), CallKind::Update).cloned() else {
+            // The update is done; what is left is the replaced resource.
+            return self.delete_replaced(op, rec, Attempt::Again).await;
+        };
+        let physical = before.physical_id.clone().unwrap_or_default();
+        let (changed, drift, attempt) = match change {
+            Some((changed, drift)) => (changed, drift, Attempt::First),
+            None => (
+                crate::plan::changed_properties(&before.properties, &rec.properties),
+                None,
+                Attempt::Again,
+            ),
+        };
         let heal_members = drift.is_some();
         let mut result = self
             .call_update_with(
                 op,
                 &rec,
                 &physical,
-                &uuid::Uuid::new_v4().to_string(),
+                &call.request_id,
                 UpdateChange {
                     properties: &rec.properties,
-                    old_properties: &old,
+                    old_properties: &before.properties,
                     changed,
                     drift,
-                    attempt: Attempt::First,
+                    attempt,
                 },
             )
             .await;
@@ -122,44 +157,108 @@ impl Engine {
         {
             result = self.group_heal(op, &rec).await.map(group_result);
         }
-        let replaced_by = result
-            .as_ref()
-            .ok()
-            .and_then(|u| u.physical_resource_id.clone())
-            .filter(|p| *p != physical);
-        if !self.record_updated(op, rec.clone(), result).await {
-            return false;
-        }
-        // The provider replaced the resource while updating it (a custom
-        // resource answering with a new PhysicalResourceId): the old one
-        // goes, as an update's cleanup would delete it.
-        match replaced_by {
-            None => true,
-            Some(new_physical) => {
-                let mut gone = rec.clone();
-                gone.properties = old;
-                // Not recorded (the row already holds the new physical id):
-                // a crash before this delete leaves the old resource.
-                let request_id = protocol::begin(CallKind::Delete).request_id;
-                match self
-                    .call_delete(op, &gone, &physical, &request_id, Attempt::First)
-                    .await
-                {
-                    Ok(()) => true,
-                    Err(e) => {
-                        let mut now_rec = rec;
-                        now_rec.physical_id = Some(new_physical);
-                        now_rec.status = ResourceStatus::UpdateFailed;
-                        now_rec.status_reason = Some(format!(
-                            "Updated, but the provider made {} in place of {physical}, and deleting {physical} failed: {}. Run the update again to retry.",
-                            now_rec.physical_id.as_deref().unwrap_or_default(),
-                            e.message
-                        ));
-                        now_rec.updated_at = now();
-                        self.record(op, &now_rec, Vec::new()).await;
-                        false
-                    }
+        match result {
+            // The provider replaced the resource while updating it (a
+            // custom resource answering with a new PhysicalResourceId): the
+            // new id and the delete of the old one are recorded together,
+            // before that delete, as an update's cleanup would delete it.
+            Ok(out)
+                if out
+                    .physical_resource_id
+                    .as_ref()
+                    .is_some_and(|p| *p != physical) =>
+            {
+                let new_physical = out.physical_resource_id.clone().unwrap_or_default();
+                rec.physical_id = out.physical_resource_id;
+                rec.attributes = out.attributes;
+                rec.no_echo = out.no_echo;
+                rec.status_reason = Some(format!(
+                    "The provider replaced {physical} with {new_physical} while updating it: deleting {physical}"
+                ));
+                rec.pending = Some(protocol::begin(CallKind::Delete));
+                rec.updated_at = now();
+                if !self.record(op, &rec, Vec::new()).await {
+                    return false;
                 }
+                op.results
+                    .record(&rec.logical_id, &new_physical, &rec.attributes);
+                self.delete_replaced(op, rec, Attempt::First).await
+            }
+            result => {
+                rec.journal = None;
+                self.record_updated(op, rec, result).await
+            }
+        }
+    }
+
+    /// Deletes the physical resource the journal names, which the provider
+    /// replaced while updating in place, with its recorded delete call
+    /// (`recorded`: sent now, or recorded before a crash), or a new one
+    /// when none is recorded (the retry of a delete that failed). Deleted:
+    /// UPDATE_COMPLETE. A failed delete keeps it in the journal: the next
+    /// `cairn update` deletes it first, and so does deleting the stack.
+    async fn delete_replaced(&self, op: &Op, mut rec: ResourceRecord, recorded: Attempt) -> bool {
+        let Some(Journal::Changed { before }) = rec.journal.clone() else {
+            return false;
+        };
+        let old = match before.physical_id.clone() {
+            Some(old) if before.physical_id != rec.physical_id => old,
+            // Nothing was replaced: the journal has no more work.
+            _ => {
+                rec.journal = None;
+                rec.pending = None;
+                return self.record(op, &rec, Vec::new()).await;
+            }
+        };
+        // UpdateReplacePolicy: Retain keeps it, out of the stack.
+        if self.retains_on_replace(op, &rec.logical_id) {
+            rec.journal = None;
+            rec.pending = None;
+            rec.status = ResourceStatus::UpdateComplete;
+            rec.status_reason = None;
+            rec.updated_at = now();
+            return self.record(op, &rec, Vec::new()).await;
+        }
+        let (call, attempt, new_call) =
+            match protocol::recorded(rec.pending.as_ref(), CallKind::Delete) {
+                Some(call) => (call.clone(), recorded, false),
+                None => (protocol::begin(CallKind::Delete), Attempt::First, true),
+            };
+        if new_call {
+            rec.pending = Some(call.clone());
+            rec.status = ResourceStatus::UpdateInProgress;
+            rec.status_reason = Some(format!(
+                "Deleting {old}, which the provider replaced with {} while updating it",
+                rec.physical_id.as_deref().unwrap_or_default()
+            ));
+            rec.updated_at = now();
+            if !self.record(op, &rec, Vec::new()).await {
+                return false;
+            }
+        }
+        let mut gone = rec.clone();
+        gone.restore(&before);
+        let deleted = self
+            .call_delete(op, &gone, &old, &call.request_id, attempt)
+            .await;
+        rec.pending = None;
+        rec.updated_at = now();
+        match deleted {
+            Ok(()) => {
+                rec.journal = None;
+                rec.status = ResourceStatus::UpdateComplete;
+                rec.status_reason = None;
+                self.record(op, &rec, Vec::new()).await
+            }
+            Err(e) => {
+                rec.status = ResourceStatus::UpdateFailed;
+                rec.status_reason = Some(format!(
+                    "Updated, but the provider made {} in place of {old}, and deleting {old} failed: {}. Run cairn update again to delete it (deleting the stack deletes it too).",
+                    rec.physical_id.as_deref().unwrap_or_default(),
+                    e.message
+                ));
+                self.record(op, &rec, Vec::new()).await;
+                false
             }
         }
     }

@@ -34,7 +34,7 @@ use serde_json::{json, Value};
 use super::update::{PreparedUpdate, UpdateStackInput};
 use super::{Engine, EngineError, Op};
 use crate::plan;
-use crate::stack::{ResourceStatus, StackStatus};
+use crate::stack::{Journal, ResourceStatus, StackStatus};
 use crate::template::Template;
 
 mod changes;
@@ -324,17 +324,22 @@ impl Engine {
         flags: &ReconcileFlags,
         report: &mut ReconcileReport,
     ) -> Result<Option<String>, EngineError> {
-        // Reinstalls a crash interrupted: finish them first.
+        // Calls a crash interrupted, and the delete of a resource a
+        // provider replaced that an earlier run could not delete: finished
+        // first, from what their rows record.
         for rec in self.store.resources(&op.stack.stack_id).await? {
-            if rec.status == ResourceStatus::UpdateInProgress && rec.pending.is_some() {
-                let name = rec.logical_id.clone();
-                if !self
-                    .finish_reinstall(op, rec, crate::engine::Attempt::Again)
-                    .await
-                {
-                    report.failed.push(name);
-                    return Ok(Some(failed_to("reinstall", &report.failed)));
-                }
+            let name = rec.logical_id.clone();
+            let (finished, what) = if matches!(rec.journal, Some(Journal::Changed { .. })) {
+                (self.finish_in_place(op, rec, None).await, "update")
+            } else if rec.status == ResourceStatus::UpdateInProgress && rec.pending.is_some() {
+                let again = crate::engine::Attempt::Again;
+                (self.finish_reinstall(op, rec, again).await, "reinstall")
+            } else {
+                continue;
+            };
+            if !finished {
+                report.failed.push(name);
+                return Ok(Some(failed_to(what, &report.failed)));
             }
         }
         if let Some(reason) = self.uninstall_phase(op, flags, report).await? {

@@ -386,6 +386,11 @@ impl Engine {
         let needs_ref = &needs;
         let done = std::sync::Mutex::new(Vec::<(String, &'static str)>::new());
         let done_ref = &done;
+        // What this phase reinstalled or updated: what refers to it was
+        // checked (installed, drift) before it changed, so it is looked at
+        // again against the template.
+        let changed = std::sync::Mutex::new(HashSet::<usize>::new());
+        let changed_ref = &changed;
         let outcomes = self
             .schedule(
                 op,
@@ -402,16 +407,22 @@ impl Engine {
                     else {
                         return (i, true);
                     };
-                    if matches!(needs_ref.get(name), Some(Need::Adopt)) {
-                        return (i, self.adopt(op, rec).await);
-                    }
-                    if installed.contains(name)
-                        || in_sync.contains(name)
-                        || rec.physical_id.is_none()
-                    {
+                    let refers_to_changed = changed_ref
+                        .lock()
+                        .is_ok_and(|c| op.graph.depends_on(i).iter().any(|d| c.contains(d)));
+                    if rec.physical_id.is_none() {
                         return (i, true);
                     }
+                    if !refers_to_changed {
+                        if matches!(needs_ref.get(name), Some(Need::Adopt)) {
+                            return (i, self.adopt(op, rec).await);
+                        }
+                        if installed.contains(name) || in_sync.contains(name) {
+                            return (i, true);
+                        }
+                    }
                     let need = match needs_ref.get(name) {
+                        _ if refers_to_changed => self.template_need(op, &rec),
                         Some(Need::InPlace { changed, drift }) => Some(Need::InPlace {
                             changed: changed.clone(),
                             drift: drift.clone(),
@@ -432,6 +443,11 @@ impl Engine {
                     };
                     if let Ok(mut d) = done_ref.lock() {
                         d.push((name.to_string(), if ok { what } else { "failed" }));
+                    }
+                    if ok && matches!(what, "reinstalled" | "updated") {
+                        if let Ok(mut c) = changed_ref.lock() {
+                            c.insert(i);
+                        }
                     }
                     (i, ok)
                 },

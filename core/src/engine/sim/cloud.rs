@@ -15,7 +15,9 @@
 //! ever comes, asking again included) and `Slow` (`create` or `update`:
 //! the first call does the work and then never returns, until the engine
 //! gives up on it; asked again, it answers; a slow create that is
-//! cancelled undoes its work and says so). The cloud can be `down` (every
+//! cancelled undoes its work and says so), `Renew` (`update`: the update
+//! makes a new resource and answers with its id, as a custom-resource
+//! handler that replaces on update does). The cloud can be `down` (every
 //! call fails as a provider that cannot start) and `healed` (scripts no
 //! longer apply: the final clean-up of every run).
 
@@ -24,7 +26,8 @@ use std::sync::Mutex;
 
 use cairn_sdk::{
     Cancellation, CreateRequest, CreateResult, DeleteRequest, DriftRequest, DriftResult, ErrorKind,
-    PropertySchema, ProviderError, ResourceProvider, ResourceSchema, UpdateRequest, UpdateResult,
+    PropertyDifference, PropertySchema, ProviderError, ResourceProvider, ResourceSchema,
+    UpdateRequest, UpdateResult,
 };
 use serde_json::{Map, Value};
 
@@ -51,12 +54,15 @@ struct State {
     handler_requests: HashMap<String, u32>,
     /// Request ids whose (Handler) create was answered.
     answered: HashMap<String, String>,
-    /// Request ids of Handler updates and deletes answered (the answer).
-    answered_other: HashMap<String, Result<(), String>>,
+    /// Request ids of Handler updates and deletes answered (the answer:
+    /// the new physical id of an update that replaced its resource).
+    answered_other: HashMap<String, Result<Option<String>, String>>,
     defects: Vec<String>,
     next: u64,
     down: bool,
     healed: bool,
+    /// Physical ids deleted behind the stack's back.
+    vanished: std::collections::HashSet<String>,
     /// Request ids whose first call was slow (asked again, they answer).
     slowed: std::collections::HashSet<String>,
 }
@@ -78,10 +84,31 @@ impl State {
         }
     }
 
+    /// A new live resource, made by the request `ctx`: its physical id.
+    fn make(&mut self, ctx: &cairn_sdk::RequestContext, properties: &Map<String, Value>) -> String {
+        self.next += 1;
+        let id = format!("{}-{}", ctx.logical_resource_id, self.next);
+        self.live.insert(
+            id.clone(),
+            Live {
+                type_name: ctx.resource_type.clone(),
+                logical_id: ctx.logical_resource_id.clone(),
+                request_id: ctx.request_id.clone(),
+                properties: properties.clone(),
+            },
+        );
+        self.made_by.insert(ctx.request_id.clone(), id.clone());
+        id
+    }
+
     /// What a Handler answered to an update or delete, if it did.
-    fn answer_of(&self, ctx: &cairn_sdk::RequestContext, kind: &str) -> Result<(), ProviderError> {
+    fn answer_of(
+        &self,
+        ctx: &cairn_sdk::RequestContext,
+        kind: &str,
+    ) -> Result<Option<String>, ProviderError> {
         match self.answered_other.get(&ctx.request_id) {
-            Some(Ok(())) => Ok(()),
+            Some(Ok(renewed)) => Ok(renewed.clone()),
             Some(Err(reason)) => Err(ProviderError::invalid_request(reason.clone())),
             None => Err(ProviderError::internal(format!(
                 "Cairn stopped waiting for the handler's response to {kind} request {}; {NEVER_TWICE}",
@@ -132,6 +159,37 @@ impl Cloud {
         self.with(|s| s.down = down);
     }
 
+    /// Changes a live resource behind the stack's back (drift).
+    pub fn tamper(&self, logical_id: &str, key: &str, value: &str) {
+        self.with(|s| {
+            for l in s.live.values_mut().filter(|l| l.logical_id == logical_id) {
+                l.properties.insert(key.into(), Value::String(value.into()));
+            }
+        });
+    }
+
+    /// Deletes a live resource behind the stack's back.
+    pub fn vanish(&self, logical_id: &str) {
+        self.with(|s| {
+            let gone: Vec<String> = s
+                .live
+                .iter()
+                .filter(|(_, l)| l.logical_id == logical_id)
+                .map(|(id, _)| id.clone())
+                .collect();
+            for id in gone {
+                s.live.remove(&id);
+                s.vanished.insert(id);
+            }
+        });
+    }
+
+    /// Whether `physical` was deleted behind the stack's back (the stack
+    /// may still record it: that is the drift a scenario sets up).
+    pub fn vanished(&self, physical: &str) -> bool {
+        self.with(|s| s.vanished.contains(physical))
+    }
+
     pub fn heal(&self) {
         self.with(|s| s.healed = true);
     }
@@ -172,13 +230,29 @@ impl Cloud {
                 req.context.logical_resource_id
             )));
         }
-        let Some(live) = s.live.get_mut(&req.physical_resource_id) else {
+        if !s.live.contains_key(&req.physical_resource_id) {
             return Err(ProviderError::not_found(format!(
                 "{} does not exist",
                 req.physical_resource_id
             )));
-        };
-        live.properties = req.properties.clone();
+        }
+        if Self::script(&req.properties, "Renew", "update", s.healed) {
+            // A resource replaced on every update: a new one (one per
+            // request id), the old one left for the engine to delete.
+            let ctx = &req.context;
+            let id = match s.made_by.get(&ctx.request_id) {
+                Some(id) => id.clone(),
+                None => s.make(ctx, &req.properties),
+            };
+            return Ok(UpdateResult {
+                physical_resource_id: Some(id.clone()),
+                attributes: result(&id).attributes,
+                no_echo: false,
+            });
+        }
+        if let Some(live) = s.live.get_mut(&req.physical_resource_id) {
+            live.properties = req.properties.clone();
+        }
         Ok(UpdateResult {
             physical_resource_id: None,
             attributes: result(&req.physical_resource_id).attributes,
@@ -244,19 +318,7 @@ impl Cloud {
                             ctx.logical_resource_id
                         )));
                     }
-                    s.next += 1;
-                    let id = format!("{}-{}", ctx.logical_resource_id, s.next);
-                    s.live.insert(
-                        id.clone(),
-                        Live {
-                            type_name: ctx.resource_type.clone(),
-                            logical_id: ctx.logical_resource_id.clone(),
-                            request_id: ctx.request_id.clone(),
-                            properties: req.properties.clone(),
-                        },
-                    );
-                    s.made_by.insert(ctx.request_id.clone(), id.clone());
-                    id
+                    s.make(ctx, &req.properties)
                 }
             };
             if !recovering && self.slow(s, &req.properties, "create", &ctx.request_id) {
@@ -309,6 +371,7 @@ fn schema(type_name: &str) -> ResourceSchema {
         .property("Fail", PropertySchema::string())
         .property("Hang", PropertySchema::string())
         .property("Slow", PropertySchema::string())
+        .property("Renew", PropertySchema::string())
         .attribute("Arn", "sim:<physical id>")
 }
 
@@ -355,7 +418,10 @@ impl ResourceProvider for Cloud {
                 return Ok(None);
             }
             if handler {
-                let answer = outcome.as_ref().map(|_| ()).map_err(|e| e.message.clone());
+                let answer = outcome
+                    .as_ref()
+                    .map(|u| u.physical_resource_id.clone())
+                    .map_err(|e| e.message.clone());
                 s.answered_other
                     .insert(req.context.request_id.clone(), answer);
             }
@@ -369,10 +435,11 @@ impl ResourceProvider for Cloud {
             return self.update(req).await;
         }
         self.with(|s| {
-            s.answer_of(&req.context, "Update")?;
+            let renewed = s.answer_of(&req.context, "Update")?;
+            let physical = renewed.as_deref().unwrap_or(&req.physical_resource_id);
             Ok(UpdateResult {
-                physical_resource_id: None,
-                attributes: result(&req.physical_resource_id).attributes,
+                attributes: result(physical).attributes,
+                physical_resource_id: renewed,
                 no_echo: false,
             })
         })
@@ -382,7 +449,7 @@ impl ResourceProvider for Cloud {
         if req.context.resource_type != HANDLER {
             return self.delete(req).await;
         }
-        self.with(|s| s.answer_of(&req.context, "Delete"))
+        self.with(|s| s.answer_of(&req.context, "Delete").map(|_| ()))
     }
 
     async fn delete(&self, req: &DeleteRequest) -> Result<(), ProviderError> {
@@ -397,8 +464,8 @@ impl ResourceProvider for Cloud {
             let outcome = Self::delete_in(s, req);
             if handler {
                 let answer = match &outcome {
-                    Ok(()) => Ok(()),
-                    Err(e) if e.is_not_found() => Ok(()),
+                    Ok(()) => Ok(None),
+                    Err(e) if e.is_not_found() => Ok(None),
                     Err(e) => Err(e.message.clone()),
                 };
                 s.answered_other
@@ -408,9 +475,13 @@ impl ResourceProvider for Cloud {
         })
     }
 
+    /// The template's properties against the live ones.
     async fn check_drift(&self, req: &DriftRequest) -> Result<DriftResult, ProviderError> {
         Ok(match self.live().get(&req.physical_resource_id) {
-            Some(_) => DriftResult::InSync,
+            Some(live) => DriftResult::from_differences(PropertyDifference::compare(
+                &req.properties,
+                &live.properties,
+            )),
             None => DriftResult::Deleted,
         })
     }

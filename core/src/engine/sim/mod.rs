@@ -61,6 +61,20 @@ pub enum Step {
     CancelledUpdate {
         template: String,
     },
+    /// `cairn update` to a template, or (`None`) `--drift-only`.
+    Reconcile {
+        template: Option<String>,
+    },
+    /// A live resource's property changed behind the stack's back.
+    Tamper {
+        logical_id: &'static str,
+        key: &'static str,
+        value: &'static str,
+    },
+    /// A live resource deleted behind the stack's back.
+    Vanish {
+        logical_id: &'static str,
+    },
     Delete,
     ContinueRollback,
     /// Lifts every script: hanging creates answer, failures stop.
@@ -80,6 +94,13 @@ pub fn create(template: &str) -> Step {
     Step::Create {
         template: template.to_string(),
         on_failure: OnFailure::Rollback,
+    }
+}
+
+/// `cairn update` to `template` (every phase).
+pub fn reconcile(template: &str) -> Step {
+    Step::Reconcile {
+        template: Some(template.to_string()),
     }
 }
 
@@ -255,6 +276,29 @@ impl World {
                     .map_err(e)?;
                 engine.run(&id).await.map_err(e)?;
             }
+            Step::Reconcile { template } => {
+                let input = super::ReconcileInput {
+                    update: match template {
+                        Some(t) => self.update_input(t),
+                        None => UpdateStackInput {
+                            template_body: None,
+                            ..self.update_input("")
+                        },
+                    },
+                    flags: super::ReconcileFlags {
+                        drift_only: template.is_none(),
+                        ..Default::default()
+                    },
+                };
+                let id = engine.start_reconcile(&input).await.map_err(e)?;
+                engine.run(&id).await.map_err(e)?;
+            }
+            Step::Tamper {
+                logical_id,
+                key,
+                value,
+            } => self.cloud.tamper(logical_id, key, value),
+            Step::Vanish { logical_id } => self.cloud.vanish(logical_id),
             Step::CloudDown(down) => self.cloud.set_down(*down),
             Step::Heal => self.cloud.heal(),
         }
@@ -416,7 +460,10 @@ impl World {
                     | crate::stack::ResourceStatus::UpdateComplete
             );
             if let Some(id) = r.physical_id.as_ref().filter(|_| complete) {
-                if r.resource_type.starts_with("Sim::") && !live.contains_key(id) {
+                if r.resource_type.starts_with("Sim::")
+                    && !live.contains_key(id)
+                    && !self.cloud.vanished(id)
+                {
                     fail(format!(
                         "{} is {} with physical id {id}, which does not exist",
                         r.logical_id, r.status

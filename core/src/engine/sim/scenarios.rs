@@ -1,7 +1,9 @@
 //! The operations the simulator explores, on small stacks, each at every
 //! write point.
 
-use super::{cancelled_update, create, create_keeping_failures, update, Points, Scenario, Step};
+use super::{
+    cancelled_update, create, create_keeping_failures, reconcile, update, Points, Scenario, Step,
+};
 use crate::stack::StackStatus::*;
 
 /// A stack of both kinds of resources with a dependency between them.
@@ -246,6 +248,21 @@ fn changed_child_files() -> Step {
     }
 }
 
+/// BASE with the handler's resource replaced by its handler while it is
+/// updated in place (a new PhysicalResourceId in the Update's answer).
+const HANDLER_RENEWED: &str = r#"
+Resources:
+  A:
+    Type: Sim::Thing
+    Properties: {Name: a-one, Value: "1"}
+  B:
+    Type: Sim::Thing
+    Properties: {Name: b-one, Value: !GetAtt A.Arn}
+  H:
+    Type: Sim::Handler
+    Properties: {Name: h-one, Value: !Sub "${A}-2", Renew: update}
+"#;
+
 /// A larger stack: `layers` layers of `width` resources, each depending
 /// on one of the layer before; every third a handler. `version` changes
 /// values (in place) and, from 2 on, the names of the first of each
@@ -383,6 +400,38 @@ fn scenarios() -> Vec<Scenario> {
             expect: None,
             setup: vec![create(BASE), update(REPLACED_HANGING), Step::Heal],
             step: Step::Delete,
+            also: &[],
+            points: Points::Every,
+        },
+        Scenario {
+            name: "cairn update: in place, reinstall, install, uninstall",
+            expect: Some(UpdateComplete),
+            setup: vec![create(BASE)],
+            step: reconcile(CHANGED),
+            also: &[],
+            points: Points::Every,
+        },
+        Scenario {
+            name: "cairn update: a handler replaces its resource while updating it",
+            expect: Some(UpdateComplete),
+            setup: vec![create(BASE)],
+            step: reconcile(HANDLER_RENEWED),
+            also: &[],
+            points: Points::Every,
+        },
+        Scenario {
+            name: "cairn update --drift-only: one drifted, one gone",
+            expect: Some(UpdateComplete),
+            setup: vec![
+                create(BASE),
+                Step::Tamper {
+                    logical_id: "H",
+                    key: "Value",
+                    value: "changed by hand",
+                },
+                Step::Vanish { logical_id: "A" },
+            ],
+            step: Step::Reconcile { template: None },
             also: &[],
             points: Points::Every,
         },
