@@ -70,6 +70,9 @@ pub struct EngineConfig {
     /// rest wait (recorded) until this engine or another sharing the state
     /// has room.
     pub max_operations: usize,
+    /// Milliseconds between two looks at the signals kept in the state by
+    /// a resource (or a rolling-update batch) that waits for them.
+    pub signal_poll_ms: u64,
 }
 
 impl Default for EngineConfig {
@@ -84,6 +87,7 @@ impl Default for EngineConfig {
             health_timeout_seconds: 300,
             lease_seconds: 15,
             max_operations: 32,
+            signal_poll_ms: 250,
         }
     }
 }

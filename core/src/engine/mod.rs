@@ -351,6 +351,11 @@ impl Engine {
         (self.config.engine.lease_seconds.max(1) as i64).saturating_mul(1000)
     }
 
+    /// Between two looks at the kept signals (`[engine] signal_poll_ms`).
+    fn signal_poll(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.config.engine.signal_poll_ms.max(1))
+    }
+
     pub fn registry(&self) -> &Arc<Registry> {
         &self.registry
     }

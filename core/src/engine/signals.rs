@@ -20,9 +20,6 @@ use crate::signal::{self, Progress, SignalStatus, Wait, WAIT_CONDITION_HANDLE};
 use crate::stack::{now, ResourceRecord, ResourceStatus, SignalRecord};
 use crate::store::StoreError;
 
-/// How often a waiting resource looks for new signals in the store.
-const SIGNAL_POLL: Duration = Duration::from_millis(250);
-
 impl Engine {
     /// `SignalResource` and `cairn signal`: keeps a signal for a resource
     /// that is being created or updated.
@@ -207,7 +204,7 @@ impl Engine {
                 Progress::Waiting if now_ms() >= deadline => Err(wait.timed_out(&signals)),
                 Progress::Waiting => {
                     let left = Duration::from_millis((deadline - now_ms()).max(1) as u64);
-                    tokio::time::sleep(left.min(SIGNAL_POLL)).await;
+                    tokio::time::sleep(left.min(self.signal_poll())).await;
                     continue;
                 }
                 Progress::Done => Ok(()),

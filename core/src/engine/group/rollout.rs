@@ -1,7 +1,6 @@
 //! Rolling replacement (its stored plan and batch cursor) and resizing.
 
 use std::collections::HashSet;
-use std::time::Duration;
 
 use cairn_sdk::ProviderError;
 
@@ -11,9 +10,6 @@ use crate::group::policy::RollingUpdate;
 use crate::group::state::Rollout;
 use crate::group::types::{GroupSpec, MemberDefinition};
 use crate::signal::{self, Progress, Wait, WaitKind};
-
-/// How often a batch waiting for its signals looks at the state.
-const SIGNAL_POLL: Duration = Duration::from_millis(250);
 
 impl<'a> Run<'a> {
     /// The rolling replacement, when one is due: the launch configuration
@@ -250,7 +246,7 @@ impl<'a> Run<'a> {
                         count.saturating_sub(successes)
                     ));
                 }
-                Progress::Waiting => tokio::time::sleep(SIGNAL_POLL).await,
+                Progress::Waiting => tokio::time::sleep(self.engine.signal_poll()).await,
             }
         }
     }

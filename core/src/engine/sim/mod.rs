@@ -61,6 +61,13 @@ pub enum Step {
     CancelledUpdate {
         template: String,
     },
+    /// A create whose resources wait for signals, sent (`cairn signal`) as
+    /// soon as each resource may be signalled: (logical id, unique id,
+    /// SUCCESS or FAILURE).
+    SignalledCreate {
+        template: String,
+        signals: &'static [(&'static str, &'static str, &'static str)],
+    },
     /// `cairn update` to a template, or (`None`) `--drift-only`.
     Reconcile {
         template: Option<String>,
@@ -140,6 +147,9 @@ struct World {
     registry: Arc<Registry>,
     config: Config,
     shared: Shared,
+    /// The signals of a [`Step::SignalledCreate`]: whoever sends them
+    /// (cfn-signal on an instance) sends them again until they are taken.
+    signals: std::sync::Mutex<&'static [(&'static str, &'static str, &'static str)]>,
 }
 
 impl Drop for World {
@@ -161,6 +171,7 @@ fn config(dir: &std::path::Path) -> Config {
     // A stalled engine notices the takeover at its next renewal (a third
     // of the lease): short leases keep the simulator fast.
     c.engine.lease_seconds = 3;
+    c.engine.signal_poll_ms = 20;
     c
 }
 
@@ -186,7 +197,52 @@ impl World {
             registry: Arc::new(registry),
             config,
             shared,
+            signals: std::sync::Mutex::new(&[]),
         }
+    }
+
+    /// [`Step::SignalledCreate`]: the create runs while its signals are
+    /// sent, each as soon as its resource may be signalled.
+    async fn signalled_create(
+        &self,
+        engine: &Arc<Engine>,
+        template: &str,
+        signals: &'static [(&'static str, &'static str, &'static str)],
+    ) -> Result<(), String> {
+        let e = |e: super::EngineError| e.to_string();
+        *self.signals.lock().unwrap_or_else(|p| p.into_inner()) = signals;
+        let input = self.create_input(template, OnFailure::Rollback);
+        let id = engine.start_create(&input).await.map_err(e)?;
+        let run = engine.run(&id);
+        tokio::pin!(run);
+        let mut sent = false;
+        loop {
+            tokio::select! {
+                done = &mut run => return done.map(|_| ()).map_err(e),
+                _ = tokio::time::sleep(Duration::from_millis(20)), if !sent => {
+                    sent = self.send_signals(engine).await;
+                }
+            }
+        }
+    }
+
+    /// Sends every signal of the scenario once; true when each was taken
+    /// (or can no longer be: its resource is past waiting).
+    async fn send_signals(&self, engine: &Arc<Engine>) -> bool {
+        let signals = *self.signals.lock().unwrap_or_else(|p| p.into_inner());
+        let mut all = true;
+        for (logical_id, unique_id, status) in signals {
+            let reason = Some(format!("{unique_id} says {status}"));
+            match engine
+                .signal_resource(STACK, logical_id, unique_id, status, reason)
+                .await
+            {
+                Ok(()) => {}
+                Err(e) if e.to_string().contains("cannot be signaled") => {}
+                Err(_) => all = false,
+            }
+        }
+        all
     }
 
     fn engine(&self, store: Arc<dyn Store>) -> Arc<Engine> {
@@ -201,6 +257,19 @@ impl World {
     /// A template with `{DIR}` standing for the state's directory.
     fn template(&self, text: &str) -> String {
         text.replace("{DIR}", &self.dir.to_string_lossy())
+    }
+
+    fn create_input(&self, template: &str, on_failure: OnFailure) -> CreateStackInput {
+        CreateStackInput {
+            stack_name: STACK.into(),
+            template_body: self.template(template),
+            parameters: BTreeMap::new(),
+            on_failure,
+            tags: Vec::new(),
+            timeout_minutes: None,
+            origin: Default::default(),
+            context: Default::default(),
+        }
     }
 
     fn update_input(&self, template: &str) -> UpdateStackInput {
@@ -222,18 +291,13 @@ impl World {
                 template,
                 on_failure,
             } => {
-                let input = CreateStackInput {
-                    stack_name: STACK.into(),
-                    template_body: self.template(template),
-                    parameters: BTreeMap::new(),
-                    on_failure: *on_failure,
-                    tags: Vec::new(),
-                    timeout_minutes: None,
-                    origin: Default::default(),
-                    context: Default::default(),
-                };
+                let input = self.create_input(template, *on_failure);
                 let id = engine.start_create(&input).await.map_err(e)?;
                 engine.run(&id).await.map_err(e)?;
+            }
+            // Boxed: its waits would make every step's future larger.
+            Step::SignalledCreate { template, signals } => {
+                Box::pin(self.signalled_create(engine, template, signals)).await?;
             }
             Step::Update { template } => {
                 let id = engine
@@ -382,6 +446,9 @@ impl World {
                     if self.cloud.blocked() {
                         let _ = engine.cancel_update(STACK).await;
                     }
+                    // Signals the crash kept from being stored are sent
+                    // again (a stored one is not counted twice).
+                    self.send_signals(&engine).await;
                 }
             }
         }

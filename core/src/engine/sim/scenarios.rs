@@ -263,6 +263,25 @@ Resources:
     Properties: {Name: h-one, Value: !Sub "${A}-2", Renew: update}
 "#;
 
+/// Resources that wait for signals before they are complete (a
+/// CreationPolicy), one of each type, and one that depends on them.
+const SIGNALLED: &str = r#"
+Resources:
+  A:
+    Type: Sim::Thing
+    CreationPolicy:
+      ResourceSignal: {Count: 2, Timeout: PT1M}
+    Properties: {Name: a-one, Value: "1"}
+  H:
+    Type: Sim::Handler
+    CreationPolicy:
+      ResourceSignal: {Count: 1, Timeout: PT1M}
+    Properties: {Name: h-one, Value: "1"}
+  After:
+    Type: Sim::Thing
+    Properties: {Name: after-one, Value: !Sub "${A}-${H}"}
+"#;
+
 /// A larger stack: `layers` layers of `width` resources, each depending
 /// on one of the layer before; every third a handler. `version` changes
 /// values (in place) and, from 2 on, the names of the first of each
@@ -400,6 +419,36 @@ fn scenarios() -> Vec<Scenario> {
             expect: None,
             setup: vec![create(BASE), update(REPLACED_HANGING), Step::Heal],
             step: Step::Delete,
+            also: &[],
+            points: Points::Every,
+        },
+        Scenario {
+            name: "create that waits for signals",
+            expect: Some(CreateComplete),
+            setup: vec![],
+            step: Step::SignalledCreate {
+                template: SIGNALLED.into(),
+                signals: &[
+                    ("A", "i-1", "SUCCESS"),
+                    ("A", "i-2", "SUCCESS"),
+                    ("H", "i-3", "SUCCESS"),
+                ],
+            },
+            also: &[],
+            points: Points::Every,
+        },
+        Scenario {
+            name: "create whose signal says FAILURE, and rolls back",
+            expect: Some(RollbackComplete),
+            setup: vec![],
+            step: Step::SignalledCreate {
+                template: SIGNALLED.into(),
+                signals: &[
+                    ("A", "i-1", "SUCCESS"),
+                    ("A", "i-2", "FAILURE"),
+                    ("H", "i-3", "SUCCESS"),
+                ],
+            },
             also: &[],
             points: Points::Every,
         },
