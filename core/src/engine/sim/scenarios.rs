@@ -264,7 +264,7 @@ Resources:
 "#;
 
 /// Resources that wait for signals before they are complete (a
-/// CreationPolicy), one of each type, and one that depends on them.
+/// CreationPolicy), one of each type, and one that refers to them.
 const SIGNALLED: &str = r#"
 Resources:
   A:
@@ -274,6 +274,9 @@ Resources:
     Properties: {Name: a-one, Value: "1"}
   H:
     Type: Sim::Handler
+    # After A: physical ids are numbered in the order of creation, and the
+    # outcomes compare them.
+    DependsOn: A
     CreationPolicy:
       ResourceSignal: {Count: 1, Timeout: PT1M}
     Properties: {Name: h-one, Value: "1"}
