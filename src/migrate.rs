@@ -6,7 +6,7 @@ use std::path::Path;
 use anyhow::{anyhow, Context};
 use cairn_core::store::postgres::PgStore;
 use cairn_core::store::sqlite::SqliteStore;
-use cairn_core::store::Store;
+use cairn_core::store::{ChangeSets, Events, Exports, Operations, Resources, Stacks};
 
 pub async fn run(from: &Path, to: &str) -> anyhow::Result<()> {
     if crate::stacks::postgres_url(Path::new(to)).is_none() {

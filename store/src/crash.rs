@@ -6,7 +6,10 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::{Claim, Lease, OperationRecord, Store, StoreError};
+use crate::{
+    ChangeSets, Claim, DriftDetections, Events, Exports, Inbox, Lease, Leases, OperationRecord,
+    Operations, Resources, Stacks, Store, StoreError,
+};
 use cairn_model::stack::{
     ChangeSetRecord, EventRecord, HistoryRecord, ResourceRecord, SignalRecord, StackRecord,
     StackStatus,
@@ -129,7 +132,7 @@ fn crashed() -> StoreError {
 }
 
 #[async_trait::async_trait]
-impl Store for CrashStore {
+impl Stacks for CrashStore {
     async fn insert_stack(
         &self,
         stack: &StackRecord,
@@ -143,91 +146,19 @@ impl Store for CrashStore {
             .insert_stack(stack, first_event, operation, owner, ttl_ms)
             .await
     }
+
     async fn find_stack(&self, name_or_id: &str) -> Result<Option<StackRecord>, StoreError> {
         self.inner.find_stack(name_or_id).await
     }
+
     async fn list_stacks(&self) -> Result<Vec<StackRecord>, StoreError> {
         self.inner.list_stacks().await
     }
+
     async fn in_progress_stacks(&self) -> Result<Vec<StackRecord>, StoreError> {
         self.inner.in_progress_stacks().await
     }
-    async fn acquire_lease(
-        &self,
-        stack_id: &str,
-        owner: &str,
-        ttl_ms: i64,
-    ) -> Result<Lease, StoreError> {
-        self.write().await?;
-        self.inner.acquire_lease(stack_id, owner, ttl_ms).await
-    }
-    async fn renew_lease(&self, lease: &Lease, ttl_ms: i64) -> Result<(), StoreError> {
-        // Renewals come by the clock, not by the operation's steps: not a
-        // crash point, but a dead process renews nothing.
-        if self.crashed() {
-            return Err(crashed());
-        }
-        self.stall().await;
-        self.inner.renew_lease(lease, ttl_ms).await
-    }
-    async fn lease_owner(&self, stack_id: &str) -> Result<Option<String>, StoreError> {
-        self.inner.lease_owner(stack_id).await
-    }
-    async fn break_lease(&self, stack_id: &str, owner: &str) -> Result<(), StoreError> {
-        self.write().await?;
-        self.inner.break_lease(stack_id, owner).await
-    }
-    async fn release_lease(&self, lease: &Lease) -> Result<(), StoreError> {
-        self.write().await?;
-        self.inner.release_lease(lease).await
-    }
-    async fn hand_off_lease(&self, lease: &Lease, ttl_ms: i64) -> Result<(), StoreError> {
-        self.write().await?;
-        self.inner.hand_off_lease(lease, ttl_ms).await
-    }
-    async fn claim_operations(
-        &self,
-        owners: &[String],
-        ttl_ms: i64,
-        handed_off: bool,
-    ) -> Result<Vec<Claim>, StoreError> {
-        self.write().await?;
-        self.inner
-            .claim_operations(owners, ttl_ms, handed_off)
-            .await
-    }
-    async fn callback_secret(&self) -> Result<Vec<u8>, StoreError> {
-        self.inner.callback_secret().await
-    }
-    async fn put_callback_response(
-        &self,
-        request_id: &str,
-        body: &[u8],
-    ) -> Result<bool, StoreError> {
-        self.write().await?;
-        self.inner.put_callback_response(request_id, body).await
-    }
-    async fn callback_responses(
-        &self,
-        request_ids: &[String],
-    ) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
-        self.inner.callback_responses(request_ids).await
-    }
-    async fn put_signal(&self, signal: &SignalRecord) -> Result<(), StoreError> {
-        self.write().await?;
-        self.inner.put_signal(signal).await
-    }
-    async fn signals(
-        &self,
-        stack_id: &str,
-        logical_id: &str,
-    ) -> Result<Vec<SignalRecord>, StoreError> {
-        self.inner.signals(stack_id, logical_id).await
-    }
-    async fn clear_signals(&self, stack_id: &str, logical_id: &str) -> Result<(), StoreError> {
-        self.write().await?;
-        self.inner.clear_signals(stack_id, logical_id).await
-    }
+
     async fn set_stack_status(
         &self,
         lease: &Lease,
@@ -240,6 +171,69 @@ impl Store for CrashStore {
             .set_stack_status(lease, status, reason, event)
             .await
     }
+
+    async fn save_stack(&self, lease: &Lease, stack: &StackRecord) -> Result<(), StoreError> {
+        self.write().await?;
+        self.inner.save_stack(lease, stack).await
+    }
+}
+
+#[async_trait::async_trait]
+impl Leases for CrashStore {
+    async fn acquire_lease(
+        &self,
+        stack_id: &str,
+        owner: &str,
+        ttl_ms: i64,
+    ) -> Result<Lease, StoreError> {
+        self.write().await?;
+        self.inner.acquire_lease(stack_id, owner, ttl_ms).await
+    }
+
+    async fn renew_lease(&self, lease: &Lease, ttl_ms: i64) -> Result<(), StoreError> {
+        // Renewals come by the clock, not by the operation's steps: not a
+        // crash point, but a dead process renews nothing.
+        if self.crashed() {
+            return Err(crashed());
+        }
+        self.stall().await;
+        self.inner.renew_lease(lease, ttl_ms).await
+    }
+
+    async fn lease_owner(&self, stack_id: &str) -> Result<Option<String>, StoreError> {
+        self.inner.lease_owner(stack_id).await
+    }
+
+    async fn break_lease(&self, stack_id: &str, owner: &str) -> Result<(), StoreError> {
+        self.write().await?;
+        self.inner.break_lease(stack_id, owner).await
+    }
+
+    async fn release_lease(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.write().await?;
+        self.inner.release_lease(lease).await
+    }
+
+    async fn hand_off_lease(&self, lease: &Lease, ttl_ms: i64) -> Result<(), StoreError> {
+        self.write().await?;
+        self.inner.hand_off_lease(lease, ttl_ms).await
+    }
+
+    async fn claim_operations(
+        &self,
+        owners: &[String],
+        ttl_ms: i64,
+        handed_off: bool,
+    ) -> Result<Vec<Claim>, StoreError> {
+        self.write().await?;
+        self.inner
+            .claim_operations(owners, ttl_ms, handed_off)
+            .await
+    }
+}
+
+#[async_trait::async_trait]
+impl Operations for CrashStore {
     async fn begin_operation(
         &self,
         lease: &Lease,
@@ -248,10 +242,51 @@ impl Store for CrashStore {
         self.write().await?;
         self.inner.begin_operation(lease, start).await
     }
-    async fn save_stack(&self, lease: &Lease, stack: &StackRecord) -> Result<(), StoreError> {
-        self.write().await?;
-        self.inner.save_stack(lease, stack).await
+
+    async fn operation(&self, stack_id: &str) -> Result<Option<OperationRecord>, StoreError> {
+        self.inner.operation(stack_id).await
     }
+
+    async fn clear_operation(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.write().await?;
+        self.inner.clear_operation(lease).await
+    }
+
+    async fn note_resume(&self, stack_id: &str) -> Result<u32, StoreError> {
+        self.write().await?;
+        self.inner.note_resume(stack_id).await
+    }
+
+    async fn request_cancel(&self, stack_id: &str) -> Result<bool, StoreError> {
+        self.write().await?;
+        self.inner.request_cancel(stack_id).await
+    }
+
+    async fn cancel_requested(&self, stack_id: &str) -> Result<bool, StoreError> {
+        self.inner.cancel_requested(stack_id).await
+    }
+
+    async fn open_history(&self, lease: &Lease, entry: &HistoryRecord) -> Result<(), StoreError> {
+        self.write().await?;
+        self.inner.open_history(lease, entry).await
+    }
+
+    async fn set_history_details(
+        &self,
+        lease: &Lease,
+        details: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        self.write().await?;
+        self.inner.set_history_details(lease, details).await
+    }
+
+    async fn history(&self, stack_id: &str) -> Result<Vec<HistoryRecord>, StoreError> {
+        self.inner.history(stack_id).await
+    }
+}
+
+#[async_trait::async_trait]
+impl Resources for CrashStore {
     async fn put_resource(
         &self,
         lease: &Lease,
@@ -261,10 +296,7 @@ impl Store for CrashStore {
         self.write().await?;
         self.inner.put_resource(lease, resource, events).await
     }
-    async fn put_events(&self, lease: &Lease, events: &[EventRecord]) -> Result<(), StoreError> {
-        self.write().await?;
-        self.inner.put_events(lease, events).await
-    }
+
     async fn remove_resource(
         &self,
         lease: &Lease,
@@ -274,56 +306,16 @@ impl Store for CrashStore {
         self.write().await?;
         self.inner.remove_resource(lease, logical_id, events).await
     }
+
     async fn clear_journals(&self, lease: &Lease) -> Result<(), StoreError> {
         self.write().await?;
         self.inner.clear_journals(lease).await
     }
+
     async fn resources(&self, stack_id: &str) -> Result<Vec<ResourceRecord>, StoreError> {
         self.inner.resources(stack_id).await
     }
-    async fn events_from(
-        &self,
-        stack_id: &str,
-        skip: usize,
-    ) -> Result<Vec<EventRecord>, StoreError> {
-        self.inner.events_from(stack_id, skip).await
-    }
-    async fn event_count(&self, stack_id: &str) -> Result<usize, StoreError> {
-        self.inner.event_count(stack_id).await
-    }
-    async fn operation(&self, stack_id: &str) -> Result<Option<OperationRecord>, StoreError> {
-        self.inner.operation(stack_id).await
-    }
-    async fn clear_operation(&self, lease: &Lease) -> Result<(), StoreError> {
-        self.write().await?;
-        self.inner.clear_operation(lease).await
-    }
-    async fn note_resume(&self, stack_id: &str) -> Result<u32, StoreError> {
-        self.write().await?;
-        self.inner.note_resume(stack_id).await
-    }
-    async fn request_cancel(&self, stack_id: &str) -> Result<bool, StoreError> {
-        self.write().await?;
-        self.inner.request_cancel(stack_id).await
-    }
-    async fn cancel_requested(&self, stack_id: &str) -> Result<bool, StoreError> {
-        self.inner.cancel_requested(stack_id).await
-    }
-    async fn open_history(&self, lease: &Lease, entry: &HistoryRecord) -> Result<(), StoreError> {
-        self.write().await?;
-        self.inner.open_history(lease, entry).await
-    }
-    async fn set_history_details(
-        &self,
-        lease: &Lease,
-        details: &serde_json::Value,
-    ) -> Result<(), StoreError> {
-        self.write().await?;
-        self.inner.set_history_details(lease, details).await
-    }
-    async fn history(&self, stack_id: &str) -> Result<Vec<HistoryRecord>, StoreError> {
-        self.inner.history(stack_id).await
-    }
+
     async fn put_group(
         &self,
         lease: &Lease,
@@ -337,6 +329,7 @@ impl Store for CrashStore {
             .put_group(lease, logical_id, physical_id, state, events)
             .await
     }
+
     async fn group(
         &self,
         stack_id: &str,
@@ -344,12 +337,146 @@ impl Store for CrashStore {
     ) -> Result<Option<serde_json::Value>, StoreError> {
         self.inner.group(stack_id, physical_id).await
     }
+
     async fn groups(
         &self,
         stack_id: &str,
     ) -> Result<Vec<(String, String, serde_json::Value)>, StoreError> {
         self.inner.groups(stack_id).await
     }
+}
+
+#[async_trait::async_trait]
+impl Events for CrashStore {
+    async fn put_events(&self, lease: &Lease, events: &[EventRecord]) -> Result<(), StoreError> {
+        self.write().await?;
+        self.inner.put_events(lease, events).await
+    }
+
+    async fn events_from(
+        &self,
+        stack_id: &str,
+        skip: usize,
+    ) -> Result<Vec<EventRecord>, StoreError> {
+        self.inner.events_from(stack_id, skip).await
+    }
+
+    async fn event_count(&self, stack_id: &str) -> Result<usize, StoreError> {
+        self.inner.event_count(stack_id).await
+    }
+}
+
+#[async_trait::async_trait]
+impl Inbox for CrashStore {
+    async fn callback_secret(&self) -> Result<Vec<u8>, StoreError> {
+        self.inner.callback_secret().await
+    }
+
+    async fn put_callback_response(
+        &self,
+        request_id: &str,
+        body: &[u8],
+    ) -> Result<bool, StoreError> {
+        self.write().await?;
+        self.inner.put_callback_response(request_id, body).await
+    }
+
+    async fn callback_responses(
+        &self,
+        request_ids: &[String],
+    ) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        self.inner.callback_responses(request_ids).await
+    }
+
+    async fn put_signal(&self, signal: &SignalRecord) -> Result<(), StoreError> {
+        self.write().await?;
+        self.inner.put_signal(signal).await
+    }
+
+    async fn signals(
+        &self,
+        stack_id: &str,
+        logical_id: &str,
+    ) -> Result<Vec<SignalRecord>, StoreError> {
+        self.inner.signals(stack_id, logical_id).await
+    }
+
+    async fn clear_signals(&self, stack_id: &str, logical_id: &str) -> Result<(), StoreError> {
+        self.write().await?;
+        self.inner.clear_signals(stack_id, logical_id).await
+    }
+}
+
+#[async_trait::async_trait]
+impl ChangeSets for CrashStore {
+    async fn put_change_set(&self, cs: &ChangeSetRecord) -> Result<(), StoreError> {
+        self.write().await?;
+        self.inner.put_change_set(cs).await
+    }
+
+    async fn find_change_set(
+        &self,
+        stack_id: &str,
+        name_or_id: &str,
+    ) -> Result<Option<ChangeSetRecord>, StoreError> {
+        self.inner.find_change_set(stack_id, name_or_id).await
+    }
+
+    async fn change_sets(&self, stack_id: &str) -> Result<Vec<ChangeSetRecord>, StoreError> {
+        self.inner.change_sets(stack_id).await
+    }
+
+    async fn delete_change_set(&self, change_set_id: &str) -> Result<(), StoreError> {
+        self.write().await?;
+        self.inner.delete_change_set(change_set_id).await
+    }
+
+    async fn obsolete_change_set(
+        &self,
+        change_set_id: &str,
+        reason: &str,
+    ) -> Result<(), StoreError> {
+        self.write().await?;
+        self.inner.obsolete_change_set(change_set_id, reason).await
+    }
+}
+
+#[async_trait::async_trait]
+impl Exports for CrashStore {
+    async fn put_exports(
+        &self,
+        lease: &Lease,
+        exports: &[(String, String)],
+    ) -> Result<(), StoreError> {
+        self.write().await?;
+        self.inner.put_exports(lease, exports).await
+    }
+
+    async fn delete_exports(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.write().await?;
+        self.inner.delete_exports(lease).await
+    }
+
+    async fn export(&self, name: &str) -> Result<Option<(String, String)>, StoreError> {
+        self.inner.export(name).await
+    }
+
+    async fn exports(&self) -> Result<Vec<(String, String, String)>, StoreError> {
+        self.inner.exports().await
+    }
+
+    async fn put_imports(&self, lease: &Lease, names: &[String]) -> Result<(), StoreError> {
+        self.write().await?;
+        self.inner.put_imports(lease, names).await
+    }
+
+    async fn importers(&self, export_name: &str) -> Result<Vec<String>, StoreError> {
+        self.inner.importers(export_name).await
+    }
+}
+
+#[async_trait::async_trait]
+impl DriftDetections for CrashStore {
     async fn put_drift_detection(
         &self,
         stack_id: &str,
@@ -362,69 +489,24 @@ impl Store for CrashStore {
             .put_drift_detection(stack_id, detection_id, at, body)
             .await
     }
+
     async fn drift_detection(
         &self,
         detection_id: &str,
     ) -> Result<Option<serde_json::Value>, StoreError> {
         self.inner.drift_detection(detection_id).await
     }
+
     async fn last_drift_detection(
         &self,
         stack_id: &str,
     ) -> Result<Option<serde_json::Value>, StoreError> {
         self.inner.last_drift_detection(stack_id).await
     }
-    async fn put_change_set(&self, cs: &ChangeSetRecord) -> Result<(), StoreError> {
-        self.write().await?;
-        self.inner.put_change_set(cs).await
-    }
-    async fn find_change_set(
-        &self,
-        stack_id: &str,
-        name_or_id: &str,
-    ) -> Result<Option<ChangeSetRecord>, StoreError> {
-        self.inner.find_change_set(stack_id, name_or_id).await
-    }
-    async fn change_sets(&self, stack_id: &str) -> Result<Vec<ChangeSetRecord>, StoreError> {
-        self.inner.change_sets(stack_id).await
-    }
-    async fn delete_change_set(&self, change_set_id: &str) -> Result<(), StoreError> {
-        self.write().await?;
-        self.inner.delete_change_set(change_set_id).await
-    }
-    async fn obsolete_change_set(
-        &self,
-        change_set_id: &str,
-        reason: &str,
-    ) -> Result<(), StoreError> {
-        self.write().await?;
-        self.inner.obsolete_change_set(change_set_id, reason).await
-    }
-    async fn put_exports(
-        &self,
-        lease: &Lease,
-        exports: &[(String, String)],
-    ) -> Result<(), StoreError> {
-        self.write().await?;
-        self.inner.put_exports(lease, exports).await
-    }
-    async fn delete_exports(&self, lease: &Lease) -> Result<(), StoreError> {
-        self.write().await?;
-        self.inner.delete_exports(lease).await
-    }
-    async fn export(&self, name: &str) -> Result<Option<(String, String)>, StoreError> {
-        self.inner.export(name).await
-    }
-    async fn exports(&self) -> Result<Vec<(String, String, String)>, StoreError> {
-        self.inner.exports().await
-    }
-    async fn put_imports(&self, lease: &Lease, names: &[String]) -> Result<(), StoreError> {
-        self.write().await?;
-        self.inner.put_imports(lease, names).await
-    }
-    async fn importers(&self, export_name: &str) -> Result<Vec<String>, StoreError> {
-        self.inner.importers(export_name).await
-    }
+}
+
+#[async_trait::async_trait]
+impl Store for CrashStore {
     async fn ping(&self) -> Result<(), StoreError> {
         self.inner.ping().await
     }

@@ -129,8 +129,9 @@ pub struct OperationStart {
     pub history: HistoryRecord,
 }
 
+/// The stacks themselves: their records and statuses.
 #[async_trait::async_trait]
-pub trait Store: Send + Sync {
+pub trait Stacks: Send + Sync {
     /// Records a new stack with its lease held by `owner` and the operation
     /// it starts with, atomically (no other process may see it in progress
     /// without an owner, and a crash cannot keep the stack and lose what
@@ -144,72 +145,15 @@ pub trait Store: Send + Sync {
         owner: &str,
         ttl_ms: i64,
     ) -> Result<Lease, StoreError>;
+
     /// A live stack by name, or any stack (also deleted ones) by id.
     async fn find_stack(&self, name_or_id: &str) -> Result<Option<StackRecord>, StoreError>;
+
     /// All stacks, deleted ones included, oldest first.
     async fn list_stacks(&self) -> Result<Vec<StackRecord>, StoreError>;
+
     /// Stacks whose status is an `*_IN_PROGRESS` one.
     async fn in_progress_stacks(&self) -> Result<Vec<StackRecord>, StoreError>;
-
-    /// Takes the stack's lease (taking over a stale one). `Busy` while a live
-    /// owner holds it.
-    async fn acquire_lease(
-        &self,
-        stack_id: &str,
-        owner: &str,
-        ttl_ms: i64,
-    ) -> Result<Lease, StoreError>;
-    async fn renew_lease(&self, lease: &Lease, ttl_ms: i64) -> Result<(), StoreError>;
-    /// The current lease holder of a stack, if any lease is unexpired.
-    async fn lease_owner(&self, stack_id: &str) -> Result<Option<String>, StoreError>;
-    /// Expires the lease if `owner` still holds it (the owner is known dead).
-    async fn break_lease(&self, stack_id: &str, owner: &str) -> Result<(), StoreError>;
-    async fn release_lease(&self, lease: &Lease) -> Result<(), StoreError>;
-    /// Gives up the lease of an operation not started yet so that any
-    /// engine with room claims it at once ([`Store::claim_operations`] with
-    /// `handed_off`), and anything else once `ttl_ms` has passed.
-    async fn hand_off_lease(&self, lease: &Lease, ttl_ms: i64) -> Result<(), StoreError>;
-    /// Claims up to `owners.len()` in-progress operations that no engine
-    /// holds (lease run out, or handed off when `handed_off`), oldest first,
-    /// the i-th under `owners[i]`, atomically: two engines claiming at once
-    /// never get the same operation (PostgreSQL: `FOR UPDATE SKIP LOCKED`).
-    async fn claim_operations(
-        &self,
-        owners: &[String],
-        ttl_ms: i64,
-        handed_off: bool,
-    ) -> Result<Vec<Claim>, StoreError>;
-
-    /// The secret that signs custom-resource ResponseURLs, made on first use
-    /// and shared by every engine on this state, so that any of them can
-    /// check a response sent to another's URL.
-    async fn callback_secret(&self) -> Result<Vec<u8>, StoreError>;
-    /// Keeps a handler's response (its raw body) to `request_id` for the
-    /// engine that waits for it. False when one is already kept (only the
-    /// first counts).
-    async fn put_callback_response(
-        &self,
-        request_id: &str,
-        body: &[u8],
-    ) -> Result<bool, StoreError>;
-    /// The kept responses to any of `request_ids`.
-    async fn callback_responses(
-        &self,
-        request_ids: &[String],
-    ) -> Result<Vec<(String, Vec<u8>)>, StoreError>;
-
-    /// Keeps a signal sent to a resource, durably, before it is
-    /// acknowledged; one with the `unique_id` of a kept one replaces it.
-    /// Anyone may signal: no lease.
-    async fn put_signal(&self, signal: &SignalRecord) -> Result<(), StoreError>;
-    /// The signals kept for a resource, in the order they first arrived.
-    async fn signals(
-        &self,
-        stack_id: &str,
-        logical_id: &str,
-    ) -> Result<Vec<SignalRecord>, StoreError>;
-    /// Forgets a resource's signals (its new create waits for new ones).
-    async fn clear_signals(&self, stack_id: &str, logical_id: &str) -> Result<(), StoreError>;
 
     /// Sets the stack's status and records the stack event, atomically. A
     /// terminal status also ends the stack's open history entry and removes
@@ -222,8 +166,55 @@ pub trait Store: Send + Sync {
         reason: Option<&str>,
         event: &EventRecord,
     ) -> Result<(), StoreError>;
+
     /// Replaces the stack's stored fields (outputs, template, parameters).
     async fn save_stack(&self, lease: &Lease, stack: &StackRecord) -> Result<(), StoreError>;
+}
+
+/// Which engine runs a stack's operation: leases, their fencing tokens,
+/// claims.
+#[async_trait::async_trait]
+pub trait Leases: Send + Sync {
+    /// Takes the stack's lease (taking over a stale one). `Busy` while a live
+    /// owner holds it.
+    async fn acquire_lease(
+        &self,
+        stack_id: &str,
+        owner: &str,
+        ttl_ms: i64,
+    ) -> Result<Lease, StoreError>;
+
+    async fn renew_lease(&self, lease: &Lease, ttl_ms: i64) -> Result<(), StoreError>;
+
+    /// The current lease holder of a stack, if any lease is unexpired.
+    async fn lease_owner(&self, stack_id: &str) -> Result<Option<String>, StoreError>;
+
+    /// Expires the lease if `owner` still holds it (the owner is known dead).
+    async fn break_lease(&self, stack_id: &str, owner: &str) -> Result<(), StoreError>;
+
+    async fn release_lease(&self, lease: &Lease) -> Result<(), StoreError>;
+
+    /// Gives up the lease of an operation not started yet so that any
+    /// engine with room claims it at once ([`Store::claim_operations`] with
+    /// `handed_off`), and anything else once `ttl_ms` has passed.
+    async fn hand_off_lease(&self, lease: &Lease, ttl_ms: i64) -> Result<(), StoreError>;
+
+    /// Claims up to `owners.len()` in-progress operations that no engine
+    /// holds (lease run out, or handed off when `handed_off`), oldest first,
+    /// the i-th under `owners[i]`, atomically: two engines claiming at once
+    /// never get the same operation (PostgreSQL: `FOR UPDATE SKIP LOCKED`).
+    async fn claim_operations(
+        &self,
+        owners: &[String],
+        ttl_ms: i64,
+        handed_off: bool,
+    ) -> Result<Vec<Claim>, StoreError>;
+}
+
+/// The operation a stack is running (to resume it) and the stack's
+/// history of operations.
+#[async_trait::async_trait]
+pub trait Operations: Send + Sync {
     /// Starts an operation on an existing stack in one write: its record,
     /// the change set it executes, the stack's new fields and status with
     /// the status event, and its history entry. A crash leaves the stack
@@ -235,6 +226,39 @@ pub trait Store: Send + Sync {
         start: &OperationStart,
     ) -> Result<(), StoreError>;
 
+    async fn operation(&self, stack_id: &str) -> Result<Option<OperationRecord>, StoreError>;
+
+    async fn clear_operation(&self, lease: &Lease) -> Result<(), StoreError>;
+
+    /// Counts one more attempt to resume the stack's abandoned operation and
+    /// returns how many attempts in a row found no progress since the one
+    /// before (no event recorded between them); 1 after progress.
+    async fn note_resume(&self, stack_id: &str) -> Result<u32, StoreError>;
+
+    /// Asks the process running the stack's update to cancel it (no lease:
+    /// the requester is not the owner). False when no update is recorded.
+    async fn request_cancel(&self, stack_id: &str) -> Result<bool, StoreError>;
+
+    /// Whether a cancel of the stack's running operation was requested.
+    async fn cancel_requested(&self, stack_id: &str) -> Result<bool, StoreError>;
+
+    /// Starts a history entry (ended by the operation's terminal status).
+    async fn open_history(&self, lease: &Lease, entry: &HistoryRecord) -> Result<(), StoreError>;
+
+    /// Sets the details of the stack's open history entry.
+    async fn set_history_details(
+        &self,
+        lease: &Lease,
+        details: &serde_json::Value,
+    ) -> Result<(), StoreError>;
+
+    /// The stack's operations, oldest first.
+    async fn history(&self, stack_id: &str) -> Result<Vec<HistoryRecord>, StoreError>;
+}
+
+/// A stack's resource rows and its instance groups' states.
+#[async_trait::async_trait]
+pub trait Resources: Send + Sync {
     /// Writes one resource row and its events (oldest first), atomically.
     async fn put_resource(
         &self,
@@ -242,9 +266,7 @@ pub trait Store: Send + Sync {
         resource: &ResourceRecord,
         events: &[EventRecord],
     ) -> Result<(), StoreError>;
-    /// Records events that change no row (an update's cleanup reports on
-    /// physical resources that are no longer a row's current one).
-    async fn put_events(&self, lease: &Lease, events: &[EventRecord]) -> Result<(), StoreError>;
+
     /// Removes a resource from the stack (it is gone, or disassociated) and
     /// records its events, atomically.
     async fn remove_resource(
@@ -253,46 +275,11 @@ pub trait Store: Send + Sync {
         logical_id: &str,
         events: &[EventRecord],
     ) -> Result<(), StoreError>;
+
     /// Forgets every resource's update journal (the update or its rollback is over).
     async fn clear_journals(&self, lease: &Lease) -> Result<(), StoreError>;
+
     async fn resources(&self, stack_id: &str) -> Result<Vec<ResourceRecord>, StoreError>;
-    /// Events, oldest first.
-    async fn events(&self, stack_id: &str) -> Result<Vec<EventRecord>, StoreError> {
-        self.events_from(stack_id, 0).await
-    }
-    /// Events after the first `skip` ones, oldest first (for following an
-    /// operation without re-reading its history).
-    async fn events_from(
-        &self,
-        stack_id: &str,
-        skip: usize,
-    ) -> Result<Vec<EventRecord>, StoreError>;
-
-    /// How many events the stack has (a version: every operation adds some).
-    async fn event_count(&self, stack_id: &str) -> Result<usize, StoreError>;
-
-    async fn operation(&self, stack_id: &str) -> Result<Option<OperationRecord>, StoreError>;
-    async fn clear_operation(&self, lease: &Lease) -> Result<(), StoreError>;
-    /// Counts one more attempt to resume the stack's abandoned operation and
-    /// returns how many attempts in a row found no progress since the one
-    /// before (no event recorded between them); 1 after progress.
-    async fn note_resume(&self, stack_id: &str) -> Result<u32, StoreError>;
-    /// Asks the process running the stack's update to cancel it (no lease:
-    /// the requester is not the owner). False when no update is recorded.
-    async fn request_cancel(&self, stack_id: &str) -> Result<bool, StoreError>;
-    /// Whether a cancel of the stack's running operation was requested.
-    async fn cancel_requested(&self, stack_id: &str) -> Result<bool, StoreError>;
-
-    /// Starts a history entry (ended by the operation's terminal status).
-    async fn open_history(&self, lease: &Lease, entry: &HistoryRecord) -> Result<(), StoreError>;
-    /// Sets the details of the stack's open history entry.
-    async fn set_history_details(
-        &self,
-        lease: &Lease,
-        details: &serde_json::Value,
-    ) -> Result<(), StoreError>;
-    /// The stack's operations, oldest first.
-    async fn history(&self, stack_id: &str) -> Result<Vec<HistoryRecord>, StoreError>;
 
     /// Writes an instance group's state (members, rollout cursor) with
     /// `events`, in one transaction; `None` removes the group. Keyed by the
@@ -305,18 +292,148 @@ pub trait Store: Send + Sync {
         state: Option<&serde_json::Value>,
         events: &[EventRecord],
     ) -> Result<(), StoreError>;
+
     /// One group's state.
     async fn group(
         &self,
         stack_id: &str,
         physical_id: &str,
     ) -> Result<Option<serde_json::Value>, StoreError>;
+
     /// Every group of the stack: (logical id, physical id, state).
     async fn groups(
         &self,
         stack_id: &str,
     ) -> Result<Vec<(String, String, serde_json::Value)>, StoreError>;
+}
 
+/// A stack's events.
+#[async_trait::async_trait]
+pub trait Events: Send + Sync {
+    /// Records events that change no row (an update's cleanup reports on
+    /// physical resources that are no longer a row's current one).
+    async fn put_events(&self, lease: &Lease, events: &[EventRecord]) -> Result<(), StoreError>;
+
+    /// Events, oldest first.
+    async fn events(&self, stack_id: &str) -> Result<Vec<EventRecord>, StoreError> {
+        self.events_from(stack_id, 0).await
+    }
+
+    /// Events after the first `skip` ones, oldest first (for following an
+    /// operation without re-reading its history).
+    async fn events_from(
+        &self,
+        stack_id: &str,
+        skip: usize,
+    ) -> Result<Vec<EventRecord>, StoreError>;
+
+    /// How many events the stack has (a version: every operation adds some).
+    async fn event_count(&self, stack_id: &str) -> Result<usize, StoreError>;
+
+    /// Rings (with the stack id) when any process sharing this state
+    /// records events, so a follower waits for news instead of polling.
+    /// `None`: this store cannot tell; poll.
+    fn event_bell(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
+        None
+    }
+}
+
+/// What reaches a stack from outside, without a lease: custom-resource
+/// handlers' responses (and the secret that signs their URLs) and resource
+/// signals.
+#[async_trait::async_trait]
+pub trait Inbox: Send + Sync {
+    /// The secret that signs custom-resource ResponseURLs, made on first use
+    /// and shared by every engine on this state, so that any of them can
+    /// check a response sent to another's URL.
+    async fn callback_secret(&self) -> Result<Vec<u8>, StoreError>;
+
+    /// Keeps a handler's response (its raw body) to `request_id` for the
+    /// engine that waits for it. False when one is already kept (only the
+    /// first counts).
+    async fn put_callback_response(
+        &self,
+        request_id: &str,
+        body: &[u8],
+    ) -> Result<bool, StoreError>;
+
+    /// The kept responses to any of `request_ids`.
+    async fn callback_responses(
+        &self,
+        request_ids: &[String],
+    ) -> Result<Vec<(String, Vec<u8>)>, StoreError>;
+
+    /// Keeps a signal sent to a resource, durably, before it is
+    /// acknowledged; one with the `unique_id` of a kept one replaces it.
+    /// Anyone may signal: no lease.
+    async fn put_signal(&self, signal: &SignalRecord) -> Result<(), StoreError>;
+
+    /// The signals kept for a resource, in the order they first arrived.
+    async fn signals(
+        &self,
+        stack_id: &str,
+        logical_id: &str,
+    ) -> Result<Vec<SignalRecord>, StoreError>;
+
+    /// Forgets a resource's signals (its new create waits for new ones).
+    async fn clear_signals(&self, stack_id: &str, logical_id: &str) -> Result<(), StoreError>;
+}
+
+/// Change sets.
+#[async_trait::async_trait]
+pub trait ChangeSets: Send + Sync {
+    /// Records a new change set; a set of the same name on the stack is an error.
+    async fn put_change_set(&self, cs: &ChangeSetRecord) -> Result<(), StoreError>;
+
+    /// A change set by id, or by name within a stack.
+    async fn find_change_set(
+        &self,
+        stack_id: &str,
+        name_or_id: &str,
+    ) -> Result<Option<ChangeSetRecord>, StoreError>;
+
+    /// The stack's change sets, oldest first.
+    async fn change_sets(&self, stack_id: &str) -> Result<Vec<ChangeSetRecord>, StoreError>;
+
+    async fn delete_change_set(&self, change_set_id: &str) -> Result<(), StoreError>;
+
+    /// Marks an AVAILABLE set OBSOLETE, with a reason.
+    async fn obsolete_change_set(
+        &self,
+        change_set_id: &str,
+        reason: &str,
+    ) -> Result<(), StoreError>;
+}
+
+/// Cross-stack exports and who imports them.
+#[async_trait::async_trait]
+pub trait Exports: Send + Sync {
+    /// Publishes the stack's exports (replacing its earlier ones). A name another
+    /// stack exports is an error naming that stack.
+    async fn put_exports(
+        &self,
+        lease: &Lease,
+        exports: &[(String, String)],
+    ) -> Result<(), StoreError>;
+
+    async fn delete_exports(&self, lease: &Lease) -> Result<(), StoreError>;
+
+    /// An export's value and the id of the stack exporting it.
+    async fn export(&self, name: &str) -> Result<Option<(String, String)>, StoreError>;
+
+    /// All exports: (name, value, exporting stack id).
+    async fn exports(&self) -> Result<Vec<(String, String, String)>, StoreError>;
+
+    /// Records which exports the stack imports (replacing earlier ones).
+    async fn put_imports(&self, lease: &Lease, names: &[String]) -> Result<(), StoreError>;
+
+    /// Names of live stacks importing `export_name`.
+    async fn importers(&self, export_name: &str) -> Result<Vec<String>, StoreError>;
+}
+
+/// Drift detection results.
+#[async_trait::async_trait]
+pub trait DriftDetections: Send + Sync {
     /// Keeps a drift detection's results (a JSON document).
     async fn put_drift_detection(
         &self,
@@ -325,59 +442,36 @@ pub trait Store: Send + Sync {
         at: &str,
         body: &serde_json::Value,
     ) -> Result<(), StoreError>;
+
     /// A drift detection by its id.
     async fn drift_detection(
         &self,
         detection_id: &str,
     ) -> Result<Option<serde_json::Value>, StoreError>;
+
     /// The stack's latest drift detection, if any.
     async fn last_drift_detection(
         &self,
         stack_id: &str,
     ) -> Result<Option<serde_json::Value>, StoreError>;
+}
 
-    /// Records a new change set; a set of the same name on the stack is an error.
-    async fn put_change_set(&self, cs: &ChangeSetRecord) -> Result<(), StoreError>;
-    /// A change set by id, or by name within a stack.
-    async fn find_change_set(
-        &self,
-        stack_id: &str,
-        name_or_id: &str,
-    ) -> Result<Option<ChangeSetRecord>, StoreError>;
-    /// The stack's change sets, oldest first.
-    async fn change_sets(&self, stack_id: &str) -> Result<Vec<ChangeSetRecord>, StoreError>;
-    async fn delete_change_set(&self, change_set_id: &str) -> Result<(), StoreError>;
-    /// Marks an AVAILABLE set OBSOLETE, with a reason.
-    async fn obsolete_change_set(
-        &self,
-        change_set_id: &str,
-        reason: &str,
-    ) -> Result<(), StoreError>;
-
-    /// Publishes the stack's exports (replacing its earlier ones). A name another
-    /// stack exports is an error naming that stack.
-    async fn put_exports(
-        &self,
-        lease: &Lease,
-        exports: &[(String, String)],
-    ) -> Result<(), StoreError>;
-    async fn delete_exports(&self, lease: &Lease) -> Result<(), StoreError>;
-    /// An export's value and the id of the stack exporting it.
-    async fn export(&self, name: &str) -> Result<Option<(String, String)>, StoreError>;
-    /// All exports: (name, value, exporting stack id).
-    async fn exports(&self) -> Result<Vec<(String, String, String)>, StoreError>;
-    /// Records which exports the stack imports (replacing earlier ones).
-    async fn put_imports(&self, lease: &Lease, names: &[String]) -> Result<(), StoreError>;
-    /// Names of live stacks importing `export_name`.
-    async fn importers(&self, export_name: &str) -> Result<Vec<String>, StoreError>;
-
+/// The whole state: every concern above, as one value (`Arc<dyn Store>`).
+/// A part of Cairn that needs only one concern takes that trait.
+#[async_trait::async_trait]
+pub trait Store:
+    Stacks
+    + Leases
+    + Operations
+    + Resources
+    + Events
+    + Inbox
+    + ChangeSets
+    + Exports
+    + DriftDetections
+    + Send
+    + Sync
+{
     /// Whether the store answers (`/healthz`).
     async fn ping(&self) -> Result<(), StoreError>;
-
-    /// Rings (with the stack id) when any process sharing this state
-    /// records events, so a follower waits for news instead of polling.
-    /// `None`: this store cannot tell; poll.
-    fn event_bell(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
-        None
-    }
 }

@@ -14,7 +14,10 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
-use super::{Cell, Claim, Lease, OperationRecord, OperationStart, Store, StoreError, TableDump};
+use super::{
+    Cell, ChangeSets, Claim, DriftDetections, Events, Exports, Inbox, Lease, Leases,
+    OperationRecord, OperationStart, Operations, Resources, Stacks, Store, StoreError, TableDump,
+};
 use cairn_model::stack::{
     ChangeSetRecord, EventRecord, HistoryRecord, OnFailure, ResourceRecord, SignalRecord,
     StackRecord, StackStatus,
@@ -1230,7 +1233,7 @@ async fn write_operation(tx: &Transaction<'_>, op: &OperationRecord) -> Result<(
 }
 
 #[async_trait::async_trait]
-impl Store for PgStore {
+impl Stacks for PgStore {
     async fn insert_stack(
         &self,
         s: &StackRecord,
@@ -1335,6 +1338,31 @@ impl Store for PgStore {
             .collect())
     }
 
+    async fn set_stack_status(
+        &self,
+        lease: &Lease,
+        status: StackStatus,
+        reason: Option<&str>,
+        event: &EventRecord,
+    ) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        fence(&tx, lease, &self.read_only).await?;
+        write_status(&tx, &lease.stack_id, status, reason, event).await?;
+        tx.commit().await.map_err(backend)
+    }
+
+    async fn save_stack(&self, lease: &Lease, s: &StackRecord) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        fence(&tx, lease, &self.read_only).await?;
+        write_stack_fields(&tx, s).await?;
+        tx.commit().await.map_err(backend)
+    }
+}
+
+#[async_trait::async_trait]
+impl Leases for PgStore {
     async fn acquire_lease(
         &self,
         stack_id: &str,
@@ -1427,19 +1455,6 @@ impl Store for PgStore {
         .await
     }
 
-    fn event_bell(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
-        let bell = self.bell.get_or_init(|| {
-            let (bell, _) = tokio::sync::broadcast::channel(4096);
-            tokio::spawn(listen_for_events(
-                self.config.clone(),
-                self.tls.clone(),
-                bell.clone(),
-            ));
-            bell
-        });
-        Some(bell.subscribe())
-    }
-
     async fn claim_operations(
         &self,
         owners: &[String],
@@ -1488,143 +1503,10 @@ impl Store for PgStore {
         tx.commit().await.map_err(backend)?;
         Ok(claims)
     }
+}
 
-    async fn callback_secret(&self) -> Result<Vec<u8>, StoreError> {
-        let client = self.client().await?;
-        let mut fresh = [0u8; 32];
-        getrandom::fill(&mut fresh).map_err(|e| StoreError::Database(e.to_string()))?;
-        // The first engine's secret wins; the others read it.
-        run(&client,
-                "INSERT INTO settings (name, value) VALUES ('callback_secret', $1) ON CONFLICT (name) DO NOTHING",
-                &[&fresh.as_slice()],
-            )
-            .await
-            .map_err(backend)?;
-        let row = fetch_one(
-            &client,
-            "SELECT value FROM settings WHERE name = 'callback_secret'",
-            &[],
-        )
-        .await
-        .map_err(backend)?;
-        get(&row, 0)
-    }
-
-    async fn put_callback_response(
-        &self,
-        request_id: &str,
-        body: &[u8],
-    ) -> Result<bool, StoreError> {
-        let client = self.client().await?;
-        run(
-            &client,
-            &format!("DELETE FROM callback_responses WHERE received_at < {NOW_MS} - $1"),
-            &[&super::CALLBACK_RESPONSE_TTL_MS],
-        )
-        .await
-        .map_err(backend)?;
-        let inserted = run(&client,
-                &format!("INSERT INTO callback_responses (request_id, body, received_at) VALUES ($1, $2, {NOW_MS}) ON CONFLICT (request_id) DO NOTHING"),
-                &[&request_id, &body],
-            )
-            .await
-            .map_err(backend)?;
-        Ok(inserted == 1)
-    }
-
-    async fn callback_responses(
-        &self,
-        request_ids: &[String],
-    ) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
-        if request_ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let client = self.client().await?;
-        let found = fetch(
-            &client,
-            "SELECT request_id, body FROM callback_responses WHERE request_id = ANY($1)",
-            &[&request_ids],
-        )
-        .await
-        .map_err(backend)?;
-        found.iter().map(|r| Ok((get(r, 0)?, get(r, 1)?))).collect()
-    }
-
-    async fn put_signal(&self, signal: &SignalRecord) -> Result<(), StoreError> {
-        let client = self.client().await?;
-        run(
-            &client,
-            "INSERT INTO signals (stack_id, logical_id, unique_id, status, reason, data, received_at) VALUES ($1, $2, $3, $4, $5, $6, $7)
-             ON CONFLICT (stack_id, logical_id, unique_id) DO UPDATE SET status = excluded.status, reason = excluded.reason, data = excluded.data, received_at = excluded.received_at",
-            &[&signal.stack_id, &signal.logical_id, &signal.unique_id, &signal.status, &signal.reason, &signal.data, &signal.received_at],
-        )
-        .await
-        .map_err(backend)?;
-        Ok(())
-    }
-
-    async fn signals(
-        &self,
-        stack_id: &str,
-        logical_id: &str,
-    ) -> Result<Vec<SignalRecord>, StoreError> {
-        let client = self.client().await?;
-        let rows = fetch(
-            &client,
-            "SELECT stack_id, logical_id, unique_id, status, reason, data, received_at FROM signals WHERE stack_id = $1 AND logical_id = $2 ORDER BY seq",
-            &[&stack_id, &logical_id],
-        )
-        .await
-        .map_err(backend)?;
-        rows.iter()
-            .map(|r| {
-                Ok(SignalRecord {
-                    stack_id: get(r, 0)?,
-                    logical_id: get(r, 1)?,
-                    unique_id: get(r, 2)?,
-                    status: get(r, 3)?,
-                    reason: get(r, 4)?,
-                    data: get(r, 5)?,
-                    received_at: get(r, 6)?,
-                })
-            })
-            .collect()
-    }
-
-    async fn clear_signals(&self, stack_id: &str, logical_id: &str) -> Result<(), StoreError> {
-        let client = self.client().await?;
-        run(
-            &client,
-            "DELETE FROM signals WHERE stack_id = $1 AND logical_id = $2",
-            &[&stack_id, &logical_id],
-        )
-        .await
-        .map_err(backend)?;
-        Ok(())
-    }
-
-    async fn set_stack_status(
-        &self,
-        lease: &Lease,
-        status: StackStatus,
-        reason: Option<&str>,
-        event: &EventRecord,
-    ) -> Result<(), StoreError> {
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(backend)?;
-        fence(&tx, lease, &self.read_only).await?;
-        write_status(&tx, &lease.stack_id, status, reason, event).await?;
-        tx.commit().await.map_err(backend)
-    }
-
-    async fn save_stack(&self, lease: &Lease, s: &StackRecord) -> Result<(), StoreError> {
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(backend)?;
-        fence(&tx, lease, &self.read_only).await?;
-        write_stack_fields(&tx, s).await?;
-        tx.commit().await.map_err(backend)
-    }
-
+#[async_trait::async_trait]
+impl Operations for PgStore {
     async fn begin_operation(
         &self,
         lease: &Lease,
@@ -1648,85 +1530,6 @@ impl Store for PgStore {
         )
         .await?;
         tx.commit().await.map_err(backend)
-    }
-
-    async fn put_resource(
-        &self,
-        lease: &Lease,
-        r: &ResourceRecord,
-        events: &[EventRecord],
-    ) -> Result<(), StoreError> {
-        self.group_commit(lease, RowChange::Put(Box::new(r.clone())), events)
-            .await
-    }
-
-    async fn put_events(&self, lease: &Lease, events: &[EventRecord]) -> Result<(), StoreError> {
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(backend)?;
-        fence(&tx, lease, &self.read_only).await?;
-        insert_events(&tx, events).await?;
-        tx.commit().await.map_err(backend)
-    }
-
-    async fn remove_resource(
-        &self,
-        lease: &Lease,
-        logical_id: &str,
-        events: &[EventRecord],
-    ) -> Result<(), StoreError> {
-        self.group_commit(lease, RowChange::Remove(logical_id.to_string()), events)
-            .await
-    }
-
-    async fn clear_journals(&self, lease: &Lease) -> Result<(), StoreError> {
-        self.fenced(
-            lease,
-            &["UPDATE resources SET journal = NULL WHERE stack_id = $1 AND journal IS NOT NULL"],
-        )
-        .await
-    }
-
-    async fn resources(&self, stack_id: &str) -> Result<Vec<ResourceRecord>, StoreError> {
-        let client = self.client().await?;
-        let found = fetch(
-            &client,
-            &format!("SELECT {RESOURCE_COLUMNS} FROM resources WHERE stack_id = $1 ORDER BY seq"),
-            &[&stack_id],
-        )
-        .await
-        .map_err(backend)?;
-        rows(found, resource_row)
-    }
-
-    async fn events_from(
-        &self,
-        stack_id: &str,
-        skip: usize,
-    ) -> Result<Vec<EventRecord>, StoreError> {
-        let skip = i64::try_from(skip).unwrap_or(i64::MAX);
-        let client = self.client().await?;
-        let found = fetch(
-            &client,
-            &format!(
-                "SELECT {EVENT_COLUMNS} FROM events WHERE stack_id = $1 ORDER BY seq OFFSET $2"
-            ),
-            &[&stack_id, &skip],
-        )
-        .await
-        .map_err(backend)?;
-        rows(found, event_row)
-    }
-
-    async fn event_count(&self, stack_id: &str) -> Result<usize, StoreError> {
-        let client = self.client().await?;
-        let row = fetch_one(
-            &client,
-            "SELECT COUNT(*) FROM events WHERE stack_id = $1",
-            &[&stack_id],
-        )
-        .await
-        .map_err(backend)?;
-        Ok(usize::try_from(get::<i64>(&row, 0)?).unwrap_or(0))
     }
 
     async fn operation(&self, stack_id: &str) -> Result<Option<OperationRecord>, StoreError> {
@@ -1854,6 +1657,49 @@ impl Store for PgStore {
         .map_err(backend)?;
         rows(found, history_row)
     }
+}
+
+#[async_trait::async_trait]
+impl Resources for PgStore {
+    async fn put_resource(
+        &self,
+        lease: &Lease,
+        r: &ResourceRecord,
+        events: &[EventRecord],
+    ) -> Result<(), StoreError> {
+        self.group_commit(lease, RowChange::Put(Box::new(r.clone())), events)
+            .await
+    }
+
+    async fn remove_resource(
+        &self,
+        lease: &Lease,
+        logical_id: &str,
+        events: &[EventRecord],
+    ) -> Result<(), StoreError> {
+        self.group_commit(lease, RowChange::Remove(logical_id.to_string()), events)
+            .await
+    }
+
+    async fn clear_journals(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.fenced(
+            lease,
+            &["UPDATE resources SET journal = NULL WHERE stack_id = $1 AND journal IS NOT NULL"],
+        )
+        .await
+    }
+
+    async fn resources(&self, stack_id: &str) -> Result<Vec<ResourceRecord>, StoreError> {
+        let client = self.client().await?;
+        let found = fetch(
+            &client,
+            &format!("SELECT {RESOURCE_COLUMNS} FROM resources WHERE stack_id = $1 ORDER BY seq"),
+            &[&stack_id],
+        )
+        .await
+        .map_err(backend)?;
+        rows(found, resource_row)
+    }
 
     async fn put_group(
         &self,
@@ -1917,54 +1763,182 @@ impl Store for PgStore {
             .map(|r| Ok((get(r, 0)?, get(r, 1)?, json(r, 2)?)))
             .collect()
     }
+}
 
-    async fn put_drift_detection(
-        &self,
-        stack_id: &str,
-        detection_id: &str,
-        at: &str,
-        body: &serde_json::Value,
-    ) -> Result<(), StoreError> {
-        let client = self.client().await?;
-        run(&client,
-                "INSERT INTO drift_detections (detection_id, stack_id, detected_at, body) VALUES ($1, $2, $3, $4)",
-                &[&detection_id, &stack_id, &at, &json_text(body)?],
-            )
-            .await
-            .map_err(backend)?;
-        Ok(())
+#[async_trait::async_trait]
+impl Events for PgStore {
+    fn event_bell(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
+        let bell = self.bell.get_or_init(|| {
+            let (bell, _) = tokio::sync::broadcast::channel(4096);
+            tokio::spawn(listen_for_events(
+                self.config.clone(),
+                self.tls.clone(),
+                bell.clone(),
+            ));
+            bell
+        });
+        Some(bell.subscribe())
     }
 
-    async fn drift_detection(
+    async fn put_events(&self, lease: &Lease, events: &[EventRecord]) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        fence(&tx, lease, &self.read_only).await?;
+        insert_events(&tx, events).await?;
+        tx.commit().await.map_err(backend)
+    }
+
+    async fn events_from(
         &self,
-        detection_id: &str,
-    ) -> Result<Option<serde_json::Value>, StoreError> {
+        stack_id: &str,
+        skip: usize,
+    ) -> Result<Vec<EventRecord>, StoreError> {
+        let skip = i64::try_from(skip).unwrap_or(i64::MAX);
         let client = self.client().await?;
-        let row = fetch_opt(
+        let found = fetch(
             &client,
-            "SELECT body FROM drift_detections WHERE detection_id = $1",
-            &[&detection_id],
+            &format!(
+                "SELECT {EVENT_COLUMNS} FROM events WHERE stack_id = $1 ORDER BY seq OFFSET $2"
+            ),
+            &[&stack_id, &skip],
         )
         .await
         .map_err(backend)?;
-        row.map(|r| json(&r, 0)).transpose()
+        rows(found, event_row)
     }
 
-    async fn last_drift_detection(
-        &self,
-        stack_id: &str,
-    ) -> Result<Option<serde_json::Value>, StoreError> {
+    async fn event_count(&self, stack_id: &str) -> Result<usize, StoreError> {
         let client = self.client().await?;
-        let row = fetch_opt(
+        let row = fetch_one(
             &client,
-            "SELECT body FROM drift_detections WHERE stack_id = $1 ORDER BY seq DESC LIMIT 1",
+            "SELECT COUNT(*) FROM events WHERE stack_id = $1",
             &[&stack_id],
         )
         .await
         .map_err(backend)?;
-        row.map(|r| json(&r, 0)).transpose()
+        Ok(usize::try_from(get::<i64>(&row, 0)?).unwrap_or(0))
+    }
+}
+
+#[async_trait::async_trait]
+impl Inbox for PgStore {
+    async fn callback_secret(&self) -> Result<Vec<u8>, StoreError> {
+        let client = self.client().await?;
+        let mut fresh = [0u8; 32];
+        getrandom::fill(&mut fresh).map_err(|e| StoreError::Database(e.to_string()))?;
+        // The first engine's secret wins; the others read it.
+        run(&client,
+                "INSERT INTO settings (name, value) VALUES ('callback_secret', $1) ON CONFLICT (name) DO NOTHING",
+                &[&fresh.as_slice()],
+            )
+            .await
+            .map_err(backend)?;
+        let row = fetch_one(
+            &client,
+            "SELECT value FROM settings WHERE name = 'callback_secret'",
+            &[],
+        )
+        .await
+        .map_err(backend)?;
+        get(&row, 0)
     }
 
+    async fn put_callback_response(
+        &self,
+        request_id: &str,
+        body: &[u8],
+    ) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        run(
+            &client,
+            &format!("DELETE FROM callback_responses WHERE received_at < {NOW_MS} - $1"),
+            &[&super::CALLBACK_RESPONSE_TTL_MS],
+        )
+        .await
+        .map_err(backend)?;
+        let inserted = run(&client,
+                &format!("INSERT INTO callback_responses (request_id, body, received_at) VALUES ($1, $2, {NOW_MS}) ON CONFLICT (request_id) DO NOTHING"),
+                &[&request_id, &body],
+            )
+            .await
+            .map_err(backend)?;
+        Ok(inserted == 1)
+    }
+
+    async fn callback_responses(
+        &self,
+        request_ids: &[String],
+    ) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        if request_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let client = self.client().await?;
+        let found = fetch(
+            &client,
+            "SELECT request_id, body FROM callback_responses WHERE request_id = ANY($1)",
+            &[&request_ids],
+        )
+        .await
+        .map_err(backend)?;
+        found.iter().map(|r| Ok((get(r, 0)?, get(r, 1)?))).collect()
+    }
+
+    async fn put_signal(&self, signal: &SignalRecord) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        run(
+            &client,
+            "INSERT INTO signals (stack_id, logical_id, unique_id, status, reason, data, received_at) VALUES ($1, $2, $3, $4, $5, $6, $7)
+             ON CONFLICT (stack_id, logical_id, unique_id) DO UPDATE SET status = excluded.status, reason = excluded.reason, data = excluded.data, received_at = excluded.received_at",
+            &[&signal.stack_id, &signal.logical_id, &signal.unique_id, &signal.status, &signal.reason, &signal.data, &signal.received_at],
+        )
+        .await
+        .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn signals(
+        &self,
+        stack_id: &str,
+        logical_id: &str,
+    ) -> Result<Vec<SignalRecord>, StoreError> {
+        let client = self.client().await?;
+        let rows = fetch(
+            &client,
+            "SELECT stack_id, logical_id, unique_id, status, reason, data, received_at FROM signals WHERE stack_id = $1 AND logical_id = $2 ORDER BY seq",
+            &[&stack_id, &logical_id],
+        )
+        .await
+        .map_err(backend)?;
+        rows.iter()
+            .map(|r| {
+                Ok(SignalRecord {
+                    stack_id: get(r, 0)?,
+                    logical_id: get(r, 1)?,
+                    unique_id: get(r, 2)?,
+                    status: get(r, 3)?,
+                    reason: get(r, 4)?,
+                    data: get(r, 5)?,
+                    received_at: get(r, 6)?,
+                })
+            })
+            .collect()
+    }
+
+    async fn clear_signals(&self, stack_id: &str, logical_id: &str) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        run(
+            &client,
+            "DELETE FROM signals WHERE stack_id = $1 AND logical_id = $2",
+            &[&stack_id, &logical_id],
+        )
+        .await
+        .map_err(backend)?;
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl ChangeSets for PgStore {
     async fn put_change_set(&self, cs: &ChangeSetRecord) -> Result<(), StoreError> {
         let client = self.client().await?;
         let inserted = run(&client,
@@ -2050,7 +2024,10 @@ impl Store for PgStore {
             .map_err(backend)?;
         Ok(())
     }
+}
 
+#[async_trait::async_trait]
+impl Exports for PgStore {
     async fn put_exports(
         &self,
         lease: &Lease,
@@ -2162,7 +2139,60 @@ impl Store for PgStore {
             .map_err(backend)?;
         found.iter().map(|r| get(r, 0)).collect()
     }
+}
 
+#[async_trait::async_trait]
+impl DriftDetections for PgStore {
+    async fn put_drift_detection(
+        &self,
+        stack_id: &str,
+        detection_id: &str,
+        at: &str,
+        body: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        run(&client,
+                "INSERT INTO drift_detections (detection_id, stack_id, detected_at, body) VALUES ($1, $2, $3, $4)",
+                &[&detection_id, &stack_id, &at, &json_text(body)?],
+            )
+            .await
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn drift_detection(
+        &self,
+        detection_id: &str,
+    ) -> Result<Option<serde_json::Value>, StoreError> {
+        let client = self.client().await?;
+        let row = fetch_opt(
+            &client,
+            "SELECT body FROM drift_detections WHERE detection_id = $1",
+            &[&detection_id],
+        )
+        .await
+        .map_err(backend)?;
+        row.map(|r| json(&r, 0)).transpose()
+    }
+
+    async fn last_drift_detection(
+        &self,
+        stack_id: &str,
+    ) -> Result<Option<serde_json::Value>, StoreError> {
+        let client = self.client().await?;
+        let row = fetch_opt(
+            &client,
+            "SELECT body FROM drift_detections WHERE stack_id = $1 ORDER BY seq DESC LIMIT 1",
+            &[&stack_id],
+        )
+        .await
+        .map_err(backend)?;
+        row.map(|r| json(&r, 0)).transpose()
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for PgStore {
     /// Reachable and writable: a read-only session (the database's
     /// `default_transaction_read_only`, or a standby) can record nothing.
     /// Such a session is dropped from the pool, so that once the setting is

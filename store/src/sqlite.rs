@@ -13,7 +13,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use tokio::sync::oneshot;
 
-use super::{Cell, Claim, Lease, OperationRecord, OperationStart, Store, StoreError, TableDump};
+use super::{
+    Cell, ChangeSets, Claim, DriftDetections, Events, Exports, Inbox, Lease, Leases,
+    OperationRecord, OperationStart, Operations, Resources, Stacks, Store, StoreError, TableDump,
+};
 use cairn_model::stack::{
     ChangeSetRecord, EventRecord, HistoryRecord, Journal, OnFailure, PendingCall, ResourceRecord,
     SignalRecord, StackRecord, StackStatus,
@@ -715,7 +718,7 @@ fn write_operation(c: &Connection, op: &OperationRecord) -> Result<(), StoreErro
 }
 
 #[async_trait::async_trait]
-impl Store for SqliteStore {
+impl Stacks for SqliteStore {
     async fn insert_stack(
         &self,
         s: &StackRecord,
@@ -821,6 +824,33 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn set_stack_status(
+        &self,
+        lease: &Lease,
+        status: StackStatus,
+        reason: Option<&str>,
+        event: &EventRecord,
+    ) -> Result<(), StoreError> {
+        let (lease, reason, event) = (lease.clone(), reason.map(str::to_string), event.clone());
+        self.run(move |c| {
+            fence(c, &lease)?;
+            write_status(c, &lease.stack_id, status, reason.as_deref(), &event)
+        })
+        .await
+    }
+
+    async fn save_stack(&self, lease: &Lease, s: &StackRecord) -> Result<(), StoreError> {
+        let (lease, s) = (lease.clone(), s.clone());
+        self.run(move |c| {
+            fence(c, &lease)?;
+            write_stack_fields(c, &s)
+        })
+        .await
+    }
+}
+
+#[async_trait::async_trait]
+impl Leases for SqliteStore {
     async fn acquire_lease(
         &self,
         stack_id: &str,
@@ -983,7 +1013,391 @@ impl Store for SqliteStore {
         })
         .await
     }
+}
 
+#[async_trait::async_trait]
+impl Operations for SqliteStore {
+    async fn begin_operation(
+        &self,
+        lease: &Lease,
+        start: &OperationStart,
+    ) -> Result<(), StoreError> {
+        let (lease, start) = (lease.clone(), start.clone());
+        self.run(move |c| {
+            fence(c, &lease)?;
+            write_operation(c, &start.operation)?;
+            if let Some(id) = &start.change_set_id {
+                write_change_set_execution(c, &lease.stack_id, id)?;
+            }
+            write_stack_fields(c, &start.stack)?;
+            write_history(c, &start.history)?;
+            write_status(
+                c,
+                &lease.stack_id,
+                start.stack.status,
+                start.stack.status_reason.as_deref(),
+                &start.event,
+            )
+        })
+        .await
+    }
+
+    async fn operation(&self, stack_id: &str) -> Result<Option<OperationRecord>, StoreError> {
+        let id = stack_id.to_string();
+        self.run(move |c| {
+            c.query_row(
+                "SELECT stack_id, kind, options, started_at FROM operations WHERE stack_id = ?1",
+                params![id],
+                |r| {
+                    Ok(OperationRecord {
+                        stack_id: r.get(0)?,
+                        kind: parse_enum(&r.get::<_, String>(1)?)?,
+                        options: json_col(r, 2)?,
+                        started_at: r.get(3)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(backend)
+        })
+        .await
+    }
+
+    async fn note_resume(&self, stack_id: &str) -> Result<u32, StoreError> {
+        let id = stack_id.to_string();
+        self.run(move |c| {
+            let events: i64 = c
+                .query_row(
+                    "SELECT COUNT(*) FROM events WHERE stack_id = ?1",
+                    params![id],
+                    |r| r.get(0),
+                )
+                .map_err(backend)?;
+            let last: Option<(i64, i64)> = c
+                .query_row(
+                    "SELECT resume_attempts, resume_events FROM operations WHERE stack_id = ?1",
+                    params![id],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()
+                .map_err(backend)?;
+            let Some((attempts, at_events)) = last else {
+                return Ok(1);
+            };
+            let attempts = if events > at_events { 1 } else { attempts + 1 };
+            c.execute(
+                "UPDATE operations SET resume_attempts = ?1, resume_events = ?2 WHERE stack_id = ?3",
+                params![attempts, events, id],
+            )
+            .map_err(backend)?;
+            Ok(u32::try_from(attempts).unwrap_or(u32::MAX))
+        })
+        .await
+    }
+
+    async fn clear_operation(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.fenced(lease, &["DELETE FROM operations WHERE stack_id = ?1"])
+            .await
+    }
+
+    async fn request_cancel(&self, stack_id: &str) -> Result<bool, StoreError> {
+        let id = stack_id.to_string();
+        self.run(move |c| {
+            c.execute(
+                "UPDATE operations SET cancel = 1 WHERE stack_id = ?1 AND kind = 'UPDATE'",
+                params![id],
+            )
+            .map(|n| n > 0)
+            .map_err(backend)
+        })
+        .await
+    }
+
+    async fn cancel_requested(&self, stack_id: &str) -> Result<bool, StoreError> {
+        let id = stack_id.to_string();
+        self.run(move |c| {
+            c.query_row(
+                "SELECT cancel FROM operations WHERE stack_id = ?1",
+                params![id],
+                |r| r.get::<_, i64>(0),
+            )
+            .optional()
+            .map(|v| v.unwrap_or(0) != 0)
+            .map_err(backend)
+        })
+        .await
+    }
+
+    async fn open_history(&self, lease: &Lease, h: &HistoryRecord) -> Result<(), StoreError> {
+        let (lease, h) = (lease.clone(), h.clone());
+        self.run(move |c| {
+            fence(c, &lease)?;
+            write_history(c, &h)
+        })
+        .await
+    }
+
+    async fn set_history_details(
+        &self,
+        lease: &Lease,
+        details: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        let (lease, details) = (lease.clone(), json_text(details)?);
+        self.run(move |c| {
+            fence(c, &lease)?;
+            c.execute(
+                "UPDATE history SET details = ?1 WHERE stack_id = ?2 AND ended_at IS NULL",
+                params![details, lease.stack_id],
+            )
+            .map_err(backend)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn history(&self, stack_id: &str) -> Result<Vec<HistoryRecord>, StoreError> {
+        let id = stack_id.to_string();
+        self.run(move |c| {
+            let mut st = c
+                .prepare(&format!(
+                    "SELECT {HISTORY_COLUMNS} FROM history WHERE stack_id = ?1 ORDER BY seq"
+                ))
+                .map_err(backend)?;
+            let rows = st.query_map(params![id], history_row).map_err(backend)?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(backend)
+        })
+        .await
+    }
+}
+
+#[async_trait::async_trait]
+impl Resources for SqliteStore {
+    async fn put_resource(
+        &self,
+        lease: &Lease,
+        r: &ResourceRecord,
+        events: &[EventRecord],
+    ) -> Result<(), StoreError> {
+        let (lease, r, events) = (lease.clone(), r.clone(), events.to_vec());
+        self.run(move |c| {
+            fence(c, &lease)?;
+            let pending = match &r.pending {
+                Some(p) => Some(json_text(p)?),
+                None => None,
+            };
+            let metadata = r.metadata.as_ref().map(json_text).transpose()?;
+            let journal = r.journal.as_ref().map(json_text).transpose()?;
+            c.prepare_cached(&format!(
+                "INSERT INTO resources ({RESOURCE_COLUMNS})
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
+                 ON CONFLICT(stack_id, logical_id) DO UPDATE SET resource_type = excluded.resource_type, physical_id = excluded.physical_id,
+                   status = excluded.status, status_reason = excluded.status_reason, properties = excluded.properties,
+                   attributes = excluded.attributes, pending = excluded.pending, updated_at = excluded.updated_at,
+                   metadata = excluded.metadata, journal = excluded.journal, no_echo = excluded.no_echo",
+            ))
+            .map_err(backend)?
+            .execute(params![
+                    r.stack_id,
+                    r.logical_id,
+                    r.resource_type,
+                    r.physical_id,
+                    r.status.as_str(),
+                    r.status_reason,
+                    json_text(&r.properties)?,
+                    json_text(&r.attributes)?,
+                    pending,
+                    r.updated_at,
+                    metadata,
+                    journal,
+                    r.no_echo
+                ],
+            )
+            .map_err(backend)?;
+            for e in &events {
+                insert_event(c, e)?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn remove_resource(
+        &self,
+        lease: &Lease,
+        logical_id: &str,
+        events: &[EventRecord],
+    ) -> Result<(), StoreError> {
+        let (lease, logical_id, events) = (lease.clone(), logical_id.to_string(), events.to_vec());
+        self.run(move |c| {
+            fence(c, &lease)?;
+            c.execute(
+                "DELETE FROM resources WHERE stack_id = ?1 AND logical_id = ?2",
+                params![lease.stack_id, logical_id],
+            )
+            .map_err(backend)?;
+            for e in &events {
+                insert_event(c, e)?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn clear_journals(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.fenced(
+            lease,
+            &["UPDATE resources SET journal = NULL WHERE stack_id = ?1 AND journal IS NOT NULL"],
+        )
+        .await
+    }
+
+    async fn resources(&self, stack_id: &str) -> Result<Vec<ResourceRecord>, StoreError> {
+        let id = stack_id.to_string();
+        self.run(move |c| {
+            // Insertion order, sorted here: an ORDER BY makes SQLite sort
+            // every column of every row, spilling a large stack to a temp file.
+            let mut st = c
+                .prepare_cached(&format!(
+                    "SELECT {RESOURCE_COLUMNS}, rowid FROM resources WHERE stack_id = ?1"
+                ))
+                .map_err(backend)?;
+            let rows = st
+                .query_map(params![id], |r| {
+                    Ok((r.get::<_, i64>(12)?, resource_row(r)?))
+                })
+                .map_err(backend)?;
+            let mut rows = rows.collect::<Result<Vec<_>, _>>().map_err(backend)?;
+            rows.sort_unstable_by_key(|(rowid, _)| *rowid);
+            Ok(rows.into_iter().map(|(_, r)| r).collect())
+        })
+        .await
+    }
+
+    async fn put_group(
+        &self,
+        lease: &Lease,
+        logical_id: &str,
+        physical_id: &str,
+        state: Option<&serde_json::Value>,
+        events: &[EventRecord],
+    ) -> Result<(), StoreError> {
+        let state = state.map(json_text).transpose()?;
+        let (lease, logical_id, physical_id, events) = (
+            lease.clone(),
+            logical_id.to_string(),
+            physical_id.to_string(),
+            events.to_vec(),
+        );
+        self.run(move |c| {
+            fence(c, &lease)?;
+            match state {
+                Some(state) => c
+                    .prepare_cached(
+                        "INSERT INTO groups (stack_id, physical_id, logical_id, state) VALUES (?1, ?2, ?3, ?4)
+                         ON CONFLICT(stack_id, physical_id) DO UPDATE SET state = excluded.state",
+                    )
+                    .map_err(backend)?
+                    .execute(params![lease.stack_id, physical_id, logical_id, state]),
+                None => c.execute(
+                    "DELETE FROM groups WHERE stack_id = ?1 AND physical_id = ?2",
+                    params![lease.stack_id, physical_id],
+                ),
+            }
+            .map_err(backend)?;
+            for e in &events {
+                insert_event(c, e)?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn group(
+        &self,
+        stack_id: &str,
+        physical_id: &str,
+    ) -> Result<Option<serde_json::Value>, StoreError> {
+        let (stack_id, physical_id) = (stack_id.to_string(), physical_id.to_string());
+        self.run(move |c| {
+            c.query_row(
+                "SELECT state FROM groups WHERE stack_id = ?1 AND physical_id = ?2",
+                params![stack_id, physical_id],
+                |r| json_col(r, 0),
+            )
+            .optional()
+            .map_err(backend)
+        })
+        .await
+    }
+
+    async fn groups(
+        &self,
+        stack_id: &str,
+    ) -> Result<Vec<(String, String, serde_json::Value)>, StoreError> {
+        let stack_id = stack_id.to_string();
+        self.run(move |c| {
+            let mut st = c
+                .prepare("SELECT logical_id, physical_id, state FROM groups WHERE stack_id = ?1 ORDER BY logical_id, physical_id")
+                .map_err(backend)?;
+            let rows = st
+                .query_map(params![stack_id], |r| {
+                    Ok((r.get(0)?, r.get(1)?, json_col(r, 2)?))
+                })
+                .map_err(backend)?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(backend)
+        })
+        .await
+    }
+}
+
+#[async_trait::async_trait]
+impl Events for SqliteStore {
+    async fn put_events(&self, lease: &Lease, events: &[EventRecord]) -> Result<(), StoreError> {
+        let (lease, events) = (lease.clone(), events.to_vec());
+        self.run(move |c| {
+            fence(c, &lease)?;
+            for e in &events {
+                insert_event(c, e)?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn events_from(
+        &self,
+        stack_id: &str,
+        skip: usize,
+    ) -> Result<Vec<EventRecord>, StoreError> {
+        let id = stack_id.to_string();
+        let skip = i64::try_from(skip).unwrap_or(i64::MAX);
+        self.run(move |c| {
+            let mut st = c
+                .prepare_cached("SELECT event_id, stack_id, stack_name, logical_id, physical_id, resource_type, timestamp, status, status_reason, properties FROM events WHERE stack_id = ?1 ORDER BY seq LIMIT -1 OFFSET ?2")
+                .map_err(backend)?;
+            let rows = st.query_map(params![id, skip], event_row).map_err(backend)?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(backend)
+        })
+        .await
+    }
+
+    async fn event_count(&self, stack_id: &str) -> Result<usize, StoreError> {
+        let id = stack_id.to_string();
+        self.run(move |c| {
+            c.query_row(
+                "SELECT COUNT(*) FROM events WHERE stack_id = ?1",
+                params![id],
+                |r| r.get::<_, i64>(0),
+            )
+            .map(|n| n as usize)
+            .map_err(backend)
+        })
+        .await
+    }
+}
+
+#[async_trait::async_trait]
+impl Inbox for SqliteStore {
     async fn callback_secret(&self) -> Result<Vec<u8>, StoreError> {
         let mut fresh = [0u8; 32];
         getrandom::fill(&mut fresh).map_err(backend)?;
@@ -1105,461 +1519,10 @@ impl Store for SqliteStore {
         })
         .await
     }
+}
 
-    async fn set_stack_status(
-        &self,
-        lease: &Lease,
-        status: StackStatus,
-        reason: Option<&str>,
-        event: &EventRecord,
-    ) -> Result<(), StoreError> {
-        let (lease, reason, event) = (lease.clone(), reason.map(str::to_string), event.clone());
-        self.run(move |c| {
-            fence(c, &lease)?;
-            write_status(c, &lease.stack_id, status, reason.as_deref(), &event)
-        })
-        .await
-    }
-
-    async fn begin_operation(
-        &self,
-        lease: &Lease,
-        start: &OperationStart,
-    ) -> Result<(), StoreError> {
-        let (lease, start) = (lease.clone(), start.clone());
-        self.run(move |c| {
-            fence(c, &lease)?;
-            write_operation(c, &start.operation)?;
-            if let Some(id) = &start.change_set_id {
-                write_change_set_execution(c, &lease.stack_id, id)?;
-            }
-            write_stack_fields(c, &start.stack)?;
-            write_history(c, &start.history)?;
-            write_status(
-                c,
-                &lease.stack_id,
-                start.stack.status,
-                start.stack.status_reason.as_deref(),
-                &start.event,
-            )
-        })
-        .await
-    }
-
-    async fn save_stack(&self, lease: &Lease, s: &StackRecord) -> Result<(), StoreError> {
-        let (lease, s) = (lease.clone(), s.clone());
-        self.run(move |c| {
-            fence(c, &lease)?;
-            write_stack_fields(c, &s)
-        })
-        .await
-    }
-
-    async fn put_resource(
-        &self,
-        lease: &Lease,
-        r: &ResourceRecord,
-        events: &[EventRecord],
-    ) -> Result<(), StoreError> {
-        let (lease, r, events) = (lease.clone(), r.clone(), events.to_vec());
-        self.run(move |c| {
-            fence(c, &lease)?;
-            let pending = match &r.pending {
-                Some(p) => Some(json_text(p)?),
-                None => None,
-            };
-            let metadata = r.metadata.as_ref().map(json_text).transpose()?;
-            let journal = r.journal.as_ref().map(json_text).transpose()?;
-            c.prepare_cached(&format!(
-                "INSERT INTO resources ({RESOURCE_COLUMNS})
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
-                 ON CONFLICT(stack_id, logical_id) DO UPDATE SET resource_type = excluded.resource_type, physical_id = excluded.physical_id,
-                   status = excluded.status, status_reason = excluded.status_reason, properties = excluded.properties,
-                   attributes = excluded.attributes, pending = excluded.pending, updated_at = excluded.updated_at,
-                   metadata = excluded.metadata, journal = excluded.journal, no_echo = excluded.no_echo",
-            ))
-            .map_err(backend)?
-            .execute(params![
-                    r.stack_id,
-                    r.logical_id,
-                    r.resource_type,
-                    r.physical_id,
-                    r.status.as_str(),
-                    r.status_reason,
-                    json_text(&r.properties)?,
-                    json_text(&r.attributes)?,
-                    pending,
-                    r.updated_at,
-                    metadata,
-                    journal,
-                    r.no_echo
-                ],
-            )
-            .map_err(backend)?;
-            for e in &events {
-                insert_event(c, e)?;
-            }
-            Ok(())
-        })
-        .await
-    }
-
-    async fn put_events(&self, lease: &Lease, events: &[EventRecord]) -> Result<(), StoreError> {
-        let (lease, events) = (lease.clone(), events.to_vec());
-        self.run(move |c| {
-            fence(c, &lease)?;
-            for e in &events {
-                insert_event(c, e)?;
-            }
-            Ok(())
-        })
-        .await
-    }
-
-    async fn remove_resource(
-        &self,
-        lease: &Lease,
-        logical_id: &str,
-        events: &[EventRecord],
-    ) -> Result<(), StoreError> {
-        let (lease, logical_id, events) = (lease.clone(), logical_id.to_string(), events.to_vec());
-        self.run(move |c| {
-            fence(c, &lease)?;
-            c.execute(
-                "DELETE FROM resources WHERE stack_id = ?1 AND logical_id = ?2",
-                params![lease.stack_id, logical_id],
-            )
-            .map_err(backend)?;
-            for e in &events {
-                insert_event(c, e)?;
-            }
-            Ok(())
-        })
-        .await
-    }
-
-    async fn clear_journals(&self, lease: &Lease) -> Result<(), StoreError> {
-        self.fenced(
-            lease,
-            &["UPDATE resources SET journal = NULL WHERE stack_id = ?1 AND journal IS NOT NULL"],
-        )
-        .await
-    }
-
-    async fn resources(&self, stack_id: &str) -> Result<Vec<ResourceRecord>, StoreError> {
-        let id = stack_id.to_string();
-        self.run(move |c| {
-            // Insertion order, sorted here: an ORDER BY makes SQLite sort
-            // every column of every row, spilling a large stack to a temp file.
-            let mut st = c
-                .prepare_cached(&format!(
-                    "SELECT {RESOURCE_COLUMNS}, rowid FROM resources WHERE stack_id = ?1"
-                ))
-                .map_err(backend)?;
-            let rows = st
-                .query_map(params![id], |r| {
-                    Ok((r.get::<_, i64>(12)?, resource_row(r)?))
-                })
-                .map_err(backend)?;
-            let mut rows = rows.collect::<Result<Vec<_>, _>>().map_err(backend)?;
-            rows.sort_unstable_by_key(|(rowid, _)| *rowid);
-            Ok(rows.into_iter().map(|(_, r)| r).collect())
-        })
-        .await
-    }
-
-    async fn events_from(
-        &self,
-        stack_id: &str,
-        skip: usize,
-    ) -> Result<Vec<EventRecord>, StoreError> {
-        let id = stack_id.to_string();
-        let skip = i64::try_from(skip).unwrap_or(i64::MAX);
-        self.run(move |c| {
-            let mut st = c
-                .prepare_cached("SELECT event_id, stack_id, stack_name, logical_id, physical_id, resource_type, timestamp, status, status_reason, properties FROM events WHERE stack_id = ?1 ORDER BY seq LIMIT -1 OFFSET ?2")
-                .map_err(backend)?;
-            let rows = st.query_map(params![id, skip], event_row).map_err(backend)?;
-            rows.collect::<Result<Vec<_>, _>>().map_err(backend)
-        })
-        .await
-    }
-
-    async fn operation(&self, stack_id: &str) -> Result<Option<OperationRecord>, StoreError> {
-        let id = stack_id.to_string();
-        self.run(move |c| {
-            c.query_row(
-                "SELECT stack_id, kind, options, started_at FROM operations WHERE stack_id = ?1",
-                params![id],
-                |r| {
-                    Ok(OperationRecord {
-                        stack_id: r.get(0)?,
-                        kind: parse_enum(&r.get::<_, String>(1)?)?,
-                        options: json_col(r, 2)?,
-                        started_at: r.get(3)?,
-                    })
-                },
-            )
-            .optional()
-            .map_err(backend)
-        })
-        .await
-    }
-
-    async fn note_resume(&self, stack_id: &str) -> Result<u32, StoreError> {
-        let id = stack_id.to_string();
-        self.run(move |c| {
-            let events: i64 = c
-                .query_row(
-                    "SELECT COUNT(*) FROM events WHERE stack_id = ?1",
-                    params![id],
-                    |r| r.get(0),
-                )
-                .map_err(backend)?;
-            let last: Option<(i64, i64)> = c
-                .query_row(
-                    "SELECT resume_attempts, resume_events FROM operations WHERE stack_id = ?1",
-                    params![id],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .optional()
-                .map_err(backend)?;
-            let Some((attempts, at_events)) = last else {
-                return Ok(1);
-            };
-            let attempts = if events > at_events { 1 } else { attempts + 1 };
-            c.execute(
-                "UPDATE operations SET resume_attempts = ?1, resume_events = ?2 WHERE stack_id = ?3",
-                params![attempts, events, id],
-            )
-            .map_err(backend)?;
-            Ok(u32::try_from(attempts).unwrap_or(u32::MAX))
-        })
-        .await
-    }
-
-    async fn clear_operation(&self, lease: &Lease) -> Result<(), StoreError> {
-        self.fenced(lease, &["DELETE FROM operations WHERE stack_id = ?1"])
-            .await
-    }
-
-    async fn event_count(&self, stack_id: &str) -> Result<usize, StoreError> {
-        let id = stack_id.to_string();
-        self.run(move |c| {
-            c.query_row(
-                "SELECT COUNT(*) FROM events WHERE stack_id = ?1",
-                params![id],
-                |r| r.get::<_, i64>(0),
-            )
-            .map(|n| n as usize)
-            .map_err(backend)
-        })
-        .await
-    }
-
-    async fn request_cancel(&self, stack_id: &str) -> Result<bool, StoreError> {
-        let id = stack_id.to_string();
-        self.run(move |c| {
-            c.execute(
-                "UPDATE operations SET cancel = 1 WHERE stack_id = ?1 AND kind = 'UPDATE'",
-                params![id],
-            )
-            .map(|n| n > 0)
-            .map_err(backend)
-        })
-        .await
-    }
-
-    async fn cancel_requested(&self, stack_id: &str) -> Result<bool, StoreError> {
-        let id = stack_id.to_string();
-        self.run(move |c| {
-            c.query_row(
-                "SELECT cancel FROM operations WHERE stack_id = ?1",
-                params![id],
-                |r| r.get::<_, i64>(0),
-            )
-            .optional()
-            .map(|v| v.unwrap_or(0) != 0)
-            .map_err(backend)
-        })
-        .await
-    }
-
-    async fn open_history(&self, lease: &Lease, h: &HistoryRecord) -> Result<(), StoreError> {
-        let (lease, h) = (lease.clone(), h.clone());
-        self.run(move |c| {
-            fence(c, &lease)?;
-            write_history(c, &h)
-        })
-        .await
-    }
-
-    async fn set_history_details(
-        &self,
-        lease: &Lease,
-        details: &serde_json::Value,
-    ) -> Result<(), StoreError> {
-        let (lease, details) = (lease.clone(), json_text(details)?);
-        self.run(move |c| {
-            fence(c, &lease)?;
-            c.execute(
-                "UPDATE history SET details = ?1 WHERE stack_id = ?2 AND ended_at IS NULL",
-                params![details, lease.stack_id],
-            )
-            .map_err(backend)?;
-            Ok(())
-        })
-        .await
-    }
-
-    async fn history(&self, stack_id: &str) -> Result<Vec<HistoryRecord>, StoreError> {
-        let id = stack_id.to_string();
-        self.run(move |c| {
-            let mut st = c
-                .prepare(&format!(
-                    "SELECT {HISTORY_COLUMNS} FROM history WHERE stack_id = ?1 ORDER BY seq"
-                ))
-                .map_err(backend)?;
-            let rows = st.query_map(params![id], history_row).map_err(backend)?;
-            rows.collect::<Result<Vec<_>, _>>().map_err(backend)
-        })
-        .await
-    }
-
-    async fn put_group(
-        &self,
-        lease: &Lease,
-        logical_id: &str,
-        physical_id: &str,
-        state: Option<&serde_json::Value>,
-        events: &[EventRecord],
-    ) -> Result<(), StoreError> {
-        let state = state.map(json_text).transpose()?;
-        let (lease, logical_id, physical_id, events) = (
-            lease.clone(),
-            logical_id.to_string(),
-            physical_id.to_string(),
-            events.to_vec(),
-        );
-        self.run(move |c| {
-            fence(c, &lease)?;
-            match state {
-                Some(state) => c
-                    .prepare_cached(
-                        "INSERT INTO groups (stack_id, physical_id, logical_id, state) VALUES (?1, ?2, ?3, ?4)
-                         ON CONFLICT(stack_id, physical_id) DO UPDATE SET state = excluded.state",
-                    )
-                    .map_err(backend)?
-                    .execute(params![lease.stack_id, physical_id, logical_id, state]),
-                None => c.execute(
-                    "DELETE FROM groups WHERE stack_id = ?1 AND physical_id = ?2",
-                    params![lease.stack_id, physical_id],
-                ),
-            }
-            .map_err(backend)?;
-            for e in &events {
-                insert_event(c, e)?;
-            }
-            Ok(())
-        })
-        .await
-    }
-
-    async fn group(
-        &self,
-        stack_id: &str,
-        physical_id: &str,
-    ) -> Result<Option<serde_json::Value>, StoreError> {
-        let (stack_id, physical_id) = (stack_id.to_string(), physical_id.to_string());
-        self.run(move |c| {
-            c.query_row(
-                "SELECT state FROM groups WHERE stack_id = ?1 AND physical_id = ?2",
-                params![stack_id, physical_id],
-                |r| json_col(r, 0),
-            )
-            .optional()
-            .map_err(backend)
-        })
-        .await
-    }
-
-    async fn groups(
-        &self,
-        stack_id: &str,
-    ) -> Result<Vec<(String, String, serde_json::Value)>, StoreError> {
-        let stack_id = stack_id.to_string();
-        self.run(move |c| {
-            let mut st = c
-                .prepare("SELECT logical_id, physical_id, state FROM groups WHERE stack_id = ?1 ORDER BY logical_id, physical_id")
-                .map_err(backend)?;
-            let rows = st
-                .query_map(params![stack_id], |r| {
-                    Ok((r.get(0)?, r.get(1)?, json_col(r, 2)?))
-                })
-                .map_err(backend)?;
-            rows.collect::<Result<Vec<_>, _>>().map_err(backend)
-        })
-        .await
-    }
-
-    async fn put_drift_detection(
-        &self,
-        stack_id: &str,
-        detection_id: &str,
-        at: &str,
-        body: &serde_json::Value,
-    ) -> Result<(), StoreError> {
-        let (stack_id, id, at, body) = (
-            stack_id.to_string(),
-            detection_id.to_string(),
-            at.to_string(),
-            json_text(body)?,
-        );
-        self.run(move |c| {
-            c.execute(
-                "INSERT INTO drift_detections (detection_id, stack_id, detected_at, body) VALUES (?1, ?2, ?3, ?4)",
-                params![id, stack_id, at, body],
-            )
-            .map_err(backend)?;
-            Ok(())
-        })
-        .await
-    }
-
-    async fn drift_detection(
-        &self,
-        detection_id: &str,
-    ) -> Result<Option<serde_json::Value>, StoreError> {
-        let id = detection_id.to_string();
-        self.run(move |c| {
-            c.query_row(
-                "SELECT body FROM drift_detections WHERE detection_id = ?1",
-                params![id],
-                |r| json_col(r, 0),
-            )
-            .optional()
-            .map_err(backend)
-        })
-        .await
-    }
-
-    async fn last_drift_detection(
-        &self,
-        stack_id: &str,
-    ) -> Result<Option<serde_json::Value>, StoreError> {
-        let id = stack_id.to_string();
-        self.run(move |c| {
-            c.query_row(
-                "SELECT body FROM drift_detections WHERE stack_id = ?1 ORDER BY seq DESC LIMIT 1",
-                params![id],
-                |r| json_col(r, 0),
-            )
-            .optional()
-            .map_err(backend)
-        })
-        .await
-    }
-
+#[async_trait::async_trait]
+impl ChangeSets for SqliteStore {
     async fn put_change_set(&self, cs: &ChangeSetRecord) -> Result<(), StoreError> {
         let cs = cs.clone();
         self.run(move |c| {
@@ -1662,7 +1625,10 @@ impl Store for SqliteStore {
         })
         .await
     }
+}
 
+#[async_trait::async_trait]
+impl Exports for SqliteStore {
     async fn put_exports(
         &self,
         lease: &Lease,
@@ -1764,7 +1730,71 @@ impl Store for SqliteStore {
         })
         .await
     }
+}
 
+#[async_trait::async_trait]
+impl DriftDetections for SqliteStore {
+    async fn put_drift_detection(
+        &self,
+        stack_id: &str,
+        detection_id: &str,
+        at: &str,
+        body: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        let (stack_id, id, at, body) = (
+            stack_id.to_string(),
+            detection_id.to_string(),
+            at.to_string(),
+            json_text(body)?,
+        );
+        self.run(move |c| {
+            c.execute(
+                "INSERT INTO drift_detections (detection_id, stack_id, detected_at, body) VALUES (?1, ?2, ?3, ?4)",
+                params![id, stack_id, at, body],
+            )
+            .map_err(backend)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn drift_detection(
+        &self,
+        detection_id: &str,
+    ) -> Result<Option<serde_json::Value>, StoreError> {
+        let id = detection_id.to_string();
+        self.run(move |c| {
+            c.query_row(
+                "SELECT body FROM drift_detections WHERE detection_id = ?1",
+                params![id],
+                |r| json_col(r, 0),
+            )
+            .optional()
+            .map_err(backend)
+        })
+        .await
+    }
+
+    async fn last_drift_detection(
+        &self,
+        stack_id: &str,
+    ) -> Result<Option<serde_json::Value>, StoreError> {
+        let id = stack_id.to_string();
+        self.run(move |c| {
+            c.query_row(
+                "SELECT body FROM drift_detections WHERE stack_id = ?1 ORDER BY seq DESC LIMIT 1",
+                params![id],
+                |r| json_col(r, 0),
+            )
+            .optional()
+            .map_err(backend)
+        })
+        .await
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for SqliteStore {
     async fn ping(&self) -> Result<(), StoreError> {
         self.run(|c| {
             c.query_row("SELECT 1", [], |r| r.get::<_, i64>(0))
