@@ -243,23 +243,7 @@ impl Template {
         }
 
         let mappings = section("Mappings")?;
-        for (name, m) in &mappings {
-            let path = child("/Mappings", name);
-            let Value::Object(top_keys) = m else {
-                return Err(
-                    format_error(format!("Mappings attribute [{name}] must be an object"))
-                        .at(&path),
-                );
-            };
-            for (k, second) in top_keys {
-                if !second.is_object() {
-                    return Err(format_error(format!(
-                        "Every Mappings attribute must be a map; [{name}.{k}] is not"
-                    ))
-                    .at(&child(&path, k)));
-                }
-            }
-        }
+        Self::check_mappings(&mappings)?;
         let conditions = section("Conditions")?;
 
         let resources_map = section("Resources")?;
@@ -287,43 +271,7 @@ impl Template {
                     format_error(format!("Output name {name} is non alphanumeric.")).at(&path),
                 );
             }
-            let Value::Object(o) = &decl else {
-                return Err(
-                    format_error("Every Outputs member must contain a Value object").at(&path),
-                );
-            };
-            let Some(value) = o.get("Value") else {
-                return Err(
-                    format_error("Every Outputs member must contain a Value object").at(&path),
-                );
-            };
-            for k in o.keys() {
-                if !matches!(k.as_str(), "Value" | "Description" | "Condition" | "Export") {
-                    return Err(format_error(format!("Invalid outputs property : [{k}]"))
-                        .at(&child(&path, k)));
-                }
-            }
-            let export_name = match o.get("Export") {
-                None => None,
-                Some(Value::Object(e)) => match e.get("Name") {
-                    Some(n) => Some(n.clone()),
-                    None => {
-                        return Err(format_error("Every Export member must contain a Name")
-                            .at(&child(&path, "Export")))
-                    }
-                },
-                Some(_) => {
-                    return Err(format_error("Every Export member must contain a Name")
-                        .at(&child(&path, "Export")))
-                }
-            };
-            outputs.push(Output {
-                name: name.clone(),
-                value: value.clone(),
-                description: o.get("Description").and_then(string_of),
-                condition: o.get("Condition").and_then(string_of),
-                export_name,
-            });
+            outputs.push(Self::parse_output(&name, &decl, &path)?);
         }
 
         let resource_index = resources
@@ -345,6 +293,63 @@ impl Template {
         };
         t.check_condition_names()?;
         Ok(t)
+    }
+
+    /// Every Mappings attribute is a map of maps.
+    fn check_mappings(mappings: &Map<String, Value>) -> Result<(), TemplateError> {
+        for (name, m) in mappings {
+            let path = child("/Mappings", name);
+            let Value::Object(top_keys) = m else {
+                return Err(
+                    format_error(format!("Mappings attribute [{name}] must be an object"))
+                        .at(&path),
+                );
+            };
+            for (k, second) in top_keys {
+                if !second.is_object() {
+                    return Err(format_error(format!(
+                        "Every Mappings attribute must be a map; [{name}.{k}] is not"
+                    ))
+                    .at(&child(&path, k)));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One Outputs member: a Value, and only the keys CloudFormation knows.
+    fn parse_output(name: &str, decl: &Value, path: &str) -> Result<Output, TemplateError> {
+        let no_value = || format_error("Every Outputs member must contain a Value object").at(path);
+        let Value::Object(o) = decl else {
+            return Err(no_value());
+        };
+        let Some(value) = o.get("Value") else {
+            return Err(no_value());
+        };
+        for k in o.keys() {
+            if !matches!(k.as_str(), "Value" | "Description" | "Condition" | "Export") {
+                return Err(
+                    format_error(format!("Invalid outputs property : [{k}]")).at(&child(path, k))
+                );
+            }
+        }
+        let no_name =
+            || format_error("Every Export member must contain a Name").at(&child(path, "Export"));
+        let export_name = match o.get("Export") {
+            None => None,
+            Some(Value::Object(e)) => match e.get("Name") {
+                Some(n) => Some(n.clone()),
+                None => return Err(no_name()),
+            },
+            Some(_) => return Err(no_name()),
+        };
+        Ok(Output {
+            name: name.to_string(),
+            value: value.clone(),
+            description: o.get("Description").and_then(string_of),
+            condition: o.get("Condition").and_then(string_of),
+            export_name,
+        })
     }
 
     fn parse_resource(id: &str, decl: Value, path: &str) -> Result<Resource, TemplateError> {

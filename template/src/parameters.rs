@@ -306,25 +306,6 @@ impl ParameterDecl {
     /// Checks a supplied value and returns what `Ref` yields: a string, or a list
     /// of strings for list types. Number parameters keep their text (`1000.0`).
     pub fn check(&self, raw: &str) -> Result<Value, TemplateError> {
-        let fail = |kind: &str, default_msg: String| -> TemplateError {
-            // Heat: "Parameter 'x' is invalid: " and the failing
-            // constraint's description, else its own text.
-            if self.heat {
-                let why = self
-                    .heat_descriptions
-                    .get(kind)
-                    .cloned()
-                    .unwrap_or(default_msg);
-                return TemplateError::new(format!("Parameter '{}' is invalid: {why}", self.name));
-            }
-            match &self.constraint_description {
-                Some(d) => TemplateError::new(format!(
-                    "Parameter '{}' failed to satisfy constraint: {d}",
-                    self.name
-                )),
-                None => TemplateError::new(default_msg),
-            }
-        };
         match self.ty {
             ParameterType::HeatJson => {
                 let v: Value = serde_json::from_str(raw).map_err(|e| {
@@ -345,23 +326,6 @@ impl ParameterDecl {
             }
             _ => {}
         }
-        // Heat's text of a range: its bounds, `None` for a missing one.
-        let bound = |b: Option<String>| b.unwrap_or_else(|| "None".into());
-        let range = |value: &str| {
-            format!(
-                "{value} is out of range (min: {}, max: {})",
-                bound(self.min_value.map(fmt_num)),
-                bound(self.max_value.map(fmt_num))
-            )
-        };
-        let length = |len: u64| {
-            format!(
-                "length ({len}) is out of range (min: {}, max: {})",
-                bound(self.min_length.map(|m| m.to_string())),
-                bound(self.max_length.map(|m| m.to_string()))
-            )
-        };
-        let pick = |cfn: String, heat: String| if self.heat { heat } else { cfn };
         let items: Vec<&str> = if self.ty.is_list() {
             if raw.is_empty() {
                 Vec::new()
@@ -377,115 +341,17 @@ impl ParameterDecl {
                 ParameterType::Number | ParameterType::ListNumber | ParameterType::HeatNumber
             );
             if numeric {
-                let n: f64 = item.trim().parse().map_err(|_| {
-                    TemplateError::new(format!("Parameter '{}' must be a number", self.name))
-                })?;
-                if let Some(min) = self.min_value {
-                    if n < min {
-                        return Err(fail(
-                            "range",
-                            pick(
-                                format!(
-                                    "Parameter '{}' must be a number not less than {}",
-                                    self.name,
-                                    fmt_num(min)
-                                ),
-                                range(item.trim()),
-                            ),
-                        ));
-                    }
-                }
-                if let Some(max) = self.max_value {
-                    if n > max {
-                        return Err(fail(
-                            "range",
-                            pick(
-                                format!(
-                                    "Parameter '{}' must be a number not greater than {}",
-                                    self.name,
-                                    fmt_num(max)
-                                ),
-                                range(item.trim()),
-                            ),
-                        ));
-                    }
-                }
-                if let Some((step, offset)) = self.modulo {
-                    // Heat: integers only, the remainder's sign that of
-                    // the step (Python's %).
-                    let fits = n.fract() == 0.0 && step != 0 && {
-                        let r = (n as i64).rem_euclid(step.abs());
-                        let r = if step < 0 && r != 0 { r + step } else { r };
-                        r == offset
-                    };
-                    if !fits {
-                        return Err(fail(
-                            "modulo",
-                            format!(
-                                "{} is not a multiple of {step} with an offset of {offset}",
-                                item.trim()
-                            ),
-                        ));
-                    }
-                }
+                self.check_number(item)?;
             } else {
-                let len = item.chars().count() as u64;
-                if let Some(min) = self.min_length {
-                    if len < min {
-                        return Err(fail(
-                            "length",
-                            pick(
-                                format!(
-                                    "Parameter '{}' must contain at least {min} characters",
-                                    self.name
-                                ),
-                                length(len),
-                            ),
-                        ));
-                    }
-                }
-                if let Some(max) = self.max_length {
-                    if len > max {
-                        return Err(fail(
-                            "length",
-                            pick(
-                                format!(
-                                    "Parameter '{}' must contain at most {max} characters",
-                                    self.name
-                                ),
-                                length(len),
-                            ),
-                        ));
-                    }
-                }
-                if let Some(p) = &self.allowed_pattern {
-                    // The pattern must match the whole value, as in CloudFormation.
-                    let anchored = super::pattern::AllowedPattern::new(p).map_err(|e| {
-                        TemplateError::new(format!(
-                            "AllowedPattern of parameter {} is invalid: {e}",
-                            self.name
-                        ))
-                    })?;
-                    if !anchored.matches(item) {
-                        return Err(fail(
-                            "allowed_pattern",
-                            pick(
-                                format!("Parameter '{}' must match pattern {p}", self.name),
-                                format!("\"{item}\" does not match pattern \"{p}\""),
-                            ),
-                        ));
-                    }
-                }
+                self.check_text(item)?;
             }
             if !self.allowed_values.is_empty() && !self.allowed_values.iter().any(|a| a == item) {
-                return Err(fail(
+                return Err(self.failure(
                     "allowed_values",
-                    pick(
-                        format!("Parameter '{}' must be one of AllowedValues", self.name),
-                        format!(
-                            "\"{item}\" is not an allowed value [{}]",
-                            self.allowed_values.join(", ")
-                        ),
+                    format!("Parameter '{}' must be one of AllowedValues", self.name),
+                    format!(
+                        "\"{item}\" is not an allowed value [{}]",
+                        self.allowed_values.join(", ")
                     ),
                 ));
             }
@@ -512,6 +378,132 @@ impl ParameterDecl {
             Value::String(raw.to_string())
         })
     }
+
+    /// A constraint of `kind` the value failed: CloudFormation's text (or
+    /// the ConstraintDescription), or Heat's ("Parameter 'x' is invalid: "
+    /// and the constraint's description, else Heat's own text).
+    fn failure(&self, kind: &str, cfn: String, heat: String) -> TemplateError {
+        if self.heat {
+            let why = self.heat_descriptions.get(kind).cloned().unwrap_or(heat);
+            return TemplateError::new(format!("Parameter '{}' is invalid: {why}", self.name));
+        }
+        match &self.constraint_description {
+            Some(d) => TemplateError::new(format!(
+                "Parameter '{}' failed to satisfy constraint: {d}",
+                self.name
+            )),
+            None => TemplateError::new(cfn),
+        }
+    }
+
+    /// MinValue, MaxValue and (Heat) modulo of one numeric item.
+    fn check_number(&self, item: &str) -> Result<(), TemplateError> {
+        let n: f64 = item.trim().parse().map_err(|_| {
+            TemplateError::new(format!("Parameter '{}' must be a number", self.name))
+        })?;
+        // Heat's text of a range: its bounds, `None` for a missing one.
+        let range = || {
+            format!(
+                "{} is out of range (min: {}, max: {})",
+                item.trim(),
+                bound(self.min_value.map(fmt_num)),
+                bound(self.max_value.map(fmt_num))
+            )
+        };
+        if let Some(min) = self.min_value.filter(|min| n < *min) {
+            return Err(self.failure(
+                "range",
+                format!(
+                    "Parameter '{}' must be a number not less than {}",
+                    self.name,
+                    fmt_num(min)
+                ),
+                range(),
+            ));
+        }
+        if let Some(max) = self.max_value.filter(|max| n > *max) {
+            return Err(self.failure(
+                "range",
+                format!(
+                    "Parameter '{}' must be a number not greater than {}",
+                    self.name,
+                    fmt_num(max)
+                ),
+                range(),
+            ));
+        }
+        if let Some((step, offset)) = self.modulo {
+            // Heat: integers only, the remainder's sign that of the step
+            // (Python's %).
+            let fits = n.fract() == 0.0 && step != 0 && {
+                let r = (n as i64).rem_euclid(step.abs());
+                let r = if step < 0 && r != 0 { r + step } else { r };
+                r == offset
+            };
+            if !fits {
+                let why = format!(
+                    "{} is not a multiple of {step} with an offset of {offset}",
+                    item.trim()
+                );
+                return Err(self.failure("modulo", why.clone(), why));
+            }
+        }
+        Ok(())
+    }
+
+    /// MinLength, MaxLength and AllowedPattern of one text item.
+    fn check_text(&self, item: &str) -> Result<(), TemplateError> {
+        let len = item.chars().count() as u64;
+        let length = || {
+            format!(
+                "length ({len}) is out of range (min: {}, max: {})",
+                bound(self.min_length.map(|m| m.to_string())),
+                bound(self.max_length.map(|m| m.to_string()))
+            )
+        };
+        if let Some(min) = self.min_length.filter(|min| len < *min) {
+            return Err(self.failure(
+                "length",
+                format!(
+                    "Parameter '{}' must contain at least {min} characters",
+                    self.name
+                ),
+                length(),
+            ));
+        }
+        if let Some(max) = self.max_length.filter(|max| len > *max) {
+            return Err(self.failure(
+                "length",
+                format!(
+                    "Parameter '{}' must contain at most {max} characters",
+                    self.name
+                ),
+                length(),
+            ));
+        }
+        if let Some(p) = &self.allowed_pattern {
+            // The pattern must match the whole value, as in CloudFormation.
+            let anchored = super::pattern::AllowedPattern::new(p).map_err(|e| {
+                TemplateError::new(format!(
+                    "AllowedPattern of parameter {} is invalid: {e}",
+                    self.name
+                ))
+            })?;
+            if !anchored.matches(item) {
+                return Err(self.failure(
+                    "allowed_pattern",
+                    format!("Parameter '{}' must match pattern {p}", self.name),
+                    format!("\"{item}\" does not match pattern \"{p}\""),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Heat's text of a bound: the bound, `None` for a missing one.
+fn bound(b: Option<String>) -> String {
+    b.unwrap_or_else(|| "None".into())
 }
 
 /// A value as a parameter's text: a string as it is, a list comma-joined,

@@ -14,8 +14,8 @@ mod schema_check;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use cairn_sdk::{
-    CreateRequest, DeleteRequest, DriftRequest, DriftResult, ErrorKind, ProviderError,
-    RequestContext, ResourceProvider, ResourceSchema, UpdateRequest,
+    CreateRequest, CreateResult, DeleteRequest, DriftRequest, DriftResult, ErrorKind,
+    ProviderError, RequestContext, ResourceProvider, ResourceSchema, UpdateRequest,
 };
 use serde::Serialize;
 use serde_json::{json, Map, Value};
@@ -273,13 +273,34 @@ impl<'a, 't> Run<'a, 't> {
     }
 
     async fn lifecycle(&mut self, create: Map<String, Value>, inputs: &Inputs) {
-        let started = Instant::now();
         let req = CreateRequest {
             context: self.fresh_context(),
             properties: create.clone(),
         };
-        let sent = serde_json::to_value(&req).ok();
-        let made = self.call(self.target.provider.create(&req)).await;
+        let Some(made) = self.create_returns_id_and_attributes(&req).await else {
+            return;
+        };
+        self.create_repeated_request_id_same_resource(&req, &made)
+            .await;
+        let physical_id = made.physical_resource_id.clone();
+        let drifts = self
+            .drift_in_sync("drift_in_sync_after_create", &physical_id, &create)
+            .await;
+        let (physical_id, current) = self.updates(physical_id, &create, inputs, drifts).await;
+        self.invalid_properties_refused(&create, inputs).await;
+        self.delete_twice(&physical_id, &current, drifts).await;
+    }
+
+    /// The first create: a physical id and every declared attribute. `None`
+    /// when the rest of the lifecycle cannot run (skipped, with the reason).
+    async fn create_returns_id_and_attributes(
+        &mut self,
+        req: &CreateRequest,
+    ) -> Option<CreateResult> {
+        let started = Instant::now();
+        let create = req.properties.clone();
+        let sent = serde_json::to_value(req).ok();
+        let made = self.call(self.target.provider.create(req)).await;
         let made = match made {
             Ok(m) => m,
             Err(e) => {
@@ -297,11 +318,11 @@ impl<'a, 't> Run<'a, 't> {
                 if let Some(id) = e.physical_resource_id {
                     self.leftovers.push((id, create));
                 }
-                return;
+                return None;
             }
         };
         let received = serde_json::to_value(&made).ok();
-        let mut physical_id = made.physical_resource_id.clone();
+        let physical_id = made.physical_resource_id.clone();
         if !physical_id.is_empty() {
             self.leftovers.push((physical_id.clone(), create.clone()));
         }
@@ -355,14 +376,24 @@ impl<'a, 't> Run<'a, 't> {
             for t in &PROVIDER_TESTS[1..PROVIDER_TESTS.len() - 1] {
                 self.skip(t, "create returned no physical id");
             }
-            return;
+            return None;
         }
+        Some(made)
+    }
 
-        // The engine re-sends a create with the same request id after a
-        // crash: it must answer with the same resource, the same Ref and
-        // GetAtt values.
+    /// The engine re-sends a create with the same request id after a crash:
+    /// it must answer with the same resource, the same Ref and GetAtt
+    /// values.
+    async fn create_repeated_request_id_same_resource(
+        &mut self,
+        req: &CreateRequest,
+        made: &CreateResult,
+    ) {
+        let create = &req.properties;
+        let physical_id = &made.physical_resource_id;
+        let sent = serde_json::to_value(req).ok();
         let started = Instant::now();
-        let again = self.call(self.target.provider.create(&req)).await;
+        let again = self.call(self.target.provider.create(req)).await;
         match again {
             Ok(a) if a.physical_resource_id == made.physical_resource_id
                 && a.attributes == made.attributes =>
@@ -402,11 +433,18 @@ impl<'a, 't> Run<'a, 't> {
                 started,
             ),
         }
+    }
 
-        let drifts = self
-            .drift_in_sync("drift_in_sync_after_create", &physical_id, &create)
-            .await;
-
+    /// The updates (given, or derived from the schema), each in place or by
+    /// replacement as the schema decides; the physical id and properties
+    /// they end with.
+    async fn updates(
+        &mut self,
+        mut physical_id: String,
+        create: &Map<String, Value>,
+        inputs: &Inputs,
+        drifts: bool,
+    ) -> (String, Map<String, Value>) {
         let mut current = create.clone();
         let steps = match inputs.updates.is_empty() {
             false => inputs.updates.clone(),
@@ -471,9 +509,7 @@ impl<'a, 't> Run<'a, 't> {
                 "no update changes a CreateOnly property (give one with --update)",
             );
         }
-
-        self.invalid_properties_refused(&create, inputs).await;
-        self.delete_twice(&physical_id, &current, drifts).await;
+        (physical_id, current)
     }
 
     /// Checks drift is IN_SYNC; false when the provider does not check drift.

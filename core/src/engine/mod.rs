@@ -1535,115 +1535,126 @@ impl Engine {
                 .as_ref()
                 .is_some_and(|p| p.action == CallKind::Signals)
         }) {
-            return match self.signal_wait(op, logical_id, &r.properties).await {
-                Ok(Some((wait, source))) => self.await_signals(op, r.clone(), wait, source).await,
-                outcome => {
-                    let result = match outcome {
-                        Err(reason) => Err(ProviderError::new(ErrorKind::InvalidRequest, reason)),
-                        _ => Ok(CreateResult {
-                            physical_resource_id: r.physical_id.clone().unwrap_or_default(),
-                            attributes: r.attributes.clone(),
-                            no_echo: r.no_echo,
-                        }),
-                    };
-                    self.record_created(
-                        op,
-                        r.clone(),
-                        result,
-                        ResourceStatus::CreateComplete,
-                        ResourceStatus::CreateFailed,
-                    )
-                    .await
-                }
-            };
+            return self.resume_signal_wait(op, logical_id, r.clone()).await;
         }
         let resumed_call = existing
             .as_ref()
             .and_then(|r| protocol::recorded(r.pending.as_ref(), CallKind::Create).cloned());
+        let (rec, request_id, attempt) = match (existing, resumed_call) {
+            (Some(r), Some(p)) => (r, p.request_id, Attempt::Again),
+            _ => match self.begin_create(op, logical_id, journal).await {
+                Some((rec, request_id)) => (rec, request_id, Attempt::First),
+                None => return false,
+            },
+        };
+        let result = self.call_create(op, &rec, &request_id, attempt).await;
+        self.created_or_waiting(op, logical_id, rec, result).await
+    }
+
+    /// A create resumed while its resource waited for signals: the wait
+    /// goes on (its deadline kept), or ends with what the template says now.
+    async fn resume_signal_wait(&self, op: &Op, logical_id: &str, r: ResourceRecord) -> bool {
+        match self.signal_wait(op, logical_id, &r.properties).await {
+            Ok(Some((wait, source))) => self.await_signals(op, r, wait, source).await,
+            outcome => {
+                let result = match outcome {
+                    Err(reason) => Err(ProviderError::new(ErrorKind::InvalidRequest, reason)),
+                    _ => Ok(CreateResult {
+                        physical_resource_id: r.physical_id.clone().unwrap_or_default(),
+                        attributes: r.attributes.clone(),
+                        no_echo: r.no_echo,
+                    }),
+                };
+                self.record_created(
+                    op,
+                    r,
+                    result,
+                    ResourceStatus::CreateComplete,
+                    ResourceStatus::CreateFailed,
+                )
+                .await
+            }
+        }
+    }
+
+    /// The begin step of a new resource's create: its properties evaluated,
+    /// what it will wait for checked, its old signals cleared, and the call
+    /// recorded (CREATE_IN_PROGRESS, "Resource creation Initiated") with its
+    /// request id. `None` when it failed before anything was sent (the
+    /// failure is recorded).
+    async fn begin_create(
+        &self,
+        op: &Op,
+        logical_id: &str,
+        journal: Option<Journal>,
+    ) -> Option<(ResourceRecord, String)> {
         let type_name = op
             .template
             .resource(logical_id)
             .map(|r| r.type_name.clone())
             .unwrap_or_default();
-        let (rec, request_id) = match (existing, &resumed_call) {
-            (Some(r), Some(p)) => (r, p.request_id.clone()),
-            _ => {
-                let mut rec = ResourceRecord {
-                    stack_id: op.stack.stack_id.clone(),
-                    logical_id: logical_id.to_string(),
-                    resource_type: type_name,
-                    physical_id: None,
-                    status: ResourceStatus::CreateInProgress,
-                    status_reason: None,
-                    properties: Map::new(),
-                    attributes: Map::new(),
-                    pending: None,
-                    updated_at: now(),
-                    metadata: None,
-                    journal,
-                    no_echo: false,
-                };
-                // CREATE_IN_PROGRESS is committed together with the next
-                // transition: one write per step instead of two.
-                let started = vec![op.resource_event(&rec)];
-                match self
-                    .properties_for(op, logical_id)
-                    .and_then(|(_, props)| Ok((props, self.metadata_for(op, logical_id)?)))
-                {
-                    Ok((props, metadata)) => {
-                        rec.properties = props;
-                        rec.metadata = metadata;
-                    }
-                    Err(reason) => {
-                        rec.status = ResourceStatus::CreateFailed;
-                        rec.status_reason = Some(reason);
-                        rec.updated_at = now();
-                        self.record(op, &rec, started).await;
-                        return false;
-                    }
-                }
-                // What it will wait for is checked before anything is made.
-                if let Err(reason) = self.signal_wait(op, logical_id, &rec.properties).await {
-                    rec.status = ResourceStatus::CreateFailed;
-                    rec.status_reason = Some(reason);
-                    rec.updated_at = now();
-                    self.record(op, &rec, started).await;
-                    return false;
-                }
-                // A new life waits for new signals.
-                if self.clears_signals(op, logical_id) {
-                    if let Err(e) = self
-                        .store
-                        .clear_signals(&op.stack.stack_id, logical_id)
-                        .await
-                    {
-                        rec.status = ResourceStatus::CreateFailed;
-                        rec.status_reason = Some(format!(
-                            "cannot clear the signals kept for {logical_id}: {e}"
-                        ));
-                        rec.updated_at = now();
-                        self.record(op, &rec, started).await;
-                        return false;
-                    }
-                }
-                let call = protocol::begin(CallKind::Create);
-                let id = call.request_id.clone();
-                rec.pending = Some(call);
-                rec.status_reason = Some("Resource creation Initiated".into());
-                rec.updated_at = now();
-                // Durable before the call: a crash from here on re-issues it.
-                if !self.record(op, &rec, started).await {
-                    return false;
-                }
-                (rec, id)
+        let mut rec = ResourceRecord {
+            stack_id: op.stack.stack_id.clone(),
+            logical_id: logical_id.to_string(),
+            resource_type: type_name,
+            physical_id: None,
+            status: ResourceStatus::CreateInProgress,
+            status_reason: None,
+            properties: Map::new(),
+            attributes: Map::new(),
+            pending: None,
+            updated_at: now(),
+            metadata: None,
+            journal,
+            no_echo: false,
+        };
+        // CREATE_IN_PROGRESS is committed together with the next
+        // transition: one write per step instead of two.
+        let started = vec![op.resource_event(&rec)];
+        let prepared = async {
+            let (_, props) = self.properties_for(op, logical_id)?;
+            rec.metadata = self.metadata_for(op, logical_id)?;
+            rec.properties = props;
+            // What it will wait for is checked before anything is made.
+            self.signal_wait(op, logical_id, &rec.properties).await?;
+            // A new life waits for new signals.
+            if self.clears_signals(op, logical_id) {
+                self.store
+                    .clear_signals(&op.stack.stack_id, logical_id)
+                    .await
+                    .map_err(|e| format!("cannot clear the signals kept for {logical_id}: {e}"))?;
             }
-        };
-        let attempt = if resumed_call.is_some() {
-            Attempt::Again
-        } else {
-            Attempt::First
-        };
-        let result = self.call_create(op, &rec, &request_id, attempt).await;
+            Ok::<(), String>(())
+        }
+        .await;
+        if let Err(reason) = prepared {
+            rec.status = ResourceStatus::CreateFailed;
+            rec.status_reason = Some(reason);
+            rec.updated_at = now();
+            self.record(op, &rec, started).await;
+            return None;
+        }
+        let call = protocol::begin(CallKind::Create);
+        let request_id = call.request_id.clone();
+        rec.pending = Some(call);
+        rec.status_reason = Some("Resource creation Initiated".into());
+        rec.updated_at = now();
+        // Durable before the call: a crash from here on re-issues it.
+        if !self.record(op, &rec, started).await {
+            return None;
+        }
+        Some((rec, request_id))
+    }
+
+    /// A create call's outcome: recorded, or (made, with a CreationPolicy
+    /// or wait condition) the wait for its signals begins.
+    async fn created_or_waiting(
+        &self,
+        op: &Op,
+        logical_id: &str,
+        rec: ResourceRecord,
+        result: Result<CreateResult, ProviderError>,
+    ) -> bool {
         if let Ok(created) = &result {
             match self.signal_wait(op, logical_id, &rec.properties).await {
                 Ok(Some((wait, source))) => {

@@ -477,24 +477,7 @@ impl Engine {
                 "reading the stack's state stopped".into(),
             )));
         };
-        let changed_type: Vec<&str> = rows
-            .iter()
-            .filter(|r| plan::is_live(r))
-            .filter(|r| {
-                template.resource(&r.logical_id).is_some_and(|t| {
-                    graph.index_of(&r.logical_id).is_some()
-                        && self.registry.canonical(&t.type_name)
-                            != self.registry.canonical(&r.resource_type)
-                })
-            })
-            .map(|r| r.logical_id.as_str())
-            .collect();
-        if !changed_type.is_empty() {
-            return Err(EngineError::Validation(format!(
-                "Update of resource type is not permitted. The new template modifies resource type of the following resources: [{}]",
-                changed_type.join(", ")
-            )));
-        }
+        self.refuse_type_changes(&rows, &template, &graph)?;
         // The same text (a parameter-only update, or none): parse it once.
         let parsed_old;
         let old_template = if body == stack.template_body {
@@ -564,6 +547,34 @@ impl Engine {
             nested_properties,
             unfinished,
         })
+    }
+
+    /// CloudFormation refuses an update that changes a live resource's type.
+    fn refuse_type_changes(
+        &self,
+        rows: &[ResourceRecord],
+        template: &Template,
+        graph: &Graph,
+    ) -> Result<(), EngineError> {
+        let changed_type: Vec<&str> = rows
+            .iter()
+            .filter(|r| plan::is_live(r))
+            .filter(|r| {
+                template.resource(&r.logical_id).is_some_and(|t| {
+                    graph.index_of(&r.logical_id).is_some()
+                        && self.registry.canonical(&t.type_name)
+                            != self.registry.canonical(&r.resource_type)
+                })
+            })
+            .map(|r| r.logical_id.as_str())
+            .collect();
+        if changed_type.is_empty() {
+            return Ok(());
+        }
+        Err(EngineError::Validation(format!(
+            "Update of resource type is not permitted. The new template modifies resource type of the following resources: [{}]",
+            changed_type.join(", ")
+        )))
     }
 
     /// Takes the stack's lease and starts a prepared update (UPDATE_IN_PROGRESS).

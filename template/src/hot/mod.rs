@@ -554,116 +554,7 @@ impl Lowering<'_> {
         if flag("immutable") {
             out.insert(crate::parameters::HEAT_IMMUTABLE.into(), json!(true));
         }
-        let mut custom = Vec::new();
-        let mut descriptions = Map::new();
-        for (i, c) in d
-            .get("constraints")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .enumerate()
-        {
-            let cpath = child(&child(&path, "constraints"), &i.to_string());
-            let Value::Object(c) = c else {
-                return Err(TemplateError::new(
-                    "Invalid parameter constraints: each must be a map",
-                )
-                .at(&cpath));
-            };
-            if let Some(desc) = c.get("description") {
-                for kind in c.keys().filter(|k| *k != "description") {
-                    descriptions.insert(kind.clone(), Value::String(text(desc)));
-                }
-            }
-            for (k, v) in c {
-                match k.as_str() {
-                    "description" => {}
-                    "length" => {
-                        if let Some(min) = v.get("min") {
-                            out.insert("MinLength".into(), min.clone());
-                        }
-                        if let Some(max) = v.get("max") {
-                            out.insert("MaxLength".into(), max.clone());
-                        }
-                    }
-                    "range" => {
-                        if let Some(min) = v.get("min") {
-                            out.insert("MinValue".into(), min.clone());
-                        }
-                        if let Some(max) = v.get("max") {
-                            out.insert("MaxValue".into(), max.clone());
-                        }
-                    }
-                    "allowed_values" => {
-                        let values: Vec<Value> = v
-                            .as_array()
-                            .into_iter()
-                            .flatten()
-                            .map(|x| Value::String(text(x)))
-                            .collect();
-                        out.insert("AllowedValues".into(), Value::Array(values));
-                    }
-                    "allowed_pattern" => {
-                        out.insert("AllowedPattern".into(), Value::String(text(v)));
-                    }
-                    // Accepted and reported as not checked when used: Cairn
-                    // has no custom constraint plugins (nova.flavor, …).
-                    "custom_constraint" => custom.push(Value::String(text(v))),
-                    "modulo" => {
-                        let int = |k: &str| {
-                            v.get(k).and_then(|x| {
-                                x.as_i64()
-                                    .or_else(|| x.as_str().and_then(|s| s.trim().parse().ok()))
-                            })
-                        };
-                        let (Some(step), Some(offset)) = (int("step"), int("offset")) else {
-                            return Err(TemplateError::new(
-                                "A modulo constraint must have a step value and an offset value specified.",
-                            )
-                            .at(&child(&cpath, "modulo")));
-                        };
-                        if step == 0 {
-                            return Err(TemplateError::new("step cannot be 0.")
-                                .at(&child(&cpath, "modulo")));
-                        }
-                        if offset.abs() >= step.abs() {
-                            return Err(TemplateError::new(
-                                "offset must be smaller (by absolute value) than step.",
-                            )
-                            .at(&child(&cpath, "modulo")));
-                        }
-                        if step.signum() * offset.signum() < 0 {
-                            return Err(TemplateError::new(
-                                "step and offset must be both positive or both negative.",
-                            )
-                            .at(&child(&cpath, "modulo")));
-                        }
-                        out.insert(
-                            crate::parameters::HEAT_MODULO.into(),
-                            json!({"step": step, "offset": offset}),
-                        );
-                    }
-                    other => {
-                        return Err(TemplateError::new(format!(
-                            "Invalid parameter constraints for parameter {name}, expected a list of: length, range, modulo, allowed_values, allowed_pattern, custom_constraint; got {other}"
-                        ))
-                        .at(&cpath))
-                    }
-                }
-            }
-        }
-        if !custom.is_empty() {
-            out.insert(
-                crate::parameters::HEAT_CUSTOM_CONSTRAINTS.into(),
-                Value::Array(custom),
-            );
-        }
-        if !descriptions.is_empty() {
-            out.insert(
-                crate::parameters::HEAT_DESCRIPTIONS.into(),
-                Value::Object(descriptions),
-            );
-        }
+        lower_constraints(name, &path, d, &mut out)?;
         Ok(Value::Object(out))
     }
 
@@ -1502,4 +1393,127 @@ fn translate_map(map: SourceMap) -> SourceMap {
         }
         segments.join("/")
     })
+}
+
+/// A Heat parameter's constraints as the parameter's CloudFormation keys
+/// (MinLength, MaxValue, AllowedValues, …) and Cairn's Heat marks (modulo,
+/// custom constraints, each constraint's description).
+fn lower_constraints(
+    name: &str,
+    path: &str,
+    d: &Map<String, Value>,
+    out: &mut Map<String, Value>,
+) -> Result<(), TemplateError> {
+    let mut custom = Vec::new();
+    let mut descriptions = Map::new();
+    for (i, c) in d
+        .get("constraints")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let cpath = child(&child(path, "constraints"), &i.to_string());
+        let Value::Object(c) = c else {
+            return Err(
+                TemplateError::new("Invalid parameter constraints: each must be a map").at(&cpath),
+            );
+        };
+        if let Some(desc) = c.get("description") {
+            for kind in c.keys().filter(|k| *k != "description") {
+                descriptions.insert(kind.clone(), Value::String(text(desc)));
+            }
+        }
+        for (k, v) in c {
+            match k.as_str() {
+                "description" => {}
+                "length" => {
+                    if let Some(min) = v.get("min") {
+                        out.insert("MinLength".into(), min.clone());
+                    }
+                    if let Some(max) = v.get("max") {
+                        out.insert("MaxLength".into(), max.clone());
+                    }
+                }
+                "range" => {
+                    if let Some(min) = v.get("min") {
+                        out.insert("MinValue".into(), min.clone());
+                    }
+                    if let Some(max) = v.get("max") {
+                        out.insert("MaxValue".into(), max.clone());
+                    }
+                }
+                "allowed_values" => {
+                    let values: Vec<Value> = v
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .map(|x| Value::String(text(x)))
+                        .collect();
+                    out.insert("AllowedValues".into(), Value::Array(values));
+                }
+                "allowed_pattern" => {
+                    out.insert("AllowedPattern".into(), Value::String(text(v)));
+                }
+                // Accepted and reported as not checked when used: Cairn
+                // has no custom constraint plugins (nova.flavor, …).
+                "custom_constraint" => custom.push(Value::String(text(v))),
+                "modulo" => {
+                    out.insert(
+                        crate::parameters::HEAT_MODULO.into(),
+                        lower_modulo(v, &child(&cpath, "modulo"))?,
+                    );
+                }
+                other => {
+                    return Err(TemplateError::new(format!(
+                        "Invalid parameter constraints for parameter {name}, expected a list of: length, range, modulo, allowed_values, allowed_pattern, custom_constraint; got {other}"
+                    ))
+                    .at(&cpath))
+                }
+            }
+        }
+    }
+    if !custom.is_empty() {
+        out.insert(
+            crate::parameters::HEAT_CUSTOM_CONSTRAINTS.into(),
+            Value::Array(custom),
+        );
+    }
+    if !descriptions.is_empty() {
+        out.insert(
+            crate::parameters::HEAT_DESCRIPTIONS.into(),
+            Value::Object(descriptions),
+        );
+    }
+    Ok(())
+}
+
+/// A `modulo` constraint: a step and an offset, checked as Heat does.
+fn lower_modulo(v: &Value, path: &str) -> Result<Value, TemplateError> {
+    let int = |k: &str| {
+        v.get(k).and_then(|x| {
+            x.as_i64()
+                .or_else(|| x.as_str().and_then(|s| s.trim().parse().ok()))
+        })
+    };
+    let (Some(step), Some(offset)) = (int("step"), int("offset")) else {
+        return Err(TemplateError::new(
+            "A modulo constraint must have a step value and an offset value specified.",
+        )
+        .at(path));
+    };
+    if step == 0 {
+        return Err(TemplateError::new("step cannot be 0.").at(path));
+    }
+    if offset.abs() >= step.abs() {
+        return Err(
+            TemplateError::new("offset must be smaller (by absolute value) than step.").at(path),
+        );
+    }
+    if step.signum() * offset.signum() < 0 {
+        return Err(
+            TemplateError::new("step and offset must be both positive or both negative.").at(path),
+        );
+    }
+    Ok(json!({"step": step, "offset": offset}))
 }
