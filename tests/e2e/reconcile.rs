@@ -640,3 +640,25 @@ fn an_old_resource_whose_delete_failed_is_kept_until_the_next_cairn_update_delet
     assert_eq!(deploy(&s, "lf", &third, &[]).code(), 0);
     assert_eq!(status(&s, "lf"), "UPDATE_COMPLETE");
 }
+
+#[test]
+fn a_replaced_resource_kept_by_its_update_replace_policy_is_not_deleted() {
+    let (s, h) = crate::webhooks::with_handler();
+    let arn = crate::webhooks::ARN;
+    let t = |extra: &str| {
+        format!("Resources:\n  W:\n    Type: Custom::Widget\n    UpdateReplacePolicy: Retain\n    Properties:\n      ServiceToken: {arn}\n      Size: '1'\n{extra}")
+    };
+    assert_eq!(deploy(&s, "rr", &t(""), &[]).code(), 0);
+    let first = physical(&s, "rr", "W");
+    let next = s.write("next.yaml", &t("      PhysicalId: W-second\n"));
+    let run = update(&s, &["rr", next.to_str().unwrap_or_default()]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(status(&s, "rr"), "UPDATE_COMPLETE");
+    assert_eq!(physical(&s, "rr", "W"), "W-second");
+    let calls = h.calls();
+    assert_eq!(
+        calls[1..],
+        [("Update".to_string(), "W".to_string(), first)],
+        "{calls:?}"
+    );
+}
