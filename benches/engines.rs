@@ -104,13 +104,13 @@ fn random_dag(n: usize) -> String {
 async fn create_delete(store: Arc<dyn Store>, data: &std::path::Path) -> Result<(f64, f64), Error> {
     let mut config = Config::default();
     config.engine.max_concurrency = 64;
-    let shared = cairn_core::shared::Shared::new(&config.webhooks, None);
-    let registry = Arc::new(cairn_core::registry::assemble::assemble(
+    let process = cairn::wiring::Process::new(&config.webhooks, None);
+    let registry = Arc::new(cairn::wiring::assemble(
         &config,
         cairn_providers::builtins(data),
-        &shared,
+        &process,
     )?);
-    let engine = Engine::new(store, registry, config, shared);
+    let engine = Engine::new(store, registry, config, process.shared);
     let input = CreateStackInput {
         stack_name: "bench".into(),
         template_body: random_dag(10_000),

@@ -27,11 +27,11 @@ use std::time::Instant;
 
 use cairn_core::config::{Config, EndpointConfig};
 use cairn_core::engine::{CreateStackInput, Engine, UpdateStackInput};
-use cairn_core::plugin::process::ProcessProvider;
-use cairn_core::plugin::DylibProvider;
 use cairn_core::stack::{OnFailure, StackStatus};
 use cairn_core::store::sqlite::SqliteStore;
 use cairn_core::store::Store;
+use cairn_plugin::process::ProcessProvider;
+use cairn_plugin::DylibProvider;
 use cairn_sdk::webhook::WebhookHandler;
 use cairn_sdk::{
     CreateRequest, CreateResult, DeleteRequest, ProviderError, ResourceProvider, ResourceSchema,
@@ -331,9 +331,9 @@ fn scenario(name: &str) -> Result<(), Box<dyn std::error::Error>> {
             start_handler(&mut config).await?;
         }
         let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("state.db"))?);
-        let shared = cairn_core::shared::Shared::new(&config.webhooks, None);
-        let registry = Arc::new(cairn_core::registry::assemble::assemble(&config, cairn_providers::builtins(&dir.path().join("res")), &shared)?);
-        let engine = Engine::new(store, registry, config.clone(), shared);
+        let process = cairn::wiring::Process::new(&config.webhooks, None);
+        let registry = Arc::new(cairn::wiring::assemble(&config, cairn_providers::builtins(&dir.path().join("res")), &process)?);
+        let engine = Engine::new(store, registry, config.clone(), process.shared);
         let (body, n) = match name {
             "webhooks" => (custom_dag(1_000), 1_000),
             "layered" => (layered(20, 50, 0.05), 1_000),

@@ -18,15 +18,12 @@ mod serve;
 mod stacks;
 mod tree;
 mod validate;
+pub mod wiring;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-
-/// Templates and stacks are trees of many small allocations; see Cargo.toml.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Parser)]
 #[command(
@@ -532,7 +529,7 @@ fn init_logs(command: &Command) {
 async fn run(cli: Cli) -> anyhow::Result<()> {
     init_logs(&cli.command);
     if let Command::PluginHost { path, sha256 } = &cli.command {
-        use cairn_core::plugin::process::{serve_stdio, MAGIC_COOKIE, MAGIC_COOKIE_ENV};
+        use cairn_plugin::process::{serve_stdio, MAGIC_COOKIE, MAGIC_COOKIE_ENV};
         if std::env::var(MAGIC_COOKIE_ENV).as_deref() != Ok(MAGIC_COOKIE) {
             anyhow::bail!("cairn plugin-host is started by Cairn for a plugin with isolation = \"process\"; it is not meant to be run by hand");
         }

@@ -71,12 +71,9 @@ pub async fn run(mut config: Config, args: Args<'_>) -> anyhow::Result<()> {
     };
     // The kit's own process: custom resources answer at a listener of its
     // own, with no state shared.
-    let shared = cairn_core::shared::Shared::new(&config.webhooks, None);
-    let registry = cairn_core::registry::assemble::assemble(
-        &config,
-        cairn_providers::builtins(&args.data_dir),
-        &shared,
-    )?;
+    let process = crate::wiring::Process::new(&config.webhooks, None);
+    let registry =
+        crate::wiring::assemble(&config, cairn_providers::builtins(&args.data_dir), &process)?;
     let targets = targets(&registry, wanted_type.as_deref())?;
     let mut inputs = read_inputs(args.properties, args.updates)?;
     let mut reports = Vec::new();

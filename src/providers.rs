@@ -33,10 +33,10 @@ fn all(registry: &Registry) -> Vec<Value> {
 
 pub fn run(config: &Config, only: Option<&str>, output: OutputFormat) -> anyhow::Result<()> {
     // Listing types never creates resources; the data directory is not touched.
-    let registry = cairn_core::registry::assemble::assemble(
+    let registry = crate::wiring::assemble(
         config,
         cairn_providers::builtins(Path::new(".")),
-        &cairn_core::shared::Shared::new(&config.webhooks, None),
+        &crate::wiring::Process::new(&config.webhooks, None),
     )?;
     if let Some(type_name) = only {
         let Some(t) = registry.get(type_name) else {

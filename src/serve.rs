@@ -31,7 +31,7 @@ pub async fn run(args: ServeArgs<'_>) -> anyhow::Result<()> {
         }
         ServerAuth::Sigv4 => {}
     }
-    let engine = crate::stacks::open_without_resume(&config, args.state).await?;
+    let (engine, process) = crate::stacks::open_with_transports(&config, args.state).await?;
     // Start the configured providers now, so that /healthz tells at once
     // which are down; one that cannot start leaves the server up and is
     // tried again when its types are next needed.
@@ -81,8 +81,7 @@ pub async fn run(args: ServeArgs<'_>) -> anyhow::Result<()> {
         .clone()
         .unwrap_or_else(|| format!("{scheme}://{addr}"));
     let router = router.merge(
-        engine
-            .shared()
+        process
             .callbacks
             .host_on(&public, config.webhooks.public_url.is_some(), addr)
             .await?,

@@ -11,7 +11,6 @@ use anyhow::{anyhow, Context};
 use cairn_core::config::Config;
 use cairn_core::engine::{CreateStackInput, Engine, EngineError, ParameterInput, UpdateStackInput};
 use cairn_core::group::state::GroupState;
-use cairn_core::shared::Shared;
 use cairn_core::stack::{EventRecord, OnFailure, StackRecord, StackStatus};
 use cairn_core::store::sqlite::SqliteStore;
 use cairn_core::store::{Store, StoreError};
@@ -66,6 +65,15 @@ pub fn with_local_ca(config: &Config, state: &Path) -> Config {
 }
 
 pub async fn open_without_resume(config: &Config, state: &Path) -> anyhow::Result<Arc<Engine>> {
+    Ok(open_with_transports(config, state).await?.0)
+}
+
+/// [`open_without_resume`], with the process's transports (`cairn serve`
+/// hosts the callback listener on its own port).
+pub async fn open_with_transports(
+    config: &Config,
+    state: &Path,
+) -> anyhow::Result<(Arc<Engine>, crate::wiring::Process)> {
     let config = &with_local_ca(config, state);
     let store: Arc<dyn Store> = match postgres_url(state) {
         Some(url) => Arc::new(cairn_core::store::postgres::PgStore::connect(url).await?),
@@ -73,13 +81,14 @@ pub async fn open_without_resume(config: &Config, state: &Path) -> anyhow::Resul
     };
     // Custom-resource responses go through the state, so that any engine
     // on it can take one for another.
-    let shared = Shared::new(&config.webhooks, Some(store.clone()));
-    let registry = Arc::new(cairn_core::registry::assemble::assemble(
+    let process = crate::wiring::Process::new(&config.webhooks, Some(store.clone()));
+    let registry = Arc::new(crate::wiring::assemble(
         config,
         cairn_providers::builtins(&data_dir(config, state)),
-        &shared,
+        &process,
     )?);
-    Ok(Engine::new(store, registry, config.clone(), shared))
+    let engine = Engine::new(store, registry, config.clone(), process.shared.clone());
+    Ok((engine, process))
 }
 
 /// Opens the store and engine, and first resumes any operation a crashed

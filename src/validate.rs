@@ -38,10 +38,10 @@ pub fn run(
     let template = Template::parse_with(&text, &context)
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     // Validation never creates resources; the data directory is not touched.
-    let registry = cairn_core::registry::assemble::assemble(
+    let registry = crate::wiring::assemble(
         config,
         cairn_providers::builtins(Path::new(".")),
-        &cairn_core::shared::Shared::new(&config.webhooks, None),
+        &crate::wiring::Process::new(&config.webhooks, None),
     )?;
     let shown = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
     cairn_core::validate::validate_template(&template, &registry)

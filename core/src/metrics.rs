@@ -11,8 +11,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use cairn_webhook::DeliveryCounter;
-
 /// How many, and how long in all.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Tally {
@@ -87,19 +85,18 @@ impl Metrics {
         self.dropped.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// One webhook delivery event: `delivered`, `retried` or `failed` (the
+    /// binary hands the webhook transport a counter that lands here).
+    pub fn delivery(&self, outcome: &str) {
+        self.with(|c| *c.deliveries.entry(outcome.to_string()).or_default() += 1);
+    }
+
     /// (takeovers done, operations dropped after losing their lease).
     pub fn leases(&self) -> (u64, u64) {
         (
             self.takeovers.load(Ordering::Relaxed),
             self.dropped.load(Ordering::Relaxed),
         )
-    }
-}
-
-/// The webhook transport counts its deliveries here.
-impl DeliveryCounter for Metrics {
-    fn delivery(&self, outcome: &str) {
-        self.with(|c| *c.deliveries.entry(outcome.to_string()).or_default() += 1);
     }
 }
 

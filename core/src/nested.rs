@@ -25,11 +25,21 @@ const MAX_TEMPLATE_BYTES: usize = 1024 * 1024;
 /// How long an `https://` TemplateURL may take.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// Fetches an `https://` TemplateURL: the binary hands in its TLS client
+/// (the webhooks' rustls with ring and the platform's roots), so the engine
+/// links no HTTP client.
+#[async_trait::async_trait]
+pub trait HttpsGet: Send + Sync {
+    /// The body, or why not: `{url}: {cause}` for a failed request or a
+    /// status that is not a success.
+    async fn get(&self, url: &str, timeout: Duration) -> Result<Vec<u8>, String>;
+}
+
 /// Where relative TemplateURLs of a template are read from.
 #[derive(Debug, Clone)]
 pub enum Base {
     Dir(PathBuf),
-    Url(reqwest::Url),
+    Url(url::Url),
 }
 
 /// Where a submitted template came from, and what its nested templates may
@@ -78,6 +88,7 @@ impl Origin {
 /// every `GetAtt Child.Outputs.Name` against the child's outputs.
 pub async fn collect(
     config: &NestedConfig,
+    https: &dyn HttpsGet,
     registry: &dyn TypeCatalog,
     template: &Template,
     origin: &Origin,
@@ -121,7 +132,7 @@ pub async fn collect(
                 }
                 None => continue, // the schema check names the missing property
             };
-            let (location, body, child_base) = read(config, origin, base.as_ref(), &url)
+            let (location, body, child_base) = read(config, https, origin, base.as_ref(), &url)
                 .await
                 .map_err(|why| {
                     in_parent(
@@ -228,6 +239,7 @@ fn check_outputs(
 /// relative TemplateURLs.
 async fn read(
     config: &NestedConfig,
+    https: &dyn HttpsGet,
     origin: &Origin,
     base: Option<&Base>,
     url: &str,
@@ -248,8 +260,8 @@ async fn read(
         };
     }
     if url.starts_with("https://") || url.starts_with("http://") {
-        let parsed = reqwest::Url::parse(url).map_err(|e| e.to_string())?;
-        return fetch(config, parsed).await;
+        let parsed = url::Url::parse(url).map_err(|e| e.to_string())?;
+        return fetch(config, https, parsed).await;
     }
     if let Some(path) = url.strip_prefix("file://") {
         let allowed = allowed_dirs(config, origin);
@@ -261,7 +273,7 @@ async fn read(
         }
         Some(Base::Url(u)) => {
             let joined = u.join(url).map_err(|e| e.to_string())?;
-            fetch(config, joined).await
+            fetch(config, https, joined).await
         }
         None => Err("it is a relative path, and the parent template was not read from a file: use a file:/// URL under [nested] template_dirs".into()),
     }
@@ -315,31 +327,22 @@ async fn read_file(
 
 async fn fetch(
     config: &NestedConfig,
-    url: reqwest::Url,
+    https: &dyn HttpsGet,
+    url: url::Url,
 ) -> Result<(String, String, Option<Base>), String> {
     if url.scheme() != "https" || !config.allow_https {
         return Err(format!(
             "{url}: only https:// URLs are fetched, and only with [nested] allow_https = true"
         ));
     }
-    // The webhooks' client: rustls with ring and the platform's roots.
-    let client =
-        crate::webhook::tls::client(None, "nested templates").map_err(|e| e.to_string())?;
-    let answer = client
-        .get(url.clone())
-        .timeout(FETCH_TIMEOUT)
-        .send()
-        .await
-        .and_then(|r| r.error_for_status())
-        .map_err(|e| format!("{url}: {e}"))?;
-    let bytes = answer.bytes().await.map_err(|e| format!("{url}: {e}"))?;
+    let bytes = https.get(url.as_str(), FETCH_TIMEOUT).await?;
     if bytes.len() > MAX_TEMPLATE_BYTES {
         return Err(format!(
             "{url} has {} bytes; a nested template may have at most {MAX_TEMPLATE_BYTES}",
             bytes.len()
         ));
     }
-    let body = String::from_utf8(bytes.to_vec()).map_err(|_| format!("{url} is not UTF-8 text"))?;
+    let body = String::from_utf8(bytes).map_err(|_| format!("{url} is not UTF-8 text"))?;
     Ok((url.to_string(), body, Some(Base::Url(url))))
 }
 
@@ -348,13 +351,62 @@ mod tests {
     use super::*;
     use serde_json::Map;
 
+    /// An https client that answers every URL with one body.
+    struct Serves(Vec<u8>);
+
+    #[async_trait::async_trait]
+    impl HttpsGet for Serves {
+        async fn get(&self, _url: &str, _timeout: Duration) -> Result<Vec<u8>, String> {
+            Ok(self.0.clone())
+        }
+    }
+
+    #[tokio::test]
+    async fn an_https_url_is_read_through_the_client_handed_in_and_checked() {
+        let allowed = NestedConfig {
+            allow_https: true,
+            ..NestedConfig::default()
+        };
+        let origin = Origin::default();
+        let url = "https://templates.example/a/child.yaml";
+        let body = Serves(b"Resources: {}".to_vec());
+        let (location, text, base) = read(&allowed, &body, &origin, None, url).await.unwrap();
+        assert_eq!((location.as_str(), text.as_str()), (url, "Resources: {}"));
+        // Its relative TemplateURLs are read from beside it.
+        let Some(Base::Url(base)) = base else {
+            panic!("an https template's base is its URL")
+        };
+        let joined = read(&allowed, &body, &origin, Some(&Base::Url(base)), "b.yaml")
+            .await
+            .unwrap();
+        assert_eq!(joined.0, "https://templates.example/a/b.yaml");
+        let big = Serves(vec![b'#'; MAX_TEMPLATE_BYTES + 1]);
+        assert_eq!(
+            read(&allowed, &big, &origin, None, url).await.unwrap_err(),
+            format!("{url} has 1048577 bytes; a nested template may have at most 1048576")
+        );
+        let binary = Serves(vec![0xff, 0xfe]);
+        assert_eq!(
+            read(&allowed, &binary, &origin, None, url)
+                .await
+                .unwrap_err(),
+            format!("{url} is not UTF-8 text")
+        );
+    }
+
     #[tokio::test]
     async fn urls_are_fetched_only_over_https_when_allowed() {
         let config = NestedConfig::default();
         let origin = Origin::default();
-        let refused = read(&config, &origin, None, "https://example.invalid/t.yaml")
-            .await
-            .unwrap_err();
+        let refused = read(
+            &config,
+            &Serves(Vec::new()),
+            &origin,
+            None,
+            "https://example.invalid/t.yaml",
+        )
+        .await
+        .unwrap_err();
         assert!(
             refused.contains("only with [nested] allow_https = true"),
             "{refused}"
@@ -363,17 +415,27 @@ mod tests {
             allow_https: true,
             ..NestedConfig::default()
         };
-        let plain = read(&allowed, &origin, None, "http://127.0.0.1:1/t.yaml")
+        let plain = read(
+            &allowed,
+            &Serves(Vec::new()),
+            &origin,
+            None,
+            "http://127.0.0.1:1/t.yaml",
+        )
+        .await
+        .unwrap_err();
+        assert!(plain.contains("only https:// URLs are fetched"), "{plain}");
+        let relative = read(&config, &Serves(Vec::new()), &origin, None, "t.yaml")
             .await
             .unwrap_err();
-        assert!(plain.contains("only https:// URLs are fetched"), "{plain}");
-        let relative = read(&config, &origin, None, "t.yaml").await.unwrap_err();
         assert!(
             relative.contains("the parent template was not read from a file"),
             "{relative}"
         );
         let manifest = format!("file://{}/Cargo.toml", env!("CARGO_MANIFEST_DIR"));
-        let outside = read(&config, &origin, None, &manifest).await.unwrap_err();
+        let outside = read(&config, &Serves(Vec::new()), &origin, None, &manifest)
+            .await
+            .unwrap_err();
         assert!(
             outside.contains("is not under a directory of [nested] template_dirs"),
             "{outside}"

@@ -7,7 +7,12 @@
 
 use std::time::Duration;
 
-use cairn_sdk::{PropertySchema, ResourceSchema};
+use std::sync::Arc;
+
+use cairn_sdk::{
+    CreateRequest, CreateResult, DeleteRequest, DriftRequest, DriftResult, ErrorKind,
+    PropertySchema, ProviderError, ResourceProvider, ResourceSchema, UpdateRequest, UpdateResult,
+};
 use serde_json::{Map, Value};
 
 use crate::stack::SignalRecord;
@@ -348,6 +353,96 @@ pub fn event_reason(signal: &SignalRecord) -> String {
         "Received {} signal with UniqueId {}",
         signal.status, signal.unique_id
     )
+}
+
+/// Whose wait condition handle a `Handle` URL is: the engine asks this of
+/// the process's callback listener (which signs the URLs), handed to it as
+/// a value, so the engine knows no HTTP.
+#[async_trait::async_trait]
+pub trait HandleUrls: Send + Sync {
+    /// The handle's (stack id, logical id) when `url` is a handle URL of
+    /// this state, `None` when it is not, `Err` when the listener cannot be
+    /// reached to tell.
+    async fn handle_target(&self, url: &str) -> Result<Option<(String, String)>, String>;
+
+    /// The signed URL of the handle `logical_id` of stack `stack_id`
+    /// (its physical id), `Err` when the listener cannot be started.
+    async fn handle_url(&self, stack_id: &str, logical_id: &str) -> Result<String, String>;
+}
+
+/// The provider behind the two wait condition types (`engine:signals`):
+/// a handle is its URL; a wait condition is a name, the engine does the
+/// waiting. Neither has anything outside the store to delete or drift.
+pub struct SignalTypes {
+    /// The process's callback listener, which a handle's URL names.
+    handles: Arc<dyn HandleUrls>,
+}
+
+impl SignalTypes {
+    pub fn new(handles: Arc<dyn HandleUrls>) -> SignalTypes {
+        SignalTypes { handles }
+    }
+}
+
+#[async_trait::async_trait]
+impl ResourceProvider for SignalTypes {
+    fn schema(&self) -> Vec<ResourceSchema> {
+        schemas()
+    }
+
+    async fn create(&self, req: &CreateRequest) -> Result<CreateResult, ProviderError> {
+        let ctx = &req.context;
+        let physical = if ctx.resource_type == WAIT_CONDITION_HANDLE {
+            self.handles
+                .handle_url(&ctx.stack_id, &ctx.logical_resource_id)
+                .await
+                .map_err(|e| {
+                    ProviderError::new(
+                        ErrorKind::InternalFailure,
+                        format!("a wait condition handle needs the callback listener: {e}"),
+                    )
+                })?
+        } else {
+            format!("{}/{}", ctx.stack_id, ctx.logical_resource_id)
+        };
+        let mut attributes = Map::new();
+        if ctx.resource_type == WAIT_CONDITION_HANDLE {
+            attributes.insert("endpoint".into(), Value::String(physical.clone()));
+            attributes.insert(
+                "curl_cli".into(),
+                Value::String(format!(
+                    "curl -i -X POST -H 'Content-Type: application/json' -H 'Accept: application/json' '{physical}'"
+                )),
+            );
+            let token = physical
+                .split_once("Signature=")
+                .map(|(_, s)| s.to_string())
+                .unwrap_or_default();
+            attributes.insert("token".into(), Value::String(token));
+        }
+        Ok(CreateResult {
+            physical_resource_id: physical,
+            attributes,
+            no_echo: false,
+        })
+    }
+
+    /// Every property is CreateOnly: nothing changes in place.
+    async fn update(&self, _req: &UpdateRequest) -> Result<UpdateResult, ProviderError> {
+        Ok(UpdateResult {
+            physical_resource_id: None,
+            attributes: Map::new(),
+            no_echo: false,
+        })
+    }
+
+    async fn check_drift(&self, _req: &DriftRequest) -> Result<DriftResult, ProviderError> {
+        Ok(DriftResult::InSync)
+    }
+
+    async fn delete(&self, _req: &DeleteRequest) -> Result<(), ProviderError> {
+        Ok(())
+    }
 }
 
 #[cfg(test)]

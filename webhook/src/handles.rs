@@ -1,18 +1,11 @@
 //! Wait condition handles, the part that lives with the callback
-//! listener: the provider of the two wait condition types (a handle's
-//! physical id is its signed URL on the listener) and the intake of a
-//! signal PUT to that URL, kept in the store before it is acknowledged.
-//! The engine waits for the kept signals (`engine::signals`); nothing
-//! here knows the engine.
-
-use std::sync::Arc;
+//! listener: a handle's URL (signed by the listener: `HandleUrls`, which
+//! the engine's provider of the two wait condition types asks) and the
+//! intake of a signal PUT to that URL, kept in the store before it is
+//! acknowledged. The engine waits for the kept signals
+//! (`engine::signals`); nothing here knows the engine.
 
 use async_trait::async_trait;
-use cairn_sdk::{
-    CreateRequest, CreateResult, DeleteRequest, DriftRequest, DriftResult, ErrorKind,
-    ProviderError, ResourceProvider, ResourceSchema, UpdateRequest, UpdateResult,
-};
-use serde_json::{Map, Value};
 
 use super::callback::Callbacks;
 use cairn_model::signal::{self, Signal, WAIT_CONDITION_HANDLE};
@@ -28,6 +21,21 @@ pub enum SignalError {
     Invalid(String),
     #[error("{0}")]
     Store(#[from] StoreError),
+}
+
+/// The engine asks the process's listener whose handle a URL is (the
+/// listener signs handle URLs, so only it can tell).
+#[async_trait]
+impl signal::HandleUrls for Callbacks {
+    async fn handle_url(&self, stack_id: &str, logical_id: &str) -> Result<String, String> {
+        let listener = self.listener().await.map_err(|e| e.to_string())?;
+        Ok(listener.handle_url(stack_id, logical_id))
+    }
+
+    async fn handle_target(&self, url: &str) -> Result<Option<(String, String)>, String> {
+        let listener = self.listener().await.map_err(|e| e.to_string())?;
+        Ok(listener.handle_target(url))
+    }
 }
 
 /// Keeps a signal PUT to a wait condition handle's URL, once the handle is
@@ -73,77 +81,4 @@ pub async fn accept_handle_signal(
         })
         .await?;
     Ok(())
-}
-
-/// The provider behind the two wait condition types (`engine:signals`):
-/// a handle is its URL; a wait condition is a name, the engine does the
-/// waiting. Neither has anything outside the store to delete or drift.
-pub struct SignalTypes {
-    /// The process's listener, which a handle's URL names.
-    callbacks: Arc<Callbacks>,
-}
-
-impl SignalTypes {
-    pub fn new(callbacks: Arc<Callbacks>) -> SignalTypes {
-        SignalTypes { callbacks }
-    }
-}
-
-#[async_trait]
-impl ResourceProvider for SignalTypes {
-    fn schema(&self) -> Vec<ResourceSchema> {
-        signal::schemas()
-    }
-
-    async fn create(&self, req: &CreateRequest) -> Result<CreateResult, ProviderError> {
-        let ctx = &req.context;
-        let physical = if ctx.resource_type == WAIT_CONDITION_HANDLE {
-            let listener = self.callbacks.listener().await.map_err(|e| {
-                ProviderError::new(
-                    ErrorKind::InternalFailure,
-                    format!("a wait condition handle needs the callback listener: {e}"),
-                )
-            })?;
-            listener.handle_url(&ctx.stack_id, &ctx.logical_resource_id)
-        } else {
-            format!("{}/{}", ctx.stack_id, ctx.logical_resource_id)
-        };
-        let mut attributes = Map::new();
-        if ctx.resource_type == WAIT_CONDITION_HANDLE {
-            attributes.insert("endpoint".into(), Value::String(physical.clone()));
-            attributes.insert(
-                "curl_cli".into(),
-                Value::String(format!(
-                    "curl -i -X POST -H 'Content-Type: application/json' -H 'Accept: application/json' '{physical}'"
-                )),
-            );
-            let token = physical
-                .split_once("Signature=")
-                .map(|(_, s)| s.to_string())
-                .unwrap_or_default();
-            attributes.insert("token".into(), Value::String(token));
-        }
-        Ok(CreateResult {
-            physical_resource_id: physical,
-            attributes,
-            no_echo: false,
-        })
-    }
-
-    /// Every property is CreateOnly: nothing changes in place.
-    async fn update(&self, _req: &UpdateRequest) -> Result<UpdateResult, ProviderError> {
-        Ok(UpdateResult {
-            physical_resource_id: None,
-            attributes: Map::new(),
-            no_echo: false,
-        })
-    }
-
-    async fn check_drift(&self, _req: &DriftRequest) -> Result<DriftResult, ProviderError> {
-        Ok(DriftResult::InSync)
-    }
-
-    async fn delete(&self, _req: &DeleteRequest) -> Result<(), ProviderError> {
-        Ok(())
-    }
 }

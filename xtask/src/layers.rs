@@ -33,6 +33,11 @@ const LAYERS: &[Layer] = &[
         pure: true,
     },
     Layer {
+        name: "cairn-config",
+        level: 1,
+        pure: true,
+    },
+    Layer {
         name: "cairn-model",
         level: 1,
         pure: true,
@@ -59,17 +64,17 @@ const LAYERS: &[Layer] = &[
     },
     Layer {
         name: "cairn-core",
-        level: 4,
+        level: 3,
         pure: false,
     },
     Layer {
         name: "cairn-api",
-        level: 5,
+        level: 4,
         pure: false,
     },
     Layer {
         name: "cairn",
-        level: 6,
+        level: 5,
         pure: false,
     },
 ];

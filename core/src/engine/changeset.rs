@@ -286,6 +286,7 @@ impl Engine {
         let changes = self.plan_create(&template, &params, &sctx).await?;
         let nested = crate::nested::collect(
             &self.config.nested,
+            self.shared.https.as_ref(),
             &self.registry,
             &template,
             &crate::nested::Origin {

@@ -448,6 +448,7 @@ impl Engine {
                 None,
                 crate::nested::collect(
                     &self.config.nested,
+                    self.shared.https.as_ref(),
                     &self.registry,
                     &template,
                     &crate::nested::Origin {

@@ -92,13 +92,8 @@ impl Engine {
             .get("Handle")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        let listener = self
-            .shared
-            .callbacks
-            .listener()
-            .await
-            .map_err(|e| e.to_string())?;
-        let handle = listener.handle_target(url).ok_or_else(|| {
+        let handle = self.shared.handles.handle_target(url).await?;
+        let handle = handle.ok_or_else(|| {
             format!(
                 "Handle of {logical_id} is not the URL of a wait condition handle of this Cairn state: {}; use !Ref of an AWS::CloudFormation::WaitConditionHandle",
                 crate::template::quoted(url)

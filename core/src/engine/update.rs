@@ -461,6 +461,7 @@ impl Engine {
             None if input.template_body.is_some() => {
                 crate::nested::collect(
                     &self.config.nested,
+                    self.shared.https.as_ref(),
                     &self.registry,
                     &template,
                     &crate::nested::Origin {

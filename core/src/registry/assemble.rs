@@ -1,7 +1,9 @@
-//! The registry a configuration asks for: the built-in providers the binary
-//! hands in, the engine's group types, custom resources over webhooks, the
-//! `[[providers]]` entries (plugins in either isolation, webhook handlers
-//! serving their own types) and the type aliases.
+//! The parts of a configured registry that need no transport: the built-in
+//! providers the binary hands in (as `kind = "builtin"` entries choose
+//! them), the engine's own types, configured providers' claims and the
+//! type aliases. The binary wires the transports in between (custom
+//! resources over webhooks, `[[providers]]` plugins and handlers), in this
+//! order: built-ins, engine types, transports, aliases.
 //!
 //! Configured providers are started lazily ([`super::LazyProvider`]): a
 //! command that touches none of their types never reaches them, and one
@@ -12,29 +14,18 @@ use std::sync::Arc;
 use cairn_sdk::ResourceProvider;
 
 use super::limit::TimeLimited;
-use super::{types_of, LazyProvider, RegisteredType, Registry, RegistryError, Transport};
-use crate::config::{Config, EndpointConfig, Isolation, ProviderConfig, ProviderKind};
-use crate::plugin::process::ProcessProvider;
-use crate::plugin::DylibProvider;
-use crate::shared::Shared;
-use crate::webhook::remote::RemoteProvider;
-use crate::webhook::{custom_schema, WebhookProvider, CUSTOM_TYPE_PREFIX};
+use super::{LazyProvider, Registry, RegistryError, Transport};
+use crate::config::{Config, ProviderConfig, ProviderKind};
+use crate::signal::{HandleUrls, SignalTypes};
 
 /// A built-in provider: its name (`builtin:test`, …) and the provider.
 pub type Builtin = (&'static str, Arc<dyn ResourceProvider>);
 
-/// The registry for `config`, with `builtins` (the binary's built-in
-/// providers). Nothing outside the process is contacted here.
-/// Custom resources and wait condition handles use `shared`'s callback
-/// listener, and count their deliveries in its metrics.
-pub fn assemble(
-    config: &Config,
-    builtins: Vec<Builtin>,
-    shared: &Shared,
-) -> Result<Registry, RegistryError> {
+/// A registry with `builtins` (the binary's built-in providers): all of
+/// them, or only those `kind = "builtin"` entries choose (with their
+/// types).
+pub fn with_builtins(config: &Config, builtins: Vec<Builtin>) -> Result<Registry, RegistryError> {
     let mut r = Registry::new();
-    // `kind = "builtin"` entries choose the built-ins (and their types);
-    // without any, all are registered.
     let chosen: Vec<&ProviderConfig> = config
         .providers
         .iter()
@@ -63,218 +54,96 @@ pub fn assemble(
             r.register(name, Transport::Builtin, provider, c.types.as_deref())?;
         }
     }
-    // Instance groups: the engine runs them; this registers their schemas
-    // and the launch configuration's provider.
-    r.register(
-        "engine:groups",
-        Transport::Engine,
-        Arc::new(crate::group::GroupTypes),
-        None,
-    )?;
-    // Nested stacks: the engine runs them.
-    r.register(
-        "engine:stacks",
-        Transport::Engine,
-        Arc::new(crate::nested::NestedStackType),
-        None,
-    )?;
-    // Wait conditions and their handles: the engine waits for the signals.
-    r.register(
-        "engine:signals",
-        Transport::Engine,
-        Arc::new(crate::webhook::handles::SignalTypes::new(
-            shared.callbacks.clone(),
-        )),
-        None,
-    )?;
-    // Custom resources: AWS::CloudFormation::CustomResource, the Custom::
-    // types endpoints declare schemas for, and every other Custom::<Name>.
-    let webhooks = Arc::new(
-        WebhookProvider::new(
-            &config.webhooks,
-            shared.callbacks.clone(),
-            shared.metrics.clone(),
-        )
-        .map_err(|e| RegistryError::Provider {
-            name: "webhooks".into(),
-            message: e.to_string(),
-        })?,
-    );
-    r.register("webhooks", Transport::Webhook, webhooks.clone(), None)?;
-    r.register_family(
-        CUSTOM_TYPE_PREFIX,
-        "webhooks",
-        Transport::Webhook,
-        webhooks,
-        custom_schema("Custom::<Name>"),
-    );
-    for p in config
-        .providers
-        .iter()
-        .filter(|p| p.kind != ProviderKind::Builtin)
-    {
-        let lazy = configured(config, p, shared)?;
-        if let Some(t) = lazy_claims_taken(&r, p) {
-            return Err(RegistryError::DuplicateType {
-                type_name: t.0,
-                first: t.1,
-                second: lazy.name().to_string(),
-            });
-        }
-        r.register_lazy(lazy);
-    }
-    for (alias, target) in &config.type_aliases {
-        r.alias(alias, target)?;
-    }
-    // Heat's and CloudFormation's group type names, unless configured
-    // otherwise or claimed by a provider (a configured provider serving one
-    // of them lists it in its `types`).
-    for (alias, target) in crate::group::DEFAULT_ALIASES {
-        if !config.type_aliases.contains_key(alias) && !r.is_claimed(alias) {
-            r.alias(alias, target)?;
-        }
-    }
     Ok(r)
 }
 
-/// A type the entry lists that another provider already claims, with that
-/// provider's name.
-fn lazy_claims_taken(r: &Registry, p: &ProviderConfig) -> Option<(String, String)> {
-    p.types
-        .iter()
-        .flatten()
-        .find_map(|t| r.claimant(t).map(|first| (t.clone(), first)))
-}
-
-/// The name an entry is shown under: its `name`, else the file name or URL.
-fn entry_name(p: &ProviderConfig) -> String {
-    p.name.clone().unwrap_or_else(|| {
-        p.path
-            .as_ref()
-            .and_then(|f| f.file_name())
-            .map(|f| f.to_string_lossy().into_owned())
-            .or_else(|| p.url.clone())
-            .unwrap_or_default()
-    })
-}
-
-/// One `[[providers]]` entry, to be started on first need. A malformed entry
-/// is refused here; a provider that is down fails only when started.
-fn configured(
-    config: &Config,
-    p: &ProviderConfig,
-    shared: &Shared,
-) -> Result<LazyProvider, RegistryError> {
-    let name = entry_name(p);
-    let refuse = |message: &str| RegistryError::Provider {
-        name: name.clone(),
-        message: message.to_string(),
-    };
-    match p.kind {
-        ProviderKind::Webhook if p.url.is_none() => {
-            return Err(refuse("a kind = \"webhook\" entry needs url"))
-        }
-        ProviderKind::Dylib if p.path.is_none() => {
-            return Err(refuse("a kind = \"dylib\" entry needs path"))
-        }
-        _ => {}
+impl Registry {
+    /// The types the engine runs itself: instance groups (their schemas
+    /// and the launch configuration's provider), nested stacks, and wait
+    /// conditions with their handles (a handle's physical id is a URL of
+    /// the process's callback listener: `handles`).
+    pub fn register_engine_types(
+        &mut self,
+        handles: Arc<dyn HandleUrls>,
+    ) -> Result<(), RegistryError> {
+        self.register(
+            "engine:groups",
+            Transport::Engine,
+            Arc::new(crate::group::GroupTypes),
+            None,
+        )?;
+        self.register(
+            "engine:stacks",
+            Transport::Engine,
+            Arc::new(crate::nested::NestedStackType),
+            None,
+        )?;
+        self.register(
+            "engine:signals",
+            Transport::Engine,
+            Arc::new(SignalTypes::new(handles)),
+            None,
+        )
     }
-    let config = config.clone();
-    let entry = p.clone();
-    let shown = name.clone();
-    let shared = shared.clone();
-    Ok(LazyProvider::new(
-        &name,
-        p.types.clone(),
-        Box::new(move || start(&config, &entry, &shown, &shared)),
-    ))
+
+    /// Registers a configured provider to start on first need, refusing a
+    /// type its entry lists that another provider already claims.
+    pub fn register_configured(
+        &mut self,
+        entry: &ProviderConfig,
+        lazy: LazyProvider,
+    ) -> Result<(), RegistryError> {
+        let taken = entry
+            .types
+            .iter()
+            .flatten()
+            .find_map(|t| self.claimant(t).map(|first| (t.clone(), first)));
+        if let Some((type_name, first)) = taken {
+            return Err(RegistryError::DuplicateType {
+                type_name,
+                first,
+                second: lazy.name().to_string(),
+            });
+        }
+        self.register_lazy(lazy);
+        Ok(())
+    }
+
+    /// The configured type aliases, then Heat's and CloudFormation's group
+    /// type names unless configured otherwise or claimed by a provider (a
+    /// configured provider serving one of them lists it in its `types`).
+    pub fn alias_configured(&mut self, config: &Config) -> Result<(), RegistryError> {
+        for (alias, target) in &config.type_aliases {
+            self.alias(alias, target)?;
+        }
+        for (alias, target) in crate::group::DEFAULT_ALIASES {
+            if !config.type_aliases.contains_key(alias) && !self.is_claimed(alias) {
+                self.alias(alias, target)?;
+            }
+        }
+        Ok(())
+    }
 }
 
-/// Starts one configured provider: reads a handler's types, loads a library
-/// or starts its host process.
-fn start(
-    config: &Config,
-    p: &ProviderConfig,
+/// `provider`, limited to `timeout_seconds` per call when set.
+pub fn limited(
     name: &str,
-    shared: &Shared,
-) -> Result<Vec<RegisteredType>, RegistryError> {
-    let refuse = |message: String| RegistryError::Provider {
-        name: name.to_string(),
-        message,
-    };
-    if p.kind == ProviderKind::Webhook {
-        let endpoint = EndpointConfig {
-            url: p.url.clone().unwrap_or_default(),
-            secret: p.secret.clone(),
-            ca_bundle: p.ca_bundle.clone(),
-            // Asked only when the entry opts in (the handler kit answers
-            // it; a handler written for CloudFormation does not).
-            drift: p.drift,
-            ..Default::default()
-        };
-        let connect = RemoteProvider::connect(
-            name,
-            endpoint,
-            &config.webhooks,
-            shared.callbacks.clone(),
-            shared.metrics.clone(),
-        );
-        let remote = block_on_startup(connect)
-            .map_err(&refuse)?
-            .map_err(|e| refuse(e.to_string()))?;
-        let remote = limited(name, p.timeout_seconds, Arc::new(remote));
-        return types_of(
-            name,
-            "remote",
-            Transport::Webhook,
-            remote,
-            p.types.as_deref(),
-        );
+    timeout_seconds: Option<u64>,
+    provider: Arc<dyn ResourceProvider>,
+) -> Arc<dyn ResourceProvider> {
+    match timeout_seconds {
+        Some(s) => Arc::new(TimeLimited {
+            name: name.to_string(),
+            limit: std::time::Duration::from_secs(s),
+            inner: provider,
+        }),
+        None => provider,
     }
-    let path = p.path.clone().unwrap_or_default();
-    let (name, version, transport, plugin) = match p.isolation {
-        Isolation::None => {
-            let plugin = off_the_workers(|| DylibProvider::load(&path, p.sha256.as_deref()))
-                .map_err(|e| refuse(e.to_string()))?;
-            let (name, version) = named(p.name.as_ref(), plugin.manifest());
-            (
-                name,
-                version,
-                Transport::Dylib,
-                Arc::new(plugin) as Arc<dyn ResourceProvider>,
-            )
-        }
-        Isolation::Process => {
-            let start = || -> Result<ProcessProvider, String> {
-                let exe = std::env::current_exe()
-                    .map_err(|e| format!("cannot find the cairn binary to host the plugin: {e}"))?;
-                ProcessProvider::start(&exe, &path, p.sha256.as_deref()).map_err(|e| e.to_string())
-            };
-            let plugin = off_the_workers(start).map_err(refuse)?;
-            let (name, version) = named(p.name.as_ref(), plugin.manifest());
-            (
-                name,
-                version,
-                Transport::Process,
-                Arc::new(plugin) as Arc<dyn ResourceProvider>,
-            )
-        }
-    };
-    let plugin = limited(&name, p.timeout_seconds, plugin);
-    types_of(&name, &version, transport, plugin, p.types.as_deref())
-}
-
-/// A plugin's name (the configured one, else its own) and version.
-fn named(configured: Option<&String>, manifest: &cairn_sdk::plugin::Manifest) -> (String, String) {
-    (
-        configured.cloned().unwrap_or_else(|| manifest.name.clone()),
-        manifest.version.clone(),
-    )
 }
 
 /// Runs blocking startup work (loading a library, a plugin host's hello)
 /// off the async workers when called from one.
-fn off_the_workers<T>(f: impl FnOnce() -> T) -> T {
+pub fn off_the_workers<T>(f: impl FnOnce() -> T) -> T {
     match tokio::runtime::Handle::try_current() {
         Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
             tokio::task::block_in_place(f)
@@ -285,7 +154,7 @@ fn off_the_workers<T>(f: impl FnOnce() -> T) -> T {
 
 /// Runs `f` to completion from code that may or may not be inside the
 /// runtime (a lookup that starts a provider is synchronous).
-fn block_on_startup<F: std::future::Future>(f: F) -> Result<F::Output, String> {
+pub fn block_on_startup<F: std::future::Future>(f: F) -> Result<F::Output, String> {
     match tokio::runtime::Handle::try_current() {
         Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
             Ok(tokio::task::block_in_place(|| h.block_on(f)))
@@ -298,21 +167,5 @@ fn block_on_startup<F: std::future::Future>(f: F) -> Result<F::Output, String> {
             .build()
             .map(|rt| rt.block_on(f))
             .map_err(|e| format!("cannot start a runtime to read the provider's types: {e}")),
-    }
-}
-
-/// `provider`, limited to `timeout_seconds` per call when set.
-fn limited(
-    name: &str,
-    timeout_seconds: Option<u64>,
-    provider: Arc<dyn ResourceProvider>,
-) -> Arc<dyn ResourceProvider> {
-    match timeout_seconds {
-        Some(s) => Arc::new(TimeLimited {
-            name: name.to_string(),
-            limit: std::time::Duration::from_secs(s),
-            inner: provider,
-        }),
-        None => provider,
     }
 }

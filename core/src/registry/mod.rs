@@ -68,7 +68,7 @@ pub enum RegistryError {
     Provider { name: String, message: String },
 }
 
-pub use lazy::{LazyProvider, ProviderStatus};
+pub use lazy::{LazyProvider, ProviderStatus, Starter};
 
 /// Resource types → providers.
 #[derive(Default)]
@@ -95,7 +95,7 @@ fn is_custom_type_name(prefix: &str, type_name: &str) -> bool {
 
 /// The types `provider` declares (or only `only`, when given), each as a
 /// registered type; `only` naming a type it does not serve is an error.
-pub(crate) fn types_of(
+pub fn types_of(
     provider_name: &str,
     version: &str,
     transport: Transport,

@@ -38,6 +38,7 @@ use super::{CreateStackInput, Engine};
 use crate::config::Config;
 use crate::registry::Registry;
 use crate::shared::Shared;
+use crate::signal::HandleUrls;
 use crate::stack::{OnFailure, StackStatus, STACK_TYPE};
 use crate::store::crash::CrashStore;
 use crate::store::sqlite::SqliteStore;
@@ -175,6 +176,34 @@ fn config(dir: &std::path::Path) -> Config {
     c
 }
 
+/// The simulated templates are read from files only.
+struct NoHttps;
+
+/// Handle URLs as a listener would sign them (the scenarios signal
+/// resources with CreationPolicies, not handles).
+struct SimHandles;
+
+#[async_trait::async_trait]
+impl HandleUrls for SimHandles {
+    async fn handle_target(&self, url: &str) -> Result<Option<(String, String)>, String> {
+        let target = url
+            .strip_prefix("sim://handle/")
+            .and_then(|r| r.rsplit_once('/'));
+        Ok(target.map(|(stack, logical)| (stack.to_string(), logical.to_string())))
+    }
+
+    async fn handle_url(&self, stack_id: &str, logical_id: &str) -> Result<String, String> {
+        Ok(format!("sim://handle/{stack_id}/{logical_id}"))
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::nested::HttpsGet for NoHttps {
+    async fn get(&self, url: &str, _timeout: Duration) -> Result<Vec<u8>, String> {
+        Err(format!("{url}: the simulator fetches no https:// template"))
+    }
+}
+
 impl World {
     fn new() -> World {
         let dir = std::env::temp_dir().join(format!("cairn-sim-{}", uuid::Uuid::new_v4().simple()));
@@ -186,10 +215,17 @@ impl World {
         let provider: Arc<dyn ResourceProvider> = cloud.clone();
         // The simulated processes share one callback listener and one set
         // of counters, as the engines of one process do.
-        let shared = Shared::new(&config.webhooks, None);
-        let registry =
-            crate::registry::assemble::assemble(&config, vec![("builtin:sim", provider)], &shared)
+        let handles: Arc<dyn HandleUrls> = Arc::new(SimHandles);
+        let shared = Shared::new(handles.clone(), Arc::new(NoHttps));
+        // As the binary wires it, without transports: the sim cloud plays
+        // the providers, handlers included.
+        let mut registry =
+            crate::registry::assemble::with_builtins(&config, vec![("builtin:sim", provider)])
                 .expect("registry");
+        registry
+            .register_engine_types(handles)
+            .expect("engine types");
+        registry.alias_configured(&config).expect("aliases");
         World {
             dir,
             base,

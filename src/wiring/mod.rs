@@ -1,0 +1,78 @@
+//! The binary composes its crates: the transports (`cairn-webhook`,
+//! `cairn-plugin`) wired into the engine's registry, and what the engine
+//! needs of them (whose wait condition handle a URL is, an https client
+//! for nested templates, a counter of webhook deliveries) handed to it as
+//! values. The engine (`cairn-core`) depends on no transport.
+
+pub mod registry;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cairn_core::config::WebhookConfig;
+use cairn_core::metrics::Metrics;
+use cairn_core::nested::HttpsGet;
+use cairn_core::shared::Shared;
+use cairn_core::store::Store;
+use cairn_webhook::callback::Callbacks;
+use cairn_webhook::DeliveryCounter;
+
+pub use registry::assemble;
+
+/// One process's transports and the shared value its engines hold.
+#[derive(Clone)]
+pub struct Process {
+    /// What the engines, registries and server of the process share.
+    pub shared: Shared,
+    /// The custom-resource callback listener (`cairn serve` hosts it on
+    /// its own port; every other command starts it on first use).
+    pub callbacks: Arc<Callbacks>,
+}
+
+impl Process {
+    /// A process configured with `webhooks`; custom-resource responses go
+    /// through `state` (the state it opened), so that any engine on it can
+    /// take one for another, when given.
+    pub fn new(webhooks: &WebhookConfig, state: Option<Arc<dyn Store>>) -> Process {
+        let callbacks = Arc::new(Callbacks::new(webhooks, state));
+        Process {
+            shared: Shared::new(callbacks.clone(), Arc::new(TemplatesOverHttps)),
+            callbacks,
+        }
+    }
+
+    /// The webhook transport's counter of deliveries: the process's metrics.
+    pub fn deliveries(&self) -> Arc<dyn DeliveryCounter> {
+        Arc::new(Deliveries(self.shared.metrics.clone()))
+    }
+}
+
+/// Webhook deliveries counted in the process's metrics.
+struct Deliveries(Arc<Metrics>);
+
+impl DeliveryCounter for Deliveries {
+    fn delivery(&self, outcome: &str) {
+        self.0.delivery(outcome);
+    }
+}
+
+/// Nested templates behind `https://` TemplateURLs, fetched with the
+/// webhooks' client (rustls with ring and the platform's roots).
+struct TemplatesOverHttps;
+
+#[async_trait::async_trait]
+impl HttpsGet for TemplatesOverHttps {
+    async fn get(&self, url: &str, timeout: Duration) -> Result<Vec<u8>, String> {
+        let client =
+            cairn_webhook::tls::client(None, "nested templates").map_err(|e| e.to_string())?;
+        let answer = client
+            .get(url)
+            .timeout(timeout)
+            .send()
+            .await
+            .and_then(|r| r.error_for_status())
+            .map_err(|e| format!("{url}: {e}"))?;
+        let bytes = answer.bytes().await.map_err(|e| format!("{url}: {e}"))?;
+        Ok(bytes.to_vec())
+    }
+}
