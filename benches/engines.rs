@@ -122,14 +122,14 @@ async fn create_delete(store: Arc<dyn Store>, data: &std::path::Path) -> Result<
         context: Default::default(),
     };
     let start = Instant::now();
-    let id = engine.start_create(&input).await?;
+    let id = engine.creates().start_create(&input).await?;
     let status = engine.run(&id).await?;
     let create = start.elapsed().as_secs_f64();
     if status != StackStatus::CreateComplete {
         return Err(format!("create ended {status}").into());
     }
     let start = Instant::now();
-    engine.start_delete("bench", &[]).await?;
+    engine.deletes().start_delete("bench", &[]).await?;
     let status = engine.run(&id).await?;
     let delete = start.elapsed().as_secs_f64();
     if status != StackStatus::DeleteComplete {

@@ -345,7 +345,7 @@ fn scenario(name: &str) -> Result<(), Box<dyn std::error::Error>> {
         };
         let input = CreateStackInput { stack_name: "bench".into(), template_body: body, parameters: BTreeMap::new(), on_failure: OnFailure::Rollback, tags: Vec::new(), timeout_minutes: None, origin: Default::default(), context: Default::default(), };
         let start = Instant::now();
-        let id = engine.start_create(&input).await?;
+        let id = engine.creates().start_create(&input).await?;
         let synchronous = start.elapsed().as_secs_f64();
         let status = engine.run(&id).await?;
         let create = start.elapsed().as_secs_f64();
@@ -357,7 +357,7 @@ fn scenario(name: &str) -> Result<(), Box<dyn std::error::Error>> {
         for _ in 0..NOOP_ATTEMPTS {
             let start = Instant::now();
             let refused = engine
-                .start_update(&UpdateStackInput {
+                .updates().start_update(&UpdateStackInput {
                     stack_name: "bench".into(),
                     template_body: Some(input.template_body.clone()),
                     parameters: BTreeMap::new(),
@@ -380,7 +380,7 @@ fn scenario(name: &str) -> Result<(), Box<dyn std::error::Error>> {
             Vec::new()
         };
         let start = Instant::now();
-        engine.start_delete("bench", &[]).await?;
+        engine.deletes().start_delete("bench", &[]).await?;
         let status = engine.run(&id).await?;
         let delete = start.elapsed().as_secs_f64();
         assert_eq!(status, StackStatus::DeleteComplete);

@@ -73,6 +73,7 @@ pub async fn plan(engine: &Arc<Engine>, args: PlanArgs<'_>) -> anyhow::Result<()
         include_nested_stacks: args.include_nested,
     };
     let cs = engine
+        .change_sets()
         .create_change_set(&input)
         .await
         .map_err(|e| match args.template {
@@ -184,7 +185,10 @@ pub async fn execute(
     change_set: &str,
     disable_rollback: bool,
 ) -> anyhow::Result<()> {
-    let cs = engine.describe_change_set(stack, change_set).await?;
+    let cs = engine
+        .change_sets()
+        .describe_change_set(stack, change_set)
+        .await?;
     let on_failure = if disable_rollback {
         if cs.change_set_type != ChangeSetType::Create {
             return Err(anyhow!(
@@ -198,6 +202,7 @@ pub async fn execute(
     };
     let before = event_count(engine, stack).await?;
     let stack_id = engine
+        .change_sets()
         .execute_change_set(stack, change_set, on_failure)
         .await?;
     let success = if cs.change_set_type == ChangeSetType::Create {
@@ -209,7 +214,7 @@ pub async fn execute(
 }
 
 pub async fn list(engine: &Arc<Engine>, stack: &str, output: OutputFormat) -> anyhow::Result<()> {
-    show_list(&engine.list_change_sets(stack).await?, output)
+    show_list(&engine.change_sets().list_change_sets(stack).await?, output)
 }
 
 /// `cairn change-sets`'s output.
@@ -254,12 +259,18 @@ pub async fn describe(
     change_set: &str,
     output: OutputFormat,
 ) -> anyhow::Result<()> {
-    let cs = engine.describe_change_set(stack, change_set).await?;
+    let cs = engine
+        .change_sets()
+        .describe_change_set(stack, change_set)
+        .await?;
     print_change_set(&cs, output)
 }
 
 pub async fn delete(engine: &Arc<Engine>, stack: &str, change_set: &str) -> anyhow::Result<()> {
-    engine.delete_change_set(stack, change_set).await?;
+    engine
+        .change_sets()
+        .delete_change_set(stack, change_set)
+        .await?;
     println!("change set {change_set} of stack {stack} deleted");
     Ok(())
 }
@@ -268,7 +279,7 @@ pub async fn delete(engine: &Arc<Engine>, stack: &str, change_set: &str) -> anyh
 /// follows the rollback to its end (running it here when no process is).
 pub async fn cancel_update(engine: &Arc<Engine>, stack: &str) -> anyhow::Result<()> {
     let before = event_count(engine, stack).await?;
-    let stack_id = engine.cancel_update(stack).await?;
+    let stack_id = engine.updates().cancel_update(stack).await?;
     wait_for(
         engine,
         stack,

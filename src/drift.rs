@@ -17,14 +17,14 @@ pub async fn run(
     output: OutputFormat,
 ) -> anyhow::Result<()> {
     let detection = if last {
-        match engine.last_drift_detection(stack).await? {
+        match engine.drift().last_drift_detection(stack).await? {
             Some(d) => d,
             None => anyhow::bail!(
                 "drift was never detected on stack {stack}; run `cairn drift {stack}`"
             ),
         }
     } else {
-        engine.detect_drift(stack, only).await?
+        engine.drift().detect_drift(stack, only).await?
     };
     show(&detection, output)
 }

@@ -555,68 +555,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         command: ProviderCommand::New(a),
     } = &cli.command
     {
-        let kind = match (a.lang, a.transport) {
-            (Lang::Rust, Some(Transport::Dylib)) => scaffold::Kind::RustDylib,
-            (Lang::Rust, Some(Transport::Webhook)) => scaffold::Kind::RustWebhook,
-            (Lang::Rust, None) => {
-                anyhow::bail!("a Rust provider is a plugin or a webhook handler: give --transport dylib or --transport webhook")
-            }
-            (Lang::Python, None | Some(Transport::Webhook)) => scaffold::Kind::Python,
-            (Lang::Python, Some(Transport::Dylib)) => {
-                anyhow::bail!("a Python provider is a webhook handler: leave out --transport or give --transport webhook")
-            }
-        };
-        let dir = scaffold::run(&scaffold::Args {
-            name: &a.name,
-            kind,
-            dir: a.dir.as_deref(),
-            type_name: a.type_name.as_deref(),
-            sdk_path: a.sdk_path.as_deref(),
-            python_sdk: a.python_sdk.as_deref(),
-            port: a.port,
-        })?;
-        println!(
-            "wrote {}: see its README.md for the commands that build, test and deploy it",
-            dir.display()
-        );
-        return Ok(());
+        return provider_new(a);
     }
     if let Command::Provider {
         command: ProviderCommand::Test(a),
     } = &cli.command
     {
-        let under = match (&a.type_name, &a.plugin, &a.webhook) {
-            (Some(t), _, _) => provider_test::Under::Type(t.clone()),
-            (_, Some(path), _) => provider_test::Under::Plugin {
-                path: path.clone(),
-                isolation: if a.in_process {
-                    cairn_core::config::Isolation::None
-                } else {
-                    cairn_core::config::Isolation::Process
-                },
-            },
-            (_, _, Some(url)) => provider_test::Under::Webhook {
-                url: url.clone(),
-                secret: a.secret.clone(),
-                drift: a.drift,
-            },
-            _ => anyhow::bail!("give --type, --plugin or --webhook"),
-        };
-        let state = stacks::state_path(cli.state.as_ref(), &config);
-        let data_dir = stacks::data_dir(&config, &state);
-        return provider_test::run(
-            stacks::with_local_ca(&config, &state),
-            provider_test::Args {
-                under,
-                properties: a.properties.as_deref(),
-                updates: &a.updates,
-                timeout_seconds: a.timeout_seconds,
-                output: a.output,
-                junit: a.junit.as_deref(),
-                data_dir,
-            },
-        )
-        .await;
+        return provider_test(a, cli.state.as_ref(), &config).await;
     }
     if let Command::Providers { type_name, output } = &cli.command {
         return providers::run(&config, type_name.as_deref(), *output);
@@ -677,6 +622,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             reason,
         } => {
             engine
+                .signals()
                 .signal_resource(stack, resource, unique_id, status, reason.clone())
                 .await?;
             println!("{status} signal {unique_id} kept for {resource} of stack {stack}");
@@ -705,6 +651,77 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         } => drift::run(&engine, stack, resources, *last, *output).await,
         Command::Update(o) => reconcile::run(&engine, o.args()).await,
     }
+}
+
+/// `cairn provider new`: the project, written for the language and
+/// transport asked for.
+fn provider_new(a: &ProviderNewArgs) -> anyhow::Result<()> {
+    let kind = match (a.lang, a.transport) {
+        (Lang::Rust, Some(Transport::Dylib)) => scaffold::Kind::RustDylib,
+        (Lang::Rust, Some(Transport::Webhook)) => scaffold::Kind::RustWebhook,
+        (Lang::Rust, None) => {
+            anyhow::bail!("a Rust provider is a plugin or a webhook handler: give --transport dylib or --transport webhook")
+        }
+        (Lang::Python, None | Some(Transport::Webhook)) => scaffold::Kind::Python,
+        (Lang::Python, Some(Transport::Dylib)) => {
+            anyhow::bail!("a Python provider is a webhook handler: leave out --transport or give --transport webhook")
+        }
+    };
+    let dir = scaffold::run(&scaffold::Args {
+        name: &a.name,
+        kind,
+        dir: a.dir.as_deref(),
+        type_name: a.type_name.as_deref(),
+        sdk_path: a.sdk_path.as_deref(),
+        python_sdk: a.python_sdk.as_deref(),
+        port: a.port,
+    })?;
+    println!(
+        "wrote {}: see its README.md for the commands that build, test and deploy it",
+        dir.display()
+    );
+    Ok(())
+}
+
+/// `cairn provider test`: the contract tests against a type, a plugin or a
+/// handler.
+async fn provider_test(
+    a: &ProviderTestArgs,
+    state: Option<&PathBuf>,
+    config: &cairn_core::config::Config,
+) -> anyhow::Result<()> {
+    let under = match (&a.type_name, &a.plugin, &a.webhook) {
+        (Some(t), _, _) => provider_test::Under::Type(t.clone()),
+        (_, Some(path), _) => provider_test::Under::Plugin {
+            path: path.clone(),
+            isolation: if a.in_process {
+                cairn_core::config::Isolation::None
+            } else {
+                cairn_core::config::Isolation::Process
+            },
+        },
+        (_, _, Some(url)) => provider_test::Under::Webhook {
+            url: url.clone(),
+            secret: a.secret.clone(),
+            drift: a.drift,
+        },
+        _ => anyhow::bail!("give --type, --plugin or --webhook"),
+    };
+    let state = stacks::state_path(state, config);
+    let data_dir = stacks::data_dir(config, &state);
+    provider_test::run(
+        stacks::with_local_ca(config, &state),
+        provider_test::Args {
+            under,
+            properties: a.properties.as_deref(),
+            updates: &a.updates,
+            timeout_seconds: a.timeout_seconds,
+            output: a.output,
+            junit: a.junit.as_deref(),
+            data_dir,
+        },
+    )
+    .await
 }
 
 /// A command against a server (`--endpoint`).

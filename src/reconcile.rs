@@ -46,7 +46,11 @@ pub async fn run(engine: &Arc<Engine>, args: Args<'_>) -> anyhow::Result<()> {
         None => anyhow!("{e}"),
     };
     if args.preview {
-        let plan = engine.plan_reconcile(&input).await.map_err(named)?;
+        let plan = engine
+            .reconciles()
+            .plan_reconcile(&input)
+            .await
+            .map_err(named)?;
         return match args.output {
             OutputFormat::Json => print_json(&serde_json::to_value(&plan)?),
             OutputFormat::Text => {
@@ -57,7 +61,11 @@ pub async fn run(engine: &Arc<Engine>, args: Args<'_>) -> anyhow::Result<()> {
     }
     let existing = find(engine, args.stack).await?;
     let before = engine.store().event_count(&existing.stack_id).await?;
-    let stack_id = engine.start_reconcile(&input).await.map_err(named)?;
+    let stack_id = engine
+        .reconciles()
+        .start_reconcile(&input)
+        .await
+        .map_err(named)?;
     let outcome = wait_for(
         engine,
         args.stack,

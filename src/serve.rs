@@ -91,7 +91,7 @@ pub async fn run(args: ServeArgs<'_>) -> anyhow::Result<()> {
     tracing::info!("listening on {scheme}://{addr}");
     // Operations a previous process on this host left in progress are
     // claimed at once; those of engines elsewhere when their leases run out.
-    if let Err(e) = engine.break_dead_leases().await {
+    if let Err(e) = engine.claims().break_dead_leases().await {
         eprintln!("cannot look for interrupted operations: {e}");
     }
     tokio::spawn(app.clone().claim_forever());

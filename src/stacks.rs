@@ -357,6 +357,7 @@ pub async fn deploy(engine: &Arc<Engine>, args: DeployArgs<'_>) -> anyhow::Resul
         context: gathered.context,
     };
     let stack_id = engine
+        .creates()
         .start_create(&input)
         .await
         .map_err(|e| anyhow!("{}: {e}", args.template.display()))?;
@@ -402,6 +403,7 @@ async fn update(
         context: Some(gathered.context),
     };
     let stack_id = engine
+        .updates()
         .start_update(&input)
         .await
         .map_err(|e| anyhow!("{}: {e}", args.template.display()))?;
@@ -451,7 +453,10 @@ pub async fn continue_rollback(
     skip: &[String],
 ) -> anyhow::Result<()> {
     let before = event_count(engine, stack).await?;
-    let stack_id = engine.start_continue_rollback(stack, skip).await?;
+    let stack_id = engine
+        .updates()
+        .start_continue_rollback(stack, skip)
+        .await?;
     wait_for(
         engine,
         stack,
@@ -464,7 +469,7 @@ pub async fn continue_rollback(
 
 pub async fn delete(engine: &Arc<Engine>, stack: &str, retain: &[String]) -> anyhow::Result<()> {
     let before = event_count(engine, stack).await?;
-    let Some(stack_id) = engine.start_delete(stack, retain).await? else {
+    let Some(stack_id) = engine.deletes().start_delete(stack, retain).await? else {
         println!("stack {stack} does not exist; nothing to delete");
         return Ok(());
     };

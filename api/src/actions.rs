@@ -329,7 +329,7 @@ async fn create_stack(app: &Arc<App>, f: &Form) -> Outcome {
         origin: origin(app, f),
         context,
     };
-    let id = app.engine.start_create(&input).await?;
+    let id = app.engine.creates().start_create(&input).await?;
     app.drive(id.clone(), "CREATE").await;
     result(|x| {
         x.leaf("StackId", &id);
@@ -357,7 +357,7 @@ async fn update_stack(app: &Arc<App>, f: &Form) -> Outcome {
         origin: origin(app, f),
         context,
     };
-    let id = app.engine.start_update(&input).await?;
+    let id = app.engine.updates().start_update(&input).await?;
     app.drive(id.clone(), "UPDATE").await;
     result(|x| {
         x.leaf("StackId", &id);
@@ -368,7 +368,7 @@ async fn delete_stack(app: &Arc<App>, f: &Form) -> Outcome {
     let name = f.required("StackName")?;
     let retain = f.list("RetainResources");
     // A stack that does not exist (or is gone) is not an error.
-    if let Some(id) = app.engine.start_delete(name, &retain).await? {
+    if let Some(id) = app.engine.deletes().start_delete(name, &retain).await? {
         app.drive(id, "DELETE").await;
     }
     Ok(None)
@@ -698,6 +698,7 @@ async fn get_template(app: &App, f: &Form) -> Outcome {
         Some(cs) => {
             let stack = f.get("StackName").unwrap_or("");
             app.engine
+                .change_sets()
                 .describe_change_set(stack, cs)
                 .await?
                 .template_body
@@ -824,7 +825,7 @@ async fn create_change_set(app: &App, f: &Form) -> Outcome {
         include_nested_stacks: f.flag("IncludeNestedStacks")? == Some(true),
         context,
     };
-    let cs = app.engine.create_change_set(&input).await?;
+    let cs = app.engine.change_sets().create_change_set(&input).await?;
     result(|x| {
         x.leaf("Id", &cs.change_set_id)
             .leaf("StackId", &cs.stack_id);
@@ -867,6 +868,7 @@ async fn describe_change_set(app: &App, f: &Form) -> Outcome {
     let name = f.required("ChangeSetName")?;
     let cs = app
         .engine
+        .change_sets()
         .describe_change_set(f.get("StackName").unwrap_or(""), name)
         .await?;
     let changes = cs.changes.as_array().cloned().unwrap_or_default();
@@ -913,6 +915,7 @@ async fn execute_change_set(app: &Arc<App>, f: &Form) -> Outcome {
     };
     let id = app
         .engine
+        .change_sets()
         .execute_change_set(f.get("StackName").unwrap_or(""), name, on_failure)
         .await?;
     app.drive(id, "EXECUTE_CHANGE_SET").await;
@@ -922,6 +925,7 @@ async fn execute_change_set(app: &Arc<App>, f: &Form) -> Outcome {
 async fn delete_change_set(app: &App, f: &Form) -> Outcome {
     let name = f.required("ChangeSetName")?;
     app.engine
+        .change_sets()
         .delete_change_set(f.get("StackName").unwrap_or(""), name)
         .await?;
     result(|_| {})
@@ -958,6 +962,7 @@ fn nesting_xml(x: &mut Xml, cs: &ChangeSetRecord) {
 async fn list_change_sets(app: &App, f: &Form) -> Outcome {
     let sets = app
         .engine
+        .change_sets()
         .list_change_sets(f.required("StackName")?)
         .await?;
     let (items, next) = page(&sets, f, PAGE)?;
@@ -970,13 +975,20 @@ async fn list_change_sets(app: &App, f: &Form) -> Outcome {
 async fn continue_update_rollback(app: &Arc<App>, f: &Form) -> Outcome {
     let name = f.required("StackName")?;
     let skip = f.list("ResourcesToSkip");
-    let id = app.engine.start_continue_rollback(name, &skip).await?;
+    let id = app
+        .engine
+        .updates()
+        .start_continue_rollback(name, &skip)
+        .await?;
     app.drive(id, "CONTINUE_UPDATE_ROLLBACK").await;
     result(|_| {})
 }
 
 async fn cancel_update_stack(app: &App, f: &Form) -> Outcome {
-    app.engine.cancel_update(f.required("StackName")?).await?;
+    app.engine
+        .updates()
+        .cancel_update(f.required("StackName")?)
+        .await?;
     Ok(None)
 }
 
@@ -985,6 +997,7 @@ async fn cancel_update_stack(app: &App, f: &Form) -> Outcome {
 /// --reason`.
 async fn signal_resource(app: &App, f: &Form) -> Outcome {
     app.engine
+        .signals()
         .signal_resource(
             f.required("StackName")?,
             f.required("LogicalResourceId")?,
@@ -1034,7 +1047,7 @@ async fn list_imports(app: &App, f: &Form) -> Outcome {
 async fn detect_stack_drift(app: &App, f: &Form) -> Outcome {
     let name = f.required("StackName")?;
     let only = f.list("LogicalResourceIds");
-    let d = app.engine.detect_drift(name, &only).await?;
+    let d = app.engine.drift().detect_drift(name, &only).await?;
     result(|x| {
         x.leaf("StackDriftDetectionId", &d.stack_drift_detection_id);
     })
@@ -1043,6 +1056,7 @@ async fn detect_stack_drift(app: &App, f: &Form) -> Outcome {
 /// A detection by its id.
 async fn detection(app: &App, id: &str) -> Result<StackDriftDetection, ApiError> {
     app.engine
+        .drift()
         .drift_detection(id)
         .await?
         .ok_or_else(|| ApiError::validation(format!("The drift detection {id} does not exist")))
@@ -1086,6 +1100,7 @@ async fn describe_resource_drifts(app: &App, f: &Form) -> Outcome {
     let s = stack(app, f.required("StackName")?).await?;
     let d = app
         .engine
+        .drift()
         .last_drift_detection(&s.stack_id)
         .await?
         .ok_or_else(|| {
@@ -1112,6 +1127,7 @@ async fn detect_resource_drift(app: &App, f: &Form) -> Outcome {
     let logical = f.required("LogicalResourceId")?.to_string();
     let d = app
         .engine
+        .drift()
         .detect_drift(name, std::slice::from_ref(&logical))
         .await?;
     let r = d
@@ -1176,14 +1192,14 @@ async fn reconcile_stack(app: &Arc<App>, f: &Form) -> Outcome {
         },
     };
     if flag("Preview")? {
-        let plan = app.engine.plan_reconcile(&input).await?;
+        let plan = app.engine.reconciles().plan_reconcile(&input).await?;
         let text = serde_json::to_string(&plan)
             .map_err(|e| ApiError::new(500, "InternalFailure", e.to_string()))?;
         return result(|x| {
             x.leaf("Plan", &text);
         });
     }
-    let id = app.engine.start_reconcile(&input).await?;
+    let id = app.engine.reconciles().start_reconcile(&input).await?;
     app.drive(id.clone(), "RECONCILE").await;
     result(|x| {
         x.leaf("StackId", &id);

@@ -146,7 +146,7 @@ impl App {
         // one included) claims it.
         let Ok(permit) = self.slots.clone().try_acquire_owned() else {
             tracing::info!(stack = %stack_id, "at max_operations: handing the operation to the next engine with room");
-            if let Err(e) = self.engine.hand_off(&stack_id).await {
+            if let Err(e) = self.engine.claims().hand_off(&stack_id).await {
                 tracing::error!(stack = %stack_id, "cannot hand the operation off: {e}");
             }
             return;
@@ -189,7 +189,7 @@ impl App {
     pub async fn claim_forever(self: Arc<Self>) {
         loop {
             let room = self.slots.available_permits();
-            match self.engine.claim(room, true).await {
+            match self.engine.claims().claim(room, true).await {
                 Ok(ids) => {
                     for id in ids {
                         match self.slots.clone().try_acquire_owned() {
@@ -198,7 +198,7 @@ impl App {
                                 self.spawn_run(id, None, permit);
                             }
                             Err(_) => {
-                                let _ = self.engine.hand_off(&id).await;
+                                let _ = self.engine.claims().hand_off(&id).await;
                             }
                         }
                     }

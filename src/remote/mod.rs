@@ -513,26 +513,7 @@ pub async fn run(endpoint: &str, command: Command<'_>) -> anyhow::Result<()> {
     let r = Remote::new(endpoint)?;
     match command {
         Command::Deploy(args) => deploy(&r, args).await,
-        Command::Delete { stack, retain } => {
-            let existing = match r.stack(stack).await {
-                Ok(s) => s,
-                Err(_) => {
-                    println!("stack {stack} does not exist; nothing to delete");
-                    return Ok(());
-                }
-            };
-            let mut p = vec![kv("StackName", stack)];
-            p.extend(list_members("RetainResources", retain));
-            r.operate(
-                &existing.stack_id,
-                stack,
-                "DeleteStack",
-                &p,
-                StackStatus::DeleteComplete,
-                |e| e,
-            )
-            .await
-        }
+        Command::Delete { stack, retain } => delete(&r, stack, retain).await,
         Command::ContinueRollback { stack, skip } => {
             let existing = r.stack(stack).await?;
             let mut p = vec![kv("StackName", stack)];
@@ -570,51 +551,14 @@ pub async fn run(endpoint: &str, command: Command<'_>) -> anyhow::Result<()> {
         }
         Command::Describe(stack, output) => stacks::show_stack(&r.stack(stack).await?, output),
         Command::Events(stack, output) => stacks::show_events(&r.events(stack).await?, output),
-        Command::Resources(stack, output) => {
-            let s = r.stack(stack).await?;
-            let lines: Vec<ResourceLine> = r
-                .all(
-                    "ListStackResources",
-                    &[kv("StackName", stack.to_string())],
-                    "StackResourceSummaries",
-                )
-                .await?
-                .iter()
-                .map(|m| ResourceLine {
-                    logical_id: m.text_or_empty("LogicalResourceId"),
-                    group: None,
-                    resource_type: m.text_or_empty("ResourceType"),
-                    physical_id: m.text_of("PhysicalResourceId"),
-                    status: m.text_or_empty("ResourceStatus"),
-                    reason: m.text_of("ResourceStatusReason"),
-                    updated_at: m.text_or_empty("LastUpdatedTimestamp"),
-                })
-                .collect();
-            stacks::show_resources(&s, &lines, output)
-        }
+        Command::Resources(stack, output) => resources(&r, stack, output).await,
         Command::Outputs(stack, output) => stacks::show_outputs(&r.stack(stack).await?, output),
         Command::Plan(args) => plan(&r, args).await,
         Command::Execute {
             stack,
             change_set,
             disable_rollback,
-        } => {
-            let cs = r.change_set(stack, change_set).await?;
-            if disable_rollback && cs.change_set_type != ChangeSetType::Create {
-                return Err(anyhow!("--disable-rollback applies to a change set that creates a stack; {} updates stack {stack} (an update that fails rolls back)", cs.change_set_name));
-            }
-            let mut p = vec![kv("StackName", stack), kv("ChangeSetName", change_set)];
-            if disable_rollback {
-                p.push(kv("DisableRollback", "true"));
-            }
-            let success = if cs.change_set_type == ChangeSetType::Create {
-                StackStatus::CreateComplete
-            } else {
-                StackStatus::UpdateComplete
-            };
-            r.operate(&cs.stack_id, stack, "ExecuteChangeSet", &p, success, |e| e)
-                .await
-        }
+        } => execute(&r, stack, change_set, disable_rollback).await,
         Command::ChangeSets(stack, output) => {
             let summaries = r
                 .all("ListChangeSets", &[kv("StackName", stack)], "Summaries")
@@ -661,61 +605,8 @@ pub async fn run(endpoint: &str, command: Command<'_>) -> anyhow::Result<()> {
             stack,
             only,
             output,
-        } => {
-            let mut p = vec![kv("StackName", stack)];
-            p.extend(list_members("LogicalResourceIds", only));
-            let id = r
-                .call("DetectStackDrift", &p)
-                .await?
-                .text_or_empty("StackDriftDetectionId");
-            let status = r
-                .call(
-                    "DescribeStackDriftDetectionStatus",
-                    &[kv("StackDriftDetectionId", id)],
-                )
-                .await?;
-            let drifts = r
-                .all(
-                    "DescribeStackResourceDrifts",
-                    &[kv("StackName", stack)],
-                    "StackResourceDrifts",
-                )
-                .await?;
-            let s = r.stack(stack).await?;
-            crate::drift::show(&drift_detection(&s, &status, &drifts)?, output)
-        }
-        Command::Validate(path, output) => {
-            let body = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read template {}", path.display()))?;
-            let named = |e: anyhow::Error| anyhow!("{}: {e}", path.display());
-            // ValidateTemplate checks it against the server's providers;
-            // GetTemplateSummary adds the parameter types.
-            let checked = r
-                .call("ValidateTemplate", &[kv("TemplateBody", body.clone())])
-                .await
-                .map_err(named)?;
-            let summary = r
-                .call("GetTemplateSummary", &[kv("TemplateBody", body)])
-                .await
-                .map_err(named)?;
-            let parameters: Vec<crate::validate::ParameterLine> = summary
-                .members("Parameters")
-                .iter()
-                .map(|p| crate::validate::ParameterLine {
-                    name: p.text_or_empty("ParameterKey"),
-                    type_name: p.text_or_empty("ParameterType"),
-                    default: p.text_of("DefaultValue"),
-                    no_echo: p.text_of("NoEcho").as_deref() == Some("true"),
-                    description: p.text_of("Description"),
-                })
-                .collect();
-            crate::validate::show(
-                path,
-                checked.text_of("Description").as_deref(),
-                &parameters,
-                output,
-            )
-        }
+        } => drift(&r, stack, only, output).await,
+        Command::Validate(path, output) => validate(&r, path, output).await,
         Command::History(stack, output) => {
             let h = r
                 .call("CairnDescribeStackHistory", &[kv("StackName", stack)])
@@ -735,6 +626,142 @@ pub async fn run(endpoint: &str, command: Command<'_>) -> anyhow::Result<()> {
             stacks::show_template(&t.text_or_empty("TemplateBody"), output)
         }
     }
+}
+
+/// `cairn delete` against a server: DeleteStack, followed to its end.
+async fn delete(r: &Remote, stack: &str, retain: &[String]) -> anyhow::Result<()> {
+    let existing = match r.stack(stack).await {
+        Ok(s) => s,
+        Err(_) => {
+            println!("stack {stack} does not exist; nothing to delete");
+            return Ok(());
+        }
+    };
+    let mut p = vec![kv("StackName", stack)];
+    p.extend(list_members("RetainResources", retain));
+    r.operate(
+        &existing.stack_id,
+        stack,
+        "DeleteStack",
+        &p,
+        StackStatus::DeleteComplete,
+        |e| e,
+    )
+    .await
+}
+
+/// `cairn resources`: ListStackResources as the local command shows it.
+async fn resources(r: &Remote, stack: &str, output: OutputFormat) -> anyhow::Result<()> {
+    let s = r.stack(stack).await?;
+    let lines: Vec<ResourceLine> = r
+        .all(
+            "ListStackResources",
+            &[kv("StackName", stack.to_string())],
+            "StackResourceSummaries",
+        )
+        .await?
+        .iter()
+        .map(|m| ResourceLine {
+            logical_id: m.text_or_empty("LogicalResourceId"),
+            group: None,
+            resource_type: m.text_or_empty("ResourceType"),
+            physical_id: m.text_of("PhysicalResourceId"),
+            status: m.text_or_empty("ResourceStatus"),
+            reason: m.text_of("ResourceStatusReason"),
+            updated_at: m.text_or_empty("LastUpdatedTimestamp"),
+        })
+        .collect();
+    stacks::show_resources(&s, &lines, output)
+}
+
+/// `cairn execute`: ExecuteChangeSet, followed to its end.
+async fn execute(
+    r: &Remote,
+    stack: &str,
+    change_set: &str,
+    disable_rollback: bool,
+) -> anyhow::Result<()> {
+    let cs = r.change_set(stack, change_set).await?;
+    if disable_rollback && cs.change_set_type != ChangeSetType::Create {
+        return Err(anyhow!("--disable-rollback applies to a change set that creates a stack; {} updates stack {stack} (an update that fails rolls back)", cs.change_set_name));
+    }
+    let mut p = vec![kv("StackName", stack), kv("ChangeSetName", change_set)];
+    if disable_rollback {
+        p.push(kv("DisableRollback", "true"));
+    }
+    let success = if cs.change_set_type == ChangeSetType::Create {
+        StackStatus::CreateComplete
+    } else {
+        StackStatus::UpdateComplete
+    };
+    r.operate(&cs.stack_id, stack, "ExecuteChangeSet", &p, success, |e| e)
+        .await
+}
+
+/// `cairn drift`: DetectStackDrift, then the detection and each
+/// resource's drift.
+async fn drift(
+    r: &Remote,
+    stack: &str,
+    only: &[String],
+    output: OutputFormat,
+) -> anyhow::Result<()> {
+    let mut p = vec![kv("StackName", stack)];
+    p.extend(list_members("LogicalResourceIds", only));
+    let id = r
+        .call("DetectStackDrift", &p)
+        .await?
+        .text_or_empty("StackDriftDetectionId");
+    let status = r
+        .call(
+            "DescribeStackDriftDetectionStatus",
+            &[kv("StackDriftDetectionId", id)],
+        )
+        .await?;
+    let drifts = r
+        .all(
+            "DescribeStackResourceDrifts",
+            &[kv("StackName", stack)],
+            "StackResourceDrifts",
+        )
+        .await?;
+    let s = r.stack(stack).await?;
+    crate::drift::show(&drift_detection(&s, &status, &drifts)?, output)
+}
+
+/// `cairn validate` against the server's providers: ValidateTemplate,
+/// and GetTemplateSummary for the parameter types.
+async fn validate(r: &Remote, path: &Path, output: OutputFormat) -> anyhow::Result<()> {
+    let body = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read template {}", path.display()))?;
+    let named = |e: anyhow::Error| anyhow!("{}: {e}", path.display());
+    // ValidateTemplate checks it against the server's providers;
+    // GetTemplateSummary adds the parameter types.
+    let checked = r
+        .call("ValidateTemplate", &[kv("TemplateBody", body.clone())])
+        .await
+        .map_err(named)?;
+    let summary = r
+        .call("GetTemplateSummary", &[kv("TemplateBody", body)])
+        .await
+        .map_err(named)?;
+    let parameters: Vec<crate::validate::ParameterLine> = summary
+        .members("Parameters")
+        .iter()
+        .map(|p| crate::validate::ParameterLine {
+            name: p.text_or_empty("ParameterKey"),
+            type_name: p.text_or_empty("ParameterType"),
+            default: p.text_of("DefaultValue"),
+            no_echo: p.text_of("NoEcho").as_deref() == Some("true"),
+            description: p.text_of("Description"),
+        })
+        .collect();
+    crate::validate::show(
+        path,
+        checked.text_of("Description").as_deref(),
+        &parameters,
+        output,
+    )
 }
 
 /// What a HOT template needs besides its text, as Cairn's API extension

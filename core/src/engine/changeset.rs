@@ -1,15 +1,16 @@
 //! Change sets: an update (or a create) planned and stored without touching
 //! any resource, executed later exactly as planned. The plan comes from the
-//! same [`Engine::prepare_update`] an update runs, and executing re-plans and
+//! same [`Updates::prepare_update`] an update runs, and executing re-plans and
 //! refuses if the result differs, so a change set never disagrees with what
 //! its execution does.
 
+use crate::engine::kinds::ChangeSets;
 use crate::stack::{ChangeSetStatus, ExecutionStatus, OperationKind};
 use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use super::{stack_context, stack_event, valid_stack_name, Engine, EngineError};
+use super::{stack_context, stack_event, valid_stack_name, EngineError};
 use crate::plan;
 use crate::stack::{now, ChangeSetRecord, OnFailure, StackRecord, StackStatus};
 use crate::store::{OperationRecord, StoreError};
@@ -49,7 +50,7 @@ pub struct CreateChangeSetInput {
     pub context: crate::stack::TemplateContext,
 }
 
-impl Engine {
+impl ChangeSets<'_> {
     /// Plans an update (or a create) and stores it as a change set; nothing
     /// else changes, except that a CREATE set makes the stack exist in
     /// REVIEW_IN_PROGRESS. A set without changes is stored FAILED with
@@ -83,7 +84,8 @@ impl Engine {
         input: &CreateChangeSetInput,
         in_review: bool,
     ) -> Result<ChangeSetRecord, EngineError> {
-        self.refuse_nested_named(&input.stack_name, "make a change set for")
+        self.nested_stacks()
+            .refuse_nested_named(&input.stack_name, "make a change set for")
             .await?;
         if in_review || self.store.find_stack(&input.stack_name).await?.is_none() {
             return Err(EngineError::Validation(format!(
@@ -92,6 +94,7 @@ impl Engine {
             )));
         }
         let prepared = self
+            .updates()
             .prepare_update(&UpdateStackInput {
                 stack_name: input.stack_name.clone(),
                 template_body: input.template_body.clone(),
@@ -204,7 +207,11 @@ impl Engine {
                 origin: Default::default(),
                 context: None,
             };
-            let prepared = Box::pin(self.prepare_update_nested(&input, Some(templates))).await?;
+            let prepared = Box::pin(
+                self.updates()
+                    .prepare_update_nested(&input, Some(templates)),
+            )
+            .await?;
             let base_version = self.store.event_count(&prepared.stack.stack_id).await? as i64;
             let child_input = CreateChangeSetInput {
                 stack_name: prepared.stack.stack_name.clone(),
@@ -389,8 +396,8 @@ impl Engine {
                 &stack,
                 &first,
                 None,
-                &self.operation_owner(),
-                self.lease_ttl_ms(),
+                &self.claims().operation_owner(),
+                self.claims().lease_ttl_ms(),
             )
             .await?;
         self.store.release_lease(&lease).await?;
@@ -541,6 +548,7 @@ impl Engine {
         // The nested templates as read when the set was made: what it
         // planned is what runs.
         let prepared = self
+            .updates()
             .prepare_update_nested(
                 &UpdateStackInput {
                     stack_name: cs.stack_id.clone(),
@@ -554,7 +562,7 @@ impl Engine {
             )
             .await?;
         self.check_plan_holds(&cs, &prepared.changes).await?;
-        self.begin_update(prepared, Some(&cs)).await
+        self.updates().begin_update(prepared, Some(&cs)).await
     }
 
     /// The plan made now must be the one stored: what a provider's schema
@@ -604,8 +612,8 @@ impl Engine {
             .store
             .acquire_lease(
                 &stack.stack_id,
-                &self.operation_owner(),
-                self.lease_ttl_ms(),
+                &self.claims().operation_owner(),
+                self.claims().lease_ttl_ms(),
             )
             .await?;
         let version = self.store.event_count(&stack.stack_id).await? as i64;
@@ -619,7 +627,7 @@ impl Engine {
                 stack.stack_id
             )));
         }
-        self.started_under(&lease);
+        self.claims().started_under(&lease);
         let ts = now();
         let created = StackRecord {
             description: template.description.clone(),
@@ -662,8 +670,8 @@ impl Engine {
             .store
             .acquire_lease(
                 &stack.stack_id,
-                &self.operation_owner(),
-                self.lease_ttl_ms(),
+                &self.claims().operation_owner(),
+                self.claims().lease_ttl_ms(),
             )
             .await?;
         for cs in self.store.change_sets(&stack.stack_id).await? {

@@ -2,12 +2,13 @@
 //! the properties the template set (`check_drift`); the results are reported
 //! in CloudFormation's drift model and kept for `cairn drift --last`.
 
+use crate::engine::kinds::Drift;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use cairn_sdk::{DriftRequest, DriftResult, PropertyDifference};
 
-use super::{Engine, EngineError};
+use super::EngineError;
 use crate::stack::{now, ResourceRecord, StackStatus};
 
 /// One resource's drift, as CloudFormation's `StackResourceDrift`.
@@ -67,7 +68,7 @@ fn detectable(status: StackStatus) -> bool {
     )
 }
 
-impl Engine {
+impl Drift<'_> {
     /// Checks every live resource of `stack` (or only `only`) for drift,
     /// concurrently (`max_concurrency` at once), and records the result.
     pub async fn detect_drift(
@@ -201,15 +202,16 @@ impl Engine {
         properties: &serde_json::Map<String, Value>,
     ) -> Result<DriftResult, cairn_sdk::ProviderError> {
         if crate::group::is_group(self.registry.canonical(&r.resource_type)) {
-            return self.group_drift(stack_id, stack_name, r).await;
+            return self.groups().group_drift(stack_id, stack_name, r).await;
         }
-        let t = self.provider_for(&r.resource_type)?;
+        let t = self.protocol().provider_for(&r.resource_type)?;
         let req = DriftRequest {
             context: self.resource_context(stack_id, stack_name, r),
             physical_resource_id: r.physical_id.clone().unwrap_or_default(),
             properties: properties.clone(),
         };
-        self.timed("drift detection", t.provider.check_drift(&req))
+        self.protocol()
+            .timed("drift detection", t.provider.check_drift(&req))
             .await
     }
 
@@ -222,15 +224,16 @@ impl Engine {
         r: &ResourceRecord,
     ) -> Result<cairn_sdk::Health, cairn_sdk::ProviderError> {
         if crate::group::is_group(self.registry.canonical(&r.resource_type)) {
-            return self.group_health(stack_id, stack_name, r).await;
+            return self.groups().group_health(stack_id, stack_name, r).await;
         }
-        let t = self.provider_for(&r.resource_type)?;
+        let t = self.protocol().provider_for(&r.resource_type)?;
         let req = cairn_sdk::StatusRequest {
             context: self.resource_context(stack_id, stack_name, r),
             physical_resource_id: r.physical_id.clone().unwrap_or_default(),
             properties: r.properties.clone(),
         };
-        self.timed("status check", t.provider.check_status(&req))
+        self.protocol()
+            .timed("status check", t.provider.check_status(&req))
             .await
     }
 
@@ -240,7 +243,7 @@ impl Engine {
         stack_name: &str,
         r: &ResourceRecord,
     ) -> cairn_sdk::RequestContext {
-        self.request_context(
+        self.protocol().request_context(
             stack_id,
             stack_name,
             &r.logical_id,

@@ -11,6 +11,7 @@
 //! children (after a crash too: the resumed parent re-issues its calls,
 //! which find the child by its name and run it from the store).
 
+use crate::engine::kinds::NestedStacks;
 use std::time::Duration;
 
 use cairn_sdk::{CreateResult, ErrorKind, ProviderError, UpdateResult};
@@ -33,7 +34,7 @@ enum Decision {
     RollBack,
 }
 
-impl Engine {
+impl NestedStacks<'_> {
     /// Refuses a direct change to a nested stack: its root is the stack to
     /// change.
     pub(super) async fn refuse_nested(
@@ -64,7 +65,7 @@ impl Engine {
         )))
     }
 
-    /// [`Engine::refuse_nested`] for the stack named `name_or_id`, if any.
+    /// [`NestedStacks::refuse_nested`] for the stack named `name_or_id`, if any.
     pub(super) async fn refuse_nested_named(
         &self,
         name_or_id: &str,
@@ -113,7 +114,8 @@ impl Engine {
                     // environment (Heat's child environment).
                     context: op.state.context.for_child(),
                 };
-                self.create_stack(&input, Some((&op.stack, op.nested.below(&r.logical_id))))
+                self.creates()
+                    .create_stack(&input, Some((&op.stack, op.nested.below(&r.logical_id))))
                     .await
                     .map_err(|e| {
                         invalid(format!(
@@ -191,11 +193,14 @@ impl Engine {
         // A child whose own rollback failed continues it (the parent's
         // continue-rollback; skips of `Child.R` started it already).
         if rolling_back && current.status == StackStatus::UpdateRollbackFailed {
-            self.continue_rollback(child_id, &[]).await.map_err(|e| {
-                internal(format!(
-                    "Embedded stack {child_id} was not successfully updated: {e}"
-                ))
-            })?;
+            self.updates()
+                .continue_rollback(child_id, &[])
+                .await
+                .map_err(|e| {
+                    internal(format!(
+                        "Embedded stack {child_id} was not successfully updated: {e}"
+                    ))
+                })?;
         }
         let mid_rollback =
             mid_rollback || (rolling_back && current.status == StackStatus::UpdateRollbackFailed);
@@ -317,11 +322,14 @@ impl Engine {
             .map_err(store_error)?
             .map(|s| s.status);
         if status != Some(StackStatus::DeleteInProgress) {
-            self.delete_stack(child_id, &[]).await.map_err(|e| {
-                internal(format!(
-                    "Embedded stack {child_id} was not successfully deleted: {e}"
-                ))
-            })?;
+            self.deletes()
+                .delete_stack(child_id, &[])
+                .await
+                .map_err(|e| {
+                    internal(format!(
+                        "Embedded stack {child_id} was not successfully deleted: {e}"
+                    ))
+                })?;
         }
         let child = self
             .drive_child(op, child_id, |s| !s.is_in_progress())
@@ -344,7 +352,10 @@ impl Engine {
         request_id: &str,
         timeout_minutes: Option<u32>,
     ) -> Result<String, EngineError> {
-        let mut prepared = self.prepare_update_nested(input, Some(nested)).await?;
+        let mut prepared = self
+            .updates()
+            .prepare_update_nested(input, Some(nested))
+            .await?;
         if prepared.changes.is_empty() && prepared.target.tags == prepared.stack.tags {
             return Err(EngineError::Validation(
                 "No updates are to be performed.".into(),
@@ -358,7 +369,7 @@ impl Engine {
                 .extra_options
                 .insert(super::TIMEOUT_OPTION.into(), json!(t));
         }
-        self.begin_update(prepared, None).await
+        self.updates().begin_update(prepared, None).await
     }
 
     /// Runs the child's operation (in a task of its own, so that a child

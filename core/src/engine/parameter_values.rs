@@ -40,7 +40,7 @@ impl Engine {
             };
             // A type no provider serves cannot be checked (e.g. AWS types
             // without an AWS provider): accepted as the string it is.
-            let Ok(registered) = self.provider_for(resource_type) else {
+            let Ok(registered) = self.protocol().provider_for(resource_type) else {
                 continue;
             };
             let Some(raw) = op.params.raw.get(&decl.name) else {
@@ -54,7 +54,9 @@ impl Engine {
             for value in values.into_iter().filter(|v| !v.is_empty()) {
                 let request_id = uuid::Uuid::new_v4().to_string();
                 let req = DriftRequest {
-                    context: self.context(op, &decl.name, resource_type, &request_id),
+                    context: self
+                        .protocol()
+                        .context(op, &decl.name, resource_type, &request_id),
                     physical_resource_id: value.to_string(),
                     properties: Map::new(),
                 };
@@ -66,6 +68,7 @@ impl Engine {
                     )
                 };
                 let exists = match self
+                    .protocol()
                     .timed(&what, registered.provider.check_drift(&req))
                     .await
                 {

@@ -11,16 +11,16 @@
 //!    [`begin_or_resume`] takes up the one a crash left recorded
 //!    ([`recorded`]); the caller writes it (a `PendingCall`, with the
 //!    resource's status and events) durably before the call;
-//! 2. **call**: [`Engine::call_create`] / [`Engine::provider_create`], each
-//!    bounded by `call_timeout_seconds` ([`Engine::timed`]);
+//! 2. **call**: [`Protocol::call_create`] / [`Protocol::provider_create`], each
+//!    bounded by `call_timeout_seconds` ([`Protocol::timed`]);
 //! 3. **outcome**: made, failed (perhaps leaving a physical id), or unknown
 //!    ([`outcome_unknown`]): an unknown outcome keeps the request id;
 //! 4. **recover**: before anything deletes a resource whose create is
-//!    unknown, [`Engine::learn_created`] asks again (`recover_create`: an
+//!    unknown, [`Protocol::learn_created`] asks again (`recover_create`: an
 //!    idempotent provider sends the create again, a custom-resource handler
 //!    is never sent a Create twice) and classifies the answer with one rule
 //!    ([`Learned`]);
-//! 5. **delete**: [`Engine::call_delete`] / [`Engine::provider_delete`]
+//! 5. **delete**: [`Protocol::call_delete`] / [`Protocol::provider_delete`]
 //!    (NotFound is gone);
 //! 6. **retention**: [`retained`] evaluates DeletionPolicy and
 //!    UpdateReplacePolicy, intrinsics included.
@@ -40,12 +40,15 @@ use cairn_sdk::{
 use serde_json::{Map, Value};
 
 use super::served;
+use super::served::EngineServed;
 use super::update::UpdateChange;
-use super::{Engine, Op};
+use super::{Op, Protocol};
 use crate::stack::{CallKind, PendingCall, ResourceRecord};
 use crate::template::eval::{Evaluated, Evaluator};
 use crate::template::source::child;
 use crate::template::Template;
+use crate::validate;
+use std::sync::Arc;
 
 /// Whether a create call is sent for the first time, or its request id was
 /// recorded by an earlier step (a crash, a cancellation, a timeout) and its
@@ -199,7 +202,7 @@ pub(crate) fn retained(
     }
 }
 
-impl Engine {
+impl Protocol<'_> {
     /// Bounds a provider call by `call_timeout_seconds`; `what` names it in the
     /// timeout message ("creation", "update", "deletion").
     pub(super) async fn timed<T>(
@@ -254,7 +257,11 @@ impl Engine {
             Ok(Some(_)) => Err(lost()),
             // Run out, broken or released: still this engine's only if
             // nobody took it since (the renewal is fenced on the token).
-            Ok(None) => match self.store.renew_lease(&op.lease, self.lease_ttl_ms()).await {
+            Ok(None) => match self
+                .store
+                .renew_lease(&op.lease, self.claims().lease_ttl_ms())
+                .await
+            {
                 Ok(()) => Ok(()),
                 Err(crate::store::StoreError::LeaseLost(_)) => Err(lost()),
                 Err(e) => cannot_check(e),
@@ -335,7 +342,10 @@ impl Engine {
         }
         if let Some(id) = self.external_id_for(op, &r.logical_id)? {
             let t = self.provider_for(&r.resource_type)?;
-            return self.adopt_external(op, r, &t, id, request_id).await;
+            return self
+                .creates()
+                .adopt_external(op, r, &t, id, request_id)
+                .await;
         }
         let context = self.context(op, &r.logical_id, &r.resource_type, request_id);
         self.provider_create(op, context, r.properties.clone(), attempt)
@@ -445,6 +455,136 @@ impl Engine {
         request_id: &str,
     ) -> Learned {
         learned(self.call_create(op, r, request_id, Attempt::Again).await)
+    }
+
+    pub(super) fn context(
+        &self,
+        op: &Op,
+        logical_id: &str,
+        type_name: &str,
+        request_id: &str,
+    ) -> RequestContext {
+        self.request_context(
+            &op.stack.stack_id,
+            &op.stack.stack_name,
+            logical_id,
+            type_name,
+            request_id,
+        )
+    }
+
+    /// A provider request's context, its deadline `call_timeout_seconds` away.
+    pub(super) fn request_context(
+        &self,
+        stack_id: &str,
+        stack_name: &str,
+        logical_id: &str,
+        type_name: &str,
+        request_id: &str,
+    ) -> RequestContext {
+        let deadline = std::time::SystemTime::now()
+            + Duration::from_secs(self.config.engine.call_timeout_seconds);
+        RequestContext {
+            stack_id: stack_id.to_string(),
+            stack_name: stack_name.to_string(),
+            logical_resource_id: logical_id.to_string(),
+            resource_type: type_name.to_string(),
+            request_id: request_id.to_string(),
+            deadline_unix_ms: deadline
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(u64::MAX),
+        }
+    }
+
+    /// The provider serving `type_name`.
+    pub(super) fn provider_for(
+        &self,
+        type_name: &str,
+    ) -> Result<Arc<crate::registry::RegisteredType>, ProviderError> {
+        self.registry.get(type_name).ok_or_else(|| {
+            // A provider that cannot start fails only the resources of its
+            // own types, with its name and the cause.
+            let message = self
+                .registry
+                .unavailable_reason(type_name)
+                .unwrap_or_else(|| format!("no provider serves {type_name}"));
+            ProviderError::new(cairn_sdk::ErrorKind::InternalFailure, message)
+        })
+    }
+
+    /// Evaluates a resource's properties with what providers returned so far and
+    /// checks them against the schema.
+    pub(super) fn properties_for(
+        &self,
+        op: &Op,
+        logical_id: &str,
+    ) -> Result<(String, Map<String, Value>), String> {
+        let r = op
+            .template
+            .resource(logical_id)
+            .ok_or_else(|| format!("resource {logical_id} is not in the template"))?;
+        let path = child(&child("/Resources", logical_id), "Properties");
+        let (props, pending) = op
+            .evaluator()
+            .eval_object(&r.properties, &path)
+            .map_err(|e| e.to_string())?;
+        if pending {
+            return Err(format!(
+                "properties of {logical_id} still depend on resources that are not created"
+            ));
+        }
+        let props = validate::check_properties(logical_id, &r.type_name, &props, &self.registry)
+            .map_err(|e| e.message().to_string())?;
+        let canonical = self.registry.canonical(&r.type_name).to_string();
+        // A nested stack changes with its template's text too.
+        let props = if crate::nested::is_stack(&canonical) {
+            let recorded = op.recorded_digests.get(logical_id).map(|d| {
+                let mut m = Map::new();
+                m.insert(crate::nested::DIGEST.into(), d.clone());
+                m
+            });
+            crate::nested::with_digest(logical_id, props, &op.nested, recorded.as_ref())
+        } else {
+            props
+        };
+        Ok((canonical, props))
+    }
+
+    /// The resource's Metadata evaluated with what providers returned so far.
+    pub(super) fn metadata_for(&self, op: &Op, logical_id: &str) -> Result<Option<Value>, String> {
+        let r = op
+            .template
+            .resource(logical_id)
+            .ok_or_else(|| format!("resource {logical_id} is not in the template"))?;
+        crate::plan::evaluate_metadata(&op.evaluator(), r.metadata.as_ref(), logical_id)
+            .map_err(|e| e.to_string())
+    }
+
+    /// A resource's HOT `external_id`, evaluated.
+    pub(super) fn external_id_for(
+        &self,
+        op: &Op,
+        logical_id: &str,
+    ) -> Result<Option<String>, ProviderError> {
+        let Some(r) = op.template.resource(logical_id) else {
+            return Ok(None);
+        };
+        crate::plan::external_id(&op.evaluator(), r)
+            .map_err(|e| ProviderError::invalid_request(e.to_string()))
+    }
+
+    /// The engine's own server of `resource_type` (an alias resolved), if
+    /// it has one; `None` for every type a provider serves.
+    pub(super) fn served_by_engine(&self, resource_type: &str) -> Option<EngineServed> {
+        let canonical = self.registry.canonical(resource_type);
+        if crate::group::is_group(canonical) {
+            Some(EngineServed::Group)
+        } else if crate::nested::is_stack(canonical) {
+            Some(EngineServed::NestedStack)
+        } else {
+            None
+        }
     }
 }
 

@@ -6,7 +6,7 @@
 //! provider; everything else about the call (its request id recorded
 //! first, the outcome, the rule for an unknown one, retention) is the
 //! protocol's, as for any resource. A new engine-served type is a variant
-//! of [`EngineServed`], named in [`Engine::served_by_engine`].
+//! of [`EngineServed`], named in [`Protocol::served_by_engine`].
 
 use cairn_sdk::{CreateResult, ProviderError, UpdateResult};
 use serde_json::{Map, Value};
@@ -44,8 +44,13 @@ impl EngineServed {
         request_id: &str,
     ) -> Result<CreateResult, ProviderError> {
         match self {
-            Self::Group => engine.group_create(op, r, request_id).await,
-            Self::NestedStack => engine.nested_create(op, r, request_id).await,
+            Self::Group => engine.groups().group_create(op, r, request_id).await,
+            Self::NestedStack => {
+                engine
+                    .nested_stacks()
+                    .nested_create(op, r, request_id)
+                    .await
+            }
         }
     }
 
@@ -59,11 +64,13 @@ impl EngineServed {
             Self::Group => {
                 let (old, new) = (call.old_properties, call.properties);
                 engine
+                    .groups()
                     .group_update(op, call.rec, call.physical_id, new, old)
                     .await
             }
             Self::NestedStack => {
                 engine
+                    .nested_stacks()
                     .nested_update(
                         op,
                         call.rec,
@@ -84,23 +91,8 @@ impl EngineServed {
         physical: &str,
     ) -> Result<(), ProviderError> {
         match self {
-            Self::Group => engine.group_delete(op, r, physical).await,
-            Self::NestedStack => engine.nested_delete(op, physical).await,
-        }
-    }
-}
-
-impl Engine {
-    /// The engine's own server of `resource_type` (an alias resolved), if
-    /// it has one; `None` for every type a provider serves.
-    pub(super) fn served_by_engine(&self, resource_type: &str) -> Option<EngineServed> {
-        let canonical = self.registry.canonical(resource_type);
-        if crate::group::is_group(canonical) {
-            Some(EngineServed::Group)
-        } else if crate::nested::is_stack(canonical) {
-            Some(EngineServed::NestedStack)
-        } else {
-            None
+            Self::Group => engine.groups().group_delete(op, r, physical).await,
+            Self::NestedStack => engine.nested_stacks().nested_delete(op, physical).await,
         }
     }
 }

@@ -8,6 +8,7 @@
 //! three ways, all stored before they are acknowledged: a PUT to a
 //! handle's URL (the callback listener), `SignalResource`, `cairn signal`.
 
+use crate::engine::kinds::Signals;
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -15,12 +16,12 @@ use std::time::Duration;
 use cairn_sdk::{CreateResult, ErrorKind, ProviderError};
 use serde_json::{Map, Value};
 
-use super::{protocol, Engine, EngineError, Op};
+use super::{protocol, EngineError, Op};
 use crate::signal::{self, Progress, SignalStatus, Wait, WAIT_CONDITION_HANDLE};
 use crate::stack::{now, ResourceRecord, ResourceStatus, SignalRecord};
 use crate::store::StoreError;
 
-impl Engine {
+impl Signals<'_> {
     /// `SignalResource` and `cairn signal`: keeps a signal for a resource
     /// that is being created or updated.
     pub async fn signal_resource(
@@ -228,6 +229,7 @@ impl Engine {
                 }
             };
             return self
+                .creates()
                 .record_created(
                     op,
                     rec,

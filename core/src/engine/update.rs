@@ -3,6 +3,7 @@
 //! part is journaled on its row ([`Journal`]) so every phase can resume after
 //! a crash and the rollback knows what to restore and what to delete.
 
+use crate::engine::kinds::Updates;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -26,8 +27,6 @@ use crate::template::eval::{Evaluator, StackContext};
 use crate::template::parameters::ParameterValues;
 use crate::template::source::child;
 use crate::template::Template;
-
-use super::Engine;
 
 /// A parameter of an update: a new value, or the stack's current one.
 #[derive(Debug, Clone, PartialEq)]
@@ -372,13 +371,14 @@ fn background_read(e: tokio::task::JoinError) -> EngineError {
     )))
 }
 
-impl Engine {
+impl Updates<'_> {
     /// The synchronous part of an update: every precondition of seed 000 (the
     /// stack exists and is updatable, the template and parameters are valid, at
     /// least one resource changes), then UPDATE_IN_PROGRESS. Then call
     /// [`Engine::run`].
     pub async fn start_update(&self, input: &UpdateStackInput) -> Result<String, EngineError> {
-        self.refuse_nested_named(&input.stack_name, "update")
+        self.nested_stacks()
+            .refuse_nested_named(&input.stack_name, "update")
             .await?;
         let prepared = self.prepare_update(input).await?;
         // New tags alone are an update (CloudFormation's too).
@@ -392,7 +392,7 @@ impl Engine {
 
     /// Everything an update decides before it changes anything: the
     /// preconditions, the evaluated template and the plan. A change set is
-    /// this, stored; executing it runs [`Engine::begin_update`] on it.
+    /// this, stored; executing it runs [`Updates::begin_update`] on it.
     pub(super) async fn prepare_update(
         &self,
         input: &UpdateStackInput,
@@ -400,7 +400,7 @@ impl Engine {
         self.prepare_update_nested(input, None).await
     }
 
-    /// [`Engine::prepare_update`]; `nested`: the nested templates a parent
+    /// [`Updates::prepare_update`]; `nested`: the nested templates a parent
     /// hands its child (`None`: read them from the template's origin).
     pub(super) async fn prepare_update_nested(
         &self,
@@ -622,7 +622,7 @@ impl Engine {
                 stack.stack_id, status
             ))
         };
-        let lease = match self.lease_for_new_operation(&stack).await? {
+        let lease = match self.claims().lease_for_new_operation(&stack).await? {
             Ok(lease) => lease,
             Err(status) => return Err(busy(status)),
         };
@@ -649,7 +649,7 @@ impl Engine {
                 )));
             }
         }
-        self.started_under(&lease);
+        self.claims().started_under(&lease);
         let previous = StackState::of(&stack);
         let operation = OperationRecord {
             stack_id: stack.stack_id.clone(),
@@ -690,7 +690,8 @@ impl Engine {
     /// if that process is gone, whoever resumes the stack does. Then follow
     /// the stack with [`Engine::run`].
     pub async fn cancel_update(&self, stack_name: &str) -> Result<String, EngineError> {
-        self.refuse_nested_named(stack_name, "cancel the update of")
+        self.nested_stacks()
+            .refuse_nested_named(stack_name, "cancel the update of")
             .await?;
         let Some(stack) = self.store.find_stack(stack_name).await? else {
             return Err(EngineError::Validation(format!(
@@ -739,12 +740,13 @@ impl Engine {
         stack_name: &str,
         skip: &[String],
     ) -> Result<String, EngineError> {
-        self.refuse_nested_named(stack_name, "continue the update rollback of")
+        self.nested_stacks()
+            .refuse_nested_named(stack_name, "continue the update rollback of")
             .await?;
         self.continue_rollback(stack_name, skip).await
     }
 
-    /// [`Engine::start_continue_rollback`] of any stack, nested ones too.
+    /// [`Updates::start_continue_rollback`] of any stack, nested ones too.
     /// A skipped `Child.Resource` is skipped by the continued rollback of
     /// the nested stack `Child`, which starts first.
     pub(super) async fn continue_rollback(
@@ -802,8 +804,8 @@ impl Engine {
             .store
             .acquire_lease(
                 &stack.stack_id,
-                &self.operation_owner(),
-                self.lease_ttl_ms(),
+                &self.claims().operation_owner(),
+                self.claims().lease_ttl_ms(),
             )
             .await?;
         if self.current_status(&stack).await? != stack.status {
@@ -813,7 +815,7 @@ impl Engine {
                 stack.stack_id
             )));
         }
-        self.started_under(&lease);
+        self.claims().started_under(&lease);
         self.open_history(&lease, &stack, OperationKind::ContinueUpdateRollback, None)
             .await?;
         let op = self.load(&stack, lease).await?;
@@ -930,9 +932,14 @@ impl Engine {
             .schedule(op, &preds, initial, true, true, |i| async move {
                 let name = op.graph.name(i);
                 let ok = match stored.get(name).cloned() {
-                    None => self.create_one(op, name, None, Some(Journal::Added)).await,
+                    None => {
+                        self.creates()
+                            .create_one(op, name, None, Some(Journal::Added))
+                            .await
+                    }
                     Some(r) if r.journal == Some(Journal::Added) => {
-                        self.create_one(op, name, Some(r), Some(Journal::Added))
+                        self.creates()
+                            .create_one(op, name, Some(r), Some(Journal::Added))
                             .await
                     }
                     Some(r) => self.update_one(op, r).await,
@@ -989,8 +996,9 @@ impl Engine {
             return true;
         }
         let evaluated = self
+            .protocol()
             .properties_for(op, &rec.logical_id)
-            .and_then(|(_, p)| Ok((p, self.metadata_for(op, &rec.logical_id)?)));
+            .and_then(|(_, p)| Ok((p, self.protocol().metadata_for(op, &rec.logical_id)?)));
         let (props, metadata) = match evaluated {
             Ok(v) => v,
             Err(reason) => {
@@ -1114,6 +1122,7 @@ impl Engine {
     ) -> bool {
         let physical = before.physical_id.clone().unwrap_or_default();
         let result = self
+            .protocol()
             .call_update_with(
                 op,
                 &rec,
@@ -1174,15 +1183,19 @@ impl Engine {
         request_id: &str,
         attempt: Attempt,
     ) -> bool {
-        let result = self.call_create(op, &rec, request_id, attempt).await;
-        self.record_created(
-            op,
-            rec,
-            result,
-            ResourceStatus::UpdateComplete,
-            ResourceStatus::UpdateFailed,
-        )
-        .await
+        let result = self
+            .protocol()
+            .call_create(op, &rec, request_id, attempt)
+            .await;
+        self.creates()
+            .record_created(
+                op,
+                rec,
+                result,
+                ResourceStatus::UpdateComplete,
+                ResourceStatus::UpdateFailed,
+            )
+            .await
     }
 
     /// Outputs and exports of the new template. An export other stacks import
@@ -1199,7 +1212,7 @@ impl Engine {
                     .collect()
             })
             .unwrap_or_default();
-        let outputs = self.evaluate_outputs(op)?;
+        let outputs = self.creates().evaluate_outputs(op)?;
         for (name, value) in &before {
             let now_value = outputs
                 .iter()
@@ -1223,7 +1236,7 @@ impl Engine {
                 ));
             }
         }
-        self.publish_outputs(op, outputs).await
+        self.creates().publish_outputs(op, outputs).await
     }
 
     async fn start_update_rollback(
@@ -1346,6 +1359,7 @@ impl Engine {
             }
             let physical = before.physical_id.clone().unwrap_or_default();
             let result = self
+                .protocol()
                 .call_update_with(
                     op,
                     &rec,
@@ -1386,11 +1400,11 @@ impl Engine {
     async fn cleanup_forward(&self, op: &Op) -> Result<StackStatus, EngineError> {
         // A nested stack cleans up only once its ancestors succeeded; when
         // one of them rolls back, it rolls back too.
-        if self.ancestors_roll_back(op).await? {
+        if self.nested_stacks().ancestors_roll_back(op).await? {
             return self.start_update_rollback(op, ANCESTOR_ROLLED_BACK).await;
         }
         // The children's cleanups run before this stack's own.
-        self.settle_children(op).await?;
+        self.nested_stacks().settle_children(op).await?;
         let rows = self.store.resources(&op.stack.stack_id).await?;
         let mut victims = Vec::new();
         for r in &rows {
@@ -1433,7 +1447,7 @@ impl Engine {
     /// (added resources, new physical resources of replacements) is deleted;
     /// the previous outputs and exports come back.
     async fn cleanup_rollback(&self, op: &Op) -> Result<StackStatus, EngineError> {
-        self.settle_children(op).await?;
+        self.nested_stacks().settle_children(op).await?;
         let rows = self.store.resources(&op.stack.stack_id).await?;
         let mut victims = Vec::new();
         for r in &rows {
@@ -1606,7 +1620,11 @@ impl Engine {
                 protocol::recorded(v.target.pending.as_ref(), CallKind::Create).cloned()
             {
                 let probe = self.victim_row(op, &v);
-                match self.learn_created(op, &probe, &p.request_id).await {
+                match self
+                    .protocol()
+                    .learn_created(op, &probe, &p.request_id)
+                    .await
+                {
                     Learned::Made(created) => {
                         v.target.physical_id = Some(created.physical_resource_id)
                     }
@@ -1647,7 +1665,8 @@ impl Engine {
             let result = match &v.target.physical_id {
                 None => Ok(()),
                 Some(physical) => {
-                    self.call_delete(op, &probe, physical, &request_id, call)
+                    self.protocol()
+                        .call_delete(op, &probe, physical, &request_id, call)
                         .await
                 }
             };

@@ -587,71 +587,16 @@ impl Lowering<'_> {
                 // Heat's wait conditions are CloudFormation's, run by the
                 // engine's signal machinery.
                 Registered::Type(t) if t == HEAT_WAIT_CONDITION_HANDLE => {
-                    out.insert("Type".into(), json!(crate::types::WAIT_CONDITION_HANDLE));
-                    if let Some(d) = r.get("depends_on") {
-                        out.insert("DependsOn".into(), d.clone());
-                    }
-                    return Ok(Value::Object(out));
+                    return Ok(with_depends_on(
+                        json!({"Type": crate::types::WAIT_CONDITION_HANDLE}),
+                        r,
+                    ));
                 }
-                // OS::Heat::Stack: a nested stack of an inline template.
                 Registered::Type(t) if t == HEAT_STACK => {
-                    out.insert("Type".into(), json!(crate::types::STACK_TYPE));
-                    let mut outer = r.get("properties").cloned().unwrap_or(json!({}));
-                    if let Some(m) = outer.as_object_mut() {
-                        m.remove("template");
-                    }
-                    let p = self.value(&outer, &child(&path, "properties"))?;
-                    // The template is the child's own text: not lowered here.
-                    let raw = r.get("properties").cloned().unwrap_or(json!({}));
-                    let text = match raw.get("template") {
-                        Some(Value::String(s)) => s.clone(),
-                        Some(m @ Value::Object(_)) => m.to_string(),
-                        _ => {
-                            return Err(TemplateError::new(format!(
-                                "Property template of {name} must be a template (a map or its text)"
-                            ))
-                            .at(&child(&path, "properties")))
-                        }
-                    };
-                    let mut props = Map::new();
-                    props.insert(
-                        "TemplateURL".into(),
-                        Value::String(format!("{}{text}", crate::types::INLINE)),
-                    );
-                    if let Some(params) = p.get("parameters") {
-                        props.insert("Parameters".into(), params.clone());
-                    }
-                    if let Some(t) = p.get("timeout") {
-                        props.insert("TimeoutInMinutes".into(), t.clone());
-                    }
-                    out.insert("Properties".into(), Value::Object(props));
-                    if let Some(d) = r.get("depends_on") {
-                        out.insert("DependsOn".into(), d.clone());
-                    }
-                    return Ok(Value::Object(out));
+                    return Ok(with_depends_on(self.inline_stack(name, r, &path)?, r));
                 }
                 Registered::Type(t) if t == HEAT_WAIT_CONDITION => {
-                    out.insert("Type".into(), json!(crate::types::WAIT_CONDITION));
-                    let p = match r.get("properties") {
-                        Some(p) => self.value(p, &child(&path, "properties"))?,
-                        None => json!({}),
-                    };
-                    let mut props = Map::new();
-                    if let Some(h) = p.get("handle") {
-                        props.insert("Handle".into(), h.clone());
-                    }
-                    props.insert(
-                        "Timeout".into(),
-                        p.get("timeout").cloned().unwrap_or(json!(3600)),
-                    );
-                    if let Some(c) = p.get("count") {
-                        props.insert("Count".into(), c.clone());
-                    }
-                    out.insert("Properties".into(), Value::Object(props));
-                    if let Some(d) = r.get("depends_on") {
-                        out.insert("DependsOn".into(), d.clone());
-                    }
-                    return Ok(Value::Object(out));
+                    return Ok(with_depends_on(self.wait_condition(r, &path)?, r));
                 }
                 Registered::Type(t) => {
                     out.insert("Type".into(), json!(t));
@@ -701,19 +646,10 @@ impl Lowering<'_> {
             );
         }
         if let Some(d) = r.get("deletion_policy") {
-            // Heat snapshots when the type can and deletes otherwise; Cairn's
-            // providers have no snapshots.
-            let policy = match text(d).as_str() {
-                "Delete" | "delete" | "Snapshot" | "snapshot" => "Delete",
-                "Retain" | "retain" => "Retain",
-                other => {
-                    return Err(
-                        TemplateError::new(format!("Invalid deletion policy \"{other}\""))
-                            .at(&child(&path, "deletion_policy")),
-                    )
-                }
-            };
-            out.insert("DeletionPolicy".into(), json!(policy));
+            out.insert(
+                "DeletionPolicy".into(),
+                json!(deletion_policy(d, &child(&path, "deletion_policy"))?),
+            );
         }
         if let Some(id) = r.get("external_id") {
             let id = self.value(id, &child(&path, "external_id"))?;
@@ -726,6 +662,69 @@ impl Lowering<'_> {
             );
         }
         Ok(Value::Object(out))
+    }
+
+    /// `OS::Heat::Stack`: a nested stack of an inline template (the
+    /// template is the child's own text, not lowered here).
+    fn inline_stack(
+        &mut self,
+        name: &str,
+        r: &Map<String, Value>,
+        path: &str,
+    ) -> Result<Value, TemplateError> {
+        let mut outer = r.get("properties").cloned().unwrap_or(json!({}));
+        if let Some(m) = outer.as_object_mut() {
+            m.remove("template");
+        }
+        let p = self.value(&outer, &child(path, "properties"))?;
+        let raw = r.get("properties").cloned().unwrap_or(json!({}));
+        let text = match raw.get("template") {
+            Some(Value::String(s)) => s.clone(),
+            Some(m @ Value::Object(_)) => m.to_string(),
+            _ => {
+                return Err(TemplateError::new(format!(
+                    "Property template of {name} must be a template (a map or its text)"
+                ))
+                .at(&child(path, "properties")))
+            }
+        };
+        let mut props = Map::new();
+        props.insert(
+            "TemplateURL".into(),
+            Value::String(format!("{}{text}", crate::types::INLINE)),
+        );
+        if let Some(params) = p.get("parameters") {
+            props.insert("Parameters".into(), params.clone());
+        }
+        if let Some(t) = p.get("timeout") {
+            props.insert("TimeoutInMinutes".into(), t.clone());
+        }
+        Ok(json!({"Type": crate::types::STACK_TYPE, "Properties": props}))
+    }
+
+    /// `OS::Heat::WaitCondition` as CloudFormation's (Heat's timeout
+    /// defaults to an hour).
+    fn wait_condition(
+        &mut self,
+        r: &Map<String, Value>,
+        path: &str,
+    ) -> Result<Value, TemplateError> {
+        let p = match r.get("properties") {
+            Some(p) => self.value(p, &child(path, "properties"))?,
+            None => json!({}),
+        };
+        let mut props = Map::new();
+        if let Some(h) = p.get("handle") {
+            props.insert("Handle".into(), h.clone());
+        }
+        props.insert(
+            "Timeout".into(),
+            p.get("timeout").cloned().unwrap_or(json!(3600)),
+        );
+        if let Some(c) = p.get("count") {
+            props.insert("Count".into(), c.clone());
+        }
+        Ok(json!({"Type": crate::types::WAIT_CONDITION, "Properties": props}))
     }
 
     /// `OS::Heat::ResourceGroup` and `OS::Heat::AutoScalingGroup` as the
@@ -1040,81 +1039,12 @@ impl Lowering<'_> {
         let err = |m: String| TemplateError::new(m).at(at);
         let lowered = |s: &mut Self, v: &Value| s.value(v, at);
         Ok(match f {
-            "get_param" => match args {
-                Value::String(name) => json!({"Ref": name}),
-                Value::Array(a) if !a.is_empty() => {
-                    let Value::String(name) = &a[0] else {
-                        return Err(err("Parameter name in \"get_param\" must be string".into()));
-                    };
-                    if a.len() == 1 {
-                        json!({"Ref": name})
-                    } else {
-                        let rest = lowered(self, &Value::Array(a[1..].to_vec()))?;
-                        json!({"Fn::Heat::Path": [{"Ref": name}, rest, "get_param"]})
-                    }
-                }
-                Value::Array(_) => {
-                    return Err(err("Function \"get_param\" must have arguments".into()))
-                }
-                _ => {
-                    return Err(err(
-                        "Argument to \"get_param\" must be string or list".into()
-                    ))
-                }
-            },
+            "get_param" => self.get_param(args, at)?,
             "get_resource" => match args {
                 Value::String(name) => json!({"Ref": name}),
                 _ => return Err(err("Argument to \"get_resource\" must be a string".into())),
             },
-            "get_attr" => {
-                let Value::Array(a) = args else {
-                    return Err(err("Argument to \"get_attr\" must be a list".into()));
-                };
-                match a.len() {
-                    0 => return Err(err("Arguments to \"get_attr\" must be of the form [resource_name, attribute, (path), ...]".into())),
-                    1 => return Err(err("get_attr with only a resource name (all its attributes) is not supported by Cairn; name the attribute".into())),
-                    _ => {}
-                }
-                let Value::String(res) = &a[0] else {
-                    return Err(err("Arguments to \"get_attr\" must be of the form [resource_name, attribute, (path), ...]".into()));
-                };
-                if self.resource_groups.contains(res) {
-                    return self.group_attribute(res, a, at, &err);
-                }
-                // OS::Heat::Stack: [s, outputs, X, path…] reads output X.
-                if self.heat_stacks.contains(res) && a[1] == json!("outputs") {
-                    let Some(Value::String(output)) = a.get(2) else {
-                        return Err(err(format!(
-                            "get_attr of {res}'s outputs as a whole is not supported by Cairn; name the output: [{res}, outputs, <name>]"
-                        )));
-                    };
-                    let getatt = json!({"Fn::GetAtt": [res, format!("Outputs.{output}")]});
-                    if a.len() == 3 {
-                        return Ok(getatt);
-                    }
-                    let rest = lowered(self, &Value::Array(a[3..].to_vec()))?;
-                    return Ok(json!({"Fn::Heat::Path": [getatt, rest, "get_attr"]}));
-                }
-                let attr = lowered(self, &a[1])?;
-                // A provider template's attributes are its outputs.
-                let attr = match (&attr, self.template_resources.contains_key(res)) {
-                    (Value::String(name), true) => json!(format!("Outputs.{name}")),
-                    // Heat's wait condition `data` is CloudFormation's Data.
-                    (Value::String(name), false)
-                        if name == "data" && self.wait_conditions.contains(res) =>
-                    {
-                        json!("Data")
-                    }
-                    _ => attr,
-                };
-                let getatt = json!({"Fn::GetAtt": [res, attr]});
-                if a.len() == 2 {
-                    getatt
-                } else {
-                    let rest = lowered(self, &Value::Array(a[2..].to_vec()))?;
-                    json!({"Fn::Heat::Path": [getatt, rest, "get_attr"]})
-                }
-            }
+            "get_attr" => self.get_attr(args, at)?,
             "get_file" => {
                 let Value::String(name) = args else {
                     return Err(err("Argument to \"get_file\" must be a string".into()));
@@ -1156,26 +1086,7 @@ impl Lowering<'_> {
                 let permutations = self.version >= V2017_09_01;
                 json!({"Fn::Heat::Repeat": [lowered(self, args)?, maps, permutations]})
             }
-            "if" => {
-                let Value::Array(a) = args else {
-                    return Err(err("Arguments to \"if\" must be of the form: [condition_name, value_if_true, value_if_false]".into()));
-                };
-                if a.len() != 3 {
-                    return Err(err("Arguments to \"if\" must be of the form: [condition_name, value_if_true, value_if_false]".into()));
-                }
-                let cond = self.condition_ref(&a[0], &child(at, "0"))?;
-                // From 2021-04-16, a null branch removes the property.
-                let branch = |s: &mut Self, v: &Value, i: &str| -> Result<Value, TemplateError> {
-                    if v.is_null() && s.version >= V2021_04_16 {
-                        Ok(json!({"Ref": "AWS::NoValue"}))
-                    } else {
-                        s.value(v, &child(at, i))
-                    }
-                };
-                let yes = branch(self, &a[1], "1")?;
-                let no = branch(self, &a[2], "2")?;
-                json!({"Fn::If": [cond, yes, no]})
-            }
+            "if" => self.if_function(args, at)?,
             other => {
                 let name = match other {
                     "digest" => "Fn::Heat::Digest",
@@ -1191,6 +1102,110 @@ impl Lowering<'_> {
                 json!({ name: lowered(self, args)? })
             }
         })
+    }
+
+    /// `get_param`: a parameter, or a path into one.
+    fn get_param(&mut self, args: &Value, at: &str) -> Result<Value, TemplateError> {
+        let err = |m: String| TemplateError::new(m).at(at);
+        let lowered = |s: &mut Self, v: &Value| s.value(v, at);
+        Ok(match args {
+            Value::String(name) => json!({"Ref": name}),
+            Value::Array(a) if !a.is_empty() => {
+                let Value::String(name) = &a[0] else {
+                    return Err(err("Parameter name in \"get_param\" must be string".into()));
+                };
+                if a.len() == 1 {
+                    json!({"Ref": name})
+                } else {
+                    let rest = lowered(self, &Value::Array(a[1..].to_vec()))?;
+                    json!({"Fn::Heat::Path": [{"Ref": name}, rest, "get_param"]})
+                }
+            }
+            Value::Array(_) => {
+                return Err(err("Function \"get_param\" must have arguments".into()))
+            }
+            _ => {
+                return Err(err(
+                    "Argument to \"get_param\" must be string or list".into()
+                ))
+            }
+        })
+    }
+
+    /// `get_attr`: an attribute (a group member's, a nested stack's output,
+    /// a provider template's output), or a path into one.
+    fn get_attr(&mut self, args: &Value, at: &str) -> Result<Value, TemplateError> {
+        let err = |m: String| TemplateError::new(m).at(at);
+        let lowered = |s: &mut Self, v: &Value| s.value(v, at);
+        let Value::Array(a) = args else {
+            return Err(err("Argument to \"get_attr\" must be a list".into()));
+        };
+        match a.len() {
+            0 => return Err(err("Arguments to \"get_attr\" must be of the form [resource_name, attribute, (path), ...]".into())),
+            1 => return Err(err("get_attr with only a resource name (all its attributes) is not supported by Cairn; name the attribute".into())),
+            _ => {}
+        }
+        let Value::String(res) = &a[0] else {
+            return Err(err("Arguments to \"get_attr\" must be of the form [resource_name, attribute, (path), ...]".into()));
+        };
+        if self.resource_groups.contains(res) {
+            return self.group_attribute(res, a, at, &err);
+        }
+        // OS::Heat::Stack: [s, outputs, X, path…] reads output X.
+        if self.heat_stacks.contains(res) && a[1] == json!("outputs") {
+            let Some(Value::String(output)) = a.get(2) else {
+                return Err(err(format!(
+                    "get_attr of {res}'s outputs as a whole is not supported by Cairn; name the output: [{res}, outputs, <name>]"
+                )));
+            };
+            let getatt = json!({"Fn::GetAtt": [res, format!("Outputs.{output}")]});
+            if a.len() == 3 {
+                return Ok(getatt);
+            }
+            let rest = lowered(self, &Value::Array(a[3..].to_vec()))?;
+            return Ok(json!({"Fn::Heat::Path": [getatt, rest, "get_attr"]}));
+        }
+        let attr = lowered(self, &a[1])?;
+        // A provider template's attributes are its outputs.
+        let attr = match (&attr, self.template_resources.contains_key(res)) {
+            (Value::String(name), true) => json!(format!("Outputs.{name}")),
+            // Heat's wait condition `data` is CloudFormation's Data.
+            (Value::String(name), false)
+                if name == "data" && self.wait_conditions.contains(res) =>
+            {
+                json!("Data")
+            }
+            _ => attr,
+        };
+        let getatt = json!({"Fn::GetAtt": [res, attr]});
+        if a.len() == 2 {
+            return Ok(getatt);
+        }
+        let rest = lowered(self, &Value::Array(a[2..].to_vec()))?;
+        Ok(json!({"Fn::Heat::Path": [getatt, rest, "get_attr"]}))
+    }
+
+    /// `if`: CloudFormation's Fn::If over a condition's name.
+    fn if_function(&mut self, args: &Value, at: &str) -> Result<Value, TemplateError> {
+        let err = |m: String| TemplateError::new(m).at(at);
+        let Value::Array(a) = args else {
+            return Err(err("Arguments to \"if\" must be of the form: [condition_name, value_if_true, value_if_false]".into()));
+        };
+        if a.len() != 3 {
+            return Err(err("Arguments to \"if\" must be of the form: [condition_name, value_if_true, value_if_false]".into()));
+        }
+        let cond = self.condition_ref(&a[0], &child(at, "0"))?;
+        // From 2021-04-16, a null branch removes the property.
+        let branch = |s: &mut Self, v: &Value, i: &str| -> Result<Value, TemplateError> {
+            if v.is_null() && s.version >= V2021_04_16 {
+                Ok(json!({"Ref": "AWS::NoValue"}))
+            } else {
+                s.value(v, &child(at, i))
+            }
+        };
+        let yes = branch(self, &a[1], "1")?;
+        let no = branch(self, &a[2], "2")?;
+        Ok(json!({"Fn::If": [cond, yes, no]}))
     }
 }
 
@@ -1516,4 +1531,22 @@ fn lower_modulo(v: &Value, path: &str) -> Result<Value, TemplateError> {
         );
     }
     Ok(json!({"step": step, "offset": offset}))
+}
+
+/// A lowered resource with the HOT resource's `depends_on`, when it has one.
+fn with_depends_on(mut lowered: Value, r: &Map<String, Value>) -> Value {
+    if let (Some(out), Some(d)) = (lowered.as_object_mut(), r.get("depends_on")) {
+        out.insert("DependsOn".into(), d.clone());
+    }
+    lowered
+}
+
+/// A HOT `deletion_policy` as CloudFormation's: Heat snapshots when the
+/// type can and deletes otherwise; Cairn's providers have no snapshots.
+fn deletion_policy(d: &Value, at: &str) -> Result<&'static str, TemplateError> {
+    match text(d).as_str() {
+        "Delete" | "delete" | "Snapshot" | "snapshot" => Ok("Delete"),
+        "Retain" | "retain" => Ok("Retain"),
+        other => Err(TemplateError::new(format!("Invalid deletion policy \"{other}\"")).at(at)),
+    }
 }

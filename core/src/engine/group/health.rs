@@ -1,6 +1,7 @@
 //! A group's members checked by their own providers: drift, health, and
 //! healing (a member that is gone or unhealthy is made again under its name).
 
+use crate::engine::kinds::Groups;
 use cairn_sdk::{
     DifferenceType, DriftRequest, DriftResult, Health, PropertyDifference, ProviderError,
     StatusRequest,
@@ -8,7 +9,7 @@ use cairn_sdk::{
 use serde_json::{Map, Value};
 
 use super::{bounded, failed, Run};
-use crate::engine::{Engine, Op};
+use crate::engine::Op;
 use crate::group::state::{GroupState, Member};
 use crate::group::types::{self};
 use crate::stack::ResourceRecord;
@@ -32,7 +33,7 @@ impl Finding {
     }
 }
 
-impl Engine {
+impl Groups<'_> {
     /// The group's stored state, by its physical id.
     pub(super) async fn stored_group(
         &self,
@@ -87,12 +88,12 @@ impl Engine {
         let Some(physical) = m.physical_id.clone().filter(|_| m.is_in_service()) else {
             return Some(Finding::Unhealthy(format!("it is {}", m.status)));
         };
-        let t = match self.provider_for(&m.resource_type) {
+        let t = match self.protocol().provider_for(&m.resource_type) {
             Ok(t) => t,
             Err(e) => return Some(Finding::Unhealthy(e.message)),
         };
         let context = || {
-            self.request_context(
+            self.protocol().request_context(
                 stack_id,
                 stack_name,
                 &m.name,
@@ -107,6 +108,7 @@ impl Engine {
                 properties: m.properties.clone(),
             };
             match self
+                .protocol()
                 .timed("drift detection", t.provider.check_drift(&req))
                 .await
             {
@@ -125,6 +127,7 @@ impl Engine {
             properties: m.properties.clone(),
         };
         match self
+            .protocol()
             .timed("status check", t.provider.check_status(&req))
             .await
         {

@@ -133,6 +133,7 @@ impl<'a> Run<'a> {
 
     pub(super) fn context(&self, m: &Member, request_id: &str) -> cairn_sdk::RequestContext {
         self.engine
+            .protocol()
             .context(self.op, &m.name, &m.resource_type, request_id)
     }
 
@@ -260,6 +261,7 @@ impl<'a> Run<'a> {
             .unwrap_or_else(|| protocol::begin(CallKind::Create).request_id);
         let outcome = self
             .engine
+            .protocol()
             .provider_create(
                 self.op,
                 self.context(&m, &request_id),
@@ -322,6 +324,7 @@ impl<'a> Run<'a> {
         if let Some(p) = protocol::recorded(m.pending.as_ref(), CallKind::Create).cloned() {
             let asked = self
                 .engine
+                .protocol()
                 .provider_create(
                     self.op,
                     self.context(&m, &p.request_id),
@@ -372,6 +375,7 @@ impl<'a> Run<'a> {
         }
         let outcome = self
             .engine
+            .protocol()
             .provider_delete(
                 self.op,
                 self.context(&m, &request_id),
@@ -433,6 +437,7 @@ impl<'a> Run<'a> {
         };
         let t = self
             .engine
+            .protocol()
             .provider_for(&m.resource_type)
             .map_err(|e| e.message)?;
         let req = StatusRequest {
@@ -442,6 +447,7 @@ impl<'a> Run<'a> {
         };
         match self
             .engine
+            .protocol()
             .timed("status check", t.provider.check_status(&req))
             .await
         {

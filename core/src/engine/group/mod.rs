@@ -15,6 +15,7 @@
 //! resizing), `health` (members checked by their providers: drift, health,
 //! healing).
 
+use crate::engine::kinds::Groups;
 use std::time::Duration;
 
 use cairn_sdk::{CreateResult, ProviderError, UpdateResult};
@@ -64,7 +65,7 @@ pub(in crate::engine) async fn bounded<T>(
     .await
 }
 
-impl Engine {
+impl Groups<'_> {
     pub(super) async fn group_create(
         &self,
         op: &Op,

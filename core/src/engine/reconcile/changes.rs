@@ -3,6 +3,7 @@
 //! then create). Each call is recorded before it is made, so that a crash
 //! resumes it instead of sending another.
 
+use crate::engine::kinds::Reconciles;
 use std::sync::atomic::Ordering;
 
 use cairn_sdk::{PropertyDifference, UpdateResult};
@@ -10,7 +11,7 @@ use serde_json::{Map, Value};
 
 use crate::engine::protocol;
 use crate::engine::update::UpdateChange;
-use crate::engine::{Attempt, Engine, Op};
+use crate::engine::{Attempt, Op};
 use crate::stack::{now, CallKind, Journal, ResourceRecord, ResourceStatus};
 
 /// A group's attributes as an update's result (its physical id stays).
@@ -22,7 +23,7 @@ fn group_result(attributes: Map<String, Value>) -> UpdateResult {
     }
 }
 
-impl Engine {
+impl Reconciles<'_> {
     /// Heals one resource: a group replaces its unhealthy members, anything
     /// else is reinstalled.
     pub(super) async fn heal_one(&self, op: &Op, mut rec: ResourceRecord, why: &str) -> bool {
@@ -35,18 +36,18 @@ impl Engine {
         if !self.record(op, &rec, Vec::new()).await {
             return false;
         }
-        let healed = self.group_heal(op, &rec).await.map(group_result);
-        self.record_updated(op, rec, healed).await
+        let healed = self.groups().group_heal(op, &rec).await.map(group_result);
+        self.updates().record_updated(op, rec, healed).await
     }
 
     /// Records the template's properties for a resource whose provider
     /// reports it already matches them (seed 003: no update runs).
     pub(super) async fn adopt(&self, op: &Op, mut rec: ResourceRecord) -> bool {
-        let Ok((_, props)) = self.properties_for(op, &rec.logical_id) else {
+        let Ok((_, props)) = self.protocol().properties_for(op, &rec.logical_id) else {
             return true;
         };
         rec.properties = props;
-        if let Ok(metadata) = self.metadata_for(op, &rec.logical_id) {
+        if let Ok(metadata) = self.protocol().metadata_for(op, &rec.logical_id) {
             rec.metadata = metadata;
         }
         rec.status = ResourceStatus::UpdateComplete;
@@ -59,7 +60,7 @@ impl Engine {
     /// The provider's update towards the template's properties, with the
     /// drift it reported (a group: converged, its drifted members healed).
     /// The call is recorded first, with the resource as it was in the
-    /// journal: a crash resumes it ([`Engine::finish_in_place`]).
+    /// journal: a crash resumes it ([`Reconciles::finish_in_place`]).
     pub(super) async fn update_in_place(
         &self,
         op: &Op,
@@ -71,8 +72,9 @@ impl Engine {
             return false;
         }
         let (props, metadata) = match self
+            .protocol()
             .properties_for(op, &rec.logical_id)
-            .and_then(|(_, p)| Ok((p, self.metadata_for(op, &rec.logical_id)?)))
+            .and_then(|(_, p)| Ok((p, self.protocol().metadata_for(op, &rec.logical_id)?)))
         {
             Ok(v) => v,
             Err(reason) => {
@@ -136,6 +138,7 @@ impl Engine {
         };
         let heal_members = drift.is_some();
         let mut result = self
+            .protocol()
             .call_update_with(
                 op,
                 &rec,
@@ -155,7 +158,7 @@ impl Engine {
             && heal_members
             && crate::group::is_group(self.registry.canonical(&rec.resource_type))
         {
-            result = self.group_heal(op, &rec).await.map(group_result);
+            result = self.groups().group_heal(op, &rec).await.map(group_result);
         }
         match result {
             // The provider replaced the resource while updating it (a
@@ -186,7 +189,7 @@ impl Engine {
             }
             result => {
                 rec.journal = None;
-                self.record_updated(op, rec, result).await
+                self.updates().record_updated(op, rec, result).await
             }
         }
     }
@@ -211,7 +214,7 @@ impl Engine {
             }
         };
         // UpdateReplacePolicy: Retain keeps it, out of the stack.
-        if self.retains_on_replace(op, &rec.logical_id) {
+        if self.updates().retains_on_replace(op, &rec.logical_id) {
             rec.journal = None;
             rec.pending = None;
             rec.status = ResourceStatus::UpdateComplete;
@@ -239,6 +242,7 @@ impl Engine {
         let mut gone = rec.clone();
         gone.restore(&before);
         let deleted = self
+            .protocol()
             .call_delete(op, &gone, &old, &call.request_id, attempt)
             .await;
         rec.pending = None;
@@ -299,6 +303,7 @@ impl Engine {
         if let Some(p) = protocol::recorded(rec.pending.as_ref(), CallKind::Delete).cloned() {
             let physical = rec.physical_id.clone().unwrap_or_default();
             if let Err(e) = self
+                .protocol()
                 .call_delete(op, &rec, &physical, &p.request_id, delete)
                 .await
             {
@@ -313,8 +318,9 @@ impl Engine {
                 return false;
             }
             match self
+                .protocol()
                 .properties_for(op, &rec.logical_id)
-                .and_then(|(_, p)| Ok((p, self.metadata_for(op, &rec.logical_id)?)))
+                .and_then(|(_, p)| Ok((p, self.protocol().metadata_for(op, &rec.logical_id)?)))
             {
                 Ok((props, metadata)) => {
                     rec.properties = props;
@@ -344,14 +350,18 @@ impl Engine {
         let Some(p) = protocol::recorded(rec.pending.as_ref(), CallKind::Create).cloned() else {
             return false;
         };
-        let result = self.call_create(op, &rec, &p.request_id, attempt).await;
-        self.record_created(
-            op,
-            rec,
-            result,
-            ResourceStatus::UpdateComplete,
-            ResourceStatus::UpdateFailed,
-        )
-        .await
+        let result = self
+            .protocol()
+            .call_create(op, &rec, &p.request_id, attempt)
+            .await;
+        self.creates()
+            .record_created(
+                op,
+                rec,
+                result,
+                ResourceStatus::UpdateComplete,
+                ResourceStatus::UpdateFailed,
+            )
+            .await
     }
 }

@@ -25,6 +25,7 @@
 //! Here: the plan, the start and the driver; `phases` (each phase), `changes`
 //! (what a phase does to one resource).
 
+use crate::engine::kinds::Reconciles;
 use std::collections::{BTreeSet, HashSet};
 
 use cairn_sdk::{PropertyDifference, UpdateBehavior};
@@ -32,7 +33,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::update::{PreparedUpdate, UpdateStackInput};
-use super::{Engine, EngineError, Op};
+use super::{EngineError, Op};
 use crate::plan;
 use crate::stack::{Journal, ResourceStatus, StackStatus};
 use crate::template::Template;
@@ -174,7 +175,7 @@ enum Need {
     Adopt,
 }
 
-impl Engine {
+impl Reconciles<'_> {
     /// The plan of a `cairn update` (also what `--preview` shows).
     pub async fn plan_reconcile(
         &self,
@@ -213,7 +214,7 @@ impl Engine {
         // The stack's existence and status, the template, the parameters,
         // a resource type change ("Update of resource type is not
         // permitted…"): checked as for any update.
-        let prepared = self.prepare_update(&update).await?;
+        let prepared = self.updates().prepare_update(&update).await?;
         let old = Template::parse(&prepared.stack.template_body)?;
         let new = Template::parse(&prepared.target.template_body)?;
         let mut unsupported = Vec::new();
@@ -271,18 +272,20 @@ impl Engine {
     /// Starts a `cairn update` (UPDATE_IN_PROGRESS); follow it with
     /// [`Engine::run`].
     pub async fn start_reconcile(&self, input: &ReconcileInput) -> Result<String, EngineError> {
-        self.refuse_nested_named(&input.update.stack_name, "update")
+        self.nested_stacks()
+            .refuse_nested_named(&input.update.stack_name, "update")
             .await?;
         let (prepared, plan) = self.prepare_reconcile(input).await?;
         let details = serde_json::to_value(&plan)
             .map_err(|e| EngineError::Validation(format!("cannot record the plan: {e}")))?;
-        self.begin_updating(
-            prepared,
-            None,
-            crate::stack::OperationKind::Reconcile,
-            Some(("Plan", details)),
-        )
-        .await
+        self.updates()
+            .begin_updating(
+                prepared,
+                None,
+                crate::stack::OperationKind::Reconcile,
+                Some(("Plan", details)),
+            )
+            .await
     }
 
     /// Runs the phases (again, after a crash) and ends the stack in
@@ -302,7 +305,7 @@ impl Engine {
         let outcome = self.reconcile_phases(op, &flags, &mut report).await;
         let failure = match outcome {
             // Outputs and exports of the template the stack now has.
-            Ok(None) => self.finish_create(op).await.err(),
+            Ok(None) => self.creates().finish_create(op).await.err(),
             Ok(Some(reason)) => Some(reason),
             Err(e) => return Err(e),
         };

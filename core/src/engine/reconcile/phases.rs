@@ -2,6 +2,7 @@
 //! uninstall, install, heal, drift, apply (in-place updates, reinstalls and
 //! what changed because something it refers to did).
 
+use crate::engine::kinds::Reconciles;
 use std::collections::{BTreeSet, HashSet};
 
 use cairn_sdk::{DriftResult, Health, UpdateBehavior};
@@ -9,11 +10,11 @@ use cairn_sdk::{DriftResult, Health, UpdateBehavior};
 use super::{Need, ReconcileFlags, ReconcileReport};
 use crate::engine::dag::Outcome;
 use crate::engine::protocol;
-use crate::engine::{Engine, EngineError, Op};
+use crate::engine::{EngineError, Op};
 use crate::plan;
 use crate::stack::{ResourceRecord, ResourceStatus};
 
-impl Engine {
+impl Reconciles<'_> {
     /// Removed resources are deleted (their old template's DeletionPolicy
     /// applies), or with `--skip-uninstall` left in place; either way they
     /// leave the stack.
@@ -33,7 +34,7 @@ impl Engine {
         }
         let retained = |r: &ResourceRecord| {
             op.other.as_ref().is_some_and(|o| {
-                self.policy_retains(
+                self.updates().policy_retains(
                     op,
                     o,
                     &r.logical_id,
@@ -78,7 +79,7 @@ impl Engine {
             .schedule(op, &preds, initial, false, false, |i| async move {
                 let r = removed_ref[i].clone();
                 let keep = skip || retained(&r);
-                (i, self.delete_one(op, r, keep).await)
+                (i, self.deletes().delete_one(op, r, keep).await)
             })
             .await?;
         let mut failed = Vec::new();
@@ -153,7 +154,7 @@ impl Engine {
                     .iter()
                     .find(|r| r.logical_id == name && r.pending.is_some())
                     .cloned();
-                (i, self.create_one(op, name, resumed, None).await)
+                (i, self.creates().create_one(op, name, resumed, None).await)
             })
             .await?;
         let failed: Vec<String> = added
@@ -237,6 +238,7 @@ impl Engine {
     /// Ok when healthy, else why not.
     pub(super) async fn health_of(&self, op: &Op, r: &ResourceRecord) -> Result<(), String> {
         let health = self
+            .drift()
             .resource_health(&op.stack.stack_id, &op.stack.stack_name, r)
             .await;
         match health {
@@ -295,10 +297,11 @@ impl Engine {
         op: &Op,
         r: &ResourceRecord,
     ) -> Result<Option<Need>, String> {
-        let (_, props) = self.properties_for(op, &r.logical_id)?;
+        let (_, props) = self.protocol().properties_for(op, &r.logical_id)?;
         let template_changed = plan::changed_properties(&r.properties, &props);
         let is_group = crate::group::is_group(self.registry.canonical(&r.resource_type));
         let result = self
+            .drift()
             .resource_drift(&op.stack.stack_id, &op.stack.stack_name, r, &props)
             .await;
         let drift = match result {
@@ -480,7 +483,7 @@ impl Engine {
     /// What a resource the drift phase did not decide about needs because
     /// its template properties (or what they refer to) changed.
     pub(super) fn template_need(&self, op: &Op, rec: &ResourceRecord) -> Option<Need> {
-        let (_, props) = self.properties_for(op, &rec.logical_id).ok()?;
+        let (_, props) = self.protocol().properties_for(op, &rec.logical_id).ok()?;
         let changed = plan::changed_properties(&rec.properties, &props);
         if changed.is_empty() {
             return None;

@@ -248,7 +248,7 @@ impl World {
         let e = |e: super::EngineError| e.to_string();
         *self.signals.lock().unwrap_or_else(|p| p.into_inner()) = signals;
         let input = self.create_input(template, OnFailure::Rollback);
-        let id = engine.start_create(&input).await.map_err(e)?;
+        let id = engine.creates().start_create(&input).await.map_err(e)?;
         let run = engine.run(&id);
         tokio::pin!(run);
         let mut sent = false;
@@ -270,6 +270,7 @@ impl World {
         for (logical_id, unique_id, status) in signals {
             let reason = Some(format!("{unique_id} says {status}"));
             match engine
+                .signals()
                 .signal_resource(STACK, logical_id, unique_id, status, reason)
                 .await
             {
@@ -328,7 +329,7 @@ impl World {
                 on_failure,
             } => {
                 let input = self.create_input(template, *on_failure);
-                let id = engine.start_create(&input).await.map_err(e)?;
+                let id = engine.creates().start_create(&input).await.map_err(e)?;
                 engine.run(&id).await.map_err(e)?;
             }
             // Boxed: its waits would make every step's future larger.
@@ -337,6 +338,7 @@ impl World {
             }
             Step::Update { template } => {
                 let id = engine
+                    .updates()
                     .start_update(&self.update_input(template))
                     .await
                     .map_err(e)?;
@@ -344,6 +346,7 @@ impl World {
             }
             Step::CancelledUpdate { template } => {
                 let id = engine
+                    .updates()
                     .start_update(&self.update_input(template))
                     .await
                     .map_err(e)?;
@@ -357,7 +360,7 @@ impl World {
                     _ = self.cloud.until_slow() => {}
                 }
                 // A failed cancel (the process died) drops the run with it.
-                engine.cancel_update(STACK).await.map_err(e)?;
+                engine.updates().cancel_update(STACK).await.map_err(e)?;
                 run.await.map_err(e)?;
             }
             Step::File { name, text } => {
@@ -365,12 +368,13 @@ impl World {
                     .map_err(|e| e.to_string())?;
             }
             Step::Delete => {
-                if let Some(id) = engine.start_delete(STACK, &[]).await.map_err(e)? {
+                if let Some(id) = engine.deletes().start_delete(STACK, &[]).await.map_err(e)? {
                     engine.run(&id).await.map_err(e)?;
                 }
             }
             Step::ContinueRollback => {
                 let id = engine
+                    .updates()
                     .start_continue_rollback(STACK, &[])
                     .await
                     .map_err(e)?;
@@ -390,7 +394,11 @@ impl World {
                         ..Default::default()
                     },
                 };
-                let id = engine.start_reconcile(&input).await.map_err(e)?;
+                let id = engine
+                    .reconciles()
+                    .start_reconcile(&input)
+                    .await
+                    .map_err(e)?;
                 engine.run(&id).await.map_err(e)?;
             }
             Step::Tamper {
@@ -480,7 +488,7 @@ impl World {
                 // person asks again while the update still waits.
                 _ = tokio::time::sleep(Duration::from_millis(50)) => {
                     if self.cloud.blocked() {
-                        let _ = engine.cancel_update(STACK).await;
+                        let _ = engine.updates().cancel_update(STACK).await;
                     }
                     // Signals the crash kept from being stored are sent
                     // again (a stored one is not counted twice).

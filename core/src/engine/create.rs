@@ -1,0 +1,596 @@
+//! Creating a stack: the synchronous start (parse, evaluate, validate,
+//! record the stack, take its lease), each resource's create over the
+//! resource-call protocol (adopted when it names an existing one, waiting
+//! for its signals when it has a CreationPolicy), the outputs, and the
+//! rollback of a failed create.
+
+use super::dag::Outcome;
+use super::protocol::Attempt;
+use super::{
+    protocol, stack_context, stack_event, valid_stack_name, CreateStackInput, Creates, EngineError,
+    Op, TIMED_OUT, TIMEOUT_OPTION,
+};
+use crate::stack::{
+    now, CallKind, Journal, OnFailure, OperationKind, OutputRecord, ResourceRecord, ResourceStatus,
+    StackRecord, StackStatus,
+};
+use crate::store::{OperationRecord, StoreError};
+use crate::template::eval::Evaluated;
+use crate::template::parameters::ParameterValues;
+use crate::template::source::child;
+use crate::template::Template;
+use cairn_sdk::{CreateResult, ErrorKind, ProviderError};
+use serde_json::{json, Map, Value};
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+
+impl Creates<'_> {
+    /// The synchronous part of a create: validates everything, records the stack
+    /// in CREATE_IN_PROGRESS and takes its lease. Returns the stack id; then call
+    /// [`Engine::run`].
+    pub async fn start_create(&self, input: &CreateStackInput) -> Result<String, EngineError> {
+        self.create_stack(input, None).await
+    }
+
+    /// [`Creates::start_create`], for a root stack (`child: None`: its nested
+    /// templates are read now) or a nested one (its parent, and the nested
+    /// templates its own children use).
+    pub(super) async fn create_stack(
+        &self,
+        input: &CreateStackInput,
+        child: Option<(&StackRecord, crate::nested::NestedTemplates)>,
+    ) -> Result<String, EngineError> {
+        if !valid_stack_name(&input.stack_name) {
+            return Err(EngineError::Validation(format!(
+                "1 validation error detected: Value '{}' at 'stackName' failed to satisfy constraint: Member must satisfy regular expression pattern: [a-zA-Z][-a-zA-Z0-9]* and have length less than or equal to 128",
+                input.stack_name
+            )));
+        }
+        if self.store.find_stack(&input.stack_name).await?.is_some() {
+            return Err(StoreError::StackExists(input.stack_name.clone()).into());
+        }
+        let context = input
+            .context
+            .clone()
+            .for_template(&input.template_body, &input.parameters);
+        let template = Template::parse_with(&input.template_body, &context)?;
+        let params = ParameterValues::resolve(&template.parameters, &input.parameters)?;
+        let stack_id = self.new_stack_id(&input.stack_name);
+        let sctx = stack_context(&self.config, &input.stack_name, &stack_id);
+        self.prepare(&template, &params, &sctx, self.exports_map().await?)?;
+        let (parent, nested) = match child {
+            Some((parent, nested)) => (Some(parent), nested),
+            None => (
+                None,
+                crate::nested::collect(
+                    &self.config.nested,
+                    self.shared.https.as_ref(),
+                    &self.registry,
+                    &template,
+                    &crate::nested::Origin {
+                        context: context.for_child(),
+                        ..input.origin.clone()
+                    },
+                )
+                .await?,
+            ),
+        };
+
+        let ts = now();
+        let stack = StackRecord {
+            stack_id: stack_id.clone(),
+            stack_name: input.stack_name.clone(),
+            status: StackStatus::CreateInProgress,
+            status_reason: Some("User Initiated".into()),
+            description: template.description.clone(),
+            template_body: input.template_body.clone(),
+            parameters: params.raw.clone(),
+            no_echo: params.no_echo.clone(),
+            outputs: Vec::new(),
+            on_failure: input.on_failure,
+            created_at: ts.clone(),
+            updated_at: ts.clone(),
+            deleted_at: None,
+            tags: input.tags.clone(),
+            parent_id: parent.map(|p| p.stack_id.clone()),
+            root_id: parent.map(|p| p.root_id.clone().unwrap_or_else(|| p.stack_id.clone())),
+            context,
+        };
+        let first = stack_event(
+            &stack,
+            StackStatus::CreateInProgress,
+            Some("User Initiated"),
+            &ts,
+        );
+        let operation = OperationRecord {
+            stack_id: stack_id.clone(),
+            kind: OperationKind::Create,
+            options: {
+                let mut o = Map::new();
+                if let Some(t) = input.timeout_minutes {
+                    o.insert(TIMEOUT_OPTION.into(), json!(t));
+                }
+                if !nested.is_empty() {
+                    o.insert(crate::nested::OPTION.into(), json!(nested));
+                }
+                Value::Object(o)
+            },
+            started_at: ts,
+        };
+        // The operation's record is written with the stack: a crash right
+        // after cannot lose its timeout or its nested templates.
+        let lease = self
+            .store
+            .insert_stack(
+                &stack,
+                &first,
+                Some(&operation),
+                &self.claims().operation_owner(),
+                self.claims().lease_ttl_ms(),
+            )
+            .await?;
+        self.claims().started_under(&lease);
+        self.open_history(&lease, &stack, OperationKind::Create, None)
+            .await?;
+        Ok(stack_id)
+    }
+
+    pub(super) async fn fail_create(
+        &self,
+        op: &Op,
+        reason: &str,
+    ) -> Result<StackStatus, EngineError> {
+        match op.stack.on_failure {
+            OnFailure::DoNothing => {
+                self.set_status(op, StackStatus::CreateFailed, Some(reason))
+                    .await
+            }
+            OnFailure::Rollback => {
+                let reason = format!("{reason}Rollback requested by user.");
+                self.set_status(op, StackStatus::RollbackInProgress, Some(&reason))
+                    .await?;
+                self.rollback(op).await
+            }
+            OnFailure::Delete => {
+                let reason = if reason == TIMED_OUT {
+                    format!("{reason}Delete requested by user.")
+                } else {
+                    reason.to_string()
+                };
+                self.set_status(op, StackStatus::DeleteInProgress, Some(&reason))
+                    .await?;
+                self.deletes().delete_phase(op, &[], true).await
+            }
+        }
+    }
+
+    pub(super) async fn rollback(&self, op: &Op) -> Result<StackStatus, EngineError> {
+        let failed = self.deletes().delete_resources(op, &[]).await?;
+        if failed.is_empty() {
+            self.set_status(op, StackStatus::RollbackComplete, None)
+                .await
+        } else {
+            let reason = format!(
+                "The following resource(s) failed to delete: [{}]. ",
+                failed.join(", ")
+            );
+            self.set_status(op, StackStatus::RollbackFailed, Some(&reason))
+                .await
+        }
+    }
+
+    /// Creates every resource not yet created, in dependency order. Returns the
+    /// logical ids that failed.
+    /// `rows`: the stack's resources as stored when the phase starts.
+    pub(super) async fn create_all(
+        &self,
+        op: &Op,
+        rows: Vec<ResourceRecord>,
+    ) -> Result<Vec<String>, EngineError> {
+        let stored: HashMap<String, ResourceRecord> = rows
+            .into_iter()
+            .map(|r| (r.logical_id.clone(), r))
+            .collect();
+        let n = op.graph.len();
+        let preds: Vec<Vec<usize>> = (0..n).map(|i| op.graph.depends_on(i).to_vec()).collect();
+        let mut initial = vec![Outcome::NotRun; n];
+        let mut already_failed = Vec::new();
+        for (i, slot) in initial.iter_mut().enumerate() {
+            match stored.get(op.graph.name(i)).map(|r| r.status) {
+                Some(ResourceStatus::CreateComplete) => *slot = Outcome::Done,
+                Some(ResourceStatus::CreateFailed) => {
+                    already_failed.push(op.graph.name(i).to_string())
+                }
+                _ => {}
+            }
+        }
+        if !already_failed.is_empty() {
+            // Crashed after a failure was recorded: go straight to the failure path.
+            return Ok(already_failed);
+        }
+        let stored = &stored;
+        let outcomes = self
+            .schedule(op, &preds, initial, true, false, |i| async move {
+                let name = op.graph.name(i);
+                let ok = self
+                    .create_one(op, name, stored.get(name).cloned(), None)
+                    .await;
+                (i, ok)
+            })
+            .await?;
+        let cancelled: Vec<&str> = (0..n)
+            .filter(|&i| outcomes[i] == Outcome::Cancelled)
+            .map(|i| op.graph.name(i))
+            .collect();
+        let mut failed: Vec<String> = (0..n)
+            .filter(|&i| outcomes[i] == Outcome::Failed)
+            .map(|i| op.graph.name(i).to_string())
+            .collect();
+        failed.extend(self.mark_cancelled(op, &cancelled).await?);
+        Ok(failed)
+    }
+
+    /// HOT's `external_id`: instead of a create, the existing resource is
+    /// adopted once its provider confirms it exists (Heat's ADOPT and
+    /// check); one the provider cannot check is taken as given.
+    pub(super) async fn adopt_external(
+        &self,
+        op: &Op,
+        r: &ResourceRecord,
+        t: &crate::registry::RegisteredType,
+        id: String,
+        request_id: &str,
+    ) -> Result<CreateResult, ProviderError> {
+        let req = cairn_sdk::DriftRequest {
+            context: self
+                .protocol()
+                .context(op, &r.logical_id, &r.resource_type, request_id),
+            physical_resource_id: id.clone(),
+            properties: r.properties.clone(),
+        };
+        let missing = match self
+            .protocol()
+            .timed("adoption", t.provider.check_drift(&req))
+            .await
+        {
+            Ok(cairn_sdk::DriftResult::Deleted) => true,
+            Ok(_) => false,
+            Err(e) if e.is_not_found() => true,
+            Err(e) => return Err(e),
+        };
+        if missing {
+            return Err(ProviderError::invalid_request(format!(
+                "Invalid external resource: Resource {id} ({}) can not be found.",
+                r.resource_type
+            )));
+        }
+        Ok(CreateResult {
+            physical_resource_id: id,
+            attributes: Map::new(),
+            no_echo: false,
+        })
+    }
+
+    /// Creates one resource (CREATE_IN_PROGRESS, "Resource creation
+    /// Initiated", CREATE_COMPLETE), or finishes a create a crash interrupted.
+    /// `journal`: how an update records it (`Added`), `None` in a create.
+    pub(super) async fn create_one(
+        &self,
+        op: &Op,
+        logical_id: &str,
+        existing: Option<ResourceRecord>,
+        journal: Option<Journal>,
+    ) -> bool {
+        if op.aborted.load(Ordering::SeqCst) {
+            return false;
+        }
+        // Made already, and waiting for signals when the operation stopped:
+        // the wait goes on with the signals that came meanwhile.
+        if let Some(r) = existing.as_ref().filter(|r| {
+            r.pending
+                .as_ref()
+                .is_some_and(|p| p.action == CallKind::Signals)
+        }) {
+            return self.resume_signal_wait(op, logical_id, r.clone()).await;
+        }
+        let resumed_call = existing
+            .as_ref()
+            .and_then(|r| protocol::recorded(r.pending.as_ref(), CallKind::Create).cloned());
+        let (rec, request_id, attempt) = match (existing, resumed_call) {
+            (Some(r), Some(p)) => (r, p.request_id, Attempt::Again),
+            _ => match self.begin_create(op, logical_id, journal).await {
+                Some((rec, request_id)) => (rec, request_id, Attempt::First),
+                None => return false,
+            },
+        };
+        let result = self
+            .protocol()
+            .call_create(op, &rec, &request_id, attempt)
+            .await;
+        self.created_or_waiting(op, logical_id, rec, result).await
+    }
+
+    /// A create resumed while its resource waited for signals: the wait
+    /// goes on (its deadline kept), or ends with what the template says now.
+    pub(super) async fn resume_signal_wait(
+        &self,
+        op: &Op,
+        logical_id: &str,
+        r: ResourceRecord,
+    ) -> bool {
+        match self
+            .signals()
+            .signal_wait(op, logical_id, &r.properties)
+            .await
+        {
+            Ok(Some((wait, source))) => self.signals().await_signals(op, r, wait, source).await,
+            outcome => {
+                let result = match outcome {
+                    Err(reason) => Err(ProviderError::new(ErrorKind::InvalidRequest, reason)),
+                    _ => Ok(CreateResult {
+                        physical_resource_id: r.physical_id.clone().unwrap_or_default(),
+                        attributes: r.attributes.clone(),
+                        no_echo: r.no_echo,
+                    }),
+                };
+                self.record_created(
+                    op,
+                    r,
+                    result,
+                    ResourceStatus::CreateComplete,
+                    ResourceStatus::CreateFailed,
+                )
+                .await
+            }
+        }
+    }
+
+    /// The begin step of a new resource's create: its properties evaluated,
+    /// what it will wait for checked, its old signals cleared, and the call
+    /// recorded (CREATE_IN_PROGRESS, "Resource creation Initiated") with its
+    /// request id. `None` when it failed before anything was sent (the
+    /// failure is recorded).
+    pub(super) async fn begin_create(
+        &self,
+        op: &Op,
+        logical_id: &str,
+        journal: Option<Journal>,
+    ) -> Option<(ResourceRecord, String)> {
+        let type_name = op
+            .template
+            .resource(logical_id)
+            .map(|r| r.type_name.clone())
+            .unwrap_or_default();
+        let mut rec = ResourceRecord {
+            stack_id: op.stack.stack_id.clone(),
+            logical_id: logical_id.to_string(),
+            resource_type: type_name,
+            physical_id: None,
+            status: ResourceStatus::CreateInProgress,
+            status_reason: None,
+            properties: Map::new(),
+            attributes: Map::new(),
+            pending: None,
+            updated_at: now(),
+            metadata: None,
+            journal,
+            no_echo: false,
+        };
+        // CREATE_IN_PROGRESS is committed together with the next
+        // transition: one write per step instead of two.
+        let started = vec![op.resource_event(&rec)];
+        let prepared = async {
+            let (_, props) = self.protocol().properties_for(op, logical_id)?;
+            rec.metadata = self.protocol().metadata_for(op, logical_id)?;
+            rec.properties = props;
+            // What it will wait for is checked before anything is made.
+            self.signals()
+                .signal_wait(op, logical_id, &rec.properties)
+                .await?;
+            // A new life waits for new signals.
+            if self.signals().clears_signals(op, logical_id) {
+                self.store
+                    .clear_signals(&op.stack.stack_id, logical_id)
+                    .await
+                    .map_err(|e| format!("cannot clear the signals kept for {logical_id}: {e}"))?;
+            }
+            Ok::<(), String>(())
+        }
+        .await;
+        if let Err(reason) = prepared {
+            rec.status = ResourceStatus::CreateFailed;
+            rec.status_reason = Some(reason);
+            rec.updated_at = now();
+            self.record(op, &rec, started).await;
+            return None;
+        }
+        let call = protocol::begin(CallKind::Create);
+        let request_id = call.request_id.clone();
+        rec.pending = Some(call);
+        rec.status_reason = Some("Resource creation Initiated".into());
+        rec.updated_at = now();
+        // Durable before the call: a crash from here on re-issues it.
+        if !self.record(op, &rec, started).await {
+            return None;
+        }
+        Some((rec, request_id))
+    }
+
+    /// A create call's outcome: recorded, or (made, with a CreationPolicy
+    /// or wait condition) the wait for its signals begins.
+    pub(super) async fn created_or_waiting(
+        &self,
+        op: &Op,
+        logical_id: &str,
+        rec: ResourceRecord,
+        result: Result<CreateResult, ProviderError>,
+    ) -> bool {
+        if let Ok(created) = &result {
+            match self
+                .signals()
+                .signal_wait(op, logical_id, &rec.properties)
+                .await
+            {
+                Ok(Some((wait, source))) => {
+                    return self
+                        .signals()
+                        .start_waiting(op, rec, created.clone(), wait, source)
+                        .await
+                }
+                Ok(None) => {}
+                Err(reason) => {
+                    let mut e = ProviderError::new(ErrorKind::InvalidRequest, reason);
+                    e.physical_resource_id = Some(created.physical_resource_id.clone());
+                    return self
+                        .record_created(
+                            op,
+                            rec,
+                            Err(e),
+                            ResourceStatus::CreateComplete,
+                            ResourceStatus::CreateFailed,
+                        )
+                        .await;
+                }
+            }
+        }
+        self.record_created(
+            op,
+            rec,
+            result,
+            ResourceStatus::CreateComplete,
+            ResourceStatus::CreateFailed,
+        )
+        .await
+    }
+
+    /// Records the outcome of a create call (of a new resource or of a
+    /// replacement): the physical id, attributes and NoEcho learned, or the
+    /// failure with any physical resource it left behind (rollback deletes
+    /// it). True when the resource exists and is recorded.
+    pub(super) async fn record_created(
+        &self,
+        op: &Op,
+        mut rec: ResourceRecord,
+        result: Result<CreateResult, ProviderError>,
+        done: ResourceStatus,
+        failed: ResourceStatus,
+    ) -> bool {
+        // A call that timed out may still have made its resource: its record
+        // stays, so whoever deletes this resource asks again first.
+        let unknown_outcome = matches!(&result, Err(e) if protocol::outcome_unknown(e));
+        if !unknown_outcome {
+            rec.pending = None;
+        }
+        rec.updated_at = now();
+        match result {
+            Ok(created) => {
+                rec.physical_id = Some(created.physical_resource_id.clone());
+                rec.attributes = created.attributes;
+                rec.no_echo = created.no_echo;
+                rec.status = done;
+                rec.status_reason = None;
+                if !self.record(op, &rec, Vec::new()).await {
+                    return false;
+                }
+                op.results.record(
+                    &rec.logical_id,
+                    &created.physical_resource_id,
+                    &rec.attributes,
+                );
+                true
+            }
+            Err(e) => {
+                rec.status = failed;
+                rec.status_reason = Some(e.message);
+                if e.physical_resource_id.is_some() {
+                    rec.physical_id = e.physical_resource_id;
+                }
+                self.record(op, &rec, Vec::new()).await;
+                false
+            }
+        }
+    }
+
+    /// Outputs and exports, once every resource exists. An error is the reason
+    /// the create fails.
+    pub(super) async fn finish_create(&self, op: &Op) -> Result<(), String> {
+        let outputs = self.evaluate_outputs(op)?;
+        self.publish_outputs(op, outputs).await
+    }
+
+    /// The template's outputs (those whose condition holds), evaluated.
+    pub(super) fn evaluate_outputs(&self, op: &Op) -> Result<Vec<OutputRecord>, String> {
+        let ev = op.evaluator();
+        let mut outputs = Vec::new();
+        for o in &op.template.outputs {
+            if o.condition.as_deref().is_some_and(|c| !ev.condition(c)) {
+                continue;
+            }
+            let base = child("/Outputs", &o.name);
+            let value = match ev.eval(&o.value, &child(&base, "Value")) {
+                Ok(Evaluated::Value(v)) => v,
+                Ok(_) => return Err(format!("Output {} did not resolve to a value", o.name)),
+                Err(e) => return Err(e.to_string()),
+            };
+            let text = match &value {
+                Value::String(s) => s.clone(),
+                Value::Array(items) => items
+                    .iter()
+                    .map(|i| {
+                        i.as_str()
+                            .map(str::to_string)
+                            .unwrap_or_else(|| i.to_string())
+                    })
+                    .collect::<Vec<_>>()
+                    .join(","),
+                other => other.to_string(),
+            };
+            let export_name = match &o.export_name {
+                None => None,
+                Some(e) => match ev.eval(e, &child(&base, "Export")) {
+                    Ok(Evaluated::Value(Value::String(s))) => Some(s),
+                    Ok(_) => {
+                        return Err(format!("Export name of output {} must be a string", o.name))
+                    }
+                    Err(e) => return Err(e.to_string()),
+                },
+            };
+            outputs.push(OutputRecord {
+                output_key: o.name.clone(),
+                output_value: text,
+                description: o.description.clone(),
+                export_name,
+            });
+        }
+        Ok(outputs)
+    }
+
+    /// Records outputs on the stack and publishes its exports and imports.
+    pub(super) async fn publish_outputs(
+        &self,
+        op: &Op,
+        outputs: Vec<OutputRecord>,
+    ) -> Result<(), String> {
+        let exports: Vec<(String, String)> = outputs
+            .iter()
+            .filter_map(|o| Some((o.export_name.clone()?, o.output_value.clone())))
+            .collect();
+        self.store
+            .put_exports(&op.lease, &exports)
+            .await
+            .map_err(|e| e.to_string())?;
+        self.store
+            .put_imports(&op.lease, &op.results.imported())
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut stack = op.stack.clone();
+        op.state.apply_template(&mut stack);
+        stack.outputs = outputs;
+        stack.updated_at = now();
+        self.store
+            .save_stack(&op.lease, &stack)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(())
+    }
+}

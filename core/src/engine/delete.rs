@@ -1,0 +1,331 @@
+//! Deleting a stack: the synchronous start, then its resources in reverse
+//! dependency order over the resource-call protocol, deletion policies
+//! honoured (Retain, Snapshot), a resource left behind by a journaled
+//! update deleted with them.
+
+use super::dag::Outcome;
+use super::protocol::Attempt;
+use super::protocol::Learned;
+use super::{protocol, Deletes, EngineError, Op};
+use crate::stack::{
+    now, CallKind, Journal, OperationKind, ResourceRecord, ResourceStatus, StackStatus,
+};
+use crate::store::OperationRecord;
+use cairn_sdk::{ErrorKind, ProviderError};
+use serde_json::json;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+
+impl Deletes<'_> {
+    /// The synchronous part of a delete. `Ok(None)`: nothing to delete (the
+    /// stack does not exist or is already deleted), which is not an error.
+    pub async fn start_delete(
+        &self,
+        name_or_id: &str,
+        retain: &[String],
+    ) -> Result<Option<String>, EngineError> {
+        if let Some(stack) = self.store.find_stack(name_or_id).await? {
+            if stack.status != StackStatus::DeleteComplete {
+                self.nested_stacks().refuse_nested(&stack, "delete").await?;
+            }
+        }
+        self.delete_stack(name_or_id, retain).await
+    }
+
+    /// [`Deletes::start_delete`] without the refusal of nested stacks (their
+    /// parent deletes them).
+    pub(super) async fn delete_stack(
+        &self,
+        name_or_id: &str,
+        retain: &[String],
+    ) -> Result<Option<String>, EngineError> {
+        let Some(stack) = self.store.find_stack(name_or_id).await? else {
+            return Ok(None);
+        };
+        if stack.status == StackStatus::DeleteComplete {
+            return Ok(None);
+        }
+        if stack.status == StackStatus::ReviewInProgress {
+            self.change_sets().delete_review_stack(&stack).await?;
+            return Ok(Some(stack.stack_id));
+        }
+        if !retain.is_empty() && stack.status != StackStatus::DeleteFailed {
+            return Err(EngineError::Validation(format!(
+                "Invalid operation on stack [{}]: RetainResources can only be specified when stack is in DELETE_FAILED state",
+                stack.stack_id
+            )));
+        }
+        for o in &stack.outputs {
+            if let Some(export) = &o.export_name {
+                let users = self.store.importers(export).await?;
+                let users: Vec<String> = users
+                    .into_iter()
+                    .filter(|u| *u != stack.stack_name)
+                    .collect();
+                if !users.is_empty() {
+                    return Err(EngineError::Validation(format!(
+                        "Export {export} cannot be deleted as it is in use by {}",
+                        users.join(", ")
+                    )));
+                }
+            }
+        }
+        let busy = |status: StackStatus| {
+            // A second delete of a stack being deleted is a no-op, as in
+            // CloudFormation: its caller follows the one under way.
+            if status == StackStatus::DeleteInProgress {
+                return Ok(Some(stack.stack_id.clone()));
+            }
+            Err(EngineError::Validation(format!(
+                "Stack [{}] is in {} state and can not be deleted until the operation finishes",
+                stack.stack_name, status
+            )))
+        };
+        let lease = match self.claims().lease_for_new_operation(&stack).await? {
+            Ok(lease) => lease,
+            Err(status) => return busy(status),
+        };
+        // Checked under the lease: another operation may have started since
+        // the stack was read.
+        let status = self.current_status(&stack).await?;
+        if status.is_in_progress() {
+            let _ = self.store.release_lease(&lease).await;
+            return busy(status);
+        }
+        self.claims().started_under(&lease);
+        let operation = OperationRecord {
+            stack_id: stack.stack_id.clone(),
+            kind: OperationKind::Delete,
+            options: json!({"Retain": retain}),
+            started_at: now(),
+        };
+        let stack_id = stack.stack_id.clone();
+        self.begin_operation(
+            &lease,
+            operation,
+            stack,
+            StackStatus::DeleteInProgress,
+            None,
+            None,
+        )
+        .await?;
+        Ok(Some(stack_id))
+    }
+
+    pub(super) async fn delete_phase(
+        &self,
+        op: &Op,
+        retain: &[String],
+        whole_stack: bool,
+    ) -> Result<StackStatus, EngineError> {
+        let failed = self.delete_resources(op, retain).await?;
+        if !failed.is_empty() {
+            let reason = format!(
+                "The following resource(s) failed to delete: [{}]. ",
+                failed.join(", ")
+            );
+            return self
+                .set_status(op, StackStatus::DeleteFailed, Some(&reason))
+                .await;
+        }
+        if whole_stack {
+            self.store.delete_exports(&op.lease).await?;
+        }
+        self.set_status(op, StackStatus::DeleteComplete, None).await
+    }
+
+    /// Deletes the stack's resources in reverse dependency order. `retain` and
+    /// `DeletionPolicy: Retain` resources are skipped. Returns those that failed.
+    pub(super) async fn delete_resources(
+        &self,
+        op: &Op,
+        retain: &[String],
+    ) -> Result<Vec<String>, EngineError> {
+        let stored = self.store.resources(&op.stack.stack_id).await?;
+        let index: HashMap<&str, usize> = stored
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.logical_id.as_str(), i))
+            .collect();
+        // A resource is deleted once everything that depends on it is gone.
+        let mut preds: Vec<Vec<usize>> = vec![Vec::new(); stored.len()];
+        for (i, r) in stored.iter().enumerate() {
+            if let Some(g) = op.graph.index_of(&r.logical_id) {
+                for &d in op.graph.dependents(g) {
+                    if let Some(&j) = index.get(op.graph.name(d)) {
+                        preds[i].push(j);
+                    }
+                }
+            }
+        }
+        let initial: Vec<Outcome> = stored
+            .iter()
+            .map(|r| match r.status {
+                ResourceStatus::DeleteComplete | ResourceStatus::DeleteSkipped => Outcome::Done,
+                _ => Outcome::NotRun,
+            })
+            .collect();
+        let stored_ref = &stored;
+        let outcomes = self
+            .schedule(op, &preds, initial, false, false, |i| async move {
+                let r = stored_ref[i].clone();
+                let keep = retain.contains(&r.logical_id);
+                (i, self.delete_one(op, r, keep).await)
+            })
+            .await?;
+        Ok(stored
+            .iter()
+            .zip(outcomes)
+            .filter(|(_, o)| *o == Outcome::Failed)
+            .map(|(r, _)| r.logical_id.clone())
+            .collect())
+    }
+
+    pub(super) fn retained_by_policy(&self, op: &Op, logical_id: &str) -> bool {
+        let removal = if op.stack.status == StackStatus::RollbackInProgress {
+            protocol::Removal::RollbackOfCreate
+        } else {
+            protocol::Removal::Delete
+        };
+        protocol::retained(
+            &op.evaluator(),
+            &op.template,
+            logical_id,
+            protocol::Policy::Deletion,
+            removal,
+        )
+    }
+
+    /// A stack deleted in UPDATE_ROLLBACK_FAILED still has resources whose
+    /// update journal names a second physical resource (the original of a
+    /// replacement not rolled back, or the replacement a rollback abandoned):
+    /// it is deleted with the row, so nothing the update made is leaked.
+    pub(super) async fn delete_journaled_leftover(
+        &self,
+        op: &Op,
+        rec: &ResourceRecord,
+    ) -> Result<(), ProviderError> {
+        let other = match &rec.journal {
+            Some(Journal::Changed { before }) => Some(before),
+            Some(Journal::Restored {
+                discard: Some(discard),
+            }) => Some(discard),
+            _ => None,
+        };
+        let Some(snapshot) = other.filter(|o| o.physical_id != rec.physical_id) else {
+            return Ok(());
+        };
+        let mut leftover = rec.clone();
+        leftover.restore(snapshot);
+        // A replacement whose create's outcome is unknown: learn it first.
+        let physical = match (&snapshot.physical_id, &snapshot.pending) {
+            (Some(physical), _) => physical.clone(),
+            (None, Some(p)) if p.action == CallKind::Create => {
+                match self
+                    .protocol()
+                    .learn_created(op, &leftover, &p.request_id)
+                    .await
+                {
+                    Learned::Made(created) => created.physical_resource_id,
+                    Learned::Nothing => return Ok(()),
+                    Learned::Unknown(why) => {
+                        return Err(ProviderError::new(
+                            ErrorKind::Timeout,
+                            protocol::cannot_tell(&p.request_id, &why),
+                        ))
+                    }
+                }
+            }
+            (None, _) => return Ok(()),
+        };
+        // Not recorded: the journal's discard is, and a delete sent again
+        // after a crash finds the resource gone (NotFound counts as deleted).
+        let request_id = protocol::begin(CallKind::Delete).request_id;
+        self.protocol()
+            .call_delete(op, &leftover, &physical, &request_id, Attempt::First)
+            .await
+            .map_err(|e| {
+                ProviderError::new(
+                    e.kind,
+                    format!(
+                        "the update's other physical resource {physical}: {}",
+                        e.message
+                    ),
+                )
+            })
+    }
+
+    pub(super) async fn delete_one(&self, op: &Op, mut rec: ResourceRecord, retain: bool) -> bool {
+        if op.aborted.load(Ordering::SeqCst) {
+            return false;
+        }
+        if retain || self.retained_by_policy(op, &rec.logical_id) {
+            rec.status = ResourceStatus::DeleteSkipped;
+            rec.status_reason = None;
+            rec.pending = None;
+            rec.updated_at = now();
+            return self.record(op, &rec, Vec::new()).await;
+        }
+        // A create whose outcome was never recorded (crash, cancellation,
+        // timeout): ask again with the same request id, so a resource it made
+        // is not leaked. When that cannot be learnt, the delete fails (and
+        // keeps the record) rather than forget it.
+        if rec.physical_id.is_none() {
+            if let Some(p) = protocol::recorded(rec.pending.as_ref(), CallKind::Create).cloned() {
+                match self.protocol().learn_created(op, &rec, &p.request_id).await {
+                    Learned::Made(created) => {
+                        rec.physical_id = Some(created.physical_resource_id);
+                        rec.attributes = created.attributes;
+                        rec.no_echo = created.no_echo;
+                    }
+                    Learned::Unknown(why) => {
+                        rec.status = ResourceStatus::DeleteFailed;
+                        rec.status_reason = Some(protocol::cannot_tell(&p.request_id, &why));
+                        rec.updated_at = now();
+                        self.record(op, &rec, Vec::new()).await;
+                        return false;
+                    }
+                    Learned::Nothing => {}
+                }
+            }
+        }
+        // A delete recorded before a crash is resumed, not sent again.
+        let (call, attempt) = protocol::begin_or_resume(rec.pending.as_ref(), CallKind::Delete);
+        let request_id = call.request_id.clone();
+        let needs_call = rec.physical_id.is_some();
+        rec.status = ResourceStatus::DeleteInProgress;
+        rec.status_reason = None;
+        rec.pending = needs_call.then_some(call);
+        rec.updated_at = now();
+        if !self.record(op, &rec, Vec::new()).await {
+            return false;
+        }
+        let mut result = match rec.physical_id.clone() {
+            None => Ok(()),
+            Some(physical) => {
+                self.protocol()
+                    .call_delete(op, &rec, &physical, &request_id, attempt)
+                    .await
+            }
+        };
+        if result.is_ok() {
+            result = self.delete_journaled_leftover(op, &rec).await;
+        }
+        rec.pending = None;
+        rec.updated_at = now();
+        match result {
+            Ok(()) => {
+                rec.status = ResourceStatus::DeleteComplete;
+                rec.journal = None;
+                op.results.forget(&rec.logical_id);
+                self.record(op, &rec, Vec::new()).await
+            }
+            Err(e) => {
+                rec.status = ResourceStatus::DeleteFailed;
+                rec.status_reason = Some(e.message);
+                self.record(op, &rec, Vec::new()).await;
+                false
+            }
+        }
+    }
+}
