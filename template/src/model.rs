@@ -247,7 +247,10 @@ impl Template {
         let conditions = section("Conditions")?;
 
         let resources_map = section("Resources")?;
-        if resources_map.is_empty() {
+        // Heat accepts a template without resources (parameters and
+        // outputs only; heat/engine/template.py, `create_empty_template`);
+        // CloudFormation does not.
+        if resources_map.is_empty() && !heat_names {
             return Err(
                 format_error("At least one Resources member must be defined.").at("/Resources"),
             );

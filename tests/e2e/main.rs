@@ -7,6 +7,7 @@ mod crash;
 mod drift;
 mod engines;
 mod groups;
+mod heat_fidelity;
 mod hostile;
 mod hot;
 mod hot_corpus;

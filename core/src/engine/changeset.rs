@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use super::{stack_context, stack_event, valid_stack_name, EngineError};
+use super::{check_stack_name, stack_context, stack_event, valid_stack_name, EngineError};
 use crate::plan;
 use crate::stack::{now, ChangeSetRecord, OnFailure, StackRecord, StackStatus};
 use crate::store::{OperationRecord, StoreError};
@@ -269,12 +269,7 @@ impl ChangeSets<'_> {
                 s.stack_name, input.change_set_name
             )));
         }
-        if !valid_stack_name(&input.stack_name) {
-            return Err(EngineError::Validation(format!(
-                "1 validation error detected: Value '{}' at 'stackName' failed to satisfy constraint: Member must satisfy regular expression pattern: [a-zA-Z][-a-zA-Z0-9]* and have length less than or equal to 128",
-                input.stack_name
-            )));
-        }
+        check_stack_name(&input.stack_name, input.template_body.as_deref())?;
         let Some(body) = input.template_body.clone() else {
             return Err(EngineError::Validation(format!(
                 "Stack [{}] does not exist; a change set that creates it needs a template (cairn plan {} TEMPLATE)",

@@ -7,7 +7,7 @@
 use super::dag::Outcome;
 use super::protocol::Attempt;
 use super::{
-    protocol, stack_context, stack_event, valid_stack_name, CreateStackInput, Creates, EngineError,
+    check_stack_name, protocol, stack_context, stack_event, CreateStackInput, Creates, EngineError,
     Op, TIMED_OUT, TIMEOUT_OPTION,
 };
 use crate::stack::{
@@ -40,12 +40,7 @@ impl Creates<'_> {
         input: &CreateStackInput,
         child: Option<(&StackRecord, crate::nested::NestedTemplates)>,
     ) -> Result<String, EngineError> {
-        if !valid_stack_name(&input.stack_name) {
-            return Err(EngineError::Validation(format!(
-                "1 validation error detected: Value '{}' at 'stackName' failed to satisfy constraint: Member must satisfy regular expression pattern: [a-zA-Z][-a-zA-Z0-9]* and have length less than or equal to 128",
-                input.stack_name
-            )));
-        }
+        check_stack_name(&input.stack_name, Some(&input.template_body))?;
         if self.store.find_stack(&input.stack_name).await?.is_some() {
             return Err(StoreError::StackExists(input.stack_name.clone()).into());
         }

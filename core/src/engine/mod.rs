@@ -236,6 +236,36 @@ fn valid_stack_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '-')
 }
 
+/// Refuses a new stack's name as its template's language does:
+/// CloudFormation's rule and text, or for a HOT template Heat's
+/// (`[a-zA-Z][a-zA-Z0-9_.-]{0,254}`: Heat's stack name check), so a HOT
+/// stack named as Heat allows (`cu_nochange`) is created. The template is
+/// read only when CloudFormation's rule refuses the name.
+fn check_stack_name(name: &str, template_body: Option<&str>) -> Result<(), EngineError> {
+    if valid_stack_name(name) {
+        return Ok(());
+    }
+    let hot = template_body
+        .and_then(|t| Template::body_of(t).ok())
+        .is_some_and(|b| crate::template::hot::is_hot(&b));
+    if !hot {
+        return Err(EngineError::Validation(format!(
+            "1 validation error detected: Value '{name}' at 'stackName' failed to satisfy constraint: Member must satisfy regular expression pattern: [a-zA-Z][-a-zA-Z0-9]* and have length less than or equal to 128"
+        )));
+    }
+    let mut chars = name.chars();
+    let heat = name.len() <= 255
+        && chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c));
+    if heat {
+        Ok(())
+    } else {
+        Err(EngineError::Validation(format!(
+            "Invalid stack name {name} must contain only alphanumeric or \"_-.\" characters, must start with alpha and must be 255 characters or less."
+        )))
+    }
+}
+
 /// How many resumes in a row may record nothing before the operation is
 /// marked failed (see [`Engine::resume_abandoned`]).
 const RESUMES_WITHOUT_PROGRESS: u32 = 2;

@@ -541,6 +541,7 @@ impl<'a> Evaluator<'a> {
             "Fn::Heat::ListConcat" => f::list_concat(&args, false),
             "Fn::Heat::ListConcatUnique" => f::list_concat(&args, true),
             "Fn::Heat::Contains" => f::contains(&args),
+            "Fn::Heat::Select" => f::select(&args),
             // A boolean parameter used as a condition.
             "Fn::Heat::Truth" => Ok(Value::Bool(match &args {
                 Value::Bool(b) => *b,

@@ -532,6 +532,51 @@ pub fn contains(args: &Value) -> Outcome {
     }
 }
 
+/// HOT 2013-05-23's `Fn::Select: [index, collection]` with Heat's
+/// semantics (heat/engine/cfn/functions.py, `Select`): a map is indexed by
+/// key, a list by position; a missing key, an index past the end or a
+/// null collection give `""`; a string collection is read as JSON first.
+pub fn select(args: &Value) -> Outcome {
+    let Value::Array(a) = args else {
+        return Err("Arguments to \"Fn::Select\" must be a list".into());
+    };
+    let [index, collection] = a.as_slice() else {
+        return Err("Arguments to \"Fn::Select\" must be of the form: [index, collection]".into());
+    };
+    let parsed;
+    let collection = match collection {
+        Value::String(text) => {
+            parsed =
+                serde_json::from_str::<Value>(text).map_err(|e| format!("\"Fn::Select\": {e}"))?;
+            &parsed
+        }
+        other => other,
+    };
+    match collection {
+        Value::Object(m) => match index {
+            Value::String(key) => Ok(m.get(key).cloned().unwrap_or(json!(""))),
+            _ => Err("Index to \"Fn::Select\" must be a string".into()),
+        },
+        Value::Array(items) => {
+            let position = match index {
+                Value::Number(n) => n.as_u64(),
+                Value::String(s) => s.parse::<u64>().ok(),
+                _ => None,
+            };
+            let Some(position) = position else {
+                return Err("Index to \"Fn::Select\" must be an integer".into());
+            };
+            Ok(usize::try_from(position)
+                .ok()
+                .and_then(|p| items.get(p))
+                .cloned()
+                .unwrap_or(json!("")))
+        }
+        Value::Null => Ok(json!("")),
+        _ => Err("Arguments to Fn::Select not fully resolved".into()),
+    }
+}
+
 /// `filter: [values, list]`.
 pub fn filter(args: &Value) -> Outcome {
     let Value::Array(a) = args else {

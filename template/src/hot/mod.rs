@@ -680,6 +680,15 @@ impl Lowering<'_> {
         let raw = r.get("properties").cloned().unwrap_or(json!({}));
         let text = match raw.get("template") {
             Some(Value::String(s)) => s.clone(),
+            // `template: {get_file: child.yaml}` is the file's text (Heat
+            // resolves the property before it reads the template).
+            Some(Value::Object(m)) if m.len() == 1 && m.contains_key("get_file") => {
+                let at = child(&child(path, "properties"), "template");
+                match self.function("get_file", &m["get_file"], &at)? {
+                    Value::String(text) => text,
+                    other => other.to_string(),
+                }
+            }
             Some(m @ Value::Object(_)) => m.to_string(),
             _ => {
                 return Err(TemplateError::new(format!(
@@ -1006,6 +1015,8 @@ impl Lowering<'_> {
                             Err(TemplateError::new(format!("{k} is not supported by Cairn"))
                                 .at(&at))
                         }
+                        // Heat's Select also takes a map's key.
+                        "Fn::Select" => Ok(json!({"Fn::Heat::Select": self.value(args, &at)?})),
                         _ => Ok(json!({ k: self.value(args, &at)? })),
                     };
                 }
@@ -1109,16 +1120,16 @@ impl Lowering<'_> {
         let err = |m: String| TemplateError::new(m).at(at);
         let lowered = |s: &mut Self, v: &Value| s.value(v, at);
         Ok(match args {
-            Value::String(name) => json!({"Ref": name}),
+            Value::String(name) => parameter_ref(name),
             Value::Array(a) if !a.is_empty() => {
                 let Value::String(name) = &a[0] else {
                     return Err(err("Parameter name in \"get_param\" must be string".into()));
                 };
                 if a.len() == 1 {
-                    json!({"Ref": name})
+                    parameter_ref(name)
                 } else {
                     let rest = lowered(self, &Value::Array(a[1..].to_vec()))?;
-                    json!({"Fn::Heat::Path": [{"Ref": name}, rest, "get_param"]})
+                    json!({"Fn::Heat::Path": [parameter_ref(name), rest, "get_param"]})
                 }
             }
             Value::Array(_) => {
@@ -1531,6 +1542,23 @@ fn lower_modulo(v: &Value, path: &str) -> Result<Value, TemplateError> {
         );
     }
     Ok(json!({"step": step, "offset": offset}))
+}
+
+/// A parameter's value: a declared parameter's `Ref`, or one of Heat's
+/// pseudo parameters (heat/engine/hot/parameters.py, `PSEUDO_PARAMETERS`)
+/// as CloudFormation's: `OS::stack_name` is the stack's name,
+/// `OS::stack_id` its id as Heat has it (a UUID: the last part of Cairn's
+/// stack ARN), `OS::project_id` the account, `OS::region` the region.
+fn parameter_ref(name: &str) -> Value {
+    match name {
+        "OS::stack_name" => json!({"Ref": "AWS::StackName"}),
+        "OS::stack_id" => {
+            json!({"Fn::Select": [2, {"Fn::Split": ["/", {"Ref": "AWS::StackId"}]}]})
+        }
+        "OS::project_id" => json!({"Ref": "AWS::AccountId"}),
+        "OS::region" => json!({"Ref": "AWS::Region"}),
+        _ => json!({"Ref": name}),
+    }
 }
 
 /// A lowered resource with the HOT resource's `depends_on`, when it has one.

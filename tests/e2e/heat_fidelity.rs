@@ -1,0 +1,219 @@
+//! HOT stacks as Heat runs them, where Heat differs from CloudFormation.
+//! Each test names the Heat source whose behaviour it asserts (github
+//! `openstack/heat`).
+
+use crate::support::Scratch;
+
+/// The stack's id as `cairn describe` reports it.
+fn stack_id(s: &Scratch, stack: &str) -> String {
+    s.cairn(&["describe", stack, "--output", "json"]).json()["Stacks"][0]["StackId"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+const PSEUDO: &str = "heat_template_version: 2016-10-14
+resources:
+  r:
+    type: Cairn::Test::Resource
+    properties:
+      Value:
+        list_join: [',', [{get_param: OS::stack_name}, {get_param: OS::region}]]
+outputs:
+  name:
+    value: {get_param: OS::stack_name}
+  id:
+    value: {get_param: OS::stack_id}
+  project:
+    value: {get_param: OS::project_id}
+  region:
+    value: {get_param: OS::region}
+  in_resource:
+    value: {get_attr: [r, Value]}
+";
+
+/// heat/engine/hot/parameters.py, `PSEUDO_PARAMETERS`: `OS::stack_id`
+/// (the stack's UUID), `OS::stack_name`, `OS::project_id`, `OS::region`
+/// are parameters of every HOT template without being declared.
+#[test]
+fn heats_pseudo_parameters_are_the_stacks_name_id_project_and_region() {
+    let s = Scratch::new();
+    let t = s.write("pseudo.yaml", PSEUDO);
+    let run = s.cairn(&["deploy", "pseudo", t.to_str().unwrap_or_default()]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let id = stack_id(&s, "pseudo");
+    let uuid = id.rsplit('/').next().unwrap_or_default();
+    assert_eq!(uuid.len(), 36, "{id}");
+    assert_eq!(
+        s.cairn(&["outputs", "pseudo"]).stdout(),
+        format!(
+            "name = pseudo\nid = {uuid}\nproject = 123456789012\nregion = us-east-1\nin_resource = pseudo,us-east-1\n"
+        )
+    );
+}
+
+const EMPTY: &str = "heat_template_version: 2018-08-31
+parameters:
+  greeting:
+    type: string
+    default: hello
+outputs:
+  said:
+    value: {get_param: greeting}
+";
+
+/// heat/engine/template.py, `create_empty_template`: a HOT template with
+/// parameters and outputs but no resources is a stack Heat creates and
+/// deletes (CloudFormation refuses it: "At least one Resources member must
+/// be defined.").
+#[test]
+fn a_hot_template_without_resources_is_a_stack() {
+    let s = Scratch::new();
+    let t = s.write("empty.yaml", EMPTY);
+    let t = t.to_str().unwrap_or_default();
+    let run = s.cairn(&["deploy", "empty", t]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert!(
+        run.stdout().ends_with("stack empty is CREATE_COMPLETE\n"),
+        "{}",
+        run.stdout()
+    );
+    assert_eq!(s.cairn(&["outputs", "empty"]).stdout(), "said = hello\n");
+    let gone = s.cairn(&["delete", "empty"]);
+    assert_eq!(gone.code(), 0, "{}", gone.stderr());
+    // CloudFormation's rule is unchanged.
+    let cfn = s.write(
+        "empty.json",
+        r#"{"Parameters": {"P": {"Type": "String"}}, "Resources": {}}"#,
+    );
+    let refused = s.cairn(&["deploy", "cfn", cfn.to_str().unwrap_or_default()]);
+    assert_eq!(refused.code(), 1);
+    assert!(
+        refused
+            .stderr()
+            .contains("Template format error: At least one Resources member must be defined."),
+        "{}",
+        refused.stderr()
+    );
+}
+
+const NAMED: &str = "heat_template_version: 2018-08-31
+resources:
+  r:
+    type: OS::Heat::None
+";
+
+/// Heat's stack name rule (`[a-zA-Z][a-zA-Z0-9_.-]{0,254}`, its "Invalid
+/// stack name" check) applies to HOT stacks: `cu_nochange` and `v1.2` are
+/// names Heat's functional tests use; CloudFormation's rule still applies
+/// to CloudFormation templates.
+#[test]
+fn a_hot_stack_takes_the_names_heat_allows() {
+    let s = Scratch::new();
+    let t = s.write("named.yaml", NAMED);
+    let t = t.to_str().unwrap_or_default();
+    for name in ["cu_nochange", "v1.2"] {
+        let run = s.cairn(&["deploy", name, t]);
+        assert_eq!(run.code(), 0, "{name}: {}", run.stderr());
+        assert!(
+            run.stdout()
+                .ends_with(&format!("stack {name} is CREATE_COMPLETE\n")),
+            "{}",
+            run.stdout()
+        );
+    }
+    let refused = s.cairn(&["deploy", "1st", t]);
+    assert_eq!(refused.code(), 1);
+    assert!(
+        refused.stderr().contains(
+            "Invalid stack name 1st must contain only alphanumeric or \"_-.\" characters, must start with alpha and must be 255 characters or less."
+        ),
+        "{}",
+        refused.stderr()
+    );
+    let cfn = s.write(
+        "named.json",
+        r#"{"Resources": {"R": {"Type": "Cairn::Test::Resource", "Properties": {"Value": "x"}}}}"#,
+    );
+    let refused = s.cairn(&["deploy", "cu_nochange2", cfn.to_str().unwrap_or_default()]);
+    assert_eq!(refused.code(), 1);
+    assert!(
+        refused.stderr().contains(
+            "Value 'cu_nochange2' at 'stackName' failed to satisfy constraint: Member must satisfy regular expression pattern: [a-zA-Z][-a-zA-Z0-9]* and have length less than or equal to 128"
+        ),
+        "{}",
+        refused.stderr()
+    );
+}
+
+const SELECT: &str = "heat_template_version: 2013-05-23
+parameters:
+  sizes:
+    type: json
+    default: {small: 1, large: 4}
+resources:
+  r:
+    type: OS::Heat::None
+outputs:
+  by_key:
+    value: {Fn::Select: [large, {get_param: sizes}]}
+  missing_key:
+    value: {Fn::Select: [huge, {get_param: sizes}]}
+  by_position:
+    value: {Fn::Select: ['1', [a, b, c]]}
+  past_the_end:
+    value: {Fn::Select: [5, [a, b]]}
+";
+
+/// heat/engine/cfn/functions.py, `Select`: in HOT 2013-05-23 `Fn::Select`
+/// takes a map's key as well as a list's position, and a missing key or an
+/// index past the end gives "" (CloudFormation's Fn::Select refuses both).
+#[test]
+fn hot_2013_select_takes_a_maps_key() {
+    let s = Scratch::new();
+    let t = s.write("select.yaml", SELECT);
+    let run = s.cairn(&["deploy", "select", t.to_str().unwrap_or_default()]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(
+        s.cairn(&["outputs", "select"]).stdout(),
+        "by_key = 4\nmissing_key = \nby_position = b\npast_the_end = \n"
+    );
+}
+
+const PARENT: &str = "heat_template_version: 2018-08-31
+resources:
+  child:
+    type: OS::Heat::Stack
+    properties:
+      template: {get_file: child.yaml}
+      parameters:
+        word: hi
+outputs:
+  echoed:
+    value: {get_attr: [child, outputs, echoed]}
+";
+
+const CHILD: &str = "heat_template_version: 2018-08-31
+parameters:
+  word:
+    type: string
+resources:
+  r:
+    type: OS::Heat::None
+outputs:
+  echoed:
+    value: {get_param: word}
+";
+
+/// heat/engine/resources/openstack/heat/remote_stack.py (`OS::Heat::Stack`):
+/// its `template` property is resolved like any other, so
+/// `template: {get_file: child.yaml}` is the file's text.
+#[test]
+fn an_os_heat_stacks_template_may_be_a_get_file() {
+    let s = Scratch::new();
+    s.write("child.yaml", CHILD);
+    let t = s.write("parent.yaml", PARENT);
+    let run = s.cairn(&["deploy", "parent", t.to_str().unwrap_or_default()]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(s.cairn(&["outputs", "parent"]).stdout(), "echoed = hi\n");
+}
