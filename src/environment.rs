@@ -55,12 +55,14 @@ pub(crate) fn gather(
     })
 }
 
-/// Reads the files a template's `get_file` calls name (relative to the
-/// template's directory, or `file://` absolute) into the context.
+/// Reads the files a template's `get_file` calls name and the template
+/// files its resources name as their type (`type: child.yaml`, Heat's
+/// template resources; each read with its own files, beside it), relative
+/// to the template's directory (or `file://` absolute), into the context.
 fn read_needed(template: &Path, body: &str, context: &mut TemplateContext) -> anyhow::Result<()> {
-    // Only a HOT template's get_file reads files: a template without the
-    // word is not parsed twice.
-    if !body.contains("get_file") {
+    // Only a HOT template reads files: a template without either word is
+    // not parsed twice.
+    if !body.contains("get_file") && !body.contains(".yaml") && !body.contains(".template") {
         return Ok(());
     }
     // A template that does not parse is reported by the operation itself.
@@ -68,22 +70,32 @@ fn read_needed(template: &Path, body: &str, context: &mut TemplateContext) -> an
         return Ok(());
     };
     let dir = template.parent().unwrap_or(Path::new("."));
-    for name in hot::files_needed(&parsed) {
-        if context.files.contains_key(&name) {
-            continue;
-        }
+    let read = |name: &str, what: &str| -> anyhow::Result<(PathBuf, String)> {
         let path = match name.strip_prefix("file://") {
             Some(absolute) => PathBuf::from(absolute),
-            None => dir.join(&name),
+            None => dir.join(name),
         };
         let content = std::fs::read_to_string(&path).with_context(|| {
             format!(
-                "{}: get_file {name}: cannot read {}",
+                "{}: {what} {name}: cannot read {}",
                 template.display(),
                 path.display()
             )
         })?;
-        context.files.insert(name, content);
+        Ok((path, content))
+    };
+    for name in hot::files_needed(&parsed) {
+        if let std::collections::btree_map::Entry::Vacant(slot) = context.files.entry(name) {
+            let (_, content) = read(slot.key(), "get_file")?;
+            slot.insert(content);
+        }
+    }
+    for name in hot::template_types(&parsed) {
+        if let std::collections::btree_map::Entry::Vacant(slot) = context.files.entry(name) {
+            let (path, content) = read(slot.key(), "type")?;
+            slot.insert(content.clone());
+            read_needed(&path, &content, context)?;
+        }
     }
     Ok(())
 }

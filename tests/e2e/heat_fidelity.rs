@@ -217,3 +217,80 @@ fn an_os_heat_stacks_template_may_be_a_get_file() {
     assert_eq!(run.code(), 0, "{}", run.stderr());
     assert_eq!(s.cairn(&["outputs", "parent"]).stdout(), "echoed = hi\n");
 }
+
+const USES_FILE_TYPE: &str = "heat_template_version: 2018-08-31
+resources:
+  web:
+    type: server.yaml
+    properties:
+      flavor: m1.small
+outputs:
+  flavor:
+    value: {get_attr: [web, chosen]}
+";
+
+const SERVER: &str = "heat_template_version: 2018-08-31
+parameters:
+  flavor:
+    type: string
+resources:
+  disk:
+    type: volume.template
+    properties:
+      size: 10
+  box:
+    type: Cairn::Test::Resource
+    properties:
+      Value: {get_param: flavor}
+outputs:
+  chosen:
+    value: {list_join: ['+', [{get_attr: [box, Value]}, {get_attr: [disk, size]}]]}
+";
+
+const VOLUME: &str = "heat_template_version: 2018-08-31
+parameters:
+  size:
+    type: number
+resources:
+  r:
+    type: OS::Heat::None
+outputs:
+  size:
+    value: {get_param: size}
+";
+
+/// heat/engine/environment.py (a type ending in `.yaml` or `.template` is
+/// a template resource) and heat/engine/resources/template_resource.py:
+/// `type: server.yaml` is a nested stack of that file (read beside the
+/// template; its own file types beside it), its properties the file's
+/// parameters, `get_attr` its outputs.
+#[test]
+fn a_template_file_is_a_resource_type() {
+    let s = Scratch::new();
+    s.write("server.yaml", SERVER);
+    s.write("volume.template", VOLUME);
+    let t = s.write("main.yaml", USES_FILE_TYPE);
+    let run = s.cairn(&["deploy", "files", t.to_str().unwrap_or_default()]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(
+        s.cairn(&["outputs", "files"]).stdout(),
+        "flavor = m1.small+10\n"
+    );
+    let gone = s.cairn(&["delete", "files"]);
+    assert_eq!(gone.code(), 0, "{}", gone.stderr());
+    assert!(s.resource_files().is_empty(), "{:?}", s.resource_files());
+    // A file that is not there is named with the template that needs it.
+    let missing = s.write(
+        "lost.yaml",
+        "heat_template_version: 2018-08-31\nresources:\n  x:\n    type: nowhere.yaml\n",
+    );
+    let refused = s.cairn(&["deploy", "lost", missing.to_str().unwrap_or_default()]);
+    assert_eq!(refused.code(), 1);
+    assert!(
+        refused
+            .stderr()
+            .contains("lost.yaml: type nowhere.yaml: cannot read "),
+        "{}",
+        refused.stderr()
+    );
+}

@@ -296,6 +296,43 @@ enum Registered {
 }
 
 /// Whether a registry value names a template file.
+/// A resource type no registry entry maps: a type name, or a template
+/// file when it names one (`type: child.yaml`: Heat's template resource
+/// for a type ending in `.yaml` or `.template`, heat/engine/environment.py),
+/// read from the template's files.
+fn as_written(t: &str) -> Registered {
+    if is_template_type(t) {
+        Registered::Template(t.to_string())
+    } else {
+        Registered::Type(t.to_string())
+    }
+}
+
+/// Whether a resource's `type` names a template file (Heat: a type ending
+/// in `.yaml` or `.template`).
+pub fn is_template_type(t: &str) -> bool {
+    t.ends_with(".yaml") || t.ends_with(".template")
+}
+
+/// The template files a HOT template's resources name as their type
+/// (`type: child.yaml`), to be read beside the template and handed in
+/// with its files. Empty for other templates.
+pub fn template_types(body: &Value) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    if !is_hot(body) {
+        return out;
+    }
+    let resources = body.get("resources").and_then(Value::as_object);
+    for r in resources.into_iter().flat_map(|m| m.values()) {
+        if let Some(t) = r.get("type").and_then(Value::as_str) {
+            if is_template_type(t) && !out.iter().any(|o| o == t) {
+                out.push(t.to_string());
+            }
+        }
+    }
+    out
+}
+
 pub fn is_template_file(v: &str) -> bool {
     v.ends_with(".yaml") || v.ends_with(".yml") || v.ends_with(".template") || v.ends_with(".json")
 }
@@ -354,7 +391,7 @@ impl Lowering<'_> {
         path: &str,
     ) -> Result<Registered, TemplateError> {
         let Some(registry) = self.environment("resource_registry") else {
-            return Ok(Registered::Type(t.to_string()));
+            return Ok(as_written(t));
         };
         let own = registry
             .get("resources")
@@ -372,10 +409,10 @@ impl Lowering<'_> {
                 Value::String(format!("{}{}", v.trim_end_matches('*'), &t[cut..]))
             }
             (None, None, Some((_, v))) => v.clone(),
-            (None, None, None) => return Ok(Registered::Type(t.to_string())),
+            (None, None, None) => return Ok(as_written(t)),
         };
         match mapped {
-            Value::Null => Ok(Registered::Type(t.to_string())),
+            Value::Null => Ok(as_written(t)),
             Value::String(m) if is_template_file(&m) => Ok(Registered::Template(m)),
             Value::String(m) => Ok(Registered::Type(m)),
             other => Err(TemplateError::new(format!(
