@@ -15,6 +15,7 @@ use crate::catalog::TypeCatalog;
 use crate::config::NestedConfig;
 use crate::graph::Graph;
 use crate::template::source::child;
+use crate::template::TemplateContext;
 use crate::template::{Template, TemplateError};
 pub use cairn_model::nested::*;
 
@@ -83,6 +84,17 @@ impl Origin {
     }
 }
 
+/// A template still to walk: its logical path prefix, the template, the
+/// base of its relative TemplateURLs, its depth, and the context its own
+/// children are read with.
+type Pending<'a> = (
+    String,
+    std::borrow::Cow<'a, Template>,
+    Option<Base>,
+    usize,
+    TemplateContext,
+);
+
 /// Reads every nested template of `template`'s tree (depth first), checks
 /// each (structure, types, attributes), the depth and the tree's size, and
 /// every `GetAtt Child.Outputs.Name` against the child's outputs.
@@ -95,16 +107,17 @@ pub async fn collect(
 ) -> Result<NestedTemplates, TemplateError> {
     let mut found = NestedTemplates::default();
     let mut total = template.resources.len();
-    // (logical path prefix, template, its base, its depth)
     // The root is borrowed: cloning a large template would cost more than
-    // this whole walk when it has no nested stacks.
-    let mut todo: Vec<(String, std::borrow::Cow<'_, Template>, Option<Base>, usize)> = vec![(
+    // this whole walk when it has no nested stacks. Its children are read
+    // with the origin's context.
+    let mut todo: Vec<Pending<'_>> = vec![(
         String::new(),
         std::borrow::Cow::Borrowed(template),
         origin.base.clone(),
         0,
+        origin.context.clone(),
     )];
-    while let Some((prefix, t, base, depth)) = todo.pop() {
+    while let Some((prefix, t, base, depth, context)) = todo.pop() {
         let mut children = BTreeMap::new();
         for r in &t.resources {
             if !is_stack(registry.canonical(&r.type_name)) {
@@ -143,7 +156,8 @@ pub async fn collect(
                         .at(&at),
                     )
                 })?;
-            let parsed = Template::parse_with(&body, &origin.context)
+            let child_context = context.for_nested(&url);
+            let parsed = Template::parse_with(&body, &child_context)
                 .map_err(|e| nested_error(&format!("{path}/"), prefixed(&location, e)))?;
             crate::validate::validate_template(&parsed, registry)
                 .map_err(|e| nested_error(&format!("{path}/"), prefixed(&location, e)))?;
@@ -163,6 +177,7 @@ pub async fn collect(
                 std::borrow::Cow::Owned(parsed),
                 child_base,
                 depth + 1,
+                child_context,
             ));
         }
         // Only a nested stack's GetAtt is checked here: a template with none

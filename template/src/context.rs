@@ -44,6 +44,34 @@ impl TemplateContext {
         }
     }
 
+    /// What the nested stack whose TemplateURL is `url` gets: [`Self::for_child`],
+    /// and when the child is a template file the environment's
+    /// `resource_registry` maps types to, those mappings are ignored
+    /// inside it (Heat's template resource ignores its own mapping,
+    /// heat/engine/resources/template_resource.py: a template that uses the
+    /// type it stands for gets that type, not itself again).
+    pub fn for_nested(&self, url: &str) -> TemplateContext {
+        let mut child = self.for_child();
+        let Some(file) = url.strip_prefix(crate::types::CONTEXT_FILE) else {
+            return child;
+        };
+        let registry = child
+            .environment
+            .as_mut()
+            .and_then(|e| e.get_mut("resource_registry"))
+            .and_then(Value::as_object_mut);
+        if let Some(registry) = registry {
+            registry.retain(|_, v| v.as_str() != Some(file));
+            let per_resource = registry.get_mut("resources").and_then(Value::as_object_mut);
+            for entries in per_resource.into_iter().flat_map(|r| r.values_mut()) {
+                if let Some(entries) = entries.as_object_mut() {
+                    entries.retain(|_, v| v.as_str() != Some(file));
+                }
+            }
+        }
+        child
+    }
+
     /// This context for `text` with `parameters`: a template using
     /// `AWS::LanguageExtensions` keeps the values its loops expand with.
     pub fn for_template(mut self, text: &str, parameters: &BTreeMap<String, String>) -> Self {

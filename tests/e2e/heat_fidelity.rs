@@ -294,3 +294,61 @@ fn a_template_file_is_a_resource_type() {
         refused.stderr()
     );
 }
+
+const WRAPPING_ENV: &str = "resource_registry:
+  Cairn::Test::Resource: wrapped.yaml
+";
+
+const WRAPPED: &str = "heat_template_version: 2018-08-31
+parameters:
+  Value:
+    type: string
+resources:
+  inner:
+    type: Cairn::Test::Resource
+    properties:
+      Value: {list_join: ['-', [wrapped, {get_param: Value}]]}
+outputs:
+  Value:
+    value: {get_attr: [inner, Value]}
+";
+
+const WRAPS: &str = "heat_template_version: 2018-08-31
+resources:
+  thing:
+    type: Cairn::Test::Resource
+    properties:
+      Value: outer
+outputs:
+  value:
+    value: {get_attr: [thing, Value]}
+";
+
+/// heat/engine/resources/template_resource.py (the registry lookup that
+/// ignores the resource's own template): a type mapped to a template that
+/// itself uses the type gets the real type inside that template, instead
+/// of nesting itself until the depth limit.
+#[test]
+fn a_template_that_uses_the_type_it_stands_for_gets_the_real_type() {
+    let s = Scratch::new();
+    s.write("wrapped.yaml", WRAPPED);
+    let env = s.write("env.yaml", WRAPPING_ENV);
+    let t = s.write("wraps.yaml", WRAPS);
+    let run = s.cairn(&[
+        "deploy",
+        "wraps",
+        t.to_str().unwrap_or_default(),
+        "-e",
+        env.to_str().unwrap_or_default(),
+    ]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(
+        s.cairn(&["outputs", "wraps"]).stdout(),
+        "value = wrapped-outer\n"
+    );
+    // One real resource: the wrapper is a nested stack, its inside the type.
+    assert_eq!(s.resource_files().len(), 1, "{:?}", s.resource_files());
+    let gone = s.cairn(&["delete", "wraps"]);
+    assert_eq!(gone.code(), 0, "{}", gone.stderr());
+    assert!(s.resource_files().is_empty(), "{:?}", s.resource_files());
+}

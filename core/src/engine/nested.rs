@@ -112,7 +112,7 @@ impl NestedStacks<'_> {
                     origin: Default::default(),
                     // A HOT child reads its files and its parent's
                     // environment (Heat's child environment).
-                    context: op.state.context.for_child(),
+                    context: op.state.context.for_nested(template_url(&r.properties)),
                 };
                 self.creates()
                     .create_stack(&input, Some((&op.stack, op.nested.below(&r.logical_id))))
@@ -227,7 +227,8 @@ impl NestedStacks<'_> {
                     .collect(),
                 tags: child_tags(properties),
                 origin: Default::default(),
-                context: (!rolling_back).then(|| op.state.context.for_child()),
+                context: (!rolling_back)
+                    .then(|| op.state.context.for_nested(template_url(properties))),
             };
             match self
                 .update_child(
@@ -570,4 +571,12 @@ fn internal(message: impl Into<String>) -> ProviderError {
 
 fn store_error(e: StoreError) -> ProviderError {
     internal(e.to_string())
+}
+
+/// A nested stack resource's TemplateURL (its context depends on it).
+fn template_url(properties: &serde_json::Map<String, serde_json::Value>) -> &str {
+    properties
+        .get("TemplateURL")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or_default()
 }
