@@ -223,7 +223,7 @@ fn check_outputs(
         let Some(r) = template.resource(res) else {
             return Ok(());
         };
-        if !is_stack(registry.canonical(&r.type_name)) {
+        if !is_stack(registry.canonical(&r.type_name)) || attr == "Outputs" {
             return Ok(());
         }
         let Some(name) = attr.strip_prefix("Outputs.") else {

@@ -74,7 +74,8 @@ pub fn check_attributes(
         }
         // A nested stack's attributes are its outputs (checked against the
         // child's template by `nested::collect`).
-        if crate::nested::is_stack(registry.canonical(&r.type_name)) && attr.starts_with("Outputs.")
+        if crate::nested::is_stack(registry.canonical(&r.type_name))
+            && (attr.starts_with("Outputs.") || attr == "Outputs")
         {
             return Ok(());
         }

@@ -352,3 +352,40 @@ fn a_template_that_uses_the_type_it_stands_for_gets_the_real_type() {
     assert_eq!(gone.code(), 0, "{}", gone.stderr());
     assert!(s.resource_files().is_empty(), "{:?}", s.resource_files());
 }
+
+const ALL_OUTPUTS: &str = "heat_template_version: 2018-08-31
+resources:
+  inner:
+    type: OS::Heat::Stack
+    properties:
+      template:
+        heat_template_version: 2018-08-31
+        resources:
+          r:
+            type: OS::Heat::None
+        outputs:
+          zone:
+            value: az-1
+          size:
+            value: large
+outputs:
+  all:
+    value: {get_attr: [inner, outputs]}
+  one:
+    value: {get_attr: [inner, outputs, zone]}
+";
+
+/// heat/engine/resources/openstack/heat/remote_stack.py (`OS::Heat::Stack`'s
+/// `outputs` attribute, "a dict of key-value pairs output from the stack"):
+/// `get_attr: [stack, outputs]` is the map of all of them.
+#[test]
+fn an_os_heat_stacks_outputs_attribute_is_the_map_of_its_outputs() {
+    let s = Scratch::new();
+    let t = s.write("all.yaml", ALL_OUTPUTS);
+    let run = s.cairn(&["deploy", "all", t.to_str().unwrap_or_default()]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(
+        s.cairn(&["outputs", "all"]).stdout(),
+        "all = {\"zone\":\"az-1\",\"size\":\"large\"}\none = az-1\n"
+    );
+}

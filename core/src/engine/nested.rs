@@ -529,18 +529,20 @@ fn run_child(
     })
 }
 
-/// A child's outputs as the parent's attributes `Outputs.<Name>`.
+/// A child's outputs as the parent's attributes: `Outputs.<Name>` each,
+/// and `Outputs`, the map of them all (HOT's `get_attr: [stack, outputs]`).
 fn outputs_as_attributes(child: &StackRecord) -> Map<String, Value> {
-    child
+    let each: Map<String, Value> = child
         .outputs
         .iter()
-        .map(|o| {
-            (
-                format!("Outputs.{}", o.output_key),
-                Value::String(o.output_value.clone()),
-            )
-        })
-        .collect()
+        .map(|o| (o.output_key.clone(), Value::String(o.output_value.clone())))
+        .collect();
+    let mut attributes: Map<String, Value> = each
+        .iter()
+        .map(|(k, v)| (format!("Outputs.{k}"), v.clone()))
+        .collect();
+    attributes.insert("Outputs".into(), Value::Object(each));
+    attributes
 }
 
 /// The `Tags` property as stack tags (`None`: not set, the parent's apply).

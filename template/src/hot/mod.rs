@@ -1199,11 +1199,16 @@ impl Lowering<'_> {
         if self.resource_groups.contains(res) {
             return self.group_attribute(res, a, at, &err);
         }
-        // OS::Heat::Stack: [s, outputs, X, path…] reads output X.
+        // OS::Heat::Stack: [s, outputs] is the map of its outputs, [s,
+        // outputs, X, path…] reads output X.
         if self.heat_stacks.contains(res) && a[1] == json!("outputs") {
+            if a.len() == 2 {
+                // The map of all the nested stack's outputs.
+                return Ok(json!({"Fn::GetAtt": [res, "Outputs"]}));
+            }
             let Some(Value::String(output)) = a.get(2) else {
                 return Err(err(format!(
-                    "get_attr of {res}'s outputs as a whole is not supported by Cairn; name the output: [{res}, outputs, <name>]"
+                    "get_attr of {res}'s outputs takes an output's name: [{res}, outputs, <name>]"
                 )));
             };
             let getatt = json!({"Fn::GetAtt": [res, format!("Outputs.{output}")]});
