@@ -244,7 +244,12 @@ impl ParameterDecl {
         };
         let allowed_pattern = d.get("AllowedPattern").and_then(scalar_text);
         if let Some(p) = &allowed_pattern {
-            super::pattern::AllowedPattern::new(p).map_err(|e| {
+            let dialect = if d.get(HEAT_MARK) == Some(&Value::Bool(true)) {
+                super::pattern::Dialect::Python
+            } else {
+                super::pattern::Dialect::Java
+            };
+            super::pattern::AllowedPattern::new(p, dialect).map_err(|e| {
                 format_error(format!(
                     "AllowedPattern of parameter {name} is not a valid regular expression: {e}"
                 ))
@@ -482,8 +487,15 @@ impl ParameterDecl {
             ));
         }
         if let Some(p) = &self.allowed_pattern {
-            // The pattern must match the whole value, as in CloudFormation.
-            let anchored = super::pattern::AllowedPattern::new(p).map_err(|e| {
+            // The pattern must match the whole value, as in CloudFormation
+            // (and Heat: its match must end at the value's end). A HOT
+            // parameter's is Python's.
+            let dialect = if self.heat {
+                super::pattern::Dialect::Python
+            } else {
+                super::pattern::Dialect::Java
+            };
+            let anchored = super::pattern::AllowedPattern::new(p, dialect).map_err(|e| {
                 TemplateError::new(format!(
                     "AllowedPattern of parameter {} is invalid: {e}",
                     self.name

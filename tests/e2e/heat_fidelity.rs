@@ -389,3 +389,42 @@ fn an_os_heat_stacks_outputs_attribute_is_the_map_of_its_outputs() {
         "all = {\"zone\":\"az-1\",\"size\":\"large\"}\none = az-1\n"
     );
 }
+
+const PYTHON_PATTERN: &str = r"heat_template_version: 2018-08-31
+parameters:
+  host:
+    type: string
+    constraints:
+      - allowed_pattern: '[A-Za-z0-9]+(?=[\.\-][a-zA-Z0-9])*\.[a-zA-z09]+'
+resources:
+  r:
+    type: OS::Heat::None
+outputs:
+  host:
+    value: {get_param: host}
+";
+
+/// heat/engine/constraints.py, `AllowedPattern` (`re.compile`, and the
+/// match must end at the value's end): a HOT `allowed_pattern` is Python's
+/// `re`, so a quantified look-ahead Java and Rust refuse is a pattern.
+#[test]
+fn a_hot_allowed_pattern_is_pythons() {
+    let s = Scratch::new();
+    let t = s.write("pattern.yaml", PYTHON_PATTERN);
+    let t = t.to_str().unwrap_or_default();
+    let run = s.cairn(&["deploy", "pattern", t, "-p", "host=web.example"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(
+        s.cairn(&["outputs", "pattern"]).stdout(),
+        "host = web.example\n"
+    );
+    let refused = s.cairn(&["deploy", "bare", t, "-p", "host=web"]);
+    assert_eq!(refused.code(), 1);
+    assert!(
+        refused.stderr().contains(
+            r#"Parameter 'host' is invalid: "web" does not match pattern "[A-Za-z0-9]+(?=[\.\-][a-zA-Z0-9])*\.[a-zA-z09]+""#
+        ),
+        "{}",
+        refused.stderr()
+    );
+}
