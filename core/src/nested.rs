@@ -223,7 +223,10 @@ fn check_outputs(
         let Some(r) = template.resource(res) else {
             return Ok(());
         };
-        if !is_stack(registry.canonical(&r.type_name)) || attr == "Outputs" {
+        if !is_stack(registry.canonical(&r.type_name))
+            || attr == OUTPUTS_ATTRIBUTE
+            || attr == RESOURCES_ATTRIBUTE
+        {
             return Ok(());
         }
         let Some(name) = attr.strip_prefix("Outputs.") else {

@@ -22,6 +22,16 @@ pub use crate::template::types::STACK_TYPE;
 /// text is unchanged but whose file changed updates the child.
 pub const DIGEST: &str = "CairnTemplateDigest";
 
+/// A nested stack resource's attribute with the child's resources (each
+/// one's `PhysicalId` and `Attributes`): what HOT's `get_attr: [r,
+/// resource.<name>.<attr>]` of a template resource reads. Recorded only
+/// when the parent's template reads it.
+pub const RESOURCES_ATTRIBUTE: &str = crate::template::types::NESTED_RESOURCES_ATTRIBUTE;
+
+/// A nested stack resource's attribute with the map of all the child's
+/// outputs (HOT's `get_attr: [stack, outputs]`), beside `Outputs.<Name>`.
+pub const OUTPUTS_ATTRIBUTE: &str = "Outputs";
+
 pub fn is_stack(canonical_type: &str) -> bool {
     canonical_type == STACK_TYPE
 }

@@ -75,7 +75,9 @@ pub fn check_attributes(
         // A nested stack's attributes are its outputs (checked against the
         // child's template by `nested::collect`).
         if crate::nested::is_stack(registry.canonical(&r.type_name))
-            && (attr.starts_with("Outputs.") || attr == "Outputs")
+            && (attr.starts_with("Outputs.")
+                || attr == crate::nested::OUTPUTS_ATTRIBUTE
+                || attr == crate::nested::RESOURCES_ATTRIBUTE)
         {
             return Ok(());
         }

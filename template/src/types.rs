@@ -20,3 +20,8 @@ pub const CONTEXT_FILE: &str = "cairn-file:";
 /// The TemplateURL scheme of a template given inline (HOT's
 /// `OS::Heat::Stack` `template`): the text follows the scheme.
 pub const INLINE: &str = "cairn-inline:";
+
+/// The attribute of a nested stack resource holding its child's resources
+/// (HOT lowers `get_attr: [r, resource.<name>.<attr>]` of a template
+/// resource onto it).
+pub const NESTED_RESOURCES_ATTRIBUTE: &str = "Resources";

@@ -428,3 +428,51 @@ fn a_hot_allowed_pattern_is_pythons() {
         refused.stderr()
     );
 }
+
+const READS_INSIDE: &str = "heat_template_version: 2018-08-31
+resources:
+  web:
+    type: box.yaml
+    properties:
+      word: inside
+outputs:
+  value:
+    value: {get_attr: [web, resource.box.Value]}
+  same_value:
+    value: {get_attr: [web, resource.box, Value]}
+  id:
+    value: {get_attr: [web, resource.box]}
+";
+
+const BOX: &str = "heat_template_version: 2018-08-31
+parameters:
+  word:
+    type: string
+resources:
+  box:
+    type: Cairn::Test::Resource
+    properties:
+      Value: {get_param: word}
+";
+
+/// heat/engine/resources/template_resource.py (`get_attribute`: a key
+/// `resource.<name>…` reads the nested stack's resource): `get_attr: [r,
+/// resource.box.Value]` is an attribute of `box` inside the template
+/// resource's stack, `[r, resource.box]` its id.
+#[test]
+fn a_template_resources_inner_resources_attributes_are_readable() {
+    let s = Scratch::new();
+    s.write("box.yaml", BOX);
+    let t = s.write("reads.yaml", READS_INSIDE);
+    let run = s.cairn(&["deploy", "reads", t.to_str().unwrap_or_default()]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let files = s.resource_files();
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert_eq!(
+        s.cairn(&["outputs", "reads"]).stdout(),
+        format!(
+            "value = inside\nsame_value = inside\nid = {}\n",
+            files[0].trim_end_matches(".json")
+        )
+    );
+}

@@ -20,6 +20,7 @@ use serde_json::{json, Map, Value};
 use super::update::{ParameterInput, UpdateStackInput};
 use super::{CreateStackInput, Engine, EngineError, Op};
 use crate::nested;
+use crate::plan;
 use crate::stack::{OnFailure, ResourceRecord, StackRecord, StackStatus, Tag};
 use crate::store::StoreError;
 
@@ -129,8 +130,8 @@ impl NestedStacks<'_> {
             .await?;
         if child.status == StackStatus::CreateComplete {
             return Ok(CreateResult {
+                attributes: self.child_attributes(op, &r.logical_id, &child).await?,
                 physical_resource_id: child_id,
-                attributes: outputs_as_attributes(&child),
                 no_echo: false,
             });
         }
@@ -210,7 +211,7 @@ impl NestedStacks<'_> {
             let child = self
                 .drive_child(op, child_id, |s| !s.is_in_progress())
                 .await?;
-            return self.updated_child(child, true).await;
+            return self.updated_child(op, &rec.logical_id, child, true).await;
         }
         if !started_here && !current.status.is_in_progress() {
             let input = UpdateStackInput {
@@ -245,7 +246,7 @@ impl NestedStacks<'_> {
                 Err(EngineError::Validation(m)) if m == "No updates are to be performed." => {
                     return Ok(UpdateResult {
                         physical_resource_id: None,
-                        attributes: outputs_as_attributes(&current),
+                        attributes: self.child_attributes(op, &rec.logical_id, &current).await?,
                         no_echo: false,
                     });
                 }
@@ -266,7 +267,52 @@ impl NestedStacks<'_> {
                     )
             })
             .await?;
-        self.updated_child(child, rolling_back).await
+        self.updated_child(op, &rec.logical_id, child, rolling_back)
+            .await
+    }
+
+    /// The parent resource's attributes for its child: the child's
+    /// outputs, and when the parent's template reads them (HOT's
+    /// `get_attr: [r, resource.<name>.<attr>]` of a template resource,
+    /// heat/engine/resources/template_resource.py), the child's resources:
+    /// `Resources`, each live one's physical id and attributes (a NoEcho
+    /// one's are not passed up). Read only when asked for: a large child
+    /// does not copy its rows into its parent's.
+    async fn child_attributes(
+        &self,
+        op: &Op,
+        logical_id: &str,
+        child: &StackRecord,
+    ) -> Result<Map<String, Value>, ProviderError> {
+        let mut attributes = outputs_as_attributes(child);
+        if !reads_attribute(&op.template, logical_id, nested::RESOURCES_ATTRIBUTE) {
+            return Ok(attributes);
+        }
+        let rows = self
+            .store
+            .resources(&child.stack_id)
+            .await
+            .map_err(store_error)?;
+        let resources: Map<String, Value> = rows
+            .iter()
+            .filter(|r| plan::is_live(r))
+            .map(|r| {
+                let shown = if r.no_echo {
+                    Map::new()
+                } else {
+                    r.attributes.clone()
+                };
+                (
+                    r.logical_id.clone(),
+                    serde_json::json!({
+                        "PhysicalId": r.physical_id.clone().unwrap_or_default(),
+                        "Attributes": shown,
+                    }),
+                )
+            })
+            .collect();
+        attributes.insert(nested::RESOURCES_ATTRIBUTE.into(), Value::Object(resources));
+        Ok(attributes)
     }
 
     /// The result of a child's update as the parent resource records it:
@@ -274,6 +320,8 @@ impl NestedStacks<'_> {
     /// was.
     async fn updated_child(
         &self,
+        op: &Op,
+        logical_id: &str,
         child: StackRecord,
         rolling_back: bool,
     ) -> Result<UpdateResult, ProviderError> {
@@ -291,7 +339,7 @@ impl NestedStacks<'_> {
         if fine {
             return Ok(UpdateResult {
                 physical_resource_id: None,
-                attributes: outputs_as_attributes(&child),
+                attributes: self.child_attributes(op, logical_id, &child).await?,
                 no_echo: false,
             });
         }
@@ -541,7 +589,7 @@ fn outputs_as_attributes(child: &StackRecord) -> Map<String, Value> {
         .iter()
         .map(|(k, v)| (format!("Outputs.{k}"), v.clone()))
         .collect();
-    attributes.insert("Outputs".into(), Value::Object(each));
+    attributes.insert(nested::OUTPUTS_ATTRIBUTE.into(), Value::Object(each));
     attributes
 }
 
@@ -581,4 +629,40 @@ fn template_url(properties: &serde_json::Map<String, serde_json::Value>) -> &str
         .get("TemplateURL")
         .and_then(serde_json::Value::as_str)
         .unwrap_or_default()
+}
+
+/// Whether `template` reads `GetAtt [logical_id, attribute]` anywhere (a
+/// resource's properties or metadata, an output).
+fn reads_attribute(
+    template: &crate::template::Template,
+    logical_id: &str,
+    attribute: &str,
+) -> bool {
+    fn walk(v: &Value, logical_id: &str, attribute: &str) -> bool {
+        match v {
+            Value::Object(m) => {
+                let here = m
+                    .get("Fn::GetAtt")
+                    .and_then(Value::as_array)
+                    .is_some_and(|a| {
+                        a.first().and_then(Value::as_str) == Some(logical_id)
+                            && a.get(1).and_then(Value::as_str) == Some(attribute)
+                    });
+                here || m.values().any(|x| walk(x, logical_id, attribute))
+            }
+            Value::Array(a) => a.iter().any(|x| walk(x, logical_id, attribute)),
+            _ => false,
+        }
+    }
+    template.resources.iter().any(|r| {
+        r.properties
+            .values()
+            .any(|v| walk(v, logical_id, attribute))
+            || r.metadata
+                .as_ref()
+                .is_some_and(|m| walk(m, logical_id, attribute))
+    }) || template
+        .outputs
+        .iter()
+        .any(|o| walk(&o.value, logical_id, attribute))
 }

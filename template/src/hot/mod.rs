@@ -1218,6 +1218,11 @@ impl Lowering<'_> {
             let rest = lowered(self, &Value::Array(a[3..].to_vec()))?;
             return Ok(json!({"Fn::Heat::Path": [getatt, rest, "get_attr"]}));
         }
+        if let (true, Value::String(key)) = (self.template_resources.contains_key(res), &a[1]) {
+            if let Some(inner) = key.strip_prefix("resource.") {
+                return self.nested_resource_attribute(res, inner, &a[2..], at);
+            }
+        }
         let attr = lowered(self, &a[1])?;
         // A provider template's attributes are its outputs.
         let attr = match (&attr, self.template_resources.contains_key(res)) {
@@ -1236,6 +1241,37 @@ impl Lowering<'_> {
         }
         let rest = lowered(self, &Value::Array(a[2..].to_vec()))?;
         Ok(json!({"Fn::Heat::Path": [getatt, rest, "get_attr"]}))
+    }
+
+    /// `get_attr: [r, resource.<name>.<attr>, path…]` of a template
+    /// resource (heat/engine/resources/template_resource.py, nested
+    /// attributes): an attribute of a resource inside its nested stack, or
+    /// with no attribute (`resource.<name>`) that resource's id.
+    fn nested_resource_attribute(
+        &mut self,
+        res: &str,
+        inner: &str,
+        rest: &[Value],
+        at: &str,
+    ) -> Result<Value, TemplateError> {
+        let mut parts = inner.splitn(2, '.');
+        let name = parts.next().unwrap_or_default();
+        let mut path = vec![json!(name)];
+        let rest = match self.value(&Value::Array(rest.to_vec()), at)? {
+            Value::Array(r) => r,
+            _ => Vec::new(),
+        };
+        match parts.next() {
+            Some(attr) => path.extend([json!("Attributes"), json!(attr)]),
+            None if rest.is_empty() => path.push(json!("PhysicalId")),
+            None => path.push(json!("Attributes")),
+        }
+        path.extend(rest);
+        Ok(json!({"Fn::Heat::Path": [
+            {"Fn::GetAtt": [res, crate::types::NESTED_RESOURCES_ATTRIBUTE]},
+            path,
+            "get_attr"
+        ]}))
     }
 
     /// `if`: CloudFormation's Fn::If over a condition's name.
