@@ -60,9 +60,8 @@ pub(crate) fn gather(
 /// template resources; each read with its own files, beside it), relative
 /// to the template's directory (or `file://` absolute), into the context.
 fn read_needed(template: &Path, body: &str, context: &mut TemplateContext) -> anyhow::Result<()> {
-    // Only a HOT template reads files: a template without either word is
-    // not parsed twice.
-    if !body.contains("get_file") && !body.contains(".yaml") && !body.contains(".template") {
+    // Only a HOT template reads files: another is not parsed twice.
+    if !body.contains("heat_template_version") {
         return Ok(());
     }
     // A template that does not parse is reported by the operation itself.

@@ -286,17 +286,7 @@ impl ChangeSets<'_> {
         };
         let sctx = stack_context(&self.config, &input.stack_name, &stack_id);
         let changes = self.plan_create(&template, &params, &sctx).await?;
-        let nested = crate::nested::collect(
-            &self.config.nested,
-            self.shared.https.as_ref(),
-            &self.registry,
-            &template,
-            &crate::nested::Origin {
-                context: context.for_child(),
-                ..input.origin.clone()
-            },
-        )
-        .await?;
+        let nested = self.read_nested(&template, &context, &input.origin).await?;
         let stack = match existing {
             Some(s) => s,
             None => {

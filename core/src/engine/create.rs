@@ -57,17 +57,7 @@ impl Creates<'_> {
             Some((parent, nested)) => (Some(parent), nested),
             None => (
                 None,
-                crate::nested::collect(
-                    &self.config.nested,
-                    self.shared.https.as_ref(),
-                    &self.registry,
-                    &template,
-                    &crate::nested::Origin {
-                        context: context.for_child(),
-                        ..input.origin.clone()
-                    },
-                )
-                .await?,
+                self.read_nested(&template, &context, &input.origin).await?,
             ),
         };
 

@@ -385,6 +385,28 @@ impl Engine {
             .collect())
     }
 
+    /// The nested templates of `template`'s tree, read as it is submitted:
+    /// relative to `origin`, its children with `context`'s child context,
+    /// https:// through the process's client.
+    async fn read_nested(
+        &self,
+        template: &Template,
+        context: &crate::stack::TemplateContext,
+        origin: &crate::nested::Origin,
+    ) -> Result<crate::nested::NestedTemplates, TemplateError> {
+        crate::nested::collect(
+            &self.config.nested,
+            self.shared.https.as_ref(),
+            &self.registry,
+            template,
+            &crate::nested::Origin {
+                context: context.for_child(),
+                ..origin.clone()
+            },
+        )
+        .await
+    }
+
     /// Everything that needs no provider output, checked before the stack is
     /// recorded: template, parameters, conditions, graph, types, attributes,
     /// and the properties and outputs that are already known.

@@ -459,17 +459,8 @@ impl Updates<'_> {
         let nested = match nested {
             Some(n) => n,
             None if input.template_body.is_some() => {
-                crate::nested::collect(
-                    &self.config.nested,
-                    self.shared.https.as_ref(),
-                    &self.registry,
-                    &template,
-                    &crate::nested::Origin {
-                        context: target_context.for_child(),
-                        ..input.origin.clone()
-                    },
-                )
-                .await?
+                self.read_nested(&template, &target_context, &input.origin)
+                    .await?
             }
             None => Default::default(),
         };
@@ -1176,7 +1167,7 @@ impl Updates<'_> {
     }
 
     /// The create of a replacement and its outcome.
-    async fn replace_finish(
+    pub(super) async fn replace_finish(
         &self,
         op: &Op,
         rec: ResourceRecord,

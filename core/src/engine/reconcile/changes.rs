@@ -350,18 +350,8 @@ impl Reconciles<'_> {
         let Some(p) = protocol::recorded(rec.pending.as_ref(), CallKind::Create).cloned() else {
             return false;
         };
-        let result = self
-            .protocol()
-            .call_create(op, &rec, &p.request_id, attempt)
-            .await;
-        self.creates()
-            .record_created(
-                op,
-                rec,
-                result,
-                ResourceStatus::UpdateComplete,
-                ResourceStatus::UpdateFailed,
-            )
+        self.updates()
+            .replace_finish(op, rec, &p.request_id, attempt)
             .await
     }
 }
