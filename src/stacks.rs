@@ -855,7 +855,11 @@ pub(crate) fn show_outputs(s: &StackRecord, output: OutputFormat) -> anyhow::Res
                     .as_deref()
                     .map(|e| format!("  (export {e})"))
                     .unwrap_or_default();
-                println!("{} = {}{export}", o.output_key, o.output_value);
+                match &o.output_error {
+                    // As `openstack stack output show` reports it.
+                    Some(e) => println!("{} has no value: output_error: {e}", o.output_key),
+                    None => println!("{} = {}{export}", o.output_key, o.output_value),
+                }
             }
             Ok(())
         }

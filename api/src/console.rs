@@ -288,7 +288,10 @@ async fn stack_page(
             outputs,
             "<tr><td>{}</td><td>{}</td></tr>",
             escape(&o.output_key),
-            escape(&o.output_value)
+            match &o.output_error {
+                Some(e) => format!("<em>output_error: {}</em>", escape(e)),
+                None => escape(&o.output_value),
+            }
         );
     }
     let mut tags = String::new();

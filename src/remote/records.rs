@@ -150,6 +150,7 @@ pub(super) fn stack_record(m: &Node) -> anyhow::Result<StackRecord> {
             output_value: o.text_or_empty("OutputValue"),
             description: o.text_of("Description"),
             export_name: o.text_of("ExportName"),
+            output_error: None,
         })
         .collect();
     let created = m.text_or_empty("CreationTime");

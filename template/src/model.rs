@@ -78,6 +78,9 @@ pub struct Template {
     pub conditions: Map<String, Value>,
     pub resources: Vec<Resource>,
     pub outputs: Vec<Output>,
+    /// Lowered from HOT: where Heat's run-time rules differ from
+    /// CloudFormation's (an output that cannot be resolved), Heat's apply.
+    pub heat: bool,
     /// Logical id → position in `resources` (lookups are on every hot path).
     resource_index: std::collections::HashMap<String, usize>,
     pub source_map: SourceMap,
@@ -283,6 +286,7 @@ impl Template {
             .map(|(i, r)| (r.logical_id.clone(), i))
             .collect();
         let t = Template {
+            heat: heat_names,
             resource_index,
             format_version,
             description,

@@ -476,3 +476,92 @@ fn a_template_resources_inner_resources_attributes_are_readable() {
         )
     );
 }
+
+const OUTPUT_ERRORS: &str = "heat_template_version: 2016-10-14
+parameters:
+  n:
+    type: number
+    default: 1
+resources:
+  servers:
+    type: OS::Heat::ResourceGroup
+    properties:
+      count: {get_param: n}
+      resource_def:
+        type: OS::Heat::None
+outputs:
+  first:
+    value: {get_attr: [servers, resource.0]}
+  second:
+    value: {get_attr: [servers, resource.1]}
+  undeclared:
+    description: not a parameter of this template
+    value: {get_param: flavor}
+";
+
+/// heat/engine/api.py, `format_stack_output`: an output whose value
+/// cannot be resolved does not fail the stack; it is reported with an
+/// `output_error` (and no value) while the others keep theirs. `get_param`
+/// of an undeclared name in an output is such an error
+/// (heat/engine/hot/functions.py, GetParam: UserParameterMissing), not a
+/// validation failure. A CloudFormation template's unresolvable output
+/// still fails the operation.
+#[test]
+fn a_hot_output_that_cannot_be_resolved_reports_an_output_error() {
+    let s = Scratch::new();
+    let t = s.write("outputs.yaml", OUTPUT_ERRORS);
+    let t = t.to_str().unwrap_or_default();
+    let run = s.cairn(&["deploy", "outs", t]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert!(
+        run.stdout().ends_with("stack outs is CREATE_COMPLETE\n"),
+        "{}",
+        run.stdout()
+    );
+    let first = s.cairn(&["resources", "outs", "--output", "json"]).json()["StackResources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|r| r["LogicalResourceId"] == "servers-0")
+        .and_then(|r| r["PhysicalResourceId"].as_str().map(str::to_string))
+        .unwrap_or_default();
+    assert!(!first.is_empty());
+    assert_eq!(
+        s.cairn(&["outputs", "outs"]).stdout(),
+        format!(
+            "first = {first}\n\
+             second has no value: output_error: Member '1' not found in group resource 'servers'.\n\
+             undeclared has no value: output_error: The Parameter (flavor) was not provided.\n"
+        )
+    );
+    let json = s.cairn(&["outputs", "outs", "--output", "json"]).json();
+    assert_eq!(
+        json["Outputs"][1],
+        serde_json::json!({
+            "OutputKey": "second",
+            "OutputValue": "",
+            "OutputError": "Member '1' not found in group resource 'servers'."
+        })
+    );
+    assert_eq!(
+        json["Outputs"][2]["Description"],
+        "not a parameter of this template"
+    );
+    // Growing the group gives the output its value.
+    let grown = s.cairn(&["deploy", "outs", t, "-p", "n=2"]);
+    assert_eq!(grown.code(), 0, "{}", grown.stderr());
+    let outputs = s.cairn(&["outputs", "outs"]).stdout();
+    assert!(
+        outputs.starts_with(&format!("first = {first}\nsecond = ")),
+        "{outputs}"
+    );
+    assert!(!outputs.contains("Member '1'"), "{outputs}");
+
+    let cfn = s.write(
+        "cfn.yaml",
+        "Resources:\n  R:\n    Type: Cairn::Test::Resource\n    Properties:\n      Value: a\n\
+         Outputs:\n  Bad:\n    Value: !GetAtt R.NoSuchAttribute\n",
+    );
+    let failed = s.cairn(&["deploy", "cfn", cfn.to_str().unwrap_or_default()]);
+    assert_eq!(failed.code(), 1, "{}", failed.stdout());
+}

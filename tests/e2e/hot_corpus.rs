@@ -16,7 +16,8 @@
 //!   "error": "a whole line of stderr"}], "retained": 0}
 //! ```
 //! In expected outputs and statuses `*` matches any text and `?` any one
-//! character (physical ids and random strings).
+//! character (physical ids and random strings). An output Heat reports
+//! with an `output_error` is expected as `"output_error: <the error>"`.
 
 use std::path::{Path, PathBuf};
 
@@ -130,7 +131,10 @@ fn run_step(s: &Scratch, n: usize, step: &Value) -> Result<(), String> {
     if !step["outputs"].is_null() {
         let o = s.cairn(&["outputs", STACK, "--output", "json"]).json();
         let actual = text_map(&o["Outputs"], "OutputKey", |e| {
-            e["OutputValue"].as_str().unwrap_or_default().to_string()
+            match e["OutputError"].as_str() {
+                Some(error) => format!("output_error: {error}"),
+                None => e["OutputValue"].as_str().unwrap_or_default().to_string(),
+            }
         });
         same_map(&format!("{at}: output"), &step["outputs"], &actual)?;
     }

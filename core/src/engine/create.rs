@@ -512,10 +512,32 @@ impl Creates<'_> {
                 continue;
             }
             let base = child("/Outputs", &o.name);
-            let value = match ev.eval(&o.value, &child(&base, "Value")) {
-                Ok(Evaluated::Value(v)) => v,
-                Ok(_) => return Err(format!("Output {} did not resolve to a value", o.name)),
-                Err(e) => return Err(e.to_string()),
+            let failure = match ev.eval(&o.value, &child(&base, "Value")) {
+                Ok(Evaluated::Value(v)) => Ok(v),
+                Ok(_) => Err(format!("Output {} did not resolve to a value", o.name)),
+                // Heat's text: without CloudFormation's "Template error: ".
+                Err(e) => Err(if op.template.heat {
+                    let m = e.message();
+                    m.strip_prefix("Template error: ").unwrap_or(m).to_string()
+                } else {
+                    e.to_string()
+                }),
+            };
+            let value = match failure {
+                Ok(v) => v,
+                // Heat completes the stack and reports the error on this
+                // output alone (heat/engine/api.py, format_stack_output).
+                Err(e) if op.template.heat => {
+                    outputs.push(OutputRecord {
+                        output_key: o.name.clone(),
+                        output_value: String::new(),
+                        description: o.description.clone(),
+                        export_name: None,
+                        output_error: Some(e),
+                    });
+                    continue;
+                }
+                Err(e) => return Err(e),
             };
             let text = match &value {
                 Value::String(s) => s.clone(),
@@ -545,6 +567,7 @@ impl Creates<'_> {
                 output_value: text,
                 description: o.description.clone(),
                 export_name,
+                output_error: None,
             });
         }
         Ok(outputs)

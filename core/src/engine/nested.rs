@@ -579,10 +579,12 @@ fn run_child(
 
 /// A child's outputs as the parent's attributes: `Outputs.<Name>` each,
 /// and `Outputs`, the map of them all (HOT's `get_attr: [stack, outputs]`).
+/// A HOT output with an `output_error` has no value to read.
 fn outputs_as_attributes(child: &StackRecord) -> Map<String, Value> {
     let each: Map<String, Value> = child
         .outputs
         .iter()
+        .filter(|o| o.output_error.is_none())
         .map(|o| (o.output_key.clone(), Value::String(o.output_value.clone())))
         .collect();
     let mut attributes: Map<String, Value> = each

@@ -140,6 +140,12 @@ pub struct OutputRecord {
     pub description: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub export_name: Option<String>,
+    /// Why a HOT stack's output has no value: Heat completes the stack and
+    /// reports the error on that output alone (heat/engine/api.py,
+    /// `format_stack_output`'s `output_error`). Never set for CloudFormation
+    /// templates, whose unresolvable outputs fail the operation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_error: Option<String>,
 }
 
 /// A stack tag (CloudFormation's `Tag`).

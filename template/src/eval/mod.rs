@@ -542,6 +542,10 @@ impl<'a> Evaluator<'a> {
             "Fn::Heat::ListConcatUnique" => f::list_concat(&args, true),
             "Fn::Heat::Contains" => f::contains(&args),
             "Fn::Heat::Select" => f::select(&args),
+            "Fn::Heat::MissingParameter" => Err(format!(
+                "The Parameter ({}) was not provided.",
+                super::parameters::parameter_text(&args)
+            )),
             // A boolean parameter used as a condition.
             "Fn::Heat::Truth" => Ok(Value::Bool(match &args {
                 Value::Bool(b) => *b,

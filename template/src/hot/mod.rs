@@ -286,6 +286,10 @@ struct Lowering<'c> {
     resource_groups: Vec<String>,
     /// Of those, the `OS::Heat::AutoScalingGroup` ones.
     scaling_groups: Vec<String>,
+    /// The declared parameters, while the outputs are lowered: Heat reports
+    /// `get_param` of any other name as that output's error (its
+    /// validation never resolves it), so it must not refuse the template.
+    outputs_parameters: Option<Vec<String>>,
 }
 
 /// What the resource registry makes of a resource's type.
@@ -360,6 +364,7 @@ pub fn lower(
         heat_stacks: Vec::new(),
         resource_groups: Vec::new(),
         scaling_groups: Vec::new(),
+        outputs_parameters: None,
     };
     let out = l.template(top).map_err(|e| e.locate(&map))?;
     Ok((out, translate_map(map)))
@@ -509,10 +514,15 @@ impl Lowering<'_> {
         }
         out.insert("Resources".into(), Value::Object(resources));
         if let Some(Value::Object(outputs)) = top.get("outputs") {
+            self.outputs_parameters = Some(match top.get("parameters") {
+                Some(Value::Object(p)) => p.keys().cloned().collect(),
+                _ => Vec::new(),
+            });
             let mut o = Map::new();
             for (name, def) in outputs {
                 o.insert(name.clone(), self.output(name, def)?);
             }
+            self.outputs_parameters = None;
             out.insert("Outputs".into(), Value::Object(o));
         }
         conditions.extend(std::mem::take(&mut self.extra_conditions));
@@ -1156,6 +1166,18 @@ impl Lowering<'_> {
     fn get_param(&mut self, args: &Value, at: &str) -> Result<Value, TemplateError> {
         let err = |m: String| TemplateError::new(m).at(at);
         let lowered = |s: &mut Self, v: &Value| s.value(v, at);
+        let name = match args {
+            Value::String(name) => Some(name.as_str()),
+            Value::Array(a) => a.first().and_then(Value::as_str),
+            _ => None,
+        };
+        if let (Some(name), Some(declared)) = (name, &self.outputs_parameters) {
+            if !declared.iter().any(|d| d == name) && !is_pseudo_parameter(name) {
+                // heat/engine/hot/functions.py, GetParam.result:
+                // UserParameterMissing, reported as the output's error.
+                return Ok(json!({"Fn::Heat::MissingParameter": name}));
+            }
+        }
         Ok(match args {
             Value::String(name) => parameter_ref(name),
             Value::Array(a) if !a.is_empty() => {
@@ -1627,6 +1649,12 @@ fn lower_modulo(v: &Value, path: &str) -> Result<Value, TemplateError> {
 /// as CloudFormation's: `OS::stack_name` is the stack's name,
 /// `OS::stack_id` its id as Heat has it (a UUID: the last part of Cairn's
 /// stack ARN), `OS::project_id` the account, `OS::region` the region.
+/// A name every template's `get_param` resolves without a declaration:
+/// Heat's pseudo parameters and CloudFormation's (which Cairn's HOT keeps).
+fn is_pseudo_parameter(name: &str) -> bool {
+    name.starts_with("OS::") || name.starts_with("AWS::")
+}
+
 fn parameter_ref(name: &str) -> Value {
     match name {
         "OS::stack_name" => json!({"Ref": "AWS::StackName"}),
