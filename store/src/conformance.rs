@@ -43,6 +43,11 @@ pub(crate) fn stack(name: &str) -> StackRecord {
             files: BTreeMap::from([("a.sh".to_string(), "echo a".to_string())]),
             environment: Some(serde_json::json!({"parameter_defaults": {"p": "v"}})),
             parameters: BTreeMap::from([("P".to_string(), "v".to_string())]),
+            facade: Some(cairn_model::stack::Facade {
+                metadata: serde_json::json!({"role": "web"}),
+                deletion_policy: "Retain".into(),
+                update_policy: serde_json::json!({}),
+            }),
         },
     }
 }
@@ -431,6 +436,7 @@ fn change_set(s: &StackRecord, name: &str) -> ChangeSetRecord {
                 files: BTreeMap::from([("f".to_string(), "x".to_string())]),
                 environment: None,
                 parameters: BTreeMap::new(),
+                facade: None,
             },
         },
     }

@@ -19,11 +19,53 @@ pub struct TemplateContext {
     /// AWS::LanguageExtensions` is expanded with (its loops' collections).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub parameters: BTreeMap<String, String>,
+    /// A provider template's view of the resource it implements (Heat's
+    /// `resource_facade`): that resource's `metadata` (resolved),
+    /// `deletion_policy` and `update_policy`. Set by the parent for each
+    /// child; never inherited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub facade: Option<Facade>,
+}
+
+/// What `resource_facade` reads of the resource a provider template
+/// implements (heat/engine/hot/functions.py, ResourceFacade).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Facade {
+    #[serde(default)]
+    pub metadata: Value,
+    #[serde(default)]
+    pub deletion_policy: String,
+    #[serde(default)]
+    pub update_policy: Value,
+}
+
+impl Facade {
+    /// One of `metadata`, `deletion_policy`, `update_policy`; a resource
+    /// that sets none of them reads Heat's defaults (`{}`, `Delete`, `{}`).
+    pub fn get(&self, attribute: &str) -> Option<Value> {
+        let or_empty = |v: &Value| match v {
+            Value::Null => Value::Object(Default::default()),
+            v => v.clone(),
+        };
+        match attribute {
+            "metadata" => Some(or_empty(&self.metadata)),
+            "deletion_policy" => Some(Value::String(if self.deletion_policy.is_empty() {
+                "Delete".into()
+            } else {
+                self.deletion_policy.clone()
+            })),
+            "update_policy" => Some(or_empty(&self.update_policy)),
+            _ => None,
+        }
+    }
 }
 
 impl TemplateContext {
     pub fn is_empty(&self) -> bool {
-        self.files.is_empty() && self.environment.is_none() && self.parameters.is_empty()
+        self.files.is_empty()
+            && self.environment.is_none()
+            && self.parameters.is_empty()
+            && self.facade.is_none()
     }
 
     /// What a nested stack of this template gets (Heat's child
@@ -41,6 +83,7 @@ impl TemplateContext {
             files: self.files.clone(),
             environment,
             parameters: BTreeMap::new(),
+            facade: None,
         }
     }
 

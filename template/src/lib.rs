@@ -24,7 +24,7 @@ mod eval_tests;
 
 use std::fmt;
 
-pub use context::TemplateContext;
+pub use context::{Facade, TemplateContext};
 pub use eval::{Evaluated, Evaluator, Resolver, StackContext};
 pub use model::{Output, Resource, Template};
 pub use parameters::{ParameterDecl, ParameterType, ParameterValues};

@@ -565,3 +565,81 @@ fn a_hot_output_that_cannot_be_resolved_reports_an_output_error() {
     let failed = s.cairn(&["deploy", "cfn", cfn.to_str().unwrap_or_default()]);
     assert_eq!(failed.code(), 1, "{}", failed.stdout());
 }
+
+const FACADE_PARENT: &str = "heat_template_version: 2018-08-31
+resources:
+  web:
+    type: facade.yaml
+    metadata:
+      role: {get_param: OS::stack_name}
+    deletion_policy: retain
+    update_policy:
+      batch: 2
+  plain:
+    type: facade.yaml
+outputs:
+  metadata:
+    value: {get_attr: [web, metadata]}
+  deletion_policy:
+    value: {get_attr: [web, deletion_policy]}
+  update_policy:
+    value: {get_attr: [web, update_policy]}
+  stored:
+    value: {get_attr: [web, resource.box.Value]}
+  defaults:
+    value: {list_join: [' ', [{get_attr: [plain, metadata]}, {get_attr: [plain, deletion_policy]}, {get_attr: [plain, update_policy]}]]}
+";
+
+const FACADE: &str = "heat_template_version: 2018-08-31
+resources:
+  box:
+    type: Cairn::Test::Resource
+    properties:
+      Value: {resource_facade: deletion_policy}
+outputs:
+  metadata:
+    value: {resource_facade: metadata}
+  deletion_policy:
+    value: {resource_facade: deletion_policy}
+  update_policy:
+    value: {resource_facade: update_policy}
+";
+
+/// heat/engine/hot/functions.py, ResourceFacade: inside a provider
+/// template, `resource_facade` reads the `metadata` (resolved),
+/// `deletion_policy` and `update_policy` of the resource the template
+/// implements; a resource that sets none reads `{}`, `Delete` and `{}`.
+#[test]
+fn a_provider_template_reads_its_resources_facade() {
+    let s = Scratch::new();
+    s.write("facade.yaml", FACADE);
+    let t = s.write("parent.yaml", FACADE_PARENT);
+    let run = s.cairn(&["deploy", "facade", t.to_str().unwrap_or_default()]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let outputs = s.cairn(&["outputs", "facade"]).stdout();
+    let lines: Vec<&str> = outputs.lines().collect();
+    assert_eq!(
+        lines[..3],
+        [
+            r#"metadata = {"role":"facade"}"#,
+            "deletion_policy = Retain",
+            r#"update_policy = {"batch":2}"#,
+        ],
+        "{outputs}"
+    );
+    assert_eq!(lines[3], "stored = Retain", "{outputs}");
+    assert_eq!(lines[4], "defaults = {} Delete {}", "{outputs}");
+    let bad = s.write(
+        "bad.yaml",
+        "heat_template_version: 2018-08-31\nresources:\n  r:\n    type: OS::Heat::Value\n    properties:\n      value: {resource_facade: tags}\n",
+    );
+    let refused = s.cairn(&["validate", bad.to_str().unwrap_or_default()]);
+    assert_eq!(refused.code(), 1);
+    assert!(
+        refused.stderr().contains(
+            r#"Incorrect arguments to "resource_facade" should be one of: metadata, deletion_policy, update_policy"#
+        ),
+        "{}",
+        refused.stderr()
+    );
+}

@@ -113,7 +113,7 @@ impl NestedStacks<'_> {
                     origin: Default::default(),
                     // A HOT child reads its files and its parent's
                     // environment (Heat's child environment).
-                    context: op.state.context.for_nested(template_url(&r.properties)),
+                    context: child_context(op, &r.logical_id, &r.properties),
                 };
                 self.creates()
                     .create_stack(&input, Some((&op.stack, op.nested.below(&r.logical_id))))
@@ -228,8 +228,7 @@ impl NestedStacks<'_> {
                     .collect(),
                 tags: child_tags(properties),
                 origin: Default::default(),
-                context: (!rolling_back)
-                    .then(|| op.state.context.for_nested(template_url(properties))),
+                context: (!rolling_back).then(|| child_context(op, &rec.logical_id, properties)),
             };
             match self
                 .update_child(
@@ -623,6 +622,45 @@ fn internal(message: impl Into<String>) -> ProviderError {
 
 fn store_error(e: StoreError) -> ProviderError {
     internal(e.to_string())
+}
+
+/// What the child of the nested stack resource `logical_id` reads besides
+/// its template: its parent's context for it and, when it is a HOT
+/// provider template that reads `resource_facade`, the facade of the
+/// resource it implements (its metadata resolved now, as Heat resolves it
+/// when the child reads it).
+fn child_context(
+    op: &Op,
+    logical_id: &str,
+    properties: &Map<String, Value>,
+) -> crate::stack::TemplateContext {
+    let mut context = op.state.context.for_nested(template_url(properties));
+    let reads_facade = op.nested.child(logical_id).is_some_and(|t| {
+        t.body.contains("resource_facade") || t.body.contains("Fn::ResourceFacade")
+    });
+    let Some(r) = op.template.resource(logical_id).filter(|_| reads_facade) else {
+        return context;
+    };
+    let ev = op.evaluator();
+    let at = crate::template::source::child("/Resources", logical_id);
+    let resolved = |v: &Option<Value>, section: &str| match v {
+        Some(v) => match ev.eval(v, &crate::template::source::child(&at, section)) {
+            Ok(crate::template::eval::Evaluated::Value(v)) => v,
+            _ => Value::Null,
+        },
+        None => Value::Null,
+    };
+    context.facade = Some(crate::stack::Facade {
+        metadata: resolved(&r.metadata, "Metadata"),
+        deletion_policy: r
+            .deletion_policy
+            .as_ref()
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        update_policy: resolved(&r.update_policy, "UpdatePolicy"),
+    });
+    context
 }
 
 /// A nested stack resource's TemplateURL (its context depends on it).

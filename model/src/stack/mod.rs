@@ -184,7 +184,7 @@ pub struct StackRecord {
     pub context: TemplateContext,
 }
 
-pub use crate::template::TemplateContext;
+pub use crate::template::{Facade, TemplateContext};
 
 status_enum!(
     /// What a recorded call asks of the resource's provider (or, for

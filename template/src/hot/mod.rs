@@ -1058,7 +1058,8 @@ impl Lowering<'_> {
                     }
                     // HOT 2013-05-23 reads CloudFormation's functions.
                     return match k {
-                        "Fn::Replace" | "Fn::MemberListToMap" | "Fn::ResourceFacade" => {
+                        "Fn::ResourceFacade" => self.resource_facade(k, args, &at),
+                        "Fn::Replace" | "Fn::MemberListToMap" => {
                             Err(TemplateError::new(format!("{k} is not supported by Cairn"))
                                 .at(&at))
                         }
@@ -1116,10 +1117,7 @@ impl Lowering<'_> {
                     }
                 }
             }
-            "resource_facade" => return Err(err(
-                "resource_facade is not supported by Cairn (it needs Heat's provider templates)"
-                    .into(),
-            )),
+            "resource_facade" => self.resource_facade(f, args, at)?,
             "yaql" => return Err(yaql(at)),
             "list_join" => {
                 let Value::Array(a) = args else {
@@ -1160,6 +1158,30 @@ impl Lowering<'_> {
                 json!({ name: lowered(self, args)? })
             }
         })
+    }
+
+    /// `resource_facade`: what the resource this provider template
+    /// implements has as `metadata`, `deletion_policy` or `update_policy`
+    /// (heat/engine/hot/functions.py, ResourceFacade). Its parent hands
+    /// them in (`TemplateContext::facade`); a template read on its own
+    /// (validation, a top-level stack) reads Heat's defaults.
+    /// HOT 2013-05-23's `Fn::ResourceFacade` names them as CloudFormation
+    /// does (heat/engine/cfn/functions.py).
+    fn resource_facade(&self, f: &str, args: &Value, at: &str) -> Result<Value, TemplateError> {
+        const HOT: [&str; 3] = ["metadata", "deletion_policy", "update_policy"];
+        const CFN: [&str; 3] = ["Metadata", "DeletionPolicy", "UpdatePolicy"];
+        let names = if f == "resource_facade" { HOT } else { CFN };
+        let facade = self.context.facade.clone().unwrap_or_default();
+        args.as_str()
+            .and_then(|a| names.iter().position(|n| *n == a))
+            .and_then(|i| facade.get(HOT[i]))
+            .ok_or_else(|| {
+                TemplateError::new(format!(
+                    "Incorrect arguments to \"{f}\" should be one of: {}",
+                    names.join(", ")
+                ))
+                .at(at)
+            })
     }
 
     /// `get_param`: a parameter, or a path into one.
