@@ -643,3 +643,69 @@ fn a_provider_template_reads_its_resources_facade() {
         refused.stderr()
     );
 }
+
+/// heat/engine/resources/openstack/heat/instance_group.py
+/// (`_resolve_attribute`, Heat's extension `InstanceList`): the members'
+/// `PublicIp` attributes, comma-delimited, `0.0.0.0` for a member without
+/// one.
+#[test]
+fn an_instance_groups_instance_list_is_its_members_public_ips() {
+    use crate::update::cairn;
+    let (s, _handler) = crate::webhooks::with_handler();
+    let arn = crate::webhooks::ARN;
+    let t = s.write(
+        "servers.yaml",
+        &format!(
+            "heat_template_version: 2015-04-30
+parameters:
+  size:
+    type: number
+    default: 2
+resources:
+  config:
+    type: AWS::AutoScaling::LaunchConfiguration
+    properties:
+      MemberType: Custom::Server
+      IndexVariable: '%i%'
+      MemberProperties:
+        ServiceToken: {arn}
+        Data:
+          PublicIp: 10.0.0.%i%
+  servers:
+    type: OS::Heat::InstanceGroup
+    properties:
+      LaunchConfigurationName: {{get_resource: config}}
+      Size: {{get_param: size}}
+  plain_config:
+    type: AWS::AutoScaling::LaunchConfiguration
+    properties:
+      MemberType: Cairn::Test::Resource
+      MemberProperties:
+        Value: no address
+  plain:
+    type: OS::Heat::InstanceGroup
+    properties:
+      LaunchConfigurationName: {{get_resource: plain_config}}
+      Size: 1
+outputs:
+  servers:
+    value: {{get_attr: [servers, InstanceList]}}
+  plain:
+    value: {{get_attr: [plain, InstanceList]}}
+"
+        ),
+    );
+    let t = t.to_str().unwrap_or_default();
+    let run = cairn(&s, &["deploy", "ig", t]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(
+        cairn(&s, &["outputs", "ig"]).stdout(),
+        "servers = 10.0.0.0,10.0.0.1\nplain = 0.0.0.0\n"
+    );
+    let grown = cairn(&s, &["deploy", "ig", t, "-p", "size=3"]);
+    assert_eq!(grown.code(), 0, "{}", grown.stderr());
+    assert_eq!(
+        cairn(&s, &["outputs", "ig"]).stdout(),
+        "servers = 10.0.0.0,10.0.0.1,10.0.0.2\nplain = 0.0.0.0\n"
+    );
+}

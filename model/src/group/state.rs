@@ -100,11 +100,32 @@ impl GroupState {
         self.members.iter().map(|m| m.index).collect()
     }
 
-    /// `MemberIds`, `MemberNames`, `MemberIdsByIndex` and `MemberAttributes`
-    /// (index → the member's attributes): the members in service, in order.
+    /// `MemberIds`, `MemberNames`, `MemberIdsByIndex`, `MemberAttributes`
+    /// (index → the member's attributes) and `InstanceList`: the members in
+    /// service, in order.
     pub fn attributes(&self) -> Map<String, Value> {
         let live: Vec<&Member> = self.members.iter().filter(|m| m.is_in_service()).collect();
         let mut a = Map::new();
+        // heat/engine/resources/openstack/heat/instance_group.py,
+        // `_resolve_attribute`: each member's PublicIp or 0.0.0.0, joined;
+        // nothing (null) for a group without members.
+        let ips: Vec<&str> = live
+            .iter()
+            .map(
+                |m| match m.attributes.get("PublicIp").and_then(Value::as_str) {
+                    Some(ip) if !ip.is_empty() => ip,
+                    _ => "0.0.0.0",
+                },
+            )
+            .collect();
+        a.insert(
+            "InstanceList".into(),
+            if ips.is_empty() {
+                Value::Null
+            } else {
+                Value::String(ips.join(","))
+            },
+        );
         a.insert(
             "MemberIds".into(),
             live.iter()

@@ -249,7 +249,11 @@ impl ResourceProvider for GroupTypes {
                 .ref_returns("its physical name, new with every replacement"),
             group_schema(INSTANCE_GROUP)
                 .describe("a fixed-size group of members")
-                .property("Size", PropertySchema::integer().required()),
+                .property("Size", PropertySchema::integer().required())
+                .attribute(
+                    "InstanceList",
+                    "the members' PublicIp attributes, comma-delimited (0.0.0.0 for a member without one; Heat's OS::Heat::InstanceGroup)",
+                ),
             group_schema(AUTO_SCALING_GROUP)
                 .describe("a group sized between MinSize and MaxSize")
                 .property("MinSize", PropertySchema::integer().required())
