@@ -12,6 +12,17 @@ fn stack_id(s: &Scratch, stack: &str) -> String {
         .to_string()
 }
 
+/// The physical id of `logical` (a group member too) in `stack`.
+fn physical_id(s: &Scratch, stack: &str, logical: &str) -> String {
+    s.cairn(&["resources", stack, "--output", "json"]).json()["StackResources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|r| r["LogicalResourceId"] == logical)
+        .and_then(|r| r["PhysicalResourceId"].as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
 const PSEUDO: &str = "heat_template_version: 2016-10-14
 resources:
   r:
@@ -518,13 +529,7 @@ fn a_hot_output_that_cannot_be_resolved_reports_an_output_error() {
         "{}",
         run.stdout()
     );
-    let first = s.cairn(&["resources", "outs", "--output", "json"]).json()["StackResources"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|r| r["LogicalResourceId"] == "servers-0")
-        .and_then(|r| r["PhysicalResourceId"].as_str().map(str::to_string))
-        .unwrap_or_default();
+    let first = physical_id(&s, "outs", "servers-0");
     assert!(!first.is_empty());
     assert_eq!(
         s.cairn(&["outputs", "outs"]).stdout(),
@@ -708,4 +713,73 @@ outputs:
         cairn(&s, &["outputs", "ig"]).stdout(),
         "servers = 10.0.0.0,10.0.0.1,10.0.0.2\nplain = 0.0.0.0\n"
     );
+}
+
+const REMOVAL: &str = "heat_template_version: 2016-10-14
+parameters:
+  count:
+    type: number
+    default: 3
+  removal:
+    type: comma_delimited_list
+    default: ''
+resources:
+  group:
+    type: OS::Heat::ResourceGroup
+    properties:
+      count: {get_param: count}
+      removal_policies: [{resource_list: {get_param: removal}}]
+      resource_def:
+        type: OS::Heat::None
+outputs:
+  removed:
+    value: {get_attr: [group, removed_rsrc_list]}
+  refs_map:
+    value: {get_attr: [group, refs_map]}
+";
+
+/// The group's members' names, in order.
+fn member_names(s: &Scratch, stack: &str) -> Vec<String> {
+    s.cairn(&["resources", stack, "--output", "json"]).json()["StackResources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["GroupResourceId"] == "group")
+        .filter_map(|r| r["LogicalResourceId"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// heat/engine/resources/openstack/heat/resource_group.py (the
+/// removal_policies property: "destructive on update when specified, even
+/// if the count is not being reduced, and once a resource is removed, its
+/// name is never reused"; `_update_name_blacklist`, `_resource_names`,
+/// `removed_rsrc_list`): the named member is replaced by a new index while
+/// the count stays; a later growth skips it; at create the named index is
+/// skipped from the start.
+#[test]
+fn removal_policies_remove_members_even_without_a_shrink() {
+    let s = Scratch::new();
+    let t = s.write("removal.yaml", REMOVAL);
+    let t = t.to_str().unwrap_or_default();
+    assert_eq!(s.cairn(&["deploy", "rm", t]).code(), 0);
+    assert_eq!(member_names(&s, "rm"), ["group-0", "group-1", "group-2"]);
+    let id = |name: &str| physical_id(&s, "rm", name);
+    let (zero, two) = (id("group-0"), id("group-2"));
+    let run = s.cairn(&["deploy", "rm", t, "-p", "removal=1"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(member_names(&s, "rm"), ["group-0", "group-2", "group-3"]);
+    // The members not named are kept, not replaced.
+    assert_eq!((id("group-0"), id("group-2")), (zero, two));
+    let outputs = s.cairn(&["outputs", "rm", "--output", "json"]).json();
+    assert_eq!(outputs["Outputs"][0]["OutputValue"], r#"["1"]"#);
+    let run = s.cairn(&["deploy", "rm", t, "-p", "removal=1", "-p", "count=4"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(
+        member_names(&s, "rm"),
+        ["group-0", "group-2", "group-3", "group-4"]
+    );
+    // Created with a removal policy: index 0 is never used.
+    let run = s.cairn(&["deploy", "fresh", t, "-p", "removal=0", "-p", "count=2"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(member_names(&s, "fresh"), ["group-1", "group-2"]);
 }

@@ -39,9 +39,18 @@ fn bounds(indices: &[u64]) -> Option<(u64, u64)> {
 /// (none if it is not growing): right after the highest index, or from 0
 /// for an empty group.
 pub fn grow(current: &[u64], size: usize) -> Vec<u64> {
+    grow_avoiding(current, &[], size)
+}
+
+/// [`grow`] skipping the indices `removed` (Heat's name blacklist): a
+/// group created with index 1 removed is 0, 2, 3.
+pub fn grow_avoiding(current: &[u64], removed: &[u64], size: usize) -> Vec<u64> {
     let start = bounds(current).map_or(0, |(_, high)| high + 1);
-    let adding = size.saturating_sub(current.len()) as u64;
-    (start..start + adding).collect()
+    let adding = size.saturating_sub(current.len());
+    (start..)
+        .filter(|i| !removed.contains(i))
+        .take(adding)
+        .collect()
 }
 
 /// The indices removed when a group with `current` members shrinks to
@@ -123,6 +132,14 @@ mod tests {
             .iter()
             .filter_map(|m| member_index(prefix, m))
             .collect()
+    }
+
+    #[test]
+    fn growing_skips_removed_indices() {
+        assert_eq!(grow_avoiding(&[], &[1], 3), [0, 2, 3]);
+        assert_eq!(grow_avoiding(&[0, 2], &[1, 3], 4), [4, 5]);
+        assert_eq!(grow_avoiding(&[0, 1], &[], 1), Vec::<u64>::new());
+        assert_eq!(grow(&[0, 1], 3), [2]);
     }
 
     #[test]

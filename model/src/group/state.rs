@@ -17,6 +17,10 @@ pub struct GroupState {
     pub members: Vec<Member>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<Rollout>,
+    /// Indices RemovalPolicies removed (Heat's name blacklist): no new
+    /// member takes one. Sorted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removed: Vec<u64>,
 }
 
 /// One member: a resource of the launch configuration's `MemberType`.
@@ -100,6 +104,13 @@ impl GroupState {
         self.members.iter().map(|m| m.index).collect()
     }
 
+    /// The indices no new member may take: the members' and the removed.
+    pub fn taken(&self) -> Vec<u64> {
+        let mut all = self.indices();
+        all.extend(&self.removed);
+        all
+    }
+
     /// `MemberIds`, `MemberNames`, `MemberIdsByIndex`, `MemberAttributes`
     /// (index → the member's attributes) and `InstanceList`: the members in
     /// service, in order.
@@ -146,6 +157,13 @@ impl GroupState {
                     })
                     .collect(),
             ),
+        );
+        a.insert(
+            "RemovedIndices".into(),
+            self.removed
+                .iter()
+                .map(|i| Value::String(i.to_string()))
+                .collect(),
         );
         a.insert(
             "MemberAttributes".into(),

@@ -39,9 +39,14 @@ pub struct GroupSpec {
     pub launch_configuration: String,
     pub size: usize,
     pub prefix: String,
-    /// Members to remove first when the group shrinks (Heat's
-    /// removal_policies: member names, indices or physical ids).
+    /// Members to remove (Heat's removal_policies: member names, indices
+    /// or physical ids): on every create and update that names them, even
+    /// when the size does not shrink, and never to be reused.
     pub removal: Vec<String>,
+    /// Heat's `removal_policies_mode: update`: the indices removed before
+    /// are forgotten (they may be used again); `append` (the default)
+    /// keeps them.
+    pub removal_reset: bool,
 }
 
 fn uint(props: &Map<String, Value>, key: &str, logical_id: &str) -> Result<Option<usize>, String> {
@@ -114,11 +119,21 @@ pub fn spec(
                 .unwrap_or_else(|| v.to_string())
         })
         .collect();
+    let removal_reset = match props.get("RemovalPoliciesMode").and_then(Value::as_str) {
+        None | Some("append") => false,
+        Some("update") => true,
+        Some(other) => {
+            return Err(format!(
+                "RemovalPoliciesMode of {logical_id} must be append or update, not {other}"
+            ))
+        }
+    };
     Ok(GroupSpec {
         launch_configuration,
         size,
         prefix,
         removal,
+        removal_reset,
     })
 }
 
@@ -198,7 +213,13 @@ fn group_schema(type_name: &str) -> ResourceSchema {
         .property(
             "RemovalPolicies",
             PropertySchema::json().describe(
-                "[{resource_list: [member names, indices or physical ids]}]: removed first when the group shrinks (Heat's removal_policies)",
+                "[{resource_list: [member names, indices or physical ids]}]: removed on create and update even when the size does not shrink, their indices never used again (Heat's removal_policies)",
+            ),
+        )
+        .property(
+            "RemovalPoliciesMode",
+            PropertySchema::string().describe(
+                "append (default: the indices removed before stay unused) or update (they are forgotten; Heat's removal_policies_mode)",
             ),
         )
         .property(
@@ -218,6 +239,10 @@ fn group_schema(type_name: &str) -> ResourceSchema {
         .attribute(
             "MemberIdsByIndex",
             "a map of each member's index to its physical id (Heat's refs_map)",
+        )
+        .attribute(
+            "RemovedIndices",
+            "the indices RemovalPolicies removed, never used again (Heat's removed_rsrc_list)",
         )
         .attribute(
             "MemberAttributes",
@@ -339,6 +364,7 @@ mod tests {
                 size: 3,
                 prefix: "Web".into(),
                 removal: Vec::new(),
+                removal_reset: false,
             }
         );
         let s = spec(

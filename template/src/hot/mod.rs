@@ -868,6 +868,12 @@ impl Lowering<'_> {
                     self.value(rp, &child(&at, "removal_policies"))?,
                 );
             }
+            if let Some(mode) = props.get("removal_policies_mode") {
+                group_props.insert(
+                    "RemovalPoliciesMode".into(),
+                    self.value(mode, &child(&at, "removal_policies_mode"))?,
+                );
+            }
             crate::types::INSTANCE_GROUP
         };
         let mut group = Map::new();
@@ -1450,14 +1456,18 @@ impl Lowering<'_> {
                     {"Fn::GetAtt": [res, "MemberAttributes"]}, attr, rest, mode
                 ]}))
             }
-            "refs" => Ok(path_of(json!({"Fn::GetAtt": [res, "MemberIds"]}), rest(self, 2)?)),
+            "refs" => Ok(path_of(
+                json!({"Fn::GetAtt": [res, "MemberIds"]}),
+                rest(self, 2)?,
+            )),
             "refs_map" => Ok(path_of(
                 json!({"Fn::GetAtt": [res, "MemberIdsByIndex"]}),
                 rest(self, 2)?,
             )),
-            "removed_rsrc_list" => Err(err(format!(
-                "get_attr of {res}'s removed_rsrc_list is not supported by Cairn: removed members are named in its events"
-            ))),
+            "removed_rsrc_list" => Ok(path_of(
+                json!({"Fn::GetAtt": [res, "RemovedIndices"]}),
+                rest(self, 2)?,
+            )),
             "attributes" => {
                 let Some(attr) = a.get(2) else {
                     return Err(err(format!(

@@ -145,6 +145,11 @@ impl Groups<'_> {
             .map_err(ProviderError::invalid_request)?;
         let run = Run::load(self, op, &r.logical_id, physical).await?;
         run.settle().await?;
+        // Not while a stored rollout resumes: its batches name indices.
+        if run.snapshot().await.rollout.is_none() {
+            run.apply_removal_policies(&spec, old_properties.is_none())
+                .await?;
+        }
         let launch_changed = old_properties.is_some_and(|old| {
             old.get("LaunchConfigurationName") != properties.get("LaunchConfigurationName")
         });

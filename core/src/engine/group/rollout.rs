@@ -120,7 +120,8 @@ impl<'a> Run<'a> {
             .collect();
         let rollout = Rollout {
             target: spec.launch_configuration.clone(),
-            batches: naming::rolling_plan_of(&st.indices(), &stale, policy.max_batch_size as usize),
+            // New indices avoid the removed ones too.
+            batches: naming::rolling_plan_of(&st.taken(), &stale, policy.max_batch_size as usize),
             policy,
             done: 0,
             signals_since: None,
@@ -251,6 +252,59 @@ impl<'a> Run<'a> {
         }
     }
 
+    /// Heat's removal_policies (resource_group.py, `_update_name_blacklist`):
+    /// the members they name are removed on every create and update that
+    /// names them, even when the size does not shrink (a resize then
+    /// makes up the count with new indices), and their indices are
+    /// recorded so that no new member takes one. At create, an index or a
+    /// member name stands for a member to be: it is skipped from the start.
+    /// `RemovalPoliciesMode: update` forgets the indices recorded before,
+    /// except those this update names again.
+    pub(super) async fn apply_removal_policies(
+        &self,
+        spec: &GroupSpec,
+        creating: bool,
+    ) -> Result<(), ProviderError> {
+        let st = self.snapshot().await;
+        let index_named = |i: u64| {
+            spec.removal
+                .iter()
+                .any(|r| *r == i.to_string() || *r == naming::member_name(&spec.prefix, i))
+        };
+        let doomed: Vec<&crate::group::state::Member> = st
+            .members
+            .iter()
+            .filter(|m| {
+                index_named(m.index)
+                    || spec
+                        .removal
+                        .iter()
+                        .any(|r| m.physical_id.as_deref() == Some(r.as_str()))
+            })
+            .collect();
+        let mut removed: Vec<u64> = st
+            .removed
+            .iter()
+            .copied()
+            .filter(|i| !spec.removal_reset || index_named(*i))
+            .collect();
+        removed.extend(doomed.iter().map(|m| m.index));
+        if creating {
+            removed.extend(spec.removal.iter().filter_map(|r| {
+                r.parse::<u64>()
+                    .ok()
+                    .or_else(|| naming::member_index(&spec.prefix, r))
+            }));
+        }
+        removed.sort_unstable();
+        removed.dedup();
+        if removed != st.removed {
+            self.save(Vec::new(), |st| st.removed = removed).await?;
+        }
+        let names: Vec<String> = doomed.iter().map(|m| m.name.clone()).collect();
+        self.delete_members(&names).await
+    }
+
     /// Deletes the highest-numbered members down to `size`.
     /// Deletes members down to `size`: those `removal` names first (by
     /// name, index or physical id), then the highest-numbered.
@@ -302,7 +356,7 @@ impl<'a> Run<'a> {
         if st.members.len() > spec.size {
             return self.shrink_to(spec.size, &spec.removal).await;
         }
-        let adding = naming::grow(&st.indices(), spec.size);
+        let adding = naming::grow_avoiding(&st.indices(), &st.removed, spec.size);
         if adding.is_empty() {
             return Ok(());
         }
