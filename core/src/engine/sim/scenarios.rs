@@ -574,8 +574,33 @@ fn scenarios() -> Vec<Scenario> {
 
 /// Every scenario at every write point. Prints how many crash points it
 /// explored; fails with every problem found.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_operation_survives_a_crash_at_every_write() {
+///
+/// The simulator drives whole operations (nested stacks, groups,
+/// recursion through templates) inline on the thread that runs it, where
+/// the engine runs them on its runtime's workers: in a debug build their
+/// frames outgrow a test thread's 2 MiB, so it gets a thread of its own.
+#[test]
+fn every_operation_survives_a_crash_at_every_write() {
+    let explored = std::thread::Builder::new()
+        .name("crash simulator".into())
+        .stack_size(64 << 20)
+        .spawn(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .thread_stack_size(16 << 20)
+                .enable_all()
+                .build()
+                .map(|rt| rt.block_on(explore_every_scenario()))
+        });
+    match explored.map(std::thread::JoinHandle::join) {
+        Ok(Ok(Ok(()))) => {}
+        Ok(Ok(Err(e))) => panic!("the simulator's runtime did not start: {e}"),
+        Ok(Err(panic)) => std::panic::resume_unwind(panic),
+        Err(e) => panic!("the simulator's thread did not start: {e}"),
+    }
+}
+
+async fn explore_every_scenario() {
     let mut total = 0;
     let mut taken_over = 0;
     let mut problems = Vec::new();
