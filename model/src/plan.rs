@@ -227,12 +227,16 @@ pub fn plan(
             row.metadata.as_ref(),
             metadata.as_ref(),
         );
+        // A HOT resource whose type changed is replaced (the engine
+        // refuses a CloudFormation template's type change before planning).
+        let type_changed = registry.canonical(&row.resource_type) != type_name;
         let static_changed = match &decision {
             Decision::InPlace { changed } | Decision::Replace { changed } => changed.clone(),
             Decision::Unsupported { .. } => changed_properties(&row.properties, &props),
+            _ if type_changed => changed_properties(&row.properties, &props),
             _ => Vec::new(),
         };
-        let mut replacement = "False";
+        let mut replacement = if type_changed { "True" } else { "False" };
         let mut details = static_details(
             &static_changed,
             schema,
@@ -248,6 +252,12 @@ pub fn plan(
             (&new_ref, &new_attrs),
             &mut replacement,
         ));
+        if type_changed {
+            // Every property goes to the new resource.
+            for d in &mut details {
+                d.target.requires_recreation = "Always".into();
+            }
+        }
         let mut scope = Vec::new();
         if !details.is_empty() {
             scope.push("Properties".to_string());
@@ -267,7 +277,7 @@ pub fn plan(
                 details.push(section_detail(attribute));
             }
         }
-        if details.is_empty() {
+        if details.is_empty() && !type_changed {
             continue;
         }
         if replacement != "False" {
@@ -278,7 +288,11 @@ pub fn plan(
             action: "Modify".into(),
             logical_resource_id: name.to_string(),
             physical_resource_id: row.physical_id.clone(),
-            resource_type: row.resource_type.clone(),
+            resource_type: if type_changed {
+                r.type_name.clone()
+            } else {
+                row.resource_type.clone()
+            },
             replacement: Some(replacement.into()),
             scope,
             details,

@@ -783,3 +783,90 @@ fn removal_policies_remove_members_even_without_a_shrink() {
     assert_eq!(run.code(), 0, "{}", run.stderr());
     assert_eq!(member_names(&s, "fresh"), ["group-1", "group-2"]);
 }
+
+/// `r` of the type and properties given (YAML under `r:`).
+fn typed(r: &str) -> String {
+    format!("heat_template_version: 2016-10-14\nresources:\n  r:\n{r}")
+}
+
+/// (type, physical id, status) of `r`.
+fn resource_r(s: &Scratch, stack: &str) -> (String, String, String) {
+    let all = s.cairn(&["resources", stack, "--output", "json"]).json();
+    let r = &all["StackResources"][0];
+    let text = |k: &str| r[k].as_str().unwrap_or_default().to_string();
+    (
+        text("ResourceType"),
+        text("PhysicalResourceId"),
+        text("ResourceStatus"),
+    )
+}
+
+/// heat/engine/update.py (`_process_new_resource_update`: a resource whose
+/// class differs is replaced, not refused): a changed type creates a
+/// resource of the new type, and the old one is deleted by its own type's
+/// provider; a failed replacement rolls back to the old type and id.
+#[test]
+fn a_changed_type_replaces_the_resource() {
+    let s = Scratch::new();
+    let value = typed("    type: OS::Heat::Value\n    properties:\n      value: one\n");
+    let t = s.write("t.yaml", &value);
+    let t = t.to_str().unwrap_or_default();
+    assert_eq!(s.cairn(&["deploy", "ty", t]).code(), 0);
+    let (ty, first, _) = resource_r(&s, "ty");
+    assert_eq!(ty, "OS::Heat::Value");
+
+    s.write(
+        "t.yaml",
+        &typed("    type: Cairn::Test::Resource\n    properties:\n      Value: two\n"),
+    );
+    // The preview says so, with the new type.
+    let plan = s.cairn(&["plan", "ty", t, "--output", "json"]).json();
+    let change = &plan["Changes"][0]["ResourceChange"];
+    assert_eq!(
+        (&change["ResourceType"], &change["Replacement"]),
+        (
+            &serde_json::json!("Cairn::Test::Resource"),
+            &serde_json::json!("True")
+        )
+    );
+    assert_eq!(
+        change["Details"][0]["Target"]["RequiresRecreation"],
+        "Always"
+    );
+    let run = s.cairn(&["deploy", "ty", t]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let (ty, second, status) = resource_r(&s, "ty");
+    assert_eq!(
+        (ty.as_str(), status.as_str()),
+        ("Cairn::Test::Resource", "UPDATE_COMPLETE")
+    );
+    assert_ne!(second, first);
+    assert_eq!(s.resource_files(), [format!("{second}.json")]);
+
+    s.write(
+        "t.yaml",
+        &typed("    type: OS::Heat::Value\n    properties:\n      value: three\n"),
+    );
+    let run = s.cairn(&["deploy", "ty", t]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let (ty, third, _) = resource_r(&s, "ty");
+    assert_eq!(ty, "OS::Heat::Value");
+    assert_ne!(third, second);
+    // The test resource's own provider deleted it.
+    assert!(s.resource_files().is_empty(), "{:?}", s.resource_files());
+
+    s.write(
+        "t.yaml",
+        &typed("    type: Cairn::Test::Resource\n    properties:\n      Value: four\n      Fail: create\n"),
+    );
+    let run = s.cairn(&["deploy", "ty", t]);
+    assert_eq!(run.code(), 1, "{}", run.stdout());
+    let d = s.cairn(&["describe", "ty", "--output", "json"]).json();
+    assert_eq!(d["Stacks"][0]["StackStatus"], "UPDATE_ROLLBACK_COMPLETE");
+    let (ty, back, status) = resource_r(&s, "ty");
+    assert_eq!(
+        (ty.as_str(), back.as_str(), status.as_str()),
+        ("OS::Heat::Value", third.as_str(), "UPDATE_COMPLETE")
+    );
+    assert!(s.resource_files().is_empty(), "{:?}", s.resource_files());
+}

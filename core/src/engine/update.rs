@@ -541,13 +541,18 @@ impl Updates<'_> {
         })
     }
 
-    /// CloudFormation refuses an update that changes a live resource's type.
+    /// CloudFormation refuses an update that changes a live resource's type;
+    /// Heat replaces the resource (heat/engine/update.py,
+    /// `_process_new_resource_update`: a different class is a new resource).
     fn refuse_type_changes(
         &self,
         rows: &[ResourceRecord],
         template: &Template,
         graph: &Graph,
     ) -> Result<(), EngineError> {
+        if template.heat {
+            return Ok(());
+        }
         let changed_type: Vec<&str> = rows
             .iter()
             .filter(|r| plan::is_live(r))
@@ -1005,13 +1010,26 @@ impl Updates<'_> {
         };
         let found = self.registry.schema(&rec.resource_type);
         let schema = found.as_deref();
-        let decision = plan::decide(
-            schema,
-            &rec.properties,
-            &props,
-            rec.metadata.as_ref(),
-            metadata.as_ref(),
-        );
+        // A HOT resource whose type changed is replaced by one of the new
+        // type (the old one is deleted by its own type's provider in the
+        // cleanup: the journal's `before` keeps its type).
+        let new_type = op
+            .template
+            .resource(&rec.logical_id)
+            .map(|r| r.type_name.clone())
+            .filter(|t| self.registry.canonical(t) != self.registry.canonical(&rec.resource_type));
+        let decision = match &new_type {
+            Some(_) => Decision::Replace {
+                changed: plan::changed_properties(&rec.properties, &props),
+            },
+            None => plan::decide(
+                schema,
+                &rec.properties,
+                &props,
+                rec.metadata.as_ref(),
+                metadata.as_ref(),
+            ),
+        };
         let before = rec.snapshot();
         // An UpdatePolicy change alone is recorded like a Metadata change.
         let decision = match decision {
@@ -1069,6 +1087,9 @@ impl Updates<'_> {
                 let call = protocol::begin(CallKind::Create);
                 let request_id = call.request_id.clone();
                 rec.journal = Some(Journal::Changed { before });
+                if let Some(t) = new_type {
+                    rec.resource_type = t;
+                }
                 rec.properties = props;
                 rec.metadata = metadata;
                 rec.physical_id = None;
