@@ -25,3 +25,9 @@ pub const INLINE: &str = "cairn-inline:";
 /// (HOT lowers `get_attr: [r, resource.<name>.<attr>]` of a template
 /// resource onto it).
 pub const NESTED_RESOURCES_ATTRIBUTE: &str = "Resources";
+
+/// The attribute of a nested stack resource whose HOT child reported
+/// outputs with an `output_error`: output name → error. `Fn::GetAtt` of
+/// such an output fails with Heat's text (`Error in <resource> output
+/// <name>: <error>`) instead of "does not provide attribute".
+pub const NESTED_OUTPUT_ERRORS_ATTRIBUTE: &str = "OutputErrors";

@@ -8,6 +8,7 @@ mod drift;
 mod engines;
 mod groups;
 mod heat_fidelity;
+mod heat_functional;
 mod hostile;
 mod hot;
 mod hot_corpus;

@@ -591,6 +591,17 @@ fn outputs_as_attributes(child: &StackRecord) -> Map<String, Value> {
         .map(|(k, v)| (format!("Outputs.{k}"), v.clone()))
         .collect();
     attributes.insert(nested::OUTPUTS_ATTRIBUTE.into(), Value::Object(each));
+    let errors: Map<String, Value> = child
+        .outputs
+        .iter()
+        .filter_map(|o| Some((o.output_key.clone(), json!(o.output_error.clone()?))))
+        .collect();
+    if !errors.is_empty() {
+        attributes.insert(
+            crate::template::types::NESTED_OUTPUT_ERRORS_ATTRIBUTE.into(),
+            Value::Object(errors),
+        );
+    }
     attributes
 }
 

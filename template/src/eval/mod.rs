@@ -433,9 +433,29 @@ impl<'a> Evaluator<'a> {
             Lookup::Absent if is_custom_resource(&r.type_name) => Err(TemplateError::new(format!(
                 "CustomResource attribute error: Vendor response doesn't contain {attr} attribute in object {res}"
             ))),
-            Lookup::Absent => Err(template_error(format!(
-                "resource {res} does not provide attribute {attr} for Fn::GetAtt"
-            ))),
+            Lookup::Absent => {
+                // A nested stack's output that its (HOT) child could not
+                // resolve: heat/engine/resources/template_resource.py
+                // raises TemplateOutputError with the child's error.
+                let child_error = attr.strip_prefix("Outputs.").and_then(|output| {
+                    match self.resolver.resource_attribute(
+                        res,
+                        crate::types::NESTED_OUTPUT_ERRORS_ATTRIBUTE,
+                    ) {
+                        Lookup::Value(Value::Object(errors)) => errors
+                            .get(output)
+                            .and_then(Value::as_str)
+                            .map(|e| format!("Error in {res} output {output}: {e}")),
+                        _ => None,
+                    }
+                });
+                Err(match child_error {
+                    Some(e) => TemplateError::new(e),
+                    None => template_error(format!(
+                        "resource {res} does not provide attribute {attr} for Fn::GetAtt"
+                    )),
+                })
+            }
         }
     }
 

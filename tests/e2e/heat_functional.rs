@@ -1,0 +1,211 @@
+//! HOT cases for the areas of Heat's functional tests
+//! (`heat_integrationtests/functional` in github `openstack/heat`). Each
+//! test names the Heat test whose behaviour it asserts; the templates are
+//! written here, not taken from Heat.
+
+use serde_json::json;
+
+use crate::support::Scratch;
+
+/// `cairn outputs --output json`'s list.
+fn outputs(s: &Scratch, stack: &str) -> serde_json::Value {
+    s.cairn(&["outputs", stack, "--output", "json"]).json()["Outputs"].clone()
+}
+
+/// Deploys `template` as `stack`; the run must succeed.
+fn deploy(s: &Scratch, stack: &str, template: &std::path::Path) {
+    let run = s.cairn(&["deploy", stack, template.to_str().unwrap_or_default()]);
+    assert_eq!(run.code(), 0, "{}\n{}", run.stdout(), run.stderr());
+}
+
+const GROWING_BEFORE: &str = "heat_template_version: 2015-10-15
+resources:
+  source:
+    type: OS::Heat::TestResource
+    properties:
+      value: seed
+";
+
+const GROWING_AFTER: &str = "heat_template_version: 2015-10-15
+resources:
+  source:
+    type: OS::Heat::TestResource
+    properties:
+      value: seed
+  copy:
+    type: OS::Heat::TestResource
+    properties:
+      value: {get_attr: [source, output]}
+outputs:
+  copied:
+    description: what the new resource copied
+    value: {get_attr: [copy, output]}
+";
+
+/// Follows `test_stack_outputs.py::test_outputs_update_new_resource`: an
+/// update that adds a resource reading another's attribute, and an output
+/// reading the new resource, shows the value with its description.
+#[test]
+fn an_output_of_a_resource_an_update_added() {
+    let s = Scratch::new();
+    let t = s.write("grow.yaml", GROWING_BEFORE);
+    deploy(&s, "grow", &t);
+    s.write("grow.yaml", GROWING_AFTER);
+    deploy(&s, "grow", &t);
+    assert_eq!(
+        outputs(&s, "grow"),
+        json!([{
+            "OutputKey": "copied",
+            "OutputValue": "seed",
+            "Description": "what the new resource copied"
+        }])
+    );
+}
+
+const WRAPPER: &str = "heat_template_version: 2015-10-15
+resources:
+  inner:
+    type: piece.yaml
+outputs:
+  good:
+    description: the child's resolvable output
+    value: {get_attr: [inner, good]}
+  broken:
+    description: the child's unresolvable output
+    value: {get_attr: [inner, broken]}
+";
+
+const PIECE: &str = "heat_template_version: 2015-10-15
+resources:
+  thing:
+    type: OS::Heat::TestResource
+    properties:
+      value: fine
+outputs:
+  good:
+    value: {get_attr: [thing, output]}
+  broken:
+    value: {get_param: missing_one}
+";
+
+/// Follows `test_stack_outputs.py::test_output_error_nested`: a template
+/// resource whose child cannot resolve one output. The parent's output
+/// reading it has no value and Heat's `output_error` ("Error in <resource>
+/// output <name>: <the child's error>"); the other output has its value;
+/// the same after the stack is deployed again.
+#[test]
+fn a_nested_output_error_reaches_the_parents_output() {
+    let s = Scratch::new();
+    s.write("piece.yaml", PIECE);
+    let t = s.write("wrapper.yaml", WRAPPER);
+    deploy(&s, "wrap", &t);
+    let expected = json!([
+        {
+            "OutputKey": "good",
+            "OutputValue": "fine",
+            "Description": "the child's resolvable output"
+        },
+        {
+            "OutputKey": "broken",
+            "OutputValue": "",
+            "Description": "the child's unresolvable output",
+            "OutputError": "Error in inner output broken: The Parameter (missing_one) was not provided."
+        }
+    ]);
+    assert_eq!(outputs(&s, "wrap"), expected);
+    // Heat's test updates with the same template; Cairn refuses an update
+    // that changes nothing, and the outputs stay.
+    let again = s.cairn(&["deploy", "wrap", t.to_str().unwrap_or_default()]);
+    assert!(
+        again.stderr().contains("No updates are to be performed."),
+        "{}",
+        again.stderr()
+    );
+    assert_eq!(outputs(&s, "wrap"), expected);
+}
+
+/// A map resource read by keys that other resources hold, the keys
+/// changing on update (`first`, `second`, `third`: each key's resource;
+/// `extra`: a fourth key added on update, or none).
+fn lookup_template(first: &str, second: &str, third: &str, extra: Option<&str>) -> String {
+    let extra_resource = extra
+        .map(|k| {
+            format!(
+                "  key_extra:\n    type: OS::Heat::Value\n    properties:\n      value: {k}\n  \
+                 read_extra:\n    type: OS::Heat::Value\n    properties:\n      value: {{get_attr: [table, value, {{get_attr: [key_extra, value]}}]}}\n"
+            )
+        })
+        .unwrap_or_default();
+    let extra_dep = if extra.is_some() { ", key_extra" } else { "" };
+    let extra_output = if extra.is_some() {
+        "  via_extra:\n    value: {get_attr: [read_extra, value]}\n"
+    } else {
+        ""
+    };
+    format!(
+        "heat_template_version: ocata
+resources:
+  table:
+    type: OS::Heat::Value
+    depends_on: [key_one, key_two, after_three{extra_dep}]
+    properties:
+      value: {{red: apple, yellow: lemon, green: lime, purple: plum}}
+  key_one:
+    type: OS::Heat::Value
+    properties:
+      value: {first}
+  key_two:
+    type: OS::Heat::Value
+    properties:
+      value: {second}
+  key_three:
+    type: OS::Heat::Value
+    properties:
+      value: {third}
+  after_three:
+    type: OS::Heat::Value
+    depends_on: key_three
+    properties:
+      value: unused
+  read_one:
+    type: OS::Heat::Value
+    properties:
+      value: {{get_attr: [table, value, {{get_attr: [key_one, value]}}]}}
+{extra_resource}outputs:
+  via_resource:
+    value: {{get_attr: [read_one, value]}}
+  direct:
+    value: {{get_attr: [table, value, {{get_attr: [key_two, value]}}]}}
+  indirect:
+    value: {{get_attr: [table, value, {{get_attr: [key_three, value]}}]}}
+{extra_output}"
+    )
+}
+
+/// Follows `test_nested_get_attr.py` (`test_nested_get_attr_create`,
+/// `test_nested_get_attr_update`): `get_attr` whose path is another
+/// `get_attr`, in a resource's property and in outputs, with the keys
+/// changing on update and a new reader added.
+#[test]
+fn get_attr_inside_get_attr_on_create_and_update() {
+    let s = Scratch::new();
+    let t = s.write(
+        "lookup.yaml",
+        &lookup_template("red", "yellow", "green", None),
+    );
+    deploy(&s, "lookup", &t);
+    let text = |s: &Scratch| s.cairn(&["outputs", "lookup"]).stdout();
+    assert_eq!(
+        text(&s),
+        "via_resource = apple\ndirect = lemon\nindirect = lime\n"
+    );
+    s.write(
+        "lookup.yaml",
+        &lookup_template("yellow", "green", "red", Some("purple")),
+    );
+    deploy(&s, "lookup", &t);
+    assert_eq!(
+        text(&s),
+        "via_resource = lemon\ndirect = lime\nindirect = apple\nvia_extra = plum\n"
+    );
+}
