@@ -248,6 +248,43 @@ fn changed_child_files() -> Step {
     }
 }
 
+/// A HOT stack: Heat replaces a resource whose type changes on update.
+const HOT_BASE: &str = r#"
+heat_template_version: 2018-08-31
+resources:
+  r:
+    type: Sim::Thing
+    properties: {Name: r-one, Value: "1"}
+  s:
+    type: Sim::Thing
+    properties: {Name: s-one, Value: {get_resource: r}}
+"#;
+
+/// HOT_BASE with `r` of the other type: a new `r` (the handler's) is
+/// created, `s` follows its new id in place, the old `r` is deleted.
+const HOT_RETYPED: &str = r#"
+heat_template_version: 2018-08-31
+resources:
+  r:
+    type: Sim::Handler
+    properties: {Name: r-two, Value: "1"}
+  s:
+    type: Sim::Thing
+    properties: {Name: s-one, Value: {get_resource: r}}
+"#;
+
+/// HOT_RETYPED whose new `r` fails to create: back to the Thing.
+const HOT_RETYPED_FAILING: &str = r#"
+heat_template_version: 2018-08-31
+resources:
+  r:
+    type: Sim::Handler
+    properties: {Name: r-two, Value: "1", Fail: create}
+  s:
+    type: Sim::Thing
+    properties: {Name: s-one, Value: {get_resource: r}}
+"#;
+
 /// BASE with the handler's resource replaced by its handler while it is
 /// updated in place (a new PhysicalResourceId in the Update's answer).
 const HANDLER_RENEWED: &str = r#"
@@ -374,6 +411,22 @@ fn scenarios() -> Vec<Scenario> {
             expect: Some(UpdateComplete),
             setup: vec![create(BASE)],
             step: update(CHANGED),
+            also: &[],
+            points: Points::Every,
+        },
+        Scenario {
+            name: "HOT update that changes a resource's type (replacement)",
+            expect: Some(UpdateComplete),
+            setup: vec![create(HOT_BASE)],
+            step: update(HOT_RETYPED),
+            also: &[],
+            points: Points::Every,
+        },
+        Scenario {
+            name: "HOT update to a type whose create fails and rolls back",
+            expect: Some(UpdateRollbackComplete),
+            setup: vec![create(HOT_BASE)],
+            step: update(HOT_RETYPED_FAILING),
             also: &[],
             points: Points::Every,
         },
