@@ -120,14 +120,10 @@ pub async fn collect(
     while let Some((prefix, t, base, depth, context)) = todo.pop() {
         let mut children = BTreeMap::new();
         for r in &t.resources {
-            if !is_stack(registry.canonical(&r.type_name)) {
+            let Some((url_value, at)) = template_url_of(r, registry) else {
                 continue;
-            }
+            };
             let path = format!("{prefix}{}", r.logical_id);
-            let at = child(
-                &child(&child("/Resources", &r.logical_id), "Properties"),
-                "TemplateURL",
-            );
             let in_parent = |e: TemplateError| nested_error(&prefix, e.locate(&t.source_map));
             if depth + 1 > config.max_depth {
                 return Err(in_parent(TemplateError::new(format!(
@@ -135,7 +131,7 @@ pub async fn collect(
                     config.max_depth, config.max_depth
                 )).at(&at)));
             }
-            let url = match r.properties.get("TemplateURL") {
+            let url = match url_value {
                 Some(Value::String(u)) => u.clone(),
                 Some(_) => {
                     return Err(in_parent(TemplateError::new(format!(
@@ -190,6 +186,37 @@ pub async fn collect(
         }
     }
     Ok(found)
+}
+
+/// Where a resource names a nested template: a nested stack's
+/// TemplateURL, or a launch configuration's whose members are nested
+/// stacks (HOT groups of provider templates: each member is a child stack
+/// of the template read here, under the launch configuration's logical
+/// id). The value, and its JSON pointer for messages.
+fn template_url_of<'r>(
+    r: &'r crate::template::model::Resource,
+    registry: &dyn TypeCatalog,
+) -> Option<(Option<&'r Value>, String)> {
+    let properties = child(&child("/Resources", &r.logical_id), "Properties");
+    let canonical = registry.canonical(&r.type_name);
+    if is_stack(canonical) {
+        return Some((
+            r.properties.get("TemplateURL"),
+            child(&properties, "TemplateURL"),
+        ));
+    }
+    let member_type = r.properties.get("MemberType").and_then(Value::as_str);
+    if canonical != crate::group::types::LAUNCH_CONFIGURATION
+        || !member_type.is_some_and(|m| is_stack(registry.canonical(m)))
+    {
+        return None;
+    }
+    Some((
+        r.properties
+            .get("MemberProperties")
+            .and_then(|m| m.get("TemplateURL")),
+        child(&child(&properties, "MemberProperties"), "TemplateURL"),
+    ))
 }
 
 /// A nested template's error, naming where it was read from.

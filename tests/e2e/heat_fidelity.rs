@@ -870,3 +870,165 @@ fn a_changed_type_replaces_the_resource() {
     );
     assert!(s.resource_files().is_empty(), "{:?}", s.resource_files());
 }
+
+const MEMBER: &str = "heat_template_version: 2018-08-31
+parameters:
+  name:
+    type: string
+  fail:
+    type: boolean
+    default: false
+conditions:
+  failing: {get_param: fail}
+resources:
+  box:
+    type: Cairn::Test::Resource
+    properties:
+      Value: {get_param: name}
+      Fail: {if: [failing, create, []]}
+outputs:
+  label:
+    value: {list_join: ['/', [{get_param: name}, {get_attr: [box, Value]}]]}
+";
+
+const TEMPLATE_GROUPS: &str = "heat_template_version: 2018-08-31
+parameters:
+  count:
+    type: number
+    default: 2
+  word:
+    type: string
+    default: a
+  fail:
+    type: boolean
+    default: false
+resources:
+  servers:
+    type: OS::Heat::ResourceGroup
+    properties:
+      count: {get_param: count}
+      resource_def:
+        type: member.yaml
+        properties:
+          name: server-%index%
+  pool:
+    type: OS::Heat::AutoScalingGroup
+    properties:
+      min_size: 1
+      max_size: 3
+      desired_capacity: 2
+      resource:
+        type: member.yaml
+        properties:
+          name: {get_param: word}
+          fail: {get_param: fail}
+outputs:
+  labels:
+    value: {get_attr: [servers, label]}
+  by_index:
+    value: {get_attr: [servers, attributes, label]}
+  second:
+    value: {get_attr: [servers, resource.1.label]}
+  pool:
+    value: {get_attr: [pool, outputs_list, label]}
+";
+
+/// heat/engine/resources/openstack/heat/resource_group.py and
+/// autoscaling_group.py (members are resources of any type, a provider
+/// template included: each member is then a nested stack of it, its
+/// outputs the member's attributes): a ResourceGroup and an
+/// AutoScalingGroup of `member.yaml` create, grow, roll out a changed
+/// member definition, roll back a member that fails, and delete every
+/// child stack.
+#[test]
+fn group_members_may_be_provider_templates() {
+    let s = Scratch::new();
+    s.write("member.yaml", MEMBER);
+    let t = s.write("groups.yaml", TEMPLATE_GROUPS);
+    let t = t.to_str().unwrap_or_default();
+    let run = s.cairn(&["deploy", "tg", t]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(
+        s.cairn(&["outputs", "tg"]).stdout(),
+        "labels = [\"server-0/server-0\",\"server-1/server-1\"]\n\
+         by_index = {\"0\":\"server-0/server-0\",\"1\":\"server-1/server-1\"}\n\
+         second = server-1/server-1\n\
+         pool = [\"a/a\",\"a/a\"]\n"
+    );
+    let members = |s: &Scratch| -> Vec<(String, String)> {
+        s.cairn(&["resources", "tg", "--output", "json"]).json()["StackResources"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|r| !r["GroupResourceId"].is_null())
+            .map(|r| {
+                let text = |k: &str| r[k].as_str().unwrap_or_default().to_string();
+                (text("LogicalResourceId"), text("ResourceType"))
+            })
+            .collect()
+    };
+    let stack = |n: &str| (n.to_string(), "AWS::CloudFormation::Stack".to_string());
+    assert_eq!(
+        members(&s),
+        [
+            stack("pool-0"),
+            stack("pool-1"),
+            stack("servers-0"),
+            stack("servers-1")
+        ]
+    );
+    // One backing file per member's box.
+    assert_eq!(s.resource_files().len(), 4);
+
+    let run = s.cairn(&["deploy", "tg", t, "-p", "count=3", "-p", "word=b"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert!(
+        run.stdout()
+            .contains("Rolling update batch 1 of 2: creating pool-2, then deleting pool-0"),
+        "{}",
+        run.stdout()
+    );
+    let outputs = s.cairn(&["outputs", "tg"]).stdout();
+    assert!(
+        outputs.starts_with(
+            "labels = [\"server-0/server-0\",\"server-1/server-1\",\"server-2/server-2\"]\n"
+        ),
+        "{outputs}"
+    );
+    assert!(outputs.ends_with("pool = [\"b/b\",\"b/b\"]\n"), "{outputs}");
+    assert_eq!(s.resource_files().len(), 5);
+
+    // A member whose template fails: the rollout is undone, the update
+    // rolls back, no child stack of it is left.
+    let run = s.cairn(&[
+        "deploy",
+        "tg",
+        t,
+        "-p",
+        "count=3",
+        "-p",
+        "word=c",
+        "-p",
+        "fail=true",
+    ]);
+    assert_eq!(run.code(), 1, "{}", run.stdout());
+    let d = s.cairn(&["describe", "tg", "--output", "json"]).json();
+    assert_eq!(d["Stacks"][0]["StackStatus"], "UPDATE_ROLLBACK_COMPLETE");
+    assert!(s
+        .cairn(&["outputs", "tg"])
+        .stdout()
+        .ends_with("pool = [\"b/b\",\"b/b\"]\n"));
+    assert_eq!(s.resource_files().len(), 5);
+
+    let gone = s.cairn(&["delete", "tg"]);
+    assert_eq!(gone.code(), 0, "{}", gone.stderr());
+    assert!(s.resource_files().is_empty(), "{:?}", s.resource_files());
+    let stacks = s.cairn(&["list", "--output", "json"]).json();
+    let live: Vec<&serde_json::Value> = stacks["StackSummaries"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|x| x["StackStatus"] != "DELETE_COMPLETE")
+        .collect();
+    assert!(live.is_empty(), "{live:?}");
+}

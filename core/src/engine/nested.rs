@@ -92,11 +92,25 @@ impl NestedStacks<'_> {
         r: &ResourceRecord,
         request_id: &str,
     ) -> Result<CreateResult, ProviderError> {
+        self.nested_create_of(op, r, &r.logical_id, request_id)
+            .await
+    }
+
+    /// [`Self::nested_create`] of a child whose template was read for the
+    /// resource `template_of`: the resource itself, or for a group's
+    /// member, its launch configuration.
+    pub(super) async fn nested_create_of(
+        &self,
+        op: &Op,
+        r: &ResourceRecord,
+        template_of: &str,
+        request_id: &str,
+    ) -> Result<CreateResult, ProviderError> {
         let name = nested::child_stack_name(&op.stack.stack_name, &r.logical_id, request_id);
         let child_id = match self.store.find_stack(&name).await.map_err(store_error)? {
             Some(c) if c.parent_id.as_deref() == Some(op.stack.stack_id.as_str()) => c.stack_id,
             _ => {
-                let template = op.nested.child(&r.logical_id).ok_or_else(|| {
+                let template = op.nested.child(template_of).ok_or_else(|| {
                     invalid(format!(
                         "the nested template of {} was not read when the operation started; run the operation again from its template file",
                         r.logical_id
@@ -113,10 +127,10 @@ impl NestedStacks<'_> {
                     origin: Default::default(),
                     // A HOT child reads its files and its parent's
                     // environment (Heat's child environment).
-                    context: child_context(op, &r.logical_id, &r.properties),
+                    context: child_context(op, template_of, &r.properties),
                 };
                 self.creates()
-                    .create_stack(&input, Some((&op.stack, op.nested.below(&r.logical_id))))
+                    .create_stack(&input, Some((&op.stack, op.nested.below(template_of))))
                     .await
                     .map_err(|e| {
                         invalid(format!(

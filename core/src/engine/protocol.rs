@@ -296,6 +296,62 @@ impl Protocol<'_> {
         }
     }
 
+    /// A group member's create, by the provider serving its type; or, when
+    /// the members are nested stacks (a HOT group of provider templates),
+    /// by the engine, from the template read for the launch configuration
+    /// `launch` (a child stack is found again by its request id, so a
+    /// resumed create is simply run again).
+    pub(super) async fn member_create(
+        &self,
+        op: &Op,
+        context: RequestContext,
+        properties: Map<String, Value>,
+        attempt: Attempt,
+        launch: &str,
+    ) -> Result<CreateResult, ProviderError> {
+        if self.served_by_engine(&context.resource_type) != Some(EngineServed::NestedStack) {
+            return self.provider_create(op, context, properties, attempt).await;
+        }
+        self.still_owner(op).await?;
+        let member = ResourceRecord {
+            stack_id: op.stack.stack_id.clone(),
+            logical_id: context.logical_resource_id.clone(),
+            resource_type: context.resource_type.clone(),
+            physical_id: None,
+            status: crate::stack::ResourceStatus::CreateInProgress,
+            status_reason: None,
+            properties,
+            attributes: Map::new(),
+            pending: None,
+            updated_at: crate::stack::now(),
+            metadata: None,
+            journal: None,
+            no_echo: false,
+        };
+        self.nested_stacks()
+            .nested_create_of(op, &member, launch, &context.request_id)
+            .await
+    }
+
+    /// A group member's delete: by its provider, or a nested stack member's
+    /// child stack by the engine.
+    pub(super) async fn member_delete(
+        &self,
+        op: &Op,
+        context: RequestContext,
+        physical: &str,
+        properties: Map<String, Value>,
+        attempt: Attempt,
+    ) -> Result<(), ProviderError> {
+        if self.served_by_engine(&context.resource_type) != Some(EngineServed::NestedStack) {
+            return self
+                .provider_delete(op, context, physical, properties, attempt)
+                .await;
+        }
+        self.still_owner(op).await?;
+        self.nested_stacks().nested_delete(op, physical).await
+    }
+
     /// A delete sent to the provider serving `context.resource_type`;
     /// NotFound counts as deleted.
     pub(super) async fn provider_delete(

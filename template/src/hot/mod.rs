@@ -284,6 +284,9 @@ struct Lowering<'c> {
     /// `OS::Heat::ResourceGroup` and `OS::Heat::AutoScalingGroup`
     /// resources (`refs` is `MemberIds`…).
     resource_groups: Vec<String>,
+    /// Of those, the ones whose members are provider templates (nested
+    /// stacks: a member's attributes are its outputs).
+    template_groups: Vec<String>,
     /// Of those, the `OS::Heat::AutoScalingGroup` ones.
     scaling_groups: Vec<String>,
     /// The declared parameters, while the outputs are lowered: Heat reports
@@ -328,7 +331,20 @@ pub fn template_types(body: &Value) -> Vec<String> {
     }
     let resources = body.get("resources").and_then(Value::as_object);
     for r in resources.into_iter().flat_map(|m| m.values()) {
-        if let Some(t) = r.get("type").and_then(Value::as_str) {
+        // A group's members' type too (ResourceGroup's `resource_def`,
+        // AutoScalingGroup's `resource`).
+        let member = |key: &str| {
+            r.get("properties")
+                .and_then(|p| p.get(key))
+                .and_then(|d| d.get("type"))
+                .and_then(Value::as_str)
+        };
+        let types = [
+            r.get("type").and_then(Value::as_str),
+            member("resource_def"),
+            member("resource"),
+        ];
+        for t in types.into_iter().flatten() {
             if is_template_type(t) && !out.iter().any(|o| o == t) {
                 out.push(t.to_string());
             }
@@ -364,6 +380,7 @@ pub fn lower(
         heat_stacks: Vec::new(),
         resource_groups: Vec::new(),
         scaling_groups: Vec::new(),
+        template_groups: Vec::new(),
         outputs_parameters: None,
     };
     let out = l.template(top).map_err(|e| e.locate(&map))?;
@@ -481,12 +498,27 @@ impl Lowering<'_> {
                         Registered::Type(t) if t == HEAT_STACK => {
                             self.heat_stacks.push(name.clone());
                         }
-                        Registered::Type(t) if t == RESOURCE_GROUP => {
+                        Registered::Type(t) if t == RESOURCE_GROUP || t == AUTOSCALING_GROUP => {
                             self.resource_groups.push(name.clone());
-                        }
-                        Registered::Type(t) if t == AUTOSCALING_GROUP => {
-                            self.resource_groups.push(name.clone());
-                            self.scaling_groups.push(name.clone());
+                            let def_key = if t == AUTOSCALING_GROUP {
+                                self.scaling_groups.push(name.clone());
+                                "resource"
+                            } else {
+                                "resource_def"
+                            };
+                            let member = r
+                                .get("properties")
+                                .and_then(|p| p.get(def_key))
+                                .and_then(|d| d.get("type"))
+                                .and_then(Value::as_str);
+                            if let Some(m) = member {
+                                let at = format!("{name}.member");
+                                if let Registered::Template(_) =
+                                    self.registered_type(&at, m, &path)?
+                                {
+                                    self.template_groups.push(name.clone());
+                                }
+                            }
                         }
                         Registered::Type(_) => {}
                     }
@@ -805,19 +837,24 @@ impl Lowering<'_> {
                     .at(&child(&at, def_key)),
             );
         };
-        let member_type = match self.registered_type(&format!("{name}.member"), member_type, &path)? {
-            Registered::Type(t) => t,
-            Registered::Template(file) => {
-                return Err(TemplateError::new(format!(
-                    "{def_key} of {name} maps to the provider template {file}: members that are templates are not supported by Cairn yet"
-                ))
-                .at(&child(&at, def_key)))
-            }
-        };
         let member_props = match def.get("properties") {
             Some(p) => self.value(p, &child(&child(&at, def_key), "properties"))?,
             None => json!({}),
         };
+        let (member_type, member_props) =
+            match self.registered_type(&format!("{name}.member"), member_type, &path)? {
+                Registered::Type(t) => (t, member_props),
+                // Each member is a nested stack of the template (Heat's
+                // group of template resources), its properties the
+                // template's parameters.
+                Registered::Template(file) => (
+                    crate::types::STACK_TYPE.to_string(),
+                    json!({
+                        "TemplateURL": format!("{}{file}", crate::types::CONTEXT_FILE),
+                        "Parameters": member_props,
+                    }),
+                ),
+            };
         let mut launch_props = Map::new();
         launch_props.insert("MemberType".into(), json!(member_type));
         launch_props.insert("MemberProperties".into(), member_props);
@@ -1431,12 +1468,25 @@ impl Lowering<'_> {
                 _ => json!({"Fn::Heat::Path": [v, rest, "get_attr"]}),
             }
         };
+        // A member that is a provider template has its outputs as
+        // attributes: `[group, attributes, x]` reads each one's output x.
+        let template_members = self.template_groups.iter().any(|g| g == res);
+        let members = |attr: Value, rest: Value, mode: &str| -> Value {
+            let (attr, rest) = match (template_members, rest) {
+                (true, Value::Array(mut r)) => {
+                    r.insert(0, attr);
+                    (json!("Outputs"), Value::Array(r))
+                }
+                (_, rest) => (attr, rest),
+            };
+            json!({"Fn::Heat::Members": [
+                {"Fn::GetAtt": [res, "MemberAttributes"]}, attr, rest, mode
+            ]})
+        };
         let Value::String(key) = &a[1] else {
             let attr = self.value(&a[1], at)?;
             let rest = rest(self, 2)?;
-            return Ok(json!({"Fn::Heat::Members": [
-                {"Fn::GetAtt": [res, "MemberAttributes"]}, attr, rest, "list"
-            ]}));
+            return Ok(members(attr, rest, "list"));
         };
         let scaling = self.scaling_groups.iter().any(|g| g == res);
         match key.as_str() {
@@ -1452,9 +1502,7 @@ impl Lowering<'_> {
                 let attr = self.value(attr, at)?;
                 let rest = rest(self, 3)?;
                 let mode = if key == "outputs" { "map" } else { "list" };
-                Ok(json!({"Fn::Heat::Members": [
-                    {"Fn::GetAtt": [res, "MemberAttributes"]}, attr, rest, mode
-                ]}))
+                Ok(members(attr, rest, mode))
             }
             "refs" => Ok(path_of(
                 json!({"Fn::GetAtt": [res, "MemberIds"]}),
@@ -1476,9 +1524,7 @@ impl Lowering<'_> {
                 };
                 let attr = self.value(attr, at)?;
                 let rest = rest(self, 3)?;
-                Ok(json!({"Fn::Heat::Members": [
-                    {"Fn::GetAtt": [res, "MemberAttributes"]}, attr, rest, "map"
-                ]}))
+                Ok(members(attr, rest, "map"))
             }
             k if k.starts_with("resource.") => {
                 let mut parts = k.splitn(3, '.').skip(1);
@@ -1492,15 +1538,16 @@ impl Lowering<'_> {
                         {"Fn::GetAtt": [res, "MemberIdsByIndex"]}, index, [], res
                     ]}));
                 }
+                if template_members {
+                    path.insert(0, json!("Outputs"));
+                }
                 Ok(json!({"Fn::Heat::Member": [
                     {"Fn::GetAtt": [res, "MemberAttributes"]}, index, path, res
                 ]}))
             }
             _ => {
                 let rest = rest(self, 2)?;
-                Ok(json!({"Fn::Heat::Members": [
-                    {"Fn::GetAtt": [res, "MemberAttributes"]}, key, rest, "list"
-                ]}))
+                Ok(members(json!(key), rest, "list"))
             }
         }
     }

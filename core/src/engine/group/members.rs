@@ -131,6 +131,20 @@ impl<'a> Run<'a> {
         }
     }
 
+    /// The logical id of the group's launch configuration (its
+    /// `LaunchConfigurationName` is a `Ref` of it in the template): the
+    /// templates of members that are nested stacks were read under it.
+    fn launch_logical_id(&self) -> String {
+        self.op
+            .template
+            .resource(&self.logical_id)
+            .and_then(|g| g.properties.get("LaunchConfigurationName"))
+            .and_then(|l| l.get("Ref"))
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    }
+
     pub(super) fn context(&self, m: &Member, request_id: &str) -> cairn_sdk::RequestContext {
         self.engine
             .protocol()
@@ -262,11 +276,12 @@ impl<'a> Run<'a> {
         let outcome = self
             .engine
             .protocol()
-            .provider_create(
+            .member_create(
                 self.op,
                 self.context(&m, &request_id),
                 m.properties.clone(),
                 attempt,
+                &self.launch_logical_id(),
             )
             .await;
         // As for template resources: a timed-out call may have made the
@@ -325,11 +340,12 @@ impl<'a> Run<'a> {
             let asked = self
                 .engine
                 .protocol()
-                .provider_create(
+                .member_create(
                     self.op,
                     self.context(&m, &p.request_id),
                     m.properties.clone(),
                     Attempt::Again,
+                    &self.launch_logical_id(),
                 )
                 .await;
             match protocol::learned(asked) {
@@ -376,7 +392,7 @@ impl<'a> Run<'a> {
         let outcome = self
             .engine
             .protocol()
-            .provider_delete(
+            .member_delete(
                 self.op,
                 self.context(&m, &request_id),
                 &physical,
