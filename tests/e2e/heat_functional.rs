@@ -209,3 +209,132 @@ fn get_attr_inside_get_attr_on_create_and_update() {
         "via_resource = lemon\ndirect = lime\nindirect = apple\nvia_extra = plum\n"
     );
 }
+
+/// A ResourceGroup of `count` members of `My::Word` (the environment maps
+/// it to OS::Heat::RandomString), each `width` characters, seasoned with
+/// `seed`, and with `removal` as its removal_policies list.
+fn word_group(count: u32, seed: &str, removal: &str) -> String {
+    format!(
+        "heat_template_version: 2014-10-16
+resources:
+  words:
+    type: OS::Heat::ResourceGroup
+    properties:
+      count: {count}
+      removal_policies: [{{resource_list: [{removal}]}}]
+      resource_def:
+        type: My::Word
+        properties:
+          length: 24
+          salt: {seed}
+outputs:
+  first:
+    value: {{get_attr: [words, resource.0.value]}}
+  second:
+    value: {{get_attr: [words, resource.1.value]}}
+  every:
+    value: {{get_attr: [words, value]}}
+"
+    )
+}
+
+const WORD_ENVIRONMENT: &str = "resource_registry:\n  My::Word: OS::Heat::RandomString\n";
+
+/// The group's members: (name, physical id), in order.
+fn words(s: &Scratch) -> Vec<(String, String)> {
+    s.cairn(&["resources", "rg", "--output", "json"]).json()["StackResources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["GroupResourceId"] == "words")
+        .map(|r| {
+            let text = |k: &str| r[k].as_str().unwrap_or_default().to_string();
+            (text("LogicalResourceId"), text("PhysicalResourceId"))
+        })
+        .collect()
+}
+
+fn names(members: &[(String, String)]) -> Vec<&str> {
+    members.iter().map(|(n, _)| n.as_str()).collect()
+}
+
+/// Follows test_resource_group.py: `test_create` (members of a type the
+/// environment maps, `resource.N.value` and the list of every member's
+/// value), `test_update_increase_decrease_count` (2 → 5 → 3),
+/// `test_update_nochange` (the same template again leaves the values),
+/// `test_props_update` (a changed resource_def property replaces the
+/// members, not the group) and `test_update_removal_policies` (naming
+/// three middle members removes them and new indices make up the count).
+#[test]
+fn resource_groups_as_heats_functional_tests_check_them() {
+    let s = Scratch::new();
+    let env = s.write("env.yaml", WORD_ENVIRONMENT);
+    let env = env.to_str().unwrap_or_default();
+    let t = s.write("rg.yaml", &word_group(2, "first", ""));
+    let t = t.to_str().unwrap_or_default();
+    let deploy = |s: &Scratch| {
+        let run = s.cairn(&["deploy", "rg", t, "-e", env]);
+        assert_eq!(run.code(), 0, "{}\n{}", run.stdout(), run.stderr());
+    };
+    deploy(&s);
+    let out = outputs(&s, "rg");
+    let value = |o: &serde_json::Value, i: usize| {
+        o[i]["OutputValue"].as_str().unwrap_or_default().to_string()
+    };
+    let (first, second) = (value(&out, 0), value(&out, 1));
+    assert_eq!((first.len(), second.len()), (24, 24));
+    assert_eq!(value(&out, 2), json!([first, second]).to_string());
+    assert_eq!(names(&words(&s)), ["words-0", "words-1"]);
+
+    // The same template and environment again: nothing changes.
+    let again = s.cairn(&["deploy", "rg", t, "-e", env]);
+    assert!(
+        again.stderr().contains("No updates are to be performed."),
+        "{}",
+        again.stderr()
+    );
+    assert_eq!(value(&outputs(&s, "rg"), 0), first);
+
+    s.write("rg.yaml", &word_group(5, "first", ""));
+    deploy(&s);
+    assert_eq!(names(&words(&s)).len(), 5);
+    s.write("rg.yaml", &word_group(3, "first", ""));
+    deploy(&s);
+    assert_eq!(names(&words(&s)), ["words-0", "words-1", "words-2"]);
+
+    // A changed property of the members' definition replaces each member
+    // (in one batch: there is no rolling_update); the group stays.
+    let group_id = |s: &Scratch| {
+        s.cairn(&["resources", "rg", "--output", "json"]).json()["StackResources"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|r| r["LogicalResourceId"] == "words")
+            .map(|r| r["PhysicalResourceId"].clone())
+    };
+    let (group_before, before) = (group_id(&s), words(&s));
+    s.write("rg.yaml", &word_group(3, "second", ""));
+    deploy(&s);
+    let after = words(&s);
+    assert_eq!(after.len(), 3);
+    assert!(
+        after.iter().all(|m| !before.contains(m)),
+        "{before:?} {after:?}"
+    );
+    assert_eq!(group_id(&s), group_before);
+
+    // Five members, then three in the middle removed at the same count.
+    let s = Scratch::new();
+    let env = s.write("env.yaml", WORD_ENVIRONMENT);
+    let env = env.to_str().unwrap_or_default();
+    let t = s.write("rg.yaml", &word_group(5, "x", ""));
+    let t = t.to_str().unwrap_or_default();
+    assert_eq!(s.cairn(&["deploy", "rg", t, "-e", env]).code(), 0);
+    s.write("rg.yaml", &word_group(5, "x", "'1', '2', '3'"));
+    let run = s.cairn(&["deploy", "rg", t, "-e", env]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(
+        names(&words(&s)),
+        ["words-0", "words-4", "words-5", "words-6", "words-7"]
+    );
+}

@@ -315,6 +315,10 @@ fn as_written(t: &str) -> Registered {
     }
 }
 
+/// A batch size no group reaches: a ResourceGroup without a rolling
+/// update replaces all its members in one batch.
+const ALL_MEMBERS_AT_ONCE: i64 = 1_000_000;
+
 /// Whether a resource's `type` names a template file (Heat: a type ending
 /// in `.yaml` or `.template`).
 pub fn is_template_type(t: &str) -> bool {
@@ -916,15 +920,21 @@ impl Lowering<'_> {
         let mut group = Map::new();
         group.insert("Type".into(), json!(group_type));
         group.insert("Properties".into(), Value::Object(group_props));
-        // ResourceGroup: update_policy.rolling_update, only when given; the
-        // AutoScalingGroup: the rolling_updates property, always on with
-        // Heat's defaults {0, 1, 0}.
+        // ResourceGroup: update_policy.rolling_update; without one, Heat
+        // updates every member at once when resource_def changes (the
+        // group's nested stack is updated: heat_integrationtests
+        // test_resource_group.py, test_props_update), so all members are
+        // replaced in one batch. The AutoScalingGroup: the rolling_updates
+        // property, always on with Heat's defaults {0, 1, 0}.
         let rolling = if scaling {
             Some(props.get("rolling_updates").cloned().unwrap_or(json!({})))
         } else {
-            r.get("update_policy")
-                .and_then(|u| u.get("rolling_update"))
-                .cloned()
+            Some(
+                r.get("update_policy")
+                    .and_then(|u| u.get("rolling_update"))
+                    .cloned()
+                    .unwrap_or(json!({"max_batch_size": ALL_MEMBERS_AT_ONCE})),
+            )
         };
         if let Some(ru) = rolling {
             let num = |k: &str, default: i64| {
