@@ -137,6 +137,31 @@ pub fn with_digest(
     properties
 }
 
+/// [`with_digest`] for a launch configuration whose members are nested
+/// stacks (`member_stacks`): the digest of their template goes into
+/// `MemberProperties`, so a changed member template is a changed launch
+/// configuration and the members are rolled out onto it. `recorded`: the
+/// launch configuration's recorded properties.
+pub fn with_member_digest(
+    logical: &str,
+    mut properties: Map<String, Value>,
+    member_stacks: bool,
+    templates: &NestedTemplates,
+    recorded: Option<&Map<String, Value>>,
+) -> Map<String, Value> {
+    if !member_stacks {
+        return properties;
+    }
+    let recorded_members = recorded
+        .and_then(|r| r.get("MemberProperties"))
+        .and_then(Value::as_object);
+    if let Some(Value::Object(members)) = properties.remove("MemberProperties") {
+        let members = with_digest(logical, members, templates, recorded_members);
+        properties.insert("MemberProperties".into(), Value::Object(members));
+    }
+    properties
+}
+
 /// The child stack's name: `<parent>-<Logical>-<13 upper-case
 /// alphanumerics>` (derived from the create's request id, so a re-issued
 /// create finds the same child), cut to 128 characters.

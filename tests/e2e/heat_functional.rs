@@ -338,3 +338,55 @@ fn resource_groups_as_heats_functional_tests_check_them() {
         ["words-0", "words-4", "words-5", "words-6", "words-7"]
     );
 }
+
+const PIECE_GROUP: &str = "heat_template_version: 2013-05-23
+resources:
+  pieces:
+    type: OS::Heat::ResourceGroup
+    properties:
+      count: 2
+      resource_def:
+        type: My::Piece
+outputs:
+  shapes:
+    value: {get_attr: [pieces, shape]}
+";
+
+/// A provider template whose one output is `shape`.
+fn piece(shape: &str) -> String {
+    format!(
+        "heat_template_version: 2013-05-23\nresources:\n  cut:\n    type: OS::Heat::Value\n    properties:\n      value: {shape}\noutputs:\n  shape:\n    value: {{get_attr: [cut, value]}}\n"
+    )
+}
+
+/// Follows test_resource_group.py::test_update_nochange_resource_needs_update:
+/// the group's template and properties are unchanged but the provider
+/// template its members are (through the environment) changed: the
+/// members are updated to it.
+#[test]
+fn a_changed_member_template_updates_the_members() {
+    let s = Scratch::new();
+    s.write("piece.yaml", &piece("square"));
+    let env = s.write("env.yaml", "resource_registry:\n  My::Piece: piece.yaml\n");
+    let t = s.write("pieces.yaml", PIECE_GROUP);
+    let args = [
+        "deploy",
+        "pieces",
+        t.to_str().unwrap_or_default(),
+        "-e",
+        env.to_str().unwrap_or_default(),
+    ];
+    let run = s.cairn(&args);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(
+        s.cairn(&["outputs", "pieces"]).stdout(),
+        "shapes = [\"square\",\"square\"]\n"
+    );
+    s.write("piece.yaml", &piece("circle"));
+    let run = s.cairn(&args);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(
+        s.cairn(&["outputs", "pieces"]).stdout(),
+        "shapes = [\"circle\",\"circle\"]\n"
+    );
+}

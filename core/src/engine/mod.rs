@@ -469,13 +469,17 @@ impl Engine {
                 (r.logical_id.clone(), step)
             })
             .collect();
+        // A nested stack's digest, or a launch configuration's of its
+        // members' template.
         let recorded_digests = rows
             .iter()
             .filter_map(|r| {
-                Some((
-                    r.logical_id.clone(),
-                    r.properties.get(crate::nested::DIGEST)?.clone(),
-                ))
+                let members = r.properties.get("MemberProperties");
+                let digest = r
+                    .properties
+                    .get(crate::nested::DIGEST)
+                    .or_else(|| members.and_then(|m| m.get(crate::nested::DIGEST)))?;
+                Some((r.logical_id.clone(), digest.clone()))
             })
             .collect();
         let nested = operation

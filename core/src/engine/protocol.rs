@@ -601,6 +601,22 @@ impl Protocol<'_> {
                 m
             });
             crate::nested::with_digest(logical_id, props, &op.nested, recorded.as_ref())
+        } else if canonical == crate::group::types::LAUNCH_CONFIGURATION {
+            let recorded = op.recorded_digests.get(logical_id).map(|d| {
+                let mut members = Map::new();
+                members.insert(crate::nested::DIGEST.into(), d.clone());
+                let mut m = Map::new();
+                m.insert("MemberProperties".into(), Value::Object(members));
+                m
+            });
+            let member_stacks = self.member_stacks(&props);
+            crate::nested::with_member_digest(
+                logical_id,
+                props,
+                member_stacks,
+                &op.nested,
+                recorded.as_ref(),
+            )
         } else {
             props
         };
@@ -628,6 +644,14 @@ impl Protocol<'_> {
         };
         crate::plan::external_id(&op.evaluator(), r)
             .map_err(|e| ProviderError::invalid_request(e.to_string()))
+    }
+
+    /// Whether a launch configuration's members are nested stacks.
+    fn member_stacks(&self, properties: &Map<String, Value>) -> bool {
+        properties
+            .get("MemberType")
+            .and_then(Value::as_str)
+            .is_some_and(|t| crate::nested::is_stack(self.registry.canonical(t)))
     }
 
     /// The engine's own server of `resource_type` (an alias resolved), if
