@@ -946,6 +946,20 @@ async fn signals(store: &dyn Store) {
         .map(|s| (s.unique_id.as_str(), s.data.as_deref()))
         .collect();
     assert_eq!(seen, vec![("b", Some("3")), ("a", Some("2"))]);
+    // add_signal keeps a new id only: the one kept stays.
+    assert!(store
+        .add_signal(&signal("H", "c", "SUCCESS", "4"))
+        .await
+        .unwrap());
+    assert!(!store
+        .add_signal(&signal("H", "c", "FAILURE", "5"))
+        .await
+        .unwrap());
+    let kept = store.signals("stack-1", "H").await.unwrap();
+    assert_eq!(
+        (kept.len(), kept[2].status.as_str(), kept[2].data.as_deref()),
+        (3, "SUCCESS", Some("4"))
+    );
     store.clear_signals("stack-1", "H").await.unwrap();
     assert!(store.signals("stack-1", "H").await.unwrap().is_empty());
     assert_eq!(store.signals("stack-1", "Other").await.unwrap().len(), 1);

@@ -393,6 +393,11 @@ impl Inbox for CrashStore {
         self.inner.put_signal(signal).await
     }
 
+    async fn add_signal(&self, signal: &SignalRecord) -> Result<bool, StoreError> {
+        self.write().await?;
+        self.inner.add_signal(signal).await
+    }
+
     async fn signals(
         &self,
         stack_id: &str,

@@ -368,6 +368,11 @@ pub trait Inbox: Send + Sync {
     /// Anyone may signal: no lease.
     async fn put_signal(&self, signal: &SignalRecord) -> Result<(), StoreError>;
 
+    /// Keeps a signal unless one with its `unique_id` is kept already;
+    /// whether it was kept. Signals that carry no id are numbered by the
+    /// receiver, which tries the next number when two arrive at once.
+    async fn add_signal(&self, signal: &SignalRecord) -> Result<bool, StoreError>;
+
     /// The signals kept for a resource, in the order they first arrived.
     async fn signals(
         &self,

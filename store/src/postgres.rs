@@ -1896,6 +1896,19 @@ impl Inbox for PgStore {
         Ok(())
     }
 
+    async fn add_signal(&self, signal: &SignalRecord) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let added = client
+            .execute(
+                "INSERT INTO signals (stack_id, logical_id, unique_id, status, reason, data, received_at) VALUES ($1, $2, $3, $4, $5, $6, $7)
+                 ON CONFLICT (stack_id, logical_id, unique_id) DO NOTHING",
+                &[&signal.stack_id, &signal.logical_id, &signal.unique_id, &signal.status, &signal.reason, &signal.data, &signal.received_at],
+            )
+            .await
+            .map_err(backend)?;
+        Ok(added == 1)
+    }
+
     async fn signals(
         &self,
         stack_id: &str,

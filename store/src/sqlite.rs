@@ -1479,6 +1479,21 @@ impl Inbox for SqliteStore {
         .await
     }
 
+    async fn add_signal(&self, signal: &SignalRecord) -> Result<bool, StoreError> {
+        let s = signal.clone();
+        self.run(move |c| {
+            let added = c
+                .execute(
+                    "INSERT INTO signals (stack_id, logical_id, unique_id, status, reason, data, received_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                     ON CONFLICT (stack_id, logical_id, unique_id) DO NOTHING",
+                    params![s.stack_id, s.logical_id, s.unique_id, s.status, s.reason, s.data, s.received_at],
+                )
+                .map_err(backend)?;
+            Ok(added == 1)
+        })
+        .await
+    }
+
     async fn signals(
         &self,
         stack_id: &str,

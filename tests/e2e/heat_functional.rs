@@ -390,3 +390,109 @@ fn a_changed_member_template_updates_the_members() {
         "shapes = [\"circle\",\"circle\"]\n"
     );
 }
+
+const SIGNALS: &str = "heat_template_version: 2013-05-23
+resources:
+  handle:
+    type: OS::Heat::WaitConditionHandle
+  machine:
+    type: Cairn::Test::Resource
+    properties:
+      Value:
+        str_replace:
+          template: |
+            notify --data-binary '{\"status\": \"SUCCESS\"}'
+            notify --data-binary '{\"status\": \"SUCCESS\", \"reason\": \"second\"}'
+            notify --data-binary '{\"status\": \"SUCCESS\", \"reason\": \"third\", \"data\": \"three\"}'
+            notify --data-binary '{\"status\": \"SUCCESS\", \"reason\": \"fourth\", \"data\": \"four\"}'
+            notify --data-binary '{\"status\": \"SUCCESS\", \"id\": \"twice\"}'
+            notify --data-binary '{\"status\": \"SUCCESS\", \"id\": \"twice\"}'
+            for i in $(seq 1 20); do notify --data-binary '{\"status\": \"SUCCESS\"}' & done
+            wait
+          params:
+            notify: {get_attr: [handle, curl_cli]}
+  waiting:
+    type: OS::Heat::WaitCondition
+    depends_on: machine
+    properties:
+      count: 25
+      handle: {get_resource: handle}
+      timeout: 120
+outputs:
+  data:
+    value: {get_attr: [waiting, data]}
+";
+
+/// Follows test_os_wait_condition.py::test_create_stack_with_multi_signal_waitcondition:
+/// a machine's script signals the handle 26 times through its `curl_cli`
+/// (with and without reason and data, two with the same id, twenty at
+/// once); the wait condition counts 25 (the same id once) and the stack
+/// completes.
+#[test]
+fn a_wait_condition_counts_many_signals_and_one_id_once() {
+    let s = crate::update::scratch();
+    let t = s.write("signals.yaml", SIGNALS);
+    let mut deploy = s.spawn_cairn(&[
+        "--config",
+        "cairn.toml",
+        "deploy",
+        "sig",
+        t.to_str().unwrap_or_default(),
+    ]);
+    let started = std::time::Instant::now();
+    let script = loop {
+        let run = crate::update::cairn(&s, &["resources", "sig", "--output", "json"]);
+        let machine = if run.code() == 0 {
+            run.json()
+        } else {
+            serde_json::Value::Null
+        }["StackResources"]
+            .as_array()
+            .and_then(|l| {
+                l.iter().find(|r| {
+                    r["LogicalResourceId"] == "machine" && r["ResourceStatus"] == "CREATE_COMPLETE"
+                })
+            })
+            .and_then(|r| r["PhysicalResourceId"].as_str())
+            .map(String::from);
+        if let Some(physical) = machine {
+            break crate::update::file(&s, &physical)["Properties"]["Value"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "the machine never came"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let ran = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .output()
+        .expect("sh runs");
+    assert!(
+        ran.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    assert!(
+        deploy.wait().expect("deploy ends").success(),
+        "{}",
+        s.spawned_stderr()
+    );
+    let data: serde_json::Value = serde_json::from_str(
+        outputs(&s, "sig")[0]["OutputValue"]
+            .as_str()
+            .unwrap_or_default(),
+    )
+    .unwrap_or_default();
+    let data = data.as_object().cloned().unwrap_or_default();
+    assert_eq!(data.len(), 25, "{data:?}");
+    assert!(data.contains_key("twice"), "{data:?}");
+    let values: Vec<&serde_json::Value> = data.values().collect();
+    assert!(
+        values.contains(&&json!("three")) && values.contains(&&json!("four")),
+        "{data:?}"
+    );
+}

@@ -67,10 +67,18 @@ pub async fn accept_handle_signal(
     if !live {
         return Err(gone());
     }
-    let kept = store.signals(&stack.stack_id, logical_id).await?.len();
-    let signal = Signal::parse(body, || (kept + 1).to_string()).map_err(SignalError::Invalid)?;
-    store
-        .put_signal(&SignalRecord {
+    // A signal without an id is numbered after those kept (Heat's rule);
+    // when others arrive at the same moment, each takes the next free
+    // number instead of replacing another's.
+    let mut numbered = false;
+    for _ in 0..MAX_NUMBERING_ATTEMPTS {
+        let kept = store.signals(&stack.stack_id, logical_id).await?.len();
+        let signal = Signal::parse(body, || {
+            numbered = true;
+            (kept + 1).to_string()
+        })
+        .map_err(SignalError::Invalid)?;
+        let record = SignalRecord {
             stack_id: stack.stack_id.clone(),
             logical_id: logical_id.to_string(),
             unique_id: signal.unique_id,
@@ -78,7 +86,20 @@ pub async fn accept_handle_signal(
             reason: signal.reason,
             data: signal.data,
             received_at: now(),
-        })
-        .await?;
-    Ok(())
+        };
+        if !numbered {
+            // An id the sender chose replaces a signal with the same one.
+            store.put_signal(&record).await?;
+            return Ok(());
+        }
+        if store.add_signal(&record).await? {
+            return Ok(());
+        }
+    }
+    Err(SignalError::Invalid(format!(
+        "the signal could not be numbered: {MAX_NUMBERING_ATTEMPTS} others arrived at the same moment; send it again, or give it an id"
+    )))
 }
+
+/// How many numbers a signal without an id tries before it is refused.
+const MAX_NUMBERING_ATTEMPTS: usize = 1000;
