@@ -496,3 +496,70 @@ fn a_wait_condition_counts_many_signals_and_one_id_once() {
         "{data:?}"
     );
 }
+
+const STAGES: &str = "heat_template_version: 2016-10-14
+parameters:
+  stage:
+    type: string
+    default: dev
+    constraints:
+      - allowed_values: [live, dev]
+conditions:
+  is_live: {equals: [{get_param: stage}, live]}
+resources:
+  always:
+    type: OS::Heat::TestResource
+    properties:
+      value: always here
+  live_only:
+    type: OS::Heat::TestResource
+    condition: is_live
+    properties:
+      value: only when live
+outputs:
+  live_value:
+    condition: is_live
+    value: {get_attr: [live_only, output]}
+";
+
+/// The stack's resources' logical ids, sorted.
+fn logical_ids(s: &Scratch, stack: &str) -> Vec<String> {
+    let mut ids: Vec<String> = s.cairn(&["resources", stack, "--output", "json"]).json()
+        ["StackResources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["LogicalResourceId"].as_str().map(str::to_string))
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// Follows test_conditions.py (`test_stack_create_update_hot_template_test_to_prod`
+/// and `…_prod_to_test`): a resource and an output under a condition on a
+/// parameter appear and disappear as updates flip it; while the condition
+/// is false the output is listed without a value, as Heat lists it.
+#[test]
+fn a_condition_flipped_by_updates_adds_and_removes_a_resource() {
+    let s = Scratch::new();
+    let t = s.write("stages.yaml", STAGES);
+    let t = t.to_str().unwrap_or_default();
+    let deploy = |extra: &[&str]| {
+        let mut args = vec!["deploy", "stages", t];
+        args.extend_from_slice(extra);
+        let run = s.cairn(&args);
+        assert_eq!(run.code(), 0, "{}", run.stderr());
+    };
+    deploy(&[]);
+    assert_eq!(logical_ids(&s, "stages"), ["always"]);
+    assert_eq!(s.cairn(&["outputs", "stages"]).stdout(), "live_value = \n");
+    deploy(&["-p", "stage=live"]);
+    assert_eq!(logical_ids(&s, "stages"), ["always", "live_only"]);
+    assert_eq!(
+        s.cairn(&["outputs", "stages"]).stdout(),
+        "live_value = only when live\n"
+    );
+    deploy(&["-p", "stage=dev"]);
+    assert_eq!(logical_ids(&s, "stages"), ["always"]);
+    assert_eq!(s.cairn(&["outputs", "stages"]).stdout(), "live_value = \n");
+}

@@ -509,6 +509,17 @@ impl Creates<'_> {
         let mut outputs = Vec::new();
         for o in &op.template.outputs {
             if o.condition.as_deref().is_some_and(|c| !ev.condition(c)) {
+                // Heat lists an output whose condition is false, without a
+                // value (heat/engine/output.py); CloudFormation omits it.
+                if op.template.heat {
+                    outputs.push(OutputRecord {
+                        output_key: o.name.clone(),
+                        output_value: String::new(),
+                        description: o.description.clone(),
+                        export_name: None,
+                        output_error: None,
+                    });
+                }
                 continue;
             }
             let base = child("/Outputs", &o.name);
