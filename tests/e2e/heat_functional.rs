@@ -563,3 +563,71 @@ fn a_condition_flipped_by_updates_adds_and_removes_a_resource() {
     assert_eq!(logical_ids(&s, "stages"), ["always"]);
     assert_eq!(s.cairn(&["outputs", "stages"]).stdout(), "live_value = \n");
 }
+
+/// An AutoScalingGroup of 3 members of `member` (`attr`: the member
+/// attribute or output read).
+fn scaling(member: &str, attr: &str) -> String {
+    format!(
+        "heat_template_version: 2014-10-16
+resources:
+  tokens:
+    type: OS::Heat::AutoScalingGroup
+    properties:
+      min_size: 2
+      max_size: 5
+      desired_capacity: 3
+      resource:
+        type: {member}
+outputs:
+  every:
+    value: {{get_attr: [tokens, outputs_list, {attr}]}}
+  at_0:
+    value: {{get_attr: [tokens, resource.0.{attr}]}}
+  at_1:
+    value: {{get_attr: [tokens, resource.1.{attr}]}}
+  at_2:
+    value: {{get_attr: [tokens, resource.2.{attr}]}}
+  size:
+    value: {{get_attr: [tokens, current_size]}}
+"
+    )
+}
+
+const TOKEN: &str = "heat_template_version: 2013-05-23
+resources:
+  token:
+    type: OS::Heat::RandomString
+outputs:
+  token:
+    value: {get_attr: [token, value]}
+";
+
+/// Follows test_heat_autoscaling.py (`test_path_attrs`,
+/// `test_path_attrs_nested`): an AutoScalingGroup's `outputs_list` of a
+/// member attribute is the list of `resource.N` attributes, in order, for
+/// members of a type and members that are a provider template; the
+/// initial desired capacity is met.
+#[test]
+fn scaling_group_attribute_paths_agree() {
+    let s = Scratch::new();
+    s.write("token.yaml", TOKEN);
+    for (stack, member, attr) in [
+        ("plain", "OS::Heat::RandomString", "value"),
+        ("nested", "token.yaml", "token"),
+    ] {
+        let t = s.write(&format!("{stack}.yaml"), &scaling(member, attr));
+        deploy(&s, stack, &t);
+        let out = outputs(&s, stack);
+        let text = |i: usize| {
+            out[i]["OutputValue"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        };
+        let every: Vec<String> = serde_json::from_str(&text(0)).unwrap_or_default();
+        assert_eq!(every.len(), 3, "{stack}: {out}");
+        assert_eq!(every, [text(1), text(2), text(3)], "{stack}");
+        assert!(every.iter().all(|v| v.len() == 32), "{stack}: {every:?}");
+        assert_eq!(text(4), "3", "{stack}");
+    }
+}
