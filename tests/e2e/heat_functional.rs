@@ -631,3 +631,194 @@ fn scaling_group_attribute_paths_agree() {
         assert_eq!(text(4), "3", "{stack}");
     }
 }
+
+const VAULT: &str = "heat_template_version: 2014-10-16
+resources:
+  safe:
+    type: My::Vault
+outputs:
+  through_output:
+    value: {get_attr: [safe, code]}
+  inner_by_path:
+    value: {get_attr: [safe, resource.secret, value]}
+  inner_dotted:
+    value: {get_attr: [safe, resource.secret.value]}
+  reference:
+    value: {get_resource: safe}
+";
+
+/// A provider template with a RandomString `secret`, its `code` output;
+/// with `transparent`, also an `OS::stack_id` output of the secret's id.
+fn vault(transparent: bool) -> String {
+    let id = if transparent {
+        "  OS::stack_id:\n    value: {get_resource: secret}\n"
+    } else {
+        ""
+    };
+    format!(
+        "heat_template_version: 2014-10-16\nresources:\n  secret:\n    type: OS::Heat::RandomString\noutputs:\n{id}  code:\n    value: {{get_attr: [secret, value]}}\n"
+    )
+}
+
+/// Follows test_template_resource.py's NestedAttributesTest
+/// (`test_nested_attributes`, `test_stack_ref`, `test_transparent_ref`):
+/// an output of the provider template and `resource.<name>` paths into its
+/// stack read the same value; the resource's reference is its nested
+/// stack's id, unless the template has an `OS::stack_id` output, which
+/// then is the reference.
+#[test]
+fn template_resource_references_and_nested_attributes() {
+    let s = Scratch::new();
+    let env = s.write("env.yaml", "resource_registry:\n  My::Vault: vault.yaml\n");
+    let env = env.to_str().unwrap_or_default();
+    let t = s.write("safe.yaml", VAULT);
+    let t = t.to_str().unwrap_or_default();
+    for (stack, transparent) in [("opaque", false), ("transparent", true)] {
+        s.write("vault.yaml", &vault(transparent));
+        let run = s.cairn(&["deploy", stack, t, "-e", env]);
+        assert_eq!(run.code(), 0, "{}", run.stderr());
+        let out = outputs(&s, stack);
+        let text = |i: usize| {
+            out[i]["OutputValue"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        };
+        assert_eq!(text(0).len(), 32, "{out}");
+        assert_eq!((text(1), text(2)), (text(0), text(0)), "{stack}");
+        if transparent {
+            assert_eq!(text(3), text(0));
+        } else {
+            assert!(
+                text(3).starts_with(
+                    "arn:aws:cloudformation:us-east-1:123456789012:stack/opaque-safe-"
+                ),
+                "{}",
+                text(3)
+            );
+        }
+    }
+}
+
+const SALTED: &str = "heat_template_version: 2014-10-16
+parameters:
+  first:
+    type: string
+    default: a
+  second:
+    type: string
+    default: b
+resources:
+  inner:
+    type: OS::Heat::RandomString
+    properties:
+      salt: {get_param: first}
+outputs:
+  word:
+    value: {get_attr: [inner, value]}
+";
+
+/// SALTED with `salt` replaced, and extra output lines.
+fn salted(salt: &str, extra_output: &str) -> String {
+    SALTED
+        .replace("{get_param: first}", salt)
+        .replace("outputs:\n", &format!("outputs:\n{extra_output}"))
+}
+
+fn wrapper(first: &str) -> String {
+    format!(
+        "heat_template_version: 2014-10-16\nresources:\n  wrapped:\n    type: salted.yaml\n    properties:\n      first: {first}\n      second: y\noutputs:\n  id:\n    value: {{get_resource: wrapped}}\n  word:\n    value: {{get_attr: [wrapped, word]}}\n"
+    )
+}
+
+/// Follows test_template_resource.py's TemplateResourceUpdateTest
+/// scenarios: the template resource is updated in place (its nested
+/// stack's id stays) whether the parent's property or the provider
+/// template changes; its value changes when what it depends on changes
+/// (`main_tmpl_change`, `provider_change`, `provider_props_change`) and
+/// not when only an unread output is added (`provider_attr_change`); and
+/// `test_change_in_file_path`: the registry mapping the type to another
+/// file swaps the implementation.
+#[test]
+fn template_resource_updates_keep_the_nested_stack() {
+    let s = Scratch::new();
+    s.write("salted.yaml", SALTED);
+    let t = s.write("wrap.yaml", &wrapper("x"));
+    let t = t.to_str().unwrap_or_default();
+    deploy(&s, "wrap", std::path::Path::new(t));
+    let read = |s: &Scratch| {
+        let out = outputs(s, "wrap");
+        let text = |i: usize| {
+            out[i]["OutputValue"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        };
+        (text(0), text(1))
+    };
+    let (id, first) = read(&s);
+    // main_tmpl_change: the property the salt reads.
+    s.write("wrap.yaml", &wrapper("z"));
+    deploy(&s, "wrap", std::path::Path::new(t));
+    let (id2, second) = read(&s);
+    assert_eq!(id2, id);
+    assert_ne!(second, first);
+    // provider_attr_change: an output nothing reads is added.
+    s.write(
+        "salted.yaml",
+        &salted("{get_param: first}", "  spare:\n    value: unread\n"),
+    );
+    deploy(&s, "wrap", std::path::Path::new(t));
+    assert_eq!(read(&s), (id.clone(), second.clone()));
+    // provider_props_change: the salt reads the other parameter.
+    s.write("salted.yaml", &salted("{get_param: second}", ""));
+    deploy(&s, "wrap", std::path::Path::new(t));
+    let (id3, third) = read(&s);
+    assert_eq!(id3, id);
+    assert_ne!(third, second);
+    // provider_change: a literal salt.
+    s.write("salted.yaml", &salted("fixed", ""));
+    deploy(&s, "wrap", std::path::Path::new(t));
+    let (id4, fourth) = read(&s);
+    assert_eq!(id4, id);
+    assert_ne!(fourth, third);
+
+    // test_change_in_file_path: OS::Heat::RandomString mapped to a file,
+    // then to another file under another path.
+    let s = Scratch::new();
+    let plain = s.write(
+        "plain.yaml",
+        "heat_template_version: 2013-05-23\nresources:\n  r:\n    type: OS::Heat::RandomString\noutputs:\n  out:\n    value: {get_attr: [r, value]}\n",
+    );
+    let plain = plain.to_str().unwrap_or_default();
+    s.write("first.yaml", "heat_template_version: 2013-05-23\nresources:\n  inner:\n    type: OS::Heat::RandomString\noutputs:\n  value:\n    value: {get_attr: [inner, value]}\n");
+    std::fs::create_dir_all(s.dir.path().join("moved")).expect("dir");
+    s.write("moved/second.yaml", "heat_template_version: 2013-05-23\nresources:\n  inner:\n    type: OS::Heat::RandomString\noutputs:\n  value:\n    value: constant\n");
+    let env1 = s.write(
+        "env1.yaml",
+        "resource_registry:\n  OS::Heat::RandomString: first.yaml\n",
+    );
+    let env2 = s.write(
+        "env2.yaml",
+        "resource_registry:\n  OS::Heat::RandomString: moved/second.yaml\n",
+    );
+    let run = s.cairn(&[
+        "deploy",
+        "path",
+        plain,
+        "-e",
+        env1.to_str().unwrap_or_default(),
+    ]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let before = s.cairn(&["outputs", "path"]).stdout();
+    assert_eq!(before.len(), "out = \n".len() + 32, "{before}");
+    let run = s.cairn(&[
+        "deploy",
+        "path",
+        plain,
+        "-e",
+        env2.to_str().unwrap_or_default(),
+    ]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(s.cairn(&["outputs", "path"]).stdout(), "out = constant\n");
+}

@@ -107,7 +107,7 @@ impl ChangeSets<'_> {
             .await?;
         let base_version = self.store.event_count(&prepared.stack.stack_id).await? as i64;
         // New tags alone are a change, as for UpdateStack.
-        let empty = prepared.changes.is_empty() && prepared.target.tags == prepared.stack.tags;
+        let empty = prepared.changes_nothing();
         let record = self.change_set_record(
             input,
             ChangeSetType::Update,

@@ -418,7 +418,7 @@ impl NestedStacks<'_> {
             .updates()
             .prepare_update_nested(input, Some(nested))
             .await?;
-        if prepared.changes.is_empty() && prepared.target.tags == prepared.stack.tags {
+        if prepared.changes_nothing() {
             return Err(EngineError::Validation(
                 "No updates are to be performed.".into(),
             ));

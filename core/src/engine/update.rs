@@ -253,6 +253,26 @@ pub(super) struct PreparedUpdate {
     pub unfinished: Vec<String>,
 }
 
+impl PreparedUpdate {
+    /// Whether the update changes nothing (CloudFormation's "No updates
+    /// are to be performed."): no resource and no tag changes. A HOT
+    /// template whose text, parameters or files changed is an update even
+    /// when no resource does, as Heat completes it: its outputs (an
+    /// output-only change of a provider template) and template are taken.
+    pub(super) fn changes_nothing(&self) -> bool {
+        if !self.changes.is_empty() || self.target.tags != self.stack.tags {
+            return false;
+        }
+        let (old, new) = (&self.stack, &self.target);
+        let differs = new.template_body != old.template_body
+            || new.parameters != old.parameters
+            || new.context != old.context;
+        !(differs
+            && Template::body_of(&new.template_body)
+                .is_ok_and(|b| crate::template::hot::is_hot(&b)))
+    }
+}
+
 /// Why a nested stack whose own update succeeded rolls back.
 const ANCESTOR_ROLLED_BACK: &str =
     "The update of a parent stack failed; rolling back this nested stack with it.";
@@ -382,7 +402,7 @@ impl Updates<'_> {
             .await?;
         let prepared = self.prepare_update(input).await?;
         // New tags alone are an update (CloudFormation's too).
-        if prepared.changes.is_empty() && prepared.target.tags == prepared.stack.tags {
+        if prepared.changes_nothing() {
             return Err(EngineError::Validation(
                 "No updates are to be performed.".into(),
             ));

@@ -289,6 +289,9 @@ struct Lowering<'c> {
     template_groups: Vec<String>,
     /// Of those, the `OS::Heat::AutoScalingGroup` ones.
     scaling_groups: Vec<String>,
+    /// Template resources whose template has an `OS::stack_id` output: it
+    /// is their reference (`get_resource`) instead of the nested stack's id.
+    transparent_refs: Vec<String>,
     /// The declared parameters, while the outputs are lowered: Heat reports
     /// `get_param` of any other name as that output's error (its
     /// validation never resolves it), so it must not refuse the template.
@@ -385,13 +388,30 @@ pub fn lower(
         resource_groups: Vec::new(),
         scaling_groups: Vec::new(),
         template_groups: Vec::new(),
+        transparent_refs: Vec::new(),
         outputs_parameters: None,
     };
     let out = l.template(top).map_err(|e| e.locate(&map))?;
     Ok((out, translate_map(map)))
 }
 
+/// The output of a provider template that is its resource's reference.
+const STACK_ID_OUTPUT: &str = "OS::stack_id";
+
 impl Lowering<'_> {
+    /// Whether the provider template `file` (among the files handed in)
+    /// declares an `OS::stack_id` output.
+    fn declares_stack_id_output(&self, file: &str) -> bool {
+        let Some(text) = self.context.files.get(file) else {
+            return false;
+        };
+        crate::model::Template::body_of(text).is_ok_and(|body| {
+            body.get("outputs")
+                .and_then(Value::as_object)
+                .is_some_and(|o| o.contains_key(STACK_ID_OUTPUT))
+        })
+    }
+
     fn version_name(&self) -> &'static str {
         VERSIONS[self.version].0
     }
@@ -494,6 +514,9 @@ impl Lowering<'_> {
                     let path = child("/resources", name);
                     match self.registered_type(name, t, &path)? {
                         Registered::Template(file) => {
+                            if self.declares_stack_id_output(&file) {
+                                self.transparent_refs.push(name.clone());
+                            }
                             self.template_resources.insert(name.clone(), file);
                         }
                         Registered::Type(t) if t == HEAT_WAIT_CONDITION => {
@@ -1153,6 +1176,12 @@ impl Lowering<'_> {
         Ok(match f {
             "get_param" => self.get_param(args, at)?,
             "get_resource" => match args {
+                // A provider template's `OS::stack_id` output stands for
+                // the resource's id (template_resource.py,
+                // get_reference_id).
+                Value::String(name) if self.transparent_refs.contains(name) => {
+                    json!({"Fn::GetAtt": [name, format!("Outputs.{STACK_ID_OUTPUT}")]})
+                }
                 Value::String(name) => json!({"Ref": name}),
                 _ => return Err(err("Argument to \"get_resource\" must be a string".into())),
             },
