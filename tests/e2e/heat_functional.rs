@@ -822,3 +822,147 @@ fn template_resource_updates_keep_the_nested_stack() {
     assert_eq!(run.code(), 0, "{}", run.stderr());
     assert_eq!(s.cairn(&["outputs", "path"]).stdout(), "out = constant\n");
 }
+
+/// A HOT template with OS::Heat::TestResource `one` (and `two` when
+/// `two`), `one`'s properties given as YAML flow mapping entries.
+fn test_resources(one: &str, two: bool) -> String {
+    let second = if two {
+        "  two:\n    type: OS::Heat::TestResource\n    properties: {value: second}\n"
+    } else {
+        ""
+    };
+    format!("heat_template_version: 2013-05-23\nresources:\n  one:\n    type: OS::Heat::TestResource\n    properties: {{{one}}}\n{second}")
+}
+
+/// The physical id of `logical` in `stack`.
+fn physical(s: &Scratch, stack: &str, logical: &str) -> String {
+    s.cairn(&["resources", stack, "--output", "json"]).json()["StackResources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|r| r["LogicalResourceId"] == logical)
+        .and_then(|r| r["PhysicalResourceId"].as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// Follows test_create_update.py's UpdateStackTest: `test_stack_in_place_update`
+/// (a changed value keeps the physical id), `test_stack_update_replace`
+/// (`update_replace: true` replaces it), `test_stack_update_add_remove`,
+/// `test_stack_update_rollback` (a failing added resource: the stack is
+/// back to one resource; Cairn's status is CloudFormation's
+/// UPDATE_ROLLBACK_COMPLETE where Heat says ROLLBACK_COMPLETE) and
+/// CreateStackTest's `test_create_rollback`.
+#[test]
+fn create_and_update_as_heats_functional_tests_check_them() {
+    let s = Scratch::new();
+    let t = s.write("cu.yaml", &test_resources("value: first", false));
+    let t = t.to_str().unwrap_or_default();
+    let deploy = |s: &Scratch| s.cairn(&["deploy", "cu", t]);
+    assert_eq!(deploy(&s).code(), 0);
+    let first = physical(&s, "cu", "one");
+    s.write("cu.yaml", &test_resources("value: changed", false));
+    assert_eq!(deploy(&s).code(), 0);
+    assert_eq!(physical(&s, "cu", "one"), first);
+    s.write(
+        "cu.yaml",
+        &test_resources("value: again, update_replace: true", false),
+    );
+    assert_eq!(deploy(&s).code(), 0);
+    let replaced = physical(&s, "cu", "one");
+    assert_ne!(replaced, first);
+    s.write(
+        "cu.yaml",
+        &test_resources("value: again, update_replace: true", true),
+    );
+    assert_eq!(deploy(&s).code(), 0);
+    assert_eq!(logical_ids(&s, "cu"), ["one", "two"]);
+    s.write(
+        "cu.yaml",
+        &test_resources("value: again, update_replace: true", false),
+    );
+    assert_eq!(deploy(&s).code(), 0);
+    assert_eq!(logical_ids(&s, "cu"), ["one"]);
+    // An added resource that fails: back to the one resource, unchanged.
+    s.write(
+        "cu.yaml",
+        &test_resources("value: again, update_replace: true", true)
+            .replace("{value: second}", "{value: second, fail: true}"),
+    );
+    assert_eq!(deploy(&s).code(), 1);
+    let d = s.cairn(&["describe", "cu", "--output", "json"]).json();
+    assert_eq!(d["Stacks"][0]["StackStatus"], "UPDATE_ROLLBACK_COMPLETE");
+    assert_eq!(logical_ids(&s, "cu"), ["one"]);
+    assert_eq!(physical(&s, "cu", "one"), replaced);
+
+    let failing = s.write("fail.yaml", &test_resources("value: x, fail: true", false));
+    let run = s.cairn(&["deploy", "failing", failing.to_str().unwrap_or_default()]);
+    assert_eq!(run.code(), 1);
+    let d = s.cairn(&["describe", "failing", "--output", "json"]).json();
+    assert_eq!(d["Stacks"][0]["StackStatus"], "ROLLBACK_COMPLETE");
+}
+
+const ALIASED: &str = "heat_template_version: 2013-05-23
+resources:
+  thing:
+    type: My::Thing
+";
+
+/// Follows test_create_update.py's `test_stack_update_alias_type` (the
+/// resource's type changes to another alias of the same type: it is kept)
+/// and `test_stack_update_alias_changes` (the environment maps the alias
+/// to another type: the resource is replaced), and
+/// `test_stack_update_provider` (a provider template that gains a
+/// resource updates its nested stack in place).
+#[test]
+fn aliases_and_provider_templates_on_update() {
+    let s = Scratch::new();
+    let t = s.write("aliased.yaml", ALIASED);
+    let t = t.to_str().unwrap_or_default();
+    let env = |s: &Scratch, body: &str| {
+        s.write("env.yaml", body)
+            .to_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let e = env(&s, "resource_registry:\n  My::Thing: OS::Heat::RandomString\n  My::Other: OS::Heat::RandomString\n");
+    assert_eq!(s.cairn(&["deploy", "al", t, "-e", &e]).code(), 0);
+    let first = physical(&s, "al", "thing");
+    s.write("aliased.yaml", &ALIASED.replace("My::Thing", "My::Other"));
+    let run = s.cairn(&["deploy", "al", t, "-e", &e]);
+    assert!(
+        run.code() == 0 || run.stderr().contains("No updates are to be performed."),
+        "{}",
+        run.stderr()
+    );
+    assert_eq!(physical(&s, "al", "thing"), first);
+    let e = env(
+        &s,
+        "resource_registry:\n  My::Other: OS::Heat::TestResource\n",
+    );
+    let run = s.cairn(&["deploy", "al", t, "-e", &e]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_ne!(physical(&s, "al", "thing"), first);
+
+    // A provider template gains a resource: the nested stack is updated,
+    // not replaced.
+    let s = Scratch::new();
+    let provider = |s: &Scratch, two: bool| {
+        s.write("provider.template", &test_resources("value: inner", two));
+    };
+    provider(&s, false);
+    let e = env(&s, "resource_registry:\n  My::Thing: provider.template\n");
+    let t = s.write("aliased.yaml", ALIASED);
+    let t = t.to_str().unwrap_or_default();
+    assert_eq!(s.cairn(&["deploy", "pv", t, "-e", &e]).code(), 0);
+    let nested = physical(&s, "pv", "thing");
+    provider(&s, true);
+    let run = s.cairn(&["deploy", "pv", t, "-e", &e]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(physical(&s, "pv", "thing"), nested);
+    // `cairn resources` lists the nested stack's resources under it.
+    let listed = s.cairn(&["resources", "pv"]).stdout();
+    assert!(
+        listed.contains("thing/one") && listed.contains("thing/two"),
+        "{listed}"
+    );
+}
