@@ -365,8 +365,14 @@ impl Template {
                 format_error("Every Resources object must contain a Type member.").at(path),
             );
         };
+        // A custom resource may carry `Version` (templates published by
+        // AWS do; CloudFormation accepts it there and nowhere else).
+        let custom = r
+            .get("Type")
+            .and_then(Value::as_str)
+            .is_some_and(crate::eval::is_custom_resource);
         for k in r.keys() {
-            if !RESOURCE_ATTRIBUTES.contains(&k.as_str()) {
+            if !RESOURCE_ATTRIBUTES.contains(&k.as_str()) && !(custom && k == "Version") {
                 return Err(
                     format_error(format!("Invalid template resource property '{k}'"))
                         .at(&child(path, k)),
@@ -554,6 +560,15 @@ mod tests {
             err("Resources:\n  A:\n    Type: T\n    Bogus: 1\n").message(),
             "Template format error: Invalid template resource property 'Bogus'"
         );
+        // Version: on a custom resource only.
+        assert_eq!(
+            err("Resources:\n  A:\n    Type: T\n    Version: '1.0'\n").message(),
+            "Template format error: Invalid template resource property 'Version'"
+        );
+        for custom in ["Custom::Thing", "AWS::CloudFormation::CustomResource"] {
+            let t = format!("Resources:\n  A:\n    Type: {custom}\n    Version: '1.0'\n    Properties: {{ServiceToken: x}}\n");
+            assert!(Template::parse(&t).is_ok(), "{custom}");
+        }
     }
 
     #[test]

@@ -299,3 +299,46 @@ fn values_a_built_in_type_does_not_understand_are_refused() {
         );
     }
 }
+
+/// CloudFormation accepts `Version` on a custom resource (templates
+/// published by AWS carry `Version: "1.0"`) and nowhere else: `cairn
+/// validate` and `cairn deploy` agree, and the custom resource deploys
+/// through its handler.
+#[test]
+fn version_is_accepted_on_custom_resources_only() {
+    let (s, h) = crate::webhooks::with_handler();
+    let arn = crate::webhooks::ARN;
+    let custom = s.write(
+        "custom.yaml",
+        &format!(
+            "Resources:\n  W:\n    Type: Custom::Widget\n    Version: '1.0'\n    Properties:\n      ServiceToken: {arn}\n"
+        ),
+    );
+    let custom = custom.to_str().unwrap_or_default();
+    let valid = crate::update::cairn(&s, &["validate", custom]);
+    assert_eq!(valid.code(), 0, "{}", valid.stderr());
+    let run = crate::update::cairn(&s, &["deploy", "versioned", custom]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(h.calls().len(), 1);
+
+    let plain = s.write(
+        "plain.yaml",
+        "Resources:\n  R:\n    Type: Cairn::Test::Resource\n    Version: '1.0'\n",
+    );
+    let plain = plain.to_str().unwrap_or_default();
+    let text = "Template format error: Invalid template resource property 'Version'";
+    for command in ["validate", "deploy"] {
+        let args: Vec<&str> = if command == "validate" {
+            vec!["validate", plain]
+        } else {
+            vec!["deploy", "plain", plain]
+        };
+        let refused = crate::update::cairn(&s, &args);
+        assert_eq!(refused.code(), 1, "{command}");
+        assert!(
+            refused.stderr().contains(text),
+            "{command}: {}",
+            refused.stderr()
+        );
+    }
+}
