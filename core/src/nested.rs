@@ -98,12 +98,17 @@ type Pending<'a> = (
 /// Reads every nested template of `template`'s tree (depth first), checks
 /// each (structure, types, attributes), the depth and the tree's size, and
 /// every `GetAtt Child.Outputs.Name` against the child's outputs.
+///
+/// `computed`: the root template's TemplateURLs that are not literals,
+/// computed from the parameters, pseudo parameters, mappings and
+/// conditions (logical id → URL); a nested template's own must be literal.
 pub async fn collect(
     config: &NestedConfig,
     https: &dyn HttpsGet,
     registry: &dyn TypeCatalog,
     template: &Template,
     origin: &Origin,
+    computed: &BTreeMap<String, String>,
 ) -> Result<NestedTemplates, TemplateError> {
     let mut found = NestedTemplates::default();
     let mut total = template.resources.len();
@@ -131,15 +136,20 @@ pub async fn collect(
                     config.max_depth, config.max_depth
                 )).at(&at)));
             }
-            let url = match url_value {
-                Some(Value::String(u)) => u.clone(),
-                Some(_) => {
+            let computed_url = prefix
+                .is_empty()
+                .then(|| computed.get(&r.logical_id))
+                .flatten();
+            let url = match (url_value, computed_url) {
+                (Some(Value::String(u)), _) => u.clone(),
+                (Some(_), Some(u)) => u.clone(),
+                (Some(_), None) => {
                     return Err(in_parent(TemplateError::new(format!(
-                        "Template error: TemplateURL of {} must be a literal path or URL: Cairn reads nested templates before the operation starts",
+                        "Template error: TemplateURL of {} must be a literal path or URL, or be built from parameters, mappings and pseudo parameters: Cairn reads nested templates before the operation starts",
                         r.logical_id
                     )).at(&at)))
                 }
-                None => continue, // the schema check names the missing property
+                (None, _) => continue, // the schema check names the missing property
             };
             let (location, body, child_base) = read(config, https, origin, base.as_ref(), &url)
                 .await

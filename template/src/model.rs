@@ -372,7 +372,8 @@ impl Template {
             .and_then(Value::as_str)
             .is_some_and(crate::eval::is_custom_resource);
         for k in r.keys() {
-            if !RESOURCE_ATTRIBUTES.contains(&k.as_str()) && !(custom && k == "Version") {
+            let allowed = RESOURCE_ATTRIBUTES.contains(&k.as_str()) || (custom && k == "Version");
+            if !allowed {
                 return Err(
                     format_error(format!("Invalid template resource property '{k}'"))
                         .at(&child(path, k)),

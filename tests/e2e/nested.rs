@@ -860,3 +860,59 @@ fn include_nested_makes_a_change_set_per_modified_child() {
     let after = cairn(&s, &["change-set", &first, "up-First", "--output", "json"]).json();
     assert_eq!(after["ExecutionStatus"], "OBSOLETE");
 }
+
+/// A TemplateURL built from parameters, pseudo parameters and mappings is
+/// computed before the operation starts (the child it names is read and
+/// checked then, and an update to another file replaces the child's
+/// template); one that depends on a resource is refused by `cairn
+/// validate` and `cairn deploy` alike, with the same text.
+#[test]
+fn a_template_url_computed_from_parameters() {
+    let s = scratch();
+    let root = tree(
+        &s,
+        &[
+            (
+                "root.yaml",
+                "Parameters:\n  Size:\n    Type: String\n    Default: small\nMappings:\n  Files:\n    small: {Name: small}\n    large: {Name: large}\nResources:\n  Child:\n    Type: AWS::CloudFormation::Stack\n    Properties:\n      TemplateURL: !Sub\n        - 'children/${Name}-${AWS::Region}.yaml'\n        - Name: !FindInMap [Files, !Ref Size, Name]\nOutputs:\n  Said:\n    Value: !GetAtt Child.Outputs.Said\n",
+            ),
+            (
+                "children/small-us-east-1.yaml",
+                "Resources:\n  R:\n    Type: Cairn::Test::Resource\n    Properties: {Value: small}\nOutputs:\n  Said:\n    Value: !GetAtt R.Value\n",
+            ),
+            (
+                "children/large-us-east-1.yaml",
+                "Resources:\n  R:\n    Type: Cairn::Test::Resource\n    Properties: {Value: large}\nOutputs:\n  Said:\n    Value: !GetAtt R.Value\n",
+            ),
+        ],
+    );
+    let valid = cairn(&s, &["validate", &root]);
+    assert_eq!(valid.code(), 0, "{}", valid.stderr());
+    let run = deploy(&s, "computed", &root, &[]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(
+        cairn(&s, &["outputs", "computed"]).stdout(),
+        "Said = small\n"
+    );
+    let run = deploy(&s, "computed", &root, &["-p", "Size=large"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(
+        cairn(&s, &["outputs", "computed"]).stdout(),
+        "Said = large\n"
+    );
+
+    let bad = tree(
+        &s,
+        &[(
+            "bad.yaml",
+            "Resources:\n  Name:\n    Type: Cairn::Test::Resource\n    Properties: {Value: children/small-us-east-1.yaml}\n  Child:\n    Type: AWS::CloudFormation::Stack\n    Properties:\n      TemplateURL: !GetAtt Name.Value\n",
+        )],
+    );
+    let text = "Template error: TemplateURL of Child depends on a resource: Cairn reads nested templates before the operation starts; build it from parameters, mappings and pseudo parameters";
+    let refused = cairn(&s, &["validate", &bad]);
+    assert_eq!(refused.code(), 1);
+    assert!(refused.stderr().contains(text), "{}", refused.stderr());
+    let refused = deploy(&s, "bad", &bad, &[]);
+    assert_eq!(refused.code(), 1);
+    assert!(refused.stderr().contains(text), "{}", refused.stderr());
+}

@@ -286,7 +286,9 @@ impl ChangeSets<'_> {
         };
         let sctx = stack_context(&self.config, &input.stack_name, &stack_id);
         let changes = self.plan_create(&template, &params, &sctx).await?;
-        let nested = self.read_nested(&template, &context, &input.origin).await?;
+        let nested = self
+            .read_nested(&template, &context, &input.origin, (&params, &sctx))
+            .await?;
         let stack = match existing {
             Some(s) => s,
             None => {

@@ -57,7 +57,8 @@ impl Creates<'_> {
             Some((parent, nested)) => (Some(parent), nested),
             None => (
                 None,
-                self.read_nested(&template, &context, &input.origin).await?,
+                self.read_nested(&template, &context, &input.origin, (&params, &sctx))
+                    .await?,
             ),
         };
 

@@ -393,7 +393,9 @@ impl Engine {
         template: &Template,
         context: &crate::stack::TemplateContext,
         origin: &crate::nested::Origin,
+        values: (&ParameterValues, &StackContext),
     ) -> Result<crate::nested::NestedTemplates, TemplateError> {
+        let computed = computed_template_urls(&self.registry, template, values.0, values.1);
         crate::nested::collect(
             &self.config.nested,
             self.shared.https.as_ref(),
@@ -403,6 +405,7 @@ impl Engine {
                 context: context.for_child(),
                 ..origin.clone()
             },
+            &computed,
         )
         .await
     }
@@ -969,6 +972,68 @@ pub fn check_statically(
 /// without provider output. `all`: go on past a resource's or an
 /// output's error to collect the others (structural errors still stop
 /// it). Never empty on error.
+/// The TemplateURLs of `template`'s nested stacks that are not literals,
+/// computed before anything runs from the parameters, pseudo parameters,
+/// mappings and conditions (one that depends on a resource is refused by
+/// the static pass).
+fn computed_template_urls(
+    registry: &Registry,
+    template: &Template,
+    params: &ParameterValues,
+    sctx: &StackContext,
+) -> std::collections::BTreeMap<String, String> {
+    let results = Results::static_pass(HashMap::new());
+    let Ok(ev) = Evaluator::new(template, params, sctx, &results) else {
+        return Default::default();
+    };
+    template
+        .resources
+        .iter()
+        .filter(|r| crate::nested::is_stack(registry.canonical(&r.type_name)))
+        .filter_map(|r| {
+            let url = r.properties.get("TemplateURL")?;
+            if url.is_string() {
+                return None;
+            }
+            let at = child(
+                &child(&child("/Resources", &r.logical_id), "Properties"),
+                "TemplateURL",
+            );
+            match ev.eval(url, &at) {
+                Ok(Evaluated::Value(Value::String(u))) => Some((r.logical_id.clone(), u)),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// A nested stack's TemplateURL is read before the operation starts: it
+/// may not depend on a resource.
+fn check_template_url(
+    template: &Template,
+    ev: &Evaluator<'_>,
+    logical_id: &str,
+) -> Result<(), TemplateError> {
+    let Some(url) = template
+        .resource(logical_id)
+        .and_then(|r| r.properties.get("TemplateURL"))
+    else {
+        return Ok(());
+    };
+    let at = child(
+        &child(&child("/Resources", logical_id), "Properties"),
+        "TemplateURL",
+    );
+    match ev.eval(url, &at)? {
+        Evaluated::Value(_) => Ok(()),
+        _ => Err(TemplateError::new(format!(
+            "Template error: TemplateURL of {logical_id} depends on a resource: Cairn reads nested templates before the operation starts; build it from parameters, mappings and pseudo parameters"
+        ))
+        .at(&at)
+        .locate(&template.source_map)),
+    }
+}
+
 fn static_pass(
     registry: &Registry,
     template: &Template,
@@ -997,6 +1062,9 @@ fn static_pass(
                 .map_err(|e| e.locate(&template.source_map))?;
             if crate::group::is_group(registry.canonical(&r.type_name)) {
                 check_update_policy(template, &ev, name)?;
+            }
+            if crate::nested::is_stack(registry.canonical(&r.type_name)) {
+                check_template_url(template, &ev, name)?;
             }
             Ok(())
         });

@@ -479,7 +479,7 @@ impl Updates<'_> {
         let nested = match nested {
             Some(n) => n,
             None if input.template_body.is_some() => {
-                self.read_nested(&template, &target_context, &input.origin)
+                self.read_nested(&template, &target_context, &input.origin, (&params, &sctx))
                     .await?
             }
             None => Default::default(),
