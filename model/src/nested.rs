@@ -138,25 +138,27 @@ pub fn with_digest(
 }
 
 /// [`with_digest`] for a launch configuration whose members are nested
-/// stacks (`member_stacks`): the digest of their template goes into
-/// `MemberProperties`, so a changed member template is a changed launch
-/// configuration and the members are rolled out onto it. `recorded`: the
-/// launch configuration's recorded properties.
+/// stacks: the digest of their template goes into `MemberProperties`, so a
+/// changed member template is a changed launch configuration and the
+/// members are rolled out onto it. `recorded`: the digest recorded in the
+/// launch configuration's `MemberProperties` (`{DIGEST: …}`), kept when the
+/// template was not read. Any other launch configuration is unchanged.
 pub fn with_member_digest(
     logical: &str,
     mut properties: Map<String, Value>,
-    member_stacks: bool,
+    catalog: &dyn crate::catalog::TypeCatalog,
     templates: &NestedTemplates,
     recorded: Option<&Map<String, Value>>,
 ) -> Map<String, Value> {
+    let member_stacks = properties
+        .get("MemberType")
+        .and_then(Value::as_str)
+        .is_some_and(|t| is_stack(catalog.canonical(t)));
     if !member_stacks {
         return properties;
     }
-    let recorded_members = recorded
-        .and_then(|r| r.get("MemberProperties"))
-        .and_then(Value::as_object);
     if let Some(Value::Object(members)) = properties.remove("MemberProperties") {
-        let members = with_digest(logical, members, templates, recorded_members);
+        let members = with_digest(logical, members, templates, recorded);
         properties.insert("MemberProperties".into(), Value::Object(members));
     }
     properties

@@ -213,17 +213,11 @@ pub fn plan(
         let props = if crate::nested::is_stack(&type_name) {
             crate::nested::with_digest(name, props, nested, Some(&row.properties))
         } else if type_name == crate::group::types::LAUNCH_CONFIGURATION {
-            let member_stacks = props
-                .get("MemberType")
-                .and_then(Value::as_str)
-                .is_some_and(|t| crate::nested::is_stack(registry.canonical(t)));
-            crate::nested::with_member_digest(
-                name,
-                props,
-                member_stacks,
-                nested,
-                Some(&row.properties),
-            )
+            let recorded = row
+                .properties
+                .get("MemberProperties")
+                .and_then(Value::as_object);
+            crate::nested::with_member_digest(name, props, registry, nested, recorded)
         } else {
             props
         };

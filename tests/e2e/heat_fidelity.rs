@@ -13,7 +13,7 @@ fn stack_id(s: &Scratch, stack: &str) -> String {
 }
 
 /// The physical id of `logical` (a group member too) in `stack`.
-fn physical_id(s: &Scratch, stack: &str, logical: &str) -> String {
+pub(crate) fn physical_id(s: &Scratch, stack: &str, logical: &str) -> String {
     s.cairn(&["resources", stack, "--output", "json"]).json()["StackResources"]
         .as_array()
         .into_iter()

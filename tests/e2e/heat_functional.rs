@@ -5,6 +5,7 @@
 
 use serde_json::json;
 
+use crate::heat_fidelity::physical_id;
 use crate::support::Scratch;
 
 /// `cairn outputs --output json`'s list.
@@ -304,15 +305,9 @@ fn resource_groups_as_heats_functional_tests_check_them() {
 
     // A changed property of the members' definition replaces each member
     // (in one batch: there is no rolling_update); the group stays.
-    let group_id = |s: &Scratch| {
-        s.cairn(&["resources", "rg", "--output", "json"]).json()["StackResources"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|r| r["LogicalResourceId"] == "words")
-            .map(|r| r["PhysicalResourceId"].clone())
-    };
+    let group_id = |s: &Scratch| physical_id(s, "rg", "words");
     let (group_before, before) = (group_id(&s), words(&s));
+    assert!(!group_before.is_empty());
     s.write("rg.yaml", &word_group(3, "second", ""));
     deploy(&s);
     let after = words(&s);
@@ -439,34 +434,7 @@ fn a_wait_condition_counts_many_signals_and_one_id_once() {
         "sig",
         t.to_str().unwrap_or_default(),
     ]);
-    let started = std::time::Instant::now();
-    let script = loop {
-        let run = crate::update::cairn(&s, &["resources", "sig", "--output", "json"]);
-        let machine = if run.code() == 0 {
-            run.json()
-        } else {
-            serde_json::Value::Null
-        }["StackResources"]
-            .as_array()
-            .and_then(|l| {
-                l.iter().find(|r| {
-                    r["LogicalResourceId"] == "machine" && r["ResourceStatus"] == "CREATE_COMPLETE"
-                })
-            })
-            .and_then(|r| r["PhysicalResourceId"].as_str())
-            .map(String::from);
-        if let Some(physical) = machine {
-            break crate::update::file(&s, &physical)["Properties"]["Value"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-        }
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(60),
-            "the machine never came"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    };
+    let script = crate::hot::value_once_created(&s, "sig", "machine");
     let ran = std::process::Command::new("sh")
         .args(["-c", &script])
         .output()
@@ -834,17 +802,6 @@ fn test_resources(one: &str, two: bool) -> String {
     format!("heat_template_version: 2013-05-23\nresources:\n  one:\n    type: OS::Heat::TestResource\n    properties: {{{one}}}\n{second}")
 }
 
-/// The physical id of `logical` in `stack`.
-fn physical(s: &Scratch, stack: &str, logical: &str) -> String {
-    s.cairn(&["resources", stack, "--output", "json"]).json()["StackResources"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|r| r["LogicalResourceId"] == logical)
-        .and_then(|r| r["PhysicalResourceId"].as_str().map(str::to_string))
-        .unwrap_or_default()
-}
-
 /// Follows test_create_update.py's UpdateStackTest: `test_stack_in_place_update`
 /// (a changed value keeps the physical id), `test_stack_update_replace`
 /// (`update_replace: true` replaces it), `test_stack_update_add_remove`,
@@ -859,16 +816,16 @@ fn create_and_update_as_heats_functional_tests_check_them() {
     let t = t.to_str().unwrap_or_default();
     let deploy = |s: &Scratch| s.cairn(&["deploy", "cu", t]);
     assert_eq!(deploy(&s).code(), 0);
-    let first = physical(&s, "cu", "one");
+    let first = physical_id(&s, "cu", "one");
     s.write("cu.yaml", &test_resources("value: changed", false));
     assert_eq!(deploy(&s).code(), 0);
-    assert_eq!(physical(&s, "cu", "one"), first);
+    assert_eq!(physical_id(&s, "cu", "one"), first);
     s.write(
         "cu.yaml",
         &test_resources("value: again, update_replace: true", false),
     );
     assert_eq!(deploy(&s).code(), 0);
-    let replaced = physical(&s, "cu", "one");
+    let replaced = physical_id(&s, "cu", "one");
     assert_ne!(replaced, first);
     s.write(
         "cu.yaml",
@@ -892,7 +849,7 @@ fn create_and_update_as_heats_functional_tests_check_them() {
     let d = s.cairn(&["describe", "cu", "--output", "json"]).json();
     assert_eq!(d["Stacks"][0]["StackStatus"], "UPDATE_ROLLBACK_COMPLETE");
     assert_eq!(logical_ids(&s, "cu"), ["one"]);
-    assert_eq!(physical(&s, "cu", "one"), replaced);
+    assert_eq!(physical_id(&s, "cu", "one"), replaced);
 
     let failing = s.write("fail.yaml", &test_resources("value: x, fail: true", false));
     let run = s.cairn(&["deploy", "failing", failing.to_str().unwrap_or_default()]);
@@ -926,7 +883,7 @@ fn aliases_and_provider_templates_on_update() {
     };
     let e = env(&s, "resource_registry:\n  My::Thing: OS::Heat::RandomString\n  My::Other: OS::Heat::RandomString\n");
     assert_eq!(s.cairn(&["deploy", "al", t, "-e", &e]).code(), 0);
-    let first = physical(&s, "al", "thing");
+    let first = physical_id(&s, "al", "thing");
     s.write("aliased.yaml", &ALIASED.replace("My::Thing", "My::Other"));
     let run = s.cairn(&["deploy", "al", t, "-e", &e]);
     assert!(
@@ -934,14 +891,14 @@ fn aliases_and_provider_templates_on_update() {
         "{}",
         run.stderr()
     );
-    assert_eq!(physical(&s, "al", "thing"), first);
+    assert_eq!(physical_id(&s, "al", "thing"), first);
     let e = env(
         &s,
         "resource_registry:\n  My::Other: OS::Heat::TestResource\n",
     );
     let run = s.cairn(&["deploy", "al", t, "-e", &e]);
     assert_eq!(run.code(), 0, "{}", run.stderr());
-    assert_ne!(physical(&s, "al", "thing"), first);
+    assert_ne!(physical_id(&s, "al", "thing"), first);
 
     // A provider template gains a resource: the nested stack is updated,
     // not replaced.
@@ -954,11 +911,11 @@ fn aliases_and_provider_templates_on_update() {
     let t = s.write("aliased.yaml", ALIASED);
     let t = t.to_str().unwrap_or_default();
     assert_eq!(s.cairn(&["deploy", "pv", t, "-e", &e]).code(), 0);
-    let nested = physical(&s, "pv", "thing");
+    let nested = physical_id(&s, "pv", "thing");
     provider(&s, true);
     let run = s.cairn(&["deploy", "pv", t, "-e", &e]);
     assert_eq!(run.code(), 0, "{}", run.stderr());
-    assert_eq!(physical(&s, "pv", "thing"), nested);
+    assert_eq!(physical_id(&s, "pv", "thing"), nested);
     // `cairn resources` lists the nested stack's resources under it.
     let listed = s.cairn(&["resources", "pv"]).stdout();
     assert!(

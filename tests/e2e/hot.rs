@@ -868,6 +868,41 @@ outputs:
     assert!(s.resource_files().is_empty());
 }
 
+/// The `Value` a test resource `logical` of `stack` (an operation running
+/// in the background) was created with, once it is CREATE_COMPLETE: a
+/// server's user data, here the script that signals a wait condition.
+pub(crate) fn value_once_created(s: &Scratch, stack: &str, logical: &str) -> String {
+    let started = std::time::Instant::now();
+    loop {
+        let run = cairn(s, &["resources", stack, "--output", "json"]);
+        let res = if run.code() == 0 {
+            run.json()
+        } else {
+            serde_json::Value::Null
+        };
+        let created = res["StackResources"]
+            .as_array()
+            .and_then(|l| {
+                l.iter().find(|r| {
+                    r["LogicalResourceId"] == logical && r["ResourceStatus"] == "CREATE_COMPLETE"
+                })
+            })
+            .and_then(|r| r["PhysicalResourceId"].as_str())
+            .map(String::from);
+        if let Some(physical) = created {
+            return crate::update::file(s, &physical)["Properties"]["Value"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "{logical} of {stack} was never created"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
 /// Heat's wait condition: a server's user data (here a test resource's
 /// value) carries the handle's `curl_cli`; running it signals the handle.
 #[test]
@@ -903,35 +938,7 @@ outputs:
         "hw",
         t.to_str().unwrap_or_default(),
     ]);
-    let started = std::time::Instant::now();
-    let script = loop {
-        let run = cairn(&s, &["resources", "hw", "--output", "json"]);
-        let res = if run.code() == 0 {
-            run.json()
-        } else {
-            serde_json::Value::Null
-        };
-        let server = res["StackResources"]
-            .as_array()
-            .and_then(|l| {
-                l.iter().find(|r| {
-                    r["LogicalResourceId"] == "server" && r["ResourceStatus"] == "CREATE_COMPLETE"
-                })
-            })
-            .and_then(|r| r["PhysicalResourceId"].as_str())
-            .map(String::from);
-        if let Some(physical) = server {
-            break crate::update::file(&s, &physical)["Properties"]["Value"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-        }
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(60),
-            "the server never came"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    };
+    let script = value_once_created(&s, "hw", "server");
     assert!(
         script.starts_with("curl -i -X POST -H 'Content-Type: application/json'"),
         "{script}"

@@ -513,13 +513,7 @@ impl Creates<'_> {
                 // Heat lists an output whose condition is false, without a
                 // value (heat/engine/output.py); CloudFormation omits it.
                 if op.template.heat {
-                    outputs.push(OutputRecord {
-                        output_key: o.name.clone(),
-                        output_value: String::new(),
-                        description: o.description.clone(),
-                        export_name: None,
-                        output_error: None,
-                    });
+                    outputs.push(without_value(o, None));
                 }
                 continue;
             }
@@ -540,13 +534,7 @@ impl Creates<'_> {
                 // Heat completes the stack and reports the error on this
                 // output alone (heat/engine/api.py, format_stack_output).
                 Err(e) if op.template.heat => {
-                    outputs.push(OutputRecord {
-                        output_key: o.name.clone(),
-                        output_value: String::new(),
-                        description: o.description.clone(),
-                        export_name: None,
-                        output_error: Some(e),
-                    });
+                    outputs.push(without_value(o, Some(e)));
                     continue;
                 }
                 Err(e) => return Err(e),
@@ -612,5 +600,17 @@ impl Creates<'_> {
             .await
             .map_err(|e| e.to_string())?;
         Ok(())
+    }
+}
+
+/// A HOT output listed without a value: its condition is false, or
+/// (`error`) it could not be resolved.
+fn without_value(o: &crate::template::model::Output, error: Option<String>) -> OutputRecord {
+    OutputRecord {
+        output_key: o.name.clone(),
+        output_value: String::new(),
+        description: o.description.clone(),
+        export_name: None,
+        output_error: error,
     }
 }

@@ -593,27 +593,20 @@ impl Protocol<'_> {
         let props = validate::check_properties(logical_id, &r.type_name, &props, &self.registry)
             .map_err(|e| e.message().to_string())?;
         let canonical = self.registry.canonical(&r.type_name).to_string();
-        // A nested stack changes with its template's text too.
+        // A nested stack changes with its template's text too, and so
+        // does a launch configuration of nested stack members.
+        let recorded = op.recorded_digests.get(logical_id).map(|d| {
+            let mut m = Map::new();
+            m.insert(crate::nested::DIGEST.into(), d.clone());
+            m
+        });
         let props = if crate::nested::is_stack(&canonical) {
-            let recorded = op.recorded_digests.get(logical_id).map(|d| {
-                let mut m = Map::new();
-                m.insert(crate::nested::DIGEST.into(), d.clone());
-                m
-            });
             crate::nested::with_digest(logical_id, props, &op.nested, recorded.as_ref())
         } else if canonical == crate::group::types::LAUNCH_CONFIGURATION {
-            let recorded = op.recorded_digests.get(logical_id).map(|d| {
-                let mut members = Map::new();
-                members.insert(crate::nested::DIGEST.into(), d.clone());
-                let mut m = Map::new();
-                m.insert("MemberProperties".into(), Value::Object(members));
-                m
-            });
-            let member_stacks = self.member_stacks(&props);
             crate::nested::with_member_digest(
                 logical_id,
                 props,
-                member_stacks,
+                &self.registry,
                 &op.nested,
                 recorded.as_ref(),
             )
@@ -644,14 +637,6 @@ impl Protocol<'_> {
         };
         crate::plan::external_id(&op.evaluator(), r)
             .map_err(|e| ProviderError::invalid_request(e.to_string()))
-    }
-
-    /// Whether a launch configuration's members are nested stacks.
-    fn member_stacks(&self, properties: &Map<String, Value>) -> bool {
-        properties
-            .get("MemberType")
-            .and_then(Value::as_str)
-            .is_some_and(|t| crate::nested::is_stack(self.registry.canonical(t)))
     }
 
     /// The engine's own server of `resource_type` (an alias resolved), if

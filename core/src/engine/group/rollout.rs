@@ -274,13 +274,7 @@ impl<'a> Run<'a> {
         let doomed: Vec<&crate::group::state::Member> = st
             .members
             .iter()
-            .filter(|m| {
-                index_named(m.index)
-                    || spec
-                        .removal
-                        .iter()
-                        .any(|r| m.physical_id.as_deref() == Some(r.as_str()))
-            })
+            .filter(|m| names_member(&spec.removal, m))
             .collect();
         let mut removed: Vec<u64> = st
             .removed
@@ -318,13 +312,7 @@ impl<'a> Run<'a> {
         let named: Vec<u64> = st
             .members
             .iter()
-            .filter(|m| {
-                removal.iter().any(|r| {
-                    *r == m.name
-                        || *r == m.index.to_string()
-                        || m.physical_id.as_deref() == Some(r.as_str())
-                })
-            })
+            .filter(|m| names_member(removal, m))
             .map(|m| m.index)
             .take(excess)
             .collect();
@@ -374,4 +362,12 @@ impl<'a> Run<'a> {
             ))
         })
     }
+}
+
+/// Whether a removal_policies entry names `m`: by name, index or
+/// physical id.
+fn names_member(removal: &[String], m: &crate::group::state::Member) -> bool {
+    removal.iter().any(|r| {
+        *r == m.name || *r == m.index.to_string() || m.physical_id.as_deref() == Some(r.as_str())
+    })
 }
