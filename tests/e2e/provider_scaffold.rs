@@ -57,6 +57,15 @@ fn new_build_test_deploy(name: &str, args: &[&str], expected_steps: usize) {
         steps.iter().any(|l| l.starts_with("cairn provider test ")),
         "{steps:?}"
     );
+    // The Rust projects build into one shared directory (their `target`
+    // is a link to it): the second one reuses the first one's compiled
+    // dependencies instead of building serde, tokio and the SDK again on
+    // CI's two cores. Cargo's lock on that directory orders the builds.
+    if project.join("Cargo.toml").exists() {
+        let shared = Path::new(env!("CARGO_TARGET_TMPDIR")).join("scaffold-target");
+        std::fs::create_dir_all(&shared).expect("the shared target directory");
+        std::os::unix::fs::symlink(&shared, project.join("target")).expect("link target");
+    }
     let cairn_dir = Path::new(env!("CARGO_BIN_EXE_cairn"))
         .parent()
         .expect("the binary's directory")
