@@ -351,8 +351,7 @@ fn in_a_browser_a_change_set_is_marked_and_a_stack_is_deleted() {
         b.shot("01-change-set").await;
 
         // Execute it from its page: the stack's page follows the update.
-        b.click("#execute button").await;
-        let asked = step("the confirmation", b.client.get_alert_text()).await;
+        let asked = b.click_for_confirmation("#execute button").await;
         assert_eq!(asked, "Execute change set rename?");
         step("accept", b.client.accept_alert()).await;
         b.until(
@@ -439,8 +438,7 @@ fn in_a_browser_a_change_set_is_marked_and_a_stack_is_deleted() {
             "return !!window.cairnGraphDrawn",
         )
         .await;
-        b.click("#delete button").await;
-        let asked = step("the confirmation", b.client.get_alert_text()).await;
+        let asked = b.click_for_confirmation("#delete button").await;
         assert_eq!(asked, "Delete stack app and its resources?");
         step("dismiss", b.client.dismiss_alert()).await;
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -450,8 +448,7 @@ fn in_a_browser_a_change_set_is_marked_and_a_stack_is_deleted() {
         assert_eq!(status, json!("UPDATE_COMPLETE"));
 
         // Confirmed: the stack is deleted and the page says so.
-        b.click("#delete button").await;
-        step("the confirmation", b.client.get_alert_text()).await;
+        b.click_for_confirmation("#delete button").await;
         step("accept", b.client.accept_alert()).await;
         b.until(
             "the stack is deleted",

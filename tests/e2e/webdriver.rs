@@ -174,6 +174,26 @@ impl Browser {
         step(&format!("click {css}"), e.click()).await;
     }
 
+    /// Clicks `css`, whose form asks for a confirmation, and returns the
+    /// question once the browser shows it. A click while the page still
+    /// moves (the graph, a refresh) can land beside the button: then no
+    /// dialog opens, and the click is tried again.
+    pub async fn click_for_confirmation(&self, css: &str) -> String {
+        for _ in 0..5 {
+            self.click(css).await;
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while Instant::now() < deadline {
+                if let Ok(Ok(text)) = tokio::time::timeout(STEP, self.client.get_alert_text()).await
+                {
+                    return text;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        self.shot("no-confirmation").await;
+        panic!("clicking {css} opened no confirmation");
+    }
+
     pub async fn fill(&self, css: &str, text: &str) {
         let e = step(css, self.client.find(Locator::Css(css))).await;
         step(&format!("type into {css}"), e.send_keys(text)).await;

@@ -602,6 +602,13 @@ impl Updates<'_> {
         change_set: Option<&ChangeSetRecord>,
     ) -> Result<String, EngineError> {
         if !prepared.unfinished.is_empty() {
+            // The rows are read apart from the stack: another update may have
+            // started replacing a resource since. Then the stack is busy (or
+            // changed), which is the answer, not its journal.
+            let current = self.current_status(&prepared.stack).await?;
+            if current != prepared.stack.status {
+                return Err(moved_on(&prepared.stack, current));
+            }
             return Err(EngineError::Validation(format!(
                 "Stack:{} has physical resources that a cairn update replaced and could not delete: {}. Run cairn update {} again to delete them (or delete the stack) before updating it with a template.",
                 prepared.stack.stack_id,
@@ -631,30 +638,16 @@ impl Updates<'_> {
             extra_options,
             ..
         } = prepared;
-        // CloudFormation's answer to a second update of a busy stack.
-        let busy = |status: StackStatus| {
-            EngineError::Validation(format!(
-                "Stack:{} is in {} state and can not be updated.",
-                stack.stack_id, status
-            ))
-        };
         let lease = match self.claims().lease_for_new_operation(&stack).await? {
             Ok(lease) => lease,
-            Err(status) => return Err(busy(status)),
+            Err(status) => return Err(busy(&stack, status)),
         };
         // Re-check under the lease: another operation may have started and
         // even ended since the stack was read.
         let current = self.current_status(&stack).await?;
         if current != stack.status {
             let _ = self.store.release_lease(&lease).await;
-            return Err(if current.is_in_progress() {
-                busy(current)
-            } else {
-                EngineError::Validation(format!(
-                    "Stack:{} changed while the update was being prepared (it is {current} now); try again",
-                    stack.stack_id
-                ))
-            });
+            return Err(moved_on(&stack, current));
         }
         if let Some(cs) = change_set {
             if self.store.event_count(&stack.stack_id).await? as i64 != cs.base_version {
@@ -1826,5 +1819,26 @@ impl Updates<'_> {
             }
         };
         self.held(op, &v.logical_id, result)
+    }
+}
+
+/// CloudFormation's answer to a second update of a busy stack.
+fn busy(stack: &StackRecord, status: StackStatus) -> EngineError {
+    EngineError::Validation(format!(
+        "Stack:{} is in {} state and can not be updated.",
+        stack.stack_id, status
+    ))
+}
+
+/// The answer when `stack` is no longer in the status the update was
+/// prepared against: busy while another operation runs, else stale.
+fn moved_on(stack: &StackRecord, current: StackStatus) -> EngineError {
+    if current.is_in_progress() {
+        busy(stack, current)
+    } else {
+        EngineError::Validation(format!(
+            "Stack:{} changed while the update was being prepared (it is {current} now); try again",
+            stack.stack_id
+        ))
     }
 }
