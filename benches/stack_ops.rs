@@ -361,6 +361,7 @@ fn scenario(name: &str) -> Result<(), Box<dyn std::error::Error>> {
                     stack_name: "bench".into(),
                     template_body: Some(input.template_body.clone()),
                     parameters: BTreeMap::new(),
+                        disable_rollback: false,
                     tags: None, origin: Default::default(), context: None, })
                 .await;
             noops.push(start.elapsed().as_secs_f64());

@@ -190,12 +190,6 @@ pub async fn execute(
         .describe_change_set(stack, change_set)
         .await?;
     let on_failure = if disable_rollback {
-        if cs.change_set_type != ChangeSetType::Create {
-            return Err(anyhow!(
-                "--disable-rollback applies to a change set that creates a stack; {} updates stack {stack} (an update that fails rolls back)",
-                cs.change_set_name
-            ));
-        }
         OnFailure::DoNothing
     } else {
         OnFailure::Rollback

@@ -203,6 +203,9 @@ enum Command {
         #[arg(long)]
         skip: Vec<String>,
     },
+    /// Roll back a stack whose create or update failed with --disable-rollback
+    /// (CREATE_FAILED or UPDATE_FAILED) to its last stable state, and wait.
+    Rollback { stack: String },
     /// Preview an update (or a create) as a change set, without touching
     /// resources (like `aws cloudformation create-change-set`).
     Plan(PlanOpts),
@@ -210,8 +213,8 @@ enum Command {
     Execute {
         stack: String,
         change_set: String,
-        /// For a change set that creates the stack: keep what was created when
-        /// the create fails.
+        /// Keep what was done when it fails: a create stops in CREATE_FAILED,
+        /// an update in UPDATE_FAILED (then update again, or `cairn rollback`).
         #[arg(long)]
         disable_rollback: bool,
     },
@@ -356,7 +359,9 @@ struct DeployOpts {
     /// A parameter value, KEY=VALUE (repeatable).
     #[arg(long = "parameter", short = 'p')]
     parameters: Vec<String>,
-    /// Keep what was created when the create fails (OnFailure DO_NOTHING).
+    /// Keep what was done when it fails: a create stops in CREATE_FAILED
+    /// (OnFailure DO_NOTHING), an update in UPDATE_FAILED; deploy again to
+    /// continue, or `cairn rollback` to go back.
     #[arg(long)]
     disable_rollback: bool,
     /// DO_NOTHING, ROLLBACK (default) or DELETE.
@@ -598,6 +603,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::ContinueRollback { stack, skip } => {
             stacks::continue_rollback(&engine, stack, skip).await
         }
+        Command::Rollback { stack } => stacks::rollback(&engine, stack).await,
         Command::Plan(o) => changesets::plan(&engine, o.args()).await,
         Command::Execute {
             stack,
@@ -731,6 +737,7 @@ async fn run_remote(endpoint: &str, command: &Command) -> anyhow::Result<()> {
         Command::Deploy(o) => R::Deploy(o.args()),
         Command::Delete { stack, retain } => R::Delete { stack, retain },
         Command::ContinueRollback { stack, skip } => R::ContinueRollback { stack, skip },
+        Command::Rollback { stack } => R::Rollback { stack },
         Command::CancelUpdate { stack } => R::CancelUpdate { stack },
         Command::Signal {
             stack,

@@ -38,6 +38,7 @@ pub async fn run(engine: &Arc<Engine>, args: Args<'_>) -> anyhow::Result<()> {
             tags: None,
             origin: Default::default(),
             context: None,
+            disable_rollback: false,
         },
         flags: args.flags,
     };

@@ -378,9 +378,9 @@ async fn update(
     body: String,
     existing: &StackRecord,
 ) -> anyhow::Result<()> {
-    if args.disable_rollback || args.on_failure.is_some() {
+    if args.on_failure.is_some() {
         return Err(anyhow!(
-            "--disable-rollback and --on-failure apply to creating a stack; stack {} exists and is updated (an update that fails rolls back)",
+            "--on-failure applies to creating a stack; stack {} exists and is updated (with --disable-rollback a failed update stops in UPDATE_FAILED)",
             args.stack
         ));
     }
@@ -401,6 +401,7 @@ async fn update(
             .transpose()?,
         origin: cairn_core::nested::Origin::file(args.template),
         context: Some(gathered.context),
+        disable_rollback: args.disable_rollback,
     };
     let stack_id = engine
         .updates()
@@ -465,6 +466,23 @@ pub async fn continue_rollback(
         StackStatus::UpdateRollbackComplete,
     )
     .await
+}
+
+/// `cairn rollback`: RollbackStack, followed to its end.
+pub async fn rollback(engine: &Arc<Engine>, stack: &str) -> anyhow::Result<()> {
+    let before = event_count(engine, stack).await?;
+    let from = engine.store().find_stack(stack).await?.map(|s| s.status);
+    let stack_id = engine.updates().start_rollback(stack).await?;
+    wait_for(engine, stack, &stack_id, before, rolled_back(from)).await
+}
+
+/// Where RollbackStack of a stack in `from` ends when it succeeds.
+pub(crate) fn rolled_back(from: Option<StackStatus>) -> StackStatus {
+    if from == Some(StackStatus::CreateFailed) {
+        StackStatus::RollbackComplete
+    } else {
+        StackStatus::UpdateRollbackComplete
+    }
 }
 
 pub async fn delete(engine: &Arc<Engine>, stack: &str, retain: &[String]) -> anyhow::Result<()> {
@@ -717,7 +735,12 @@ pub(crate) struct ResourceLine {
 }
 
 /// The stack's resources, each group followed by its members in order.
-async fn resource_lines(engine: &Arc<Engine>, stack_id: &str) -> anyhow::Result<Vec<ResourceLine>> {
+async fn resource_lines(
+    engine: &Arc<Engine>,
+    stack: &StackRecord,
+) -> anyhow::Result<Vec<ResourceLine>> {
+    let stack_id = &stack.stack_id;
+    let shown = cairn_core::shown::ShownTypes::of(stack);
     let rows = engine.store().resources(stack_id).await?;
     let mut groups = engine.store().groups(stack_id).await?;
     let members = |state: serde_json::Value, group: &str| -> anyhow::Result<Vec<ResourceLine>> {
@@ -745,7 +768,7 @@ async fn resource_lines(engine: &Arc<Engine>, stack_id: &str) -> anyhow::Result<
         lines.push(ResourceLine {
             logical_id: r.logical_id.clone(),
             group: None,
-            resource_type: r.resource_type,
+            resource_type: shown.type_of(&r.logical_id, &r.resource_type).to_string(),
             physical_id: r.physical_id,
             status: r.status.as_str().to_string(),
             reason: r.status_reason,
@@ -770,12 +793,12 @@ pub async fn resources(
     output: OutputFormat,
 ) -> anyhow::Result<()> {
     let s = find(engine, stack).await?;
-    let mut lines = resource_lines(engine, &s.stack_id).await?;
+    let mut lines = resource_lines(engine, &s).await?;
     // The text shows the tree: each nested stack's resources after it,
     // under its path.
     if output == OutputFormat::Text {
         for (child, path) in crate::tree::descendants(engine, &s).await? {
-            let below = resource_lines(engine, &child.stack_id).await?;
+            let below = resource_lines(engine, &child).await?;
             let at = lines
                 .iter()
                 .rposition(|l| {

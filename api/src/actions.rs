@@ -2,6 +2,7 @@
 //! engine (the same calls the CLI makes) and writes its result element in
 //! the shapes of botocore's CloudFormation service model.
 
+use cairn_core::shown::ShownTypes;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -47,6 +48,7 @@ pub async fn dispatch(app: &Arc<App>, f: &Form, action: &str) -> Outcome {
         "ListChangeSets" => list_change_sets(app, f).await,
         "ContinueUpdateRollback" => continue_update_rollback(app, f).await,
         "CancelUpdateStack" => cancel_update_stack(app, f).await,
+        "RollbackStack" => rollback_stack(app, f).await,
         "SignalResource" => signal_resource(app, f).await,
         "ListExports" => list_exports(app, f).await,
         "ListImports" => list_imports(app, f).await,
@@ -356,6 +358,7 @@ async fn update_stack(app: &Arc<App>, f: &Form) -> Outcome {
         tags: tags(f)?,
         origin: origin(app, f),
         context,
+        disable_rollback: f.flag("DisableRollback")? == Some(true),
     };
     let id = app.engine.updates().start_update(&input).await?;
     app.drive(id.clone(), "UPDATE").await;
@@ -585,14 +588,21 @@ fn live(rows: Vec<ResourceRecord>) -> Vec<ResourceRecord> {
         .collect()
 }
 
-fn resource_xml(x: &mut Xml, s: Option<&StackRecord>, r: &ResourceRecord, detail: bool) {
-    if let Some(s) = s {
-        x.leaf("StackName", &s.stack_name)
-            .leaf("StackId", &s.stack_id);
-    }
+fn resource_xml(
+    x: &mut Xml,
+    s: &StackRecord,
+    shown: &ShownTypes,
+    r: &ResourceRecord,
+    detail: bool,
+) {
+    x.leaf("StackName", &s.stack_name)
+        .leaf("StackId", &s.stack_id);
     x.leaf("LogicalResourceId", &r.logical_id)
         .opt("PhysicalResourceId", r.physical_id.as_deref())
-        .leaf("ResourceType", &r.resource_type)
+        .leaf(
+            "ResourceType",
+            shown.type_of(&r.logical_id, &r.resource_type),
+        )
         .leaf(
             if detail {
                 "LastUpdatedTimestamp"
@@ -628,7 +638,7 @@ async fn describe_stack_resource(app: &App, f: &Form) -> Outcome {
         })?;
     result(|x| {
         x.open("StackResourceDetail");
-        resource_xml(x, Some(&s), r, true);
+        resource_xml(x, &s, &ShownTypes::of(&s), r, true);
         x.close("StackResourceDetail");
     })
 }
@@ -666,9 +676,10 @@ async fn describe_stack_resources(app: &App, f: &Form) -> Outcome {
         rows.retain(|r| r.logical_id == l);
     }
     rows.truncate(PAGE);
+    let shown = ShownTypes::of(&s);
     result(|x| {
         x.list("StackResources", &rows, |x, r| {
-            resource_xml(x, Some(&s), r, false)
+            resource_xml(x, &s, &shown, r, false)
         });
     })
 }
@@ -677,11 +688,15 @@ async fn list_stack_resources(app: &App, f: &Form) -> Outcome {
     let s = stack(app, f.required("StackName")?).await?;
     let rows = live(app.engine.store().resources(&s.stack_id).await?);
     let (items, next) = page(&rows, f, PAGE)?;
+    let shown = ShownTypes::of(&s);
     result(|x| {
         x.list("StackResourceSummaries", items, |x, r| {
             x.leaf("LogicalResourceId", &r.logical_id)
                 .opt("PhysicalResourceId", r.physical_id.as_deref())
-                .leaf("ResourceType", &r.resource_type)
+                .leaf(
+                    "ResourceType",
+                    shown.type_of(&r.logical_id, &r.resource_type),
+                )
                 .leaf("LastUpdatedTimestamp", &r.updated_at)
                 .leaf("ResourceStatus", r.status.as_str())
                 .opt("ResourceStatusReason", r.status_reason.as_deref());
@@ -984,6 +999,15 @@ async fn continue_update_rollback(app: &Arc<App>, f: &Form) -> Outcome {
     result(|_| {})
 }
 
+async fn rollback_stack(app: &Arc<App>, f: &Form) -> Outcome {
+    let name = f.required("StackName")?;
+    let id = app.engine.updates().start_rollback(name).await?;
+    app.drive(id.clone(), "ROLLBACK").await;
+    result(|x| {
+        x.leaf("StackId", &id);
+    })
+}
+
 async fn cancel_update_stack(app: &App, f: &Form) -> Outcome {
     app.engine
         .updates()
@@ -1180,6 +1204,7 @@ async fn reconcile_stack(app: &Arc<App>, f: &Form) -> Outcome {
             tags: None,
             origin: Default::default(),
             context: None,
+            disable_rollback: false,
         },
         flags: cairn_core::engine::ReconcileFlags {
             drift_only: flag("DriftOnly")?,

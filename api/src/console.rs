@@ -340,6 +340,13 @@ async fn actions_html(app: &App, stack: &StackRecord, csrf: &str) -> String {
             &format!("Cancel the update of {n}? It rolls back."),
             "",
         )),
+        // Kept by DisableRollback: RollbackStack goes back.
+        StackStatus::UpdateFailed | StackStatus::CreateFailed => out.push_str(&form(
+            "rollback",
+            "Roll back",
+            &format!("Roll {n} back to its last stable state?"),
+            "",
+        )),
         StackStatus::UpdateRollbackFailed => {
             // CloudFormation lets the rollback skip resources it could not
             // roll back (UPDATE_FAILED).
@@ -571,7 +578,7 @@ fn layout(template: &Template, graph: &Graph, rows: &BTreeMap<String, ResourceRe
             let row = rows.get(id);
             json!({
                 "id": id,
-                "type": template.resource(id).map(|r| r.type_name.as_str()).unwrap_or_default(),
+                "type": template.resource(id).map(|r| r.shown_type()).unwrap_or_default(),
                 "layer": layer[i].unwrap_or(0),
                 "status": row.map(|r| r.status.as_str()),
                 "reason": row.and_then(|r| r.status_reason.clone()),
@@ -758,7 +765,8 @@ struct ActionForm {
 /// A stack's action from its page, through the API's own action:
 /// `delete` (DeleteStack; the person then follows the deleted stack by its
 /// id), `detect-drift`, `cancel-update` (CancelUpdateStack) or
-/// `continue-rollback` (ContinueUpdateRollback, with the checked `skip`s).
+/// `continue-rollback` (ContinueUpdateRollback, with the checked `skip`s)
+/// or `rollback` (RollbackStack).
 async fn stack_action(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
@@ -782,10 +790,11 @@ async fn stack_action(
         "detect-drift" => ("DetectStackDrift", &stack.stack_name),
         "cancel-update" => ("CancelUpdateStack", &stack.stack_name),
         "continue-rollback" => ("ContinueUpdateRollback", &stack.stack_name),
+        "rollback" => ("RollbackStack", &stack.stack_name),
         _ => {
             return (
                 StatusCode::NOT_FOUND,
-                "delete, detect-drift, cancel-update or continue-rollback",
+                "delete, detect-drift, cancel-update, continue-rollback or rollback",
             )
                 .into_response()
         }

@@ -21,6 +21,7 @@ pub mod nested;
 mod proptests;
 pub mod registry;
 pub mod shared;
+pub mod shown;
 /// Durable state, its own crate; re-exported at its old path.
 pub use cairn_store as store;
 #[cfg(test)]

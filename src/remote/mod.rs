@@ -477,6 +477,9 @@ pub enum Command<'a> {
     CancelUpdate {
         stack: &'a str,
     },
+    Rollback {
+        stack: &'a str,
+    },
     Signal {
         stack: &'a str,
         resource: &'a str,
@@ -524,6 +527,18 @@ pub async fn run(endpoint: &str, command: Command<'_>) -> anyhow::Result<()> {
                 "ContinueUpdateRollback",
                 &p,
                 StackStatus::UpdateRollbackComplete,
+                |e| e,
+            )
+            .await
+        }
+        Command::Rollback { stack } => {
+            let existing = r.stack(stack).await?;
+            r.operate(
+                &existing.stack_id,
+                stack,
+                "RollbackStack",
+                &[kv("StackName", stack)],
+                stacks::rolled_back(Some(existing.status)),
                 |e| e,
             )
             .await
@@ -682,9 +697,6 @@ async fn execute(
     disable_rollback: bool,
 ) -> anyhow::Result<()> {
     let cs = r.change_set(stack, change_set).await?;
-    if disable_rollback && cs.change_set_type != ChangeSetType::Create {
-        return Err(anyhow!("--disable-rollback applies to a change set that creates a stack; {} updates stack {stack} (an update that fails rolls back)", cs.change_set_name));
-    }
     let mut p = vec![kv("StackName", stack), kv("ChangeSetName", change_set)];
     if disable_rollback {
         p.push(kv("DisableRollback", "true"));
@@ -802,8 +814,11 @@ async fn deploy(r: &Remote, args: stacks::DeployArgs<'_>) -> anyhow::Result<()> 
     }
     match r.stack(args.stack).await {
         Ok(existing) if existing.status != StackStatus::ReviewInProgress => {
-            if args.disable_rollback || args.on_failure.is_some() {
-                return Err(anyhow!("--disable-rollback and --on-failure apply to creating a stack; stack {} exists and is updated (an update that fails rolls back)", args.stack));
+            if args.on_failure.is_some() {
+                return Err(anyhow!("--on-failure applies to creating a stack; stack {} exists and is updated (with --disable-rollback a failed update stops in UPDATE_FAILED)", args.stack));
+            }
+            if args.disable_rollback {
+                params.push(kv("DisableRollback", "true"));
             }
             r.operate(
                 &existing.stack_id,

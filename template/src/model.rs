@@ -31,11 +31,17 @@ const RESOURCE_ATTRIBUTES: &[&str] = &[
     "CreationPolicy",
     "UpdatePolicy",
     EXTERNAL_ID,
+    WRITTEN_TYPE,
 ];
 
 /// HOT's `external_id` as the front end lowers it: the resource adopts an
 /// existing physical resource instead of creating one.
 pub const EXTERNAL_ID: &str = "Cairn::ExternalId";
+
+/// The type a HOT resource was written with when it is served as another
+/// (`My::Thing` an environment maps to `OS::Heat::RandomString`): shown
+/// as written, as Heat does.
+pub const WRITTEN_TYPE: &str = "Cairn::WrittenType";
 
 /// One entry of the Resources section.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,6 +60,16 @@ pub struct Resource {
     /// HOT's `external_id` (unevaluated): the physical id of an existing
     /// resource it adopts; never created, updated only to itself.
     pub external_id: Option<Value>,
+    /// The type as written, when it differs from `type_name` (see
+    /// [`WRITTEN_TYPE`]).
+    pub written_type: Option<String>,
+}
+
+impl Resource {
+    /// The type to show: as written.
+    pub fn shown_type(&self) -> &str {
+        self.written_type.as_deref().unwrap_or(&self.type_name)
+    }
 }
 
 /// One entry of the Outputs section.
@@ -464,6 +480,10 @@ impl Template {
             creation_policy: r.remove("CreationPolicy"),
             update_policy: r.remove("UpdatePolicy"),
             external_id: r.remove(EXTERNAL_ID),
+            written_type: match r.remove(WRITTEN_TYPE) {
+                Some(Value::String(t)) => Some(t),
+                _ => None,
+            },
         })
     }
 

@@ -333,6 +333,30 @@ def rollback_and_cancel():
     assert time.time() - started < 30
     last = events("cx")[-1]
     assert (last["LogicalResourceId"], last["ResourceStatus"]) == ("cx", "UPDATE_ROLLBACK_COMPLETE"), last
+    # DisableRollback on UpdateStack keeps the failed update (UPDATE_FAILED,
+    # which the update waiter reports as a failure); RollbackStack goes back.
+    good = "Resources:\n  K: {Type: Cairn::Test::Resource, Properties: {Name: k1}}\n"
+    bad = "Resources:\n  K: {Type: Cairn::Test::Resource, Properties: {Name: k2}}\n  F: {Type: Cairn::Test::Resource, DependsOn: K, Properties: {Fail: create, FailMessage: no}}\n"
+    cf.create_stack(StackName="kept", TemplateBody=good)
+    cf.get_waiter("stack_create_complete").wait(StackName="kept", WaiterConfig=FAST)
+    cf.update_stack(StackName="kept", TemplateBody=bad, DisableRollback=True)
+    try:
+        cf.get_waiter("stack_update_complete").wait(StackName="kept", WaiterConfig=FAST)
+        raise AssertionError("the update waiter should have failed")
+    except WaiterError:
+        pass
+    s = cf.describe_stacks(StackName="kept")["Stacks"][0]
+    assert (s["StackStatus"], s["StackStatusReason"]) == (
+        "UPDATE_FAILED", "The following resource(s) failed to create: [F]."), s
+    k = cf.describe_stack_resource(StackName="kept", LogicalResourceId="K")["StackResourceDetail"]
+    assert k["PhysicalResourceId"] == "k2", k
+    stack_id = cf.rollback_stack(StackName="kept")["StackId"]
+    assert stack_id == s["StackId"], stack_id
+    cf.get_waiter("stack_rollback_complete").wait(StackName="kept", WaiterConfig=FAST)
+    k = cf.describe_stack_resource(StackName="kept", LogicalResourceId="K")["StackResourceDetail"]
+    assert k["PhysicalResourceId"] == "k1", k
+    code, msg, _ = error(cf.rollback_stack, StackName="kept")
+    assert (code, msg) == ("ValidationError", "Stack:%s is in UPDATE_ROLLBACK_COMPLETE state and can not be rolled back; only a stack in CREATE_FAILED or UPDATE_FAILED can" % stack_id), msg
 
 
 def exports_and_drift():

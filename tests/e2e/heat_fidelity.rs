@@ -1032,3 +1032,85 @@ fn group_members_may_be_provider_templates() {
         .collect();
     assert!(live.is_empty(), "{live:?}");
 }
+
+const ALIASED: &str = "heat_template_version: 2016-10-14
+resources:
+  secret:
+    type: My::Secret
+    properties: {length: 6}
+  inner:
+    type: wrapper.yaml
+  group:
+    type: OS::Heat::ResourceGroup
+    properties:
+      count: 1
+      resource_def: {type: OS::Heat::RandomString}
+  handle:
+    type: OS::Heat::WaitConditionHandle
+";
+
+const ALIAS_ENV: &str = "resource_registry:
+  My::Secret: OS::Heat::RandomString
+";
+
+/// (logical id, type) pairs.
+type Typed = Vec<(String, String)>;
+
+/// The (logical id, type) pairs, sorted and distinct, of `key`'s list in
+/// a read command's JSON (the stack's own entries left out).
+fn typed_pairs(list: &serde_json::Value, key: &str, stack: &str) -> Typed {
+    let mut out: Typed = list[key]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            let text = |k: &str| r[k].as_str().unwrap_or_default().to_string();
+            (text("LogicalResourceId"), text("ResourceType"))
+        })
+        .filter(|(l, _)| l != stack)
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// heat/engine/resource.py (`Resource.type()` is the type the template
+/// names) and heat/engine/environment.py (the registry only chooses the
+/// class): a resource is listed with the type as written, whatever serves
+/// it: an environment's alias, a template file, Heat's groups and wait
+/// condition handles. Its events name that type too.
+#[test]
+fn aliased_types_are_shown_as_written() {
+    let s = Scratch::new();
+    s.write(
+        "wrapper.yaml",
+        "heat_template_version: 2016-10-14\nresources:\n  leaf:\n    type: OS::Heat::RandomString\n",
+    );
+    s.write("env.yaml", ALIAS_ENV);
+    let t = s.write("aliased.yaml", ALIASED);
+    let run = s.cairn(&[
+        "deploy",
+        "al",
+        t.to_str().unwrap_or_default(),
+        "-e",
+        "env.yaml",
+    ]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let resources = s.cairn(&["resources", "al", "--output", "json"]).json();
+    let resources = typed_pairs(&resources, "StackResources", "al");
+    let expected: Typed = [
+        ("group", "OS::Heat::ResourceGroup"),
+        ("group-0", "OS::Heat::RandomString"),
+        ("group-launch", "Cairn::Group::LaunchConfiguration"),
+        ("handle", "OS::Heat::WaitConditionHandle"),
+        ("inner", "wrapper.yaml"),
+        ("secret", "My::Secret"),
+    ]
+    .iter()
+    .map(|(l, t)| (l.to_string(), t.to_string()))
+    .collect();
+    assert_eq!(resources, expected);
+    // Every event of each names the same type.
+    let events = s.cairn(&["events", "al", "--output", "json"]).json();
+    assert_eq!(typed_pairs(&events, "StackEvents", "al"), expected);
+}

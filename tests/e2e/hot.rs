@@ -655,9 +655,11 @@ outputs:
     assert_eq!(
         types,
         vec![
-            "motd Cairn::Test::Resource",
-            "script Cairn::Test::Resource",
-            "stub OS::Heat::None"
+            // Listed as written, as Heat does (served by what the
+            // environment maps them to).
+            "motd OS::Server::Other",
+            "script OS::Server::Thing",
+            "stub My::Unwanted::Thing"
         ]
     );
     // Without -p the environment's value; a changed file updates.

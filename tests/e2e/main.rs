@@ -12,6 +12,7 @@ mod heat_functional;
 mod hostile;
 mod hot;
 mod hot_corpus;
+mod kept_failures;
 mod nested;
 mod outage;
 mod plugins;

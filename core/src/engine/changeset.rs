@@ -103,6 +103,7 @@ impl ChangeSets<'_> {
                 origin: input.origin.clone(),
                 // Without a template, the stack's own context.
                 context: input.template_body.as_ref().map(|_| input.context.clone()),
+                disable_rollback: false,
             })
             .await?;
         let base_version = self.store.event_count(&prepared.stack.stack_id).await? as i64;
@@ -206,6 +207,7 @@ impl ChangeSets<'_> {
                 tags: None,
                 origin: Default::default(),
                 context: None,
+                disable_rollback: false,
             };
             let prepared = Box::pin(
                 self.updates()
@@ -544,6 +546,7 @@ impl ChangeSets<'_> {
                     tags: cs.tags.clone(),
                     origin: Default::default(),
                     context: Some(cs.nested.context.clone()),
+                    disable_rollback: on_failure == OnFailure::DoNothing,
                 },
                 Some(cs.nested.templates.clone()),
             )
@@ -595,14 +598,7 @@ impl ChangeSets<'_> {
         let sctx = stack_context(&self.config, &stack.stack_name, &stack.stack_id);
         let changes = self.plan_create(&template, &params, &sctx).await?;
         self.check_plan_holds(cs, &changes).await?;
-        let lease = self
-            .store
-            .acquire_lease(
-                &stack.stack_id,
-                &self.claims().operation_owner(),
-                self.claims().lease_ttl_ms(),
-            )
-            .await?;
+        let lease = self.claims().lease_for_operation(&stack.stack_id).await?;
         let version = self.store.event_count(&stack.stack_id).await? as i64;
         let current = self.store.find_stack(&stack.stack_id).await?;
         if version != cs.base_version
@@ -653,14 +649,7 @@ impl ChangeSets<'_> {
     /// Deletes a stack that only ever held change sets (REVIEW_IN_PROGRESS):
     /// nothing to run, so both transitions are recorded here.
     pub(super) async fn delete_review_stack(&self, stack: &StackRecord) -> Result<(), EngineError> {
-        let lease = self
-            .store
-            .acquire_lease(
-                &stack.stack_id,
-                &self.claims().operation_owner(),
-                self.claims().lease_ttl_ms(),
-            )
-            .await?;
+        let lease = self.claims().lease_for_operation(&stack.stack_id).await?;
         for cs in self.store.change_sets(&stack.stack_id).await? {
             self.store.delete_change_set(&cs.change_set_id).await?;
         }

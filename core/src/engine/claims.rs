@@ -45,6 +45,14 @@ impl Claims<'_> {
     }
 
     /// How long a lease lasts unless renewed (`[engine] lease_seconds`).
+    /// Takes the lease of `stack_id` for a new operation of this process
+    /// (a new owner), waiting while another holds it.
+    pub(super) async fn lease_for_operation(&self, stack_id: &str) -> Result<Lease, StoreError> {
+        self.store
+            .acquire_lease(stack_id, &self.operation_owner(), self.lease_ttl_ms())
+            .await
+    }
+
     pub(super) fn lease_ttl_ms(&self) -> i64 {
         (self.config.engine.lease_seconds.max(1) as i64).saturating_mul(1000)
     }

@@ -15,6 +15,7 @@ mod dag;
 mod delete;
 pub mod drift;
 mod group;
+mod kept;
 mod kinds;
 pub mod nested;
 mod parameter_values;
@@ -181,6 +182,15 @@ impl Op {
         stack_event(&self.stack, status, reason, &now())
     }
 
+    /// The type events show for `r`: a HOT resource's as written (see
+    /// [`crate::shown`]), while the row is of the type serving it.
+    fn shown_type<'a>(&'a self, r: &'a ResourceRecord) -> &'a str {
+        match self.template.resource(&r.logical_id) {
+            Some(t) if t.type_name == r.resource_type => t.shown_type(),
+            _ => &r.resource_type,
+        }
+    }
+
     fn resource_event(&self, r: &ResourceRecord) -> EventRecord {
         EventRecord {
             event_id: uuid::Uuid::new_v4().to_string(),
@@ -188,7 +198,7 @@ impl Op {
             stack_name: self.stack.stack_name.clone(),
             logical_id: r.logical_id.clone(),
             physical_id: r.physical_id.clone().unwrap_or_default(),
-            resource_type: r.resource_type.clone(),
+            resource_type: self.shown_type(r).to_string(),
             timestamp: r.updated_at.clone(),
             status: r.status.as_str().into(),
             status_reason: r.status_reason.clone(),
@@ -629,8 +639,15 @@ impl Engine {
         let status = result?;
         if !status.is_in_progress() {
             // A failed update rollback keeps its journal: continue-rollback
-            // resumes from it.
-            if status != StackStatus::UpdateRollbackFailed {
+            // resumes from it. So does an update kept in UPDATE_FAILED
+            // (`kept`): the next update or RollbackStack starts from it.
+            let kept = status == StackStatus::UpdateFailed
+                && self
+                    .store
+                    .operation(&lease.stack_id)
+                    .await?
+                    .is_some_and(|o| o.kind == OperationKind::Update);
+            if status != StackStatus::UpdateRollbackFailed && !kept {
                 self.store.clear_operation(&lease).await?;
             }
             self.store.release_lease(&lease).await?;
@@ -713,6 +730,29 @@ impl Engine {
             .set_stack_status(&op.lease, status, reason, &event)
             .await?;
         Ok(status)
+    }
+
+    /// Takes the stack's lease to go on with the operation its record
+    /// keeps (continue-rollback, RollbackStack): refused when the stack
+    /// moved on since `stack` was read (`while`: what was being done);
+    /// then a history entry of `kind`, and the operation loaded.
+    async fn resume_kept_operation(
+        &self,
+        stack: &StackRecord,
+        kind: OperationKind,
+        while_: &str,
+    ) -> Result<Op, EngineError> {
+        let lease = self.claims().lease_for_operation(&stack.stack_id).await?;
+        if self.current_status(stack).await? != stack.status {
+            let _ = self.store.release_lease(&lease).await;
+            return Err(EngineError::Validation(format!(
+                "Stack:{} changed while {while_}; try again",
+                stack.stack_id
+            )));
+        }
+        self.claims().started_under(&lease);
+        self.open_history(&lease, stack, kind, None).await?;
+        self.load(stack, lease).await
     }
 
     /// Starts the stack's history entry for an operation.

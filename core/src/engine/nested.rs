@@ -243,6 +243,7 @@ impl NestedStacks<'_> {
                 tags: child_tags(properties),
                 origin: Default::default(),
                 context: (!rolling_back).then(|| child_context(op, &rec.logical_id, properties)),
+                disable_rollback: false,
             };
             match self
                 .update_child(

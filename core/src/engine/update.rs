@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use super::dag::Outcome;
+use super::kept;
 use super::protocol::{self, Learned};
 use super::resolve::Results;
 use super::{stack_context, Attempt, EngineError, Op};
@@ -48,6 +49,10 @@ pub struct UpdateStackInput {
     pub origin: crate::nested::Origin,
     /// HOT's files and environment (`None`: the stack's).
     pub context: Option<crate::stack::TemplateContext>,
+    /// CloudFormation's `DisableRollback`: a failure stops the update in
+    /// UPDATE_FAILED, keeping what it did; the next update continues from
+    /// there, or RollbackStack goes back.
+    pub disable_rollback: bool,
 }
 
 /// The stack fields an update replaces, as journaled for both sides.
@@ -182,6 +187,10 @@ enum VictimOf {
     /// An old or abandoned physical resource of this row, which stays (as it
     /// was when the cleanup started; only its journal changes).
     Kept(Box<ResourceRecord>),
+    /// A physical resource a kept failed update left that no row uses
+    /// (see `kept`): only events record its delete; the operation's
+    /// options keep it until the operation ends.
+    Superseded,
 }
 
 /// The stack's reason for a rollback that `cairn cancel-update` started.
@@ -260,6 +269,11 @@ impl PreparedUpdate {
     /// when no resource does, as Heat completes it: its outputs (an
     /// output-only change of a provider template) and template are taken.
     pub(super) fn changes_nothing(&self) -> bool {
+        // Continuing a kept failed update always does something: it ends
+        // the failed state and deletes what that update left.
+        if self.extra_options.contains_key(kept::CONTINUES) {
+            return false;
+        }
         if !self.changes.is_empty() || self.target.tags != self.stack.tags {
             return false;
         }
@@ -489,7 +503,26 @@ impl Updates<'_> {
                 "reading the stack's state stopped".into(),
             )));
         };
+        // A failed update kept for inspection: this one continues from the
+        // resources as they are (see `kept`).
+        let operation = match stack.status {
+            StackStatus::UpdateFailed => self.store.operation(&stack.stack_id).await?,
+            _ => None,
+        };
+        let continues = kept::is_kept_update(&stack, operation.as_ref());
+        let (rows, superseded) = match &operation {
+            Some(o) if continues => {
+                let (rows, mut superseded) = kept::fold(rows);
+                superseded.extend(kept::superseded_of(&o.options));
+                results.record_live(&rows);
+                (rows, superseded)
+            }
+            _ => (rows, Vec::new()),
+        };
         self.refuse_type_changes(&rows, &template, &graph)?;
+        if input.disable_rollback {
+            self.refuse_kept_nested(&rows, &template)?;
+        }
         // The same text (a parameter-only update, or none): parse it once.
         let parsed_old;
         let old_template = if body == stack.template_body {
@@ -542,6 +575,16 @@ impl Updates<'_> {
         // Freeing a large stack's rows and parsed template takes tens of
         // milliseconds that the caller need not wait for.
         tokio::task::spawn_blocking(move || drop((rows, results, template)));
+        let mut extra_options = serde_json::Map::new();
+        if input.disable_rollback {
+            extra_options.insert(kept::DISABLE_ROLLBACK.into(), Value::Bool(true));
+        }
+        if continues {
+            extra_options.insert(kept::CONTINUES.into(), Value::Bool(true));
+        }
+        if !superseded.is_empty() {
+            extra_options.insert(kept::SUPERSEDED.into(), json!(superseded));
+        }
         Ok(PreparedUpdate {
             target: StackState {
                 template_body: body,
@@ -555,10 +598,42 @@ impl Updates<'_> {
             stack,
             changes,
             nested,
-            extra_options: serde_json::Map::new(),
+            extra_options,
             nested_properties,
             unfinished,
         })
+    }
+
+    /// A failed update of a stack with nested stacks cannot be kept yet:
+    /// its nested stacks finish their own updates (their cleanups delete
+    /// what the parent's last stable state needs) when the parent stops.
+    fn refuse_kept_nested(
+        &self,
+        rows: &[ResourceRecord],
+        template: &Template,
+    ) -> Result<(), EngineError> {
+        let nested = |t: &str| crate::nested::is_stack(self.registry.canonical(t));
+        let mut names: Vec<&str> = rows
+            .iter()
+            .filter(|r| nested(&r.resource_type))
+            .map(|r| r.logical_id.as_str())
+            .chain(
+                template
+                    .resources
+                    .iter()
+                    .filter(|r| nested(&r.type_name))
+                    .map(|r| r.logical_id.as_str()),
+            )
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        if names.is_empty() {
+            return Ok(());
+        }
+        Err(EngineError::Validation(format!(
+            "DisableRollback is not supported for an update of a stack with nested stacks ({}): its nested stacks would finish their own updates; update without it",
+            names.join(", ")
+        )))
     }
 
     /// CloudFormation refuses an update that changes a live resource's type;
@@ -809,25 +884,13 @@ impl Updates<'_> {
                 )));
             }
         }
-        let lease = self
-            .store
-            .acquire_lease(
-                &stack.stack_id,
-                &self.claims().operation_owner(),
-                self.claims().lease_ttl_ms(),
+        let op = self
+            .resume_kept_operation(
+                &stack,
+                OperationKind::ContinueUpdateRollback,
+                "the rollback was being continued",
             )
             .await?;
-        if self.current_status(&stack).await? != stack.status {
-            let _ = self.store.release_lease(&lease).await;
-            return Err(EngineError::Validation(format!(
-                "Stack:{} changed while the rollback was being continued; try again",
-                stack.stack_id
-            )));
-        }
-        self.claims().started_under(&lease);
-        self.open_history(&lease, &stack, OperationKind::ContinueUpdateRollback, None)
-            .await?;
-        let op = self.load(&stack, lease).await?;
         for mut r in rows.into_iter().filter(|r| skip.contains(&r.logical_id)) {
             let Some(Journal::Changed { before }) = r.journal.clone() else {
                 continue;
@@ -863,10 +926,13 @@ impl Updates<'_> {
                     self.mark_interrupted(op).await?;
                     return self.start_update_rollback(op, CANCELLED).await;
                 }
+                if let Some(operation) = self.store.operation(id).await? {
+                    self.fold_kept_rows(op, &operation).await?;
+                }
                 let rows = self.store.resources(id).await?;
                 if rows.iter().all(|r| r.journal.is_none()) {
                     match self.check_parameter_values(op).await {
-                        Err(reason) => return self.start_update_rollback(op, &reason).await,
+                        Err(reason) => return self.fail_update(op, &reason).await,
                         Ok(warnings) => {
                             for w in warnings {
                                 self.set_status(op, StackStatus::UpdateInProgress, Some(&w))
@@ -882,13 +948,13 @@ impl Updates<'_> {
                 if created.is_empty() && updated.is_empty() {
                     match self.finish_update(op).await {
                         Ok(()) => {}
-                        Err(reason) => return self.start_update_rollback(op, &reason).await,
+                        Err(reason) => return self.fail_update(op, &reason).await,
                     }
                     self.set_status(op, StackStatus::UpdateCompleteCleanupInProgress, None)
                         .await?;
                     self.cleanup_forward(op).await
                 } else {
-                    self.start_update_rollback(op, &failure_reason(&created, &updated))
+                    self.fail_update(op, &failure_reason(&created, &updated))
                         .await
                 }
             }
@@ -1264,7 +1330,7 @@ impl Updates<'_> {
         self.creates().publish_outputs(op, outputs).await
     }
 
-    async fn start_update_rollback(
+    pub(super) async fn start_update_rollback(
         &self,
         op: &Op,
         reason: &str,
@@ -1460,6 +1526,7 @@ impl Updates<'_> {
                 }
             }
         }
+        victims.extend(self.superseded_victims(op).await?);
         let lost = self.delete_victims(op, victims).await?;
         self.store.clear_journals(&op.lease).await?;
         let reason = (!lost.is_empty())
@@ -1502,6 +1569,7 @@ impl Updates<'_> {
                 _ => {}
             }
         }
+        victims.extend(self.superseded_victims(op).await?);
         let lost = self.delete_victims(op, victims).await?;
         let exports: Vec<(String, String)> = op
             .state
@@ -1664,6 +1732,22 @@ impl Updates<'_> {
                 }
             }
         }
+        // A superseded resource has no row to record its delete on: its
+        // events say how far the delete got before a crash.
+        if matches!(v.owner, VictimOf::Superseded) {
+            let physical = v.target.physical_id.as_deref();
+            match self.superseded_step(op, &v.logical_id, physical).await {
+                Ok(Some(ResourceStatus::DeleteComplete)) => return true,
+                Ok(Some(ResourceStatus::DeleteInProgress | ResourceStatus::DeleteFailed)) => {
+                    v.target.pending = Some(protocol::begin(CallKind::Delete));
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(stack = %op.stack.stack_id, "cannot read the events of a superseded resource's delete: {e}");
+                    return false;
+                }
+            }
+        }
         // One request id for all attempts: a retry is the same request. A
         // delete recorded before a crash is resumed first, not sent again.
         let (delete, mut call) =
@@ -1779,6 +1863,7 @@ impl Updates<'_> {
                 }
                 row
             }
+            VictimOf::Superseded => return self.note_victim(op, v, vec![started]).await,
         };
         let written = self.store.put_resource(&op.lease, row, &[started]).await;
         self.held(op, &v.logical_id, written)
@@ -1793,6 +1878,22 @@ impl Updates<'_> {
     ) -> bool {
         let written = self.store.put_events(&op.lease, &events).await;
         self.held(op, &v.logical_id, written)
+    }
+
+    /// The physical resources a kept failed update left that this
+    /// operation deletes in its cleanup (whichever way it ends).
+    async fn superseded_victims(&self, op: &Op) -> Result<Vec<Victim>, EngineError> {
+        Ok(self
+            .superseded(op)
+            .await?
+            .into_iter()
+            .map(|s| Victim {
+                logical_id: s.logical_id,
+                target: s.target,
+                owner: VictimOf::Superseded,
+                retain: false,
+            })
+            .collect())
     }
 
     /// The victim is gone (or given up): drop the row, or forget the old
@@ -1817,6 +1918,7 @@ impl Updates<'_> {
                 };
                 self.store.put_resource(&op.lease, &row, &events).await
             }
+            VictimOf::Superseded => self.store.put_events(&op.lease, &events).await,
         };
         self.held(op, &v.logical_id, result)
     }

@@ -212,6 +212,10 @@ status_enum!(
         Reconcile => "RECONCILE",
         // A history entry only: the operation stays the update's.
         ContinueUpdateRollback => "CONTINUE_UPDATE_ROLLBACK",
+        // A history entry only (RollbackStack of a stack whose create or
+        // update failed with rollback disabled): the operation stays the
+        // failed one's.
+        Rollback => "ROLLBACK",
     }
 );
 

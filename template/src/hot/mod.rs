@@ -156,6 +156,18 @@ pub fn apply_environments(
     Ok(parameters)
 }
 
+/// `lowered` remembering the type its resource was written with, when it
+/// is served as another (an environment's alias, a template file, Heat's
+/// types served by CloudFormation's): Heat shows the type as written.
+fn as_written_type(mut lowered: Value, written: Option<&Value>) -> Value {
+    if let (Value::Object(m), Some(Value::String(w))) = (&mut lowered, written) {
+        if m.get("Type").and_then(Value::as_str) != Some(w.as_str()) {
+            m.insert(crate::model::WRITTEN_TYPE.into(), Value::String(w.clone()));
+        }
+    }
+    lowered
+}
+
 /// The template files an environment's resource_registry maps types to
 /// (top level and per resource): provider templates.
 pub fn provider_templates(env: &Value) -> Vec<String> {
@@ -562,13 +574,19 @@ impl Lowering<'_> {
         let mut resources = Map::new();
         if let Some(Value::Object(res)) = top.get("resources") {
             for (name, r) in res {
+                let written = r.get("type");
                 if self.resource_groups.contains(name) {
                     for (n, lowered) in self.resource_group(name, r)? {
+                        let lowered = match n == *name {
+                            true => as_written_type(lowered, written),
+                            false => lowered,
+                        };
                         resources.insert(n, lowered);
                     }
                     continue;
                 }
-                resources.insert(name.clone(), self.resource(name, r)?);
+                let lowered = self.resource(name, r)?;
+                resources.insert(name.clone(), as_written_type(lowered, written));
             }
         }
         out.insert("Resources".into(), Value::Object(resources));

@@ -201,6 +201,7 @@ impl Reconciles<'_> {
                 tags: None,
                 origin: Default::default(),
                 context: None,
+                disable_rollback: false,
             }
         } else {
             if input.update.template_body.is_none() && input.update.parameters.is_empty() {

@@ -57,6 +57,13 @@ pub enum Step {
     Update {
         template: String,
     },
+    /// An update with DisableRollback: a failure stops it in UPDATE_FAILED.
+    UpdateKeepingFailures {
+        template: String,
+    },
+    /// RollbackStack of a stack whose create or update failed with
+    /// rollback disabled.
+    Rollback,
     /// An update cancelled (`cairn cancel-update`) once a slow call of it
     /// is in flight.
     CancelledUpdate {
@@ -121,6 +128,12 @@ pub fn create_keeping_failures(template: &str) -> Step {
 
 pub fn update(template: &str) -> Step {
     Step::Update {
+        template: template.to_string(),
+    }
+}
+
+pub fn update_keeping_failures(template: &str) -> Step {
+    Step::UpdateKeepingFailures {
         template: template.to_string(),
     }
 }
@@ -317,6 +330,7 @@ impl World {
             tags: None,
             origin: Default::default(),
             context: None,
+            disable_rollback: false,
         }
     }
 
@@ -342,6 +356,18 @@ impl World {
                     .start_update(&self.update_input(template))
                     .await
                     .map_err(e)?;
+                engine.run(&id).await.map_err(e)?;
+            }
+            Step::UpdateKeepingFailures { template } => {
+                let input = UpdateStackInput {
+                    disable_rollback: true,
+                    ..self.update_input(template)
+                };
+                let id = engine.updates().start_update(&input).await.map_err(e)?;
+                engine.run(&id).await.map_err(e)?;
+            }
+            Step::Rollback => {
+                let id = engine.updates().start_rollback(STACK).await.map_err(e)?;
                 engine.run(&id).await.map_err(e)?;
             }
             Step::CancelledUpdate { template } => {

@@ -2,7 +2,8 @@
 //! write point.
 
 use super::{
-    cancelled_update, create, create_keeping_failures, reconcile, update, Points, Scenario, Step,
+    cancelled_update, create, create_keeping_failures, reconcile, update, update_keeping_failures,
+    Points, Scenario, Step,
 };
 use crate::stack::StackStatus::*;
 
@@ -443,6 +444,46 @@ fn scenarios() -> Vec<Scenario> {
             expect: Some(UpdateRollbackComplete),
             setup: vec![create(BASE)],
             step: update(CHANGED_FAILING),
+            also: &[],
+            points: Points::Every,
+        },
+        Scenario {
+            name: "update that fails with rollback disabled (kept in UPDATE_FAILED)",
+            expect: Some(UpdateFailed),
+            setup: vec![create(BASE)],
+            step: update_keeping_failures(CHANGED_FAILING),
+            also: &[],
+            points: Points::Every,
+        },
+        Scenario {
+            name: "update that continues a kept failed update",
+            expect: Some(UpdateComplete),
+            setup: vec![create(BASE), update_keeping_failures(CHANGED_FAILING)],
+            step: update(CHANGED),
+            also: &[],
+            points: Points::Every,
+        },
+        Scenario {
+            name: "update back to the last stable template from a kept failed update",
+            expect: Some(UpdateComplete),
+            setup: vec![create(BASE), update_keeping_failures(CHANGED_FAILING)],
+            step: update(BASE),
+            also: &[],
+            points: Points::Every,
+        },
+        Scenario {
+            name: "rollback (RollbackStack) of a kept failed update",
+            expect: Some(UpdateRollbackComplete),
+            setup: vec![create(BASE), update_keeping_failures(CHANGED_FAILING)],
+            step: Step::Rollback,
+            also: &[],
+            points: Points::Every,
+        },
+        Scenario {
+            name: "rollback (RollbackStack) of a create kept in CREATE_FAILED",
+            expect: Some(RollbackComplete),
+            setup: vec![create_keeping_failures(CHANGED_FAILING)],
+            step: Step::Rollback,
             also: &[],
             points: Points::Every,
         },

@@ -1,0 +1,52 @@
+//! What the read commands, the API and the console show of a stack's
+//! resources that their rows do not keep: the type a HOT resource was
+//! written with when it is served as another (an environment's alias, a
+//! template file, a Heat group or stack). Heat shows the type as written;
+//! the rows keep the type that serves the resource.
+
+use std::collections::HashMap;
+
+use crate::stack::StackRecord;
+use crate::template::Template;
+
+/// The written types of a stack's resources, by logical id.
+#[derive(Debug, Default)]
+pub struct ShownTypes {
+    /// Logical id → (the type that serves it, the type as written).
+    written: HashMap<String, (String, String)>,
+}
+
+impl ShownTypes {
+    /// Read from the stack's template (only a HOT template has any).
+    pub fn of(stack: &StackRecord) -> ShownTypes {
+        if !stack.template_body.contains("heat_template_version") {
+            return ShownTypes::default();
+        }
+        let Ok(template) = Template::parse_with(&stack.template_body, &stack.context) else {
+            return ShownTypes::default();
+        };
+        ShownTypes::of_template(&template)
+    }
+
+    pub fn of_template(template: &Template) -> ShownTypes {
+        let written = template
+            .resources
+            .iter()
+            .filter_map(|r| {
+                let w = r.written_type.clone()?;
+                Some((r.logical_id.clone(), (r.type_name.clone(), w)))
+            })
+            .collect();
+        ShownTypes { written }
+    }
+
+    /// The type to show for `logical_id`, whose row keeps `stored`: as
+    /// written, while the row is still of the type the template serves it
+    /// with (an old resource of another type shows its own).
+    pub fn type_of<'a>(&'a self, logical_id: &str, stored: &'a str) -> &'a str {
+        match self.written.get(logical_id) {
+            Some((served, written)) if served == stored => written,
+            _ => stored,
+        }
+    }
+}
