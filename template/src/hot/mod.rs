@@ -967,6 +967,14 @@ impl Lowering<'_> {
         // test_resource_group.py, test_props_update), so all members are
         // replaced in one batch. The AutoScalingGroup: the rolling_updates
         // property, always on with Heat's defaults {0, 1, 0}.
+        if r.get("update_policy")
+            .is_some_and(|u| u.get("batch_create").is_some())
+        {
+            return Err(TemplateError::new(
+                "batch_create is not supported by Cairn: a group's members are created in one batch; remove it",
+            )
+            .at(&child(&child(&path, "update_policy"), "batch_create")));
+        }
         let rolling = if scaling {
             Some(props.get("rolling_updates").cloned().unwrap_or(json!({})))
         } else {
