@@ -15,6 +15,7 @@ pub mod language_extensions;
 pub mod model;
 pub mod parameters;
 pub mod pattern;
+pub mod rules;
 pub mod source;
 pub mod types;
 pub mod yaml;

@@ -92,6 +92,8 @@ pub struct Template {
     pub parameters: Vec<ParameterDecl>,
     pub mappings: Map<String, Value>,
     pub conditions: Map<String, Value>,
+    /// The `Rules` section: assertions on parameter values (`rules`).
+    pub rules: Vec<crate::rules::Rule>,
     pub resources: Vec<Resource>,
     pub outputs: Vec<Output>,
     /// Lowered from HOT: where Heat's run-time rules differ from
@@ -216,12 +218,6 @@ impl Template {
             )
             .at("/Transform"));
         }
-        if top.contains_key("Rules") {
-            return Err(format_error(
-                "Rules is not supported by Cairn; remove the Rules section (its assertions on parameter values are not checked: express them with AllowedValues, AllowedPattern or a Condition instead)",
-            )
-            .at("/Rules"));
-        }
         let format_version = match top.get("AWSTemplateFormatVersion") {
             None => None,
             Some(v) => {
@@ -264,6 +260,7 @@ impl Template {
         let mappings = section("Mappings")?;
         Self::check_mappings(&mappings)?;
         let conditions = section("Conditions")?;
+        let rules = crate::rules::parse(section("Rules")?)?;
 
         let resources_map = section("Resources")?;
         // Heat accepts a template without resources (parameters and
@@ -310,6 +307,7 @@ impl Template {
             parameters,
             mappings,
             conditions,
+            rules,
             resources,
             outputs,
             source_map: SourceMap::default(),
@@ -544,7 +542,7 @@ mod tests {
     }
 
     #[test]
-    fn transform_and_rules_are_not_supported() {
+    fn transform_is_not_supported() {
         let e = err("Transform: AWS::Serverless-2016-10-31\nResources:\n  A:\n    Type: T\n");
         assert!(
             e.message()
@@ -552,12 +550,6 @@ mod tests {
             "{e}"
         );
         assert_eq!(e.location().map(|l| l.line), Some(1));
-        let e = err("{\"Rules\": {}, \"Resources\": {\"A\": {\"Type\": \"T\"}}}");
-        assert!(
-            e.message()
-                .starts_with("Template format error: Rules is not supported"),
-            "{e}"
-        );
     }
 
     #[test]

@@ -135,6 +135,17 @@ def lifecycle():
     assert (code, status) == ("ValidationError", 400), (code, msg)
     assert msg.startswith("Template error: instance of Fn::GetAtt references undefined resource Nope"), msg
     assert error(cf.create_stack, StackName="s1", TemplateBody=TEMPLATE) == ("AlreadyExistsException", "Stack [s1] already exists", 400)
+    # Rules: valid to ValidateTemplate; a false assertion refuses the
+    # create with its AssertDescription, and nothing is recorded.
+    ruled = ("Parameters:\n  Env: {Type: String}\nRules:\n  NoTest:\n    Assertions:\n"
+             "      - Assert: !Not [!Equals [!Ref Env, test]]\n        AssertDescription: Env must not be test\n"
+             "Resources:\n  A: {Type: Cairn::Test::Resource}\n")
+    cf.validate_template(TemplateBody=ruled)
+    code, msg, status = error(cf.create_stack, StackName="ruled", TemplateBody=ruled,
+                              Parameters=[{"ParameterKey": "Env", "ParameterValue": "test"}])
+    assert (code, status) == ("ValidationError", 400), (code, msg)
+    assert msg.startswith("Env must not be test"), msg
+    assert error(cf.describe_stacks, StackName="ruled")[0] == "ValidationError"
     cf.update_stack(StackName="s1", UsePreviousTemplate=True,
                     Parameters=[{"ParameterKey": "V", "ParameterValue": "two"},
                                 {"ParameterKey": "Secret", "UsePreviousValue": True}])

@@ -243,7 +243,7 @@ fn allowed_patterns_in_java_syntax_are_accepted_and_checked() {
 /// An error about a type served through an alias says which type serves it;
 /// a Rules section written with its short tags gets the Rules refusal.
 #[test]
-fn aliased_types_are_named_and_rules_are_refused_as_rules() {
+fn aliased_types_are_named_and_account_lookups_in_rules_are_refused() {
     let s = Scratch::new();
     let t = s.write(
         "g.yaml",
@@ -269,10 +269,103 @@ fn aliased_types_are_named_and_rules_are_refused_as_rules() {
     let run = s.cairn(&["validate", t.to_str().unwrap_or_default()]);
     assert_eq!(run.code(), 1);
     assert!(
-        run.stderr().contains("Template format error: Rules is not supported by Cairn; remove the Rules section (its assertions on parameter values are not checked"),
+        run.stderr().contains("Template format error: Fn::ValueOf reads the AWS account's resources, which Cairn does not look up; assert on the parameter's value instead (at /Rules/ProdOnly/Assertions/0/Assert/Fn::Contains/1/Fn::ValueOf"),
         "{}",
         run.stderr()
     );
+}
+
+const RULES: &str = "Parameters:
+  Env: {Type: String, Default: dev}
+  Size: {Type: String, Default: small}
+  Zones: {Type: CommaDelimitedList, Default: 'a,b'}
+Rules:
+  ProdIsLarge:
+    RuleCondition: !Equals [!Ref Env, prod]
+    Assertions:
+      - Assert: !Contains [[large, xlarge], !Ref Size]
+        AssertDescription: A prod stack must be large or xlarge
+  KnownZones:
+    Assertions:
+      - Assert: !EachMemberIn [!Ref Zones, [a, b, c]]
+        AssertDescription: Zones must be among a, b and c
+      - Assert: !Not [!EachMemberEquals [!Ref Zones, c]]
+Resources:
+  A: {Type: Cairn::Test::Resource, Properties: {Value: !Ref Size}}
+";
+
+/// CloudFormation's Rules section (rules-section-structure): a rule whose
+/// RuleCondition is false is skipped; a false Assert refuses the create,
+/// the update and the change set before anything is made, with its
+/// AssertDescription; `cairn validate -p` and deploy's static pass give
+/// the same text.
+#[test]
+fn rules_assert_on_parameter_values_before_anything_runs() {
+    let s = Scratch::new();
+    let t = s.write("rules.yaml", RULES);
+    let t = t.to_str().unwrap_or_default();
+    // Valid with the defaults (the prod rule is skipped).
+    let run = s.cairn(&["validate", t]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let prod_small = "A prod stack must be large or xlarge (at /Rules/ProdIsLarge/Assertions/0/Assert, line 9, column 9)";
+    let run = s.cairn(&["validate", t, "-p", "Env=prod"]);
+    assert_eq!(run.code(), 1);
+    assert_eq!(run.stderr().trim_end(), format!("error: {t}: {prod_small}"));
+    let run = s.cairn(&["deploy", "ruled", t, "-p", "Env=prod"]);
+    assert_eq!(run.code(), 1);
+    assert_eq!(run.stderr().trim_end(), format!("error: {t}: {prod_small}"));
+    assert!(s.resource_files().is_empty());
+    // Nothing was recorded: the stack does not exist.
+    assert_eq!(s.cairn(&["describe", "ruled"]).code(), 1);
+    let run = s.cairn(&["deploy", "ruled", t, "-p", "Env=prod", "-p", "Size=large"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    // An update and a change set are refused alike; a rule without
+    // AssertDescription names itself.
+    let run = s.cairn(&[
+        "deploy",
+        "ruled",
+        t,
+        "-p",
+        "Env=prod",
+        "-p",
+        "Size=large",
+        "-p",
+        "Zones=a,d",
+    ]);
+    assert_eq!(run.code(), 1);
+    assert!(run.stderr().ends_with(": Zones must be among a, b and c (at /Rules/KnownZones/Assertions/0/Assert, line 13, column 9)\n"), "{}", run.stderr());
+    let run = s.cairn(&[
+        "plan",
+        "ruled",
+        t,
+        "-p",
+        "Env=prod",
+        "-p",
+        "Size=large",
+        "-p",
+        "Zones=c,c",
+    ]);
+    assert_eq!(run.code(), 1);
+    assert!(
+        run.stderr().contains(
+            "Assertion 1 of rule KnownZones failed (at /Rules/KnownZones/Assertions/1/Assert"
+        ),
+        "{}",
+        run.stderr()
+    );
+    assert_eq!(s.cairn(&["change-sets", "ruled"]).stdout(), "");
+    let run = s.cairn(&[
+        "deploy",
+        "ruled",
+        t,
+        "-p",
+        "Env=prod",
+        "-p",
+        "Size=xlarge",
+        "-p",
+        "Zones=a,c",
+    ]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
 }
 
 /// A value a built-in type does not understand is refused before anything

@@ -1391,3 +1391,96 @@ fn an_unchanged_crhelper_handler_runs_with_no_setup() {
 fn an_unchanged_cfnresponse_handler_runs_the_same_lifecycle() {
     notes_lifecycle("cfnresponse_notes");
 }
+
+/// A vendor's provider for a type Cairn otherwise aliases to its own
+/// groups: its schema says so only when it starts.
+const VENDOR_ASG: &str = r#"
+from cairn_provider import Provider, ResourceType, Result, String, serve
+
+ASG = ResourceType("AWS::AutoScaling::AutoScalingGroup", attributes={"Size": "MaxSize"}, properties={
+    "MinSize": String(required=True), "MaxSize": String(required=True)})
+
+
+class Vendor(Provider):
+    types = [ASG]
+
+    def create(self, request):
+        return Result("vendor-asg-" + request.logical_id, {"Size": request.properties["MaxSize"]})
+
+    def update(self, request):
+        return self.create(request)
+
+    def delete(self, request):
+        pass
+
+
+if __name__ == "__main__":
+    serve(Vendor())
+"#;
+
+/// Issue 31 point 7: a configured provider's own type wins over Cairn's
+/// alias of that name (`AWS::AutoScaling::AutoScalingGroup` →
+/// `Cairn::Group::AutoScalingGroup`) though its entry lists no types;
+/// `cairn providers` lists the type under it and not the alias; two
+/// providers listing one type are refused at load, naming both.
+#[test]
+fn a_providers_own_type_wins_over_cairns_alias() {
+    let s = Scratch::new();
+    let script = s.write("vendor_asg.py", VENDOR_ASG);
+    let mut cmd = crate::support::python();
+    cmd.arg(&script)
+        .args(["--listen", "127.0.0.1:0", "--secret", SECRET])
+        .env(
+            "PYTHONPATH",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/sdk-python"),
+        );
+    let handler = Program::start(cmd);
+    let entry = format!(
+        "[[providers]]\nkind = \"webhook\"\nname = \"vendor\"\nurl = \"http://127.0.0.1:{}/\"\nsecret = \"{SECRET}\"\n",
+        handler.port
+    );
+    s.write("cairn.toml", &entry);
+    let listed = cairn(&s, &["providers", "--output", "json"]);
+    assert_eq!(listed.code(), 0, "{}", listed.stderr());
+    let listed = listed.json();
+    let owner = listed["Types"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|t| t["TypeName"] == "AWS::AutoScaling::AutoScalingGroup")
+        .map(|t| t["Provider"].clone());
+    assert_eq!(owner, Some(json!("vendor")));
+    assert_eq!(
+        listed["Aliases"]["AWS::AutoScaling::AutoScalingGroup"],
+        Value::Null
+    );
+    // Cairn's other aliases stay.
+    assert_eq!(
+        listed["Aliases"]["OS::Heat::InstanceGroup"],
+        "Cairn::Group::InstanceGroup"
+    );
+    let body = "Resources:\n  Asg:\n    Type: AWS::AutoScaling::AutoScalingGroup\n    Properties: {MinSize: '1', MaxSize: '3'}\nOutputs:\n  Size: {Value: !GetAtt Asg.Size}\n";
+    let run = deploy(&s, "vend", body, &[]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let resources = cairn(&s, &["resources", "vend", "--output", "json"]).json();
+    let asg = &resources["StackResources"][0];
+    assert_eq!(asg["ResourceType"], "AWS::AutoScaling::AutoScalingGroup");
+    assert_eq!(asg["PhysicalResourceId"], "vendor-asg-Asg");
+    let out = cairn(&s, &["outputs", "vend", "--output", "json"]).json();
+    assert_eq!(out["Outputs"][0]["OutputValue"], "3");
+    // Two providers listing one type: refused at load, naming both.
+    s.write(
+        "cairn.toml",
+        &format!(
+            "{entry}types = [\"AWS::AutoScaling::AutoScalingGroup\"]\n\n[[providers]]\nkind = \"webhook\"\nname = \"other\"\nurl = \"http://127.0.0.1:{}/\"\ntypes = [\"AWS::AutoScaling::AutoScalingGroup\"]\n",
+            handler.port
+        ),
+    );
+    let refused = cairn(&s, &["providers"]);
+    assert_eq!(refused.code(), 1);
+    assert!(
+        refused.stderr().contains("resource type AWS::AutoScaling::AutoScalingGroup is claimed by two providers: vendor and other;"),
+        "{}",
+        refused.stderr()
+    );
+}

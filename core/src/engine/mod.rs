@@ -1086,6 +1086,9 @@ fn static_pass(
     validate::check_types(template, registry).map_err(one)?;
     let results = Results::static_pass(exports);
     let ev = Evaluator::new(template, params, sctx, &results).map_err(one)?;
+    // The Rules' assertions on the parameter values, before anything runs.
+    crate::template::rules::check(&template.rules, &ev)
+        .map_err(|e| one(e.locate(&template.source_map)))?;
     let conditions = ev.conditions().clone();
     let graph = Graph::build(template, &|c| conditions.get(c).copied())
         .map_err(|e| one(e.locate(&template.source_map)))?;

@@ -110,15 +110,16 @@ impl Registry {
     }
 
     /// The configured type aliases, then Heat's and CloudFormation's group
-    /// type names unless configured otherwise or claimed by a provider (a
-    /// configured provider serving one of them lists it in its `types`).
+    /// type names unless configured otherwise: a provider that serves one
+    /// of those names (listed in its `types`, or declared by its schema
+    /// when it starts) wins over Cairn's alias.
     pub fn alias_configured(&mut self, config: &Config) -> Result<(), RegistryError> {
         for (alias, target) in &config.type_aliases {
             self.alias(alias, target)?;
         }
         for (alias, target) in crate::group::DEFAULT_ALIASES {
             if !config.type_aliases.contains_key(alias) && !self.is_claimed(alias) {
-                self.alias(alias, target)?;
+                self.default_alias(alias, target);
             }
         }
         Ok(())

@@ -75,6 +75,10 @@ pub use lazy::{LazyProvider, ProviderStatus, Starter};
 pub struct Registry {
     types: BTreeMap<String, Arc<RegisteredType>>,
     aliases: BTreeMap<String, String>,
+    /// Cairn's own aliases (CloudFormation's and Heat's group type names
+    /// for the engine's groups): a provider serving the type as named wins
+    /// over them, even one that says so only when it starts.
+    default_aliases: BTreeMap<String, String>,
     /// A family of types served by one provider, e.g. every `Custom::<Name>`
     /// (CloudFormation custom resources); exact registrations win.
     families: Vec<(String, Arc<RegisteredType>)>,
@@ -223,12 +227,34 @@ impl Registry {
         self.claimant(type_name).is_some()
     }
 
-    /// The canonical type name for `type_name` (following an alias).
+    /// Adds one of Cairn's own aliases (see `default_aliases`).
+    pub(super) fn default_alias(&mut self, alias: &str, target: &str) {
+        self.default_aliases
+            .insert(alias.to_string(), target.to_string());
+    }
+
+    /// The canonical type name for `type_name` (following an alias). For
+    /// one of Cairn's own aliases, a provider that serves the type as
+    /// named is asked first (a lazy one that lists no types is started to
+    /// know).
     pub fn canonical<'a>(&'a self, type_name: &'a str) -> &'a str {
-        self.aliases
-            .get(type_name)
-            .map(String::as_str)
-            .unwrap_or(type_name)
+        if let Some(target) = self.aliases.get(type_name) {
+            return target;
+        }
+        match self.default_aliases.get(type_name) {
+            Some(target) if !self.served_as_named(type_name) => target,
+            _ => type_name,
+        }
+    }
+
+    /// Whether a provider serves `type_name` under that name.
+    fn served_as_named(&self, type_name: &str) -> bool {
+        self.types.contains_key(type_name)
+            || self.lazy.iter().any(|l| {
+                l.started_type(type_name).is_some()
+                    || (l.may_serve(type_name)
+                        && l.start_for(type_name, &self.types, &self.lazy).is_some())
+            })
     }
 
     /// The provider serving `type_name` (starting a lazy provider that may
@@ -340,8 +366,16 @@ impl Registry {
         all.into_iter().collect()
     }
 
-    pub fn aliases(&self) -> &BTreeMap<String, String> {
-        &self.aliases
+    /// The aliases in force: the configured ones, and Cairn's own where
+    /// no provider serves the type as named.
+    pub fn aliases(&self) -> BTreeMap<String, String> {
+        let mut all = self.aliases.clone();
+        for (alias, target) in &self.default_aliases {
+            if !self.served_as_named(alias) {
+                all.insert(alias.clone(), target.clone());
+            }
+        }
+        all
     }
 }
 
