@@ -120,6 +120,7 @@ async fn create_delete(store: Arc<dyn Store>, data: &std::path::Path) -> Result<
         timeout_minutes: None,
         origin: Default::default(),
         context: Default::default(),
+        capabilities: None,
     };
     let start = Instant::now();
     let id = engine.creates().start_create(&input).await?;

@@ -343,7 +343,7 @@ fn scenario(name: &str) -> Result<(), Box<dyn std::error::Error>> {
                 (random_dag(n), n)
             }
         };
-        let input = CreateStackInput { stack_name: "bench".into(), template_body: body, parameters: BTreeMap::new(), on_failure: OnFailure::Rollback, tags: Vec::new(), timeout_minutes: None, origin: Default::default(), context: Default::default(), };
+        let input = CreateStackInput { stack_name: "bench".into(), template_body: body, parameters: BTreeMap::new(), on_failure: OnFailure::Rollback, tags: Vec::new(), timeout_minutes: None, origin: Default::default(), context: Default::default(), capabilities: None, };
         let start = Instant::now();
         let id = engine.creates().start_create(&input).await?;
         let synchronous = start.elapsed().as_secs_f64();
@@ -362,6 +362,7 @@ fn scenario(name: &str) -> Result<(), Box<dyn std::error::Error>> {
                     template_body: Some(input.template_body.clone()),
                     parameters: BTreeMap::new(),
                         disable_rollback: false,
+                        capabilities: None,
                     tags: None, origin: Default::default(), context: None, })
                 .await;
             noops.push(start.elapsed().as_secs_f64());

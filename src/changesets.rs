@@ -26,6 +26,8 @@ pub struct PlanArgs<'a> {
     /// HOT environment files (`-e`).
     pub environments: &'a [std::path::PathBuf],
     pub output: OutputFormat,
+    /// The capabilities acknowledged (`--capabilities`).
+    pub capabilities: &'a [String],
 }
 
 /// `cairn plan`: creates a change set and prints what it would do.
@@ -71,6 +73,7 @@ pub async fn plan(engine: &Arc<Engine>, args: PlanArgs<'_>) -> anyhow::Result<()
             .map(cairn_core::nested::Origin::file)
             .unwrap_or_default(),
         include_nested_stacks: args.include_nested,
+        capabilities: Some(args.capabilities.to_vec()),
     };
     let cs = engine
         .change_sets()

@@ -378,6 +378,10 @@ struct DeployOpts {
     /// has not finished within this many minutes (TimeoutInMinutes).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     timeout_minutes: Option<u32>,
+    /// Acknowledge capabilities the template requires (CAPABILITY_IAM,
+    /// CAPABILITY_NAMED_IAM, CAPABILITY_AUTO_EXPAND, or a provider's own).
+    #[arg(long, num_args = 1..)]
+    capabilities: Vec<String>,
     /// A HOT environment file (repeatable; later ones win): parameters,
     /// parameter_defaults, resource_registry.
     #[arg(long = "environment", short = 'e')]
@@ -404,6 +408,10 @@ struct PlanOpts {
     /// (IncludeNestedStacks), named `<name>-<Logical>`.
     #[arg(long)]
     include_nested: bool,
+    /// Acknowledge capabilities the template requires (CAPABILITY_IAM,
+    /// CAPABILITY_NAMED_IAM, CAPABILITY_AUTO_EXPAND, or a provider's own).
+    #[arg(long, num_args = 1..)]
+    capabilities: Vec<String>,
     /// A HOT environment file (repeatable; later ones win).
     #[arg(long = "environment", short = 'e')]
     environments: Vec<PathBuf>,
@@ -463,6 +471,7 @@ impl DeployOpts {
             use_previous: &self.use_previous,
             timeout_minutes: self.timeout_minutes,
             environments: &self.environments,
+            capabilities: &self.capabilities,
         }
     }
 }
@@ -479,6 +488,7 @@ impl PlanOpts {
             environments: &self.environments,
             include_nested: self.include_nested,
             output: self.output,
+            capabilities: &self.capabilities,
         }
     }
 }

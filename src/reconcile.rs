@@ -39,6 +39,7 @@ pub async fn run(engine: &Arc<Engine>, args: Args<'_>) -> anyhow::Result<()> {
             origin: Default::default(),
             context: None,
             disable_rollback: false,
+            capabilities: None,
         },
         flags: args.flags,
     };

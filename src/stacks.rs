@@ -316,6 +316,8 @@ pub struct DeployArgs<'a> {
     pub timeout_minutes: Option<u32>,
     /// HOT environment files (`-e`).
     pub environments: &'a [std::path::PathBuf],
+    /// The capabilities acknowledged (`--capabilities`).
+    pub capabilities: &'a [String],
 }
 
 pub async fn deploy(engine: &Arc<Engine>, args: DeployArgs<'_>) -> anyhow::Result<()> {
@@ -355,6 +357,7 @@ pub async fn deploy(engine: &Arc<Engine>, args: DeployArgs<'_>) -> anyhow::Resul
         timeout_minutes: args.timeout_minutes,
         origin: cairn_core::nested::Origin::file(args.template),
         context: gathered.context,
+        capabilities: Some(args.capabilities.to_vec()),
     };
     let stack_id = engine
         .creates()
@@ -402,6 +405,7 @@ async fn update(
         origin: cairn_core::nested::Origin::file(args.template),
         context: Some(gathered.context),
         disable_rollback: args.disable_rollback,
+        capabilities: Some(args.capabilities.to_vec()),
     };
     let stack_id = engine
         .updates()

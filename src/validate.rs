@@ -88,7 +88,26 @@ pub fn run(
             description: p.description.clone(),
         })
         .collect();
-    show(path, template.description.as_deref(), &parameters, output)
+    let mut required = cairn_core::engine::capabilities::Required::default();
+    required.add(&template, &text, &registry, true);
+    let capabilities = Capabilities {
+        list: required.list(),
+        reason: required.reason(),
+    };
+    show(
+        path,
+        template.description.as_deref(),
+        &parameters,
+        &capabilities,
+        output,
+    )
+}
+
+/// What a template requires to be acknowledged (ValidateTemplate's
+/// `Capabilities` and `CapabilitiesReason`).
+pub(crate) struct Capabilities {
+    pub list: Vec<String>,
+    pub reason: Option<String>,
 }
 
 /// `cairn validate`'s output for a valid template.
@@ -96,6 +115,7 @@ pub(crate) fn show(
     path: &Path,
     description: Option<&str>,
     parameters: &[ParameterLine],
+    capabilities: &Capabilities,
     output: OutputFormat,
 ) -> anyhow::Result<()> {
     match output {
@@ -113,9 +133,12 @@ pub(crate) fn show(
                     v
                 })
                 .collect();
-            let mut out = json!({"Parameters": list});
+            let mut out = json!({"Parameters": list, "Capabilities": capabilities.list});
             if let Some(d) = description {
                 out["Description"] = json!(d);
+            }
+            if let Some(r) = &capabilities.reason {
+                out["CapabilitiesReason"] = json!(r);
             }
             println!("{}", serde_json::to_string_pretty(&out)?);
         }
@@ -145,6 +168,14 @@ pub(crate) fn show(
                         if p.no_echo { " NoEcho" } else { "" }
                     );
                 }
+            }
+            if !capabilities.list.is_empty() {
+                let reason = capabilities
+                    .reason
+                    .as_deref()
+                    .map(|r| format!(" ({r})"))
+                    .unwrap_or_default();
+                println!("Capabilities: {}{reason}", capabilities.list.join(", "));
             }
         }
     }

@@ -330,6 +330,7 @@ async fn create_stack(app: &Arc<App>, f: &Form) -> Outcome {
         timeout_minutes: timeout_minutes(f)?,
         origin: origin(app, f),
         context,
+        capabilities: Some(f.list("Capabilities")),
     };
     let id = app.engine.creates().start_create(&input).await?;
     app.drive(id.clone(), "CREATE").await;
@@ -359,6 +360,7 @@ async fn update_stack(app: &Arc<App>, f: &Form) -> Outcome {
         origin: origin(app, f),
         context,
         disable_rollback: f.flag("DisableRollback")? == Some(true),
+        capabilities: Some(f.list("Capabilities")),
     };
     let id = app.engine.updates().start_update(&input).await?;
     app.drive(id.clone(), "UPDATE").await;
@@ -741,6 +743,7 @@ fn validate_template(app: &App, f: &Form) -> Outcome {
         Template::parse_with(&body, &context).map_err(|e| ApiError::validation(e.to_string()))?;
     cairn_core::validate::validate_template(&t, app.engine.registry())
         .map_err(|e| ApiError::validation(e.to_string()))?;
+    let required = required_capabilities(app, &t, &body);
     result(|x| {
         x.list("Parameters", &t.parameters, |x, p| {
             x.leaf("ParameterKey", &p.name);
@@ -751,9 +754,29 @@ fn validate_template(app: &App, f: &Form) -> Outcome {
                 .opt("Description", p.description.as_deref());
         });
         x.opt("Description", t.description.as_deref());
-        x.list("Capabilities", &[] as &[&str], |_, _| {});
+        capabilities_xml(x, &required);
         x.list("DeclaredTransforms", &[] as &[&str], |_, _| {});
     })
+}
+
+/// What `template` (text `body`) requires to be acknowledged, run as it is.
+fn required_capabilities(
+    app: &App,
+    template: &Template,
+    body: &str,
+) -> cairn_core::engine::capabilities::Required {
+    let mut required = cairn_core::engine::capabilities::Required::default();
+    required.add(template, body, app.engine.registry(), true);
+    required
+}
+
+/// `Capabilities` and `CapabilitiesReason` of ValidateTemplate and
+/// GetTemplateSummary.
+fn capabilities_xml(x: &mut Xml, required: &cairn_core::engine::capabilities::Required) {
+    x.list("Capabilities", &required.list(), |x, c| {
+        x.out_text(c);
+    });
+    x.opt("CapabilitiesReason", required.reason().as_deref());
 }
 
 async fn get_template_summary(app: &App, f: &Form) -> Outcome {
@@ -772,6 +795,7 @@ async fn get_template_summary(app: &App, f: &Form) -> Outcome {
     let mut types: Vec<&str> = t.resources.iter().map(|r| r.type_name.as_str()).collect();
     types.sort_unstable();
     types.dedup();
+    let required = required_capabilities(app, &t, &body);
     result(|x| {
         x.list("Parameters", &t.parameters, |x, p| {
             x.leaf("ParameterKey", &p.name);
@@ -788,7 +812,7 @@ async fn get_template_summary(app: &App, f: &Form) -> Outcome {
             x.close("ParameterConstraints");
         });
         x.opt("Description", t.description.as_deref());
-        x.list("Capabilities", &[] as &[&str], |_, _| {});
+        capabilities_xml(x, &required);
         x.list("ResourceTypes", &types, |x, ty| {
             x.out_text(ty);
         });
@@ -839,6 +863,7 @@ async fn create_change_set(app: &App, f: &Form) -> Outcome {
         origin: origin(app, f),
         include_nested_stacks: f.flag("IncludeNestedStacks")? == Some(true),
         context,
+        capabilities: Some(f.list("Capabilities")),
     };
     let cs = app.engine.change_sets().create_change_set(&input).await?;
     result(|x| {
@@ -1205,6 +1230,7 @@ async fn reconcile_stack(app: &Arc<App>, f: &Form) -> Outcome {
             origin: Default::default(),
             context: None,
             disable_rollback: false,
+            capabilities: Some(f.list("Capabilities")),
         },
         flags: cairn_core::engine::ReconcileFlags {
             drift_only: flag("DriftOnly")?,

@@ -71,6 +71,9 @@ impl From<EngineError> for ApiError {
                 ApiError::new(500, "InternalFailure", message)
             }
             EngineError::ChangeSetNotFound(m) => ApiError::new(404, "ChangeSetNotFound", m),
+            EngineError::InsufficientCapabilities(m) => {
+                ApiError::new(400, "InsufficientCapabilitiesException", m)
+            }
             EngineError::InvalidChangeSetStatus(m) => {
                 ApiError::new(400, "InvalidChangeSetStatus", m)
             }

@@ -136,8 +136,11 @@ class ResourceType:
     description) and what `Ref` returns."""
 
     def __init__(self, name, properties=None, attributes=None, description="",
-                 additional_properties=False, ref_returns="the physical resource id"):
+                 additional_properties=False, ref_returns="the physical resource id",
+                 required_capabilities=None):
         self.name = name
+        # Capabilities a stack must acknowledge to make one (CAPABILITY_...).
+        self.required_capabilities = list(required_capabilities or [])
         self.properties = dict(properties or {})
         self.attributes = dict(attributes or {})
         self.description = description
@@ -152,6 +155,7 @@ class ResourceType:
             "AdditionalProperties": self.additional_properties,
             "Attributes": {n: {"Description": d} for n, d in self.attributes.items()},
             "RefReturns": self.ref_returns,
+            **({"RequiredCapabilities": self.required_capabilities} if self.required_capabilities else {}),
         }
 
     def coerce(self, properties):

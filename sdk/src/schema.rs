@@ -163,6 +163,12 @@ pub struct ResourceSchema {
     /// What `Ref` returns, for documentation; the engine always uses the physical id.
     #[serde(default = "default_ref")]
     pub ref_returns: String,
+    /// The capabilities a stack must acknowledge to make a resource of this
+    /// type (`CAPABILITY_IAM`, or one of the platform's own such as
+    /// `CAPABILITY_DATABASES`): CloudFormation's
+    /// InsufficientCapabilitiesException without them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub required_capabilities: Vec<String>,
 }
 
 fn default_ref() -> String {
@@ -200,7 +206,15 @@ impl ResourceSchema {
             additional_properties: false,
             attributes: BTreeMap::new(),
             ref_returns: default_ref(),
+            required_capabilities: Vec::new(),
         }
+    }
+
+    /// Stacks must acknowledge `capability` (`CAPABILITY_…`) to make a
+    /// resource of this type.
+    pub fn requiring(mut self, capability: impl Into<String>) -> Self {
+        self.required_capabilities.push(capability.into());
+        self
     }
     pub fn describe(mut self, description: impl Into<String>) -> Self {
         self.description = description.into();

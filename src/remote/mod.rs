@@ -337,6 +337,9 @@ async fn plan(r: &Remote, args: crate::changesets::PlanArgs<'_>) -> anyhow::Resu
     if args.include_nested {
         p.push(kv("IncludeNestedStacks", "true"));
     }
+    if !args.capabilities.is_empty() {
+        p.extend(list_members("Capabilities", args.capabilities));
+    }
     p.extend(parameter_members(args.parameters, args.use_previous)?);
     r.call("CreateChangeSet", &p)
         .await
@@ -768,10 +771,19 @@ async fn validate(r: &Remote, path: &Path, output: OutputFormat) -> anyhow::Resu
             description: p.text_of("Description"),
         })
         .collect();
+    let capabilities = crate::validate::Capabilities {
+        list: checked
+            .members("Capabilities")
+            .iter()
+            .map(|m| m.text.clone())
+            .collect(),
+        reason: checked.text_of("CapabilitiesReason"),
+    };
     crate::validate::show(
         path,
         checked.text_of("Description").as_deref(),
         &parameters,
+        &capabilities,
         output,
     )
 }
@@ -808,6 +820,7 @@ async fn deploy(r: &Remote, args: stacks::DeployArgs<'_>) -> anyhow::Result<()> 
     let mut params = vec![kv("StackName", args.stack), kv("TemplateBody", body)];
     params.extend(context);
     params.extend(parameter_members(args.parameters, args.use_previous)?);
+    params.extend(list_members("Capabilities", args.capabilities));
     for (i, (k, v)) in stacks::parse_tags(args.tags)?.into_iter().enumerate() {
         params.push(kv(format!("Tags.member.{}.Key", i + 1), k));
         params.push(kv(format!("Tags.member.{}.Value", i + 1), v));

@@ -514,6 +514,28 @@ def limits():
     assert cf.list_stacks()["StackSummaries"] == []
 
 
+def capabilities():
+    """CloudFormation's capabilities: ValidateTemplate names what a template
+    requires; CreateStack, UpdateStack and CreateChangeSet are refused with
+    InsufficientCapabilitiesException until it is acknowledged."""
+    named = "Resources:\n  Role: {Type: AWS::IAM::Role, Properties: {RoleName: app}}\n"
+    v = cf.validate_template(TemplateBody=named)
+    assert v["Capabilities"] == ["CAPABILITY_NAMED_IAM"], v
+    assert v["CapabilitiesReason"] == "The following resource(s) require capabilities: [AWS::IAM::Role]", v
+    refused = ("InsufficientCapabilitiesException", "Requires capabilities : [CAPABILITY_NAMED_IAM]", 400)
+    assert error(cf.create_stack, StackName="iam", TemplateBody=named) == refused
+    assert error(cf.create_stack, StackName="iam", TemplateBody=named, Capabilities=["CAPABILITY_IAM"]) == refused
+    assert error(cf.create_change_set, StackName="iam", ChangeSetName="c", ChangeSetType="CREATE", TemplateBody=named) == refused
+    assert cf.list_stacks()["StackSummaries"] == []
+    cf.create_stack(StackName="iam", TemplateBody=named, Capabilities=["CAPABILITY_NAMED_IAM"])
+    cf.get_waiter("stack_create_complete").wait(StackName="iam", WaiterConfig=FAST)
+    two = named + "  Other: {Type: AWS::IAM::Role, Properties: {Value: x}}\n"
+    got = error(cf.update_stack, StackName="iam", TemplateBody=two)
+    assert got == refused, got
+    cf.update_stack(StackName="iam", TemplateBody=two, Capabilities=["CAPABILITY_NAMED_IAM"])
+    cf.get_waiter("stack_update_complete").wait(StackName="iam", WaiterConfig=FAST)
+
+
 def racing():
     """Two mutating calls on one stack at once, behind a barrier, a few
     hundred times: one starts, the other gets CloudFormation's refusal, and

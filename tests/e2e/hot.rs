@@ -719,9 +719,27 @@ Outputs:
 ",
     );
     let t = t.to_str().unwrap_or_default();
+    // A transform run without review needs CAPABILITY_AUTO_EXPAND.
     let run = cairn(
         &s,
         &["deploy", "tables", t, "-p", "TableNames=users,order-items"],
+    );
+    assert_eq!(run.code(), 1);
+    assert_eq!(
+        run.stderr().trim_end(),
+        format!("error: {t}: Requires capabilities : [CAPABILITY_AUTO_EXPAND]")
+    );
+    let run = cairn(
+        &s,
+        &[
+            "deploy",
+            "tables",
+            t,
+            "-p",
+            "TableNames=users,order-items",
+            "--capabilities",
+            "CAPABILITY_AUTO_EXPAND",
+        ],
     );
     assert_eq!(run.code(), 0, "{}", run.stderr());
     assert_eq!(
@@ -739,7 +757,18 @@ Outputs:
         .stdout()
         .contains("Fn::ForEach::Tables"));
     let before = sequence_after(&s, "tables", 0).len();
-    let run = cairn(&s, &["deploy", "tables", t, "-p", "TableNames=users,carts"]);
+    let run = cairn(
+        &s,
+        &[
+            "deploy",
+            "tables",
+            t,
+            "-p",
+            "TableNames=users,carts",
+            "--capabilities",
+            "CAPABILITY_AUTO_EXPAND",
+        ],
+    );
     assert_eq!(run.code(), 0, "{}", run.stderr());
     let done: Vec<(String, String)> = sequence_after(&s, "tables", before)
         .into_iter()

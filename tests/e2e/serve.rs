@@ -130,6 +130,17 @@ fn racing_updates_and_deletes_leave_no_stack_in_progress() {
 }
 
 #[test]
+fn boto3_capabilities() {
+    let s = Scratch::new();
+    let server = Server::start_with(
+        &s,
+        "",
+        "[type_aliases]\n\"AWS::IAM::Role\" = \"OS::Heat::None\"\n",
+    );
+    server.scenario(&s, "capabilities", None);
+}
+
+#[test]
 fn signature_failures_and_key_limits() {
     run("auth");
 }

@@ -435,3 +435,78 @@ fn version_is_accepted_on_custom_resources_only() {
         );
     }
 }
+
+/// An IAM role, served here by `OS::Heat::None`, which takes any
+/// properties (CloudFormation's IAM types are not Cairn's): named, so it
+/// needs CAPABILITY_NAMED_IAM.
+const ROLE: &str = "Resources:\n  Role: {Type: AWS::IAM::Role, Properties: {RoleName: app}}\n";
+
+/// CloudFormation's capabilities (InsufficientCapabilitiesException): a
+/// template with IAM resources is refused by deploy and plan until they
+/// are acknowledged, a named one needs CAPABILITY_NAMED_IAM (which covers
+/// CAPABILITY_IAM), and nothing is recorded meanwhile; validate names
+/// what the template requires.
+#[test]
+fn capabilities_are_required_as_cloudformation_requires_them() {
+    let s = Scratch::new();
+    s.write(
+        "cairn.toml",
+        "[type_aliases]\n\"AWS::IAM::Role\" = \"OS::Heat::None\"\n",
+    );
+    let t = s.write("role.yaml", ROLE);
+    let t = t.to_str().unwrap_or_default();
+    let cairn = |args: &[&str]| {
+        let mut all = vec!["--config", "cairn.toml"];
+        all.extend_from_slice(args);
+        s.cairn(&all)
+    };
+    let run = cairn(&["validate", t]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert!(
+        run.stdout().contains("Capabilities: CAPABILITY_NAMED_IAM (The following resource(s) require capabilities: [AWS::IAM::Role])"),
+        "{}",
+        run.stdout()
+    );
+    let refused = format!("error: {t}: Requires capabilities : [CAPABILITY_NAMED_IAM]");
+    let run = cairn(&["deploy", "iam", t]);
+    assert_eq!(run.code(), 1);
+    assert_eq!(run.stderr().trim_end(), refused);
+    let run = cairn(&["deploy", "iam", t, "--capabilities", "CAPABILITY_IAM"]);
+    assert_eq!(run.stderr().trim_end(), refused);
+    assert_eq!(cairn(&["describe", "iam"]).code(), 1);
+    let needs_named = |run: crate::support::Run| {
+        assert_eq!(run.code(), 1);
+        assert!(
+            run.stderr()
+                .ends_with(": Requires capabilities : [CAPABILITY_NAMED_IAM]\n"),
+            "{}",
+            run.stderr()
+        );
+    };
+    needs_named(cairn(&["plan", "iam", t, "--name", "first"]));
+    let run = cairn(&["deploy", "iam", t, "--capabilities", "CAPABILITY_NAMED_IAM"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert!(cairn(&["resources", "iam"]).stdout().starts_with("Role "));
+    // An update is checked too: the named role still needs
+    // CAPABILITY_NAMED_IAM, which covers the unnamed one.
+    let unnamed = s.write(
+        "unnamed.yaml",
+        "Resources:\n  Role: {Type: AWS::IAM::Role, Properties: {RoleName: app}}\n  Other: {Type: AWS::IAM::Role, Properties: {Value: x}}\n",
+    );
+    let unnamed = unnamed.to_str().unwrap_or_default();
+    needs_named(cairn(&[
+        "deploy",
+        "iam",
+        unnamed,
+        "--capabilities",
+        "CAPABILITY_IAM",
+    ]));
+    let run = cairn(&[
+        "deploy",
+        "iam",
+        unnamed,
+        "--capabilities",
+        "CAPABILITY_NAMED_IAM",
+    ]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+}

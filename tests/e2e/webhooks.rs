@@ -1398,7 +1398,8 @@ const VENDOR_ASG: &str = r#"
 from cairn_provider import Provider, ResourceType, Result, String, serve
 
 ASG = ResourceType("AWS::AutoScaling::AutoScalingGroup", attributes={"Size": "MaxSize"}, properties={
-    "MinSize": String(required=True), "MaxSize": String(required=True)})
+    "MinSize": String(required=True), "MaxSize": String(required=True)},
+    required_capabilities=["CAPABILITY_AUTOSCALING"])
 
 
 class Vendor(Provider):
@@ -1422,7 +1423,9 @@ if __name__ == "__main__":
 /// alias of that name (`AWS::AutoScaling::AutoScalingGroup` →
 /// `Cairn::Group::AutoScalingGroup`) though its entry lists no types;
 /// `cairn providers` lists the type under it and not the alias; two
-/// providers listing one type are refused at load, naming both.
+/// providers listing one type are refused at load, naming both. Its schema
+/// requires a capability of the vendor's own, which a deploy must
+/// acknowledge (issue 31 point 3).
 #[test]
 fn a_providers_own_type_wins_over_cairns_alias() {
     let s = Scratch::new();
@@ -1461,6 +1464,19 @@ fn a_providers_own_type_wins_over_cairns_alias() {
     );
     let body = "Resources:\n  Asg:\n    Type: AWS::AutoScaling::AutoScalingGroup\n    Properties: {MinSize: '1', MaxSize: '3'}\nOutputs:\n  Size: {Value: !GetAtt Asg.Size}\n";
     let run = deploy(&s, "vend", body, &[]);
+    assert_eq!(run.code(), 1);
+    assert!(
+        run.stderr()
+            .ends_with(": Requires capabilities : [CAPABILITY_AUTOSCALING]\n"),
+        "{}",
+        run.stderr()
+    );
+    let run = deploy(
+        &s,
+        "vend",
+        body,
+        &["--capabilities", "CAPABILITY_AUTOSCALING"],
+    );
     assert_eq!(run.code(), 0, "{}", run.stderr());
     let resources = cairn(&s, &["resources", "vend", "--output", "json"]).json();
     let asg = &resources["StackResources"][0];

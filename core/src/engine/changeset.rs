@@ -48,6 +48,18 @@ pub struct CreateChangeSetInput {
     pub include_nested_stacks: bool,
     /// HOT's files and environment.
     pub context: crate::stack::TemplateContext,
+    /// The capabilities acknowledged (`None`: not checked). A change set
+    /// never needs CAPABILITY_AUTO_EXPAND: its changes are reviewed.
+    pub capabilities: Option<Vec<String>>,
+}
+
+/// `given` with CAPABILITY_AUTO_EXPAND, which a change set does not need.
+fn reviewed(given: &Option<Vec<String>>) -> Option<Vec<String>> {
+    given.as_ref().map(|g| {
+        let mut all = g.clone();
+        all.push(super::capabilities::AUTO_EXPAND.to_string());
+        all
+    })
 }
 
 impl ChangeSets<'_> {
@@ -104,6 +116,7 @@ impl ChangeSets<'_> {
                 // Without a template, the stack's own context.
                 context: input.template_body.as_ref().map(|_| input.context.clone()),
                 disable_rollback: false,
+                capabilities: reviewed(&input.capabilities),
             })
             .await?;
         let base_version = self.store.event_count(&prepared.stack.stack_id).await? as i64;
@@ -208,6 +221,7 @@ impl ChangeSets<'_> {
                 origin: Default::default(),
                 context: None,
                 disable_rollback: false,
+                capabilities: None,
             };
             let prepared = Box::pin(
                 self.updates()
@@ -226,6 +240,7 @@ impl ChangeSets<'_> {
                 origin: Default::default(),
                 include_nested_stacks: true,
                 context: Default::default(),
+                capabilities: None,
             };
             let mut child = self.change_set_record(
                 &child_input,
@@ -291,6 +306,12 @@ impl ChangeSets<'_> {
         let nested = self
             .read_nested(&template, &context, &input.origin, (&params, &sctx))
             .await?;
+        self.check_capabilities(
+            &template,
+            &body,
+            &nested,
+            reviewed(&input.capabilities).as_deref(),
+        )?;
         let stack = match existing {
             Some(s) => s,
             None => {
@@ -547,6 +568,7 @@ impl ChangeSets<'_> {
                     origin: Default::default(),
                     context: Some(cs.nested.context.clone()),
                     disable_rollback: on_failure == OnFailure::DoNothing,
+                    capabilities: None,
                 },
                 Some(cs.nested.templates.clone()),
             )

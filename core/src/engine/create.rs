@@ -61,6 +61,12 @@ impl Creates<'_> {
                     .await?,
             ),
         };
+        self.check_capabilities(
+            &template,
+            &input.template_body,
+            &nested,
+            input.capabilities.as_deref(),
+        )?;
 
         let ts = now();
         let stack = StackRecord {

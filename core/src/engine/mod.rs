@@ -8,6 +8,7 @@
 //! drives the stack to a terminal status. `run` is also how a crashed operation
 //! is resumed: it reads where the stack is from the store.
 
+pub mod capabilities;
 mod changeset;
 mod claims;
 mod create;
@@ -95,6 +96,10 @@ pub enum EngineError {
     /// `InvalidChangeSetStatus`).
     #[error("{0}")]
     InvalidChangeSetStatus(String),
+    /// A capability the template requires was not acknowledged (the API's
+    /// `InsufficientCapabilitiesException`).
+    #[error("{0}")]
+    InsufficientCapabilities(String),
 }
 
 /// What `cairn deploy` asks for when the stack does not exist.
@@ -112,6 +117,9 @@ pub struct CreateStackInput {
     pub origin: crate::nested::Origin,
     /// HOT's files and environment.
     pub context: crate::stack::TemplateContext,
+    /// The capabilities acknowledged (`None`: not checked, for a stack
+    /// the engine makes itself, such as a nested one).
+    pub capabilities: Option<Vec<String>>,
 }
 
 /// How CloudFormation shows a value read from a NoEcho custom resource.
@@ -432,6 +440,31 @@ impl Engine {
     ) -> Result<(HashMap<String, bool>, Graph), TemplateError> {
         static_pass(&self.registry, template, params, sctx, exports, false)
             .map_err(|mut errors| errors.swap_remove(0))
+    }
+
+    /// Refuses a template (and its nested templates) that requires a
+    /// capability `given` lacks; `None`: not checked.
+    fn check_capabilities(
+        &self,
+        template: &Template,
+        body: &str,
+        nested: &crate::nested::NestedTemplates,
+        given: Option<&[String]>,
+    ) -> Result<(), EngineError> {
+        let Some(given) = given else {
+            return Ok(());
+        };
+        let mut required = capabilities::Required::default();
+        required.add(template, body, &self.registry, true);
+        for child in nested.0.values() {
+            if let Ok(t) = Template::parse(&child.body) {
+                required.add(&t, &child.body, &self.registry, true);
+            }
+        }
+        match required.missing(given) {
+            Some(text) => Err(EngineError::InsufficientCapabilities(text)),
+            None => Ok(()),
+        }
     }
 
     fn new_stack_id(&self, stack_name: &str) -> String {

@@ -128,6 +128,7 @@ impl NestedStacks<'_> {
                     // A HOT child reads its files and its parent's
                     // environment (Heat's child environment).
                     context: child_context(op, template_of, &r.properties),
+                    capabilities: None,
                 };
                 self.creates()
                     .create_stack(&input, Some((&op.stack, op.nested.below(template_of))))
@@ -244,6 +245,7 @@ impl NestedStacks<'_> {
                 origin: Default::default(),
                 context: (!rolling_back).then(|| child_context(op, &rec.logical_id, properties)),
                 disable_rollback: false,
+                capabilities: None,
             };
             match self
                 .update_child(

@@ -53,6 +53,9 @@ pub struct UpdateStackInput {
     /// UPDATE_FAILED, keeping what it did; the next update continues from
     /// there, or RollbackStack goes back.
     pub disable_rollback: bool,
+    /// The capabilities acknowledged (`None`: not checked, for an update
+    /// the engine makes itself, such as a nested stack's).
+    pub capabilities: Option<Vec<String>>,
 }
 
 /// The stack fields an update replaces, as journaled for both sides.
@@ -519,6 +522,7 @@ impl Updates<'_> {
             }
             _ => (rows, Vec::new()),
         };
+        self.check_capabilities(&template, &body, &nested, input.capabilities.as_deref())?;
         self.refuse_type_changes(&rows, &template, &graph)?;
         if input.disable_rollback {
             self.refuse_kept_nested(&rows, &template)?;

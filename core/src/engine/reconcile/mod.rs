@@ -202,6 +202,7 @@ impl Reconciles<'_> {
                 origin: Default::default(),
                 context: None,
                 disable_rollback: false,
+                capabilities: None,
             }
         } else {
             if input.update.template_body.is_none() && input.update.parameters.is_empty() {

@@ -319,6 +319,7 @@ impl World {
             timeout_minutes: None,
             origin: Default::default(),
             context: Default::default(),
+            capabilities: None,
         }
     }
 
@@ -331,6 +332,7 @@ impl World {
             origin: Default::default(),
             context: None,
             disable_rollback: false,
+            capabilities: None,
         }
     }
 
