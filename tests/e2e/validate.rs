@@ -18,6 +18,7 @@ fn valid_template_prints_description_and_parameters() {
                 {"ParameterKey": "Size", "NoEcho": false, "DefaultValue": "3", "Description": "how many"},
                 {"ParameterKey": "Pw", "NoEcho": true, "DefaultValue": "****"}
             ],
+            "Capabilities": [],
             "Description": "demo"
         })
     );
