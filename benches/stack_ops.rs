@@ -193,6 +193,7 @@ async fn calls_per_second(provider: Arc<dyn ResourceProvider>) -> (f64, f64) {
                 resource_type: "Test::Unruly::Thing".into(),
                 request_id: format!("req-{i}"),
                 deadline_unix_ms: u64::MAX,
+                tags: Default::default(),
             },
             properties,
         }

@@ -28,6 +28,8 @@ pub struct PlanArgs<'a> {
     pub output: OutputFormat,
     /// The capabilities acknowledged (`--capabilities`).
     pub capabilities: &'a [String],
+    /// `KEY=VALUE` stack tags once executed (none: keep the stack's).
+    pub tags: &'a [String],
 }
 
 /// `cairn plan`: creates a change set and prints what it would do.
@@ -67,7 +69,9 @@ pub async fn plan(engine: &Arc<Engine>, args: PlanArgs<'_>) -> anyhow::Result<()
         parameters,
         context: gathered.map(|g| g.context).unwrap_or_default(),
         description: args.description.map(str::to_string),
-        tags: None,
+        tags: (!args.tags.is_empty())
+            .then(|| crate::stacks::tag_list(args.tags))
+            .transpose()?,
         origin: args
             .template
             .map(cairn_core::nested::Origin::file)

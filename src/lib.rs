@@ -408,6 +408,10 @@ struct PlanOpts {
     /// (IncludeNestedStacks), named `<name>-<Logical>`.
     #[arg(long)]
     include_nested: bool,
+    /// A stack tag once executed, KEY=VALUE (repeatable; none keeps the
+    /// stack's tags).
+    #[arg(long = "tag")]
+    tags: Vec<String>,
     /// Acknowledge capabilities the template requires (CAPABILITY_IAM,
     /// CAPABILITY_NAMED_IAM, CAPABILITY_AUTO_EXPAND, or a provider's own).
     #[arg(long, num_args = 1..)]
@@ -489,6 +493,7 @@ impl PlanOpts {
             include_nested: self.include_nested,
             output: self.output,
             capabilities: &self.capabilities,
+            tags: &self.tags,
         }
     }
 }

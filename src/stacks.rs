@@ -114,7 +114,7 @@ pub(crate) fn parse_tags(items: &[String]) -> anyhow::Result<Vec<(String, String
         .collect()
 }
 
-fn tag_list(items: &[String]) -> anyhow::Result<Vec<cairn_core::stack::Tag>> {
+pub(crate) fn tag_list(items: &[String]) -> anyhow::Result<Vec<cairn_core::stack::Tag>> {
     Ok(parse_tags(items)?
         .into_iter()
         .map(|(key, value)| cairn_core::stack::Tag { key, value })

@@ -85,6 +85,7 @@ mod tests {
                     resource_type: schema.type_name.clone(),
                     request_id: "late".into(),
                     deadline_unix_ms: 1,
+                    tags: Default::default(),
                 },
                 properties: json!({"Value": "v"})
                     .as_object()

@@ -220,6 +220,7 @@ mod tests {
             resource_type: TYPE_NAME.into(),
             request_id: "r".into(),
             deadline_unix_ms: u64::MAX,
+            tags: Default::default(),
         }
     }
 

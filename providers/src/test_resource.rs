@@ -2,6 +2,7 @@
 //! whole state is one JSON file, `<dir>/<physical id>.json`. Tests (and users)
 //! edit or delete the file to simulate drift and out-of-band damage.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -26,6 +27,12 @@ pub struct Record {
     /// The request that created the resource, so a repeated create is recognised.
     pub request_id: String,
     pub properties: Map<String, Value>,
+    /// The stack's tags as the last create or update applied them, and the
+    /// system tags (the type is `taggable`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub system_tags: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -276,6 +283,7 @@ impl ResourceProvider for TestResourceProvider {
                     .describe("true, or the logical ids whose status check reports unhealthy"),
             )
             .property("WaitSeconds", PropertySchema::number())
+            .taggable()
             .attribute("Value", "the Value property")
             .attribute("Name", "the physical id")
             .attribute("Arn", "arn:cairn:test::resource/<physical id>")
@@ -304,6 +312,8 @@ impl ResourceProvider for TestResourceProvider {
                 logical_resource_id: ctx.logical_resource_id.clone(),
                 request_id: ctx.request_id.clone(),
                 properties: req.properties.clone(),
+                tags: ctx.tags.desired.clone(),
+                system_tags: ctx.tags.system.clone(),
             };
             self.write(&record).await?;
             Ok(CreateResult {
@@ -320,6 +330,7 @@ impl ResourceProvider for TestResourceProvider {
         let mut record = self.read(&req.physical_resource_id).await?;
         b.run("update", &req.context, async {
             record.properties = req.properties.clone();
+            record.tags = req.context.tags.desired.clone();
             self.write(&record).await?;
             Ok(UpdateResult {
                 physical_resource_id: None,
@@ -413,6 +424,7 @@ mod tests {
             resource_type: TYPE_NAME.into(),
             request_id: request.into(),
             deadline_unix_ms: u64::MAX,
+            tags: Default::default(),
         }
     }
 

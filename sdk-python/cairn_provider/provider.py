@@ -8,7 +8,8 @@ import json
 class Request:
     """One call. `properties` are coerced to the declared types;
     `old_properties` are set for an update; `physical_id` for everything but
-    a create. `request_id` is stable across retries of the same call: treat
+    a create. `tags`, `previous_tags` and `system_tags` are the stack's tags
+    (see ResourceType's `taggable`). `request_id` is stable across retries of the same call: treat
     a repeat as the same request (a create must answer with what the first
     one made)."""
 
@@ -21,6 +22,11 @@ class Request:
         self.physical_id = event.get("PhysicalResourceId")
         self.properties = properties
         self.old_properties = old_properties
+        # The stack's tags, before an update, and the system tags
+        # (aws:cloudformation:stack-name, stack-id, logical-id).
+        self.tags = dict(event.get("DesiredResourceTags") or {})
+        self.previous_tags = dict(event.get("PreviousResourceTags") or {})
+        self.system_tags = dict(event.get("SystemTags") or {})
         self.event = event
 
     @property

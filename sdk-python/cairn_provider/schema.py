@@ -137,8 +137,10 @@ class ResourceType:
 
     def __init__(self, name, properties=None, attributes=None, description="",
                  additional_properties=False, ref_returns="the physical resource id",
-                 required_capabilities=None):
+                 required_capabilities=None, taggable=False):
         self.name = name
+        # Applies the stack's tags: called when only they change.
+        self.taggable = taggable
         # Capabilities a stack must acknowledge to make one (CAPABILITY_...).
         self.required_capabilities = list(required_capabilities or [])
         self.properties = dict(properties or {})
@@ -156,6 +158,7 @@ class ResourceType:
             "Attributes": {n: {"Description": d} for n, d in self.attributes.items()},
             "RefReturns": self.ref_returns,
             **({"RequiredCapabilities": self.required_capabilities} if self.required_capabilities else {}),
+            **({"Taggable": True} if self.taggable else {}),
         }
 
     def coerce(self, properties):

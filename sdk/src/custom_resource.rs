@@ -3,6 +3,8 @@
 //! returns from the POST). Field names and shapes are CloudFormation's, so a
 //! handler written for AWS (`cfnresponse`, crhelper) reads them unchanged.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -27,7 +29,8 @@ pub enum RequestType {
     CheckDrift,
 }
 
-/// The event a handler receives, with exactly CloudFormation's fields.
+/// The event a handler receives: CloudFormation's fields, and the tags of a
+/// resource handler's request when the stack has any.
 /// Properties are stringified (see [`stringify`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "PascalCase")]
@@ -45,6 +48,14 @@ pub struct CustomResourceRequest {
     pub resource_properties: Map<String, Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub old_resource_properties: Option<Map<String, Value>>,
+    /// Cairn's extension, named as CloudFormation's resource handlers get
+    /// them: the stack's tags, before an update, and the system tags.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub desired_resource_tags: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub previous_resource_tags: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub system_tags: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -259,6 +270,9 @@ mod tests {
             physical_resource_id: Some("p".into()),
             resource_properties: Map::new(),
             old_resource_properties: Some(Map::new()),
+            desired_resource_tags: Default::default(),
+            previous_resource_tags: Default::default(),
+            system_tags: Default::default(),
         };
         let v = serde_json::to_value(&req).unwrap();
         let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();

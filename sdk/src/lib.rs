@@ -20,8 +20,8 @@ pub mod webhook;
 pub use error::{ErrorKind, ProviderError};
 pub use provider::{
     Cancellation, CreateRequest, CreateResult, DeleteRequest, DifferenceType, DriftRequest,
-    DriftResult, Health, PropertyDifference, RequestContext, ResourceProvider, StatusRequest,
-    UpdateRequest, UpdateResult,
+    DriftResult, Health, PropertyDifference, RequestContext, ResourceProvider, ResourceTags,
+    StatusRequest, UpdateRequest, UpdateResult,
 };
 pub use schema::{
     is_unresolved_intrinsic, AttributeSchema, PropertySchema, PropertyType, ResourceSchema,

@@ -1,3 +1,4 @@
+use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::de::DeserializeOwned;
@@ -21,6 +22,35 @@ pub struct RequestContext {
     pub request_id: String,
     /// Milliseconds since the Unix epoch after which the engine stops waiting.
     pub deadline_unix_ms: u64,
+    /// The tags the resource should carry: the stack's, and the system
+    /// tags CloudFormation adds. A provider whose schema says `taggable`
+    /// applies them (and is called when only they change).
+    #[serde(default, skip_serializing_if = "ResourceTags::is_empty")]
+    pub tags: ResourceTags,
+}
+
+/// The tags of a provider request, as CloudFormation's resource handlers
+/// receive them (`desiredResourceTags`, `previousResourceTags`,
+/// `systemTags`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct ResourceTags {
+    /// The stack's tags now.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub desired: BTreeMap<String, String>,
+    /// The stack's tags before the update (empty on create).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub previous: BTreeMap<String, String>,
+    /// `aws:cloudformation:stack-name`, `aws:cloudformation:stack-id`,
+    /// `aws:cloudformation:logical-id`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub system: BTreeMap<String, String>,
+}
+
+impl ResourceTags {
+    pub fn is_empty(&self) -> bool {
+        self.desired.is_empty() && self.previous.is_empty() && self.system.is_empty()
+    }
 }
 
 impl RequestContext {

@@ -169,6 +169,10 @@ pub struct ResourceSchema {
     /// InsufficientCapabilitiesException without them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub required_capabilities: Vec<String>,
+    /// The provider applies the stack's tags (`RequestContext::tags`): an
+    /// update that changes only the stack's tags calls it, and no other.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub taggable: bool,
 }
 
 fn default_ref() -> String {
@@ -207,7 +211,14 @@ impl ResourceSchema {
             attributes: BTreeMap::new(),
             ref_returns: default_ref(),
             required_capabilities: Vec::new(),
+            taggable: false,
         }
+    }
+
+    /// The provider applies the stack's tags (see `taggable`).
+    pub fn taggable(mut self) -> Self {
+        self.taggable = true;
+        self
     }
 
     /// Stacks must acknowledge `capability` (`CAPABILITY_…`) to make a

@@ -312,6 +312,11 @@ fn context(req: &CustomResourceRequest) -> RequestContext {
         request_id: req.request_id.clone(),
         // CloudFormation's longest wait for a custom resource.
         deadline_unix_ms: now + 3_600_000,
+        tags: crate::ResourceTags {
+            desired: req.desired_resource_tags.clone(),
+            previous: req.previous_resource_tags.clone(),
+            system: req.system_tags.clone(),
+        },
     }
 }
 

@@ -337,6 +337,7 @@ async fn plan(r: &Remote, args: crate::changesets::PlanArgs<'_>) -> anyhow::Resu
     if args.include_nested {
         p.push(kv("IncludeNestedStacks", "true"));
     }
+    p.extend(tag_members(args.tags)?);
     if !args.capabilities.is_empty() {
         p.extend(list_members("Capabilities", args.capabilities));
     }
@@ -788,6 +789,16 @@ async fn validate(r: &Remote, path: &Path, output: OutputFormat) -> anyhow::Resu
     )
 }
 
+/// `KEY=VALUE` stack tags as `Tags.member.N.{Key,Value}`.
+fn tag_members(tags: &[String]) -> anyhow::Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    for (i, (k, v)) in stacks::parse_tags(tags)?.into_iter().enumerate() {
+        out.push(kv(format!("Tags.member.{}.Key", i + 1), k));
+        out.push(kv(format!("Tags.member.{}.Value", i + 1), v));
+    }
+    Ok(out)
+}
+
 /// What a HOT template needs besides its text, as Cairn's API extension
 /// carries it: the merged environment (`Environments.member.1`, whose
 /// parameters the server applies under `-p`) and the files `get_file` and
@@ -821,10 +832,7 @@ async fn deploy(r: &Remote, args: stacks::DeployArgs<'_>) -> anyhow::Result<()> 
     params.extend(context);
     params.extend(parameter_members(args.parameters, args.use_previous)?);
     params.extend(list_members("Capabilities", args.capabilities));
-    for (i, (k, v)) in stacks::parse_tags(args.tags)?.into_iter().enumerate() {
-        params.push(kv(format!("Tags.member.{}.Key", i + 1), k));
-        params.push(kv(format!("Tags.member.{}.Value", i + 1), v));
-    }
+    params.extend(tag_members(args.tags)?);
     match r.stack(args.stack).await {
         Ok(existing) if existing.status != StackStatus::ReviewInProgress => {
             if args.on_failure.is_some() {

@@ -792,3 +792,73 @@ fn an_update_rollback_keeps_an_added_resource_whose_policy_retains_it() {
     assert_eq!(cairn(&s, &["delete", "keep"]).code(), 0);
     assert_eq!(s.resource_files(), ["kept.json"]);
 }
+
+/// Stack tags reach the providers (issue 31 point 4): every request
+/// carries the stack's tags and CloudFormation's system tags; an update
+/// that changes only the tags calls the providers that apply them
+/// (`taggable`: the test resource) and no other (the random string), and
+/// a change set shows those as Modify with Scope Tags.
+#[test]
+fn stack_tags_reach_taggable_providers() {
+    let s = scratch();
+    let body = "Resources:\n  A: {Type: Cairn::Test::Resource, Properties: {Name: tagged}}\n  R: {Type: Cairn::Random::String, Properties: {Length: 8}}\n";
+    assert_eq!(deploy(&s, "tg", body, &["--tag", "team=a"]).code(), 0);
+    let record = file(&s, "tagged");
+    assert_eq!(record["Tags"], serde_json::json!({"team": "a"}));
+    let id =
+        cairn(&s, &["describe", "tg", "--output", "json"]).json()["Stacks"][0]["StackId"].clone();
+    assert_eq!(
+        record["SystemTags"],
+        serde_json::json!({
+            "aws:cloudformation:logical-id": "A",
+            "aws:cloudformation:stack-id": id,
+            "aws:cloudformation:stack-name": "tg",
+        })
+    );
+    let random = physical(&s, "tg", "R");
+    // The change set of a tag-only update: the taggable resource only.
+    let path = s.write("tg.yaml", body);
+    let plan = cairn(
+        &s,
+        &[
+            "plan",
+            "tg",
+            path.to_str().unwrap_or_default(),
+            "--tag",
+            "team=b",
+            "--output",
+            "json",
+        ],
+    );
+    assert_eq!(plan.code(), 0, "{}", plan.stderr());
+    let changes = plan.json()["Changes"].clone();
+    assert_eq!(changes.as_array().map(Vec::len), Some(1), "{changes}");
+    let change = &changes[0]["ResourceChange"];
+    assert_eq!(
+        (
+            change["Action"].clone(),
+            change["LogicalResourceId"].clone(),
+            change["Scope"].clone()
+        ),
+        (
+            serde_json::json!("Modify"),
+            serde_json::json!("A"),
+            serde_json::json!(["Tags"])
+        )
+    );
+    let before = count(&s, "tg");
+    let run = deploy(&s, "tg", body, &["--tag", "team=b"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(
+        sequence_after(&s, "tg", before),
+        vec![
+            ev("tg", "UPDATE_IN_PROGRESS", "User Initiated", ""),
+            ev("A", "UPDATE_IN_PROGRESS", "", "tagged"),
+            ev("A", "UPDATE_COMPLETE", "", "tagged"),
+            ev("tg", "UPDATE_COMPLETE_CLEANUP_IN_PROGRESS", "", ""),
+            ev("tg", "UPDATE_COMPLETE", "", ""),
+        ]
+    );
+    assert_eq!(file(&s, "tagged")["Tags"], serde_json::json!({"team": "b"}));
+    assert_eq!(physical(&s, "tg", "R"), random);
+}

@@ -1397,7 +1397,8 @@ fn an_unchanged_cfnresponse_handler_runs_the_same_lifecycle() {
 const VENDOR_ASG: &str = r#"
 from cairn_provider import Provider, ResourceType, Result, String, serve
 
-ASG = ResourceType("AWS::AutoScaling::AutoScalingGroup", attributes={"Size": "MaxSize"}, properties={
+ASG = ResourceType("AWS::AutoScaling::AutoScalingGroup", attributes={
+    "Size": "MaxSize", "Team": "the stack's team tag", "Logical": "its logical-id system tag"}, properties={
     "MinSize": String(required=True), "MaxSize": String(required=True)},
     required_capabilities=["CAPABILITY_AUTOSCALING"])
 
@@ -1406,7 +1407,9 @@ class Vendor(Provider):
     types = [ASG]
 
     def create(self, request):
-        return Result("vendor-asg-" + request.logical_id, {"Size": request.properties["MaxSize"]})
+        return Result("vendor-asg-" + request.logical_id, {
+            "Size": request.properties["MaxSize"], "Team": request.tags.get("team", "-"),
+            "Logical": request.system_tags.get("aws:cloudformation:logical-id", "-")})
 
     def update(self, request):
         return self.create(request)
@@ -1462,7 +1465,7 @@ fn a_providers_own_type_wins_over_cairns_alias() {
         listed["Aliases"]["OS::Heat::InstanceGroup"],
         "Cairn::Group::InstanceGroup"
     );
-    let body = "Resources:\n  Asg:\n    Type: AWS::AutoScaling::AutoScalingGroup\n    Properties: {MinSize: '1', MaxSize: '3'}\nOutputs:\n  Size: {Value: !GetAtt Asg.Size}\n";
+    let body = "Resources:\n  Asg:\n    Type: AWS::AutoScaling::AutoScalingGroup\n    Properties: {MinSize: '1', MaxSize: '3'}\nOutputs:\n  Size: {Value: !GetAtt Asg.Size}\n  Team: {Value: !GetAtt Asg.Team}\n  Logical: {Value: !GetAtt Asg.Logical}\n";
     let run = deploy(&s, "vend", body, &[]);
     assert_eq!(run.code(), 1);
     assert!(
@@ -1475,15 +1478,23 @@ fn a_providers_own_type_wins_over_cairns_alias() {
         &s,
         "vend",
         body,
-        &["--capabilities", "CAPABILITY_AUTOSCALING"],
+        // The stack's tags reach the handler too (issue 31 point 4).
+        &[
+            "--capabilities",
+            "CAPABILITY_AUTOSCALING",
+            "--tag",
+            "team=ops",
+        ],
     );
     assert_eq!(run.code(), 0, "{}", run.stderr());
     let resources = cairn(&s, &["resources", "vend", "--output", "json"]).json();
     let asg = &resources["StackResources"][0];
     assert_eq!(asg["ResourceType"], "AWS::AutoScaling::AutoScalingGroup");
     assert_eq!(asg["PhysicalResourceId"], "vendor-asg-Asg");
-    let out = cairn(&s, &["outputs", "vend", "--output", "json"]).json();
-    assert_eq!(out["Outputs"][0]["OutputValue"], "3");
+    assert_eq!(
+        cairn(&s, &["outputs", "vend"]).stdout(),
+        "Size = 3\nTeam = ops\nLogical = Asg\n"
+    );
     // Two providers listing one type: refused at load, naming both.
     s.write(
         "cairn.toml",

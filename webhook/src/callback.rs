@@ -803,6 +803,9 @@ mod tests {
             physical_resource_id: None,
             resource_properties: Default::default(),
             old_resource_properties: None,
+            desired_resource_tags: Default::default(),
+            previous_resource_tags: Default::default(),
+            system_tags: Default::default(),
         };
         let answer = listener.expect(request);
         let key = "stack|R|req-1";

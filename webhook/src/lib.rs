@@ -503,6 +503,9 @@ impl Calls {
             physical_resource_id: physical_id.map(str::to_string),
             resource_properties: stringify_map(properties),
             old_resource_properties: old_properties.map(stringify_map),
+            desired_resource_tags: ctx.tags.desired.clone(),
+            previous_resource_tags: ctx.tags.previous.clone(),
+            system_tags: ctx.tags.system.clone(),
         };
         Ok(Prepared {
             listener,

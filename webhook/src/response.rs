@@ -138,6 +138,9 @@ mod tests {
             physical_resource_id: None,
             resource_properties: serde_json::Map::new(),
             old_resource_properties: None,
+            desired_resource_tags: Default::default(),
+            previous_resource_tags: Default::default(),
+            system_tags: Default::default(),
         }
     }
 

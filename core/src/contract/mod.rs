@@ -223,6 +223,7 @@ impl<'a, 't> Run<'a, 't> {
             resource_type: self.target.type_name.to_string(),
             request_id: request_id.to_string(),
             deadline_unix_ms,
+            tags: Default::default(),
         }
     }
 

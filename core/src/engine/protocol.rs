@@ -520,13 +520,26 @@ impl Protocol<'_> {
         type_name: &str,
         request_id: &str,
     ) -> RequestContext {
-        self.request_context(
+        let mut ctx = self.request_context(
             &op.stack.stack_id,
             &op.stack.stack_name,
             logical_id,
             type_name,
             request_id,
-        )
+        );
+        // The stack's tags as this operation shows them (an update's
+        // target, or in its rollback the tags it goes back to), and the
+        // other side's.
+        let map = |tags: &[crate::stack::Tag]| {
+            tags.iter()
+                .map(|t| (t.key.clone(), t.value.clone()))
+                .collect()
+        };
+        ctx.tags.desired = map(&op.stack.tags);
+        if let Some(other) = &op.other {
+            ctx.tags.previous = map(&other.state.tags);
+        }
+        ctx
     }
 
     /// A provider request's context, its deadline `call_timeout_seconds` away.
@@ -550,6 +563,17 @@ impl Protocol<'_> {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_millis() as u64)
                 .unwrap_or(u64::MAX),
+            tags: cairn_sdk::ResourceTags {
+                system: [
+                    ("aws:cloudformation:stack-name", stack_name),
+                    ("aws:cloudformation:stack-id", stack_id),
+                    ("aws:cloudformation:logical-id", logical_id),
+                ]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+                ..Default::default()
+            },
         }
     }
 

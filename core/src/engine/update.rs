@@ -538,7 +538,7 @@ impl Updates<'_> {
         let old_params = ParameterValues::resolve(&old_template.parameters, &stack.parameters)?;
         immutable_unchanged(&template, &old_params, &params)?;
         let ev = Evaluator::with_conditions(&template, &params, &sctx, &results, conditions);
-        let changes = plan::plan(
+        let mut changes = plan::plan(
             &template,
             &ev,
             &graph,
@@ -551,6 +551,9 @@ impl Updates<'_> {
             &params,
             &nested,
         )?;
+        if input.tags.as_ref().is_some_and(|t| *t != stack.tags) {
+            changes.extend(self.retagged(&rows, &graph, &changes));
+        }
         let unfinished = rows
             .iter()
             .filter_map(|r| match &r.journal {
@@ -1119,6 +1122,12 @@ impl Updates<'_> {
             Decision::NoChange if self.update_policy_changed(op, &rec.logical_id) => {
                 Decision::MetadataOnly
             }
+            // New stack tags reach a provider that applies them.
+            Decision::NoChange if self.tags_change(op) && self.taggable(&rec.resource_type) => {
+                Decision::InPlace {
+                    changed: Vec::new(),
+                }
+            }
             d => d,
         };
         match decision {
@@ -1190,6 +1199,57 @@ impl Updates<'_> {
                     .await
             }
         }
+    }
+
+    /// The changes of an update that changes the stack's tags: every live
+    /// resource whose provider applies them (`taggable`) and that nothing
+    /// else changes is modified in place, its tags only (CloudFormation's
+    /// Scope `Tags`).
+    fn retagged(
+        &self,
+        rows: &[ResourceRecord],
+        graph: &Graph,
+        changes: &[plan::ResourceChange],
+    ) -> Vec<plan::ResourceChange> {
+        rows.iter()
+            .filter(|r| plan::is_live(r) && graph.index_of(&r.logical_id).is_some())
+            .filter(|r| {
+                !changes
+                    .iter()
+                    .any(|c| c.logical_resource_id == r.logical_id)
+            })
+            .filter(|r| self.taggable(&r.resource_type))
+            .map(|r| plan::ResourceChange {
+                action: "Modify".into(),
+                logical_resource_id: r.logical_id.clone(),
+                physical_resource_id: r.physical_id.clone(),
+                resource_type: r.resource_type.clone(),
+                replacement: Some("False".into()),
+                scope: vec!["Tags".into()],
+                details: vec![plan::ChangeDetail {
+                    target: plan::ChangeTarget {
+                        attribute: "Tags".into(),
+                        name: None,
+                        requires_recreation: "Never".into(),
+                    },
+                    evaluation: "Static".into(),
+                    change_source: "DirectModification".into(),
+                    causing_entity: None,
+                }],
+            })
+            .collect()
+    }
+
+    /// Whether `type_name`'s provider applies the stack's tags.
+    fn taggable(&self, type_name: &str) -> bool {
+        self.registry.schema(type_name).is_some_and(|s| s.taggable)
+    }
+
+    /// Whether the running update changes the stack's tags.
+    fn tags_change(&self, op: &Op) -> bool {
+        op.other
+            .as_ref()
+            .is_some_and(|o| o.state.tags != op.stack.tags)
     }
 
     /// Whether the resource's UpdatePolicy differs from the other template's
