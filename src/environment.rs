@@ -60,8 +60,10 @@ pub(crate) fn gather(
 /// template resources; each read with its own files, beside it), relative
 /// to the template's directory (or `file://` absolute), into the context.
 fn read_needed(template: &Path, body: &str, context: &mut TemplateContext) -> anyhow::Result<()> {
-    // Only a HOT template reads files: another is not parsed twice.
-    if !body.contains("heat_template_version") {
+    // Only a HOT template, or one with AWS::Include, reads files: another
+    // is not parsed twice.
+    let includes = body.contains(cairn_core::template::include::INCLUDE);
+    if !body.contains("heat_template_version") && !includes {
         return Ok(());
     }
     // A template that does not parse is reported by the operation itself.
@@ -83,6 +85,18 @@ fn read_needed(template: &Path, body: &str, context: &mut TemplateContext) -> an
         })?;
         Ok((path, content))
     };
+    // AWS::Include's snippets, by their Location as written (a snippet
+    // may include others, beside it).
+    if includes {
+        for location in cairn_core::template::include::locations(&parsed) {
+            if let std::collections::btree_map::Entry::Vacant(slot) = context.files.entry(location)
+            {
+                let (path, content) = read(slot.key(), "AWS::Include Location")?;
+                slot.insert(content.clone());
+                read_needed(&path, &content, context)?;
+            }
+        }
+    }
     for name in hot::files_needed(&parsed) {
         if let std::collections::btree_map::Entry::Vacant(slot) = context.files.entry(name) {
             let (_, content) = read(slot.key(), "get_file")?;

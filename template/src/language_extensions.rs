@@ -35,7 +35,7 @@ pub fn expand(body: Value, supplied: &BTreeMap<String, String>) -> Result<Value,
         Some(Value::Array(list)) => {
             if let Some(other) = list.iter().find(|t| **t != TRANSFORM) {
                 return Err(format_error(format!(
-                    "Transform {} is not supported by Cairn; only {TRANSFORM} is (expand other macros before deploying)",
+                    "Transform {} is not supported by Cairn; only {TRANSFORM} and AWS::Include are (expand other macros before deploying)",
                     other.as_str().unwrap_or_default()
                 ))
                 .at("/Transform"));

@@ -11,6 +11,7 @@ pub mod cidr;
 mod context;
 pub mod eval;
 pub mod hot;
+pub mod include;
 pub mod language_extensions;
 pub mod model;
 pub mod parameters;

@@ -155,7 +155,13 @@ impl Template {
         } else {
             yaml::parse(text)?
         };
-        // AWS::LanguageExtensions: loops expanded first.
+        // AWS::Include: the snippets inserted first (the context's files).
+        let body = if super::include::requested(&body) {
+            super::include::expand(body, &context.files).map_err(|e| e.locate(&source_map))?
+        } else {
+            body
+        };
+        // AWS::LanguageExtensions: loops expanded next.
         let body = if super::language_extensions::requested(&body) {
             super::language_extensions::expand(body, &context.parameters)
                 .map_err(|e| e.locate(&source_map))?

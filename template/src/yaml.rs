@@ -34,8 +34,9 @@ const SHORT_FORMS: &[(&str, &str)] = &[
     ("Cidr", "Fn::Cidr"),
     ("Length", "Fn::Length"),
     ("ToJsonString", "Fn::ToJsonString"),
-    // The rule functions of a Rules section (refused whole by the model,
-    // with its own message).
+    // AWS::Include inside a section.
+    ("Transform", "Fn::Transform"),
+    // The rule functions of a Rules section.
     ("Contains", "Fn::Contains"),
     ("EachMemberEquals", "Fn::EachMemberEquals"),
     ("EachMemberIn", "Fn::EachMemberIn"),

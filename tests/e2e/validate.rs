@@ -511,3 +511,63 @@ fn capabilities_are_required_as_cloudformation_requires_them() {
     ]);
     assert_eq!(run.code(), 0, "{}", run.stderr());
 }
+
+/// `AWS::Include` (issue 31 point 2, the include part): snippets beside
+/// the template inserted at the top level, as a key inside Resources and
+/// as a property's value; validate and deploy read them alike; run
+/// directly it needs CAPABILITY_AUTO_EXPAND; a missing snippet is named.
+#[test]
+fn aws_include_inserts_snippets_from_files() {
+    let s = Scratch::new();
+    s.write("outputs.yaml", "Outputs:\n  Made: {Value: !Ref Main}\n");
+    s.write(
+        "more.yaml",
+        "Extra:\n  Type: Cairn::Test::Resource\n  Properties: {Name: extra}\n",
+    );
+    s.write("value.json", "\"from-a-snippet\"");
+    let t = s.write(
+        "inc.yaml",
+        "Transform:\n  Name: AWS::Include\n  Parameters: {Location: outputs.yaml}\nResources:\n  Main:\n    Type: Cairn::Test::Resource\n    Properties:\n      Name: main\n      Value:\n        Fn::Transform:\n          Name: AWS::Include\n          Parameters: {Location: value.json}\n  Fn::Transform:\n    Name: AWS::Include\n    Parameters: {Location: more.yaml}\n",
+    );
+    let t = t.to_str().unwrap_or_default();
+    let run = s.cairn(&["validate", t]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert!(
+        run.stdout()
+            .contains("Capabilities: CAPABILITY_AUTO_EXPAND"),
+        "{}",
+        run.stdout()
+    );
+    let run = s.cairn(&["deploy", "inc", t]);
+    assert_eq!(run.code(), 1);
+    assert_eq!(
+        run.stderr().trim_end(),
+        format!("error: {t}: Requires capabilities : [CAPABILITY_AUTO_EXPAND]")
+    );
+    let run = s.cairn(&[
+        "deploy",
+        "inc",
+        t,
+        "--capabilities",
+        "CAPABILITY_AUTO_EXPAND",
+    ]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(s.resource_files(), vec!["extra.json", "main.json"]);
+    assert_eq!(s.cairn(&["outputs", "inc"]).stdout(), "Made = main\n");
+    // A snippet that is not there is named, by validate and deploy alike.
+    let lost = s.write(
+        "lost.yaml",
+        "Resources:\n  Fn::Transform:\n    Name: AWS::Include\n    Parameters: {Location: nowhere.yaml}\n",
+    );
+    let lost = lost.to_str().unwrap_or_default();
+    for args in [vec!["validate", lost], vec!["deploy", "lost", lost]] {
+        let run = s.cairn(&args);
+        assert_eq!(run.code(), 1);
+        assert!(
+            run.stderr()
+                .contains("lost.yaml: AWS::Include Location nowhere.yaml: cannot read "),
+            "{}",
+            run.stderr()
+        );
+    }
+}

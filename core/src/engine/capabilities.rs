@@ -76,7 +76,9 @@ impl Required {
                 }
             }
         }
-        if direct && body.contains(crate::template::language_extensions::TRANSFORM) {
+        let transformed = body.contains(crate::template::language_extensions::TRANSFORM)
+            || body.contains(crate::template::include::INCLUDE);
+        if direct && transformed {
             self.capabilities.insert(AUTO_EXPAND.to_string());
         }
     }

@@ -535,6 +535,9 @@ impl Protocol<'_> {
                 .map(|t| (t.key.clone(), t.value.clone()))
                 .collect()
         };
+        if ctx.tags.is_empty() {
+            return ctx;
+        }
         ctx.tags.desired = map(&op.stack.tags);
         if let Some(other) = &op.other {
             ctx.tags.previous = map(&other.state.tags);
@@ -563,17 +566,7 @@ impl Protocol<'_> {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_millis() as u64)
                 .unwrap_or(u64::MAX),
-            tags: cairn_sdk::ResourceTags {
-                system: [
-                    ("aws:cloudformation:stack-name", stack_name),
-                    ("aws:cloudformation:stack-id", stack_id),
-                    ("aws:cloudformation:logical-id", logical_id),
-                ]
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-                ..Default::default()
-            },
+            tags: system_tags(stack_id, stack_name, logical_id, type_name),
         }
     }
 
@@ -674,6 +667,30 @@ impl Protocol<'_> {
         } else {
             None
         }
+    }
+}
+
+/// CloudFormation's system tags of a resource; none for a custom resource,
+/// whose handler gets exactly CloudFormation's fields (and no stack tags).
+fn system_tags(
+    stack_id: &str,
+    stack_name: &str,
+    logical_id: &str,
+    type_name: &str,
+) -> cairn_sdk::ResourceTags {
+    if crate::template::eval::is_custom_resource(type_name) {
+        return cairn_sdk::ResourceTags::default();
+    }
+    cairn_sdk::ResourceTags {
+        system: [
+            ("aws:cloudformation:stack-name", stack_name),
+            ("aws:cloudformation:stack-id", stack_id),
+            ("aws:cloudformation:logical-id", logical_id),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect(),
+        ..Default::default()
     }
 }
 

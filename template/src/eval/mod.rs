@@ -176,7 +176,7 @@ fn unresolved(names: &str) -> TemplateError {
 }
 
 /// `AWS::CloudFormation::CustomResource` or `Custom::<Name>`.
-pub(crate) fn is_custom_resource(type_name: &str) -> bool {
+pub fn is_custom_resource(type_name: &str) -> bool {
     type_name == "AWS::CloudFormation::CustomResource" || type_name.starts_with("Custom::")
 }
 
