@@ -343,10 +343,15 @@ enum Command {
     /// Show the template a stack was made from.
     Template {
         stack: String,
-        /// The template as Cairn reads it: AWS::LanguageExtensions' loops
-        /// expanded, HOT lowered to CloudFormation's long form (JSON).
+        /// The template as Cairn reads it: AWS::Include's snippets inserted,
+        /// AWS::LanguageExtensions' loops expanded, HOT lowered to
+        /// CloudFormation's long form (JSON). The same as `--stage processed`.
         #[arg(long)]
         expanded: bool,
+        /// `original` (as written, the default) or `processed` (GetTemplate's
+        /// TemplateStage).
+        #[arg(long, value_parser = ["original", "processed"])]
+        stage: Option<String>,
         #[arg(long, value_enum, default_value_t)]
         output: OutputFormat,
     },
@@ -662,8 +667,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Template {
             stack,
             expanded,
+            stage,
             output,
-        } => stacks::template(&engine, stack, *expanded, *output).await,
+        } => {
+            let processed = *expanded || stage.as_deref() == Some("processed");
+            stacks::template(&engine, stack, processed, *output).await
+        }
         Command::Drift {
             stack,
             resources,
@@ -781,12 +790,14 @@ async fn run_remote(endpoint: &str, command: &Command) -> anyhow::Result<()> {
         Command::Outputs { stack, output } => R::Outputs(stack, *output),
         Command::Template {
             stack,
-            expanded: false,
+            expanded,
+            stage,
             output,
-        } => R::Template(stack, *output),
-        Command::Template { expanded: true, .. } => {
-            anyhow::bail!("cairn --endpoint template --expanded is not served yet: run it on the server's state")
-        }
+        } => R::Template(
+            stack,
+            *expanded || stage.as_deref() == Some("processed"),
+            *output,
+        ),
         Command::Validate {
             template, output, ..
         } => R::Validate(template, *output),

@@ -711,16 +711,35 @@ async fn list_stack_resources(app: &App, f: &Form) -> Outcome {
 }
 
 async fn get_template(app: &App, f: &Form) -> Outcome {
-    let body = match f.get("ChangeSetName") {
+    let (body, context) = match f.get("ChangeSetName") {
         Some(cs) => {
             let stack = f.get("StackName").unwrap_or("");
-            app.engine
+            let cs = app
+                .engine
                 .change_sets()
                 .describe_change_set(stack, cs)
-                .await?
-                .template_body
+                .await?;
+            (cs.template_body, cs.nested.context)
         }
-        None => stack(app, f.required("StackName")?).await?.template_body,
+        None => {
+            let s = stack(app, f.required("StackName")?).await?;
+            (s.template_body, s.context)
+        }
+    };
+    // Processed: as Cairn reads it (AWS::Include, the language extensions,
+    // HOT lowered), as JSON.
+    let body = match f.get("TemplateStage") {
+        None | Some("Original") => body,
+        Some("Processed") => {
+            let processed = cairn_core::template::expanded(&body, &context)
+                .map_err(|e| ApiError::validation(e.to_string()))?;
+            processed.to_string()
+        }
+        Some(other) => {
+            return Err(ApiError::validation(format!(
+                "1 validation error detected: Value '{other}' at 'templateStage' failed to satisfy constraint: Member must satisfy enum value set: [Original, Processed]"
+            )))
+        }
     };
     result(|x| {
         x.leaf("TemplateBody", &body);

@@ -496,7 +496,8 @@ pub enum Command<'a> {
     Events(&'a str, OutputFormat),
     Resources(&'a str, OutputFormat),
     Outputs(&'a str, OutputFormat),
-    Template(&'a str, OutputFormat),
+    /// The stack, whether processed (TemplateStage), the output.
+    Template(&'a str, bool, OutputFormat),
     Plan(crate::changesets::PlanArgs<'a>),
     Execute {
         stack: &'a str,
@@ -638,11 +639,19 @@ pub async fn run(endpoint: &str, command: Command<'_>) -> anyhow::Result<()> {
             crate::changesets::show_history(&h.text_or_empty("StackId"), &entries, output)
         }
         Command::Update(args) => update(&r, args).await,
-        Command::Template(stack, output) => {
-            let t = r
-                .call("GetTemplate", &[kv("StackName", stack.to_string())])
-                .await?;
-            stacks::show_template(&t.text_or_empty("TemplateBody"), output)
+        Command::Template(stack, processed, output) => {
+            let mut p = vec![kv("StackName", stack.to_string())];
+            if processed {
+                p.push(kv("TemplateStage", "Processed"));
+            }
+            let t = r.call("GetTemplate", &p).await?;
+            let body = t.text_or_empty("TemplateBody");
+            if processed {
+                let json: serde_json::Value = serde_json::from_str(&body)
+                    .with_context(|| "the server's processed template is not JSON")?;
+                return stacks::print_json(&json);
+            }
+            stacks::show_template(&body, output)
         }
     }
 }

@@ -110,6 +110,9 @@ pub fn expanded(
     context: &crate::TemplateContext,
 ) -> Result<serde_json::Value, TemplateError> {
     let mut body = Template::body_of(text)?;
+    if include::requested(&body) {
+        body = include::expand(body, &context.files)?;
+    }
     if language_extensions::requested(&body) {
         body = language_extensions::expand(body, &context.parameters)?;
     }

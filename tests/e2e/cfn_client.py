@@ -125,6 +125,11 @@ def lifecycle():
     by_physical = cf.describe_stack_resources(PhysicalResourceId=a["PhysicalResourceId"])["StackResources"]
     assert by_physical[0]["StackName"] == "s1"
     assert cf.get_template(StackName="s1")["TemplateBody"] == TEMPLATE
+    # TemplateStage=Processed: the template as Cairn reads it, as JSON
+    # (which botocore hands back parsed).
+    processed = cf.get_template(StackName="s1", TemplateStage="Processed")["TemplateBody"]
+    processed = json.loads(processed) if isinstance(processed, str) else processed
+    assert sorted(processed["Resources"]) == ["A", "B"], processed
     summary = cf.get_template_summary(StackName="s1")
     assert [(p["ParameterKey"], p["ParameterType"], p.get("DefaultValue"), p["NoEcho"]) for p in summary["Parameters"]] == [
         ("V", "String", "one", False), ("Secret", "String", "****", True)], summary["Parameters"]

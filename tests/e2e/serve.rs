@@ -260,6 +260,7 @@ fn the_cli_runs_against_a_server_with_the_same_output() {
         &["outputs", "hello", "--output", "json"],
         &["events", "hello", "--output", "json"],
         &["template", "hello"],
+        &["template", "hello", "--stage", "processed"],
         &["validate", hello],
         &["validate", hello, "--output", "json"],
         &["list", "--output", "json"],

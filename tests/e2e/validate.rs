@@ -554,6 +554,25 @@ fn aws_include_inserts_snippets_from_files() {
     assert_eq!(run.code(), 0, "{}", run.stderr());
     assert_eq!(s.resource_files(), vec!["extra.json", "main.json"]);
     assert_eq!(s.cairn(&["outputs", "inc"]).stdout(), "Made = main\n");
+    // The original template is kept; the processed one has the snippets.
+    assert!(s
+        .cairn(&["template", "inc"])
+        .stdout()
+        .contains("Fn::Transform"));
+    let processed = s.cairn(&["template", "inc", "--stage", "processed"]).json();
+    assert_eq!(
+        processed["Resources"]["Main"]["Properties"]["Value"],
+        "from-a-snippet"
+    );
+    assert_eq!(
+        processed["Resources"]["Extra"]["Type"],
+        "Cairn::Test::Resource"
+    );
+    assert_eq!(
+        processed["Outputs"]["Made"]["Value"],
+        serde_json::json!({"Ref": "Main"})
+    );
+    assert!(processed.get("Transform").is_none(), "{processed}");
     // A snippet that is not there is named, by validate and deploy alike.
     let lost = s.write(
         "lost.yaml",
