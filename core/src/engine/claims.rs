@@ -44,7 +44,6 @@ impl Claims<'_> {
         Ok(())
     }
 
-    /// How long a lease lasts unless renewed (`[engine] lease_seconds`).
     /// Takes the lease of `stack_id` for a new operation of this process
     /// (a new owner), waiting while another holds it.
     pub(super) async fn lease_for_operation(&self, stack_id: &str) -> Result<Lease, StoreError> {
@@ -53,6 +52,7 @@ impl Claims<'_> {
             .await
     }
 
+    /// How long a lease lasts unless renewed (`[engine] lease_seconds`).
     pub(super) fn lease_ttl_ms(&self) -> i64 {
         (self.config.engine.lease_seconds.max(1) as i64).saturating_mul(1000)
     }
