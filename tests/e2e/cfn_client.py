@@ -316,17 +316,22 @@ def deploy_cli():
     assert out.strip() == "130", out
 
 
+def update_waiter_fails(stack):
+    """The update waiter of `stack` stops on a failure status."""
+    try:
+        cf.get_waiter("stack_update_complete").wait(StackName=stack, WaiterConfig=FAST)
+        raise AssertionError("the update waiter should have failed")
+    except WaiterError:
+        pass
+
+
 def rollback_and_cancel():
     v1 = "Resources:\n  B: {Type: Cairn::Test::Resource, Properties: {Value: '1', Fail: update}}\n"
     v2 = "Resources:\n  B: {Type: Cairn::Test::Resource, Properties: {Value: '2'}}\n  C: {Type: Cairn::Test::Resource, DependsOn: B, Properties: {Fail: create}}\n"
     cf.create_stack(StackName="rb", TemplateBody=v1)
     cf.get_waiter("stack_create_complete").wait(StackName="rb", WaiterConfig=FAST)
     cf.update_stack(StackName="rb", TemplateBody=v2)
-    try:
-        cf.get_waiter("stack_update_complete").wait(StackName="rb", WaiterConfig=FAST)
-        raise AssertionError("the update waiter should have failed")
-    except WaiterError:
-        pass
+    update_waiter_fails("rb")
     s = cf.describe_stacks(StackName="rb")["Stacks"][0]
     assert s["StackStatus"] == "UPDATE_ROLLBACK_FAILED", s
     assert error(cf.cancel_update_stack, StackName="rb")[:2] == (
@@ -356,11 +361,7 @@ def rollback_and_cancel():
     cf.create_stack(StackName="kept", TemplateBody=good)
     cf.get_waiter("stack_create_complete").wait(StackName="kept", WaiterConfig=FAST)
     cf.update_stack(StackName="kept", TemplateBody=bad, DisableRollback=True)
-    try:
-        cf.get_waiter("stack_update_complete").wait(StackName="kept", WaiterConfig=FAST)
-        raise AssertionError("the update waiter should have failed")
-    except WaiterError:
-        pass
+    update_waiter_fails("kept")
     s = cf.describe_stacks(StackName="kept")["Stacks"][0]
     assert (s["StackStatus"], s["StackStatusReason"]) == (
         "UPDATE_FAILED", "The following resource(s) failed to create: [F]."), s
