@@ -574,7 +574,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         output,
     } = &cli.command
     {
-        return validate::run(&config, template, parameters, environments, *output);
+        let state = stacks::state_path(cli.state.as_ref(), &config);
+        return validate::run(&config, &state, template, parameters, environments, *output).await;
     }
     if let Command::Provider {
         command: ProviderCommand::New(a),

@@ -158,7 +158,7 @@ async fn operation_total(engine: &Arc<Engine>, stack_id: &str) -> usize {
         .map(|r| r.len())
         .unwrap_or(0);
     let in_template = match engine.store().find_stack(stack_id).await {
-        Ok(Some(s)) => cairn_core::template::Template::parse(&s.template_body)
+        Ok(Some(s)) => cairn_core::template::Template::parse_with(&s.template_body, &s.context)
             .map(|t| t.resources.len())
             .unwrap_or(0),
         _ => 0,

@@ -21,8 +21,9 @@ pub(crate) struct ParameterLine {
     pub description: Option<String>,
 }
 
-pub fn run(
+pub async fn run(
     config: &Config,
+    state: &Path,
     path: &Path,
     parameters: &[String],
     environments: &[std::path::PathBuf],
@@ -35,6 +36,17 @@ pub fn run(
     let mut supplied = gathered.parameters;
     supplied.extend(crate::stacks::parse_parameters(parameters)?);
     let context = gathered.context.for_template(&text, &supplied);
+    // A template that names a macro is read as deploy reads it: after the
+    // macros ran (those of this state's stacks included).
+    let context = if cairn_core::engine::macros::names_a_macro(&text) {
+        let engine = crate::stacks::open_without_resume(config, state).await?;
+        engine
+            .process_template(&text, context, &supplied)
+            .await
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
+    } else {
+        context
+    };
     let template = Template::parse_with(&text, &context)
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     // Validation never creates resources; the data directory is not touched.

@@ -40,7 +40,7 @@ pub async fn dispatch(app: &Arc<App>, f: &Form, action: &str) -> Outcome {
         "ListStackResources" => list_stack_resources(app, f).await,
         "GetTemplate" => get_template(app, f).await,
         "GetTemplateSummary" => get_template_summary(app, f).await,
-        "ValidateTemplate" => validate_template(app, f),
+        "ValidateTemplate" => validate_template(app, f).await,
         "CreateChangeSet" => create_change_set(app, f).await,
         "DescribeChangeSet" => describe_change_set(app, f).await,
         "ExecuteChangeSet" => execute_change_set(app, f).await,
@@ -749,15 +749,18 @@ async fn get_template(app: &App, f: &Form) -> Outcome {
     })
 }
 
-fn parse_template(body: &str) -> Result<Template, ApiError> {
-    Template::parse(body).map_err(|e| ApiError::validation(e.to_string()))
-}
-
-fn validate_template(app: &App, f: &Form) -> Outcome {
+async fn validate_template(app: &App, f: &Form) -> Outcome {
     let body = template_body(app, f)?.ok_or_else(|| {
         ApiError::validation("Either Template URL or Template Body must be specified.")
     })?;
     let context = template_context(f)?.unwrap_or_default().0;
+    // Macros run as a deploy runs them, so validation agrees with it (with
+    // the parameters' defaults: ValidateTemplate takes no values).
+    let context = app
+        .engine
+        .process_template(&body, context, &BTreeMap::new())
+        .await?;
+    let declared = declared_transforms(&body);
     let t =
         Template::parse_with(&body, &context).map_err(|e| ApiError::validation(e.to_string()))?;
     cairn_core::validate::validate_template(&t, app.engine.registry())
@@ -774,8 +777,29 @@ fn validate_template(app: &App, f: &Form) -> Outcome {
         });
         x.opt("Description", t.description.as_deref());
         capabilities_xml(x, &required);
-        x.list("DeclaredTransforms", &[] as &[&str], |_, _| {});
+        x.list("DeclaredTransforms", &declared, |x, t| {
+            x.out_text(t);
+        });
     })
+}
+
+/// The transforms a template names (ValidateTemplate's and
+/// GetTemplateSummary's `DeclaredTransforms`), each once, in the order
+/// they run.
+fn declared_transforms(body: &str) -> Vec<String> {
+    if !body.contains("Transform") {
+        return Vec::new();
+    }
+    let Ok(v) = Template::body_of(body) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = Vec::new();
+    for site in cairn_core::template::transform::sites(&v).unwrap_or_default() {
+        if !names.contains(&site.name) {
+            names.push(site.name);
+        }
+    }
+    names
 }
 
 /// What `template` (text `body`) requires to be acknowledged, run as it is.
@@ -799,10 +823,19 @@ fn capabilities_xml(x: &mut Xml, required: &cairn_core::engine::capabilities::Re
 }
 
 async fn get_template_summary(app: &App, f: &Form) -> Outcome {
-    let body = match template_body(app, f)? {
-        Some(b) => b,
+    let (body, context) = match template_body(app, f)? {
+        Some(b) => {
+            let context = app
+                .engine
+                .process_template(&b, TemplateContext::default(), &BTreeMap::new())
+                .await?;
+            (b, context)
+        }
         None => match f.get("StackName") {
-            Some(name) => stack(app, name).await?.template_body,
+            Some(name) => {
+                let s = stack(app, name).await?;
+                (s.template_body, s.context)
+            }
             None => {
                 return Err(ApiError::validation(
                     "Either Template URL or Template Body or StackName must be specified.",
@@ -810,7 +843,9 @@ async fn get_template_summary(app: &App, f: &Form) -> Outcome {
             }
         },
     };
-    let t = parse_template(&body)?;
+    let t =
+        Template::parse_with(&body, &context).map_err(|e| ApiError::validation(e.to_string()))?;
+    let declared = declared_transforms(&body);
     let mut types: Vec<&str> = t.resources.iter().map(|r| r.type_name.as_str()).collect();
     types.sort_unstable();
     types.dedup();
@@ -842,7 +877,9 @@ async fn get_template_summary(app: &App, f: &Form) -> Outcome {
         if let Some(m) = &t.metadata {
             x.leaf("Metadata", &m.to_string());
         }
-        x.list("DeclaredTransforms", &[] as &[&str], |_, _| {});
+        x.list("DeclaredTransforms", &declared, |x, t| {
+            x.out_text(t);
+        });
     })
 }
 

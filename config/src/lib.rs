@@ -239,6 +239,27 @@ pub struct ProviderConfig {
     pub drift: bool,
 }
 
+/// One `[[macros]]` entry: a macro every template may name in `Transform`
+/// or `Fn::Transform`, run by a webhook (`url`) or by a plugin's
+/// `transform` (`provider`: the name of a `[[providers]]` entry).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MacroConfig {
+    pub name: String,
+    /// POSTed CloudFormation's macro request; answers the macro response.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// The webhook's signing secret (default: `[webhooks] secret`).
+    #[serde(default)]
+    pub secret: Option<String>,
+    /// The `[[providers]]` entry whose plugin runs the macro.
+    #[serde(default)]
+    pub provider: Option<String>,
+    /// Seconds the macro may take (default 60).
+    #[serde(default)]
+    pub timeout_seconds: Option<u64>,
+}
+
 /// `cairn serve`: the CloudFormation Query API.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -348,6 +369,8 @@ pub struct Config {
     pub providers: Vec<ProviderConfig>,
     /// Type alias → canonical type (Heat's resource_registry).
     pub type_aliases: BTreeMap<String, String>,
+    /// Macros (`[[macros]]`).
+    pub macros: Vec<MacroConfig>,
 }
 
 impl Config {
@@ -375,6 +398,24 @@ impl Config {
                 path: path.to_path_buf(),
                 message: "[engine] call_timeout_seconds must be at least 1".into(),
             });
+        }
+        for (i, m) in config.macros.iter().enumerate() {
+            let refuse = |message: String| ConfigError::Parse {
+                path: path.to_path_buf(),
+                message,
+            };
+            if m.url.is_some() == m.provider.is_some() {
+                return Err(refuse(format!(
+                    "[[macros]] {} needs exactly one of url (a webhook) and provider (a [[providers]] entry's name)",
+                    m.name
+                )));
+            }
+            if config.macros[..i].iter().any(|o| o.name == m.name) {
+                return Err(refuse(format!(
+                    "[[macros]] {} is defined twice; macro names are unique",
+                    m.name
+                )));
+            }
         }
         Ok(config)
     }

@@ -8,6 +8,7 @@
 //! values, and as together as one when given the same.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::metrics::Metrics;
 use crate::nested::HttpsGet;
@@ -20,6 +21,8 @@ pub struct Shared {
     pub handles: Arc<dyn HandleUrls>,
     /// Fetches https:// nested templates.
     pub https: Arc<dyn HttpsGet>,
+    /// Calls macros served by webhooks.
+    pub macro_webhooks: Arc<dyn MacroWebhooks>,
 }
 
 impl Shared {
@@ -29,6 +32,43 @@ impl Shared {
             metrics: Arc::new(Metrics::default()),
             handles,
             https,
+            macro_webhooks: Arc::new(NoMacroWebhooks),
         }
+    }
+
+    /// This value, calling webhook macros with `client`.
+    pub fn with_macro_webhooks(mut self, client: Arc<dyn MacroWebhooks>) -> Shared {
+        self.macro_webhooks = client;
+        self
+    }
+}
+
+/// POSTs a macro request to a webhook: the binary hands in its signed
+/// HTTP client, so the engine links none.
+#[async_trait::async_trait]
+pub trait MacroWebhooks: Send + Sync {
+    /// The answer's body, or why there is none (`{url}: {cause}`).
+    async fn post(
+        &self,
+        url: &str,
+        secret: Option<&str>,
+        body: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<Vec<u8>, String>;
+}
+
+/// For an engine given no webhook client (tests, the crash simulator).
+pub struct NoMacroWebhooks;
+
+#[async_trait::async_trait]
+impl MacroWebhooks for NoMacroWebhooks {
+    async fn post(
+        &self,
+        url: &str,
+        _: Option<&str>,
+        _: Vec<u8>,
+        _: Duration,
+    ) -> Result<Vec<u8>, String> {
+        Err(format!("{url}: this engine calls no webhooks"))
     }
 }

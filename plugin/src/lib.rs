@@ -76,6 +76,14 @@ macro_rules! provider_over_calls {
                 self.invoke(&cairn_sdk::plugin::Call::CheckStatus(req.clone()))
                     .await
             }
+
+            async fn transform(
+                &self,
+                req: &cairn_sdk::MacroRequest,
+            ) -> Result<cairn_sdk::MacroResponse, cairn_sdk::ProviderError> {
+                self.invoke(&cairn_sdk::plugin::Call::Transform(req.clone()))
+                    .await
+            }
         }
     };
 }

@@ -6,6 +6,7 @@ See README.md beside this package."""
 
 from .errors import (AlreadyExists, InternalFailure, InvalidRequest, NotFound,
                      NotUpdatable, ProviderError, Throttling, Timeout)
+from .macro import Macro, MacroError, MacroRequest, macro_server, serve_macro
 from .provider import Provider, Request, Result, compare, deleted, in_sync, not_checked
 from .schema import (Boolean, Integer, Json, List, Map, Number, Property, ResourceType,
                      String)
@@ -13,7 +14,9 @@ from .webhook import Handler, serve, server, signature_problem
 
 __all__ = [
     "AlreadyExists", "Boolean", "Handler", "Integer", "InternalFailure", "InvalidRequest",
-    "Json", "List", "Map", "NotFound", "NotUpdatable", "Number", "Property", "Provider",
+    "Json", "List", "Macro", "MacroError", "MacroRequest", "Map", "NotFound", "NotUpdatable",
+    "Number", "Property", "Provider",
     "ProviderError", "Request", "ResourceType", "Result", "String", "Throttling", "Timeout",
-    "compare", "deleted", "in_sync", "not_checked", "serve", "server", "signature_problem",
+    "compare", "deleted", "in_sync", "macro_server", "not_checked", "serve", "serve_macro",
+    "server", "signature_problem",
 ]

@@ -1,5 +1,6 @@
 """Runs an unchanged AWS Lambda custom-resource handler (`handler(event,
-context)`, answering with `cfnresponse` or crhelper) behind Cairn's webhook:
+context)`, answering with `cfnresponse` or crhelper), or an unchanged macro
+function (it returns CloudFormation's macro response), behind Cairn's webhook:
 
     python -m cairn_provider.lambda_adapter handler.handler --listen 127.0.0.1:8081 [--secret S]
 
@@ -30,9 +31,9 @@ import time
 import urllib.parse
 import urllib.request
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
-from .webhook import signature_problem
+from .webhook import SignedRequests
 
 
 class LambdaContext:
@@ -115,28 +116,31 @@ def load(spec, search_dir):
     return getattr(importlib.import_module(module), function)
 
 
-def server(function, function_name, listen, secret, timeout_seconds=60):
-    class Http(BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
+def run_macro(function, event, function_name, timeout_seconds):
+    """A macro Lambda's answer to `event`: what it returns, or a failure
+    naming what it raised."""
+    try:
+        return function(event, LambdaContext(function_name, timeout_seconds))
+    except Exception as e:  # noqa: BLE001 - any failure is the macro's answer
+        return {"requestId": event.get("requestId"), "status": "failure",
+                "errorMessage": "%s: %s" % (type(e).__name__, e)}
 
-        def _send(self, code, body=b""):
-            self.send_response(code)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+
+def server(function, function_name, listen, secret, timeout_seconds=60):
+    signing_secret = secret
+
+    class Http(SignedRequests):
+        secret = signing_secret
 
         def do_POST(self):
-            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-            if secret:
-                problem = signature_problem(secret, self.headers, body)
-                if problem:
-                    self._send(401, problem.encode())
-                    return
-            try:
-                event = json.loads(body)
-            except ValueError as e:
-                self._send(400, ("the body is not JSON: %s" % e).encode())
+            event = self.signed_event()
+            if event is None:
+                return
+            if "transformId" in event and "fragment" in event:
+                # A macro: Lambda invokes it synchronously and its return
+                # value is the answer.
+                self._send(200, json.dumps(run_macro(function, event, function_name,
+                                                     timeout_seconds)).encode())
                 return
             self._send(200)
             trust_callback_ca(event.get("ResponseURL"))

@@ -155,17 +155,41 @@ def put_response(url, response, attempts=6):
     return False
 
 
-def _http_handler(handler):
-    class Http(BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
+class SignedRequests(BaseHTTPRequestHandler):
+    """An HTTP handler for Cairn's signed JSON requests: `secret` is the
+    shared signing secret ("" accepts unsigned requests)."""
 
-        def _send(self, code, body=b"", content_type="application/json"):
-            self.send_response(code)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    secret = ""
+
+    def log_message(self, *args):
+        pass
+
+    def _send(self, code, body=b"", content_type="application/json"):
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def signed_event(self):
+        """The POSTed JSON when it is Cairn's, else None (refused with the
+        reason already)."""
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        if self.secret:
+            problem = signature_problem(self.secret, self.headers, body)
+            if problem:
+                self._send(401, problem.encode(), "text/plain")
+                return None
+        try:
+            return json.loads(body)
+        except ValueError as e:
+            self._send(400, ("the body is not JSON: %s" % e).encode(), "text/plain")
+            return None
+
+
+def _http_handler(handler):
+    class Http(SignedRequests):
+        secret = handler.secret
 
         def do_GET(self):
             if self.path.rstrip("/") == "/schema":
@@ -174,16 +198,8 @@ def _http_handler(handler):
                 self._send(404, b"GET /schema lists the types; POST / takes requests", "text/plain")
 
         def do_POST(self):
-            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-            if handler.secret:
-                problem = signature_problem(handler.secret, self.headers, body)
-                if problem:
-                    self._send(401, problem.encode(), "text/plain")
-                    return
-            try:
-                event = json.loads(body)
-            except ValueError as e:
-                self._send(400, ("the body is not JSON: %s" % e).encode(), "text/plain")
+            event = self.signed_event()
+            if event is None:
                 return
             if handler.respond_in_reply:
                 self._send(200, json.dumps(handler.run(event)).encode())

@@ -8,6 +8,7 @@ import os
 import sys
 import threading
 import unittest
+import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -160,6 +161,47 @@ class OverHttp(unittest.TestCase):
         self.assertEqual(got[0]["PhysicalResourceId"], "thing-b")
         httpd.shutdown()
         sink.shutdown()
+
+
+class Macros(unittest.TestCase):
+    class Double(cp.Macro):
+        def transform(self, fragment, request):
+            if request.params.get("Fail"):
+                raise cp.MacroError("asked to fail")
+            if request.params.get("Bug"):
+                return {}["missing"]
+            return dict(fragment, Value=fragment["Value"] * 2,
+                        Seen=request.template_parameter_values["P"])
+
+    def event(self, **params):
+        return {"region": "us-east-1", "accountId": "123456789012", "transformId": "123456789012::Double",
+                "requestId": "r1", "fragment": {"Value": 2}, "params": params,
+                "templateParameterValues": {"P": "v"}}
+
+    def test_success_failure_and_a_bug(self):
+        self.assertEqual(cp.macro.run(self.Double(), self.event()),
+                         {"requestId": "r1", "status": "success", "fragment": {"Value": 4, "Seen": "v"}})
+        self.assertEqual(cp.macro.run(self.Double(), self.event(Fail=True)),
+                         {"requestId": "r1", "status": "failure", "errorMessage": "asked to fail"})
+        self.assertEqual(cp.macro.run(self.Double(), self.event(Bug=True))["errorMessage"], "KeyError: 'missing'")
+
+    def test_a_signed_request_over_http(self):
+        httpd = cp.macro_server(self.Double(), "127.0.0.1:0", "s3cret")
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        url = "http://127.0.0.1:%d/" % httpd.server_address[1]
+        body = json.dumps(self.event()).encode()
+        ts = str(int(__import__("time").time()))
+        sig = "v1=" + hmac.new(b"s3cret", ts.encode() + b"." + body, hashlib.sha256).hexdigest()
+        req = urllib.request.Request(url, data=body, headers={"X-Cairn-Timestamp": ts, "X-Cairn-Signature": sig})
+        with urllib.request.urlopen(req) as r:
+            self.assertEqual(json.loads(r.read())["fragment"], {"Value": 4, "Seen": "v"})
+        unsigned = urllib.request.Request(url, data=body)
+        with self.assertRaises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(unsigned)
+        self.assertEqual(refused.exception.code, 401)
+        refused.exception.close()
+        httpd.shutdown()
+        httpd.server_close()
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@
 
 pub mod custom_resource;
 mod error;
+pub mod macros;
 #[cfg(feature = "plugin")]
 pub mod plugin;
 mod provider;
@@ -18,6 +19,7 @@ mod schema;
 pub mod webhook;
 
 pub use error::{ErrorKind, ProviderError};
+pub use macros::{MacroRequest, MacroResponse};
 pub use provider::{
     Cancellation, CreateRequest, CreateResult, DeleteRequest, DifferenceType, DriftRequest,
     DriftResult, Health, PropertyDifference, RequestContext, ResourceProvider, ResourceTags,

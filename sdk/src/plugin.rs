@@ -151,28 +151,37 @@ pub enum Call {
     Delete(DeleteRequest),
     CheckDrift(DriftRequest),
     CheckStatus(StatusRequest),
+    /// A macro (JSON-tagged like the others: a plugin built before macros
+    /// answers it as a request it cannot read).
+    Transform(crate::MacroRequest),
 }
 
 impl Call {
     /// Runs the call against `provider`: the JSON result, or its error.
     pub async fn run(&self, provider: &dyn ResourceProvider) -> Result<Value, ProviderError> {
-        let (context, operation) = match self {
-            Call::Create(r) => (&r.context, "Create"),
-            Call::Update(r) => (&r.context, "Update"),
-            Call::Delete(r) => (&r.context, "Delete"),
-            Call::CheckDrift(r) => (&r.context, "CheckDrift"),
-            Call::CheckStatus(r) => (&r.context, "CheckStatus"),
-        };
-        context.check_deadline(operation)?;
         let v = match self {
-            Call::Create(r) => serde_json::to_value(provider.create(r).await?),
-            Call::Update(r) => serde_json::to_value(provider.update(r).await?),
+            Call::Create(r) => {
+                r.context.check_deadline("Create")?;
+                serde_json::to_value(provider.create(r).await?)
+            }
+            Call::Update(r) => {
+                r.context.check_deadline("Update")?;
+                serde_json::to_value(provider.update(r).await?)
+            }
             Call::Delete(r) => {
+                r.context.check_deadline("Delete")?;
                 provider.delete(r).await?;
                 Ok(Value::Null)
             }
-            Call::CheckDrift(r) => serde_json::to_value(provider.check_drift(r).await?),
-            Call::CheckStatus(r) => serde_json::to_value(provider.check_status(r).await?),
+            Call::CheckDrift(r) => {
+                r.context.check_deadline("CheckDrift")?;
+                serde_json::to_value(provider.check_drift(r).await?)
+            }
+            Call::CheckStatus(r) => {
+                r.context.check_deadline("CheckStatus")?;
+                serde_json::to_value(provider.check_status(r).await?)
+            }
+            Call::Transform(r) => serde_json::to_value(provider.transform(r).await?),
         };
         v.map_err(|e| ProviderError::internal(format!("cannot encode the result: {e}")))
     }

@@ -421,6 +421,20 @@ pub trait ResourceProvider: Send + Sync {
     async fn recover_delete(&self, req: &DeleteRequest) -> Result<(), ProviderError> {
         self.delete(req).await
     }
+
+    /// Runs a macro this provider serves (a `[[macros]]` entry or an
+    /// `AWS::CloudFormation::Macro` whose function names the provider):
+    /// `req.transform_id` ends with the macro's name. The default serves
+    /// none.
+    async fn transform(
+        &self,
+        req: &crate::MacroRequest,
+    ) -> Result<crate::MacroResponse, ProviderError> {
+        Err(ProviderError::invalid_request(format!(
+            "this provider serves no macros (asked for {})",
+            req.transform_id
+        )))
+    }
 }
 
 #[cfg(test)]

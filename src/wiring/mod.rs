@@ -12,6 +12,7 @@ use std::time::Duration;
 use cairn_core::config::WebhookConfig;
 use cairn_core::metrics::Metrics;
 use cairn_core::nested::HttpsGet;
+use cairn_core::shared::MacroWebhooks;
 use cairn_core::shared::Shared;
 use cairn_core::store::Store;
 use cairn_webhook::callback::Callbacks;
@@ -35,8 +36,10 @@ impl Process {
     /// take one for another, when given.
     pub fn new(webhooks: &WebhookConfig, state: Option<Arc<dyn Store>>) -> Process {
         let callbacks = Arc::new(Callbacks::new(webhooks, state));
+        let shared = Shared::new(callbacks.clone(), Arc::new(TemplatesOverHttps));
+        let macros = MacrosOverWebhooks(Arc::new(Deliveries(shared.metrics.clone())));
         Process {
-            shared: Shared::new(callbacks.clone(), Arc::new(TemplatesOverHttps)),
+            shared: shared.with_macro_webhooks(Arc::new(macros)),
             callbacks,
         }
     }
@@ -53,6 +56,30 @@ struct Deliveries(Arc<Metrics>);
 impl DeliveryCounter for Deliveries {
     fn delivery(&self, outcome: &str) {
         self.0.delivery(outcome);
+    }
+}
+
+/// Macros served by webhooks: signed POSTs with the webhooks' delivery
+/// (retried while the handler is unreachable), counted with the others.
+struct MacrosOverWebhooks(Arc<dyn DeliveryCounter>);
+
+#[async_trait::async_trait]
+impl MacroWebhooks for MacrosOverWebhooks {
+    async fn post(
+        &self,
+        url: &str,
+        secret: Option<&str>,
+        body: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<Vec<u8>, String> {
+        cairn_webhook::post_signed(
+            url,
+            secret.map(str::as_bytes),
+            body,
+            timeout,
+            self.0.as_ref(),
+        )
+        .await
     }
 }
 

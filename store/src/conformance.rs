@@ -48,6 +48,7 @@ pub(crate) fn stack(name: &str) -> StackRecord {
                 deletion_policy: "Retain".into(),
                 update_policy: serde_json::json!({}),
             }),
+            processed: Some(serde_json::json!({"Resources": {"B1": {"Type": "T"}}})),
         },
     }
 }
@@ -437,6 +438,7 @@ fn change_set(s: &StackRecord, name: &str) -> ChangeSetRecord {
                 environment: None,
                 parameters: BTreeMap::new(),
                 facade: None,
+                processed: None,
             },
         },
     }

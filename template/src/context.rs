@@ -25,6 +25,13 @@ pub struct TemplateContext {
     /// child; never inherited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub facade: Option<Facade>,
+    /// The template after its macros ran (with every other transform, in
+    /// CloudFormation's order), as JSON: what the stack is made of, kept
+    /// because macros are not run again to read it (a rollback uses the
+    /// copy, as CloudFormation does). `None`: the template names no macro
+    /// and is read from its text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processed: Option<Value>,
 }
 
 /// What `resource_facade` reads of the resource a provider template
@@ -66,6 +73,7 @@ impl TemplateContext {
             && self.environment.is_none()
             && self.parameters.is_empty()
             && self.facade.is_none()
+            && self.processed.is_none()
     }
 
     /// What a nested stack of this template gets (Heat's child
@@ -84,6 +92,7 @@ impl TemplateContext {
             environment,
             parameters: BTreeMap::new(),
             facade: None,
+            processed: None,
         }
     }
 

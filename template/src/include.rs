@@ -17,7 +17,7 @@ pub const INCLUDE: &str = "AWS::Include";
 
 /// Whether `t` (a `Transform` entry or an `Fn::Transform` argument) is an
 /// include, and its location.
-fn include_location(t: &Value) -> Option<&str> {
+pub fn include_location(t: &Value) -> Option<&str> {
     let m = t.as_object()?;
     if m.get("Name").and_then(Value::as_str) != Some(INCLUDE) {
         return None;
@@ -87,15 +87,7 @@ pub fn expand(body: Value, files: &BTreeMap<String, String>) -> Result<Value, Te
             rest.push(t);
             continue;
         };
-        let Value::Object(snippet) = snippet(location, files, "/Transform")? else {
-            return Err(format_error(format!(
-                "{INCLUDE} at the top level needs a snippet that is a map of template sections ({location})"
-            ))
-            .at("/Transform"));
-        };
-        for (k, v) in snippet {
-            merge_into(&mut top, k, v);
-        }
+        merge_sections(&mut top, location, files)?;
     }
     match rest.len() {
         0 => {}
@@ -112,6 +104,25 @@ pub fn expand(body: Value, files: &BTreeMap<String, String>) -> Result<Value, Te
         out.insert(k, inline(v, files, &path)?);
     }
     Ok(Value::Object(out))
+}
+
+/// A top-level include: the snippet at `location` (a map of template
+/// sections) joins the template's sections.
+pub fn merge_sections(
+    top: &mut Map<String, Value>,
+    location: &str,
+    files: &BTreeMap<String, String>,
+) -> Result<(), TemplateError> {
+    let Value::Object(snippet) = snippet(location, files, "/Transform")? else {
+        return Err(format_error(format!(
+            "{INCLUDE} at the top level needs a snippet that is a map of template sections ({location})"
+        ))
+        .at("/Transform"));
+    };
+    for (k, v) in snippet {
+        merge_into(top, k, v);
+    }
+    Ok(())
 }
 
 /// A section of a top-level snippet joins the template's: maps merge (the
@@ -151,21 +162,7 @@ fn inline(v: Value, files: &BTreeMap<String, String>, path: &str) -> Result<Valu
                 return Ok(Value::Object(out));
             };
             let inserted = inline(snippet(&location, files, &at)?, files, &at)?;
-            match inserted {
-                // As a key: its entries join the map (the map's own win).
-                Value::Object(entries) => {
-                    for (k, v) in entries {
-                        out.entry(k).or_insert(v);
-                    }
-                    Ok(Value::Object(out))
-                }
-                // As the whole value: the snippet is the value.
-                other if out.is_empty() => Ok(other),
-                _ => Err(format_error(format!(
-                    "the {INCLUDE} snippet {location} is not a map, so it cannot join the other keys beside its Fn::Transform"
-                ))
-                .at(&at)),
-            }
+            join(out, inserted, &location, &at)
         }
         Value::Array(items) => items
             .into_iter()
@@ -174,6 +171,43 @@ fn inline(v: Value, files: &BTreeMap<String, String>, path: &str) -> Result<Valu
             .collect::<Result<Vec<_>, _>>()
             .map(Value::Array),
         other => Ok(other),
+    }
+}
+
+/// An `Fn::Transform` include: the snippet at `location` where the
+/// transform stands in `siblings` (the map holding it, without it).
+/// Snippets are not searched for includes of their own (CloudFormation
+/// runs no transform twice).
+pub fn insert(
+    siblings: Map<String, Value>,
+    location: &str,
+    files: &BTreeMap<String, String>,
+    at: &str,
+) -> Result<Value, TemplateError> {
+    join(siblings, snippet(location, files, at)?, location, at)
+}
+
+/// A snippet joining the map its `Fn::Transform` stands in.
+fn join(
+    mut out: Map<String, Value>,
+    inserted: Value,
+    location: &str,
+    at: &str,
+) -> Result<Value, TemplateError> {
+    match inserted {
+        // As a key: its entries join the map (the map's own win).
+        Value::Object(entries) => {
+            for (k, v) in entries {
+                out.entry(k).or_insert(v);
+            }
+            Ok(Value::Object(out))
+        }
+        // As the whole value: the snippet is the value.
+        other if out.is_empty() => Ok(other),
+        _ => Err(format_error(format!(
+            "the {INCLUDE} snippet {location} is not a map, so it cannot join the other keys beside its Fn::Transform"
+        ))
+        .at(at)),
     }
 }
 

@@ -34,15 +34,23 @@ pub fn expand(body: Value, supplied: &BTreeMap<String, String>) -> Result<Value,
         Some(Value::String(_)) => {}
         Some(Value::Array(list)) => {
             if let Some(other) = list.iter().find(|t| **t != TRANSFORM) {
-                return Err(format_error(format!(
-                    "Transform {} is not supported by Cairn; only {TRANSFORM} and AWS::Include are (expand other macros before deploying)",
-                    other.as_str().unwrap_or_default()
-                ))
-                .at("/Transform"));
+                return Err(super::transform::unprocessed(
+                    other.as_str().unwrap_or_default(),
+                ));
             }
         }
         _ => {}
     }
+    Ok(Value::Object(expand_loops(top, supplied)?))
+}
+
+/// The loops of a template whose `Transform` section is taken care of
+/// (removed, or run in order with other transforms), expanded with the
+/// parameter values given.
+pub fn expand_loops(
+    mut top: Map<String, Value>,
+    supplied: &BTreeMap<String, String>,
+) -> Result<Map<String, Value>, TemplateError> {
     let params = parameter_values(&top, supplied);
     for section in ["Resources", "Outputs", "Conditions"] {
         if let Some(Value::Object(entries)) = top.remove(section) {
@@ -67,12 +75,12 @@ pub fn expand(body: Value, supplied: &BTreeMap<String, String>) -> Result<Value,
             }
         }
     }
-    Ok(Value::Object(top))
+    Ok(top)
 }
 
 /// Each parameter's value as a list (a comma-delimited value split), the
 /// supplied one or the default.
-fn parameter_values(
+pub fn parameter_values(
     top: &Map<String, Value>,
     supplied: &BTreeMap<String, String>,
 ) -> BTreeMap<String, Vec<String>> {
@@ -279,6 +287,6 @@ mod tests {
         assert!(expand(other, &BTreeMap::new())
             .unwrap_err()
             .to_string()
-            .contains("Transform AWS::Serverless-2016-10-31 is not supported"));
+            .contains("Transform AWS::Serverless-2016-10-31 names a macro"));
     }
 }

@@ -18,6 +18,7 @@ pub mod parameters;
 pub mod pattern;
 pub mod rules;
 pub mod source;
+pub mod transform;
 pub mod types;
 pub mod yaml;
 
@@ -109,6 +110,9 @@ pub fn expanded(
     text: &str,
     context: &crate::TemplateContext,
 ) -> Result<serde_json::Value, TemplateError> {
+    if let Some(processed) = &context.processed {
+        return Ok(processed.clone());
+    }
     let mut body = Template::body_of(text)?;
     if include::requested(&body) {
         body = include::expand(body, &context.files)?;

@@ -143,6 +143,10 @@ impl Template {
         text: &str,
         context: &crate::TemplateContext,
     ) -> Result<Template, TemplateError> {
+        // A template whose macros ran is read as they left it.
+        if let Some(processed) = &context.processed {
+            return Self::from_value(processed.clone(), SourceMap::default());
+        }
         let (body, source_map) = if text.trim_start().starts_with('{') {
             let v: Value = serde_json::from_str(text).map_err(|e| {
                 format_error(format!(
@@ -218,11 +222,20 @@ impl Template {
                 invalid.join(", ")
             )));
         }
-        if top.contains_key("Transform") {
-            return Err(format_error(
-                "Transform is not supported by Cairn; remove the Transform section (expand macros such as AWS::Serverless before deploying)",
-            )
-            .at("/Transform"));
+        if let Some(t) = top.get("Transform") {
+            let name = match t {
+                Value::Array(list) => list.first().cloned().unwrap_or(Value::Null),
+                other => other.clone(),
+            };
+            let name = match &name {
+                Value::String(s) => s.clone(),
+                other => other
+                    .get("Name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+            };
+            return Err(super::transform::unprocessed(&name));
         }
         let format_version = match top.get("AWSTemplateFormatVersion") {
             None => None,
@@ -548,11 +561,11 @@ mod tests {
     }
 
     #[test]
-    fn transform_is_not_supported() {
+    fn an_unprocessed_macro_is_refused() {
         let e = err("Transform: AWS::Serverless-2016-10-31\nResources:\n  A:\n    Type: T\n");
         assert!(
             e.message()
-                .starts_with("Template format error: Transform is not supported by Cairn"),
+                .starts_with("Template format error: Transform AWS::Serverless-2016-10-31 names a macro, and macros run only on the template a stack is deployed"),
             "{e}"
         );
         assert_eq!(e.location().map(|l| l.line), Some(1));

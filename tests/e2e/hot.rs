@@ -788,7 +788,7 @@ Outputs:
     );
     assert_eq!(cairn(&s, &["delete", "tables"]).code(), 0);
     assert!(s.resource_files().is_empty());
-    // Another transform is still refused.
+    // A macro that is not defined is named.
     let other = s.write(
         "sam.yaml",
         "Transform: [AWS::LanguageExtensions, AWS::Serverless-2016-10-31]\nResources: {}\n",
@@ -796,7 +796,7 @@ Outputs:
     let run = cairn(&s, &["validate", other.to_str().unwrap_or_default()]);
     assert!(
         run.stderr()
-            .contains("Transform AWS::Serverless-2016-10-31 is not supported by Cairn"),
+            .contains("No transform named 123456789012::AWS::Serverless-2016-10-31 found."),
         "{}",
         run.stderr()
     );

@@ -13,6 +13,7 @@ mod hostile;
 mod hot;
 mod hot_corpus;
 mod kept_failures;
+mod macros;
 mod nested;
 mod outage;
 mod plugins;

@@ -274,7 +274,7 @@ fn the_python_sdk_passes_its_own_tests() {
         .expect("python runs");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    assert!(stderr.contains("Ran 8 tests"), "{stderr}");
+    assert!(stderr.contains("Ran 10 tests"), "{stderr}");
 }
 
 #[test]

@@ -29,6 +29,24 @@ pub mod tls;
 
 pub use delivery::DeliveryCounter;
 
+/// POSTs `body` (signed with `secret` as every Cairn request to a handler)
+/// to `url` until it is answered with a 2xx or `timeout` passes, retrying
+/// an unreachable or failing handler with backoff: the answer's body. For
+/// what is not a resource's request (a macro).
+pub async fn post_signed(
+    url: &str,
+    secret: Option<&[u8]>,
+    body: Vec<u8>,
+    timeout: std::time::Duration,
+    metrics: &dyn DeliveryCounter,
+) -> Result<Vec<u8>, String> {
+    let client = tls::client(None, url).map_err(|e| e.to_string())?;
+    let deadline = tokio::time::Instant::now() + timeout;
+    delivery::deliver(&client, url, secret, body.into(), deadline, metrics)
+        .await
+        .map(|b| b.to_vec())
+}
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -76,8 +76,8 @@ impl Required {
                 }
             }
         }
-        let transformed = body.contains(crate::template::language_extensions::TRANSFORM)
-            || body.contains(crate::template::include::INCLUDE);
+        let transformed = body.contains("Transform")
+            && Template::body_of(body).is_ok_and(|b| crate::template::transform::any(&b));
         if direct && transformed {
             self.capabilities.insert(AUTO_EXPAND.to_string());
         }

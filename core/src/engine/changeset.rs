@@ -295,7 +295,16 @@ impl ChangeSets<'_> {
         };
         let supplied = supplied_values(&input.parameters, &BTreeMap::new())?;
         let context = input.context.clone().for_template(&body, &supplied);
+        let context = self
+            .run_macros(
+                &body,
+                context,
+                &supplied,
+                reviewed(&input.capabilities).as_deref(),
+            )
+            .await?;
         let template = Template::parse_with(&body, &context)?;
+        self.check_macro_names(&template, &input.stack_name).await?;
         let params = ParameterValues::resolve(&template.parameters, &supplied)?;
         let stack_id = match &existing {
             Some(s) => s.stack_id.clone(),

@@ -48,7 +48,22 @@ impl Creates<'_> {
             .context
             .clone()
             .for_template(&input.template_body, &input.parameters);
+        // A root stack's macros run now; a nested one's template comes
+        // from its parent as it is.
+        let context = match child {
+            None => {
+                self.run_macros(
+                    &input.template_body,
+                    context,
+                    &input.parameters,
+                    input.capabilities.as_deref(),
+                )
+                .await?
+            }
+            Some(_) => context,
+        };
         let template = Template::parse_with(&input.template_body, &context)?;
+        self.check_macro_names(&template, &input.stack_name).await?;
         let params = ParameterValues::resolve(&template.parameters, &input.parameters)?;
         let stack_id = self.new_stack_id(&input.stack_name);
         let sctx = stack_context(&self.config, &input.stack_name, &stack_id);

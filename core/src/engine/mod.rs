@@ -18,6 +18,7 @@ pub mod drift;
 mod group;
 mod kept;
 mod kinds;
+pub mod macros;
 pub mod nested;
 mod parameter_values;
 mod protocol;

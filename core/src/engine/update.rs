@@ -457,6 +457,13 @@ impl Updates<'_> {
             .template_body
             .as_deref()
             .filter(|b| !b.contains(crate::template::language_extensions::TRANSFORM))
+            .filter(|b| {
+                input
+                    .context
+                    .as_ref()
+                    .is_some_and(|c| c.processed.is_some())
+                    || !super::macros::names_a_macro(b)
+            })
             .map(|b| Template::parse_with(b, supplied_context));
         let (stack, exports) = stack_rx.await.map_err(|_| {
             EngineError::Store(StoreError::Backend(
@@ -483,9 +490,22 @@ impl Updates<'_> {
         let target_context = match (&input.template_body, &input.context) {
             (_, Some(c)) => c.clone(),
             (Some(_), None) => Default::default(),
-            (None, None) => stack.context.clone(),
+            // The stack's template again: its macros run again too, with
+            // this update's parameter values.
+            (None, None) => crate::stack::TemplateContext {
+                processed: None,
+                ..stack.context.clone()
+            },
         }
         .for_template(&body, &supplied);
+        let target_context = self
+            .run_macros(
+                &body,
+                target_context,
+                &supplied,
+                input.capabilities.as_deref(),
+            )
+            .await?;
         let template = match supplied_template {
             Some(parsed) => parsed?,
             None => Template::parse_with(&body, &target_context)?,
@@ -523,18 +543,20 @@ impl Updates<'_> {
             _ => (rows, Vec::new()),
         };
         self.check_capabilities(&template, &body, &nested, input.capabilities.as_deref())?;
+        self.check_macro_names(&template, &stack.stack_name).await?;
         self.refuse_type_changes(&rows, &template, &graph)?;
         if input.disable_rollback {
             self.refuse_kept_nested(&rows, &template)?;
         }
         // The same text (a parameter-only update, or none): parse it once.
         let parsed_old;
-        let old_template = if body == stack.template_body {
-            &template
-        } else {
-            parsed_old = Template::parse_with(&stack.template_body, &stack.context)?;
-            &parsed_old
-        };
+        let old_template =
+            if body == stack.template_body && target_context.processed == stack.context.processed {
+                &template
+            } else {
+                parsed_old = Template::parse_with(&stack.template_body, &stack.context)?;
+                &parsed_old
+            };
         let old_params = ParameterValues::resolve(&old_template.parameters, &stack.parameters)?;
         immutable_unchanged(&template, &old_params, &params)?;
         let ev = Evaluator::with_conditions(&template, &params, &sctx, &results, conditions);

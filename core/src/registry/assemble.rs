@@ -83,6 +83,12 @@ impl Registry {
             Transport::Engine,
             Arc::new(SignalTypes::new(handles)),
             None,
+        )?;
+        self.register(
+            "engine:macros",
+            Transport::Engine,
+            Arc::new(crate::macros::MacroType),
+            None,
         )
     }
 

@@ -285,6 +285,29 @@ impl Registry {
             .map(|(_, t)| t.clone())
     }
 
+    /// The provider registered or configured under `name` (a `[[providers]]`
+    /// entry's name, started if it has not), for what is not a resource
+    /// type's call: its macros. Why not, when it cannot be had.
+    pub fn provider_named(&self, name: &str) -> Result<Arc<dyn ResourceProvider>, String> {
+        if let Some(t) = self.types.values().find(|t| t.provider_name == name) {
+            return Ok(t.provider.clone());
+        }
+        let Some(lazy) = self.lazy.iter().find(|l| l.name() == name) else {
+            return Err(format!("no provider is named {name}"));
+        };
+        lazy.start_now(&self.types, &self.lazy);
+        if let Some(cause) = lazy.failure() {
+            return Err(cause);
+        }
+        lazy.started_types()
+            .into_values()
+            .next()
+            .map(|t| t.provider.clone())
+            .ok_or_else(|| {
+                format!("provider {name} serves no resource types, so Cairn cannot reach it")
+            })
+    }
+
     /// Why `type_name` is unavailable, when a provider that may serve it
     /// cannot start: its name and the cause.
     pub fn unavailable_reason(&self, type_name: &str) -> Option<String> {

@@ -4,14 +4,15 @@
 //! Properties: `Store` (directory, CreateOnly), `Key` (CreateOnly), `Value`
 //! (Mutable), `Ttl` (Integer seconds, Mutable). Attributes: `Path`, `Size`.
 //! Ref returns the file's path. Drift: the file's content against `Value`.
+//! It also serves a macro, `KvRecords`, that writes records for a template.
 
 use std::path::PathBuf;
 
 use cairn_sdk::serde_json::{json, Map, Value};
 use cairn_sdk::{
     async_trait, export_provider, CreateRequest, CreateResult, DeleteRequest, DriftRequest,
-    DriftResult, PropertyDifference, PropertySchema, ProviderError, ResourceProvider,
-    ResourceSchema, UpdateRequest, UpdateResult,
+    DriftResult, MacroRequest, MacroResponse, PropertyDifference, PropertySchema, ProviderError,
+    ResourceProvider, ResourceSchema, UpdateRequest, UpdateResult,
 };
 use serde::Deserialize;
 
@@ -133,6 +134,36 @@ impl ResourceProvider for KvProvider {
         Ok(DriftResult::from_differences(PropertyDifference::compare(
             &expected, &live,
         )))
+    }
+
+    /// The macro `KvRecords` (a `[[macros]]` entry with `provider = "kv"`):
+    /// used as `Fn::Transform` in a template's Resources, it adds one
+    /// record per entry of its `Entries` parameter, in its `Store`.
+    async fn transform(&self, req: &MacroRequest) -> Result<MacroResponse, ProviderError> {
+        if !req.transform_id.ends_with("::KvRecords") {
+            return Ok(MacroResponse::failure(
+                req,
+                format!("kv serves the macro KvRecords, not {}", req.transform_id),
+            ));
+        }
+        let (Some(store), Some(entries)) = (
+            req.params.get("Store"),
+            req.params.get("Entries").and_then(Value::as_object),
+        ) else {
+            return Ok(MacroResponse::failure(
+                req,
+                "KvRecords needs Parameters: {Store: a directory, Entries: {key: value, ...}}",
+            ));
+        };
+        let mut fragment = req.fragment.as_object().cloned().unwrap_or_default();
+        for (key, value) in entries {
+            let name: String = key.chars().filter(char::is_ascii_alphanumeric).collect();
+            fragment.insert(
+                format!("Record{name}"),
+                json!({"Type": "Example::KV::Record", "Properties": {"Store": store, "Key": key, "Value": value}}),
+            );
+        }
+        Ok(MacroResponse::success(req, Value::Object(fragment)))
     }
 }
 

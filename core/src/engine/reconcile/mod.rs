@@ -217,8 +217,8 @@ impl Reconciles<'_> {
         // a resource type change ("Update of resource type is not
         // permitted…"): checked as for any update.
         let prepared = self.updates().prepare_update(&update).await?;
-        let old = Template::parse(&prepared.stack.template_body)?;
-        let new = Template::parse(&prepared.target.template_body)?;
+        let old = Template::parse_with(&prepared.stack.template_body, &prepared.stack.context)?;
+        let new = Template::parse_with(&prepared.target.template_body, &prepared.target.context)?;
         let mut unsupported = Vec::new();
         let mut plan = ReconcilePlan {
             stack_name: prepared.stack.stack_name.clone(),
