@@ -542,6 +542,48 @@ def capabilities():
     cf.get_waiter("stack_update_complete").wait(StackName="iam", WaiterConfig=FAST)
 
 
+def macros():
+    """Macros through the API: ValidateTemplate declares and runs them,
+    CreateStack needs CAPABILITY_AUTO_EXPAND, a change set does not; the
+    original and processed templates are both served; a macro's failure is
+    CloudFormation's text. The Count macro (examples/python-macro) runs as
+    a webhook of the server's configuration."""
+    body = "Transform: Count\nResources:\n  B:\n    Type: Cairn::Test::Resource\n    Count: 2\n    Properties: {Value: v-%d}\n"
+    v = cf.validate_template(TemplateBody=body)
+    assert v["DeclaredTransforms"] == ["Count"], v
+    assert v["Capabilities"] == ["CAPABILITY_AUTO_EXPAND"], v
+    assert v["CapabilitiesReason"] == "The template contains a transform that expands it.", v
+    refused = ("InsufficientCapabilitiesException", "Requires capabilities : [CAPABILITY_AUTO_EXPAND]", 400)
+    assert error(cf.create_stack, StackName="counted", TemplateBody=body) == refused
+    cf.create_change_set(StackName="counted", ChangeSetName="c1", ChangeSetType="CREATE", TemplateBody=body)
+    cf.get_waiter("change_set_create_complete").wait(StackName="counted", ChangeSetName="c1", WaiterConfig=FAST)
+    changes = cf.describe_change_set(StackName="counted", ChangeSetName="c1")["Changes"]
+    assert sorted(c["ResourceChange"]["LogicalResourceId"] for c in changes) == ["B1", "B2"], changes
+    cf.execute_change_set(StackName="counted", ChangeSetName="c1")
+    cf.get_waiter("stack_create_complete").wait(StackName="counted", WaiterConfig=FAST)
+    original = cf.get_template(StackName="counted")
+    assert original["TemplateBody"] == body, original
+    assert original["StagesAvailable"] == ["Original", "Processed"], original
+    processed = cf.get_template(StackName="counted", TemplateStage="Processed")["TemplateBody"]
+    assert processed["Resources"]["B2"] == {"Type": "Cairn::Test::Resource", "Properties": {"Value": "v-2"}}, processed
+    assert "Transform" not in processed, processed
+    summary = cf.get_template_summary(StackName="counted")
+    assert summary["DeclaredTransforms"] == ["Count"], summary
+    assert summary["ResourceTypes"] == ["Cairn::Test::Resource"], summary
+    failing = body.replace("Count: 2", "Count: lots")
+    code, message, status = error(cf.update_stack, StackName="counted", TemplateBody=failing,
+                                  Capabilities=["CAPABILITY_AUTO_EXPAND"])
+    assert (code, status) == ("ValidationError", 400), (code, message)
+    assert message.startswith("Transform 123456789012::Count failed with: Count of B must be a whole number, not 'lots'"), message
+    cf.update_stack(StackName="counted", TemplateBody=body.replace("Count: 2", "Count: 3"),
+                    Capabilities=["CAPABILITY_AUTO_EXPAND"])
+    cf.get_waiter("stack_update_complete").wait(StackName="counted", WaiterConfig=FAST)
+    listed = cf.list_stack_resources(StackName="counted")["StackResourceSummaries"]
+    assert sorted(r["LogicalResourceId"] for r in listed) == ["B1", "B2", "B3"], listed
+    cf.delete_stack(StackName="counted")
+    cf.get_waiter("stack_delete_complete").wait(StackName="counted", WaiterConfig=FAST)
+
+
 def racing():
     """Two mutating calls on one stack at once, behind a barrier, a few
     hundred times: one starts, the other gets CloudFormation's refusal, and

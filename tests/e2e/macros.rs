@@ -10,7 +10,7 @@ use crate::update::{cairn, deploy, ev, sequence_after, status};
 use crate::webhooks::{Program, SECRET};
 
 /// The Python SDK's example macro `Count` (`examples/python-macro`).
-fn count_macro() -> Program {
+pub(crate) fn count_macro() -> Program {
     let mut cmd = crate::support::python();
     cmd.arg(concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -332,4 +332,105 @@ fn a_macros_entry_needs_one_function() {
         "{}",
         run.stderr()
     );
+}
+
+const SAM: &str = "Transform: AWS::Serverless-2016-10-31\nParameters:\n  Stage: {Type: String, Default: dev}\nResources:\n  Hello:\n    Type: AWS::Serverless::Function\n    Properties:\n      Runtime: python3.12\n      Handler: app.handler\n      InlineCode: \"def handler(event, context): return {'statusCode': 200}\"\n      Environment: {Variables: {TABLE: !Ref Table, STAGE: !Ref Stage}}\n      Events:\n        Api: {Type: Api, Properties: {Path: /hello, Method: get}}\n  Table:\n    Type: AWS::Serverless::SimpleTable\nOutputs:\n  FunctionArn: {Value: !GetAtt Hello.Arn}\n";
+
+#[test]
+fn a_sam_template_deploys_through_the_sam_translator_served_as_a_macro() {
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/sam-macro");
+    let mut translator = crate::support::python_with("samtranslator");
+    translator.arg(format!("{example}/sam.py")).args([
+        "--listen",
+        "127.0.0.1:0",
+        "--secret",
+        SECRET,
+    ]);
+    let translator = Program::start(translator);
+    let mut echo = crate::support::python();
+    echo.arg(format!("{example}/aws_echo.py")).args([
+        "--listen",
+        "127.0.0.1:0",
+        "--secret",
+        SECRET,
+    ]);
+    let echo = Program::start(echo);
+    let s = Scratch::new();
+    s.write(
+        "cairn.toml",
+        &format!(
+            "[webhooks]\nsecret = \"{SECRET}\"\n\n[[macros]]\nname = \"AWS::Serverless-2016-10-31\"\nurl = \"http://127.0.0.1:{}/\"\n\n[[providers]]\nkind = \"webhook\"\nurl = \"http://127.0.0.1:{}/\"\nsecret = \"{SECRET}\"\nname = \"aws\"\n",
+            translator.port, echo.port
+        ),
+    );
+    // The function's role is made by the expansion: CAPABILITY_IAM counts
+    // what the macro made.
+    let run = deploy(
+        &s,
+        "sam",
+        SAM,
+        &["--capabilities", "CAPABILITY_AUTO_EXPAND"],
+    );
+    assert_eq!(run.code(), 1);
+    assert!(
+        run.stderr()
+            .contains("Requires capabilities : [CAPABILITY_IAM]"),
+        "{}",
+        run.stderr()
+    );
+    let caps = ["--capabilities", "CAPABILITY_IAM", "CAPABILITY_AUTO_EXPAND"];
+    let run = deploy(&s, "sam", SAM, &caps);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let ids = logical_ids(&s, "sam");
+    assert_eq!(ids.len(), 7, "{ids:?}");
+    for want in [
+        "Hello",
+        "HelloApiPermissionProd",
+        "HelloRole",
+        "ServerlessRestApi",
+        "ServerlessRestApiProdStage",
+        "Table",
+    ] {
+        assert!(ids.iter().any(|i| i == want), "{want} in {ids:?}");
+    }
+    assert!(
+        ids.iter()
+            .any(|i| i.starts_with("ServerlessRestApiDeployment")),
+        "{ids:?}"
+    );
+    let processed = cairn(&s, &["template", "sam", "--stage", "processed"]).json();
+    assert_eq!(
+        processed["Resources"]["Hello"]["Type"],
+        "AWS::Lambda::Function"
+    );
+    assert_eq!(
+        processed["Resources"]["Hello"]["Properties"]["Role"],
+        serde_json::json!({"Fn::GetAtt": ["HelloRole", "Arn"]})
+    );
+    assert_eq!(
+        processed["Resources"]["Table"]["Type"],
+        "AWS::DynamoDB::Table"
+    );
+    let out = cairn(&s, &["outputs", "sam", "--output", "json"]).json();
+    let arn = out["Outputs"][0]["OutputValue"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        arn.starts_with("arn:aws:lambda:us-east-1:123456789012:function/Hello-"),
+        "{out}"
+    );
+    // A parameter the function's environment reads: the function is updated
+    // in place, the rest is left alone.
+    let events = sequence_after(&s, "sam", 0).len();
+    let run = deploy(&s, "sam", SAM, &[&caps[..], &["-p", "Stage=prod"]].concat());
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let after = sequence_after(&s, "sam", events);
+    let updated: Vec<&str> = after
+        .iter()
+        .filter(|e| e.1 == "UPDATE_COMPLETE" && !e.0.is_empty() && e.0 != "sam")
+        .map(|e| e.0.as_str())
+        .collect();
+    assert_eq!(updated, ["Hello"], "{after:?}");
+    assert_eq!(cairn(&s, &["delete", "sam"]).code(), 0);
 }

@@ -141,6 +141,22 @@ fn boto3_capabilities() {
 }
 
 #[test]
+fn boto3_macros() {
+    let handler = crate::macros::count_macro();
+    let s = Scratch::new();
+    let server = Server::start_with(
+        &s,
+        "",
+        &format!(
+            "[webhooks]\nsecret = \"{}\"\n\n[[macros]]\nname = \"Count\"\nurl = \"http://127.0.0.1:{}/\"\n",
+            crate::webhooks::SECRET,
+            handler.port
+        ),
+    );
+    server.scenario(&s, "macros", None);
+}
+
+#[test]
 fn signature_failures_and_key_limits() {
     run("auth");
 }
