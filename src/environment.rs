@@ -89,6 +89,10 @@ fn read_needed(template: &Path, body: &str, context: &mut TemplateContext) -> an
     // may include others, beside it).
     if includes {
         for location in cairn_core::template::include::locations(&parsed) {
+            // Remote snippets are the engine's to read (and to refuse).
+            if location.starts_with("https://") || location.starts_with("s3://") {
+                continue;
+            }
             if let std::collections::btree_map::Entry::Vacant(slot) = context.files.entry(location)
             {
                 let (path, content) = read(slot.key(), "AWS::Include Location")?;

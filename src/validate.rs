@@ -36,9 +36,10 @@ pub async fn run(
     let mut supplied = gathered.parameters;
     supplied.extend(crate::stacks::parse_parameters(parameters)?);
     let context = gathered.context.for_template(&text, &supplied);
-    // A template that names a macro is read as deploy reads it: after the
-    // macros ran (those of this state's stacks included).
-    let context = if cairn_core::engine::macros::names_a_macro(&text) {
+    // A template that names a macro (or includes an https:// snippet) is
+    // read as deploy reads it: after the macros ran, those of this state's
+    // stacks included.
+    let context = if cairn_core::engine::macros::needs_reading(&text) {
         let engine = crate::stacks::open_without_resume(config, state).await?;
         engine
             .process_template(&text, context, &supplied)

@@ -380,6 +380,48 @@ async fn read_file(
     Ok((real.display().to_string(), body, dir))
 }
 
+/// The `AWS::Include` snippets of `text` at `https://` locations that
+/// `files` lacks, fetched into it as nested templates are (with `[nested]
+/// allow_https`, the same size limit). Snippets beside the template or at
+/// `file:///` are read by the CLI (or sent as the request's files); an
+/// `s3://` one is refused, as Cairn reads no S3.
+pub async fn read_includes(
+    config: &NestedConfig,
+    https: &dyn HttpsGet,
+    text: &str,
+    files: &mut BTreeMap<String, String>,
+) -> Result<(), TemplateError> {
+    use crate::template::include::{locations, INCLUDE};
+    if !text.contains(INCLUDE) {
+        return Ok(());
+    }
+    let Ok(body) = Template::body_of(text) else {
+        return Ok(()); // parsing reports it
+    };
+    for location in locations(&body) {
+        if files.contains_key(&location) {
+            continue;
+        }
+        let refused = |why: String| {
+            TemplateError::new(format!(
+                "Template format error: {INCLUDE}: the snippet at {location} cannot be read: {why}"
+            ))
+        };
+        if location.starts_with("s3://") {
+            return Err(refused(
+                "Cairn reads no S3; give it as a path beside the template, a file:/// path or an https:// URL".into(),
+            ));
+        }
+        if !location.starts_with("https://") {
+            continue; // named by the template crate when it is missing
+        }
+        let url = url::Url::parse(&location).map_err(|e| refused(e.to_string()))?;
+        let (_, snippet, _) = fetch(config, https, url).await.map_err(refused)?;
+        files.insert(location, snippet);
+    }
+    Ok(())
+}
+
 async fn fetch(
     config: &NestedConfig,
     https: &dyn HttpsGet,
@@ -446,6 +488,43 @@ mod tests {
                 .await
                 .unwrap_err(),
             format!("{url} is not UTF-8 text")
+        );
+    }
+
+    #[tokio::test]
+    async fn https_include_snippets_are_fetched_when_allowed_and_s3_is_refused() {
+        let allowed = NestedConfig {
+            allow_https: true,
+            ..NestedConfig::default()
+        };
+        let text = "Resources:\n  Fn::Transform: {Name: AWS::Include, Parameters: {Location: 'https://snippets.example/r.yaml'}}\n  Local:\n    Fn::Transform: {Name: AWS::Include, Parameters: {Location: here.yaml}}\n";
+        let mut files = BTreeMap::new();
+        let snippet = Serves(b"B: {Type: T}".to_vec());
+        read_includes(&allowed, &snippet, text, &mut files)
+            .await
+            .unwrap();
+        assert_eq!(
+            files,
+            BTreeMap::from([(
+                "https://snippets.example/r.yaml".to_string(),
+                "B: {Type: T}".to_string()
+            )])
+        );
+        let mut none = BTreeMap::new();
+        let refused = read_includes(&NestedConfig::default(), &snippet, text, &mut none)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            "Template format error: AWS::Include: the snippet at https://snippets.example/r.yaml cannot be read: https://snippets.example/r.yaml: only https:// URLs are fetched, and only with [nested] allow_https = true"
+        );
+        let s3 = text.replace("https://snippets.example", "s3://bucket");
+        let refused = read_includes(&allowed, &snippet, &s3, &mut none)
+            .await
+            .unwrap_err();
+        assert!(
+            refused.to_string().ends_with("cannot be read: Cairn reads no S3; give it as a path beside the template, a file:/// path or an https:// URL"),
+            "{refused}"
         );
     }
 

@@ -589,4 +589,33 @@ fn aws_include_inserts_snippets_from_files() {
             run.stderr()
         );
     }
+    // Remote snippets are the engine's: https:// only when [nested]
+    // allow_https is set, s3:// never; validate and deploy say the same.
+    for (location, why) in [
+        (
+            "s3://bucket/r.yaml",
+            "Cairn reads no S3; give it as a path beside the template, a file:/// path or an https:// URL",
+        ),
+        (
+            "https://snippets.example/r.yaml",
+            "https://snippets.example/r.yaml: only https:// URLs are fetched, and only with [nested] allow_https = true",
+        ),
+    ] {
+        let remote = s.write(
+            "remote.yaml",
+            &format!("Resources:\n  Fn::Transform:\n    Name: AWS::Include\n    Parameters: {{Location: '{location}'}}\n"),
+        );
+        let remote = remote.to_str().unwrap_or_default();
+        for args in [vec!["validate", remote], vec!["deploy", "remote", remote]] {
+            let run = s.cairn(&args);
+            assert_eq!(run.code(), 1);
+            assert!(
+                run.stderr().contains(&format!(
+                    "Template format error: AWS::Include: the snippet at {location} cannot be read: {why}"
+                )),
+                "{args:?}: {}",
+                run.stderr()
+            );
+        }
+    }
 }

@@ -296,7 +296,7 @@ impl ChangeSets<'_> {
         let supplied = supplied_values(&input.parameters, &BTreeMap::new())?;
         let context = input.context.clone().for_template(&body, &supplied);
         let context = self
-            .run_macros(
+            .run_transforms(
                 &body,
                 context,
                 &supplied,

@@ -52,7 +52,7 @@ impl Creates<'_> {
         // from its parent as it is.
         let context = match child {
             None => {
-                self.run_macros(
+                self.run_transforms(
                     &input.template_body,
                     context,
                     &input.parameters,

@@ -44,6 +44,14 @@ fn failed(transform_id: &str, site: &Site, message: impl std::fmt::Display) -> T
         .at(&site.pointer())
 }
 
+/// Whether reading `text` takes this module first: it names a macro, or
+/// includes a snippet from an https:// (or s3://) location.
+pub fn needs_reading(text: &str) -> bool {
+    names_a_macro(text)
+        || (text.contains(crate::template::include::INCLUDE)
+            && (text.contains("https://") || text.contains("s3://")))
+}
+
 /// Whether `text` names a macro (a transform Cairn does not host).
 pub fn names_a_macro(text: &str) -> bool {
     text.contains("Transform")
@@ -59,15 +67,16 @@ impl Engine {
         context: TemplateContext,
         parameters: &BTreeMap<String, String>,
     ) -> Result<TemplateContext, EngineError> {
-        self.run_macros(text, context, parameters, None).await
+        self.run_transforms(text, context, parameters, None).await
     }
 
-    /// `context` for `text` with its macros run (`processed` set), when it
-    /// names any; as it is otherwise. `parameters` are the values given.
+    /// `context` for `text` with its https:// snippets read into its files
+    /// and its macros run (`processed` set), when it names any; as it is
+    /// otherwise. `parameters` are the values given.
     /// `given`: the capabilities acknowledged when the template is run
     /// directly (`None`: a change set, or not checked), which must include
     /// CAPABILITY_AUTO_EXPAND before any macro is called.
-    pub(crate) async fn run_macros(
+    pub(crate) async fn run_transforms(
         &self,
         text: &str,
         mut context: TemplateContext,
@@ -75,7 +84,17 @@ impl Engine {
         given: Option<&[String]>,
     ) -> Result<TemplateContext, EngineError> {
         // Processed already: a change set's template, run as it was reviewed.
-        if context.processed.is_some() || !names_a_macro(text) {
+        if context.processed.is_some() {
+            return Ok(context);
+        }
+        crate::nested::read_includes(
+            &self.config.nested,
+            self.shared.https.as_ref(),
+            text,
+            &mut context.files,
+        )
+        .await?;
+        if !names_a_macro(text) {
             return Ok(context);
         }
         if let Some(given) = given {

@@ -462,7 +462,7 @@ impl Updates<'_> {
                     .context
                     .as_ref()
                     .is_some_and(|c| c.processed.is_some())
-                    || !super::macros::names_a_macro(b)
+                    || !super::macros::needs_reading(b)
             })
             .map(|b| Template::parse_with(b, supplied_context));
         let (stack, exports) = stack_rx.await.map_err(|_| {
@@ -499,7 +499,7 @@ impl Updates<'_> {
         }
         .for_template(&body, &supplied);
         let target_context = self
-            .run_macros(
+            .run_transforms(
                 &body,
                 target_context,
                 &supplied,
