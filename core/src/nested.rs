@@ -163,6 +163,15 @@ pub async fn collect(
                     )
                 })?;
             let child_context = context.for_nested(&url);
+            // A template whose macros (or remote snippets) must run first is
+            // read and checked when its stack is made or updated, with the
+            // child's parameter values: nothing of it can be known now.
+            if crate::template::transform::needs_reading(&body) {
+                found
+                    .0
+                    .insert(path.clone(), NestedTemplate { location, body });
+                continue;
+            }
             let parsed = Template::parse_with(&body, &child_context)
                 .map_err(|e| nested_error(&format!("{path}/"), prefixed(&location, e)))?;
             crate::validate::validate_template(&parsed, registry)

@@ -565,7 +565,7 @@ mod tests {
         let e = err("Transform: AWS::Serverless-2016-10-31\nResources:\n  A:\n    Type: T\n");
         assert!(
             e.message()
-                .starts_with("Template format error: Transform AWS::Serverless-2016-10-31 names a macro, and macros run only on the template a stack is deployed"),
+                .starts_with("Template format error: Transform AWS::Serverless-2016-10-31 names a macro, and macros run only when a stack's template is deployed"),
             "{e}"
         );
         assert_eq!(e.location().map(|l| l.line), Some(1));

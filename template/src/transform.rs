@@ -25,7 +25,7 @@ pub const FN_TRANSFORM: &str = "Fn::Transform";
 /// before an operation, on the template it is given.
 pub fn unprocessed(name: &str) -> TemplateError {
     format_error(format!(
-        "Transform {name} names a macro, and macros run only on the template a stack is deployed, planned or validated with (not in a nested stack's template, nor where a template is only read); expand it there, or deploy it as a stack of its own"
+        "Transform {name} names a macro, and macros run only when a stack's template is deployed, planned, updated or validated, not where a template is only read (as here)"
     ))
     .at("/Transform")
 }
@@ -175,6 +175,21 @@ pub fn macro_names(body: &Value) -> Vec<String> {
 /// Whether `body` names a transform of any kind.
 pub fn any(body: &Value) -> bool {
     sites(body).is_ok_and(|s| !s.is_empty())
+}
+
+/// Whether `text` must be read by the engine before it can be parsed: it
+/// names a macro, or includes a snippet from an https:// (or s3://)
+/// location.
+pub fn needs_reading(text: &str) -> bool {
+    names_a_macro(text)
+        || (text.contains(include::INCLUDE)
+            && (text.contains("https://") || text.contains("s3://")))
+}
+
+/// Whether `text` names a macro (a transform Cairn does not host).
+pub fn names_a_macro(text: &str) -> bool {
+    text.contains("Transform")
+        && super::Template::body_of(text).is_ok_and(|b| !macro_names(&b).is_empty())
 }
 
 /// The node at `path`.

@@ -20,6 +20,20 @@ pub(crate) fn count_macro() -> Program {
     Program::start(cmd)
 }
 
+/// A scratch directory whose configuration names `handler` as the macro
+/// `Count`.
+fn count_scratch(handler: &Program) -> Scratch {
+    let s = Scratch::new();
+    s.write(
+        "cairn.toml",
+        &format!(
+            "[webhooks]\nsecret = \"{SECRET}\"\n\n[[macros]]\nname = \"Count\"\nurl = \"http://127.0.0.1:{}/\"\n",
+            handler.port
+        ),
+    );
+    s
+}
+
 const COUNTED: &str = "Transform: Count\nResources:\n  B:\n    Type: Cairn::Test::Resource\n    Count: 3\n    Properties: {Value: bucket-%d}\n  Plain:\n    Type: Cairn::Test::Resource\n    Properties: {Value: !GetAtt B2.Value}\nOutputs:\n  Second: {Value: !GetAtt B2.Value}\n";
 
 fn logical_ids(s: &Scratch, stack: &str) -> Vec<String> {
@@ -44,14 +58,7 @@ fn logical_ids(s: &Scratch, stack: &str) -> Vec<String> {
 #[test]
 fn a_python_macro_expands_the_whole_template_and_both_stages_are_kept() {
     let handler = count_macro();
-    let s = Scratch::new();
-    s.write(
-        "cairn.toml",
-        &format!(
-            "[webhooks]\nsecret = \"{SECRET}\"\n\n[[macros]]\nname = \"Count\"\nurl = \"http://127.0.0.1:{}/\"\n",
-            handler.port
-        ),
-    );
+    let s = count_scratch(&handler);
     // Run directly, a macro must be acknowledged; nothing is recorded.
     let run = deploy(&s, "st", COUNTED, &[]);
     assert_eq!(run.code(), 1);
@@ -433,4 +440,50 @@ fn a_sam_template_deploys_through_the_sam_translator_served_as_a_macro() {
         .collect();
     assert_eq!(updated, ["Hello"], "{after:?}");
     assert_eq!(cairn(&s, &["delete", "sam"]).code(), 0);
+}
+
+#[test]
+fn a_nested_stacks_macros_run_with_its_own_parameters_when_it_is_made() {
+    let handler = count_macro();
+    let s = count_scratch(&handler);
+    s.write(
+        "child.yaml",
+        "Transform: Count\nParameters:\n  N: {Type: String}\nResources:\n  C:\n    Type: Cairn::Test::Resource\n    Count: 2\n    Properties: {Value: !Sub 'child-%d-${N}'}\nOutputs:\n  First: {Value: !GetAtt C1.Value}\n",
+    );
+    let parent = "Parameters:\n  N: {Type: String, Default: x}\nResources:\n  Child:\n    Type: AWS::CloudFormation::Stack\n    Properties:\n      TemplateURL: child.yaml\n      Parameters: {N: !Ref N}\nOutputs:\n  FromChild: {Value: !GetAtt Child.Outputs.First}\n";
+    // The child's transform needs the parent's acknowledgement.
+    let run = deploy(&s, "parent", parent, &[]);
+    assert_eq!(run.code(), 1);
+    assert!(
+        run.stderr()
+            .contains("Requires capabilities : [CAPABILITY_AUTO_EXPAND]"),
+        "{}",
+        run.stderr()
+    );
+    let auto = ["--capabilities", "CAPABILITY_AUTO_EXPAND"];
+    let run = deploy(&s, "parent", parent, &auto);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let output = |s: &Scratch| {
+        cairn(s, &["outputs", "parent", "--output", "json"]).json()["Outputs"][0]["OutputValue"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(output(&s), "child-1-x");
+    let child = cairn(&s, &["resources", "parent", "--output", "json"]).json()["StackResources"][0]
+        ["PhysicalResourceId"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let processed = cairn(&s, &["template", &child, "--stage", "processed"]).json();
+    assert_eq!(
+        processed["Resources"]["C2"]["Properties"]["Value"],
+        serde_json::json!({"Fn::Sub": "child-2-${N}"})
+    );
+    // An update gives the child new values: its macro runs again with them.
+    let run = deploy(&s, "parent", parent, &[&auto[..], &["-p", "N=y"]].concat());
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(output(&s), "child-1-y");
+    assert_eq!(cairn(&s, &["delete", "parent"]).code(), 0);
+    assert!(s.resource_files().is_empty());
 }

@@ -76,6 +76,13 @@ impl Required {
                 }
             }
         }
+        self.add_transforms(body, direct);
+    }
+
+    /// Adds CAPABILITY_AUTO_EXPAND when `body` names a transform and is run
+    /// `direct`ly (a template whose macros have not run yet is known by
+    /// this alone).
+    pub fn add_transforms(&mut self, body: &str, direct: bool) {
         let transformed = body.contains("Transform")
             && Template::body_of(body).is_ok_and(|b| crate::template::transform::any(&b));
         if direct && transformed {

@@ -48,20 +48,16 @@ impl Creates<'_> {
             .context
             .clone()
             .for_template(&input.template_body, &input.parameters);
-        // A root stack's macros run now; a nested one's template comes
-        // from its parent as it is.
-        let context = match child {
-            None => {
-                self.run_transforms(
-                    &input.template_body,
-                    context,
-                    &input.parameters,
-                    input.capabilities.as_deref(),
-                )
-                .await?
-            }
-            Some(_) => context,
-        };
+        // The macros run now, a nested stack's with its own parameter
+        // values (its parent acknowledged CAPABILITY_AUTO_EXPAND for it).
+        let context = self
+            .run_transforms(
+                &input.template_body,
+                context,
+                &input.parameters,
+                input.capabilities.as_deref(),
+            )
+            .await?;
         let template = Template::parse_with(&input.template_body, &context)?;
         self.check_macro_names(&template, &input.stack_name).await?;
         let params = ParameterValues::resolve(&template.parameters, &input.parameters)?;

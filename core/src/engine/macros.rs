@@ -44,19 +44,7 @@ fn failed(transform_id: &str, site: &Site, message: impl std::fmt::Display) -> T
         .at(&site.pointer())
 }
 
-/// Whether reading `text` takes this module first: it names a macro, or
-/// includes a snippet from an https:// (or s3://) location.
-pub fn needs_reading(text: &str) -> bool {
-    names_a_macro(text)
-        || (text.contains(crate::template::include::INCLUDE)
-            && (text.contains("https://") || text.contains("s3://")))
-}
-
-/// Whether `text` names a macro (a transform Cairn does not host).
-pub fn names_a_macro(text: &str) -> bool {
-    text.contains("Transform")
-        && Template::body_of(text).is_ok_and(|b| !transform::macro_names(&b).is_empty())
-}
+pub use crate::template::transform::{names_a_macro, needs_reading};
 
 impl Engine {
     /// A template's macros run, as a change set would run them (no

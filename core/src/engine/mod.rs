@@ -458,8 +458,11 @@ impl Engine {
         let mut required = capabilities::Required::default();
         required.add(template, body, &self.registry, true);
         for child in nested.0.values() {
-            if let Ok(t) = Template::parse(&child.body) {
-                required.add(&t, &child.body, &self.registry, true);
+            match Template::parse(&child.body) {
+                Ok(t) => required.add(&t, &child.body, &self.registry, true),
+                // Its macros run when it is made: what they make is checked
+                // then; that it has them, now.
+                Err(_) => required.add_transforms(&child.body, true),
             }
         }
         match required.missing(given) {
