@@ -20,6 +20,9 @@ stringified, as from CloudFormation):
   Data          a map returned as Data
   NoEcho        "true" to answer with NoEcho
   Delay         seconds to wait before PUTting the response (async mode)
+  PostDelay     seconds to hold the POST open before answering it 200 (async
+                mode; the response is PUT all the same, even when the
+                sender is gone by then)
   DriftAnswer   the Data of the answer to a CheckDrift request (Cairn's
                 extension): {"Status": ..., "PropertyDifferences": [...]}
 
@@ -138,9 +141,11 @@ def main():
                 self.wfile.write(body)
                 record(entry)
                 return
-            self.send_response(200)
-            self.send_header("content-length", "0")
-            self.end_headers()
+            post_delay = float(props.get("PostDelay", "0"))
+            if not post_delay:
+                self.send_response(200)
+                self.send_header("content-length", "0")
+                self.end_headers()
             if mode in ("silent", "late"):
                 with LOCK:
                     EXPIRED[event["LogicalResourceId"]] = event["ResponseURL"]
@@ -163,6 +168,14 @@ def main():
                 record(entry)
 
             threading.Thread(target=answer).start()
+            if post_delay:
+                time.sleep(post_delay)
+                try:
+                    self.send_response(200)
+                    self.send_header("content-length", "0")
+                    self.end_headers()
+                except OSError:
+                    pass  # the sender is gone
 
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     if args.tls_cert:

@@ -208,6 +208,62 @@ fn an_update_in_flight_when_the_engine_dies_is_not_sent_again() {
     );
 }
 
+/// A Create the engine recorded but never sent (it waited for a delivery
+/// slot: the endpoint's max_concurrency was taken) when the engine died is
+/// sent by the engine that takes the operation over, once, instead of
+/// being waited for until the timeout as if a handler had it. The one that
+/// was sent is waited for, not sent again.
+#[test]
+fn a_create_recorded_but_never_sent_is_sent_by_the_engine_that_takes_over() {
+    let (s, h) = with_handler();
+    listen_publicly(&s);
+    let cfg = std::fs::read_to_string(s.dir.path().join("cairn.toml")).expect("config");
+    s.write(
+        "cairn.toml",
+        &cfg.replace(
+            "service_tokens = [",
+            "max_concurrency = 1\nservice_tokens = [",
+        ),
+    );
+    let t = s.write(
+        "t.yaml",
+        &format!(
+            "Resources:\n  A:\n    Type: Custom::Widget\n    Properties: {{ServiceToken: {ARN}, PostDelay: \"3\"}}\n  B:\n    Type: Custom::Widget\n    Properties: {{ServiceToken: {ARN}, PostDelay: \"3\"}}\n"
+        ),
+    );
+    let mut child = s.spawn_cairn(&[
+        "--config",
+        "cairn.toml",
+        "deploy",
+        "w",
+        t.to_str().unwrap_or_default(),
+    ]);
+    // One Create holds the endpoint's only slot; the other is recorded and
+    // waits for it.
+    wait_for_requests(&s, &h, 1);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(h.received(), 1);
+    child.kill().expect("SIGKILL");
+    let _ = child.wait();
+    let resumed = Instant::now();
+    let run = cairn(&s, &["list", "--output", "json"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(status(&s, "w"), "CREATE_COMPLETE");
+    // Well within the 30 s the never-sent one would have been waited for.
+    assert!(
+        resumed.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        resumed.elapsed()
+    );
+    let calls = h.calls();
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    let mut logical: Vec<&str> = calls.iter().map(|c| c.1.as_str()).collect();
+    logical.sort();
+    assert_eq!(logical, ["A", "B"], "each Create was sent once: {calls:?}");
+    assert!(calls.iter().all(|c| c.0 == "Create"), "{calls:?}");
+    assert_eq!(cairn(&s, &["delete", "w"]).code(), 0);
+}
+
 /// Finding 7 of the resource-call protocol issue: an operation that only
 /// waits for a handler's answer records nothing, so after two resumes in a
 /// row were killed the third marked it failed ("Cairn stopped 2 times in a

@@ -119,6 +119,12 @@ const KEY_ESCAPES: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'.')
     .remove(b'~');
 
+/// Where the state keeps that a request was sent: beside the responses,
+/// under a key no request id has.
+fn sent_key(request_id: &str) -> String {
+    format!("{request_id}#sent")
+}
+
 /// The `Signature` of a ResponseURL key.
 fn url_signature(secret: &[u8], key: &str) -> String {
     cairn_sdk::custom_resource::hmac_hex(secret, key.as_bytes())
@@ -439,6 +445,39 @@ impl CallbackListener {
                 }
             }
         });
+    }
+
+    /// Records in the shared state that `request_id` goes out now (its
+    /// POST is about to start): an engine that takes the operation over
+    /// then knows whether a request the stopped engine recorded ever left
+    /// it ([`CallbackListener::never_sent`]). Without a shared state there
+    /// is nothing to record. Kept beside the responses, under a key no
+    /// response has.
+    pub async fn note_sending(&self, request_id: &str) -> Result<(), String> {
+        let Some(store) = &self.store else {
+            return Ok(());
+        };
+        store
+            .put_callback_response(&sent_key(request_id), b"sent")
+            .await
+            .map(|_| ())
+            .map_err(|e| {
+                format!("cannot record in the state that request {request_id} is sent: {e}")
+            })
+    }
+
+    /// Whether `request_id` certainly never left the engine that recorded
+    /// it: the state holds neither that it was sent nor a response. False
+    /// when that cannot be known (no shared state, the state cannot be
+    /// read).
+    pub async fn never_sent(&self, request_id: &str) -> bool {
+        let Some(store) = &self.store else {
+            return false;
+        };
+        store
+            .callback_responses(&[sent_key(request_id), request_id.to_string()])
+            .await
+            .is_ok_and(|found| found.is_empty())
     }
 
     /// A kept response to `request_id`, if any engine received one.

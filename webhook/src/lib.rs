@@ -462,6 +462,23 @@ impl Calls {
             .prepare(ctx, request_type, physical_id, properties, old_properties)
             .await
             .ok()?;
+        // The stopped engine recorded the request but never sent it (it
+        // was waiting for a delivery slot): no handler has seen it, so it
+        // is sent now, under its own request id.
+        if !ctx.remaining().is_zero() && p.listener.never_sent(&ctx.request_id).await {
+            tracing::info!(request = %ctx.request_id, logical = %ctx.logical_resource_id, "sending a {request_type:?} the stopped engine recorded but never sent");
+            return Some(
+                self.call(
+                    ctx,
+                    request_type,
+                    physical_id,
+                    properties,
+                    old_properties,
+                    on_late,
+                )
+                .await,
+            );
+        }
         if !p.listener.answers_for_other_engines() {
             let body = p.listener.kept_response(&ctx.request_id).await?;
             return Some(response::check(&p.request, &body).map_err(Failure::Failed));
@@ -569,10 +586,15 @@ impl Calls {
         let delivered = {
             let permit = tokio::time::timeout_at(deadline, target.slots.acquire()).await;
             match permit {
-                Ok(Ok(_permit)) => {
-                    delivery::deliver(&target.client, &target.url, target.secret.as_deref(), body, deadline, self.metrics.as_ref())
-                        .await
-                }
+                Ok(Ok(_permit)) => match listener.note_sending(&request.request_id).await {
+                    // Not recorded: not sent either, so that an engine that
+                    // takes over never sends it a second time.
+                    Err(reason) => Err(reason),
+                    Ok(()) => {
+                        delivery::deliver(&target.client, &target.url, target.secret.as_deref(), body, deadline, self.metrics.as_ref())
+                            .await
+                    }
+                },
                 _ => Err(format!(
                     "the custom-resource request could not be delivered to {} before the timeout: the endpoint's max_concurrency requests were all in flight",
                     target.url
