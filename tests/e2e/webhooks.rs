@@ -146,6 +146,17 @@ pub(crate) fn listen_publicly(s: &Scratch) {
     );
 }
 
+/// `cairn deploy STACK TEMPLATE` started in the background (to be killed).
+fn spawn_deploy(s: &Scratch, stack: &str, template: &std::path::Path) -> std::process::Child {
+    s.spawn_cairn(&[
+        "--config",
+        "cairn.toml",
+        "deploy",
+        stack,
+        template.to_str().unwrap_or_default(),
+    ])
+}
+
 /// Waits until the handler received `n` requests.
 pub(crate) fn wait_for_requests(s: &Scratch, h: &Handler, n: usize) {
     let started = Instant::now();
@@ -175,13 +186,7 @@ fn an_update_in_flight_when_the_engine_dies_is_not_sent_again() {
     );
     let run = cairn(&s, &["deploy", "w", v1.to_str().unwrap_or_default()]);
     assert_eq!(run.code(), 0, "{}", run.stderr());
-    let mut child = s.spawn_cairn(&[
-        "--config",
-        "cairn.toml",
-        "deploy",
-        "w",
-        v2.to_str().unwrap_or_default(),
-    ]);
+    let mut child = spawn_deploy(&s, "w", &v2);
     // The Update reached the handler, which answers 3 s later.
     wait_for_requests(&s, &h, 2);
     child.kill().expect("SIGKILL");
@@ -231,13 +236,7 @@ fn a_create_recorded_but_never_sent_is_sent_by_the_engine_that_takes_over() {
             "Resources:\n  A:\n    Type: Custom::Widget\n    Properties: {{ServiceToken: {ARN}, PostDelay: \"3\"}}\n  B:\n    Type: Custom::Widget\n    Properties: {{ServiceToken: {ARN}, PostDelay: \"3\"}}\n"
         ),
     );
-    let mut child = s.spawn_cairn(&[
-        "--config",
-        "cairn.toml",
-        "deploy",
-        "w",
-        t.to_str().unwrap_or_default(),
-    ]);
+    let mut child = spawn_deploy(&s, "w", &t);
     // One Create holds the endpoint's only slot; the other is recorded and
     // waits for it.
     wait_for_requests(&s, &h, 1);
@@ -274,13 +273,7 @@ fn an_operation_waiting_for_a_handler_survives_repeated_takeovers() {
     let (s, h) = with_handler();
     listen_publicly(&s);
     let t = s.write("t.yaml", &widget("      Delay: \"6\"\n"));
-    let mut child = s.spawn_cairn(&[
-        "--config",
-        "cairn.toml",
-        "deploy",
-        "w",
-        t.to_str().unwrap_or_default(),
-    ]);
+    let mut child = spawn_deploy(&s, "w", &t);
     wait_for_requests(&s, &h, 1);
     child.kill().expect("SIGKILL");
     let _ = child.wait();
