@@ -537,6 +537,7 @@ fn stack_json(s: &StackRecord) -> Value {
         "Parameters": parameters_json(s),
         "Outputs": s.outputs,
         "DisableRollback": s.on_failure == OnFailure::DoNothing,
+        "Capabilities": s.capabilities,
         "Tags": s.tags,
     });
     if let Some(r) = &s.status_reason {

@@ -412,7 +412,9 @@ fn stack_xml(x: &mut Xml, s: &StackRecord) {
             },
         );
     x.list("NotificationARNs", &[] as &[&str], |_, _| {});
-    x.list("Capabilities", &[] as &[&str], |_, _| {});
+    x.list("Capabilities", &s.capabilities, |x, c| {
+        x.out_text(c);
+    });
     x.list("Outputs", &s.outputs, |x, o| {
         x.leaf("OutputKey", &o.output_key)
             .leaf("OutputValue", &o.output_value)

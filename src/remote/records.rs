@@ -185,6 +185,11 @@ pub(super) fn stack_record(m: &Node) -> anyhow::Result<StackRecord> {
         parent_id: m.text_of("ParentId"),
         root_id: m.text_of("RootId"),
         context: Default::default(),
+        capabilities: m
+            .members("Capabilities")
+            .iter()
+            .map(|c| c.text.clone())
+            .collect(),
     })
 }
 

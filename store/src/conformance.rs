@@ -50,6 +50,7 @@ pub(crate) fn stack(name: &str) -> StackRecord {
             }),
             processed: Some(serde_json::json!({"Resources": {"B1": {"Type": "T"}}})),
         },
+        capabilities: vec!["CAPABILITY_AUTO_EXPAND".into()],
     }
 }
 

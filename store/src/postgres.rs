@@ -25,7 +25,7 @@ use cairn_model::stack::{
 
 /// The schema version this Cairn writes; a database with a newer one is
 /// refused.
-const SCHEMA_VERSION: i32 = 3;
+const SCHEMA_VERSION: i32 = 4;
 
 /// Taken while the schema is applied, so engines starting together do not
 /// race (an arbitrary constant: "cairn" in ASCII).
@@ -40,7 +40,11 @@ const NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 
 /// The schema, one step per version: a database at version `v` gets the
 /// steps after `v`, in order, in one transaction each.
-const MIGRATIONS: &[(i32, &str)] = &[(1, SCHEMA_1), (2, SCHEMA_2), (3, SCHEMA_3)];
+const MIGRATIONS: &[(i32, &str)] = &[(1, SCHEMA_1), (2, SCHEMA_2), (3, SCHEMA_3), (4, SCHEMA_4)];
+
+/// Version 4: the capabilities a stack's last create or update was given
+/// (JSON).
+const SCHEMA_4: &str = "ALTER TABLE stacks ADD COLUMN IF NOT EXISTS capabilities TEXT;";
 
 /// Version 3: signals to wait condition handles and to resources with a
 /// CreationPolicy; a nested stack's parent and root.
@@ -232,7 +236,7 @@ fn parsed<T: FromStr<Err = String>>(r: &Row, i: usize) -> Result<T, StoreError> 
     text.parse().map_err(StoreError::Database)
 }
 
-const STACK_COLUMNS: &str = "stack_id, stack_name, status, status_reason, description, template_body, parameters, no_echo, outputs, on_failure, created_at, updated_at, deleted_at, tags, parent_id, root_id, template_context";
+const STACK_COLUMNS: &str = "stack_id, stack_name, status, status_reason, description, template_body, parameters, no_echo, outputs, on_failure, created_at, updated_at, deleted_at, tags, parent_id, root_id, template_context, capabilities";
 
 /// A stack's template context as stored (`NULL` when empty).
 fn context_text(c: &cairn_model::stack::TemplateContext) -> Result<Option<String>, StoreError> {
@@ -261,6 +265,7 @@ fn stack_row(r: &Row) -> Result<StackRecord, StoreError> {
         parent_id: get(r, 14)?,
         root_id: get(r, 15)?,
         context: opt_json(r, 16)?.unwrap_or_default(),
+        capabilities: opt_json(r, 17)?.unwrap_or_default(),
     })
 }
 
@@ -1155,7 +1160,7 @@ async fn write_status(
 /// The stack's stored fields (not its status).
 async fn write_stack_fields(tx: &Transaction<'_>, s: &StackRecord) -> Result<(), StoreError> {
     run(tx,
-        "UPDATE stacks SET description = $1, template_body = $2, parameters = $3, no_echo = $4, outputs = $5, on_failure = $6, updated_at = $7, tags = $9, template_context = $10 WHERE stack_id = $8",
+        "UPDATE stacks SET description = $1, template_body = $2, parameters = $3, no_echo = $4, outputs = $5, on_failure = $6, updated_at = $7, tags = $9, template_context = $10, capabilities = $11 WHERE stack_id = $8",
         &[
             &s.description,
             &s.template_body,
@@ -1167,6 +1172,7 @@ async fn write_stack_fields(tx: &Transaction<'_>, s: &StackRecord) -> Result<(),
             &s.stack_id,
             &json_text(&s.tags)?,
             &context_text(&s.context)?,
+            &json_text(&s.capabilities)?,
         ],
     )
     .await
@@ -1245,7 +1251,7 @@ impl Stacks for PgStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;
         let inserted = run(&tx,
-                &format!("INSERT INTO stacks ({STACK_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"),
+                &format!("INSERT INTO stacks ({STACK_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)"),
                 &[
                     &s.stack_id,
                     &s.stack_name,
@@ -1264,6 +1270,7 @@ impl Stacks for PgStore {
                     &s.parent_id,
                     &s.root_id,
                     &context_text(&s.context)?,
+                    &json_text(&s.capabilities)?,
                 ],
             )
             .await;
@@ -2491,7 +2498,7 @@ mod tests {
         let refused = PgStore::connect(&url).await.err().map(|e| e.to_string());
         assert_eq!(
             refused.as_deref(),
-            Some("state database error: the PostgreSQL state database has schema version 99, newer than this Cairn's 3: upgrade Cairn")
+            Some("state database error: the PostgreSQL state database has schema version 99, newer than this Cairn's 4: upgrade Cairn")
         );
         drop(store);
         let name = url.rsplit('/').next().unwrap_or_default().to_string();

@@ -43,7 +43,9 @@ CREATE TABLE IF NOT EXISTS stacks (
     tags TEXT,
     parent_id TEXT,
     root_id TEXT,
-    template_context TEXT
+    template_context TEXT,
+    -- JSON: the capabilities the last create or update was given.
+    capabilities TEXT
 );
 -- Leases live apart from the stack row: the fence check on every write must
 -- not read past a large template body.
@@ -184,7 +186,7 @@ CREATE TABLE IF NOT EXISTS signals (
 
 /// The layout version written into `PRAGMA user_version`; bump it with any
 /// change to `SCHEMA` that an older file would not have.
-const SCHEMA_VERSION: i64 = 11;
+const SCHEMA_VERSION: i64 = 12;
 
 /// A new file gets the current version; a file with another one is refused
 /// with a message instead of failing later on a missing column.
@@ -208,13 +210,15 @@ fn check_schema_version(conn: &Connection, path: &Path) -> Result<(), StoreError
     // nullable columns are upgraded in place.
     let added_columns = match version {
         6 => {
-            "ALTER TABLE history ADD COLUMN details TEXT; ALTER TABLE stacks ADD COLUMN tags TEXT; ALTER TABLE change_sets ADD COLUMN tags TEXT; ALTER TABLE operations ADD COLUMN resume_attempts INTEGER NOT NULL DEFAULT 0; ALTER TABLE operations ADD COLUMN resume_events INTEGER NOT NULL DEFAULT 0; ALTER TABLE stacks ADD COLUMN parent_id TEXT; ALTER TABLE stacks ADD COLUMN root_id TEXT; ALTER TABLE change_sets ADD COLUMN nested TEXT; ALTER TABLE stacks ADD COLUMN template_context TEXT;"
+            "ALTER TABLE history ADD COLUMN details TEXT; ALTER TABLE stacks ADD COLUMN tags TEXT; ALTER TABLE change_sets ADD COLUMN tags TEXT; ALTER TABLE operations ADD COLUMN resume_attempts INTEGER NOT NULL DEFAULT 0; ALTER TABLE operations ADD COLUMN resume_events INTEGER NOT NULL DEFAULT 0; ALTER TABLE stacks ADD COLUMN parent_id TEXT; ALTER TABLE stacks ADD COLUMN root_id TEXT; ALTER TABLE change_sets ADD COLUMN nested TEXT; ALTER TABLE stacks ADD COLUMN template_context TEXT; ALTER TABLE stacks ADD COLUMN capabilities TEXT;"
         }
-        7 => "ALTER TABLE stacks ADD COLUMN tags TEXT; ALTER TABLE change_sets ADD COLUMN tags TEXT; ALTER TABLE operations ADD COLUMN resume_attempts INTEGER NOT NULL DEFAULT 0; ALTER TABLE operations ADD COLUMN resume_events INTEGER NOT NULL DEFAULT 0; ALTER TABLE stacks ADD COLUMN parent_id TEXT; ALTER TABLE stacks ADD COLUMN root_id TEXT; ALTER TABLE change_sets ADD COLUMN nested TEXT; ALTER TABLE stacks ADD COLUMN template_context TEXT;",
-        8 => "ALTER TABLE change_sets ADD COLUMN tags TEXT; ALTER TABLE operations ADD COLUMN resume_attempts INTEGER NOT NULL DEFAULT 0; ALTER TABLE operations ADD COLUMN resume_events INTEGER NOT NULL DEFAULT 0; ALTER TABLE stacks ADD COLUMN parent_id TEXT; ALTER TABLE stacks ADD COLUMN root_id TEXT; ALTER TABLE change_sets ADD COLUMN nested TEXT; ALTER TABLE stacks ADD COLUMN template_context TEXT;",
+        7 => "ALTER TABLE stacks ADD COLUMN tags TEXT; ALTER TABLE change_sets ADD COLUMN tags TEXT; ALTER TABLE operations ADD COLUMN resume_attempts INTEGER NOT NULL DEFAULT 0; ALTER TABLE operations ADD COLUMN resume_events INTEGER NOT NULL DEFAULT 0; ALTER TABLE stacks ADD COLUMN parent_id TEXT; ALTER TABLE stacks ADD COLUMN root_id TEXT; ALTER TABLE change_sets ADD COLUMN nested TEXT; ALTER TABLE stacks ADD COLUMN template_context TEXT; ALTER TABLE stacks ADD COLUMN capabilities TEXT;",
+        8 => "ALTER TABLE change_sets ADD COLUMN tags TEXT; ALTER TABLE operations ADD COLUMN resume_attempts INTEGER NOT NULL DEFAULT 0; ALTER TABLE operations ADD COLUMN resume_events INTEGER NOT NULL DEFAULT 0; ALTER TABLE stacks ADD COLUMN parent_id TEXT; ALTER TABLE stacks ADD COLUMN root_id TEXT; ALTER TABLE change_sets ADD COLUMN nested TEXT; ALTER TABLE stacks ADD COLUMN template_context TEXT; ALTER TABLE stacks ADD COLUMN capabilities TEXT;",
         // Layout 10 added tables (the callback secret and responses), 11
         // the signals table and a nested stack's parent and root.
-        9 | 10 => "ALTER TABLE stacks ADD COLUMN parent_id TEXT; ALTER TABLE stacks ADD COLUMN root_id TEXT; ALTER TABLE change_sets ADD COLUMN nested TEXT; ALTER TABLE stacks ADD COLUMN template_context TEXT;",
+        9 | 10 => "ALTER TABLE stacks ADD COLUMN parent_id TEXT; ALTER TABLE stacks ADD COLUMN root_id TEXT; ALTER TABLE change_sets ADD COLUMN nested TEXT; ALTER TABLE stacks ADD COLUMN template_context TEXT; ALTER TABLE stacks ADD COLUMN capabilities TEXT;",
+        // Layout 12 added the stacks' capabilities.
+        11 => "ALTER TABLE stacks ADD COLUMN capabilities TEXT;",
         _ => "",
     };
     if !added_columns.is_empty() {
@@ -260,7 +264,7 @@ fn parse_enum<T: std::str::FromStr<Err = String>>(s: &str) -> rusqlite::Result<T
     })
 }
 
-const STACK_COLUMNS: &str = "stack_id, stack_name, status, status_reason, description, template_body, parameters, no_echo, outputs, on_failure, created_at, updated_at, deleted_at, tags, parent_id, root_id, template_context";
+const STACK_COLUMNS: &str = "stack_id, stack_name, status, status_reason, description, template_body, parameters, no_echo, outputs, on_failure, created_at, updated_at, deleted_at, tags, parent_id, root_id, template_context, capabilities";
 
 /// A stack's template context as stored (`NULL` when empty).
 fn context_text(c: &cairn_model::stack::TemplateContext) -> Result<Option<String>, StoreError> {
@@ -294,6 +298,10 @@ fn stack_row(r: &Row<'_>) -> rusqlite::Result<StackRecord> {
         root_id: r.get(15)?,
         context: r
             .get::<_, Option<String>>(16)?
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_default(),
+        capabilities: r
+            .get::<_, Option<String>>(17)?
             .and_then(|t| serde_json::from_str(&t).ok())
             .unwrap_or_default(),
     })
@@ -653,7 +661,7 @@ fn write_status(
 /// The stack's stored fields (not its status).
 fn write_stack_fields(c: &Connection, s: &StackRecord) -> Result<(), StoreError> {
     c.execute(
-        "UPDATE stacks SET description = ?1, template_body = ?2, parameters = ?3, no_echo = ?4, outputs = ?5, on_failure = ?6, updated_at = ?7, tags = ?9, template_context = ?10 WHERE stack_id = ?8",
+        "UPDATE stacks SET description = ?1, template_body = ?2, parameters = ?3, no_echo = ?4, outputs = ?5, on_failure = ?6, updated_at = ?7, tags = ?9, template_context = ?10, capabilities = ?11 WHERE stack_id = ?8",
         params![
             s.description,
             s.template_body,
@@ -664,7 +672,8 @@ fn write_stack_fields(c: &Connection, s: &StackRecord) -> Result<(), StoreError>
             s.updated_at,
             s.stack_id,
             json_text(&s.tags)?,
-            context_text(&s.context)?
+            context_text(&s.context)?,
+            json_text(&s.capabilities)?
         ],
     )
     .map_err(backend)?;
@@ -739,7 +748,7 @@ impl Stacks for SqliteStore {
                 return Err(StoreError::StackExists(s.stack_name.clone()));
             }
             c.execute(
-                &format!("INSERT INTO stacks ({STACK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)"),
+                &format!("INSERT INTO stacks ({STACK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)"),
                 params![
                     s.stack_id,
                     s.stack_name,
@@ -757,7 +766,8 @@ impl Stacks for SqliteStore {
                     json_text(&s.tags)?,
                     s.parent_id,
                     s.root_id,
-                    context_text(&s.context)?
+                    context_text(&s.context)?,
+                    json_text(&s.capabilities)?
                 ],
             )
             .map_err(backend)?;
@@ -1852,7 +1862,7 @@ mod tests {
             let c = Connection::open(&path).unwrap();
             let old = SCHEMA
                 .replace(
-                    ",\n    tags TEXT,\n    parent_id TEXT,\n    root_id TEXT,\n    template_context TEXT\n);",
+                    ",\n    tags TEXT,\n    parent_id TEXT,\n    root_id TEXT,\n    template_context TEXT,\n    -- JSON: the capabilities the last create or update was given.\n    capabilities TEXT\n);",
                     "\n);",
                 )
                 .replace(",\n    tags TEXT,\n    nested TEXT\n);", "\n);")

@@ -535,11 +535,15 @@ def capabilities():
     assert cf.list_stacks()["StackSummaries"] == []
     cf.create_stack(StackName="iam", TemplateBody=named, Capabilities=["CAPABILITY_NAMED_IAM"])
     cf.get_waiter("stack_create_complete").wait(StackName="iam", WaiterConfig=FAST)
+    described = cf.describe_stacks(StackName="iam")["Stacks"][0]
+    assert described["Capabilities"] == ["CAPABILITY_NAMED_IAM"], described
     two = named + "  Other: {Type: AWS::IAM::Role, Properties: {Value: x}}\n"
     got = error(cf.update_stack, StackName="iam", TemplateBody=two)
     assert got == refused, got
-    cf.update_stack(StackName="iam", TemplateBody=two, Capabilities=["CAPABILITY_NAMED_IAM"])
+    cf.update_stack(StackName="iam", TemplateBody=two, Capabilities=["CAPABILITY_NAMED_IAM", "CAPABILITY_IAM"])
     cf.get_waiter("stack_update_complete").wait(StackName="iam", WaiterConfig=FAST)
+    described = cf.describe_stacks(StackName="iam")["Stacks"][0]
+    assert described["Capabilities"] == ["CAPABILITY_NAMED_IAM", "CAPABILITY_IAM"], described
 
 
 def macros():

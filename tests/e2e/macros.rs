@@ -89,6 +89,11 @@ fn a_python_macro_expands_the_whole_template_and_both_stages_are_kept() {
     let run = deploy(&s, "st", COUNTED, &auto);
     assert_eq!(run.code(), 0, "{}", run.stderr());
     assert_eq!(logical_ids(&s, "st"), ["B1", "B2", "B3", "Plain"]);
+    let described = cairn(&s, &["describe", "st", "--output", "json"]).json();
+    assert_eq!(
+        described["Stacks"][0]["Capabilities"],
+        serde_json::json!(["CAPABILITY_AUTO_EXPAND"])
+    );
     let out = cairn(&s, &["outputs", "st", "--output", "json"]).json();
     assert_eq!(out["Outputs"][0]["OutputValue"], "bucket-2", "{out}");
     // The template as written, and as the macro left it (JSON).

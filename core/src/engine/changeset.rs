@@ -402,6 +402,7 @@ impl ChangeSets<'_> {
             parent_id: None,
             root_id: None,
             context: Default::default(),
+            capabilities: Vec::new(),
         };
         let first = stack_event(
             &stack,

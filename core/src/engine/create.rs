@@ -98,6 +98,7 @@ impl Creates<'_> {
             parent_id: parent.map(|p| p.stack_id.clone()),
             root_id: parent.map(|p| p.root_id.clone().unwrap_or_else(|| p.stack_id.clone())),
             context,
+            capabilities: input.capabilities.clone().unwrap_or_default(),
         };
         let first = stack_event(
             &stack,

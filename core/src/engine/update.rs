@@ -74,6 +74,9 @@ pub struct StackState {
         skip_serializing_if = "crate::stack::TemplateContext::is_empty"
     )]
     pub context: crate::stack::TemplateContext,
+    /// The capabilities the operation was given (DescribeStacks').
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capabilities: Vec<String>,
 }
 
 impl StackState {
@@ -86,12 +89,14 @@ impl StackState {
             description: s.description.clone(),
             outputs: s.outputs.clone(),
             tags: s.tags.clone(),
+            capabilities: s.capabilities.clone(),
         }
     }
 
     /// Sets the stack's template, parameters and description (not outputs).
     pub fn apply_template(&self, s: &mut StackRecord) {
         s.context = self.context.clone();
+        s.capabilities = self.capabilities.clone();
         s.tags = self.tags.clone();
         s.template_body = self.template_body.clone();
         s.parameters = self.parameters.clone();
@@ -101,6 +106,7 @@ impl StackState {
 
     fn apply(&self, s: &mut StackRecord) {
         s.context = self.context.clone();
+        s.capabilities = self.capabilities.clone();
         s.tags = self.tags.clone();
         s.template_body = self.template_body.clone();
         s.parameters = self.parameters.clone();
@@ -623,6 +629,12 @@ impl Updates<'_> {
                 outputs: stack.outputs.clone(),
                 tags: input.tags.clone().unwrap_or_else(|| stack.tags.clone()),
                 context: target_context,
+                // A change set's execution and a nested stack's update
+                // (given none) keep the stack's.
+                capabilities: input
+                    .capabilities
+                    .clone()
+                    .unwrap_or_else(|| stack.capabilities.clone()),
             },
             stack,
             changes,

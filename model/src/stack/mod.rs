@@ -182,6 +182,9 @@ pub struct StackRecord {
     /// What the template needs besides its text (HOT's files and
     /// environment).
     pub context: TemplateContext,
+    /// The capabilities the last create or update was given
+    /// (DescribeStacks' `Capabilities`).
+    pub capabilities: Vec<String>,
 }
 
 pub use crate::template::{Facade, TemplateContext};
