@@ -121,6 +121,7 @@ async fn create_delete(store: Arc<dyn Store>, data: &std::path::Path) -> Result<
         origin: Default::default(),
         context: Default::default(),
         capabilities: None,
+        termination_protection: false,
     };
     let start = Instant::now();
     let id = engine.creates().start_create(&input).await?;

@@ -344,7 +344,7 @@ fn scenario(name: &str) -> Result<(), Box<dyn std::error::Error>> {
                 (random_dag(n), n)
             }
         };
-        let input = CreateStackInput { stack_name: "bench".into(), template_body: body, parameters: BTreeMap::new(), on_failure: OnFailure::Rollback, tags: Vec::new(), timeout_minutes: None, origin: Default::default(), context: Default::default(), capabilities: None, };
+        let input = CreateStackInput { stack_name: "bench".into(), template_body: body, parameters: BTreeMap::new(), on_failure: OnFailure::Rollback, tags: Vec::new(), timeout_minutes: None, origin: Default::default(), context: Default::default(), capabilities: None, termination_protection: false, };
         let start = Instant::now();
         let id = engine.creates().start_create(&input).await?;
         let synchronous = start.elapsed().as_secs_f64();

@@ -206,6 +206,15 @@ enum Command {
     /// Roll back a stack whose create or update failed with --disable-rollback
     /// (CREATE_FAILED or UPDATE_FAILED) to its last stable state, and wait.
     Rollback { stack: String },
+    /// Turn a root stack's termination protection on or off (a protected
+    /// stack, and every nested stack under it, is not deleted).
+    Protect {
+        stack: String,
+        #[arg(long, conflicts_with = "off", required_unless_present = "off")]
+        on: bool,
+        #[arg(long)]
+        off: bool,
+    },
     /// Preview an update (or a create) as a change set, without touching
     /// resources (like `aws cloudformation create-change-set`).
     Plan(PlanOpts),
@@ -391,6 +400,10 @@ struct DeployOpts {
     /// parameter_defaults, resource_registry.
     #[arg(long = "environment", short = 'e')]
     environments: Vec<PathBuf>,
+    /// Create the stack with termination protection on
+    /// (EnableTerminationProtection; `cairn protect` changes it later).
+    #[arg(long)]
+    enable_termination_protection: bool,
 }
 
 #[derive(clap::Args)]
@@ -481,6 +494,7 @@ impl DeployOpts {
             timeout_minutes: self.timeout_minutes,
             environments: &self.environments,
             capabilities: &self.capabilities,
+            termination_protection: self.enable_termination_protection,
         }
     }
 }
@@ -625,6 +639,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             stacks::continue_rollback(&engine, stack, skip).await
         }
         Command::Rollback { stack } => stacks::rollback(&engine, stack).await,
+        Command::Protect { stack, on, .. } => stacks::protect(&engine, stack, *on).await,
         Command::Plan(o) => changesets::plan(&engine, o.args()).await,
         Command::Execute {
             stack,
@@ -763,6 +778,7 @@ async fn run_remote(endpoint: &str, command: &Command) -> anyhow::Result<()> {
         Command::Delete { stack, retain } => R::Delete { stack, retain },
         Command::ContinueRollback { stack, skip } => R::ContinueRollback { stack, skip },
         Command::Rollback { stack } => R::Rollback { stack },
+        Command::Protect { stack, on, .. } => R::Protect { stack, on: *on },
         Command::CancelUpdate { stack } => R::CancelUpdate { stack },
         Command::Signal {
             stack,

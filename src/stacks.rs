@@ -318,6 +318,23 @@ pub struct DeployArgs<'a> {
     pub environments: &'a [std::path::PathBuf],
     /// The capabilities acknowledged (`--capabilities`).
     pub capabilities: &'a [String],
+    /// `--enable-termination-protection` (a create's).
+    pub termination_protection: bool,
+}
+
+/// What `--enable-termination-protection` on an existing stack is told.
+pub(crate) fn protection_on_update(stack: &str) -> anyhow::Error {
+    anyhow!("--enable-termination-protection applies to creating a stack; stack {stack} exists: use cairn protect {stack} --on")
+}
+
+/// `cairn protect STACK --on|--off`.
+pub async fn protect(engine: &Arc<Engine>, stack: &str, on: bool) -> anyhow::Result<()> {
+    engine.update_termination_protection(stack, on).await?;
+    println!(
+        "termination protection of stack {stack} is {}",
+        if on { "on" } else { "off" }
+    );
+    Ok(())
 }
 
 pub async fn deploy(engine: &Arc<Engine>, args: DeployArgs<'_>) -> anyhow::Result<()> {
@@ -358,6 +375,7 @@ pub async fn deploy(engine: &Arc<Engine>, args: DeployArgs<'_>) -> anyhow::Resul
         origin: cairn_core::nested::Origin::file(args.template),
         context: gathered.context,
         capabilities: Some(args.capabilities.to_vec()),
+        termination_protection: args.termination_protection,
     };
     let stack_id = engine
         .creates()
@@ -386,6 +404,9 @@ async fn update(
             "--on-failure applies to creating a stack; stack {} exists and is updated (with --disable-rollback a failed update stops in UPDATE_FAILED)",
             args.stack
         ));
+    }
+    if args.termination_protection {
+        return Err(protection_on_update(args.stack));
     }
     let before = engine.store().event_count(&existing.stack_id).await?;
     let gathered = crate::environment::gather(args.template, &body, args.environments)?;
@@ -539,6 +560,7 @@ fn stack_json(s: &StackRecord) -> Value {
         "DisableRollback": s.on_failure == OnFailure::DoNothing,
         "Capabilities": s.capabilities,
         "Tags": s.tags,
+        "EnableTerminationProtection": s.termination_protection,
     });
     if let Some(r) = &s.status_reason {
         v["StackStatusReason"] = json!(r);

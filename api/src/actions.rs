@@ -49,6 +49,7 @@ pub async fn dispatch(app: &Arc<App>, f: &Form, action: &str) -> Outcome {
         "ContinueUpdateRollback" => continue_update_rollback(app, f).await,
         "CancelUpdateStack" => cancel_update_stack(app, f).await,
         "RollbackStack" => rollback_stack(app, f).await,
+        "UpdateTerminationProtection" => update_termination_protection(app, f).await,
         "SignalResource" => signal_resource(app, f).await,
         "ListExports" => list_exports(app, f).await,
         "ListImports" => list_imports(app, f).await,
@@ -331,6 +332,7 @@ async fn create_stack(app: &Arc<App>, f: &Form) -> Outcome {
         origin: origin(app, f),
         context,
         capabilities: Some(f.list("Capabilities")),
+        termination_protection: f.get("EnableTerminationProtection") == Some("true"),
     };
     let id = app.engine.creates().start_create(&input).await?;
     app.drive(id.clone(), "CREATE").await;
@@ -426,7 +428,14 @@ fn stack_xml(x: &mut Xml, s: &StackRecord) {
     });
     x.opt("ParentId", s.parent_id.as_deref())
         .opt("RootId", s.root_id.as_deref());
-    x.leaf("EnableTerminationProtection", "false");
+    x.leaf(
+        "EnableTerminationProtection",
+        if s.termination_protection {
+            "true"
+        } else {
+            "false"
+        },
+    );
     x.open("DriftInformation")
         .leaf("StackDriftStatus", "NOT_CHECKED")
         .close("DriftInformation");
@@ -1086,6 +1095,27 @@ async fn rollback_stack(app: &Arc<App>, f: &Form) -> Outcome {
     let name = f.required("StackName")?;
     let id = app.engine.updates().start_rollback(name).await?;
     app.drive(id.clone(), "ROLLBACK").await;
+    result(|x| {
+        x.leaf("StackId", &id);
+    })
+}
+
+/// `UpdateTerminationProtection`: `EnableTerminationProtection` is
+/// required (`true` or `false`).
+async fn update_termination_protection(app: &App, f: &Form) -> Outcome {
+    let enabled = match f.required("EnableTerminationProtection")? {
+        "true" => true,
+        "false" => false,
+        other => {
+            return Err(ApiError::validation(format!(
+                "EnableTerminationProtection must be true or false, not {other}"
+            )))
+        }
+    };
+    let id = app
+        .engine
+        .update_termination_protection(f.required("StackName")?, enabled)
+        .await?;
     result(|x| {
         x.leaf("StackId", &id);
     })

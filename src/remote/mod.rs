@@ -484,6 +484,10 @@ pub enum Command<'a> {
     Rollback {
         stack: &'a str,
     },
+    Protect {
+        stack: &'a str,
+        on: bool,
+    },
     Signal {
         stack: &'a str,
         resource: &'a str,
@@ -610,6 +614,24 @@ pub async fn run(endpoint: &str, command: Command<'_>) -> anyhow::Result<()> {
             }
             r.call("SignalResource", &p).await?;
             println!("{status} signal {unique_id} kept for {resource} of stack {stack}");
+            Ok(())
+        }
+        Command::Protect { stack, on } => {
+            r.call(
+                "UpdateTerminationProtection",
+                &[
+                    kv("StackName", stack),
+                    kv(
+                        "EnableTerminationProtection",
+                        if on { "true" } else { "false" },
+                    ),
+                ],
+            )
+            .await?;
+            println!(
+                "termination protection of stack {stack} is {}",
+                if on { "on" } else { "off" }
+            );
             Ok(())
         }
         Command::DeleteChangeSet(stack, change_set) => {
@@ -850,6 +872,9 @@ async fn deploy(r: &Remote, args: stacks::DeployArgs<'_>) -> anyhow::Result<()> 
             if args.disable_rollback {
                 params.push(kv("DisableRollback", "true"));
             }
+            if args.termination_protection {
+                return Err(crate::stacks::protection_on_update(args.stack));
+            }
             r.operate(
                 &existing.stack_id,
                 args.stack,
@@ -875,6 +900,9 @@ async fn deploy(r: &Remote, args: stacks::DeployArgs<'_>) -> anyhow::Result<()> 
             }
             if let Some(t) = args.timeout_minutes {
                 params.push(kv("TimeoutInMinutes", t.to_string()));
+            }
+            if args.termination_protection {
+                params.push(kv("EnableTerminationProtection", "true"));
             }
             let created = r.call("CreateStack", &params).await.map_err(named)?;
             let id = created.text_or_empty("StackId");

@@ -190,6 +190,7 @@ pub(super) fn stack_record(m: &Node) -> anyhow::Result<StackRecord> {
             .iter()
             .map(|c| c.text.clone())
             .collect(),
+        termination_protection: m.text_of("EnableTerminationProtection").as_deref() == Some("true"),
     })
 }
 

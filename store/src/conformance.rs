@@ -51,6 +51,7 @@ pub(crate) fn stack(name: &str) -> StackRecord {
             processed: Some(serde_json::json!({"Resources": {"B1": {"Type": "T"}}})),
         },
         capabilities: vec!["CAPABILITY_AUTO_EXPAND".into()],
+        termination_protection: true,
     }
 }
 
@@ -170,6 +171,26 @@ async fn stacks_and_events(store: &dyn Store) {
     assert!(read.tags.is_empty());
     let listed = store.list_stacks().await.unwrap();
     assert_eq!(listed.len(), 1);
+    // Termination protection is set without the lease, and a save of a
+    // record read before does not undo it.
+    assert!(read.termination_protection);
+    assert!(store
+        .set_termination_protection(&s.stack_id, false)
+        .await
+        .unwrap());
+    store.save_stack(&lease, &read).await.unwrap();
+    assert!(
+        !store
+            .find_stack("one")
+            .await
+            .unwrap()
+            .unwrap()
+            .termination_protection
+    );
+    assert!(!store
+        .set_termination_protection("arn:no-such-stack", true)
+        .await
+        .unwrap());
 }
 
 async fn leases_and_fencing(store: &dyn Store) {

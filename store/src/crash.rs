@@ -172,6 +172,16 @@ impl Stacks for CrashStore {
             .await
     }
 
+    async fn set_termination_protection(
+        &self,
+        stack_id: &str,
+        enabled: bool,
+    ) -> Result<bool, StoreError> {
+        self.inner
+            .set_termination_protection(stack_id, enabled)
+            .await
+    }
+
     async fn save_stack(&self, lease: &Lease, stack: &StackRecord) -> Result<(), StoreError> {
         self.write().await?;
         self.inner.save_stack(lease, stack).await

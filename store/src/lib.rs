@@ -169,6 +169,15 @@ pub trait Stacks: Send + Sync {
 
     /// Replaces the stack's stored fields (outputs, template, parameters).
     async fn save_stack(&self, lease: &Lease, stack: &StackRecord) -> Result<(), StoreError>;
+
+    /// Sets the stack's termination protection (no lease: it may change
+    /// while an operation runs, which does not write it back). False when
+    /// there is no such stack.
+    async fn set_termination_protection(
+        &self,
+        stack_id: &str,
+        enabled: bool,
+    ) -> Result<bool, StoreError>;
 }
 
 /// Which engine runs a stack's operation: leases, their fencing tokens,

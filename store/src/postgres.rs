@@ -25,7 +25,7 @@ use cairn_model::stack::{
 
 /// The schema version this Cairn writes; a database with a newer one is
 /// refused.
-const SCHEMA_VERSION: i32 = 4;
+const SCHEMA_VERSION: i32 = 5;
 
 /// Taken while the schema is applied, so engines starting together do not
 /// race (an arbitrary constant: "cairn" in ASCII).
@@ -40,7 +40,17 @@ const NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 
 /// The schema, one step per version: a database at version `v` gets the
 /// steps after `v`, in order, in one transaction each.
-const MIGRATIONS: &[(i32, &str)] = &[(1, SCHEMA_1), (2, SCHEMA_2), (3, SCHEMA_3), (4, SCHEMA_4)];
+const MIGRATIONS: &[(i32, &str)] = &[
+    (1, SCHEMA_1),
+    (2, SCHEMA_2),
+    (3, SCHEMA_3),
+    (4, SCHEMA_4),
+    (5, SCHEMA_5),
+];
+
+/// Version 5: a stack's termination protection.
+const SCHEMA_5: &str =
+    "ALTER TABLE stacks ADD COLUMN IF NOT EXISTS termination_protection BOOLEAN NOT NULL DEFAULT FALSE;";
 
 /// Version 4: the capabilities a stack's last create or update was given
 /// (JSON).
@@ -236,7 +246,7 @@ fn parsed<T: FromStr<Err = String>>(r: &Row, i: usize) -> Result<T, StoreError> 
     text.parse().map_err(StoreError::Database)
 }
 
-const STACK_COLUMNS: &str = "stack_id, stack_name, status, status_reason, description, template_body, parameters, no_echo, outputs, on_failure, created_at, updated_at, deleted_at, tags, parent_id, root_id, template_context, capabilities";
+const STACK_COLUMNS: &str = "stack_id, stack_name, status, status_reason, description, template_body, parameters, no_echo, outputs, on_failure, created_at, updated_at, deleted_at, tags, parent_id, root_id, template_context, capabilities, termination_protection";
 
 /// A stack's template context as stored (`NULL` when empty).
 fn context_text(c: &cairn_model::stack::TemplateContext) -> Result<Option<String>, StoreError> {
@@ -266,6 +276,7 @@ fn stack_row(r: &Row) -> Result<StackRecord, StoreError> {
         root_id: get(r, 15)?,
         context: opt_json(r, 16)?.unwrap_or_default(),
         capabilities: opt_json(r, 17)?.unwrap_or_default(),
+        termination_protection: get(r, 18)?,
     })
 }
 
@@ -1251,7 +1262,7 @@ impl Stacks for PgStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;
         let inserted = run(&tx,
-                &format!("INSERT INTO stacks ({STACK_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)"),
+                &format!("INSERT INTO stacks ({STACK_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)"),
                 &[
                     &s.stack_id,
                     &s.stack_name,
@@ -1271,6 +1282,7 @@ impl Stacks for PgStore {
                     &s.root_id,
                     &context_text(&s.context)?,
                     &json_text(&s.capabilities)?,
+                    &s.termination_protection,
                 ],
             )
             .await;
@@ -1357,6 +1369,22 @@ impl Stacks for PgStore {
         fence(&tx, lease, &self.read_only).await?;
         write_status(&tx, &lease.stack_id, status, reason, event).await?;
         tx.commit().await.map_err(backend)
+    }
+
+    async fn set_termination_protection(
+        &self,
+        stack_id: &str,
+        enabled: bool,
+    ) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let n = run(
+            &client,
+            "UPDATE stacks SET termination_protection = $2 WHERE stack_id = $1",
+            &[&stack_id, &enabled],
+        )
+        .await
+        .map_err(backend)?;
+        Ok(n > 0)
     }
 
     async fn save_stack(&self, lease: &Lease, s: &StackRecord) -> Result<(), StoreError> {
@@ -2498,7 +2526,7 @@ mod tests {
         let refused = PgStore::connect(&url).await.err().map(|e| e.to_string());
         assert_eq!(
             refused.as_deref(),
-            Some("state database error: the PostgreSQL state database has schema version 99, newer than this Cairn's 4: upgrade Cairn")
+            Some("state database error: the PostgreSQL state database has schema version 99, newer than this Cairn's 5: upgrade Cairn")
         );
         drop(store);
         let name = url.rsplit('/').next().unwrap_or_default().to_string();

@@ -45,7 +45,8 @@ CREATE TABLE IF NOT EXISTS stacks (
     root_id TEXT,
     template_context TEXT,
     -- JSON: the capabilities the last create or update was given.
-    capabilities TEXT
+    capabilities TEXT,
+    termination_protection INTEGER NOT NULL DEFAULT 0
 );
 -- Leases live apart from the stack row: the fence check on every write must
 -- not read past a large template body.
@@ -186,7 +187,7 @@ CREATE TABLE IF NOT EXISTS signals (
 
 /// The layout version written into `PRAGMA user_version`; bump it with any
 /// change to `SCHEMA` that an older file would not have.
-const SCHEMA_VERSION: i64 = 12;
+const SCHEMA_VERSION: i64 = 13;
 
 /// A new file gets the current version; a file with another one is refused
 /// with a message instead of failing later on a missing column.
@@ -210,15 +211,17 @@ fn check_schema_version(conn: &Connection, path: &Path) -> Result<(), StoreError
     // nullable columns are upgraded in place.
     let added_columns = match version {
         6 => {
-            "ALTER TABLE history ADD COLUMN details TEXT; ALTER TABLE stacks ADD COLUMN tags TEXT; ALTER TABLE change_sets ADD COLUMN tags TEXT; ALTER TABLE operations ADD COLUMN resume_attempts INTEGER NOT NULL DEFAULT 0; ALTER TABLE operations ADD COLUMN resume_events INTEGER NOT NULL DEFAULT 0; ALTER TABLE stacks ADD COLUMN parent_id TEXT; ALTER TABLE stacks ADD COLUMN root_id TEXT; ALTER TABLE change_sets ADD COLUMN nested TEXT; ALTER TABLE stacks ADD COLUMN template_context TEXT; ALTER TABLE stacks ADD COLUMN capabilities TEXT;"
+            "ALTER TABLE history ADD COLUMN details TEXT; ALTER TABLE stacks ADD COLUMN tags TEXT; ALTER TABLE change_sets ADD COLUMN tags TEXT; ALTER TABLE operations ADD COLUMN resume_attempts INTEGER NOT NULL DEFAULT 0; ALTER TABLE operations ADD COLUMN resume_events INTEGER NOT NULL DEFAULT 0; ALTER TABLE stacks ADD COLUMN parent_id TEXT; ALTER TABLE stacks ADD COLUMN root_id TEXT; ALTER TABLE change_sets ADD COLUMN nested TEXT; ALTER TABLE stacks ADD COLUMN template_context TEXT; ALTER TABLE stacks ADD COLUMN capabilities TEXT; ALTER TABLE stacks ADD COLUMN termination_protection INTEGER NOT NULL DEFAULT 0;"
         }
-        7 => "ALTER TABLE stacks ADD COLUMN tags TEXT; ALTER TABLE change_sets ADD COLUMN tags TEXT; ALTER TABLE operations ADD COLUMN resume_attempts INTEGER NOT NULL DEFAULT 0; ALTER TABLE operations ADD COLUMN resume_events INTEGER NOT NULL DEFAULT 0; ALTER TABLE stacks ADD COLUMN parent_id TEXT; ALTER TABLE stacks ADD COLUMN root_id TEXT; ALTER TABLE change_sets ADD COLUMN nested TEXT; ALTER TABLE stacks ADD COLUMN template_context TEXT; ALTER TABLE stacks ADD COLUMN capabilities TEXT;",
-        8 => "ALTER TABLE change_sets ADD COLUMN tags TEXT; ALTER TABLE operations ADD COLUMN resume_attempts INTEGER NOT NULL DEFAULT 0; ALTER TABLE operations ADD COLUMN resume_events INTEGER NOT NULL DEFAULT 0; ALTER TABLE stacks ADD COLUMN parent_id TEXT; ALTER TABLE stacks ADD COLUMN root_id TEXT; ALTER TABLE change_sets ADD COLUMN nested TEXT; ALTER TABLE stacks ADD COLUMN template_context TEXT; ALTER TABLE stacks ADD COLUMN capabilities TEXT;",
+        7 => "ALTER TABLE stacks ADD COLUMN tags TEXT; ALTER TABLE change_sets ADD COLUMN tags TEXT; ALTER TABLE operations ADD COLUMN resume_attempts INTEGER NOT NULL DEFAULT 0; ALTER TABLE operations ADD COLUMN resume_events INTEGER NOT NULL DEFAULT 0; ALTER TABLE stacks ADD COLUMN parent_id TEXT; ALTER TABLE stacks ADD COLUMN root_id TEXT; ALTER TABLE change_sets ADD COLUMN nested TEXT; ALTER TABLE stacks ADD COLUMN template_context TEXT; ALTER TABLE stacks ADD COLUMN capabilities TEXT; ALTER TABLE stacks ADD COLUMN termination_protection INTEGER NOT NULL DEFAULT 0;",
+        8 => "ALTER TABLE change_sets ADD COLUMN tags TEXT; ALTER TABLE operations ADD COLUMN resume_attempts INTEGER NOT NULL DEFAULT 0; ALTER TABLE operations ADD COLUMN resume_events INTEGER NOT NULL DEFAULT 0; ALTER TABLE stacks ADD COLUMN parent_id TEXT; ALTER TABLE stacks ADD COLUMN root_id TEXT; ALTER TABLE change_sets ADD COLUMN nested TEXT; ALTER TABLE stacks ADD COLUMN template_context TEXT; ALTER TABLE stacks ADD COLUMN capabilities TEXT; ALTER TABLE stacks ADD COLUMN termination_protection INTEGER NOT NULL DEFAULT 0;",
         // Layout 10 added tables (the callback secret and responses), 11
         // the signals table and a nested stack's parent and root.
-        9 | 10 => "ALTER TABLE stacks ADD COLUMN parent_id TEXT; ALTER TABLE stacks ADD COLUMN root_id TEXT; ALTER TABLE change_sets ADD COLUMN nested TEXT; ALTER TABLE stacks ADD COLUMN template_context TEXT; ALTER TABLE stacks ADD COLUMN capabilities TEXT;",
-        // Layout 12 added the stacks' capabilities.
-        11 => "ALTER TABLE stacks ADD COLUMN capabilities TEXT;",
+        9 | 10 => "ALTER TABLE stacks ADD COLUMN parent_id TEXT; ALTER TABLE stacks ADD COLUMN root_id TEXT; ALTER TABLE change_sets ADD COLUMN nested TEXT; ALTER TABLE stacks ADD COLUMN template_context TEXT; ALTER TABLE stacks ADD COLUMN capabilities TEXT; ALTER TABLE stacks ADD COLUMN termination_protection INTEGER NOT NULL DEFAULT 0;",
+        // Layout 12 added the stacks' capabilities, 13 their termination
+        // protection.
+        12 => "ALTER TABLE stacks ADD COLUMN termination_protection INTEGER NOT NULL DEFAULT 0;",
+        11 => "ALTER TABLE stacks ADD COLUMN capabilities TEXT; ALTER TABLE stacks ADD COLUMN termination_protection INTEGER NOT NULL DEFAULT 0;",
         _ => "",
     };
     if !added_columns.is_empty() {
@@ -264,7 +267,7 @@ fn parse_enum<T: std::str::FromStr<Err = String>>(s: &str) -> rusqlite::Result<T
     })
 }
 
-const STACK_COLUMNS: &str = "stack_id, stack_name, status, status_reason, description, template_body, parameters, no_echo, outputs, on_failure, created_at, updated_at, deleted_at, tags, parent_id, root_id, template_context, capabilities";
+const STACK_COLUMNS: &str = "stack_id, stack_name, status, status_reason, description, template_body, parameters, no_echo, outputs, on_failure, created_at, updated_at, deleted_at, tags, parent_id, root_id, template_context, capabilities, termination_protection";
 
 /// A stack's template context as stored (`NULL` when empty).
 fn context_text(c: &cairn_model::stack::TemplateContext) -> Result<Option<String>, StoreError> {
@@ -304,6 +307,7 @@ fn stack_row(r: &Row<'_>) -> rusqlite::Result<StackRecord> {
             .get::<_, Option<String>>(17)?
             .and_then(|t| serde_json::from_str(&t).ok())
             .unwrap_or_default(),
+        termination_protection: r.get::<_, i64>(18)? != 0,
     })
 }
 
@@ -748,7 +752,7 @@ impl Stacks for SqliteStore {
                 return Err(StoreError::StackExists(s.stack_name.clone()));
             }
             c.execute(
-                &format!("INSERT INTO stacks ({STACK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)"),
+                &format!("INSERT INTO stacks ({STACK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)"),
                 params![
                     s.stack_id,
                     s.stack_name,
@@ -767,7 +771,8 @@ impl Stacks for SqliteStore {
                     s.parent_id,
                     s.root_id,
                     context_text(&s.context)?,
-                    json_text(&s.capabilities)?
+                    json_text(&s.capabilities)?,
+                    s.termination_protection
                 ],
             )
             .map_err(backend)?;
@@ -845,6 +850,23 @@ impl Stacks for SqliteStore {
         self.run(move |c| {
             fence(c, &lease)?;
             write_status(c, &lease.stack_id, status, reason.as_deref(), &event)
+        })
+        .await
+    }
+
+    async fn set_termination_protection(
+        &self,
+        stack_id: &str,
+        enabled: bool,
+    ) -> Result<bool, StoreError> {
+        let id = stack_id.to_string();
+        self.run(move |c| {
+            c.execute(
+                "UPDATE stacks SET termination_protection = ?2 WHERE stack_id = ?1",
+                params![id, enabled],
+            )
+            .map(|n| n > 0)
+            .map_err(backend)
         })
         .await
     }
@@ -1862,7 +1884,7 @@ mod tests {
             let c = Connection::open(&path).unwrap();
             let old = SCHEMA
                 .replace(
-                    ",\n    tags TEXT,\n    parent_id TEXT,\n    root_id TEXT,\n    template_context TEXT,\n    -- JSON: the capabilities the last create or update was given.\n    capabilities TEXT\n);",
+                    ",\n    tags TEXT,\n    parent_id TEXT,\n    root_id TEXT,\n    template_context TEXT,\n    -- JSON: the capabilities the last create or update was given.\n    capabilities TEXT,\n    termination_protection INTEGER NOT NULL DEFAULT 0\n);",
                     "\n);",
                 )
                 .replace(",\n    tags TEXT,\n    nested TEXT\n);", "\n);")

@@ -588,6 +588,27 @@ def macros():
     cf.get_waiter("stack_delete_complete").wait(StackName="counted", WaiterConfig=FAST)
 
 
+def protection():
+    """Termination protection: EnableTerminationProtection on CreateStack,
+    DescribeStacks shows it, DeleteStack is refused with CloudFormation's
+    text and changes nothing, UpdateTerminationProtection turns it off."""
+    body = "Resources:\n  A: {Type: Cairn::Test::Resource, Properties: {Value: a}}\n"
+    created = cf.create_stack(StackName="prot", TemplateBody=body, EnableTerminationProtection=True)
+    cf.get_waiter("stack_create_complete").wait(StackName="prot", WaiterConfig=FAST)
+    stack = cf.describe_stacks(StackName="prot")["Stacks"][0]
+    assert stack["EnableTerminationProtection"] is True, stack
+    refused = ("ValidationError", "Stack [prot] cannot be deleted while TerminationProtection is enabled", 400)
+    assert error(cf.delete_stack, StackName="prot") == refused
+    assert cf.describe_stacks(StackName="prot")["Stacks"][0]["StackStatus"] == "CREATE_COMPLETE"
+    answer = cf.update_termination_protection(StackName="prot", EnableTerminationProtection=False)
+    assert answer["StackId"] == created["StackId"], answer
+    assert cf.describe_stacks(StackName="prot")["Stacks"][0]["EnableTerminationProtection"] is False
+    cf.delete_stack(StackName="prot")
+    cf.get_waiter("stack_delete_complete").wait(StackName="prot", WaiterConfig=FAST)
+    code, message, _ = error(cf.update_termination_protection, StackName="nope", EnableTerminationProtection=True)
+    assert (code, message) == ("ValidationError", "Stack [nope] does not exist"), message
+
+
 def racing():
     """Two mutating calls on one stack at once, behind a barrier, a few
     hundred times: one starts, the other gets CloudFormation's refusal, and

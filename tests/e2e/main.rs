@@ -18,6 +18,7 @@ mod nested;
 mod outage;
 mod plugins;
 mod postgres;
+mod protection;
 mod provider_kit;
 mod provider_scaffold;
 mod reconcile;

@@ -141,6 +141,11 @@ fn boto3_capabilities() {
 }
 
 #[test]
+fn boto3_termination_protection() {
+    run("protection");
+}
+
+#[test]
 fn boto3_macros() {
     let handler = crate::macros::count_macro();
     let s = Scratch::new();

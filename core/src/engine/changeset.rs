@@ -403,6 +403,7 @@ impl ChangeSets<'_> {
             root_id: None,
             context: Default::default(),
             capabilities: Vec::new(),
+            termination_protection: false,
         };
         let first = stack_event(
             &stack,

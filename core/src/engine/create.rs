@@ -99,6 +99,8 @@ impl Creates<'_> {
             root_id: parent.map(|p| p.root_id.clone().unwrap_or_else(|| p.stack_id.clone())),
             context,
             capabilities: input.capabilities.clone().unwrap_or_default(),
+            // Only a root stack's counts; its nested stacks share it.
+            termination_protection: input.termination_protection && parent.is_none(),
         };
         let first = stack_event(
             &stack,

@@ -26,6 +26,7 @@ impl Deletes<'_> {
     ) -> Result<Option<String>, EngineError> {
         if let Some(stack) = self.store.find_stack(name_or_id).await? {
             if stack.status != StackStatus::DeleteComplete {
+                self.refuse_protected_delete(&stack).await?;
                 self.nested_stacks().refuse_nested(&stack, "delete").await?;
             }
         }

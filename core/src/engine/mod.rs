@@ -21,6 +21,7 @@ mod kinds;
 pub mod macros;
 pub mod nested;
 mod parameter_values;
+mod protection;
 mod protocol;
 mod reconcile;
 mod resolve;
@@ -121,6 +122,8 @@ pub struct CreateStackInput {
     /// The capabilities acknowledged (`None`: not checked, for a stack
     /// the engine makes itself, such as a nested one).
     pub capabilities: Option<Vec<String>>,
+    /// `EnableTerminationProtection` (a root stack's).
+    pub termination_protection: bool,
 }
 
 /// How CloudFormation shows a value read from a NoEcho custom resource.

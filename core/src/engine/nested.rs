@@ -129,6 +129,7 @@ impl NestedStacks<'_> {
                     // environment (Heat's child environment).
                     context: child_context(op, template_of, &r.properties),
                     capabilities: None,
+                    termination_protection: false,
                 };
                 self.creates()
                     .create_stack(&input, Some((&op.stack, op.nested.below(template_of))))

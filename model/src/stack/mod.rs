@@ -185,6 +185,11 @@ pub struct StackRecord {
     /// The capabilities the last create or update was given
     /// (DescribeStacks' `Capabilities`).
     pub capabilities: Vec<String>,
+    /// Termination protection (`EnableTerminationProtection`): a delete is
+    /// refused. Set on root stacks only; their nested stacks share it.
+    /// Written at the stack's insert and by
+    /// `Stacks::set_termination_protection`, never by `save_stack`.
+    pub termination_protection: bool,
 }
 
 pub use crate::template::{Facade, TemplateContext};

@@ -320,6 +320,7 @@ impl World {
             origin: Default::default(),
             context: Default::default(),
             capabilities: None,
+            termination_protection: false,
         }
     }
 
