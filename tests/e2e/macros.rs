@@ -36,6 +36,23 @@ fn count_scratch(handler: &Program) -> Scratch {
 
 const COUNTED: &str = "Transform: Count\nResources:\n  B:\n    Type: Cairn::Test::Resource\n    Count: 3\n    Properties: {Value: bucket-%d}\n  Plain:\n    Type: Cairn::Test::Resource\n    Properties: {Value: !GetAtt B2.Value}\nOutputs:\n  Second: {Value: !GetAtt B2.Value}\n";
 
+/// Asserts that `run` failed with `text` in its error.
+fn refused(run: &crate::support::Run, text: &str) {
+    assert_eq!(run.code(), 1, "{}", run.stderr());
+    assert!(run.stderr().contains(text), "{}", run.stderr());
+}
+
+/// A configuration where the kv plugin serves the macro `name`.
+fn kv_macro_config(s: &Scratch, name: &str) {
+    s.write(
+        "cairn.toml",
+        &format!(
+            "[[providers]]\n{}\n[[macros]]\nname = \"{name}\"\nprovider = \"kv\"\n",
+            crate::plugins::kv_entry("")
+        ),
+    );
+}
+
 fn logical_ids(s: &Scratch, stack: &str) -> Vec<String> {
     let run = cairn(s, &["resources", stack, "--output", "json"]);
     let mut ids: Vec<String> = run.json()["StackResources"]
@@ -61,13 +78,7 @@ fn a_python_macro_expands_the_whole_template_and_both_stages_are_kept() {
     let s = count_scratch(&handler);
     // Run directly, a macro must be acknowledged; nothing is recorded.
     let run = deploy(&s, "st", COUNTED, &[]);
-    assert_eq!(run.code(), 1);
-    assert!(
-        run.stderr()
-            .contains("Requires capabilities : [CAPABILITY_AUTO_EXPAND]"),
-        "{}",
-        run.stderr()
-    );
+    refused(&run, "Requires capabilities : [CAPABILITY_AUTO_EXPAND]");
     assert_ne!(cairn(&s, &["describe", "st"]).code(), 0);
     // validate runs the macro as deploy does, and says what it requires.
     let path = s.write("counted.yaml", COUNTED);
@@ -215,14 +226,7 @@ fn a_macro_resource_defines_a_macro_that_other_stacks_use_inside_a_resource() {
     // Deepest first: the value's transform runs before the one beside it,
     // and that one fails.
     let run = deploy(&s, "app", USES_STRING, &auto);
-    assert_eq!(run.code(), 1);
-    assert!(
-        run.stderr().contains(
-            "Transform 123456789012::String failed with: unknown operation Bogus (at /Resources/R/Properties/Fn::Transform"
-        ),
-        "{}",
-        run.stderr()
-    );
+    refused(&run, "Transform 123456789012::String failed with: unknown operation Bogus (at /Resources/R/Properties/Fn::Transform");
     // The transform inside the resource's properties.
     let one = USES_STRING.replace(
         "      Fn::Transform: {Name: String, Parameters: {InputString: ignored, Operation: Bogus}}\n",
@@ -237,14 +241,7 @@ fn a_macro_resource_defines_a_macro_that_other_stacks_use_inside_a_resource() {
     );
     // Macro names are the state's: another stack cannot define String.
     let run = deploy(&s, "other", &macros, &[]);
-    assert_eq!(run.code(), 1);
-    assert!(
-        run.stderr().contains(
-            "Macro String of M already exists: stack macros defines it. Macro names are unique in a Cairn state; choose another Name"
-        ),
-        "{}",
-        run.stderr()
-    );
+    refused(&run, "Macro String of M already exists: stack macros defines it. Macro names are unique in a Cairn state; choose another Name");
     // Once its stack is gone, the macro is too.
     assert_eq!(cairn(&s, &["delete", "macros"]).code(), 0);
     let run = deploy(&s, "again", &one, &auto);
@@ -262,13 +259,7 @@ fn a_macro_resource_defines_a_macro_that_other_stacks_use_inside_a_resource() {
 #[test]
 fn a_plugin_serves_a_macro_from_its_host_process_in_a_change_set() {
     let s = Scratch::new();
-    s.write(
-        "cairn.toml",
-        &format!(
-            "[[providers]]\nkind = \"dylib\"\npath = \"{}\"\nname = \"kv\"\n\n[[macros]]\nname = \"KvRecords\"\nprovider = \"kv\"\n",
-            crate::plugins::library("cairn_example_kv").display()
-        ),
-    );
+    kv_macro_config(&s, "KvRecords");
     // Resources: one of its keys is the transform; its Store parameter is
     // not evaluated by the macro (a Ref the template evaluates later).
     let template = "Parameters:\n  Dir: {Type: String, Default: ./store}\nResources:\n  Fn::Transform:\n    Name: KvRecords\n    Parameters: {Store: !Ref Dir, Entries: {alpha: one, beta: two}}\n  Other:\n    Type: Cairn::Test::Resource\n    Properties: {Value: !GetAtt Recordalpha.Path}\n";
@@ -309,23 +300,10 @@ fn a_plugin_serves_a_macro_from_its_host_process_in_a_change_set() {
     assert!(!store.join("alpha").exists());
     // A provider that serves no macro by that name answers with a failure.
     let wrong = template.replace("Name: KvRecords", "Name: Other");
-    s.write(
-        "cairn.toml",
-        &format!(
-            "[[providers]]\nkind = \"dylib\"\npath = \"{}\"\nname = \"kv\"\n\n[[macros]]\nname = \"Other\"\nprovider = \"kv\"\n",
-            crate::plugins::library("cairn_example_kv").display()
-        ),
-    );
+    kv_macro_config(&s, "Other");
     let path = s.write("wrong.yaml", &wrong);
     let run = cairn(&s, &["validate", path.to_str().unwrap_or_default()]);
-    assert_eq!(run.code(), 1);
-    assert!(
-        run.stderr().contains(
-            "Transform 123456789012::Other failed with: kv serves the macro KvRecords, not 123456789012::Other (at /Resources/Fn::Transform"
-        ),
-        "{}",
-        run.stderr()
-    );
+    refused(&run, "Transform 123456789012::Other failed with: kv serves the macro KvRecords, not 123456789012::Other (at /Resources/Fn::Transform");
 }
 
 #[test]
@@ -383,13 +361,7 @@ fn a_sam_template_deploys_through_the_sam_translator_served_as_a_macro() {
         SAM,
         &["--capabilities", "CAPABILITY_AUTO_EXPAND"],
     );
-    assert_eq!(run.code(), 1);
-    assert!(
-        run.stderr()
-            .contains("Requires capabilities : [CAPABILITY_IAM]"),
-        "{}",
-        run.stderr()
-    );
+    refused(&run, "Requires capabilities : [CAPABILITY_IAM]");
     let caps = ["--capabilities", "CAPABILITY_IAM", "CAPABILITY_AUTO_EXPAND"];
     let run = deploy(&s, "sam", SAM, &caps);
     assert_eq!(run.code(), 0, "{}", run.stderr());
@@ -458,13 +430,7 @@ fn a_nested_stacks_macros_run_with_its_own_parameters_when_it_is_made() {
     let parent = "Parameters:\n  N: {Type: String, Default: x}\nResources:\n  Child:\n    Type: AWS::CloudFormation::Stack\n    Properties:\n      TemplateURL: child.yaml\n      Parameters: {N: !Ref N}\nOutputs:\n  FromChild: {Value: !GetAtt Child.Outputs.First}\n";
     // The child's transform needs the parent's acknowledgement.
     let run = deploy(&s, "parent", parent, &[]);
-    assert_eq!(run.code(), 1);
-    assert!(
-        run.stderr()
-            .contains("Requires capabilities : [CAPABILITY_AUTO_EXPAND]"),
-        "{}",
-        run.stderr()
-    );
+    refused(&run, "Requires capabilities : [CAPABILITY_AUTO_EXPAND]");
     let auto = ["--capabilities", "CAPABILITY_AUTO_EXPAND"];
     let run = deploy(&s, "parent", parent, &auto);
     assert_eq!(run.code(), 0, "{}", run.stderr());

@@ -23,7 +23,7 @@ fn scratch_with(provider: &str) -> Scratch {
     s
 }
 
-fn kv_entry(extra: &str) -> String {
+pub(crate) fn kv_entry(extra: &str) -> String {
     format!(
         "kind = \"dylib\"\npath = \"{}\"\nname = \"kv\"\n{extra}",
         library("cairn_example_kv").display()
