@@ -344,7 +344,7 @@ fn scenario(name: &str) -> Result<(), Box<dyn std::error::Error>> {
                 (random_dag(n), n)
             }
         };
-        let input = CreateStackInput { stack_name: "bench".into(), template_body: body, parameters: BTreeMap::new(), on_failure: OnFailure::Rollback, tags: Vec::new(), timeout_minutes: None, origin: Default::default(), context: Default::default(), capabilities: None, termination_protection: false, };
+        let input = CreateStackInput { stack_name: "bench".into(), template_body: body, parameters: BTreeMap::new(), on_failure: OnFailure::Rollback, tags: Vec::new(), timeout_minutes: None, origin: Default::default(), context: Default::default(), capabilities: None, termination_protection: false, stack_policy: None, };
         let start = Instant::now();
         let id = engine.creates().start_create(&input).await?;
         let synchronous = start.elapsed().as_secs_f64();
@@ -359,6 +359,8 @@ fn scenario(name: &str) -> Result<(), Box<dyn std::error::Error>> {
             let start = Instant::now();
             let refused = engine
                 .updates().start_update(&UpdateStackInput {
+                    stack_policy: None,
+                    stack_policy_during_update: None,
                     stack_name: "bench".into(),
                     template_body: Some(input.template_body.clone()),
                     parameters: BTreeMap::new(),

@@ -164,6 +164,9 @@ pub(crate) fn print_change_set(cs: &ChangeSetRecord, output: OutputFormat) -> an
         if let Some(id) = rc["ChangeSetId"].as_str() {
             println!("      nested change set {id}");
         }
+        if let Some(denial) = rc[cairn_core::engine::stack_policy::DENIED].as_str() {
+            println!("      {denial}");
+        }
         for d in rc["Details"].as_array().into_iter().flatten() {
             let t = &d["Target"];
             let what = match t["Name"].as_str() {

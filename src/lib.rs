@@ -215,6 +215,15 @@ enum Command {
         #[arg(long)]
         off: bool,
     },
+    /// Show a stack's policy, or set it with --set FILE (a JSON document of
+    /// Allow/Deny statements on Update:Modify|Replace|Delete).
+    StackPolicy {
+        stack: String,
+        #[arg(long, value_name = "FILE")]
+        set: Option<PathBuf>,
+        #[arg(long, value_enum, default_value_t)]
+        output: OutputFormat,
+    },
     /// Preview an update (or a create) as a change set, without touching
     /// resources (like `aws cloudformation create-change-set`).
     Plan(PlanOpts),
@@ -404,6 +413,14 @@ struct DeployOpts {
     /// (EnableTerminationProtection; `cairn protect` changes it later).
     #[arg(long)]
     enable_termination_protection: bool,
+    /// The stack's policy, a JSON file (StackPolicyBody; on an update, the
+    /// policy that governs later updates).
+    #[arg(long, value_name = "FILE")]
+    stack_policy: Option<PathBuf>,
+    /// The policy this update alone is checked against, instead of the
+    /// stack's (StackPolicyDuringUpdateBody).
+    #[arg(long, value_name = "FILE")]
+    stack_policy_during_update: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -495,6 +512,8 @@ impl DeployOpts {
             environments: &self.environments,
             capabilities: &self.capabilities,
             termination_protection: self.enable_termination_protection,
+            stack_policy: self.stack_policy.as_deref(),
+            stack_policy_during_update: self.stack_policy_during_update.as_deref(),
         }
     }
 }
@@ -640,6 +659,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Rollback { stack } => stacks::rollback(&engine, stack).await,
         Command::Protect { stack, on, .. } => stacks::protect(&engine, stack, *on).await,
+        Command::StackPolicy { stack, set, output } => {
+            stacks::stack_policy(&engine, stack, set.as_deref(), *output).await
+        }
         Command::Plan(o) => changesets::plan(&engine, o.args()).await,
         Command::Execute {
             stack,
@@ -779,6 +801,11 @@ async fn run_remote(endpoint: &str, command: &Command) -> anyhow::Result<()> {
         Command::ContinueRollback { stack, skip } => R::ContinueRollback { stack, skip },
         Command::Rollback { stack } => R::Rollback { stack },
         Command::Protect { stack, on, .. } => R::Protect { stack, on: *on },
+        Command::StackPolicy { stack, set, output } => R::StackPolicy {
+            stack,
+            set: set.as_deref(),
+            output: *output,
+        },
         Command::CancelUpdate { stack } => R::CancelUpdate { stack },
         Command::Signal {
             stack,

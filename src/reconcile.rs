@@ -32,6 +32,8 @@ pub async fn run(engine: &Arc<Engine>, args: Args<'_>) -> anyhow::Result<()> {
     };
     let input = ReconcileInput {
         update: UpdateStackInput {
+            stack_policy: None,
+            stack_policy_during_update: None,
             stack_name: args.stack.to_string(),
             template_body,
             parameters: parameter_inputs(args.parameters, args.use_previous)?,

@@ -320,6 +320,55 @@ pub struct DeployArgs<'a> {
     pub capabilities: &'a [String],
     /// `--enable-termination-protection` (a create's).
     pub termination_protection: bool,
+    /// `--stack-policy FILE`: the stack's policy (on an update, its new one).
+    pub stack_policy: Option<&'a Path>,
+    /// `--stack-policy-during-update FILE`: this update's policy only.
+    pub stack_policy_during_update: Option<&'a Path>,
+}
+
+/// A stack policy file's text, when one is named.
+pub(crate) fn read_policy(path: Option<&Path>) -> anyhow::Result<Option<String>> {
+    path.map(|p| {
+        std::fs::read_to_string(p)
+            .with_context(|| format!("cannot read stack policy {}", p.display()))
+    })
+    .transpose()
+}
+
+/// What `--stack-policy-during-update` on a new stack is told.
+pub(crate) fn policy_during_create(stack: &str) -> anyhow::Error {
+    anyhow!("--stack-policy-during-update applies to updating a stack; stack {stack} does not exist (its policy is --stack-policy)")
+}
+
+/// `cairn stack-policy STACK [--set FILE]`: sets the policy, or shows it.
+pub async fn stack_policy(
+    engine: &Arc<Engine>,
+    stack: &str,
+    set: Option<&Path>,
+    output: OutputFormat,
+) -> anyhow::Result<()> {
+    if let Some(body) = read_policy(set)? {
+        engine.set_stack_policy(stack, &body).await?;
+        println!("stack policy of stack {stack} is set");
+        return Ok(());
+    }
+    print_policy(stack, engine.stack_policy(stack).await?.as_deref(), output)
+}
+
+/// Shows a stack's policy: as given, or `{"StackPolicyBody": …}` as JSON.
+pub(crate) fn print_policy(
+    stack: &str,
+    policy: Option<&str>,
+    output: OutputFormat,
+) -> anyhow::Result<()> {
+    if output == OutputFormat::Json {
+        return print_json(&json!({ "StackPolicyBody": policy }));
+    }
+    match policy {
+        Some(p) => println!("{p}"),
+        None => println!("stack {stack} has no stack policy: every update is allowed"),
+    }
+    Ok(())
 }
 
 /// What `--enable-termination-protection` on an existing stack is told.
@@ -359,8 +408,12 @@ pub async fn deploy(engine: &Arc<Engine>, args: DeployArgs<'_>) -> anyhow::Resul
         (false, Some(o)) => o.parse().map_err(|e: String| anyhow!(e))?,
         (false, None) => OnFailure::Rollback,
     };
+    if args.stack_policy_during_update.is_some() {
+        return Err(policy_during_create(args.stack));
+    }
     let gathered = crate::environment::gather(args.template, &body, args.environments)?;
     let input = CreateStackInput {
+        stack_policy: read_policy(args.stack_policy)?,
         stack_name: args.stack.to_string(),
         template_body: body,
         parameters: {
@@ -417,6 +470,8 @@ async fn update(
         .collect();
     parameters.extend(parameter_inputs(args.parameters, args.use_previous)?);
     let input = UpdateStackInput {
+        stack_policy: read_policy(args.stack_policy)?,
+        stack_policy_during_update: read_policy(args.stack_policy_during_update)?,
         stack_name: args.stack.to_string(),
         template_body: Some(body),
         parameters,

@@ -50,6 +50,8 @@ pub async fn dispatch(app: &Arc<App>, f: &Form, action: &str) -> Outcome {
         "CancelUpdateStack" => cancel_update_stack(app, f).await,
         "RollbackStack" => rollback_stack(app, f).await,
         "UpdateTerminationProtection" => update_termination_protection(app, f).await,
+        "SetStackPolicy" => set_stack_policy(app, f).await,
+        "GetStackPolicy" => get_stack_policy(app, f).await,
         "SignalResource" => signal_resource(app, f).await,
         "ListExports" => list_exports(app, f).await,
         "ListImports" => list_imports(app, f).await,
@@ -120,7 +122,7 @@ async fn stack(app: &App, name: &str) -> Result<StackRecord, ApiError> {
 fn template_body(app: &App, f: &Form) -> Result<Option<String>, ApiError> {
     let limit = app.config.server.max_template_bytes;
     if let Some(url) = f.get("TemplateURL") {
-        return template_file(app, url, limit).map(Some);
+        return template_file(app, ("TemplateURL", "TemplateBody"), url, limit).map(Some);
     }
     let Some(body) = f.get("TemplateBody") else {
         return Ok(None);
@@ -153,11 +155,17 @@ fn origin(app: &App, f: &Form) -> cairn_core::nested::Origin {
     }
 }
 
-/// A `file:///path` TemplateURL inside one of `[server] template_dirs`.
-fn template_file(app: &App, url: &str, limit: usize) -> Result<String, ApiError> {
+/// A `file:///path` URL inside one of `[server] template_dirs`; `fields`:
+/// the URL's parameter and the one a body goes in instead.
+fn template_file(
+    app: &App,
+    (url_field, body_field): (&str, &str),
+    url: &str,
+    limit: usize,
+) -> Result<String, ApiError> {
     let refused = |why: &str| {
         ApiError::validation(format!(
-            "TemplateURL {url} cannot be read: {why}; send the template as TemplateBody, or put it under a directory of [server] template_dirs and use a file:/// URL"
+            "{url_field} {url} cannot be read: {why}; send it as {body_field}, or put it under a directory of [server] template_dirs and use a file:/// URL"
         ))
     };
     let path = url
@@ -185,6 +193,33 @@ fn template_file(app: &App, url: &str, limit: usize) -> Result<String, ApiError>
         )));
     }
     std::fs::read_to_string(&path).map_err(|e| refused(&e.to_string()))
+}
+
+/// CloudFormation's limit on a stack policy's length.
+const POLICY_BYTES: usize = 16_384;
+
+/// A stack policy given as `body_field` or as a file:/// `url_field`.
+fn policy_body(
+    app: &App,
+    f: &Form,
+    (body_field, url_field): (&str, &str),
+) -> Result<Option<String>, ApiError> {
+    let body = match (f.get(body_field), f.get(url_field)) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::validation(format!(
+                "You cannot specify both {body_field} and {url_field}"
+            )))
+        }
+        (Some(b), None) => b.to_string(),
+        (None, Some(url)) => template_file(app, (url_field, body_field), url, POLICY_BYTES)?,
+        (None, None) => return Ok(None),
+    };
+    if body.len() > POLICY_BYTES {
+        return Err(ApiError::validation(format!(
+            "1 validation error detected: Value at '{body_field}' failed to satisfy constraint: Member must have length less than or equal to {POLICY_BYTES}"
+        )));
+    }
+    Ok(Some(body))
 }
 
 /// `Parameters.member.N.{ParameterKey, ParameterValue, UsePreviousValue}`.
@@ -323,6 +358,7 @@ async fn create_stack(app: &Arc<App>, f: &Form) -> Outcome {
     })?;
     let (context, env_values) = template_context(f)?.unwrap_or_default();
     let input = CreateStackInput {
+        stack_policy: policy_body(app, f, ("StackPolicyBody", "StackPolicyURL"))?,
         stack_name: name.to_string(),
         template_body: body,
         parameters: with_environment_values(plain_parameters(f)?, env_values, |v| v),
@@ -355,6 +391,12 @@ async fn update_stack(app: &Arc<App>, f: &Form) -> Outcome {
         None => (None, BTreeMap::new()),
     };
     let input = UpdateStackInput {
+        stack_policy: policy_body(app, f, ("StackPolicyBody", "StackPolicyURL"))?,
+        stack_policy_during_update: policy_body(
+            app,
+            f,
+            ("StackPolicyDuringUpdateBody", "StackPolicyDuringUpdateURL"),
+        )?,
         stack_name: name.to_string(),
         template_body: body,
         parameters: with_environment_values(parameters(f)?, env_values, ParameterInput::Value),
@@ -1121,6 +1163,26 @@ async fn update_termination_protection(app: &App, f: &Form) -> Outcome {
     })
 }
 
+/// `SetStackPolicy`: `StackPolicyBody` or `StackPolicyURL`.
+async fn set_stack_policy(app: &App, f: &Form) -> Outcome {
+    let name = f.required("StackName")?;
+    let Some(body) = policy_body(app, f, ("StackPolicyBody", "StackPolicyURL"))? else {
+        return Err(ApiError::validation(
+            "Either StackPolicyBody or StackPolicyURL must be specified.",
+        ));
+    };
+    app.engine.set_stack_policy(name, &body).await?;
+    result(|_| {})
+}
+
+/// `GetStackPolicy`: the policy as it was set; none when the stack has none.
+async fn get_stack_policy(app: &App, f: &Form) -> Outcome {
+    let policy = app.engine.stack_policy(f.required("StackName")?).await?;
+    result(|x| {
+        x.opt("StackPolicyBody", policy.as_deref());
+    })
+}
+
 async fn cancel_update_stack(app: &App, f: &Form) -> Outcome {
     app.engine
         .updates()
@@ -1311,6 +1373,8 @@ async fn reconcile_stack(app: &Arc<App>, f: &Form) -> Outcome {
     let flag = |k: &str| f.flag(k).map(|v| v == Some(true));
     let input = cairn_core::engine::ReconcileInput {
         update: UpdateStackInput {
+            stack_policy: None,
+            stack_policy_during_update: None,
             stack_name: f.required("StackName")?.to_string(),
             template_body: template_body(app, f)?,
             parameters: parameters(f)?,

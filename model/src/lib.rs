@@ -21,4 +21,5 @@ pub mod nested;
 pub mod plan;
 pub mod signal;
 pub mod stack;
+pub mod stack_policy;
 pub mod validate;

@@ -488,6 +488,11 @@ pub enum Command<'a> {
         stack: &'a str,
         on: bool,
     },
+    StackPolicy {
+        stack: &'a str,
+        set: Option<&'a Path>,
+        output: OutputFormat,
+    },
     Signal {
         stack: &'a str,
         resource: &'a str,
@@ -615,6 +620,19 @@ pub async fn run(endpoint: &str, command: Command<'_>) -> anyhow::Result<()> {
             r.call("SignalResource", &p).await?;
             println!("{status} signal {unique_id} kept for {resource} of stack {stack}");
             Ok(())
+        }
+        Command::StackPolicy { stack, set, output } => {
+            if let Some(body) = crate::stacks::read_policy(set)? {
+                r.call(
+                    "SetStackPolicy",
+                    &[kv("StackName", stack), kv("StackPolicyBody", body)],
+                )
+                .await?;
+                println!("stack policy of stack {stack} is set");
+                return Ok(());
+            }
+            let got = r.call("GetStackPolicy", &[kv("StackName", stack)]).await?;
+            crate::stacks::print_policy(stack, got.text_of("StackPolicyBody").as_deref(), output)
         }
         Command::Protect { stack, on } => {
             r.call(
@@ -864,6 +882,10 @@ async fn deploy(r: &Remote, args: stacks::DeployArgs<'_>) -> anyhow::Result<()> 
     params.extend(parameter_members(args.parameters, args.use_previous)?);
     params.extend(list_members("Capabilities", args.capabilities));
     params.extend(tag_members(args.tags)?);
+    if let Some(p) = crate::stacks::read_policy(args.stack_policy)? {
+        params.push(kv("StackPolicyBody", p));
+    }
+    let during = crate::stacks::read_policy(args.stack_policy_during_update)?;
     match r.stack(args.stack).await {
         Ok(existing) if existing.status != StackStatus::ReviewInProgress => {
             if args.on_failure.is_some() {
@@ -874,6 +896,9 @@ async fn deploy(r: &Remote, args: stacks::DeployArgs<'_>) -> anyhow::Result<()> 
             }
             if args.termination_protection {
                 return Err(crate::stacks::protection_on_update(args.stack));
+            }
+            if let Some(p) = during {
+                params.push(kv("StackPolicyDuringUpdateBody", p));
             }
             r.operate(
                 &existing.stack_id,
@@ -891,6 +916,9 @@ async fn deploy(r: &Remote, args: stacks::DeployArgs<'_>) -> anyhow::Result<()> 
                     "--use-previous-value applies to updating a stack; stack {} does not exist",
                     args.stack
                 ));
+            }
+            if during.is_some() {
+                return Err(crate::stacks::policy_during_create(args.stack));
             }
             if args.disable_rollback {
                 params.push(kv("DisableRollback", "true"));

@@ -191,6 +191,8 @@ pub(super) fn stack_record(m: &Node) -> anyhow::Result<StackRecord> {
             .map(|c| c.text.clone())
             .collect(),
         termination_protection: m.text_of("EnableTerminationProtection").as_deref() == Some("true"),
+        // DescribeStacks does not show it (GetStackPolicy does).
+        stack_policy: None,
     })
 }
 

@@ -52,6 +52,7 @@ pub(crate) fn stack(name: &str) -> StackRecord {
         },
         capabilities: vec!["CAPABILITY_AUTO_EXPAND".into()],
         termination_protection: true,
+        stack_policy: Some(r#"{"Statement":[]}"#.into()),
     }
 }
 
@@ -189,6 +190,18 @@ async fn stacks_and_events(store: &dyn Store) {
     );
     assert!(!store
         .set_termination_protection("arn:no-such-stack", true)
+        .await
+        .unwrap());
+    // The stack policy likewise.
+    assert_eq!(read.stack_policy.as_deref(), Some(r#"{"Statement":[]}"#));
+    let policy =
+        r#"{"Statement":[{"Effect":"Allow","Action":"Update:*","Principal":"*","Resource":"*"}]}"#;
+    assert!(store.set_stack_policy(&s.stack_id, policy).await.unwrap());
+    store.save_stack(&lease, &read).await.unwrap();
+    let again = store.find_stack("one").await.unwrap().unwrap();
+    assert_eq!(again.stack_policy.as_deref(), Some(policy));
+    assert!(!store
+        .set_stack_policy("arn:no-such-stack", policy)
         .await
         .unwrap());
 }

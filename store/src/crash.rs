@@ -182,6 +182,10 @@ impl Stacks for CrashStore {
             .await
     }
 
+    async fn set_stack_policy(&self, stack_id: &str, policy: &str) -> Result<bool, StoreError> {
+        self.inner.set_stack_policy(stack_id, policy).await
+    }
+
     async fn save_stack(&self, lease: &Lease, stack: &StackRecord) -> Result<(), StoreError> {
         self.write().await?;
         self.inner.save_stack(lease, stack).await

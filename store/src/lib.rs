@@ -178,6 +178,11 @@ pub trait Stacks: Send + Sync {
         stack_id: &str,
         enabled: bool,
     ) -> Result<bool, StoreError>;
+
+    /// Replaces the stack's policy (the document as given; no lease, like
+    /// termination protection, and `save_stack` never writes it). False
+    /// when there is no such stack.
+    async fn set_stack_policy(&self, stack_id: &str, policy: &str) -> Result<bool, StoreError>;
 }
 
 /// Which engine runs a stack's operation: leases, their fencing tokens,

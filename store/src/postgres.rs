@@ -25,7 +25,7 @@ use cairn_model::stack::{
 
 /// The schema version this Cairn writes; a database with a newer one is
 /// refused.
-const SCHEMA_VERSION: i32 = 5;
+const SCHEMA_VERSION: i32 = 6;
 
 /// Taken while the schema is applied, so engines starting together do not
 /// race (an arbitrary constant: "cairn" in ASCII).
@@ -46,7 +46,11 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (3, SCHEMA_3),
     (4, SCHEMA_4),
     (5, SCHEMA_5),
+    (6, SCHEMA_6),
 ];
+
+/// Version 6: a stack's policy (SetStackPolicy), as given.
+const SCHEMA_6: &str = "ALTER TABLE stacks ADD COLUMN IF NOT EXISTS stack_policy TEXT;";
 
 /// Version 5: a stack's termination protection.
 const SCHEMA_5: &str =
@@ -246,7 +250,7 @@ fn parsed<T: FromStr<Err = String>>(r: &Row, i: usize) -> Result<T, StoreError> 
     text.parse().map_err(StoreError::Database)
 }
 
-const STACK_COLUMNS: &str = "stack_id, stack_name, status, status_reason, description, template_body, parameters, no_echo, outputs, on_failure, created_at, updated_at, deleted_at, tags, parent_id, root_id, template_context, capabilities, termination_protection";
+const STACK_COLUMNS: &str = "stack_id, stack_name, status, status_reason, description, template_body, parameters, no_echo, outputs, on_failure, created_at, updated_at, deleted_at, tags, parent_id, root_id, template_context, capabilities, termination_protection, stack_policy";
 
 /// A stack's template context as stored (`NULL` when empty).
 fn context_text(c: &cairn_model::stack::TemplateContext) -> Result<Option<String>, StoreError> {
@@ -277,6 +281,7 @@ fn stack_row(r: &Row) -> Result<StackRecord, StoreError> {
         context: opt_json(r, 16)?.unwrap_or_default(),
         capabilities: opt_json(r, 17)?.unwrap_or_default(),
         termination_protection: get(r, 18)?,
+        stack_policy: get(r, 19)?,
     })
 }
 
@@ -1262,7 +1267,7 @@ impl Stacks for PgStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;
         let inserted = run(&tx,
-                &format!("INSERT INTO stacks ({STACK_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)"),
+                &format!("INSERT INTO stacks ({STACK_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)"),
                 &[
                     &s.stack_id,
                     &s.stack_name,
@@ -1283,6 +1288,7 @@ impl Stacks for PgStore {
                     &context_text(&s.context)?,
                     &json_text(&s.capabilities)?,
                     &s.termination_protection,
+                    &s.stack_policy,
                 ],
             )
             .await;
@@ -1381,6 +1387,18 @@ impl Stacks for PgStore {
             &client,
             "UPDATE stacks SET termination_protection = $2 WHERE stack_id = $1",
             &[&stack_id, &enabled],
+        )
+        .await
+        .map_err(backend)?;
+        Ok(n > 0)
+    }
+
+    async fn set_stack_policy(&self, stack_id: &str, policy: &str) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let n = run(
+            &client,
+            "UPDATE stacks SET stack_policy = $2 WHERE stack_id = $1",
+            &[&stack_id, &policy],
         )
         .await
         .map_err(backend)?;
@@ -2526,7 +2544,7 @@ mod tests {
         let refused = PgStore::connect(&url).await.err().map(|e| e.to_string());
         assert_eq!(
             refused.as_deref(),
-            Some("state database error: the PostgreSQL state database has schema version 99, newer than this Cairn's 5: upgrade Cairn")
+            Some("state database error: the PostgreSQL state database has schema version 99, newer than this Cairn's 6: upgrade Cairn")
         );
         drop(store);
         let name = url.rsplit('/').next().unwrap_or_default().to_string();

@@ -46,7 +46,9 @@ CREATE TABLE IF NOT EXISTS stacks (
     template_context TEXT,
     -- JSON: the capabilities the last create or update was given.
     capabilities TEXT,
-    termination_protection INTEGER NOT NULL DEFAULT 0
+    termination_protection INTEGER NOT NULL DEFAULT 0,
+    -- The stack policy (SetStackPolicy) as given, NULL when it has none.
+    stack_policy TEXT
 );
 -- Leases live apart from the stack row: the fence check on every write must
 -- not read past a large template body.
@@ -187,7 +189,21 @@ CREATE TABLE IF NOT EXISTS signals (
 
 /// The layout version written into `PRAGMA user_version`; bump it with any
 /// change to `SCHEMA` that an older file would not have.
-const SCHEMA_VERSION: i64 = 13;
+const SCHEMA_VERSION: i64 = 14;
+
+/// The columns each layout added, by the layout that added them (layout
+/// 10 added only tables).
+const COLUMN_STEPS: &[(i64, &str)] = &[
+    (7, "ALTER TABLE history ADD COLUMN details TEXT;"),
+    (8, "ALTER TABLE stacks ADD COLUMN tags TEXT;"),
+    (9, "ALTER TABLE change_sets ADD COLUMN tags TEXT; ALTER TABLE operations ADD COLUMN resume_attempts INTEGER NOT NULL DEFAULT 0; ALTER TABLE operations ADD COLUMN resume_events INTEGER NOT NULL DEFAULT 0;"),
+    // A nested stack's parent and root, its change sets' nesting, and the
+    // HOT files and environment.
+    (11, "ALTER TABLE stacks ADD COLUMN parent_id TEXT; ALTER TABLE stacks ADD COLUMN root_id TEXT; ALTER TABLE change_sets ADD COLUMN nested TEXT; ALTER TABLE stacks ADD COLUMN template_context TEXT;"),
+    (12, "ALTER TABLE stacks ADD COLUMN capabilities TEXT;"),
+    (13, "ALTER TABLE stacks ADD COLUMN termination_protection INTEGER NOT NULL DEFAULT 0;"),
+    (14, "ALTER TABLE stacks ADD COLUMN stack_policy TEXT;"),
+];
 
 /// A new file gets the current version; a file with another one is refused
 /// with a message instead of failing later on a missing column.
@@ -208,23 +224,14 @@ fn check_schema_version(conn: &Connection, path: &Path) -> Result<(), StoreError
             .map_err(backend);
     }
     // Older layouts that only lack new tables (SCHEMA adds them) and
-    // nullable columns are upgraded in place.
-    let added_columns = match version {
-        6 => {
-            "ALTER TABLE history ADD COLUMN details TEXT; ALTER TABLE stacks ADD COLUMN tags TEXT; ALTER TABLE change_sets ADD COLUMN tags TEXT; ALTER TABLE operations ADD COLUMN resume_attempts INTEGER NOT NULL DEFAULT 0; ALTER TABLE operations ADD COLUMN resume_events INTEGER NOT NULL DEFAULT 0; ALTER TABLE stacks ADD COLUMN parent_id TEXT; ALTER TABLE stacks ADD COLUMN root_id TEXT; ALTER TABLE change_sets ADD COLUMN nested TEXT; ALTER TABLE stacks ADD COLUMN template_context TEXT; ALTER TABLE stacks ADD COLUMN capabilities TEXT; ALTER TABLE stacks ADD COLUMN termination_protection INTEGER NOT NULL DEFAULT 0;"
-        }
-        7 => "ALTER TABLE stacks ADD COLUMN tags TEXT; ALTER TABLE change_sets ADD COLUMN tags TEXT; ALTER TABLE operations ADD COLUMN resume_attempts INTEGER NOT NULL DEFAULT 0; ALTER TABLE operations ADD COLUMN resume_events INTEGER NOT NULL DEFAULT 0; ALTER TABLE stacks ADD COLUMN parent_id TEXT; ALTER TABLE stacks ADD COLUMN root_id TEXT; ALTER TABLE change_sets ADD COLUMN nested TEXT; ALTER TABLE stacks ADD COLUMN template_context TEXT; ALTER TABLE stacks ADD COLUMN capabilities TEXT; ALTER TABLE stacks ADD COLUMN termination_protection INTEGER NOT NULL DEFAULT 0;",
-        8 => "ALTER TABLE change_sets ADD COLUMN tags TEXT; ALTER TABLE operations ADD COLUMN resume_attempts INTEGER NOT NULL DEFAULT 0; ALTER TABLE operations ADD COLUMN resume_events INTEGER NOT NULL DEFAULT 0; ALTER TABLE stacks ADD COLUMN parent_id TEXT; ALTER TABLE stacks ADD COLUMN root_id TEXT; ALTER TABLE change_sets ADD COLUMN nested TEXT; ALTER TABLE stacks ADD COLUMN template_context TEXT; ALTER TABLE stacks ADD COLUMN capabilities TEXT; ALTER TABLE stacks ADD COLUMN termination_protection INTEGER NOT NULL DEFAULT 0;",
-        // Layout 10 added tables (the callback secret and responses), 11
-        // the signals table and a nested stack's parent and root.
-        9 | 10 => "ALTER TABLE stacks ADD COLUMN parent_id TEXT; ALTER TABLE stacks ADD COLUMN root_id TEXT; ALTER TABLE change_sets ADD COLUMN nested TEXT; ALTER TABLE stacks ADD COLUMN template_context TEXT; ALTER TABLE stacks ADD COLUMN capabilities TEXT; ALTER TABLE stacks ADD COLUMN termination_protection INTEGER NOT NULL DEFAULT 0;",
-        // Layout 12 added the stacks' capabilities, 13 their termination
-        // protection.
-        12 => "ALTER TABLE stacks ADD COLUMN termination_protection INTEGER NOT NULL DEFAULT 0;",
-        11 => "ALTER TABLE stacks ADD COLUMN capabilities TEXT; ALTER TABLE stacks ADD COLUMN termination_protection INTEGER NOT NULL DEFAULT 0;",
-        _ => "",
-    };
-    if !added_columns.is_empty() {
+    // columns with defaults are upgraded in place: a file of layout `v`
+    // gets every step added after `v`.
+    if (6..SCHEMA_VERSION).contains(&version) {
+        let added_columns: String = COLUMN_STEPS
+            .iter()
+            .filter(|(added_in, _)| *added_in > version)
+            .map(|(_, step)| *step)
+            .collect();
         return conn
             .execute_batch(&format!(
                 "{added_columns} PRAGMA user_version = {SCHEMA_VERSION}"
@@ -267,7 +274,7 @@ fn parse_enum<T: std::str::FromStr<Err = String>>(s: &str) -> rusqlite::Result<T
     })
 }
 
-const STACK_COLUMNS: &str = "stack_id, stack_name, status, status_reason, description, template_body, parameters, no_echo, outputs, on_failure, created_at, updated_at, deleted_at, tags, parent_id, root_id, template_context, capabilities, termination_protection";
+const STACK_COLUMNS: &str = "stack_id, stack_name, status, status_reason, description, template_body, parameters, no_echo, outputs, on_failure, created_at, updated_at, deleted_at, tags, parent_id, root_id, template_context, capabilities, termination_protection, stack_policy";
 
 /// A stack's template context as stored (`NULL` when empty).
 fn context_text(c: &cairn_model::stack::TemplateContext) -> Result<Option<String>, StoreError> {
@@ -308,6 +315,7 @@ fn stack_row(r: &Row<'_>) -> rusqlite::Result<StackRecord> {
             .and_then(|t| serde_json::from_str(&t).ok())
             .unwrap_or_default(),
         termination_protection: r.get::<_, i64>(18)? != 0,
+        stack_policy: r.get(19)?,
     })
 }
 
@@ -752,7 +760,7 @@ impl Stacks for SqliteStore {
                 return Err(StoreError::StackExists(s.stack_name.clone()));
             }
             c.execute(
-                &format!("INSERT INTO stacks ({STACK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)"),
+                &format!("INSERT INTO stacks ({STACK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)"),
                 params![
                     s.stack_id,
                     s.stack_name,
@@ -772,7 +780,8 @@ impl Stacks for SqliteStore {
                     s.root_id,
                     context_text(&s.context)?,
                     json_text(&s.capabilities)?,
-                    s.termination_protection
+                    s.termination_protection,
+                    s.stack_policy
                 ],
             )
             .map_err(backend)?;
@@ -864,6 +873,19 @@ impl Stacks for SqliteStore {
             c.execute(
                 "UPDATE stacks SET termination_protection = ?2 WHERE stack_id = ?1",
                 params![id, enabled],
+            )
+            .map(|n| n > 0)
+            .map_err(backend)
+        })
+        .await
+    }
+
+    async fn set_stack_policy(&self, stack_id: &str, policy: &str) -> Result<bool, StoreError> {
+        let (id, policy) = (stack_id.to_string(), policy.to_string());
+        self.run(move |c| {
+            c.execute(
+                "UPDATE stacks SET stack_policy = ?2 WHERE stack_id = ?1",
+                params![id, policy],
             )
             .map(|n| n > 0)
             .map_err(backend)
@@ -1884,7 +1906,7 @@ mod tests {
             let c = Connection::open(&path).unwrap();
             let old = SCHEMA
                 .replace(
-                    ",\n    tags TEXT,\n    parent_id TEXT,\n    root_id TEXT,\n    template_context TEXT,\n    -- JSON: the capabilities the last create or update was given.\n    capabilities TEXT,\n    termination_protection INTEGER NOT NULL DEFAULT 0\n);",
+                    ",\n    tags TEXT,\n    parent_id TEXT,\n    root_id TEXT,\n    template_context TEXT,\n    -- JSON: the capabilities the last create or update was given.\n    capabilities TEXT,\n    termination_protection INTEGER NOT NULL DEFAULT 0,\n    -- The stack policy (SetStackPolicy) as given, NULL when it has none.\n    stack_policy TEXT\n);",
                     "\n);",
                 )
                 .replace(",\n    tags TEXT,\n    nested TEXT\n);", "\n);")

@@ -609,6 +609,62 @@ def protection():
     assert (code, message) == ("ValidationError", "Stack [nope] does not exist"), message
 
 
+POLICY_DENY_REPLACE = json.dumps({"Statement": [
+    {"Effect": "Allow", "Action": "Update:*", "Principal": "*", "Resource": "*"},
+    {"Effect": "Deny", "Action": "Update:Replace", "Principal": "*", "Resource": "LogicalResourceId/Db*"},
+]})
+
+
+def stack_policy():
+    """Stack policies: StackPolicyBody on CreateStack, GetStackPolicy and
+    SetStackPolicy, an update whose implicit replacement the policy denies
+    rolls back with the denial on the resource's event, and
+    StackPolicyDuringUpdateBody lets one update through."""
+    body = ("Parameters:\n  N: {Type: String}\nResources:\n"
+            "  A: {Type: Cairn::Test::Resource, Properties: {Name: !Ref N}}\n"
+            "  Db: {Type: Cairn::Test::Resource, Properties: {Name: !Sub '${A}-db'}}\n")
+    params = lambda n: [{"ParameterKey": "N", "ParameterValue": n}]
+    cf.create_stack(StackName="pol", TemplateBody=body, Parameters=params("a1"), StackPolicyBody=POLICY_DENY_REPLACE)
+    cf.get_waiter("stack_create_complete").wait(StackName="pol", WaiterConfig=FAST)
+    assert cf.get_stack_policy(StackName="pol")["StackPolicyBody"] == POLICY_DENY_REPLACE
+    cf.update_stack(StackName="pol", TemplateBody=body, Parameters=params("a2"))
+    try:
+        cf.get_waiter("stack_update_complete").wait(StackName="pol", WaiterConfig=FAST)
+        raise AssertionError("the denied update completed")
+    except WaiterError:
+        pass
+    stack = cf.describe_stacks(StackName="pol")["Stacks"][0]
+    assert stack["StackStatus"] == "UPDATE_ROLLBACK_COMPLETE", stack
+    failed = [e for e in cf.describe_stack_events(StackName="pol")["StackEvents"]
+              if e["ResourceStatus"] == "UPDATE_FAILED"]
+    assert [(e["LogicalResourceId"], e["ResourceStatusReason"]) for e in failed] == [
+        ("Db", "Action denied by stack policy: Statement [#2] does not allow [Update:Replace] for resource [LogicalResourceId/Db];")], failed
+    db = cf.describe_stack_resource(StackName="pol", LogicalResourceId="Db")["StackResourceDetail"]
+    assert db["PhysicalResourceId"] == "a1-db", db
+    # One update allowed by its own policy; the stack's stays.
+    allow_all = json.dumps({"Statement": [{"Effect": "Allow", "Action": "Update:*", "Principal": "*", "Resource": "*"}]})
+    cf.update_stack(StackName="pol", TemplateBody=body, Parameters=params("a2"), StackPolicyDuringUpdateBody=allow_all)
+    cf.get_waiter("stack_update_complete").wait(StackName="pol", WaiterConfig=FAST)
+    db = cf.describe_stack_resource(StackName="pol", LogicalResourceId="Db")["StackResourceDetail"]
+    assert db["PhysicalResourceId"] == "a2-db", db
+    assert cf.get_stack_policy(StackName="pol")["StackPolicyBody"] == POLICY_DENY_REPLACE
+    # SetStackPolicy replaces it; a malformed one is refused.
+    cf.set_stack_policy(StackName="pol", StackPolicyBody=allow_all)
+    assert cf.get_stack_policy(StackName="pol")["StackPolicyBody"] == allow_all
+    code, message, _ = error(cf.set_stack_policy, StackName="pol", StackPolicyBody='{"Statement": [{"Effect": "Allow"}]}')
+    assert (code, message) == ("ValidationError", "StackPolicyBody is not a valid stack policy: Statement [#1]: Principal is required and must be \"*\""), message
+    cf.delete_stack(StackName="pol")
+    cf.get_waiter("stack_delete_complete").wait(StackName="pol", WaiterConfig=FAST)
+    code, message, _ = error(cf.get_stack_policy, StackName="pol")
+    assert (code, message) == ("ValidationError", "Stack with id pol does not exist"), message
+    # A stack without a policy: none, and every update allowed.
+    cf.create_stack(StackName="free", TemplateBody=body, Parameters=params("f1"))
+    cf.get_waiter("stack_create_complete").wait(StackName="free", WaiterConfig=FAST)
+    assert "StackPolicyBody" not in cf.get_stack_policy(StackName="free")
+    cf.delete_stack(StackName="free")
+    cf.get_waiter("stack_delete_complete").wait(StackName="free", WaiterConfig=FAST)
+
+
 def racing():
     """Two mutating calls on one stack at once, behind a barrier, a few
     hundred times: one starts, the other gets CloudFormation's refusal, and

@@ -24,6 +24,7 @@ mod provider_scaffold;
 mod reconcile;
 mod serve;
 mod signals;
+mod stack_policy;
 mod stacks;
 mod support;
 mod update;

@@ -146,6 +146,11 @@ fn boto3_termination_protection() {
 }
 
 #[test]
+fn boto3_stack_policy() {
+    run("stack_policy");
+}
+
+#[test]
 fn boto3_macros() {
     let handler = crate::macros::count_macro();
     let s = Scratch::new();

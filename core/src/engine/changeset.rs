@@ -108,6 +108,8 @@ impl ChangeSets<'_> {
         let prepared = self
             .updates()
             .prepare_update(&UpdateStackInput {
+                stack_policy: None,
+                stack_policy_during_update: None,
                 stack_name: input.stack_name.clone(),
                 template_body: input.template_body.clone(),
                 parameters: input.parameters.clone(),
@@ -210,6 +212,8 @@ impl ChangeSets<'_> {
                 .unwrap_or_default();
             let templates = parent.nested.templates.below(&logical);
             let input = UpdateStackInput {
+                stack_policy: None,
+                stack_policy_during_update: None,
                 stack_name: child_id.clone(),
                 template_body: parent
                     .nested
@@ -404,6 +408,7 @@ impl ChangeSets<'_> {
             context: Default::default(),
             capabilities: Vec::new(),
             termination_protection: false,
+            stack_policy: None,
         };
         let first = stack_event(
             &stack,
@@ -444,6 +449,10 @@ impl ChangeSets<'_> {
             input.change_set_name,
             uuid::Uuid::new_v4()
         );
+        let mut marked = changes_json(changes);
+        if kind == ChangeSetType::Update {
+            super::stack_policy::mark_denied(&mut marked, stack.stack_policy.as_deref());
+        }
         ChangeSetRecord {
             change_set_id,
             change_set_name: input.change_set_name.clone(),
@@ -457,7 +466,7 @@ impl ChangeSets<'_> {
             template_body: template_body.to_string(),
             parameters: parameters.clone(),
             no_echo: no_echo.to_vec(),
-            changes: changes_json(changes),
+            changes: marked,
             created_at: now(),
             base_version,
             tags: input.tags.clone(),
@@ -572,6 +581,8 @@ impl ChangeSets<'_> {
             .updates()
             .prepare_update_nested(
                 &UpdateStackInput {
+                    stack_policy: None,
+                    stack_policy_during_update: None,
                     stack_name: cs.stack_id.clone(),
                     template_body: Some(cs.template_body.clone()),
                     parameters,
@@ -602,6 +613,7 @@ impl ChangeSets<'_> {
                 rc.remove("ChangeSetId");
             }
         }
+        super::stack_policy::unmarked(&mut stored);
         if changes_json(changes) == stored {
             return Ok(());
         }

@@ -41,6 +41,9 @@ impl Creates<'_> {
         child: Option<(&StackRecord, crate::nested::NestedTemplates)>,
     ) -> Result<String, EngineError> {
         check_stack_name(&input.stack_name, Some(&input.template_body))?;
+        if let Some(p) = &input.stack_policy {
+            super::stack_policy::parse(p, "StackPolicyBody")?;
+        }
         if self.store.find_stack(&input.stack_name).await?.is_some() {
             return Err(StoreError::StackExists(input.stack_name.clone()).into());
         }
@@ -101,6 +104,7 @@ impl Creates<'_> {
             capabilities: input.capabilities.clone().unwrap_or_default(),
             // Only a root stack's counts; its nested stacks share it.
             termination_protection: input.termination_protection && parent.is_none(),
+            stack_policy: input.stack_policy.clone(),
         };
         let first = stack_event(
             &stack,

@@ -29,6 +29,7 @@ mod served;
 pub mod signals;
 #[cfg(test)]
 pub(crate) mod sim;
+pub mod stack_policy;
 mod update;
 
 pub use changeset::{changes_json, ChangeSetType, CreateChangeSetInput, NO_CHANGES};
@@ -124,6 +125,8 @@ pub struct CreateStackInput {
     pub capabilities: Option<Vec<String>>,
     /// `EnableTerminationProtection` (a root stack's).
     pub termination_protection: bool,
+    /// `StackPolicyBody`: the stack's policy.
+    pub stack_policy: Option<String>,
 }
 
 /// How CloudFormation shows a value read from a NoEcho custom resource.
@@ -162,6 +165,8 @@ struct Op {
     /// after a crash or a takeover does not report a step in progress a
     /// second time, as CloudFormation never shows one twice.
     reported: std::sync::Mutex<HashMap<String, Reported>>,
+    /// The stack policy an update is checked against (see `stack_policy`).
+    policy: Option<crate::stack_policy::StackPolicy>,
 }
 
 /// A resource's last reported step: status, reason, physical id.
@@ -539,6 +544,10 @@ impl Engine {
             .as_ref()
             .map(|o| crate::nested::NestedTemplates::from_options(&o.options))
             .unwrap_or_default();
+        let policy = match &operation {
+            Some(o) if o.kind == OperationKind::Update => stack_policy::of_operation(&o.options)?,
+            _ => None,
+        };
         let deadline = (stack.status == StackStatus::CreateInProgress)
             .then(|| operation_deadline(operation.as_ref()))
             .flatten();
@@ -560,6 +569,7 @@ impl Engine {
             state: this,
             other,
             reported: std::sync::Mutex::new(reported),
+            policy,
         })
     }
 

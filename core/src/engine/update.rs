@@ -23,6 +23,7 @@ use crate::stack::{
     now, CallKind, ChangeSetRecord, Journal, OperationKind, OutputRecord, PendingCall,
     ResourceRecord, ResourceStatus, Snapshot, StackRecord, StackStatus, Tag,
 };
+use crate::stack_policy::UpdateAction;
 use crate::store::{OperationRecord, StoreError};
 use crate::template::eval::{Evaluator, StackContext};
 use crate::template::parameters::ParameterValues;
@@ -56,6 +57,12 @@ pub struct UpdateStackInput {
     /// The capabilities acknowledged (`None`: not checked, for an update
     /// the engine makes itself, such as a nested stack's).
     pub capabilities: Option<Vec<String>>,
+    /// `StackPolicyBody`: the stack's new policy, in effect once the update
+    /// has started (`None`: kept).
+    pub stack_policy: Option<String>,
+    /// `StackPolicyDuringUpdateBody`: the policy this update alone is
+    /// checked against, instead of the stack's.
+    pub stack_policy_during_update: Option<String>,
 }
 
 /// The stack fields an update replaces, as journaled for both sides.
@@ -430,7 +437,13 @@ impl Updates<'_> {
                 "No updates are to be performed.".into(),
             ));
         }
-        self.begin_update(prepared, None).await
+        let id = self.begin_update(prepared, None).await?;
+        // The new policy governs the next updates; this one is checked
+        // against the policy it started with (in its options).
+        if let Some(p) = &input.stack_policy {
+            self.store.set_stack_policy(&id, p).await?;
+        }
+        Ok(id)
     }
 
     /// Everything an update decides before it changes anything: the
@@ -454,6 +467,17 @@ impl Updates<'_> {
         // the reads run on the store's thread while this one parses, so the
         // work is pipelined over two cores. Errors keep their order: the
         // stack's existence and status are reported before template errors.
+        for (body, what) in [
+            (&input.stack_policy, "StackPolicyBody"),
+            (
+                &input.stack_policy_during_update,
+                "StackPolicyDuringUpdateBody",
+            ),
+        ] {
+            if let Some(b) = body {
+                super::stack_policy::parse(b, what)?;
+            }
+        }
         let (stack_rx, live) = read_live_state(self.store.clone(), input.stack_name.clone());
         let empty = crate::stack::TemplateContext::default();
         let supplied_context = input.context.as_ref().unwrap_or(&empty);
@@ -611,6 +635,16 @@ impl Updates<'_> {
         // milliseconds that the caller need not wait for.
         tokio::task::spawn_blocking(move || drop((rows, results, template)));
         let mut extra_options = serde_json::Map::new();
+        if let Some(policy) = input
+            .stack_policy_during_update
+            .as_ref()
+            .or(stack.stack_policy.as_ref())
+        {
+            extra_options.insert(
+                super::stack_policy::OPTION.into(),
+                Value::String(policy.clone()),
+            );
+        }
         if input.disable_rollback {
             extra_options.insert(kept::DISABLE_ROLLBACK.into(), Value::Bool(true));
         }
@@ -972,6 +1006,9 @@ impl Updates<'_> {
                 }
                 let rows = self.store.resources(id).await?;
                 if rows.iter().all(|r| r.journal.is_none()) {
+                    if let Some(denial) = self.denied_removal(op, &rows) {
+                        return self.fail_update(op, &denial).await;
+                    }
                     match self.check_parameter_values(op).await {
                         Err(reason) => return self.fail_update(op, &reason).await,
                         Ok(warnings) => {
@@ -1007,6 +1044,15 @@ impl Updates<'_> {
                 op.stack.stack_name
             ))),
         }
+    }
+
+    /// The stack policy's denial of a resource this update removes, if any
+    /// (checked before anything is touched: removals happen in the cleanup,
+    /// after which nothing rolls back).
+    fn denied_removal(&self, op: &Op, rows: &[ResourceRecord]) -> Option<String> {
+        rows.iter()
+            .filter(|r| plan::is_live(r) && op.graph.index_of(&r.logical_id).is_none())
+            .find_map(|r| op.policy_denies(UpdateAction::Delete, &r.logical_id, &r.resource_type))
     }
 
     /// Rolls every resource of the new template forward in dependency order.
@@ -1164,6 +1210,22 @@ impl Updates<'_> {
             }
             d => d,
         };
+        let action = match &decision {
+            Decision::MetadataOnly | Decision::InPlace { .. } => Some(UpdateAction::Modify),
+            Decision::Replace { .. } => Some(UpdateAction::Replace),
+            Decision::NoChange | Decision::Unsupported { .. } => None,
+        };
+        if let Some(denial) =
+            action.and_then(|a| op.policy_denies(a, &rec.logical_id, &rec.resource_type))
+        {
+            // Refused before the resource is touched: nothing to undo.
+            rec.journal = Some(Journal::Changed { before });
+            rec.status = ResourceStatus::UpdateFailed;
+            rec.status_reason = Some(denial);
+            rec.updated_at = now();
+            self.record(op, &rec, Vec::new()).await;
+            return false;
+        }
         match decision {
             Decision::NoChange => true,
             Decision::MetadataOnly => {

@@ -190,6 +190,10 @@ pub struct StackRecord {
     /// Written at the stack's insert and by
     /// `Stacks::set_termination_protection`, never by `save_stack`.
     pub termination_protection: bool,
+    /// The stack policy (`StackPolicyBody`, `SetStackPolicy`) as given;
+    /// `None`: every update is allowed. Written at the stack's insert and
+    /// by `Stacks::set_stack_policy`, never by `save_stack`.
+    pub stack_policy: Option<String>,
 }
 
 pub use crate::template::{Facade, TemplateContext};

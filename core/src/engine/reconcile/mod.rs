@@ -195,6 +195,8 @@ impl Reconciles<'_> {
                 ));
             }
             UpdateStackInput {
+                stack_policy: None,
+                stack_policy_during_update: None,
                 stack_name: input.update.stack_name.clone(),
                 template_body: None,
                 parameters: Default::default(),

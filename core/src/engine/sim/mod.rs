@@ -311,6 +311,7 @@ impl World {
 
     fn create_input(&self, template: &str, on_failure: OnFailure) -> CreateStackInput {
         CreateStackInput {
+            stack_policy: None,
             stack_name: STACK.into(),
             template_body: self.template(template),
             parameters: BTreeMap::new(),
@@ -326,6 +327,8 @@ impl World {
 
     fn update_input(&self, template: &str) -> UpdateStackInput {
         UpdateStackInput {
+            stack_policy: None,
+            stack_policy_during_update: None,
             stack_name: STACK.into(),
             template_body: Some(self.template(template)),
             parameters: BTreeMap::new(),
