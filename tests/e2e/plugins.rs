@@ -10,7 +10,7 @@ use crate::update::{cairn, deploy, ev, sequence_after};
 /// A cdylib of this workspace, built by the test (once per test process)
 /// with the same cargo and target directory as the test itself.
 pub(crate) fn library(crate_name: &str) -> PathBuf {
-    crate::support::cargo_build(&["-p", &crate_name.replace('_', "-")]);
+    crate::support::workspace_built();
     PathBuf::from(env!("CARGO_BIN_EXE_cairn"))
         .parent()
         .map(|d| d.join(format!("lib{crate_name}.so")))

@@ -239,27 +239,53 @@ impl Run {
     }
 }
 
-/// Builds a target of this workspace with the cargo and target directory of
-/// the test itself, once per test process (`args` such as `-p crate` or
-/// `--example name`).
-pub fn cargo_build(args: &[&str]) {
-    static BUILT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
-    let key = args.join(" ");
+/// Makes sure the workspace's plugin libraries and examples are built, with
+/// the cargo and target directory of the test itself, once per test
+/// process. It is `cargo xtask test`'s own first build (xtask's
+/// `WORKSPACE_BUILD`): the same units with the same features, so after
+/// xtask it builds nothing, and alone it builds what `cargo test` had not.
+pub fn workspace_built() {
+    static BUILT: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
     let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
-    if built.contains(&key) {
+    if *built {
         return;
     }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = Command::new(cargo)
-        .args(["build", "--quiet"])
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("cargo runs");
+    let mut cmd = Command::new(cargo);
+    cmd.args([
+        "build",
+        "--quiet",
+        "--workspace",
+        "--lib",
+        "--bins",
+        "--tests",
+        "--examples",
+    ])
+    .current_dir(env!("CARGO_MANIFEST_DIR"));
+    // `cargo test` gave this process its package's variables; ring's build
+    // script lists them as inputs, so a cargo that sees them rebuilds ring
+    // and everything above it.
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        let per_package = [
+            "CARGO_PKG_",
+            "CARGO_MANIFEST_",
+            "CARGO_CRATE_",
+            "CARGO_BIN_",
+        ]
+        .iter()
+        .any(|p| name.starts_with(p))
+            || name == "CARGO_PRIMARY_PACKAGE"
+            || name == "OUT_DIR";
+        if per_package {
+            cmd.env_remove(name.as_ref());
+        }
+    }
+    let out = cmd.output().expect("cargo runs");
     assert!(
         out.status.success(),
-        "cargo build {key}: {}",
+        "cargo build --workspace: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    built.push(key);
+    *built = true;
 }

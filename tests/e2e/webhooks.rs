@@ -775,7 +775,7 @@ impl Drop for Program {
 /// The Rust handler kit example (`examples/webhook_handler.rs`).
 /// The kit example's executable, built first.
 pub(crate) fn kit_example() -> PathBuf {
-    crate::support::cargo_build(&["--example", "webhook_handler"]);
+    crate::support::workspace_built();
     PathBuf::from(env!("CARGO_BIN_EXE_cairn"))
         .parent()
         .map(|d| d.join("examples/webhook_handler"))

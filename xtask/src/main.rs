@@ -74,10 +74,14 @@ fn test(args: &[String]) -> Result<ExitCode, String> {
     let mut paths = vec![env.bin.clone()];
     paths.extend(std::env::split_paths(&path));
     let path = std::env::join_paths(paths).map_err(|e| format!("cannot build PATH: {e}"))?;
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    // Everything the tests run, built first in one pass with the tests'
+    // features: the plugin libraries and examples the end-to-end tests load
+    // exist before any test runs, nothing compiles while timing-sensitive
+    // tests run, and `cargo test` then reuses it all.
+    eprintln!("xtask: cargo {}", WORKSPACE_BUILD.join(" "));
+    run(cargo(&root).args(WORKSPACE_BUILD))?;
     eprintln!("xtask: cargo test --workspace {}", args.join(" "));
-    let status = Command::new(cargo)
-        .current_dir(&root)
+    let status = cargo(&root)
         .args(["test", "--workspace"])
         .args(args)
         .env("PATH", path)
@@ -89,6 +93,44 @@ fn test(args: &[String]) -> Result<ExitCode, String> {
         Some(0) => ExitCode::SUCCESS,
         _ => ExitCode::FAILURE,
     })
+}
+
+/// The build the tests need, as `tests/e2e/support.rs` runs it too: the
+/// same units with the same features, so neither rebuilds what the other
+/// built.
+const WORKSPACE_BUILD: [&str; 6] = [
+    "build",
+    "--workspace",
+    "--lib",
+    "--bins",
+    "--tests",
+    "--examples",
+];
+
+/// A `cargo` command in the workspace without the variables `cargo run`
+/// set for this program (`CARGO_PKG_NAME`, `CARGO_MANIFEST_DIR`, …): build
+/// scripts (ring's) list them as inputs, so a nested cargo that sees them
+/// rebuilds those crates and everything above them.
+fn cargo(root: &Path) -> Command {
+    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cmd.current_dir(root);
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        let per_package = [
+            "CARGO_PKG_",
+            "CARGO_MANIFEST_",
+            "CARGO_CRATE_",
+            "CARGO_BIN_",
+        ]
+        .iter()
+        .any(|p| name.starts_with(p))
+            || name == "CARGO_PRIMARY_PACKAGE"
+            || name == "OUT_DIR";
+        if per_package {
+            cmd.env_remove(name.as_ref());
+        }
+    }
+    cmd
 }
 
 /// What the tests are given.
