@@ -27,8 +27,8 @@ use cairn_sdk::serde_json::{json, Map, Value};
 use cairn_sdk::webhook::WebhookHandler;
 use cairn_sdk::{
     async_trait, CreateRequest, CreateResult, DeleteRequest, DriftRequest, DriftResult,
-    PropertyDifference, PropertySchema, ProviderError, ResourceProvider, ResourceSchema,
-    UpdateRequest, UpdateResult,
+    PropertyDifference, PropertySchema, ProviderError, ReadRequest, ReadResult, ResourceProvider,
+    ResourceSchema, UpdateRequest, UpdateResult,
 };
 
 /// Greetings kept in memory, by physical id.
@@ -109,6 +109,25 @@ impl ResourceProvider for Greetings {
         Ok(DriftResult::from_differences(PropertyDifference::compare(
             &want, &have,
         )))
+    }
+
+    /// A greeting it holds, its properties told by its id and message; one
+    /// it does not hold is NotFound.
+    async fn read(&self, req: &ReadRequest) -> Result<ReadResult, ProviderError> {
+        let id = &req.physical_resource_id;
+        let stored = self.made.lock().ok().and_then(|m| m.get(id).cloned());
+        let (Some(text), Some(name)) = (stored, id.strip_prefix("greeting-")) else {
+            return Err(ProviderError::not_found(format!("no greeting {id}")));
+        };
+        let mut properties = Map::new();
+        properties.insert("Name".into(), json!(name));
+        properties.insert("Excited".into(), json!(text.ends_with('!')));
+        let mut attributes = Map::new();
+        attributes.insert("Message".into(), json!(text));
+        Ok(ReadResult::Found {
+            properties,
+            attributes,
+        })
     }
 
     async fn delete(&self, req: &DeleteRequest) -> Result<(), ProviderError> {

@@ -142,6 +142,9 @@ struct ProviderTestArgs {
     /// The handler answers Cairn's CheckDrift request.
     #[arg(long, requires = "webhook")]
     drift: bool,
+    /// The handler answers Cairn's Read request (the read tests run).
+    #[arg(long, requires = "webhook")]
+    read: bool,
     /// Inputs per type (JSON or YAML): `Type: {Create: {...}, Updates: [...],
     /// Invalid: {...}}`, or `Type: {<create properties>}`. Without it they
     /// are derived from the schema.
@@ -772,6 +775,7 @@ async fn provider_test(
             url: url.clone(),
             secret: a.secret.clone(),
             drift: a.drift,
+            read: a.read,
         },
         _ => anyhow::bail!("give --type, --plugin or --webhook"),
     };

@@ -28,6 +28,7 @@ pub enum Under {
         url: String,
         secret: Option<String>,
         drift: bool,
+        read: bool,
     },
 }
 
@@ -57,7 +58,12 @@ pub async fn run(mut config: Config, args: Args<'_>) -> anyhow::Result<()> {
                 }));
             None
         }
-        Under::Webhook { url, secret, drift } => {
+        Under::Webhook {
+            url,
+            secret,
+            drift,
+            read,
+        } => {
             wait_until_listening(url, Duration::from_secs(10)).await;
             config
                 .providers
@@ -65,6 +71,7 @@ pub async fn run(mut config: Config, args: Args<'_>) -> anyhow::Result<()> {
                     p.url = Some(url.clone());
                     p.secret = secret.clone();
                     p.drift = *drift;
+                    p.read = *read;
                 }));
             None
         }
@@ -176,6 +183,7 @@ fn entry(
         sha256: None,
         timeout_seconds: Some(timeout),
         drift: false,
+        read: false,
     };
     set(&mut p);
     p

@@ -172,6 +172,12 @@ pub struct EndpointConfig {
     pub attributes: Vec<String>,
     /// The handler answers Cairn's `CheckDrift` requests (`cairn drift`).
     pub drift: bool,
+    /// The handler answers Cairn's `Read` requests: set from a
+    /// `[[providers]] kind = "webhook"` entry's `read`, never from
+    /// `[webhooks.endpoints]` (custom resources are not imported, as in
+    /// CloudFormation).
+    #[serde(skip)]
+    pub read: bool,
 }
 
 /// How a provider is reached.
@@ -237,6 +243,11 @@ pub struct ProviderConfig {
     /// does not know that request type.
     #[serde(default)]
     pub drift: bool,
+    /// The handler answers Cairn's `Read` request (`webhook`): a resource
+    /// of its types can be imported and the kit's read tests run. Off by
+    /// default, like `drift`.
+    #[serde(default)]
+    pub read: bool,
 }
 
 /// One `[[macros]]` entry: a macro every template may name in `Transform`

@@ -5,12 +5,13 @@ against what it holds (in memory: a restart forgets every greeting).
 
     pip install ./sdk-python
     python3 examples/python-provider/greetings.py --listen 127.0.0.1:8082 --secret s3cret
-    cairn provider test --webhook http://127.0.0.1:8082/ --secret s3cret --drift
+    cairn provider test --webhook http://127.0.0.1:8082/ --secret s3cret --drift --read
 """
 
 import threading
 
-from cairn_provider import Boolean, Provider, ResourceType, Result, String, compare, deleted, serve
+from cairn_provider import (Boolean, NotFound, Provider, ResourceType, Result, String, compare,
+                            deleted, found, serve)
 
 GREETING = ResourceType("Custom::Greeting", attributes={"Message": "the greeting"}, properties={
     "Name": String(required=True, create_only=True), "Excited": Boolean()})
@@ -46,6 +47,14 @@ class Greetings(Provider):
         if held is None:
             return deleted()
         return compare({"Message": message(request.properties)}, {"Message": held})
+
+    def read(self, request):
+        with self.lock:
+            held = self.made.get(request.physical_id)
+        if held is None or not request.physical_id.startswith("py-greeting-"):
+            raise NotFound("no greeting %s" % request.physical_id)
+        name = request.physical_id[len("py-greeting-"):]
+        return found({"Name": name, "Excited": held.endswith("!")}, {"Message": held})
 
 
 if __name__ == "__main__":

@@ -77,6 +77,14 @@ macro_rules! provider_over_calls {
                     .await
             }
 
+            async fn read(
+                &self,
+                req: &cairn_sdk::ReadRequest,
+            ) -> Result<cairn_sdk::ReadResult, cairn_sdk::ProviderError> {
+                self.invoke(&cairn_sdk::plugin::Call::Read(req.clone()))
+                    .await
+            }
+
             async fn transform(
                 &self,
                 req: &cairn_sdk::MacroRequest,

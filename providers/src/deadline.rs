@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use cairn_sdk::{
     Cancellation, CreateRequest, CreateResult, DeleteRequest, DriftRequest, DriftResult, Health,
-    ProviderError, ResourceProvider, ResourceSchema, StatusRequest, UpdateRequest, UpdateResult,
+    ProviderError, ReadRequest, ReadResult, ResourceProvider, ResourceSchema, StatusRequest,
+    UpdateRequest, UpdateResult,
 };
 
 /// `inner`, checking each request's deadline first.
@@ -62,6 +63,11 @@ impl ResourceProvider for Deadlined {
     async fn check_status(&self, req: &StatusRequest) -> Result<Health, ProviderError> {
         req.context.check_deadline("CheckStatus")?;
         self.0.check_status(req).await
+    }
+
+    async fn read(&self, req: &ReadRequest) -> Result<ReadResult, ProviderError> {
+        req.context.check_deadline("Read")?;
+        self.0.read(req).await
     }
 }
 

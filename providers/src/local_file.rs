@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use cairn_sdk::{
     CreateRequest, CreateResult, DeleteRequest, DifferenceType, DriftRequest, DriftResult,
-    PropertyDifference, PropertySchema, ProviderError, ResourceProvider, ResourceSchema,
-    UpdateRequest, UpdateResult,
+    PropertyDifference, PropertySchema, ProviderError, ReadRequest, ReadResult, ResourceProvider,
+    ResourceSchema, UpdateRequest, UpdateResult,
 };
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -167,6 +167,38 @@ impl ResourceProvider for LocalFileProvider {
         tokio::fs::remove_file(&path)
             .await
             .map_err(|e| io_error(&path, "delete", e))
+    }
+
+    /// The file as it is: its absolute Path, Content and Mode (octal, four
+    /// digits); NotFound when it is gone.
+    async fn read(&self, req: &ReadRequest) -> Result<ReadResult, ProviderError> {
+        let path = PathBuf::from(&req.physical_resource_id);
+        if !path.is_absolute() {
+            return Err(ProviderError::invalid_request(format!(
+                "{TYPE_NAME} is identified by its absolute Path, not {}",
+                req.physical_resource_id
+            )));
+        }
+        let meta = tokio::fs::metadata(&path)
+            .await
+            .map_err(|e| io_error(&path, "read", e))?;
+        let content = tokio::fs::read(&path)
+            .await
+            .map_err(|e| io_error(&path, "read", e))?;
+        let mut properties = Map::new();
+        properties.insert("Path".into(), Value::String(path.display().to_string()));
+        properties.insert(
+            "Content".into(),
+            Value::String(String::from_utf8_lossy(&content).into_owned()),
+        );
+        properties.insert(
+            "Mode".into(),
+            Value::String(format!("{:04o}", mode_of(&meta))),
+        );
+        Ok(ReadResult::Found {
+            properties,
+            attributes: attributes(&path),
+        })
     }
 
     async fn check_drift(&self, req: &DriftRequest) -> Result<DriftResult, ProviderError> {

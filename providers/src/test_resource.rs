@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use cairn_sdk::{
     Cancellation, CreateRequest, CreateResult, DeleteRequest, DriftRequest, DriftResult, Health,
-    PropertyDifference, PropertySchema, PropertyType, ProviderError, RequestContext,
-    ResourceProvider, ResourceSchema, StatusRequest, UpdateRequest, UpdateResult,
+    PropertyDifference, PropertySchema, PropertyType, ProviderError, ReadRequest, ReadResult,
+    RequestContext, ResourceProvider, ResourceSchema, StatusRequest, UpdateRequest, UpdateResult,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -179,7 +179,7 @@ impl TestResourceProvider {
             .join(format!("{physical_id}.json")))
     }
 
-    async fn read(&self, physical_id: &str) -> Result<Record, ProviderError> {
+    async fn load(&self, physical_id: &str) -> Result<Record, ProviderError> {
         let path = self.path(physical_id)?;
         match tokio::fs::read(&path).await {
             Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
@@ -294,7 +294,7 @@ impl ResourceProvider for TestResourceProvider {
         let b = Behaviour::of(&req.properties)?;
         let ctx = &req.context;
         let physical_id = physical_id_of(&b, ctx);
-        match self.read(&physical_id).await {
+        match self.load(&physical_id).await {
             Err(e) if e.is_not_found() => {}
             Err(e) => return Err(e),
             Ok(existing) if existing.request_id != ctx.request_id => {
@@ -327,7 +327,7 @@ impl ResourceProvider for TestResourceProvider {
 
     async fn update(&self, req: &UpdateRequest) -> Result<UpdateResult, ProviderError> {
         let b = Behaviour::of(&req.properties)?;
-        let mut record = self.read(&req.physical_resource_id).await?;
+        let mut record = self.load(&req.physical_resource_id).await?;
         b.run("update", &req.context, async {
             record.properties = req.properties.clone();
             record.tags = req.context.tags.desired.clone();
@@ -348,7 +348,7 @@ impl ResourceProvider for TestResourceProvider {
     async fn cancel_create(&self, req: &CreateRequest) -> Result<Cancellation, ProviderError> {
         let b = Behaviour::of(&req.properties)?;
         let physical_id = physical_id_of(&b, &req.context);
-        match self.read(&physical_id).await {
+        match self.load(&physical_id).await {
             Ok(existing) if existing.request_id == req.context.request_id => {
                 let path = self.path(&physical_id)?;
                 tokio::fs::remove_file(&path).await.map_err(|e| {
@@ -363,7 +363,7 @@ impl ResourceProvider for TestResourceProvider {
     async fn delete(&self, req: &DeleteRequest) -> Result<(), ProviderError> {
         let b = Behaviour::of(&req.properties)?;
         // A resource already gone is NotFound, which the engine counts as deleted.
-        self.read(&req.physical_resource_id).await?;
+        self.load(&req.physical_resource_id).await?;
         let path = self.path(&req.physical_resource_id)?;
         b.run("delete", &req.context, async {
             match tokio::fs::remove_file(&path).await {
@@ -379,7 +379,7 @@ impl ResourceProvider for TestResourceProvider {
     }
 
     async fn check_status(&self, req: &StatusRequest) -> Result<Health, ProviderError> {
-        let record = self.read(&req.physical_resource_id).await?;
+        let record = self.load(&req.physical_resource_id).await?;
         let b = Behaviour::of(&record.properties)?;
         if b.unhealthy(&record.logical_resource_id) {
             return Ok(Health::Unhealthy {
@@ -392,8 +392,24 @@ impl ResourceProvider for TestResourceProvider {
         Ok(Health::Healthy)
     }
 
+    /// The record's properties (its Name, the physical id, included) and
+    /// attributes; NotFound when its file is gone.
+    async fn read(&self, req: &ReadRequest) -> Result<ReadResult, ProviderError> {
+        let record = self.load(&req.physical_resource_id).await?;
+        let mut properties = record.properties.clone();
+        properties.insert(
+            "Name".into(),
+            Value::String(record.physical_resource_id.clone()),
+        );
+        properties.retain(|_, v| !v.is_null());
+        Ok(ReadResult::Found {
+            properties,
+            attributes: Self::attributes(&record),
+        })
+    }
+
     async fn check_drift(&self, req: &DriftRequest) -> Result<DriftResult, ProviderError> {
-        match self.read(&req.physical_resource_id).await {
+        match self.load(&req.physical_resource_id).await {
             Ok(record) => Ok(DriftResult::from_differences(PropertyDifference::compare(
                 &req.properties,
                 &record.properties,

@@ -7,7 +7,8 @@ See README.md beside this package."""
 from .errors import (AlreadyExists, InternalFailure, InvalidRequest, NotFound,
                      NotUpdatable, ProviderError, Throttling, Timeout)
 from .macro import Macro, MacroError, MacroRequest, macro_server, serve_macro
-from .provider import Provider, Request, Result, compare, deleted, in_sync, not_checked
+from .provider import (Provider, Request, Result, compare, deleted, found, in_sync, not_checked,
+                       not_supported)
 from .schema import (Boolean, Integer, Json, List, Map, Number, Property, ResourceType,
                      String)
 from .webhook import Handler, serve, server, signature_problem
@@ -17,6 +18,7 @@ __all__ = [
     "Json", "List", "Macro", "MacroError", "MacroRequest", "Map", "NotFound", "NotUpdatable",
     "Number", "Property", "Provider",
     "ProviderError", "Request", "ResourceType", "Result", "String", "Throttling", "Timeout",
-    "compare", "deleted", "in_sync", "macro_server", "not_checked", "serve", "serve_macro",
+    "compare", "deleted", "found", "in_sync", "macro_server", "not_checked", "not_supported",
+    "serve", "serve_macro",
     "server", "signature_problem",
 ]

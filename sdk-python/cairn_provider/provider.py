@@ -50,8 +50,8 @@ class Result:
 
 class Provider:
     """Subclass it: set `types` (a list of `ResourceType`) and write
-    `create`, `update`, `delete` and, optionally, `check_drift` and
-    `check_status`. Raise the errors of `cairn_provider.errors`."""
+    `create`, `update`, `delete` and, optionally, `check_drift`, `read`
+    and `check_status`. Raise the errors of `cairn_provider.errors`."""
 
     types = []
 
@@ -66,6 +66,22 @@ class Provider:
 
     def check_drift(self, request):
         return not_checked()
+
+    def read(self, request):
+        """The live resource `request.physical_id`: `found(properties,
+        attributes)` with every property that has a value, or raise
+        `NotFound`. The default cannot read (the type cannot be imported)."""
+        return not_supported()
+
+
+def found(properties, attributes=None):
+    """A read's answer: the resource's properties and attributes."""
+    return {"Outcome": "FOUND", "Properties": {k: v for k, v in properties.items() if v is not None},
+            "Attributes": dict(attributes or {})}
+
+
+def not_supported():
+    return {"Outcome": "NOT_SUPPORTED"}
 
 
 def in_sync():

@@ -79,6 +79,10 @@ class Handler:
         }
         try:
             rtype = self._type(event.get("ResourceType"))
+            if event.get("RequestType") == "Read":
+                # A read names the resource only: no properties to coerce.
+                response["Data"] = self.provider.read(Request(event, {}, None))
+                return response
             old = event.get("OldResourceProperties")
             request = Request(event, rtype.coerce(event.get("ResourceProperties")),
                               rtype.coerce(old) if old is not None else None)

@@ -102,6 +102,23 @@ class Responses(unittest.TestCase):
         self.assertEqual(self.h.run(event("Delete", {"Name": "a"}, "thing-a"))["Status"], "SUCCESS")
         self.assertEqual(self.h.run(event("CheckDrift", {"Name": "a"}, "thing-a"))["Data"], {"Status": "DELETED"})
 
+    def test_read_found_missing_and_not_supported(self):
+        class Readable(Things):
+            def read(self, request):
+                if request.physical_id not in self.made:
+                    raise cp.NotFound("no %s" % request.physical_id)
+                return cp.found(dict(self.made[request.physical_id], Gone=None),
+                                {"Arn": "arn:" + request.physical_id})
+        h = cp.Handler(Readable())
+        h.run(event("Create", {"Name": "a", "Size": "1"}))
+        # A read names the resource only: its properties are not coerced.
+        r = h.run(dict(event("Read", {}, "thing-a")))
+        self.assertEqual((r["Status"], r["Data"]), ("SUCCESS", {
+            "Outcome": "FOUND", "Properties": {"Name": "a", "Size": 1}, "Attributes": {"Arn": "arn:thing-a"}}))
+        r = h.run(event("Read", {}, "thing-b"))
+        self.assertEqual((r["Status"], r["ErrorCode"], r["Reason"]), ("FAILED", "NotFound", "no thing-b"))
+        self.assertEqual(self.h.run(event("Read", {}, "thing-a"))["Data"], {"Outcome": "NOT_SUPPORTED"})
+
     def test_typed_errors_travel_as_error_code(self):
         r = self.h.run(event("Create", {"Name": "a", "Size": "1000"}))
         self.assertEqual((r["Status"], r["Reason"], r["ErrorCode"]), ("FAILED", "Size must be at most 100", "InvalidRequest"))

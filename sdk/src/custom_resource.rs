@@ -27,6 +27,14 @@ pub enum RequestType {
     /// answer SUCCESS with `Data` = the drift result (`{"Status": "IN_SYNC" |
     /// "MODIFIED" | "DELETED" | "NOT_CHECKED", "PropertyDifferences": [...]}`).
     CheckDrift,
+    /// Cairn's extension, sent only to handlers configured with `read =
+    /// true` (a `[[providers]] kind = "webhook"` entry; custom resources are
+    /// not read, as CloudFormation does not import them): report the live
+    /// resource with PhysicalResourceId and answer SUCCESS with `Data` =
+    /// the read result (`{"Outcome": "FOUND", "Properties": {...},
+    /// "Attributes": {...}}` or `{"Outcome": "NOT_SUPPORTED"}`), or FAILED
+    /// with `ErrorCode` `NotFound` when there is no such resource.
+    Read,
 }
 
 /// The event a handler receives: CloudFormation's fields, and the tags of a

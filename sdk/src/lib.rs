@@ -22,8 +22,8 @@ pub use error::{ErrorKind, ProviderError};
 pub use macros::{MacroRequest, MacroResponse};
 pub use provider::{
     Cancellation, CreateRequest, CreateResult, DeleteRequest, DifferenceType, DriftRequest,
-    DriftResult, Health, PropertyDifference, RequestContext, ResourceProvider, ResourceTags,
-    StatusRequest, UpdateRequest, UpdateResult,
+    DriftResult, Health, PropertyDifference, ReadRequest, ReadResult, RequestContext,
+    ResourceProvider, ResourceTags, StatusRequest, UpdateRequest, UpdateResult,
 };
 pub use schema::{
     is_unresolved_intrinsic, AttributeSchema, PropertySchema, PropertyType, ResourceSchema,

@@ -151,6 +151,9 @@ pub enum Call {
     Delete(DeleteRequest),
     CheckDrift(DriftRequest),
     CheckStatus(StatusRequest),
+    /// A read (JSON-tagged: a plugin built before it answers it as a
+    /// request it cannot read, which the engine reports as not supported).
+    Read(crate::ReadRequest),
     /// A macro (JSON-tagged like the others: a plugin built before macros
     /// answers it as a request it cannot read).
     Transform(crate::MacroRequest),
@@ -180,6 +183,10 @@ impl Call {
             Call::CheckStatus(r) => {
                 r.context.check_deadline("CheckStatus")?;
                 serde_json::to_value(provider.check_status(r).await?)
+            }
+            Call::Read(r) => {
+                r.context.check_deadline("Read")?;
+                serde_json::to_value(provider.read(r).await?)
             }
             Call::Transform(r) => serde_json::to_value(provider.transform(r).await?),
         };

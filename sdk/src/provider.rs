@@ -158,6 +158,37 @@ impl DriftRequest {
     }
 }
 
+/// Read a live resource by its identifier: what an import adopts, and
+/// what the contract kit compares with what a create was given.
+/// CloudFormation's read handler: it must answer within 30 s, report every
+/// property that has a value (defaults and read-only ones included, never a
+/// null) and fail with `NotFound` when there is no such resource.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct ReadRequest {
+    pub context: RequestContext,
+    /// The resource's physical id (for an import, the value of the type's
+    /// primary identifier).
+    pub physical_resource_id: String,
+}
+
+/// What a read found.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "Outcome", rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ReadResult {
+    /// The resource as it is: its properties in the template's terms and
+    /// the attributes `Fn::GetAtt` reads.
+    Found {
+        #[serde(rename = "Properties")]
+        properties: Map<String, Value>,
+        #[serde(rename = "Attributes", default)]
+        attributes: Map<String, Value>,
+    },
+    /// The provider cannot read this type (the default): it cannot be
+    /// imported.
+    NotSupported,
+}
+
 /// Ask whether the live resource is healthy.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "PascalCase")]
@@ -379,6 +410,13 @@ pub trait ResourceProvider: Send + Sync {
     /// The default says drift detection is not supported.
     async fn check_drift(&self, _req: &DriftRequest) -> Result<DriftResult, ProviderError> {
         Ok(DriftResult::NotChecked)
+    }
+
+    /// The live resource with this physical id, or `NotFound`
+    /// ([`ProviderError::not_found`]) when there is none. The default says
+    /// reading is not supported.
+    async fn read(&self, _req: &ReadRequest) -> Result<ReadResult, ProviderError> {
+        Ok(ReadResult::NotSupported)
     }
 
     /// Whether the live resource is healthy. The default says it is.

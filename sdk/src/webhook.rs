@@ -38,8 +38,8 @@ use crate::custom_resource::{
     SIGNATURE_HEADER, TIMESTAMP_HEADER,
 };
 use crate::{
-    CreateRequest, DeleteRequest, DriftRequest, ProviderError, RequestContext, ResourceProvider,
-    UpdateRequest,
+    CreateRequest, DeleteRequest, DriftRequest, ProviderError, ReadRequest, RequestContext,
+    ResourceProvider, UpdateRequest,
 };
 
 /// How far a request's signing time may be from the handler's clock.
@@ -122,8 +122,30 @@ impl WebhookHandler {
 
     async fn run(&self, req: &CustomResourceRequest) -> Result<Done, ProviderError> {
         let context = context(req);
+        if req.request_type == RequestType::Read {
+            // A read names the resource only: there are no properties to
+            // check against the schema.
+            let physical = req.physical_resource_id.clone().unwrap_or_default();
+            let found = self
+                .provider
+                .read(&ReadRequest {
+                    context,
+                    physical_resource_id: physical.clone(),
+                })
+                .await?;
+            let data = match serde_json::to_value(&found) {
+                Ok(Value::Object(m)) => m,
+                _ => Map::new(),
+            };
+            return Ok(Done {
+                physical_id: physical,
+                data,
+                no_echo: false,
+            });
+        }
         let properties = self.coerce(&req.resource_type, &req.resource_properties)?;
         match req.request_type {
+            RequestType::Read => Err(ProviderError::internal("a read is answered above")),
             RequestType::Create => {
                 let made = self
                     .provider

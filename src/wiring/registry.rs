@@ -133,6 +133,7 @@ fn start(
             // Asked only when the entry opts in (the handler kit answers
             // it; a handler written for CloudFormation does not).
             drift: p.drift,
+            read: p.read,
             ..Default::default()
         };
         let connect = RemoteProvider::connect(

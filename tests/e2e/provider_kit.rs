@@ -53,12 +53,14 @@ fn all_passed(type_name: &str, mutable: &str, create_only: &str) -> Vec<(String,
             ("create_returns_id_and_attributes", "PASSED"),
             ("create_repeated_request_id_same_resource", "PASSED"),
             ("drift_in_sync_after_create", "PASSED"),
+            ("read_after_create_matches", "PASSED"),
             (&in_place, "PASSED"),
             (&replaced, "PASSED"),
             ("invalid_properties_refused", "PASSED"),
             ("delete_succeeds", "PASSED"),
             ("delete_again_not_found_or_success", "PASSED"),
             ("drift_deleted_after_delete", "PASSED"),
+            ("read_missing_is_not_found", "PASSED"),
             ("expired_deadline_refused", "PASSED"),
         ],
     )
@@ -120,6 +122,7 @@ fn the_random_string_is_tested_from_its_schema_alone() {
                 ("create_returns_id_and_attributes", "PASSED"),
                 ("create_repeated_request_id_same_resource", "PASSED"),
                 ("drift_in_sync_after_create", "SKIPPED"),
+                ("read_after_create_matches", "SKIPPED"),
                 ("update_create_only_replaces[Characters]", "PASSED"),
                 ("update_create_only_replaces[Keepers]", "PASSED"),
                 ("update_create_only_replaces[Length]", "PASSED"),
@@ -128,6 +131,7 @@ fn the_random_string_is_tested_from_its_schema_alone() {
                 ("delete_succeeds", "PASSED"),
                 ("delete_again_not_found_or_success", "PASSED"),
                 ("drift_deleted_after_delete", "SKIPPED"),
+                ("read_missing_is_not_found", "SKIPPED"),
                 ("expired_deadline_refused", "PASSED"),
             ]
         )
@@ -193,9 +197,11 @@ fn the_example_plugin_keeps_the_contract_in_either_isolation() {
     let lib = crate::plugins::library("cairn_example_kv");
     for isolation in [&[][..], &["--in-process"][..]] {
         let s = Scratch::new();
+        // The store by its absolute path: a read reports it so.
+        let store = s.dir.path().join("store").display().to_string();
         s.write(
             "inputs.yaml",
-            "Example::KV::Record:\n  Create: {Store: ./store, Key: greeting, Value: hello, Ttl: 30}\n  Updates:\n    - {Store: ./store, Key: greeting, Value: bye, Ttl: 30}\n    - {Store: ./store, Key: other, Value: bye, Ttl: 30}\n  Invalid: {Store: ./store, Key: ../escape, Value: hello}\n",
+            &format!("Example::KV::Record:\n  Create: {{Store: '{store}', Key: greeting, Value: hello, Ttl: 30}}\n  Updates:\n    - {{Store: '{store}', Key: greeting, Value: bye, Ttl: 30}}\n    - {{Store: '{store}', Key: other, Value: bye, Ttl: 30}}\n  Invalid: {{Store: '{store}', Key: ../escape, Value: hello}}\n"),
         );
         let lib = lib.display().to_string();
         let mut args = vec!["--plugin", &lib, "--properties", "inputs.yaml"];
@@ -207,7 +213,7 @@ fn the_example_plugin_keeps_the_contract_in_either_isolation() {
         );
         // The schema lets the key through; the provider refuses it.
         assert_eq!(
-            json[6]["Message"],
+            json[7]["Message"],
             "refused: Key \"../escape\" must be a plain file name (no slashes, not starting with a dot)"
         );
         let left: Vec<_> = std::fs::read_dir(s.dir.path().join("store"))
@@ -225,7 +231,11 @@ fn the_handler_kit_example_keeps_the_contract_over_http() {
     let s = Scratch::new();
     let url = format!("http://127.0.0.1:{}/", handler.port);
     // Inputs derived from the handler's /schema.
-    let json = kit(&s, &["--webhook", &url, "--secret", SECRET, "--drift"], 0);
+    let json = kit(
+        &s,
+        &["--webhook", &url, "--secret", SECRET, "--drift", "--read"],
+        0,
+    );
     assert_eq!(
         outcomes(&json),
         all_passed("Custom::Greeting", "Excited", "Name")
@@ -257,7 +267,11 @@ fn the_python_example_provider_keeps_the_contract_over_http() {
     let handler = Program::start(cmd);
     let s = Scratch::new();
     let url = format!("http://127.0.0.1:{}/", handler.port);
-    let json = kit(&s, &["--webhook", &url, "--secret", SECRET, "--drift"], 0);
+    let json = kit(
+        &s,
+        &["--webhook", &url, "--secret", SECRET, "--drift", "--read"],
+        0,
+    );
     assert_eq!(
         outcomes(&json),
         all_passed("Custom::Greeting", "Excited", "Name")
@@ -274,7 +288,7 @@ fn the_python_sdk_passes_its_own_tests() {
         .expect("python runs");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    assert!(stderr.contains("Ran 10 tests"), "{stderr}");
+    assert!(stderr.contains("Ran 11 tests"), "{stderr}");
 }
 
 #[test]
@@ -308,7 +322,7 @@ fn a_broken_provider_fails_exactly_the_tests_it_breaks() {
     assert_eq!(run.code(), 1, "{}", run.stdout());
     assert_eq!(
         run.stderr().trim_end(),
-        "error: 5 of 11 contract tests failed"
+        "error: 5 of 13 contract tests failed"
     );
     let json = run.json();
     assert_eq!(
@@ -320,12 +334,14 @@ fn a_broken_provider_fails_exactly_the_tests_it_breaks() {
                 ("create_returns_id_and_attributes", "FAILED"),
                 ("create_repeated_request_id_same_resource", "FAILED"),
                 ("drift_in_sync_after_create", "PASSED"),
+                ("read_after_create_matches", "SKIPPED"),
                 ("update_in_place[Size]", "FAILED"),
                 ("update_create_only_replaces[Name]", "PASSED"),
                 ("invalid_properties_refused", "FAILED"),
                 ("delete_succeeds", "PASSED"),
                 ("delete_again_not_found_or_success", "FAILED"),
                 ("drift_deleted_after_delete", "PASSED"),
+                ("read_missing_is_not_found", "SKIPPED"),
                 ("expired_deadline_refused", "PASSED"),
             ]
         )
@@ -361,7 +377,7 @@ fn a_broken_provider_fails_exactly_the_tests_it_breaks() {
     // JUnit for CI: one suite per type, the failures by name.
     let xml = std::fs::read_to_string(s.dir.path().join("report.xml")).unwrap();
     assert!(
-        xml.contains(r#"<testsuite name="Test::Broken::Thing" tests="11" skipped="0" errors="0" failures="5">"#),
+        xml.contains(r#"<testsuite name="Test::Broken::Thing" tests="13" skipped="2" errors="0" failures="5">"#),
         "{xml}"
     );
     for name in [

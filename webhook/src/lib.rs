@@ -57,8 +57,8 @@ use cairn_sdk::custom_resource::{
 };
 use cairn_sdk::{
     CreateRequest, CreateResult, DeleteRequest, DriftRequest, DriftResult, ErrorKind,
-    PropertySchema, ProviderError, RequestContext, ResourceProvider, ResourceSchema, UpdateRequest,
-    UpdateResult,
+    PropertySchema, ProviderError, ReadRequest, ReadResult, RequestContext, ResourceProvider,
+    ResourceSchema, UpdateRequest, UpdateResult,
 };
 use serde_json::{Map, Value};
 use tokio::sync::{OnceCell, Semaphore};
@@ -105,6 +105,8 @@ struct Target {
     url: String,
     /// The endpoint answers CheckDrift.
     drift: bool,
+    /// The endpoint answers Read.
+    read: bool,
     secret: Option<Vec<u8>>,
     default_timeout: (u64, String),
     client: reqwest::Client,
@@ -324,6 +326,7 @@ impl Calls {
             return Ok(Target {
                 url: e.config.url.clone(),
                 drift: e.config.drift,
+                read: e.config.read,
                 secret: e
                     .config
                     .secret
@@ -355,6 +358,7 @@ impl Calls {
         Ok(Target {
             url: token.to_string(),
             drift: false,
+            read: false,
             secret: self.config.secret.as_ref().map(|s| s.as_bytes().to_vec()),
             default_timeout: (
                 self.config.timeout_seconds,
@@ -802,6 +806,70 @@ fn failed_reason(r: &CustomResourceResponse) -> String {
         .unwrap_or_else(|| "The custom resource handler reported FAILED without a Reason".into())
 }
 
+impl WebhookProvider {
+    /// A read of the resource the handler that `properties`' ServiceToken
+    /// names serves, when that handler answers reads (a `[[providers]]
+    /// kind = "webhook"` entry with `read = true`). A custom resource itself
+    /// is never read: CloudFormation does not import custom resources.
+    pub(crate) async fn read_at(
+        &self,
+        req: &ReadRequest,
+        properties: &Map<String, Value>,
+    ) -> Result<ReadResult, ProviderError> {
+        let answer = self
+            .ask(
+                &req.context,
+                RequestType::Read,
+                &req.physical_resource_id,
+                properties,
+                "{\"Outcome\": \"FOUND\", \"Properties\": {...}, \"Attributes\": {...}}",
+            )
+            .await?;
+        Ok(answer.unwrap_or(ReadResult::NotSupported))
+    }
+
+    /// One of Cairn's own requests (CheckDrift, Read) to the handler
+    /// `properties`' ServiceToken names, its answer read from `Data`
+    /// (`shape`: what `Data` must look like, for the error). `None` when no
+    /// handler is named or the handler is not configured to answer `kind`.
+    async fn ask<T: serde::de::DeserializeOwned>(
+        &self,
+        context: &RequestContext,
+        kind: RequestType,
+        physical_id: &str,
+        properties: &Map<String, Value>,
+        shape: &str,
+    ) -> Result<Option<T>, ProviderError> {
+        let Some(Value::String(token)) = properties.get("ServiceToken") else {
+            return Ok(None);
+        };
+        let target = self.calls.target(token).await?;
+        let answers = match kind {
+            RequestType::CheckDrift => target.drift,
+            RequestType::Read => target.read,
+            _ => true,
+        };
+        if !answers {
+            return Ok(None);
+        }
+        let r = self
+            .calls
+            .call(context, kind, Some(physical_id), properties, None, None)
+            .await
+            .map_err(Failure::into_error)?;
+        if r.status == ResponseStatus::Failed {
+            return Err(ProviderError::new(failed_kind(&r), failed_reason(&r)));
+        }
+        serde_json::from_value(Value::Object(r.data))
+            .map(Some)
+            .map_err(|e| {
+                ProviderError::internal(format!(
+                    "the handler's {kind:?} answer cannot be read ({e}); send Data = {shape}"
+                ))
+            })
+    }
+}
+
 #[async_trait::async_trait]
 impl ResourceProvider for WebhookProvider {
     fn schema(&self) -> Vec<ResourceSchema> {
@@ -886,32 +954,16 @@ impl ResourceProvider for WebhookProvider {
     }
 
     async fn check_drift(&self, req: &DriftRequest) -> Result<DriftResult, ProviderError> {
-        let Some(Value::String(token)) = req.properties.get("ServiceToken") else {
-            return Ok(DriftResult::NotChecked);
-        };
-        if !self.calls.target(token).await?.drift {
-            return Ok(DriftResult::NotChecked);
-        }
-        let r = self
-            .calls
-            .call(
+        let answer = self
+            .ask(
                 &req.context,
                 RequestType::CheckDrift,
-                Some(&req.physical_resource_id),
+                &req.physical_resource_id,
                 &req.properties,
-                None,
-                None,
+                "{\"Status\": \"IN_SYNC\" | \"MODIFIED\" | \"DELETED\", \"PropertyDifferences\": [...]}",
             )
-            .await
-            .map_err(Failure::into_error)?;
-        if r.status == ResponseStatus::Failed {
-            return Err(ProviderError::new(failed_kind(&r), failed_reason(&r)));
-        }
-        serde_json::from_value(Value::Object(r.data)).map_err(|e| {
-            ProviderError::internal(format!(
-                "the handler's CheckDrift answer is not a drift result ({e}); send Data = {{\"Status\": \"IN_SYNC\" | \"MODIFIED\" | \"DELETED\", \"PropertyDifferences\": [...]}}"
-            ))
-        })
+            .await?;
+        Ok(answer.unwrap_or(DriftResult::NotChecked))
     }
 
     async fn delete(&self, req: &DeleteRequest) -> Result<(), ProviderError> {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use cairn_sdk::{
     CreateRequest, CreateResult, DeleteRequest, DriftRequest, DriftResult, ProviderError,
-    ResourceProvider, ResourceSchema, UpdateRequest, UpdateResult,
+    ReadRequest, ReadResult, ResourceProvider, ResourceSchema, UpdateRequest, UpdateResult,
 };
 use serde_json::{Map, Value};
 
@@ -126,6 +126,10 @@ impl ResourceProvider for RemoteProvider {
         let mut r = req.clone();
         r.properties = self.addressed(&req.properties);
         self.inner.check_drift(&r).await
+    }
+
+    async fn read(&self, req: &ReadRequest) -> Result<ReadResult, ProviderError> {
+        self.inner.read_at(req, &self.addressed(&Map::new())).await
     }
 
     async fn delete(&self, req: &DeleteRequest) -> Result<(), ProviderError> {

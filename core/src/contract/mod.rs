@@ -15,7 +15,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use cairn_sdk::{
     CreateRequest, CreateResult, DeleteRequest, DriftRequest, DriftResult, ErrorKind,
-    ProviderError, RequestContext, ResourceProvider, ResourceSchema, UpdateRequest,
+    ProviderError, ReadRequest, ReadResult, RequestContext, ResourceProvider, ResourceSchema,
+    UpdateRequest,
 };
 use serde::Serialize;
 use serde_json::{json, Map, Value};
@@ -129,12 +130,14 @@ const PROVIDER_TESTS: &[&str] = &[
     "create_returns_id_and_attributes",
     "create_repeated_request_id_same_resource",
     "drift_in_sync_after_create",
+    "read_after_create_matches",
     "update_in_place",
     "update_create_only_replaces",
     "invalid_properties_refused",
     "delete_succeeds",
     "delete_again_not_found_or_success",
     "drift_deleted_after_delete",
+    "read_missing_is_not_found",
     "expired_deadline_refused",
 ];
 
@@ -149,6 +152,10 @@ struct Run<'a, 't> {
     /// one the provider refuses as invalid says nothing about the contract.
     derived_updates: bool,
 }
+
+/// Why the read tests are skipped.
+const NO_READ: &str =
+    "the provider does not read this type (read answers NOT_SUPPORTED), so it cannot be imported";
 
 /// A provider answer or the kit's own failure to get one.
 type Answer<T> = Result<T, ProviderError>;
@@ -287,9 +294,131 @@ impl<'a, 't> Run<'a, 't> {
         let drifts = self
             .drift_in_sync("drift_in_sync_after_create", &physical_id, &create)
             .await;
+        let reads = self.read_after_create_matches(&physical_id, &create).await;
         let (physical_id, current) = self.updates(physical_id, &create, inputs, drifts).await;
         self.invalid_properties_refused(&create, inputs).await;
-        self.delete_twice(&physical_id, &current, drifts).await;
+        if self.delete_twice(&physical_id, &current, drifts).await {
+            self.read_missing_is_not_found(&physical_id, reads).await;
+        }
+    }
+
+    /// A read of what was just made: every property the create was given,
+    /// with the value it was given (a property whose value the provider
+    /// turned into the physical id, such as a relative path made absolute,
+    /// may read as that id), and no null. False when the provider cannot
+    /// read the type.
+    async fn read_after_create_matches(
+        &mut self,
+        physical_id: &str,
+        given: &Map<String, Value>,
+    ) -> bool {
+        const TEST: &str = "read_after_create_matches";
+        let started = Instant::now();
+        let req = ReadRequest {
+            context: self.fresh_context(),
+            physical_resource_id: physical_id.to_string(),
+        };
+        let sent = serde_json::to_value(&req).ok();
+        let properties = match self.call(self.target.provider.read(&req)).await {
+            Ok(ReadResult::Found { properties, .. }) => properties,
+            Ok(ReadResult::NotSupported) => {
+                self.skip(TEST, NO_READ);
+                return false;
+            }
+            Err(e) => {
+                self.push(
+                    TEST,
+                    Status::Failed,
+                    format!("read of the resource just made must find it; it failed: {e}"),
+                    sent,
+                    Some(error_json(&e)),
+                    started,
+                );
+                return true;
+            }
+        };
+        let received = Some(json!({"Outcome": "FOUND", "Properties": properties}));
+        let mut faults: Vec<String> = properties
+            .iter()
+            .filter(|(_, v)| v.is_null())
+            .map(|(k, _)| format!("{k} is null (a property without a value is left out)"))
+            .collect();
+        for (name, want) in given {
+            match properties.get(name) {
+                Some(got) if got == want => {}
+                Some(Value::String(got)) if got == physical_id => {}
+                Some(got) => faults.push(format!("{name} reads {got}, the create gave {want}")),
+                None => faults.push(format!("{name} is missing (the create gave {want})")),
+            }
+        }
+        if faults.is_empty() {
+            let names: Vec<&str> = given.keys().map(String::as_str).collect();
+            self.push(
+                TEST,
+                Status::Passed,
+                format!("read {physical_id}: {} as created", names.join(", ")),
+                sent,
+                received,
+                started,
+            );
+        } else {
+            self.push(
+                TEST,
+                Status::Failed,
+                format!(
+                    "read must return every property the create set, as set: {}",
+                    faults.join("; ")
+                ),
+                sent,
+                received,
+                started,
+            );
+        }
+        true
+    }
+
+    /// A read of the deleted resource must answer NotFound.
+    async fn read_missing_is_not_found(&mut self, physical_id: &str, reads: bool) {
+        const TEST: &str = "read_missing_is_not_found";
+        if !reads {
+            self.skip(TEST, NO_READ);
+            return;
+        }
+        let started = Instant::now();
+        let req = ReadRequest {
+            context: self.fresh_context(),
+            physical_resource_id: physical_id.to_string(),
+        };
+        let sent = serde_json::to_value(&req).ok();
+        match self.call(self.target.provider.read(&req)).await {
+            Err(e) if e.is_not_found() => self.push(
+                TEST,
+                Status::Passed,
+                format!("NotFound: {e}"),
+                sent,
+                Some(error_json(&e)),
+                started,
+            ),
+            Err(e) => self.push(
+                TEST,
+                Status::Failed,
+                format!(
+                    "a read of a deleted resource must fail with NotFound; it failed with {}: {e}",
+                    e.kind
+                ),
+                sent,
+                Some(error_json(&e)),
+                started,
+            ),
+            Ok(found) => self.push(
+                TEST,
+                Status::Failed,
+                "a read of a deleted resource must fail with NotFound; it answered".into(),
+                sent,
+                serde_json::to_value(&found).ok(),
+                started,
+            ),
+        }
     }
 
     /// The first create: a physical id and every declared attribute. `None`
@@ -871,12 +1000,13 @@ impl<'a, 't> Run<'a, 't> {
         }
     }
 
+    /// False when the delete failed (the tests after it are skipped).
     async fn delete_twice(
         &mut self,
         physical_id: &str,
         properties: &Map<String, Value>,
         drifts: bool,
-    ) {
+    ) -> bool {
         let started = Instant::now();
         let req = DeleteRequest {
             context: self.fresh_context(),
@@ -907,7 +1037,8 @@ impl<'a, 't> Run<'a, 't> {
                 );
                 self.skip("delete_again_not_found_or_success", "delete failed");
                 self.skip("drift_deleted_after_delete", "delete failed");
-                return;
+                self.skip("read_missing_is_not_found", "delete failed");
+                return false;
             }
         }
         let started = Instant::now();
@@ -947,7 +1078,7 @@ impl<'a, 't> Run<'a, 't> {
                 "drift_deleted_after_delete",
                 "the provider does not detect drift (check_drift answers NOT_CHECKED)",
             );
-            return;
+            return true;
         }
         let started = Instant::now();
         let req = DriftRequest {
@@ -982,6 +1113,7 @@ impl<'a, 't> Run<'a, 't> {
                 started,
             ),
         }
+        true
     }
 
     /// A create whose deadline has passed: the engine has stopped waiting,

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use cairn_sdk::{
     CreateRequest, CreateResult, DeleteRequest, DriftRequest, DriftResult, PropertyDifference,
-    PropertySchema, ProviderError, ResourceProvider, ResourceSchema, UpdateRequest, UpdateResult,
+    PropertySchema, ProviderError, ReadRequest, ReadResult, ResourceProvider, ResourceSchema,
+    UpdateRequest, UpdateResult,
 };
 use serde_json::{json, Map, Value};
 
@@ -25,6 +26,10 @@ struct Breaks {
     no_attribute: bool,
     /// Refuses every update as invalid.
     picky: bool,
+    /// Reads a Size it was not given, and a deleted thing as found.
+    misreads: bool,
+    /// Cannot read (the trait's default).
+    unreadable: bool,
 }
 
 #[derive(Default)]
@@ -124,6 +129,30 @@ impl ResourceProvider for Fake {
             None => Err(ProviderError::not_found("no such thing")),
         }
     }
+    async fn read(&self, req: &ReadRequest) -> Result<ReadResult, ProviderError> {
+        if self.breaks.unreadable {
+            return Ok(ReadResult::NotSupported);
+        }
+        let live = self
+            .live
+            .lock()
+            .unwrap()
+            .get(&req.physical_resource_id)
+            .cloned();
+        let properties = match (live, self.breaks.misreads) {
+            (Some(mut p), true) => {
+                p.insert("Size".into(), json!(99));
+                p
+            }
+            (Some(p), false) => p,
+            (None, true) => obj(json!({"Name": "ghost"})),
+            (None, false) => return Err(ProviderError::not_found("no such thing")),
+        };
+        Ok(ReadResult::Found {
+            properties,
+            attributes: obj(json!({"Arn": format!("arn:test:{}", req.physical_resource_id)})),
+        })
+    }
     async fn check_drift(&self, req: &DriftRequest) -> Result<DriftResult, ProviderError> {
         Ok(
             match self.live.lock().unwrap().get(&req.physical_resource_id) {
@@ -144,7 +173,7 @@ fn obj(v: Value) -> Map<String, Value> {
     }
 }
 
-async fn reports(fake: &Fake, inputs: &Inputs) -> Vec<(String, Status)> {
+async fn full_reports(fake: &Fake, inputs: &Inputs) -> Vec<TestReport> {
     let s = schema();
     let target = Target {
         type_name: "Test::Contract::Thing",
@@ -153,7 +182,11 @@ async fn reports(fake: &Fake, inputs: &Inputs) -> Vec<(String, Status)> {
         provider: fake,
         call_timeout: Duration::from_secs(5),
     };
-    run(&target, inputs)
+    run(&target, inputs).await
+}
+
+async fn reports(fake: &Fake, inputs: &Inputs) -> Vec<(String, Status)> {
+    full_reports(fake, inputs)
         .await
         .into_iter()
         .map(|r| (r.test, r.status))
@@ -186,12 +219,14 @@ async fn a_provider_that_keeps_the_contract_passes_every_test_and_is_left_empty(
             ("create_returns_id_and_attributes", Status::Passed),
             ("create_repeated_request_id_same_resource", Status::Passed),
             ("drift_in_sync_after_create", Status::Passed),
+            ("read_after_create_matches", Status::Passed),
             ("update_in_place[Size]", Status::Passed),
             ("update_create_only_replaces[Name]", Status::Passed),
             ("invalid_properties_refused", Status::Passed),
             ("delete_succeeds", Status::Passed),
             ("delete_again_not_found_or_success", Status::Passed),
             ("drift_deleted_after_delete", Status::Passed),
+            ("read_missing_is_not_found", Status::Passed),
             ("expired_deadline_refused", Status::Passed),
         ])
     );
@@ -209,6 +244,8 @@ async fn each_broken_promise_fails_its_own_test() {
             accepts_anything: true,
             no_attribute: true,
             picky: false,
+            misreads: true,
+            unreadable: false,
         },
         ..Default::default()
     };
@@ -220,12 +257,14 @@ async fn each_broken_promise_fails_its_own_test() {
             ("create_returns_id_and_attributes", Status::Failed),
             ("create_repeated_request_id_same_resource", Status::Failed),
             ("drift_in_sync_after_create", Status::Passed),
+            ("read_after_create_matches", Status::Failed),
             ("update_in_place[Size]", Status::Failed),
             ("update_create_only_replaces[Name]", Status::Passed),
             ("invalid_properties_refused", Status::Failed),
             ("delete_succeeds", Status::Passed),
             ("delete_again_not_found_or_success", Status::Failed),
             ("drift_deleted_after_delete", Status::Passed),
+            ("read_missing_is_not_found", Status::Failed),
             ("expired_deadline_refused", Status::Failed),
         ])
     );
@@ -248,12 +287,14 @@ async fn without_inputs_they_are_derived_from_the_schema() {
             ("create_returns_id_and_attributes", Status::Passed),
             ("create_repeated_request_id_same_resource", Status::Passed),
             ("drift_in_sync_after_create", Status::Passed),
+            ("read_after_create_matches", Status::Passed),
             ("update_in_place[Size]", Status::Passed),
             ("update_create_only_replaces[Name]", Status::Passed),
             ("invalid_properties_refused", Status::Passed),
             ("delete_succeeds", Status::Passed),
             ("delete_again_not_found_or_success", Status::Passed),
             ("drift_deleted_after_delete", Status::Passed),
+            ("read_missing_is_not_found", Status::Passed),
             ("expired_deadline_refused", Status::Passed),
         ])
     );
@@ -298,5 +339,57 @@ async fn a_derived_update_the_provider_refuses_as_invalid_is_skipped_a_given_one
     assert_eq!(
         status(&given, "update_in_place[Size]"),
         Some(Status::Failed)
+    );
+}
+
+#[tokio::test]
+async fn a_provider_that_cannot_read_skips_the_read_tests_saying_why() {
+    let fake = Fake {
+        breaks: Breaks {
+            unreadable: true,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let skipped: Vec<(String, String)> = full_reports(&fake, &inputs())
+        .await
+        .into_iter()
+        .filter(|r| r.status == Status::Skipped)
+        .map(|r| (r.test, r.message))
+        .collect();
+    let why = "the provider does not read this type (read answers NOT_SUPPORTED), so it cannot be imported";
+    assert_eq!(
+        skipped,
+        vec![
+            ("read_after_create_matches".to_string(), why.to_string()),
+            ("read_missing_is_not_found".to_string(), why.to_string()),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_misread_names_the_property_and_both_values() {
+    let fake = Fake {
+        breaks: Breaks {
+            misreads: true,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let reports = full_reports(&fake, &inputs()).await;
+    let message = |test: &str| {
+        reports
+            .iter()
+            .find(|r| r.test == test)
+            .map(|r| r.message.clone())
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        message("read_after_create_matches"),
+        "read must return every property the create set, as set: Size reads 99, the create gave 1"
+    );
+    assert_eq!(
+        message("read_missing_is_not_found"),
+        "a read of a deleted resource must fail with NotFound; it answered"
     );
 }

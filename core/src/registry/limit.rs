@@ -5,8 +5,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use cairn_sdk::{
     Cancellation, CreateRequest, CreateResult, DeleteRequest, DriftRequest, DriftResult, Health,
-    MacroRequest, MacroResponse, ProviderError, RequestContext, ResourceProvider, ResourceSchema,
-    StatusRequest, UpdateRequest, UpdateResult,
+    MacroRequest, MacroResponse, ProviderError, ReadRequest, ReadResult, RequestContext,
+    ResourceProvider, ResourceSchema, StatusRequest, UpdateRequest, UpdateResult,
 };
 
 /// `inner`, with each call limited to `limit`.
@@ -102,6 +102,12 @@ impl<P: ResourceProvider + ?Sized> ResourceProvider for TimeLimited<P> {
         let mut r = req.clone();
         r.context = self.context(&req.context);
         self.limited(self.inner.check_status(&r)).await
+    }
+
+    async fn read(&self, req: &ReadRequest) -> Result<ReadResult, ProviderError> {
+        let mut r = req.clone();
+        r.context = self.context(&req.context);
+        self.limited(self.inner.read(&r)).await
     }
 
     async fn transform(&self, req: &MacroRequest) -> Result<MacroResponse, ProviderError> {

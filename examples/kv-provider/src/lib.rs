@@ -12,7 +12,7 @@ use cairn_sdk::serde_json::{json, Map, Value};
 use cairn_sdk::{
     async_trait, export_provider, CreateRequest, CreateResult, DeleteRequest, DriftRequest,
     DriftResult, MacroRequest, MacroResponse, PropertyDifference, PropertySchema, ProviderError,
-    ResourceProvider, ResourceSchema, UpdateRequest, UpdateResult,
+    ReadRequest, ReadResult, ResourceProvider, ResourceSchema, UpdateRequest, UpdateResult,
 };
 use serde::Deserialize;
 
@@ -134,6 +134,32 @@ impl ResourceProvider for KvProvider {
         Ok(DriftResult::from_differences(PropertyDifference::compare(
             &expected, &live,
         )))
+    }
+
+    /// The record as its file has it: Store (absolute) and Key from the
+    /// path, Value and Ttl from the content; NotFound when it is gone.
+    async fn read(&self, req: &ReadRequest) -> Result<ReadResult, ProviderError> {
+        let path = PathBuf::from(&req.physical_resource_id);
+        let (Some(store), Some(key)) = (path.parent(), path.file_name()) else {
+            return Err(ProviderError::invalid_request(format!(
+                "{} is not a record's path (<Store>/<Key>)",
+                req.physical_resource_id
+            )));
+        };
+        let contents =
+            std::fs::read_to_string(&path).map_err(|e| io("cannot read record", &path, e))?;
+        let mut lines = contents.lines();
+        let mut properties = Map::new();
+        properties.insert("Store".into(), json!(store.display().to_string()));
+        properties.insert("Key".into(), json!(key.to_string_lossy()));
+        properties.insert("Value".into(), json!(lines.next().unwrap_or_default()));
+        if let Some(ttl) = lines.find_map(|l| l.strip_prefix("ttl=")?.parse::<i64>().ok()) {
+            properties.insert("Ttl".into(), json!(ttl));
+        }
+        Ok(ReadResult::Found {
+            properties,
+            attributes: attributes(&path, &contents),
+        })
     }
 
     /// The macro `KvRecords` (a `[[macros]]` entry with `provider = "kv"`):
