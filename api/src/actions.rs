@@ -903,6 +903,23 @@ async fn get_template_summary(app: &App, f: &Form) -> Outcome {
     types.sort_unstable();
     types.dedup();
     let required = required_capabilities(app, &t, &body);
+    // The types an import can adopt, by their schema's primary identifier.
+    let identifiers: Vec<(&str, Vec<&str>, Vec<String>)> = types
+        .iter()
+        .filter_map(|ty| {
+            let schema = app.engine.registry().schema(ty)?;
+            if schema.primary_identifier.is_empty() {
+                return None;
+            }
+            let ids = t
+                .resources
+                .iter()
+                .filter(|r| r.type_name == *ty)
+                .map(|r| r.logical_id.as_str())
+                .collect();
+            Some((*ty, ids, schema.primary_identifier.clone()))
+        })
+        .collect();
     result(|x| {
         x.list("Parameters", &t.parameters, |x, p| {
             x.leaf("ParameterKey", &p.name);
@@ -933,6 +950,19 @@ async fn get_template_summary(app: &App, f: &Form) -> Outcome {
         x.list("DeclaredTransforms", &declared, |x, t| {
             x.out_text(t);
         });
+        x.list(
+            "ResourceIdentifierSummaries",
+            &identifiers,
+            |x, (ty, ids, identifiers)| {
+                x.leaf("ResourceType", ty);
+                x.list("LogicalResourceIds", ids, |x, id| {
+                    x.out_text(id);
+                });
+                x.list("ResourceIdentifiers", identifiers, |x, p| {
+                    x.out_text(p);
+                });
+            },
+        );
     })
 }
 

@@ -122,6 +122,7 @@ impl ResourceProvider for LocalFileProvider {
                 PropertySchema::string().describe("octal, e.g. 0644"),
             )
             .attribute("Path", "the absolute path")
+            .identified_by(&["Path"])
             .ref_returns("the absolute path")]
     }
 

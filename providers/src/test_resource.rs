@@ -287,6 +287,7 @@ impl ResourceProvider for TestResourceProvider {
             .attribute("Value", "the Value property")
             .attribute("Name", "the physical id")
             .attribute("Arn", "arn:cairn:test::resource/<physical id>")
+            .identified_by(&["Name"])
             .ref_returns("the physical id")]
     }
 

@@ -137,8 +137,11 @@ class ResourceType:
 
     def __init__(self, name, properties=None, attributes=None, description="",
                  additional_properties=False, ref_returns="the physical resource id",
-                 required_capabilities=None, taggable=False):
+                 required_capabilities=None, taggable=False, primary_identifier=None):
         self.name = name
+        # The properties (or attributes) whose values make the physical id:
+        # what an import names the resource by.
+        self.primary_identifier = list(primary_identifier or [])
         # Applies the stack's tags: called when only they change.
         self.taggable = taggable
         # Capabilities a stack must acknowledge to make one (CAPABILITY_...).
@@ -159,6 +162,7 @@ class ResourceType:
             "RefReturns": self.ref_returns,
             **({"RequiredCapabilities": self.required_capabilities} if self.required_capabilities else {}),
             **({"Taggable": True} if self.taggable else {}),
+            **({"PrimaryIdentifier": self.primary_identifier} if self.primary_identifier else {}),
         }
 
     def coerce(self, properties):

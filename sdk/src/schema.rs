@@ -173,6 +173,12 @@ pub struct ResourceSchema {
     /// update that changes only the stack's tags calls it, and no other.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub taggable: bool,
+    /// CloudFormation's `primaryIdentifier`: the properties (or attributes)
+    /// whose values make the physical id (joined with `|` when there are
+    /// several). What an import's `ResourceIdentifier` gives; a type
+    /// without one cannot be imported.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub primary_identifier: Vec<String>,
 }
 
 fn default_ref() -> String {
@@ -212,7 +218,54 @@ impl ResourceSchema {
             ref_returns: default_ref(),
             required_capabilities: Vec::new(),
             taggable: false,
+            primary_identifier: Vec::new(),
         }
+    }
+
+    /// The properties (or attributes) whose values make the physical id
+    /// (see `primary_identifier`).
+    pub fn identified_by(mut self, names: &[&str]) -> Self {
+        self.primary_identifier = names.iter().map(|n| n.to_string()).collect();
+        self
+    }
+
+    /// The physical id an import's `ResourceIdentifier` names: the primary
+    /// identifier's values in order, joined with `|`. The error names what
+    /// is missing or extra.
+    pub fn physical_id_of(
+        &self,
+        identifier: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<String, String> {
+        if self.primary_identifier.is_empty() {
+            return Err(format!(
+                "{} declares no primary identifier: it cannot be imported",
+                self.type_name
+            ));
+        }
+        if let Some(extra) = identifier
+            .keys()
+            .find(|k| !self.primary_identifier.contains(k))
+        {
+            return Err(format!(
+                "{extra} is not a primary identifier of {} (its identifier: {})",
+                self.type_name,
+                self.primary_identifier.join(", ")
+            ));
+        }
+        let mut parts = Vec::new();
+        for name in &self.primary_identifier {
+            match identifier.get(name) {
+                Some(serde_json::Value::String(s)) if !s.is_empty() => parts.push(s.clone()),
+                Some(serde_json::Value::Number(n)) => parts.push(n.to_string()),
+                _ => {
+                    return Err(format!(
+                        "the ResourceIdentifier of a {} needs {name}",
+                        self.type_name
+                    ))
+                }
+            }
+        }
+        Ok(parts.join("|"))
     }
 
     /// The provider applies the stack's tags (see `taggable`).
@@ -415,6 +468,36 @@ fn parse_number(s: &str) -> Option<Value> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn an_import_identifier_makes_the_physical_id() {
+        let obj = |v: serde_json::Value| v.as_object().cloned().unwrap_or_default();
+        let one = ResourceSchema::new("T::X").identified_by(&["Name"]);
+        assert_eq!(
+            one.physical_id_of(&obj(json!({"Name": "a"}))),
+            Ok("a".into())
+        );
+        let two = ResourceSchema::new("T::Y").identified_by(&["Db", "Table"]);
+        assert_eq!(
+            two.physical_id_of(&obj(json!({"Table": "t", "Db": "d"}))),
+            Ok("d|t".into())
+        );
+        assert_eq!(
+            two.physical_id_of(&obj(json!({"Db": "d"}))),
+            Err("the ResourceIdentifier of a T::Y needs Table".into())
+        );
+        assert_eq!(
+            one.physical_id_of(&obj(json!({"Name": "a", "Id": "b"}))),
+            Err("Id is not a primary identifier of T::X (its identifier: Name)".into())
+        );
+        assert_eq!(
+            ResourceSchema::new("T::Z").physical_id_of(&obj(json!({"Name": "a"}))),
+            Err("T::Z declares no primary identifier: it cannot be imported".into())
+        );
+        // It travels in the schema's JSON (a handler's /schema).
+        let wire = serde_json::to_value(&two).unwrap_or_default();
+        assert_eq!(wire["PrimaryIdentifier"], json!(["Db", "Table"]));
+    }
 
     fn schema() -> ResourceSchema {
         ResourceSchema::new("T::X")

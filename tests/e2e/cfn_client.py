@@ -134,6 +134,14 @@ def lifecycle():
     assert [(p["ParameterKey"], p["ParameterType"], p.get("DefaultValue"), p["NoEcho"]) for p in summary["Parameters"]] == [
         ("V", "String", "one", False), ("Secret", "String", "****", True)], summary["Parameters"]
     assert summary["ResourceTypes"] == ["Cairn::Test::Resource"], summary
+    # What an import could adopt, by the schema's primary identifier.
+    assert summary["ResourceIdentifierSummaries"] == [{
+        "ResourceType": "Cairn::Test::Resource", "LogicalResourceIds": ["A", "B"],
+        "ResourceIdentifiers": ["Name"]}], summary
+    mixed = cf.get_template_summary(TemplateBody="Resources:\n  R: {Type: Cairn::Random::String}\n  F: {Type: Cairn::Local::File, Properties: {Path: x}}\n")
+    assert mixed["ResourceIdentifierSummaries"] == [{
+        "ResourceType": "Cairn::Local::File", "LogicalResourceIds": ["F"],
+        "ResourceIdentifiers": ["Path"]}], mixed
     v = cf.validate_template(TemplateBody=TEMPLATE)
     assert [p["ParameterKey"] for p in v["Parameters"]] == ["V", "Secret"], v
     code, msg, status = error(cf.validate_template, TemplateBody="Resources:\n  A: {Type: Cairn::Test::Resource, Properties: {Value: !GetAtt Nope.Value}}\n")

@@ -35,6 +35,13 @@ pub(super) fn problems(
             ));
         }
     }
+    for name in &schema.primary_identifier {
+        if !schema.properties.contains_key(name) && !schema.attributes.contains_key(name) {
+            out.push(format!(
+                "primary identifier {name} is neither a declared property nor an attribute"
+            ));
+        }
+    }
     for (name, p) in &schema.properties {
         if p.refusal.is_some() && p.update != UpdateBehavior::Immutable {
             out.push(format!(

@@ -78,6 +78,7 @@ impl ResourceProvider for KvProvider {
             .property("Ttl", PropertySchema::integer())
             .attribute("Path", "the record's file")
             .attribute("Size", "bytes in the file")
+            .identified_by(&["Path"])
             .ref_returns("the record's file path")]
     }
 
