@@ -92,6 +92,8 @@ pub enum Step {
     },
     Delete,
     ContinueRollback,
+    /// SetStackPolicy: the stack's policy from now on.
+    StackPolicy(&'static str),
     /// Lifts every script: hanging creates answer, failures stop.
     Heal,
     /// Switches the cloud down (every call fails as a provider that cannot
@@ -441,6 +443,9 @@ impl World {
             Step::Vanish { logical_id } => self.cloud.vanish(logical_id),
             Step::CloudDown(down) => self.cloud.set_down(*down),
             Step::Heal => self.cloud.heal(),
+            Step::StackPolicy(body) => {
+                engine.set_stack_policy(STACK, body).await.map_err(e)?;
+            }
         }
         Ok(())
     }

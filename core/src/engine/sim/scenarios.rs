@@ -21,6 +21,12 @@ Resources:
     Properties: {Name: h-one, Value: !Ref A}
 "#;
 
+/// A stack policy that lets everything but B's replacement through.
+const DENY_REPLACING_B: &str = r#"{"Statement": [
+  {"Effect": "Allow", "Action": "Update:*", "Principal": "*", "Resource": "*"},
+  {"Effect": "Deny", "Action": "Update:Replace", "Principal": "*", "Resource": "LogicalResourceId/B"}
+]}"#;
+
 /// BASE changed every way: A in place, B replaced, H removed, D added.
 const CHANGED: &str = r#"
 Resources:
@@ -636,6 +642,14 @@ fn scenarios() -> Vec<Scenario> {
             expect: None,
             setup: vec![child_files(), create(NESTED)],
             step: Step::Delete,
+            also: &[],
+            points: Points::Every,
+        },
+        Scenario {
+            name: "update whose replacement the stack policy denies (rolls back)",
+            expect: Some(UpdateRollbackComplete),
+            setup: vec![create(BASE), Step::StackPolicy(DENY_REPLACING_B)],
+            step: update(CHANGED),
             also: &[],
             points: Points::Every,
         },
