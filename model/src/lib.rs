@@ -16,6 +16,7 @@ use cairn_template as template;
 pub mod catalog;
 pub mod graph;
 pub mod group;
+pub mod import;
 pub mod macros;
 pub mod nested;
 pub mod plan;
