@@ -62,6 +62,7 @@ pub async fn plan(engine: &Arc<Engine>, args: PlanArgs<'_>) -> anyhow::Result<()
         .unwrap_or_default();
     parameters.extend(parameter_inputs(args.parameters, args.use_previous)?);
     let input = CreateChangeSetInput {
+        resources_to_import: Vec::new(),
         stack_name: args.stack.to_string(),
         change_set_name: name,
         change_set_type: None,

@@ -218,6 +218,12 @@ enum Command {
         #[arg(long)]
         off: bool,
     },
+    /// Import resources made elsewhere into an existing stack: TEMPLATE is
+    /// the stack's template with them added (each with a DeletionPolicy),
+    /// FILE lists them (JSON or YAML: [{ResourceType, LogicalResourceId,
+    /// ResourceIdentifier: {...}}]); nothing else may change. Waits for
+    /// IMPORT_COMPLETE.
+    Import(ImportOpts),
     /// Show a stack's policy, or set it with --set FILE (a JSON document of
     /// Allow/Deny statements on Update:Modify|Replace|Delete).
     StackPolicy {
@@ -424,6 +430,37 @@ struct DeployOpts {
     /// stack's (StackPolicyDuringUpdateBody).
     #[arg(long, value_name = "FILE")]
     stack_policy_during_update: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+struct ImportOpts {
+    stack: String,
+    template: PathBuf,
+    /// The resources to import: [{ResourceType, LogicalResourceId,
+    /// ResourceIdentifier}] (JSON or YAML).
+    #[arg(long, value_name = "FILE")]
+    resources: PathBuf,
+    /// A parameter value, KEY=VALUE (repeatable).
+    #[arg(long = "parameter", short = 'p')]
+    parameters: Vec<String>,
+    /// Keep the stack's current value of this parameter (repeatable).
+    #[arg(long = "use-previous-value")]
+    use_previous: Vec<String>,
+    #[arg(long, num_args = 1..)]
+    capabilities: Vec<String>,
+}
+
+impl ImportOpts {
+    fn args(&self) -> stacks::ImportArgs<'_> {
+        stacks::ImportArgs {
+            stack: &self.stack,
+            template: &self.template,
+            resources: &self.resources,
+            parameters: &self.parameters,
+            use_previous: &self.use_previous,
+            capabilities: &self.capabilities,
+        }
+    }
 }
 
 #[derive(clap::Args)]
@@ -665,6 +702,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::StackPolicy { stack, set, output } => {
             stacks::stack_policy(&engine, stack, set.as_deref(), *output).await
         }
+        Command::Import(o) => stacks::import(&engine, o.args()).await,
         Command::Plan(o) => changesets::plan(&engine, o.args()).await,
         Command::Execute {
             stack,
@@ -805,6 +843,7 @@ async fn run_remote(endpoint: &str, command: &Command) -> anyhow::Result<()> {
         Command::ContinueRollback { stack, skip } => R::ContinueRollback { stack, skip },
         Command::Rollback { stack } => R::Rollback { stack },
         Command::Protect { stack, on, .. } => R::Protect { stack, on: *on },
+        Command::Import(o) => R::Import(o.args()),
         Command::StackPolicy { stack, set, output } => R::StackPolicy {
             stack,
             set: set.as_deref(),

@@ -340,6 +340,62 @@ pub(crate) fn policy_during_create(stack: &str) -> anyhow::Error {
     anyhow!("--stack-policy-during-update applies to updating a stack; stack {stack} does not exist (its policy is --stack-policy)")
 }
 
+/// `cairn import`'s arguments.
+pub struct ImportArgs<'a> {
+    pub stack: &'a str,
+    pub template: &'a Path,
+    pub resources: &'a Path,
+    pub parameters: &'a [String],
+    pub use_previous: &'a [String],
+    pub capabilities: &'a [String],
+}
+
+/// The resources file of `cairn import` (JSON or YAML).
+pub(crate) fn read_imports(
+    path: &Path,
+) -> anyhow::Result<Vec<cairn_core::import::ResourceToImport>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let v = cairn_core::template::Template::body_of(&text)
+        .map_err(|e| anyhow!("{}: {e}", path.display()))?;
+    cairn_core::import::parse_resources(&v).map_err(|e| anyhow!("{}: {e}", path.display()))
+}
+
+/// `cairn import STACK TEMPLATE --resources FILE`.
+pub async fn import(engine: &Arc<Engine>, args: ImportArgs<'_>) -> anyhow::Result<()> {
+    let body = std::fs::read_to_string(args.template)
+        .with_context(|| format!("cannot read template {}", args.template.display()))?;
+    let resources = read_imports(args.resources)?;
+    let Some(existing) = engine.store().find_stack(args.stack).await? else {
+        return Err(anyhow!(
+            "stack {} does not exist: Cairn imports into an existing stack (deploy it first, then import)",
+            args.stack
+        ));
+    };
+    let before = engine.store().event_count(&existing.stack_id).await?;
+    let input = cairn_core::engine::ImportInput {
+        stack_name: args.stack.to_string(),
+        template_body: body,
+        parameters: parameter_inputs(args.parameters, args.use_previous)?,
+        resources,
+        capabilities: Some(args.capabilities.to_vec()),
+        origin: cairn_core::nested::Origin::file(args.template),
+    };
+    let stack_id = engine
+        .imports()
+        .start_import(&input)
+        .await
+        .map_err(|e| anyhow!("{}: {e}", args.template.display()))?;
+    wait_for(
+        engine,
+        args.stack,
+        &stack_id,
+        before,
+        StackStatus::ImportComplete,
+    )
+    .await
+}
+
 /// `cairn stack-policy STACK [--set FILE]`: sets the policy, or shows it.
 pub async fn stack_policy(
     engine: &Arc<Engine>,

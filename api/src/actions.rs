@@ -973,11 +973,16 @@ async fn create_change_set(app: &App, f: &Form) -> Outcome {
         None => None,
         Some("CREATE") => Some(ChangeSetType::Create),
         Some("UPDATE") => Some(ChangeSetType::Update),
+        Some("IMPORT") => Some(ChangeSetType::Import),
         Some(other) => {
             return Err(ApiError::validation(format!(
-                "ChangeSetType {other} is not supported by Cairn (CREATE or UPDATE)"
+                "ChangeSetType {other} is not supported by Cairn (CREATE, UPDATE or IMPORT)"
             )))
         }
+    };
+    let resources_to_import = match kind {
+        Some(ChangeSetType::Import) => resources_to_import(f)?,
+        _ => Vec::new(),
     };
     let previous = f.flag("UsePreviousTemplate")? == Some(true);
     let body = template_body(app, f)?;
@@ -988,6 +993,7 @@ async fn create_change_set(app: &App, f: &Form) -> Outcome {
     }
     let (context, env_values) = template_context(f)?.unwrap_or_default();
     let input = CreateChangeSetInput {
+        resources_to_import,
         stack_name: stack_name.to_string(),
         change_set_name: name.to_string(),
         // CloudFormation's default is UPDATE; the engine decides from the
@@ -1009,6 +1015,37 @@ async fn create_change_set(app: &App, f: &Form) -> Outcome {
         x.leaf("Id", &cs.change_set_id)
             .leaf("StackId", &cs.stack_id);
     })
+}
+
+/// `ResourcesToImport.member.N.{ResourceType, LogicalResourceId,
+/// ResourceIdentifier.entry.M.{key, value}}`.
+fn resources_to_import(f: &Form) -> Result<Vec<cairn_core::import::ResourceToImport>, ApiError> {
+    let items: Vec<Value> = f
+        .structs("ResourcesToImport")
+        .into_iter()
+        .map(|m| {
+            let mut identifier = serde_json::Map::new();
+            for (k, key) in &m {
+                let Some(n) = k
+                    .strip_prefix("ResourceIdentifier.entry.")
+                    .and_then(|r| r.strip_suffix(".key"))
+                else {
+                    continue;
+                };
+                let value = m
+                    .get(&format!("ResourceIdentifier.entry.{n}.value"))
+                    .cloned()
+                    .unwrap_or_default();
+                identifier.insert(key.clone(), Value::String(value));
+            }
+            serde_json::json!({
+                "ResourceType": m.get("ResourceType"),
+                "LogicalResourceId": m.get("LogicalResourceId"),
+                "ResourceIdentifier": identifier,
+            })
+        })
+        .collect();
+    cairn_core::import::parse_resources(&Value::Array(items)).map_err(ApiError::validation)
 }
 
 /// A JSON object's members as XML elements (arrays as `<member>` lists).

@@ -27,7 +27,9 @@ pub use cairn_store as store;
 #[cfg(test)]
 mod validate_tests;
 /// The stack model, its own crate (pure); re-exported at the old paths.
-pub use cairn_model::{catalog, graph, group, macros, plan, signal, stack, stack_policy, validate};
+pub use cairn_model::{
+    catalog, graph, group, import, macros, plan, signal, stack, stack_policy, validate,
+};
 /// The template language, its own crate (pure: no I/O); re-exported at
 /// its old path.
 pub use cairn_template as template;

@@ -27,7 +27,8 @@ pub struct ResourceToImport {
 }
 
 /// A resource to import, checked: the physical id its identifier makes.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "PascalCase")]
 pub struct Adoption {
     pub logical_id: String,
     pub resource_type: String,

@@ -493,6 +493,7 @@ pub enum Command<'a> {
         set: Option<&'a Path>,
         output: OutputFormat,
     },
+    Import(stacks::ImportArgs<'a>),
     Signal {
         stack: &'a str,
         resource: &'a str,
@@ -621,6 +622,7 @@ pub async fn run(endpoint: &str, command: Command<'_>) -> anyhow::Result<()> {
             println!("{status} signal {unique_id} kept for {resource} of stack {stack}");
             Ok(())
         }
+        Command::Import(args) => import(&r, args).await,
         Command::StackPolicy { stack, set, output } => {
             if let Some(body) = crate::stacks::read_policy(set)? {
                 r.call(
@@ -870,6 +872,49 @@ fn context_members(
         ));
     }
     Ok(out)
+}
+
+/// `cairn import` through a server: an IMPORT change set, executed and
+/// followed.
+async fn import(r: &Remote, args: stacks::ImportArgs<'_>) -> anyhow::Result<()> {
+    let body = std::fs::read_to_string(args.template)
+        .with_context(|| format!("cannot read template {}", args.template.display()))?;
+    let resources = stacks::read_imports(args.resources)?;
+    let named = |e: anyhow::Error| anyhow!("{}: {e}", args.template.display());
+    let existing = r.stack(args.stack).await?;
+    let name = format!("import-{}", uuid::Uuid::new_v4().simple());
+    let mut params = vec![
+        kv("StackName", args.stack),
+        kv("ChangeSetName", &name),
+        kv("ChangeSetType", "IMPORT"),
+        kv("TemplateBody", body),
+    ];
+    params.extend(parameter_members(args.parameters, args.use_previous)?);
+    params.extend(list_members("Capabilities", args.capabilities));
+    for (i, res) in resources.iter().enumerate() {
+        let base = format!("ResourcesToImport.member.{}", i + 1);
+        params.push(kv(format!("{base}.ResourceType"), &res.resource_type));
+        params.push(kv(format!("{base}.LogicalResourceId"), &res.logical_id));
+        for (j, (key, value)) in res.identifier.iter().enumerate() {
+            let text = match value {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            let entry = format!("{base}.ResourceIdentifier.entry.{}", j + 1);
+            params.push(kv(format!("{entry}.key"), key));
+            params.push(kv(format!("{entry}.value"), text));
+        }
+    }
+    r.call("CreateChangeSet", &params).await.map_err(named)?;
+    r.operate(
+        &existing.stack_id,
+        args.stack,
+        "ExecuteChangeSet",
+        &[kv("StackName", args.stack), kv("ChangeSetName", &name)],
+        StackStatus::ImportComplete,
+        named,
+    )
+    .await
 }
 
 async fn deploy(r: &Remote, args: stacks::DeployArgs<'_>) -> anyhow::Result<()> {

@@ -617,6 +617,41 @@ def protection():
     assert (code, message) == ("ValidationError", "Stack [nope] does not exist"), message
 
 
+def import_resources():
+    """Import through change sets: a file made by hand joins a stack
+    (CreateChangeSet IMPORT with ResourcesToImport, DescribeChangeSet's
+    Import action, ExecuteChangeSet, the stack_import_complete waiter,
+    IMPORT_COMPLETE on the resource), and a refusal with CloudFormation's
+    text."""
+    base = "Resources:\n  A: {Type: Cairn::Test::Resource, Properties: {Value: x}}\n"
+    cf.create_stack(StackName="imp", TemplateBody=base)
+    cf.get_waiter("stack_create_complete").wait(StackName="imp", WaiterConfig=FAST)
+    path = os.path.abspath("by-hand.txt")
+    with open(path, "w") as f:
+        f.write("hello")
+    body = base + "  F:\n    Type: Cairn::Local::File\n    DeletionPolicy: Retain\n    Properties: {Path: '%s', Content: hello}\n" % path
+    wanted = [{"ResourceType": "Cairn::Local::File", "LogicalResourceId": "F", "ResourceIdentifier": {"Path": path}}]
+    cs = cf.create_change_set(StackName="imp", ChangeSetName="adopt", ChangeSetType="IMPORT",
+                              TemplateBody=body, ResourcesToImport=wanted)
+    described = cf.describe_change_set(ChangeSetName=cs["Id"])
+    changes = [(c["ResourceChange"]["Action"], c["ResourceChange"]["LogicalResourceId"],
+                c["ResourceChange"]["PhysicalResourceId"]) for c in described["Changes"]]
+    assert changes == [("Import", "F", path)], described
+    cf.execute_change_set(ChangeSetName=cs["Id"])
+    cf.get_waiter("stack_import_complete").wait(StackName="imp", WaiterConfig=FAST)
+    assert cf.describe_stacks(StackName="imp")["Stacks"][0]["StackStatus"] == "IMPORT_COMPLETE"
+    f = cf.describe_stack_resource(StackName="imp", LogicalResourceId="F")["StackResourceDetail"]
+    assert (f["ResourceStatus"], f["PhysicalResourceId"]) == ("IMPORT_COMPLETE", path), f
+    # Without a DeletionPolicy: refused when the change set is made.
+    code, message, _ = error(cf.create_change_set, StackName="imp", ChangeSetName="again", ChangeSetType="IMPORT",
+                             TemplateBody=body.replace("    DeletionPolicy: Retain\n", "").replace("  F:", "  G:"),
+                             ResourcesToImport=[dict(wanted[0], LogicalResourceId="G")])
+    assert (code, message) == ("ValidationError", "The following resources to import [G] must have DeletionPolicy attribute specified in the template."), message
+    cf.delete_stack(StackName="imp")
+    cf.get_waiter("stack_delete_complete").wait(StackName="imp", WaiterConfig=FAST)
+    assert os.path.exists(path)
+
+
 POLICY_DENY_REPLACE = json.dumps({"Statement": [
     {"Effect": "Allow", "Action": "Update:*", "Principal": "*", "Resource": "*"},
     {"Effect": "Deny", "Action": "Update:Replace", "Principal": "*", "Resource": "LogicalResourceId/Db*"},

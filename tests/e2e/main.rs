@@ -12,6 +12,7 @@ mod heat_functional;
 mod hostile;
 mod hot;
 mod hot_corpus;
+mod import;
 mod kept_failures;
 mod macros;
 mod nested;

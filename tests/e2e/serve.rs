@@ -151,6 +151,11 @@ fn boto3_stack_policy() {
 }
 
 #[test]
+fn boto3_import_through_a_change_set() {
+    run("import_resources");
+}
+
+#[test]
 fn boto3_macros() {
     let handler = crate::macros::count_macro();
     let s = Scratch::new();
@@ -783,4 +788,49 @@ outputs:
         assert_eq!(run.code(), 0, "{}", run.stderr());
     }
     assert_eq!(s.resource_files(), Vec::<String>::new());
+}
+
+#[test]
+fn cairn_import_through_a_server_runs_an_import_change_set() {
+    let s = Scratch::new();
+    let server = Server::start(&s, "");
+    let base = "Resources:\n  A: {Type: Cairn::Test::Resource, Properties: {Value: x}}\n";
+    s.write("base.yaml", base);
+    let run = remote(&s, &server, &["deploy", "st", "base.yaml"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let file = s.dir.path().join("by-hand.txt");
+    std::fs::write(&file, "hello").unwrap_or_default();
+    let path = file.display().to_string();
+    s.write(
+        "with-file.yaml",
+        &format!("{base}  F:\n    Type: Cairn::Local::File\n    DeletionPolicy: Retain\n    Properties: {{Path: '{path}', Content: hello}}\n"),
+    );
+    s.write(
+        "import.json",
+        &format!(r#"[{{"ResourceType": "Cairn::Local::File", "LogicalResourceId": "F", "ResourceIdentifier": {{"Path": "{path}"}}}}]"#),
+    );
+    let run = remote(
+        &s,
+        &server,
+        &[
+            "import",
+            "st",
+            "with-file.yaml",
+            "--resources",
+            "import.json",
+        ],
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert!(
+        run.stdout().contains("stack st is IMPORT_COMPLETE"),
+        "{}",
+        run.stdout()
+    );
+    let resources = remote(&s, &server, &["resources", "st", "--output", "json"]).json();
+    let f = resources["StackResources"]
+        .as_array()
+        .and_then(|l| l.iter().find(|r| r["LogicalResourceId"] == "F").cloned())
+        .unwrap_or_default();
+    assert_eq!(f["ResourceStatus"], "IMPORT_COMPLETE", "{resources}");
+    assert_eq!(f["PhysicalResourceId"], path.as_str());
 }

@@ -51,6 +51,8 @@ pub struct CreateChangeSetInput {
     /// The capabilities acknowledged (`None`: not checked). A change set
     /// never needs CAPABILITY_AUTO_EXPAND: its changes are reviewed.
     pub capabilities: Option<Vec<String>>,
+    /// `ResourcesToImport` of an IMPORT set.
+    pub resources_to_import: Vec<crate::import::ResourceToImport>,
 }
 
 /// `given` with CAPABILITY_AUTO_EXPAND, which a change set does not need.
@@ -88,7 +90,120 @@ impl ChangeSets<'_> {
         match kind {
             ChangeSetType::Create => self.create_set_for_new_stack(input, existing).await,
             ChangeSetType::Update => self.create_set_for_update(input, in_review).await,
+            ChangeSetType::Import => self.create_set_for_import(input, in_review).await,
         }
+    }
+
+    /// An IMPORT set: checked as `cairn import` is (the rules, each
+    /// resource read), its changes CloudFormation's `Import` actions with
+    /// the physical id each identifier makes.
+    async fn create_set_for_import(
+        &self,
+        input: &CreateChangeSetInput,
+        in_review: bool,
+    ) -> Result<ChangeSetRecord, EngineError> {
+        let Some(body) = input.template_body.clone().filter(|_| !in_review) else {
+            return Err(EngineError::Validation(if in_review {
+                format!(
+                    "Stack [{}] does not exist: Cairn imports into an existing stack (create it first)",
+                    input.stack_name
+                )
+            } else {
+                "An IMPORT change set needs the template with the resources to import".into()
+            }));
+        };
+        if self.store.find_stack(&input.stack_name).await?.is_none() {
+            return Err(EngineError::Validation(format!(
+                "Stack [{}] does not exist: Cairn imports into an existing stack (create it first)",
+                input.stack_name
+            )));
+        }
+        let import = super::import::ImportInput {
+            stack_name: input.stack_name.clone(),
+            template_body: body,
+            parameters: input.parameters.clone(),
+            resources: input.resources_to_import.clone(),
+            capabilities: reviewed(&input.capabilities),
+            origin: input.origin.clone(),
+        };
+        let (prepared, adoptions) = self.imports().prepare_import(&import).await?;
+        let base_version = self.store.event_count(&prepared.stack.stack_id).await? as i64;
+        let mut record = self.change_set_record(
+            input,
+            ChangeSetType::Import,
+            &prepared.stack,
+            &prepared.target.template_body,
+            &prepared.target.parameters,
+            &prepared.target.no_echo,
+            &[],
+            base_version,
+        );
+        record.changes = Value::Array(
+            adoptions
+                .iter()
+                .map(|a| {
+                    let identifier = input
+                        .resources_to_import
+                        .iter()
+                        .find(|r| r.logical_id == a.logical_id)
+                        .map(|r| Value::Object(r.identifier.clone()))
+                        .unwrap_or(Value::Null);
+                    json!({"Type": "Resource", "ResourceChange": {
+                        "Action": "Import",
+                        "LogicalResourceId": a.logical_id,
+                        "PhysicalResourceId": a.physical_id,
+                        "ResourceType": a.resource_type,
+                        "ResourceIdentifier": identifier,
+                        "Scope": [],
+                        "Details": [],
+                    }})
+                })
+                .collect(),
+        );
+        self.store.put_change_set(&record).await?;
+        Ok(record)
+    }
+
+    /// Executes an IMPORT set: checked again, then IMPORT_IN_PROGRESS.
+    async fn execute_import(&self, cs: &ChangeSetRecord) -> Result<String, EngineError> {
+        let resources = cs
+            .changes
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                let rc = &c["ResourceChange"];
+                crate::import::ResourceToImport {
+                    resource_type: rc["ResourceType"].as_str().unwrap_or_default().into(),
+                    logical_id: rc["LogicalResourceId"].as_str().unwrap_or_default().into(),
+                    identifier: rc["ResourceIdentifier"]
+                        .as_object()
+                        .cloned()
+                        .unwrap_or_default(),
+                }
+            })
+            .collect();
+        let import = super::import::ImportInput {
+            stack_name: cs.stack_id.clone(),
+            template_body: cs.template_body.clone(),
+            parameters: cs
+                .parameters
+                .iter()
+                .map(|(k, v)| (k.clone(), ParameterInput::Value(v.clone())))
+                .collect(),
+            resources,
+            capabilities: None,
+            origin: Default::default(),
+        };
+        let (prepared, adoptions) = self.imports().prepare_import(&import).await?;
+        self.updates()
+            .begin_moving(
+                prepared,
+                Some(cs),
+                (OperationKind::Import, StackStatus::ImportInProgress),
+                Some((super::import::IMPORTS, json!(adoptions))),
+            )
+            .await
     }
 
     async fn create_set_for_update(
@@ -234,6 +349,7 @@ impl ChangeSets<'_> {
             .await?;
             let base_version = self.store.event_count(&prepared.stack.stack_id).await? as i64;
             let child_input = CreateChangeSetInput {
+                resources_to_import: Vec::new(),
                 stack_name: prepared.stack.stack_name.clone(),
                 change_set_name: nested_set_name(&parent.change_set_name, &logical),
                 change_set_type: Some(ChangeSetType::Update),
@@ -574,6 +690,9 @@ impl ChangeSets<'_> {
             .collect();
         if cs.change_set_type == ChangeSetType::Create {
             return self.execute_create(&cs, on_failure).await;
+        }
+        if cs.change_set_type == ChangeSetType::Import {
+            return self.execute_import(&cs).await;
         }
         // The nested templates as read when the set was made: what it
         // planned is what runs.

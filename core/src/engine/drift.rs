@@ -65,6 +65,9 @@ fn detectable(status: StackStatus) -> bool {
             | StackStatus::UpdateComplete
             | StackStatus::UpdateRollbackComplete
             | StackStatus::UpdateRollbackFailed
+            // After an import, as AWS recommends.
+            | StackStatus::ImportComplete
+            | StackStatus::ImportRollbackComplete
     )
 }
 
@@ -83,7 +86,7 @@ impl Drift<'_> {
         };
         if !detectable(s.status) {
             return Err(EngineError::Validation(format!(
-                "Drift detection is not supported for stack {} in {} state; it is available in CREATE_COMPLETE, UPDATE_COMPLETE, UPDATE_ROLLBACK_COMPLETE and UPDATE_ROLLBACK_FAILED",
+                "Drift detection is not supported for stack {} in {} state; it is available in CREATE_COMPLETE, UPDATE_COMPLETE, UPDATE_ROLLBACK_COMPLETE, UPDATE_ROLLBACK_FAILED, IMPORT_COMPLETE and IMPORT_ROLLBACK_COMPLETE",
                 s.stack_name, s.status
             )));
         }

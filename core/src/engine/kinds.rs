@@ -86,6 +86,11 @@ operation_kind!(
     reconciles
 );
 operation_kind!(
+    /// Importing resources made elsewhere: checked, read, adopted.
+    Imports,
+    imports
+);
+operation_kind!(
     /// Drift detection.
     Drift,
     drift

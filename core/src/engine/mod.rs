@@ -16,6 +16,7 @@ mod dag;
 mod delete;
 pub mod drift;
 mod group;
+mod import;
 mod kept;
 mod kinds;
 pub mod macros;
@@ -33,6 +34,7 @@ pub mod stack_policy;
 mod update;
 
 pub use changeset::{changes_json, ChangeSetType, CreateChangeSetInput, NO_CHANGES};
+pub use import::ImportInput;
 pub use kinds::{
     ChangeSets, Claims, Creates, Deletes, Drift, Groups, NestedStacks, Protocol, Reconciles,
     Signals, Updates,
@@ -498,7 +500,12 @@ impl Engine {
         let results = Results::new(self.exports_map().await?);
         let operation = self.store.operation(&stack.stack_id).await?;
         let (this, other) = match &operation {
-            Some(o) if matches!(o.kind, OperationKind::Update | OperationKind::Reconcile) => {
+            Some(o)
+                if matches!(
+                    o.kind,
+                    OperationKind::Update | OperationKind::Reconcile | OperationKind::Import
+                ) =>
+            {
                 let (previous, target) = update::UpdateJournal::from_options(&o.options)?;
                 if update::is_rollback_phase(stack.status) {
                     (previous, Some(target))
@@ -762,6 +769,8 @@ impl Engine {
                 self.updates().drive_update(op).await
             }
             StackStatus::DeleteInProgress => self.deletes().delete_phase(op, &retain, true).await,
+            StackStatus::ImportInProgress => self.imports().drive_import(op).await,
+            StackStatus::ImportRollbackInProgress => self.imports().rollback_import(op).await,
             other => Err(EngineError::Validation(format!(
                 "Stack [{}] is in {other} state, which this version of Cairn cannot resume",
                 op.stack.stack_name

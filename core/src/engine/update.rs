@@ -111,7 +111,7 @@ impl StackState {
         s.description = self.description.clone();
     }
 
-    fn apply(&self, s: &mut StackRecord) {
+    pub(super) fn apply(&self, s: &mut StackRecord) {
         s.context = self.context.clone();
         s.capabilities = self.capabilities.clone();
         s.tags = self.tags.clone();
@@ -153,6 +153,8 @@ pub fn is_rollback_phase(s: StackStatus) -> bool {
         StackStatus::UpdateRollbackInProgress
             | StackStatus::UpdateRollbackCompleteCleanupInProgress
             | StackStatus::UpdateRollbackFailed
+            | StackStatus::ImportRollbackInProgress
+            | StackStatus::ImportRollbackFailed
     )
 }
 
@@ -362,6 +364,8 @@ fn updatable(status: StackStatus) -> bool {
         StackStatus::CreateComplete
             | StackStatus::UpdateComplete
             | StackStatus::UpdateRollbackComplete
+            | StackStatus::ImportComplete
+            | StackStatus::ImportRollbackComplete
             // Where a `cairn update` that failed stops (it does not roll
             // back: running it again, or with the old template, recovers).
             | StackStatus::UpdateFailed
@@ -781,6 +785,24 @@ impl Updates<'_> {
         kind: OperationKind,
         details: Option<(&str, Value)>,
     ) -> Result<String, EngineError> {
+        self.begin_moving(
+            prepared,
+            change_set,
+            (kind, StackStatus::UpdateInProgress),
+            details,
+        )
+        .await
+    }
+
+    /// [`Updates::begin_updating`], starting in `status` (an import's
+    /// IMPORT_IN_PROGRESS).
+    pub(super) async fn begin_moving(
+        &self,
+        prepared: PreparedUpdate,
+        change_set: Option<&ChangeSetRecord>,
+        (kind, status): (OperationKind, StackStatus),
+        details: Option<(&str, Value)>,
+    ) -> Result<String, EngineError> {
         let PreparedUpdate {
             stack,
             target,
@@ -835,7 +857,7 @@ impl Updates<'_> {
             &lease,
             operation,
             shown,
-            StackStatus::UpdateInProgress,
+            status,
             change_set,
             details.map(|(_, value)| value),
         )

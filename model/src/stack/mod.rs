@@ -72,6 +72,11 @@ status_enum!(
         UpdateRollbackFailed => "UPDATE_ROLLBACK_FAILED",
         UpdateRollbackCompleteCleanupInProgress => "UPDATE_ROLLBACK_COMPLETE_CLEANUP_IN_PROGRESS",
         UpdateRollbackComplete => "UPDATE_ROLLBACK_COMPLETE",
+        ImportInProgress => "IMPORT_IN_PROGRESS",
+        ImportComplete => "IMPORT_COMPLETE",
+        ImportRollbackInProgress => "IMPORT_ROLLBACK_IN_PROGRESS",
+        ImportRollbackFailed => "IMPORT_ROLLBACK_FAILED",
+        ImportRollbackComplete => "IMPORT_ROLLBACK_COMPLETE",
     }
 );
 
@@ -94,6 +99,11 @@ status_enum!(
         UpdateInProgress => "UPDATE_IN_PROGRESS",
         UpdateComplete => "UPDATE_COMPLETE",
         UpdateFailed => "UPDATE_FAILED",
+        ImportInProgress => "IMPORT_IN_PROGRESS",
+        ImportComplete => "IMPORT_COMPLETE",
+        ImportFailed => "IMPORT_FAILED",
+        ImportRollbackInProgress => "IMPORT_ROLLBACK_IN_PROGRESS",
+        ImportRollbackComplete => "IMPORT_ROLLBACK_COMPLETE",
     }
 );
 
@@ -228,6 +238,9 @@ status_enum!(
         // update failed with rollback disabled): the operation stays the
         // failed one's.
         Rollback => "ROLLBACK",
+        // Adopting resources made elsewhere (an IMPORT change set, `cairn
+        // import`): read, never created.
+        Import => "IMPORT",
     }
 );
 
@@ -378,6 +391,7 @@ status_enum!(
     ChangeSetType {
         Create => "CREATE",
         Update => "UPDATE",
+        Import => "IMPORT",
     }
 );
 
