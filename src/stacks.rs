@@ -366,13 +366,11 @@ pub async fn import(engine: &Arc<Engine>, args: ImportArgs<'_>) -> anyhow::Resul
     let body = std::fs::read_to_string(args.template)
         .with_context(|| format!("cannot read template {}", args.template.display()))?;
     let resources = read_imports(args.resources)?;
-    let Some(existing) = engine.store().find_stack(args.stack).await? else {
-        return Err(anyhow!(
-            "stack {} does not exist: Cairn imports into an existing stack (deploy it first, then import)",
-            args.stack
-        ));
+    // A new stack is made of the imported resources alone.
+    let before = match engine.store().find_stack(args.stack).await? {
+        Some(existing) => engine.store().event_count(&existing.stack_id).await?,
+        None => 0,
     };
-    let before = engine.store().event_count(&existing.stack_id).await?;
     let input = cairn_core::engine::ImportInput {
         stack_name: args.stack.to_string(),
         template_body: body,

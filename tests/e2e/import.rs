@@ -204,16 +204,19 @@ fn refused_imports_say_why_and_change_nothing() {
     // Nothing was recorded.
     assert_eq!(count(&s, "st"), before);
     assert_eq!(status(&s, "st"), "CREATE_COMPLETE");
-    // A stack that does not exist.
+    // A new stack of imported resources only: one it would create is
+    // refused.
     let t = s.write("new.yaml", &with_file(&path, Some("Retain")));
     let l = s.write("new-import.yaml", &file_list);
     let run = import(&s, "other", &t, &l);
     assert_eq!(run.code(), 1);
     assert!(
-        run.stderr().contains("stack other does not exist: Cairn imports into an existing stack (deploy it first, then import)"),
+        run.stderr().contains("You have modified resources [A] in your template that are not being imported. Update, create or delete operations cannot be executed during import operations."),
         "{}",
         run.stderr()
     );
+    let run = cairn(&s, &["describe", "other"]);
+    assert_eq!(run.code(), 1, "nothing was recorded: {}", run.stdout());
 }
 
 #[test]
@@ -289,4 +292,44 @@ fn an_import_whose_resource_is_gone_when_read_again_rolls_back_without_a_provide
     // It goes on from there.
     let run = deploy(&s, "st", &base().replace("Value: x", "Value: y"), &[]);
     assert_eq!(run.code(), 0, "{}", run.stderr());
+}
+
+#[test]
+fn a_new_stack_is_made_of_imported_resources() {
+    let s = scratch();
+    let file = s.dir.path().join("by-hand.txt");
+    std::fs::write(&file, "hello").unwrap_or_default();
+    let path = file.display().to_string();
+    let template = format!(
+        "Resources:\n  F:\n    Type: Cairn::Local::File\n    DeletionPolicy: Retain\n    Properties: {{Path: '{path}', Content: hello}}\nOutputs:\n  Where: {{Value: !GetAtt F.Path}}\n"
+    );
+    let t = s.write("new.yaml", &template);
+    let l = s.write(
+        "import.yaml",
+        &resources(&[("Cairn::Local::File", "F", "Path", &path)]),
+    );
+    let run = import(&s, "fresh", &t, &l);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let seq: Vec<(String, String)> = sequence_after(&s, "fresh", 0)
+        .into_iter()
+        .map(|(l, st, _, _)| (l, st))
+        .collect();
+    let ev = |l: &str, st: &str| (l.to_string(), st.to_string());
+    assert_eq!(
+        seq,
+        vec![
+            ev("fresh", "IMPORT_IN_PROGRESS"),
+            ev("F", "IMPORT_IN_PROGRESS"),
+            ev("F", "IMPORT_COMPLETE"),
+            ev("fresh", "IMPORT_COMPLETE"),
+        ]
+    );
+    // The outputs read what the provider's read returned.
+    let outputs = cairn(&s, &["outputs", "fresh", "--output", "json"]).json();
+    assert_eq!(
+        outputs["Outputs"][0]["OutputValue"],
+        path.as_str(),
+        "{outputs}"
+    );
+    assert_eq!(physical(&s, "fresh", "F"), path);
 }

@@ -242,7 +242,8 @@ impl Creates<'_> {
 
     /// HOT's `external_id`: instead of a create, the existing resource is
     /// adopted once its provider confirms it exists (Heat's ADOPT and
-    /// check); one the provider cannot check is taken as given.
+    /// check): read, with its attributes, by a provider that reads; else
+    /// checked for drift; one the provider cannot check is taken as given.
     pub(super) async fn adopt_external(
         &self,
         op: &Op,
@@ -251,6 +252,36 @@ impl Creates<'_> {
         id: String,
         request_id: &str,
     ) -> Result<CreateResult, ProviderError> {
+        let missing = || {
+            ProviderError::invalid_request(format!(
+                "Invalid external resource: Resource {id} ({}) can not be found.",
+                r.resource_type
+            ))
+        };
+        // A provider that reads gives the resource's attributes too
+        // (`get_attr` of the adopted resource works).
+        let read = cairn_sdk::ReadRequest {
+            context: self
+                .protocol()
+                .context(op, &r.logical_id, &r.resource_type, request_id),
+            physical_resource_id: id.clone(),
+        };
+        match self
+            .protocol()
+            .timed("adoption", t.provider.read(&read))
+            .await
+        {
+            Ok(cairn_sdk::ReadResult::Found { attributes, .. }) => {
+                return Ok(CreateResult {
+                    physical_resource_id: id,
+                    attributes,
+                    no_echo: false,
+                })
+            }
+            Ok(cairn_sdk::ReadResult::NotSupported) => {}
+            Err(e) if e.is_not_found() => return Err(missing()),
+            Err(e) => return Err(e),
+        }
         let req = cairn_sdk::DriftRequest {
             context: self
                 .protocol()
@@ -258,7 +289,7 @@ impl Creates<'_> {
             physical_resource_id: id.clone(),
             properties: r.properties.clone(),
         };
-        let missing = match self
+        let gone = match self
             .protocol()
             .timed("adoption", t.provider.check_drift(&req))
             .await
@@ -268,11 +299,8 @@ impl Creates<'_> {
             Err(e) if e.is_not_found() => true,
             Err(e) => return Err(e),
         };
-        if missing {
-            return Err(ProviderError::invalid_request(format!(
-                "Invalid external resource: Resource {id} ({}) can not be found.",
-                r.resource_type
-            )));
+        if gone {
+            return Err(missing());
         }
         Ok(CreateResult {
             physical_resource_id: id,

@@ -25,6 +25,7 @@ use crate::stack::{
     now, Journal, OperationKind, ResourceRecord, ResourceStatus, StackRecord, StackStatus,
 };
 use crate::store::StoreError;
+use crate::template::parameters::ParameterValues;
 use crate::template::Template;
 
 /// The operation option holding what an import adopts.
@@ -44,9 +45,19 @@ pub struct ImportInput {
 }
 
 impl Imports<'_> {
-    /// Checks an import into an existing stack and starts it
+    /// Checks an import into a stack, existing or new, and starts it
     /// (IMPORT_IN_PROGRESS); then follow it with [`super::Engine::run`].
     pub async fn start_import(&self, input: &ImportInput) -> Result<String, EngineError> {
+        match self.store.find_stack(&input.stack_name).await? {
+            None => return self.start_new_import(input).await,
+            Some(s) if s.status == StackStatus::ReviewInProgress => {
+                return Err(EngineError::Validation(format!(
+                    "Stack [{}] is in REVIEW_IN_PROGRESS: execute or delete its change set first",
+                    input.stack_name
+                )))
+            }
+            Some(_) => {}
+        }
         let (prepared, adoptions) = self.prepare_import(input).await?;
         self.updates()
             .begin_moving(
@@ -95,15 +106,114 @@ impl Imports<'_> {
         )
         .map_err(EngineError::Validation)?;
         self.refuse_owned(&adoptions).await?;
-        for a in &adoptions {
+        self.read_each(&prepared.stack, &adoptions).await?;
+        Ok((prepared, adoptions))
+    }
+
+    /// A new stack made of imported resources only: checked as an import
+    /// into an existing stack is (every resource of the template is
+    /// imported: any other would be created), then recorded with its
+    /// operation in one write, IMPORT_IN_PROGRESS.
+    async fn start_new_import(&self, input: &ImportInput) -> Result<String, EngineError> {
+        super::check_stack_name(&input.stack_name, Some(&input.template_body))?;
+        let template = Template::parse(&input.template_body)?;
+        let supplied = super::update::supplied_values(&input.parameters, &BTreeMap::new())?;
+        let params = ParameterValues::resolve(&template.parameters, &supplied)?;
+        let stack_id = self.new_stack_id(&input.stack_name);
+        let sctx = super::stack_context(&self.config, &input.stack_name, &stack_id);
+        let (_, graph) = self.prepare(&template, &params, &sctx, self.exports_map().await?)?;
+        self.check_capabilities(
+            &template,
+            &input.template_body,
+            &Default::default(),
+            input.capabilities.as_deref(),
+        )?;
+        let changes: Vec<crate::plan::ResourceChange> = template
+            .resources
+            .iter()
+            .filter(|r| graph.index_of(&r.logical_id).is_some())
+            .map(|r| crate::plan::ResourceChange {
+                action: "Add".into(),
+                logical_resource_id: r.logical_id.clone(),
+                physical_resource_id: None,
+                resource_type: r.type_name.clone(),
+                replacement: None,
+                scope: Vec::new(),
+                details: Vec::new(),
+            })
+            .collect();
+        let adoptions =
+            crate::import::check(&template, &input.resources, &changes, None, &*self.registry)
+                .map_err(EngineError::Validation)?;
+        let ts = now();
+        let stack = StackRecord {
+            stack_id: stack_id.clone(),
+            stack_name: input.stack_name.clone(),
+            status: StackStatus::ImportInProgress,
+            status_reason: Some("User Initiated".into()),
+            description: template.description.clone(),
+            template_body: input.template_body.clone(),
+            parameters: params.raw.clone(),
+            no_echo: params.no_echo.clone(),
+            outputs: Vec::new(),
+            on_failure: Default::default(),
+            created_at: ts.clone(),
+            updated_at: ts.clone(),
+            deleted_at: None,
+            tags: Vec::new(),
+            parent_id: None,
+            root_id: None,
+            context: Default::default(),
+            capabilities: input.capabilities.clone().unwrap_or_default(),
+            termination_protection: false,
+            stack_policy: None,
+        };
+        self.refuse_owned(&adoptions).await?;
+        self.read_each(&stack, &adoptions).await?;
+        // A rolled-back import leaves the new stack with its template and
+        // no resources: both sides of the journal are the new stack.
+        let state = super::update::StackState::of(&stack);
+        let mut options = super::update::UpdateJournal::options(&state, &state);
+        options[IMPORTS] = json!(adoptions);
+        let operation = crate::store::OperationRecord {
+            stack_id: stack_id.clone(),
+            kind: OperationKind::Import,
+            options,
+            started_at: ts.clone(),
+        };
+        let first = super::stack_event(
+            &stack,
+            StackStatus::ImportInProgress,
+            Some("User Initiated"),
+            &ts,
+        );
+        let lease = self
+            .store
+            .insert_stack(
+                &stack,
+                &first,
+                Some(&operation),
+                &self.claims().operation_owner(),
+                self.claims().lease_ttl_ms(),
+            )
+            .await?;
+        self.claims().started_under(&lease);
+        self.open_history(&lease, &stack, OperationKind::Import, None)
+            .await?;
+        Ok(stack_id)
+    }
+
+    /// Each resource read by its provider: refused, naming it, when it
+    /// cannot be.
+    async fn read_each(
+        &self,
+        stack: &StackRecord,
+        adoptions: &[Adoption],
+    ) -> Result<(), EngineError> {
+        for a in adoptions {
             let found = self
                 .protocol()
-                .read(
-                    &prepared.stack,
-                    &a.logical_id,
-                    &a.resource_type,
-                    &a.physical_id,
-                )
+                .read(stack, &a.logical_id, &a.resource_type, &a.physical_id)
                 .await;
             if let Err(why) = found {
                 return Err(EngineError::Validation(format!(
@@ -112,7 +222,7 @@ impl Imports<'_> {
                 )));
             }
         }
-        Ok((prepared, adoptions))
+        Ok(())
     }
 
     /// A resource belongs to one stack: one a stack already has (this one
@@ -144,7 +254,14 @@ impl Imports<'_> {
     /// IMPORT_COMPLETE; a resource that cannot be read rolls it back.
     pub(super) async fn drive_import(&self, op: &super::Op) -> Result<StackStatus, EngineError> {
         let adoptions = self.adoptions(op).await?;
+        // Their ids are known: properties that name another imported
+        // resource resolve whatever the order.
+        for a in &adoptions {
+            op.results
+                .record(&a.logical_id, &a.physical_id, &Default::default());
+        }
         let rows = self.store.resources(&op.stack.stack_id).await?;
+        op.results.record_live(&rows);
         let mut failed = Vec::new();
         for a in &adoptions {
             let done = rows.iter().any(|r| {
@@ -157,14 +274,22 @@ impl Imports<'_> {
                 failed.push(a.logical_id.clone());
             }
         }
-        if failed.is_empty() {
-            self.store.clear_journals(&op.lease).await?;
-            return self.set_status(op, StackStatus::ImportComplete, None).await;
-        }
-        let reason = format!(
-            "The following resource(s) failed to import: [{}]. ",
-            failed.join(", ")
-        );
+        let reason = if failed.is_empty() {
+            // The outputs (a new stack's; an existing stack's are
+            // unchanged, the rules say) once every resource is known.
+            match self.creates().finish_create(op).await {
+                Ok(()) => {
+                    self.store.clear_journals(&op.lease).await?;
+                    return self.set_status(op, StackStatus::ImportComplete, None).await;
+                }
+                Err(reason) => reason,
+            }
+        } else {
+            format!(
+                "The following resource(s) failed to import: [{}]. ",
+                failed.join(", ")
+            )
+        };
         self.set_status(op, StackStatus::ImportRollbackInProgress, Some(&reason))
             .await?;
         self.rollback_import(op).await
@@ -206,6 +331,8 @@ impl Imports<'_> {
         rec.updated_at = now();
         let ok = match outcome {
             Ok(attributes) => {
+                op.results
+                    .record(&a.logical_id, &a.physical_id, &attributes);
                 rec.attributes = attributes;
                 rec.status = ResourceStatus::ImportComplete;
                 true
