@@ -129,19 +129,7 @@ impl Creates<'_> {
         };
         // The operation's record is written with the stack: a crash right
         // after cannot lose its timeout or its nested templates.
-        let lease = self
-            .store
-            .insert_stack(
-                &stack,
-                &first,
-                Some(&operation),
-                &self.claims().operation_owner(),
-                self.claims().lease_ttl_ms(),
-            )
-            .await?;
-        self.claims().started_under(&lease);
-        self.open_history(&lease, &stack, OperationKind::Create, None)
-            .await?;
+        self.insert_operating(&stack, &first, &operation).await?;
         Ok(stack_id)
     }
 

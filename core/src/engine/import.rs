@@ -187,19 +187,7 @@ impl Imports<'_> {
             Some("User Initiated"),
             &ts,
         );
-        let lease = self
-            .store
-            .insert_stack(
-                &stack,
-                &first,
-                Some(&operation),
-                &self.claims().operation_owner(),
-                self.claims().lease_ttl_ms(),
-            )
-            .await?;
-        self.claims().started_under(&lease);
-        self.open_history(&lease, &stack, OperationKind::Import, None)
-            .await?;
+        self.insert_operating(&stack, &first, &operation).await?;
         Ok(stack_id)
     }
 

@@ -791,6 +791,28 @@ impl Engine {
         Ok(status)
     }
 
+    /// Writes a new stack with its operation's record in one write, under
+    /// the operation's lease, and opens its history entry.
+    async fn insert_operating(
+        &self,
+        stack: &StackRecord,
+        first: &EventRecord,
+        operation: &OperationRecord,
+    ) -> Result<(), EngineError> {
+        let lease = self
+            .store
+            .insert_stack(
+                stack,
+                first,
+                Some(operation),
+                &self.claims().operation_owner(),
+                self.claims().lease_ttl_ms(),
+            )
+            .await?;
+        self.claims().started_under(&lease);
+        self.open_history(&lease, stack, operation.kind, None).await
+    }
+
     /// Takes the stack's lease to go on with the operation its record
     /// keeps (continue-rollback, RollbackStack): refused when the stack
     /// moved on since `stack` was read (`while`: what was being done);
