@@ -881,7 +881,6 @@ async fn import(r: &Remote, args: stacks::ImportArgs<'_>) -> anyhow::Result<()> 
         .with_context(|| format!("cannot read template {}", args.template.display()))?;
     let resources = stacks::read_imports(args.resources)?;
     let named = |e: anyhow::Error| anyhow!("{}: {e}", args.template.display());
-    let existing = r.stack(args.stack).await?;
     let name = format!("import-{}", uuid::Uuid::new_v4().simple());
     let mut params = vec![
         kv("StackName", args.stack),
@@ -905,9 +904,11 @@ async fn import(r: &Remote, args: stacks::ImportArgs<'_>) -> anyhow::Result<()> 
             params.push(kv(format!("{entry}.value"), text));
         }
     }
-    r.call("CreateChangeSet", &params).await.map_err(named)?;
+    // A stack that does not exist yet is made by the set (in review).
+    let made = r.call("CreateChangeSet", &params).await.map_err(named)?;
+    let stack_id = made.text_or_empty("StackId");
     r.operate(
-        &existing.stack_id,
+        &stack_id,
         args.stack,
         "ExecuteChangeSet",
         &[kv("StackName", args.stack), kv("ChangeSetName", &name)],

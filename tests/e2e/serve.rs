@@ -834,3 +834,43 @@ fn cairn_import_through_a_server_runs_an_import_change_set() {
     assert_eq!(f["ResourceStatus"], "IMPORT_COMPLETE", "{resources}");
     assert_eq!(f["PhysicalResourceId"], path.as_str());
 }
+
+#[test]
+fn cairn_import_through_a_server_makes_a_new_stack_in_review_first() {
+    let s = Scratch::new();
+    let server = Server::start(&s, "");
+    let file = s.dir.path().join("by-hand.txt");
+    std::fs::write(&file, "hello").unwrap_or_default();
+    let path = file.display().to_string();
+    s.write(
+        "new.yaml",
+        &format!("Resources:\n  F:\n    Type: Cairn::Local::File\n    DeletionPolicy: Retain\n    Properties: {{Path: '{path}', Content: hello}}\n"),
+    );
+    s.write(
+        "import.json",
+        &format!(r#"[{{"ResourceType": "Cairn::Local::File", "LogicalResourceId": "F", "ResourceIdentifier": {{"Path": "{path}"}}}}]"#),
+    );
+    let run = remote(
+        &s,
+        &server,
+        &["import", "fresh", "new.yaml", "--resources", "import.json"],
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let events = remote(&s, &server, &["events", "fresh", "--output", "json"]).json();
+    let mut statuses: Vec<String> = events["StackEvents"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["LogicalResourceId"] == "fresh")
+        .map(|e| e["ResourceStatus"].as_str().unwrap_or_default().to_string())
+        .collect();
+    statuses.reverse();
+    assert_eq!(
+        statuses,
+        vec![
+            "REVIEW_IN_PROGRESS",
+            "IMPORT_IN_PROGRESS",
+            "IMPORT_COMPLETE"
+        ]
+    );
+}

@@ -102,22 +102,11 @@ impl ChangeSets<'_> {
         input: &CreateChangeSetInput,
         in_review: bool,
     ) -> Result<ChangeSetRecord, EngineError> {
-        let Some(body) = input.template_body.clone().filter(|_| !in_review) else {
-            return Err(EngineError::Validation(if in_review {
-                format!(
-                    "Stack [{}] does not exist: Cairn imports into an existing stack (create it first)",
-                    input.stack_name
-                )
-            } else {
-                "An IMPORT change set needs the template with the resources to import".into()
-            }));
+        let Some(body) = input.template_body.clone() else {
+            return Err(EngineError::Validation(
+                "An IMPORT change set needs the template with the resources to import".into(),
+            ));
         };
-        if self.store.find_stack(&input.stack_name).await?.is_none() {
-            return Err(EngineError::Validation(format!(
-                "Stack [{}] does not exist: Cairn imports into an existing stack (create it first)",
-                input.stack_name
-            )));
-        }
         let import = super::import::ImportInput {
             stack_name: input.stack_name.clone(),
             template_body: body,
@@ -126,15 +115,38 @@ impl ChangeSets<'_> {
             capabilities: reviewed(&input.capabilities),
             origin: input.origin.clone(),
         };
-        let (prepared, adoptions) = self.imports().prepare_import(&import).await?;
-        let base_version = self.store.event_count(&prepared.stack.stack_id).await? as i64;
+        let existing = self.store.find_stack(&input.stack_name).await?;
+        // A stack that does not exist yet is made of the imports alone: it
+        // waits in REVIEW_IN_PROGRESS, as a CREATE set's does.
+        let (stack, target, adoptions) = match existing {
+            Some(_) if !in_review => {
+                let (prepared, adoptions) = self.imports().prepare_import(&import).await?;
+                (prepared.stack, prepared.target, adoptions)
+            }
+            existing => {
+                let stack_id = match &existing {
+                    Some(s) => s.stack_id.clone(),
+                    None => self.new_stack_id(&input.stack_name),
+                };
+                let (made, adoptions) = self.imports().check_new_import(&import, &stack_id).await?;
+                let review = match existing {
+                    Some(s) => s,
+                    None => {
+                        self.insert_review_stack(&input.stack_name, &stack_id)
+                            .await?
+                    }
+                };
+                (review, super::update::StackState::of(&made), adoptions)
+            }
+        };
+        let base_version = self.store.event_count(&stack.stack_id).await? as i64;
         let mut record = self.change_set_record(
             input,
             ChangeSetType::Import,
-            &prepared.stack,
-            &prepared.target.template_body,
-            &prepared.target.parameters,
-            &prepared.target.no_echo,
+            &stack,
+            &target.template_body,
+            &target.parameters,
+            &target.no_echo,
             &[],
             base_version,
         );
@@ -195,15 +207,59 @@ impl ChangeSets<'_> {
             capabilities: None,
             origin: Default::default(),
         };
-        let (prepared, adoptions) = self.imports().prepare_import(&import).await?;
-        self.updates()
-            .begin_moving(
-                prepared,
-                Some(cs),
-                (OperationKind::Import, StackStatus::ImportInProgress),
-                Some((super::import::IMPORTS, json!(adoptions))),
-            )
-            .await
+        let Some(stack) = self.store.find_stack(&cs.stack_id).await? else {
+            return Err(StoreError::NoSuchStack(cs.stack_id.clone()).into());
+        };
+        if stack.status != StackStatus::ReviewInProgress {
+            let (prepared, adoptions) = self.imports().prepare_import(&import).await?;
+            return self
+                .updates()
+                .begin_moving(
+                    prepared,
+                    Some(cs),
+                    (OperationKind::Import, StackStatus::ImportInProgress),
+                    Some((super::import::IMPORTS, json!(adoptions))),
+                )
+                .await;
+        }
+        // A new stack: checked again, then out of review.
+        let import = super::import::ImportInput {
+            stack_name: stack.stack_name.clone(),
+            ..import
+        };
+        let (made, adoptions) = self
+            .imports()
+            .check_new_import(&import, &stack.stack_id)
+            .await?;
+        let lease = self.claims().lease_for_operation(&stack.stack_id).await?;
+        let version = self.store.event_count(&stack.stack_id).await? as i64;
+        let current = self.store.find_stack(&stack.stack_id).await?;
+        if version != cs.base_version
+            || current.map(|s| s.status) != Some(StackStatus::ReviewInProgress)
+        {
+            let _ = self.store.release_lease(&lease).await;
+            return Err(EngineError::Validation(format!(
+                "Stack:{} changed while the change set was being executed; try again",
+                stack.stack_id
+            )));
+        }
+        self.claims().started_under(&lease);
+        let operation = self.imports().import_operation(&made, &adoptions);
+        let made = StackRecord {
+            created_at: stack.created_at.clone(),
+            ..made
+        };
+        let stack_id = made.stack_id.clone();
+        self.begin_operation(
+            &lease,
+            operation,
+            made,
+            StackStatus::ImportInProgress,
+            Some(cs),
+            None,
+        )
+        .await?;
+        Ok(stack_id)
     }
 
     async fn create_set_for_update(

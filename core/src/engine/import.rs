@@ -115,12 +115,50 @@ impl Imports<'_> {
     /// imported: any other would be created), then recorded with its
     /// operation in one write, IMPORT_IN_PROGRESS.
     async fn start_new_import(&self, input: &ImportInput) -> Result<String, EngineError> {
+        let stack_id = self.new_stack_id(&input.stack_name);
+        let (stack, adoptions) = self.check_new_import(input, &stack_id).await?;
+        let operation = self.import_operation(&stack, &adoptions);
+        let first = super::stack_event(
+            &stack,
+            StackStatus::ImportInProgress,
+            Some("User Initiated"),
+            &stack.created_at,
+        );
+        self.insert_operating(&stack, &first, &operation).await?;
+        Ok(stack_id)
+    }
+
+    /// The operation of a new stack's import. A rolled-back import leaves
+    /// the stack with its template and no resources: both sides of the
+    /// journal are the new stack.
+    pub(super) fn import_operation(
+        &self,
+        stack: &StackRecord,
+        adoptions: &[Adoption],
+    ) -> crate::store::OperationRecord {
+        let state = super::update::StackState::of(stack);
+        let mut options = super::update::UpdateJournal::options(&state, &state);
+        options[IMPORTS] = json!(adoptions);
+        crate::store::OperationRecord {
+            stack_id: stack.stack_id.clone(),
+            kind: OperationKind::Import,
+            options,
+            started_at: now(),
+        }
+    }
+
+    /// The checks of a new stack's import: the stack (`stack_id`) as it
+    /// would be in IMPORT_IN_PROGRESS, and what it adopts.
+    pub(super) async fn check_new_import(
+        &self,
+        input: &ImportInput,
+        stack_id: &str,
+    ) -> Result<(StackRecord, Vec<Adoption>), EngineError> {
         super::check_stack_name(&input.stack_name, Some(&input.template_body))?;
         let template = Template::parse(&input.template_body)?;
         let supplied = super::update::supplied_values(&input.parameters, &BTreeMap::new())?;
         let params = ParameterValues::resolve(&template.parameters, &supplied)?;
-        let stack_id = self.new_stack_id(&input.stack_name);
-        let sctx = super::stack_context(&self.config, &input.stack_name, &stack_id);
+        let sctx = super::stack_context(&self.config, &input.stack_name, stack_id);
         let (_, graph) = self.prepare(&template, &params, &sctx, self.exports_map().await?)?;
         self.check_capabilities(
             &template,
@@ -147,7 +185,7 @@ impl Imports<'_> {
                 .map_err(EngineError::Validation)?;
         let ts = now();
         let stack = StackRecord {
-            stack_id: stack_id.clone(),
+            stack_id: stack_id.to_string(),
             stack_name: input.stack_name.clone(),
             status: StackStatus::ImportInProgress,
             status_reason: Some("User Initiated".into()),
@@ -170,25 +208,7 @@ impl Imports<'_> {
         };
         self.refuse_owned(&adoptions).await?;
         self.read_each(&stack, &adoptions).await?;
-        // A rolled-back import leaves the new stack with its template and
-        // no resources: both sides of the journal are the new stack.
-        let state = super::update::StackState::of(&stack);
-        let mut options = super::update::UpdateJournal::options(&state, &state);
-        options[IMPORTS] = json!(adoptions);
-        let operation = crate::store::OperationRecord {
-            stack_id: stack_id.clone(),
-            kind: OperationKind::Import,
-            options,
-            started_at: ts.clone(),
-        };
-        let first = super::stack_event(
-            &stack,
-            StackStatus::ImportInProgress,
-            Some("User Initiated"),
-            &ts,
-        );
-        self.insert_operating(&stack, &first, &operation).await?;
-        Ok(stack_id)
+        Ok((stack, adoptions))
     }
 
     /// Each resource read by its provider: refused, naming it, when it
