@@ -798,17 +798,7 @@ fn cairn_import_through_a_server_runs_an_import_change_set() {
     s.write("base.yaml", base);
     let run = remote(&s, &server, &["deploy", "st", "base.yaml"]);
     assert_eq!(run.code(), 0, "{}", run.stderr());
-    let file = s.dir.path().join("by-hand.txt");
-    std::fs::write(&file, "hello").unwrap_or_default();
-    let path = file.display().to_string();
-    s.write(
-        "with-file.yaml",
-        &format!("{base}  F:\n    Type: Cairn::Local::File\n    DeletionPolicy: Retain\n    Properties: {{Path: '{path}', Content: hello}}\n"),
-    );
-    s.write(
-        "import.json",
-        &format!(r#"[{{"ResourceType": "Cairn::Local::File", "LogicalResourceId": "F", "ResourceIdentifier": {{"Path": "{path}"}}}}]"#),
-    );
+    let path = file_to_import(&s, "with-file.yaml", base);
     let run = remote(
         &s,
         &server,
@@ -839,17 +829,7 @@ fn cairn_import_through_a_server_runs_an_import_change_set() {
 fn cairn_import_through_a_server_makes_a_new_stack_in_review_first() {
     let s = Scratch::new();
     let server = Server::start(&s, "");
-    let file = s.dir.path().join("by-hand.txt");
-    std::fs::write(&file, "hello").unwrap_or_default();
-    let path = file.display().to_string();
-    s.write(
-        "new.yaml",
-        &format!("Resources:\n  F:\n    Type: Cairn::Local::File\n    DeletionPolicy: Retain\n    Properties: {{Path: '{path}', Content: hello}}\n"),
-    );
-    s.write(
-        "import.json",
-        &format!(r#"[{{"ResourceType": "Cairn::Local::File", "LogicalResourceId": "F", "ResourceIdentifier": {{"Path": "{path}"}}}}]"#),
-    );
+    file_to_import(&s, "new.yaml", "");
     let run = remote(
         &s,
         &server,
@@ -873,4 +853,26 @@ fn cairn_import_through_a_server_makes_a_new_stack_in_review_first() {
             "IMPORT_COMPLETE"
         ]
     );
+}
+
+/// A file made by hand, `template` (`base`'s resources and the file, with
+/// a DeletionPolicy) and `import.json` naming it: its path.
+fn file_to_import(s: &Scratch, template: &str, base: &str) -> String {
+    let file = s.dir.path().join("by-hand.txt");
+    std::fs::write(&file, "hello").unwrap_or_default();
+    let path = file.display().to_string();
+    let resources = if base.is_empty() {
+        "Resources:\n"
+    } else {
+        base
+    };
+    s.write(
+        template,
+        &format!("{resources}  F:\n    Type: Cairn::Local::File\n    DeletionPolicy: Retain\n    Properties: {{Path: '{path}', Content: hello}}\n"),
+    );
+    s.write(
+        "import.json",
+        &format!(r#"[{{"ResourceType": "Cairn::Local::File", "LogicalResourceId": "F", "ResourceIdentifier": {{"Path": "{path}"}}}}]"#),
+    );
+    path
 }

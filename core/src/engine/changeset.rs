@@ -231,19 +231,7 @@ impl ChangeSets<'_> {
             .imports()
             .check_new_import(&import, &stack.stack_id)
             .await?;
-        let lease = self.claims().lease_for_operation(&stack.stack_id).await?;
-        let version = self.store.event_count(&stack.stack_id).await? as i64;
-        let current = self.store.find_stack(&stack.stack_id).await?;
-        if version != cs.base_version
-            || current.map(|s| s.status) != Some(StackStatus::ReviewInProgress)
-        {
-            let _ = self.store.release_lease(&lease).await;
-            return Err(EngineError::Validation(format!(
-                "Stack:{} changed while the change set was being executed; try again",
-                stack.stack_id
-            )));
-        }
-        self.claims().started_under(&lease);
+        let lease = self.lease_in_review(&stack, cs).await?;
         let operation = self.imports().import_operation(&made, &adoptions);
         let made = StackRecord {
             created_at: stack.created_at.clone(),
@@ -818,19 +806,7 @@ impl ChangeSets<'_> {
         let sctx = stack_context(&self.config, &stack.stack_name, &stack.stack_id);
         let changes = self.plan_create(&template, &params, &sctx).await?;
         self.check_plan_holds(cs, &changes).await?;
-        let lease = self.claims().lease_for_operation(&stack.stack_id).await?;
-        let version = self.store.event_count(&stack.stack_id).await? as i64;
-        let current = self.store.find_stack(&stack.stack_id).await?;
-        if version != cs.base_version
-            || current.map(|s| s.status) != Some(StackStatus::ReviewInProgress)
-        {
-            let _ = self.store.release_lease(&lease).await;
-            return Err(EngineError::Validation(format!(
-                "Stack:{} changed while the change set was being executed; try again",
-                stack.stack_id
-            )));
-        }
-        self.claims().started_under(&lease);
+        let lease = self.lease_in_review(&stack, cs).await?;
         let ts = now();
         let created = StackRecord {
             description: template.description.clone(),
@@ -864,6 +840,29 @@ impl ChangeSets<'_> {
         )
         .await?;
         Ok(stack_id)
+    }
+
+    /// The lease of a stack in review whose set is executed: refused when
+    /// anything happened to the stack since the set was made.
+    async fn lease_in_review(
+        &self,
+        stack: &StackRecord,
+        cs: &ChangeSetRecord,
+    ) -> Result<crate::store::Lease, EngineError> {
+        let lease = self.claims().lease_for_operation(&stack.stack_id).await?;
+        let version = self.store.event_count(&stack.stack_id).await? as i64;
+        let current = self.store.find_stack(&stack.stack_id).await?;
+        if version != cs.base_version
+            || current.map(|s| s.status) != Some(StackStatus::ReviewInProgress)
+        {
+            let _ = self.store.release_lease(&lease).await;
+            return Err(EngineError::Validation(format!(
+                "Stack:{} changed while the change set was being executed; try again",
+                stack.stack_id
+            )));
+        }
+        self.claims().started_under(&lease);
+        Ok(lease)
     }
 
     /// Deletes a stack that only ever held change sets (REVIEW_IN_PROGRESS):
