@@ -1,7 +1,9 @@
-"""A webhook provider of `Test::Flaky::Thing` (identified by its Name)
-whose records exist until they are read once: the import's check finds
-one, the import itself then does not (its rollback is what is tested)."""
+"""A webhook provider of `Test::Flaky::Thing` (identified by its Name):
+records made elsewhere, every name exists. With READS_BEFORE_GONE=N in
+the environment a record is gone after N reads: the import's check finds
+it, the import itself then does not (its rollback is what is tested)."""
 
+import os
 import threading
 
 from cairn_provider import NotFound, Provider, ResourceType, String, found, serve
@@ -30,7 +32,8 @@ class Flaky(Provider):
         with self.lock:
             self.reads[request.physical_id] = self.reads.get(request.physical_id, 0) + 1
             seen = self.reads[request.physical_id]
-        if seen > 1:
+        limit = int(os.environ.get("READS_BEFORE_GONE", "0"))
+        if limit and seen > limit:
             raise NotFound("record %s is gone since it was checked" % request.physical_id)
         return found({"Name": request.physical_id})
 

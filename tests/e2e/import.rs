@@ -221,31 +221,7 @@ fn refused_imports_say_why_and_change_nothing() {
 
 #[test]
 fn an_import_whose_resource_is_gone_when_read_again_rolls_back_without_a_provider_call() {
-    let mut cmd = crate::support::python();
-    cmd.arg(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/e2e/flaky_reader.py"
-    ))
-    .args([
-        "--listen",
-        "127.0.0.1:0",
-        "--secret",
-        crate::webhooks::SECRET,
-    ])
-    .env(
-        "PYTHONPATH",
-        concat!(env!("CARGO_MANIFEST_DIR"), "/sdk-python"),
-    );
-    let handler = crate::webhooks::Program::start(cmd);
-    let s = crate::support::Scratch::new();
-    s.write(
-        "cairn.toml",
-        &format!(
-            "[[providers]]\nkind = \"webhook\"\nname = \"flaky\"\nurl = \"http://127.0.0.1:{}/\"\nsecret = \"{}\"\nread = true\n",
-            handler.port,
-            crate::webhooks::SECRET
-        ),
-    );
+    let (s, _handler) = with_records(Some(1));
     assert_eq!(deploy(&s, "st", &base(), &[]).code(), 0);
     let template = format!(
         "{}  X:\n    Type: Test::Flaky::Thing\n    DeletionPolicy: Retain\n    Properties: {{Name: x1}}\n",
@@ -332,4 +308,68 @@ fn a_new_stack_is_made_of_imported_resources() {
         "{outputs}"
     );
     assert_eq!(physical(&s, "fresh", "F"), path);
+}
+
+/// A scratch directory whose config serves `Test::Flaky::Thing` from a
+/// webhook provider (`flaky_reader.py`), each record gone after
+/// `reads_before_gone` reads when given.
+fn with_records(
+    reads_before_gone: Option<u32>,
+) -> (crate::support::Scratch, crate::webhooks::Program) {
+    let mut cmd = crate::support::python();
+    cmd.arg(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/e2e/flaky_reader.py"
+    ))
+    .args([
+        "--listen",
+        "127.0.0.1:0",
+        "--secret",
+        crate::webhooks::SECRET,
+    ])
+    .env(
+        "PYTHONPATH",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/sdk-python"),
+    );
+    if let Some(n) = reads_before_gone {
+        cmd.env("READS_BEFORE_GONE", n.to_string());
+    }
+    let handler = crate::webhooks::Program::start(cmd);
+    let s = crate::support::Scratch::new();
+    s.write(
+        "cairn.toml",
+        &format!(
+            "[[providers]]\nkind = \"webhook\"\nname = \"records\"\nurl = \"http://127.0.0.1:{}/\"\nsecret = \"{}\"\nread = true\n",
+            handler.port,
+            crate::webhooks::SECRET
+        ),
+    );
+    (s, handler)
+}
+
+#[test]
+fn a_webhook_providers_records_are_imported_into_a_new_stack() {
+    let (s, _handler) = with_records(None);
+    let template = "Resources:\n  X:\n    Type: Test::Flaky::Thing\n    DeletionPolicy: Retain\n    Properties: {Name: rec-7}\n  Y:\n    Type: Test::Flaky::Thing\n    DeletionPolicy: Delete\n    Properties: {Name: rec-8}\n";
+    let t = s.write("records.yaml", template);
+    let l = s.write(
+        "import.yaml",
+        &resources(&[
+            ("Test::Flaky::Thing", "X", "Name", "rec-7"),
+            ("Test::Flaky::Thing", "Y", "Name", "rec-8"),
+        ]),
+    );
+    let run = import(&s, "records", &t, &l);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(status(&s, "records"), "IMPORT_COMPLETE");
+    assert_eq!(physical(&s, "records", "X"), "rec-7");
+    assert_eq!(physical(&s, "records", "Y"), "rec-8");
+    // The same records cannot be imported again by another stack.
+    let run = import(&s, "again", &t, &l);
+    assert_eq!(run.code(), 1);
+    assert!(
+        run.stderr().contains("Resource X cannot be imported: Test::Flaky::Thing rec-7 already belongs to stack records (as X)"),
+        "{}",
+        run.stderr()
+    );
 }
