@@ -96,10 +96,10 @@ struct Recipe {
 fn recipe(kind: Kind, crate_name: &str, port: u16) -> Recipe {
     let url = format!("http://127.0.0.1:{port}/");
     let webhook_entry = format!(
-        "[[providers]]\nkind = \"webhook\"\nname = \"{crate_name}\"\nurl = \"{url}\"\nsecret = \"change-me\"\ndrift = true\n"
+        "[[providers]]\nkind = \"webhook\"\nname = \"{crate_name}\"\nurl = \"{url}\"\nsecret = \"change-me\"\ndrift = true\nread = true\n"
     );
     let webhook_test = format!(
-        "cairn provider test --webhook {url} --secret change-me --drift --properties inputs.yaml"
+        "cairn provider test --webhook {url} --secret change-me --drift --read --properties inputs.yaml"
     );
     match kind {
         Kind::RustDylib => {

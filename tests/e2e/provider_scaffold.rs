@@ -94,8 +94,7 @@ fn new_build_test_deploy(name: &str, args: &[&str], expected_steps: usize) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");
     for line in [
-        // A new provider does not read yet (the read tests say so).
-        "11 passed, 0 failed, 2 skipped",
+        "13 passed, 0 failed, 0 skipped",
         "stack demo is CREATE_COMPLETE",
         "stack demo is DELETE_COMPLETE",
     ] {
