@@ -248,17 +248,10 @@ impl Creates<'_> {
         };
         // A provider that reads gives the resource's attributes too
         // (`get_attr` of the adopted resource works).
-        let read = cairn_sdk::ReadRequest {
-            context: self
-                .protocol()
-                .context(op, &r.logical_id, &r.resource_type, request_id),
-            physical_resource_id: id.clone(),
-        };
-        match self
+        let context = self
             .protocol()
-            .timed("adoption", t.provider.read(&read))
-            .await
-        {
+            .context(op, &r.logical_id, &r.resource_type, request_id);
+        match self.protocol().read(context, &r.resource_type, &id).await {
             Ok(cairn_sdk::ReadResult::Found { attributes, .. }) => {
                 return Ok(CreateResult {
                     physical_resource_id: id,

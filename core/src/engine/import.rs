@@ -219,10 +219,8 @@ impl Imports<'_> {
         adoptions: &[Adoption],
     ) -> Result<(), EngineError> {
         for a in adoptions {
-            let found = self
-                .protocol()
-                .read(stack, &a.logical_id, &a.resource_type, &a.physical_id)
-                .await;
+            let found =
+                read_attributes(self, stack, &a.logical_id, &a.resource_type, &a.physical_id).await;
             if let Err(why) = found {
                 return Err(EngineError::Validation(format!(
                     "Resource {} cannot be imported: {why}",
@@ -330,9 +328,14 @@ impl Imports<'_> {
                 if !self.record(op, &rec, Vec::new()).await {
                     return Err(lost());
                 }
-                self.protocol()
-                    .read(&op.stack, &a.logical_id, &a.resource_type, &a.physical_id)
-                    .await
+                read_attributes(
+                    self,
+                    &op.stack,
+                    &a.logical_id,
+                    &a.resource_type,
+                    &a.physical_id,
+                )
+                .await
             }
             (Err(e), _) | (_, Err(e)) => Err(e),
         };
@@ -415,41 +418,39 @@ impl Imports<'_> {
     }
 }
 
-impl super::kinds::Protocol<'_> {
-    /// The attributes of the live resource `physical_id`, read by its
-    /// provider; why it cannot be read otherwise (it does not exist, the
-    /// provider cannot read its type, the call failed).
-    pub(super) async fn read(
-        &self,
-        stack: &StackRecord,
-        logical_id: &str,
-        type_name: &str,
-        physical_id: &str,
-    ) -> Result<serde_json::Map<String, Value>, String> {
-        let t = self.provider_for(type_name).map_err(|e| e.message)?;
-        let req = cairn_sdk::ReadRequest {
-            context: self.request_context(
-                &stack.stack_id,
-                &stack.stack_name,
-                logical_id,
-                type_name,
-                &uuid::Uuid::new_v4().to_string(),
-            ),
-            physical_resource_id: physical_id.to_string(),
-        };
-        match self.timed("read", t.provider.read(&req)).await {
-            Ok(ReadResult::Found { attributes, .. }) => Ok(attributes),
-            Ok(ReadResult::NotSupported) => Err(format!(
-                "the provider of {type_name} cannot read it, so it cannot be imported"
-            )),
-            Err(e) if e.is_not_found() => Err(format!(
-                "{type_name} {physical_id} does not exist ({})",
-                e.message
-            )),
-            Err(e) => Err(format!(
-                "reading {type_name} {physical_id} failed: {}",
-                e.message
-            )),
-        }
+/// The attributes of the live resource `physical_id`, read by its
+/// provider through the protocol; why it cannot be imported otherwise (it
+/// does not exist, the provider cannot read its type, the call failed).
+async fn read_attributes(
+    imports: &Imports<'_>,
+    stack: &StackRecord,
+    logical_id: &str,
+    type_name: &str,
+    physical_id: &str,
+) -> Result<serde_json::Map<String, Value>, String> {
+    let context = imports.protocol().request_context(
+        &stack.stack_id,
+        &stack.stack_name,
+        logical_id,
+        type_name,
+        &uuid::Uuid::new_v4().to_string(),
+    );
+    match imports
+        .protocol()
+        .read(context, type_name, physical_id)
+        .await
+    {
+        Ok(ReadResult::Found { attributes, .. }) => Ok(attributes),
+        Ok(ReadResult::NotSupported) => Err(format!(
+            "the provider of {type_name} cannot read it, so it cannot be imported"
+        )),
+        Err(e) if e.is_not_found() => Err(format!(
+            "{type_name} {physical_id} does not exist ({})",
+            e.message
+        )),
+        Err(e) => Err(format!(
+            "reading {type_name} {physical_id} failed: {}",
+            e.message
+        )),
     }
 }

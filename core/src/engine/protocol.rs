@@ -570,6 +570,22 @@ impl Protocol<'_> {
         }
     }
 
+    /// A read of the live resource `physical_id` (an import's check and
+    /// adoption, HOT's `external_id`): asks, never changes anything.
+    pub(super) async fn read(
+        &self,
+        context: RequestContext,
+        type_name: &str,
+        physical_id: &str,
+    ) -> Result<cairn_sdk::ReadResult, ProviderError> {
+        let t = self.provider_for(type_name)?;
+        let req = cairn_sdk::ReadRequest {
+            context,
+            physical_resource_id: physical_id.to_string(),
+        };
+        self.timed("read", t.provider.read(&req)).await
+    }
+
     /// The provider serving `type_name`.
     pub(super) fn provider_for(
         &self,
