@@ -113,6 +113,7 @@ async fn create_delete(store: Arc<dyn Store>, data: &std::path::Path) -> Result<
     let engine = Engine::new(store, registry, config, process.shared);
     let input = CreateStackInput {
         stack_policy: None,
+        rollback_configuration: None,
         stack_name: "bench".into(),
         template_body: random_dag(10_000),
         parameters: BTreeMap::new(),

@@ -79,6 +79,7 @@ pub async fn plan(engine: &Arc<Engine>, args: PlanArgs<'_>) -> anyhow::Result<()
             .unwrap_or_default(),
         include_nested_stacks: args.include_nested,
         capabilities: Some(args.capabilities.to_vec()),
+        rollback_configuration: None,
     };
     let cs = engine
         .change_sets()

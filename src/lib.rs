@@ -430,6 +430,12 @@ struct DeployOpts {
     /// stack's (StackPolicyDuringUpdateBody).
     #[arg(long, value_name = "FILE")]
     stack_policy_during_update: Option<PathBuf>,
+    /// Rollback triggers and the monitoring period (RollbackConfiguration):
+    /// JSON, or a JSON or YAML file, such as {"RollbackTriggers": [{"Arn":
+    /// "http://app/health", "Type": "Cairn::Http::HealthCheck"}],
+    /// "MonitoringTimeInMinutes": 5}. A field left out keeps the stack's.
+    #[arg(long, value_name = "JSON|FILE")]
+    rollback_configuration: Option<String>,
 }
 
 #[derive(clap::Args)]
@@ -554,6 +560,7 @@ impl DeployOpts {
             termination_protection: self.enable_termination_protection,
             stack_policy: self.stack_policy.as_deref(),
             stack_policy_during_update: self.stack_policy_during_update.as_deref(),
+            rollback_configuration: self.rollback_configuration.as_deref(),
         }
     }
 }

@@ -33,6 +33,7 @@ pub async fn run(engine: &Arc<Engine>, args: Args<'_>) -> anyhow::Result<()> {
     let input = ReconcileInput {
         update: UpdateStackInput {
             stack_policy: None,
+            rollback_configuration: None,
             stack_policy_during_update: None,
             stack_name: args.stack.to_string(),
             template_body,

@@ -324,6 +324,31 @@ pub struct DeployArgs<'a> {
     pub stack_policy: Option<&'a Path>,
     /// `--stack-policy-during-update FILE`: this update's policy only.
     pub stack_policy_during_update: Option<&'a Path>,
+    /// `--rollback-configuration JSON|FILE`.
+    pub rollback_configuration: Option<&'a str>,
+}
+
+/// `--rollback-configuration`: JSON given inline (it starts with `{`), or
+/// a JSON or YAML file; checked against CloudFormation's limits here so
+/// the CLI and a server refuse alike.
+pub(crate) fn read_rollback_configuration(
+    given: Option<&str>,
+) -> anyhow::Result<Option<cairn_core::rollback_triggers::RollbackConfiguration>> {
+    let Some(given) = given else {
+        return Ok(None);
+    };
+    let (text, from) = if given.trim_start().starts_with('{') {
+        (given.to_string(), "--rollback-configuration".to_string())
+    } else {
+        let text = std::fs::read_to_string(given)
+            .with_context(|| format!("cannot read rollback configuration {given}"))?;
+        (text, given.to_string())
+    };
+    let v = cairn_core::template::Template::body_of(&text).map_err(|e| anyhow!("{from}: {e}"))?;
+    let c = cairn_core::rollback_triggers::RollbackConfiguration::from_value(v)
+        .map_err(|e| anyhow!("{from}: {e}"))?;
+    c.check().map_err(|e| anyhow!("{from}: {e}"))?;
+    Ok(Some(c))
 }
 
 /// A stack policy file's text, when one is named.
@@ -483,6 +508,7 @@ pub async fn deploy(engine: &Arc<Engine>, args: DeployArgs<'_>) -> anyhow::Resul
         context: gathered.context,
         capabilities: Some(args.capabilities.to_vec()),
         termination_protection: args.termination_protection,
+        rollback_configuration: read_rollback_configuration(args.rollback_configuration)?,
     };
     let stack_id = engine
         .creates()
@@ -536,6 +562,7 @@ async fn update(
         context: Some(gathered.context),
         disable_rollback: args.disable_rollback,
         capabilities: Some(args.capabilities.to_vec()),
+        rollback_configuration: read_rollback_configuration(args.rollback_configuration)?,
     };
     let stack_id = engine
         .updates()
@@ -682,6 +709,9 @@ fn stack_json(s: &StackRecord) -> Value {
     }
     if let Some(p) = &s.parent_id {
         v["ParentId"] = json!(p);
+    }
+    if let Some(c) = &s.rollback_configuration {
+        v["RollbackConfiguration"] = json!(c);
     }
     if let Some(r) = &s.root_id {
         v["RootId"] = json!(r);

@@ -10,6 +10,7 @@ use cairn_core::engine::drift::{ResourceDrift, StackDriftDetection};
 use cairn_core::engine::{
     ChangeSetType, CreateChangeSetInput, CreateStackInput, ParameterInput, UpdateStackInput,
 };
+use cairn_core::rollback_triggers::{RollbackConfiguration, RollbackTrigger};
 use cairn_core::stack::{
     ChangeSetRecord, EventRecord, OnFailure, ResourceRecord, StackRecord, StackStatus, Tag,
     TemplateContext, STACK_TYPE,
@@ -327,6 +328,49 @@ fn tags(f: &Form) -> Result<Option<Vec<Tag>>, ApiError> {
         .map(Some)
 }
 
+/// `RollbackConfiguration.{RollbackTriggers.member.N.{Arn, Type},
+/// MonitoringTimeInMinutes}`; `None` when absent (`RollbackTriggers=` is
+/// an empty list: it removes the stack's triggers).
+fn rollback_configuration(f: &Form) -> Result<Option<RollbackConfiguration>, ApiError> {
+    const TRIGGERS: &str = "RollbackConfiguration.RollbackTriggers";
+    const MINUTES: &str = "RollbackConfiguration.MonitoringTimeInMinutes";
+    let listed = f.structs(TRIGGERS);
+    let triggers = if listed.is_empty() && f.get(TRIGGERS).is_none() {
+        None
+    } else {
+        let each =
+            listed
+                .into_iter()
+                .enumerate()
+                .map(|(i, t)| match (t.get("Arn"), t.get("Type")) {
+                    (Some(arn), Some(kind)) => Ok(RollbackTrigger {
+                        arn: arn.clone(),
+                        kind: kind.clone(),
+                    }),
+                    _ => Err(ApiError::validation(format!(
+                        "{TRIGGERS}.member.{}: a rollback trigger needs an Arn and a Type",
+                        i + 1
+                    ))),
+                });
+        Some(each.collect::<Result<Vec<_>, _>>()?)
+    };
+    let minutes = match f.get(MINUTES) {
+        None => None,
+        Some(m) => Some(m.parse::<u32>().map_err(|_| {
+            ApiError::validation(format!(
+                "1 validation error detected: Value '{m}' at 'rollbackConfiguration.monitoringTimeInMinutes' failed to satisfy constraint: Member must have value greater than or equal to 0"
+            ))
+        })?),
+    };
+    if triggers.is_none() && minutes.is_none() {
+        return Ok(None);
+    }
+    Ok(Some(RollbackConfiguration {
+        rollback_triggers: triggers,
+        monitoring_time_in_minutes: minutes,
+    }))
+}
+
 fn on_failure(f: &Form) -> Result<OnFailure, ApiError> {
     match (f.flag("DisableRollback")?, f.get("OnFailure")) {
         (Some(true), Some(_)) => Err(ApiError::validation(
@@ -369,6 +413,7 @@ async fn create_stack(app: &Arc<App>, f: &Form) -> Outcome {
         context,
         capabilities: Some(f.list("Capabilities")),
         termination_protection: f.get("EnableTerminationProtection") == Some("true"),
+        rollback_configuration: rollback_configuration(f)?,
     };
     let id = app.engine.creates().start_create(&input).await?;
     app.drive(id.clone(), "CREATE").await;
@@ -405,6 +450,7 @@ async fn update_stack(app: &Arc<App>, f: &Form) -> Outcome {
         context,
         disable_rollback: f.flag("DisableRollback")? == Some(true),
         capabilities: Some(f.list("Capabilities")),
+        rollback_configuration: rollback_configuration(f)?,
     };
     let id = app.engine.updates().start_update(&input).await?;
     app.drive(id.clone(), "UPDATE").await;
@@ -456,6 +502,17 @@ fn stack_xml(x: &mut Xml, s: &StackRecord) {
             },
         );
     x.list("NotificationARNs", &[] as &[&str], |_, _| {});
+    x.open("RollbackConfiguration");
+    if let Some(c) = &s.rollback_configuration {
+        x.list("RollbackTriggers", c.triggers(), |x, t| {
+            x.leaf("Arn", &t.arn).leaf("Type", &t.kind);
+        });
+        x.leaf(
+            "MonitoringTimeInMinutes",
+            &c.monitoring_minutes().to_string(),
+        );
+    }
+    x.close("RollbackConfiguration");
     x.list("Capabilities", &s.capabilities, |x, c| {
         x.out_text(c);
     });
@@ -1009,6 +1066,7 @@ async fn create_change_set(app: &App, f: &Form) -> Outcome {
         include_nested_stacks: f.flag("IncludeNestedStacks")? == Some(true),
         context,
         capabilities: Some(f.list("Capabilities")),
+        rollback_configuration: rollback_configuration(f)?,
     };
     let cs = app.engine.change_sets().create_change_set(&input).await?;
     result(|x| {
@@ -1441,6 +1499,7 @@ async fn reconcile_stack(app: &Arc<App>, f: &Form) -> Outcome {
     let input = cairn_core::engine::ReconcileInput {
         update: UpdateStackInput {
             stack_policy: None,
+            rollback_configuration: None,
             stack_policy_during_update: None,
             stack_name: f.required("StackName")?.to_string(),
             template_body: template_body(app, f)?,

@@ -77,6 +77,10 @@ pub struct EngineConfig {
     /// Milliseconds between two looks at the signals kept in the state by
     /// a resource (or a rolling-update batch) that waits for them.
     pub signal_poll_ms: u64,
+    /// Milliseconds between two looks at an operation's rollback triggers
+    /// (health checks, Alertmanager alerts) while it rolls forward and
+    /// during its monitoring period.
+    pub rollback_trigger_poll_ms: u64,
 }
 
 impl Default for EngineConfig {
@@ -92,6 +96,7 @@ impl Default for EngineConfig {
             lease_seconds: 15,
             max_operations: 32,
             signal_poll_ms: 250,
+            rollback_trigger_poll_ms: 5000,
         }
     }
 }

@@ -23,6 +23,8 @@ pub struct Shared {
     pub https: Arc<dyn HttpsGet>,
     /// Calls macros served by webhooks.
     pub macro_webhooks: Arc<dyn MacroWebhooks>,
+    /// Reads rollback triggers (health checks, Alertmanager).
+    pub probes: Arc<dyn HttpProbe>,
 }
 
 impl Shared {
@@ -33,7 +35,14 @@ impl Shared {
             handles,
             https,
             macro_webhooks: Arc::new(NoMacroWebhooks),
+            probes: Arc::new(NoProbes),
         }
+    }
+
+    /// This value, reading rollback triggers with `client`.
+    pub fn with_probes(mut self, client: Arc<dyn HttpProbe>) -> Shared {
+        self.probes = client;
+        self
     }
 
     /// This value, calling webhook macros with `client`.
@@ -70,5 +79,25 @@ impl MacroWebhooks for NoMacroWebhooks {
         _: Duration,
     ) -> Result<Vec<u8>, String> {
         Err(format!("{url}: this engine calls no webhooks"))
+    }
+}
+
+/// GETs a rollback trigger's URL: the binary hands in its HTTP client, so
+/// the engine links none.
+#[async_trait::async_trait]
+pub trait HttpProbe: Send + Sync {
+    /// The answer's status and body (whatever the status), or why there is
+    /// no answer (`{url}: {cause}`).
+    async fn get(&self, url: &str, timeout: Duration) -> Result<(u16, Vec<u8>), String>;
+}
+
+/// For an engine given no HTTP client (the crash simulator): every trigger
+/// is one that cannot be read.
+pub struct NoProbes;
+
+#[async_trait::async_trait]
+impl HttpProbe for NoProbes {
+    async fn get(&self, url: &str, _: Duration) -> Result<(u16, Vec<u8>), String> {
+        Err(format!("{url}: this engine reads no rollback triggers"))
     }
 }

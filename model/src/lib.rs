@@ -20,6 +20,7 @@ pub mod import;
 pub mod macros;
 pub mod nested;
 pub mod plan;
+pub mod rollback_triggers;
 pub mod signal;
 pub mod stack;
 pub mod stack_policy;

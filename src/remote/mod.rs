@@ -918,6 +918,33 @@ async fn import(r: &Remote, args: stacks::ImportArgs<'_>) -> anyhow::Result<()> 
     .await
 }
 
+/// `RollbackConfiguration` as the Query API's members: a field left out
+/// is not sent (the stack's is kept); an empty trigger list is sent empty.
+fn rollback_members(
+    c: &cairn_core::rollback_triggers::RollbackConfiguration,
+) -> Vec<(String, String)> {
+    const TRIGGERS: &str = "RollbackConfiguration.RollbackTriggers";
+    let mut members = Vec::new();
+    match c.rollback_triggers.as_deref() {
+        Some([]) => members.push(kv(TRIGGERS, "")),
+        Some(triggers) => {
+            for (i, t) in triggers.iter().enumerate() {
+                let at = format!("{TRIGGERS}.member.{}", i + 1);
+                members.push(kv(format!("{at}.Arn"), &t.arn));
+                members.push(kv(format!("{at}.Type"), &t.kind));
+            }
+        }
+        None => {}
+    }
+    if let Some(m) = c.monitoring_time_in_minutes {
+        members.push(kv(
+            "RollbackConfiguration.MonitoringTimeInMinutes",
+            m.to_string(),
+        ));
+    }
+    members
+}
+
 async fn deploy(r: &Remote, args: stacks::DeployArgs<'_>) -> anyhow::Result<()> {
     let body = std::fs::read_to_string(args.template)
         .with_context(|| format!("cannot read template {}", args.template.display()))?;
@@ -932,6 +959,9 @@ async fn deploy(r: &Remote, args: stacks::DeployArgs<'_>) -> anyhow::Result<()> 
         params.push(kv("StackPolicyBody", p));
     }
     let during = crate::stacks::read_policy(args.stack_policy_during_update)?;
+    if let Some(c) = crate::stacks::read_rollback_configuration(args.rollback_configuration)? {
+        params.extend(rollback_members(&c));
+    }
     match r.stack(args.stack).await {
         Ok(existing) if existing.status != StackStatus::ReviewInProgress => {
             if args.on_failure.is_some() {

@@ -56,6 +56,7 @@ pub(super) fn change_set_record(m: &Node) -> anyhow::Result<ChangeSetRecord> {
             parent_change_set_id: m.text_of("ParentChangeSetId"),
             root_change_set_id: m.text_of("RootChangeSetId"),
             context: Default::default(),
+            rollback_configuration: None,
         },
     })
 }
@@ -193,6 +194,21 @@ pub(super) fn stack_record(m: &Node) -> anyhow::Result<StackRecord> {
         termination_protection: m.text_of("EnableTerminationProtection").as_deref() == Some("true"),
         // DescribeStacks does not show it (GetStackPolicy does).
         stack_policy: None,
+        rollback_configuration: m.child("RollbackConfiguration").and_then(|c| {
+            let triggers = c
+                .members("RollbackTriggers")
+                .iter()
+                .map(|t| cairn_core::rollback_triggers::RollbackTrigger {
+                    arn: t.text_or_empty("Arn"),
+                    kind: t.text_or_empty("Type"),
+                })
+                .collect();
+            let minutes = c.text_of("MonitoringTimeInMinutes")?.parse().ok();
+            Some(cairn_core::rollback_triggers::RollbackConfiguration {
+                rollback_triggers: Some(triggers),
+                monitoring_time_in_minutes: minutes,
+            })
+        }),
     })
 }
 

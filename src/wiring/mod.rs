@@ -12,8 +12,8 @@ use std::time::Duration;
 use cairn_core::config::WebhookConfig;
 use cairn_core::metrics::Metrics;
 use cairn_core::nested::HttpsGet;
-use cairn_core::shared::MacroWebhooks;
 use cairn_core::shared::Shared;
+use cairn_core::shared::{HttpProbe, MacroWebhooks};
 use cairn_core::store::Store;
 use cairn_webhook::callback::Callbacks;
 use cairn_webhook::DeliveryCounter;
@@ -39,7 +39,9 @@ impl Process {
         let shared = Shared::new(callbacks.clone(), Arc::new(TemplatesOverHttps));
         let macros = MacrosOverWebhooks(Arc::new(Deliveries(shared.metrics.clone())));
         Process {
-            shared: shared.with_macro_webhooks(Arc::new(macros)),
+            shared: shared
+                .with_macro_webhooks(Arc::new(macros))
+                .with_probes(Arc::new(TriggersOverHttp)),
             callbacks,
         }
     }
@@ -83,6 +85,36 @@ impl MacroWebhooks for MacrosOverWebhooks {
     }
 }
 
+/// A GET with the webhooks' client (rustls with ring and the platform's
+/// roots): the status and body, whatever the status.
+async fn get_with_webhook_client(
+    url: &str,
+    timeout: Duration,
+    purpose: &str,
+) -> Result<(u16, Vec<u8>), String> {
+    let client = cairn_webhook::tls::client(None, purpose).map_err(|e| e.to_string())?;
+    let answer = client
+        .get(url)
+        .timeout(timeout)
+        .send()
+        .await
+        .map_err(|e| format!("{url}: {e}"))?;
+    let status = answer.status().as_u16();
+    let bytes = answer.bytes().await.map_err(|e| format!("{url}: {e}"))?;
+    Ok((status, bytes.to_vec()))
+}
+
+/// Rollback triggers (health checks, Alertmanager) read with the
+/// webhooks' client.
+struct TriggersOverHttp;
+
+#[async_trait::async_trait]
+impl HttpProbe for TriggersOverHttp {
+    async fn get(&self, url: &str, timeout: Duration) -> Result<(u16, Vec<u8>), String> {
+        get_with_webhook_client(url, timeout, "rollback triggers").await
+    }
+}
+
 /// Nested templates behind `https://` TemplateURLs, fetched with the
 /// webhooks' client (rustls with ring and the platform's roots).
 struct TemplatesOverHttps;
@@ -90,16 +122,9 @@ struct TemplatesOverHttps;
 #[async_trait::async_trait]
 impl HttpsGet for TemplatesOverHttps {
     async fn get(&self, url: &str, timeout: Duration) -> Result<Vec<u8>, String> {
-        let client =
-            cairn_webhook::tls::client(None, "nested templates").map_err(|e| e.to_string())?;
-        let answer = client
-            .get(url)
-            .timeout(timeout)
-            .send()
-            .await
-            .and_then(|r| r.error_for_status())
-            .map_err(|e| format!("{url}: {e}"))?;
-        let bytes = answer.bytes().await.map_err(|e| format!("{url}: {e}"))?;
-        Ok(bytes.to_vec())
+        match get_with_webhook_client(url, timeout, "nested templates").await? {
+            (200..=299, body) => Ok(body),
+            (status, _) => Err(format!("{url}: HTTP status {status}")),
+        }
     }
 }

@@ -53,6 +53,13 @@ pub(crate) fn stack(name: &str) -> StackRecord {
         capabilities: vec!["CAPABILITY_AUTO_EXPAND".into()],
         termination_protection: true,
         stack_policy: Some(r#"{"Statement":[]}"#.into()),
+        rollback_configuration: Some(cairn_model::rollback_triggers::RollbackConfiguration {
+            rollback_triggers: Some(vec![cairn_model::rollback_triggers::RollbackTrigger {
+                arn: "http://127.0.0.1:9/health".into(),
+                kind: cairn_model::rollback_triggers::HEALTH_CHECK.into(),
+            }]),
+            monitoring_time_in_minutes: Some(3),
+        }),
     }
 }
 
@@ -468,6 +475,10 @@ fn change_set(s: &StackRecord, name: &str) -> ChangeSetRecord {
             include_nested_stacks: true,
             parent_change_set_id: Some("arn:parent-set".into()),
             root_change_set_id: Some("arn:root-set".into()),
+            rollback_configuration: Some(cairn_model::rollback_triggers::RollbackConfiguration {
+                rollback_triggers: Some(Vec::new()),
+                monitoring_time_in_minutes: None,
+            }),
             context: cairn_model::stack::TemplateContext {
                 files: BTreeMap::from([("f".to_string(), "x".to_string())]),
                 environment: None,

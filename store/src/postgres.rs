@@ -25,7 +25,7 @@ use cairn_model::stack::{
 
 /// The schema version this Cairn writes; a database with a newer one is
 /// refused.
-const SCHEMA_VERSION: i32 = 6;
+const SCHEMA_VERSION: i32 = 7;
 
 /// Taken while the schema is applied, so engines starting together do not
 /// race (an arbitrary constant: "cairn" in ASCII).
@@ -47,7 +47,11 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (4, SCHEMA_4),
     (5, SCHEMA_5),
     (6, SCHEMA_6),
+    (7, SCHEMA_7),
 ];
+
+/// Version 7: a stack's rollback configuration (JSON).
+const SCHEMA_7: &str = "ALTER TABLE stacks ADD COLUMN IF NOT EXISTS rollback_configuration TEXT;";
 
 /// Version 6: a stack's policy (SetStackPolicy), as given.
 const SCHEMA_6: &str = "ALTER TABLE stacks ADD COLUMN IF NOT EXISTS stack_policy TEXT;";
@@ -250,7 +254,7 @@ fn parsed<T: FromStr<Err = String>>(r: &Row, i: usize) -> Result<T, StoreError> 
     text.parse().map_err(StoreError::Database)
 }
 
-const STACK_COLUMNS: &str = "stack_id, stack_name, status, status_reason, description, template_body, parameters, no_echo, outputs, on_failure, created_at, updated_at, deleted_at, tags, parent_id, root_id, template_context, capabilities, termination_protection, stack_policy";
+const STACK_COLUMNS: &str = "stack_id, stack_name, status, status_reason, description, template_body, parameters, no_echo, outputs, on_failure, created_at, updated_at, deleted_at, tags, parent_id, root_id, template_context, capabilities, termination_protection, stack_policy, rollback_configuration";
 
 /// A stack's template context as stored (`NULL` when empty).
 fn context_text(c: &cairn_model::stack::TemplateContext) -> Result<Option<String>, StoreError> {
@@ -282,6 +286,7 @@ fn stack_row(r: &Row) -> Result<StackRecord, StoreError> {
         capabilities: opt_json(r, 17)?.unwrap_or_default(),
         termination_protection: get(r, 18)?,
         stack_policy: get(r, 19)?,
+        rollback_configuration: opt_json(r, 20)?,
     })
 }
 
@@ -1176,7 +1181,7 @@ async fn write_status(
 /// The stack's stored fields (not its status).
 async fn write_stack_fields(tx: &Transaction<'_>, s: &StackRecord) -> Result<(), StoreError> {
     run(tx,
-        "UPDATE stacks SET description = $1, template_body = $2, parameters = $3, no_echo = $4, outputs = $5, on_failure = $6, updated_at = $7, tags = $9, template_context = $10, capabilities = $11 WHERE stack_id = $8",
+        "UPDATE stacks SET description = $1, template_body = $2, parameters = $3, no_echo = $4, outputs = $5, on_failure = $6, updated_at = $7, tags = $9, template_context = $10, capabilities = $11, rollback_configuration = $12 WHERE stack_id = $8",
         &[
             &s.description,
             &s.template_body,
@@ -1189,6 +1194,7 @@ async fn write_stack_fields(tx: &Transaction<'_>, s: &StackRecord) -> Result<(),
             &json_text(&s.tags)?,
             &context_text(&s.context)?,
             &json_text(&s.capabilities)?,
+            &s.rollback_configuration.as_ref().map(json_text).transpose()?,
         ],
     )
     .await
@@ -1267,7 +1273,7 @@ impl Stacks for PgStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;
         let inserted = run(&tx,
-                &format!("INSERT INTO stacks ({STACK_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)"),
+                &format!("INSERT INTO stacks ({STACK_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)"),
                 &[
                     &s.stack_id,
                     &s.stack_name,
@@ -1289,6 +1295,7 @@ impl Stacks for PgStore {
                     &json_text(&s.capabilities)?,
                     &s.termination_protection,
                     &s.stack_policy,
+                    &s.rollback_configuration.as_ref().map(json_text).transpose()?,
                 ],
             )
             .await;
@@ -2544,7 +2551,7 @@ mod tests {
         let refused = PgStore::connect(&url).await.err().map(|e| e.to_string());
         assert_eq!(
             refused.as_deref(),
-            Some("state database error: the PostgreSQL state database has schema version 99, newer than this Cairn's 6: upgrade Cairn")
+            Some("state database error: the PostgreSQL state database has schema version 99, newer than this Cairn's 7: upgrade Cairn")
         );
         drop(store);
         let name = url.rsplit('/').next().unwrap_or_default().to_string();

@@ -48,7 +48,9 @@ CREATE TABLE IF NOT EXISTS stacks (
     capabilities TEXT,
     termination_protection INTEGER NOT NULL DEFAULT 0,
     -- The stack policy (SetStackPolicy) as given, NULL when it has none.
-    stack_policy TEXT
+    stack_policy TEXT,
+    -- JSON: RollbackConfiguration (triggers, monitoring minutes), NULL when none.
+    rollback_configuration TEXT
 );
 -- Leases live apart from the stack row: the fence check on every write must
 -- not read past a large template body.
@@ -189,7 +191,7 @@ CREATE TABLE IF NOT EXISTS signals (
 
 /// The layout version written into `PRAGMA user_version`; bump it with any
 /// change to `SCHEMA` that an older file would not have.
-const SCHEMA_VERSION: i64 = 14;
+const SCHEMA_VERSION: i64 = 15;
 
 /// The columns each layout added, by the layout that added them (layout
 /// 10 added only tables).
@@ -203,6 +205,7 @@ const COLUMN_STEPS: &[(i64, &str)] = &[
     (12, "ALTER TABLE stacks ADD COLUMN capabilities TEXT;"),
     (13, "ALTER TABLE stacks ADD COLUMN termination_protection INTEGER NOT NULL DEFAULT 0;"),
     (14, "ALTER TABLE stacks ADD COLUMN stack_policy TEXT;"),
+    (15, "ALTER TABLE stacks ADD COLUMN rollback_configuration TEXT;"),
 ];
 
 /// A new file gets the current version; a file with another one is refused
@@ -274,7 +277,7 @@ fn parse_enum<T: std::str::FromStr<Err = String>>(s: &str) -> rusqlite::Result<T
     })
 }
 
-const STACK_COLUMNS: &str = "stack_id, stack_name, status, status_reason, description, template_body, parameters, no_echo, outputs, on_failure, created_at, updated_at, deleted_at, tags, parent_id, root_id, template_context, capabilities, termination_protection, stack_policy";
+const STACK_COLUMNS: &str = "stack_id, stack_name, status, status_reason, description, template_body, parameters, no_echo, outputs, on_failure, created_at, updated_at, deleted_at, tags, parent_id, root_id, template_context, capabilities, termination_protection, stack_policy, rollback_configuration";
 
 /// A stack's template context as stored (`NULL` when empty).
 fn context_text(c: &cairn_model::stack::TemplateContext) -> Result<Option<String>, StoreError> {
@@ -316,6 +319,10 @@ fn stack_row(r: &Row<'_>) -> rusqlite::Result<StackRecord> {
             .unwrap_or_default(),
         termination_protection: r.get::<_, i64>(18)? != 0,
         stack_policy: r.get(19)?,
+        rollback_configuration: r
+            .get::<_, Option<String>>(20)?
+            .map(|t| from_json(&t))
+            .transpose()?,
     })
 }
 
@@ -673,7 +680,7 @@ fn write_status(
 /// The stack's stored fields (not its status).
 fn write_stack_fields(c: &Connection, s: &StackRecord) -> Result<(), StoreError> {
     c.execute(
-        "UPDATE stacks SET description = ?1, template_body = ?2, parameters = ?3, no_echo = ?4, outputs = ?5, on_failure = ?6, updated_at = ?7, tags = ?9, template_context = ?10, capabilities = ?11 WHERE stack_id = ?8",
+        "UPDATE stacks SET description = ?1, template_body = ?2, parameters = ?3, no_echo = ?4, outputs = ?5, on_failure = ?6, updated_at = ?7, tags = ?9, template_context = ?10, capabilities = ?11, rollback_configuration = ?12 WHERE stack_id = ?8",
         params![
             s.description,
             s.template_body,
@@ -685,7 +692,8 @@ fn write_stack_fields(c: &Connection, s: &StackRecord) -> Result<(), StoreError>
             s.stack_id,
             json_text(&s.tags)?,
             context_text(&s.context)?,
-            json_text(&s.capabilities)?
+            json_text(&s.capabilities)?,
+            s.rollback_configuration.as_ref().map(json_text).transpose()?
         ],
     )
     .map_err(backend)?;
@@ -760,7 +768,7 @@ impl Stacks for SqliteStore {
                 return Err(StoreError::StackExists(s.stack_name.clone()));
             }
             c.execute(
-                &format!("INSERT INTO stacks ({STACK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)"),
+                &format!("INSERT INTO stacks ({STACK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)"),
                 params![
                     s.stack_id,
                     s.stack_name,
@@ -781,7 +789,8 @@ impl Stacks for SqliteStore {
                     context_text(&s.context)?,
                     json_text(&s.capabilities)?,
                     s.termination_protection,
-                    s.stack_policy
+                    s.stack_policy,
+                    s.rollback_configuration.as_ref().map(json_text).transpose()?
                 ],
             )
             .map_err(backend)?;
@@ -1906,7 +1915,7 @@ mod tests {
             let c = Connection::open(&path).unwrap();
             let old = SCHEMA
                 .replace(
-                    ",\n    tags TEXT,\n    parent_id TEXT,\n    root_id TEXT,\n    template_context TEXT,\n    -- JSON: the capabilities the last create or update was given.\n    capabilities TEXT,\n    termination_protection INTEGER NOT NULL DEFAULT 0,\n    -- The stack policy (SetStackPolicy) as given, NULL when it has none.\n    stack_policy TEXT\n);",
+                    ",\n    tags TEXT,\n    parent_id TEXT,\n    root_id TEXT,\n    template_context TEXT,\n    -- JSON: the capabilities the last create or update was given.\n    capabilities TEXT,\n    termination_protection INTEGER NOT NULL DEFAULT 0,\n    -- The stack policy (SetStackPolicy) as given, NULL when it has none.\n    stack_policy TEXT,\n    -- JSON: RollbackConfiguration (triggers, monitoring minutes), NULL when none.\n    rollback_configuration TEXT\n);",
                     "\n);",
                 )
                 .replace(",\n    tags TEXT,\n    nested TEXT\n);", "\n);")

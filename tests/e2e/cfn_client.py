@@ -658,6 +658,67 @@ POLICY_DENY_REPLACE = json.dumps({"Statement": [
 ]})
 
 
+def rollback_triggers():
+    """RollbackConfiguration on CreateStack and UpdateStack: DescribeStacks
+    shows it, a health check failing mid-update rolls the update back with
+    a reason naming the trigger, leaving it out keeps it, an empty list
+    clears it, and CloudFormation's limit is refused."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    health = {"status": 200}
+
+    class Health(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(health["status"])
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = "http://127.0.0.1:%d/health" % server.server_address[1]
+    trigger = {"Arn": url, "Type": "Cairn::Http::HealthCheck"}
+    body = lambda v, wait: ("Resources:\n  A: {Type: Cairn::Test::Resource, "
+                            "Properties: {Value: %s, WaitSeconds: %d}}\n" % (v, wait))
+    cf.create_stack(StackName="trig", TemplateBody=body("v1", 0),
+                    RollbackConfiguration={"RollbackTriggers": [trigger], "MonitoringTimeInMinutes": 0})
+    cf.get_waiter("stack_create_complete").wait(StackName="trig", WaiterConfig=FAST)
+    stack = cf.describe_stacks(StackName="trig")["Stacks"][0]
+    assert stack["RollbackConfiguration"] == {"RollbackTriggers": [trigger], "MonitoringTimeInMinutes": 0}, stack
+    cf.update_stack(StackName="trig", TemplateBody=body("v2", 60))
+    deadline = time.time() + 30
+    while not any(e["LogicalResourceId"] == "A" and e["ResourceStatus"] == "UPDATE_IN_PROGRESS"
+                  for e in cf.describe_stack_events(StackName="trig")["StackEvents"]):
+        assert time.time() < deadline, "A's update never started"
+        time.sleep(0.1)
+    health["status"] = 503
+    try:
+        cf.get_waiter("stack_update_complete").wait(StackName="trig", WaiterConfig=FAST)
+        raise AssertionError("the update completed although its trigger fired")
+    except WaiterError:
+        pass
+    stack = cf.describe_stacks(StackName="trig")["Stacks"][0]
+    assert stack["StackStatus"] == "UPDATE_ROLLBACK_COMPLETE", stack
+    rolled = [e["ResourceStatusReason"] for e in cf.describe_stack_events(StackName="trig")["StackEvents"]
+              if e["ResourceStatus"] == "UPDATE_ROLLBACK_IN_PROGRESS"]
+    assert rolled == ["Rollback trigger Cairn::Http::HealthCheck [%s] is in ALARM: the health check answered HTTP 503. " % url], rolled
+    health["status"] = 200
+    cf.update_stack(StackName="trig", TemplateBody=body("v3", 0))
+    cf.get_waiter("stack_update_complete").wait(StackName="trig", WaiterConfig=FAST)
+    stack = cf.describe_stacks(StackName="trig")["Stacks"][0]
+    assert stack["RollbackConfiguration"]["RollbackTriggers"] == [trigger], stack
+    cf.update_stack(StackName="trig", TemplateBody=body("v4", 0), RollbackConfiguration={"RollbackTriggers": []})
+    cf.get_waiter("stack_update_complete").wait(StackName="trig", WaiterConfig=FAST)
+    stack = cf.describe_stacks(StackName="trig")["Stacks"][0]
+    assert stack["RollbackConfiguration"] == {}, stack
+    code, message, _ = error(cf.create_stack, StackName="trig2", TemplateBody=body("v1", 0),
+                             RollbackConfiguration={"RollbackTriggers": [trigger] * 6})
+    assert (code, message) == ("ValidationError", "1 validation error detected: Value at 'rollbackConfiguration.rollbackTriggers' failed to satisfy constraint: Member must have length less than or equal to 5"), message
+    server.shutdown()
+
+
 def stack_policy():
     """Stack policies: StackPolicyBody on CreateStack, GetStackPolicy and
     SetStackPolicy, an update whose implicit replacement the policy denies

@@ -23,6 +23,7 @@ mod protection;
 mod provider_kit;
 mod provider_scaffold;
 mod reconcile;
+mod rollback_triggers;
 mod serve;
 mod signals;
 mod stack_policy;

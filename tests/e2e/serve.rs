@@ -146,6 +146,11 @@ fn boto3_termination_protection() {
 }
 
 #[test]
+fn boto3_rollback_triggers() {
+    run("rollback_triggers");
+}
+
+#[test]
 fn boto3_stack_policy() {
     run("stack_policy");
 }

@@ -53,6 +53,9 @@ pub struct CreateChangeSetInput {
     pub capabilities: Option<Vec<String>>,
     /// `ResourcesToImport` of an IMPORT set.
     pub resources_to_import: Vec<crate::import::ResourceToImport>,
+    /// `RollbackConfiguration`: what the execution runs with (see
+    /// `UpdateStackInput::rollback_configuration`).
+    pub rollback_configuration: Option<crate::rollback_triggers::RollbackConfiguration>,
 }
 
 /// `given` with CAPABILITY_AUTO_EXPAND, which a change set does not need.
@@ -78,6 +81,9 @@ impl ChangeSets<'_> {
                 "1 validation error detected: Value '{}' at 'changeSetName' failed to satisfy constraint: Member must satisfy regular expression pattern: [a-zA-Z][-a-zA-Z0-9]* and have length less than or equal to 128",
                 input.change_set_name
             )));
+        }
+        if let Some(c) = &input.rollback_configuration {
+            c.check().map_err(EngineError::Validation)?;
         }
         let existing = self.store.find_stack(&input.stack_name).await?;
         let in_review = existing
@@ -268,6 +274,7 @@ impl ChangeSets<'_> {
             .updates()
             .prepare_update(&UpdateStackInput {
                 stack_policy: None,
+                rollback_configuration: input.rollback_configuration.clone(),
                 stack_policy_during_update: None,
                 stack_name: input.stack_name.clone(),
                 template_body: input.template_body.clone(),
@@ -298,7 +305,7 @@ impl ChangeSets<'_> {
                 templates: prepared.nested.clone(),
                 include_nested_stacks: input.include_nested_stacks,
                 context: prepared.target.context.clone(),
-                ..Default::default()
+                ..record.nested
             },
             ..record
         };
@@ -372,6 +379,7 @@ impl ChangeSets<'_> {
             let templates = parent.nested.templates.below(&logical);
             let input = UpdateStackInput {
                 stack_policy: None,
+                rollback_configuration: None,
                 stack_policy_during_update: None,
                 stack_name: child_id.clone(),
                 template_body: parent
@@ -405,6 +413,7 @@ impl ChangeSets<'_> {
                 include_nested_stacks: true,
                 context: Default::default(),
                 capabilities: None,
+                rollback_configuration: None,
             };
             let mut child = self.change_set_record(
                 &child_input,
@@ -428,6 +437,7 @@ impl ChangeSets<'_> {
                         .unwrap_or_else(|| parent.change_set_id.clone()),
                 ),
                 context: prepared.target.context.clone(),
+                rollback_configuration: None,
             };
             Box::pin(self.nested_change_sets(&mut child, &prepared.nested_properties)).await?;
             self.store.put_change_set(&child).await?;
@@ -508,7 +518,7 @@ impl ChangeSets<'_> {
                 templates: nested,
                 include_nested_stacks: input.include_nested_stacks,
                 context,
-                ..Default::default()
+                ..record.nested
             },
             ..record
         };
@@ -569,6 +579,7 @@ impl ChangeSets<'_> {
             capabilities: Vec::new(),
             termination_protection: false,
             stack_policy: None,
+            rollback_configuration: None,
         };
         let first = stack_event(
             &stack,
@@ -630,7 +641,10 @@ impl ChangeSets<'_> {
             created_at: now(),
             base_version,
             tags: input.tags.clone(),
-            nested: Default::default(),
+            nested: crate::stack::ChangeSetNesting {
+                rollback_configuration: input.rollback_configuration.clone(),
+                ..Default::default()
+            },
         }
     }
 
@@ -745,6 +759,7 @@ impl ChangeSets<'_> {
             .prepare_update_nested(
                 &UpdateStackInput {
                     stack_policy: None,
+                    rollback_configuration: cs.nested.rollback_configuration.clone(),
                     stack_policy_during_update: None,
                     stack_name: cs.stack_id.clone(),
                     template_body: Some(cs.template_body.clone()),
@@ -817,6 +832,12 @@ impl ChangeSets<'_> {
             updated_at: ts.clone(),
             tags: cs.tags.clone().unwrap_or_default(),
             context: cs.nested.context.clone(),
+            rollback_configuration: cs
+                .nested
+                .rollback_configuration
+                .as_ref()
+                .map(|c| c.applied_to(None))
+                .filter(|c| !c.is_empty()),
             ..stack
         };
         let operation = OperationRecord {

@@ -44,6 +44,9 @@ impl Creates<'_> {
         if let Some(p) = &input.stack_policy {
             super::stack_policy::parse(p, "StackPolicyBody")?;
         }
+        if let Some(c) = &input.rollback_configuration {
+            c.check().map_err(EngineError::Validation)?;
+        }
         if self.store.find_stack(&input.stack_name).await?.is_some() {
             return Err(StoreError::StackExists(input.stack_name.clone()).into());
         }
@@ -105,6 +108,11 @@ impl Creates<'_> {
             // Only a root stack's counts; its nested stacks share it.
             termination_protection: input.termination_protection && parent.is_none(),
             stack_policy: input.stack_policy.clone(),
+            rollback_configuration: input
+                .rollback_configuration
+                .as_ref()
+                .map(|c| c.applied_to(None))
+                .filter(|c| !c.is_empty()),
         };
         let first = stack_event(
             &stack,
@@ -138,6 +146,7 @@ impl Creates<'_> {
         op: &Op,
         reason: &str,
     ) -> Result<StackStatus, EngineError> {
+        op.triggers_done.store(true, Ordering::SeqCst);
         match op.stack.on_failure {
             OnFailure::DoNothing => {
                 self.set_status(op, StackStatus::CreateFailed, Some(reason))

@@ -91,6 +91,7 @@ impl Imports<'_> {
                 disable_rollback: false,
                 capabilities: input.capabilities.clone(),
                 stack_policy: None,
+                rollback_configuration: None,
                 stack_policy_during_update: None,
             })
             .await?;
@@ -205,6 +206,7 @@ impl Imports<'_> {
             capabilities: input.capabilities.clone().unwrap_or_default(),
             termination_protection: false,
             stack_policy: None,
+            rollback_configuration: None,
         };
         self.refuse_owned(&adoptions).await?;
         self.read_each(&stack, &adoptions).await?;

@@ -26,6 +26,7 @@ mod protection;
 mod protocol;
 mod reconcile;
 mod resolve;
+mod rollback_triggers;
 mod served;
 pub mod signals;
 #[cfg(test)]
@@ -66,6 +67,7 @@ use crate::validate;
 use dag::Outcome;
 pub(crate) use protocol::Attempt;
 use resolve::Results;
+use rollback_triggers::Monitored;
 
 /// CloudFormation's stack status reason (the start of it) when a create
 /// runs past its TimeoutInMinutes.
@@ -129,6 +131,8 @@ pub struct CreateStackInput {
     pub termination_protection: bool,
     /// `StackPolicyBody`: the stack's policy.
     pub stack_policy: Option<String>,
+    /// `RollbackConfiguration`: the triggers and monitoring period.
+    pub rollback_configuration: Option<crate::rollback_triggers::RollbackConfiguration>,
 }
 
 /// How CloudFormation shows a value read from a NoEcho custom resource.
@@ -169,6 +173,12 @@ struct Op {
     reported: std::sync::Mutex<HashMap<String, Reported>>,
     /// The stack policy an update is checked against (see `stack_policy`).
     policy: Option<crate::stack_policy::StackPolicy>,
+    /// Set to the reason when a rollback trigger fires while the operation
+    /// rolls forward (see `rollback_triggers`).
+    alarm: tokio::sync::watch::Sender<Option<String>>,
+    /// Set when the operation stops watching its triggers (it rolls back,
+    /// or its monitoring period is over).
+    triggers_done: AtomicBool,
 }
 
 /// A resource's last reported step: status, reason, physical id.
@@ -577,6 +587,8 @@ impl Engine {
             other,
             reported: std::sync::Mutex::new(reported),
             policy,
+            alarm: tokio::sync::watch::Sender::new(None),
+            triggers_done: AtomicBool::new(false),
         })
     }
 
@@ -678,9 +690,18 @@ impl Engine {
                 }
             })
         });
+        // Rollback triggers are read while the operation rolls forward.
+        let trigger_watch = matches!(
+            stack.status,
+            StackStatus::CreateInProgress | StackStatus::UpdateInProgress
+        )
+        .then(|| {
+            let (engine, op) = (self.clone(), op.clone());
+            tokio::spawn(async move { engine.watch_triggers(&op).await })
+        });
         let result = self.drive(&op).await;
         heartbeat.abort();
-        if let Some(w) = cancel_watch {
+        for w in [cancel_watch, trigger_watch].into_iter().flatten() {
             w.abort();
         }
         if op.aborted.load(Ordering::SeqCst)
@@ -747,7 +768,13 @@ impl Engine {
                 if op.timed_out.load(Ordering::SeqCst) {
                     return self.creates().fail_create(op, TIMED_OUT).await;
                 }
+                if let Some(reason) = self.take_alarm(op) {
+                    return self.creates().fail_create(op, &reason).await;
+                }
                 if failed.is_empty() {
+                    if let Monitored::Alarm(reason) = self.monitor(op, false).await {
+                        return self.creates().fail_create(op, &reason).await;
+                    }
                     match self.creates().finish_create(op).await {
                         Ok(()) => {
                             return self.set_status(op, StackStatus::CreateComplete, None).await
@@ -1011,9 +1038,19 @@ impl Engine {
                     tokio::time::sleep(left).await;
                     op.timed_out.store(true, Ordering::SeqCst);
                 };
+                // A rollback trigger fired: the work in flight is cancelled.
+                let alarmed = async {
+                    let mut alarm = op.alarm.subscribe();
+                    if op.triggers_done.load(Ordering::SeqCst)
+                        || alarm.wait_for(Option::is_some).await.is_err()
+                    {
+                        std::future::pending::<()>().await;
+                    }
+                };
                 tokio::select! {
                     _ = cancelled => {}
                     _ = timed_out => {}
+                    _ = alarmed => {}
                 }
             },
             work,

@@ -118,6 +118,7 @@ impl NestedStacks<'_> {
                 })?;
                 let input = CreateStackInput {
                     stack_policy: None,
+                    rollback_configuration: None,
                     stack_name: name.clone(),
                     template_body: template.body.clone(),
                     parameters: nested::child_parameters(&r.logical_id, &r.properties)
@@ -233,6 +234,7 @@ impl NestedStacks<'_> {
         if !started_here && !current.status.is_in_progress() {
             let input = UpdateStackInput {
                 stack_policy: None,
+                rollback_configuration: None,
                 stack_policy_during_update: None,
                 stack_name: child_id.to_string(),
                 template_body: if rolling_back {

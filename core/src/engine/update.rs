@@ -16,9 +16,11 @@ use super::dag::Outcome;
 use super::kept;
 use super::protocol::{self, Learned};
 use super::resolve::Results;
+use super::rollback_triggers::Monitored;
 use super::{stack_context, Attempt, EngineError, Op};
 use crate::graph::Graph;
 use crate::plan::{self, Decision};
+use crate::rollback_triggers::RollbackConfiguration;
 use crate::stack::{
     now, CallKind, ChangeSetRecord, Journal, OperationKind, OutputRecord, PendingCall,
     ResourceRecord, ResourceStatus, Snapshot, StackRecord, StackStatus, Tag,
@@ -63,6 +65,9 @@ pub struct UpdateStackInput {
     /// `StackPolicyDuringUpdateBody`: the policy this update alone is
     /// checked against, instead of the stack's.
     pub stack_policy_during_update: Option<String>,
+    /// `RollbackConfiguration`: each field given replaces the stack's,
+    /// each left out (or `None`: all) keeps it.
+    pub rollback_configuration: Option<RollbackConfiguration>,
 }
 
 /// The stack fields an update replaces, as journaled for both sides.
@@ -84,6 +89,10 @@ pub struct StackState {
     /// The capabilities the operation was given (DescribeStacks').
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub capabilities: Vec<String>,
+    /// The rollback triggers and monitoring period (see
+    /// `rollback_triggers`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback_configuration: Option<RollbackConfiguration>,
 }
 
 impl StackState {
@@ -97,11 +106,13 @@ impl StackState {
             outputs: s.outputs.clone(),
             tags: s.tags.clone(),
             capabilities: s.capabilities.clone(),
+            rollback_configuration: s.rollback_configuration.clone(),
         }
     }
 
     /// Sets the stack's template, parameters and description (not outputs).
     pub fn apply_template(&self, s: &mut StackRecord) {
+        s.rollback_configuration = self.rollback_configuration.clone();
         s.context = self.context.clone();
         s.capabilities = self.capabilities.clone();
         s.tags = self.tags.clone();
@@ -112,13 +123,7 @@ impl StackState {
     }
 
     pub(super) fn apply(&self, s: &mut StackRecord) {
-        s.context = self.context.clone();
-        s.capabilities = self.capabilities.clone();
-        s.tags = self.tags.clone();
-        s.template_body = self.template_body.clone();
-        s.parameters = self.parameters.clone();
-        s.no_echo = self.no_echo.clone();
-        s.description = self.description.clone();
+        self.apply_template(s);
         s.outputs = self.outputs.clone();
     }
 }
@@ -482,6 +487,9 @@ impl Updates<'_> {
                 super::stack_policy::parse(b, what)?;
             }
         }
+        if let Some(c) = &input.rollback_configuration {
+            c.check().map_err(EngineError::Validation)?;
+        }
         let (stack_rx, live) = read_live_state(self.store.clone(), input.stack_name.clone());
         let empty = crate::stack::TemplateContext::default();
         let supplied_context = input.context.as_ref().unwrap_or(&empty);
@@ -673,6 +681,11 @@ impl Updates<'_> {
                     .capabilities
                     .clone()
                     .unwrap_or_else(|| stack.capabilities.clone()),
+                rollback_configuration: match &input.rollback_configuration {
+                    Some(c) => Some(c.applied_to(stack.rollback_configuration.as_ref()))
+                        .filter(|c| !c.is_empty()),
+                    None => stack.rollback_configuration.clone(),
+                },
             },
             stack,
             changes,
@@ -1045,7 +1058,17 @@ impl Updates<'_> {
                 if *op.cancel.borrow() || self.store.cancel_requested(id).await? {
                     return self.start_update_rollback(op, CANCELLED).await;
                 }
+                if let Some(reason) = self.take_alarm(op) {
+                    return self.fail_update(op, &reason).await;
+                }
                 if created.is_empty() && updated.is_empty() {
+                    match self.monitor(op, true).await {
+                        Monitored::Quiet => {}
+                        Monitored::Alarm(reason) => return self.fail_update(op, &reason).await,
+                        Monitored::Cancelled => {
+                            return self.start_update_rollback(op, CANCELLED).await
+                        }
+                    }
                     match self.finish_update(op).await {
                         Ok(()) => {}
                         Err(reason) => return self.fail_update(op, &reason).await,
@@ -1517,6 +1540,7 @@ impl Updates<'_> {
         op: &Op,
         reason: &str,
     ) -> Result<StackStatus, EngineError> {
+        op.triggers_done.store(true, Ordering::SeqCst);
         // From here on the stack shows the template being restored (seed 004).
         if let Some(other) = &op.other {
             let mut stack = op.stack.clone();

@@ -204,6 +204,10 @@ pub struct StackRecord {
     /// `None`: every update is allowed. Written at the stack's insert and
     /// by `Stacks::set_stack_policy`, never by `save_stack`.
     pub stack_policy: Option<String>,
+    /// The rollback triggers and monitoring period its operations run
+    /// with (`RollbackConfiguration`, both fields set); `None`: none.
+    /// Saved with the template (an update's is journaled both ways).
+    pub rollback_configuration: Option<crate::rollback_triggers::RollbackConfiguration>,
 }
 
 pub use crate::template::{Facade, TemplateContext};
@@ -470,6 +474,9 @@ pub struct ChangeSetNesting {
     /// HOT's files and environment the set's template was read with.
     #[serde(default, skip_serializing_if = "TemplateContext::is_empty")]
     pub context: TemplateContext,
+    /// The `RollbackConfiguration` its execution runs with, as given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback_configuration: Option<crate::rollback_triggers::RollbackConfiguration>,
 }
 
 impl ChangeSetNesting {

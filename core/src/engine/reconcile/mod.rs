@@ -196,6 +196,7 @@ impl Reconciles<'_> {
             }
             UpdateStackInput {
                 stack_policy: None,
+                rollback_configuration: None,
                 stack_policy_during_update: None,
                 stack_name: input.update.stack_name.clone(),
                 template_body: None,

@@ -314,6 +314,7 @@ impl World {
     fn create_input(&self, template: &str, on_failure: OnFailure) -> CreateStackInput {
         CreateStackInput {
             stack_policy: None,
+            rollback_configuration: None,
             stack_name: STACK.into(),
             template_body: self.template(template),
             parameters: BTreeMap::new(),
@@ -330,6 +331,7 @@ impl World {
     fn update_input(&self, template: &str) -> UpdateStackInput {
         UpdateStackInput {
             stack_policy: None,
+            rollback_configuration: None,
             stack_policy_during_update: None,
             stack_name: STACK.into(),
             template_body: Some(self.template(template)),
