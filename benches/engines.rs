@@ -114,6 +114,7 @@ async fn create_delete(store: Arc<dyn Store>, data: &std::path::Path) -> Result<
     let input = CreateStackInput {
         stack_policy: None,
         rollback_configuration: None,
+        notification_arns: Vec::new(),
         stack_name: "bench".into(),
         template_body: random_dag(10_000),
         parameters: BTreeMap::new(),

@@ -344,7 +344,7 @@ fn scenario(name: &str) -> Result<(), Box<dyn std::error::Error>> {
                 (random_dag(n), n)
             }
         };
-        let input = CreateStackInput { stack_name: "bench".into(), template_body: body, parameters: BTreeMap::new(), on_failure: OnFailure::Rollback, tags: Vec::new(), timeout_minutes: None, origin: Default::default(), context: Default::default(), capabilities: None, termination_protection: false, stack_policy: None, rollback_configuration: None, };
+        let input = CreateStackInput { stack_name: "bench".into(), template_body: body, parameters: BTreeMap::new(), on_failure: OnFailure::Rollback, tags: Vec::new(), timeout_minutes: None, origin: Default::default(), context: Default::default(), capabilities: None, termination_protection: false, stack_policy: None, rollback_configuration: None, notification_arns: Vec::new(), };
         let start = Instant::now();
         let id = engine.creates().start_create(&input).await?;
         let synchronous = start.elapsed().as_secs_f64();
@@ -361,6 +361,7 @@ fn scenario(name: &str) -> Result<(), Box<dyn std::error::Error>> {
                 .updates().start_update(&UpdateStackInput {
                     stack_policy: None,
                     rollback_configuration: None,
+                    notification_arns: None,
                     stack_policy_during_update: None,
                     stack_name: "bench".into(),
                     template_body: Some(input.template_body.clone()),

@@ -80,6 +80,7 @@ pub async fn plan(engine: &Arc<Engine>, args: PlanArgs<'_>) -> anyhow::Result<()
         include_nested_stacks: args.include_nested,
         capabilities: Some(args.capabilities.to_vec()),
         rollback_configuration: None,
+        notification_arns: None,
     };
     let cs = engine
         .change_sets()

@@ -8,6 +8,7 @@ mod changesets;
 mod drift;
 mod environment;
 mod migrate;
+mod notifications;
 mod progress;
 mod provider_test;
 mod providers;
@@ -436,6 +437,14 @@ struct DeployOpts {
     /// "MonitoringTimeInMinutes": 5}. A field left out keeps the stack's.
     #[arg(long, value_name = "JSON|FILE")]
     rollback_configuration: Option<String>,
+    /// A webhook URL that receives every event of the stack, signed with
+    /// `[webhooks] secret` (NotificationARNs; repeatable, at most 5; on an
+    /// update, replaces the stack's).
+    #[arg(long = "notify", value_name = "URL")]
+    notify: Vec<String>,
+    /// On an update: the stack's events go to no webhook any more.
+    #[arg(long, conflicts_with = "notify")]
+    no_notify: bool,
 }
 
 #[derive(clap::Args)]
@@ -561,6 +570,8 @@ impl DeployOpts {
             stack_policy: self.stack_policy.as_deref(),
             stack_policy_during_update: self.stack_policy_during_update.as_deref(),
             rollback_configuration: self.rollback_configuration.as_deref(),
+            notify: &self.notify,
+            no_notify: self.no_notify,
         }
     }
 }
@@ -687,11 +698,39 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     // A signal is a quick write that must land even while the operation it
     // is for is abandoned: that operation's resume (by the next command)
     // counts it.
-    let engine = if matches!(cli.command, Command::Signal { .. }) {
-        stacks::open_without_resume(&config, &state).await?
+    let (engine, resumed) = if matches!(cli.command, Command::Signal { .. }) {
+        (stacks::open_without_resume(&config, &state).await?, false)
     } else {
         stacks::open(&config, &state).await?
     };
+    // A command that runs an operation (or resumed one) sends the stack
+    // notifications meanwhile, and what is left before it exits.
+    let operates = resumed
+        || matches!(
+            cli.command,
+            Command::Deploy(_)
+                | Command::Delete { .. }
+                | Command::ContinueRollback { .. }
+                | Command::Rollback { .. }
+                | Command::Import(_)
+                | Command::Execute { .. }
+                | Command::CancelUpdate { .. }
+                | Command::Update(_)
+        );
+    let notifying = operates.then(|| notifications::start(&engine));
+    let outcome = run_command(&cli, &engine).await;
+    if let Some(n) = notifying {
+        n.finish().await;
+    }
+    outcome
+}
+
+/// Runs a command that needs the engine.
+async fn run_command(
+    cli: &Cli,
+    engine: &std::sync::Arc<cairn_core::engine::Engine>,
+) -> anyhow::Result<()> {
+    let engine = engine.clone();
     match &cli.command {
         Command::Validate { .. }
         | Command::PluginHost { .. }

@@ -34,6 +34,7 @@ pub async fn run(engine: &Arc<Engine>, args: Args<'_>) -> anyhow::Result<()> {
         update: UpdateStackInput {
             stack_policy: None,
             rollback_configuration: None,
+            notification_arns: None,
             stack_policy_during_update: None,
             stack_name: args.stack.to_string(),
             template_body,

@@ -95,6 +95,11 @@ pub async fn run(args: ServeArgs<'_>) -> anyhow::Result<()> {
         eprintln!("cannot look for interrupted operations: {e}");
     }
     tokio::spawn(app.clone().claim_forever());
+    // Stack notifications, for as long as the server runs (what is left at
+    // shutdown is sent by the next engine on this state).
+    let notifier = cairn_core::engine::notifications::Notifier::new(engine.clone());
+    let (_keep_notifying, notifying) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move { notifier.run(notifying).await });
     let handle = axum_server::Handle::new();
     {
         let handle = handle.clone();

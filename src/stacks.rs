@@ -93,13 +93,14 @@ pub async fn open_with_transports(
 
 /// Opens the store and engine, and first resumes any operation a crashed
 /// process left in progress.
-pub async fn open(config: &Config, state: &Path) -> anyhow::Result<Arc<Engine>> {
+/// Returns the engine and whether an operation was resumed.
+pub async fn open(config: &Config, state: &Path) -> anyhow::Result<(Arc<Engine>, bool)> {
     let engine = open_without_resume(config, state).await?;
     let resumed = engine.resume_abandoned().await?;
-    for id in resumed {
+    for id in &resumed {
         eprintln!("resumed the interrupted operation of {id}");
     }
-    Ok(engine)
+    Ok((engine, !resumed.is_empty()))
 }
 
 /// `--tag KEY=VALUE` items.
@@ -326,6 +327,20 @@ pub struct DeployArgs<'a> {
     pub stack_policy_during_update: Option<&'a Path>,
     /// `--rollback-configuration JSON|FILE`.
     pub rollback_configuration: Option<&'a str>,
+    /// `--notify URL`s: the stack's notification targets.
+    pub notify: &'a [String],
+    /// `--no-notify`: an update removes them.
+    pub no_notify: bool,
+}
+
+impl DeployArgs<'_> {
+    /// The targets an update sets (`None`: the stack's are kept).
+    pub(crate) fn notification_arns(&self) -> Option<Vec<String>> {
+        if self.no_notify {
+            return Some(Vec::new());
+        }
+        (!self.notify.is_empty()).then(|| self.notify.to_vec())
+    }
 }
 
 /// `--rollback-configuration`: JSON given inline (it starts with `{`), or
@@ -509,6 +524,7 @@ pub async fn deploy(engine: &Arc<Engine>, args: DeployArgs<'_>) -> anyhow::Resul
         capabilities: Some(args.capabilities.to_vec()),
         termination_protection: args.termination_protection,
         rollback_configuration: read_rollback_configuration(args.rollback_configuration)?,
+        notification_arns: args.notify.to_vec(),
     };
     let stack_id = engine
         .creates()
@@ -563,6 +579,7 @@ async fn update(
         disable_rollback: args.disable_rollback,
         capabilities: Some(args.capabilities.to_vec()),
         rollback_configuration: read_rollback_configuration(args.rollback_configuration)?,
+        notification_arns: args.notification_arns(),
     };
     let stack_id = engine
         .updates()
@@ -697,6 +714,7 @@ fn stack_json(s: &StackRecord) -> Value {
         "Capabilities": s.capabilities,
         "Tags": s.tags,
         "EnableTerminationProtection": s.termination_protection,
+        "NotificationARNs": s.notification_arns,
     });
     if let Some(r) = &s.status_reason {
         v["StackStatusReason"] = json!(r);

@@ -371,6 +371,13 @@ fn rollback_configuration(f: &Form) -> Result<Option<RollbackConfiguration>, Api
     }))
 }
 
+/// `NotificationARNs.member.N` (webhook URLs); `None` when absent
+/// (`NotificationARNs=` is an empty list: it removes the stack's).
+fn notification_arns(f: &Form) -> Option<Vec<String>> {
+    let listed = f.list("NotificationARNs");
+    (!listed.is_empty() || f.get("NotificationARNs").is_some()).then_some(listed)
+}
+
 fn on_failure(f: &Form) -> Result<OnFailure, ApiError> {
     match (f.flag("DisableRollback")?, f.get("OnFailure")) {
         (Some(true), Some(_)) => Err(ApiError::validation(
@@ -414,6 +421,7 @@ async fn create_stack(app: &Arc<App>, f: &Form) -> Outcome {
         capabilities: Some(f.list("Capabilities")),
         termination_protection: f.get("EnableTerminationProtection") == Some("true"),
         rollback_configuration: rollback_configuration(f)?,
+        notification_arns: notification_arns(f).unwrap_or_default(),
     };
     let id = app.engine.creates().start_create(&input).await?;
     app.drive(id.clone(), "CREATE").await;
@@ -451,6 +459,7 @@ async fn update_stack(app: &Arc<App>, f: &Form) -> Outcome {
         disable_rollback: f.flag("DisableRollback")? == Some(true),
         capabilities: Some(f.list("Capabilities")),
         rollback_configuration: rollback_configuration(f)?,
+        notification_arns: notification_arns(f),
     };
     let id = app.engine.updates().start_update(&input).await?;
     app.drive(id.clone(), "UPDATE").await;
@@ -501,7 +510,9 @@ fn stack_xml(x: &mut Xml, s: &StackRecord) {
                 "false"
             },
         );
-    x.list("NotificationARNs", &[] as &[&str], |_, _| {});
+    x.list("NotificationARNs", &s.notification_arns, |x, t| {
+        x.out_text(t);
+    });
     x.open("RollbackConfiguration");
     if let Some(c) = &s.rollback_configuration {
         x.list("RollbackTriggers", c.triggers(), |x, t| {
@@ -1067,6 +1078,7 @@ async fn create_change_set(app: &App, f: &Form) -> Outcome {
         context,
         capabilities: Some(f.list("Capabilities")),
         rollback_configuration: rollback_configuration(f)?,
+        notification_arns: notification_arns(f),
     };
     let cs = app.engine.change_sets().create_change_set(&input).await?;
     result(|x| {
@@ -1169,7 +1181,10 @@ async fn describe_change_set(app: &App, f: &Form) -> Outcome {
             .leaf("ExecutionStatus", cs.execution_status.as_str())
             .leaf("Status", cs.status.as_str())
             .opt("StatusReason", cs.status_reason.as_deref());
-        x.list("NotificationARNs", &[] as &[&str], |_, _| {});
+        let targets = cs.nested.notification_arns.as_deref().unwrap_or_default();
+        x.list("NotificationARNs", targets, |x, t| {
+            x.out_text(t);
+        });
         x.list("Capabilities", &[] as &[&str], |_, _| {});
         x.list("Tags", cs.tags.as_deref().unwrap_or_default(), |x, t| {
             x.leaf("Key", &t.key).leaf("Value", &t.value);
@@ -1500,6 +1515,7 @@ async fn reconcile_stack(app: &Arc<App>, f: &Form) -> Outcome {
         update: UpdateStackInput {
             stack_policy: None,
             rollback_configuration: None,
+            notification_arns: None,
             stack_policy_during_update: None,
             stack_name: f.required("StackName")?.to_string(),
             template_body: template_body(app, f)?,

@@ -21,8 +21,8 @@ pub struct Shared {
     pub handles: Arc<dyn HandleUrls>,
     /// Fetches https:// nested templates.
     pub https: Arc<dyn HttpsGet>,
-    /// Calls macros served by webhooks.
-    pub macro_webhooks: Arc<dyn MacroWebhooks>,
+    /// POSTs signed requests to webhooks (macros, stack notifications).
+    pub webhooks: Arc<dyn WebhookPoster>,
     /// Reads rollback triggers (health checks, Alertmanager).
     pub probes: Arc<dyn HttpProbe>,
 }
@@ -34,7 +34,7 @@ impl Shared {
             metrics: Arc::new(Metrics::default()),
             handles,
             https,
-            macro_webhooks: Arc::new(NoMacroWebhooks),
+            webhooks: Arc::new(NoWebhookPoster),
             probes: Arc::new(NoProbes),
         }
     }
@@ -46,8 +46,8 @@ impl Shared {
     }
 
     /// This value, calling webhook macros with `client`.
-    pub fn with_macro_webhooks(mut self, client: Arc<dyn MacroWebhooks>) -> Shared {
-        self.macro_webhooks = client;
+    pub fn with_webhook_poster(mut self, client: Arc<dyn WebhookPoster>) -> Shared {
+        self.webhooks = client;
         self
     }
 }
@@ -55,7 +55,7 @@ impl Shared {
 /// POSTs a macro request to a webhook: the binary hands in its signed
 /// HTTP client, so the engine links none.
 #[async_trait::async_trait]
-pub trait MacroWebhooks: Send + Sync {
+pub trait WebhookPoster: Send + Sync {
     /// The answer's body, or why there is none (`{url}: {cause}`).
     async fn post(
         &self,
@@ -67,10 +67,10 @@ pub trait MacroWebhooks: Send + Sync {
 }
 
 /// For an engine given no webhook client (tests, the crash simulator).
-pub struct NoMacroWebhooks;
+pub struct NoWebhookPoster;
 
 #[async_trait::async_trait]
-impl MacroWebhooks for NoMacroWebhooks {
+impl WebhookPoster for NoWebhookPoster {
     async fn post(
         &self,
         url: &str,

@@ -19,6 +19,7 @@ pub mod group;
 pub mod import;
 pub mod macros;
 pub mod nested;
+pub mod notifications;
 pub mod plan;
 pub mod rollback_triggers;
 pub mod signal;

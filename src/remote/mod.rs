@@ -962,6 +962,11 @@ async fn deploy(r: &Remote, args: stacks::DeployArgs<'_>) -> anyhow::Result<()> 
     if let Some(c) = crate::stacks::read_rollback_configuration(args.rollback_configuration)? {
         params.extend(rollback_members(&c));
     }
+    match args.notification_arns() {
+        Some(t) if t.is_empty() => params.push(kv("NotificationARNs", "")),
+        Some(t) => params.extend(list_members("NotificationARNs", &t)),
+        None => {}
+    }
     match r.stack(args.stack).await {
         Ok(existing) if existing.status != StackStatus::ReviewInProgress => {
             if args.on_failure.is_some() {

@@ -57,6 +57,7 @@ pub(super) fn change_set_record(m: &Node) -> anyhow::Result<ChangeSetRecord> {
             root_change_set_id: m.text_of("RootChangeSetId"),
             context: Default::default(),
             rollback_configuration: None,
+            notification_arns: None,
         },
     })
 }
@@ -194,6 +195,11 @@ pub(super) fn stack_record(m: &Node) -> anyhow::Result<StackRecord> {
         termination_protection: m.text_of("EnableTerminationProtection").as_deref() == Some("true"),
         // DescribeStacks does not show it (GetStackPolicy does).
         stack_policy: None,
+        notification_arns: m
+            .members("NotificationARNs")
+            .iter()
+            .map(|t| t.text.clone())
+            .collect(),
         rollback_configuration: m.child("RollbackConfiguration").and_then(|c| {
             let triggers = c
                 .members("RollbackTriggers")

@@ -13,7 +13,7 @@ use cairn_core::config::WebhookConfig;
 use cairn_core::metrics::Metrics;
 use cairn_core::nested::HttpsGet;
 use cairn_core::shared::Shared;
-use cairn_core::shared::{HttpProbe, MacroWebhooks};
+use cairn_core::shared::{HttpProbe, WebhookPoster};
 use cairn_core::store::Store;
 use cairn_webhook::callback::Callbacks;
 use cairn_webhook::DeliveryCounter;
@@ -37,10 +37,10 @@ impl Process {
     pub fn new(webhooks: &WebhookConfig, state: Option<Arc<dyn Store>>) -> Process {
         let callbacks = Arc::new(Callbacks::new(webhooks, state));
         let shared = Shared::new(callbacks.clone(), Arc::new(TemplatesOverHttps));
-        let macros = MacrosOverWebhooks(Arc::new(Deliveries(shared.metrics.clone())));
+        let macros = SignedPosts(Arc::new(Deliveries(shared.metrics.clone())));
         Process {
             shared: shared
-                .with_macro_webhooks(Arc::new(macros))
+                .with_webhook_poster(Arc::new(macros))
                 .with_probes(Arc::new(TriggersOverHttp)),
             callbacks,
         }
@@ -63,10 +63,10 @@ impl DeliveryCounter for Deliveries {
 
 /// Macros served by webhooks: signed POSTs with the webhooks' delivery
 /// (retried while the handler is unreachable), counted with the others.
-struct MacrosOverWebhooks(Arc<dyn DeliveryCounter>);
+struct SignedPosts(Arc<dyn DeliveryCounter>);
 
 #[async_trait::async_trait]
-impl MacroWebhooks for MacrosOverWebhooks {
+impl WebhookPoster for SignedPosts {
     async fn post(
         &self,
         url: &str,

@@ -60,6 +60,7 @@ pub(crate) fn stack(name: &str) -> StackRecord {
             }]),
             monitoring_time_in_minutes: Some(3),
         }),
+        notification_arns: vec!["http://127.0.0.1:9/first".into()],
     }
 }
 
@@ -120,6 +121,134 @@ where
     nested_claims(fresh().await.as_ref()).await;
     callback_responses(fresh().await.as_ref()).await;
     signals(fresh().await.as_ref()).await;
+    notifications(fresh().await.as_ref()).await;
+}
+
+/// Notification targets: the insert's targets start at the first event, a
+/// target set later at the events recorded from then on; one owner's
+/// claim keeps others off until it runs out, is let go, or its owner is
+/// dead; only the claim's owner records progress.
+async fn notifications(store: &dyn Store) {
+    use crate::NotificationCursor;
+    let s = stack("told");
+    let first = "http://127.0.0.1:9/first".to_string();
+    let lease = store
+        .insert_stack(
+            &s,
+            &event(&s, "told", "CREATE_IN_PROGRESS"),
+            None,
+            "a:1:x",
+            60_000,
+        )
+        .await
+        .unwrap();
+    let claimed = store
+        .claim_notifications("n1", &[], 60_000, 10)
+        .await
+        .unwrap();
+    let at_start = NotificationCursor {
+        stack_id: s.stack_id.clone(),
+        target: first.clone(),
+        delivered: 0,
+    };
+    assert_eq!(claimed, vec![at_start.clone()]);
+    // Claimed: another owner gets nothing, unless the first is dead.
+    assert!(store
+        .claim_notifications("n2", &[], 60_000, 10)
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        store.notification_claimants().await.unwrap(),
+        vec!["n1".to_string()]
+    );
+    let done = NotificationCursor {
+        delivered: 1,
+        ..at_start.clone()
+    };
+    assert!(!store.notified("n2", &done, 60_000).await.unwrap());
+    assert!(store.notified("n1", &done, 60_000).await.unwrap());
+    // Everything delivered: nothing to claim, even for the owner.
+    assert!(store
+        .claim_notifications("n1", &[], 60_000, 10)
+        .await
+        .unwrap()
+        .is_empty());
+    store
+        .set_stack_status(
+            &lease,
+            StackStatus::CreateComplete,
+            None,
+            &event(&s, "told", "CREATE_COMPLETE"),
+        )
+        .await
+        .unwrap();
+    let taken = store
+        .claim_notifications("n2", &["n1".to_string()], 60_000, 10)
+        .await
+        .unwrap();
+    assert_eq!(taken, vec![done.clone()]);
+    store.release_notification("n2", &done).await.unwrap();
+    assert!(store.notification_claimants().await.unwrap().is_empty());
+    // A target added now starts after the two events; the one left out
+    // is forgotten.
+    let second = "http://127.0.0.1:9/second".to_string();
+    store
+        .set_notification_targets(&s.stack_id, std::slice::from_ref(&second))
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .find_stack("told")
+            .await
+            .unwrap()
+            .unwrap()
+            .notification_arns,
+        vec![second.clone()]
+    );
+    assert!(store
+        .claim_notifications("n3", &[], 60_000, 10)
+        .await
+        .unwrap()
+        .is_empty());
+    store
+        .put_events(&lease, &[event(&s, "told", "UPDATE_IN_PROGRESS")])
+        .await
+        .unwrap();
+    let claimed = store
+        .claim_notifications("n3", &[], 60_000, 10)
+        .await
+        .unwrap();
+    assert_eq!(
+        claimed,
+        vec![NotificationCursor {
+            stack_id: s.stack_id.clone(),
+            target: second,
+            delivered: 2
+        }]
+    );
+    // A claim that ran out is anyone's.
+    assert!(store
+        .claim_notifications("n4", &[], 60_000, 10)
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        store
+            .claim_notifications("n3", &[], -1, 10)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(
+        store
+            .claim_notifications("n4", &[], 60_000, 10)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
 }
 
 async fn stacks_and_events(store: &dyn Store) {
@@ -479,6 +608,7 @@ fn change_set(s: &StackRecord, name: &str) -> ChangeSetRecord {
                 rollback_triggers: Some(Vec::new()),
                 monitoring_time_in_minutes: None,
             }),
+            notification_arns: Some(vec!["http://127.0.0.1:9/set".into()]),
             context: cairn_model::stack::TemplateContext {
                 files: BTreeMap::from([("f".to_string(), "x".to_string())]),
                 environment: None,

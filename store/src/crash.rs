@@ -525,6 +525,53 @@ impl DriftDetections for CrashStore {
 }
 
 #[async_trait::async_trait]
+impl crate::Notifications for CrashStore {
+    async fn set_notification_targets(
+        &self,
+        stack_id: &str,
+        targets: &[String],
+    ) -> Result<(), StoreError> {
+        self.write().await?;
+        self.inner.set_notification_targets(stack_id, targets).await
+    }
+
+    async fn claim_notifications(
+        &self,
+        owner: &str,
+        dead: &[String],
+        ttl_ms: i64,
+        limit: usize,
+    ) -> Result<Vec<crate::NotificationCursor>, StoreError> {
+        self.write().await?;
+        self.inner
+            .claim_notifications(owner, dead, ttl_ms, limit)
+            .await
+    }
+
+    async fn notification_claimants(&self) -> Result<Vec<String>, StoreError> {
+        self.inner.notification_claimants().await
+    }
+
+    async fn notified(
+        &self,
+        owner: &str,
+        cursor: &crate::NotificationCursor,
+        ttl_ms: i64,
+    ) -> Result<bool, StoreError> {
+        self.write().await?;
+        self.inner.notified(owner, cursor, ttl_ms).await
+    }
+
+    async fn release_notification(
+        &self,
+        owner: &str,
+        cursor: &crate::NotificationCursor,
+    ) -> Result<(), StoreError> {
+        self.inner.release_notification(owner, cursor).await
+    }
+}
+
+#[async_trait::async_trait]
 impl Store for CrashStore {
     async fn ping(&self) -> Result<(), StoreError> {
         self.inner.ping().await

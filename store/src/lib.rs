@@ -477,6 +477,62 @@ pub trait DriftDetections: Send + Sync {
 
 /// The whole state: every concern above, as one value (`Arc<dyn Store>`).
 /// A part of Cairn that needs only one concern takes that trait.
+/// Where a stack's events stand with one notification target: the
+/// first `delivered` of them (oldest first) were accepted by `target`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotificationCursor {
+    pub stack_id: String,
+    pub target: String,
+    pub delivered: usize,
+}
+
+/// Stack notifications: the events table is the outbox, and each
+/// (stack, target) keeps how many of the stack's events it accepted, so an
+/// engine that dies mid-delivery loses nothing and the next one sends on
+/// from there. A claim (owner, expiry) keeps two engines from sending the
+/// same target's events at once.
+#[async_trait::async_trait]
+pub trait Notifications: Send + Sync {
+    /// Replaces the stack's targets (and its `notification_arns`): a new
+    /// target gets the events recorded from now on; a kept one keeps its
+    /// place; a removed one is forgotten.
+    async fn set_notification_targets(
+        &self,
+        stack_id: &str,
+        targets: &[String],
+    ) -> Result<(), StoreError>;
+
+    /// Claims, for `ttl_ms`, up to `limit` targets that have events not yet
+    /// delivered and no live claim by another owner (`dead`: owners known
+    /// to be gone, whose claims are taken at once).
+    async fn claim_notifications(
+        &self,
+        owner: &str,
+        dead: &[String],
+        ttl_ms: i64,
+        limit: usize,
+    ) -> Result<Vec<NotificationCursor>, StoreError>;
+
+    /// The owners holding claims now.
+    async fn notification_claimants(&self) -> Result<Vec<String>, StoreError>;
+
+    /// Records `cursor.delivered` and renews `owner`'s claim for `ttl_ms`;
+    /// `false` when the claim is no longer `owner`'s (nothing written).
+    async fn notified(
+        &self,
+        owner: &str,
+        cursor: &NotificationCursor,
+        ttl_ms: i64,
+    ) -> Result<bool, StoreError>;
+
+    /// Lets go of `owner`'s claim on the target.
+    async fn release_notification(
+        &self,
+        owner: &str,
+        cursor: &NotificationCursor,
+    ) -> Result<(), StoreError>;
+}
+
 #[async_trait::async_trait]
 pub trait Store:
     Stacks
@@ -488,6 +544,7 @@ pub trait Store:
     + ChangeSets
     + Exports
     + DriftDetections
+    + Notifications
     + Send
     + Sync
 {

@@ -50,8 +50,20 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (7, SCHEMA_7),
 ];
 
-/// Version 7: a stack's rollback configuration (JSON).
-const SCHEMA_7: &str = "ALTER TABLE stacks ADD COLUMN IF NOT EXISTS rollback_configuration TEXT;";
+/// Version 7: a stack's rollback configuration and notification targets
+/// (JSON), and where each target stands with the stack's events.
+const SCHEMA_7: &str = r#"
+ALTER TABLE stacks ADD COLUMN IF NOT EXISTS rollback_configuration TEXT;
+ALTER TABLE stacks ADD COLUMN IF NOT EXISTS notification_arns TEXT;
+CREATE TABLE IF NOT EXISTS notification_targets (
+    stack_id TEXT NOT NULL,
+    target TEXT NOT NULL,
+    delivered BIGINT NOT NULL DEFAULT 0,
+    claim_owner TEXT,
+    claim_expires BIGINT,
+    PRIMARY KEY (stack_id, target)
+);
+"#;
 
 /// Version 6: a stack's policy (SetStackPolicy), as given.
 const SCHEMA_6: &str = "ALTER TABLE stacks ADD COLUMN IF NOT EXISTS stack_policy TEXT;";
@@ -254,7 +266,7 @@ fn parsed<T: FromStr<Err = String>>(r: &Row, i: usize) -> Result<T, StoreError> 
     text.parse().map_err(StoreError::Database)
 }
 
-const STACK_COLUMNS: &str = "stack_id, stack_name, status, status_reason, description, template_body, parameters, no_echo, outputs, on_failure, created_at, updated_at, deleted_at, tags, parent_id, root_id, template_context, capabilities, termination_protection, stack_policy, rollback_configuration";
+const STACK_COLUMNS: &str = "stack_id, stack_name, status, status_reason, description, template_body, parameters, no_echo, outputs, on_failure, created_at, updated_at, deleted_at, tags, parent_id, root_id, template_context, capabilities, termination_protection, stack_policy, rollback_configuration, notification_arns";
 
 /// A stack's template context as stored (`NULL` when empty).
 fn context_text(c: &cairn_model::stack::TemplateContext) -> Result<Option<String>, StoreError> {
@@ -287,6 +299,7 @@ fn stack_row(r: &Row) -> Result<StackRecord, StoreError> {
         termination_protection: get(r, 18)?,
         stack_policy: get(r, 19)?,
         rollback_configuration: opt_json(r, 20)?,
+        notification_arns: opt_json(r, 21)?.unwrap_or_default(),
     })
 }
 
@@ -1273,7 +1286,7 @@ impl Stacks for PgStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;
         let inserted = run(&tx,
-                &format!("INSERT INTO stacks ({STACK_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)"),
+                &format!("INSERT INTO stacks ({STACK_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)"),
                 &[
                     &s.stack_id,
                     &s.stack_name,
@@ -1296,6 +1309,7 @@ impl Stacks for PgStore {
                     &s.termination_protection,
                     &s.stack_policy,
                     &s.rollback_configuration.as_ref().map(json_text).transpose()?,
+                    &json_text(&s.notification_arns)?,
                 ],
             )
             .await;
@@ -1314,6 +1328,15 @@ impl Stacks for PgStore {
         insert_events(&tx, std::slice::from_ref(first_event)).await?;
         if let Some(op) = operation {
             write_operation(&tx, op).await?;
+        }
+        for target in &s.notification_arns {
+            run(
+                &tx,
+                "INSERT INTO notification_targets (stack_id, target, delivered) VALUES ($1, $2, 0) ON CONFLICT DO NOTHING",
+                &[&s.stack_id, target],
+            )
+            .await
+            .map_err(backend)?;
         }
         tx.commit().await.map_err(backend)?;
         Ok(Lease {
@@ -2261,6 +2284,127 @@ impl DriftDetections for PgStore {
         .await
         .map_err(backend)?;
         row.map(|r| json(&r, 0)).transpose()
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::Notifications for PgStore {
+    async fn set_notification_targets(
+        &self,
+        stack_id: &str,
+        targets: &[String],
+    ) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        let listed = json_text(&targets)?;
+        run(
+            &tx,
+            "UPDATE stacks SET notification_arns = $2 WHERE stack_id = $1",
+            &[&stack_id, &listed],
+        )
+        .await
+        .map_err(backend)?;
+        run(
+            &tx,
+            "DELETE FROM notification_targets WHERE stack_id = $1 AND NOT (target = ANY($2))",
+            &[&stack_id, &targets],
+        )
+        .await
+        .map_err(backend)?;
+        for target in targets {
+            run(
+                &tx,
+                "INSERT INTO notification_targets (stack_id, target, delivered) VALUES ($1, $2, (SELECT COUNT(*) FROM events WHERE stack_id = $1)) ON CONFLICT DO NOTHING",
+                &[&stack_id, target],
+            )
+            .await
+            .map_err(backend)?;
+        }
+        tx.commit().await.map_err(backend)
+    }
+
+    async fn claim_notifications(
+        &self,
+        owner: &str,
+        dead: &[String],
+        ttl_ms: i64,
+        limit: usize,
+    ) -> Result<Vec<crate::NotificationCursor>, StoreError> {
+        let client = self.client().await?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        // Rows another engine claims meanwhile are skipped, not waited for.
+        let rows = fetch(
+            &client,
+            &format!(
+                "UPDATE notification_targets SET claim_owner = $1, claim_expires = {NOW_MS} + $3
+                 WHERE (stack_id, target) IN (
+                   SELECT t.stack_id, t.target FROM notification_targets t
+                   WHERE (t.claim_owner IS NULL OR t.claim_owner = $1 OR t.claim_expires < {NOW_MS}
+                          OR t.claim_owner = ANY($2))
+                     AND t.delivered < (SELECT COUNT(*) FROM events e WHERE e.stack_id = t.stack_id)
+                   ORDER BY t.stack_id, t.target LIMIT $4
+                   FOR UPDATE SKIP LOCKED)
+                 RETURNING stack_id, target, delivered"
+            ),
+            &[&owner, &dead, &ttl_ms, &limit],
+        )
+        .await
+        .map_err(backend)?;
+        rows.iter()
+            .map(|r| {
+                Ok(crate::NotificationCursor {
+                    stack_id: get(r, 0)?,
+                    target: get(r, 1)?,
+                    delivered: usize::try_from(get::<i64>(r, 2)?).unwrap_or(0),
+                })
+            })
+            .collect()
+    }
+
+    async fn notification_claimants(&self) -> Result<Vec<String>, StoreError> {
+        let client = self.client().await?;
+        let rows = fetch(
+            &client,
+            "SELECT DISTINCT claim_owner FROM notification_targets WHERE claim_owner IS NOT NULL",
+            &[],
+        )
+        .await
+        .map_err(backend)?;
+        rows.iter().map(|r| get(r, 0)).collect()
+    }
+
+    async fn notified(
+        &self,
+        owner: &str,
+        cursor: &crate::NotificationCursor,
+        ttl_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let delivered = i64::try_from(cursor.delivered).unwrap_or(i64::MAX);
+        let n = run(
+            &client,
+            &format!("UPDATE notification_targets SET delivered = $3, claim_expires = {NOW_MS} + $5 WHERE stack_id = $1 AND target = $2 AND claim_owner = $4"),
+            &[&cursor.stack_id, &cursor.target, &delivered, &owner, &ttl_ms],
+        )
+        .await
+        .map_err(backend)?;
+        Ok(n > 0)
+    }
+
+    async fn release_notification(
+        &self,
+        owner: &str,
+        cursor: &crate::NotificationCursor,
+    ) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        run(
+            &client,
+            "UPDATE notification_targets SET claim_owner = NULL, claim_expires = NULL WHERE stack_id = $1 AND target = $2 AND claim_owner = $3",
+            &[&cursor.stack_id, &cursor.target, &owner],
+        )
+        .await
+        .map_err(backend)?;
+        Ok(())
     }
 }
 

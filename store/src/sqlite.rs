@@ -50,7 +50,9 @@ CREATE TABLE IF NOT EXISTS stacks (
     -- The stack policy (SetStackPolicy) as given, NULL when it has none.
     stack_policy TEXT,
     -- JSON: RollbackConfiguration (triggers, monitoring minutes), NULL when none.
-    rollback_configuration TEXT
+    rollback_configuration TEXT,
+    -- JSON: NotificationARNs, the webhook URLs its events go to.
+    notification_arns TEXT
 );
 -- Leases live apart from the stack row: the fence check on every write must
 -- not read past a large template body.
@@ -187,6 +189,16 @@ CREATE TABLE IF NOT EXISTS signals (
     received_at TEXT NOT NULL,
     UNIQUE (stack_id, logical_id, unique_id)
 );
+-- Stack notifications: how many of a stack's events each target accepted,
+-- and which engine sends to it now (its claim runs out at claim_expires).
+CREATE TABLE IF NOT EXISTS notification_targets (
+    stack_id TEXT NOT NULL,
+    target TEXT NOT NULL,
+    delivered INTEGER NOT NULL DEFAULT 0,
+    claim_owner TEXT,
+    claim_expires INTEGER,
+    PRIMARY KEY (stack_id, target)
+);
 "#;
 
 /// The layout version written into `PRAGMA user_version`; bump it with any
@@ -205,7 +217,7 @@ const COLUMN_STEPS: &[(i64, &str)] = &[
     (12, "ALTER TABLE stacks ADD COLUMN capabilities TEXT;"),
     (13, "ALTER TABLE stacks ADD COLUMN termination_protection INTEGER NOT NULL DEFAULT 0;"),
     (14, "ALTER TABLE stacks ADD COLUMN stack_policy TEXT;"),
-    (15, "ALTER TABLE stacks ADD COLUMN rollback_configuration TEXT;"),
+    (15, "ALTER TABLE stacks ADD COLUMN rollback_configuration TEXT; ALTER TABLE stacks ADD COLUMN notification_arns TEXT;"),
 ];
 
 /// A new file gets the current version; a file with another one is refused
@@ -277,7 +289,7 @@ fn parse_enum<T: std::str::FromStr<Err = String>>(s: &str) -> rusqlite::Result<T
     })
 }
 
-const STACK_COLUMNS: &str = "stack_id, stack_name, status, status_reason, description, template_body, parameters, no_echo, outputs, on_failure, created_at, updated_at, deleted_at, tags, parent_id, root_id, template_context, capabilities, termination_protection, stack_policy, rollback_configuration";
+const STACK_COLUMNS: &str = "stack_id, stack_name, status, status_reason, description, template_body, parameters, no_echo, outputs, on_failure, created_at, updated_at, deleted_at, tags, parent_id, root_id, template_context, capabilities, termination_protection, stack_policy, rollback_configuration, notification_arns";
 
 /// A stack's template context as stored (`NULL` when empty).
 fn context_text(c: &cairn_model::stack::TemplateContext) -> Result<Option<String>, StoreError> {
@@ -323,6 +335,11 @@ fn stack_row(r: &Row<'_>) -> rusqlite::Result<StackRecord> {
             .get::<_, Option<String>>(20)?
             .map(|t| from_json(&t))
             .transpose()?,
+        notification_arns: r
+            .get::<_, Option<String>>(21)?
+            .map(|t| from_json(&t))
+            .transpose()?
+            .unwrap_or_default(),
     })
 }
 
@@ -768,7 +785,7 @@ impl Stacks for SqliteStore {
                 return Err(StoreError::StackExists(s.stack_name.clone()));
             }
             c.execute(
-                &format!("INSERT INTO stacks ({STACK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)"),
+                &format!("INSERT INTO stacks ({STACK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)"),
                 params![
                     s.stack_id,
                     s.stack_name,
@@ -790,10 +807,18 @@ impl Stacks for SqliteStore {
                     json_text(&s.capabilities)?,
                     s.termination_protection,
                     s.stack_policy,
-                    s.rollback_configuration.as_ref().map(json_text).transpose()?
+                    s.rollback_configuration.as_ref().map(json_text).transpose()?,
+                    json_text(&s.notification_arns)?
                 ],
             )
             .map_err(backend)?;
+            for target in &s.notification_arns {
+                c.execute(
+                    "INSERT OR IGNORE INTO notification_targets (stack_id, target, delivered) VALUES (?1, ?2, 0)",
+                    params![s.stack_id, target],
+                )
+                .map_err(backend)?;
+            }
             c.execute(
                 "INSERT INTO leases (stack_id, owner, expires, token) VALUES (?3, ?1, ?2, 1) ON CONFLICT(stack_id) DO UPDATE SET owner = ?1, expires = ?2, token = token + 1",
                 params![owner, now_ms() + ttl_ms, s.stack_id],
@@ -1811,6 +1836,131 @@ impl Exports for SqliteStore {
 }
 
 #[async_trait::async_trait]
+impl crate::Notifications for SqliteStore {
+    async fn set_notification_targets(
+        &self,
+        stack_id: &str,
+        targets: &[String],
+    ) -> Result<(), StoreError> {
+        let (id, targets) = (stack_id.to_string(), targets.to_vec());
+        self.run(move |c| {
+            let listed = json_text(&targets)?;
+            c.execute(
+                "UPDATE stacks SET notification_arns = ?2 WHERE stack_id = ?1",
+                params![id, listed],
+            )
+            .map_err(backend)?;
+            c.execute(
+                "DELETE FROM notification_targets WHERE stack_id = ?1 AND target NOT IN (SELECT value FROM json_each(?2))",
+                params![id, listed],
+            )
+            .map_err(backend)?;
+            for target in &targets {
+                c.execute(
+                    "INSERT OR IGNORE INTO notification_targets (stack_id, target, delivered) VALUES (?1, ?2, (SELECT COUNT(*) FROM events WHERE stack_id = ?1))",
+                    params![id, target],
+                )
+                .map_err(backend)?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn claim_notifications(
+        &self,
+        owner: &str,
+        dead: &[String],
+        ttl_ms: i64,
+        limit: usize,
+    ) -> Result<Vec<crate::NotificationCursor>, StoreError> {
+        let (owner, dead) = (owner.to_string(), json_text(&dead)?);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.run(move |c| {
+            let now = now_ms();
+            let mut st = c
+                .prepare_cached(
+                    "SELECT t.stack_id, t.target, t.delivered FROM notification_targets t
+                     WHERE (t.claim_owner IS NULL OR t.claim_owner = ?1 OR t.claim_expires < ?2
+                            OR t.claim_owner IN (SELECT value FROM json_each(?3)))
+                       AND t.delivered < (SELECT COUNT(*) FROM events e WHERE e.stack_id = t.stack_id)
+                     ORDER BY t.stack_id, t.target LIMIT ?4",
+                )
+                .map_err(backend)?;
+            let rows = st
+                .query_map(params![owner, now, dead, limit], |r| {
+                    Ok(crate::NotificationCursor {
+                        stack_id: r.get(0)?,
+                        target: r.get(1)?,
+                        delivered: usize::try_from(r.get::<_, i64>(2)?).unwrap_or(0),
+                    })
+                })
+                .map_err(backend)?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(backend)?;
+            for t in &rows {
+                c.execute(
+                    "UPDATE notification_targets SET claim_owner = ?3, claim_expires = ?4 WHERE stack_id = ?1 AND target = ?2",
+                    params![t.stack_id, t.target, owner, now + ttl_ms],
+                )
+                .map_err(backend)?;
+            }
+            Ok(rows)
+        })
+        .await
+    }
+
+    async fn notification_claimants(&self) -> Result<Vec<String>, StoreError> {
+        self.run(|c| {
+            let mut st = c
+                .prepare_cached(
+                    "SELECT DISTINCT claim_owner FROM notification_targets WHERE claim_owner IS NOT NULL",
+                )
+                .map_err(backend)?;
+            let rows = st.query_map([], |r| r.get(0)).map_err(backend)?;
+            rows.collect::<Result<Vec<String>, _>>().map_err(backend)
+        })
+        .await
+    }
+
+    async fn notified(
+        &self,
+        owner: &str,
+        cursor: &crate::NotificationCursor,
+        ttl_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let (owner, t) = (owner.to_string(), cursor.clone());
+        let delivered = i64::try_from(t.delivered).unwrap_or(i64::MAX);
+        self.run(move |c| {
+            c.execute(
+                "UPDATE notification_targets SET delivered = ?3, claim_expires = ?5 WHERE stack_id = ?1 AND target = ?2 AND claim_owner = ?4",
+                params![t.stack_id, t.target, delivered, owner, now_ms() + ttl_ms],
+            )
+            .map(|n| n > 0)
+            .map_err(backend)
+        })
+        .await
+    }
+
+    async fn release_notification(
+        &self,
+        owner: &str,
+        cursor: &crate::NotificationCursor,
+    ) -> Result<(), StoreError> {
+        let (owner, t) = (owner.to_string(), cursor.clone());
+        self.run(move |c| {
+            c.execute(
+                "UPDATE notification_targets SET claim_owner = NULL, claim_expires = NULL WHERE stack_id = ?1 AND target = ?2 AND claim_owner = ?3",
+                params![t.stack_id, t.target, owner],
+            )
+            .map(|_| ())
+            .map_err(backend)
+        })
+        .await
+    }
+}
+
+#[async_trait::async_trait]
 impl DriftDetections for SqliteStore {
     async fn put_drift_detection(
         &self,
@@ -1915,7 +2065,7 @@ mod tests {
             let c = Connection::open(&path).unwrap();
             let old = SCHEMA
                 .replace(
-                    ",\n    tags TEXT,\n    parent_id TEXT,\n    root_id TEXT,\n    template_context TEXT,\n    -- JSON: the capabilities the last create or update was given.\n    capabilities TEXT,\n    termination_protection INTEGER NOT NULL DEFAULT 0,\n    -- The stack policy (SetStackPolicy) as given, NULL when it has none.\n    stack_policy TEXT,\n    -- JSON: RollbackConfiguration (triggers, monitoring minutes), NULL when none.\n    rollback_configuration TEXT\n);",
+                    ",\n    tags TEXT,\n    parent_id TEXT,\n    root_id TEXT,\n    template_context TEXT,\n    -- JSON: the capabilities the last create or update was given.\n    capabilities TEXT,\n    termination_protection INTEGER NOT NULL DEFAULT 0,\n    -- The stack policy (SetStackPolicy) as given, NULL when it has none.\n    stack_policy TEXT,\n    -- JSON: RollbackConfiguration (triggers, monitoring minutes), NULL when none.\n    rollback_configuration TEXT,\n    -- JSON: NotificationARNs, the webhook URLs its events go to.\n    notification_arns TEXT\n);",
                     "\n);",
                 )
                 .replace(",\n    tags TEXT,\n    nested TEXT\n);", "\n);")

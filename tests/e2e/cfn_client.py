@@ -658,27 +658,71 @@ POLICY_DENY_REPLACE = json.dumps({"Statement": [
 ]})
 
 
+def loopback_server(answer):
+    """A threaded HTTP server on loopback: every GET or POST is answered
+    with the status `answer(request)` returns. Returns (server, base URL)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def respond(self):
+            self.send_response(answer(self))
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_GET = do_POST = respond
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, "http://127.0.0.1:%d" % server.server_address[1]
+
+
+def notifications():
+    """NotificationARNs on CreateStack: DescribeStacks lists the webhook,
+    which receives every event of the create in order with CloudFormation's
+    SNS fields; an update with an empty list removes it; an SNS topic is
+    refused."""
+    got = []
+
+    def hook(request):
+        got.append(json.loads(request.rfile.read(int(request.headers["Content-Length"]))))
+        return 200
+
+    server, base = loopback_server(hook)
+    url = base + "/events"
+    body = lambda v: "Resources:\n  A: {Type: Cairn::Test::Resource, Properties: {Value: %s}}\n" % v
+    cf.create_stack(StackName="told", TemplateBody=body("v1"), NotificationARNs=[url])
+    cf.get_waiter("stack_create_complete").wait(StackName="told", WaiterConfig=FAST)
+    assert cf.describe_stacks(StackName="told")["Stacks"][0]["NotificationARNs"] == [url]
+    recorded = [e["EventId"] for e in reversed(cf.describe_stack_events(StackName="told")["StackEvents"])]
+    deadline = time.time() + 20
+    while len(got) < len(recorded):
+        assert time.time() < deadline, (got, recorded)
+        time.sleep(0.1)
+    assert [m["EventId"] for m in got] == recorded, (got, recorded)
+    assert [(m["LogicalResourceId"], m["ResourceStatus"]) for m in got][-1] == ("told", "CREATE_COMPLETE"), got
+    assert got[0]["StackName"] == "told" and got[0]["ResourceType"] == "AWS::CloudFormation::Stack", got[0]
+    cf.update_stack(StackName="told", TemplateBody=body("v2"), NotificationARNs=[])
+    cf.get_waiter("stack_update_complete").wait(StackName="told", WaiterConfig=FAST)
+    assert cf.describe_stacks(StackName="told")["Stacks"][0]["NotificationARNs"] == []
+    code, message, _ = error(cf.create_stack, StackName="told2", TemplateBody=body("v1"),
+                             NotificationARNs=["arn:aws:sns:us-east-1:123456789012:topic"])
+    assert code == "ValidationError" and message.startswith(
+        "Notification target arn:aws:sns:us-east-1:123456789012:topic is not a webhook URL"), message
+    server.shutdown()
+
+
 def rollback_triggers():
     """RollbackConfiguration on CreateStack and UpdateStack: DescribeStacks
     shows it, a health check failing mid-update rolls the update back with
     a reason naming the trigger, leaving it out keeps it, an empty list
     clears it, and CloudFormation's limit is refused."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
     health = {"status": 200}
-
-    class Health(BaseHTTPRequestHandler):
-        def do_GET(self):
-            self.send_response(health["status"])
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Health)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = "http://127.0.0.1:%d/health" % server.server_address[1]
+    server, base = loopback_server(lambda request: health["status"])
+    url = base + "/health"
     trigger = {"Arn": url, "Type": "Cairn::Http::HealthCheck"}
     body = lambda v, wait: ("Resources:\n  A: {Type: Cairn::Test::Resource, "
                             "Properties: {Value: %s, WaitSeconds: %d}}\n" % (v, wait))

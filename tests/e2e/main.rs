@@ -16,6 +16,7 @@ mod import;
 mod kept_failures;
 mod macros;
 mod nested;
+mod notifications;
 mod outage;
 mod plugins;
 mod postgres;

@@ -146,6 +146,11 @@ fn boto3_termination_protection() {
 }
 
 #[test]
+fn boto3_notifications() {
+    run("notifications");
+}
+
+#[test]
 fn boto3_rollback_triggers() {
     run("rollback_triggers");
 }

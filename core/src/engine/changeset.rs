@@ -56,6 +56,8 @@ pub struct CreateChangeSetInput {
     /// `RollbackConfiguration`: what the execution runs with (see
     /// `UpdateStackInput::rollback_configuration`).
     pub rollback_configuration: Option<crate::rollback_triggers::RollbackConfiguration>,
+    /// `NotificationARNs` once executed (`None`: keep the stack's).
+    pub notification_arns: Option<Vec<String>>,
 }
 
 /// `given` with CAPABILITY_AUTO_EXPAND, which a change set does not need.
@@ -84,6 +86,9 @@ impl ChangeSets<'_> {
         }
         if let Some(c) = &input.rollback_configuration {
             c.check().map_err(EngineError::Validation)?;
+        }
+        if let Some(t) = &input.notification_arns {
+            crate::notifications::check_targets(t).map_err(EngineError::Validation)?;
         }
         let existing = self.store.find_stack(&input.stack_name).await?;
         let in_review = existing
@@ -275,6 +280,7 @@ impl ChangeSets<'_> {
             .prepare_update(&UpdateStackInput {
                 stack_policy: None,
                 rollback_configuration: input.rollback_configuration.clone(),
+                notification_arns: None,
                 stack_policy_during_update: None,
                 stack_name: input.stack_name.clone(),
                 template_body: input.template_body.clone(),
@@ -380,6 +386,7 @@ impl ChangeSets<'_> {
             let input = UpdateStackInput {
                 stack_policy: None,
                 rollback_configuration: None,
+                notification_arns: None,
                 stack_policy_during_update: None,
                 stack_name: child_id.clone(),
                 template_body: parent
@@ -414,6 +421,7 @@ impl ChangeSets<'_> {
                 context: Default::default(),
                 capabilities: None,
                 rollback_configuration: None,
+                notification_arns: None,
             };
             let mut child = self.change_set_record(
                 &child_input,
@@ -438,6 +446,7 @@ impl ChangeSets<'_> {
                 ),
                 context: prepared.target.context.clone(),
                 rollback_configuration: None,
+                notification_arns: None,
             };
             Box::pin(self.nested_change_sets(&mut child, &prepared.nested_properties)).await?;
             self.store.put_change_set(&child).await?;
@@ -577,6 +586,7 @@ impl ChangeSets<'_> {
             root_id: None,
             context: Default::default(),
             capabilities: Vec::new(),
+            notification_arns: Vec::new(),
             termination_protection: false,
             stack_policy: None,
             rollback_configuration: None,
@@ -643,6 +653,7 @@ impl ChangeSets<'_> {
             tags: input.tags.clone(),
             nested: crate::stack::ChangeSetNesting {
                 rollback_configuration: input.rollback_configuration.clone(),
+                notification_arns: input.notification_arns.clone(),
                 ..Default::default()
             },
         }
@@ -760,6 +771,7 @@ impl ChangeSets<'_> {
                 &UpdateStackInput {
                     stack_policy: None,
                     rollback_configuration: cs.nested.rollback_configuration.clone(),
+                    notification_arns: None,
                     stack_policy_during_update: None,
                     stack_name: cs.stack_id.clone(),
                     template_body: Some(cs.template_body.clone()),
@@ -774,6 +786,8 @@ impl ChangeSets<'_> {
             )
             .await?;
         self.check_plan_holds(&cs, &prepared.changes).await?;
+        self.notify_to(&cs.stack_id, cs.nested.notification_arns.as_deref())
+            .await?;
         self.updates().begin_update(prepared, Some(&cs)).await
     }
 
@@ -851,6 +865,8 @@ impl ChangeSets<'_> {
             started_at: ts.clone(),
         };
         let stack_id = created.stack_id.clone();
+        self.notify_to(&stack_id, cs.nested.notification_arns.as_deref())
+            .await?;
         self.begin_operation(
             &lease,
             operation,

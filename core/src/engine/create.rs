@@ -47,6 +47,8 @@ impl Creates<'_> {
         if let Some(c) = &input.rollback_configuration {
             c.check().map_err(EngineError::Validation)?;
         }
+        crate::notifications::check_targets(&input.notification_arns)
+            .map_err(EngineError::Validation)?;
         if self.store.find_stack(&input.stack_name).await?.is_some() {
             return Err(StoreError::StackExists(input.stack_name.clone()).into());
         }
@@ -113,6 +115,7 @@ impl Creates<'_> {
                 .as_ref()
                 .map(|c| c.applied_to(None))
                 .filter(|c| !c.is_empty()),
+            notification_arns: input.notification_arns.clone(),
         };
         let first = stack_event(
             &stack,

@@ -92,6 +92,7 @@ impl Imports<'_> {
                 capabilities: input.capabilities.clone(),
                 stack_policy: None,
                 rollback_configuration: None,
+                notification_arns: None,
                 stack_policy_during_update: None,
             })
             .await?;
@@ -207,6 +208,7 @@ impl Imports<'_> {
             termination_protection: false,
             stack_policy: None,
             rollback_configuration: None,
+            notification_arns: Vec::new(),
         };
         self.refuse_owned(&adoptions).await?;
         self.read_each(&stack, &adoptions).await?;

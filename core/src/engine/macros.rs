@@ -9,7 +9,7 @@
 //!
 //! A macro is found in a `[[macros]]` entry, else among the live
 //! `AWS::CloudFormation::Macro` resources of the state's stacks; its
-//! function is a webhook (the binary's [`MacroWebhooks`]) or a provider's
+//! function is a webhook (the binary's [`WebhookPoster`]) or a provider's
 //! `transform`.
 
 use std::collections::BTreeMap;
@@ -30,7 +30,7 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// for a template read from S3).
 const MAX_PROCESSED_BYTES: usize = 1024 * 1024;
 
-pub use crate::shared::{MacroWebhooks, NoMacroWebhooks};
+pub use crate::shared::{NoWebhookPoster, WebhookPoster};
 
 /// A macro found: where it runs and how long it may take.
 struct Found {
@@ -142,7 +142,7 @@ impl Engine {
                     serde_json::to_vec(&request).map_err(|e| failed(&transform_id, site, e))?;
                 let bytes = self
                     .shared
-                    .macro_webhooks
+                    .webhooks
                     .post(url, secret.as_deref(), body, found.timeout)
                     .await
                     .map_err(|e| failed(&transform_id, site, e))?;

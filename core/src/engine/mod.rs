@@ -21,6 +21,7 @@ mod kept;
 mod kinds;
 pub mod macros;
 pub mod nested;
+pub mod notifications;
 mod parameter_values;
 mod protection;
 mod protocol;
@@ -133,6 +134,8 @@ pub struct CreateStackInput {
     pub stack_policy: Option<String>,
     /// `RollbackConfiguration`: the triggers and monitoring period.
     pub rollback_configuration: Option<crate::rollback_triggers::RollbackConfiguration>,
+    /// `NotificationARNs`: webhook URLs that receive every event.
+    pub notification_arns: Vec<String>,
 }
 
 /// How CloudFormation shows a value read from a NoEcho custom resource.

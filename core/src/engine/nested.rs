@@ -119,6 +119,7 @@ impl NestedStacks<'_> {
                 let input = CreateStackInput {
                     stack_policy: None,
                     rollback_configuration: None,
+                    notification_arns: op.stack.notification_arns.clone(),
                     stack_name: name.clone(),
                     template_body: template.body.clone(),
                     parameters: nested::child_parameters(&r.logical_id, &r.properties)
@@ -235,6 +236,7 @@ impl NestedStacks<'_> {
             let input = UpdateStackInput {
                 stack_policy: None,
                 rollback_configuration: None,
+                notification_arns: None,
                 stack_policy_during_update: None,
                 stack_name: child_id.to_string(),
                 template_body: if rolling_back {

@@ -68,6 +68,9 @@ pub struct UpdateStackInput {
     /// `RollbackConfiguration`: each field given replaces the stack's,
     /// each left out (or `None`: all) keeps it.
     pub rollback_configuration: Option<RollbackConfiguration>,
+    /// `NotificationARNs`: the stack's targets from this update on
+    /// (`None`: kept; empty: none).
+    pub notification_arns: Option<Vec<String>>,
 }
 
 /// The stack fields an update replaces, as journaled for both sides.
@@ -439,6 +442,9 @@ impl Updates<'_> {
         self.nested_stacks()
             .refuse_nested_named(&input.stack_name, "update")
             .await?;
+        if let Some(t) = &input.notification_arns {
+            crate::notifications::check_targets(t).map_err(EngineError::Validation)?;
+        }
         let prepared = self.prepare_update(input).await?;
         // New tags alone are an update (CloudFormation's too).
         if prepared.changes_nothing() {
@@ -446,6 +452,8 @@ impl Updates<'_> {
                 "No updates are to be performed.".into(),
             ));
         }
+        self.notify_to(&prepared.stack.stack_id, input.notification_arns.as_deref())
+            .await?;
         let id = self.begin_update(prepared, None).await?;
         // The new policy governs the next updates; this one is checked
         // against the policy it started with (in its options).

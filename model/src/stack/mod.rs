@@ -208,6 +208,10 @@ pub struct StackRecord {
     /// with (`RollbackConfiguration`, both fields set); `None`: none.
     /// Saved with the template (an update's is journaled both ways).
     pub rollback_configuration: Option<crate::rollback_triggers::RollbackConfiguration>,
+    /// Where its events are sent (`NotificationARNs`: webhook URLs).
+    /// Written at the stack's insert and by
+    /// `Notifications::set_notification_targets`, never by `save_stack`.
+    pub notification_arns: Vec<String>,
 }
 
 pub use crate::template::{Facade, TemplateContext};
@@ -477,6 +481,9 @@ pub struct ChangeSetNesting {
     /// The `RollbackConfiguration` its execution runs with, as given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollback_configuration: Option<crate::rollback_triggers::RollbackConfiguration>,
+    /// The `NotificationARNs` its execution sets (`None`: the stack's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notification_arns: Option<Vec<String>>,
 }
 
 impl ChangeSetNesting {

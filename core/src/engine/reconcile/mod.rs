@@ -197,6 +197,7 @@ impl Reconciles<'_> {
             UpdateStackInput {
                 stack_policy: None,
                 rollback_configuration: None,
+                notification_arns: None,
                 stack_policy_during_update: None,
                 stack_name: input.update.stack_name.clone(),
                 template_body: None,

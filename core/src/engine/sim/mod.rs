@@ -315,6 +315,7 @@ impl World {
         CreateStackInput {
             stack_policy: None,
             rollback_configuration: None,
+            notification_arns: Vec::new(),
             stack_name: STACK.into(),
             template_body: self.template(template),
             parameters: BTreeMap::new(),
@@ -332,6 +333,7 @@ impl World {
         UpdateStackInput {
             stack_policy: None,
             rollback_configuration: None,
+            notification_arns: None,
             stack_policy_during_update: None,
             stack_name: STACK.into(),
             template_body: Some(self.template(template)),
