@@ -13,6 +13,7 @@ mod progress;
 mod provider_test;
 mod providers;
 mod reconcile;
+mod refactor;
 mod remote;
 mod scaffold;
 mod serve;
@@ -225,6 +226,27 @@ enum Command {
     /// ResourceIdentifier: {...}}]); nothing else may change. Waits for
     /// IMPORT_COMPLETE.
     Import(ImportOpts),
+    /// Rename resources and move them between stacks without calling a
+    /// provider (CloudFormation's stack refactoring): each --stack gives a
+    /// stack's template after the move; a resource that leaves one
+    /// template and appears in another under the same logical id moves,
+    /// --map moves or renames the rest. Nothing may be created, deleted or
+    /// changed. Shows the actions; --execute applies them.
+    Refactor {
+        /// NAME=TEMPLATE_FILE (repeatable, 1 to 5 stacks).
+        #[arg(long = "stack", required = true, value_name = "NAME=TEMPLATE")]
+        stacks: Vec<String>,
+        /// SOURCE_STACK.LOGICAL_ID=DESTINATION_STACK.LOGICAL_ID (repeatable).
+        #[arg(long = "map", value_name = "FROM=TO")]
+        maps: Vec<String>,
+        #[arg(long)]
+        description: Option<String>,
+        /// Apply the refactor (without it, only the preview).
+        #[arg(long)]
+        execute: bool,
+        #[arg(long, value_enum, default_value_t)]
+        output: OutputFormat,
+    },
     /// Show a stack's policy, or set it with --set FILE (a JSON document of
     /// Allow/Deny statements on Update:Modify|Replace|Delete).
     StackPolicy {
@@ -749,6 +771,25 @@ async fn run_command(
             stacks::stack_policy(&engine, stack, set.as_deref(), *output).await
         }
         Command::Import(o) => stacks::import(&engine, o.args()).await,
+        Command::Refactor {
+            stacks,
+            maps,
+            description,
+            execute,
+            output,
+        } => {
+            refactor::run(
+                &engine,
+                refactor::RefactorArgs {
+                    stacks,
+                    maps,
+                    description: description.as_deref(),
+                    execute: *execute,
+                    output: *output,
+                },
+            )
+            .await
+        }
         Command::Plan(o) => changesets::plan(&engine, o.args()).await,
         Command::Execute {
             stack,

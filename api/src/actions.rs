@@ -7,9 +7,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use cairn_core::engine::drift::{ResourceDrift, StackDriftDetection};
+use cairn_core::engine::refactor::RefactorInput;
 use cairn_core::engine::{
     ChangeSetType, CreateChangeSetInput, CreateStackInput, ParameterInput, UpdateStackInput,
 };
+use cairn_core::refactor::{ResourceLocation, ResourceMapping};
 use cairn_core::rollback_triggers::{RollbackConfiguration, RollbackTrigger};
 use cairn_core::stack::{
     ChangeSetRecord, EventRecord, OnFailure, ResourceRecord, StackRecord, StackStatus, Tag,
@@ -53,6 +55,11 @@ pub async fn dispatch(app: &Arc<App>, f: &Form, action: &str) -> Outcome {
         "UpdateTerminationProtection" => update_termination_protection(app, f).await,
         "SetStackPolicy" => set_stack_policy(app, f).await,
         "GetStackPolicy" => get_stack_policy(app, f).await,
+        "CreateStackRefactor" => create_stack_refactor(app, f).await,
+        "DescribeStackRefactor" => describe_stack_refactor(app, f).await,
+        "ExecuteStackRefactor" => execute_stack_refactor(app, f).await,
+        "ListStackRefactorActions" => list_stack_refactor_actions(app, f).await,
+        "ListStackRefactors" => list_stack_refactors(app, f).await,
         "SignalResource" => signal_resource(app, f).await,
         "ListExports" => list_exports(app, f).await,
         "ListImports" => list_imports(app, f).await,
@@ -376,6 +383,163 @@ fn rollback_configuration(f: &Form) -> Result<Option<RollbackConfiguration>, Api
 fn notification_arns(f: &Form) -> Option<Vec<String>> {
     let listed = f.list("NotificationARNs");
     (!listed.is_empty() || f.get("NotificationARNs").is_some()).then_some(listed)
+}
+
+/// `CreateStackRefactor`: `StackDefinitions.member.N.{StackName,
+/// TemplateBody|TemplateURL}`, `ResourceMappings.member.N.{Source,
+/// Destination}.{StackName, LogicalResourceId}`, `EnableStackCreation`,
+/// `Description`.
+async fn create_stack_refactor(app: &Arc<App>, f: &Form) -> Outcome {
+    let mut stacks = Vec::new();
+    for (i, d) in f.structs("StackDefinitions").into_iter().enumerate() {
+        let at = format!("StackDefinitions.member.{}", i + 1);
+        let name = d
+            .get("StackName")
+            .ok_or_else(|| ApiError::validation(format!("{at}: StackName is required")))?;
+        let body = match (d.get("TemplateBody"), d.get("TemplateURL")) {
+            (Some(b), None) => b.clone(),
+            (None, Some(url)) => template_file(
+                app,
+                ("TemplateURL", "TemplateBody"),
+                url,
+                app.config.server.max_template_bytes,
+            )?,
+            _ => {
+                return Err(ApiError::validation(format!(
+                    "{at}: give exactly one of TemplateBody or TemplateURL"
+                )))
+            }
+        };
+        stacks.push((name.clone(), body));
+    }
+    let location = |m: &BTreeMap<String, String>, side: &str, i: usize| match (
+        m.get(&format!("{side}.StackName")),
+        m.get(&format!("{side}.LogicalResourceId")),
+    ) {
+        (Some(s), Some(l)) => Ok(ResourceLocation {
+            stack_name: s.clone(),
+            logical_resource_id: l.clone(),
+        }),
+        _ => Err(ApiError::validation(format!(
+            "ResourceMappings.member.{}: {side} needs a StackName and a LogicalResourceId",
+            i + 1
+        ))),
+    };
+    let mut mappings = Vec::new();
+    for (i, m) in f.structs("ResourceMappings").iter().enumerate() {
+        mappings.push(ResourceMapping {
+            source: location(m, "Source", i)?,
+            destination: location(m, "Destination", i)?,
+        });
+    }
+    let input = RefactorInput {
+        stacks,
+        mappings,
+        enable_stack_creation: f.flag("EnableStackCreation")? == Some(true),
+        description: f.get("Description").map(String::from),
+    };
+    let record = app.engine.refactors().create_refactor(&input).await?;
+    result(|x| {
+        x.leaf(
+            "StackRefactorId",
+            record["StackRefactorId"].as_str().unwrap_or_default(),
+        );
+    })
+}
+
+/// The summary fields of a refactor's record.
+fn refactor_xml(x: &mut Xml, r: &Value) {
+    let text = |k: &str| r[k].as_str().map(str::to_string);
+    x.opt("Description", text("Description").as_deref())
+        .leaf(
+            "StackRefactorId",
+            &text("StackRefactorId").unwrap_or_default(),
+        )
+        .leaf(
+            "ExecutionStatus",
+            &text("ExecutionStatus").unwrap_or_default(),
+        )
+        .opt(
+            "ExecutionStatusReason",
+            text("ExecutionStatusReason").as_deref(),
+        )
+        .leaf("Status", &text("Status").unwrap_or_default())
+        .opt("StatusReason", text("StatusReason").as_deref());
+}
+
+async fn describe_stack_refactor(app: &Arc<App>, f: &Form) -> Outcome {
+    let id = f.required("StackRefactorId")?;
+    let r = app.engine.refactors().describe_refactor(id).await?;
+    let ids: Vec<String> = serde_json::from_value(r["StackIds"].clone()).unwrap_or_default();
+    result(|x| {
+        refactor_xml(x, &r);
+        x.list("StackIds", &ids, |x, id| {
+            x.out_text(id);
+        });
+    })
+}
+
+async fn execute_stack_refactor(app: &Arc<App>, f: &Form) -> Outcome {
+    let id = f.required("StackRefactorId")?;
+    app.engine.refactors().execute_refactor(id).await?;
+    result(|_| {})
+}
+
+async fn list_stack_refactor_actions(app: &Arc<App>, f: &Form) -> Outcome {
+    let id = f.required("StackRefactorId")?;
+    let r = app.engine.refactors().describe_refactor(id).await?;
+    let actions = r["Actions"].as_array().cloned().unwrap_or_default();
+    let (items, next) = page(&actions, f, max_results(f)?)?;
+    result(|x| {
+        x.list("StackRefactorActions", items, |x, a| {
+            let text = |k: &str| a[k].as_str().unwrap_or_default().to_string();
+            for k in [
+                "Action",
+                "Entity",
+                "PhysicalResourceId",
+                "Description",
+                "Detection",
+                "DetectionReason",
+            ] {
+                x.leaf(k, &text(k));
+            }
+            x.open("ResourceMapping");
+            for side in ["Source", "Destination"] {
+                let at = &a["ResourceMapping"][side];
+                x.open(side)
+                    .leaf("StackName", at["StackName"].as_str().unwrap_or_default())
+                    .leaf(
+                        "LogicalResourceId",
+                        at["LogicalResourceId"].as_str().unwrap_or_default(),
+                    )
+                    .close(side);
+            }
+            x.close("ResourceMapping");
+        });
+        x.opt("NextToken", next.as_deref());
+    })
+}
+
+async fn list_stack_refactors(app: &Arc<App>, f: &Form) -> Outcome {
+    let filter = f.list("ExecutionStatusFilter");
+    let all: Vec<Value> = app
+        .engine
+        .refactors()
+        .list_refactors()
+        .await?
+        .into_iter()
+        .filter(|r| {
+            filter.is_empty()
+                || filter
+                    .iter()
+                    .any(|s| r["ExecutionStatus"].as_str() == Some(s.as_str()))
+        })
+        .collect();
+    let (items, next) = page(&all, f, max_results(f)?)?;
+    result(|x| {
+        x.list("StackRefactorSummaries", items, refactor_xml);
+        x.opt("NextToken", next.as_deref());
+    })
 }
 
 fn on_failure(f: &Form) -> Result<OnFailure, ApiError> {

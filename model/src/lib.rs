@@ -21,6 +21,7 @@ pub mod macros;
 pub mod nested;
 pub mod notifications;
 pub mod plan;
+pub mod refactor;
 pub mod rollback_triggers;
 pub mod signal;
 pub mod stack;

@@ -122,6 +122,117 @@ where
     callback_responses(fresh().await.as_ref()).await;
     signals(fresh().await.as_ref()).await;
     notifications(fresh().await.as_ref()).await;
+    refactors(fresh().await.as_ref()).await;
+}
+
+/// A refactor's write: rows renamed (a swap included) and moved between
+/// stacks, each stack's fields, status and event, and the record, at once
+/// and only under every stack's lease.
+async fn refactors(store: &dyn Store) {
+    use crate::{RefactorWrite, RowMove};
+    let (a, b) = (stack("ra"), stack("rb"));
+    let mut leases = Vec::new();
+    for s in [&a, &b] {
+        let name = s.stack_name.clone();
+        leases.push(
+            store
+                .insert_stack(
+                    s,
+                    &event(s, &name, "CREATE_IN_PROGRESS"),
+                    None,
+                    "o:1:x",
+                    60_000,
+                )
+                .await
+                .unwrap(),
+        );
+    }
+    for (s, lease, logical) in [
+        (&a, &leases[0], "X"),
+        (&a, &leases[0], "Y"),
+        (&b, &leases[1], "B"),
+    ] {
+        let mut r = resource(s, logical);
+        r.physical_id = Some(format!("{logical}-id"));
+        store.put_resource(lease, &r, &[]).await.unwrap();
+    }
+    store
+        .put_refactor("r1", &serde_json::json!({"ExecutionStatus": "AVAILABLE"}))
+        .await
+        .unwrap();
+    let moved = |from: &StackRecord, fl: &str, to: &StackRecord, tl: &str| RowMove {
+        from_stack: from.stack_id.clone(),
+        from_logical: fl.into(),
+        to_stack: to.stack_id.clone(),
+        to_logical: tl.into(),
+    };
+    let after = |s: &StackRecord| {
+        let mut s = s.clone();
+        s.template_body = "refactored".into();
+        s.status = StackStatus::UpdateComplete;
+        let e = event(&s, &s.stack_name.clone(), "UPDATE_COMPLETE");
+        (s, e)
+    };
+    let write = RefactorWrite {
+        stacks: vec![after(&a), after(&b)],
+        // X and Y swap their ids; then Y (once X) moves to b as Z.
+        moves: vec![moved(&a, "X", &a, "Y"), moved(&a, "Y", &b, "Z")],
+        events: vec![event(&a, "X", "DELETE_SKIPPED")],
+        refactor_id: "r1".into(),
+        body: serde_json::json!({"ExecutionStatus": "EXECUTE_COMPLETE"}),
+    };
+    // A lease that is not current: nothing is written.
+    let stale = Lease {
+        token: 99,
+        ..leases[0].clone()
+    };
+    assert!(store
+        .apply_refactor(&[stale, leases[1].clone()], &write)
+        .await
+        .is_err());
+    assert_eq!(store.resources(&b.stack_id).await.unwrap().len(), 1);
+    store.apply_refactor(&leases, &write).await.unwrap();
+    let ids = |rows: Vec<ResourceRecord>| {
+        let mut v: Vec<(String, String)> = rows
+            .into_iter()
+            .map(|r| (r.logical_id, r.physical_id.unwrap_or_default()))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(
+        ids(store.resources(&a.stack_id).await.unwrap()),
+        vec![("Y".to_string(), "X-id".to_string())]
+    );
+    assert_eq!(
+        ids(store.resources(&b.stack_id).await.unwrap()),
+        vec![
+            ("B".to_string(), "B-id".to_string()),
+            ("Z".to_string(), "Y-id".to_string())
+        ]
+    );
+    let ra = store.find_stack("ra").await.unwrap().unwrap();
+    assert_eq!(
+        (ra.status, ra.template_body.as_str()),
+        (StackStatus::UpdateComplete, "refactored")
+    );
+    let statuses: Vec<String> = store
+        .events(&a.stack_id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.status)
+        .collect();
+    assert_eq!(
+        statuses,
+        ["CREATE_IN_PROGRESS", "DELETE_SKIPPED", "UPDATE_COMPLETE"]
+    );
+    assert_eq!(
+        store.refactor("r1").await.unwrap().unwrap()["ExecutionStatus"],
+        "EXECUTE_COMPLETE"
+    );
+    assert_eq!(store.refactors().await.unwrap().len(), 1);
+    assert_eq!(store.refactor("nope").await.unwrap(), None);
 }
 
 /// Notification targets: the insert's targets start at the first event, a

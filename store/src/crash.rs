@@ -572,6 +572,35 @@ impl crate::Notifications for CrashStore {
 }
 
 #[async_trait::async_trait]
+impl crate::Refactors for CrashStore {
+    async fn put_refactor(
+        &self,
+        refactor_id: &str,
+        body: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        self.write().await?;
+        self.inner.put_refactor(refactor_id, body).await
+    }
+
+    async fn refactor(&self, refactor_id: &str) -> Result<Option<serde_json::Value>, StoreError> {
+        self.inner.refactor(refactor_id).await
+    }
+
+    async fn refactors(&self) -> Result<Vec<serde_json::Value>, StoreError> {
+        self.inner.refactors().await
+    }
+
+    async fn apply_refactor(
+        &self,
+        leases: &[Lease],
+        write: &crate::RefactorWrite,
+    ) -> Result<(), StoreError> {
+        self.write().await?;
+        self.inner.apply_refactor(leases, write).await
+    }
+}
+
+#[async_trait::async_trait]
 impl Store for CrashStore {
     async fn ping(&self) -> Result<(), StoreError> {
         self.inner.ping().await

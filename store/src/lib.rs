@@ -477,6 +477,58 @@ pub trait DriftDetections: Send + Sync {
 
 /// The whole state: every concern above, as one value (`Arc<dyn Store>`).
 /// A part of Cairn that needs only one concern takes that trait.
+/// A row moved by a stack refactor: from one stack and logical id to
+/// another (the same stack for a rename).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowMove {
+    pub from_stack: String,
+    pub from_logical: String,
+    pub to_stack: String,
+    pub to_logical: String,
+}
+
+/// What executing a stack refactor writes, at once.
+#[derive(Debug, Clone)]
+pub struct RefactorWrite {
+    /// Each stack's new fields (its template, outputs, status and reason)
+    /// and the event of that status.
+    pub stacks: Vec<(StackRecord, EventRecord)>,
+    /// The rows moved or renamed.
+    pub moves: Vec<RowMove>,
+    /// The resources' events (before the stacks' own).
+    pub events: Vec<EventRecord>,
+    /// The refactor's record as it is once executed.
+    pub refactor_id: String,
+    pub body: serde_json::Value,
+}
+
+/// Stack refactors (CreateStackRefactor): their records (JSON, as the API
+/// shows them) and the one write that executes one.
+#[async_trait::async_trait]
+pub trait Refactors: Send + Sync {
+    /// Keeps (or replaces) a refactor's record.
+    async fn put_refactor(
+        &self,
+        refactor_id: &str,
+        body: &serde_json::Value,
+    ) -> Result<(), StoreError>;
+
+    async fn refactor(&self, refactor_id: &str) -> Result<Option<serde_json::Value>, StoreError>;
+
+    /// Every refactor's record, oldest first.
+    async fn refactors(&self) -> Result<Vec<serde_json::Value>, StoreError>;
+
+    /// Executes a refactor under the leases of all its stacks, atomically:
+    /// the rows move (renames included, in any order: a swap works), each
+    /// stack gets its new fields, status and event, the resources' events
+    /// are recorded, and the refactor's record becomes `write.body`.
+    async fn apply_refactor(
+        &self,
+        leases: &[Lease],
+        write: &RefactorWrite,
+    ) -> Result<(), StoreError>;
+}
+
 /// Where a stack's events stand with one notification target: the
 /// first `delivered` of them (oldest first) were accepted by `target`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -545,6 +597,7 @@ pub trait Store:
     + Exports
     + DriftDetections
     + Notifications
+    + Refactors
     + Send
     + Sync
 {

@@ -51,7 +51,8 @@ const MIGRATIONS: &[(i32, &str)] = &[
 ];
 
 /// Version 7: a stack's rollback configuration and notification targets
-/// (JSON), and where each target stands with the stack's events.
+/// (JSON), where each target stands with the stack's events, and stack
+/// refactors.
 const SCHEMA_7: &str = r#"
 ALTER TABLE stacks ADD COLUMN IF NOT EXISTS rollback_configuration TEXT;
 ALTER TABLE stacks ADD COLUMN IF NOT EXISTS notification_arns TEXT;
@@ -62,6 +63,11 @@ CREATE TABLE IF NOT EXISTS notification_targets (
     claim_owner TEXT,
     claim_expires BIGINT,
     PRIMARY KEY (stack_id, target)
+);
+CREATE TABLE IF NOT EXISTS stack_refactors (
+    seq BIGSERIAL,
+    refactor_id TEXT PRIMARY KEY,
+    body TEXT NOT NULL
 );
 "#;
 
@@ -2405,6 +2411,97 @@ impl crate::Notifications for PgStore {
         .await
         .map_err(backend)?;
         Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::Refactors for PgStore {
+    async fn put_refactor(
+        &self,
+        refactor_id: &str,
+        body: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        run(
+            &client,
+            "INSERT INTO stack_refactors (refactor_id, body) VALUES ($1, $2) ON CONFLICT (refactor_id) DO UPDATE SET body = $2",
+            &[&refactor_id, &json_text(body)?],
+        )
+        .await
+        .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn refactor(&self, refactor_id: &str) -> Result<Option<serde_json::Value>, StoreError> {
+        let client = self.client().await?;
+        let row = fetch_opt(
+            &client,
+            "SELECT body FROM stack_refactors WHERE refactor_id = $1",
+            &[&refactor_id],
+        )
+        .await
+        .map_err(backend)?;
+        row.map(|r| json(&r, 0)).transpose()
+    }
+
+    async fn refactors(&self) -> Result<Vec<serde_json::Value>, StoreError> {
+        let client = self.client().await?;
+        let rows = fetch(
+            &client,
+            "SELECT body FROM stack_refactors ORDER BY seq",
+            &[],
+        )
+        .await
+        .map_err(backend)?;
+        rows.iter().map(|r| json(r, 0)).collect()
+    }
+
+    async fn apply_refactor(
+        &self,
+        leases: &[Lease],
+        write: &crate::RefactorWrite,
+    ) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        for lease in leases {
+            fence(&tx, lease, &self.read_only).await?;
+        }
+        // Every moved row steps aside first, so renames may swap.
+        for (i, m) in write.moves.iter().enumerate() {
+            run(
+                &tx,
+                "UPDATE resources SET logical_id = $3 WHERE stack_id = $1 AND logical_id = $2",
+                &[
+                    &m.from_stack,
+                    &m.from_logical,
+                    &format!("\u{1}refactor-{i}"),
+                ],
+            )
+            .await
+            .map_err(backend)?;
+        }
+        for (i, m) in write.moves.iter().enumerate() {
+            run(
+                &tx,
+                "UPDATE resources SET stack_id = $3, logical_id = $4 WHERE stack_id = $1 AND logical_id = $2",
+                &[&m.from_stack, &format!("\u{1}refactor-{i}"), &m.to_stack, &m.to_logical],
+            )
+            .await
+            .map_err(backend)?;
+        }
+        insert_events(&tx, &write.events).await?;
+        for (s, e) in &write.stacks {
+            write_stack_fields(&tx, s).await?;
+            write_status(&tx, &s.stack_id, s.status, s.status_reason.as_deref(), e).await?;
+        }
+        run(
+            &tx,
+            "UPDATE stack_refactors SET body = $2 WHERE refactor_id = $1",
+            &[&write.refactor_id, &json_text(&write.body)?],
+        )
+        .await
+        .map_err(backend)?;
+        tx.commit().await.map_err(backend)
     }
 }
 

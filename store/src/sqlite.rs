@@ -199,6 +199,12 @@ CREATE TABLE IF NOT EXISTS notification_targets (
     claim_expires INTEGER,
     PRIMARY KEY (stack_id, target)
 );
+-- Stack refactors: each one's record (JSON, as the API shows it).
+CREATE TABLE IF NOT EXISTS stack_refactors (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    refactor_id TEXT NOT NULL UNIQUE,
+    body TEXT NOT NULL
+);
 "#;
 
 /// The layout version written into `PRAGMA user_version`; bump it with any
@@ -1955,6 +1961,102 @@ impl crate::Notifications for SqliteStore {
             )
             .map(|_| ())
             .map_err(backend)
+        })
+        .await
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::Refactors for SqliteStore {
+    async fn put_refactor(
+        &self,
+        refactor_id: &str,
+        body: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        let (id, body) = (refactor_id.to_string(), json_text(body)?);
+        self.run(move |c| {
+            c.execute(
+                "INSERT INTO stack_refactors (refactor_id, body) VALUES (?1, ?2) ON CONFLICT(refactor_id) DO UPDATE SET body = ?2",
+                params![id, body],
+            )
+            .map(|_| ())
+            .map_err(backend)
+        })
+        .await
+    }
+
+    async fn refactor(&self, refactor_id: &str) -> Result<Option<serde_json::Value>, StoreError> {
+        let id = refactor_id.to_string();
+        self.run(move |c| {
+            let body: Option<String> = c
+                .query_row(
+                    "SELECT body FROM stack_refactors WHERE refactor_id = ?1",
+                    params![id],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(backend)?;
+            body.map(|b| serde_json::from_str(&b).map_err(backend))
+                .transpose()
+        })
+        .await
+    }
+
+    async fn refactors(&self) -> Result<Vec<serde_json::Value>, StoreError> {
+        self.run(|c| {
+            let mut st = c
+                .prepare_cached("SELECT body FROM stack_refactors ORDER BY seq")
+                .map_err(backend)?;
+            let rows = st
+                .query_map([], |r| r.get::<_, String>(0))
+                .map_err(backend)?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(backend)?;
+            rows.iter()
+                .map(|b| serde_json::from_str(b).map_err(backend))
+                .collect()
+        })
+        .await
+    }
+
+    async fn apply_refactor(
+        &self,
+        leases: &[Lease],
+        write: &crate::RefactorWrite,
+    ) -> Result<(), StoreError> {
+        let (leases, w) = (leases.to_vec(), write.clone());
+        self.run(move |c| {
+            for lease in &leases {
+                fence(c, lease)?;
+            }
+            // Every moved row steps aside first, so renames may swap.
+            for (i, m) in w.moves.iter().enumerate() {
+                c.execute(
+                    "UPDATE resources SET logical_id = ?3 WHERE stack_id = ?1 AND logical_id = ?2",
+                    params![m.from_stack, m.from_logical, format!("\u{1}refactor-{i}")],
+                )
+                .map_err(backend)?;
+            }
+            for (i, m) in w.moves.iter().enumerate() {
+                c.execute(
+                    "UPDATE resources SET stack_id = ?3, logical_id = ?4 WHERE stack_id = ?1 AND logical_id = ?2",
+                    params![m.from_stack, format!("\u{1}refactor-{i}"), m.to_stack, m.to_logical],
+                )
+                .map_err(backend)?;
+            }
+            for e in &w.events {
+                insert_event(c, e)?;
+            }
+            for (s, e) in &w.stacks {
+                write_stack_fields(c, s)?;
+                write_status(c, &s.stack_id, s.status, s.status_reason.as_deref(), e)?;
+            }
+            c.execute(
+                "UPDATE stack_refactors SET body = ?2 WHERE refactor_id = ?1",
+                params![w.refactor_id, json_text(&w.body)?],
+            )
+            .map_err(backend)?;
+            Ok(())
         })
         .await
     }

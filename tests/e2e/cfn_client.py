@@ -658,6 +658,52 @@ POLICY_DENY_REPLACE = json.dumps({"Statement": [
 ]})
 
 
+def refactor():
+    """CreateStackRefactor with a ResourceMapping (a rename) and a move
+    found by logical id; DescribeStackRefactor, ListStackRefactorActions,
+    ExecuteStackRefactor, ListStackRefactors; the resources keep their
+    physical ids in their new stacks; a refactor that would delete a
+    resource is CREATE_FAILED with the reason."""
+    a = ("Resources:\n  Keep: {Type: Cairn::Test::Resource, Properties: {Value: k}}\n"
+         "  Db: {Type: Cairn::Test::Resource, Properties: {Value: data}}\n")
+    b = "Resources:\n  B: {Type: Cairn::Test::Resource, Properties: {Value: b}}\n"
+    for name, body in [("ra", a), ("rb", b)]:
+        cf.create_stack(StackName=name, TemplateBody=body)
+        cf.get_waiter("stack_create_complete").wait(StackName=name, WaiterConfig=FAST)
+    physical = lambda s, l: cf.describe_stack_resource(StackName=s, LogicalResourceId=l)["StackResourceDetail"]["PhysicalResourceId"]
+    keep, db = physical("ra", "Keep"), physical("ra", "Db")
+    a2 = "Resources:\n  Kept: {Type: Cairn::Test::Resource, Properties: {Value: k}}\n"
+    b2 = b + "  Db: {Type: Cairn::Test::Resource, Properties: {Value: data}}\n"
+    rid = cf.create_stack_refactor(
+        Description="split the database out",
+        StackDefinitions=[{"StackName": "ra", "TemplateBody": a2}, {"StackName": "rb", "TemplateBody": b2}],
+        ResourceMappings=[{"Source": {"StackName": "ra", "LogicalResourceId": "Keep"},
+                           "Destination": {"StackName": "ra", "LogicalResourceId": "Kept"}}],
+    )["StackRefactorId"]
+    d = cf.describe_stack_refactor(StackRefactorId=rid)
+    assert (d["Status"], d["ExecutionStatus"], d["Description"]) == ("CREATE_COMPLETE", "AVAILABLE", "split the database out"), d
+    assert len(d["StackIds"]) == 2, d
+    actions = cf.list_stack_refactor_actions(StackRefactorId=rid)["StackRefactorActions"]
+    got = [(x["Action"], x["Entity"], x["Detection"], x["PhysicalResourceId"],
+            x["ResourceMapping"]["Source"]["LogicalResourceId"], x["ResourceMapping"]["Destination"]["StackName"])
+           for x in actions]
+    assert got == [("MOVE", "RESOURCE", "AUTO", db, "Db", "rb"), ("MOVE", "RESOURCE", "MANUAL", keep, "Keep", "ra")], got
+    cf.execute_stack_refactor(StackRefactorId=rid)
+    assert cf.describe_stack_refactor(StackRefactorId=rid)["ExecutionStatus"] == "EXECUTE_COMPLETE"
+    assert physical("ra", "Kept") == keep and physical("rb", "Db") == db
+    assert [r["LogicalResourceId"] for r in cf.describe_stack_resources(StackName="ra")["StackResources"]] == ["Kept"]
+    assert cf.get_template(StackName="rb")["TemplateBody"] == b2
+    summaries = cf.list_stack_refactors()["StackRefactorSummaries"]
+    assert [(x["StackRefactorId"], x["ExecutionStatus"]) for x in summaries] == [(rid, "EXECUTE_COMPLETE")], summaries
+    # Executing it again, or a refactor that deletes: refused.
+    code, message, _ = error(cf.execute_stack_refactor, StackRefactorId=rid)
+    assert code == "ValidationError" and "can not be executed" in message, message
+    bad = cf.create_stack_refactor(StackDefinitions=[{"StackName": "rb", "TemplateBody": b}])["StackRefactorId"]
+    d = cf.describe_stack_refactor(StackRefactorId=bad)
+    assert (d["Status"], d["ExecutionStatus"]) == ("CREATE_FAILED", "UNAVAILABLE"), d
+    assert d["StatusReason"] == "Resource Db of stack rb is in none of the refactored templates: a refactor can't delete resources (remove it with an update first)", d
+
+
 def loopback_server(answer):
     """A threaded HTTP server on loopback: every GET or POST is answered
     with the status `answer(request)` returns. Returns (server, base URL)."""

@@ -24,6 +24,7 @@ mod protection;
 mod provider_kit;
 mod provider_scaffold;
 mod reconcile;
+mod refactor;
 mod rollback_triggers;
 mod serve;
 mod signals;

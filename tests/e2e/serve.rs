@@ -146,6 +146,11 @@ fn boto3_termination_protection() {
 }
 
 #[test]
+fn boto3_stack_refactor() {
+    run("refactor");
+}
+
+#[test]
 fn boto3_notifications() {
     run("notifications");
 }

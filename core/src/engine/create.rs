@@ -15,7 +15,7 @@ use crate::stack::{
     StackRecord, StackStatus,
 };
 use crate::store::{OperationRecord, StoreError};
-use crate::template::eval::Evaluated;
+use crate::template::eval::{Evaluated, Evaluator};
 use crate::template::parameters::ParameterValues;
 use crate::template::source::child;
 use crate::template::Template;
@@ -551,71 +551,7 @@ impl Creates<'_> {
 
     /// The template's outputs (those whose condition holds), evaluated.
     pub(super) fn evaluate_outputs(&self, op: &Op) -> Result<Vec<OutputRecord>, String> {
-        let ev = op.evaluator();
-        let mut outputs = Vec::new();
-        for o in &op.template.outputs {
-            if o.condition.as_deref().is_some_and(|c| !ev.condition(c)) {
-                // Heat lists an output whose condition is false, without a
-                // value (heat/engine/output.py); CloudFormation omits it.
-                if op.template.heat {
-                    outputs.push(without_value(o, None));
-                }
-                continue;
-            }
-            let base = child("/Outputs", &o.name);
-            let failure = match ev.eval(&o.value, &child(&base, "Value")) {
-                Ok(Evaluated::Value(v)) => Ok(v),
-                Ok(_) => Err(format!("Output {} did not resolve to a value", o.name)),
-                // Heat's text: without CloudFormation's "Template error: ".
-                Err(e) => Err(if op.template.heat {
-                    let m = e.message();
-                    m.strip_prefix("Template error: ").unwrap_or(m).to_string()
-                } else {
-                    e.to_string()
-                }),
-            };
-            let value = match failure {
-                Ok(v) => v,
-                // Heat completes the stack and reports the error on this
-                // output alone (heat/engine/api.py, format_stack_output).
-                Err(e) if op.template.heat => {
-                    outputs.push(without_value(o, Some(e)));
-                    continue;
-                }
-                Err(e) => return Err(e),
-            };
-            let text = match &value {
-                Value::String(s) => s.clone(),
-                Value::Array(items) => items
-                    .iter()
-                    .map(|i| {
-                        i.as_str()
-                            .map(str::to_string)
-                            .unwrap_or_else(|| i.to_string())
-                    })
-                    .collect::<Vec<_>>()
-                    .join(","),
-                other => other.to_string(),
-            };
-            let export_name = match &o.export_name {
-                None => None,
-                Some(e) => match ev.eval(e, &child(&base, "Export")) {
-                    Ok(Evaluated::Value(Value::String(s))) => Some(s),
-                    Ok(_) => {
-                        return Err(format!("Export name of output {} must be a string", o.name))
-                    }
-                    Err(e) => return Err(e.to_string()),
-                },
-            };
-            outputs.push(OutputRecord {
-                output_key: o.name.clone(),
-                output_value: text,
-                description: o.description.clone(),
-                export_name,
-                output_error: None,
-            });
-        }
-        Ok(outputs)
+        outputs_of(&op.template, &op.evaluator())
     }
 
     /// Records outputs on the stack and publishes its exports and imports.
@@ -658,4 +594,73 @@ fn without_value(o: &crate::template::model::Output, error: Option<String>) -> O
         export_name: None,
         output_error: error,
     }
+}
+
+/// `template`'s outputs (those whose condition holds), evaluated with `ev`.
+pub(super) fn outputs_of(
+    template: &Template,
+    ev: &Evaluator<'_>,
+) -> Result<Vec<OutputRecord>, String> {
+    let mut outputs = Vec::new();
+    for o in &template.outputs {
+        if o.condition.as_deref().is_some_and(|c| !ev.condition(c)) {
+            // Heat lists an output whose condition is false, without a
+            // value (heat/engine/output.py); CloudFormation omits it.
+            if template.heat {
+                outputs.push(without_value(o, None));
+            }
+            continue;
+        }
+        let base = child("/Outputs", &o.name);
+        let failure = match ev.eval(&o.value, &child(&base, "Value")) {
+            Ok(Evaluated::Value(v)) => Ok(v),
+            Ok(_) => Err(format!("Output {} did not resolve to a value", o.name)),
+            // Heat's text: without CloudFormation's "Template error: ".
+            Err(e) => Err(if template.heat {
+                let m = e.message();
+                m.strip_prefix("Template error: ").unwrap_or(m).to_string()
+            } else {
+                e.to_string()
+            }),
+        };
+        let value = match failure {
+            Ok(v) => v,
+            // Heat completes the stack and reports the error on this
+            // output alone (heat/engine/api.py, format_stack_output).
+            Err(e) if template.heat => {
+                outputs.push(without_value(o, Some(e)));
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        let text = match &value {
+            Value::String(s) => s.clone(),
+            Value::Array(items) => items
+                .iter()
+                .map(|i| {
+                    i.as_str()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| i.to_string())
+                })
+                .collect::<Vec<_>>()
+                .join(","),
+            other => other.to_string(),
+        };
+        let export_name = match &o.export_name {
+            None => None,
+            Some(e) => match ev.eval(e, &child(&base, "Export")) {
+                Ok(Evaluated::Value(Value::String(s))) => Some(s),
+                Ok(_) => return Err(format!("Export name of output {} must be a string", o.name)),
+                Err(e) => return Err(e.to_string()),
+            },
+        };
+        outputs.push(OutputRecord {
+            output_key: o.name.clone(),
+            output_value: text,
+            description: o.description.clone(),
+            export_name,
+            output_error: None,
+        });
+    }
+    Ok(outputs)
 }

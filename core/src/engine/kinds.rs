@@ -106,3 +106,9 @@ operation_kind!(
     Signals,
     signals
 );
+operation_kind!(
+    /// Stack refactoring: resources renamed and moved between stacks
+    /// without a provider call.
+    Refactors,
+    refactors
+);

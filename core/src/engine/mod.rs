@@ -26,6 +26,7 @@ mod parameter_values;
 mod protection;
 mod protocol;
 mod reconcile;
+pub mod refactor;
 mod resolve;
 mod rollback_triggers;
 mod served;
