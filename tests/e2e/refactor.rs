@@ -257,6 +257,50 @@ fn a_refactor_that_would_create_delete_or_change_is_refused() {
     // Nothing reached a provider, nothing moved.
     assert_eq!(provider_records(&s), before);
     assert_eq!(resources(&s, "b").len(), 1);
+    // An export another stack imports may not go with what it names.
+    let exported = format!("{A}    Export: {{Name: db-name}}\n").replace(
+        "Outputs:\n  Keep: {Value: !Ref Keep}\n    Export: {Name: db-name}\n",
+        "Outputs:\n  Keep: {Value: !Ref Keep}\n  DbName:\n    Value: !Ref Db\n    Export: {Name: db-name}\n",
+    );
+    let s3 = scratch();
+    assert_eq!(deploy(&s3, "a", &exported, &[]).code(), 0);
+    let user = format!(
+        "{B}  U: {{Type: Cairn::Test::Resource, Properties: {{Value: !ImportValue db-name}}}}\n"
+    );
+    assert_eq!(deploy(&s3, "b", &user, &[]).code(), 0);
+    let moved_out = exported
+        .replace(
+            "  Db: {Type: Cairn::Test::Resource, Properties: {Value: data}}\n",
+            "",
+        )
+        .replace(
+            "  DbName:\n    Value: !Ref Db\n    Export: {Name: db-name}\n",
+            "",
+        );
+    let (pa, pb) = (
+        s3.write("ra.yaml", &moved_out),
+        s3.write(
+            "rb.yaml",
+            &format!("{user}  Db: {{Type: Cairn::Test::Resource, Properties: {{Value: data}}}}\n"),
+        ),
+    );
+    let run = cairn(
+        &s3,
+        &[
+            "refactor",
+            "--stack",
+            &format!("a={}", pa.display()),
+            "--stack",
+            &format!("b={}", pb.display()),
+        ],
+    );
+    assert_ne!(run.code(), 0);
+    assert!(
+        run.stderr()
+            .contains("Cannot delete export db-name as it is in use by b"),
+        "{}",
+        run.stderr()
+    );
     // A changed parameter section is refused before anything else.
     let with_param = format!("Parameters:\n  P: {{Type: String, Default: x}}\n{A}");
     let e = refused(&with_param, B);

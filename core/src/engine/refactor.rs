@@ -478,6 +478,27 @@ impl Refactors<'_> {
                 .iter()
                 .filter_map(|o| Some((o.export_name.clone()?, o.output_value.clone())))
                 .collect();
+            for (name, value) in &before {
+                if after.get(name) == Some(value) {
+                    continue;
+                }
+                let users = self
+                    .store
+                    .importers(name)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if !users.is_empty() {
+                    let verb = if after.contains_key(name) {
+                        "update"
+                    } else {
+                        "delete"
+                    };
+                    return Err(format!(
+                        "Cannot {verb} export {name} as it is in use by {}",
+                        users.join(", ")
+                    ));
+                }
+            }
             if before != after {
                 return Err(format!(
                     "Stack {} would change its exports: a refactor keeps every export as it is; move the outputs that export them with an update first",
