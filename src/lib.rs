@@ -241,6 +241,10 @@ enum Command {
         maps: Vec<String>,
         #[arg(long)]
         description: Option<String>,
+        /// A --stack that does not exist is created to hold what moves
+        /// into it (EnableStackCreation).
+        #[arg(long)]
+        enable_stack_creation: bool,
         /// Apply the refactor (without it, only the preview).
         #[arg(long)]
         execute: bool,
@@ -775,6 +779,7 @@ async fn run_command(
             stacks,
             maps,
             description,
+            enable_stack_creation,
             execute,
             output,
         } => {
@@ -784,6 +789,7 @@ async fn run_command(
                     stacks,
                     maps,
                     description: description.as_deref(),
+                    enable_stack_creation: *enable_stack_creation,
                     execute: *execute,
                     output: *output,
                 },

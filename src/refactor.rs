@@ -18,6 +18,8 @@ pub struct RefactorArgs<'a> {
     /// `STACK.LOGICAL=STACK.LOGICAL`: explicit moves and renames.
     pub maps: &'a [String],
     pub description: Option<&'a str>,
+    /// `--enable-stack-creation`: a --stack that does not exist is made.
+    pub enable_stack_creation: bool,
     pub execute: bool,
     pub output: OutputFormat,
 }
@@ -57,7 +59,7 @@ pub(crate) fn input(args: &RefactorArgs<'_>) -> anyhow::Result<RefactorInput> {
     Ok(RefactorInput {
         stacks,
         mappings,
-        enable_stack_creation: false,
+        enable_stack_creation: args.enable_stack_creation,
         description: args.description.map(str::to_string),
     })
 }

@@ -702,6 +702,17 @@ def refactor():
     d = cf.describe_stack_refactor(StackRefactorId=bad)
     assert (d["Status"], d["ExecutionStatus"]) == ("CREATE_FAILED", "UNAVAILABLE"), d
     assert d["StatusReason"] == "Resource Db of stack rb is in none of the refactored templates: a refactor can't delete resources (remove it with an update first)", d
+    # B moves out into a stack the refactor creates.
+    b_phys = physical("rb", "B")
+    rc = "Resources:\n  B: {Type: Cairn::Test::Resource, Properties: {Value: b}}\n"
+    rb = "Resources:\n  Db: {Type: Cairn::Test::Resource, Properties: {Value: data}}\n"
+    rid = cf.create_stack_refactor(EnableStackCreation=True, StackDefinitions=[
+        {"StackName": "rb", "TemplateBody": rb}, {"StackName": "rc", "TemplateBody": rc}])["StackRefactorId"]
+    kinds = [(x["Action"], x["Entity"]) for x in cf.list_stack_refactor_actions(StackRefactorId=rid)["StackRefactorActions"]]
+    assert kinds == [("CREATE", "STACK"), ("MOVE", "RESOURCE")], kinds
+    cf.execute_stack_refactor(StackRefactorId=rid)
+    assert cf.describe_stacks(StackName="rc")["Stacks"][0]["StackStatus"] == "CREATE_COMPLETE"
+    assert physical("rc", "B") == b_phys
 
 
 def loopback_server(answer):

@@ -185,6 +185,61 @@ fn a_move_and_a_rename_call_no_provider_and_the_stacks_carry_on() {
 }
 
 #[test]
+fn a_refactor_creates_the_stack_it_moves_resources_into() {
+    let s = scratch();
+    assert_eq!(deploy(&s, "a", A, &[]).code(), 0);
+    let db = physical(&s, "a", "Db");
+    let before = provider_records(&s);
+    let a2 = s.write(
+        "a2.yaml",
+        &A.replace(
+            "  Db: {Type: Cairn::Test::Resource, Properties: {Value: data}}\n",
+            "",
+        ),
+    );
+    let data = s.write(
+        "data.yaml",
+        "Resources:\n  Db: {Type: Cairn::Test::Resource, Properties: {Value: data}}\n",
+    );
+    let stacks = [
+        "refactor".to_string(),
+        "--stack".into(),
+        format!("a={}", a2.display()),
+        "--stack".into(),
+        format!("data={}", data.display()),
+    ];
+    let args: Vec<&str> = stacks.iter().map(String::as_str).collect();
+    let refused = cairn(&s, &args);
+    assert!(
+        refused.stderr().contains(
+            "Stack [data] does not exist (EnableStackCreation lets the refactor create it)"
+        ),
+        "{}",
+        refused.stderr()
+    );
+    let run = cairn(
+        &s,
+        &[&args[..], &["--enable-stack-creation", "--execute"]].concat(),
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert!(
+        run.stdout()
+            .contains("CREATE [MANUAL] Create stack data for what moves into it"),
+        "{}",
+        run.stdout()
+    );
+    assert_eq!(provider_records(&s), before, "a provider was called");
+    assert_eq!(status(&s, "data"), "CREATE_COMPLETE");
+    assert_eq!(resources(&s, "data"), vec![("Db".to_string(), db)]);
+    let again = cairn(&s, &["deploy", "data", data.to_str().unwrap_or_default()]);
+    assert!(
+        again.stderr().contains("No updates are to be performed."),
+        "{}",
+        again.stderr()
+    );
+}
+
+#[test]
 fn a_refactor_that_would_create_delete_or_change_is_refused() {
     let s = scratch();
     assert_eq!(deploy(&s, "a", A, &[]).code(), 0);

@@ -561,41 +561,17 @@ impl ChangeSets<'_> {
 
     /// A stack that exists only to hold CREATE change sets (REVIEW_IN_PROGRESS:
     /// no template, no resources, not updatable; deletable).
-    async fn insert_review_stack(
+    pub(super) async fn insert_review_stack(
         &self,
         stack_name: &str,
         stack_id: &str,
     ) -> Result<StackRecord, EngineError> {
-        let ts = now();
-        let stack = StackRecord {
-            stack_id: stack_id.to_string(),
-            stack_name: stack_name.to_string(),
-            status: StackStatus::ReviewInProgress,
-            status_reason: Some("User Initiated".into()),
-            description: None,
-            template_body: String::new(),
-            parameters: BTreeMap::new(),
-            no_echo: Vec::new(),
-            outputs: Vec::new(),
-            on_failure: OnFailure::Rollback,
-            created_at: ts.clone(),
-            updated_at: ts.clone(),
-            deleted_at: None,
-            tags: Vec::new(),
-            parent_id: None,
-            root_id: None,
-            context: Default::default(),
-            capabilities: Vec::new(),
-            notification_arns: Vec::new(),
-            termination_protection: false,
-            stack_policy: None,
-            rollback_configuration: None,
-        };
+        let stack = review_stack(stack_name, stack_id);
         let first = stack_event(
             &stack,
             StackStatus::ReviewInProgress,
             Some("User Initiated"),
-            &ts,
+            &stack.created_at,
         );
         let lease = self
             .store
@@ -942,4 +918,34 @@ pub fn changes_json(changes: &[plan::ResourceChange]) -> Value {
             .map(|c| json!({"Type": "Resource", "ResourceChange": c}))
             .collect(),
     )
+}
+
+/// The record of a stack in review: no template, no resources (a CREATE
+/// change set's, or a stack a refactor creates, until it is executed).
+pub(super) fn review_stack(stack_name: &str, stack_id: &str) -> StackRecord {
+    let ts = now();
+    StackRecord {
+        stack_id: stack_id.to_string(),
+        stack_name: stack_name.to_string(),
+        status: StackStatus::ReviewInProgress,
+        status_reason: Some("User Initiated".into()),
+        description: None,
+        template_body: String::new(),
+        parameters: BTreeMap::new(),
+        no_echo: Vec::new(),
+        outputs: Vec::new(),
+        on_failure: OnFailure::Rollback,
+        created_at: ts.clone(),
+        updated_at: ts.clone(),
+        deleted_at: None,
+        tags: Vec::new(),
+        parent_id: None,
+        root_id: None,
+        context: Default::default(),
+        capabilities: Vec::new(),
+        notification_arns: Vec::new(),
+        termination_protection: false,
+        stack_policy: None,
+        rollback_configuration: None,
+    }
 }

@@ -42,6 +42,8 @@ pub struct RefactorInput {
 
 /// One stack read for a refactor.
 struct Side {
+    /// A stack the refactor creates (`EnableStackCreation`).
+    created: bool,
     stack: StackRecord,
     rows: Vec<ResourceRecord>,
     old: Value,
@@ -74,9 +76,14 @@ impl Refactors<'_> {
             self.config.identity.account_id,
             uuid::Uuid::new_v4()
         );
-        let sides = self.read_sides(input).await?;
+        let sides = self.read_sides(input, &BTreeMap::new()).await?;
         let stack_ids: Vec<String> = sides.iter().map(|s| s.stack.stack_id.clone()).collect();
         let versions = self.versions(&sides).await?;
+        let created: BTreeMap<&str, &str> = sides
+            .iter()
+            .filter(|s| s.created)
+            .map(|s| (s.stack.stack_name.as_str(), s.stack.stack_id.as_str()))
+            .collect();
         let mut record = json!({
             "StackRefactorId": id,
             "StackIds": stack_ids,
@@ -86,12 +93,30 @@ impl Refactors<'_> {
             "Versions": versions,
             "Definitions": sides.iter().map(|s| json!({"StackName": s.stack.stack_name, "TemplateBody": s.body})).collect::<Vec<_>>(),
             "Mappings": input.mappings,
+            "EnableStackCreation": input.enable_stack_creation,
+            "CreatedStacks": created,
         });
         if let Some(d) = &input.description {
             record["Description"] = json!(d);
         }
         match self.check(&sides, &input.mappings).await {
-            Ok(moves) => record["Actions"] = json!(actions(&sides, &moves)),
+            Ok(moves) => {
+                let mut all: Vec<Value> = sides
+                    .iter()
+                    .filter(|s| s.created)
+                    .map(|s| {
+                        json!({
+                            "Action": "CREATE",
+                            "Entity": "STACK",
+                            "Description": format!("Create stack {} for what moves into it", s.stack.stack_name),
+                            "Detection": "MANUAL",
+                            "DetectionReason": "EnableStackCreation",
+                        })
+                    })
+                    .collect();
+                all.extend(actions(&sides, &moves));
+                record["Actions"] = json!(all);
+            }
             Err(reason) => {
                 record["Status"] = json!("CREATE_FAILED");
                 record["StatusReason"] = json!(reason);
@@ -140,6 +165,23 @@ impl Refactors<'_> {
                     .unwrap_or("not created")
             )));
         }
+        // A stack the refactor creates exists (in review, empty) before
+        // it is leased; the refactor's write fills it.
+        let created: BTreeMap<String, String> =
+            serde_json::from_value(record["CreatedStacks"].clone()).unwrap_or_default();
+        for (name, stack_id) in &created {
+            match self.store.find_stack(name).await? {
+                Some(s) if &s.stack_id == stack_id => {}
+                Some(_) => {
+                    return Err(EngineError::Validation(format!(
+                        "Stack [{name}] exists already: the refactor that creates it is obsolete; create it again"
+                    )))
+                }
+                None => {
+                    self.change_sets().insert_review_stack(name, stack_id).await?;
+                }
+            }
+        }
         let leases = self.lease_all(&record).await?;
         let applied = self.apply(&mut record, &leases).await;
         for lease in &leases {
@@ -172,9 +214,12 @@ impl Refactors<'_> {
                 })
                 .collect(),
             mappings: serde_json::from_value(record["Mappings"].clone()).unwrap_or_default(),
-            ..Default::default()
+            enable_stack_creation: record["EnableStackCreation"] == true,
+            description: None,
         };
-        let sides = self.read_sides(&input).await?;
+        let created: BTreeMap<String, String> =
+            serde_json::from_value(record["CreatedStacks"].clone()).unwrap_or_default();
+        let sides = self.read_sides(&input, &created).await?;
         let moves = self
             .check(&sides, &input.mappings)
             .await
@@ -250,10 +295,14 @@ impl Refactors<'_> {
             stack.description = s.template.description.clone();
             stack.outputs = outputs;
             stack.updated_at = at.clone();
-            stack.status = StackStatus::UpdateComplete;
+            stack.status = if s.created {
+                StackStatus::CreateComplete
+            } else {
+                StackStatus::UpdateComplete
+            };
             let reason = format!("Stack refactor {id}");
             stack.status_reason = Some(reason.clone());
-            let event = super::stack_event(&stack, StackStatus::UpdateComplete, Some(&reason), &at);
+            let event = super::stack_event(&stack, stack.status, Some(&reason), &at);
             write.stacks.push((stack, event));
         }
         record["ExecutionStatus"] = json!("EXECUTE_COMPLETE");
@@ -294,7 +343,7 @@ impl Refactors<'_> {
     /// Each stack's event count now: a refactor holds while they stay.
     async fn versions(&self, sides: &[Side]) -> Result<BTreeMap<String, usize>, EngineError> {
         let mut v = BTreeMap::new();
-        for s in sides {
+        for s in sides.iter().filter(|s| !s.created) {
             v.insert(
                 s.stack.stack_id.clone(),
                 self.store.event_count(&s.stack.stack_id).await?,
@@ -315,17 +364,17 @@ impl Refactors<'_> {
     }
 
     /// The stacks and their new templates, or why the request is malformed.
-    async fn read_sides(&self, input: &RefactorInput) -> Result<Vec<Side>, EngineError> {
+    /// `created`: the ids of the stacks the refactor creates, once chosen.
+    async fn read_sides(
+        &self,
+        input: &RefactorInput,
+        created: &BTreeMap<String, String>,
+    ) -> Result<Vec<Side>, EngineError> {
         if input.stacks.is_empty() || input.stacks.len() > MAX_STACKS {
             return Err(EngineError::Validation(format!(
                 "StackDefinitions: a refactor names 1 to {MAX_STACKS} stacks, not {}",
                 input.stacks.len()
             )));
-        }
-        if input.enable_stack_creation {
-            return Err(EngineError::Validation(
-                "EnableStackCreation is not supported by Cairn yet: create the destination stack first (with an AWS::CloudFormation::WaitConditionHandle), then refactor into it".into(),
-            ));
         }
         let mut sides: Vec<Side> = Vec::new();
         for (name, body) in &input.stacks {
@@ -334,11 +383,26 @@ impl Refactors<'_> {
                     "StackDefinitions: stack {name} is listed twice"
                 )));
             }
-            let Some(stack) = self.store.find_stack(name).await? else {
-                return Err(EngineError::Validation(format!(
-                    "Stack [{name}] does not exist"
-                )));
-            };
+            let found = self.store.find_stack(name).await?;
+            // A stack in review the refactor made (its execution stopped
+            // between the two writes) is still one it creates.
+            let made_here = found.as_ref().is_some_and(|s| {
+                s.status == StackStatus::ReviewInProgress && created.get(name) == Some(&s.stack_id)
+            });
+            if found.is_none() || made_here {
+                if !input.enable_stack_creation {
+                    return Err(EngineError::Validation(format!(
+                        "Stack [{name}] does not exist (EnableStackCreation lets the refactor create it)"
+                    )));
+                }
+                let stack_id = created
+                    .get(name)
+                    .cloned()
+                    .unwrap_or_else(|| self.new_stack_id(name));
+                sides.push(self.new_side(name, &stack_id, body)?);
+                continue;
+            }
+            let Some(stack) = found else { continue };
             if !refactorable(stack.status) {
                 return Err(EngineError::Validation(format!(
                     "Stack [{name}] is in {} state and can not be refactored",
@@ -368,6 +432,7 @@ impl Refactors<'_> {
                 .filter(crate::plan::is_live)
                 .collect();
             sides.push(Side {
+                created: false,
                 stack,
                 rows,
                 old,
@@ -377,6 +442,28 @@ impl Refactors<'_> {
             });
         }
         Ok(sides)
+    }
+
+    /// A stack the refactor creates: its template is all that moves in.
+    fn new_side(&self, name: &str, stack_id: &str, body: &str) -> Result<Side, EngineError> {
+        let stack = super::changeset::review_stack(name, stack_id);
+        let template = Template::parse_with(body, &stack.context)
+            .map_err(|e| EngineError::Validation(format!("StackDefinitions: stack {name}: {e}")))?;
+        let new = Template::body_of(body)?;
+        if let Some(section) = changed_section(&json!({}), &new) {
+            return Err(EngineError::Validation(format!(
+                "Stack [{name}], which the refactor creates, can't have {section}: its template holds only what moves into it"
+            )));
+        }
+        Ok(Side {
+            created: true,
+            stack,
+            rows: Vec::new(),
+            old: json!({}),
+            new,
+            template,
+            body: body.to_string(),
+        })
     }
 
     /// The moves, or why the refactor would create, delete or change
