@@ -194,6 +194,7 @@ async fn calls_per_second(provider: Arc<dyn ResourceProvider>) -> (f64, f64) {
                 request_id: format!("req-{i}"),
                 deadline_unix_ms: u64::MAX,
                 tags: Default::default(),
+                provider_settings: None,
             },
             properties,
         }

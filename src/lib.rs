@@ -135,6 +135,10 @@ struct ProviderTestArgs {
     /// child.
     #[arg(long, requires = "plugin")]
     in_process: bool,
+    /// The plugin's settings, as a `[[providers]]` entry's `settings` (a
+    /// JSON or YAML file).
+    #[arg(long, requires = "plugin", value_name = "FILE")]
+    settings: Option<PathBuf>,
     /// A webhook handler (serving `/schema`): every type it declares.
     #[arg(long)]
     webhook: Option<String>,
@@ -901,6 +905,11 @@ async fn provider_test(
             } else {
                 cairn_core::config::Isolation::Process
             },
+            settings: a
+                .settings
+                .as_deref()
+                .map(provider_test::read_settings)
+                .transpose()?,
         },
         (_, _, Some(url)) => provider_test::Under::Webhook {
             url: url.clone(),

@@ -23,6 +23,8 @@ pub enum Under {
     Plugin {
         path: PathBuf,
         isolation: Isolation,
+        /// The entry's `settings`.
+        settings: Option<Value>,
     },
     Webhook {
         url: String,
@@ -42,6 +44,13 @@ pub struct Args<'a> {
     pub data_dir: PathBuf,
 }
 
+/// `--settings FILE`: a plugin's settings (JSON or YAML).
+pub fn read_settings(path: &Path) -> anyhow::Result<Value> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("cannot read settings {}: {e}", path.display()))?;
+    Template::body_of(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+}
+
 /// The provider's name in the registry when the kit adds it.
 const UNDER_TEST: &str = "under-test";
 
@@ -49,12 +58,17 @@ pub async fn run(mut config: Config, args: Args<'_>) -> anyhow::Result<()> {
     let timeout = Duration::from_secs(args.timeout_seconds.max(1));
     let wanted_type = match &args.under {
         Under::Type(t) => Some(t.clone()),
-        Under::Plugin { path, isolation } => {
+        Under::Plugin {
+            path,
+            isolation,
+            settings,
+        } => {
             config
                 .providers
                 .push(entry(ProviderKind::Dylib, args.timeout_seconds, |p| {
                     p.path = Some(path.clone());
                     p.isolation = *isolation;
+                    p.settings = settings.clone();
                 }));
             None
         }
@@ -184,6 +198,7 @@ fn entry(
         timeout_seconds: Some(timeout),
         drift: false,
         read: false,
+        settings: None,
     };
     set(&mut p);
     p

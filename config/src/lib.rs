@@ -253,6 +253,11 @@ pub struct ProviderConfig {
     /// default, like `drift`.
     #[serde(default)]
     pub read: bool,
+    /// What the provider is configured with (a table: connection URLs,
+    /// regions, where a password is kept), given to it with every call
+    /// as the request context's `ProviderSettings` (`dylib`).
+    #[serde(default)]
+    pub settings: Option<cairn_sdk::serde_json::Value>,
 }
 
 /// One `[[macros]]` entry: a macro every template may name in `Transform`

@@ -92,6 +92,7 @@ mod tests {
                     request_id: "late".into(),
                     deadline_unix_ms: 1,
                     tags: Default::default(),
+                    provider_settings: None,
                 },
                 properties: json!({"Value": "v"})
                     .as_object()

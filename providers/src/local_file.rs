@@ -254,6 +254,7 @@ mod tests {
             request_id: "r".into(),
             deadline_unix_ms: u64::MAX,
             tags: Default::default(),
+            provider_settings: None,
         }
     }
 

@@ -442,6 +442,7 @@ mod tests {
             request_id: request.into(),
             deadline_unix_ms: u64::MAX,
             tags: Default::default(),
+            provider_settings: None,
         }
     }
 

@@ -27,6 +27,12 @@ pub struct RequestContext {
     /// applies them (and is called when only they change).
     #[serde(default, skip_serializing_if = "ResourceTags::is_empty")]
     pub tags: ResourceTags,
+    /// The `settings` of the provider's `[[providers]]` entry (connection
+    /// URLs, regions, where a password is kept): what an operator
+    /// configures once for every resource of the provider's types, never
+    /// written in templates. `None` when the entry has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_settings: Option<serde_json::Value>,
 }
 
 /// The tags of a provider request, as CloudFormation's resource handlers

@@ -339,6 +339,7 @@ fn context(req: &CustomResourceRequest) -> RequestContext {
             previous: req.previous_resource_tags.clone(),
             system: req.system_tags.clone(),
         },
+        provider_settings: None,
     }
 }
 

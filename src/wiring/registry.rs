@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use cairn_core::config::{Config, EndpointConfig, Isolation, ProviderConfig, ProviderKind};
 use cairn_core::registry::assemble::{
-    block_on_startup, limited, off_the_workers, with_builtins, Builtin,
+    block_on_startup, off_the_workers, per_entry, with_builtins, Builtin,
 };
 use cairn_core::registry::{
     types_of, LazyProvider, RegisteredType, Registry, RegistryError, Transport,
@@ -126,6 +126,11 @@ fn start(
         message,
     };
     if p.kind == ProviderKind::Webhook {
+        if p.settings.is_some() {
+            return Err(refuse(
+                "settings are given to plugins (kind = \"dylib\"); a webhook handler keeps its own configuration".into(),
+            ));
+        }
         let endpoint = EndpointConfig {
             url: p.url.clone().unwrap_or_default(),
             secret: p.secret.clone(),
@@ -146,7 +151,7 @@ fn start(
         let remote = block_on_startup(connect)
             .map_err(&refuse)?
             .map_err(|e| refuse(e.to_string()))?;
-        let remote = limited(name, p.timeout_seconds, Arc::new(remote));
+        let remote = per_entry(name, p.timeout_seconds, None, Arc::new(remote));
         return types_of(
             name,
             "remote",
@@ -184,7 +189,7 @@ fn start(
             )
         }
     };
-    let plugin = limited(&name, p.timeout_seconds, plugin);
+    let plugin = per_entry(&name, p.timeout_seconds, p.settings.clone(), plugin);
     types_of(&name, &version, transport, plugin, p.types.as_deref())
 }
 

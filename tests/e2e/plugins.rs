@@ -63,6 +63,43 @@ fn the_example_plugin_serves_its_type_in_process() {
 }
 
 #[test]
+fn a_plugin_is_given_its_entrys_settings_in_either_isolation() {
+    for isolation in ["none", "process"] {
+        let s = Scratch::new();
+        let root = s.dir.path().join("records-root");
+        s.write(
+            "cairn.toml",
+            &format!(
+                "[[providers]]\n{}settings = {{ Root = \"{}\" }}\n",
+                kv_entry(&format!("isolation = \"{isolation}\"\n")),
+                root.display()
+            ),
+        );
+        let run = deploy(&s, "st", RECORD, &[]);
+        assert_eq!(run.code(), 0, "{isolation}: {}", run.stderr());
+        // The relative Store is under the configured Root.
+        let file = root.join("store/greeting");
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap_or_default(),
+            "hello\nttl=30\n",
+            "{isolation}"
+        );
+        assert!(!s.dir.path().join("store/greeting").exists());
+        assert_eq!(cairn(&s, &["delete", "st"]).code(), 0);
+        assert!(!file.exists());
+    }
+    // A webhook handler keeps its own configuration.
+    let s = scratch_with("kind = \"webhook\"\nurl = \"http://127.0.0.1:9/\"\nname = \"hook\"\nsettings = { Root = \"/x\" }\n");
+    let run = cairn(&s, &["providers"]);
+    assert!(
+        format!("{}{}", run.stdout(), run.stderr()).contains("settings are given to plugins (kind = \"dylib\"); a webhook handler keeps its own configuration"),
+        "{}{}",
+        run.stdout(),
+        run.stderr()
+    );
+}
+
+#[test]
 fn libraries_that_are_not_plugins_or_not_the_pinned_file_are_refused() {
     // A shared library without the declaration symbol.
     let libm = [

@@ -231,6 +231,7 @@ impl<'a, 't> Run<'a, 't> {
             request_id: request_id.to_string(),
             deadline_unix_ms,
             tags: Default::default(),
+            provider_settings: None,
         }
     }
 

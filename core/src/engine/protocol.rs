@@ -567,6 +567,7 @@ impl Protocol<'_> {
                 .map(|d| d.as_millis() as u64)
                 .unwrap_or(u64::MAX),
             tags: system_tags(stack_id, stack_name, logical_id, type_name),
+            provider_settings: None,
         }
     }
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use cairn_sdk::ResourceProvider;
 
-use super::limit::TimeLimited;
+use super::limit::EntryCalls;
 use super::{LazyProvider, Registry, RegistryError, Transport};
 use crate::config::{Config, ProviderConfig, ProviderKind};
 use crate::signal::{HandleUrls, SignalTypes};
@@ -132,20 +132,23 @@ impl Registry {
     }
 }
 
-/// `provider`, limited to `timeout_seconds` per call when set.
-pub fn limited(
+/// `provider` as a `[[providers]]` entry configures it: limited to
+/// `timeout_seconds` per call and given `settings`, when set.
+pub fn per_entry(
     name: &str,
     timeout_seconds: Option<u64>,
+    settings: Option<serde_json::Value>,
     provider: Arc<dyn ResourceProvider>,
 ) -> Arc<dyn ResourceProvider> {
-    match timeout_seconds {
-        Some(s) => Arc::new(TimeLimited {
-            name: name.to_string(),
-            limit: std::time::Duration::from_secs(s),
-            inner: provider,
-        }),
-        None => provider,
+    if timeout_seconds.is_none() && settings.is_none() {
+        return provider;
     }
+    Arc::new(EntryCalls {
+        name: name.to_string(),
+        limit: timeout_seconds.map(std::time::Duration::from_secs),
+        settings,
+        inner: provider,
+    })
 }
 
 /// Runs blocking startup work (loading a library, a plugin host's hello)

@@ -1,5 +1,7 @@
-//! A per-provider time limit (`timeout_seconds` of a `[[providers]]` entry):
-//! every call gets the limit as its deadline and fails when it passes.
+//! What a `[[providers]]` entry adds to each call: its time limit
+//! (`timeout_seconds`: the limit is the call's deadline, and the call fails
+//! when it passes) and its `settings` (the request context's
+//! `provider_settings`).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -9,24 +11,31 @@ use cairn_sdk::{
     ResourceProvider, ResourceSchema, StatusRequest, UpdateRequest, UpdateResult,
 };
 
-/// `inner`, with each call limited to `limit`.
-pub struct TimeLimited<P: ?Sized> {
+/// `inner`, with each call limited to `limit` and given `settings`.
+pub struct EntryCalls<P: ?Sized> {
     pub name: String,
-    pub limit: Duration,
+    pub limit: Option<Duration>,
+    pub settings: Option<serde_json::Value>,
     pub inner: std::sync::Arc<P>,
 }
 
-impl<P: ResourceProvider + ?Sized> TimeLimited<P> {
-    /// The request's context with the deadline moved in to the limit.
+impl<P: ResourceProvider + ?Sized> EntryCalls<P> {
+    /// The request's context with the deadline moved in to the limit and
+    /// the entry's settings.
     fn context(&self, ctx: &RequestContext) -> RequestContext {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
         let mut c = ctx.clone();
-        c.deadline_unix_ms = c
-            .deadline_unix_ms
-            .min(now.saturating_add(self.limit.as_millis() as u64));
+        if let Some(limit) = self.limit {
+            let now = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(0);
+            c.deadline_unix_ms = c
+                .deadline_unix_ms
+                .min(now.saturating_add(limit.as_millis() as u64));
+        }
+        if self.settings.is_some() {
+            c.provider_settings = self.settings.clone();
+        }
         c
     }
 
@@ -34,18 +43,21 @@ impl<P: ResourceProvider + ?Sized> TimeLimited<P> {
         &self,
         call: impl std::future::Future<Output = Result<T, ProviderError>>,
     ) -> Result<T, ProviderError> {
-        tokio::time::timeout(self.limit, call).await.unwrap_or_else(|_| {
+        let Some(limit) = self.limit else {
+            return call.await;
+        };
+        tokio::time::timeout(limit, call).await.unwrap_or_else(|_| {
             Err(ProviderError::timeout(format!(
                 "provider {} did not answer within {} seconds (timeout_seconds of its [[providers]] entry)",
                 self.name,
-                self.limit.as_secs()
+                limit.as_secs()
             )))
         })
     }
 }
 
 #[async_trait::async_trait]
-impl<P: ResourceProvider + ?Sized> ResourceProvider for TimeLimited<P> {
+impl<P: ResourceProvider + ?Sized> ResourceProvider for EntryCalls<P> {
     fn schema(&self) -> Vec<ResourceSchema> {
         self.inner.schema()
     }

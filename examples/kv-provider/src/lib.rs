@@ -5,6 +5,8 @@
 //! (Mutable), `Ttl` (Integer seconds, Mutable). Attributes: `Path`, `Size`.
 //! Ref returns the file's path. Drift: the file's content against `Value`.
 //! It also serves a macro, `KvRecords`, that writes records for a template.
+//! Settings (its `[[providers]]` entry's `settings`): `Root`, the directory
+//! a relative `Store` is under (default: the working directory).
 
 use std::path::PathBuf;
 
@@ -12,7 +14,8 @@ use cairn_sdk::serde_json::{json, Map, Value};
 use cairn_sdk::{
     async_trait, export_provider, CreateRequest, CreateResult, DeleteRequest, DriftRequest,
     DriftResult, MacroRequest, MacroResponse, PropertyDifference, PropertySchema, ProviderError,
-    ReadRequest, ReadResult, ResourceProvider, ResourceSchema, UpdateRequest, UpdateResult,
+    ReadRequest, ReadResult, RequestContext, ResourceProvider, ResourceSchema, UpdateRequest,
+    UpdateResult,
 };
 use serde::Deserialize;
 
@@ -27,8 +30,21 @@ struct Record {
     ttl: Option<i64>,
 }
 
+/// The directory a relative `Store` is under: the `Root` setting of the
+/// provider's `[[providers]]` entry, else the working directory.
+fn root(ctx: &RequestContext) -> PathBuf {
+    ctx.provider_settings
+        .as_ref()
+        .and_then(|s| s.get("Root"))
+        .and_then(Value::as_str)
+        .map(PathBuf::from)
+        .unwrap_or_default()
+}
+
 impl Record {
-    fn path(&self) -> Result<PathBuf, ProviderError> {
+    /// The record's file, its Store under `root` when relative.
+    fn path(&mut self, root: &std::path::Path) -> Result<PathBuf, ProviderError> {
+        self.store = root.join(&self.store);
         if self.key.is_empty() || self.key.contains(['/', '\\']) || self.key.starts_with('.') {
             return Err(ProviderError::invalid_request(format!(
                 "Key {:?} must be a plain file name (no slashes, not starting with a dot)",
@@ -83,8 +99,8 @@ impl ResourceProvider for KvProvider {
     }
 
     async fn create(&self, req: &CreateRequest) -> Result<CreateResult, ProviderError> {
-        let r: Record = req.properties()?;
-        let path = r.path()?;
+        let mut r: Record = req.properties()?;
+        let path = r.path(&root(&req.context))?;
         let contents = r.contents();
         // Idempotent per request: the same record written again is the same.
         if let Ok(existing) = std::fs::read_to_string(&path) {
