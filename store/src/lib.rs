@@ -14,7 +14,6 @@
 mod conformance;
 #[cfg(feature = "testing")]
 pub mod crash;
-mod pg_tls;
 pub mod postgres;
 pub mod sqlite;
 
@@ -62,6 +61,13 @@ pub struct TableDump {
 /// How long a kept custom-resource response is kept (a request waits at most
 /// an hour, its ServiceTimeout's bound).
 pub const CALLBACK_RESPONSE_TTL_MS: i64 = 24 * 3600 * 1000;
+
+/// TLS to the PostgreSQL state database that cannot be set up.
+impl From<cairn_pg_tls::TlsError> for StoreError {
+    fn from(e: cairn_pg_tls::TlsError) -> StoreError {
+        StoreError::Database(e.0)
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

@@ -876,7 +876,7 @@ impl PgStore {
     /// and applies the schema.
     pub async fn connect(url: &str) -> Result<PgStore, StoreError> {
         let env = |k: &str| std::env::var(k).ok();
-        let (url, tls) = super::pg_tls::split(url, env)?;
+        let (url, tls) = cairn_pg_tls::split(url, env)?;
         let mut config = tokio_postgres::Config::from_str(&url)
             .map_err(|e| StoreError::Database(format!("the PostgreSQL URL is not valid: {e}")))?;
         with_environment(&mut config, env);
@@ -890,7 +890,7 @@ impl PgStore {
             format!("{options} -c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS}")
                 .trim(),
         );
-        let connector = super::pg_tls::connector(&tls)?;
+        let connector = cairn_pg_tls::connector(&tls)?;
         let manager = Manager::from_config(
             config.clone(),
             connector.clone(),

@@ -33,6 +33,11 @@ const LAYERS: &[Layer] = &[
         pure: true,
     },
     Layer {
+        name: "cairn-pg-tls",
+        level: 0,
+        pure: false,
+    },
+    Layer {
         name: "cairn-config",
         level: 1,
         pure: true,

@@ -1,4 +1,5 @@
-//! TLS to the PostgreSQL state database, with rustls (ring) as everywhere
+//! TLS to PostgreSQL (Cairn's state database, and the databases its
+//! PostgreSQL provider manages), with rustls (ring) as everywhere
 //! else in Cairn, and libpq's `sslmode` / `sslrootcert` (in the URL or
 //! `PGSSLMODE` / `PGSSLROOTCERT`): `disable`, `prefer` (the default: TLS
 //! when the server offers it, unverified), `require` (TLS, unverified
@@ -16,7 +17,11 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{CertificateError, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-use super::StoreError;
+/// Why TLS to the database cannot be set up (a bad `sslmode`, an unreadable
+/// certificate authority).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct TlsError(pub String);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SslMode {
@@ -28,7 +33,7 @@ pub enum SslMode {
 }
 
 impl SslMode {
-    fn parse(text: &str) -> Result<SslMode, StoreError> {
+    fn parse(text: &str) -> Result<SslMode, TlsError> {
         Ok(match text {
             "disable" => SslMode::Disable,
             "allow" | "prefer" => SslMode::Prefer,
@@ -36,7 +41,7 @@ impl SslMode {
             "verify-ca" => SslMode::VerifyCa,
             "verify-full" => SslMode::VerifyFull,
             other => {
-                return Err(StoreError::Database(format!(
+                return Err(TlsError(format!(
                     "sslmode={other} in the PostgreSQL URL is not one of disable, prefer, require, verify-ca, verify-full"
                 )))
             }
@@ -66,7 +71,7 @@ pub struct TlsSettings {
 pub fn split(
     url: &str,
     var: impl Fn(&str) -> Option<String>,
-) -> Result<(String, TlsSettings), StoreError> {
+) -> Result<(String, TlsSettings), TlsError> {
     let (base, query) = match url.split_once('?') {
         Some((b, q)) => (b, q),
         None => (url, ""),
@@ -86,7 +91,7 @@ pub fn split(
     };
     let root_cert = root.or_else(|| var("PGSSLROOTCERT")).map(PathBuf::from);
     if matches!(mode, SslMode::VerifyCa | SslMode::VerifyFull) && root_cert.is_none() {
-        return Err(StoreError::Database(format!(
+        return Err(TlsError(format!(
             "sslmode={} needs the certificate authority to check the server against: add sslrootcert=/path/to/ca.pem to the PostgreSQL URL (or set PGSSLROOTCERT)",
             if mode == SslMode::VerifyCa { "verify-ca" } else { "verify-full" }
         )));
@@ -106,11 +111,11 @@ fn percent_decode(text: &str) -> String {
 }
 
 /// The rustls connector for `settings`.
-pub fn connector(settings: &TlsSettings) -> Result<MakeRustlsConnect, StoreError> {
+pub fn connector(settings: &TlsSettings) -> Result<MakeRustlsConnect, TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(|e| StoreError::Database(format!("cannot set up TLS: {e}")))?;
+        .map_err(|e| TlsError(format!("cannot set up TLS: {e}")))?;
     let roots = match &settings.root_cert {
         Some(path) => Some(Arc::new(roots(path)?)),
         None => None,
@@ -136,9 +141,9 @@ pub fn connector(settings: &TlsSettings) -> Result<MakeRustlsConnect, StoreError
     Ok(MakeRustlsConnect::new(config))
 }
 
-fn roots(path: &Path) -> Result<RootCertStore, StoreError> {
+fn roots(path: &Path) -> Result<RootCertStore, TlsError> {
     let cannot = |e: &dyn std::fmt::Display| {
-        StoreError::Database(format!(
+        TlsError(format!(
             "cannot read sslrootcert {} (PEM certificates): {e}",
             path.display()
         ))
@@ -158,10 +163,10 @@ fn roots(path: &Path) -> Result<RootCertStore, StoreError> {
 fn webpki(
     roots: Arc<RootCertStore>,
     provider: Arc<rustls::crypto::CryptoProvider>,
-) -> Result<Arc<dyn ServerCertVerifier>, StoreError> {
+) -> Result<Arc<dyn ServerCertVerifier>, TlsError> {
     let verifier = WebPkiServerVerifier::builder_with_provider(roots, provider)
         .build()
-        .map_err(|e| StoreError::Database(format!("cannot set up TLS verification: {e}")))?;
+        .map_err(|e| TlsError(format!("cannot set up TLS verification: {e}")))?;
     Ok(verifier)
 }
 
@@ -293,7 +298,7 @@ mod tests {
             split("postgres://db/c?sslmode=sometimes", no_env)
                 .err()
                 .map(|e| e.to_string()),
-            Some("state database error: sslmode=sometimes in the PostgreSQL URL is not one of disable, prefer, require, verify-ca, verify-full".into())
+            Some("sslmode=sometimes in the PostgreSQL URL is not one of disable, prefer, require, verify-ca, verify-full".into())
         );
         assert!(split("postgres://db/c?sslmode=verify-full", no_env)
             .err()
