@@ -20,6 +20,7 @@ mod notifications;
 mod outage;
 mod plugins;
 mod postgres;
+mod postgres_provider;
 mod protection;
 mod provider_kit;
 mod provider_scaffold;

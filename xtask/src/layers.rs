@@ -53,6 +53,11 @@ const LAYERS: &[Layer] = &[
         pure: false,
     },
     Layer {
+        name: "cairn-provider-postgres",
+        level: 1,
+        pure: false,
+    },
+    Layer {
         name: "cairn-store",
         level: 2,
         pure: false,

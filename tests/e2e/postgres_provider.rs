@@ -1,0 +1,300 @@
+//! The PostgreSQL provider plugin (`providers/postgres`) against the
+//! machine's PostgreSQL: databases and roles created, updated in place,
+//! renamed, replaced, drifted by hand and healed, deleted (a role that owns
+//! objects refused with what it owns), and the contract kit. Each test
+//! names what it makes with a prefix of its own and drops it after.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::support::Scratch;
+use crate::update::{cairn, deploy, physical, status};
+
+/// The server: `CAIRN_TEST_POSTGRES`, else the machine's PostgreSQL that
+/// `cargo xtask test` starts.
+fn server() -> String {
+    std::env::var("CAIRN_TEST_POSTGRES")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+}
+
+fn psql(sql: &str) -> String {
+    let out = Command::new("psql")
+        .args([server().as_str(), "-qAtc", sql])
+        .output()
+        .expect("psql runs");
+    assert!(
+        out.status.success(),
+        "psql {sql}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// What a test made, dropped when it ends (passed or not).
+struct Prefix(String);
+
+impl Prefix {
+    fn new() -> Prefix {
+        Prefix(format!(
+            "cairn_pgp_{}",
+            &uuid::Uuid::new_v4().simple().to_string()[..10]
+        ))
+    }
+}
+
+impl Drop for Prefix {
+    fn drop(&mut self) {
+        let p = &self.0;
+        let _ = Command::new("psql")
+            .args([
+                server().as_str(),
+                "-qAtc",
+                &format!(
+                    "DO $$ DECLARE n text; BEGIN
+                       FOR n IN SELECT datname FROM pg_database WHERE datname LIKE '{p}%' LOOP EXECUTE format('DROP DATABASE %I WITH (FORCE)', n); END LOOP;
+                       FOR n IN SELECT tablename FROM pg_tables WHERE tablename LIKE '{p}%' LOOP EXECUTE format('DROP TABLE %I', n); END LOOP;
+                       FOR n IN SELECT rolname FROM pg_roles WHERE rolname LIKE '{p}%' LOOP EXECUTE format('DROP ROLE %I', n); END LOOP;
+                     END $$"
+                ),
+            ])
+            .output();
+    }
+}
+
+fn scratch() -> Scratch {
+    let s = Scratch::new();
+    s.write(
+        "cairn.toml",
+        &format!(
+            "[engine]\ncleanup_attempts = 1\ncleanup_backoff_seconds = 0.05\n\n[[providers]]\nkind = \"dylib\"\nname = \"postgres\"\npath = \"{}\"\nsettings = {{ Url = \"{}\" }}\n",
+            crate::plugins::library("cairn_provider_postgres").display(),
+            server()
+        ),
+    );
+    s
+}
+
+/// An application's owner role, a reader in it, and its database.
+fn template(p: &str, db: &str, db_extra: &str, owner_limit: i64) -> String {
+    format!(
+        "Parameters:\n  OwnerPassword: {{Type: String, NoEcho: true}}\nResources:\n  Owner:\n    Type: Cairn::Postgres::Role\n    Properties: {{Name: {p}_owner, Login: true, Password: !Ref OwnerPassword, ConnectionLimit: {owner_limit}}}\n  Reader:\n    Type: Cairn::Postgres::Role\n    Properties: {{Name: {p}_reader, MemberOf: [!Ref Owner], DropOwnedOnDelete: true}}\n  App:\n    Type: Cairn::Postgres::Database\n    Properties: {{Name: {db}, Owner: !Ref Owner, ConnectionLimit: 7{db_extra}}}\nOutputs:\n  Oid: {{Value: !GetAtt App.Oid}}\n"
+    )
+}
+
+fn oid(s: &Scratch) -> String {
+    let out = cairn(s, &["outputs", "st", "--output", "json"]).json();
+    out["Outputs"][0]["OutputValue"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn databases_and_roles_are_made_changed_healed_and_dropped() {
+    let p = Prefix::new();
+    let p = p.0.as_str();
+    let s = scratch();
+    let pw = ["-p", "OwnerPassword=s3cret-Pw"];
+    let run = deploy(
+        &s,
+        "st",
+        &template(
+            p,
+            &format!("{p}_app"),
+            ", Template: template0, Encoding: UTF8",
+            5,
+        ),
+        &pw,
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(
+        psql(&format!("SELECT pg_get_userbyid(datdba), datconnlimit, pg_encoding_to_char(encoding) FROM pg_database WHERE datname = '{p}_app'")),
+        format!("{p}_owner|7|UTF8")
+    );
+    assert_eq!(
+        psql(&format!(
+            "SELECT rolcanlogin, rolconnlimit FROM pg_roles WHERE rolname = '{p}_owner'"
+        )),
+        "t|5"
+    );
+    assert_eq!(
+        psql(&format!("SELECT g.rolname FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid JOIN pg_roles r ON r.oid = m.member WHERE r.rolname = '{p}_reader'")),
+        format!("{p}_owner")
+    );
+    let first_oid = oid(&s);
+    assert!(!first_oid.is_empty());
+
+    // In place: the role's limit; a rename keeps the database (same OID).
+    let run = deploy(
+        &s,
+        "st",
+        &template(
+            p,
+            &format!("{p}_renamed"),
+            ", Template: template0, Encoding: UTF8",
+            9,
+        ),
+        &pw,
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(physical(&s, "st", "App"), format!("{p}_renamed"));
+    assert_eq!(oid(&s), first_oid);
+    assert_eq!(
+        psql(&format!(
+            "SELECT rolconnlimit FROM pg_roles WHERE rolname = '{p}_owner'"
+        )),
+        "9"
+    );
+    assert_eq!(
+        psql(&format!(
+            "SELECT count(*) FROM pg_database WHERE datname = '{p}_app'"
+        )),
+        "0"
+    );
+
+    // A create-only change (the encoding) makes a new database; the old
+    // one goes in the cleanup.
+    let run = deploy(
+        &s,
+        "st",
+        &template(
+            p,
+            &format!("{p}_ascii"),
+            ", Template: template0, Encoding: SQL_ASCII",
+            9,
+        ),
+        &pw,
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_ne!(oid(&s), first_oid);
+    assert_eq!(
+        psql(&format!("SELECT datname, pg_encoding_to_char(encoding) FROM pg_database WHERE datname LIKE '{p}%'")),
+        format!("{p}_ascii|SQL_ASCII")
+    );
+
+    // Drift made by hand, reported per property, healed by `cairn update`.
+    psql(&format!("ALTER ROLE {p}_owner CONNECTION LIMIT 99 NOLOGIN"));
+    let drift = cairn(&s, &["drift", "st", "--output", "json"]).json();
+    let owner = drift["StackResourceDrifts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|d| d["LogicalResourceId"] == "Owner")
+        .cloned()
+        .unwrap_or(Value::Null);
+    assert_eq!(owner["StackResourceDriftStatus"], "MODIFIED", "{drift}");
+    let mut paths: Vec<String> = owner["PropertyDifferences"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|d| {
+            format!(
+                "{}={}",
+                d["PropertyPath"].as_str().unwrap_or_default(),
+                d["ActualValue"].as_str().unwrap_or_default()
+            )
+        })
+        .collect();
+    paths.sort();
+    assert_eq!(
+        paths,
+        vec!["/ConnectionLimit=99", "/Login=false"],
+        "{owner}"
+    );
+    let heal = cairn(&s, &["update", "st", "-p", "OwnerPassword=s3cret-Pw"]);
+    assert_eq!(heal.code(), 0, "{}{}", heal.stdout(), heal.stderr());
+    assert_eq!(
+        psql(&format!(
+            "SELECT rolcanlogin, rolconnlimit FROM pg_roles WHERE rolname = '{p}_owner'"
+        )),
+        "t|9"
+    );
+
+    // The owner owns a table elsewhere: its delete fails naming it; the
+    // reader (DropOwnedOnDelete) has its table dropped with it.
+    psql(&format!("CREATE TABLE {p}_owned (); ALTER TABLE {p}_owned OWNER TO {p}_owner; CREATE TABLE {p}_read (); ALTER TABLE {p}_read OWNER TO {p}_reader"));
+    let run = cairn(&s, &["delete", "st"]);
+    assert_ne!(run.code(), 0);
+    assert_eq!(status(&s, "st"), "DELETE_FAILED");
+    assert!(
+        run.stderr().contains(&format!("cannot drop role {p}_owner: role \"{p}_owner\" cannot be dropped because some objects depend on it (owner of table {p}_owned); reassign or drop what it owns, or set DropOwnedOnDelete: true")),
+        "{}",
+        run.stderr()
+    );
+    assert_eq!(
+        psql(&format!(
+            "SELECT count(*) FROM pg_tables WHERE tablename = '{p}_read'"
+        )),
+        "0"
+    );
+    psql(&format!("DROP TABLE {p}_owned"));
+    let run = cairn(&s, &["delete", "st"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(
+        psql(&format!(
+            "SELECT count(*) FROM pg_roles WHERE rolname LIKE '{p}%'"
+        )),
+        "0"
+    );
+    assert_eq!(
+        psql(&format!(
+            "SELECT count(*) FROM pg_database WHERE datname LIKE '{p}%'"
+        )),
+        "0"
+    );
+}
+
+#[test]
+fn the_contract_kit_passes_for_databases_and_roles() {
+    let p = Prefix::new();
+    let p = p.0.as_str();
+    let s = Scratch::new();
+    let settings = s.write("settings.yaml", &format!("Url: '{}'\n", server()));
+    let props = s.write(
+        "props.yaml",
+        &format!(
+            "Cairn::Postgres::Database:\n  Create: {{Name: {p}_kit, ConnectionLimit: 3}}\n  Updates: [{{Name: {p}_kit, ConnectionLimit: 4}}, {{Name: {p}_kit2, ConnectionLimit: 4, Template: template0, Encoding: SQL_ASCII}}]\nCairn::Postgres::Role:\n  Create: {{Name: {p}_kitrole, Login: true}}\n  Updates: [{{Name: {p}_kitrole, Login: false, CreateDb: true}}]\n"
+        ),
+    );
+    let lib = crate::plugins::library("cairn_provider_postgres");
+    let run = s.cairn(&[
+        "provider",
+        "test",
+        "--plugin",
+        lib.to_str().unwrap_or_default(),
+        "--settings",
+        settings.to_str().unwrap_or_default(),
+        "--properties",
+        props.to_str().unwrap_or_default(),
+        "--output",
+        "json",
+    ]);
+    assert_eq!(run.code(), 0, "{}{}", run.stdout(), run.stderr());
+    let report = run.json();
+    let failed: Vec<&Value> = report
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|t| {
+            t["Status"] != "PASSED"
+                && !(t["Status"] == "SKIPPED"
+                    && t["TypeName"] == "Cairn::Postgres::Role"
+                    && t["Test"] == "update_create_only_replaces")
+        })
+        .collect();
+    assert!(failed.is_empty(), "{failed:?}");
+    let passed = report
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|t| t["Status"] == "PASSED")
+        .count();
+    assert!(passed >= 20, "{report}");
+    assert_eq!(
+        psql(&format!(
+            "SELECT count(*) FROM pg_database WHERE datname LIKE '{p}%'"
+        )),
+        "0"
+    );
+}
