@@ -19,16 +19,7 @@ fn server() -> String {
 }
 
 fn psql(sql: &str) -> String {
-    let out = Command::new("psql")
-        .args([server().as_str(), "-qAtc", sql])
-        .output()
-        .expect("psql runs");
-    assert!(
-        out.status.success(),
-        "psql {sql}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
+    psql_at(&server(), sql)
 }
 
 /// What a test made, dropped when it ends (passed or not).
@@ -75,11 +66,56 @@ fn scratch() -> Scratch {
     s
 }
 
-/// An application's owner role, a reader in it, and its database.
-fn template(p: &str, db: &str, db_extra: &str, owner_limit: i64) -> String {
-    format!(
-        "Parameters:\n  OwnerPassword: {{Type: String, NoEcho: true}}\nResources:\n  Owner:\n    Type: Cairn::Postgres::Role\n    Properties: {{Name: {p}_owner, Login: true, Password: !Ref OwnerPassword, ConnectionLimit: {owner_limit}}}\n  Reader:\n    Type: Cairn::Postgres::Role\n    Properties: {{Name: {p}_reader, MemberOf: [!Ref Owner], DropOwnedOnDelete: true}}\n  App:\n    Type: Cairn::Postgres::Database\n    Properties: {{Name: {db}, Owner: !Ref Owner, ConnectionLimit: 7{db_extra}}}\nOutputs:\n  Oid: {{Value: !GetAtt App.Oid}}\n"
-    )
+/// An application's owner role, a reader in it, its database, a schema
+/// and an extension in it.
+struct App<'a> {
+    p: &'a str,
+    db: String,
+    encoding: &'a str,
+    owner_limit: i64,
+    schema: &'a str,
+    version: &'a str,
+}
+
+impl App<'_> {
+    fn template(&self) -> String {
+        let App {
+            p,
+            db,
+            encoding,
+            owner_limit,
+            schema,
+            version,
+        } = self;
+        format!(
+            "Parameters:\n  OwnerPassword: {{Type: String, NoEcho: true}}\nResources:\n  Owner:\n    Type: Cairn::Postgres::Role\n    Properties: {{Name: {p}_owner, Login: true, Password: !Ref OwnerPassword, ConnectionLimit: {owner_limit}}}\n  Reader:\n    Type: Cairn::Postgres::Role\n    Properties: {{Name: {p}_reader, MemberOf: [!Ref Owner], DropOwnedOnDelete: true}}\n  App:\n    Type: Cairn::Postgres::Database\n    Properties: {{Name: {db}, Owner: !Ref Owner, ConnectionLimit: 7, Template: template0, Encoding: {encoding}, TerminateConnectionsOnDelete: true}}\n  Schema:\n    Type: Cairn::Postgres::Schema\n    Properties: {{Database: !Ref App, Name: {schema}, Owner: !Ref Owner, DropCascadeOnDelete: true}}\n  Hstore:\n    Type: Cairn::Postgres::Extension\n    Properties: {{Database: !Ref App, Name: hstore, Schema: !GetAtt Schema.Name, Version: '{version}'}}\nOutputs:\n  Oid: {{Value: !GetAtt App.Oid}}\n"
+        )
+    }
+}
+
+/// `sql` in database `db` of the test server.
+fn psql_in(db: &str, sql: &str) -> String {
+    let server = server();
+    let prefix = server.rsplit_once('/').map(|(p, _)| p).unwrap_or(&server);
+    psql_at(&format!("{prefix}/{db}"), sql)
+}
+
+fn psql_at(url: &str, sql: &str) -> String {
+    let out = Command::new("psql")
+        .args([url, "-qAtc", sql])
+        .output()
+        .expect("psql runs");
+    assert!(
+        out.status.success(),
+        "psql {sql}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// The hstore extension's schema and version in `db`.
+fn hstore_in(db: &str) -> String {
+    psql_in(db, "SELECT n.nspname || '|' || e.extversion FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'hstore'")
 }
 
 fn oid(s: &Scratch) -> String {
@@ -90,23 +126,47 @@ fn oid(s: &Scratch) -> String {
         .to_string()
 }
 
+/// The property paths and live values `cairn drift` reports for `logical`.
+fn drifted(s: &Scratch, logical: &str) -> Vec<String> {
+    let drift = cairn(s, &["drift", "st", "--output", "json"]).json();
+    let mut paths: Vec<String> = drift["StackResourceDrifts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|d| d["LogicalResourceId"] == logical)
+        .flat_map(|d| {
+            d["PropertyDifferences"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .map(|d| {
+            format!(
+                "{}={}",
+                d["PropertyPath"].as_str().unwrap_or_default(),
+                d["ActualValue"].as_str().unwrap_or_default()
+            )
+        })
+        .collect();
+    paths.sort();
+    paths
+}
+
 #[test]
 fn databases_and_roles_are_made_changed_healed_and_dropped() {
     let p = Prefix::new();
     let p = p.0.as_str();
     let s = scratch();
     let pw = ["-p", "OwnerPassword=s3cret-Pw"];
-    let run = deploy(
-        &s,
-        "st",
-        &template(
-            p,
-            &format!("{p}_app"),
-            ", Template: template0, Encoding: UTF8",
-            5,
-        ),
-        &pw,
-    );
+    let mut app = App {
+        p,
+        db: format!("{p}_app"),
+        encoding: "UTF8",
+        owner_limit: 5,
+        schema: "app",
+        version: "1.7",
+    };
+    let run = deploy(&s, "st", &app.template(), &pw);
     assert_eq!(run.code(), 0, "{}", run.stderr());
     assert_eq!(
         psql(&format!("SELECT pg_get_userbyid(datdba), datconnlimit, pg_encoding_to_char(encoding) FROM pg_database WHERE datname = '{p}_app'")),
@@ -122,86 +182,71 @@ fn databases_and_roles_are_made_changed_healed_and_dropped() {
         psql(&format!("SELECT g.rolname FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid JOIN pg_roles r ON r.oid = m.member WHERE r.rolname = '{p}_reader'")),
         format!("{p}_owner")
     );
+    assert_eq!(hstore_in(&app.db), "app|1.7");
+    assert_eq!(physical(&s, "st", "Hstore"), format!("{p}_app|hstore"));
     let first_oid = oid(&s);
     assert!(!first_oid.is_empty());
 
-    // In place: the role's limit; a rename keeps the database (same OID).
-    let run = deploy(
-        &s,
-        "st",
-        &template(
-            p,
-            &format!("{p}_renamed"),
-            ", Template: template0, Encoding: UTF8",
-            9,
-        ),
-        &pw,
-    );
+    // In place: the role's limit, the extension's version, the schema's
+    // name.
+    app.owner_limit = 9;
+    app.version = "1.8";
+    app.schema = "core";
+    let run = deploy(&s, "st", &app.template(), &pw);
     assert_eq!(run.code(), 0, "{}", run.stderr());
-    assert_eq!(physical(&s, "st", "App"), format!("{p}_renamed"));
+    assert_eq!(physical(&s, "st", "Schema"), format!("{p}_app|core"));
     assert_eq!(oid(&s), first_oid);
+    assert_eq!(hstore_in(&app.db), "core|1.8");
     assert_eq!(
         psql(&format!(
             "SELECT rolconnlimit FROM pg_roles WHERE rolname = '{p}_owner'"
         )),
         "9"
     );
+
+    // A database alone is renamed in place: the same database (same OID).
+    let solo = |name: &str| {
+        format!("Resources:\n  Solo:\n    Type: Cairn::Postgres::Database\n    Properties: {{Name: {p}_{name}}}\nOutputs:\n  Oid: {{Value: !GetAtt Solo.Oid}}\n")
+    };
+    let solo_oid = |s: &Scratch| {
+        cairn(s, &["outputs", "solo", "--output", "json"]).json()["Outputs"][0]["OutputValue"]
+            .clone()
+    };
+    assert_eq!(deploy(&s, "solo", &solo("one"), &[]).code(), 0);
+    let before = solo_oid(&s);
+    let run = deploy(&s, "solo", &solo("two"), &[]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(physical(&s, "solo", "Solo"), format!("{p}_two"));
+    assert_eq!(solo_oid(&s), before);
     assert_eq!(
         psql(&format!(
-            "SELECT count(*) FROM pg_database WHERE datname = '{p}_app'"
+            "SELECT count(*) FROM pg_database WHERE datname = '{p}_one'"
         )),
         "0"
     );
+    assert_eq!(cairn(&s, &["delete", "solo"]).code(), 0);
 
-    // A create-only change (the encoding) makes a new database; the old
-    // one goes in the cleanup.
-    let run = deploy(
-        &s,
-        "st",
-        &template(
-            p,
-            &format!("{p}_ascii"),
-            ", Template: template0, Encoding: SQL_ASCII",
-            9,
-        ),
-        &pw,
-    );
+    // A create-only change (the encoding) makes a new database, and what
+    // lives in it is made again there; the old one goes in the cleanup.
+    app.encoding = "SQL_ASCII";
+    app.db = format!("{p}_ascii");
+    let run = deploy(&s, "st", &app.template(), &pw);
     assert_eq!(run.code(), 0, "{}", run.stderr());
     assert_ne!(oid(&s), first_oid);
     assert_eq!(
         psql(&format!("SELECT datname, pg_encoding_to_char(encoding) FROM pg_database WHERE datname LIKE '{p}%'")),
         format!("{p}_ascii|SQL_ASCII")
     );
+    assert_eq!(hstore_in(&app.db), "core|1.8");
 
     // Drift made by hand, reported per property, healed by `cairn update`.
     psql(&format!("ALTER ROLE {p}_owner CONNECTION LIMIT 99 NOLOGIN"));
-    let drift = cairn(&s, &["drift", "st", "--output", "json"]).json();
-    let owner = drift["StackResourceDrifts"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|d| d["LogicalResourceId"] == "Owner")
-        .cloned()
-        .unwrap_or(Value::Null);
-    assert_eq!(owner["StackResourceDriftStatus"], "MODIFIED", "{drift}");
-    let mut paths: Vec<String> = owner["PropertyDifferences"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|d| {
-            format!(
-                "{}={}",
-                d["PropertyPath"].as_str().unwrap_or_default(),
-                d["ActualValue"].as_str().unwrap_or_default()
-            )
-        })
-        .collect();
-    paths.sort();
+    psql_in(&app.db, &format!("ALTER SCHEMA core OWNER TO {p}_reader"));
     assert_eq!(
-        paths,
-        vec!["/ConnectionLimit=99", "/Login=false"],
-        "{owner}"
+        drifted(&s, "Owner"),
+        vec!["/ConnectionLimit=99", "/Login=false"]
     );
+    assert_eq!(drifted(&s, "Schema"), vec![format!("/Owner={p}_reader")]);
     let heal = cairn(&s, &["update", "st", "-p", "OwnerPassword=s3cret-Pw"]);
     assert_eq!(heal.code(), 0, "{}{}", heal.stdout(), heal.stderr());
     assert_eq!(
@@ -209,6 +254,13 @@ fn databases_and_roles_are_made_changed_healed_and_dropped() {
             "SELECT rolcanlogin, rolconnlimit FROM pg_roles WHERE rolname = '{p}_owner'"
         )),
         "t|9"
+    );
+    assert_eq!(
+        psql_in(
+            &app.db,
+            "SELECT pg_get_userbyid(nspowner) FROM pg_namespace WHERE nspname = 'core'"
+        ),
+        format!("{p}_owner")
     );
 
     // The owner owns a table elsewhere: its delete fails naming it; the
@@ -246,15 +298,17 @@ fn databases_and_roles_are_made_changed_healed_and_dropped() {
 }
 
 #[test]
-fn the_contract_kit_passes_for_databases_and_roles() {
+fn the_contract_kit_passes_for_every_postgres_type() {
     let p = Prefix::new();
     let p = p.0.as_str();
+    // Schemas and extensions are tested in a database of their own.
+    psql(&format!("CREATE DATABASE {p}_kitdb"));
     let s = Scratch::new();
     let settings = s.write("settings.yaml", &format!("Url: '{}'\n", server()));
     let props = s.write(
         "props.yaml",
         &format!(
-            "Cairn::Postgres::Database:\n  Create: {{Name: {p}_kit, ConnectionLimit: 3}}\n  Updates: [{{Name: {p}_kit, ConnectionLimit: 4}}, {{Name: {p}_kit2, ConnectionLimit: 4, Template: template0, Encoding: SQL_ASCII}}]\nCairn::Postgres::Role:\n  Create: {{Name: {p}_kitrole, Login: true}}\n  Updates: [{{Name: {p}_kitrole, Login: false, CreateDb: true}}]\n"
+            "Cairn::Postgres::Database:\n  Create: {{Name: {p}_kit, ConnectionLimit: 3}}\n  Updates: [{{Name: {p}_kit, ConnectionLimit: 4}}, {{Name: {p}_kit2, ConnectionLimit: 4, Template: template0, Encoding: SQL_ASCII}}]\nCairn::Postgres::Role:\n  Create: {{Name: {p}_kitrole, Login: true}}\n  Updates: [{{Name: {p}_kitrole, Login: false, CreateDb: true}}]\nCairn::Postgres::Schema:\n  Create: {{Database: {p}_kitdb, Name: kit}}\n  Updates: [{{Database: {p}_kitdb, Name: kit, Owner: postgres}}]\nCairn::Postgres::Extension:\n  Create: {{Database: {p}_kitdb, Name: hstore, Version: '1.7'}}\n  Updates: [{{Database: {p}_kitdb, Name: hstore, Version: '1.8'}}, {{Database: {p}_kitdb, Name: pg_trgm}}]\n"
         ),
     );
     let lib = crate::plugins::library("cairn_provider_postgres");
@@ -279,7 +333,8 @@ fn the_contract_kit_passes_for_databases_and_roles() {
         .filter(|t| {
             t["Status"] != "PASSED"
                 && !(t["Status"] == "SKIPPED"
-                    && t["TypeName"] == "Cairn::Postgres::Role"
+                    && ["Cairn::Postgres::Role", "Cairn::Postgres::Schema"]
+                        .contains(&t["TypeName"].as_str().unwrap_or_default())
                     && t["Test"] == "update_create_only_replaces")
         })
         .collect();
@@ -290,11 +345,18 @@ fn the_contract_kit_passes_for_databases_and_roles() {
         .flatten()
         .filter(|t| t["Status"] == "PASSED")
         .count();
-    assert!(passed >= 20, "{report}");
+    assert!(passed >= 45, "{passed} passed: {report}");
     assert_eq!(
         psql(&format!(
-            "SELECT count(*) FROM pg_database WHERE datname LIKE '{p}%'"
+            "SELECT count(*) FROM pg_database WHERE datname IN ('{p}_kit', '{p}_kit2')"
         )),
+        "0"
+    );
+    assert_eq!(
+        psql_in(
+            &format!("{p}_kitdb"),
+            "SELECT count(*) FROM pg_extension WHERE extname IN ('hstore', 'pg_trgm')"
+        ),
         "0"
     );
 }

@@ -58,8 +58,17 @@ fn password(s: &Settings) -> Result<Option<String>, ProviderError> {
     Ok(None)
 }
 
-/// A connection to the server the settings name.
+/// A connection to the server and database the settings name.
 pub async fn connect(ctx: &RequestContext) -> Result<Client, ProviderError> {
+    connect_to(ctx, None).await
+}
+
+/// A connection to `database` (`None`: the one the settings name) on the
+/// server the settings name: schemas and extensions live in a database.
+pub async fn connect_to(
+    ctx: &RequestContext,
+    database: Option<&str>,
+) -> Result<Client, ProviderError> {
     let s = settings(ctx)?;
     let env = |k: &str| std::env::var(k).ok();
     let (url, tls) =
@@ -70,12 +79,19 @@ pub async fn connect(ctx: &RequestContext) -> Result<Client, ProviderError> {
     if let Some(p) = password(&s)? {
         config.password(p);
     }
+    if let Some(db) = database {
+        config.dbname(db);
+    }
     config.ssl_mode(tls.mode.negotiation());
     config.connect_timeout(std::time::Duration::from_secs(10));
     let connector =
         cairn_pg_tls::connector(&tls).map_err(|e| ProviderError::invalid_request(e.0))?;
     let (client, connection) = config.connect(connector).await.map_err(|e| {
-        ProviderError::internal(format!("cannot connect to PostgreSQL: {}", db_text(&e)))
+        let text = format!("cannot connect to PostgreSQL: {}", db_text(&e));
+        match e.code() {
+            Some(c) if *c == SqlState::INVALID_CATALOG_NAME => ProviderError::not_found(text),
+            _ => ProviderError::internal(text),
+        }
     })?;
     tokio::spawn(async move {
         let _ = connection.await;
@@ -169,6 +185,36 @@ pub fn drift(expected: &Map<String, Value>, live: Map<String, Value>) -> DriftRe
         .filter(|(k, _)| expected.contains_key(k))
         .collect();
     DriftResult::from_differences(PropertyDifference::compare(expected, &live))
+}
+
+/// The database and name a physical id `database|name` joins.
+pub fn split_id(id: &str) -> Result<(&str, &str), ProviderError> {
+    id.split_once('|')
+        .ok_or_else(|| ProviderError::invalid_request(format!("{id} is not DATABASE|NAME")))
+}
+
+/// A connection to `database`, or `None` when there is no such database
+/// (what was in it went with it).
+pub async fn connect_if_there(
+    ctx: &RequestContext,
+    database: &str,
+) -> Result<Option<Client>, ProviderError> {
+    match connect_to(ctx, Some(database)).await {
+        Ok(c) => Ok(Some(c)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Drift of the template's `properties` that the live row shows (what
+/// the template leaves out is not drift).
+pub fn given_drift(properties: &Map<String, Value>, live: Map<String, Value>) -> DriftResult {
+    let expected: Map<String, Value> = properties
+        .iter()
+        .filter(|(k, _)| live.contains_key(*k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    drift(&expected, live)
 }
 
 /// A read's answer: the live row of `what` `name`, or NotFound.

@@ -14,7 +14,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::Client;
 
 use crate::connection::{
-    attributes, comment_on, connect, db_text, drift, failed, found, ident, literal, made_by,
+    attributes, comment_on, connect, db_text, failed, found, given_drift, ident, literal, made_by,
 };
 
 pub const TYPE: &str = "Cairn::Postgres::Database";
@@ -235,15 +235,8 @@ pub async fn check_drift(req: &DriftRequest) -> Result<DriftResult, ProviderErro
     let Some((actual, _)) = live(&client, &req.physical_resource_id).await? else {
         return Ok(DriftResult::Deleted);
     };
-    // What the template sets that the catalog shows (what it leaves out
-    // is not drift; the template database is not kept).
-    let expected: Map<String, Value> = req
-        .properties
-        .iter()
-        .filter(|(k, _)| actual.contains_key(*k))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    Ok(drift(&expected, actual))
+    // The template database is not kept: not compared.
+    Ok(given_drift(&req.properties, actual))
 }
 
 pub async fn read(req: &ReadRequest) -> Result<ReadResult, ProviderError> {

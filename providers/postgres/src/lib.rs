@@ -1,6 +1,6 @@
 //! Cairn's PostgreSQL provider, a plugin (`[[providers]] kind = "dylib"`)
 //! that manages what a platform team keeps beside its cloud:
-//! `Cairn::Postgres::Database` and `Cairn::Postgres::Role`. It reaches the
+//! `Cairn::Postgres::Database`, `Role`, `Schema` and `Extension`. It reaches the
 //! server its entry's settings name (`Url`; the password from
 //! `PasswordEnv` or `PasswordFile`; TLS modes as the state store's), reads
 //! the catalogs for drift and import, and recognises a create sent again.
@@ -13,7 +13,9 @@ use cairn_sdk::{
 
 mod connection;
 mod database;
+mod extension;
 mod role;
+mod schema;
 
 #[derive(Default)]
 pub struct PostgresProvider;
@@ -22,12 +24,16 @@ pub struct PostgresProvider;
 enum Kind {
     Database,
     Role,
+    Schema,
+    Extension,
 }
 
 fn kind(type_name: &str) -> Result<Kind, ProviderError> {
     match type_name {
         database::TYPE => Ok(Kind::Database),
         role::TYPE => Ok(Kind::Role),
+        schema::TYPE => Ok(Kind::Schema),
+        extension::TYPE => Ok(Kind::Extension),
         other => Err(ProviderError::invalid_request(format!(
             "the PostgreSQL provider does not serve {other}"
         ))),
@@ -37,13 +43,20 @@ fn kind(type_name: &str) -> Result<Kind, ProviderError> {
 #[async_trait]
 impl ResourceProvider for PostgresProvider {
     fn schema(&self) -> Vec<ResourceSchema> {
-        vec![database::schema(), role::schema()]
+        vec![
+            database::schema(),
+            role::schema(),
+            schema::schema(),
+            extension::schema(),
+        ]
     }
 
     async fn create(&self, req: &CreateRequest) -> Result<CreateResult, ProviderError> {
         match kind(&req.context.resource_type)? {
             Kind::Database => database::create(req).await,
             Kind::Role => role::create(req).await,
+            Kind::Schema => schema::create(req).await,
+            Kind::Extension => extension::create(req).await,
         }
     }
 
@@ -51,6 +64,8 @@ impl ResourceProvider for PostgresProvider {
         match kind(&req.context.resource_type)? {
             Kind::Database => database::recover_create(req).await,
             Kind::Role => role::create(req).await,
+            Kind::Schema => schema::create(req).await,
+            Kind::Extension => extension::create(req).await,
         }
     }
 
@@ -58,6 +73,8 @@ impl ResourceProvider for PostgresProvider {
         match kind(&req.context.resource_type)? {
             Kind::Database => database::update(req).await,
             Kind::Role => role::update(req).await,
+            Kind::Schema => schema::update(req).await,
+            Kind::Extension => extension::update(req).await,
         }
     }
 
@@ -65,6 +82,8 @@ impl ResourceProvider for PostgresProvider {
         match kind(&req.context.resource_type)? {
             Kind::Database => database::delete(req).await,
             Kind::Role => role::delete(req).await,
+            Kind::Schema => schema::delete(req).await,
+            Kind::Extension => extension::delete(req).await,
         }
     }
 
@@ -72,6 +91,8 @@ impl ResourceProvider for PostgresProvider {
         match kind(&req.context.resource_type)? {
             Kind::Database => database::check_drift(req).await,
             Kind::Role => role::check_drift(req).await,
+            Kind::Schema => schema::check_drift(req).await,
+            Kind::Extension => extension::check_drift(req).await,
         }
     }
 
@@ -79,6 +100,8 @@ impl ResourceProvider for PostgresProvider {
         match kind(&req.context.resource_type)? {
             Kind::Database => database::read(req).await,
             Kind::Role => role::read(req).await,
+            Kind::Schema => schema::read(req).await,
+            Kind::Extension => extension::read(req).await,
         }
     }
 }

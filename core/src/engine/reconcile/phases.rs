@@ -424,8 +424,11 @@ impl Reconciles<'_> {
                             return (i, true);
                         }
                     }
+                    // A drifted resource is converged even when what it
+                    // refers to changed too (its update sends the
+                    // properties evaluated now); else what it refers to
+                    // may have changed what the template gives it.
                     let need = match needs_ref.get(name) {
-                        _ if refers_to_changed => self.template_need(op, &rec),
                         Some(Need::InPlace { changed, drift }) => Some(Need::InPlace {
                             changed: changed.clone(),
                             drift: drift.clone(),

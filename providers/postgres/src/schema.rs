@@ -1,0 +1,187 @@
+//! `Cairn::Postgres::Schema`: a schema in a database. `Database` is
+//! create-only (a new database gets a new schema; renaming a database that
+//! holds managed schemas is refused by their create: the schema exists
+//! there already); `Name` changes by a rename and `Owner` in place. The
+//! physical id is `DATABASE|NAME` (its primary identifier, for import).
+//! A schema with objects in it is dropped only with
+//! `DropCascadeOnDelete: true`.
+
+use cairn_sdk::serde_json::{json, Map, Value};
+use cairn_sdk::{
+    CreateRequest, CreateResult, DeleteRequest, DriftRequest, DriftResult, PropertySchema,
+    ProviderError, ReadRequest, ReadResult, ResourceSchema, UpdateRequest, UpdateResult,
+};
+use serde::Deserialize;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::Client;
+
+use crate::connection::{
+    attributes, connect_if_there, connect_to, db_text, failed, found, given_drift, ident, split_id,
+};
+
+pub const TYPE: &str = "Cairn::Postgres::Schema";
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct Schema {
+    database: String,
+    name: String,
+    owner: Option<String>,
+    #[serde(default)]
+    drop_cascade_on_delete: bool,
+}
+
+pub fn schema() -> ResourceSchema {
+    ResourceSchema::new(TYPE)
+        .describe("A schema in a PostgreSQL database")
+        .property(
+            "Database",
+            PropertySchema::string().required().create_only(),
+        )
+        .property("Name", PropertySchema::string().required())
+        .property("Owner", PropertySchema::string())
+        .property(
+            "DropCascadeOnDelete",
+            PropertySchema::boolean().describe("drop what the schema holds with it"),
+        )
+        .attribute("Name", "the schema's name")
+        .attribute("Oid", "the schema's OID")
+        .identified_by(&["Database", "Name"])
+        .ref_returns("DATABASE|NAME (GetAtt Name for the name alone)")
+}
+
+async fn live(
+    client: &Client,
+    database: &str,
+    name: &str,
+) -> Result<Option<(Map<String, Value>, u32)>, ProviderError> {
+    let row = client
+        .query_opt(
+            "SELECT pg_get_userbyid(nspowner)::text, oid FROM pg_namespace WHERE nspname = $1",
+            &[&name],
+        )
+        .await
+        .map_err(|e| failed(&format!("cannot read schema {name}"), &e))?;
+    Ok(row.map(|r| {
+        let mut m = Map::new();
+        m.insert("Database".into(), json!(database));
+        m.insert("Name".into(), json!(name));
+        m.insert("Owner".into(), json!(r.get::<_, String>(0)));
+        (m, r.get::<_, u32>(1))
+    }))
+}
+
+fn made(database: &str, name: &str, oid: u32) -> (String, Map<String, Value>) {
+    (format!("{database}|{name}"), attributes(name, oid))
+}
+
+pub async fn create(req: &CreateRequest) -> Result<CreateResult, ProviderError> {
+    let s: Schema = req.properties()?;
+    let client = connect_to(&req.context, Some(&s.database)).await?;
+    let mut sql = format!("CREATE SCHEMA {}", ident(&s.name));
+    if let Some(o) = &s.owner {
+        sql.push_str(&format!(" AUTHORIZATION {}", ident(o)));
+    }
+    // A create sent again finds the schema it made: same name, same owner,
+    // nothing in it yet is what a first create leaves.
+    if let Err(e) = client.batch_execute(&sql).await {
+        if e.code() != Some(&SqlState::DUPLICATE_SCHEMA) {
+            return Err(failed(&format!("cannot create schema {}", s.name), &e));
+        }
+        let same = live(&client, &s.database, &s.name)
+            .await?
+            .filter(|(m, _)| s.owner.as_ref().is_none_or(|o| m["Owner"] == json!(o)));
+        if same.is_none() {
+            return Err(failed(&format!("cannot create schema {}", s.name), &e));
+        }
+    }
+    let (_, oid) = live(&client, &s.database, &s.name).await?.ok_or_else(|| {
+        ProviderError::internal(format!("schema {} is gone right after it was made", s.name))
+    })?;
+    let (id, attributes) = made(&s.database, &s.name, oid);
+    Ok(CreateResult {
+        physical_resource_id: id,
+        attributes,
+        no_echo: false,
+    })
+}
+
+pub async fn update(req: &UpdateRequest) -> Result<UpdateResult, ProviderError> {
+    let s: Schema = req.properties()?;
+    let (database, old) = split_id(&req.physical_resource_id)?;
+    let client = connect_to(&req.context, Some(database)).await?;
+    if s.name != old {
+        client
+            .batch_execute(&format!(
+                "ALTER SCHEMA {} RENAME TO {}",
+                ident(old),
+                ident(&s.name)
+            ))
+            .await
+            .map_err(|e| failed(&format!("cannot rename schema {old} to {}", s.name), &e))?;
+    }
+    if let Some(o) = &s.owner {
+        client
+            .batch_execute(&format!(
+                "ALTER SCHEMA {} OWNER TO {}",
+                ident(&s.name),
+                ident(o)
+            ))
+            .await
+            .map_err(|e| failed(&format!("cannot change the owner of schema {}", s.name), &e))?;
+    }
+    let (_, oid) = live(&client, database, &s.name)
+        .await?
+        .ok_or_else(|| ProviderError::not_found(format!("schema {} does not exist", s.name)))?;
+    let (id, attributes) = made(database, &s.name, oid);
+    Ok(UpdateResult {
+        physical_resource_id: (id != req.physical_resource_id).then_some(id),
+        attributes,
+        no_echo: false,
+    })
+}
+
+pub async fn delete(req: &DeleteRequest) -> Result<(), ProviderError> {
+    let s: Schema = req.properties()?;
+    let (database, name) = split_id(&req.physical_resource_id)?;
+    // No database: what was in it went with it.
+    let Some(client) = connect_if_there(&req.context, database).await? else {
+        return Ok(());
+    };
+    let cascade = if s.drop_cascade_on_delete {
+        " CASCADE"
+    } else {
+        ""
+    };
+    match client
+        .batch_execute(&format!("DROP SCHEMA {}{cascade}", ident(name)))
+        .await
+    {
+        Ok(()) => Ok(()),
+        Err(e) if e.code() == Some(&SqlState::INVALID_SCHEMA_NAME) => Ok(()),
+        Err(e) if e.code() == Some(&SqlState::DEPENDENT_OBJECTS_STILL_EXIST) => {
+            Err(ProviderError::internal(format!(
+                "cannot drop schema {name}: {}; move or drop what it holds, or set DropCascadeOnDelete: true",
+                db_text(&e)
+            )))
+        }
+        Err(e) => Err(failed(&format!("cannot drop schema {name}"), &e)),
+    }
+}
+
+pub async fn check_drift(req: &DriftRequest) -> Result<DriftResult, ProviderError> {
+    let (database, name) = split_id(&req.physical_resource_id)?;
+    let Some(client) = connect_if_there(&req.context, database).await? else {
+        return Ok(DriftResult::Deleted);
+    };
+    let Some((actual, _)) = live(&client, database, name).await? else {
+        return Ok(DriftResult::Deleted);
+    };
+    Ok(given_drift(&req.properties, actual))
+}
+
+pub async fn read(req: &ReadRequest) -> Result<ReadResult, ProviderError> {
+    let (database, name) = split_id(&req.physical_resource_id)?;
+    let client = connect_to(&req.context, Some(database)).await?;
+    found("schema", name, live(&client, database, name).await?)
+}
