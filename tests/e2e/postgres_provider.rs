@@ -127,8 +127,8 @@ fn oid(s: &Scratch) -> String {
 }
 
 /// The property paths and live values `cairn drift` reports for `logical`.
-fn drifted(s: &Scratch, logical: &str) -> Vec<String> {
-    let drift = cairn(s, &["drift", "st", "--output", "json"]).json();
+fn drifted(s: &Scratch, stack: &str, logical: &str) -> Vec<String> {
+    let drift = cairn(s, &["drift", stack, "--output", "json"]).json();
     let mut paths: Vec<String> = drift["StackResourceDrifts"]
         .as_array()
         .into_iter()
@@ -243,10 +243,13 @@ fn databases_and_roles_are_made_changed_healed_and_dropped() {
     psql(&format!("ALTER ROLE {p}_owner CONNECTION LIMIT 99 NOLOGIN"));
     psql_in(&app.db, &format!("ALTER SCHEMA core OWNER TO {p}_reader"));
     assert_eq!(
-        drifted(&s, "Owner"),
+        drifted(&s, "st", "Owner"),
         vec!["/ConnectionLimit=99", "/Login=false"]
     );
-    assert_eq!(drifted(&s, "Schema"), vec![format!("/Owner={p}_reader")]);
+    assert_eq!(
+        drifted(&s, "st", "Schema"),
+        vec![format!("/Owner={p}_reader")]
+    );
     let heal = cairn(&s, &["update", "st", "-p", "OwnerPassword=s3cret-Pw"]);
     assert_eq!(heal.code(), 0, "{}{}", heal.stdout(), heal.stderr());
     assert_eq!(
@@ -293,6 +296,45 @@ fn databases_and_roles_are_made_changed_healed_and_dropped() {
         psql(&format!(
             "SELECT count(*) FROM pg_database WHERE datname LIKE '{p}%'"
         )),
+        "0"
+    );
+}
+
+#[test]
+fn the_example_stack_deploys_drifts_heals_and_deletes() {
+    let p = Prefix::new();
+    let p = p.0.as_str();
+    let s = scratch();
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/postgres/app.yaml");
+    let app = format!("App={p}_shop");
+    let params = ["-p", app.as_str(), "-p", "OwnerPassword=example-Pw"];
+    let run = cairn(
+        &s,
+        &[&["deploy", "shop", example][..], &params[..]].concat(),
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(
+        psql_in(
+            &format!("{p}_shop"),
+            "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pg_trgm'"
+        ),
+        "orders"
+    );
+    // An ALTER ROLE by hand: drift, then `cairn update` heals it.
+    psql(&format!("ALTER ROLE {p}_shop_owner CONNECTION LIMIT 1"));
+    assert_eq!(drifted(&s, "shop", "Owner"), vec!["/ConnectionLimit=1"]);
+    let heal = cairn(&s, &[&["update", "shop"][..], &params[..]].concat());
+    assert_eq!(heal.code(), 0, "{}{}", heal.stdout(), heal.stderr());
+    assert_eq!(
+        psql(&format!(
+            "SELECT rolconnlimit FROM pg_roles WHERE rolname = '{p}_shop_owner'"
+        )),
+        "20"
+    );
+    let run = cairn(&s, &["delete", "shop"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(
+        psql(&format!("SELECT (SELECT count(*) FROM pg_roles WHERE rolname LIKE '{p}%') + (SELECT count(*) FROM pg_database WHERE datname LIKE '{p}%')")),
         "0"
     );
 }
