@@ -340,6 +340,74 @@ fn the_example_stack_deploys_drifts_heals_and_deletes() {
 }
 
 #[test]
+fn an_existing_database_and_role_are_imported() {
+    let p = Prefix::new();
+    let p = p.0.as_str();
+    let s = scratch();
+    psql(&format!(
+        "CREATE ROLE {p}_ext_owner LOGIN CONNECTION LIMIT 3"
+    ));
+    psql(&format!("CREATE DATABASE {p}_ext OWNER {p}_ext_owner"));
+    let template = s.write(
+        "import.yaml",
+        &format!("Resources:\n  Owner:\n    Type: Cairn::Postgres::Role\n    DeletionPolicy: Retain\n    Properties: {{Name: {p}_ext_owner, Login: true, ConnectionLimit: 3}}\n  Db:\n    Type: Cairn::Postgres::Database\n    DeletionPolicy: Retain\n    Properties: {{Name: {p}_ext, Owner: !Ref Owner}}\n"),
+    );
+    let resources = s.write(
+        "resources.yaml",
+        &format!("- {{ResourceType: Cairn::Postgres::Role, LogicalResourceId: Owner, ResourceIdentifier: {{Name: {p}_ext_owner}}}}\n- {{ResourceType: Cairn::Postgres::Database, LogicalResourceId: Db, ResourceIdentifier: {{Name: {p}_ext}}}}\n"),
+    );
+    let run = cairn(
+        &s,
+        &[
+            "import",
+            "adopted",
+            template.to_str().unwrap_or_default(),
+            "--resources",
+            resources.to_str().unwrap_or_default(),
+        ],
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(status(&s, "adopted"), "IMPORT_COMPLETE");
+    assert_eq!(physical(&s, "adopted", "Db"), format!("{p}_ext"));
+    assert!(drifted(&s, "adopted", "Owner").is_empty());
+    // One that does not exist is refused before anything is recorded.
+    let nobody = s.write(
+        "nobody.yaml",
+        &format!("Resources:\n  Owner:\n    Type: Cairn::Postgres::Role\n    DeletionPolicy: Retain\n    Properties: {{Name: {p}_nobody}}\n"),
+    );
+    let missing = s.write(
+        "missing.yaml",
+        &format!("- {{ResourceType: Cairn::Postgres::Role, LogicalResourceId: Owner, ResourceIdentifier: {{Name: {p}_nobody}}}}\n"),
+    );
+    let run = cairn(
+        &s,
+        &[
+            "import",
+            "again",
+            nobody.to_str().unwrap_or_default(),
+            "--resources",
+            missing.to_str().unwrap_or_default(),
+        ],
+    );
+    assert_ne!(run.code(), 0);
+    assert!(
+        run.stderr()
+            .contains(&format!("role {p}_nobody does not exist")),
+        "{}",
+        run.stderr()
+    );
+    assert_eq!(cairn(&s, &["describe", "again"]).code(), 1);
+    // Retained on delete: still there.
+    assert_eq!(cairn(&s, &["delete", "adopted"]).code(), 0);
+    assert_eq!(
+        psql(&format!(
+            "SELECT count(*) FROM pg_database WHERE datname = '{p}_ext'"
+        )),
+        "1"
+    );
+}
+
+#[test]
 fn the_contract_kit_passes_for_every_postgres_type() {
     let p = Prefix::new();
     let p = p.0.as_str();
