@@ -946,6 +946,21 @@ async fn run_remote(endpoint: &str, command: &Command) -> anyhow::Result<()> {
         Command::Rollback { stack } => R::Rollback { stack },
         Command::Protect { stack, on, .. } => R::Protect { stack, on: *on },
         Command::Import(o) => R::Import(o.args()),
+        Command::Refactor {
+            stacks,
+            maps,
+            description,
+            enable_stack_creation,
+            execute,
+            output,
+        } => R::Refactor(refactor::RefactorArgs {
+            stacks,
+            maps,
+            description: description.as_deref(),
+            enable_stack_creation: *enable_stack_creation,
+            execute: *execute,
+            output: *output,
+        }),
         Command::StackPolicy { stack, set, output } => R::StackPolicy {
             stack,
             set: set.as_deref(),

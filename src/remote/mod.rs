@@ -494,6 +494,7 @@ pub enum Command<'a> {
         output: OutputFormat,
     },
     Import(stacks::ImportArgs<'a>),
+    Refactor(crate::refactor::RefactorArgs<'a>),
     Signal {
         stack: &'a str,
         resource: &'a str,
@@ -623,6 +624,7 @@ pub async fn run(endpoint: &str, command: Command<'_>) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Import(args) => import(&r, args).await,
+        Command::Refactor(args) => refactor(&r, args).await,
         Command::StackPolicy { stack, set, output } => {
             if let Some(body) = crate::stacks::read_policy(set)? {
                 r.call(
@@ -916,6 +918,85 @@ async fn import(r: &Remote, args: stacks::ImportArgs<'_>) -> anyhow::Result<()> 
         named,
     )
     .await
+}
+
+/// `cairn refactor` through a server: CreateStackRefactor, then (with
+/// `--execute`, when it could be made) ExecuteStackRefactor; shows the
+/// refactor as DescribeStackRefactor and ListStackRefactorActions give it.
+async fn refactor(r: &Remote, args: crate::refactor::RefactorArgs<'_>) -> anyhow::Result<()> {
+    let input = crate::refactor::input(&args)?;
+    let mut p = Vec::new();
+    for (i, (name, body)) in input.stacks.iter().enumerate() {
+        let at = format!("StackDefinitions.member.{}", i + 1);
+        p.push(kv(format!("{at}.StackName"), name));
+        p.push(kv(format!("{at}.TemplateBody"), body));
+    }
+    for (i, m) in input.mappings.iter().enumerate() {
+        let at = format!("ResourceMappings.member.{}", i + 1);
+        for (side, place) in [("Source", &m.source), ("Destination", &m.destination)] {
+            p.push(kv(format!("{at}.{side}.StackName"), &place.stack_name));
+            p.push(kv(
+                format!("{at}.{side}.LogicalResourceId"),
+                &place.logical_resource_id,
+            ));
+        }
+    }
+    if input.enable_stack_creation {
+        p.push(kv("EnableStackCreation", "true"));
+    }
+    if let Some(d) = &input.description {
+        p.push(kv("Description", d));
+    }
+    let made = r.call("CreateStackRefactor", &p).await?;
+    let id = made.text_of("StackRefactorId").unwrap_or_default();
+    let by_id = [kv("StackRefactorId", &id)];
+    let status = r
+        .call("DescribeStackRefactor", &by_id)
+        .await?
+        .text_of("Status");
+    if args.execute && status.as_deref() == Some("CREATE_COMPLETE") {
+        r.call("ExecuteStackRefactor", &by_id).await?;
+    }
+    let described = r.call("DescribeStackRefactor", &by_id).await?;
+    let listed = r.call("ListStackRefactorActions", &by_id).await?;
+    let place = |n: Option<&Node>| {
+        serde_json::json!({
+            "StackName": n.and_then(|n| n.text_of("StackName")),
+            "LogicalResourceId": n.and_then(|n| n.text_of("LogicalResourceId")),
+        })
+    };
+    let actions: Vec<serde_json::Value> = listed
+        .members("StackRefactorActions")
+        .iter()
+        .map(|a| {
+            let mapping = a.child("ResourceMapping");
+            serde_json::json!({
+                "Action": a.text_of("Action"),
+                "Entity": a.text_of("Entity"),
+                "PhysicalResourceId": a.text_of("PhysicalResourceId"),
+                "Description": a.text_of("Description"),
+                "Detection": a.text_of("Detection"),
+                "DetectionReason": a.text_of("DetectionReason"),
+                "ResourceMapping": {
+                    "Source": place(mapping.and_then(|m| m.child("Source"))),
+                    "Destination": place(mapping.and_then(|m| m.child("Destination"))),
+                },
+            })
+        })
+        .collect();
+    let mut record = serde_json::json!({ "StackRefactorId": id, "Actions": actions });
+    for k in [
+        "Description",
+        "Status",
+        "StatusReason",
+        "ExecutionStatus",
+        "ExecutionStatusReason",
+    ] {
+        if let Some(v) = described.text_of(k) {
+            record[k] = serde_json::json!(v);
+        }
+    }
+    crate::refactor::show(&record, args.output)
 }
 
 /// `RollbackConfiguration` as the Query API's members: a field left out

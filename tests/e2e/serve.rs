@@ -891,3 +891,76 @@ fn file_to_import(s: &Scratch, template: &str, base: &str) -> String {
     );
     path
 }
+
+#[test]
+fn cairn_refactor_through_a_server_previews_and_moves() {
+    let s = Scratch::new();
+    let server = Server::start(&s, "");
+    s.write(
+        "a.yaml",
+        "Resources:\n  Keep: {Type: Cairn::Test::Resource, Properties: {Value: k}}\n  Db: {Type: Cairn::Test::Resource, Properties: {Value: d}}\n",
+    );
+    s.write(
+        "b.yaml",
+        "Resources:\n  B: {Type: Cairn::Test::Resource, Properties: {Value: b}}\n",
+    );
+    for (stack, file) in [("a", "a.yaml"), ("b", "b.yaml")] {
+        let run = remote(&s, &server, &["deploy", stack, file]);
+        assert_eq!(run.code(), 0, "{}", run.stderr());
+    }
+    s.write(
+        "a2.yaml",
+        "Resources:\n  Kept: {Type: Cairn::Test::Resource, Properties: {Value: k}}\n",
+    );
+    s.write(
+        "b2.yaml",
+        "Resources:\n  B: {Type: Cairn::Test::Resource, Properties: {Value: b}}\n  Db: {Type: Cairn::Test::Resource, Properties: {Value: d}}\n",
+    );
+    let args = [
+        "refactor",
+        "--stack",
+        "a=a2.yaml",
+        "--stack",
+        "b=b2.yaml",
+        "--map",
+        "a.Keep=a.Kept",
+    ];
+    let preview = remote(&s, &server, &[&args[..], &["--output", "json"]].concat());
+    assert_eq!(preview.code(), 0, "{}", preview.stderr());
+    let shown = preview.json();
+    assert_eq!(shown["ExecutionStatus"], "AVAILABLE", "{shown}");
+    let moves: Vec<(String, String)> = shown["Actions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|a| {
+            let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+            (
+                text(&a["Detection"]),
+                text(&a["ResourceMapping"]["Destination"]["LogicalResourceId"]),
+            )
+        })
+        .collect();
+    assert_eq!(
+        moves,
+        vec![
+            ("AUTO".to_string(), "Db".to_string()),
+            ("MANUAL".into(), "Kept".into())
+        ]
+    );
+    let run = remote(&s, &server, &[&args[..], &["--execute"]].concat());
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert!(
+        run.stdout().contains("execution EXECUTE_COMPLETE"),
+        "{}",
+        run.stdout()
+    );
+    let b = remote(&s, &server, &["resources", "b", "--output", "json"]).json();
+    let ids: Vec<&str> = b["StackResources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["LogicalResourceId"].as_str())
+        .collect();
+    assert_eq!(ids, ["B", "Db"]);
+}
