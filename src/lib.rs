@@ -236,25 +236,7 @@ enum Command {
     /// template and appears in another under the same logical id moves,
     /// --map moves or renames the rest. Nothing may be created, deleted or
     /// changed. Shows the actions; --execute applies them.
-    Refactor {
-        /// NAME=TEMPLATE_FILE (repeatable, 1 to 5 stacks).
-        #[arg(long = "stack", required = true, value_name = "NAME=TEMPLATE")]
-        stacks: Vec<String>,
-        /// SOURCE_STACK.LOGICAL_ID=DESTINATION_STACK.LOGICAL_ID (repeatable).
-        #[arg(long = "map", value_name = "FROM=TO")]
-        maps: Vec<String>,
-        #[arg(long)]
-        description: Option<String>,
-        /// A --stack that does not exist is created to hold what moves
-        /// into it (EnableStackCreation).
-        #[arg(long)]
-        enable_stack_creation: bool,
-        /// Apply the refactor (without it, only the preview).
-        #[arg(long)]
-        execute: bool,
-        #[arg(long, value_enum, default_value_t)]
-        output: OutputFormat,
-    },
+    Refactor(RefactorOpts),
     /// Show a stack's policy, or set it with --set FILE (a JSON document of
     /// Allow/Deny statements on Update:Modify|Replace|Delete).
     StackPolicy {
@@ -475,6 +457,40 @@ struct DeployOpts {
     /// On an update: the stack's events go to no webhook any more.
     #[arg(long, conflicts_with = "notify")]
     no_notify: bool,
+}
+
+#[derive(clap::Args)]
+struct RefactorOpts {
+    /// NAME=TEMPLATE_FILE (repeatable, 1 to 5 stacks).
+    #[arg(long = "stack", required = true, value_name = "NAME=TEMPLATE")]
+    stacks: Vec<String>,
+    /// SOURCE_STACK.LOGICAL_ID=DESTINATION_STACK.LOGICAL_ID (repeatable).
+    #[arg(long = "map", value_name = "FROM=TO")]
+    maps: Vec<String>,
+    #[arg(long)]
+    description: Option<String>,
+    /// A --stack that does not exist is created to hold what moves
+    /// into it (EnableStackCreation).
+    #[arg(long)]
+    enable_stack_creation: bool,
+    /// Apply the refactor (without it, only the preview).
+    #[arg(long)]
+    execute: bool,
+    #[arg(long, value_enum, default_value_t)]
+    output: OutputFormat,
+}
+
+impl RefactorOpts {
+    fn args(&self) -> refactor::RefactorArgs<'_> {
+        refactor::RefactorArgs {
+            stacks: &self.stacks,
+            maps: &self.maps,
+            description: self.description.as_deref(),
+            enable_stack_creation: self.enable_stack_creation,
+            execute: self.execute,
+            output: self.output,
+        }
+    }
 }
 
 #[derive(clap::Args)]
@@ -779,27 +795,7 @@ async fn run_command(
             stacks::stack_policy(&engine, stack, set.as_deref(), *output).await
         }
         Command::Import(o) => stacks::import(&engine, o.args()).await,
-        Command::Refactor {
-            stacks,
-            maps,
-            description,
-            enable_stack_creation,
-            execute,
-            output,
-        } => {
-            refactor::run(
-                &engine,
-                refactor::RefactorArgs {
-                    stacks,
-                    maps,
-                    description: description.as_deref(),
-                    enable_stack_creation: *enable_stack_creation,
-                    execute: *execute,
-                    output: *output,
-                },
-            )
-            .await
-        }
+        Command::Refactor(o) => refactor::run(&engine, o.args()).await,
         Command::Plan(o) => changesets::plan(&engine, o.args()).await,
         Command::Execute {
             stack,
@@ -946,21 +942,7 @@ async fn run_remote(endpoint: &str, command: &Command) -> anyhow::Result<()> {
         Command::Rollback { stack } => R::Rollback { stack },
         Command::Protect { stack, on, .. } => R::Protect { stack, on: *on },
         Command::Import(o) => R::Import(o.args()),
-        Command::Refactor {
-            stacks,
-            maps,
-            description,
-            enable_stack_creation,
-            execute,
-            output,
-        } => R::Refactor(refactor::RefactorArgs {
-            stacks,
-            maps,
-            description: description.as_deref(),
-            enable_stack_creation: *enable_stack_creation,
-            execute: *execute,
-            output: *output,
-        }),
+        Command::Refactor(o) => R::Refactor(o.args()),
         Command::StackPolicy { stack, set, output } => R::StackPolicy {
             stack,
             set: set.as_deref(),
