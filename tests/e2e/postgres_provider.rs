@@ -273,7 +273,7 @@ fn databases_and_roles_are_made_changed_healed_and_dropped() {
     assert_ne!(run.code(), 0);
     assert_eq!(status(&s, "st"), "DELETE_FAILED");
     assert!(
-        run.stderr().contains(&format!("cannot drop role {p}_owner: role \"{p}_owner\" cannot be dropped because some objects depend on it (owner of table {p}_owned); reassign or drop what it owns, or set DropOwnedOnDelete: true")),
+        run.stderr().contains(&format!("cannot drop role {p}_owner: role \"{p}_owner\" cannot be dropped because some objects depend on it (owner of table {p}_owned); set ReassignOwnedTo: ROLE or DropOwnedOnDelete: true")),
         "{}",
         run.stderr()
     );
@@ -413,12 +413,17 @@ fn the_contract_kit_passes_for_every_postgres_type() {
     let p = p.0.as_str();
     // Schemas and extensions are tested in a database of their own.
     psql(&format!("CREATE DATABASE {p}_kitdb"));
+    psql(&format!("CREATE ROLE {p}_kitr; CREATE ROLE {p}_kito"));
+    psql_in(
+        &format!("{p}_kitdb"),
+        "CREATE SCHEMA app; CREATE TABLE app.a (); CREATE TABLE app.b (); CREATE SEQUENCE app.s",
+    );
     let s = Scratch::new();
     let settings = s.write("settings.yaml", &format!("Url: '{}'\n", server()));
     let props = s.write(
         "props.yaml",
         &format!(
-            "Cairn::Postgres::Database:\n  Create: {{Name: {p}_kit, ConnectionLimit: 3}}\n  Updates: [{{Name: {p}_kit, ConnectionLimit: 4}}, {{Name: {p}_kit2, ConnectionLimit: 4, Template: template0, Encoding: SQL_ASCII}}]\nCairn::Postgres::Role:\n  Create: {{Name: {p}_kitrole, Login: true}}\n  Updates: [{{Name: {p}_kitrole, Login: false, CreateDb: true}}]\nCairn::Postgres::Schema:\n  Create: {{Database: {p}_kitdb, Name: kit}}\n  Updates: [{{Database: {p}_kitdb, Name: kit, Owner: postgres}}]\nCairn::Postgres::Extension:\n  Create: {{Database: {p}_kitdb, Name: hstore, Version: '1.7'}}\n  Updates: [{{Database: {p}_kitdb, Name: hstore, Version: '1.8'}}, {{Database: {p}_kitdb, Name: pg_trgm}}]\n"
+            "Cairn::Postgres::Database:\n  Create: {{Name: {p}_kit, ConnectionLimit: 3}}\n  Updates: [{{Name: {p}_kit, ConnectionLimit: 4}}, {{Name: {p}_kit2, ConnectionLimit: 4, Template: template0, Encoding: SQL_ASCII}}]\nCairn::Postgres::Role:\n  Create: {{Name: {p}_kitrole, Login: true}}\n  Updates: [{{Name: {p}_kitrole, Login: false, CreateDb: true}}]\nCairn::Postgres::Schema:\n  Create: {{Database: {p}_kitdb, Name: kit}}\n  Updates: [{{Database: {p}_kitdb, Name: kit, Owner: postgres}}]\nCairn::Postgres::Extension:\n  Create: {{Database: {p}_kitdb, Name: hstore, Version: '1.7'}}\n  Updates: [{{Database: {p}_kitdb, Name: hstore, Version: '1.8'}}, {{Database: {p}_kitdb, Name: pg_trgm}}]\nCairn::Postgres::Grant:\n  Create: {{Role: {p}_kitr, Database: {p}_kitdb, ObjectType: table, Schema: app, Objects: [a, b], Privileges: [SELECT, INSERT]}}\n  Updates: [{{Role: {p}_kitr, Database: {p}_kitdb, ObjectType: table, Schema: app, Objects: [a], Privileges: [SELECT, UPDATE], WithGrantOption: true}}, {{Role: {p}_kitr, Database: {p}_kitdb, ObjectType: sequence, Schema: app, Privileges: [ALL]}}]\nCairn::Postgres::DefaultPrivileges:\n  Create: {{Role: {p}_kitr, Database: {p}_kitdb, Owner: {p}_kito, Schema: app, ObjectType: table, Privileges: [SELECT]}}\n  Updates: [{{Role: {p}_kitr, Database: {p}_kitdb, Owner: {p}_kito, Schema: app, ObjectType: table, Privileges: [SELECT, DELETE], WithGrantOption: true}}, {{Role: {p}_kitr, Database: {p}_kitdb, Owner: {p}_kito, ObjectType: function, Privileges: [EXECUTE]}}]\n"
         ),
     );
     let lib = crate::plugins::library("cairn_provider_postgres");
@@ -455,7 +460,15 @@ fn the_contract_kit_passes_for_every_postgres_type() {
         .flatten()
         .filter(|t| t["Status"] == "PASSED")
         .count();
-    assert!(passed >= 45, "{passed} passed: {report}");
+    assert!(passed >= 70, "{passed} passed: {report}");
+    // Every grant and default taken back.
+    assert_eq!(
+        psql_in(
+            &format!("{p}_kitdb"),
+            &format!("SELECT (SELECT count(*) FROM pg_class c, aclexplode(c.relacl) a WHERE a.grantee = '{p}_kitr'::regrole) + (SELECT count(*) FROM pg_default_acl)")
+        ),
+        "0"
+    );
     assert_eq!(
         psql(&format!(
             "SELECT count(*) FROM pg_database WHERE datname IN ('{p}_kit', '{p}_kit2')"
@@ -468,5 +481,179 @@ fn the_contract_kit_passes_for_every_postgres_type() {
             "SELECT count(*) FROM pg_extension WHERE extname IN ('hstore', 'pg_trgm')"
         ),
         "0"
+    );
+}
+
+/// The grants test's stack: an owner, a reader, their database and
+/// schema, the reader's grants on them, and (`tables`) a grant on tables.
+fn grants_template(p: &str, tables: Option<(&str, &str)>) -> String {
+    let mut t = format!(
+        "Resources:\n  Owner:\n    Type: Cairn::Postgres::Role\n    Properties: {{Name: {p}_owner, ReassignOwnedTo: postgres}}\n  Reader:\n    Type: Cairn::Postgres::Role\n    Properties: {{Name: {p}_reader, DropOwnedOnDelete: true}}\n  Db:\n    Type: Cairn::Postgres::Database\n    Properties: {{Name: {p}_db, Owner: !Ref Owner, TerminateConnectionsOnDelete: true}}\n  Schema:\n    Type: Cairn::Postgres::Schema\n    Properties: {{Database: !Ref Db, Name: app, Owner: !Ref Owner, DropCascadeOnDelete: true}}\n  Connect:\n    Type: Cairn::Postgres::Grant\n    Properties: {{Role: !Ref Reader, Database: !Ref Db, ObjectType: database, Privileges: [CONNECT, TEMP]}}\n  Usage:\n    Type: Cairn::Postgres::Grant\n    Properties: {{Role: !Ref Reader, Database: !Ref Db, ObjectType: schema, Schema: !GetAtt Schema.Name, Privileges: [USAGE]}}\n  Future:\n    Type: Cairn::Postgres::DefaultPrivileges\n    Properties: {{Role: !Ref Reader, Database: !Ref Db, Owner: !Ref Owner, Schema: !GetAtt Schema.Name, ObjectType: table, Privileges: [SELECT]}}\n"
+    );
+    if let Some((objects, privileges)) = tables {
+        t.push_str(&format!("  Tables:\n    Type: Cairn::Postgres::Grant\n    Properties: {{Role: !Ref Reader, Database: !Ref Db, ObjectType: table, Schema: !GetAtt Schema.Name, Objects: {objects}, Privileges: {privileges}}}\n"));
+    }
+    t
+}
+
+/// The reader's privileges on each table of schema `app`, as `aclexplode`
+/// lists them: `table:PRIV,PRIV` sorted.
+fn table_privileges(db: &str, role: &str) -> String {
+    psql_in(db, &format!("SELECT string_agg(c.relname || ':' || (SELECT string_agg(a.privilege_type, ',' ORDER BY a.privilege_type) FROM aclexplode(c.relacl) a WHERE a.grantee = '{role}'::regrole), ' ' ORDER BY c.relname) FROM pg_class c WHERE c.relnamespace = 'app'::regnamespace AND c.relkind = 'r'"))
+}
+
+#[test]
+fn grants_change_by_difference_drift_heal_and_a_role_is_cleared_out_in_every_database() {
+    let p = Prefix::new();
+    let p = p.0.as_str();
+    let s = scratch();
+    let db = format!("{p}_db");
+    let reader = format!("{p}_reader");
+    let run = deploy(&s, "st", &grants_template(p, None), &[]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(
+        physical(&s, "st", "Connect"),
+        format!("{p}_reader|{p}_db|database|")
+    );
+    assert_eq!(
+        psql(&format!("SELECT has_database_privilege('{reader}', '{db}', 'CONNECT'), has_database_privilege('{reader}', '{db}', 'TEMPORARY'), has_database_privilege('{reader}', '{db}', 'CREATE')")),
+        "t|t|f"
+    );
+    assert_eq!(
+        psql_in(
+            &db,
+            &format!("SELECT has_schema_privilege('{reader}', 'app', 'USAGE')")
+        ),
+        "t"
+    );
+    // Tables the owner makes from now on: the reader reads them.
+    psql_in(
+        &db,
+        &format!("SET ROLE {p}_owner; CREATE TABLE app.orders (); CREATE TABLE app.items ()"),
+    );
+    assert_eq!(table_privileges(&db, &reader), "items:SELECT orders:SELECT");
+
+    // A grant on a table, then changed in place by the difference: the
+    // same physical id, INSERT revoked, UPDATE granted, SELECT kept.
+    let run = deploy(
+        &s,
+        "st",
+        &grants_template(p, Some(("[orders]", "[SELECT, INSERT]"))),
+        &[],
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(
+        table_privileges(&db, &reader),
+        "items:SELECT orders:INSERT,SELECT"
+    );
+    let id = physical(&s, "st", "Tables");
+    assert_eq!(id, format!("{p}_reader|{p}_db|table|app"));
+    let skip = crate::update::events(&s, "st").len();
+    let run = deploy(
+        &s,
+        "st",
+        &grants_template(p, Some(("[orders, items]", "[select, update]"))),
+        &[],
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(
+        table_privileges(&db, &reader),
+        "items:SELECT,UPDATE orders:SELECT,UPDATE"
+    );
+    let tables: Vec<(String, String)> = crate::update::sequence_after(&s, "st", skip)
+        .into_iter()
+        .filter(|e| e.0 == "Tables")
+        .map(|e| (e.1, e.3))
+        .collect();
+    assert_eq!(
+        tables,
+        vec![
+            ("UPDATE_IN_PROGRESS".to_string(), id.clone()),
+            ("UPDATE_COMPLETE".to_string(), id.clone())
+        ]
+    );
+
+    // Undone by hand: a privilege revoked, the database grant revoked, the
+    // default privileges taken back. Drift says so; `cairn update` heals.
+    psql_in(&db, &format!("REVOKE UPDATE ON app.items FROM {reader}; REVOKE ALL ON DATABASE {db} FROM {reader}; ALTER DEFAULT PRIVILEGES FOR ROLE {p}_owner IN SCHEMA app REVOKE SELECT ON TABLES FROM {reader}"));
+    let drift = cairn(&s, &["drift", "st", "--output", "json"]).json();
+    let status_of = |logical: &str| {
+        drift["StackResourceDrifts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|d| d["LogicalResourceId"] == logical)
+            .map(|d| {
+                d["StackResourceDriftStatus"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(status_of("Connect"), "DELETED");
+    assert_eq!(status_of("Future"), "DELETED");
+    assert_eq!(status_of("Usage"), "IN_SYNC");
+    assert_eq!(status_of("Tables"), "MODIFIED");
+    assert_eq!(
+        drifted(&s, "st", "Tables"),
+        vec![r#"/Privileges={"items":["SELECT"],"orders":["SELECT","UPDATE"]}"#]
+    );
+    let heal = cairn(&s, &["update", "st", "--drift-only"]);
+    assert_eq!(heal.code(), 0, "{}{}", heal.stdout(), heal.stderr());
+    assert_eq!(
+        table_privileges(&db, &reader),
+        "items:SELECT,UPDATE orders:SELECT,UPDATE"
+    );
+    assert_eq!(
+        psql(&format!(
+            "SELECT has_database_privilege('{reader}', '{db}', 'TEMPORARY')"
+        )),
+        "t"
+    );
+    psql_in(
+        &db,
+        &format!("SET ROLE {p}_owner; CREATE TABLE app.later ()"),
+    );
+    assert_eq!(
+        psql_in(
+            &db,
+            &format!("SELECT has_table_privilege('{reader}', 'app.later', 'SELECT')")
+        ),
+        "t"
+    );
+    let drift = cairn(&s, &["drift", "st", "--output", "json"]).json();
+    assert_eq!(drift["StackDriftStatus"], "IN_SYNC", "{drift}");
+
+    // The owner owns tables outside the stack, in two databases: the
+    // delete gives them to postgres (ReassignOwnedTo) database by database.
+    psql(&format!("CREATE DATABASE {p}_other"));
+    psql(&format!(
+        "CREATE TABLE {p}_kept (); ALTER TABLE {p}_kept OWNER TO {p}_owner"
+    ));
+    psql_in(
+        &format!("{p}_other"),
+        &format!("CREATE TABLE kept (); ALTER TABLE kept OWNER TO {p}_owner"),
+    );
+    let run = cairn(&s, &["delete", "st"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(
+        psql(&format!(
+            "SELECT count(*) FROM pg_roles WHERE rolname LIKE '{p}%'"
+        )),
+        "0"
+    );
+    assert_eq!(
+        psql(&format!(
+            "SELECT pg_get_userbyid(relowner) FROM pg_class WHERE relname = '{p}_kept'"
+        )),
+        "postgres"
+    );
+    assert_eq!(
+        psql_in(
+            &format!("{p}_other"),
+            "SELECT pg_get_userbyid(relowner) FROM pg_class WHERE relname = 'kept'"
+        ),
+        "postgres"
     );
 }

@@ -1,6 +1,7 @@
 //! Cairn's PostgreSQL provider, a plugin (`[[providers]] kind = "dylib"`)
 //! that manages what a platform team keeps beside its cloud:
-//! `Cairn::Postgres::Database`, `Role`, `Schema` and `Extension`. It reaches the
+//! `Cairn::Postgres::Database`, `Role`, `Schema`, `Extension`, `Grant` and
+//! `DefaultPrivileges`. It reaches the
 //! server its entry's settings name (`Url`; the password from
 //! `PasswordEnv` or `PasswordFile`; TLS modes as the state store's), reads
 //! the catalogs for drift and import, and recognises a create sent again.
@@ -13,7 +14,10 @@ use cairn_sdk::{
 
 mod connection;
 mod database;
+mod default_privileges;
 mod extension;
+mod grant;
+mod privileges;
 mod role;
 mod schema;
 
@@ -26,6 +30,8 @@ enum Kind {
     Role,
     Schema,
     Extension,
+    Grant,
+    DefaultPrivileges,
 }
 
 fn kind(type_name: &str) -> Result<Kind, ProviderError> {
@@ -34,6 +40,8 @@ fn kind(type_name: &str) -> Result<Kind, ProviderError> {
         role::TYPE => Ok(Kind::Role),
         schema::TYPE => Ok(Kind::Schema),
         extension::TYPE => Ok(Kind::Extension),
+        grant::TYPE => Ok(Kind::Grant),
+        default_privileges::TYPE => Ok(Kind::DefaultPrivileges),
         other => Err(ProviderError::invalid_request(format!(
             "the PostgreSQL provider does not serve {other}"
         ))),
@@ -48,6 +56,8 @@ impl ResourceProvider for PostgresProvider {
             role::schema(),
             schema::schema(),
             extension::schema(),
+            grant::schema(),
+            default_privileges::schema(),
         ]
     }
 
@@ -57,6 +67,8 @@ impl ResourceProvider for PostgresProvider {
             Kind::Role => role::create(req).await,
             Kind::Schema => schema::create(req).await,
             Kind::Extension => extension::create(req).await,
+            Kind::Grant => grant::create(req).await,
+            Kind::DefaultPrivileges => default_privileges::create(req).await,
         }
     }
 
@@ -66,6 +78,8 @@ impl ResourceProvider for PostgresProvider {
             Kind::Role => role::create(req).await,
             Kind::Schema => schema::create(req).await,
             Kind::Extension => extension::create(req).await,
+            Kind::Grant => grant::create(req).await,
+            Kind::DefaultPrivileges => default_privileges::create(req).await,
         }
     }
 
@@ -75,6 +89,8 @@ impl ResourceProvider for PostgresProvider {
             Kind::Role => role::update(req).await,
             Kind::Schema => schema::update(req).await,
             Kind::Extension => extension::update(req).await,
+            Kind::Grant => grant::update(req).await,
+            Kind::DefaultPrivileges => default_privileges::update(req).await,
         }
     }
 
@@ -84,6 +100,8 @@ impl ResourceProvider for PostgresProvider {
             Kind::Role => role::delete(req).await,
             Kind::Schema => schema::delete(req).await,
             Kind::Extension => extension::delete(req).await,
+            Kind::Grant => grant::delete(req).await,
+            Kind::DefaultPrivileges => default_privileges::delete(req).await,
         }
     }
 
@@ -93,6 +111,8 @@ impl ResourceProvider for PostgresProvider {
             Kind::Role => role::check_drift(req).await,
             Kind::Schema => schema::check_drift(req).await,
             Kind::Extension => extension::check_drift(req).await,
+            Kind::Grant => grant::check_drift(req).await,
+            Kind::DefaultPrivileges => default_privileges::check_drift(req).await,
         }
     }
 
@@ -102,6 +122,8 @@ impl ResourceProvider for PostgresProvider {
             Kind::Role => role::read(req).await,
             Kind::Schema => schema::read(req).await,
             Kind::Extension => extension::read(req).await,
+            Kind::Grant => grant::read(req).await,
+            Kind::DefaultPrivileges => default_privileges::read(req).await,
         }
     }
 }

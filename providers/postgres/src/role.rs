@@ -2,22 +2,25 @@
 //! `Name` by a rename (the physical id follows), the flags and limits by
 //! `ALTER ROLE`, `MemberOf` by granting and revoking the difference.
 //! `Password` is sent, never read back or compared (give it from a NoEcho
-//! parameter). A role that owns objects is dropped only with
-//! `DropOwnedOnDelete: true` (`DROP OWNED` in the provider's database
-//! first); otherwise the delete fails naming what it owns.
+//! parameter). A role that owns objects is dropped only when told what to
+//! do with them, in every database (ownership is per database):
+//! `ReassignOwnedTo: ROLE` gives them to that role (`REASSIGN OWNED`),
+//! `DropOwnedOnDelete: true` drops them (`DROP OWNED`); either way its
+//! privileges go too. Otherwise the delete fails naming what it owns.
 
 use cairn_sdk::serde_json::{json, Map, Value};
 use cairn_sdk::{
     CreateRequest, CreateResult, DeleteRequest, DriftRequest, DriftResult, PropertySchema,
-    PropertyType, ProviderError, ReadRequest, ReadResult, ResourceSchema, UpdateRequest,
-    UpdateResult,
+    PropertyType, ProviderError, ReadRequest, ReadResult, RequestContext, ResourceSchema,
+    UpdateRequest, UpdateResult,
 };
 use serde::Deserialize;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::Client;
 
 use crate::connection::{
-    attributes, comment_on, connect, db_text, drift, failed, found, ident, literal, made_by,
+    attributes, comment_on, connect, connect_if_there, db_text, drift, failed, found, ident,
+    literal, made_by,
 };
 
 pub const TYPE: &str = "Cairn::Postgres::Role";
@@ -41,6 +44,7 @@ struct Role {
     member_of: Vec<String>,
     #[serde(default)]
     drop_owned_on_delete: bool,
+    reassign_owned_to: Option<String>,
 }
 
 fn yes() -> bool {
@@ -94,7 +98,13 @@ pub fn schema() -> ResourceSchema {
         .property(
             "DropOwnedOnDelete",
             PropertySchema::boolean()
-                .describe("drop what the role owns (DROP OWNED) before the role"),
+                .describe("drop what the role owns, in every database (DROP OWNED), before the role"),
+        )
+        .property(
+            "ReassignOwnedTo",
+            PropertySchema::string().describe(
+                "give what the role owns, in every database, to this role (REASSIGN OWNED) before dropping it",
+            ),
         )
         .attribute("Name", "the role's name")
         .attribute("Oid", "the role's OID")
@@ -231,23 +241,67 @@ pub async fn delete(req: &DeleteRequest) -> Result<(), ProviderError> {
     if live(&client, name).await?.is_none() {
         return Ok(());
     }
-    if r.drop_owned_on_delete {
-        client
-            .batch_execute(&format!("DROP OWNED BY {}", ident(name)))
-            .await
-            .map_err(|e| failed(&format!("cannot drop what role {name} owns"), &e))?;
+    if r.drop_owned_on_delete || r.reassign_owned_to.is_some() {
+        clear_out(&req.context, &client, name, r.reassign_owned_to.as_deref()).await?;
     }
-    match client.batch_execute(&format!("DROP ROLE {}", ident(name))).await {
+    match client
+        .batch_execute(&format!("DROP ROLE {}", ident(name)))
+        .await
+    {
         Ok(()) => Ok(()),
         Err(e) if e.code() == Some(&SqlState::UNDEFINED_OBJECT) => Ok(()),
         Err(e) if e.code() == Some(&SqlState::DEPENDENT_OBJECTS_STILL_EXIST) => {
             Err(ProviderError::internal(format!(
-                "cannot drop role {name}: {}; reassign or drop what it owns, or set DropOwnedOnDelete: true",
+                "cannot drop role {name}: {}; set ReassignOwnedTo: ROLE or DropOwnedOnDelete: true",
                 db_text(&e)
             )))
         }
         Err(e) => Err(failed(&format!("cannot drop role {name}"), &e)),
     }
+}
+
+/// In every database where `name` owns something or holds a privilege
+/// (`pg_shdepend` says which), and in the provider's own (for what is
+/// shared, such as databases): what it owns given to `to` (`REASSIGN
+/// OWNED`), then what it still owns and its privileges dropped (`DROP
+/// OWNED`), one transaction per database. Only those databases: a
+/// connection to every one would hold off a `DROP DATABASE` elsewhere.
+async fn clear_out(
+    ctx: &RequestContext,
+    client: &Client,
+    name: &str,
+    to: Option<&str>,
+) -> Result<(), ProviderError> {
+    let rows = client
+        .query(
+            "SELECT d.datname::text FROM pg_shdepend s JOIN pg_database d ON d.oid = s.dbid
+             WHERE s.refclassid = 'pg_authid'::regclass AND d.datallowconn
+               AND s.refobjid = (SELECT oid FROM pg_roles WHERE rolname = $1)
+             UNION SELECT current_database()::text ORDER BY 1",
+            &[&name],
+        )
+        .await
+        .map_err(|e| failed("cannot list the databases", &e))?;
+    for row in rows {
+        let database: String = row.get(0);
+        // Dropped meanwhile: nothing of the role's is left there.
+        let Some(there) = connect_if_there(ctx, &database).await? else {
+            continue;
+        };
+        let reassign = match to {
+            Some(to) => format!("REASSIGN OWNED BY {} TO {}; ", ident(name), ident(to)),
+            None => String::new(),
+        };
+        let sql = format!("BEGIN; {reassign}DROP OWNED BY {}; COMMIT", ident(name));
+        if let Err(e) = there.batch_execute(&sql).await {
+            let _ = there.batch_execute("ROLLBACK").await;
+            return Err(failed(
+                &format!("cannot clear out what role {name} owns in database {database}"),
+                &e,
+            ));
+        }
+    }
+    Ok(())
 }
 
 pub async fn check_drift(req: &DriftRequest) -> Result<DriftResult, ProviderError> {
