@@ -657,3 +657,169 @@ fn grants_change_by_difference_drift_heal_and_a_role_is_cleared_out_in_every_dat
         "postgres"
     );
 }
+
+/// Waits (up to a minute) for `sql` to answer `want`.
+fn wait_for(sql: &str, want: &str, s: &Scratch) {
+    let started = std::time::Instant::now();
+    while psql(sql) != want {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "timed out waiting for {sql} to be {want}: {}",
+            s.spawned_stderr()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_deploy_killed_with_the_example_half_made_resumes_making_nothing_twice() {
+    use std::io::Write;
+    let p = Prefix::new();
+    let p = p.0.as_str();
+    let s = scratch();
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/postgres/app.yaml");
+    let db = format!("{p}_shop");
+    let reporting = format!("{p}_shop_reporting");
+    // A session of the test's holds the reporting role's name in an open
+    // transaction: the deploy's CREATE ROLE waits on it, in flight.
+    let mut blocker = Command::new("psql")
+        .args([server().as_str(), "-qAt"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("psql runs");
+    let mut hold = blocker.stdin.take().expect("psql's stdin");
+    writeln!(hold, "BEGIN; CREATE ROLE {reporting};").expect("psql takes input");
+    wait_for(
+        &format!("SELECT count(*) FROM pg_stat_activity WHERE state = 'idle in transaction' AND query LIKE 'CREATE ROLE {reporting}%'"),
+        "1",
+        &s,
+    );
+    let app = format!("App={db}");
+    let mut deploy = s.spawn_cairn(&[
+        "--config",
+        "cairn.toml",
+        "deploy",
+        "shop",
+        example,
+        "-p",
+        &app,
+        "-p",
+        "OwnerPassword=example-Pw",
+    ]);
+    // Half made: the database, its schema and extension done, the
+    // reporting role's create waiting, its member and grants not begun.
+    let waiting = format!("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%CREATE ROLE \"{reporting}\"%'");
+    wait_for(&waiting, "1", &s);
+    wait_for(
+        &format!("SELECT count(*) FROM pg_database WHERE datname = '{db}'"),
+        "1",
+        &s,
+    );
+    let trigrams = || {
+        psql_in(
+            &db,
+            "SELECT count(*) FROM pg_extension WHERE extname = 'pg_trgm'",
+        )
+    };
+    let started = std::time::Instant::now();
+    while trigrams() != "1" {
+        assert!(started.elapsed() < std::time::Duration::from_secs(60));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    deploy.kill().expect("SIGKILL");
+    let _ = deploy.wait();
+    let db_oid = psql(&format!(
+        "SELECT oid FROM pg_database WHERE datname = '{db}'"
+    ));
+
+    // Released, the dead engine's statement still runs on the server: the
+    // role is made, marked with the request that made it.
+    writeln!(hold, "ROLLBACK;").expect("psql takes input");
+    drop(hold);
+    let _ = blocker.wait();
+    wait_for(&waiting, "0", &s);
+    assert!(psql(&format!(
+        "SELECT shobj_description(oid, 'pg_authid') FROM pg_roles WHERE rolname = '{reporting}'"
+    ))
+    .starts_with("made by Cairn request "),);
+    let role_oid = psql(&format!(
+        "SELECT oid FROM pg_roles WHERE rolname = '{reporting}'"
+    ));
+
+    // The next command resumes the create: the provider is asked again
+    // with the same request and answers with that role.
+    let run = cairn(&s, &["list"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert!(
+        run.stderr().contains("resumed the interrupted operation"),
+        "{}",
+        run.stderr()
+    );
+    assert_eq!(status(&s, "shop"), "CREATE_COMPLETE");
+    assert_eq!(
+        psql(&format!(
+            "SELECT oid FROM pg_roles WHERE rolname = '{reporting}'"
+        )),
+        role_oid
+    );
+    let out = cairn(&s, &["outputs", "shop", "--output", "json"]).json();
+    let outputs = out["Outputs"].as_array().cloned().unwrap_or_default();
+    let oid_output = outputs
+        .iter()
+        .find(|o| o["OutputKey"] == "DatabaseOid")
+        .map(|o| o["OutputValue"].clone());
+    assert_eq!(oid_output, Some(Value::String(db_oid)));
+    // Nothing made twice: one create per resource, each completed once.
+    let events = crate::update::events(&s, "shop");
+    let mut completed: Vec<String> = events
+        .iter()
+        .filter(|e| {
+            e["ResourceStatus"] == "CREATE_COMPLETE"
+                && e["ResourceType"] != "AWS::CloudFormation::Stack"
+        })
+        .map(|e| {
+            e["LogicalResourceId"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    completed.sort();
+    assert_eq!(
+        completed,
+        vec![
+            "Database",
+            "Owner",
+            "Reader",
+            "Reporting",
+            "ReportingConnects",
+            "ReportingReadsNewTables",
+            "ReportingReadsTables",
+            "ReportingUsesSchema",
+            "Schema",
+            "Trigrams"
+        ]
+    );
+    assert_eq!(
+        psql(&format!(
+            "SELECT count(*) FROM pg_roles WHERE rolname LIKE '{p}%'"
+        )),
+        "3"
+    );
+    assert_eq!(
+        psql(&format!(
+            "SELECT has_database_privilege('{reporting}', '{db}', 'CONNECT')"
+        )),
+        "t"
+    );
+    assert!(drifted(&s, "shop", "Reporting").is_empty());
+
+    // Nothing left after delete.
+    let run = cairn(&s, &["delete", "shop"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(
+        psql(&format!("SELECT (SELECT count(*) FROM pg_roles WHERE rolname LIKE '{p}%') + (SELECT count(*) FROM pg_database WHERE datname LIKE '{p}%')")),
+        "0"
+    );
+}
