@@ -6,7 +6,10 @@
 use std::str::FromStr;
 
 use cairn_sdk::serde_json::{json, Map, Value};
-use cairn_sdk::{DriftResult, PropertyDifference, ProviderError, ReadResult, RequestContext};
+use cairn_sdk::{
+    serde_json, DeleteRequest, DriftRequest, DriftResult, PropertyDifference, ProviderError,
+    ReadRequest, ReadResult, RequestContext,
+};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::Client;
 
@@ -229,6 +232,89 @@ pub fn found(
         properties,
         attributes: attributes(name, oid),
     })
+}
+
+/// The catalog row `sql` finds for `name` (its `$1`) as properties:
+/// `sql` answers one JSON object of them (`json_build_object`) and the
+/// OID. `None` when there is none.
+pub async fn catalog_row(
+    client: &Client,
+    sql: &str,
+    name: &str,
+    what: &str,
+) -> Result<Option<(Map<String, Value>, u32)>, ProviderError> {
+    let row = client
+        .query_opt(sql, &[&name])
+        .await
+        .map_err(|e| failed(&format!("cannot read {what} {name}"), &e))?;
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let text: String = row.get(0);
+    let properties = serde_json::from_str(&text).map_err(|e| {
+        ProviderError::internal(format!(
+            "the catalog row of {what} {name} is not an object: {e}"
+        ))
+    })?;
+    Ok(Some((properties, row.get(1))))
+}
+
+/// The drift of an object in a database (physical id `DATABASE|NAME`)
+/// whose catalog row `sql` reads: DELETED when it or its database is gone.
+pub async fn drift_in_database(
+    req: &DriftRequest,
+    sql: &str,
+    what: &str,
+) -> Result<DriftResult, ProviderError> {
+    let (database, name) = split_id(&req.physical_resource_id)?;
+    let Some(client) = connect_if_there(&req.context, database).await? else {
+        return Ok(DriftResult::Deleted);
+    };
+    let Some((actual, _)) = catalog_row(&client, sql, name, what).await? else {
+        return Ok(DriftResult::Deleted);
+    };
+    Ok(given_drift(&req.properties, actual))
+}
+
+/// A read of an object in a database (physical id `DATABASE|NAME`) whose
+/// catalog row `sql` reads.
+pub async fn read_in_database(
+    req: &ReadRequest,
+    sql: &str,
+    what: &str,
+) -> Result<ReadResult, ProviderError> {
+    let (database, name) = split_id(&req.physical_resource_id)?;
+    let client = connect_to(&req.context, Some(database)).await?;
+    found(what, name, catalog_row(&client, sql, name, what).await?)
+}
+
+/// Drops the object of `kind` (`SCHEMA`, `EXTENSION`) a `DATABASE|NAME`
+/// physical id names, with what depends on it when `cascade`; gone
+/// already (or its database) is done. Refused for what depends on it, the
+/// error ending with `hint`.
+pub async fn drop_in_database(
+    req: &DeleteRequest,
+    kind: &str,
+    cascade: bool,
+    hint: &str,
+) -> Result<(), ProviderError> {
+    let (database, name) = split_id(&req.physical_resource_id)?;
+    // No database: what was in it went with it.
+    let Some(client) = connect_if_there(&req.context, database).await? else {
+        return Ok(());
+    };
+    let cascade = if cascade { " CASCADE" } else { "" };
+    let what = format!("{} {name}", kind.to_lowercase());
+    match client
+        .batch_execute(&format!("DROP {kind} IF EXISTS {}{cascade}", ident(name)))
+        .await
+    {
+        Ok(()) => Ok(()),
+        Err(e) if e.code() == Some(&SqlState::DEPENDENT_OBJECTS_STILL_EXIST) => Err(
+            ProviderError::internal(format!("cannot drop {what}: {}; {hint}", db_text(&e))),
+        ),
+        Err(e) => Err(failed(&format!("cannot drop {what}"), &e)),
+    }
 }
 
 #[cfg(test)]

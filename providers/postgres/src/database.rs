@@ -4,7 +4,7 @@
 //! change makes a new database). A database others are connected to is
 //! dropped only with `TerminateConnectionsOnDelete: true`.
 
-use cairn_sdk::serde_json::{json, Map, Value};
+use cairn_sdk::serde_json::{Map, Value};
 use cairn_sdk::{
     CreateRequest, CreateResult, DeleteRequest, DriftRequest, DriftResult, PropertySchema,
     ProviderError, ReadRequest, ReadResult, ResourceSchema, UpdateRequest, UpdateResult,
@@ -14,7 +14,8 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::Client;
 
 use crate::connection::{
-    attributes, comment_on, connect, db_text, failed, found, given_drift, ident, literal, made_by,
+    attributes, catalog_row, comment_on, connect, db_text, failed, found, given_drift, ident,
+    literal, made_by,
 };
 
 pub const TYPE: &str = "Cairn::Postgres::Database";
@@ -59,25 +60,16 @@ async fn live(
     client: &Client,
     name: &str,
 ) -> Result<Option<(Map<String, Value>, u32)>, ProviderError> {
-    let row = client
-        .query_opt(
-            "SELECT pg_get_userbyid(d.datdba)::text, pg_encoding_to_char(d.encoding)::text,
-                    d.datcollate::text, d.datctype::text, d.datconnlimit, d.oid
-             FROM pg_database d WHERE d.datname = $1",
-            &[&name],
-        )
-        .await
-        .map_err(|e| failed(&format!("cannot read database {name}"), &e))?;
-    Ok(row.map(|r| {
-        let mut m = Map::new();
-        m.insert("Name".into(), json!(name));
-        m.insert("Owner".into(), json!(r.get::<_, String>(0)));
-        m.insert("Encoding".into(), json!(r.get::<_, String>(1)));
-        m.insert("LcCollate".into(), json!(r.get::<_, String>(2)));
-        m.insert("LcCtype".into(), json!(r.get::<_, String>(3)));
-        m.insert("ConnectionLimit".into(), json!(r.get::<_, i32>(4)));
-        (m, r.get::<_, u32>(5))
-    }))
+    catalog_row(
+        client,
+        "SELECT json_build_object('Name', d.datname, 'Owner', pg_get_userbyid(d.datdba),
+                'Encoding', pg_encoding_to_char(d.encoding), 'LcCollate', d.datcollate,
+                'LcCtype', d.datctype, 'ConnectionLimit', d.datconnlimit)::text, d.oid
+         FROM pg_database d WHERE d.datname = $1",
+        name,
+        "database",
+    )
+    .await
 }
 
 pub async fn create(req: &CreateRequest) -> Result<CreateResult, ProviderError> {

@@ -14,8 +14,8 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::Client;
 
 use crate::connection::{
-    attributes, connect_if_there, connect_to, db_text, failed, found, given_drift, ident, literal,
-    split_id,
+    attributes, catalog_row, connect_to, drift_in_database, drop_in_database, failed, ident,
+    literal, read_in_database, split_id,
 };
 
 pub const TYPE: &str = "Cairn::Postgres::Extension";
@@ -52,26 +52,14 @@ pub fn schema() -> ResourceSchema {
         .ref_returns("DATABASE|NAME (GetAtt Name for the name alone)")
 }
 
+/// The extension's catalog row (in the database connected to).
+const LIVE: &str = "SELECT json_build_object('Database', current_database(), 'Name', e.extname, 'Schema', n.nspname, 'Version', e.extversion)::text, e.oid FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = $1";
+
 async fn live(
     client: &Client,
-    database: &str,
     name: &str,
 ) -> Result<Option<(Map<String, Value>, u32)>, ProviderError> {
-    let row = client
-        .query_opt(
-            "SELECT n.nspname::text, e.extversion::text, e.oid FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = $1",
-            &[&name],
-        )
-        .await
-        .map_err(|e| failed(&format!("cannot read extension {name}"), &e))?;
-    Ok(row.map(|r| {
-        let mut m = Map::new();
-        m.insert("Database".into(), json!(database));
-        m.insert("Name".into(), json!(name));
-        m.insert("Schema".into(), json!(r.get::<_, String>(0)));
-        m.insert("Version".into(), json!(r.get::<_, String>(1)));
-        (m, r.get::<_, u32>(2))
-    }))
+    catalog_row(client, LIVE, name, "extension").await
 }
 
 /// The physical id and attributes of the installed extension.
@@ -80,7 +68,7 @@ async fn installed(
     database: &str,
     name: &str,
 ) -> Result<(String, Map<String, Value>), ProviderError> {
-    let (m, oid) = live(client, database, name).await?.ok_or_else(|| {
+    let (m, oid) = live(client, name).await?.ok_or_else(|| {
         ProviderError::not_found(format!("extension {name} is not installed in {database}"))
     })?;
     let mut a = attributes(name, oid);
@@ -103,12 +91,10 @@ pub async fn create(req: &CreateRequest) -> Result<CreateResult, ProviderError> 
         if e.code() != Some(&SqlState::DUPLICATE_OBJECT) {
             return Err(failed(&format!("cannot install extension {}", x.name), &e));
         }
-        let as_asked = live(&client, &x.database, &x.name)
-            .await?
-            .is_some_and(|(m, _)| {
-                x.version.as_ref().is_none_or(|v| m["Version"] == json!(v))
-                    && x.schema.as_ref().is_none_or(|s| m["Schema"] == json!(s))
-            });
+        let as_asked = live(&client, &x.name).await?.is_some_and(|(m, _)| {
+            x.version.as_ref().is_none_or(|v| m["Version"] == json!(v))
+                && x.schema.as_ref().is_none_or(|s| m["Schema"] == json!(s))
+        });
         if !as_asked {
             return Err(failed(&format!("cannot install extension {}", x.name), &e));
         }
@@ -137,7 +123,7 @@ pub async fn update(req: &UpdateRequest) -> Result<UpdateResult, ProviderError> 
         .await
         .map_err(|e| failed(&format!("cannot update extension {name}"), &e))?;
     if let Some(s) = &x.schema {
-        let (now, _) = live(&client, database, name).await?.ok_or_else(|| {
+        let (now, _) = live(&client, name).await?.ok_or_else(|| {
             ProviderError::not_found(format!("extension {name} is not installed in {database}"))
         })?;
         if now["Schema"] != json!(s) {
@@ -161,44 +147,19 @@ pub async fn update(req: &UpdateRequest) -> Result<UpdateResult, ProviderError> 
 
 pub async fn delete(req: &DeleteRequest) -> Result<(), ProviderError> {
     let x: Extension = req.properties()?;
-    let (database, name) = split_id(&req.physical_resource_id)?;
-    // No database: what was in it went with it.
-    let Some(client) = connect_if_there(&req.context, database).await? else {
-        return Ok(());
-    };
-    let cascade = if x.drop_cascade_on_delete {
-        " CASCADE"
-    } else {
-        ""
-    };
-    match client
-        .batch_execute(&format!("DROP EXTENSION IF EXISTS {}{cascade}", ident(name)))
-        .await
-    {
-        Ok(()) => Ok(()),
-        Err(e) if e.code() == Some(&SqlState::DEPENDENT_OBJECTS_STILL_EXIST) => {
-            Err(ProviderError::internal(format!(
-                "cannot drop extension {name}: {}; drop what uses it, or set DropCascadeOnDelete: true",
-                db_text(&e)
-            )))
-        }
-        Err(e) => Err(failed(&format!("cannot drop extension {name}"), &e)),
-    }
+    drop_in_database(
+        req,
+        "EXTENSION",
+        x.drop_cascade_on_delete,
+        "drop what uses it, or set DropCascadeOnDelete: true",
+    )
+    .await
 }
 
 pub async fn check_drift(req: &DriftRequest) -> Result<DriftResult, ProviderError> {
-    let (database, name) = split_id(&req.physical_resource_id)?;
-    let Some(client) = connect_if_there(&req.context, database).await? else {
-        return Ok(DriftResult::Deleted);
-    };
-    let Some((actual, _)) = live(&client, database, name).await? else {
-        return Ok(DriftResult::Deleted);
-    };
-    Ok(given_drift(&req.properties, actual))
+    drift_in_database(req, LIVE, "extension").await
 }
 
 pub async fn read(req: &ReadRequest) -> Result<ReadResult, ProviderError> {
-    let (database, name) = split_id(&req.physical_resource_id)?;
-    let client = connect_to(&req.context, Some(database)).await?;
-    found("extension", name, live(&client, database, name).await?)
+    read_in_database(req, LIVE, "extension").await
 }

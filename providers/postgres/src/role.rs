@@ -19,8 +19,8 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::Client;
 
 use crate::connection::{
-    attributes, comment_on, connect, connect_if_there, db_text, drift, failed, found, ident,
-    literal, made_by,
+    attributes, catalog_row, comment_on, connect, connect_if_there, db_text, drift, failed, found,
+    ident, literal, made_by,
 };
 
 pub const TYPE: &str = "Cairn::Postgres::Role";
@@ -117,30 +117,18 @@ async fn live(
     client: &Client,
     name: &str,
 ) -> Result<Option<(Map<String, Value>, u32)>, ProviderError> {
-    let row = client
-        .query_opt(
-            "SELECT r.rolcanlogin, r.rolinherit, r.rolcreatedb, r.rolcreaterole, r.rolconnlimit,
-                    COALESCE(to_char(r.rolvaliduntil AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), 'infinity'),
-                    r.oid,
-                    ARRAY(SELECT g.rolname::text FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid
-                          WHERE m.member = r.oid ORDER BY g.rolname)
-             FROM pg_roles r WHERE r.rolname = $1",
-            &[&name],
-        )
-        .await
-        .map_err(|e| failed(&format!("cannot read role {name}"), &e))?;
-    Ok(row.map(|r| {
-        let mut m = Map::new();
-        m.insert("Name".into(), json!(name));
-        m.insert("Login".into(), json!(r.get::<_, bool>(0)));
-        m.insert("Inherit".into(), json!(r.get::<_, bool>(1)));
-        m.insert("CreateDb".into(), json!(r.get::<_, bool>(2)));
-        m.insert("CreateRole".into(), json!(r.get::<_, bool>(3)));
-        m.insert("ConnectionLimit".into(), json!(r.get::<_, i32>(4)));
-        m.insert("ValidUntil".into(), json!(r.get::<_, String>(5)));
-        m.insert("MemberOf".into(), json!(r.get::<_, Vec<String>>(7)));
-        (m, r.get::<_, u32>(6))
-    }))
+    catalog_row(
+        client,
+        "SELECT json_build_object('Name', r.rolname, 'Login', r.rolcanlogin, 'Inherit', r.rolinherit,
+                'CreateDb', r.rolcreatedb, 'CreateRole', r.rolcreaterole, 'ConnectionLimit', r.rolconnlimit,
+                'ValidUntil', COALESCE(to_char(r.rolvaliduntil AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), 'infinity'),
+                'MemberOf', ARRAY(SELECT g.rolname::text FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid
+                                  WHERE m.member = r.oid ORDER BY g.rolname))::text, r.oid
+         FROM pg_roles r WHERE r.rolname = $1",
+        name,
+        "role",
+    )
+    .await
 }
 
 async fn made(client: &Client, name: &str) -> Result<Map<String, Value>, ProviderError> {

@@ -16,7 +16,8 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::Client;
 
 use crate::connection::{
-    attributes, connect_if_there, connect_to, db_text, failed, found, given_drift, ident, split_id,
+    attributes, catalog_row, connect_to, drift_in_database, drop_in_database, failed, ident,
+    read_in_database, split_id,
 };
 
 pub const TYPE: &str = "Cairn::Postgres::Schema";
@@ -50,25 +51,14 @@ pub fn schema() -> ResourceSchema {
         .ref_returns("DATABASE|NAME (GetAtt Name for the name alone)")
 }
 
+/// The schema's catalog row (in the database connected to).
+const LIVE: &str = "SELECT json_build_object('Database', current_database(), 'Name', nspname, 'Owner', pg_get_userbyid(nspowner))::text, oid FROM pg_namespace WHERE nspname = $1";
+
 async fn live(
     client: &Client,
-    database: &str,
     name: &str,
 ) -> Result<Option<(Map<String, Value>, u32)>, ProviderError> {
-    let row = client
-        .query_opt(
-            "SELECT pg_get_userbyid(nspowner)::text, oid FROM pg_namespace WHERE nspname = $1",
-            &[&name],
-        )
-        .await
-        .map_err(|e| failed(&format!("cannot read schema {name}"), &e))?;
-    Ok(row.map(|r| {
-        let mut m = Map::new();
-        m.insert("Database".into(), json!(database));
-        m.insert("Name".into(), json!(name));
-        m.insert("Owner".into(), json!(r.get::<_, String>(0)));
-        (m, r.get::<_, u32>(1))
-    }))
+    catalog_row(client, LIVE, name, "schema").await
 }
 
 fn made(database: &str, name: &str, oid: u32) -> (String, Map<String, Value>) {
@@ -88,14 +78,14 @@ pub async fn create(req: &CreateRequest) -> Result<CreateResult, ProviderError> 
         if e.code() != Some(&SqlState::DUPLICATE_SCHEMA) {
             return Err(failed(&format!("cannot create schema {}", s.name), &e));
         }
-        let same = live(&client, &s.database, &s.name)
+        let same = live(&client, &s.name)
             .await?
             .filter(|(m, _)| s.owner.as_ref().is_none_or(|o| m["Owner"] == json!(o)));
         if same.is_none() {
             return Err(failed(&format!("cannot create schema {}", s.name), &e));
         }
     }
-    let (_, oid) = live(&client, &s.database, &s.name).await?.ok_or_else(|| {
+    let (_, oid) = live(&client, &s.name).await?.ok_or_else(|| {
         ProviderError::internal(format!("schema {} is gone right after it was made", s.name))
     })?;
     let (id, attributes) = made(&s.database, &s.name, oid);
@@ -130,7 +120,7 @@ pub async fn update(req: &UpdateRequest) -> Result<UpdateResult, ProviderError> 
             .await
             .map_err(|e| failed(&format!("cannot change the owner of schema {}", s.name), &e))?;
     }
-    let (_, oid) = live(&client, database, &s.name)
+    let (_, oid) = live(&client, &s.name)
         .await?
         .ok_or_else(|| ProviderError::not_found(format!("schema {} does not exist", s.name)))?;
     let (id, attributes) = made(database, &s.name, oid);
@@ -143,45 +133,19 @@ pub async fn update(req: &UpdateRequest) -> Result<UpdateResult, ProviderError> 
 
 pub async fn delete(req: &DeleteRequest) -> Result<(), ProviderError> {
     let s: Schema = req.properties()?;
-    let (database, name) = split_id(&req.physical_resource_id)?;
-    // No database: what was in it went with it.
-    let Some(client) = connect_if_there(&req.context, database).await? else {
-        return Ok(());
-    };
-    let cascade = if s.drop_cascade_on_delete {
-        " CASCADE"
-    } else {
-        ""
-    };
-    match client
-        .batch_execute(&format!("DROP SCHEMA {}{cascade}", ident(name)))
-        .await
-    {
-        Ok(()) => Ok(()),
-        Err(e) if e.code() == Some(&SqlState::INVALID_SCHEMA_NAME) => Ok(()),
-        Err(e) if e.code() == Some(&SqlState::DEPENDENT_OBJECTS_STILL_EXIST) => {
-            Err(ProviderError::internal(format!(
-                "cannot drop schema {name}: {}; move or drop what it holds, or set DropCascadeOnDelete: true",
-                db_text(&e)
-            )))
-        }
-        Err(e) => Err(failed(&format!("cannot drop schema {name}"), &e)),
-    }
+    drop_in_database(
+        req,
+        "SCHEMA",
+        s.drop_cascade_on_delete,
+        "move or drop what it holds, or set DropCascadeOnDelete: true",
+    )
+    .await
 }
 
 pub async fn check_drift(req: &DriftRequest) -> Result<DriftResult, ProviderError> {
-    let (database, name) = split_id(&req.physical_resource_id)?;
-    let Some(client) = connect_if_there(&req.context, database).await? else {
-        return Ok(DriftResult::Deleted);
-    };
-    let Some((actual, _)) = live(&client, database, name).await? else {
-        return Ok(DriftResult::Deleted);
-    };
-    Ok(given_drift(&req.properties, actual))
+    drift_in_database(req, LIVE, "schema").await
 }
 
 pub async fn read(req: &ReadRequest) -> Result<ReadResult, ProviderError> {
-    let (database, name) = split_id(&req.physical_resource_id)?;
-    let client = connect_to(&req.context, Some(database)).await?;
-    found("schema", name, live(&client, database, name).await?)
+    read_in_database(req, LIVE, "schema").await
 }
