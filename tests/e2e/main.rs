@@ -16,6 +16,7 @@ mod import;
 mod kept_failures;
 mod macros;
 mod nested;
+mod node;
 mod notifications;
 mod outage;
 mod plugins;

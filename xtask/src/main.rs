@@ -14,7 +14,11 @@
 //! - PostgreSQL answering on 127.0.0.1:5432 (the store tests make a database
 //!   each): the machine's cluster is started with `pg_ctlcluster` when it is
 //!   not running, and installed with apt when there is none. With
-//!   `CAIRN_TEST_POSTGRES` set, that server is used as it is.
+//!   `CAIRN_TEST_POSTGRES` set, that server is used as it is;
+//! - Node.js and npm (Debian's `nodejs` and `npm` when missing), each Node
+//!   project the tests run installed with `npm ci` from its lockfile
+//!   (again only when the lockfile changes), and the TypeScript SDK built
+//!   (`npm run build` in `sdk-typescript`).
 //!
 //! Every step says what it does on stderr and stops with the reason when it
 //! cannot be done.
@@ -66,6 +70,10 @@ fn workspace_root() -> PathBuf {
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("."))
 }
+
+/// The Node projects the tests run, relative to the workspace root: each
+/// is installed from its lockfile.
+const NODE_PROJECTS: [&str; 2] = ["sdk-typescript", "tests/e2e/node/notes-npm"];
 
 fn test(args: &[String]) -> Result<ExitCode, String> {
     let env = prepare()?;
@@ -150,6 +158,7 @@ fn prepare() -> Result<TestEnv, String> {
     if std::env::var_os("CAIRN_TEST_POSTGRES").is_none() {
         ensure_postgres()?;
     }
+    prepare_node(&root)?;
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"));
@@ -197,6 +206,32 @@ fn prepare() -> Result<TestEnv, String> {
             .map_err(|e| format!("cannot write {}: {e}", stamp.display()))?;
     }
     Ok(TestEnv { venv, bin })
+}
+
+/// Node and npm, the Node projects' packages (`npm ci` when a lockfile
+/// differs from the one last installed), and the TypeScript SDK built.
+fn prepare_node(root: &Path) -> Result<(), String> {
+    ensure_command("node", "nodejs")?;
+    ensure_command("npm", "npm")?;
+    for project in NODE_PROJECTS {
+        let dir = root.join(project);
+        let lock = std::fs::read_to_string(dir.join("package-lock.json"))
+            .map_err(|e| format!("cannot read {project}/package-lock.json: {e}"))?;
+        // Inside node_modules: `npm ci` removes it with what it installed.
+        let stamp = dir.join("node_modules/.cairn-installed-lock.json");
+        if std::fs::read_to_string(&stamp).ok().as_deref() != Some(lock.as_str()) {
+            eprintln!("xtask: npm ci in {project}");
+            run(Command::new("npm")
+                .args(["ci", "--no-audit", "--no-fund"])
+                .current_dir(&dir))?;
+            std::fs::write(&stamp, &lock)
+                .map_err(|e| format!("cannot write {}: {e}", stamp.display()))?;
+        }
+    }
+    eprintln!("xtask: npm run build in sdk-typescript");
+    run(Command::new("npm")
+        .args(["run", "build", "--silent"])
+        .current_dir(root.join("sdk-typescript")))
 }
 
 fn postgres_answers() -> bool {

@@ -1,0 +1,13 @@
+// cairn-provider: Cairn providers in TypeScript, and Node.js Lambda
+// handlers behind Cairn unchanged.
+
+export * from "./errors";
+export * from "./schema";
+export * from "./provider";
+export { Handler, server, serve } from "./serve";
+export type { ServeOptions } from "./serve";
+export { signatureProblem, SIGNATURE_TOLERANCE } from "./signing";
+export { putResponse } from "./respond";
+export { LambdaContext, invoke, loadHandler } from "./lambda";
+export { runCdk, CREATE_FAILED_MARKER } from "./cdk";
+export type { CdkHandlers } from "./cdk";

@@ -1,0 +1,188 @@
+//! Node.js Lambda handlers run unchanged behind the TypeScript SDK's
+//! adapter (`sdk-typescript`, built by `cargo xtask test`): a ZipFile
+//! handler using the inline `cfn-response` module, an async one using npm's
+//! `cfn-response` package, and a CDK provider-framework pair
+//! (`onEvent`/`isComplete`) whose resource completes after three polls.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::support::Scratch;
+use crate::update::{cairn, deploy, sequence_after};
+use crate::webhooks::{deploy_replacing, notes_lifecycle_of, output_values, Program, SECRET};
+
+/// `node sdk-typescript/dist/lambda-adapter.js ARGS… --dir DIR`, on a
+/// port of its own.
+fn node_adapter(args: &[&str], dir: &Path) -> Command {
+    let adapter = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/sdk-typescript/dist/lambda-adapter.js"
+    );
+    assert!(
+        Path::new(adapter).exists(),
+        "{adapter} is missing: `cargo xtask test` builds it (npm ci && npm run build in sdk-typescript)"
+    );
+    let mut cmd = Command::new("node");
+    cmd.arg(adapter)
+        .args(args)
+        .arg("--dir")
+        .arg(dir)
+        .args(["--listen", "127.0.0.1:0"])
+        .env("CAIRN_WEBHOOK_SECRET", SECRET);
+    cmd
+}
+
+fn handler_dir(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/e2e/node")
+        .join(name)
+}
+
+/// Node's cfn-response has no reason: a failure says where the log is.
+fn log_stream_reason(reason: &str) -> bool {
+    reason.starts_with("See the details in CloudWatch Log Stream: ")
+        && reason.contains("/[$LATEST]")
+}
+
+#[test]
+fn an_unchanged_inline_cfn_response_handler_runs_the_notes_lifecycle() {
+    notes_lifecycle_of(
+        |notes| {
+            let mut cmd = node_adapter(&["index.handler"], &handler_dir("notes-inline"));
+            cmd.env("NOTES_DIR", notes);
+            cmd
+        },
+        log_stream_reason,
+    );
+}
+
+#[test]
+fn an_unchanged_npm_cfn_response_handler_runs_the_notes_lifecycle() {
+    let dir = handler_dir("notes-npm");
+    assert!(
+        dir.join("node_modules/cfn-response").exists(),
+        "npm's cfn-response is not installed in {}: `cargo xtask test` runs npm ci there",
+        dir.display()
+    );
+    notes_lifecycle_of(
+        |notes| {
+            let mut cmd = node_adapter(&["index.handler"], &dir);
+            cmd.env("NOTES_DIR", notes);
+            cmd
+        },
+        log_stream_reason,
+    );
+}
+
+/// The CDK handlers' calls, in order: (handler, RequestType, physical id).
+fn calls(jobs: &Path) -> Vec<(String, String, String)> {
+    std::fs::read_to_string(jobs.join("calls.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .inspect(|c| assert_eq!(c["HasResponseURL"], false, "{c}"))
+        .map(|c| {
+            let text = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+            (
+                text("what"),
+                text("RequestType"),
+                text("PhysicalResourceId"),
+            )
+        })
+        .collect()
+}
+
+fn call(what: &str, kind: &str, id: &str) -> (String, String, String) {
+    (what.into(), kind.into(), id.into())
+}
+
+#[test]
+fn a_cdk_on_event_is_complete_handler_completes_after_three_polls() {
+    let s = Scratch::new();
+    let jobs = s.dir.path().join("jobs");
+    std::fs::create_dir_all(&jobs).expect("jobs dir");
+    let mut cmd = node_adapter(
+        &[
+            "--on-event",
+            "index.onEvent",
+            "--is-complete",
+            "index.isComplete",
+            "--query-interval-seconds",
+            "0.2",
+        ],
+        &handler_dir("cdk"),
+    );
+    cmd.env("JOBS_DIR", &jobs);
+    let handler = Program::start(cmd);
+    s.write(
+        "cairn.toml",
+        &format!(
+            "[webhooks]\ntimeout_seconds = 30\n\n[webhooks.endpoints.jobs]\nurl = \"http://127.0.0.1:{}/\"\nsecret = \"{SECRET}\"\n",
+            handler.port
+        ),
+    );
+    let job = |props: &str| {
+        format!("Resources:\n  J:\n    Type: Custom::Job\n    Properties: {{ServiceToken: jobs, {props}}}\nOutputs:\n  Id: {{Value: !Ref J}}\n  Polls: {{Value: !GetAtt J.Polls}}\n  Name: {{Value: !GetAtt J.Name}}\n")
+    };
+    let outputs = |s: &Scratch| output_values(s, "st");
+
+    // Created: onEvent once, then isComplete until its third poll.
+    let run = deploy(&s, "st", &job("Name: a"), &[]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(outputs(&s), ["job-a", "3", "a"]);
+    assert_eq!(
+        calls(&jobs),
+        [
+            call("onEvent", "Create", ""),
+            call("isComplete", "Create", "job-a"),
+            call("isComplete", "Create", "job-a"),
+            call("isComplete", "Create", "job-a"),
+        ]
+    );
+
+    // A new Name: onEvent answers a new physical id, a replacement; the
+    // old job is deleted in the cleanup.
+    deploy_replacing(&s, &job("Name: b"), "J", "job-a", "job-b");
+    assert_eq!(outputs(&s), ["job-b", "3", "b"]);
+    assert!(!jobs.join("job-a").exists());
+
+    // A create that throws: CREATE_FAILED with its message; the rollback's
+    // Delete is not sent to the handler (there is nothing to delete).
+    let before = calls(&jobs).len();
+    let run = deploy(&s, "bad", &job("Name: c, Fail: create"), &[]);
+    assert_eq!(run.code(), 1, "{}", run.stdout());
+    let failed: Vec<_> = sequence_after(&s, "bad", 0)
+        .into_iter()
+        .filter(|e| e.0 == "J")
+        .map(|e| (e.1, e.2))
+        .collect();
+    let text = |a: &str, b: &str| (a.to_string(), b.to_string());
+    assert_eq!(
+        failed,
+        [
+            text("CREATE_IN_PROGRESS", ""),
+            text("CREATE_IN_PROGRESS", "Resource creation Initiated"),
+            text(
+                "CREATE_FAILED",
+                "the job could not start: told to fail on create"
+            ),
+            text("DELETE_IN_PROGRESS", ""),
+            text("DELETE_COMPLETE", ""),
+        ]
+    );
+    assert_eq!(calls(&jobs)[before..], [call("onEvent", "Create", "")]);
+
+    let run = cairn(&s, &["delete", "st"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert!(!jobs.join("job-b").exists());
+    let last = calls(&jobs);
+    assert_eq!(
+        last[last.len() - 2..],
+        [
+            call("onEvent", "Delete", "job-b"),
+            call("isComplete", "Delete", "job-b"),
+        ]
+    );
+}
