@@ -80,6 +80,7 @@ enum ProviderCommand {
 enum Lang {
     Rust,
     Python,
+    Typescript,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -96,8 +97,8 @@ struct ProviderNewArgs {
     name: String,
     #[arg(long, value_enum)]
     lang: Lang,
-    /// For Rust: a plugin (dylib) or a webhook handler. Python providers
-    /// are webhook handlers.
+    /// For Rust: a plugin (dylib) or a webhook handler. Python and
+    /// TypeScript providers are webhook handlers.
     #[arg(long, value_enum)]
     transport: Option<Transport>,
     /// The directory to create (default: NAME).
@@ -115,6 +116,11 @@ struct ProviderNewArgs {
     /// it is still there.
     #[arg(long)]
     python_sdk: Option<PathBuf>,
+    /// Depend on the TypeScript SDK at this path (a Cairn checkout's
+    /// sdk-typescript/). Default: the checkout this binary was built from,
+    /// if it is still there.
+    #[arg(long)]
+    typescript_sdk: Option<PathBuf>,
     /// The port a webhook handler listens on.
     #[arg(long, default_value_t = 8080)]
     port: u16,
@@ -868,6 +874,10 @@ fn provider_new(a: &ProviderNewArgs) -> anyhow::Result<()> {
         (Lang::Python, Some(Transport::Dylib)) => {
             anyhow::bail!("a Python provider is a webhook handler: leave out --transport or give --transport webhook")
         }
+        (Lang::Typescript, None | Some(Transport::Webhook)) => scaffold::Kind::TypeScript,
+        (Lang::Typescript, Some(Transport::Dylib)) => {
+            anyhow::bail!("a TypeScript provider is a webhook handler: leave out --transport or give --transport webhook")
+        }
     };
     let dir = scaffold::run(&scaffold::Args {
         name: &a.name,
@@ -876,6 +886,7 @@ fn provider_new(a: &ProviderNewArgs) -> anyhow::Result<()> {
         type_name: a.type_name.as_deref(),
         sdk_path: a.sdk_path.as_deref(),
         python_sdk: a.python_sdk.as_deref(),
+        typescript_sdk: a.typescript_sdk.as_deref(),
         port: a.port,
     })?;
     println!(

@@ -1,8 +1,11 @@
 //! `cairn provider new`: writes a provider project that builds, passes
 //! `cairn provider test` and deploys its sample template with no edit: a
-//! Rust plugin, a Rust webhook handler, or a Python webhook handler on the
-//! Python SDK (`sdk-python/`). The files are templates embedded in the
-//! binary (`src/scaffold/`) with `{{name}}` placeholders.
+//! Rust plugin, a Rust webhook handler, or a Python or TypeScript webhook
+//! handler on the Python SDK (`sdk-python/`) or the TypeScript SDK
+//! (`sdk-typescript/`). The files are templates embedded in the binary
+//! (`src/scaffold/`) with `{{name}}` placeholders; a TypeScript project's
+//! `package.json` and `package-lock.json` are written from the SDK's own
+//! (the same build tools, pinned the same), so `npm ci` works at once.
 
 use std::path::{Path, PathBuf};
 
@@ -14,6 +17,7 @@ pub enum Kind {
     RustDylib,
     RustWebhook,
     Python,
+    TypeScript,
 }
 
 pub struct Args<'a> {
@@ -27,6 +31,8 @@ pub struct Args<'a> {
     pub sdk_path: Option<&'a Path>,
     /// The Python SDK to install from (a path; default: from the index).
     pub python_sdk: Option<&'a Path>,
+    /// The TypeScript SDK to depend on (a path; default: the checkout's).
+    pub typescript_sdk: Option<&'a Path>,
     /// The port a webhook handler listens on.
     pub port: u16,
 }
@@ -42,6 +48,8 @@ const GITIGNORE: &str = include_str!("scaffold/gitignore.tmpl");
 const README: &str = include_str!("scaffold/README.md.tmpl");
 const PY_PROVIDER: &str = include_str!("scaffold/python/provider.py.tmpl");
 const PY_PROJECT: &str = include_str!("scaffold/python/pyproject.toml.tmpl");
+const TS_PROVIDER: &str = include_str!("scaffold/typescript/provider.ts.tmpl");
+const TS_CONFIG: &str = include_str!("scaffold/typescript/tsconfig.json.tmpl");
 
 /// `my-notes` -> `MyNotes`.
 fn camel(name: &str) -> String {
@@ -129,6 +137,14 @@ fn recipe(kind: Kind, crate_name: &str, port: u16) -> Recipe {
             test: webhook_test,
             entry: webhook_entry,
         },
+        Kind::TypeScript => Recipe {
+            build: "npm ci && npm run build".into(),
+            start: Some(format!(
+                "node dist/provider.js --listen 127.0.0.1:{port} --secret change-me &"
+            )),
+            test: webhook_test,
+            entry: webhook_entry,
+        },
     }
 }
 
@@ -196,13 +212,33 @@ pub fn run(args: &Args<'_>) -> anyhow::Result<PathBuf> {
             checkout.display()
         ),
     };
+    let typescript = args.kind == Kind::TypeScript;
+    let typescript_sdk = match args.typescript_sdk {
+        Some(p) => Some(checkout_dir(p, "--typescript-sdk", "package.json", "sdk-typescript/")?),
+        None if !typescript => None,
+        None if checkout.join("sdk-typescript/package.json").is_file() => {
+            Some(checkout.join("sdk-typescript").display().to_string())
+        }
+        // cairn-provider is not on npm yet: npm would find nothing.
+        None => bail!(
+            "this cairn was not built from a checkout that is still at {}: give --typescript-sdk DIR (the sdk-typescript/ directory of a Cairn checkout)",
+            checkout.display()
+        ),
+    };
     let r = recipe(args.kind, args.name, args.port);
     let language = match args.kind {
         Kind::RustDylib => "A Rust provider plugin (a dynamic library Cairn loads)",
         Kind::RustWebhook => "A Rust webhook handler (Cairn calls it over HTTP)",
         Kind::Python => "A Python webhook handler on Cairn's Python SDK",
+        Kind::TypeScript => "A TypeScript webhook handler on Cairn's TypeScript SDK",
     };
+    // The SDK is not on npm: a checkout's is built once before the project.
+    let sdk_build = typescript_sdk
+        .as_ref()
+        .filter(|sdk| !Path::new(sdk).join("dist/index.js").is_file())
+        .map(|sdk| format!("(cd {sdk} && npm ci && npm run build)   # the SDK, once"));
     let steps = [
+        sdk_build,
         Some(format!("{}                       # build", r.build)),
         r.start
             .as_ref()
@@ -252,6 +288,9 @@ pub fn run(args: &Args<'_>) -> anyhow::Result<PathBuf> {
             ("pyproject.toml", PY_PROJECT),
             ("requirements.txt", "{{python_sdk}}\n"),
         ]),
+        Kind::TypeScript => {
+            files.extend([("provider.ts", TS_PROVIDER), ("tsconfig.json", TS_CONFIG)])
+        }
     }
     for (name, template) in files {
         let path = dir.join(name);
@@ -264,7 +303,90 @@ pub fn run(args: &Args<'_>) -> anyhow::Result<PathBuf> {
     }
     std::fs::write(dir.join("cairn.toml"), &r.entry)
         .with_context(|| format!("cannot write {}", dir.join("cairn.toml").display()))?;
+    if let Some(sdk) = typescript_sdk {
+        npm_project(&dir, args.name, &type_name, Path::new(&sdk))?;
+    }
     Ok(dir)
+}
+
+fn read_json(path: &Path) -> anyhow::Result<serde_json::Value> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))
+}
+
+/// `to` relative to `from` (both absolute), as npm records a linked
+/// directory.
+fn relative(from: &Path, to: &Path) -> String {
+    let (f, t): (Vec<_>, Vec<_>) = (from.components().collect(), to.components().collect());
+    let common = f.iter().zip(&t).take_while(|(a, b)| a == b).count();
+    let mut parts: Vec<String> = vec!["..".into(); f.len() - common];
+    parts.extend(
+        t[common..]
+            .iter()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned()),
+    );
+    parts.join("/")
+}
+
+/// The project's `package.json` and `package-lock.json`: `cairn-provider`
+/// linked from the SDK's directory, and the SDK's build tools (its
+/// devDependencies) at the versions its own lockfile pins.
+fn npm_project(dir: &Path, name: &str, type_name: &str, sdk: &Path) -> anyhow::Result<()> {
+    use serde_json::{json, Value};
+    let sdk_package = read_json(&sdk.join("package.json"))?;
+    let sdk_lock = read_json(&sdk.join("package-lock.json"))?;
+    let tools = sdk_package["devDependencies"].clone();
+    let link = format!("file:{}", sdk.display());
+    let package = json!({
+        "name": name,
+        "version": "0.1.0",
+        "private": true,
+        "description": format!("{type_name}: a Cairn resource provider served as a webhook"),
+        "main": "dist/provider.js",
+        "scripts": {"build": "tsc -p .", "start": "node dist/provider.js"},
+        "dependencies": {"cairn-provider": link},
+        "devDependencies": tools,
+    });
+    let project = std::path::absolute(dir).with_context(|| format!("{}", dir.display()))?;
+    let rel = relative(&project, sdk);
+    let mut packages = serde_json::Map::new();
+    packages.insert(
+        String::new(),
+        json!({
+            "name": name,
+            "version": "0.1.0",
+            "dependencies": {"cairn-provider": link},
+            "devDependencies": tools,
+        }),
+    );
+    let sdk_packages = sdk_lock["packages"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    if let Some(root) = sdk_packages.get("") {
+        packages.insert(rel.clone(), root.clone());
+    }
+    packages.insert(
+        "node_modules/cairn-provider".into(),
+        json!({"resolved": rel, "link": true}),
+    );
+    for (k, v) in sdk_packages.into_iter().filter(|(k, _)| !k.is_empty()) {
+        packages.insert(k, v);
+    }
+    let lock = json!({
+        "name": name,
+        "version": "0.1.0",
+        "lockfileVersion": 3,
+        "requires": true,
+        "packages": Value::Object(packages),
+    });
+    for (file, value) in [("package.json", package), ("package-lock.json", lock)] {
+        let text = serde_json::to_string_pretty(&value)? + "\n";
+        std::fs::write(dir.join(file), text)
+            .with_context(|| format!("cannot write {}", dir.join(file).display()))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -289,6 +411,7 @@ mod tests {
             PLUGIN_LIB_RS,
             README,
             PY_PROVIDER,
+            TS_PROVIDER,
         ] {
             let keys = [
                 "crate",

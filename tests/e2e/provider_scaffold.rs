@@ -1,5 +1,5 @@
 //! `cairn provider new` for each path (Rust plugin, Rust webhook, Python
-//! webhook): the README it writes is run step by step, exactly, in a shell
+//! webhook, TypeScript webhook): the README it writes is run step by step, exactly, in a shell
 //! whose `cairn` is the binary under test: build, `cairn provider test`
 //! (every test passes), deploy of the sample template, delete.
 
@@ -36,11 +36,14 @@ fn new_build_test_deploy(name: &str, args: &[&str], expected_steps: usize) {
     all.extend_from_slice(args);
     let sdk = format!("{repo}/sdk");
     let python_sdk = format!("{repo}/sdk-python");
+    let typescript_sdk = format!("{repo}/sdk-typescript");
     all.extend_from_slice(&[
         "--sdk-path",
         &sdk,
         "--python-sdk",
         &python_sdk,
+        "--typescript-sdk",
+        &typescript_sdk,
         "--port",
         &port,
     ]);
@@ -127,6 +130,13 @@ fn a_new_rust_webhook_builds_passes_the_kit_and_deploys() {
 #[test]
 fn a_new_python_webhook_installs_passes_the_kit_and_deploys() {
     new_build_test_deploy("py-notes", &["--lang", "python"], 5);
+}
+
+/// The TypeScript SDK is built by `cargo xtask test` (not on npm yet):
+/// the project's steps are its own five.
+#[test]
+fn a_new_typescript_webhook_builds_passes_the_kit_and_deploys() {
+    new_build_test_deploy("ts-notes", &["--lang", "typescript"], 5);
 }
 
 #[test]
