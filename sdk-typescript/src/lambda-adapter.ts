@@ -10,8 +10,12 @@
 // Lambda-like event and context, as an asynchronous invocation. A plain
 // handler PUTs its response itself (cfn-response, inline or npm's); with
 // --on-event the CDK provider framework's contract applies and the adapter
-// PUTs it. Prints "listening on HOST:PORT" when ready.
+// PUTs it. A Lambda handler has no schema; --schema FILE (Cairn's schema
+// document, as GET /schema answers it: {"Schemas": [...]}) gives it one, so
+// Cairn can plan replacements and `cairn provider test` can run against it.
+// Prints "listening on HOST:PORT" when ready.
 
+import * as fs from "node:fs";
 import * as http from "node:http";
 import * as path from "node:path";
 import { CdkHandlers, runCdk } from "./cdk";
@@ -30,10 +34,21 @@ interface Options {
   timeoutSeconds: number;
   queryIntervalSeconds: number;
   totalTimeoutSeconds: number;
+  schema?: string;
 }
 
 const USAGE =
-  "usage: cairn-lambda-adapter (FILE.FUNCTION | --on-event FILE.FUNCTION [--is-complete FILE.FUNCTION] [--query-interval-seconds 5] [--total-timeout-seconds 1800]) [--dir DIR] [--listen HOST:PORT] [--secret S] [--timeout-seconds 60]";
+  "usage: cairn-lambda-adapter (FILE.FUNCTION | --on-event FILE.FUNCTION [--is-complete FILE.FUNCTION] [--query-interval-seconds 5] [--total-timeout-seconds 1800]) [--dir DIR] [--listen HOST:PORT] [--secret S] [--timeout-seconds 60] [--schema FILE]";
+
+/** The schema document --schema names, checked to be one. */
+function schemaDocument(file: string): string {
+  const text = fs.readFileSync(file, "utf8");
+  const doc = JSON.parse(text) as { Schemas?: unknown };
+  if (!Array.isArray(doc.Schemas)) {
+    throw new Error(`${file} is not a schema document: it holds {"Schemas": [...]}, each as Cairn's GET /schema answers`);
+  }
+  return JSON.stringify(doc);
+}
 
 function parse(argv: string[]): Options {
   const o: Options = {
@@ -65,6 +80,7 @@ function parse(argv: string[]): Options {
       case "--is-complete": o.isComplete = value(); break;
       case "--query-interval-seconds": o.queryIntervalSeconds = seconds(); break;
       case "--total-timeout-seconds": o.totalTimeoutSeconds = seconds(); break;
+      case "--schema": o.schema = path.resolve(value()); break;
       default:
         if (a.startsWith("-") || o.handler !== undefined) throw new Error(`unexpected ${a}\n${USAGE}`);
         o.handler = a;
@@ -121,14 +137,20 @@ async function main(): Promise<void> {
   const spec = (o.handler ?? o.onEvent) as string;
   const functionName = path.basename(spec.slice(0, spec.lastIndexOf(".")) || spec);
   lambdaEnvironment(functionName, o.dir);
+  const schema = o.schema === undefined ? undefined : schemaDocument(o.schema);
   const serve = o.onEvent !== undefined ? await cdk(o, o.onEvent, functionName) : await plain(o, spec, functionName);
   const server = http.createServer((req, res) => {
     const send = (status: number, text: string) => {
       res.writeHead(status, { "content-type": "text/plain" });
       res.end(text);
     };
+    if (req.method === "GET" && schema !== undefined && (req.url ?? "").replace(/\/+$/, "") === "/schema") {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(schema);
+      return;
+    }
     if (req.method !== "POST") {
-      send(404, "POST / takes Cairn's custom-resource requests");
+      send(404, "POST / takes Cairn's custom-resource requests (GET /schema: give --schema FILE)");
       return;
     }
     readBody(req).then((body) => {

@@ -34,6 +34,22 @@ fn node_adapter(args: &[&str], dir: &Path) -> Command {
     cmd
 }
 
+/// `examples/typescript-provider` (built by `cargo xtask test`), serving
+/// Custom::Greeting on a port of its own.
+pub(crate) fn typescript_example() -> Command {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/typescript-provider");
+    let built = dir.join("dist/greetings.js");
+    assert!(
+        built.exists(),
+        "{} is missing: `cargo xtask test` builds it (npm ci && npm run build there)",
+        built.display()
+    );
+    let mut cmd = Command::new("node");
+    cmd.arg(built)
+        .args(["--listen", "127.0.0.1:0", "--secret", SECRET]);
+    cmd
+}
+
 fn handler_dir(name: &str) -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/e2e/node")
@@ -185,4 +201,76 @@ fn a_cdk_on_event_is_complete_handler_completes_after_three_polls() {
             call("isComplete", "Delete", "job-b"),
         ]
     );
+}
+
+/// The contract kit against an unchanged handler, given its schema with
+/// `--schema` (a Lambda handler serves none): everything it does passes;
+/// drift and read, which cfn-response handlers do not answer, are skipped.
+#[test]
+fn the_contract_kit_passes_against_an_unchanged_handler_given_a_schema() {
+    let s = Scratch::new();
+    let notes = s.dir.path().join("notes");
+    std::fs::create_dir_all(&notes).expect("notes dir");
+    let schema = handler_dir("notes-schema.json");
+    let mut cmd = node_adapter(
+        &[
+            "index.handler",
+            "--schema",
+            schema.to_str().unwrap_or_default(),
+        ],
+        &handler_dir("notes-inline"),
+    );
+    cmd.env("NOTES_DIR", &notes);
+    let handler = Program::start(cmd);
+    let props = s.write(
+        "props.yaml",
+        "Custom::Note:\n  Create: {Name: a, Text: one}\n  Updates: [{Name: a, Text: two}, {Name: b, Text: two}]\n",
+    );
+    let url = format!("http://127.0.0.1:{}/", handler.port);
+    let run = s.cairn(&[
+        "provider",
+        "test",
+        "--webhook",
+        &url,
+        "--secret",
+        SECRET,
+        "--properties",
+        props.to_str().unwrap_or_default(),
+        "--output",
+        "json",
+    ]);
+    assert_eq!(run.code(), 0, "{}{}", run.stdout(), run.stderr());
+    let statuses: Vec<(String, String)> = run
+        .json()
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| {
+            let text = |k: &str| t[k].as_str().unwrap_or_default().to_string();
+            (text("Test"), text("Status"))
+        })
+        .collect();
+    let want: Vec<(String, String)> = [
+        ("schema_well_formed", "PASSED"),
+        ("create_returns_id_and_attributes", "PASSED"),
+        ("create_repeated_request_id_same_resource", "PASSED"),
+        ("drift_in_sync_after_create", "SKIPPED"),
+        ("read_after_create_matches", "SKIPPED"),
+        ("update_in_place[Text]", "PASSED"),
+        ("update_create_only_replaces[Name]", "PASSED"),
+        ("invalid_properties_refused", "PASSED"),
+        ("delete_succeeds", "PASSED"),
+        ("delete_again_not_found_or_success", "PASSED"),
+        ("drift_deleted_after_delete", "SKIPPED"),
+        ("read_missing_is_not_found", "SKIPPED"),
+        ("expired_deadline_refused", "PASSED"),
+    ]
+    .iter()
+    .map(|(t, st)| (t.to_string(), st.to_string()))
+    .collect();
+    assert_eq!(statuses, want);
+    let left: Vec<_> = std::fs::read_dir(&notes)
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
 }

@@ -279,6 +279,22 @@ fn the_python_example_provider_keeps_the_contract_over_http() {
 }
 
 #[test]
+fn the_typescript_example_provider_keeps_the_contract_over_http() {
+    let handler = Program::start(crate::node::typescript_example());
+    let s = Scratch::new();
+    let url = format!("http://127.0.0.1:{}/", handler.port);
+    let json = kit(
+        &s,
+        &["--webhook", &url, "--secret", SECRET, "--drift", "--read"],
+        0,
+    );
+    assert_eq!(
+        outcomes(&json),
+        all_passed("Custom::Greeting", "Excited", "Name")
+    );
+}
+
+#[test]
 fn the_python_sdk_passes_its_own_tests() {
     let out = crate::support::python()
         .args(["-m", "unittest", "discover", "-s", "tests"])

@@ -917,6 +917,14 @@ fn the_rust_handler_kit_serves_a_provider() {
 }
 
 #[test]
+fn the_typescript_example_serves_the_same_lifecycle() {
+    greeting_lifecycle(
+        Program::start(crate::node::typescript_example()),
+        "ts-greeting-",
+    );
+}
+
+#[test]
 fn the_python_cfnresponse_example_serves_the_same_lifecycle() {
     greeting_lifecycle(python_cfnresponse_handler(SECRET), "py-greeting-");
 }

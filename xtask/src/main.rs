@@ -17,8 +17,8 @@
 //!   `CAIRN_TEST_POSTGRES` set, that server is used as it is;
 //! - Node.js and npm (Debian's `nodejs` and `npm` when missing), each Node
 //!   project the tests run installed with `npm ci` from its lockfile
-//!   (again only when the lockfile changes), and the TypeScript SDK built
-//!   (`npm run build` in `sdk-typescript`).
+//!   (again only when the lockfile changes), and the TypeScript SDK and
+//!   its example built (`npm run build`).
 //!
 //! Every step says what it does on stderr and stops with the reason when it
 //! cannot be done.
@@ -72,8 +72,13 @@ fn workspace_root() -> PathBuf {
 }
 
 /// The Node projects the tests run, relative to the workspace root: each
-/// is installed from its lockfile.
-const NODE_PROJECTS: [&str; 2] = ["sdk-typescript", "tests/e2e/node/notes-npm"];
+/// is installed from its lockfile, and built (`npm run build`) when it
+/// says so, in this order (the SDK before what uses it).
+const NODE_PROJECTS: [(&str, bool); 3] = [
+    ("sdk-typescript", true),
+    ("examples/typescript-provider", true),
+    ("tests/e2e/node/notes-npm", false),
+];
 
 fn test(args: &[String]) -> Result<ExitCode, String> {
     let env = prepare()?;
@@ -213,7 +218,7 @@ fn prepare() -> Result<TestEnv, String> {
 fn prepare_node(root: &Path) -> Result<(), String> {
     ensure_command("node", "nodejs")?;
     ensure_command("npm", "npm")?;
-    for project in NODE_PROJECTS {
+    for (project, build) in NODE_PROJECTS {
         let dir = root.join(project);
         let lock = std::fs::read_to_string(dir.join("package-lock.json"))
             .map_err(|e| format!("cannot read {project}/package-lock.json: {e}"))?;
@@ -227,11 +232,14 @@ fn prepare_node(root: &Path) -> Result<(), String> {
             std::fs::write(&stamp, &lock)
                 .map_err(|e| format!("cannot write {}: {e}", stamp.display()))?;
         }
+        if build {
+            eprintln!("xtask: npm run build in {project}");
+            run(Command::new("npm")
+                .args(["run", "build", "--silent"])
+                .current_dir(&dir))?;
+        }
     }
-    eprintln!("xtask: npm run build in sdk-typescript");
-    run(Command::new("npm")
-        .args(["run", "build", "--silent"])
-        .current_dir(root.join("sdk-typescript")))
+    Ok(())
 }
 
 fn postgres_answers() -> bool {
