@@ -308,6 +308,18 @@ fn the_python_sdk_passes_its_own_tests() {
 }
 
 #[test]
+fn the_typescript_sdk_passes_its_own_tests() {
+    let out = Command::new("node")
+        .args(["--test", "test/sdk.test.js"])
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/sdk-typescript"))
+        .output()
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(stdout.contains("# pass 7\n"), "{stdout}");
+}
+
+#[test]
 fn a_broken_provider_fails_exactly_the_tests_it_breaks() {
     let lib = crate::plugins::library("cairn_test_broken")
         .display()
