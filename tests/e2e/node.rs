@@ -203,11 +203,17 @@ fn a_cdk_on_event_is_complete_handler_completes_after_three_polls() {
     );
 }
 
-/// The contract kit against an unchanged handler, given its schema with
-/// `--schema` (a Lambda handler serves none): everything it does passes;
-/// drift and read, which cfn-response handlers do not answer, are skipped.
+/// The contract kit against both unchanged handlers, given their schema
+/// with `--schema` (a Lambda handler serves none): everything they do
+/// passes; drift and read, which cfn-response handlers do not answer, are
+/// skipped.
 #[test]
-fn the_contract_kit_passes_against_an_unchanged_handler_given_a_schema() {
+fn the_contract_kit_passes_against_the_unchanged_handlers_given_a_schema() {
+    kit_against("notes-inline");
+    kit_against("notes-npm");
+}
+
+fn kit_against(handler: &str) {
     let s = Scratch::new();
     let notes = s.dir.path().join("notes");
     std::fs::create_dir_all(&notes).expect("notes dir");
@@ -218,7 +224,7 @@ fn the_contract_kit_passes_against_an_unchanged_handler_given_a_schema() {
             "--schema",
             schema.to_str().unwrap_or_default(),
         ],
-        &handler_dir("notes-inline"),
+        &handler_dir(handler),
     );
     cmd.env("NOTES_DIR", &notes);
     let handler = Program::start(cmd);
