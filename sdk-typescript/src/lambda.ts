@@ -8,6 +8,7 @@
 // trusted too, for handlers that use https themselves.
 
 import * as crypto from "node:crypto";
+import * as fs from "node:fs";
 import * as path from "node:path";
 import * as tls from "node:tls";
 import http = require("node:http");
@@ -201,15 +202,21 @@ export async function loadHandler(spec: string, dir: string): Promise<Handler> {
     throw new Error(`the handler is file.function (Lambda's handler setting), not ${spec}`);
   }
   provideInlineModules();
-  const file = path.resolve(dir, spec.slice(0, dot));
+  const base = path.resolve(dir, spec.slice(0, dot));
   const name = spec.slice(dot + 1);
+  // As Lambda looks for it: FILE.js, FILE.mjs (an ES module), FILE.cjs.
+  const file = [".js", ".mjs", ".cjs"].map((ext) => base + ext).find((f) => fs.existsSync(f));
+  if (file === undefined) {
+    throw new Error(`no ${base}.js, .mjs or .cjs: the handler ${spec} is FILE.FUNCTION, FILE relative to ${dir}`);
+  }
   let module: Record<string, unknown>;
   try {
+    if (file.endsWith(".mjs")) throw Object.assign(new Error("an ES module"), { code: "ERR_REQUIRE_ESM" });
     module = require(file) as Record<string, unknown>;
   } catch (e) {
     if ((e as { code?: string }).code !== "ERR_REQUIRE_ESM") throw e;
     const url = require("node:url") as typeof import("node:url");
-    module = (await import(url.pathToFileURL(require.resolve(file)).href)) as Record<string, unknown>;
+    module = (await import(url.pathToFileURL(file).href)) as Record<string, unknown>;
   }
   const fn = module[name];
   if (typeof fn !== "function") {

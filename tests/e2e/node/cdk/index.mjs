@@ -1,8 +1,9 @@
 // A CDK provider-framework handler pair: onEvent starts a "job" (a file
 // in JOBS_DIR), isComplete polls it. A job is ready on the third poll; its
 // Data then carries the poll count. Each call is logged in calls.jsonl.
-const fs = require("fs");
-const path = require("path");
+// An ES module (index.mjs), as Lambda's Node.js runtimes load them.
+import fs from "node:fs";
+import path from "node:path";
 
 const jobs = () => process.env.JOBS_DIR;
 const log = (what, event) =>
@@ -11,7 +12,7 @@ const log = (what, event) =>
     JSON.stringify({ what, RequestType: event.RequestType, PhysicalResourceId: event.PhysicalResourceId, HasResponseURL: "ResponseURL" in event }) + "\n",
   );
 
-exports.onEvent = async (event) => {
+export const onEvent = async (event) => {
   log("onEvent", event);
   const props = event.ResourceProperties;
   if (props.Fail === event.RequestType.toLowerCase()) {
@@ -26,7 +27,7 @@ exports.onEvent = async (event) => {
   return { PhysicalResourceId: id, Data: { Name: props.Name } };
 };
 
-exports.isComplete = async (event) => {
+export const isComplete = async (event) => {
   log("isComplete", event);
   if (event.RequestType === "Delete") return { IsComplete: true };
   const file = path.join(jobs(), event.PhysicalResourceId);
