@@ -600,6 +600,10 @@ struct UpdateOpts {
     /// Failed deletes while uninstalling do not stop the update.
     #[arg(long)]
     ignore_failure: bool,
+    /// The stack policy this update alone is checked against, instead of
+    /// the stack's (a JSON file, as `cairn deploy` takes it).
+    #[arg(long, value_name = "FILE")]
+    stack_policy_during_update: Option<PathBuf>,
     /// For --preview.
     #[arg(long, value_enum, default_value_t)]
     output: OutputFormat,
@@ -655,6 +659,7 @@ impl UpdateOpts {
             use_previous: &self.use_previous,
             preview: self.preview,
             output: self.output,
+            stack_policy_during_update: self.stack_policy_during_update.as_deref(),
             flags: cairn_core::engine::ReconcileFlags {
                 drift_only: self.drift_only,
                 skip_install: self.skip_install,

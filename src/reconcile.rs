@@ -19,6 +19,8 @@ pub struct Args<'a> {
     pub use_previous: &'a [String],
     pub preview: bool,
     pub output: OutputFormat,
+    /// `--stack-policy-during-update FILE`.
+    pub stack_policy_during_update: Option<&'a Path>,
     pub flags: ReconcileFlags,
 }
 
@@ -35,7 +37,9 @@ pub async fn run(engine: &Arc<Engine>, args: Args<'_>) -> anyhow::Result<()> {
             stack_policy: None,
             rollback_configuration: None,
             notification_arns: None,
-            stack_policy_during_update: None,
+            stack_policy_during_update: crate::stacks::read_policy(
+                args.stack_policy_during_update,
+            )?,
             stack_name: args.stack.to_string(),
             template_body,
             parameters: parameter_inputs(args.parameters, args.use_previous)?,

@@ -1680,7 +1680,11 @@ async fn reconcile_stack(app: &Arc<App>, f: &Form) -> Outcome {
             stack_policy: None,
             rollback_configuration: None,
             notification_arns: None,
-            stack_policy_during_update: None,
+            stack_policy_during_update: policy_body(
+                app,
+                f,
+                ("StackPolicyDuringUpdateBody", "StackPolicyDuringUpdateURL"),
+            )?,
             stack_name: f.required("StackName")?.to_string(),
             template_body: template_body(app, f)?,
             parameters: parameters(f)?,

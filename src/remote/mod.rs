@@ -370,6 +370,9 @@ async fn update(r: &Remote, args: crate::reconcile::Args<'_>) -> anyhow::Result<
         ));
     }
     p.extend(parameter_members(args.parameters, args.use_previous)?);
+    if let Some(policy) = crate::stacks::read_policy(args.stack_policy_during_update)? {
+        p.push(kv("StackPolicyDuringUpdateBody", policy));
+    }
     let f = &args.flags;
     for (name, on) in [
         ("DriftOnly", f.drift_only),

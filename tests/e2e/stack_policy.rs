@@ -209,3 +209,89 @@ fn once_a_stack_has_a_policy_what_it_does_not_allow_is_denied() {
         run.stderr()
     );
 }
+
+/// `cairn update` is held to the stack's policy: what the template changes
+/// is refused before anything runs (there is no rollback to undo it),
+/// preview included; what drift asks for during the run fails the resource
+/// with the denial; `--stack-policy-during-update` allows it for one run.
+#[test]
+fn cairn_update_is_held_to_the_stack_policy() {
+    let s = scratch();
+    let policy = s.write(
+        "policy.json",
+        r#"{"Statement": [
+  {"Effect": "Allow", "Action": "Update:*", "Principal": "*", "Resource": "*"},
+  {"Effect": "Deny", "Action": "Update:*", "Principal": "*", "Resource": "LogicalResourceId/Motd"}
+]}"#,
+    );
+    let allow = s.write("allow.json", ALLOW_ALL);
+    let t = |content: &str, value: &str| {
+        format!("Resources:\n  Motd:\n    Type: Cairn::Local::File\n    Properties: {{Path: out/motd.txt, Content: {content}}}\n  Free:\n    Type: Cairn::Test::Resource\n    Properties: {{Value: {value}}}\n")
+    };
+    let run = deploy(
+        &s,
+        "st",
+        &t("hello", "one"),
+        &["--stack-policy", policy.to_str().unwrap_or_default()],
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let next = s.write("next.yaml", &t("hi", "two"));
+    let next = next.to_str().unwrap_or_default();
+    let events = crate::update::events(&s, "st").len();
+    let refusal = format!(
+        "cairn update st is refused by the stack policy; nothing was changed: {} Give --stack-policy-during-update FILE to allow it for this update.",
+        denied("Update:Modify", "Statement [#2]", "Motd")
+    );
+    for args in [
+        vec!["update", "st", next],
+        vec!["update", "st", next, "--preview"],
+    ] {
+        let run = cairn(&s, &args);
+        assert_ne!(run.code(), 0);
+        assert!(run.stderr().contains(&refusal), "{}", run.stderr());
+    }
+    assert_eq!(status(&s, "st"), "CREATE_COMPLETE");
+    assert_eq!(crate::update::events(&s, "st").len(), events);
+
+    // Drift found during the run: the protected file is not touched.
+    let motd = s.dir.path().join("out/motd.txt");
+    std::fs::write(&motd, "hacked").expect("edit by hand");
+    let run = cairn(&s, &["update", "st", "--drift-only"]);
+    assert_ne!(run.code(), 0);
+    assert_eq!(status(&s, "st"), "UPDATE_FAILED");
+    let motd_events: Vec<_> = sequence_after(&s, "st", events)
+        .into_iter()
+        .filter(|e| e.0 == "Motd")
+        .map(|e| (e.1, e.2))
+        .collect();
+    assert_eq!(
+        motd_events,
+        [(
+            "UPDATE_FAILED".to_string(),
+            denied("Update:Modify", "Statement [#2]", "Motd")
+        )]
+    );
+    assert_eq!(std::fs::read_to_string(&motd).unwrap_or_default(), "hacked");
+
+    // Allowed for one run: the template's changes and the drift's repair.
+    let run = cairn(
+        &s,
+        &[
+            "update",
+            "st",
+            next,
+            "--stack-policy-during-update",
+            allow.to_str().unwrap_or_default(),
+        ],
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(status(&s, "st"), "UPDATE_COMPLETE");
+    assert_eq!(std::fs::read_to_string(&motd).unwrap_or_default(), "hi");
+    // The stack's own policy still holds for the next run.
+    let back = s.write("back.yaml", &t("hello", "two"));
+    let run = cairn(&s, &["update", "st", back.to_str().unwrap_or_default()]);
+    assert_ne!(run.code(), 0);
+    assert!(run
+        .stderr()
+        .contains("[Update:Modify] for resource [LogicalResourceId/Motd]"));
+}

@@ -566,7 +566,9 @@ impl Engine {
             .map(|o| crate::nested::NestedTemplates::from_options(&o.options))
             .unwrap_or_default();
         let policy = match &operation {
-            Some(o) if o.kind == OperationKind::Update => stack_policy::of_operation(&o.options)?,
+            Some(o) if matches!(o.kind, OperationKind::Update | OperationKind::Reconcile) => {
+                stack_policy::of_operation(&o.options)?
+            }
             _ => None,
         };
         let deadline = (stack.status == StackStatus::CreateInProgress)

@@ -18,6 +18,9 @@
 //!   not checked, as CloudFormation's are not.
 //! - A change set's preview marks each change the policy would deny
 //!   (`DeniedByStackPolicy`).
+//! - `cairn update` (a reconcile, with no rollback) is checked up front on
+//!   what its template changes ([`denials`]), and at the resource on what
+//!   drift or health decides during the run.
 
 use super::{Engine, EngineError, Op};
 use crate::stack::StackStatus;
@@ -29,6 +32,22 @@ pub(super) const OPTION: &str = "StackPolicy";
 
 /// The change-set field naming a change the stack's policy would deny.
 pub const DENIED: &str = "DeniedByStackPolicy";
+
+/// The denials, by the policy an operation's `options` hold (none: no
+/// denial), of each (action, logical id, type as the template writes it).
+pub(super) fn denials(
+    options: &serde_json::Map<String, Value>,
+    actions: &[(UpdateAction, String, String)],
+) -> Result<Vec<String>, EngineError> {
+    let Some(body) = options.get(OPTION).and_then(Value::as_str) else {
+        return Ok(Vec::new());
+    };
+    let policy = parse(body, "The stack policy")?;
+    Ok(actions
+        .iter()
+        .filter_map(|(action, name, ty)| policy.check(*action, name, ty).err().map(|d| d.0))
+        .collect())
+}
 
 /// Parses a policy given by a caller; the error is the API's text.
 pub(super) fn parse(body: &str, what: &str) -> Result<StackPolicy, EngineError> {

@@ -13,6 +13,7 @@ use crate::engine::protocol;
 use crate::engine::update::UpdateChange;
 use crate::engine::{Attempt, Op};
 use crate::stack::{now, CallKind, Journal, ResourceRecord, ResourceStatus};
+use crate::stack_policy::UpdateAction;
 
 /// A group's attributes as an update's result (its physical id stays).
 fn group_result(attributes: Map<String, Value>) -> UpdateResult {
@@ -38,6 +39,21 @@ impl Reconciles<'_> {
         }
         let healed = self.groups().group_heal(op, &rec).await.map(group_result);
         self.updates().record_updated(op, rec, healed).await
+    }
+
+    /// Whether the stack's policy denies `action` on `rec`: then the
+    /// resource fails with the denial and nothing is called. (What the
+    /// template changes is checked before the run starts; this catches
+    /// what drift or health decided during it.)
+    async fn denied(&self, op: &Op, rec: &mut ResourceRecord, action: UpdateAction) -> bool {
+        let Some(denial) = op.policy_denies(action, &rec.logical_id, &rec.resource_type) else {
+            return false;
+        };
+        rec.status = ResourceStatus::UpdateFailed;
+        rec.status_reason = Some(denial);
+        rec.updated_at = now();
+        self.record(op, rec, Vec::new()).await;
+        true
     }
 
     /// Records the template's properties for a resource whose provider
@@ -68,7 +84,9 @@ impl Reconciles<'_> {
         changed: Vec<String>,
         drift: Option<Vec<PropertyDifference>>,
     ) -> bool {
-        if op.aborted.load(Ordering::SeqCst) {
+        if op.aborted.load(Ordering::SeqCst)
+            || self.denied(op, &mut rec, UpdateAction::Modify).await
+        {
             return false;
         }
         let (props, metadata) = match self
@@ -271,7 +289,9 @@ impl Reconciles<'_> {
     /// template (seed 003's reinstall; heal of an unhealthy resource). Each
     /// call is recorded before it is made.
     pub(super) async fn reinstall(&self, op: &Op, mut rec: ResourceRecord, why: &str) -> bool {
-        if op.aborted.load(Ordering::SeqCst) {
+        if op.aborted.load(Ordering::SeqCst)
+            || self.denied(op, &mut rec, UpdateAction::Replace).await
+        {
             return false;
         }
         rec.status = ResourceStatus::UpdateInProgress;

@@ -36,6 +36,7 @@ use super::update::{PreparedUpdate, UpdateStackInput};
 use super::{EngineError, Op};
 use crate::plan;
 use crate::stack::{Journal, ResourceStatus, StackStatus};
+use crate::stack_policy::UpdateAction;
 use crate::template::Template;
 
 mod changes;
@@ -198,7 +199,7 @@ impl Reconciles<'_> {
                 stack_policy: None,
                 rollback_configuration: None,
                 notification_arns: None,
-                stack_policy_during_update: None,
+                stack_policy_during_update: input.update.stack_policy_during_update.clone(),
                 stack_name: input.update.stack_name.clone(),
                 template_body: None,
                 parameters: Default::default(),
@@ -263,6 +264,36 @@ impl Reconciles<'_> {
             return Err(EngineError::Validation(format!(
                 "The update cannot be applied; these changes are not supported: {}",
                 unsupported.join(", ")
+            )));
+        }
+        // The stack's policy (or this update's) rules on what the template
+        // changes before anything runs: `cairn update` has no rollback.
+        let written = |t: &Template, name: &str| {
+            t.resource(name)
+                .map(|r| r.type_name.clone())
+                .unwrap_or_default()
+        };
+        let actions: Vec<(UpdateAction, String, String)> = plan
+            .modify
+            .iter()
+            .map(|n| (UpdateAction::Modify, n.clone(), written(&new, n)))
+            .chain(
+                plan.reinstall
+                    .iter()
+                    .map(|n| (UpdateAction::Replace, n.clone(), written(&new, n))),
+            )
+            .chain(
+                plan.uninstall
+                    .iter()
+                    .map(|n| (UpdateAction::Delete, n.clone(), written(&old, n))),
+            )
+            .collect();
+        let denied = super::stack_policy::denials(&prepared.extra_options, &actions)?;
+        if !denied.is_empty() {
+            return Err(EngineError::Validation(format!(
+                "cairn update {} is refused by the stack policy; nothing was changed: {} Give --stack-policy-during-update FILE to allow it for this update.",
+                prepared.stack.stack_name,
+                denied.join(" ")
             )));
         }
         plan.changed_parameters = prepared
