@@ -964,3 +964,54 @@ fn cairn_refactor_through_a_server_previews_and_moves() {
         .collect();
     assert_eq!(ids, ["B", "Db"]);
 }
+
+/// `cairn --endpoint URL update` is held to the stack policy too, and
+/// takes `--stack-policy-during-update` to the server.
+#[test]
+fn cairn_update_through_a_server_is_held_to_the_stack_policy() {
+    let s = Scratch::new();
+    let server = Server::start(&s, "");
+    s.write(
+        "deny.json",
+        r#"{"Statement": [{"Effect": "Allow", "Action": "Update:*", "Principal": "*", "Resource": "LogicalResourceId/Other"}]}"#,
+    );
+    s.write(
+        "allow.json",
+        r#"{"Statement": [{"Effect": "Allow", "Action": "Update:*", "Principal": "*", "Resource": "*"}]}"#,
+    );
+    s.write(
+        "v1.yaml",
+        "Resources:\n  A: {Type: Cairn::Test::Resource, Properties: {Value: one}}\n",
+    );
+    s.write(
+        "v2.yaml",
+        "Resources:\n  A: {Type: Cairn::Test::Resource, Properties: {Value: two}}\n",
+    );
+    let run = remote(
+        &s,
+        &server,
+        &["deploy", "st", "v1.yaml", "--stack-policy", "deny.json"],
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let run = remote(&s, &server, &["update", "st", "v2.yaml"]);
+    assert_ne!(run.code(), 0);
+    assert!(
+        run.stderr().contains("cairn update st is refused by the stack policy; nothing was changed: Action denied by stack policy: no statement allows [Update:Modify] for resource [LogicalResourceId/A]"),
+        "{}",
+        run.stderr()
+    );
+    let run = remote(
+        &s,
+        &server,
+        &[
+            "update",
+            "st",
+            "v2.yaml",
+            "--stack-policy-during-update",
+            "allow.json",
+        ],
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let shown = remote(&s, &server, &["describe", "st", "--output", "json"]).json();
+    assert_eq!(shown["Stacks"][0]["StackStatus"], "UPDATE_COMPLETE");
+}
