@@ -2,7 +2,7 @@
 several-engines tests:
 
     python3 engines_client.py create ENDPOINT COUNT TEMPLATE
-    python3 engines_client.py wait ENDPOINT COUNT STATUS
+    python3 engines_client.py wait ENDPOINT COUNT STATUS [--lost-creates-roll-back]
     python3 engines_client.py delete ENDPOINT COUNT
 
 `create` starts stacks s0..s<COUNT-1> (all at once, from threads, as many
@@ -11,7 +11,10 @@ its status is STATUS and that its events are exactly one stack
 CREATE_IN_PROGRESS first, one CREATE_COMPLETE last and, for every
 resource, CREATE_IN_PROGRESS, CREATE_IN_PROGRESS "Resource creation
 Initiated", CREATE_COMPLETE (no duplicate, no gap, distinct event ids), and
-prints {stack: {logical id: [type, physical id]}} as JSON; `delete` deletes
+prints {"done": {stack: {logical id: [type, physical id]}}, "lost": {}} as
+JSON. With --lost-creates-roll-back a stack may instead be ROLLBACK_COMPLETE
+when a custom-resource Create timed out without a response ("lost": {stack:
+{logical id: request id}}); `delete` deletes
 them all and waits for DELETE_COMPLETE. Exit status 0 means every check held.
 """
 
@@ -79,6 +82,27 @@ def check_events(stack):
     return {r["LogicalResourceId"]: [r["ResourceType"], r["PhysicalResourceId"]] for r in resources}
 
 
+LOST = "CloudFormation did not receive a response from your Custom Resource. Please check your logs for requestId ["
+
+
+def lost_creates(stack):
+    """A stack rolled back because a Create the killed engine recorded as
+    sent never reached the handler (the engine that took over cannot send it
+    again, and waits for its ServiceTimeout): {logical id: request id} of
+    those Creates. Any other failure fails the check."""
+    out = {}
+    for e in events(stack):
+        if e["ResourceStatus"] != "CREATE_FAILED" or e["LogicalResourceId"] == stack:
+            continue
+        reason = e.get("ResourceStatusReason") or ""
+        if reason.startswith(LOST):
+            out[e["LogicalResourceId"]] = reason[len(LOST):].split("]", 1)[0]
+        elif reason != "Resource creation cancelled":
+            raise AssertionError(f"{stack}/{e['LogicalResourceId']} failed otherwise: {reason}")
+    assert out, f"{stack} rolled back with no lost Create"
+    return out
+
+
 def main():
     if ACTION == "create":
         body = open(sys.argv[4]).read()
@@ -89,9 +113,15 @@ def main():
     elif ACTION == "wait":
         want = sys.argv[4]
         wait_all(lambda n: not status(n).endswith("_IN_PROGRESS"))
-        wrong = [(n, status(n)) for n in NAMES if status(n) != want]
+        lost = {}
+        if "--lost-creates-roll-back" in sys.argv[5:]:
+            for n in NAMES:
+                if status(n) == "ROLLBACK_COMPLETE":
+                    lost[n] = lost_creates(n)
+        wrong = [(n, status(n)) for n in NAMES if status(n) != want and n not in lost]
         assert not wrong, f"not {want}: {wrong}"
-        print(json.dumps({n: check_events(n) for n in NAMES}))
+        done = {n: check_events(n) for n in NAMES if n not in lost}
+        print(json.dumps({"done": done, "lost": lost}))
     elif ACTION == "delete":
         ids = {n: cf.describe_stacks(StackName=n)["Stacks"][0]["StackId"] for n in NAMES}
         # From threads: each answer may wait for its operation ([server]
