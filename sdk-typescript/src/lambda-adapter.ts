@@ -104,14 +104,28 @@ type Serve = (event: Record<string, unknown>) => Promise<void>;
 async function plain(o: Options, spec: string, functionName: string): Promise<Serve> {
   const handler = await loadHandler(spec, o.dir);
   return async (event) => {
-    const answered = await expectResponse(event.ResponseURL);
+    const expected = await expectResponse(event.ResponseURL);
     try {
       await invoke(handler, event, functionName, o.timeoutSeconds);
     } catch (e) {
       console.error(`the handler failed on ${String(event.RequestType)} ${String(event.LogicalResourceId)}:`, e);
+      // On Lambda, CloudFormation would wait an hour for an answer that
+      // never comes; here the failure is the answer, unless the handler
+      // PUT one before it threw.
+      await new Promise((r) => setTimeout(r, 1000));
+      if (!expected.answered() && typeof event.ResponseURL === "string") {
+        await putResponse(event.ResponseURL, {
+          Status: "FAILED",
+          Reason: `the handler failed before answering: ${e instanceof Error ? `${e.name}: ${e.message}` : String(e)}`,
+          PhysicalResourceId: event.PhysicalResourceId ?? `${functionName}-${String(event.RequestId)}`,
+          StackId: event.StackId,
+          RequestId: event.RequestId,
+          LogicalResourceId: event.LogicalResourceId,
+        });
+      }
     } finally {
       // Its PUT may still be on the way: keep its redirect a while.
-      setTimeout(answered, o.timeoutSeconds * 1000).unref();
+      setTimeout(expected.done, o.timeoutSeconds * 1000).unref();
     }
   };
 }

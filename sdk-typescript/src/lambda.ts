@@ -79,19 +79,26 @@ export function lambdaEnvironment(functionName: string, taskRoot: string): void 
   }
 }
 
-/** ResponseURLs in flight, by host and path. */
-const inFlight = new Map<string, URL>();
+/** ResponseURLs in flight, by host and path, and whether a PUT went to one. */
+const inFlight = new Map<string, { url: URL; answered: boolean }>();
 const trusted = new Map<string, string>();
 
 function key(host: string, pathAndQuery: string): string {
   return `${host}${pathAndQuery}`;
 }
 
-/** Where a PUT to `host:port/path` is sent: the ResponseURL it stands for. */
-function responseUrlFor(host: string | null | undefined, port: unknown, p: string | null | undefined): URL | undefined {
-  if (!host || !p) return undefined;
-  if (port !== undefined && port !== null && String(port) !== "443") return undefined;
-  return inFlight.get(key(host, p));
+/**
+ * A request to `host:port/path` with `method`: marks the ResponseURL in
+ * flight there answered (a PUT); returns that URL when the request is
+ * aimed at port 443 and must be sent to the URL's own port instead.
+ */
+function seen(o: http.RequestOptions): URL | undefined {
+  const host = o.hostname ?? o.host;
+  if (!host || !o.path) return undefined;
+  const entry = inFlight.get(key(host, o.path));
+  if (!entry) return undefined;
+  if ((o.method ?? "GET").toUpperCase() === "PUT") entry.answered = true;
+  return o.port === undefined || o.port === null || String(o.port) === "443" ? entry.url : undefined;
 }
 
 let redirecting = false;
@@ -101,11 +108,18 @@ function redirectResponsePuts(): void {
   if (redirecting) return;
   redirecting = true;
   const original = https.request;
+  const originalHttp = http.request;
+  // A handler that PUTs over plain HTTP to the URL is only noted.
+  (http as { request: unknown }).request = function (this: unknown, ...args: unknown[]) {
+    const [first] = args;
+    if (first && typeof first === "object" && !(first instanceof URL)) seen(first as http.RequestOptions);
+    return (originalHttp as (...a: unknown[]) => http.ClientRequest).apply(http, args);
+  };
   const patched = function (this: unknown, ...args: unknown[]): http.ClientRequest {
     const [first, second] = args;
     if (first && typeof first === "object" && !(first instanceof URL)) {
       const o = first as https.RequestOptions;
-      const target = responseUrlFor(o.hostname ?? o.host, o.port, o.path);
+      const target = seen(o);
       if (target && target.protocol === "http:") {
         const { agent: _agent, ...rest } = o;
         void _agent;
@@ -129,24 +143,34 @@ function redirectResponsePuts(): void {
   };
 }
 
+/** A ResponseURL the adapter watches for its handler's PUT. */
+export interface Expected {
+  /** Whether the handler PUT something to it (as far as can be seen). */
+  answered(): boolean;
+  /** Stops watching it. */
+  done(): void;
+}
+
+const unwatched: Expected = { answered: () => false, done: () => {} };
+
 /**
  * Gets the callback listener behind an http:// ResponseURL ready for the
  * handler's PUT: its CA trusted (fetched once from /cairn-ca.pem), its
- * host:443 sent to its port. Returns what to call when the request is
- * answered.
+ * host:443 sent to its port, the PUT noted.
  */
-export async function expectResponse(responseUrl: unknown): Promise<() => void> {
-  if (typeof responseUrl !== "string") return () => {};
+export async function expectResponse(responseUrl: unknown): Promise<Expected> {
+  if (typeof responseUrl !== "string") return unwatched;
   let u: URL;
   try {
     u = new URL(responseUrl);
   } catch {
-    return () => {};
+    return unwatched;
   }
-  if (u.protocol !== "http:") return () => {};
+  if (u.protocol !== "http:") return unwatched;
   redirectResponsePuts();
   const k = key(u.hostname, u.pathname + u.search);
-  inFlight.set(k, u);
+  const entry = { url: u, answered: false };
+  inFlight.set(k, entry);
   if (!trusted.has(u.host)) {
     trusted.set(u.host, await fetchCa(`http://${u.host}/cairn-ca.pem`));
     const extra = [...trusted.values()].filter((p) => p.includes("BEGIN CERTIFICATE"));
@@ -154,7 +178,7 @@ export async function expectResponse(responseUrl: unknown): Promise<() => void> 
       https.globalAgent.options.ca = [...tls.rootCertificates, ...extra];
     }
   }
-  return () => inFlight.delete(k);
+  return { answered: () => entry.answered, done: () => inFlight.delete(k) };
 }
 
 function fetchCa(url: string): Promise<string> {

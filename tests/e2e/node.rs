@@ -280,3 +280,53 @@ fn kit_against(handler: &str) {
         .unwrap_or_default();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// A handler that throws before it answers: on Lambda, CloudFormation
+/// would wait an hour; the adapter answers FAILED with the error at once,
+/// and the rollback's Delete reaches the handler.
+#[test]
+fn a_handler_that_throws_before_answering_fails_its_resource_at_once() {
+    let s = Scratch::new();
+    let notes = s.dir.path().join("notes");
+    std::fs::create_dir_all(&notes).expect("notes dir");
+    let mut cmd = node_adapter(&["index.handler"], &handler_dir("notes-inline"));
+    cmd.env("NOTES_DIR", &notes);
+    let handler = Program::start(cmd);
+    s.write(
+        "cairn.toml",
+        &format!(
+            "[webhooks]\ntimeout_seconds = 60\n\n[webhooks.endpoints.notes]\nurl = \"http://127.0.0.1:{}/\"\nsecret = \"{SECRET}\"\n",
+            handler.port
+        ),
+    );
+    let started = std::time::Instant::now();
+    let run = deploy(
+        &s,
+        "st",
+        "Resources:\n  N:\n    Type: Custom::Note\n    Properties: {ServiceToken: notes, Name: a, Fail: throw-create}\n",
+        &[],
+    );
+    assert_eq!(run.code(), 1, "{}", run.stdout());
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    let n: Vec<(String, String)> = sequence_after(&s, "st", 0)
+        .into_iter()
+        .filter(|e| e.0 == "N")
+        .map(|e| (e.1, e.2))
+        .collect();
+    assert!(
+        n.contains(&(
+            "CREATE_FAILED".to_string(),
+            "the handler failed before answering: Error: told to throw on create".to_string()
+        )),
+        "{n:?}"
+    );
+    assert_eq!(
+        n.last().map(|e| e.0.as_str()),
+        Some("DELETE_COMPLETE"),
+        "{n:?}"
+    );
+    let status = cairn(&s, &["describe", "st", "--output", "json"]).json()["Stacks"][0]
+        ["StackStatus"]
+        .clone();
+    assert_eq!(status, "ROLLBACK_COMPLETE");
+}

@@ -8,6 +8,10 @@ const response = require("cfn-response");
 exports.handler = function (event, context) {
   const props = event.ResourceProperties;
   const notes = process.env.NOTES_DIR;
+  // A handler that throws before it answers (the adapter answers for it).
+  if (props.Fail === "throw-" + event.RequestType.toLowerCase()) {
+    throw new Error("told to throw on " + event.RequestType.toLowerCase());
+  }
   try {
     if (event.RequestType === "Delete") {
       const id = event.PhysicalResourceId;
