@@ -416,14 +416,18 @@ fn the_contract_kit_passes_for_every_postgres_type() {
     psql(&format!("CREATE ROLE {p}_kitr; CREATE ROLE {p}_kito"));
     psql_in(
         &format!("{p}_kitdb"),
-        "CREATE SCHEMA app; CREATE TABLE app.a (); CREATE TABLE app.b (); CREATE SEQUENCE app.s",
+        "CREATE SCHEMA app; CREATE TABLE app.a (); CREATE TABLE app.b (); CREATE SEQUENCE app.s;
+         CREATE FUNCTION app.f(int) RETURNS int LANGUAGE sql AS 'select 1';
+         CREATE FUNCTION app.f(text) RETURNS int LANGUAGE sql AS 'select 2';
+         CREATE PROCEDURE app.p() LANGUAGE sql AS 'select 1';
+         CREATE TYPE app.mood AS ENUM ('a', 'b'); CREATE DOMAIN app.pos AS int CHECK (VALUE > 0)",
     );
     let s = Scratch::new();
     let settings = s.write("settings.yaml", &format!("Url: '{}'\n", server()));
     let props = s.write(
         "props.yaml",
         &format!(
-            "Cairn::Postgres::Database:\n  Create: {{Name: {p}_kit, ConnectionLimit: 3}}\n  Updates: [{{Name: {p}_kit, ConnectionLimit: 4}}, {{Name: {p}_kit2, ConnectionLimit: 4, Template: template0, Encoding: SQL_ASCII}}]\nCairn::Postgres::Role:\n  Create: {{Name: {p}_kitrole, Login: true}}\n  Updates: [{{Name: {p}_kitrole, Login: false, CreateDb: true}}]\nCairn::Postgres::Schema:\n  Create: {{Database: {p}_kitdb, Name: kit}}\n  Updates: [{{Database: {p}_kitdb, Name: kit, Owner: postgres}}]\nCairn::Postgres::Extension:\n  Create: {{Database: {p}_kitdb, Name: hstore, Version: '1.7'}}\n  Updates: [{{Database: {p}_kitdb, Name: hstore, Version: '1.8'}}, {{Database: {p}_kitdb, Name: pg_trgm}}]\nCairn::Postgres::Grant:\n  Create: {{Role: {p}_kitr, Database: {p}_kitdb, ObjectType: table, Schema: app, Objects: [a, b], Privileges: [SELECT, INSERT]}}\n  Updates: [{{Role: {p}_kitr, Database: {p}_kitdb, ObjectType: table, Schema: app, Objects: [a], Privileges: [SELECT, UPDATE], WithGrantOption: true}}, {{Role: {p}_kitr, Database: {p}_kitdb, ObjectType: sequence, Schema: app, Privileges: [ALL]}}]\nCairn::Postgres::DefaultPrivileges:\n  Create: {{Role: {p}_kitr, Database: {p}_kitdb, Owner: {p}_kito, Schema: app, ObjectType: table, Privileges: [SELECT]}}\n  Updates: [{{Role: {p}_kitr, Database: {p}_kitdb, Owner: {p}_kito, Schema: app, ObjectType: table, Privileges: [SELECT, DELETE], WithGrantOption: true}}, {{Role: {p}_kitr, Database: {p}_kitdb, Owner: {p}_kito, ObjectType: function, Privileges: [EXECUTE]}}]\n"
+            "Cairn::Postgres::Database:\n  Create: {{Name: {p}_kit, ConnectionLimit: 3}}\n  Updates: [{{Name: {p}_kit, ConnectionLimit: 4}}, {{Name: {p}_kit2, ConnectionLimit: 4, Template: template0, Encoding: SQL_ASCII}}]\nCairn::Postgres::Role:\n  Create: {{Name: {p}_kitrole, Login: true}}\n  Updates: [{{Name: {p}_kitrole, Login: false, CreateDb: true}}]\nCairn::Postgres::Schema:\n  Create: {{Database: {p}_kitdb, Name: kit}}\n  Updates: [{{Database: {p}_kitdb, Name: kit, Owner: postgres}}]\nCairn::Postgres::Extension:\n  Create: {{Database: {p}_kitdb, Name: hstore, Version: '1.7'}}\n  Updates: [{{Database: {p}_kitdb, Name: hstore, Version: '1.8'}}, {{Database: {p}_kitdb, Name: pg_trgm}}]\nCairn::Postgres::Grant:\n  Create: {{Role: {p}_kitr, Database: {p}_kitdb, ObjectType: table, Schema: app, Objects: [a, b], Privileges: [SELECT, INSERT]}}\n  Updates: [{{Role: {p}_kitr, Database: {p}_kitdb, ObjectType: table, Schema: app, Objects: [a], Privileges: [SELECT, UPDATE], WithGrantOption: true}}, {{Role: {p}_kitr, Database: {p}_kitdb, ObjectType: sequence, Schema: app, Privileges: [ALL]}}, {{Role: {p}_kitr, Database: {p}_kitdb, ObjectType: function, Schema: app, Objects: [f], Privileges: [EXECUTE]}}, {{Role: {p}_kitr, Database: {p}_kitdb, ObjectType: function, Schema: app, Privileges: [EXECUTE], WithGrantOption: true}}, {{Role: {p}_kitr, Database: {p}_kitdb, ObjectType: type, Schema: app, Privileges: [USAGE]}}]\nCairn::Postgres::DefaultPrivileges:\n  Create: {{Role: {p}_kitr, Database: {p}_kitdb, Owner: {p}_kito, Schema: app, ObjectType: table, Privileges: [SELECT]}}\n  Updates: [{{Role: {p}_kitr, Database: {p}_kitdb, Owner: {p}_kito, Schema: app, ObjectType: table, Privileges: [SELECT, DELETE], WithGrantOption: true}}, {{Role: {p}_kitr, Database: {p}_kitdb, Owner: {p}_kito, ObjectType: function, Privileges: [EXECUTE]}}]\n"
         ),
     );
     let lib = crate::plugins::library("cairn_provider_postgres");
@@ -465,7 +469,7 @@ fn the_contract_kit_passes_for_every_postgres_type() {
     assert_eq!(
         psql_in(
             &format!("{p}_kitdb"),
-            &format!("SELECT (SELECT count(*) FROM pg_class c, aclexplode(c.relacl) a WHERE a.grantee = '{p}_kitr'::regrole) + (SELECT count(*) FROM pg_default_acl)")
+            &format!("SELECT (SELECT count(*) FROM pg_class c, aclexplode(c.relacl) a WHERE a.grantee = '{p}_kitr'::regrole) + (SELECT count(*) FROM pg_proc f, aclexplode(f.proacl) a WHERE a.grantee = '{p}_kitr'::regrole) + (SELECT count(*) FROM pg_type t, aclexplode(t.typacl) a WHERE a.grantee = '{p}_kitr'::regrole) + (SELECT count(*) FROM pg_default_acl)")
         ),
         "0"
     );

@@ -434,16 +434,20 @@ pub async fn read(req: &ReadRequest) -> Result<ReadResult, ProviderError> {
     if now.iter().all(|o| o.held.is_empty()) {
         return Err(gone());
     }
-    // The objects are what the role holds something on.
-    if !matches!(g.kind()?, ObjectKind::Database | ObjectKind::Schema) {
-        let mut held: Vec<&str> = now
-            .iter()
-            .filter(|o| !o.held.is_empty())
-            .map(|o| o.name.as_str())
-            .collect();
-        held.sort();
-        held.dedup();
-        properties.insert("Objects".into(), json!(held));
+    // The objects are what the role holds something on, and the
+    // privileges what it holds on them.
+    let kind = g.kind()?;
+    if !matches!(kind, ObjectKind::Database | ObjectKind::Schema) {
+        let holding: Vec<Object> = now.into_iter().filter(|o| !o.held.is_empty()).collect();
+        let mut names: Vec<&str> = holding.iter().map(|o| o.name.as_str()).collect();
+        names.sort();
+        names.dedup();
+        properties.insert("Objects".into(), json!(names));
+        let maintain = has_maintain(&client).await?;
+        properties.insert(
+            "Privileges".into(),
+            held_as_written(kind, &holding, maintain),
+        );
     }
     Ok(ReadResult::Found {
         properties,

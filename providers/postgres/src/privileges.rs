@@ -194,9 +194,11 @@ pub fn wanted(
 }
 
 /// `wanted` as a template would write it back: `ALL` when it is all of
-/// them.
+/// several (a kind with one privilege, such as a function's EXECUTE, keeps
+/// its name).
 pub fn as_written(kind: ObjectKind, held: &[&str], maintain: bool) -> Vec<String> {
-    if !held.is_empty() && held.len() == kind.all(maintain).len() {
+    let all = kind.all(maintain).len();
+    if all > 1 && held.len() == all {
         return vec!["ALL".into()];
     }
     held.iter().map(|p| p.to_string()).collect()
@@ -364,6 +366,10 @@ mod tests {
         let all = wanted(ObjectKind::Table, &["ALL".into()], true).unwrap_or_default();
         assert_eq!(all.len(), 8);
         assert_eq!(as_written(ObjectKind::Table, &all, true), vec!["ALL"]);
+        assert_eq!(
+            as_written(ObjectKind::Function, &["EXECUTE"], false),
+            vec!["EXECUTE"]
+        );
         let bad = wanted(ObjectKind::Schema, &["SELECT".into()], false).err();
         assert_eq!(
             bad.map(|e| e.message),
