@@ -297,6 +297,19 @@ fn three_engines_share_the_work_and_survive_a_sigkill() {
         "a custom-resource Create was sent twice"
     );
     assert!(lost.iter().all(|id| !distinct.contains(id)), "{lost:?}");
+    // And lost only in the kill: the stopped engine had recorded each as
+    // going out (else the engine that took over would have sent it).
+    for id in &lost {
+        let marked = std::process::Command::new("psql")
+            .args([
+                db.url.as_str(),
+                "-qAtc",
+                &format!("SELECT count(*) FROM callback_responses WHERE request_id = '{id}#sent'"),
+            ])
+            .output()
+            .expect("psql runs");
+        assert_eq!(String::from_utf8_lossy(&marked.stdout).trim(), "1", "{id}");
+    }
     // A rolled-back stack's other Creates were received, cancelled or
     // never started.
     assert!(received.len() >= complete * 4);

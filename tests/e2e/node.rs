@@ -233,21 +233,19 @@ fn kit_against(handler: &str) {
         "Custom::Note:\n  Create: {Name: a, Text: one}\n  Updates: [{Name: a, Text: two}, {Name: b, Text: two}]\n",
     );
     let url = format!("http://127.0.0.1:{}/", handler.port);
-    let run = s.cairn(&[
-        "provider",
-        "test",
-        "--webhook",
-        &url,
-        "--secret",
-        SECRET,
-        "--properties",
-        props.to_str().unwrap_or_default(),
-        "--output",
-        "json",
-    ]);
-    assert_eq!(run.code(), 0, "{}{}", run.stdout(), run.stderr());
-    let statuses: Vec<(String, String)> = run
-        .json()
+    let report = crate::provider_kit::kit(
+        &s,
+        &[
+            "--webhook",
+            &url,
+            "--secret",
+            SECRET,
+            "--properties",
+            props.to_str().unwrap_or_default(),
+        ],
+        0,
+    );
+    let statuses: Vec<(String, String)> = report
         .as_array()
         .into_iter()
         .flatten()

@@ -12,7 +12,7 @@ use crate::webhooks::{kit_example, Program, SECRET};
 
 /// `cairn provider test ARGS --output json` in `s`: its reports, after
 /// checking the exit code.
-fn kit(s: &Scratch, args: &[&str], code: i32) -> Value {
+pub(crate) fn kit(s: &Scratch, args: &[&str], code: i32) -> Value {
     let mut all = vec!["provider", "test"];
     all.extend_from_slice(args);
     all.extend_from_slice(&["--output", "json"]);

@@ -263,12 +263,12 @@ pub async fn delete(req: &DeleteRequest) -> Result<(), ProviderError> {
 async fn live(
     client: &Client,
     d: &Defaults,
+    maintain: bool,
 ) -> Result<Option<(Map<String, Value>, (Held, Held))>, ProviderError> {
     let (kind, ..) = d.kind()?;
     let Some((now, builtin)) = held(client, d).await? else {
         return Ok(None);
     };
-    let maintain = has_maintain(client).await?;
     let mut m = Map::new();
     m.insert("Role".into(), json!(d.role));
     m.insert("Database".into(), json!(d.database));
@@ -290,11 +290,11 @@ pub async fn check_drift(req: &DriftRequest) -> Result<DriftResult, ProviderErro
     let Some(client) = connect_if_there(&req.context, &d.database).await? else {
         return Ok(DriftResult::Deleted);
     };
-    let Some((actual, (now, builtin))) = live(&client, &d).await? else {
+    let maintain = has_maintain(&client).await?;
+    let Some((actual, (now, builtin))) = live(&client, &d, maintain).await? else {
         return Ok(DriftResult::Deleted);
     };
     let (kind, ..) = d.kind()?;
-    let maintain = has_maintain(&client).await?;
     let want = wanted(kind, &d.privileges, maintain)?;
     // Back to PostgreSQL's own (deleted, or undone by hand): gone.
     if now == builtin && want != ordered(kind, &builtin, maintain) {
@@ -316,7 +316,8 @@ pub async fn read(req: &ReadRequest) -> Result<ReadResult, ProviderError> {
     let Some(client) = connect_if_there(&req.context, &d.database).await? else {
         return Err(gone());
     };
-    match live(&client, &d).await? {
+    let maintain = has_maintain(&client).await?;
+    match live(&client, &d, maintain).await? {
         Some((properties, (now, builtin))) if now != builtin => Ok(ReadResult::Found {
             properties,
             attributes: Map::new(),

@@ -359,10 +359,11 @@ fn held_as_written(kind: ObjectKind, now: &[Object], maintain: bool) -> Value {
 }
 
 /// The grant as it is, in the template's terms; `None` when its database,
-/// schema or role is gone.
+/// schema or role is gone. `maintain`: [`has_maintain`], asked once per call.
 async fn live(
     client: &Client,
     g: &Grant,
+    maintain: bool,
 ) -> Result<Option<(Map<String, Value>, Vec<Object>)>, ProviderError> {
     let kind = g.kind()?;
     if grantee_oid(client, &g.role).await?.is_none() {
@@ -372,7 +373,6 @@ async fn live(
     if matches!(kind, ObjectKind::Database | ObjectKind::Schema) && now.is_empty() {
         return Ok(None);
     }
-    let maintain = has_maintain(client).await?;
     let mut m = Map::new();
     m.insert("Role".into(), json!(g.role));
     m.insert("Database".into(), json!(g.database));
@@ -400,11 +400,11 @@ pub async fn check_drift(req: &DriftRequest) -> Result<DriftResult, ProviderErro
     let Some(client) = connect_if_there(&req.context, &g.database).await? else {
         return Ok(DriftResult::Deleted);
     };
-    let Some((actual, now)) = live(&client, &g).await? else {
+    let maintain = has_maintain(&client).await?;
+    let Some((actual, now)) = live(&client, &g, maintain).await? else {
         return Ok(DriftResult::Deleted);
     };
     let kind = g.kind()?;
-    let maintain = has_maintain(&client).await?;
     let want = wanted(kind, &g.privileges, maintain)?;
     // Nothing held anywhere (revoked by hand, or deleted): the grant is gone.
     if !want.is_empty() && !now.is_empty() && now.iter().all(|o| o.held.is_empty()) {
@@ -428,7 +428,8 @@ pub async fn read(req: &ReadRequest) -> Result<ReadResult, ProviderError> {
     let Some(client) = connect_if_there(&req.context, &g.database).await? else {
         return Err(gone());
     };
-    let Some((mut properties, now)) = live(&client, &g).await? else {
+    let maintain = has_maintain(&client).await?;
+    let Some((mut properties, now)) = live(&client, &g, maintain).await? else {
         return Err(gone());
     };
     if now.iter().all(|o| o.held.is_empty()) {
@@ -443,7 +444,6 @@ pub async fn read(req: &ReadRequest) -> Result<ReadResult, ProviderError> {
         names.sort();
         names.dedup();
         properties.insert("Objects".into(), json!(names));
-        let maintain = has_maintain(&client).await?;
         properties.insert(
             "Privileges".into(),
             held_as_written(kind, &holding, maintain),
