@@ -34,7 +34,7 @@ pub fn expand(body: Value, supplied: &BTreeMap<String, String>) -> Result<Value,
         Some(Value::String(_)) => {}
         Some(Value::Array(list)) => {
             if let Some(other) = list.iter().find(|t| **t != TRANSFORM) {
-                return Err(super::transform::unprocessed(
+                return Err(crate::unprocessed_transform(
                     other.as_str().unwrap_or_default(),
                 ));
             }

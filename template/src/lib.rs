@@ -16,6 +16,7 @@ pub mod language_extensions;
 pub mod model;
 pub mod parameters;
 pub mod pattern;
+mod read;
 pub mod rules;
 pub mod source;
 pub mod transform;
@@ -129,6 +130,15 @@ pub fn expanded(
 /// `Template format error: …`
 pub fn format_error(msg: impl fmt::Display) -> TemplateError {
     TemplateError::new(format!("Template format error: {msg}"))
+}
+
+/// Why a template that still names a macro cannot be read: macros run
+/// before an operation, on the template it is given.
+pub fn unprocessed_transform(name: &str) -> TemplateError {
+    format_error(format!(
+        "Transform {name} names a macro, and macros run only when a stack's template is deployed, planned, updated or validated, not where a template is only read (as here)"
+    ))
+    .at("/Transform")
 }
 
 /// The most characters an error quotes of a template's or a user's input:

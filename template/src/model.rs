@@ -133,60 +133,6 @@ impl Template {
         Ok(yaml::parse(text)?.0)
     }
 
-    pub fn parse(text: &str) -> Result<Template, TemplateError> {
-        Self::parse_with(text, &crate::TemplateContext::default())
-    }
-
-    /// [`Template::parse`] with what the template needs besides its text
-    /// (HOT's files and environment).
-    pub fn parse_with(
-        text: &str,
-        context: &crate::TemplateContext,
-    ) -> Result<Template, TemplateError> {
-        // A template whose macros ran is read as they left it.
-        if let Some(processed) = &context.processed {
-            return Self::from_value(processed.clone(), SourceMap::default());
-        }
-        let (body, source_map) = if text.trim_start().starts_with('{') {
-            let v: Value = serde_json::from_str(text).map_err(|e| {
-                format_error(format!(
-                    "JSON not well-formed. {e} (line {}, column {})",
-                    e.line(),
-                    e.column()
-                ))
-            })?;
-            (v, SourceMap::default())
-        } else {
-            yaml::parse(text)?
-        };
-        // AWS::Include: the snippets inserted first (the context's files).
-        let body = if super::include::requested(&body) {
-            super::include::expand(body, &context.files).map_err(|e| e.locate(&source_map))?
-        } else {
-            body
-        };
-        // AWS::LanguageExtensions: loops expanded next.
-        let body = if super::language_extensions::requested(&body) {
-            super::language_extensions::expand(body, &context.parameters)
-                .map_err(|e| e.locate(&source_map))?
-        } else {
-            body
-        };
-        // HOT is read by lowering it into this long form; its names are
-        // Heat's (any non-empty text), not CloudFormation's alphanumerics.
-        if super::hot::is_hot(&body) {
-            let (body, source_map) = super::hot::lower(body, source_map, context)?;
-            return match Self::build(body, true) {
-                Ok(mut t) => {
-                    t.source_map = source_map;
-                    Ok(t)
-                }
-                Err(e) => Err(e.locate(&source_map)),
-            };
-        }
-        Self::from_value(body, source_map)
-    }
-
     /// Builds a template from its JSON long form.
     pub fn from_value(body: Value, source_map: SourceMap) -> Result<Template, TemplateError> {
         match Self::build(body, false) {
@@ -200,7 +146,7 @@ impl Template {
 
     /// Takes the sections out of `body` (a 10,000-resource template must not
     /// be deep-copied on the way).
-    fn build(body: Value, heat_names: bool) -> Result<Template, TemplateError> {
+    pub(crate) fn build(body: Value, heat_names: bool) -> Result<Template, TemplateError> {
         let valid_id = |s: &str| {
             if heat_names {
                 !s.is_empty()
@@ -235,7 +181,7 @@ impl Template {
                     .unwrap_or_default()
                     .to_string(),
             };
-            return Err(super::transform::unprocessed(&name));
+            return Err(crate::unprocessed_transform(&name));
         }
         let format_version = match top.get("AWSTemplateFormatVersion") {
             None => None,
@@ -403,7 +349,7 @@ impl Template {
         let custom = r
             .get("Type")
             .and_then(Value::as_str)
-            .is_some_and(crate::eval::is_custom_resource);
+            .is_some_and(crate::types::is_custom_resource);
         for k in r.keys() {
             let allowed = RESOURCE_ATTRIBUTES.contains(&k.as_str()) || (custom && k == "Version");
             if !allowed {

@@ -21,15 +21,6 @@ use super::{format_error, include, language_extensions, TemplateError};
 /// The snippet form of a transform, a key of the map it transforms.
 pub const FN_TRANSFORM: &str = "Fn::Transform";
 
-/// Why a template that still names a macro cannot be read: macros run
-/// before an operation, on the template it is given.
-pub fn unprocessed(name: &str) -> TemplateError {
-    format_error(format!(
-        "Transform {name} names a macro, and macros run only when a stack's template is deployed, planned, updated or validated, not where a template is only read (as here)"
-    ))
-    .at("/Transform")
-}
-
 /// The transforms Cairn runs itself, as CloudFormation hosts them.
 pub fn is_hosted(name: &str) -> bool {
     name == include::INCLUDE || name == language_extensions::TRANSFORM

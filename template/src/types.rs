@@ -31,3 +31,8 @@ pub const NESTED_RESOURCES_ATTRIBUTE: &str = "Resources";
 /// such an output fails with Heat's text (`Error in <resource> output
 /// <name>: <error>`) instead of "does not provide attribute".
 pub const NESTED_OUTPUT_ERRORS_ATTRIBUTE: &str = "OutputErrors";
+
+/// `AWS::CloudFormation::CustomResource` or `Custom::<Name>`.
+pub fn is_custom_resource(type_name: &str) -> bool {
+    type_name == "AWS::CloudFormation::CustomResource" || type_name.starts_with("Custom::")
+}

@@ -284,6 +284,21 @@ async fn serve_both(tcp: tokio::net::TcpListener, app: Router, tls: tokio_rustls
     }
 }
 
+/// The engine asks the process's listener whose handle a URL is (the
+/// listener signs handle URLs, so only it can tell).
+#[async_trait::async_trait]
+impl cairn_model::signal::HandleUrls for Callbacks {
+    async fn handle_url(&self, stack_id: &str, logical_id: &str) -> Result<String, String> {
+        let listener = self.listener().await.map_err(|e| e.to_string())?;
+        Ok(listener.handle_url(stack_id, logical_id))
+    }
+
+    async fn handle_target(&self, url: &str) -> Result<Option<(String, String)>, String> {
+        let listener = self.listener().await.map_err(|e| e.to_string())?;
+        Ok(listener.handle_target(url))
+    }
+}
+
 /// `GET /cairn-ca.pem`: the local CA's certificate, for handlers to trust.
 async fn serve_ca(State(listener): State<Arc<CallbackListener>>) -> (StatusCode, String) {
     match &listener.ca_pem {

@@ -1,14 +1,11 @@
 //! Wait condition handles, the part that lives with the callback
-//! listener: a handle's URL (signed by the listener: `HandleUrls`, which
-//! the engine's provider of the two wait condition types asks) and the
-//! intake of a signal PUT to that URL, kept in the store before it is
-//! acknowledged. The engine waits for the kept signals
-//! (`engine::signals`); nothing here knows the engine.
+//! listener: the intake of a signal PUT to a handle's URL, kept in the
+//! store before it is acknowledged. (A handle's URL is signed by the
+//! listener: `Callbacks` answers the engine's `HandleUrls` in `callback`.)
+//! The engine waits for the kept signals (`engine::signals`); nothing here
+//! knows the engine or the listener.
 
-use async_trait::async_trait;
-
-use super::callback::Callbacks;
-use cairn_model::signal::{self, Signal, WAIT_CONDITION_HANDLE};
+use cairn_model::signal::{Signal, WAIT_CONDITION_HANDLE};
 use cairn_model::stack::{now, ResourceStatus, SignalRecord};
 use cairn_store::{Store, StoreError};
 
@@ -21,21 +18,6 @@ pub enum SignalError {
     Invalid(String),
     #[error("{0}")]
     Store(#[from] StoreError),
-}
-
-/// The engine asks the process's listener whose handle a URL is (the
-/// listener signs handle URLs, so only it can tell).
-#[async_trait]
-impl signal::HandleUrls for Callbacks {
-    async fn handle_url(&self, stack_id: &str, logical_id: &str) -> Result<String, String> {
-        let listener = self.listener().await.map_err(|e| e.to_string())?;
-        Ok(listener.handle_url(stack_id, logical_id))
-    }
-
-    async fn handle_target(&self, url: &str) -> Result<Option<(String, String)>, String> {
-        let listener = self.listener().await.map_err(|e| e.to_string())?;
-        Ok(listener.handle_target(url))
-    }
 }
 
 /// Keeps a signal PUT to a wait condition handle's URL, once the handle is

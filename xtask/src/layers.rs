@@ -1,90 +1,110 @@
 //! `cargo xtask layers`: the crates' layering, checked from `cargo metadata`.
 //!
 //! Cairn's crates depend one way (ARCHITECTURE.md): a crate may depend only
-//! on crates of a lower layer, a pure crate has no I/O stack anywhere in
-//! what it links, and inside a crate the top-level modules do not import
-//! each other in a cycle. Breaking any is an error here, and CI runs it.
+//! on the crates the table [`CRATES`] allows it, a pure crate has no I/O
+//! stack anywhere in what it links, and inside a crate no files import
+//! each other in a circle (`imports`). Breaking any is an error here, and
+//! CI runs it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 
 use serde_json::Value;
 
-/// A workspace crate's place in the layering.
-struct Layer {
+/// A workspace crate, what it may depend on, and whether it is pure.
+struct Crate {
     name: &'static str,
-    /// Lower numbers are lower layers; a crate may depend only on crates
-    /// of a strictly lower layer (so crates of one layer never on each
-    /// other).
-    level: u8,
+    /// The workspace crates it may depend on, in any kind of dependency
+    /// (a test may not reach up either). Every other edge between
+    /// workspace crates is refused.
+    may_use: &'static [&'static str],
     /// Pure: no I/O stack in anything it links.
     pure: bool,
 }
 
-const LAYERS: &[Layer] = &[
-    Layer {
+/// The allowed edges between the workspace's crates: the layering of
+/// ARCHITECTURE.md written out. `cairn-sdk`, `cairn-template` and
+/// `cairn-pg-tls` at the bottom; the pure `cairn-config` and `cairn-model`
+/// over them; the store's traits, its backends and the transports; the
+/// engine (which knows no transport and no backend); the API; the binary,
+/// which wires everything.
+const CRATES: &[Crate] = &[
+    Crate {
         name: "cairn-sdk",
-        level: 0,
+        may_use: &[],
         pure: false,
     },
-    Layer {
+    Crate {
         name: "cairn-template",
-        level: 0,
+        may_use: &[],
         pure: true,
     },
-    Layer {
+    Crate {
         name: "cairn-pg-tls",
-        level: 0,
+        may_use: &[],
         pure: false,
     },
-    Layer {
+    Crate {
         name: "cairn-config",
-        level: 1,
+        may_use: &["cairn-sdk"],
         pure: true,
     },
-    Layer {
+    Crate {
         name: "cairn-model",
-        level: 1,
+        may_use: &["cairn-sdk", "cairn-template"],
         pure: true,
     },
-    Layer {
+    Crate {
         name: "cairn-providers",
-        level: 1,
+        may_use: &["cairn-sdk"],
         pure: false,
     },
-    Layer {
+    Crate {
         name: "cairn-provider-postgres",
-        level: 1,
+        may_use: &["cairn-sdk", "cairn-pg-tls"],
         pure: false,
     },
-    Layer {
+    Crate {
         name: "cairn-store",
-        level: 2,
+        may_use: &["cairn-model", "cairn-pg-tls"],
         pure: false,
     },
-    Layer {
+    Crate {
         name: "cairn-plugin",
-        level: 2,
+        may_use: &["cairn-sdk"],
         pure: false,
     },
-    Layer {
+    Crate {
         name: "cairn-webhook",
-        level: 3,
+        may_use: &["cairn-sdk", "cairn-config", "cairn-model", "cairn-store"],
         pure: false,
     },
-    Layer {
+    Crate {
         name: "cairn-core",
-        level: 3,
+        may_use: &[
+            "cairn-sdk",
+            "cairn-template",
+            "cairn-config",
+            "cairn-model",
+            "cairn-store",
+        ],
         pure: false,
     },
-    Layer {
+    Crate {
         name: "cairn-api",
-        level: 4,
+        may_use: &["cairn-core", "cairn-sdk"],
         pure: false,
     },
-    Layer {
+    Crate {
         name: "cairn",
-        level: 5,
+        may_use: &[
+            "cairn-core",
+            "cairn-api",
+            "cairn-sdk",
+            "cairn-providers",
+            "cairn-plugin",
+            "cairn-webhook",
+        ],
         pure: false,
     },
 ];
@@ -118,17 +138,20 @@ pub fn check(cargo: &str, root: &std::path::Path) -> Result<String, String> {
         .map_err(|e| format!("cargo metadata's answer is not JSON: {e}"))?;
     let graph = Graph::read(&metadata)?;
     let mut problems = violations(&graph, cargo, root);
-    for layer in LAYERS {
-        if let Some(dir) = graph.source_dir(layer.name) {
-            problems.extend(module_cycles(layer.name, &dir));
+    let mut files = 0;
+    for c in CRATES {
+        if let Some(dir) = graph.source_dir(c.name) {
+            let found = crate::imports::file_circles(c.name, &dir);
+            files += found.files;
+            problems.extend(found.circles);
         }
     }
     if problems.is_empty() {
         Ok(format!(
-            "{} layered crates, {} dependencies between workspace crates, all one way; {} pure; no import cycle between the top-level modules of any",
-            LAYERS.len(),
+            "{} crates, {} dependencies between workspace crates, each one the table allows; {} pure; no import circle between the {files} files of any",
+            CRATES.len(),
             graph.workspace_edges(),
-            LAYERS.iter().filter(|l| l.pure).count()
+            CRATES.iter().filter(|c| c.pure).count()
         ))
     } else {
         Err(problems.join("\n"))
@@ -209,15 +232,15 @@ impl Graph {
     }
 }
 
-fn layer_of(name: &str) -> Option<&'static Layer> {
-    LAYERS.iter().find(|l| l.name == name)
+fn crate_named(name: &str) -> Option<&'static Crate> {
+    CRATES.iter().find(|c| c.name == name)
 }
 
 fn violations(graph: &Graph, cargo: &str, root: &std::path::Path) -> Vec<String> {
-    let mut out = Vec::new();
+    let mut out = table_is_one_way();
     for member in graph.member_ids() {
         let name = graph.name(member);
-        let Some(layer) = layer_of(name) else {
+        let Some(krate) = crate_named(name) else {
             continue;
         };
         for dep in graph.deps.get(member).into_iter().flatten() {
@@ -225,18 +248,18 @@ fn violations(graph: &Graph, cargo: &str, root: &std::path::Path) -> Vec<String>
                 continue;
             }
             let dep_name = graph.name(dep);
-            match layer_of(dep_name) {
-                Some(d) if d.level < layer.level => {}
-                Some(d) => out.push(format!(
-                    "{name} (layer {}) depends on {dep_name} (layer {}): a crate may depend only on lower layers",
-                    layer.level, d.level
-                )),
-                None => out.push(format!(
-                    "{name} depends on {dep_name}, which is not a layered crate (an example, a test plugin or a tool): nothing layered may depend on it"
-                )),
+            if crate_named(dep_name).is_none() {
+                out.push(format!(
+                    "{name} depends on {dep_name}, which is not in xtask's table of crates (an example, a test plugin or a tool): nothing layered may depend on it"
+                ));
+            } else if !krate.may_use.contains(&dep_name) {
+                out.push(format!(
+                    "{name} depends on {dep_name}, an edge xtask/src/layers.rs's table does not allow ({name} may use: {}): the crates depend one way (ARCHITECTURE.md)",
+                    if krate.may_use.is_empty() { "no workspace crate".to_string() } else { krate.may_use.join(", ") }
+                ));
             }
         }
-        if layer.pure {
+        if krate.pure {
             match linked(cargo, root, name) {
                 Ok(linked) => {
                     for io in IO_CRATES.iter().filter(|c| linked.contains(**c)) {
@@ -249,13 +272,41 @@ fn violations(graph: &Graph, cargo: &str, root: &std::path::Path) -> Vec<String>
             }
         }
     }
-    for layer in LAYERS {
-        if !graph.member_ids().any(|m| graph.name(m) == layer.name) {
+    for c in CRATES {
+        if !graph.member_ids().any(|m| graph.name(m) == c.name) {
             out.push(format!(
-                "{} is in xtask's layering but not in the workspace: update xtask/src/layers.rs",
-                layer.name
+                "{} is in xtask's table of crates but not in the workspace: update xtask/src/layers.rs",
+                c.name
             ));
         }
+    }
+    out
+}
+
+/// The table itself names only its own crates and has no circle, so that
+/// the edges it allows are one way.
+fn table_is_one_way() -> Vec<String> {
+    let mut out = Vec::new();
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for c in CRATES {
+        for used in c.may_use {
+            if crate_named(used).is_none() {
+                out.push(format!(
+                    "xtask's table lets {} use {used}, which the table does not list",
+                    c.name
+                ));
+            }
+            edges
+                .entry(c.name.to_string())
+                .or_default()
+                .insert(used.to_string());
+        }
+    }
+    for circle in cycles(&edges) {
+        out.push(format!(
+            "xtask's table of crates allows a circle: {}",
+            circle.join(" → ")
+        ));
     }
     out
 }
@@ -284,77 +335,9 @@ fn linked(cargo: &str, root: &std::path::Path, name: &str) -> Result<BTreeSet<St
         .collect())
 }
 
-/// Import cycles between the top-level modules of the crate whose sources
-/// are in `src` (`crate::x` paths; a file's `#[cfg(test)] mod tests` and
-/// test-only files are left out: tests may reach anywhere in their crate).
-fn module_cycles(name: &str, src: &std::path::Path) -> Vec<String> {
-    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    let mut modules = BTreeSet::new();
-    let Ok(entries) = std::fs::read_dir(src) else {
-        return Vec::new();
-    };
-    for e in entries.flatten() {
-        let file = e.file_name().to_string_lossy().to_string();
-        let module = file.trim_end_matches(".rs").to_string();
-        if module != "lib" && module != "main" {
-            modules.insert(module);
-        }
-    }
-    for module in &modules {
-        let mut files = Vec::new();
-        rust_files(&src.join(module), &mut files);
-        rust_files(&src.join(format!("{module}.rs")), &mut files);
-        for f in files {
-            let text = std::fs::read_to_string(&f).unwrap_or_default();
-            let before_tests = text.split("#[cfg(test)]\nmod tests").next().unwrap_or("");
-            // Comments may name any module.
-            let code: String = before_tests
-                .lines()
-                .filter(|l| !l.trim_start().starts_with("//"))
-                .collect::<Vec<_>>()
-                .join("\n");
-            for used in code.split("crate::").skip(1) {
-                let target: String = used
-                    .chars()
-                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                    .collect();
-                if target != *module && modules.contains(&target) {
-                    edges.entry(module.clone()).or_default().insert(target);
-                }
-            }
-        }
-    }
-    cycles(&edges)
-        .into_iter()
-        .map(|c| {
-            format!(
-                "{name}: its modules import each other in a cycle: {}",
-                c.join(" → ")
-            )
-        })
-        .collect()
-}
-
-/// `path` if it is a Rust file, or every Rust file below it; test-only
-/// files (`*tests.rs`, `sim/`) left out.
-fn rust_files(path: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
-    if path.is_dir() {
-        if path.file_name().is_some_and(|n| n == "sim") {
-            return;
-        }
-        for e in std::fs::read_dir(path).into_iter().flatten().flatten() {
-            rust_files(&e.path(), out);
-        }
-    } else if path.extension().is_some_and(|x| x == "rs")
-        && !path.to_string_lossy().ends_with("tests.rs")
-    {
-        out.push(path.to_path_buf());
-    }
-}
-
 /// One cycle (as a path back to its start) per strongly connected group of
 /// modules that import each other.
-fn cycles(edges: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+pub fn cycles(edges: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
     let reach = |from: &str| -> BTreeSet<String> {
         let mut seen = BTreeSet::new();
         let mut todo = vec![from.to_string()];
@@ -438,31 +421,5 @@ mod tests {
             ("webhook", "store"),
         ]));
         assert!(found.is_empty(), "{found:?}");
-    }
-
-    #[test]
-    fn module_imports_are_read_from_code_not_comments_or_tests() {
-        let dir = std::env::temp_dir().join(format!("xtask-layers-{}", std::process::id()));
-        let src = dir.join("src");
-        std::fs::create_dir_all(src.join("b")).unwrap();
-        std::fs::write(src.join("lib.rs"), "pub mod a;\npub mod b;\n").unwrap();
-        std::fs::write(
-            src.join("a.rs"),
-            "use crate::b::thing;\n// crate::c is only named\n",
-        )
-        .unwrap();
-        std::fs::write(src.join("c.rs"), "pub fn f() {}\n").unwrap();
-        std::fs::write(
-            src.join("b").join("mod.rs"),
-            "// only named here: crate::a\npub fn thing() {}\n#[cfg(test)]\nmod tests {\n    use crate::a;\n}\n",
-        )
-        .unwrap();
-        assert!(module_cycles("demo", &src).is_empty());
-        std::fs::write(src.join("b").join("inner.rs"), "use crate::a::x;\n").unwrap();
-        assert_eq!(
-            module_cycles("demo", &src),
-            vec!["demo: its modules import each other in a cycle: a → b → a".to_string()]
-        );
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

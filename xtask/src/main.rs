@@ -28,6 +28,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
+mod imports;
 mod layers;
 
 /// The requirement files whose packages the tests import, relative to the

@@ -521,7 +521,7 @@ impl Engine {
                 ) =>
             {
                 let (previous, target) = update::UpdateJournal::from_options(&o.options)?;
-                if update::is_rollback_phase(stack.status) {
+                if stack.status.is_rollback_phase() {
                     (previous, Some(target))
                 } else {
                     (target, Some(previous))

@@ -188,7 +188,7 @@ impl NestedStacks<'_> {
         properties: &Map<String, Value>,
         request_id: &str,
     ) -> Result<UpdateResult, ProviderError> {
-        let rolling_back = super::update::is_rollback_phase(op.stack.status);
+        let rolling_back = op.stack.status.is_rollback_phase();
         let current = self
             .store
             .find_stack(child_id)

@@ -41,7 +41,6 @@ use serde_json::{Map, Value};
 
 use super::served;
 use super::served::EngineServed;
-use super::update::UpdateChange;
 use super::{Op, Protocol};
 use crate::stack::{CallKind, PendingCall, ResourceRecord};
 use crate::template::eval::{Evaluated, Evaluator};
@@ -150,6 +149,34 @@ pub(crate) fn cannot_tell(request_id: &str, why: &str) -> String {
     format!(
         "Cannot tell whether the create that did not finish made a resource: asking the provider again (request {request_id}) failed: {why}. Delete again when the provider answers."
     )
+}
+
+/// What an update call changes: the properties to reach, the ones left,
+/// the changed top-level names and, for `cairn update`, the drift.
+pub(in crate::engine) struct UpdateChange<'a> {
+    pub properties: &'a Map<String, Value>,
+    pub old_properties: &'a Map<String, Value>,
+    pub changed: Vec<String>,
+    pub drift: Option<Vec<cairn_sdk::PropertyDifference>>,
+    /// Sent for the first time, or recorded before a crash and resumed.
+    pub attempt: Attempt,
+}
+
+impl<'a> UpdateChange<'a> {
+    /// A template update: from `old_properties` to `properties`.
+    pub(in crate::engine) fn between(
+        properties: &'a Map<String, Value>,
+        old_properties: &'a Map<String, Value>,
+        attempt: Attempt,
+    ) -> Self {
+        UpdateChange {
+            properties,
+            old_properties,
+            changed: crate::plan::changed_properties(old_properties, properties),
+            drift: None,
+            attempt,
+        }
+    }
 }
 
 /// Which policy attribute.

@@ -114,7 +114,7 @@ impl Op {
         row_type: &str,
     ) -> Option<String> {
         let policy = self.policy.as_ref()?;
-        if super::update::is_rollback_phase(self.stack.status) {
+        if self.stack.status.is_rollback_phase() {
             return None;
         }
         // Conditions name the type as the template writes it.

@@ -14,6 +14,7 @@ use serde_json::{json, Map, Value};
 
 use super::dag::Outcome;
 use super::kept;
+use super::protocol::UpdateChange;
 use super::protocol::{self, Learned};
 use super::resolve::Results;
 use super::rollback_triggers::Monitored;
@@ -153,17 +154,6 @@ impl UpdateJournal {
         };
         Ok((get("Previous")?, get("Target")?))
     }
-}
-
-pub fn is_rollback_phase(s: StackStatus) -> bool {
-    matches!(
-        s,
-        StackStatus::UpdateRollbackInProgress
-            | StackStatus::UpdateRollbackCompleteCleanupInProgress
-            | StackStatus::UpdateRollbackFailed
-            | StackStatus::ImportRollbackInProgress
-            | StackStatus::ImportRollbackFailed
-    )
 }
 
 /// The update's other template, evaluated as far as cleanup needs it.
@@ -335,34 +325,6 @@ fn failure_reason(created: &[String], updated: &[String]) -> String {
         ));
     }
     parts.join(" ")
-}
-
-/// What an update call changes: the properties to reach, the ones left,
-/// the changed top-level names and, for `cairn update`, the drift.
-pub(super) struct UpdateChange<'a> {
-    pub properties: &'a Map<String, Value>,
-    pub old_properties: &'a Map<String, Value>,
-    pub changed: Vec<String>,
-    pub drift: Option<Vec<cairn_sdk::PropertyDifference>>,
-    /// Sent for the first time, or recorded before a crash and resumed.
-    pub attempt: Attempt,
-}
-
-impl<'a> UpdateChange<'a> {
-    /// A template update: from `old_properties` to `properties`.
-    pub(super) fn between(
-        properties: &'a Map<String, Value>,
-        old_properties: &'a Map<String, Value>,
-        attempt: Attempt,
-    ) -> Self {
-        UpdateChange {
-            properties,
-            old_properties,
-            changed: plan::changed_properties(old_properties, properties),
-            drift: None,
-            attempt,
-        }
-    }
 }
 
 /// The statuses an update may start from.

@@ -84,6 +84,19 @@ impl StackStatus {
     pub fn is_in_progress(self) -> bool {
         self.as_str().ends_with("_IN_PROGRESS") && self != StackStatus::ReviewInProgress
     }
+
+    /// Whether an update (or import) is being rolled back, or stopped
+    /// rolling back: the stack then shows the template it goes back to.
+    pub fn is_rollback_phase(self) -> bool {
+        matches!(
+            self,
+            StackStatus::UpdateRollbackInProgress
+                | StackStatus::UpdateRollbackCompleteCleanupInProgress
+                | StackStatus::UpdateRollbackFailed
+                | StackStatus::ImportRollbackInProgress
+                | StackStatus::ImportRollbackFailed
+        )
+    }
 }
 
 status_enum!(

@@ -175,10 +175,7 @@ fn unresolved(names: &str) -> TemplateError {
     ))
 }
 
-/// `AWS::CloudFormation::CustomResource` or `Custom::<Name>`.
-pub fn is_custom_resource(type_name: &str) -> bool {
-    type_name == "AWS::CloudFormation::CustomResource" || type_name.starts_with("Custom::")
-}
+pub use crate::types::is_custom_resource;
 
 impl<'a> Evaluator<'a> {
     /// Builds an evaluator and evaluates every condition.

@@ -10,7 +10,7 @@ use cairn_sdk::{PropertyDifference, UpdateResult};
 use serde_json::{Map, Value};
 
 use crate::engine::protocol;
-use crate::engine::update::UpdateChange;
+use crate::engine::protocol::UpdateChange;
 use crate::engine::{Attempt, Op};
 use crate::stack::{now, CallKind, Journal, ResourceRecord, ResourceStatus};
 use crate::stack_policy::UpdateAction;
