@@ -1041,12 +1041,14 @@ async fn run_remote(endpoint: &str, command: &Command) -> anyhow::Result<()> {
     remote::run(endpoint, remote_command).await
 }
 
-/// A write to a closed stdout (`cairn providers --output json | head -1`)
-/// ends the process as it ends every Unix tool: by SIGPIPE, quietly.
-/// Rust ignores SIGPIPE (sockets and the plugin hosts' pipes rely on
-/// that), so println! panics instead; this hook turns that one panic into
-/// the signal.
-fn die_quietly_on_a_closed_stdout() {
+/// A write to a closed stdout (`cairn events S --output json | head -1`)
+/// ends the command quietly with exit status 0: what the reader wanted it
+/// has, as with every Unix tool that stops when its reader does. Rust
+/// ignores SIGPIPE (sockets and the plugin hosts' pipes rely on that), so
+/// `println!` panics and a `write` returns `BrokenPipe` instead: this hook
+/// turns that one panic into the quiet end, and [`closed_stdout`] finds
+/// the error.
+fn end_quietly_on_a_closed_stdout() {
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         let text = info
@@ -1056,21 +1058,32 @@ fn die_quietly_on_a_closed_stdout() {
             .or_else(|| info.payload().downcast_ref::<&str>().copied())
             .unwrap_or_default();
         if text.starts_with("failed printing to stdout") && text.contains("Broken pipe") {
-            // SAFETY: restoring the default disposition and raising the
-            // signal; nothing else runs after it.
-            unsafe {
-                libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-                libc::raise(libc::SIGPIPE);
-            }
+            std::process::exit(0);
         }
         default(info);
     }));
 }
 
+/// Whether a command's error is its stdout closed under it (a JSON
+/// document streamed to `head`): then it ends quietly, with status 0.
+fn closed_stdout(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .map(std::io::Error::kind)
+            .or_else(|| {
+                cause
+                    .downcast_ref::<serde_json::Error>()
+                    .and_then(serde_json::Error::io_error_kind)
+            })
+            == Some(std::io::ErrorKind::BrokenPipe)
+    })
+}
+
 /// The `cairn` command: parses the arguments, runs the command on a
 /// tokio runtime, prints the error and exits 1 on failure.
 pub fn main() -> ExitCode {
-    die_quietly_on_a_closed_stdout();
+    end_quietly_on_a_closed_stdout();
     let cli = Cli::parse();
     let result = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -1081,6 +1094,7 @@ pub fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if closed_stdout(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE

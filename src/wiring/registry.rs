@@ -160,7 +160,7 @@ fn start(
             p.types.as_deref(),
         );
     }
-    let path = p.path.clone().unwrap_or_default();
+    let path = plugin_path(&p.path.clone().unwrap_or_default());
     let (name, version, transport, plugin) = match p.isolation {
         Isolation::None => {
             let plugin = off_the_workers(|| DylibProvider::load(&path, p.sha256.as_deref()))
@@ -191,6 +191,23 @@ fn start(
     };
     let plugin = per_entry(&name, p.timeout_seconds, p.settings.clone(), plugin);
     types_of(&name, &version, transport, plugin, p.types.as_deref())
+}
+
+/// Where a dylib entry's library is: its `path` as given (relative to the
+/// working directory), or, for a bare file name found nowhere there, the
+/// file beside the running `cairn` binary. Cargo puts a workspace's plugin
+/// libraries beside the binary of the same profile, so one configuration
+/// (`examples/postgres/cairn.toml`) serves a debug and a release build.
+fn plugin_path(path: &std::path::Path) -> std::path::PathBuf {
+    let bare = path.components().count() == 1 && path.is_relative();
+    if !bare || path.exists() {
+        return path.to_path_buf();
+    }
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.join(path)))
+        .filter(|beside| beside.exists())
+        .unwrap_or_else(|| path.to_path_buf())
 }
 
 /// A plugin's name (the configured one, else its own) and version.

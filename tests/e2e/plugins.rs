@@ -62,6 +62,28 @@ fn the_example_plugin_serves_its_type_in_process() {
     assert!(!s.dir.path().join("store/other").exists());
 }
 
+/// A bare file name (`examples/postgres/cairn.toml`'s form) is looked
+/// for in the working directory, then beside the cairn binary, where cargo
+/// puts the workspace's plugin libraries of the same profile; in either
+/// isolation. Found nowhere, the error names the file.
+#[test]
+fn a_bare_library_name_is_found_beside_the_cairn_binary() {
+    library("cairn_example_kv");
+    for isolation in ["none", "process"] {
+        let s = scratch_with(&format!(
+            "kind = \"dylib\"\npath = \"libcairn_example_kv.so\"\nname = \"kv\"\nisolation = \"{isolation}\"\n"
+        ));
+        let run = deploy(&s, "st", RECORD, &[]);
+        assert_eq!(run.code(), 0, "{isolation}: {}", run.stderr());
+        assert!(s.dir.path().join("store/greeting").exists(), "{isolation}");
+        assert_eq!(cairn(&s, &["delete", "st"]).code(), 0, "{isolation}");
+    }
+    let s = scratch_with("kind = \"dylib\"\npath = \"libnowhere.so\"\nname = \"kv\"\n");
+    let run = deploy(&s, "st", RECORD, &[]);
+    assert_eq!(run.code(), 1);
+    assert!(run.stderr().contains("libnowhere.so"), "{}", run.stderr());
+}
+
 #[test]
 fn a_plugin_is_given_its_entrys_settings_in_either_isolation() {
     for isolation in ["none", "process"] {
