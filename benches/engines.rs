@@ -23,9 +23,9 @@ use std::time::{Duration, Instant};
 use cairn_core::config::Config;
 use cairn_core::engine::{CreateStackInput, Engine};
 use cairn_core::stack::{OnFailure, StackStatus};
-use cairn_core::store::postgres::PgStore;
-use cairn_core::store::sqlite::SqliteStore;
 use cairn_core::store::Store;
+use cairn_store_postgres::PgStore;
+use cairn_store_sqlite::SqliteStore;
 
 type Error = Box<dyn std::error::Error>;
 

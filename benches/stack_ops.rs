@@ -28,7 +28,6 @@ use std::time::Instant;
 use cairn_core::config::{Config, EndpointConfig};
 use cairn_core::engine::{CreateStackInput, Engine, UpdateStackInput};
 use cairn_core::stack::{OnFailure, StackStatus};
-use cairn_core::store::sqlite::SqliteStore;
 use cairn_core::store::Store;
 use cairn_plugin::process::ProcessProvider;
 use cairn_plugin::DylibProvider;
@@ -37,6 +36,7 @@ use cairn_sdk::{
     CreateRequest, CreateResult, DeleteRequest, ProviderError, ResourceProvider, ResourceSchema,
     UpdateRequest, UpdateResult,
 };
+use cairn_store_sqlite::SqliteStore;
 
 /// The same allocator as the `cairn` binary.
 #[global_allocator]

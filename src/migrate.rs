@@ -4,9 +4,9 @@
 use std::path::Path;
 
 use anyhow::{anyhow, Context};
-use cairn_core::store::postgres::PgStore;
-use cairn_core::store::sqlite::SqliteStore;
 use cairn_core::store::{ChangeSets, Events, Exports, Operations, Resources, Stacks};
+use cairn_store_postgres::PgStore;
+use cairn_store_sqlite::SqliteStore;
 
 pub async fn run(from: &Path, to: &str) -> anyhow::Result<()> {
     if crate::stacks::postgres_url(Path::new(to)).is_none() {

@@ -12,9 +12,9 @@ use cairn_core::config::Config;
 use cairn_core::engine::{CreateStackInput, Engine, EngineError, ParameterInput, UpdateStackInput};
 use cairn_core::group::state::GroupState;
 use cairn_core::stack::{EventRecord, OnFailure, StackRecord, StackStatus};
-use cairn_core::store::sqlite::SqliteStore;
 use cairn_core::store::{Store, StoreError};
 use cairn_core::template::parameters::MASK;
+use cairn_store_sqlite::SqliteStore;
 use serde_json::{json, Value};
 
 use crate::progress::{event_line, Progress};
@@ -76,7 +76,7 @@ pub async fn open_with_transports(
 ) -> anyhow::Result<(Arc<Engine>, crate::wiring::Process)> {
     let config = &with_local_ca(config, state);
     let store: Arc<dyn Store> = match postgres_url(state) {
-        Some(url) => Arc::new(cairn_core::store::postgres::PgStore::connect(url).await?),
+        Some(url) => Arc::new(cairn_store_postgres::PgStore::connect(url).await?),
         None => Arc::new(SqliteStore::open(state)?),
     };
     // Custom-resource responses go through the state, so that any engine

@@ -15,7 +15,9 @@ use cairn_model::stack::{
     StackRecord, StackStatus, Tag, STACK_TYPE,
 };
 
-pub(crate) fn stack(name: &str) -> StackRecord {
+/// A new stack record named `name`, CREATE_IN_PROGRESS (the checks' and
+/// the backends' own tests' fixture).
+pub fn stack(name: &str) -> StackRecord {
     StackRecord {
         stack_id: format!(
             "arn:aws:cloudformation:us-east-1:1:stack/{name}/{}",
@@ -64,7 +66,8 @@ pub(crate) fn stack(name: &str) -> StackRecord {
     }
 }
 
-pub(crate) fn event(s: &StackRecord, logical: &str, status: &str) -> EventRecord {
+/// An event of `s` about `logical` in `status`.
+pub fn event(s: &StackRecord, logical: &str, status: &str) -> EventRecord {
     EventRecord {
         event_id: uuid::Uuid::new_v4().to_string(),
         stack_id: s.stack_id.clone(),

@@ -1,21 +1,23 @@
 //! `cairn-store`: durable state behind one trait: stacks, resources,
 //! events, operations, exports and leases. The engine speaks only this
-//! trait, so another backend (PostgreSQL) can be added without touching it.
+//! trait; the backends are crates of their own (`cairn-store-sqlite`, the
+//! embedded default; `cairn-store-postgres`, several engines on one
+//! database), so the engine links no database driver.
 //!
-//! This crate holds all of Cairn's SQL: the SQLite file (the embedded
-//! default) and PostgreSQL (several engines on one database), and the
-//! conformance suite both pass. It knows the stack model
-//! (`cairn_model::stack`) and nothing of the engine, the transports or
-//! the template language.
+//! Here: the traits and what they exchange, `crash` (feature `testing`: a
+//! store that dies at its k-th write) and `conformance` (feature
+//! `conformance`: what every backend must do, run by each backend's tests).
+//! It knows the stack model (`cairn_model::stack`) and nothing of the
+//! engine, the transports or the template language.
 
 #![forbid(unsafe_code)]
 
-#[cfg(test)]
-mod conformance;
+#[cfg(feature = "conformance")]
+pub mod conformance;
 #[cfg(feature = "testing")]
 pub mod crash;
-pub mod postgres;
-pub mod sqlite;
+#[cfg(feature = "testing")]
+pub mod memory;
 
 use cairn_model::stack::{
     ChangeSetRecord, EventRecord, HistoryRecord, ResourceRecord, SignalRecord, StackRecord,
@@ -61,13 +63,6 @@ pub struct TableDump {
 /// How long a kept custom-resource response is kept (a request waits at most
 /// an hour, its ServiceTimeout's bound).
 pub const CALLBACK_RESPONSE_TTL_MS: i64 = 24 * 3600 * 1000;
-
-/// TLS to the PostgreSQL state database that cannot be set up.
-impl From<cairn_pg_tls::TlsError> for StoreError {
-    fn from(e: cairn_pg_tls::TlsError) -> StoreError {
-        StoreError::Database(e.0)
-    }
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

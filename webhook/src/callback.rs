@@ -823,7 +823,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 mod tests {
     use super::*;
     use cairn_store::crash::CrashStore;
-    use cairn_store::sqlite::SqliteStore;
+    use cairn_store::memory::MemoryStore;
 
     /// Finding 8 of the resource-call protocol issue: a handler's response
     /// that came while the database was down was refused with 503 ("send it
@@ -832,9 +832,7 @@ mod tests {
     /// state once the database answers again.
     #[tokio::test]
     async fn a_response_that_comes_while_the_state_is_down_is_kept_when_it_is_back() {
-        let dir = tempdir();
-        let base: Arc<dyn Store> =
-            Arc::new(SqliteStore::open(&dir.join("state.db")).expect("state file"));
+        let base: Arc<dyn Store> = Arc::new(MemoryStore::new());
         let store = CrashStore::new(base.clone(), None);
         store.set_down(true);
         let listener = Arc::new(CallbackListener {
@@ -892,13 +890,5 @@ mod tests {
             );
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    fn tempdir() -> std::path::PathBuf {
-        let dir =
-            std::env::temp_dir().join(format!("cairn-callback-{}", uuid::Uuid::new_v4().simple()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        dir
     }
 }

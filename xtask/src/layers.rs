@@ -25,9 +25,10 @@ struct Crate {
 /// The allowed edges between the workspace's crates: the layering of
 /// ARCHITECTURE.md written out. `cairn-sdk`, `cairn-template` and
 /// `cairn-pg-tls` at the bottom; the pure `cairn-config` and `cairn-model`
-/// over them; the store's traits, its backends and the transports; the
-/// engine (which knows no transport and no backend); the API; the binary,
-/// which wires everything.
+/// over them; the store's traits, its backends (SQLite, PostgreSQL) and
+/// the transports; the engine (which knows no transport and no backend:
+/// its tests use the in-memory store); the API; the binary, which wires
+/// everything.
 const CRATES: &[Crate] = &[
     Crate {
         name: "cairn-sdk",
@@ -66,7 +67,17 @@ const CRATES: &[Crate] = &[
     },
     Crate {
         name: "cairn-store",
-        may_use: &["cairn-model", "cairn-pg-tls"],
+        may_use: &["cairn-model"],
+        pure: false,
+    },
+    Crate {
+        name: "cairn-store-sqlite",
+        may_use: &["cairn-store", "cairn-model"],
+        pure: false,
+    },
+    Crate {
+        name: "cairn-store-postgres",
+        may_use: &["cairn-store", "cairn-model", "cairn-pg-tls"],
         pure: false,
     },
     Crate {
@@ -104,6 +115,8 @@ const CRATES: &[Crate] = &[
             "cairn-providers",
             "cairn-plugin",
             "cairn-webhook",
+            "cairn-store-sqlite",
+            "cairn-store-postgres",
         ],
         pure: false,
     },

@@ -41,7 +41,7 @@ use crate::shared::Shared;
 use crate::signal::HandleUrls;
 use crate::stack::{OnFailure, StackStatus, STACK_TYPE};
 use crate::store::crash::CrashStore;
-use crate::store::sqlite::SqliteStore;
+use crate::store::memory::MemoryStore;
 use crate::store::Store;
 use cloud::Cloud;
 
@@ -223,8 +223,7 @@ impl World {
     fn new() -> World {
         let dir = std::env::temp_dir().join(format!("cairn-sim-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&dir).expect("temp dir");
-        let base: Arc<dyn Store> =
-            Arc::new(SqliteStore::open(&dir.join("state.db")).expect("state file"));
+        let base: Arc<dyn Store> = Arc::new(MemoryStore::new());
         let cloud = Arc::new(Cloud::default());
         let config = config(&dir);
         let provider: Arc<dyn ResourceProvider> = cloud.clone();

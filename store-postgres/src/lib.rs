@@ -1,10 +1,12 @@
-//! The PostgreSQL store: the same [`Store`] as SQLite, for several engines
+//! `cairn-store-postgres`: the PostgreSQL store: the same [`Store`] as SQLite, for several engines
 //! sharing one database. tokio-postgres with a deadpool pool (see
 //! ARCHITECTURE.md for the choice). Every write of an operation runs in one
 //! transaction that first locks and checks the stack's lease row (the
 //! fencing token); lease expiry is computed from the database's clock, so
 //! engines on machines whose clocks differ agree on it. The schema is
 //! versioned and applied at start under an advisory lock.
+
+#![forbid(unsafe_code)]
 
 use std::str::FromStr;
 
@@ -14,14 +16,19 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
-use super::{
-    Cell, ChangeSets, Claim, DriftDetections, Events, Exports, Inbox, Lease, Leases,
-    OperationRecord, OperationStart, Operations, Resources, Stacks, Store, StoreError, TableDump,
-};
 use cairn_model::stack::{
     ChangeSetRecord, EventRecord, HistoryRecord, OnFailure, ResourceRecord, SignalRecord,
     StackRecord, StackStatus,
 };
+use cairn_store::{
+    Cell, ChangeSets, Claim, DriftDetections, Events, Exports, Inbox, Lease, Leases,
+    OperationRecord, OperationStart, Operations, Resources, Stacks, Store, StoreError, TableDump,
+};
+
+/// TLS to the PostgreSQL state database that cannot be set up.
+fn tls_error(e: cairn_pg_tls::TlsError) -> StoreError {
+    StoreError::Database(e.0)
+}
 
 /// The schema version this Cairn writes; a database with a newer one is
 /// refused.
@@ -876,7 +883,7 @@ impl PgStore {
     /// and applies the schema.
     pub async fn connect(url: &str) -> Result<PgStore, StoreError> {
         let env = |k: &str| std::env::var(k).ok();
-        let (url, tls) = cairn_pg_tls::split(url, env)?;
+        let (url, tls) = cairn_pg_tls::split(url, env).map_err(tls_error)?;
         let mut config = tokio_postgres::Config::from_str(&url)
             .map_err(|e| StoreError::Database(format!("the PostgreSQL URL is not valid: {e}")))?;
         with_environment(&mut config, env);
@@ -890,7 +897,7 @@ impl PgStore {
             format!("{options} -c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS}")
                 .trim(),
         );
-        let connector = cairn_pg_tls::connector(&tls)?;
+        let connector = cairn_pg_tls::connector(&tls).map_err(tls_error)?;
         let manager = Manager::from_config(
             config.clone(),
             connector.clone(),
@@ -1048,7 +1055,7 @@ impl PgStore {
 }
 
 impl PgStore {
-    /// Copies `tables` (a [`super::sqlite::SqliteStore::dump`]) into this
+    /// Copies `tables` (a `cairn_store_sqlite::SqliteStore::dump`) into this
     /// database, which must hold no stack, in one transaction; returns each
     /// table's row count as read back after the copy (refused unless equal
     /// to what was given).
@@ -1941,7 +1948,7 @@ impl Inbox for PgStore {
         run(
             &client,
             &format!("DELETE FROM callback_responses WHERE received_at < {NOW_MS} - $1"),
-            &[&super::CALLBACK_RESPONSE_TTL_MS],
+            &[&cairn_store::CALLBACK_RESPONSE_TTL_MS],
         )
         .await
         .map_err(backend)?;
@@ -2294,7 +2301,7 @@ impl DriftDetections for PgStore {
 }
 
 #[async_trait::async_trait]
-impl crate::Notifications for PgStore {
+impl cairn_store::Notifications for PgStore {
     async fn set_notification_targets(
         &self,
         stack_id: &str,
@@ -2335,7 +2342,7 @@ impl crate::Notifications for PgStore {
         dead: &[String],
         ttl_ms: i64,
         limit: usize,
-    ) -> Result<Vec<crate::NotificationCursor>, StoreError> {
+    ) -> Result<Vec<cairn_store::NotificationCursor>, StoreError> {
         let client = self.client().await?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         // Rows another engine claims meanwhile are skipped, not waited for.
@@ -2358,7 +2365,7 @@ impl crate::Notifications for PgStore {
         .map_err(backend)?;
         rows.iter()
             .map(|r| {
-                Ok(crate::NotificationCursor {
+                Ok(cairn_store::NotificationCursor {
                     stack_id: get(r, 0)?,
                     target: get(r, 1)?,
                     delivered: usize::try_from(get::<i64>(r, 2)?).unwrap_or(0),
@@ -2382,7 +2389,7 @@ impl crate::Notifications for PgStore {
     async fn notified(
         &self,
         owner: &str,
-        cursor: &crate::NotificationCursor,
+        cursor: &cairn_store::NotificationCursor,
         ttl_ms: i64,
     ) -> Result<bool, StoreError> {
         let client = self.client().await?;
@@ -2400,7 +2407,7 @@ impl crate::Notifications for PgStore {
     async fn release_notification(
         &self,
         owner: &str,
-        cursor: &crate::NotificationCursor,
+        cursor: &cairn_store::NotificationCursor,
     ) -> Result<(), StoreError> {
         let client = self.client().await?;
         run(
@@ -2415,7 +2422,7 @@ impl crate::Notifications for PgStore {
 }
 
 #[async_trait::async_trait]
-impl crate::Refactors for PgStore {
+impl cairn_store::Refactors for PgStore {
     async fn put_refactor(
         &self,
         refactor_id: &str,
@@ -2459,7 +2466,7 @@ impl crate::Refactors for PgStore {
     async fn apply_refactor(
         &self,
         leases: &[Lease],
-        write: &crate::RefactorWrite,
+        write: &cairn_store::RefactorWrite,
     ) -> Result<(), StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;
@@ -2669,7 +2676,7 @@ mod tests {
         {
             let admin = admin.clone();
             let made = made.clone();
-            crate::conformance::all(move || {
+            cairn_store::conformance::all(move || {
                 let admin = admin.clone();
                 let made = made.clone();
                 async move {
@@ -2694,7 +2701,7 @@ mod tests {
     /// same database (LISTEN/NOTIFY), with the stack id.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn events_are_announced_to_every_engine() {
-        use crate::conformance::{event, stack};
+        use cairn_store::conformance::{event, stack};
         let admin = admin().await;
         let url = fresh_database(&admin).await;
         let writer = PgStore::connect(&url).await.unwrap();

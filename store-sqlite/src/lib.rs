@@ -1,10 +1,12 @@
-//! The embedded store: one SQLite file in WAL mode.
+//! `cairn-store-sqlite`: the embedded store: one SQLite file in WAL mode.
 //!
 //! All statements run on one dedicated thread that owns the connection (SQLite
 //! has a single writer anyway, and the async runtime must not block on file
 //! I/O). Jobs arriving while a transaction runs are group-committed in the next
 //! one, each inside its own savepoint, and each caller is answered only after
 //! the commit: state is durable before anyone acts on it.
+
+#![forbid(unsafe_code)]
 
 use std::path::Path;
 use std::sync::mpsc;
@@ -13,13 +15,13 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use tokio::sync::oneshot;
 
-use super::{
-    Cell, ChangeSets, Claim, DriftDetections, Events, Exports, Inbox, Lease, Leases,
-    OperationRecord, OperationStart, Operations, Resources, Stacks, Store, StoreError, TableDump,
-};
 use cairn_model::stack::{
     ChangeSetRecord, EventRecord, HistoryRecord, Journal, OnFailure, PendingCall, ResourceRecord,
     SignalRecord, StackRecord, StackStatus,
+};
+use cairn_store::{
+    Cell, ChangeSets, Claim, DriftDetections, Events, Exports, Inbox, Lease, Leases,
+    OperationRecord, OperationStart, Operations, Resources, Stacks, Store, StoreError, TableDump,
 };
 
 type Reply = Box<dyn FnOnce(Option<String>) + Send>;
@@ -633,8 +635,8 @@ impl SqliteStore {
     /// (`cairn migrate-state`).
     pub async fn dump(&self) -> Result<Vec<TableDump>, StoreError> {
         self.run(|c| {
-            let mut tables = Vec::with_capacity(super::TABLES.len());
-            for name in super::TABLES {
+            let mut tables = Vec::with_capacity(cairn_store::TABLES.len());
+            for name in cairn_store::TABLES {
                 let mut st = c
                     .prepare(&format!("SELECT * FROM {name} ORDER BY rowid"))
                     .map_err(backend)?;
@@ -1521,7 +1523,7 @@ impl Inbox for SqliteStore {
             let now = now_ms();
             c.execute(
                 "DELETE FROM callback_responses WHERE received_at < ?1",
-                params![now - super::CALLBACK_RESPONSE_TTL_MS],
+                params![now - cairn_store::CALLBACK_RESPONSE_TTL_MS],
             )
             .map_err(backend)?;
             let inserted = c
@@ -1842,7 +1844,7 @@ impl Exports for SqliteStore {
 }
 
 #[async_trait::async_trait]
-impl crate::Notifications for SqliteStore {
+impl cairn_store::Notifications for SqliteStore {
     async fn set_notification_targets(
         &self,
         stack_id: &str,
@@ -1879,7 +1881,7 @@ impl crate::Notifications for SqliteStore {
         dead: &[String],
         ttl_ms: i64,
         limit: usize,
-    ) -> Result<Vec<crate::NotificationCursor>, StoreError> {
+    ) -> Result<Vec<cairn_store::NotificationCursor>, StoreError> {
         let (owner, dead) = (owner.to_string(), json_text(&dead)?);
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.run(move |c| {
@@ -1895,7 +1897,7 @@ impl crate::Notifications for SqliteStore {
                 .map_err(backend)?;
             let rows = st
                 .query_map(params![owner, now, dead, limit], |r| {
-                    Ok(crate::NotificationCursor {
+                    Ok(cairn_store::NotificationCursor {
                         stack_id: r.get(0)?,
                         target: r.get(1)?,
                         delivered: usize::try_from(r.get::<_, i64>(2)?).unwrap_or(0),
@@ -1932,7 +1934,7 @@ impl crate::Notifications for SqliteStore {
     async fn notified(
         &self,
         owner: &str,
-        cursor: &crate::NotificationCursor,
+        cursor: &cairn_store::NotificationCursor,
         ttl_ms: i64,
     ) -> Result<bool, StoreError> {
         let (owner, t) = (owner.to_string(), cursor.clone());
@@ -1951,7 +1953,7 @@ impl crate::Notifications for SqliteStore {
     async fn release_notification(
         &self,
         owner: &str,
-        cursor: &crate::NotificationCursor,
+        cursor: &cairn_store::NotificationCursor,
     ) -> Result<(), StoreError> {
         let (owner, t) = (owner.to_string(), cursor.clone());
         self.run(move |c| {
@@ -1967,7 +1969,7 @@ impl crate::Notifications for SqliteStore {
 }
 
 #[async_trait::async_trait]
-impl crate::Refactors for SqliteStore {
+impl cairn_store::Refactors for SqliteStore {
     async fn put_refactor(
         &self,
         refactor_id: &str,
@@ -2022,7 +2024,7 @@ impl crate::Refactors for SqliteStore {
     async fn apply_refactor(
         &self,
         leases: &[Lease],
-        write: &crate::RefactorWrite,
+        write: &cairn_store::RefactorWrite,
     ) -> Result<(), StoreError> {
         let (leases, w) = (leases.to_vec(), write.clone());
         self.run(move |c| {
@@ -2145,7 +2147,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("cairn-conf-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
         let n = std::sync::atomic::AtomicUsize::new(0);
-        crate::conformance::all(|| {
+        cairn_store::conformance::all(|| {
             let i = n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             let store =
                 std::sync::Arc::new(SqliteStore::open(&dir.join(format!("s{i}.db"))).unwrap())
