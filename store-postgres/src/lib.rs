@@ -1616,6 +1616,12 @@ impl Operations for PgStore {
             write_change_set_execution(&tx, &lease.stack_id, id).await?;
         }
         write_stack_fields(&tx, &start.stack).await?;
+        for row in &start.rows {
+            write_row(&tx, lease, &RowChange::Put(Box::new(row.clone())), &[]).await?;
+        }
+        for logical_id in &start.removed_rows {
+            write_row(&tx, lease, &RowChange::Remove(logical_id.clone()), &[]).await?;
+        }
         write_history(&tx, &start.history).await?;
         write_status(
             &tx,

@@ -771,6 +771,44 @@ fn write_operation(c: &Connection, op: &OperationRecord) -> Result<(), StoreErro
     Ok(())
 }
 
+/// Writes one resource row (inserted, or replacing the row of its
+/// logical id).
+fn write_resource(c: &Connection, r: &ResourceRecord) -> Result<(), StoreError> {
+    let pending = match &r.pending {
+        Some(p) => Some(json_text(p)?),
+        None => None,
+    };
+    let metadata = r.metadata.as_ref().map(json_text).transpose()?;
+    let journal = r.journal.as_ref().map(json_text).transpose()?;
+    c.prepare_cached(&format!(
+        "INSERT INTO resources ({RESOURCE_COLUMNS})
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
+         ON CONFLICT(stack_id, logical_id) DO UPDATE SET resource_type = excluded.resource_type, physical_id = excluded.physical_id,
+           status = excluded.status, status_reason = excluded.status_reason, properties = excluded.properties,
+           attributes = excluded.attributes, pending = excluded.pending, updated_at = excluded.updated_at,
+           metadata = excluded.metadata, journal = excluded.journal, no_echo = excluded.no_echo",
+    ))
+    .map_err(backend)?
+    .execute(params![
+            r.stack_id,
+            r.logical_id,
+            r.resource_type,
+            r.physical_id,
+            r.status.as_str(),
+            r.status_reason,
+            json_text(&r.properties)?,
+            json_text(&r.attributes)?,
+            pending,
+            r.updated_at,
+            metadata,
+            journal,
+            r.no_echo
+        ],
+    )
+    .map_err(backend)?;
+    Ok(())
+}
+
 #[async_trait::async_trait]
 impl Stacks for SqliteStore {
     async fn insert_stack(
@@ -1126,6 +1164,16 @@ impl Operations for SqliteStore {
                 write_change_set_execution(c, &lease.stack_id, id)?;
             }
             write_stack_fields(c, &start.stack)?;
+            for row in &start.rows {
+                write_resource(c, row)?;
+            }
+            for logical_id in &start.removed_rows {
+                c.execute(
+                    "DELETE FROM resources WHERE stack_id = ?1 AND logical_id = ?2",
+                    params![lease.stack_id, logical_id],
+                )
+                .map_err(backend)?;
+            }
             write_history(c, &start.history)?;
             write_status(
                 c,
@@ -1277,38 +1325,7 @@ impl Resources for SqliteStore {
         let (lease, r, events) = (lease.clone(), r.clone(), events.to_vec());
         self.run(move |c| {
             fence(c, &lease)?;
-            let pending = match &r.pending {
-                Some(p) => Some(json_text(p)?),
-                None => None,
-            };
-            let metadata = r.metadata.as_ref().map(json_text).transpose()?;
-            let journal = r.journal.as_ref().map(json_text).transpose()?;
-            c.prepare_cached(&format!(
-                "INSERT INTO resources ({RESOURCE_COLUMNS})
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
-                 ON CONFLICT(stack_id, logical_id) DO UPDATE SET resource_type = excluded.resource_type, physical_id = excluded.physical_id,
-                   status = excluded.status, status_reason = excluded.status_reason, properties = excluded.properties,
-                   attributes = excluded.attributes, pending = excluded.pending, updated_at = excluded.updated_at,
-                   metadata = excluded.metadata, journal = excluded.journal, no_echo = excluded.no_echo",
-            ))
-            .map_err(backend)?
-            .execute(params![
-                    r.stack_id,
-                    r.logical_id,
-                    r.resource_type,
-                    r.physical_id,
-                    r.status.as_str(),
-                    r.status_reason,
-                    json_text(&r.properties)?,
-                    json_text(&r.attributes)?,
-                    pending,
-                    r.updated_at,
-                    metadata,
-                    journal,
-                    r.no_echo
-                ],
-            )
-            .map_err(backend)?;
+            write_resource(c, &r)?;
             for e in &events {
                 insert_event(c, e)?;
             }

@@ -571,7 +571,24 @@ async fn resources_operations_and_history(store: &dyn Store) {
     );
     let op = start.operation.clone();
     assert!(!store.request_cancel(&o.stack_id).await.unwrap());
+    // The rows the operation rewrites and removes as it starts land with
+    // it: `Kept` is rewritten, `Gone` removed, `Other` untouched.
+    for name in ["Kept", "Gone", "Other"] {
+        store
+            .put_resource(&o_lease, &resource(&o, name), &[])
+            .await
+            .unwrap();
+    }
+    let mut start = start;
+    let mut kept = resource(&o, "Kept");
+    kept.status_reason = Some("folded".into());
+    start.rows = vec![kept.clone()];
+    start.removed_rows = vec!["Gone".into()];
     store.begin_operation(&o_lease, &start).await.unwrap();
+    let rows = store.resources(&o.stack_id).await.unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r.logical_id.as_str()).collect();
+    assert_eq!(names, ["Kept", "Other"]);
+    assert_eq!(rows[0], kept);
     assert_eq!(store.operation(&o.stack_id).await.unwrap(), Some(op));
     let begun = store.find_stack(&o.stack_id).await.unwrap().unwrap();
     assert_eq!(begun.status, StackStatus::UpdateInProgress);
@@ -680,6 +697,8 @@ fn started(
             details: None,
         },
         stack,
+        rows: Vec::new(),
+        removed_rows: Vec::new(),
     }
 }
 

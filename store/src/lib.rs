@@ -128,6 +128,12 @@ pub struct OperationStart {
     pub event: EventRecord,
     /// The operation's history entry.
     pub history: HistoryRecord,
+    /// Rows rewritten in the same write: a kept failed update's rows as
+    /// the update that continues it starts from them (folded once, with
+    /// the start, so a resume never folds this operation's own work).
+    pub rows: Vec<ResourceRecord>,
+    /// Rows removed in the same write (logical ids).
+    pub removed_rows: Vec<String>,
 }
 
 /// The stacks themselves: their records and statuses.
@@ -232,7 +238,8 @@ pub trait Leases: Send + Sync {
 pub trait Operations: Send + Sync {
     /// Starts an operation on an existing stack in one write: its record,
     /// the change set it executes, the stack's new fields and status with
-    /// the status event, and its history entry. A crash leaves the stack
+    /// the status event, its history entry, and the rows it rewrites or
+    /// removes as it starts. A crash leaves the stack
     /// either untouched or with the whole operation recorded (never, say,
     /// showing the new template with nothing in progress).
     async fn begin_operation(

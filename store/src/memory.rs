@@ -476,6 +476,14 @@ impl Operations for MemoryStore {
                 }
             }
             st.write_stack_fields(&start.stack);
+            let rows = st.resources.entry(lease.stack_id.clone()).or_default();
+            for row in &start.rows {
+                match rows.iter_mut().find(|r| r.logical_id == row.logical_id) {
+                    Some(r) => *r = row.clone(),
+                    None => rows.push(row.clone()),
+                }
+            }
+            rows.retain(|r| !start.removed_rows.contains(&r.logical_id));
             st.history.push(start.history.clone());
             st.write_status(
                 &lease.stack_id,

@@ -255,7 +255,7 @@ impl ChangeSets<'_> {
             made,
             StackStatus::ImportInProgress,
             Some(cs),
-            None,
+            (None, Default::default()),
         )
         .await?;
         Ok(stack_id)
@@ -849,7 +849,7 @@ impl ChangeSets<'_> {
             created,
             StackStatus::CreateInProgress,
             Some(cs),
-            None,
+            (None, Default::default()),
         )
         .await?;
         Ok(stack_id)

@@ -96,7 +96,10 @@ where
             outcome[i] = Outcome::Done;
             for &s in &succs[i] {
                 waiting[s] -= 1;
-                if waiting[s] == 0 {
+                // A node done before the run started (a resumed operation's
+                // finished work) never runs again, even when a node it
+                // depends on runs now.
+                if waiting[s] == 0 && outcome[s] == Outcome::NotRun {
                     ready.push((height[s], Reverse(s)));
                 }
             }
@@ -252,6 +255,35 @@ mod tests {
         )
         .await;
         assert_eq!(out, vec![Outcome::Done; 4]);
+    }
+
+    /// A node done before the run (a resumed operation's finished work)
+    /// whose predecessor still runs is never run again, and what follows
+    /// it starts once both are done (it used to be run again, and its
+    /// successors' counts then went below zero).
+    #[tokio::test]
+    async fn a_node_done_before_the_run_never_runs_again() {
+        // 0 -> 1 -> 2: 1 was done, 0 and 2 were not.
+        let preds = vec![vec![], vec![0], vec![1]];
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let l = log.clone();
+        let out = run(
+            &preds,
+            vec![Outcome::NotRun, Outcome::Done, Outcome::NotRun],
+            4,
+            true,
+            std::future::pending(),
+            move |i| {
+                let l = l.clone();
+                async move {
+                    l.lock().unwrap().push(i);
+                    (i, true)
+                }
+            },
+        )
+        .await;
+        assert_eq!(out, vec![Outcome::Done; 3]);
+        assert_eq!(*log.lock().unwrap(), vec![0, 2]);
     }
 
     #[tokio::test]

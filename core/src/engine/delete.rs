@@ -107,7 +107,7 @@ impl Deletes<'_> {
             stack,
             StackStatus::DeleteInProgress,
             None,
-            None,
+            (None, Default::default()),
         )
         .await?;
         Ok(Some(stack_id))

@@ -18,7 +18,7 @@ use super::{EngineError, Op};
 use crate::stack::{
     Journal, OperationKind, ResourceRecord, ResourceStatus, Snapshot, StackRecord, StackStatus,
 };
-use crate::store::{OperationRecord, StoreError};
+use crate::store::OperationRecord;
 
 /// The update's option: a failure stops it in UPDATE_FAILED.
 pub(super) const DISABLE_ROLLBACK: &str = "DisableRollback";
@@ -117,44 +117,23 @@ pub(super) fn fold(rows: Vec<ResourceRecord>) -> (Vec<ResourceRecord>, Vec<Super
     (kept, superseded)
 }
 
-impl Updates<'_> {
-    /// When an update that continues a kept failed one starts (again,
-    /// after a crash): the rows the failed update journaled, and only
-    /// those (older than this operation), are folded and written. What
-    /// they no longer use is in the operation's options already.
-    pub(super) async fn fold_kept_rows(
-        &self,
-        op: &Op,
-        operation: &OperationRecord,
-    ) -> Result<(), EngineError> {
-        if operation.options.get(CONTINUES) != Some(&Value::Bool(true)) {
-            return Ok(());
+/// The rows of a kept failed update rewritten (folded: [`fold_row`]) or
+/// removed by the write that starts the update continuing it. Only rows
+/// with a journal change; what they no longer use is in the operation's
+/// options already (the planner folded the same rows).
+pub(super) fn rewrite(rows: Vec<ResourceRecord>) -> super::RowRewrite {
+    let mut out = super::RowRewrite::default();
+    for r in rows.into_iter().filter(|r| r.journal.is_some()) {
+        let logical_id = r.logical_id.clone();
+        match fold_row(r).0 {
+            Some(row) => out.put.push(row),
+            None => out.removed.push(logical_id),
         }
-        for r in self.store.resources(&op.stack.stack_id).await? {
-            if r.journal.is_none() || r.updated_at >= operation.started_at {
-                continue;
-            }
-            let logical_id = r.logical_id.clone();
-            let written = match fold_row(r).0 {
-                Some(row) => {
-                    if let Some(p) = &row.physical_id {
-                        op.results.record(&row.logical_id, p, &row.attributes);
-                    }
-                    self.store.put_resource(&op.lease, &row, &[]).await
-                }
-                None => {
-                    self.store
-                        .remove_resource(&op.lease, &logical_id, &[])
-                        .await
-                }
-            };
-            if !self.held(op, &logical_id, written) {
-                return Err(StoreError::LeaseLost(op.stack.stack_id.clone()).into());
-            }
-        }
-        Ok(())
     }
+    out
+}
 
+impl Updates<'_> {
     /// The superseded physical resources of the running operation.
     pub(super) async fn superseded(&self, op: &Op) -> Result<Vec<Superseded>, EngineError> {
         Ok(self

@@ -185,6 +185,14 @@ struct Op {
     triggers_done: AtomicBool,
 }
 
+/// The rows an operation rewrites and removes in the write that starts it
+/// (a kept failed update's rows, folded for the update that continues it).
+#[derive(Default)]
+struct RowRewrite {
+    put: Vec<ResourceRecord>,
+    removed: Vec<String>,
+}
+
 /// A resource's last reported step: status, reason, physical id.
 type Reported = (ResourceStatus, Option<String>, Option<String>);
 
@@ -885,8 +893,8 @@ impl Engine {
 
     /// Starts an operation on an existing stack in one durable write: its
     /// record, `stack` (new fields, `status` with "User Initiated"), the
-    /// status event, its history entry (of the operation's kind), and the
-    /// change set it executes.
+    /// status event, its history entry (of the operation's kind, with
+    /// `details`), the change set it executes, and the rows it rewrites.
     async fn begin_operation(
         &self,
         lease: &Lease,
@@ -894,7 +902,7 @@ impl Engine {
         mut stack: StackRecord,
         status: StackStatus,
         change_set: Option<&crate::stack::ChangeSetRecord>,
-        details: Option<Value>,
+        (details, rows): (Option<Value>, RowRewrite),
     ) -> Result<(), EngineError> {
         stack.status = status;
         stack.status_reason = Some("User Initiated".into());
@@ -914,6 +922,8 @@ impl Engine {
                     stack,
                     event,
                     history,
+                    rows: rows.put,
+                    removed_rows: rows.removed,
                 },
             )
             .await?;

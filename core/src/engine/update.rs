@@ -813,6 +813,21 @@ impl Updates<'_> {
                 )));
             }
         }
+        // Continuing a kept failed update: its rows are folded in the
+        // write that starts this one (read under the lease: no operation
+        // changed them since the stack's status was checked).
+        let rows = if extra_options.contains_key(kept::CONTINUES) {
+            let read = self.store.resources(&stack.stack_id).await;
+            match read {
+                Ok(rows) => kept::rewrite(rows),
+                Err(e) => {
+                    let _ = self.store.release_lease(&lease).await;
+                    return Err(e.into());
+                }
+            }
+        } else {
+            Default::default()
+        };
         self.claims().started_under(&lease);
         let previous = StackState::of(&stack);
         let operation = OperationRecord {
@@ -842,7 +857,7 @@ impl Updates<'_> {
             shown,
             status,
             change_set,
-            details.map(|(_, value)| value),
+            (details.map(|(_, value)| value), rows),
         )
         .await?;
         Ok(stack.stack_id)
@@ -1005,9 +1020,6 @@ impl Updates<'_> {
                     // Cancelled, then crashed before the rollback started.
                     self.mark_interrupted(op).await?;
                     return self.start_update_rollback(op, CANCELLED).await;
-                }
-                if let Some(operation) = self.store.operation(id).await? {
-                    self.fold_kept_rows(op, &operation).await?;
                 }
                 let rows = self.store.resources(id).await?;
                 if rows.iter().all(|r| r.journal.is_none()) {
