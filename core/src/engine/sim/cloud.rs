@@ -63,6 +63,10 @@ struct State {
     healed: bool,
     /// Physical ids deleted behind the stack's back.
     vanished: std::collections::HashSet<String>,
+    /// Physical ids made outside any stack (by a person, for an import).
+    outside: std::collections::HashSet<String>,
+    /// How many times the macro ran.
+    macro_runs: u32,
     /// Request ids whose first call was slow (asked again, they answer).
     slowed: std::collections::HashSet<String>,
 }
@@ -192,6 +196,39 @@ impl Cloud {
 
     pub fn heal(&self) {
         self.with(|s| s.healed = true);
+    }
+
+    /// A resource a person made outside any stack (to be imported).
+    pub fn make_outside(&self, physical: &str, logical_id: &str, properties: Map<String, Value>) {
+        self.with(|s| {
+            s.live.insert(
+                physical.to_string(),
+                Live {
+                    type_name: THING.into(),
+                    logical_id: logical_id.to_string(),
+                    request_id: format!("outside:{physical}"),
+                    properties,
+                },
+            );
+            s.outside.insert(physical.to_string());
+        });
+    }
+
+    /// Whether `physical` was made outside any stack.
+    pub fn is_outside(&self, physical: &str) -> bool {
+        self.with(|s| s.outside.contains(physical))
+    }
+
+    /// Deletes what a person made outside the stacks and is still live
+    /// once every stack is deleted (no stack adopted it, or one released
+    /// it): their own clean-up.
+    pub fn clear_outside_unadopted(&self) {
+        self.with(|s| {
+            let outside: Vec<String> = s.outside.drain().collect();
+            for id in outside {
+                s.live.remove(&id);
+            }
+        });
     }
 
     /// Whether a slow call is waiting now.
@@ -366,6 +403,7 @@ fn result(physical: &str) -> CreateResult {
 
 fn schema(type_name: &str) -> ResourceSchema {
     ResourceSchema::new(type_name)
+        .identified_by(&["Id"])
         .property("Name", PropertySchema::string().create_only())
         .property("Value", PropertySchema::string())
         .property("Fail", PropertySchema::string())
@@ -373,6 +411,7 @@ fn schema(type_name: &str) -> ResourceSchema {
         .property("Slow", PropertySchema::string())
         .property("Renew", PropertySchema::string())
         .attribute("Arn", "sim:<physical id>")
+        .attribute("Id", "<physical id>")
 }
 
 #[async_trait::async_trait]
@@ -473,6 +512,58 @@ impl ResourceProvider for Cloud {
             }
             outcome
         })
+    }
+
+    /// A Thing as it lives (what an import adopts); a handler reads
+    /// nothing, as a custom-resource handler written for AWS.
+    async fn read(
+        &self,
+        req: &cairn_sdk::ReadRequest,
+    ) -> Result<cairn_sdk::ReadResult, ProviderError> {
+        if req.context.resource_type != THING {
+            return Ok(cairn_sdk::ReadResult::NotSupported);
+        }
+        self.with(|s| {
+            if s.down {
+                return Err(Self::unavailable());
+            }
+            match s.live.get(&req.physical_resource_id) {
+                Some(l) => Ok(cairn_sdk::ReadResult::Found {
+                    properties: l.properties.clone(),
+                    attributes: result(&req.physical_resource_id).attributes,
+                }),
+                None => Err(ProviderError::not_found(format!(
+                    "{} does not exist",
+                    req.physical_resource_id
+                ))),
+            }
+        })
+    }
+
+    /// The macro `SimAddThing`: adds the resource `Added` to the template,
+    /// its `Value` the macro's run count in this cloud. An operation runs
+    /// its macros once, when it starts, and keeps the processed template:
+    /// a resumed one that ran them again would end with another `Value`
+    /// than the run without a crash.
+    async fn transform(
+        &self,
+        req: &cairn_sdk::MacroRequest,
+    ) -> Result<cairn_sdk::MacroResponse, ProviderError> {
+        let runs = self.with(|s| {
+            s.macro_runs += 1;
+            s.macro_runs
+        });
+        let mut fragment = req.fragment.clone();
+        if let Some(resources) = fragment.get_mut("Resources").and_then(Value::as_object_mut) {
+            resources.insert(
+                "Added".into(),
+                serde_json::json!({
+                    "Type": THING,
+                    "Properties": {"Name": "added", "Value": format!("run-{runs}")}
+                }),
+            );
+        }
+        Ok(cairn_sdk::MacroResponse::success(req, fragment))
     }
 
     /// The template's properties against the live ones.

@@ -99,6 +99,25 @@ pub enum Step {
     /// Switches the cloud down (every call fails as a provider that cannot
     /// start) or up.
     CloudDown(bool),
+    /// A person makes a Thing outside any stack, with this physical id
+    /// (for an import to adopt).
+    Outside {
+        physical: &'static str,
+        logical_id: &'static str,
+        name: &'static str,
+    },
+    /// `cairn import` of the stack's template with these (logical id,
+    /// physical id) Things added.
+    Import {
+        template: String,
+        resources: &'static [(&'static str, &'static str)],
+    },
+    /// A stack refactor within the stack to `template`, executed:
+    /// (from, to) logical ids renamed.
+    Refactor {
+        template: String,
+        renames: &'static [(&'static str, &'static str)],
+    },
     /// Writes a template file beside the state (nested stacks name it as
     /// `file:///{DIR}/name`).
     File {
@@ -188,6 +207,14 @@ fn config(dir: &std::path::Path) -> Config {
     // of the lease): short leases keep the simulator fast.
     c.engine.lease_seconds = 3;
     c.engine.signal_poll_ms = 20;
+    // The cloud's macro (its provider's `transform`).
+    c.macros = vec![crate::config::MacroConfig {
+        name: "SimAddThing".into(),
+        url: None,
+        secret: None,
+        provider: Some("builtin:sim".into()),
+        timeout_seconds: None,
+    }];
     c
 }
 
@@ -438,6 +465,68 @@ impl World {
                     .map_err(e)?;
                 engine.run(&id).await.map_err(e)?;
             }
+            Step::Outside {
+                physical,
+                logical_id,
+                name,
+            } => {
+                let mut properties = serde_json::Map::new();
+                properties.insert("Name".into(), serde_json::Value::String(name.to_string()));
+                self.cloud.make_outside(physical, logical_id, properties);
+            }
+            Step::Import {
+                template,
+                resources,
+            } => {
+                let input = super::ImportInput {
+                    stack_name: STACK.into(),
+                    template_body: self.template(template),
+                    parameters: BTreeMap::new(),
+                    resources: resources
+                        .iter()
+                        .map(|(logical_id, physical)| {
+                            let mut identifier = serde_json::Map::new();
+                            identifier.insert("Id".into(), serde_json::Value::from(*physical));
+                            crate::import::ResourceToImport {
+                                resource_type: cloud::THING.into(),
+                                logical_id: logical_id.to_string(),
+                                identifier,
+                            }
+                        })
+                        .collect(),
+                    capabilities: None,
+                    origin: Default::default(),
+                };
+                let id = engine.imports().start_import(&input).await.map_err(e)?;
+                engine.run(&id).await.map_err(e)?;
+            }
+            Step::Refactor { template, renames } => {
+                let at = |logical_id: &str| crate::refactor::ResourceLocation {
+                    stack_name: STACK.into(),
+                    logical_resource_id: logical_id.into(),
+                };
+                let input = super::refactor::RefactorInput {
+                    stacks: vec![(STACK.into(), self.template(template))],
+                    mappings: renames
+                        .iter()
+                        .map(|(from, to)| crate::refactor::ResourceMapping {
+                            source: at(from),
+                            destination: at(to),
+                        })
+                        .collect(),
+                    ..Default::default()
+                };
+                let made = engine
+                    .refactors()
+                    .create_refactor(&input)
+                    .await
+                    .map_err(e)?;
+                let id = made
+                    .get("StackRefactorId")
+                    .and_then(serde_json::Value::as_str)
+                    .ok_or_else(|| format!("the refactor was not made: {made}"))?;
+                engine.refactors().execute_refactor(id).await.map_err(e)?;
+            }
             Step::Tamper {
                 logical_id,
                 key,
@@ -570,8 +659,13 @@ impl World {
             fail(d);
         }
         let Some(stack) = self.stack().await else {
-            // No stack: nothing may exist.
-            for (id, l) in self.cloud.live() {
+            // No stack: nothing may exist but a person's own resources.
+            for (id, l) in self
+                .cloud
+                .live()
+                .into_iter()
+                .filter(|(id, _)| !self.cloud.is_outside(id))
+            {
                 fail(format!(
                     "{id} ({}) exists but no stack was recorded",
                     l.logical_id
@@ -596,7 +690,12 @@ impl World {
         // state counts as recorded.
         let recorded = format!("{rows:?}{groups:?}");
         for (id, l) in self.cloud.live() {
-            if !recorded.contains(&format!("\"{id}\"")) && !recorded.contains(&l.request_id) {
+            // A person's own resource that no stack adopted is theirs.
+            let outside = self.cloud.is_outside(&id);
+            if !outside
+                && !recorded.contains(&format!("\"{id}\""))
+                && !recorded.contains(&l.request_id)
+            {
                 fail(format!(
                     "{id} ({} {}) exists but the stack ({}) records neither it nor its request {}: leaked",
                     l.type_name, l.logical_id, stack.status, l.request_id
@@ -706,6 +805,8 @@ impl World {
                 ));
             }
         }
+        // What a person made and no stack adopted is theirs to delete.
+        self.cloud.clear_outside_unadopted();
         for (id, l) in self.cloud.live() {
             problems.push(format!(
                 "{what}: {id} ({} {}) is left after the stack was deleted: leaked",

@@ -677,8 +677,134 @@ fn scenarios() -> Vec<Scenario> {
             also: &[],
             points: SAMPLE,
         },
+        Scenario {
+            name: "import of a resource made outside into an existing stack",
+            expect: Some(ImportComplete),
+            setup: vec![
+                create(BASE),
+                Step::Outside {
+                    physical: "outside-1",
+                    logical_id: "X",
+                    name: "x-one",
+                },
+            ],
+            step: Step::Import {
+                template: IMPORTED.into(),
+                resources: &[("X", "outside-1")],
+            },
+            also: &[],
+            points: Points::Every,
+        },
+        Scenario {
+            name: "import into a new stack",
+            expect: Some(ImportComplete),
+            setup: vec![Step::Outside {
+                physical: "outside-1",
+                logical_id: "X",
+                name: "x-one",
+            }],
+            step: Step::Import {
+                template: IMPORTED_ALONE.into(),
+                resources: &[("X", "outside-1")],
+            },
+            also: &[],
+            points: Points::Every,
+        },
+        Scenario {
+            name: "import of a resource that does not exist (refused, nothing recorded)",
+            expect: Some(CreateComplete),
+            setup: vec![create(BASE)],
+            step: Step::Import {
+                template: IMPORTED.into(),
+                resources: &[("X", "outside-1")],
+            },
+            also: &[],
+            points: Points::Every,
+        },
+        Scenario {
+            name: "refactor renaming two resources (a swap) and one more",
+            expect: Some(UpdateComplete),
+            setup: vec![create(BASE)],
+            step: Step::Refactor {
+                template: RENAMED.into(),
+                renames: &[("A", "B"), ("B", "A"), ("H", "Handler")],
+            },
+            also: &[],
+            points: Points::Every,
+        },
+        Scenario {
+            name: "create whose macro adds a resource",
+            expect: Some(CreateComplete),
+            setup: vec![],
+            step: create(MACRO),
+            also: &[],
+            points: Points::Every,
+        },
+        Scenario {
+            name: "update of a stack whose macro adds a resource",
+            expect: Some(UpdateComplete),
+            setup: vec![create(MACRO)],
+            step: update(&MACRO.replace("a-one, Value: \"1\"", "a-one, Value: \"2\"")),
+            also: &[],
+            points: Points::Every,
+        },
     ]
 }
+
+/// BASE with a Thing made outside the stack, to be imported.
+const IMPORTED: &str = r#"
+Resources:
+  A:
+    Type: Sim::Thing
+    Properties: {Name: a-one, Value: "1"}
+  B:
+    Type: Sim::Thing
+    Properties: {Name: b-one, Value: !GetAtt A.Arn}
+  H:
+    Type: Sim::Handler
+    Properties: {Name: h-one, Value: !Ref A}
+  X:
+    Type: Sim::Thing
+    DeletionPolicy: Delete
+    Properties: {Name: x-one}
+"#;
+
+/// A stack of the imported Thing alone.
+const IMPORTED_ALONE: &str = r#"
+Resources:
+  X:
+    Type: Sim::Thing
+    DeletionPolicy: Delete
+    Properties: {Name: x-one}
+"#;
+
+/// BASE with A and B swapping names and H renamed (what refers to them
+/// follows).
+const RENAMED: &str = r#"
+Resources:
+  B:
+    Type: Sim::Thing
+    Properties: {Name: a-one, Value: "1"}
+  A:
+    Type: Sim::Thing
+    Properties: {Name: b-one, Value: !GetAtt B.Arn}
+  Handler:
+    Type: Sim::Handler
+    Properties: {Name: h-one, Value: !Ref B}
+"#;
+
+/// A template whose macro (the cloud's `SimAddThing`) adds the Thing
+/// `Added`, which `After` refers to.
+const MACRO: &str = r#"
+Transform: SimAddThing
+Resources:
+  A:
+    Type: Sim::Thing
+    Properties: {Name: a-one, Value: "1"}
+  After:
+    Type: Sim::Handler
+    Properties: {Name: after-one, Value: !GetAtt Added.Arn}
+"#;
 
 /// Every scenario at every write point. Prints how many crash points it
 /// explored; fails with every problem found.
@@ -711,6 +837,7 @@ fn every_operation_survives_a_crash_at_every_write() {
 async fn explore_every_scenario() {
     let mut total = 0;
     let mut taken_over = 0;
+    let mut explored = 0;
     let mut problems = Vec::new();
     // CAIRN_SIM_ONLY=text explores the scenarios whose name has it.
     let only = std::env::var("CAIRN_SIM_ONLY").unwrap_or_default();
@@ -726,12 +853,13 @@ async fn explore_every_scenario() {
             report.problems.len(),
             started.elapsed().as_secs_f64()
         );
+        explored += 1;
         total += report.crash_points;
         taken_over += report.takeover_points;
         problems.extend(report.problems);
     }
     println!(
-        "crash simulator: {total} crash points and {taken_over} takeovers explored, {} problems",
+        "crash simulator: {explored} scenarios, {total} crash points and {taken_over} takeovers explored, {} problems",
         problems.len()
     );
     assert!(
