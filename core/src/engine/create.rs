@@ -5,10 +5,10 @@
 //! rollback of a failed create.
 
 use super::dag::Outcome;
-use super::protocol::Attempt;
+use super::steps::create::{Then, CREATED};
 use super::{
-    check_stack_name, protocol, stack_context, stack_event, CreateStackInput, Creates, EngineError,
-    Op, TIMED_OUT, TIMEOUT_OPTION,
+    check_stack_name, stack_context, stack_event, CreateStackInput, Creates, EngineError, Op,
+    TIMED_OUT, TIMEOUT_OPTION,
 };
 use crate::stack::{
     now, CallKind, Journal, OnFailure, OperationKind, OutputRecord, ResourceRecord, ResourceStatus,
@@ -324,21 +324,15 @@ impl Creates<'_> {
         }) {
             return self.resume_signal_wait(op, logical_id, r.clone()).await;
         }
-        let resumed_call = existing
-            .as_ref()
-            .and_then(|r| protocol::recorded(r.pending.as_ref(), CallKind::Create).cloned());
-        let (rec, request_id, attempt) = match (existing, resumed_call) {
-            (Some(r), Some(p)) => (r, p.request_id, Attempt::Again),
-            _ => match self.begin_create(op, logical_id, journal).await {
-                Some((rec, request_id)) => (rec, request_id, Attempt::First),
-                None => return false,
-            },
-        };
-        let result = self
-            .protocol()
-            .call_create(op, &rec, &request_id, attempt)
-            .await;
-        self.created_or_waiting(op, logical_id, rec, result).await
+        // A create recorded before (a crash, a cancellation) is taken up:
+        // its outcome is learnt, it is not sent again.
+        if let Some(r) = existing.filter(|r| self.steps().create_in_flight(r)) {
+            return self.steps().create(op, r, Vec::new(), Then::Signals).await;
+        }
+        match self.begin_create(op, logical_id, journal).await {
+            Some((rec, started)) => self.steps().create(op, rec, started, Then::Signals).await,
+            None => false,
+        }
     }
 
     /// A create resumed while its resource waited for signals: the wait
@@ -364,29 +358,23 @@ impl Creates<'_> {
                         no_echo: r.no_echo,
                     }),
                 };
-                self.record_created(
-                    op,
-                    r,
-                    result,
-                    ResourceStatus::CreateComplete,
-                    ResourceStatus::CreateFailed,
-                )
-                .await
+                self.steps().record_created(op, r, result, CREATED).await
             }
         }
     }
 
-    /// The begin step of a new resource's create: its properties evaluated,
-    /// what it will wait for checked, its old signals cleared, and the call
-    /// recorded (CREATE_IN_PROGRESS, "Resource creation Initiated") with its
-    /// request id. `None` when it failed before anything was sent (the
-    /// failure is recorded).
-    pub(super) async fn begin_create(
+    /// What a new resource's create starts from: its properties evaluated,
+    /// what it will wait for checked, its old signals cleared, the row as
+    /// the call shows it (CREATE_IN_PROGRESS, "Resource creation
+    /// Initiated") and the events recorded with it (CREATE_IN_PROGRESS).
+    /// `None` when it failed before anything was sent (the failure is
+    /// recorded).
+    async fn begin_create(
         &self,
         op: &Op,
         logical_id: &str,
         journal: Option<Journal>,
-    ) -> Option<(ResourceRecord, String)> {
+    ) -> Option<(ResourceRecord, Vec<crate::stack::EventRecord>)> {
         let type_name = op
             .template
             .resource(logical_id)
@@ -435,111 +423,9 @@ impl Creates<'_> {
             self.record(op, &rec, started).await;
             return None;
         }
-        let call = protocol::begin(CallKind::Create);
-        let request_id = call.request_id.clone();
-        rec.pending = Some(call);
         rec.status_reason = Some("Resource creation Initiated".into());
         rec.updated_at = now();
-        // Durable before the call: a crash from here on re-issues it.
-        if !self.record(op, &rec, started).await {
-            return None;
-        }
-        Some((rec, request_id))
-    }
-
-    /// A create call's outcome: recorded, or (made, with a CreationPolicy
-    /// or wait condition) the wait for its signals begins.
-    pub(super) async fn created_or_waiting(
-        &self,
-        op: &Op,
-        logical_id: &str,
-        rec: ResourceRecord,
-        result: Result<CreateResult, ProviderError>,
-    ) -> bool {
-        if let Ok(created) = &result {
-            match self
-                .signals()
-                .signal_wait(op, logical_id, &rec.properties)
-                .await
-            {
-                Ok(Some((wait, source))) => {
-                    return self
-                        .signals()
-                        .start_waiting(op, rec, created.clone(), wait, source)
-                        .await
-                }
-                Ok(None) => {}
-                Err(reason) => {
-                    let mut e = ProviderError::new(ErrorKind::InvalidRequest, reason);
-                    e.physical_resource_id = Some(created.physical_resource_id.clone());
-                    return self
-                        .record_created(
-                            op,
-                            rec,
-                            Err(e),
-                            ResourceStatus::CreateComplete,
-                            ResourceStatus::CreateFailed,
-                        )
-                        .await;
-                }
-            }
-        }
-        self.record_created(
-            op,
-            rec,
-            result,
-            ResourceStatus::CreateComplete,
-            ResourceStatus::CreateFailed,
-        )
-        .await
-    }
-
-    /// Records the outcome of a create call (of a new resource or of a
-    /// replacement): the physical id, attributes and NoEcho learned, or the
-    /// failure with any physical resource it left behind (rollback deletes
-    /// it). True when the resource exists and is recorded.
-    pub(super) async fn record_created(
-        &self,
-        op: &Op,
-        mut rec: ResourceRecord,
-        result: Result<CreateResult, ProviderError>,
-        done: ResourceStatus,
-        failed: ResourceStatus,
-    ) -> bool {
-        // A call that timed out may still have made its resource: its record
-        // stays, so whoever deletes this resource asks again first.
-        let unknown_outcome = matches!(&result, Err(e) if protocol::outcome_unknown(e));
-        if !unknown_outcome {
-            rec.pending = None;
-        }
-        rec.updated_at = now();
-        match result {
-            Ok(created) => {
-                rec.physical_id = Some(created.physical_resource_id.clone());
-                rec.attributes = created.attributes;
-                rec.no_echo = created.no_echo;
-                rec.status = done;
-                rec.status_reason = None;
-                if !self.record(op, &rec, Vec::new()).await {
-                    return false;
-                }
-                op.results.record(
-                    &rec.logical_id,
-                    &created.physical_resource_id,
-                    &rec.attributes,
-                );
-                true
-            }
-            Err(e) => {
-                rec.status = failed;
-                rec.status_reason = Some(e.message);
-                if e.physical_resource_id.is_some() {
-                    rec.physical_id = e.physical_resource_id;
-                }
-                self.record(op, &rec, Vec::new()).await;
-                false
-            }
-        }
+        Some((rec, started))
     }
 
     /// Outputs and exports, once every resource exists. An error is the reason

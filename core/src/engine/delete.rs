@@ -4,17 +4,11 @@
 //! update deleted with them.
 
 use super::dag::Outcome;
-use super::protocol::Attempt;
-use super::protocol::Learned;
 use super::{protocol, Deletes, EngineError, Op};
-use crate::stack::{
-    now, CallKind, Journal, OperationKind, ResourceRecord, ResourceStatus, StackStatus,
-};
+use crate::stack::{now, OperationKind, ResourceStatus, StackStatus};
 use crate::store::OperationRecord;
-use cairn_sdk::{ErrorKind, ProviderError};
 use serde_json::json;
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
 
 impl Deletes<'_> {
     /// The synchronous part of a delete. `Ok(None)`: nothing to delete (the
@@ -171,7 +165,7 @@ impl Deletes<'_> {
             .schedule(op, &preds, initial, false, false, |i| async move {
                 let r = stored_ref[i].clone();
                 let keep = retain.contains(&r.logical_id);
-                (i, self.delete_one(op, r, keep).await)
+                (i, self.steps().delete_row(op, r, keep).await)
             })
             .await?;
         Ok(stored
@@ -195,138 +189,5 @@ impl Deletes<'_> {
             protocol::Policy::Deletion,
             removal,
         )
-    }
-
-    /// A stack deleted in UPDATE_ROLLBACK_FAILED still has resources whose
-    /// update journal names a second physical resource (the original of a
-    /// replacement not rolled back, or the replacement a rollback abandoned):
-    /// it is deleted with the row, so nothing the update made is leaked.
-    pub(super) async fn delete_journaled_leftover(
-        &self,
-        op: &Op,
-        rec: &ResourceRecord,
-    ) -> Result<(), ProviderError> {
-        let other = match &rec.journal {
-            Some(Journal::Changed { before }) => Some(before),
-            Some(Journal::Restored {
-                discard: Some(discard),
-            }) => Some(discard),
-            _ => None,
-        };
-        let Some(snapshot) = other.filter(|o| o.physical_id != rec.physical_id) else {
-            return Ok(());
-        };
-        let mut leftover = rec.clone();
-        leftover.restore(snapshot);
-        // A replacement whose create's outcome is unknown: learn it first.
-        let physical = match (&snapshot.physical_id, &snapshot.pending) {
-            (Some(physical), _) => physical.clone(),
-            (None, Some(p)) if p.action == CallKind::Create => {
-                match self
-                    .protocol()
-                    .learn_created(op, &leftover, &p.request_id)
-                    .await
-                {
-                    Learned::Made(created) => created.physical_resource_id,
-                    Learned::Nothing => return Ok(()),
-                    Learned::Unknown(why) => {
-                        return Err(ProviderError::new(
-                            ErrorKind::Timeout,
-                            protocol::cannot_tell(&p.request_id, &why),
-                        ))
-                    }
-                }
-            }
-            (None, _) => return Ok(()),
-        };
-        // Not recorded: the journal's discard is, and a delete sent again
-        // after a crash finds the resource gone (NotFound counts as deleted).
-        let request_id = protocol::begin(CallKind::Delete).request_id;
-        self.protocol()
-            .call_delete(op, &leftover, &physical, &request_id, Attempt::First)
-            .await
-            .map_err(|e| {
-                ProviderError::new(
-                    e.kind,
-                    format!(
-                        "the update's other physical resource {physical}: {}",
-                        e.message
-                    ),
-                )
-            })
-    }
-
-    pub(super) async fn delete_one(&self, op: &Op, mut rec: ResourceRecord, retain: bool) -> bool {
-        if op.aborted.load(Ordering::SeqCst) {
-            return false;
-        }
-        if retain || self.retained_by_policy(op, &rec.logical_id) {
-            rec.status = ResourceStatus::DeleteSkipped;
-            rec.status_reason = None;
-            rec.pending = None;
-            rec.updated_at = now();
-            return self.record(op, &rec, Vec::new()).await;
-        }
-        // A create whose outcome was never recorded (crash, cancellation,
-        // timeout): ask again with the same request id, so a resource it made
-        // is not leaked. When that cannot be learnt, the delete fails (and
-        // keeps the record) rather than forget it.
-        if rec.physical_id.is_none() {
-            if let Some(p) = protocol::recorded(rec.pending.as_ref(), CallKind::Create).cloned() {
-                match self.protocol().learn_created(op, &rec, &p.request_id).await {
-                    Learned::Made(created) => {
-                        rec.physical_id = Some(created.physical_resource_id);
-                        rec.attributes = created.attributes;
-                        rec.no_echo = created.no_echo;
-                    }
-                    Learned::Unknown(why) => {
-                        rec.status = ResourceStatus::DeleteFailed;
-                        rec.status_reason = Some(protocol::cannot_tell(&p.request_id, &why));
-                        rec.updated_at = now();
-                        self.record(op, &rec, Vec::new()).await;
-                        return false;
-                    }
-                    Learned::Nothing => {}
-                }
-            }
-        }
-        // A delete recorded before a crash is resumed, not sent again.
-        let (call, attempt) = protocol::begin_or_resume(rec.pending.as_ref(), CallKind::Delete);
-        let request_id = call.request_id.clone();
-        let needs_call = rec.physical_id.is_some();
-        rec.status = ResourceStatus::DeleteInProgress;
-        rec.status_reason = None;
-        rec.pending = needs_call.then_some(call);
-        rec.updated_at = now();
-        if !self.record(op, &rec, Vec::new()).await {
-            return false;
-        }
-        let mut result = match rec.physical_id.clone() {
-            None => Ok(()),
-            Some(physical) => {
-                self.protocol()
-                    .call_delete(op, &rec, &physical, &request_id, attempt)
-                    .await
-            }
-        };
-        if result.is_ok() {
-            result = self.delete_journaled_leftover(op, &rec).await;
-        }
-        rec.pending = None;
-        rec.updated_at = now();
-        match result {
-            Ok(()) => {
-                rec.status = ResourceStatus::DeleteComplete;
-                rec.journal = None;
-                op.results.forget(&rec.logical_id);
-                self.record(op, &rec, Vec::new()).await
-            }
-            Err(e) => {
-                rec.status = ResourceStatus::DeleteFailed;
-                rec.status_reason = Some(e.message);
-                self.record(op, &rec, Vec::new()).await;
-                false
-            }
-        }
     }
 }

@@ -47,6 +47,13 @@ operation_kind!(
     protocol
 );
 operation_kind!(
+    /// The choreography of every resource call: the intent recorded, the
+    /// call made through the protocol, the outcome recorded, an unknown
+    /// outcome asked again, the policy applied (`steps`).
+    Steps,
+    steps
+);
+operation_kind!(
     /// Who runs which operation: lease owners, claims of operations nobody
     /// holds, hand-offs, dead processes' leases.
     Claims,

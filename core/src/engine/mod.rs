@@ -34,10 +34,12 @@ pub mod signals;
 #[cfg(test)]
 pub(crate) mod sim;
 pub mod stack_policy;
+mod steps;
 mod update;
 
 pub use changeset::{changes_json, ChangeSetType, CreateChangeSetInput, NO_CHANGES};
 pub use import::ImportInput;
+pub(crate) use kinds::Steps;
 pub use kinds::{
     ChangeSets, Claims, Creates, Deletes, Drift, Groups, NestedStacks, Protocol, Reconciles,
     Signals, Updates,
@@ -57,8 +59,8 @@ use crate::graph::Graph;
 use crate::registry::Registry;
 use crate::shared::Shared;
 use crate::stack::{
-    now, CallKind, EventRecord, HistoryRecord, OnFailure, OperationKind, ResourceRecord,
-    ResourceStatus, StackRecord, StackStatus, STACK_TYPE,
+    now, EventRecord, HistoryRecord, OnFailure, OperationKind, ResourceRecord, ResourceStatus,
+    StackRecord, StackStatus, STACK_TYPE,
 };
 use crate::store::{Lease, OperationRecord, Store, StoreError};
 use crate::template::eval::{Evaluated, Evaluator, StackContext};
@@ -956,15 +958,7 @@ impl Engine {
                 }
                 _ => continue,
             };
-            // A create the provider confirms it stopped and undid ends as
-            // not made: the rollback has nothing to ask or delete.
-            if let Some(p) = protocol::recorded(rec.pending.as_ref(), CallKind::Create).cloned() {
-                if rec.physical_id.is_none()
-                    && self.protocol().cancel_create(op, &rec, &p.request_id).await
-                {
-                    rec.pending = None;
-                }
-            }
+            self.steps().cancel_unknown_create(op, &mut rec).await;
             rec.status = status;
             rec.status_reason = Some(reason.into());
             rec.updated_at = now();

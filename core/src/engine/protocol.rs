@@ -1,35 +1,20 @@
-//! The resource-call protocol: the one place where the engine calls a
-//! provider to make or delete a resource, learns the outcome of a create
-//! it recorded but never heard back from, and decides whether a policy
-//! keeps a resource.
+//! The resource-call protocol: how the engine calls a provider to make,
+//! update or delete a resource, and what it sends. Which provider serves a
+//! type (groups and nested stacks are served by the engine itself behind
+//! [`served::EngineServed`]), the request's context (the stack's tags, the
+//! deadline), a first call or one asked again (`recover_create`,
+//! `recover_update`, `recover_delete`: an idempotent provider repeats it,
+//! a custom-resource handler is never sent a request twice), the lease
+//! checked right before the send, each call bounded by
+//! `call_timeout_seconds` ([`Protocol::timed`]), the classification of a
+//! failure whose outcome is unknown ([`outcome_unknown`]: a timeout naming
+//! no physical id), and the retention policies ([`retained`]:
+//! DeletionPolicy and UpdateReplacePolicy, intrinsics included).
 //!
-//! The steps, for every kind of resource (template resources, update
-//! victims, group members; groups and nested stacks are served by the
-//! engine itself behind [`served::EngineServed`]):
-//!
-//! 1. **begin**: [`begin`] mints the call's request id, or
-//!    [`begin_or_resume`] takes up the one a crash left recorded
-//!    ([`recorded`]); the caller writes it (a `PendingCall`, with the
-//!    resource's status and events) durably before the call;
-//! 2. **call**: [`Protocol::call_create`] / [`Protocol::provider_create`], each
-//!    bounded by `call_timeout_seconds` ([`Protocol::timed`]);
-//! 3. **outcome**: made, failed (perhaps leaving a physical id), or unknown
-//!    ([`outcome_unknown`]): an unknown outcome keeps the request id;
-//! 4. **recover**: before anything deletes a resource whose create is
-//!    unknown, [`Protocol::learn_created`] asks again (`recover_create`: an
-//!    idempotent provider sends the create again, a custom-resource handler
-//!    is never sent a Create twice) and classifies the answer with one rule
-//!    ([`Learned`]);
-//! 5. **delete**: [`Protocol::call_delete`] / [`Protocol::provider_delete`]
-//!    (NotFound is gone);
-//! 6. **retention**: [`retained`] evaluates DeletionPolicy and
-//!    UpdateReplacePolicy, intrinsics included.
-//!
-//! The rule: **unknown never forgets**. Only a provider's answer that the
-//! create failed ([`Learned::Nothing`]) lets a record go without a delete;
-//! a timeout, a provider that cannot start, a dead plugin host or any
-//! other failure to answer keeps the record, and the operation ends in
-//! its `*_FAILED` status with a reason naming the resource.
+//! The durable steps around each call (the intent recorded, the outcome
+//! recorded, an unknown outcome asked again, the rule that unknown never
+//! forgets) are the choreography's, `engine::steps`: it is the only
+//! caller of the calls that make, update or delete a resource here.
 
 use std::time::Duration;
 
@@ -42,7 +27,7 @@ use serde_json::{Map, Value};
 use super::served;
 use super::served::EngineServed;
 use super::{Op, Protocol};
-use crate::stack::{CallKind, PendingCall, ResourceRecord};
+use crate::stack::ResourceRecord;
 use crate::template::eval::{Evaluated, Evaluator};
 use crate::template::source::child;
 use crate::template::Template;
@@ -58,97 +43,10 @@ pub(crate) enum Attempt {
     Again,
 }
 
-/// A new call of `kind` with its own request id. It is recorded before it
-/// is sent: from then on a crash resumes it ([`begin_or_resume`]) instead
-/// of sending another.
-pub(crate) fn begin(kind: CallKind) -> PendingCall {
-    PendingCall {
-        action: kind,
-        request_id: uuid::Uuid::new_v4().to_string(),
-        since_ms: None,
-    }
-}
-
-/// The call of `kind` a crash, a timeout or a cancellation left recorded
-/// on a resource, if any.
-pub(crate) fn recorded(pending: Option<&PendingCall>, kind: CallKind) -> Option<&PendingCall> {
-    pending.filter(|p| p.action == kind)
-}
-
-/// The recorded call of `kind` taken up again (same request id; the
-/// provider learns its outcome rather than being sent it twice), else a
-/// new one.
-pub(crate) fn begin_or_resume(
-    pending: Option<&PendingCall>,
-    kind: CallKind,
-) -> (PendingCall, Attempt) {
-    match recorded(pending, kind) {
-        Some(p) => (p.clone(), Attempt::Again),
-        None => (begin(kind), Attempt::First),
-    }
-}
-
-/// A created resource now waits for its signals: the create's request id
-/// stays (a crash resumes the wait, not the create), with the wait's start
-/// so a resumed wait keeps its deadline.
-pub(crate) fn wait_for_signals(created: Option<&PendingCall>, since_ms: i64) -> PendingCall {
-    PendingCall {
-        action: CallKind::Signals,
-        request_id: created.map(|p| p.request_id.clone()).unwrap_or_default(),
-        since_ms: Some(since_ms),
-    }
-}
-
-/// What asking again about a recorded create learned.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Learned {
-    /// It made this physical resource (or failed leaving it): delete it.
-    Made(CreateResult),
-    /// The provider answered that the create failed and made nothing.
-    Nothing,
-    /// No answer: whether something exists cannot be told. The record stays.
-    Unknown(String),
-}
-
 /// Whether a failed create call's outcome is unknown: it may have made its
 /// resource, so its request id stays recorded for whoever deletes it.
 pub(crate) fn outcome_unknown(e: &ProviderError) -> bool {
     e.kind == ErrorKind::Timeout && e.physical_resource_id.is_none()
-}
-
-/// The one rule for a re-asked create: an answer is the provider's word
-/// (success, or a failure that names what it left behind, or one of the
-/// kinds only a provider that looked at the request gives); anything else
-/// (timeout, throttling, an internal failure: a provider that cannot
-/// start, a dead plugin host, a handler that never answered) is unknown.
-pub(crate) fn learned(result: Result<CreateResult, ProviderError>) -> Learned {
-    match result {
-        Ok(made) => Learned::Made(made),
-        Err(e) => match e.physical_resource_id {
-            Some(id) => Learned::Made(CreateResult {
-                physical_resource_id: id,
-                attributes: Map::new(),
-                no_echo: false,
-            }),
-            None => match e.kind {
-                ErrorKind::InvalidRequest
-                | ErrorKind::AlreadyExists
-                | ErrorKind::NotUpdatable
-                | ErrorKind::NotFound => Learned::Nothing,
-                ErrorKind::Timeout | ErrorKind::Throttling | ErrorKind::InternalFailure => {
-                    Learned::Unknown(e.message)
-                }
-            },
-        },
-    }
-}
-
-/// The reason a resource keeps its record when its create's outcome is
-/// unknown (the same words for every kind of resource).
-pub(crate) fn cannot_tell(request_id: &str, why: &str) -> String {
-    format!(
-        "Cannot tell whether the create that did not finish made a resource: asking the provider again (request {request_id}) failed: {why}. Delete again when the provider answers."
-    )
 }
 
 /// What an update call changes: the properties to reach, the ones left,
@@ -529,17 +427,6 @@ impl Protocol<'_> {
         )
     }
 
-    /// What the create recorded with `request_id` made, asked again before
-    /// `r` is deleted ([`learned`]'s rule).
-    pub(super) async fn learn_created(
-        &self,
-        op: &Op,
-        r: &ResourceRecord,
-        request_id: &str,
-    ) -> Learned {
-        learned(self.call_create(op, r, request_id, Attempt::Again).await)
-    }
-
     pub(super) fn context(
         &self,
         op: &Op,
@@ -735,61 +622,5 @@ fn system_tags(
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect(),
         ..Default::default()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn err(kind: ErrorKind) -> Result<CreateResult, ProviderError> {
-        Err(ProviderError::new(kind, "no"))
-    }
-
-    #[test]
-    fn a_recorded_call_is_resumed_with_its_request_id_and_a_new_one_is_minted() {
-        let stored: PendingCall =
-            serde_json::from_str(r#"{"action":"DELETE","request_id":"r-1"}"#).unwrap();
-        assert_eq!(stored.action, CallKind::Delete);
-        let (again, attempt) = begin_or_resume(Some(&stored), CallKind::Delete);
-        assert_eq!(
-            (again.request_id.as_str(), attempt),
-            ("r-1", Attempt::Again)
-        );
-        // A call of another kind is not this one: a new request.
-        let (fresh, attempt) = begin_or_resume(Some(&stored), CallKind::Create);
-        assert_eq!((fresh.action, attempt), (CallKind::Create, Attempt::First));
-        assert_ne!(fresh.request_id, "r-1");
-        assert_ne!(begin(CallKind::Create).request_id, fresh.request_id);
-        // Stored with the words Cairn has always written.
-        for (kind, word) in [
-            (CallKind::Create, "CREATE"),
-            (CallKind::Update, "UPDATE"),
-            (CallKind::Delete, "DELETE"),
-            (CallKind::RollbackUpdate, "ROLLBACK_UPDATE"),
-            (CallKind::Signals, "SIGNALS"),
-        ] {
-            assert_eq!(serde_json::to_value(kind).unwrap(), Value::from(word));
-        }
-        let waiting = wait_for_signals(Some(&stored), 7);
-        assert_eq!(
-            serde_json::to_string(&waiting).unwrap(),
-            r#"{"action":"SIGNALS","request_id":"r-1","since_ms":7}"#
-        );
-    }
-
-    #[test]
-    fn only_a_providers_answer_lets_a_record_go() {
-        assert_eq!(learned(err(ErrorKind::InvalidRequest)), Learned::Nothing);
-        assert_eq!(learned(err(ErrorKind::NotFound)), Learned::Nothing);
-        for kind in [
-            ErrorKind::Timeout,
-            ErrorKind::InternalFailure,
-            ErrorKind::Throttling,
-        ] {
-            assert_eq!(learned(err(kind)), Learned::Unknown("no".into()));
-        }
-        let left = Err(ProviderError::internal("stopped waiting").leaving("gen-1"));
-        assert!(matches!(learned(left), Learned::Made(c) if c.physical_resource_id == "gen-1"));
     }
 }

@@ -16,7 +16,7 @@ use std::time::Duration;
 use cairn_sdk::{CreateResult, ErrorKind, ProviderError};
 use serde_json::{Map, Value};
 
-use super::{protocol, EngineError, Op};
+use super::{EngineError, Op};
 use crate::signal::{self, Progress, SignalStatus, Wait, WAIT_CONDITION_HANDLE};
 use crate::stack::{now, ResourceRecord, ResourceStatus, SignalRecord};
 use crate::store::StoreError;
@@ -126,7 +126,10 @@ impl Signals<'_> {
         rec.physical_id = Some(created.physical_resource_id);
         rec.attributes = created.attributes;
         rec.no_echo = created.no_echo;
-        rec.pending = Some(protocol::wait_for_signals(rec.pending.as_ref(), now_ms()));
+        rec.pending = Some(
+            self.steps()
+                .waiting_for_signals(rec.pending.as_ref(), now_ms()),
+        );
         rec.updated_at = now();
         // No event: CloudFormation shows nothing between "Resource creation
         // Initiated" and the signals.
@@ -229,14 +232,8 @@ impl Signals<'_> {
                 }
             };
             return self
-                .creates()
-                .record_created(
-                    op,
-                    rec,
-                    result,
-                    ResourceStatus::CreateComplete,
-                    ResourceStatus::CreateFailed,
-                )
+                .steps()
+                .record_created(op, rec, result, super::steps::create::CREATED)
                 .await;
         }
     }

@@ -6,25 +6,24 @@
 use crate::engine::kinds::Updates;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
-use cairn_sdk::{ProviderError, UpdateResult};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use super::dag::Outcome;
 use super::kept;
-use super::protocol::UpdateChange;
-use super::protocol::{self, Learned};
+use super::protocol;
 use super::resolve::Results;
 use super::rollback_triggers::Monitored;
-use super::{stack_context, Attempt, EngineError, Op};
+use super::steps::create::{Then, REPLACED};
+use super::steps::victim::{Victim, VictimOf};
+use super::{stack_context, EngineError, Op};
 use crate::graph::Graph;
 use crate::plan::{self, Decision};
 use crate::rollback_triggers::RollbackConfiguration;
 use crate::stack::{
-    now, CallKind, ChangeSetRecord, Journal, OperationKind, OutputRecord, PendingCall,
-    ResourceRecord, ResourceStatus, Snapshot, StackRecord, StackStatus, Tag,
+    now, CallKind, ChangeSetRecord, Journal, OperationKind, OutputRecord, ResourceRecord,
+    ResourceStatus, StackRecord, StackStatus, Tag,
 };
 use crate::stack_policy::UpdateAction;
 use crate::store::{OperationRecord, StoreError};
@@ -185,28 +184,6 @@ impl Other {
             graph,
         })
     }
-}
-
-/// Something an update's cleanup deletes.
-#[derive(Clone)]
-struct Victim {
-    logical_id: String,
-    target: Snapshot,
-    owner: VictimOf,
-    retain: bool,
-}
-
-#[derive(Clone)]
-enum VictimOf {
-    /// The whole row goes (a removed, or rolled-back added, resource).
-    Row(Box<ResourceRecord>),
-    /// An old or abandoned physical resource of this row, which stays (as it
-    /// was when the cleanup started; only its journal changes).
-    Kept(Box<ResourceRecord>),
-    /// A physical resource a kept failed update left that no row uses
-    /// (see `kept`): only events record its delete; the operation's
-    /// options keep it until the operation ends.
-    Superseded,
 }
 
 /// The stack's reason for a rollback that `cairn cancel-update` started.
@@ -591,10 +568,15 @@ impl Updates<'_> {
         let unfinished = rows
             .iter()
             .filter_map(|r| match &r.journal {
-                Some(Journal::Changed { before }) => Some(format!(
+                // Replaced while updated in place, or left by an in-place
+                // update that failed (its discard).
+                Some(Journal::Changed { before: left })
+                | Some(Journal::Restored {
+                    discard: Some(left),
+                }) => Some(format!(
                     "{} ({})",
                     r.logical_id,
-                    before.physical_id.as_deref().unwrap_or_default()
+                    left.physical_id.as_deref().unwrap_or_default()
                 )),
                 _ => None,
             })
@@ -1165,12 +1147,10 @@ impl Updates<'_> {
             (rec.journal.clone(), rec.pending.clone())
         {
             return match p.action {
-                CallKind::Update => {
-                    self.call_update_and_record(op, rec, &before, &p.request_id, Attempt::Again)
-                        .await
-                }
+                CallKind::Update => self.steps().update_in_place(op, rec, &before).await,
                 _ => {
-                    self.replace_finish(op, rec, &p.request_id, Attempt::Again)
+                    self.steps()
+                        .create(op, rec, Vec::new(), Then::Record(REPLACED))
                         .await
                 }
             };
@@ -1281,8 +1261,6 @@ impl Updates<'_> {
                 false
             }
             Decision::InPlace { .. } => {
-                let call = protocol::begin(CallKind::Update);
-                let request_id = call.request_id.clone();
                 rec.journal = Some(Journal::Changed {
                     before: before.clone(),
                 });
@@ -1290,17 +1268,10 @@ impl Updates<'_> {
                 rec.metadata = metadata;
                 rec.status = ResourceStatus::UpdateInProgress;
                 rec.status_reason = None;
-                rec.pending = Some(call);
-                rec.updated_at = now();
-                if !self.record(op, &rec, Vec::new()).await {
-                    return false;
-                }
-                self.call_update_and_record(op, rec, &before, &request_id, Attempt::First)
-                    .await
+                rec.pending = None;
+                self.steps().update_in_place(op, rec, &before).await
             }
             Decision::Replace { .. } => {
-                let call = protocol::begin(CallKind::Create);
-                let request_id = call.request_id.clone();
                 rec.journal = Some(Journal::Changed { before });
                 if let Some(t) = new_type {
                     rec.resource_type = t;
@@ -1314,11 +1285,9 @@ impl Updates<'_> {
                 rec.updated_at = now();
                 let first = vec![op.resource_event(&rec)];
                 rec.status_reason = Some("Resource creation Initiated".into());
-                rec.pending = Some(call);
-                if !self.record(op, &rec, first).await {
-                    return false;
-                }
-                self.replace_finish(op, rec, &request_id, Attempt::First)
+                rec.pending = None;
+                self.steps()
+                    .create(op, rec, first, Then::Record(REPLACED))
                     .await
             }
         }
@@ -1386,94 +1355,6 @@ impl Updates<'_> {
         };
         other.template.resource(logical_id).is_some()
             && policy(&op.template) != policy(&other.template)
-    }
-
-    /// The in-place update call and its outcome. A provider that answers with a
-    /// new physical id has replaced the resource: the old id is cleaned up.
-    async fn call_update_and_record(
-        &self,
-        op: &Op,
-        rec: ResourceRecord,
-        before: &Snapshot,
-        request_id: &str,
-        attempt: Attempt,
-    ) -> bool {
-        let physical = before.physical_id.clone().unwrap_or_default();
-        let result = self
-            .protocol()
-            .call_update_with(
-                op,
-                &rec,
-                &physical,
-                request_id,
-                UpdateChange::between(&rec.properties, &before.properties, attempt),
-            )
-            .await;
-        self.record_updated(op, rec, result).await
-    }
-
-    /// Records the outcome of an in-place update: the physical id (if the
-    /// provider answered with a new one), attributes and NoEcho learned, or
-    /// the failure with any physical resource it left behind.
-    pub(super) async fn record_updated(
-        &self,
-        op: &Op,
-        mut rec: ResourceRecord,
-        result: Result<UpdateResult, ProviderError>,
-    ) -> bool {
-        rec.pending = None;
-        rec.updated_at = now();
-        match result {
-            Ok(out) => {
-                if let Some(p) = out.physical_resource_id {
-                    rec.physical_id = Some(p);
-                }
-                rec.attributes = out.attributes;
-                rec.no_echo = out.no_echo;
-                rec.status = ResourceStatus::UpdateComplete;
-                rec.status_reason = None;
-                if !self.record(op, &rec, Vec::new()).await {
-                    return false;
-                }
-                if let Some(p) = &rec.physical_id {
-                    op.results.record(&rec.logical_id, p, &rec.attributes);
-                }
-                true
-            }
-            Err(e) => {
-                rec.status = ResourceStatus::UpdateFailed;
-                rec.status_reason = Some(e.message);
-                // A replacement the failed call left behind is deleted by rollback.
-                if e.physical_resource_id.is_some() {
-                    rec.physical_id = e.physical_resource_id;
-                }
-                self.record(op, &rec, Vec::new()).await;
-                false
-            }
-        }
-    }
-
-    /// The create of a replacement and its outcome.
-    pub(super) async fn replace_finish(
-        &self,
-        op: &Op,
-        rec: ResourceRecord,
-        request_id: &str,
-        attempt: Attempt,
-    ) -> bool {
-        let result = self
-            .protocol()
-            .call_create(op, &rec, request_id, attempt)
-            .await;
-        self.creates()
-            .record_created(
-                op,
-                rec,
-                result,
-                ResourceStatus::UpdateComplete,
-                ResourceStatus::UpdateFailed,
-            )
-            .await
     }
 
     /// Outputs and exports of the new template. An export other stacks import
@@ -1624,53 +1505,7 @@ impl Updates<'_> {
             rec.updated_at = now();
             return self.record(op, &rec, Vec::new()).await;
         }
-        let provider_touched = rec.properties != before.properties;
-        if provider_touched {
-            let (call, attempt) =
-                protocol::begin_or_resume(rec.pending.as_ref(), CallKind::RollbackUpdate);
-            let request_id = call.request_id.clone();
-            rec.status = ResourceStatus::UpdateInProgress;
-            rec.status_reason = None;
-            rec.pending = Some(call);
-            rec.updated_at = now();
-            if !self.record(op, &rec, Vec::new()).await {
-                return false;
-            }
-            let physical = before.physical_id.clone().unwrap_or_default();
-            let result = self
-                .protocol()
-                .call_update_with(
-                    op,
-                    &rec,
-                    &physical,
-                    &request_id,
-                    UpdateChange::between(&before.properties, &rec.properties, attempt),
-                )
-                .await;
-            match result {
-                Ok(out) => {
-                    rec.restore(&before);
-                    rec.attributes = out.attributes;
-                    rec.no_echo = out.no_echo;
-                }
-                Err(e) => {
-                    rec.pending = None;
-                    rec.status = ResourceStatus::UpdateFailed;
-                    rec.status_reason = Some(e.message);
-                    rec.updated_at = now();
-                    self.record(op, &rec, Vec::new()).await;
-                    return false;
-                }
-            }
-        } else {
-            rec.restore(&before);
-        }
-        rec.pending = None;
-        rec.status = ResourceStatus::UpdateComplete;
-        rec.status_reason = None;
-        rec.journal = Some(Journal::Restored { discard: None });
-        rec.updated_at = now();
-        self.record(op, &rec, Vec::new()).await
+        self.steps().roll_back_in_place(op, rec, &before).await
     }
 
     /// UPDATE_COMPLETE_CLEANUP_IN_PROGRESS: removed resources and the old
@@ -1873,7 +1708,10 @@ impl Updates<'_> {
                 vec![Outcome::NotRun; victims.len()],
                 false,
                 false,
-                |i| async move { (i, self.delete_victim(op, victims_ref[i].clone()).await) },
+                |i| async move {
+                    let v = victims_ref[i].clone();
+                    (i, self.steps().delete_victim(op, v).await)
+                },
             )
             .await?;
         Ok(victims
@@ -1882,190 +1720,6 @@ impl Updates<'_> {
             .filter(|(_, o)| *o != Outcome::Done)
             .map(|(v, _)| v.logical_id.clone())
             .collect())
-    }
-
-    /// One cleanup delete: events carry the victim's physical id; the row's
-    /// status never changes (seed 000). Retried with backoff; after the last
-    /// attempt the victim is disassociated. `true` when deleted or retained.
-    async fn delete_victim(&self, op: &Op, mut v: Victim) -> bool {
-        if v.retain {
-            let ev = self.victim_event(op, &v, ResourceStatus::DeleteSkipped, None);
-            self.finish_victim(op, &v, vec![ev]).await;
-            return true;
-        }
-        // A create whose outcome was never recorded: ask again to learn the
-        // id. When that cannot be learnt, the victim is not forgotten: it
-        // keeps its record (see `Victim::unknown`).
-        if v.target.physical_id.is_none() {
-            if let Some(p) =
-                protocol::recorded(v.target.pending.as_ref(), CallKind::Create).cloned()
-            {
-                let probe = self.victim_row(op, &v);
-                match self
-                    .protocol()
-                    .learn_created(op, &probe, &p.request_id)
-                    .await
-                {
-                    Learned::Made(created) => {
-                        v.target.physical_id = Some(created.physical_resource_id)
-                    }
-                    Learned::Nothing => {}
-                    Learned::Unknown(why) => {
-                        let reason = protocol::cannot_tell(&p.request_id, &why);
-                        let failed =
-                            self.victim_event(op, &v, ResourceStatus::DeleteFailed, Some(reason));
-                        self.note_victim(op, &v, vec![failed]).await;
-                        return false;
-                    }
-                }
-            }
-        }
-        // A superseded resource has no row to record its delete on: its
-        // events say how far the delete got before a crash.
-        if matches!(v.owner, VictimOf::Superseded) {
-            let physical = v.target.physical_id.as_deref();
-            match self.superseded_step(op, &v.logical_id, physical).await {
-                Ok(Some(ResourceStatus::DeleteComplete)) => return true,
-                Ok(Some(ResourceStatus::DeleteInProgress | ResourceStatus::DeleteFailed)) => {
-                    v.target.pending = Some(protocol::begin(CallKind::Delete));
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    tracing::warn!(stack = %op.stack.stack_id, "cannot read the events of a superseded resource's delete: {e}");
-                    return false;
-                }
-            }
-        }
-        // One request id for all attempts: a retry is the same request. A
-        // delete recorded before a crash is resumed first, not sent again.
-        let (delete, mut call) =
-            protocol::begin_or_resume(v.target.pending.as_ref(), CallKind::Delete);
-        let request_id = delete.request_id.clone();
-        let probe = self.victim_row(op, &v);
-        let attempts = self.config.engine.cleanup_attempts.max(1);
-        for attempt in 1..=attempts {
-            let started = self.victim_event(op, &v, ResourceStatus::DeleteInProgress, None);
-            let noted = match (attempt, call) {
-                // The request id is durable with the first announcement: a
-                // crash from here on resumes this delete (and does not
-                // announce it again).
-                (1, Attempt::First) => {
-                    self.begin_victim_delete(op, &mut v, delete.clone(), started)
-                        .await
-                }
-                (1, Attempt::Again) => true,
-                _ => self.note_victim(op, &v, vec![started]).await,
-            };
-            if !noted {
-                return false;
-            }
-            let result = match &v.target.physical_id {
-                None => Ok(()),
-                Some(physical) => {
-                    self.protocol()
-                        .call_delete(op, &probe, physical, &request_id, call)
-                        .await
-                }
-            };
-            call = Attempt::First;
-            match result {
-                Ok(()) => {
-                    let done = self.victim_event(op, &v, ResourceStatus::DeleteComplete, None);
-                    return self.finish_victim(op, &v, vec![done]).await;
-                }
-                Err(e) => {
-                    let failed =
-                        self.victim_event(op, &v, ResourceStatus::DeleteFailed, Some(e.message));
-                    if attempt == attempts {
-                        self.finish_victim(op, &v, vec![failed]).await;
-                        return false;
-                    }
-                    if !self.note_victim(op, &v, vec![failed]).await {
-                        return false;
-                    }
-                    let wait = self.config.engine.cleanup_backoff_seconds.max(0.0)
-                        * f64::from(2u32.saturating_pow(attempt - 1));
-                    tokio::time::sleep(Duration::from_secs_f64(wait.min(3600.0))).await;
-                }
-            }
-        }
-        false
-    }
-
-    /// A record carrying the victim's identity, for events and provider calls.
-    fn victim_row(&self, op: &Op, v: &Victim) -> ResourceRecord {
-        ResourceRecord {
-            stack_id: op.stack.stack_id.clone(),
-            logical_id: v.logical_id.clone(),
-            resource_type: v.target.resource_type.clone(),
-            physical_id: v.target.physical_id.clone(),
-            status: v.target.status,
-            status_reason: None,
-            properties: v.target.properties.clone(),
-            attributes: v.target.attributes.clone(),
-            pending: None,
-            updated_at: now(),
-            metadata: None,
-            journal: None,
-            no_echo: v.target.no_echo,
-        }
-    }
-
-    fn victim_event(
-        &self,
-        op: &Op,
-        v: &Victim,
-        status: ResourceStatus,
-        reason: Option<String>,
-    ) -> crate::stack::EventRecord {
-        let mut row = self.victim_row(op, v);
-        row.status = status;
-        row.status_reason = reason;
-        op.resource_event(&row)
-    }
-
-    /// Records the victim's delete request on its row (the row's status
-    /// does not change) with its DELETE_IN_PROGRESS event.
-    async fn begin_victim_delete(
-        &self,
-        op: &Op,
-        v: &mut Victim,
-        delete: PendingCall,
-        started: crate::stack::EventRecord,
-    ) -> bool {
-        let pending = Some(delete);
-        // The whole target goes with it: a physical id just learnt by
-        // asking again about its create must not be lost to a crash.
-        v.target.pending = pending.clone();
-        let row = match &mut v.owner {
-            VictimOf::Row(row) => {
-                row.physical_id = v.target.physical_id.clone();
-                row.pending = pending;
-                row
-            }
-            VictimOf::Kept(row) => {
-                match &mut row.journal {
-                    Some(Journal::Changed { before }) => *before = v.target.clone(),
-                    Some(Journal::Restored { discard: Some(d) }) => *d = v.target.clone(),
-                    _ => {}
-                }
-                row
-            }
-            VictimOf::Superseded => return self.note_victim(op, v, vec![started]).await,
-        };
-        let written = self.store.put_resource(&op.lease, row, &[started]).await;
-        self.held(op, &v.logical_id, written)
-    }
-
-    /// Records events about a victim without changing its row.
-    async fn note_victim(
-        &self,
-        op: &Op,
-        v: &Victim,
-        events: Vec<crate::stack::EventRecord>,
-    ) -> bool {
-        let written = self.store.put_events(&op.lease, &events).await;
-        self.held(op, &v.logical_id, written)
     }
 
     /// The physical resources a kept failed update left that this
@@ -2082,33 +1736,6 @@ impl Updates<'_> {
                 retain: false,
             })
             .collect())
-    }
-
-    /// The victim is gone (or given up): drop the row, or forget the old
-    /// physical resource on it, with the final events.
-    async fn finish_victim(
-        &self,
-        op: &Op,
-        v: &Victim,
-        events: Vec<crate::stack::EventRecord>,
-    ) -> bool {
-        let result = match &v.owner {
-            VictimOf::Row(_) => {
-                self.store
-                    .remove_resource(&op.lease, &v.logical_id, &events)
-                    .await
-            }
-            VictimOf::Kept(row) => {
-                let mut row = (**row).clone();
-                row.journal = match row.journal {
-                    Some(Journal::Restored { .. }) => Some(Journal::Restored { discard: None }),
-                    _ => None,
-                };
-                self.store.put_resource(&op.lease, &row, &events).await
-            }
-            VictimOf::Superseded => self.store.put_events(&op.lease, &events).await,
-        };
-        self.held(op, &v.logical_id, result)
     }
 }
 

@@ -8,8 +8,7 @@ use cairn_sdk::{Health, ProviderError, StatusRequest};
 use serde_json::{Map, Value};
 
 use super::{bounded, failed, Run, HEALTH_POLL};
-use crate::engine::protocol::{self, Learned};
-use crate::engine::{Attempt, Engine, Op};
+use crate::engine::{Engine, Op};
 use crate::group::naming;
 use crate::group::state::{GroupState, Member};
 use crate::group::types::MemberDefinition;
@@ -59,7 +58,7 @@ impl<'a> Run<'a> {
     }
 
     /// Applies `change` to the state and stores it with `events`.
-    pub(super) async fn save(
+    pub(in crate::engine) async fn save(
         &self,
         events: Vec<EventRecord>,
         change: impl FnOnce(&mut GroupState),
@@ -84,7 +83,7 @@ impl<'a> Run<'a> {
     }
 
     /// A member's event, as a template resource's (its name as logical id).
-    pub(super) fn event(&self, m: &Member) -> EventRecord {
+    pub(in crate::engine) fn event(&self, m: &Member) -> EventRecord {
         EventRecord {
             event_id: uuid::Uuid::new_v4().to_string(),
             stack_id: self.op.stack.stack_id.clone(),
@@ -134,7 +133,7 @@ impl<'a> Run<'a> {
     /// The logical id of the group's launch configuration (its
     /// `LaunchConfigurationName` is a `Ref` of it in the template): the
     /// templates of members that are nested stacks were read under it.
-    fn launch_logical_id(&self) -> String {
+    pub(in crate::engine) fn launch_logical_id(&self) -> String {
         self.op
             .template
             .resource(&self.logical_id)
@@ -145,7 +144,11 @@ impl<'a> Run<'a> {
             .to_string()
     }
 
-    pub(super) fn context(&self, m: &Member, request_id: &str) -> cairn_sdk::RequestContext {
+    pub(in crate::engine) fn context(
+        &self,
+        m: &Member,
+        request_id: &str,
+    ) -> cairn_sdk::RequestContext {
         self.engine
             .protocol()
             .context(self.op, &m.name, &m.resource_type, request_id)
@@ -173,10 +176,7 @@ impl<'a> Run<'a> {
             })
             .cloned()
             .collect();
-        let work: Vec<_> = resumed
-            .into_iter()
-            .map(|m| self.finish_create(m, Attempt::Again))
-            .collect();
+        let work: Vec<_> = resumed.into_iter().map(|m| self.finish_create(m)).collect();
         // A failed one is deleted just below.
         self.bounded(work).await;
         let doomed: Vec<String> = self
@@ -224,7 +224,7 @@ impl<'a> Run<'a> {
         let name = naming::member_name(prefix, index);
         if let Some(existing) = self.state.lock().await.member(&name).cloned() {
             if existing.pending.is_some() {
-                return self.finish_create(existing, Attempt::Again).await;
+                return self.finish_create(existing).await;
             }
             return match existing.status {
                 ResourceStatus::CreateFailed => Err(format!(
@@ -234,7 +234,7 @@ impl<'a> Run<'a> {
                 _ => Ok(()),
             };
         }
-        let mut m = Member {
+        let m = Member {
             name: name.clone(),
             index,
             resource_type: definition.member_type.clone(),
@@ -247,72 +247,13 @@ impl<'a> Run<'a> {
             pending: None,
             updated_at: now(),
         };
-        let started = self.event(&m);
-        m.status_reason = Some("Resource creation Initiated".into());
-        m.pending = Some(protocol::begin(CallKind::Create));
-        m.updated_at = now();
-        let initiated = self.event(&m);
-        let stored = m.clone();
-        // Durable before the call: a crash from here on re-issues it.
-        self.save(vec![started, initiated], |st| st.put(stored))
-            .await
-            .map_err(|e| e.message)?;
-        self.finish_create(m, Attempt::First).await
+        self.engine.steps().create_member(self, m).await
     }
 
-    /// Makes the member's recorded create call, or learns the outcome of
-    /// one a crash interrupted (`Attempt::Again`: a custom-resource handler
-    /// is never sent a Create twice), and records the outcome.
-    pub(super) async fn finish_create(
-        &self,
-        mut m: Member,
-        attempt: Attempt,
-    ) -> Result<(), String> {
-        let request_id = m
-            .pending
-            .as_ref()
-            .map(|p| p.request_id.clone())
-            .unwrap_or_else(|| protocol::begin(CallKind::Create).request_id);
-        let outcome = self
-            .engine
-            .protocol()
-            .member_create(
-                self.op,
-                self.context(&m, &request_id),
-                m.properties.clone(),
-                attempt,
-                &self.launch_logical_id(),
-            )
-            .await;
-        // As for template resources: a timed-out call may have made the
-        // member, so its record stays for the delete to ask again.
-        let unknown = matches!(&outcome, Err(e) if protocol::outcome_unknown(e));
-        if !unknown {
-            m.pending = None;
-        }
-        m.updated_at = now();
-        let reason = match outcome {
-            Ok(made) => {
-                m.physical_id = Some(made.physical_resource_id);
-                m.attributes = made.attributes;
-                m.status = ResourceStatus::CreateComplete;
-                m.status_reason = None;
-                None
-            }
-            Err(e) => {
-                m.status = ResourceStatus::CreateFailed;
-                m.status_reason = Some(e.message.clone());
-                if e.physical_resource_id.is_some() {
-                    m.physical_id = e.physical_resource_id;
-                }
-                Some(format!("{}: {}", m.name, e.message))
-            }
-        };
-        let event = self.event(&m);
-        self.save(vec![event], |st| st.put(m))
-            .await
-            .map_err(|e| e.message)?;
-        reason.map_or(Ok(()), Err)
+    /// Learns the outcome of the member's create a crash interrupted (a
+    /// custom-resource handler is never sent a Create twice) and records it.
+    pub(super) async fn finish_create(&self, m: Member) -> Result<(), String> {
+        self.engine.steps().resume_member_create(self, m).await
     }
 
     /// Deletes the named members in parallel; all are tried, the first
@@ -330,97 +271,10 @@ impl<'a> Run<'a> {
     }
 
     pub(super) async fn delete_member(&self, name: String) -> Result<(), String> {
-        let Some(mut m) = self.state.lock().await.member(&name).cloned() else {
+        let Some(m) = self.state.lock().await.member(&name).cloned() else {
             return Ok(());
         };
-        // A create whose outcome is unknown: ask again first, to learn the
-        // physical id of what it made; when that cannot be learnt the
-        // member keeps its record and the delete fails.
-        if let Some(p) = protocol::recorded(m.pending.as_ref(), CallKind::Create).cloned() {
-            let asked = self
-                .engine
-                .protocol()
-                .member_create(
-                    self.op,
-                    self.context(&m, &p.request_id),
-                    m.properties.clone(),
-                    Attempt::Again,
-                    &self.launch_logical_id(),
-                )
-                .await;
-            match protocol::learned(asked) {
-                Learned::Made(made) => m.physical_id = Some(made.physical_resource_id),
-                Learned::Nothing => m.physical_id = None,
-                Learned::Unknown(why) => {
-                    let reason = protocol::cannot_tell(&p.request_id, &why);
-                    m.status = ResourceStatus::DeleteFailed;
-                    m.status_reason = Some(reason.clone());
-                    m.updated_at = now();
-                    let event = self.event(&m);
-                    self.save(vec![event], |st| st.put(m))
-                        .await
-                        .map_err(|e| e.message)?;
-                    return Err(format!("{name}: {reason}"));
-                }
-            }
-        }
-        let Some(physical) = m.physical_id.clone() else {
-            // Nothing was made: the member only leaves the state.
-            m.status = ResourceStatus::DeleteComplete;
-            m.status_reason = None;
-            m.updated_at = now();
-            let event = self.event(&m);
-            return self
-                .save(vec![event], |st| st.remove(&name))
-                .await
-                .map_err(|e| e.message);
-        };
-        // A delete recorded before a crash is resumed, not sent again.
-        let (call, attempt) = protocol::begin_or_resume(m.pending.as_ref(), CallKind::Delete);
-        let request_id = call.request_id.clone();
-        if attempt == Attempt::First {
-            m.pending = Some(call);
-            m.status = ResourceStatus::DeleteInProgress;
-            m.status_reason = None;
-            m.updated_at = now();
-            let event = self.event(&m);
-            let stored = m.clone();
-            self.save(vec![event], |st| st.put(stored))
-                .await
-                .map_err(|e| e.message)?;
-        }
-        let outcome = self
-            .engine
-            .protocol()
-            .member_delete(
-                self.op,
-                self.context(&m, &request_id),
-                &physical,
-                m.properties.clone(),
-                attempt,
-            )
-            .await;
-        m.pending = None;
-        m.updated_at = now();
-        match outcome {
-            Ok(()) => {
-                m.status = ResourceStatus::DeleteComplete;
-                m.status_reason = None;
-                let event = self.event(&m);
-                self.save(vec![event], |st| st.remove(&name))
-                    .await
-                    .map_err(|e| e.message)
-            }
-            Err(e) => {
-                m.status = ResourceStatus::DeleteFailed;
-                m.status_reason = Some(e.message.clone());
-                let event = self.event(&m);
-                self.save(vec![event], |st| st.put(m))
-                    .await
-                    .map_err(|e| e.message)?;
-                Err(format!("{name}: {}", e.message))
-            }
-        }
+        self.engine.steps().delete_member(self, m).await
     }
 
     /// Asks the member's provider until it reports healthy, or fails after

@@ -39,12 +39,12 @@ mod rollout;
 const HEALTH_POLL: Duration = Duration::from_millis(250);
 
 /// One group call: the group and its state, shared by the member tasks.
-struct Run<'a> {
-    engine: &'a Engine,
-    op: &'a Op,
+pub(in crate::engine) struct Run<'a> {
+    pub(in crate::engine) engine: &'a Engine,
+    pub(in crate::engine) op: &'a Op,
     logical_id: String,
     physical_id: String,
-    state: tokio::sync::Mutex<GroupState>,
+    pub(in crate::engine) state: tokio::sync::Mutex<GroupState>,
 }
 
 fn failed(message: impl Into<String>) -> ProviderError {

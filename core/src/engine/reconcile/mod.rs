@@ -369,11 +369,18 @@ impl Reconciles<'_> {
         // first, from what their rows record.
         for rec in self.store.resources(&op.stack.stack_id).await? {
             let name = rec.logical_id.clone();
-            let (finished, what) = if matches!(rec.journal, Some(Journal::Changed { .. })) {
-                (self.finish_in_place(op, rec, None).await, "update")
+            let unfinished = matches!(
+                rec.journal,
+                Some(Journal::Changed { .. }) | Some(Journal::Restored { discard: Some(_) })
+            );
+            let (finished, what) = if unfinished {
+                (self.steps().finish_in_place(op, rec, None).await, "update")
             } else if rec.status == ResourceStatus::UpdateInProgress && rec.pending.is_some() {
                 let again = crate::engine::Attempt::Again;
-                (self.finish_reinstall(op, rec, again).await, "reinstall")
+                (
+                    self.steps().finish_reinstall(op, rec, again).await,
+                    "reinstall",
+                )
             } else {
                 continue;
             };

@@ -79,7 +79,7 @@ impl Reconciles<'_> {
             .schedule(op, &preds, initial, false, false, |i| async move {
                 let r = removed_ref[i].clone();
                 let keep = skip || retained(&r);
-                (i, self.deletes().delete_one(op, r, keep).await)
+                (i, self.steps().delete_row(op, r, keep).await)
             })
             .await?;
         let mut failed = Vec::new();

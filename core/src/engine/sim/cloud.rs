@@ -17,7 +17,8 @@
 //! gives up on it; asked again, it answers; a slow create that is
 //! cancelled undoes its work and says so), `Renew` (`update`: the update
 //! makes a new resource and answers with its id, as a custom-resource
-//! handler that replaces on update does). The cloud can be `down` (every
+//! handler that replaces on update does), `Leave` (`update`: the update
+//! makes a new resource and fails naming it). The cloud can be `down` (every
 //! call fails as a provider that cannot start) and `healed` (scripts no
 //! longer apply: the final clean-up of every run).
 
@@ -273,6 +274,20 @@ impl Cloud {
                 req.physical_resource_id
             )));
         }
+        if Self::script(&req.properties, "Leave", "update", s.healed) {
+            // An update that made a new resource, then failed naming it
+            // (one per request id): the resource it had is unchanged.
+            let ctx = &req.context;
+            let id = match s.made_by.get(&ctx.request_id) {
+                Some(id) => id.clone(),
+                None => s.make(ctx, &req.properties),
+            };
+            return Err(ProviderError::invalid_request(format!(
+                "{} was told to fail on update, leaving {id}",
+                ctx.logical_resource_id
+            ))
+            .leaving(id));
+        }
         if Self::script(&req.properties, "Renew", "update", s.healed) {
             // A resource replaced on every update: a new one (one per
             // request id), the old one left for the engine to delete.
@@ -410,6 +425,7 @@ fn schema(type_name: &str) -> ResourceSchema {
         .property("Hang", PropertySchema::string())
         .property("Slow", PropertySchema::string())
         .property("Renew", PropertySchema::string())
+        .property("Leave", PropertySchema::string())
         .attribute("Arn", "sim:<physical id>")
         .attribute("Id", "<physical id>")
 }

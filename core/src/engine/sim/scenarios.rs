@@ -678,6 +678,22 @@ fn scenarios() -> Vec<Scenario> {
             points: SAMPLE,
         },
         Scenario {
+            name: "cairn update whose in-place update fails leaving a new resource",
+            expect: Some(UpdateFailed),
+            setup: vec![create(BASE)],
+            step: reconcile(LEAVING),
+            also: &[],
+            points: Points::Every,
+        },
+        Scenario {
+            name: "cairn update after one that failed leaving a new resource",
+            expect: Some(UpdateComplete),
+            setup: vec![create(BASE), reconcile(LEAVING)],
+            step: reconcile(&LEAVING.replace(", Leave: update", "")),
+            also: &[],
+            points: Points::Every,
+        },
+        Scenario {
             name: "import of a resource made outside into an existing stack",
             expect: Some(ImportComplete),
             setup: vec![
@@ -750,6 +766,21 @@ fn scenarios() -> Vec<Scenario> {
         },
     ]
 }
+
+/// BASE with A updated in place by a call that makes a new resource and
+/// fails naming it.
+const LEAVING: &str = r#"
+Resources:
+  A:
+    Type: Sim::Thing
+    Properties: {Name: a-one, Value: "2", Leave: update}
+  B:
+    Type: Sim::Thing
+    Properties: {Name: b-one, Value: !GetAtt A.Arn}
+  H:
+    Type: Sim::Handler
+    Properties: {Name: h-one, Value: !Ref A}
+"#;
 
 /// BASE with a Thing made outside the stack, to be imported.
 const IMPORTED: &str = r#"
