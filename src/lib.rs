@@ -108,17 +108,18 @@ struct ProviderNewArgs {
     #[arg(long)]
     type_name: Option<String>,
     /// Depend on cairn-sdk at this path (a Cairn checkout's sdk/). Default:
-    /// the checkout this binary was built from, if it is still there.
+    /// the SDK this binary was built with, written into the project
+    /// (cairn-sdk/).
     #[arg(long)]
     sdk_path: Option<PathBuf>,
     /// Install the Python SDK from this path (a Cairn checkout's
-    /// sdk-python/). Default: the checkout this binary was built from, if
-    /// it is still there.
+    /// sdk-python/). Default: the SDK this binary was built with, written
+    /// into the project (cairn-provider/).
     #[arg(long)]
     python_sdk: Option<PathBuf>,
     /// Depend on the TypeScript SDK at this path (a Cairn checkout's
-    /// sdk-typescript/). Default: the checkout this binary was built from,
-    /// if it is still there.
+    /// sdk-typescript/). Default: the SDK this binary was built with,
+    /// written into the project (cairn-provider/, built by its build).
     #[arg(long)]
     typescript_sdk: Option<PathBuf>,
     /// The port a webhook handler listens on.

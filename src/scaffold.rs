@@ -5,11 +5,15 @@
 //! (`sdk-typescript/`). The files are templates embedded in the binary
 //! (`src/scaffold/`) with `{{name}}` placeholders; a TypeScript project's
 //! `package.json` and `package-lock.json` are written from the SDK's own
-//! (the same build tools, pinned the same), so `npm ci` works at once.
+//! (the same build tools, pinned the same), so `npm ci` works at once. By
+//! default the project holds the SDK the binary was built with (`sdks`),
+//! so it depends on no checkout.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
+
+mod sdks;
 
 /// The language and transport asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -180,50 +184,33 @@ pub fn run(args: &Args<'_>) -> anyhow::Result<PathBuf> {
         );
     }
     let upper = args.name.to_ascii_uppercase().replace('-', "_");
-    // Without a path: the checkout this binary was built from, when it is
-    // still there (`cargo run -- provider new …`). Neither SDK is published
-    // yet, so without one the author must say where it is.
-    let checkout = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // Without a path, the project gets the SDK this binary was built with
+    // (`sdks`): neither SDK is on a package index yet, and a path into the
+    // checkout the binary was built in would not outlive it.
     let python = args.kind == Kind::Python;
+    let typescript = args.kind == Kind::TypeScript;
+    let rust = !python && !typescript;
     let sdk_dep = match args.sdk_path {
         Some(p) => format!(
             "path = {:?}",
             checkout_dir(p, "--sdk-path", "Cargo.toml", "sdk/")?
         ),
-        None if python => String::new(),
-        None if checkout.join("sdk/Cargo.toml").is_file() => {
-            format!("path = {:?}", checkout.join("sdk").display().to_string())
-        }
-        // cairn-sdk is not on crates.io: a version would fail at build.
-        None => bail!(
-            "this cairn was not built from a checkout that is still at {}: give --sdk-path DIR (the sdk/ directory of a Cairn checkout)",
-            checkout.display()
-        ),
+        None if rust => format!("path = {:?}", sdks::RUST_DIR),
+        None => String::new(),
     };
     let python_sdk = match args.python_sdk {
         Some(p) => checkout_dir(p, "--python-sdk", "pyproject.toml", "sdk-python/")?,
-        None if !python => String::new(),
-        None if checkout.join("sdk-python/pyproject.toml").is_file() => {
-            checkout.join("sdk-python").display().to_string()
-        }
-        // cairn-provider is not on a package index: pip would find nothing.
-        None => bail!(
-            "this cairn was not built from a checkout that is still at {}: give --python-sdk DIR (the sdk-python/ directory of a Cairn checkout)",
-            checkout.display()
-        ),
+        None if python => format!("./{}", sdks::PYTHON_DIR),
+        None => String::new(),
     };
-    let typescript = args.kind == Kind::TypeScript;
     let typescript_sdk = match args.typescript_sdk {
-        Some(p) => Some(checkout_dir(p, "--typescript-sdk", "package.json", "sdk-typescript/")?),
-        None if !typescript => None,
-        None if checkout.join("sdk-typescript/package.json").is_file() => {
-            Some(checkout.join("sdk-typescript").display().to_string())
-        }
-        // cairn-provider is not on npm yet: npm would find nothing.
-        None => bail!(
-            "this cairn was not built from a checkout that is still at {}: give --typescript-sdk DIR (the sdk-typescript/ directory of a Cairn checkout)",
-            checkout.display()
-        ),
+        Some(p) => Some(checkout_dir(
+            p,
+            "--typescript-sdk",
+            "package.json",
+            "sdk-typescript/",
+        )?),
+        None => None,
     };
     let r = recipe(args.kind, args.name, args.port);
     let language = match args.kind {
@@ -232,7 +219,8 @@ pub fn run(args: &Args<'_>) -> anyhow::Result<PathBuf> {
         Kind::Python => "A Python webhook handler on Cairn's Python SDK",
         Kind::TypeScript => "A TypeScript webhook handler on Cairn's TypeScript SDK",
     };
-    // The SDK is not on npm: a checkout's is built once before the project.
+    // The SDK is not on npm: a checkout's is built once before the project
+    // (the project's own copy is built by the project's build).
     let sdk_build = typescript_sdk
         .as_ref()
         .filter(|sdk| !Path::new(sdk).join("dist/index.js").is_file())
@@ -303,8 +291,26 @@ pub fn run(args: &Args<'_>) -> anyhow::Result<PathBuf> {
     }
     std::fs::write(dir.join("cairn.toml"), &r.entry)
         .with_context(|| format!("cannot write {}", dir.join("cairn.toml").display()))?;
-    if let Some(sdk) = typescript_sdk {
-        npm_project(&dir, args.name, &type_name, Path::new(&sdk))?;
+    match args.kind {
+        Kind::RustDylib | Kind::RustWebhook if args.sdk_path.is_none() => {
+            sdks::write_rust(&dir.join(sdks::RUST_DIR))?
+        }
+        Kind::Python if args.python_sdk.is_none() => {
+            sdks::write_python(&dir.join(sdks::PYTHON_DIR))?
+        }
+        Kind::TypeScript => {
+            let (sdk, own) = match typescript_sdk {
+                Some(sdk) => (PathBuf::from(sdk), false),
+                None => {
+                    let own = std::path::absolute(dir.join(sdks::TYPESCRIPT_DIR))
+                        .with_context(|| format!("{}", dir.display()))?;
+                    sdks::write_typescript(&own)?;
+                    (own, true)
+                }
+            };
+            npm_project(&dir, args.name, &type_name, &sdk, own)?;
+        }
+        _ => {}
     }
     Ok(dir)
 }
@@ -332,24 +338,35 @@ fn relative(from: &Path, to: &Path) -> String {
 /// The project's `package.json` and `package-lock.json`: `cairn-provider`
 /// linked from the SDK's directory, and the SDK's build tools (its
 /// devDependencies) at the versions its own lockfile pins.
-fn npm_project(dir: &Path, name: &str, type_name: &str, sdk: &Path) -> anyhow::Result<()> {
+/// `own`: the SDK is the project's copy, built by the project's build.
+fn npm_project(
+    dir: &Path,
+    name: &str,
+    type_name: &str,
+    sdk: &Path,
+    own: bool,
+) -> anyhow::Result<()> {
     use serde_json::{json, Value};
     let sdk_package = read_json(&sdk.join("package.json"))?;
     let sdk_lock = read_json(&sdk.join("package-lock.json"))?;
     let tools = sdk_package["devDependencies"].clone();
-    let link = format!("file:{}", sdk.display());
+    let project = std::path::absolute(dir).with_context(|| format!("{}", dir.display()))?;
+    let rel = relative(&project, sdk);
+    let (link, build) = if own {
+        (format!("file:{rel}"), format!("tsc -p {rel} && tsc -p ."))
+    } else {
+        (format!("file:{}", sdk.display()), "tsc -p .".to_string())
+    };
     let package = json!({
         "name": name,
         "version": "0.1.0",
         "private": true,
         "description": format!("{type_name}: a Cairn resource provider served as a webhook"),
         "main": "dist/provider.js",
-        "scripts": {"build": "tsc -p .", "start": "node dist/provider.js"},
+        "scripts": {"build": build, "start": "node dist/provider.js"},
         "dependencies": {"cairn-provider": link},
         "devDependencies": tools,
     });
-    let project = std::path::absolute(dir).with_context(|| format!("{}", dir.display()))?;
-    let rel = relative(&project, sdk);
     let mut packages = serde_json::Map::new();
     packages.insert(
         String::new(),

@@ -27,16 +27,13 @@ fn free_port() -> u16 {
 }
 
 /// Writes the project with `args`, runs its README's steps, and checks
-/// every step held.
+/// every step held. The SDKs are the checkout's, given by path.
 fn new_build_test_deploy(name: &str, args: &[&str], expected_steps: usize) {
-    let s = Scratch::new();
-    let port = free_port().to_string();
     let repo = env!("CARGO_MANIFEST_DIR");
-    let mut all = vec!["provider", "new", name];
-    all.extend_from_slice(args);
     let sdk = format!("{repo}/sdk");
     let python_sdk = format!("{repo}/sdk-python");
     let typescript_sdk = format!("{repo}/sdk-typescript");
+    let mut all = args.to_vec();
     all.extend_from_slice(&[
         "--sdk-path",
         &sdk,
@@ -44,9 +41,49 @@ fn new_build_test_deploy(name: &str, args: &[&str], expected_steps: usize) {
         &python_sdk,
         "--typescript-sdk",
         &typescript_sdk,
-        "--port",
-        &port,
     ]);
+    new_project_runs(name, &all, expected_steps);
+}
+
+/// [`new_build_test_deploy`] with no SDK path: the project holds the SDK
+/// the binary was built with (written into it), and names no path of the
+/// checkout the binary was built in.
+fn new_with_its_own_sdk(name: &str, args: &[&str], sdk_dir: &str) {
+    let steps = if args.contains(&"dylib") { 4 } else { 5 };
+    let (_scratch, project) = new_project_runs(name, args, steps);
+    assert!(
+        project.join(sdk_dir).is_dir(),
+        "no {sdk_dir} in the project"
+    );
+    let repo = env!("CARGO_MANIFEST_DIR");
+    for file in [
+        "Cargo.toml",
+        "requirements.txt",
+        "package.json",
+        "package-lock.json",
+        "README.md",
+    ] {
+        let text = std::fs::read_to_string(project.join(file)).unwrap_or_default();
+        assert!(
+            !text.contains(repo),
+            "{file} names the checkout {repo}:\n{text}"
+        );
+    }
+}
+
+/// Writes the project with `args`, runs its README's steps, checks every
+/// step held, and returns the project's directory with the scratch
+/// directory that holds it.
+fn new_project_runs(
+    name: &str,
+    args: &[&str],
+    expected_steps: usize,
+) -> (Scratch, std::path::PathBuf) {
+    let s = Scratch::new();
+    let port = free_port().to_string();
+    let mut all = vec!["provider", "new", name];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--port", &port]);
     let run = s.cairn(&all);
     assert_eq!(run.code(), 0, "{}", run.stderr());
     assert_eq!(
@@ -111,6 +148,26 @@ fn new_build_test_deploy(name: &str, args: &[&str], expected_steps: usize) {
         .map(|d| d.flatten().map(|e| e.file_name()).collect())
         .unwrap_or_default();
     assert!(left.is_empty(), "{left:?}");
+    (s, project)
+}
+
+#[test]
+fn a_new_rust_plugin_with_the_sdk_it_carries_builds_passes_the_kit_and_deploys() {
+    new_with_its_own_sdk(
+        "own-rust-notes",
+        &["--lang", "rust", "--transport", "dylib"],
+        "cairn-sdk",
+    );
+}
+
+#[test]
+fn a_new_python_webhook_with_the_sdk_it_carries_installs_passes_the_kit_and_deploys() {
+    new_with_its_own_sdk("own-py-notes", &["--lang", "python"], "cairn-provider");
+}
+
+#[test]
+fn a_new_typescript_webhook_with_the_sdk_it_carries_builds_passes_the_kit_and_deploys() {
+    new_with_its_own_sdk("own-ts-notes", &["--lang", "typescript"], "cairn-provider");
 }
 
 #[test]
