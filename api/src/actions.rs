@@ -1279,7 +1279,8 @@ fn resources_to_import(f: &Form) -> Result<Vec<cairn_core::import::ResourceToImp
             })
         })
         .collect();
-    cairn_core::import::parse_resources(&Value::Array(items)).map_err(ApiError::validation)
+    cairn_core::import::parse_resources(&Value::Array(items))
+        .map_err(|e| ApiError::validation(e.to_string()))
 }
 
 /// A JSON object's members as XML elements (arrays as `<member>` lists).

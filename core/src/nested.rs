@@ -31,9 +31,9 @@ const FETCH_TIMEOUT: Duration = Duration::from_secs(20);
 /// links no HTTP client.
 #[async_trait::async_trait]
 pub trait HttpsGet: Send + Sync {
-    /// The body, or why not: `{url}: {cause}` for a failed request or a
-    /// status that is not a success.
-    async fn get(&self, url: &str, timeout: Duration) -> Result<Vec<u8>, String>;
+    /// The body, or why not: a failed request or a status that is not a
+    /// success.
+    async fn get(&self, url: &str, timeout: Duration) -> Result<Vec<u8>, crate::shared::HttpError>;
 }
 
 /// Where relative TemplateURLs of a template are read from.
@@ -441,7 +441,10 @@ async fn fetch(
             "{url}: only https:// URLs are fetched, and only with [nested] allow_https = true"
         ));
     }
-    let bytes = https.get(url.as_str(), FETCH_TIMEOUT).await?;
+    let bytes = https
+        .get(url.as_str(), FETCH_TIMEOUT)
+        .await
+        .map_err(|e| e.to_string())?;
     if bytes.len() > MAX_TEMPLATE_BYTES {
         return Err(format!(
             "{url} has {} bytes; a nested template may have at most {MAX_TEMPLATE_BYTES}",
@@ -462,7 +465,11 @@ mod tests {
 
     #[async_trait::async_trait]
     impl HttpsGet for Serves {
-        async fn get(&self, _url: &str, _timeout: Duration) -> Result<Vec<u8>, String> {
+        async fn get(
+            &self,
+            _url: &str,
+            _timeout: Duration,
+        ) -> Result<Vec<u8>, crate::shared::HttpError> {
             Ok(self.0.clone())
         }
     }

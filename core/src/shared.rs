@@ -63,8 +63,31 @@ pub trait WebhookPoster: Send + Sync {
         secret: Option<&str>,
         body: Vec<u8>,
         timeout: Duration,
-    ) -> Result<Vec<u8>, String>;
+    ) -> Result<Vec<u8>, PostError>;
 }
+
+/// A request to a URL that got no usable answer: the URL and the cause
+/// (a connection refused, a timeout, a status that is not a success).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{url}: {cause}")]
+pub struct HttpError {
+    pub url: String,
+    pub cause: String,
+}
+
+impl HttpError {
+    pub fn new(url: &str, cause: impl std::fmt::Display) -> HttpError {
+        HttpError {
+            url: url.to_string(),
+            cause: cause.to_string(),
+        }
+    }
+}
+
+/// A signed POST that got no accepted answer (the delivery's reason).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct PostError(pub String);
 
 /// For an engine given no webhook client (tests, the crash simulator).
 pub struct NoWebhookPoster;
@@ -77,8 +100,8 @@ impl WebhookPoster for NoWebhookPoster {
         _: Option<&str>,
         _: Vec<u8>,
         _: Duration,
-    ) -> Result<Vec<u8>, String> {
-        Err(format!("{url}: this engine calls no webhooks"))
+    ) -> Result<Vec<u8>, PostError> {
+        Err(PostError(format!("{url}: this engine calls no webhooks")))
     }
 }
 
@@ -87,8 +110,8 @@ impl WebhookPoster for NoWebhookPoster {
 #[async_trait::async_trait]
 pub trait HttpProbe: Send + Sync {
     /// The answer's status and body (whatever the status), or why there is
-    /// no answer (`{url}: {cause}`).
-    async fn get(&self, url: &str, timeout: Duration) -> Result<(u16, Vec<u8>), String>;
+    /// no answer.
+    async fn get(&self, url: &str, timeout: Duration) -> Result<(u16, Vec<u8>), HttpError>;
 }
 
 /// For an engine given no HTTP client (the crash simulator): every trigger
@@ -97,7 +120,10 @@ pub struct NoProbes;
 
 #[async_trait::async_trait]
 impl HttpProbe for NoProbes {
-    async fn get(&self, url: &str, _: Duration) -> Result<(u16, Vec<u8>), String> {
-        Err(format!("{url}: this engine reads no rollback triggers"))
+    async fn get(&self, url: &str, _: Duration) -> Result<(u16, Vec<u8>), HttpError> {
+        Err(HttpError::new(
+            url,
+            "this engine reads no rollback triggers",
+        ))
     }
 }

@@ -35,9 +35,25 @@ pub struct Adoption {
     pub physical_id: String,
 }
 
+/// Why resources cannot be imported (CloudFormation's texts).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ImportError {
+    /// The list of resources to import is not well formed.
+    #[error("{0}")]
+    Malformed(String),
+    /// The template or the resources break an import's rules.
+    #[error("{0}")]
+    Refused(String),
+}
+
 /// `ResourcesToImport` as a JSON (or YAML-read) list of
 /// `{ResourceType, LogicalResourceId, ResourceIdentifier: {…}}`.
-pub fn parse_resources(v: &Value) -> Result<Vec<ResourceToImport>, String> {
+pub fn parse_resources(v: &Value) -> Result<Vec<ResourceToImport>, ImportError> {
+    resources_of(v).map_err(ImportError::Malformed)
+}
+
+/// [`parse_resources`], its texts.
+fn resources_of(v: &Value) -> Result<Vec<ResourceToImport>, String> {
     let Some(items) = v.as_array() else {
         return Err("the resources to import must be a list of {ResourceType, LogicalResourceId, ResourceIdentifier}".into());
     };
@@ -81,6 +97,17 @@ pub fn parse_resources(v: &Value) -> Result<Vec<ResourceToImport>, String> {
 /// template's Outputs (`None` for a new stack). The physical ids to adopt,
 /// or CloudFormation's refusal.
 pub fn check(
+    template: &Template,
+    wanted: &[ResourceToImport],
+    changes: &[ResourceChange],
+    old_outputs: Option<&[crate::template::Output]>,
+    catalog: &dyn TypeCatalog,
+) -> Result<Vec<Adoption>, ImportError> {
+    checked(template, wanted, changes, old_outputs, catalog).map_err(ImportError::Refused)
+}
+
+/// [`check`], its texts.
+fn checked(
     template: &Template,
     wanted: &[ResourceToImport],
     changes: &[ResourceChange],
@@ -259,7 +286,7 @@ mod tests {
         );
         assert_eq!(
             check(&t, &w, &[add("Old")], None, &Catalog),
-            Err("The following resources to import [Old] must have DeletionPolicy attribute specified in the template.".into())
+            Err(ImportError::Refused("The following resources to import [Old] must have DeletionPolicy attribute specified in the template.".into()))
         );
         // Another change rides along.
         let w = one(
@@ -269,13 +296,15 @@ mod tests {
         modified.action = "Modify".into();
         assert_eq!(
             check(&t, &w, &[add("New"), modified], None, &Catalog),
-            Err("You have modified resources [Old] in your template that are not being imported. Update, create or delete operations cannot be executed during import operations.".into())
+            Err(ImportError::Refused("You have modified resources [Old] in your template that are not being imported. Update, create or delete operations cannot be executed during import operations.".into()))
         );
         // Outputs changed.
         let before = template("Resources:\n  Old: {Type: T::Thing}\n").outputs;
         assert_eq!(
             check(&t, &w, &[add("New")], Some(&before), &Catalog),
-            Err("As part of the import operation, you cannot modify or add [Outputs]".into())
+            Err(ImportError::Refused(
+                "As part of the import operation, you cannot modify or add [Outputs]".into()
+            ))
         );
         // The identifier is not the type's.
         let w = one(
@@ -283,7 +312,7 @@ mod tests {
         );
         assert_eq!(
             check(&t, &w, &[add("New")], None, &Catalog),
-            Err("Resource New cannot be imported: Id is not a primary identifier of T::Thing (its identifier: Name)".into())
+            Err(ImportError::Refused("Resource New cannot be imported: Id is not a primary identifier of T::Thing (its identifier: Name)".into()))
         );
         // Not in the template, or of another type.
         let w = one(
@@ -291,13 +320,16 @@ mod tests {
         );
         assert!(check(&t, &w, &[], None, &Catalog)
             .unwrap_err()
+            .to_string()
             .starts_with("Resource Gone to import is not in the template"));
         let w = one(
             json!([{"ResourceType": "T::Plain", "LogicalResourceId": "New", "ResourceIdentifier": {"Name": "n"}}]),
         );
         assert_eq!(
             check(&t, &w, &[add("New")], None, &Catalog),
-            Err("Resource New to import is a T::Thing in the template, not a T::Plain".into())
+            Err(ImportError::Refused(
+                "Resource New to import is a T::Thing in the template, not a T::Plain".into()
+            ))
         );
         // Twice, by logical id or by physical id.
         let w = one(json!([
@@ -305,7 +337,9 @@ mod tests {
             {"ResourceType": "T::Thing", "LogicalResourceId": "New", "ResourceIdentifier": {"Name": "m"}}]));
         assert_eq!(
             check(&t, &w, &[add("New")], None, &Catalog),
-            Err("Resource New is listed more than once in the resources to import".into())
+            Err(ImportError::Refused(
+                "Resource New is listed more than once in the resources to import".into()
+            ))
         );
         let t2 = template("Resources:\n  A: {Type: T::Thing, DeletionPolicy: Retain}\n  B: {Type: T::Thing, DeletionPolicy: Delete}\n");
         let w = one(json!([
@@ -313,7 +347,9 @@ mod tests {
             {"ResourceType": "T::Thing", "LogicalResourceId": "B", "ResourceIdentifier": {"Name": "x"}}]));
         assert_eq!(
             check(&t2, &w, &[add("A"), add("B")], None, &Catalog),
-            Err("Resources A and B name the same T::Thing (x): a resource is imported once".into())
+            Err(ImportError::Refused(
+                "Resources A and B name the same T::Thing (x): a resource is imported once".into()
+            ))
         );
     }
 
@@ -321,17 +357,21 @@ mod tests {
     fn the_list_must_be_well_formed() {
         assert_eq!(
             parse_resources(&json!([])),
-            Err("there are no resources to import".into())
+            Err(ImportError::Malformed(
+                "there are no resources to import".into()
+            ))
         );
         assert_eq!(
             parse_resources(&json!([{"ResourceType": "T::Thing", "LogicalResourceId": "A"}])),
-            Err("resource to import #1 has no ResourceIdentifier (a map of its type's primary identifier)".into())
+            Err(ImportError::Malformed("resource to import #1 has no ResourceIdentifier (a map of its type's primary identifier)".into()))
         );
         assert_eq!(
             parse_resources(
                 &json!([{"LogicalResourceId": "A", "ResourceIdentifier": {"Name": "a"}}])
             ),
-            Err("resource to import #1 has no ResourceType".into())
+            Err(ImportError::Malformed(
+                "resource to import #1 has no ResourceType".into()
+            ))
         );
     }
 }

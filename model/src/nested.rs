@@ -182,9 +182,22 @@ pub fn child_stack_name(parent: &str, logical: &str, request_id: &str) -> String
     format!("{head}-{suffix}")
 }
 
+/// A nested stack's `Parameters` that cannot be passed to its child.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidParameters(pub String);
+
 /// The child's parameter values from the evaluated `Parameters`: strings
 /// as they are, lists comma-joined, numbers and booleans as text.
 pub fn child_parameters(
+    logical: &str,
+    properties: &Map<String, Value>,
+) -> Result<BTreeMap<String, String>, InvalidParameters> {
+    parameters_text(logical, properties).map_err(InvalidParameters)
+}
+
+/// [`child_parameters`], its texts.
+fn parameters_text(
     logical: &str,
     properties: &Map<String, Value>,
 ) -> Result<BTreeMap<String, String>, String> {

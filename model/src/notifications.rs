@@ -15,25 +15,32 @@ pub const MAX_TARGETS: usize = 5;
 /// CloudFormation's SNS subject, kept as the message's `Subject`.
 pub const SUBJECT: &str = "AWS CloudFormation Notification";
 
+/// Why `NotificationARNs` cannot be taken (CloudFormation's text where it
+/// has one).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TargetError {
+    #[error("1 validation error detected: Value at 'notificationARNs' failed to satisfy constraint: Member must have length less than or equal to {MAX_TARGETS}")]
+    TooMany,
+    #[error("Notification target {0} is not a webhook URL: Cairn sends a stack's events to http:// or https:// URLs (there are no SNS topics here)")]
+    NotAWebhook(String),
+    #[error("Notification target {0} is listed twice: list each target once")]
+    ListedTwice(String),
+}
+
 /// `NotificationARNs` as given: each a webhook URL, at most 5.
-pub fn check_targets(targets: &[String]) -> Result<(), String> {
+pub fn check_targets(targets: &[String]) -> Result<(), TargetError> {
     if targets.len() > MAX_TARGETS {
-        return Err(format!(
-            "1 validation error detected: Value at 'notificationARNs' failed to satisfy constraint: Member must have length less than or equal to {MAX_TARGETS}"
-        ));
+        return Err(TargetError::TooMany);
     }
-    for t in targets {
-        if !(t.starts_with("http://") || t.starts_with("https://")) {
-            return Err(format!(
-                "Notification target {t} is not a webhook URL: Cairn sends a stack's events to http:// or https:// URLs (there are no SNS topics here)"
-            ));
-        }
+    if let Some(t) = targets
+        .iter()
+        .find(|t| !(t.starts_with("http://") || t.starts_with("https://")))
+    {
+        return Err(TargetError::NotAWebhook(t.clone()));
     }
     for (i, t) in targets.iter().enumerate() {
         if targets[..i].contains(t) {
-            return Err(format!(
-                "Notification target {t} is listed twice: list each target once"
-            ));
+            return Err(TargetError::ListedTwice(t.clone()));
         }
     }
     Ok(())
@@ -79,12 +86,19 @@ mod tests {
     fn targets_are_webhook_urls_at_most_five() {
         assert!(check_targets(&["https://hooks.example/cfn".into()]).is_ok());
         let e = check_targets(&["arn:aws:sns:us-east-1:1:topic".into()]).unwrap_err();
-        assert!(
-            e.starts_with("Notification target arn:aws:sns:us-east-1:1:topic is not a webhook URL")
+        assert_eq!(
+            e,
+            TargetError::NotAWebhook("arn:aws:sns:us-east-1:1:topic".into())
         );
+        assert!(e
+            .to_string()
+            .starts_with("Notification target arn:aws:sns:us-east-1:1:topic is not a webhook URL"));
         let six: Vec<String> = (0..6).map(|i| format!("http://h/{i}")).collect();
-        assert_eq!(check_targets(&six).unwrap_err(), "1 validation error detected: Value at 'notificationARNs' failed to satisfy constraint: Member must have length less than or equal to 5");
-        assert!(check_targets(&["http://h".into(), "http://h".into()]).is_err());
+        assert_eq!(check_targets(&six).unwrap_err().to_string(), "1 validation error detected: Value at 'notificationARNs' failed to satisfy constraint: Member must have length less than or equal to 5");
+        assert_eq!(
+            check_targets(&["http://h".into(), "http://h".into()]),
+            Err(TargetError::ListedTwice("http://h".into()))
+        );
     }
 
     #[test]

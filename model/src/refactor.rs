@@ -79,7 +79,21 @@ pub fn immovable(canonical_type: &str) -> bool {
 /// type changed. `mappings` are the caller's; the rest is found by logical
 /// id (a resource that leaves one stack's template and appears under the
 /// same id in another's).
-pub fn resolve(stacks: &[StackSides], mappings: &[ResourceMapping]) -> Result<Vec<Move>, String> {
+pub fn resolve(
+    stacks: &[StackSides],
+    mappings: &[ResourceMapping],
+) -> Result<Vec<Move>, RefactorError> {
+    moves_of(stacks, mappings).map_err(RefactorError)
+}
+
+/// Why a refactor cannot be made: what it would create, delete or change
+/// (CloudFormation's texts).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct RefactorError(pub String);
+
+/// [`resolve`], its texts.
+fn moves_of(stacks: &[StackSides], mappings: &[ResourceMapping]) -> Result<Vec<Move>, String> {
     let side = |name: &str| stacks.iter().find(|s| s.stack_name == name);
     let mut moves: Vec<Move> = Vec::new();
     let mut sources: BTreeSet<ResourceLocation> = BTreeSet::new();
@@ -325,7 +339,7 @@ mod tests {
     #[test]
     fn creates_deletes_type_changes_and_empty_stacks_are_refused() {
         let create = [side("a", &[("A", T)], &[("A", T), ("New", T)])];
-        assert!(resolve(&create, &[]).unwrap_err().starts_with(
+        assert!(resolve(&create, &[]).unwrap_err().to_string().starts_with(
             "Resource New of stack a's template is in no stack of the refactor: a refactor can't create resources"
         ));
         let delete = [
@@ -334,6 +348,7 @@ mod tests {
         ];
         assert!(resolve(&delete, &[])
             .unwrap_err()
+            .to_string()
             .contains("a refactor can't delete resources"));
         let retype = [
             side("a", &[("A", T), ("X", T)], &[("A", T)]),
@@ -341,6 +356,7 @@ mod tests {
         ];
         assert!(resolve(&retype, &[])
             .unwrap_err()
+            .to_string()
             .contains("a refactor can't change a resource's type"));
         let empty = [
             side("a", &[("A", T)], &[]),
@@ -348,6 +364,7 @@ mod tests {
         ];
         assert!(resolve(&empty, &[])
             .unwrap_err()
+            .to_string()
             .starts_with("Stack a would have no resources after the refactor"));
         let nothing = [side("a", &[("A", T)], &[("A", T)])];
         assert!(resolve(&nothing, &[]).is_err());
@@ -361,6 +378,7 @@ mod tests {
         };
         assert!(resolve(&twice, &[m])
             .unwrap_err()
+            .to_string()
             .starts_with("A resource can't be refactored into multiple stacks"));
     }
 

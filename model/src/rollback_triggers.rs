@@ -77,13 +77,34 @@ pub enum Reading {
     Alarm(String),
 }
 
+/// Why a rollback configuration or one of its triggers cannot be taken
+/// (CloudFormation's validation texts where it has them), or an answer
+/// that cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TriggerError {
+    #[error("RollbackConfiguration is not valid: {0}; expected {{\"RollbackTriggers\": [{{\"Arn\": \"…\", \"Type\": \"{HEALTH_CHECK}\"}}], \"MonitoringTimeInMinutes\": 0}}")]
+    Malformed(String),
+    #[error("1 validation error detected: Value at 'rollbackConfiguration.rollbackTriggers' failed to satisfy constraint: Member must have length less than or equal to {MAX_TRIGGERS}")]
+    TooMany,
+    #[error("1 validation error detected: Value '{0}' at 'rollbackConfiguration.monitoringTimeInMinutes' failed to satisfy constraint: Member must have value less than or equal to {MAX_MONITORING_MINUTES}")]
+    MonitoringTooLong(u32),
+    #[error("Rollback trigger {0} is listed twice: list each trigger once")]
+    ListedTwice(String),
+    #[error("Rollback trigger {0}: the Arn of a {HEALTH_CHECK} trigger is the http:// or https:// URL of a health check")]
+    HealthCheckArn(String),
+    #[error("Rollback trigger {0}: the Arn of a {PROMETHEUS_ALERT} trigger is an Alertmanager URL with the alert's name as its fragment, such as http://alertmanager:9093#HighErrorRate")]
+    AlertArn(String),
+    #[error("Rollback trigger type {0} is not supported: Cairn reads {HEALTH_CHECK} (Arn: a health check's URL) and {PROMETHEUS_ALERT} (Arn: an Alertmanager URL#alert name) triggers, not CloudWatch alarms")]
+    UnsupportedType(String),
+    #[error("Alertmanager's answer is not a list of alerts: {0}")]
+    UnreadableAnswer(String),
+}
+
 impl RollbackConfiguration {
     /// Reads the JSON (or YAML turned JSON) of `--rollback-configuration`
     /// and of the API: CloudFormation's field names.
-    pub fn from_value(v: Value) -> Result<RollbackConfiguration, String> {
-        serde_json::from_value(v).map_err(|e| {
-            format!("RollbackConfiguration is not valid: {e}; expected {{\"RollbackTriggers\": [{{\"Arn\": \"…\", \"Type\": \"{HEALTH_CHECK}\"}}], \"MonitoringTimeInMinutes\": 0}}")
-        })
+    pub fn from_value(v: Value) -> Result<RollbackConfiguration, TriggerError> {
+        serde_json::from_value(v).map_err(|e| TriggerError::Malformed(e.to_string()))
     }
 
     /// The triggers (none when left out).
@@ -123,25 +144,17 @@ impl RollbackConfiguration {
     /// CloudFormation's limits and Cairn's trigger types; the texts are
     /// CloudFormation's validation errors, with what to do for a type
     /// Cairn cannot read.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), TriggerError> {
         let triggers = self.triggers();
         if triggers.len() > MAX_TRIGGERS {
-            return Err(format!(
-                "1 validation error detected: Value at 'rollbackConfiguration.rollbackTriggers' failed to satisfy constraint: Member must have length less than or equal to {MAX_TRIGGERS}"
-            ));
+            return Err(TriggerError::TooMany);
         }
         if self.monitoring_minutes() > MAX_MONITORING_MINUTES {
-            return Err(format!(
-                "1 validation error detected: Value '{}' at 'rollbackConfiguration.monitoringTimeInMinutes' failed to satisfy constraint: Member must have value less than or equal to {MAX_MONITORING_MINUTES}",
-                self.monitoring_minutes()
-            ));
+            return Err(TriggerError::MonitoringTooLong(self.monitoring_minutes()));
         }
         for (i, t) in triggers.iter().enumerate() {
             if triggers[..i].iter().any(|u| u.arn == t.arn) {
-                return Err(format!(
-                    "Rollback trigger {} is listed twice: list each trigger once",
-                    t.arn
-                ));
+                return Err(TriggerError::ListedTwice(t.arn.clone()));
             }
             t.probe()?;
         }
@@ -151,32 +164,26 @@ impl RollbackConfiguration {
 
 impl RollbackTrigger {
     /// How this trigger is read, or why it cannot be.
-    pub fn probe(&self) -> Result<Probe, String> {
+    pub fn probe(&self) -> Result<Probe, TriggerError> {
         let http = |url: &str| url.starts_with("http://") || url.starts_with("https://");
         match self.kind.as_str() {
             HEALTH_CHECK if http(&self.arn) => Ok(Probe::Health {
                 url: self.arn.clone(),
             }),
-            HEALTH_CHECK => Err(format!(
-                "Rollback trigger {self}: the Arn of a {HEALTH_CHECK} trigger is the http:// or https:// URL of a health check"
-            )),
+            HEALTH_CHECK => Err(TriggerError::HealthCheckArn(self.to_string())),
             PROMETHEUS_ALERT => {
                 let parts = self.arn.split_once('#').filter(|(base, alert)| {
                     http(base) && !alert.is_empty() && !alert.contains(['"', '\\'])
                 });
                 let Some((base, alert)) = parts else {
-                    return Err(format!(
-                        "Rollback trigger {self}: the Arn of a {PROMETHEUS_ALERT} trigger is an Alertmanager URL with the alert's name as its fragment, such as http://alertmanager:9093#HighErrorRate"
-                    ));
+                    return Err(TriggerError::AlertArn(self.to_string()));
                 };
                 Ok(Probe::Alert {
                     query: alertmanager_query(base, alert),
                     alert: alert.to_string(),
                 })
             }
-            other => Err(format!(
-                "Rollback trigger type {other} is not supported: Cairn reads {HEALTH_CHECK} (Arn: a health check's URL) and {PROMETHEUS_ALERT} (Arn: an Alertmanager URL#alert name) triggers, not CloudWatch alarms"
-            )),
+            other => Err(TriggerError::UnsupportedType(other.to_string())),
         }
     }
 }
@@ -213,9 +220,9 @@ pub fn health_reading(status: u16) -> Reading {
 /// is among the active alerts (the labels are read again, so a server
 /// that ignores the filter is read right too). Not a list of alerts: the
 /// trigger cannot be read.
-pub fn alert_reading(body: &[u8], alert: &str) -> Result<Reading, String> {
-    let alerts: Vec<Value> = serde_json::from_slice(body)
-        .map_err(|e| format!("Alertmanager's answer is not a list of alerts: {e}"))?;
+pub fn alert_reading(body: &[u8], alert: &str) -> Result<Reading, TriggerError> {
+    let alerts: Vec<Value> =
+        serde_json::from_slice(body).map_err(|e| TriggerError::UnreadableAnswer(e.to_string()))?;
     let firing = alerts
         .iter()
         .filter(|a| a.pointer("/labels/alertname").and_then(Value::as_str) == Some(alert))
@@ -254,7 +261,9 @@ mod tests {
         assert_eq!(c.triggers(), [trigger(HEALTH_CHECK, "http://h/health")]);
         assert_eq!(c.monitoring_minutes(), 3);
         let e = RollbackConfiguration::from_value(json!({"Triggers": []})).unwrap_err();
-        assert!(e.starts_with("RollbackConfiguration is not valid: unknown field `Triggers`"));
+        assert!(e
+            .to_string()
+            .starts_with("RollbackConfiguration is not valid: unknown field `Triggers`"));
     }
 
     #[test]
@@ -266,19 +275,27 @@ mod tests {
             rollback_triggers: Some(six),
             monitoring_time_in_minutes: None,
         };
-        assert_eq!(c.check().unwrap_err(), "1 validation error detected: Value at 'rollbackConfiguration.rollbackTriggers' failed to satisfy constraint: Member must have length less than or equal to 5");
+        assert_eq!(c.check(), Err(TriggerError::TooMany));
+        assert_eq!(c.check().unwrap_err().to_string(), "1 validation error detected: Value at 'rollbackConfiguration.rollbackTriggers' failed to satisfy constraint: Member must have length less than or equal to 5");
         let c = RollbackConfiguration {
             rollback_triggers: None,
             monitoring_time_in_minutes: Some(181),
         };
-        assert_eq!(c.check().unwrap_err(), "1 validation error detected: Value '181' at 'rollbackConfiguration.monitoringTimeInMinutes' failed to satisfy constraint: Member must have value less than or equal to 180");
+        assert_eq!(c.check().unwrap_err().to_string(), "1 validation error detected: Value '181' at 'rollbackConfiguration.monitoringTimeInMinutes' failed to satisfy constraint: Member must have value less than or equal to 180");
         let c = RollbackConfiguration {
             rollback_triggers: Some(vec![trigger("AWS::CloudWatch::Alarm", "arn:aws:x")]),
             monitoring_time_in_minutes: Some(180),
         };
+        assert_eq!(
+            c.check(),
+            Err(TriggerError::UnsupportedType(
+                "AWS::CloudWatch::Alarm".into()
+            ))
+        );
         assert!(c
             .check()
             .unwrap_err()
+            .to_string()
             .starts_with("Rollback trigger type AWS::CloudWatch::Alarm is not supported"));
     }
 

@@ -57,6 +57,21 @@ pub struct Signal {
     pub data: Option<String>,
 }
 
+/// Why a signal, a CreationPolicy or a wait condition cannot be taken
+/// (CloudFormation's and Heat's texts).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SignalError {
+    /// A signal's status, unique id or body.
+    #[error("{0}")]
+    InvalidSignal(String),
+    /// A resource's CreationPolicy (or a group's MinSuccessfulInstancesPercent).
+    #[error("{0}")]
+    InvalidCreationPolicy(String),
+    /// A wait condition's properties.
+    #[error("{0}")]
+    InvalidWaitCondition(String),
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SignalStatus {
     Success,
@@ -72,7 +87,12 @@ impl SignalStatus {
     }
 
     /// `SUCCESS` or `FAILURE` (Heat's lower case too).
-    pub fn parse(text: &str) -> Result<SignalStatus, String> {
+    pub fn parse(text: &str) -> Result<SignalStatus, SignalError> {
+        Self::parse_text(text).map_err(SignalError::InvalidSignal)
+    }
+
+    /// The checks, with their texts.
+    fn parse_text(text: &str) -> Result<SignalStatus, String> {
         match text.to_ascii_uppercase().as_str() {
             "SUCCESS" => Ok(SignalStatus::Success),
             "FAILURE" => Ok(SignalStatus::Failure),
@@ -84,7 +104,12 @@ impl SignalStatus {
 }
 
 /// Checks a UniqueId as SignalResource does (1 to 64 characters).
-pub fn check_unique_id(id: &str) -> Result<(), String> {
+pub fn check_unique_id(id: &str) -> Result<(), SignalError> {
+    unique_id_text(id).map_err(SignalError::InvalidSignal)
+}
+
+/// The checks, with their texts.
+fn unique_id_text(id: &str) -> Result<(), String> {
     if id.is_empty() || id.chars().count() > 64 {
         return Err(format!(
             "1 validation error detected: Value '{id}' at 'uniqueId' failed to satisfy constraint: Member must have length between 1 and 64"
@@ -96,7 +121,12 @@ pub fn check_unique_id(id: &str) -> Result<(), String> {
 impl Signal {
     /// Reads a body PUT to a handle's URL. `next_id` names a signal that
     /// carries no id (Heat numbers them).
-    pub fn parse(body: &[u8], next_id: impl FnOnce() -> String) -> Result<Signal, String> {
+    pub fn parse(body: &[u8], next_id: impl FnOnce() -> String) -> Result<Signal, SignalError> {
+        Self::parse_body(body, next_id).map_err(SignalError::InvalidSignal)
+    }
+
+    /// The checks, with their texts.
+    fn parse_body(body: &[u8], next_id: impl FnOnce() -> String) -> Result<Signal, String> {
         let value: Value = serde_json::from_slice(body).map_err(|e| {
             format!("the signal is not JSON ({e}); send {{\"Status\":\"SUCCESS\",\"Reason\":\"…\",\"UniqueId\":\"…\",\"Data\":\"…\"}}")
         })?;
@@ -116,11 +146,11 @@ impl Signal {
                 })
         };
         let status = match field("Status", "status") {
-            Some(s) => SignalStatus::parse(&s)?,
+            Some(s) => SignalStatus::parse_text(&s)?,
             None => return Err("the signal has no Status (SUCCESS or FAILURE)".into()),
         };
         let unique_id = field("UniqueId", "id").unwrap_or_else(next_id);
-        check_unique_id(&unique_id)?;
+        unique_id_text(&unique_id)?;
         Ok(Signal {
             status,
             reason: field("Reason", "reason"),
@@ -150,7 +180,15 @@ pub enum WaitKind {
 }
 
 /// A resource's `CreationPolicy.ResourceSignal`, if it has one.
-pub fn creation_policy(policy: Option<&Value>, logical_id: &str) -> Result<Option<Wait>, String> {
+pub fn creation_policy(
+    policy: Option<&Value>,
+    logical_id: &str,
+) -> Result<Option<Wait>, SignalError> {
+    creation_policy_text(policy, logical_id).map_err(SignalError::InvalidCreationPolicy)
+}
+
+/// The checks, with their texts.
+fn creation_policy_text(policy: Option<&Value>, logical_id: &str) -> Result<Option<Wait>, String> {
     let Some(signal) = policy.and_then(|p| p.get("ResourceSignal")) else {
         return Ok(None);
     };
@@ -200,7 +238,12 @@ pub fn creation_policy(policy: Option<&Value>, logical_id: &str) -> Result<Optio
 
 /// A WaitCondition's own wait, from its evaluated properties (used when it
 /// has no CreationPolicy).
-pub fn wait_condition(properties: &Map<String, Value>) -> Result<Wait, String> {
+pub fn wait_condition(properties: &Map<String, Value>) -> Result<Wait, SignalError> {
+    wait_condition_text(properties).map_err(SignalError::InvalidWaitCondition)
+}
+
+/// The checks, with their texts.
+fn wait_condition_text(properties: &Map<String, Value>) -> Result<Wait, String> {
     if !properties.contains_key("Handle") {
         return Err("Property Handle cannot be empty.".into());
     }
@@ -355,6 +398,12 @@ pub fn event_reason(signal: &SignalRecord) -> String {
     )
 }
 
+/// The callback listener could not be reached (or started) to sign or
+/// read a handle's URL; the cause is the listener's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the callback listener cannot be reached: {0}")]
+pub struct ListenerUnavailable(pub String);
+
 /// Whose wait condition handle a `Handle` URL is: the engine asks this of
 /// the process's callback listener (which signs the URLs), handed to it as
 /// a value, so the engine knows no HTTP.
@@ -363,11 +412,18 @@ pub trait HandleUrls: Send + Sync {
     /// The handle's (stack id, logical id) when `url` is a handle URL of
     /// this state, `None` when it is not, `Err` when the listener cannot be
     /// reached to tell.
-    async fn handle_target(&self, url: &str) -> Result<Option<(String, String)>, String>;
+    async fn handle_target(
+        &self,
+        url: &str,
+    ) -> Result<Option<(String, String)>, ListenerUnavailable>;
 
     /// The signed URL of the handle `logical_id` of stack `stack_id`
     /// (its physical id), `Err` when the listener cannot be started.
-    async fn handle_url(&self, stack_id: &str, logical_id: &str) -> Result<String, String>;
+    async fn handle_url(
+        &self,
+        stack_id: &str,
+        logical_id: &str,
+    ) -> Result<String, ListenerUnavailable>;
 }
 
 /// The provider behind the two wait condition types (`engine:signals`):
@@ -484,12 +540,14 @@ mod tests {
         assert!(
             Signal::parse(br#"{"Status":"MAYBE","UniqueId":"a"}"#, || "1".into())
                 .unwrap_err()
+                .to_string()
                 .contains("[SUCCESS, FAILURE]")
         );
         assert!(Signal::parse(b"not json", || "1".into()).is_err());
         let long = format!(r#"{{"Status":"SUCCESS","UniqueId":"{}"}}"#, "x".repeat(65));
         assert!(Signal::parse(long.as_bytes(), || "1".into())
             .unwrap_err()
+            .to_string()
             .contains("between 1 and 64"));
     }
 
@@ -502,6 +560,7 @@ mod tests {
         let bad = json!({"ResourceSignal": {"Timeout": "PT13H"}});
         assert!(creation_policy(Some(&bad), "R")
             .unwrap_err()
+            .to_string()
             .contains("PT12H"));
         let zero = json!({"ResourceSignal": {"Count": 0}});
         assert!(creation_policy(Some(&zero), "R").is_err());

@@ -122,29 +122,48 @@ impl fmt::Display for Denial {
     }
 }
 
+/// Why a stack policy cannot be read: what is wrong, and where.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    #[error("the stack policy is not a JSON document: {0}")]
+    NotJson(String),
+    #[error("the stack policy must be a JSON object with a Statement list")]
+    NotAnObject,
+    #[error("the stack policy has an unknown key {0}: only Statement is allowed")]
+    UnknownKey(String),
+    #[error("the stack policy must have a Statement list")]
+    NoStatements,
+    /// A statement (numbered from 1, as CloudFormation's denials name them).
+    #[error("Statement [#{index}]: {reason}")]
+    Statement { index: usize, reason: String },
+}
+
 impl StackPolicy {
     /// Parses and checks a policy document; the error says what is wrong
     /// and where (`Statement [#2]`).
-    pub fn parse(body: &str) -> Result<StackPolicy, String> {
-        let doc: Value = serde_json::from_str(body)
-            .map_err(|e| format!("the stack policy is not a JSON document: {e}"))?;
+    pub fn parse(body: &str) -> Result<StackPolicy, PolicyError> {
+        let doc: Value =
+            serde_json::from_str(body).map_err(|e| PolicyError::NotJson(e.to_string()))?;
         let Some(doc) = doc.as_object() else {
-            return Err("the stack policy must be a JSON object with a Statement list".into());
+            return Err(PolicyError::NotAnObject);
         };
         if let Some(other) = doc.keys().find(|k| *k != "Statement") {
-            return Err(format!(
-                "the stack policy has an unknown key {other}: only Statement is allowed"
-            ));
+            return Err(PolicyError::UnknownKey(other.clone()));
         }
         let statements = match doc.get("Statement") {
             Some(Value::Array(list)) => list.iter().collect::<Vec<_>>(),
             Some(one @ Value::Object(_)) => vec![one],
-            _ => return Err("the stack policy must have a Statement list".into()),
+            _ => return Err(PolicyError::NoStatements),
         };
         let statements = statements
             .into_iter()
             .enumerate()
-            .map(|(i, s)| statement(s).map_err(|e| format!("Statement [#{}]: {e}", i + 1)))
+            .map(|(i, s)| {
+                statement(s).map_err(|reason| PolicyError::Statement {
+                    index: i + 1,
+                    reason,
+                })
+            })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(StackPolicy { statements })
     }
@@ -406,7 +425,8 @@ mod tests {
 
     #[test]
     fn refusals_name_the_statement_and_the_fault() {
-        let err = |body: &str| StackPolicy::parse(body).unwrap_err();
+        let err = |body: &str| StackPolicy::parse(body).unwrap_err().to_string();
+        assert_eq!(StackPolicy::parse("[]"), Err(PolicyError::NotAnObject));
         assert_eq!(
             err("[]"),
             "the stack policy must be a JSON object with a Statement list"

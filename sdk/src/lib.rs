@@ -26,8 +26,8 @@ pub use provider::{
     ResourceProvider, ResourceTags, StatusRequest, UpdateRequest, UpdateResult,
 };
 pub use schema::{
-    is_unresolved_intrinsic, AttributeSchema, PropertySchema, PropertyType, ResourceSchema,
-    SchemaError, UpdateBehavior,
+    is_unresolved_intrinsic, AttributeSchema, IdentifierError, PropertySchema, PropertyType,
+    ResourceSchema, SchemaError, UpdateBehavior,
 };
 
 /// Re-exported so `#[cairn_sdk::async_trait]` works without a direct dependency.

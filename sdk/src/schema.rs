@@ -185,6 +185,21 @@ fn default_ref() -> String {
     "the physical resource id".into()
 }
 
+/// Why a `ResourceIdentifier` names no physical resource of a type.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IdentifierError {
+    #[error("{type_name} declares no primary identifier: it cannot be imported")]
+    NotImportable { type_name: String },
+    #[error("{name} is not a primary identifier of {type_name} (its identifier: {identifier})")]
+    NotAnIdentifier {
+        name: String,
+        type_name: String,
+        identifier: String,
+    },
+    #[error("the ResourceIdentifier of a {type_name} needs {name}")]
+    Missing { name: String, type_name: String },
+}
+
 /// One way a resource's properties fail their schema. The messages follow
 /// CloudFormation's resource-schema validation texts.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -235,22 +250,21 @@ impl ResourceSchema {
     pub fn physical_id_of(
         &self,
         identifier: &serde_json::Map<String, serde_json::Value>,
-    ) -> Result<String, String> {
+    ) -> Result<String, IdentifierError> {
         if self.primary_identifier.is_empty() {
-            return Err(format!(
-                "{} declares no primary identifier: it cannot be imported",
-                self.type_name
-            ));
+            return Err(IdentifierError::NotImportable {
+                type_name: self.type_name.clone(),
+            });
         }
         if let Some(extra) = identifier
             .keys()
             .find(|k| !self.primary_identifier.contains(k))
         {
-            return Err(format!(
-                "{extra} is not a primary identifier of {} (its identifier: {})",
-                self.type_name,
-                self.primary_identifier.join(", ")
-            ));
+            return Err(IdentifierError::NotAnIdentifier {
+                name: extra.clone(),
+                type_name: self.type_name.clone(),
+                identifier: self.primary_identifier.join(", "),
+            });
         }
         let mut parts = Vec::new();
         for name in &self.primary_identifier {
@@ -258,10 +272,10 @@ impl ResourceSchema {
                 Some(serde_json::Value::String(s)) if !s.is_empty() => parts.push(s.clone()),
                 Some(serde_json::Value::Number(n)) => parts.push(n.to_string()),
                 _ => {
-                    return Err(format!(
-                        "the ResourceIdentifier of a {} needs {name}",
-                        self.type_name
-                    ))
+                    return Err(IdentifierError::Missing {
+                        name: name.clone(),
+                        type_name: self.type_name.clone(),
+                    })
                 }
             }
         }
@@ -482,17 +496,25 @@ mod tests {
             two.physical_id_of(&obj(json!({"Table": "t", "Db": "d"}))),
             Ok("d|t".into())
         );
+        let text = |r: Result<String, IdentifierError>| r.unwrap_err().to_string();
         assert_eq!(
             two.physical_id_of(&obj(json!({"Db": "d"}))),
-            Err("the ResourceIdentifier of a T::Y needs Table".into())
+            Err(IdentifierError::Missing {
+                name: "Table".into(),
+                type_name: "T::Y".into()
+            })
         );
         assert_eq!(
-            one.physical_id_of(&obj(json!({"Name": "a", "Id": "b"}))),
-            Err("Id is not a primary identifier of T::X (its identifier: Name)".into())
+            text(two.physical_id_of(&obj(json!({"Db": "d"})))),
+            "the ResourceIdentifier of a T::Y needs Table"
         );
         assert_eq!(
-            ResourceSchema::new("T::Z").physical_id_of(&obj(json!({"Name": "a"}))),
-            Err("T::Z declares no primary identifier: it cannot be imported".into())
+            text(one.physical_id_of(&obj(json!({"Name": "a", "Id": "b"})))),
+            "Id is not a primary identifier of T::X (its identifier: Name)"
+        );
+        assert_eq!(
+            text(ResourceSchema::new("T::Z").physical_id_of(&obj(json!({"Name": "a"})))),
+            "T::Z declares no primary identifier: it cannot be imported"
         );
         // It travels in the schema's JSON (a handler's /schema).
         let wire = serde_json::to_value(&two).unwrap_or_default();

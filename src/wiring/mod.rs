@@ -13,7 +13,7 @@ use cairn_core::config::WebhookConfig;
 use cairn_core::metrics::Metrics;
 use cairn_core::nested::HttpsGet;
 use cairn_core::shared::Shared;
-use cairn_core::shared::{HttpProbe, WebhookPoster};
+use cairn_core::shared::{HttpError, HttpProbe, PostError, WebhookPoster};
 use cairn_core::store::Store;
 use cairn_webhook::callback::Callbacks;
 use cairn_webhook::DeliveryCounter;
@@ -73,7 +73,7 @@ impl WebhookPoster for SignedPosts {
         secret: Option<&str>,
         body: Vec<u8>,
         timeout: Duration,
-    ) -> Result<Vec<u8>, String> {
+    ) -> Result<Vec<u8>, PostError> {
         cairn_webhook::post_signed(
             url,
             secret.map(str::as_bytes),
@@ -82,6 +82,7 @@ impl WebhookPoster for SignedPosts {
             self.0.as_ref(),
         )
         .await
+        .map_err(|e| PostError(e.to_string()))
     }
 }
 
@@ -91,16 +92,17 @@ async fn get_with_webhook_client(
     url: &str,
     timeout: Duration,
     purpose: &str,
-) -> Result<(u16, Vec<u8>), String> {
-    let client = cairn_webhook::tls::client(None, purpose).map_err(|e| e.to_string())?;
+) -> Result<(u16, Vec<u8>), HttpError> {
+    let failed = |e: &dyn std::fmt::Display| HttpError::new(url, e);
+    let client = cairn_webhook::tls::client(None, purpose).map_err(|e| failed(&e))?;
     let answer = client
         .get(url)
         .timeout(timeout)
         .send()
         .await
-        .map_err(|e| format!("{url}: {e}"))?;
+        .map_err(|e| failed(&e))?;
     let status = answer.status().as_u16();
-    let bytes = answer.bytes().await.map_err(|e| format!("{url}: {e}"))?;
+    let bytes = answer.bytes().await.map_err(|e| failed(&e))?;
     Ok((status, bytes.to_vec()))
 }
 
@@ -110,7 +112,7 @@ struct TriggersOverHttp;
 
 #[async_trait::async_trait]
 impl HttpProbe for TriggersOverHttp {
-    async fn get(&self, url: &str, timeout: Duration) -> Result<(u16, Vec<u8>), String> {
+    async fn get(&self, url: &str, timeout: Duration) -> Result<(u16, Vec<u8>), HttpError> {
         get_with_webhook_client(url, timeout, "rollback triggers").await
     }
 }
@@ -121,10 +123,10 @@ struct TemplatesOverHttps;
 
 #[async_trait::async_trait]
 impl HttpsGet for TemplatesOverHttps {
-    async fn get(&self, url: &str, timeout: Duration) -> Result<Vec<u8>, String> {
+    async fn get(&self, url: &str, timeout: Duration) -> Result<Vec<u8>, HttpError> {
         match get_with_webhook_client(url, timeout, "nested templates").await? {
             (200..=299, body) => Ok(body),
-            (status, _) => Err(format!("{url}: HTTP status {status}")),
+            (status, _) => Err(HttpError::new(url, format!("HTTP status {status}"))),
         }
     }
 }

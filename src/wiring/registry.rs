@@ -149,7 +149,7 @@ fn start(
             process.deliveries(),
         );
         let remote = block_on_startup(connect)
-            .map_err(&refuse)?
+            .map_err(|e| refuse(e.to_string()))?
             .map_err(|e| refuse(e.to_string()))?;
         let remote = per_entry(name, p.timeout_seconds, None, Arc::new(remote));
         return types_of(

@@ -2,9 +2,19 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+/// Why `Fn::Cidr`'s arguments cannot make subnets (the message says which).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct CidrError(pub String);
+
 /// Returns the subnets in order from the start of `block`, or a message saying
 /// why the arguments cannot work.
-pub fn subnets(block: &str, count: u64, cidr_bits: u32) -> Result<Vec<String>, String> {
+pub fn subnets(block: &str, count: u64, cidr_bits: u32) -> Result<Vec<String>, CidrError> {
+    subnets_text(block, count, cidr_bits).map_err(CidrError)
+}
+
+/// [`subnets`], its texts.
+fn subnets_text(block: &str, count: u64, cidr_bits: u32) -> Result<Vec<String>, String> {
     let (addr, prefix) = block.split_once('/').ok_or_else(|| {
         format!("Fn::Cidr: '{block}' is not a CIDR block (write e.g. 10.0.0.0/16)")
     })?;
@@ -90,6 +100,7 @@ mod tests {
     fn errors() {
         assert!(subnets("10.0.0.0/24", 9, 5)
             .unwrap_err()
+            .0
             .contains("holds only 8 subnets"));
         assert!(subnets("10.0.0.0", 1, 5).is_err());
         assert!(subnets("10.0.0.0/24", 1, 9).is_err());

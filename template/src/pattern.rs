@@ -22,9 +22,20 @@ pub enum Dialect {
     Python,
 }
 
+/// An AllowedPattern that does not compile (the regular expression's own
+/// error, in the dialect it was written in).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct PatternError(pub String);
+
 impl AllowedPattern {
     /// Compiles `pattern`, written in `dialect`.
-    pub fn new(pattern: &str, dialect: Dialect) -> Result<AllowedPattern, String> {
+    pub fn new(pattern: &str, dialect: Dialect) -> Result<AllowedPattern, PatternError> {
+        Self::compile(pattern, dialect).map_err(PatternError)
+    }
+
+    /// [`AllowedPattern::new`], its texts.
+    fn compile(pattern: &str, dialect: Dialect) -> Result<AllowedPattern, String> {
         let rust = match dialect {
             Dialect::Java => javaish(pattern),
             Dialect::Python => pythonish(pattern),

@@ -284,17 +284,28 @@ async fn serve_both(tcp: tokio::net::TcpListener, app: Router, tls: tokio_rustls
     }
 }
 
+fn unavailable(e: impl std::fmt::Display) -> cairn_model::signal::ListenerUnavailable {
+    cairn_model::signal::ListenerUnavailable(e.to_string())
+}
+
 /// The engine asks the process's listener whose handle a URL is (the
 /// listener signs handle URLs, so only it can tell).
 #[async_trait::async_trait]
 impl cairn_model::signal::HandleUrls for Callbacks {
-    async fn handle_url(&self, stack_id: &str, logical_id: &str) -> Result<String, String> {
-        let listener = self.listener().await.map_err(|e| e.to_string())?;
+    async fn handle_url(
+        &self,
+        stack_id: &str,
+        logical_id: &str,
+    ) -> Result<String, cairn_model::signal::ListenerUnavailable> {
+        let listener = self.listener().await.map_err(unavailable)?;
         Ok(listener.handle_url(stack_id, logical_id))
     }
 
-    async fn handle_target(&self, url: &str) -> Result<Option<(String, String)>, String> {
-        let listener = self.listener().await.map_err(|e| e.to_string())?;
+    async fn handle_target(
+        &self,
+        url: &str,
+    ) -> Result<Option<(String, String)>, cairn_model::signal::ListenerUnavailable> {
+        let listener = self.listener().await.map_err(unavailable)?;
         Ok(listener.handle_target(url))
     }
 }
@@ -468,7 +479,7 @@ impl CallbackListener {
     /// it ([`CallbackListener::never_sent`]). Without a shared state there
     /// is nothing to record. Kept beside the responses, under a key no
     /// response has.
-    pub async fn note_sending(&self, request_id: &str) -> Result<(), String> {
+    pub(crate) async fn note_sending(&self, request_id: &str) -> Result<(), String> {
         let Some(store) = &self.store else {
             return Ok(());
         };

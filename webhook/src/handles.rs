@@ -59,7 +59,7 @@ pub async fn accept_handle_signal(
             numbered = true;
             (kept + 1).to_string()
         })
-        .map_err(SignalError::Invalid)?;
+        .map_err(|e| SignalError::Invalid(e.to_string()))?;
         let record = SignalRecord {
             stack_id: stack.stack_id.clone(),
             logical_id: logical_id.to_string(),

@@ -24,7 +24,7 @@ mod delivery;
 pub mod handles;
 pub(crate) mod local_ca;
 pub mod remote;
-pub mod response;
+pub(crate) mod response;
 pub mod tls;
 
 pub use delivery::DeliveryCounter;
@@ -39,13 +39,20 @@ pub async fn post_signed(
     body: Vec<u8>,
     timeout: std::time::Duration,
     metrics: &dyn DeliveryCounter,
-) -> Result<Vec<u8>, String> {
-    let client = tls::client(None, url).map_err(|e| e.to_string())?;
+) -> Result<Vec<u8>, DeliveryError> {
+    let client = tls::client(None, url).map_err(|e| DeliveryError(e.to_string()))?;
     let deadline = tokio::time::Instant::now() + timeout;
     delivery::deliver(&client, url, secret, body.into(), deadline, metrics)
         .await
         .map(|b| b.to_vec())
+        .map_err(DeliveryError)
 }
+
+/// A signed POST no handler accepted before its deadline: the last
+/// attempt's reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct DeliveryError(pub String);
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};

@@ -28,14 +28,19 @@ fn value_of(p: &PropertySchema, n: usize) -> Option<Value> {
     })
 }
 
+/// A required property no value can be derived for.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "no create input given and none can be derived for property {0}; give one with --properties"
+)]
+pub struct NoInputFor(pub String);
+
 /// The required properties, each with a value of its type; an error names
 /// the property no value can be made for.
-pub fn create_input(schema: &ResourceSchema) -> Result<Map<String, Value>, String> {
+pub fn create_input(schema: &ResourceSchema) -> Result<Map<String, Value>, NoInputFor> {
     let mut out = Map::new();
     for (name, p) in schema.properties.iter().filter(|(_, p)| p.required) {
-        let v = value_of(p, 1).ok_or_else(|| {
-            format!("no create input given and none can be derived for property {name}; give one with --properties")
-        })?;
+        let v = value_of(p, 1).ok_or_else(|| NoInputFor(name.clone()))?;
         out.insert(name.clone(), v);
     }
     Ok(out)

@@ -115,7 +115,7 @@ pub async fn run(target: &Target<'_>, inputs: &Inputs) -> Vec<TestReport> {
             return run.reports;
         }
         Err(why) => {
-            run.skip_all(&why);
+            run.skip_all(&why.to_string());
             return run.reports;
         }
     };

@@ -85,10 +85,10 @@ impl ChangeSets<'_> {
             )));
         }
         if let Some(c) = &input.rollback_configuration {
-            c.check().map_err(EngineError::Validation)?;
+            c.check()?;
         }
         if let Some(t) = &input.notification_arns {
-            crate::notifications::check_targets(t).map_err(EngineError::Validation)?;
+            crate::notifications::check_targets(t)?;
         }
         let existing = self.store.find_stack(&input.stack_name).await?;
         let in_review = existing

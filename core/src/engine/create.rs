@@ -45,10 +45,9 @@ impl Creates<'_> {
             super::stack_policy::parse(p, "StackPolicyBody")?;
         }
         if let Some(c) = &input.rollback_configuration {
-            c.check().map_err(EngineError::Validation)?;
+            c.check()?;
         }
-        crate::notifications::check_targets(&input.notification_arns)
-            .map_err(EngineError::Validation)?;
+        crate::notifications::check_targets(&input.notification_arns)?;
         if self.store.find_stack(&input.stack_name).await?.is_some() {
             return Err(StoreError::StackExists(input.stack_name.clone()).into());
         }

@@ -105,8 +105,7 @@ impl Imports<'_> {
             &prepared.changes,
             Some(&current.outputs),
             &*self.registry,
-        )
-        .map_err(EngineError::Validation)?;
+        )?;
         self.refuse_owned(&adoptions).await?;
         self.read_each(&prepared.stack, &adoptions).await?;
         Ok((prepared, adoptions))
@@ -183,8 +182,7 @@ impl Imports<'_> {
             })
             .collect();
         let adoptions =
-            crate::import::check(&template, &input.resources, &changes, None, &*self.registry)
-                .map_err(EngineError::Validation)?;
+            crate::import::check(&template, &input.resources, &changes, None, &*self.registry)?;
         let ts = now();
         let stack = StackRecord {
             stack_id: stack_id.to_string(),

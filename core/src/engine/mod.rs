@@ -111,6 +111,21 @@ pub enum EngineError {
     /// `InsufficientCapabilitiesException`).
     #[error("{0}")]
     InsufficientCapabilities(String),
+    /// Notification targets that cannot be taken.
+    #[error(transparent)]
+    NotificationTargets(#[from] crate::notifications::TargetError),
+    /// A rollback configuration that cannot be taken.
+    #[error(transparent)]
+    RollbackTriggers(#[from] crate::rollback_triggers::TriggerError),
+    /// Resources to import that cannot be imported.
+    #[error(transparent)]
+    Import(#[from] crate::import::ImportError),
+    /// A refactor that cannot be made.
+    #[error(transparent)]
+    Refactor(#[from] crate::refactor::RefactorError),
+    /// A signal that cannot be taken.
+    #[error(transparent)]
+    Signal(#[from] crate::signal::SignalError),
 }
 
 /// What `cairn deploy` asks for when the stack does not exist.

@@ -123,7 +123,7 @@ impl NestedStacks<'_> {
                     stack_name: name.clone(),
                     template_body: template.body.clone(),
                     parameters: nested::child_parameters(&r.logical_id, &r.properties)
-                        .map_err(invalid)?,
+                        .map_err(|e| invalid(e.0))?,
                     on_failure: OnFailure::Rollback,
                     tags: child_tags(&r.properties).unwrap_or_else(|| op.stack.tags.clone()),
                     timeout_minutes: nested::timeout_minutes(&r.properties),
@@ -245,7 +245,7 @@ impl NestedStacks<'_> {
                     op.nested.child(&rec.logical_id).map(|t| t.body.clone())
                 },
                 parameters: nested::child_parameters(&rec.logical_id, properties)
-                    .map_err(invalid)?
+                    .map_err(|e| invalid(e.0))?
                     .into_iter()
                     .map(|(k, v)| (k, ParameterInput::Value(v)))
                     .collect(),

@@ -45,7 +45,7 @@ impl Engine {
         let Some(targets) = targets else {
             return Ok(());
         };
-        check_targets(targets).map_err(EngineError::Validation)?;
+        check_targets(targets)?;
         self.store
             .set_notification_targets(stack_id, targets)
             .await?;

@@ -503,7 +503,7 @@ impl Refactors<'_> {
                     .collect(),
             })
             .collect();
-        let moves = resolve(&stacks, mappings)?;
+        let moves = resolve(&stacks, mappings).map_err(|e| e.0)?;
         // Each resource keeps its attributes where it goes.
         for s in sides {
             for r in &s.template.resources {

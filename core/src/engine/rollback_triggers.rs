@@ -132,22 +132,22 @@ impl Engine {
         let alarm = |why: String| Some(format!("Rollback trigger {t} is in ALARM: {why}. "));
         let probes = &self.shared.probes;
         match t.probe() {
-            Err(e) => unreadable(e),
+            Err(e) => unreadable(e.to_string()),
             Ok(Probe::Health { url }) => match probes.get(&url, PROBE_TIMEOUT).await {
                 Ok((status, _)) => match health_reading(status) {
                     Reading::Ok => None,
                     Reading::Alarm(why) => alarm(why),
                 },
-                Err(e) => unreadable(e),
+                Err(e) => unreadable(e.to_string()),
             },
             Ok(Probe::Alert { query, alert }) => match probes.get(&query, PROBE_TIMEOUT).await {
                 Ok((200..=299, body)) => match alert_reading(&body, &alert) {
                     Ok(Reading::Ok) => None,
                     Ok(Reading::Alarm(why)) => alarm(why),
-                    Err(e) => unreadable(e),
+                    Err(e) => unreadable(e.to_string()),
                 },
                 Ok((status, _)) => unreadable(format!("Alertmanager answered HTTP {status}")),
-                Err(e) => unreadable(e),
+                Err(e) => unreadable(e.to_string()),
             },
         }
     }

@@ -32,8 +32,8 @@ impl Signals<'_> {
         status: &str,
         reason: Option<String>,
     ) -> Result<(), EngineError> {
-        let status = SignalStatus::parse(status).map_err(EngineError::Validation)?;
-        signal::check_unique_id(unique_id).map_err(EngineError::Validation)?;
+        let status = SignalStatus::parse(status)?;
+        signal::check_unique_id(unique_id)?;
         let Some(stack) = self.store.find_stack(stack_name).await? else {
             return Err(StoreError::NoSuchStack(stack_name.to_string()).into());
         };
@@ -79,7 +79,9 @@ impl Signals<'_> {
         let Some(r) = op.template.resource(logical_id) else {
             return Ok(None);
         };
-        if let Some(wait) = signal::creation_policy(r.creation_policy.as_ref(), logical_id)? {
+        if let Some(wait) = signal::creation_policy(r.creation_policy.as_ref(), logical_id)
+            .map_err(|e| e.to_string())?
+        {
             return Ok(Some((
                 wait,
                 (op.stack.stack_id.clone(), logical_id.to_string()),
@@ -88,12 +90,17 @@ impl Signals<'_> {
         if !signal::is_wait_condition(self.registry.canonical(&r.type_name)) {
             return Ok(None);
         }
-        let wait = signal::wait_condition(properties)?;
+        let wait = signal::wait_condition(properties).map_err(|e| e.to_string())?;
         let url = properties
             .get("Handle")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        let handle = self.shared.handles.handle_target(url).await?;
+        let handle = self
+            .shared
+            .handles
+            .handle_target(url)
+            .await
+            .map_err(|e| e.to_string())?;
         let handle = handle.ok_or_else(|| {
             format!(
                 "Handle of {logical_id} is not the URL of a wait condition handle of this Cairn state: {}; use !Ref of an AWS::CloudFormation::WaitConditionHandle",

@@ -382,7 +382,7 @@ impl Updates<'_> {
             .refuse_nested_named(&input.stack_name, "update")
             .await?;
         if let Some(t) = &input.notification_arns {
-            crate::notifications::check_targets(t).map_err(EngineError::Validation)?;
+            crate::notifications::check_targets(t)?;
         }
         let prepared = self.prepare_update(input).await?;
         // New tags alone are an update (CloudFormation's too).
@@ -435,7 +435,7 @@ impl Updates<'_> {
             }
         }
         if let Some(c) = &input.rollback_configuration {
-            c.check().map_err(EngineError::Validation)?;
+            c.check()?;
         }
         let (stack_rx, live) = read_live_state(self.store.clone(), input.stack_name.clone());
         let empty = crate::stack::TemplateContext::default();

@@ -162,20 +162,27 @@ pub fn off_the_workers<T>(f: impl FnOnce() -> T) -> T {
     }
 }
 
+/// Why a provider's start could not be run to completion.
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    #[error("cannot read the provider's types from inside a single-threaded runtime")]
+    SingleThreaded,
+    #[error("cannot start a runtime to read the provider's types: {0}")]
+    NoRuntime(std::io::Error),
+}
+
 /// Runs `f` to completion from code that may or may not be inside the
 /// runtime (a lookup that starts a provider is synchronous).
-pub fn block_on_startup<F: std::future::Future>(f: F) -> Result<F::Output, String> {
+pub fn block_on_startup<F: std::future::Future>(f: F) -> Result<F::Output, StartupError> {
     match tokio::runtime::Handle::try_current() {
         Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
             Ok(tokio::task::block_in_place(|| h.block_on(f)))
         }
-        Ok(_) => Err(
-            "cannot read the provider's types from inside a single-threaded runtime".to_string(),
-        ),
+        Ok(_) => Err(StartupError::SingleThreaded),
         Err(_) => tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map(|rt| rt.block_on(f))
-            .map_err(|e| format!("cannot start a runtime to read the provider's types: {e}")),
+            .map_err(StartupError::NoRuntime),
     }
 }

@@ -66,6 +66,15 @@ pub enum RegistryError {
     AliasShadowsType { alias: String },
     #[error("provider {name} cannot start: {message}")]
     Provider { name: String, message: String },
+    #[error("no provider is named {0}")]
+    NoSuchProvider(String),
+    /// A provider that started and serves no type: nothing of it can be
+    /// reached.
+    #[error("provider {0} serves no resource types, so Cairn cannot reach it")]
+    ServesNoType(String),
+    /// Why a configured provider did not start (its own words).
+    #[error("{0}")]
+    DidNotStart(String),
 }
 
 pub use lazy::{LazyProvider, ProviderStatus, Starter};
@@ -288,24 +297,22 @@ impl Registry {
     /// The provider registered or configured under `name` (a `[[providers]]`
     /// entry's name, started if it has not), for what is not a resource
     /// type's call: its macros. Why not, when it cannot be had.
-    pub fn provider_named(&self, name: &str) -> Result<Arc<dyn ResourceProvider>, String> {
+    pub fn provider_named(&self, name: &str) -> Result<Arc<dyn ResourceProvider>, RegistryError> {
         if let Some(t) = self.types.values().find(|t| t.provider_name == name) {
             return Ok(t.provider.clone());
         }
         let Some(lazy) = self.lazy.iter().find(|l| l.name() == name) else {
-            return Err(format!("no provider is named {name}"));
+            return Err(RegistryError::NoSuchProvider(name.to_string()));
         };
         lazy.start_now(&self.types, &self.lazy);
         if let Some(cause) = lazy.failure() {
-            return Err(cause);
+            return Err(RegistryError::DidNotStart(cause));
         }
         lazy.started_types()
             .into_values()
             .next()
             .map(|t| t.provider.clone())
-            .ok_or_else(|| {
-                format!("provider {name} serves no resource types, so Cairn cannot reach it")
-            })
+            .ok_or_else(|| RegistryError::ServesNoType(name.to_string()))
     }
 
     /// Why `type_name` is unavailable, when a provider that may serve it

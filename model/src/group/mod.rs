@@ -9,3 +9,14 @@ pub mod state;
 pub mod types;
 
 pub use types::{is_group, GroupTypes, DEFAULT_ALIASES};
+
+/// Why a group's properties or update policy cannot be taken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GroupError {
+    /// Its properties (sizes, the launch configuration, removal policies).
+    #[error("{0}")]
+    InvalidProperties(String),
+    /// Its UpdatePolicy's RollingUpdate (batch sizes, PauseTime).
+    #[error("{0}")]
+    InvalidUpdatePolicy(String),
+}

@@ -56,6 +56,14 @@ const MAX_PAUSE: Duration = Duration::from_secs(3600);
 pub fn rolling_update(
     update_policy: Option<&Value>,
     logical_id: &str,
+) -> Result<Option<RollingUpdate>, super::GroupError> {
+    rolling_update_text(update_policy, logical_id).map_err(super::GroupError::InvalidUpdatePolicy)
+}
+
+/// [`rolling_update`], its texts.
+fn rolling_update_text(
+    update_policy: Option<&Value>,
+    logical_id: &str,
 ) -> Result<Option<RollingUpdate>, String> {
     let Some(policy) = update_policy else {
         return Ok(None);
@@ -139,7 +147,7 @@ fn iso_only(logical_id: &str) -> String {
 
 /// An ISO 8601 duration of hours, minutes and seconds (`PT30S`, `PT1M30S`),
 /// at most one hour.
-pub fn pause_time(text: &str, logical_id: &str) -> Result<Duration, String> {
+pub(crate) fn pause_time(text: &str, logical_id: &str) -> Result<Duration, String> {
     let span: jiff::Span = text.parse().map_err(|_| iso_only(logical_id))?;
     if !text.starts_with("PT")
         || span.get_years() != 0
@@ -189,6 +197,7 @@ mod tests {
         let p = json!({"RollingUpdate": {"MinSuccessfulInstancesPercent": 101}});
         assert!(rolling_update(Some(&p), "G")
             .unwrap_err()
+            .to_string()
             .contains("from 0 to 100"));
         let p = json!({"AutoScalingRollingUpdate": {"MaxBatchSize": 2}});
         assert_eq!(
@@ -229,7 +238,9 @@ mod tests {
         let p = json!({"RollingUpdate": {"MaxBatchSize": "0"}});
         assert_eq!(
             rolling_update(Some(&p), "G").unwrap_err(),
-            "UpdatePolicy.RollingUpdate.MaxBatchSize of G must be an integer of at least 1, not \"0\""
+            super::super::GroupError::InvalidUpdatePolicy(
+                "UpdatePolicy.RollingUpdate.MaxBatchSize of G must be an integer of at least 1, not \"0\"".into()
+            )
         );
     }
 }

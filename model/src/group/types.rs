@@ -67,6 +67,15 @@ pub fn spec(
     canonical_type: &str,
     logical_id: &str,
     props: &Map<String, Value>,
+) -> Result<GroupSpec, super::GroupError> {
+    spec_text(canonical_type, logical_id, props).map_err(super::GroupError::InvalidProperties)
+}
+
+/// [`spec`], its texts.
+fn spec_text(
+    canonical_type: &str,
+    logical_id: &str,
+    props: &Map<String, Value>,
 ) -> Result<GroupSpec, String> {
     let launch_configuration = props
         .get("LaunchConfigurationName")
@@ -399,14 +408,16 @@ mod tests {
             "Asg",
             &props(json!({"LaunchConfigurationName": "lc", "MinSize": 3, "MaxSize": 2})),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert_eq!(e, "Asg: MinSize can not be greater than MaxSize");
         let e = spec(
             AUTO_SCALING_GROUP,
             "Asg",
             &props(json!({"LaunchConfigurationName": "lc", "MinSize": 1, "MaxSize": 2, "DesiredCapacity": 5})),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert_eq!(
             e,
             "Asg: DesiredCapacity must be between MinSize and MaxSize"

@@ -135,10 +135,23 @@ pub fn files_needed(body: &Value) -> Vec<String> {
     out
 }
 
+/// HOT environments that cannot be merged or applied (Heat's texts).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct EnvironmentError(pub String);
+
 /// Applies HOT environments (in order, later ones winning) to a template's
 /// context: the merged environment is kept with it, and its `parameters`
 /// are returned as values for the template (explicit values win over them).
 pub fn apply_environments(
+    context: &mut crate::TemplateContext,
+    envs: &[Value],
+) -> Result<BTreeMap<String, String>, EnvironmentError> {
+    apply_environments_text(context, envs).map_err(EnvironmentError)
+}
+
+/// [`apply_environments`], its texts.
+fn apply_environments_text(
     context: &mut crate::TemplateContext,
     envs: &[Value],
 ) -> Result<BTreeMap<String, String>, String> {
@@ -146,7 +159,7 @@ pub fn apply_environments(
     if envs.is_empty() {
         return Ok(parameters);
     }
-    let merged = merge_environments(envs)?;
+    let merged = merge_environments_text(envs)?;
     if let Some(Value::Object(p)) = merged.get("parameters") {
         for (k, v) in p {
             parameters.insert(k.clone(), super::parameters::parameter_text(v));
@@ -200,7 +213,12 @@ pub fn provider_templates(env: &Value) -> Vec<String> {
 /// Merges HOT environment files in order, later ones winning (Heat's
 /// `-e a.yaml -e b.yaml`): maps merge key by key, `resource_registry`'s
 /// `resources` too; `event_sinks` add up.
-pub fn merge_environments(envs: &[Value]) -> Result<Value, String> {
+pub fn merge_environments(envs: &[Value]) -> Result<Value, EnvironmentError> {
+    merge_environments_text(envs).map_err(EnvironmentError)
+}
+
+/// [`merge_environments`], its texts.
+fn merge_environments_text(envs: &[Value]) -> Result<Value, String> {
     const SECTIONS: &[&str] = &[
         "parameters",
         "parameter_defaults",

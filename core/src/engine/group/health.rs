@@ -204,7 +204,7 @@ impl Groups<'_> {
         let physical = r.physical_id.clone().unwrap_or_default();
         let canonical = self.registry.canonical(&r.resource_type).to_string();
         let spec = types::spec(&canonical, &r.logical_id, &r.properties)
-            .map_err(ProviderError::invalid_request)?;
+            .map_err(|e| ProviderError::invalid_request(e.to_string()))?;
         let definition = self.launch_configuration(op, &r.logical_id, &spec).await?;
         let policy = self
             .rolling_policy(op, &r.logical_id)

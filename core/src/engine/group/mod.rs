@@ -138,7 +138,7 @@ impl Groups<'_> {
     ) -> Result<Map<String, Value>, ProviderError> {
         let canonical = self.registry.canonical(&r.resource_type).to_string();
         let spec = types::spec(&canonical, &r.logical_id, properties)
-            .map_err(ProviderError::invalid_request)?;
+            .map_err(|e| ProviderError::invalid_request(e.to_string()))?;
         let definition = self.launch_configuration(op, &r.logical_id, &spec).await?;
         let policy = self
             .rolling_policy(op, &r.logical_id)
@@ -176,7 +176,8 @@ impl Groups<'_> {
             }
             None => None,
         };
-        let found = policy::rolling_update(evaluated.as_ref(), logical_id)?;
+        let found =
+            policy::rolling_update(evaluated.as_ref(), logical_id).map_err(|e| e.to_string())?;
         if found.is_some() || op.stack.status != StackStatus::UpdateRollbackInProgress {
             return Ok(found);
         }

@@ -227,22 +227,36 @@ struct SimHandles;
 
 #[async_trait::async_trait]
 impl HandleUrls for SimHandles {
-    async fn handle_target(&self, url: &str) -> Result<Option<(String, String)>, String> {
+    async fn handle_target(
+        &self,
+        url: &str,
+    ) -> Result<Option<(String, String)>, crate::signal::ListenerUnavailable> {
         let target = url
             .strip_prefix("sim://handle/")
             .and_then(|r| r.rsplit_once('/'));
         Ok(target.map(|(stack, logical)| (stack.to_string(), logical.to_string())))
     }
 
-    async fn handle_url(&self, stack_id: &str, logical_id: &str) -> Result<String, String> {
+    async fn handle_url(
+        &self,
+        stack_id: &str,
+        logical_id: &str,
+    ) -> Result<String, crate::signal::ListenerUnavailable> {
         Ok(format!("sim://handle/{stack_id}/{logical_id}"))
     }
 }
 
 #[async_trait::async_trait]
 impl crate::nested::HttpsGet for NoHttps {
-    async fn get(&self, url: &str, _timeout: Duration) -> Result<Vec<u8>, String> {
-        Err(format!("{url}: the simulator fetches no https:// template"))
+    async fn get(
+        &self,
+        url: &str,
+        _timeout: Duration,
+    ) -> Result<Vec<u8>, crate::shared::HttpError> {
+        Err(crate::shared::HttpError::new(
+            url,
+            "the simulator fetches no https:// template",
+        ))
     }
 }
 
