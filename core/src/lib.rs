@@ -15,6 +15,7 @@
 pub use cairn_config as config;
 pub mod contract;
 pub mod engine;
+pub mod http;
 pub mod metrics;
 pub mod nested;
 #[cfg(test)]

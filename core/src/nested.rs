@@ -33,7 +33,7 @@ const FETCH_TIMEOUT: Duration = Duration::from_secs(20);
 pub trait HttpsGet: Send + Sync {
     /// The body, or why not: a failed request or a status that is not a
     /// success.
-    async fn get(&self, url: &str, timeout: Duration) -> Result<Vec<u8>, crate::shared::HttpError>;
+    async fn get(&self, url: &str, timeout: Duration) -> Result<Vec<u8>, crate::http::HttpError>;
 }
 
 /// Where relative TemplateURLs of a template are read from.
@@ -469,7 +469,7 @@ mod tests {
             &self,
             _url: &str,
             _timeout: Duration,
-        ) -> Result<Vec<u8>, crate::shared::HttpError> {
+        ) -> Result<Vec<u8>, crate::http::HttpError> {
             Ok(self.0.clone())
         }
     }

@@ -66,23 +66,7 @@ pub trait WebhookPoster: Send + Sync {
     ) -> Result<Vec<u8>, PostError>;
 }
 
-/// A request to a URL that got no usable answer: the URL and the cause
-/// (a connection refused, a timeout, a status that is not a success).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{url}: {cause}")]
-pub struct HttpError {
-    pub url: String,
-    pub cause: String,
-}
-
-impl HttpError {
-    pub fn new(url: &str, cause: impl std::fmt::Display) -> HttpError {
-        HttpError {
-            url: url.to_string(),
-            cause: cause.to_string(),
-        }
-    }
-}
+pub use crate::http::HttpError;
 
 /// A signed POST that got no accepted answer (the delivery's reason).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -248,12 +248,8 @@ impl HandleUrls for SimHandles {
 
 #[async_trait::async_trait]
 impl crate::nested::HttpsGet for NoHttps {
-    async fn get(
-        &self,
-        url: &str,
-        _timeout: Duration,
-    ) -> Result<Vec<u8>, crate::shared::HttpError> {
-        Err(crate::shared::HttpError::new(
+    async fn get(&self, url: &str, _timeout: Duration) -> Result<Vec<u8>, crate::http::HttpError> {
+        Err(crate::http::HttpError::new(
             url,
             "the simulator fetches no https:// template",
         ))
