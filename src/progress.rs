@@ -5,14 +5,14 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use cairn_core::stack::{EventRecord, STACK_TYPE};
+use cairn_core::stack::{EventRecord, EventStatus, STACK_TYPE};
 use indicatif::{ProgressBar, ProgressStyle};
 
 pub struct Progress {
     bar: ProgressBar,
     stack_status: String,
     /// Latest status of each resource seen in this operation.
-    resources: HashMap<String, String>,
+    resources: HashMap<String, EventStatus>,
     /// Of those, how many are in progress and how many failed: kept as
     /// events come, so an event costs the same at any stack size.
     active: usize,
@@ -173,13 +173,11 @@ impl Progress {
             text.push_str(&line);
             text.push('\n');
             if e.resource_type == STACK_TYPE && e.logical_id == e.stack_name {
-                self.stack_status = e.status.clone();
+                self.stack_status = e.status.to_string();
             } else {
-                let before = self
-                    .resources
-                    .insert(e.logical_id.clone(), e.status.clone());
-                self.tally(before.as_deref(), -1);
-                self.tally(Some(&e.status), 1);
+                let before = self.resources.insert(e.logical_id.clone(), e.status);
+                self.tally(before, -1);
+                self.tally(Some(e.status), 1);
             }
         }
         // Clears the spinner, prints, redraws it: lines never interleave.
@@ -193,10 +191,10 @@ impl Progress {
     }
 
     /// Adds (`by` 1) or removes (-1) a status from the counts.
-    fn tally(&mut self, status: Option<&str>, by: isize) {
+    fn tally(&mut self, status: Option<EventStatus>, by: isize) {
         let slot = match status {
-            Some(s) if s.ends_with("_IN_PROGRESS") => &mut self.active,
-            Some(s) if s.ends_with("_FAILED") => &mut self.failed,
+            Some(s) if s.is_in_progress() => &mut self.active,
+            Some(s) if s.is_failed() => &mut self.failed,
             _ => return,
         };
         *slot = slot.saturating_add_signed(by);
@@ -234,7 +232,7 @@ mod tests {
             physical_id: String::new(),
             resource_type: ty.into(),
             timestamp: "t".into(),
-            status: status.into(),
+            status: status.parse().unwrap(),
             status_reason: None,
             properties: None,
         }

@@ -296,7 +296,7 @@ pub(crate) fn describe_failure(stack: &StackRecord, events: &[EventRecord]) -> S
             .unwrap_or_default()
     )];
     for e in events {
-        if e.status.ends_with("_FAILED") && e.resource_type != cairn_core::stack::STACK_TYPE {
+        if e.status.is_failed() && e.resource_type != cairn_core::stack::STACK_TYPE {
             if let Some(r) = &e.status_reason {
                 lines.push(format!("  {} {}: {r}", e.logical_id, e.status));
             }

@@ -780,7 +780,7 @@ fn event_xml(x: &mut Xml, e: &EventRecord) {
         )
         .leaf("ResourceType", &e.resource_type)
         .leaf("Timestamp", &e.timestamp)
-        .leaf("ResourceStatus", &e.status)
+        .leaf("ResourceStatus", e.status.as_str())
         .opt("ResourceStatusReason", e.status_reason.as_deref())
         .opt("ResourceProperties", e.properties.as_deref());
 }

@@ -358,7 +358,7 @@ async fn actions_html(app: &App, stack: &StackRecord, csrf: &str) -> String {
                 .unwrap_or_default();
             let boxes: String = rows
                 .iter()
-                .filter(|r| r.status.as_str() == "UPDATE_FAILED")
+                .filter(|r| r.status == cairn_core::stack::ResourceStatus::UpdateFailed)
                 .map(|r| {
                     format!(
                         "<label><input type=\"checkbox\" name=\"skip\" value=\"{id}\"> skip {id}</label> ",

@@ -59,7 +59,7 @@ pub fn message(e: &EventRecord, account_id: &str) -> Value {
         ("Namespace", account_id),
         ("PhysicalResourceId", &e.physical_id),
         ("ResourceProperties", &properties),
-        ("ResourceStatus", &e.status),
+        ("ResourceStatus", e.status.as_str()),
         (
             "ResourceStatusReason",
             e.status_reason.as_deref().unwrap_or_default(),
@@ -111,7 +111,7 @@ mod tests {
             physical_id: "p".into(),
             resource_type: "T::X".into(),
             timestamp: "2026-11-26T00:00:00.000Z".into(),
-            status: "CREATE_COMPLETE".into(),
+            status: crate::stack::EventStatus::CreateComplete,
             status_reason: None,
             properties: Some("{\"V\":1}".into()),
         };

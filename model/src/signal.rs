@@ -72,20 +72,9 @@ pub enum SignalError {
     InvalidWaitCondition(String),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SignalStatus {
-    Success,
-    Failure,
-}
+pub use crate::stack::SignalStatus;
 
 impl SignalStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SignalStatus::Success => "SUCCESS",
-            SignalStatus::Failure => "FAILURE",
-        }
-    }
-
     /// `SUCCESS` or `FAILURE` (Heat's lower case too).
     pub fn parse(text: &str) -> Result<SignalStatus, SignalError> {
         Self::parse_text(text).map_err(SignalError::InvalidSignal)
@@ -324,7 +313,10 @@ impl Wait {
             min_successful_percent,
         } = self.kind
         {
-            let failures = signals.iter().filter(|s| s.status == "FAILURE").count();
+            let failures = signals
+                .iter()
+                .filter(|s| s.status == SignalStatus::Failure)
+                .count();
             if failures > self.count as usize - self.needed() {
                 return Progress::Failed(format!(
                     "Received {failures} FAILURE signal(s) out of {}. Unable to satisfy {min_successful_percent}% MinSuccessfulInstancesPercent requirement",
@@ -337,7 +329,7 @@ impl Wait {
                 Progress::Waiting
             };
         }
-        if let Some(f) = signals.iter().find(|s| s.status == "FAILURE") {
+        if let Some(f) = signals.iter().find(|s| s.status == SignalStatus::Failure) {
             return Progress::Failed(match self.kind {
                 WaitKind::WaitCondition => format!(
                     "WaitCondition received failed message: '{}' for uniqueId: {}",
@@ -371,7 +363,10 @@ impl Wait {
 }
 
 fn successes(signals: &[SignalRecord]) -> usize {
-    signals.iter().filter(|s| s.status == "SUCCESS").count()
+    signals
+        .iter()
+        .filter(|s| s.status == SignalStatus::Success)
+        .count()
 }
 
 /// A WaitCondition's `Data`: each success's UniqueId and Data, as a JSON
@@ -379,7 +374,7 @@ fn successes(signals: &[SignalRecord]) -> usize {
 pub fn data_attribute(signals: &[SignalRecord]) -> String {
     let map: Map<String, Value> = signals
         .iter()
-        .filter(|s| s.status == "SUCCESS")
+        .filter(|s| s.status == SignalStatus::Success)
         .map(|s| {
             (
                 s.unique_id.clone(),
@@ -511,7 +506,7 @@ mod tests {
             stack_id: "s".into(),
             logical_id: "W".into(),
             unique_id: id.into(),
-            status: status.into(),
+            status: SignalStatus::parse(status).unwrap(),
             reason: Some("went wrong".into()),
             data: Some(data.into()),
             received_at: String::new(),

@@ -182,7 +182,7 @@ impl Remote {
             .await?
             .iter()
             .map(event_record)
-            .collect();
+            .collect::<anyhow::Result<Vec<_>>>()?;
         events.reverse();
         Ok(events)
     }

@@ -218,8 +218,12 @@ pub(super) fn stack_record(m: &Node) -> anyhow::Result<StackRecord> {
     })
 }
 
-pub(super) fn event_record(e: &Node) -> EventRecord {
-    EventRecord {
+pub(super) fn event_record(e: &Node) -> anyhow::Result<EventRecord> {
+    let status = e.text_or_empty("ResourceStatus");
+    let status = status.parse().map_err(|why| {
+        anyhow::anyhow!("the server sent an event whose ResourceStatus Cairn does not know ({why}): is it a newer Cairn?")
+    })?;
+    Ok(EventRecord {
         event_id: e.text_or_empty("EventId"),
         stack_id: e.text_or_empty("StackId"),
         stack_name: e.text_or_empty("StackName"),
@@ -227,8 +231,8 @@ pub(super) fn event_record(e: &Node) -> EventRecord {
         physical_id: e.text_or_empty("PhysicalResourceId"),
         resource_type: e.text_or_empty("ResourceType"),
         timestamp: e.text_or_empty("Timestamp"),
-        status: e.text_or_empty("ResourceStatus"),
+        status,
         status_reason: e.text_of("ResourceStatusReason"),
         properties: e.text_of("ResourceProperties"),
-    }
+    })
 }

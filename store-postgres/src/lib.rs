@@ -347,7 +347,7 @@ fn event_row(r: &Row) -> Result<EventRecord, StoreError> {
         physical_id: get(r, 4)?,
         resource_type: get(r, 5)?,
         timestamp: get(r, 6)?,
-        status: get(r, 7)?,
+        status: parsed(r, 7)?,
         status_reason: get(r, 8)?,
         properties: get(r, 9)?,
     })
@@ -471,6 +471,7 @@ async fn fence(
 }
 
 async fn insert_event(tx: &Transaction<'_>, e: &EventRecord) -> Result<(), StoreError> {
+    let status = e.status.as_str();
     run(
         tx,
         &format!(
@@ -484,7 +485,7 @@ async fn insert_event(tx: &Transaction<'_>, e: &EventRecord) -> Result<(), Store
             &e.physical_id,
             &e.resource_type,
             &e.timestamp,
-            &e.status,
+            &status,
             &e.status_reason,
             &e.properties,
         ],
@@ -1991,7 +1992,7 @@ impl Inbox for PgStore {
             &client,
             "INSERT INTO signals (stack_id, logical_id, unique_id, status, reason, data, received_at) VALUES ($1, $2, $3, $4, $5, $6, $7)
              ON CONFLICT (stack_id, logical_id, unique_id) DO UPDATE SET status = excluded.status, reason = excluded.reason, data = excluded.data, received_at = excluded.received_at",
-            &[&signal.stack_id, &signal.logical_id, &signal.unique_id, &signal.status, &signal.reason, &signal.data, &signal.received_at],
+            &[&signal.stack_id, &signal.logical_id, &signal.unique_id, &signal.status.as_str(), &signal.reason, &signal.data, &signal.received_at],
         )
         .await
         .map_err(backend)?;
@@ -2004,7 +2005,7 @@ impl Inbox for PgStore {
             .execute(
                 "INSERT INTO signals (stack_id, logical_id, unique_id, status, reason, data, received_at) VALUES ($1, $2, $3, $4, $5, $6, $7)
                  ON CONFLICT (stack_id, logical_id, unique_id) DO NOTHING",
-                &[&signal.stack_id, &signal.logical_id, &signal.unique_id, &signal.status, &signal.reason, &signal.data, &signal.received_at],
+                &[&signal.stack_id, &signal.logical_id, &signal.unique_id, &signal.status.as_str(), &signal.reason, &signal.data, &signal.received_at],
             )
             .await
             .map_err(backend)?;
@@ -2030,7 +2031,7 @@ impl Inbox for PgStore {
                     stack_id: get(r, 0)?,
                     logical_id: get(r, 1)?,
                     unique_id: get(r, 2)?,
-                    status: get(r, 3)?,
+                    status: parsed(r, 3)?,
                     reason: get(r, 4)?,
                     data: get(r, 5)?,
                     received_at: get(r, 6)?,

@@ -397,7 +397,7 @@ fn event_row(r: &Row<'_>) -> rusqlite::Result<EventRecord> {
         physical_id: r.get(4)?,
         resource_type: r.get(5)?,
         timestamp: r.get(6)?,
-        status: r.get(7)?,
+        status: parse_enum(&r.get::<_, String>(7)?)?,
         status_reason: r.get(8)?,
         properties: r.get(9)?,
     })
@@ -408,7 +408,7 @@ fn insert_event(c: &Connection, e: &EventRecord) -> Result<(), StoreError> {
         "INSERT INTO events (event_id, stack_id, stack_name, logical_id, physical_id, resource_type, timestamp, status, status_reason, properties) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
     )
     .map_err(backend)?
-    .execute(params![e.event_id, e.stack_id, e.stack_name, e.logical_id, e.physical_id, e.resource_type, e.timestamp, e.status, e.status_reason, e.properties],
+    .execute(params![e.event_id, e.stack_id, e.stack_name, e.logical_id, e.physical_id, e.resource_type, e.timestamp, e.status.as_str(), e.status_reason, e.properties],
     )
     .map_err(backend)?;
     Ok(())
@@ -1584,7 +1584,7 @@ impl Inbox for SqliteStore {
             c.execute(
                 "INSERT INTO signals (stack_id, logical_id, unique_id, status, reason, data, received_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
                  ON CONFLICT (stack_id, logical_id, unique_id) DO UPDATE SET status = excluded.status, reason = excluded.reason, data = excluded.data, received_at = excluded.received_at",
-                params![s.stack_id, s.logical_id, s.unique_id, s.status, s.reason, s.data, s.received_at],
+                params![s.stack_id, s.logical_id, s.unique_id, s.status.as_str(), s.reason, s.data, s.received_at],
             )
             .map_err(backend)?;
             Ok(())
@@ -1599,7 +1599,7 @@ impl Inbox for SqliteStore {
                 .execute(
                     "INSERT INTO signals (stack_id, logical_id, unique_id, status, reason, data, received_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
                      ON CONFLICT (stack_id, logical_id, unique_id) DO NOTHING",
-                    params![s.stack_id, s.logical_id, s.unique_id, s.status, s.reason, s.data, s.received_at],
+                    params![s.stack_id, s.logical_id, s.unique_id, s.status.as_str(), s.reason, s.data, s.received_at],
                 )
                 .map_err(backend)?;
             Ok(added == 1)
@@ -1623,7 +1623,7 @@ impl Inbox for SqliteStore {
                         stack_id: r.get(0)?,
                         logical_id: r.get(1)?,
                         unique_id: r.get(2)?,
-                        status: r.get(3)?,
+                        status: parse_enum(&r.get::<_, String>(3)?)?,
                         reason: r.get(4)?,
                         data: r.get(5)?,
                         received_at: r.get(6)?,

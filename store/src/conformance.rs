@@ -80,7 +80,9 @@ pub fn event(s: &StackRecord, logical: &str, status: &str) -> EventRecord {
             "T::X".into()
         },
         timestamp: now(),
-        status: status.to_string(),
+        status: status
+            .parse()
+            .unwrap_or_else(|e| panic!("a conformance check names {e}")),
         status_reason: None,
         properties: None,
     }
@@ -224,7 +226,7 @@ async fn refactors(store: &dyn Store) {
         .await
         .unwrap()
         .into_iter()
-        .map(|e| e.status)
+        .map(|e| e.status.to_string())
         .collect();
     assert_eq!(
         statuses,
@@ -1230,7 +1232,9 @@ async fn signals(store: &dyn Store) {
             stack_id: "stack-1".into(),
             logical_id: logical.into(),
             unique_id: id.into(),
-            status: status.into(),
+            status: status
+                .parse()
+                .unwrap_or_else(|e| panic!("a conformance check names {e}")),
             reason: Some(format!("reason {id}")),
             data: Some(data.into()),
             received_at: "2026-01-01T00:00:00.000Z".into(),

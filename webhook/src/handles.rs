@@ -64,7 +64,7 @@ pub async fn accept_handle_signal(
             stack_id: stack.stack_id.clone(),
             logical_id: logical_id.to_string(),
             unique_id: signal.unique_id,
-            status: signal.status.as_str().into(),
+            status: signal.status,
             reason: signal.reason,
             data: signal.data,
             received_at: now(),

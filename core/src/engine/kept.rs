@@ -168,7 +168,7 @@ impl Updates<'_> {
                     && e.logical_id == logical_id
                     && e.physical_id == physical
             })
-            .and_then(|e| e.status.parse().ok()))
+            .and_then(|e| e.status.as_resource()))
     }
 
     /// Ends a failed update: kept in UPDATE_FAILED when it was asked to

@@ -258,7 +258,7 @@ impl Op {
             physical_id: r.physical_id.clone().unwrap_or_default(),
             resource_type: self.shown_type(r).to_string(),
             timestamp: r.updated_at.clone(),
-            status: r.status.as_str().into(),
+            status: r.status.into(),
             status_reason: r.status_reason.clone(),
             properties: Some(self.mask(Value::Object(r.properties.clone()).to_string())),
         }
@@ -280,7 +280,7 @@ fn stack_event(
         physical_id: stack.stack_id.clone(),
         resource_type: STACK_TYPE.into(),
         timestamp: at.to_string(),
-        status: status.as_str().into(),
+        status: status.into(),
         status_reason: reason.map(str::to_string),
         properties: None,
     }

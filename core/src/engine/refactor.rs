@@ -258,7 +258,7 @@ impl Refactors<'_> {
                 physical_id: physical.clone(),
                 resource_type: row.resource_type.clone(),
                 timestamp: at.clone(),
-                status: "DELETE_SKIPPED".into(),
+                status: crate::stack::EventStatus::DeleteSkipped,
                 status_reason: Some(format!(
                     "Moved to {} by stack refactor {id}",
                     m.mapping.destination
@@ -273,7 +273,7 @@ impl Refactors<'_> {
                 physical_id: physical,
                 resource_type: row.resource_type.clone(),
                 timestamp: at.clone(),
-                status: "IMPORT_COMPLETE".into(),
+                status: crate::stack::EventStatus::ImportComplete,
                 status_reason: Some(format!(
                     "Moved from {} by stack refactor {id}",
                     m.mapping.source

@@ -58,7 +58,7 @@ impl Signals<'_> {
                 stack_id: stack.stack_id.clone(),
                 logical_id: logical_id.to_string(),
                 unique_id: unique_id.to_string(),
-                status: status.as_str().into(),
+                status,
                 reason,
                 data: None,
                 received_at: now(),

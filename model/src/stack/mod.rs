@@ -21,8 +21,9 @@ macro_rules! status_enum {
         }
 
         impl fmt::Display for $name {
+            // `pad`: a width or alignment (`{:<45}`) applies, as to a str.
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
+                f.pad(self.as_str())
             }
         }
 
@@ -117,6 +118,120 @@ status_enum!(
         ImportFailed => "IMPORT_FAILED",
         ImportRollbackInProgress => "IMPORT_ROLLBACK_IN_PROGRESS",
         ImportRollbackComplete => "IMPORT_ROLLBACK_COMPLETE",
+    }
+);
+
+status_enum!(
+    /// What an event says: the stack's status (its own events) or a
+    /// resource's (a template resource, a group member, an update's
+    /// cleanup victim). Every word either can be, once.
+    EventStatus {
+        ReviewInProgress => "REVIEW_IN_PROGRESS",
+        CreateInProgress => "CREATE_IN_PROGRESS",
+        CreateComplete => "CREATE_COMPLETE",
+        CreateFailed => "CREATE_FAILED",
+        RollbackInProgress => "ROLLBACK_IN_PROGRESS",
+        RollbackComplete => "ROLLBACK_COMPLETE",
+        RollbackFailed => "ROLLBACK_FAILED",
+        DeleteInProgress => "DELETE_IN_PROGRESS",
+        DeleteComplete => "DELETE_COMPLETE",
+        DeleteFailed => "DELETE_FAILED",
+        DeleteSkipped => "DELETE_SKIPPED",
+        UpdateInProgress => "UPDATE_IN_PROGRESS",
+        UpdateCompleteCleanupInProgress => "UPDATE_COMPLETE_CLEANUP_IN_PROGRESS",
+        UpdateComplete => "UPDATE_COMPLETE",
+        UpdateFailed => "UPDATE_FAILED",
+        UpdateRollbackInProgress => "UPDATE_ROLLBACK_IN_PROGRESS",
+        UpdateRollbackFailed => "UPDATE_ROLLBACK_FAILED",
+        UpdateRollbackCompleteCleanupInProgress => "UPDATE_ROLLBACK_COMPLETE_CLEANUP_IN_PROGRESS",
+        UpdateRollbackComplete => "UPDATE_ROLLBACK_COMPLETE",
+        ImportInProgress => "IMPORT_IN_PROGRESS",
+        ImportComplete => "IMPORT_COMPLETE",
+        ImportFailed => "IMPORT_FAILED",
+        ImportRollbackInProgress => "IMPORT_ROLLBACK_IN_PROGRESS",
+        ImportRollbackFailed => "IMPORT_ROLLBACK_FAILED",
+        ImportRollbackComplete => "IMPORT_ROLLBACK_COMPLETE",
+    }
+);
+
+impl EventStatus {
+    /// A step under way (`*_IN_PROGRESS`).
+    pub fn is_in_progress(self) -> bool {
+        self.as_str().ends_with("_IN_PROGRESS")
+    }
+
+    /// A step that failed (`*_FAILED`).
+    pub fn is_failed(self) -> bool {
+        self.as_str().ends_with("_FAILED")
+    }
+
+    /// The resource status this is, when a resource can have it.
+    pub fn as_resource(self) -> Option<ResourceStatus> {
+        self.as_str().parse().ok()
+    }
+}
+
+impl From<StackStatus> for EventStatus {
+    fn from(s: StackStatus) -> EventStatus {
+        match s {
+            StackStatus::ReviewInProgress => EventStatus::ReviewInProgress,
+            StackStatus::CreateInProgress => EventStatus::CreateInProgress,
+            StackStatus::CreateComplete => EventStatus::CreateComplete,
+            StackStatus::CreateFailed => EventStatus::CreateFailed,
+            StackStatus::RollbackInProgress => EventStatus::RollbackInProgress,
+            StackStatus::RollbackComplete => EventStatus::RollbackComplete,
+            StackStatus::RollbackFailed => EventStatus::RollbackFailed,
+            StackStatus::DeleteInProgress => EventStatus::DeleteInProgress,
+            StackStatus::DeleteComplete => EventStatus::DeleteComplete,
+            StackStatus::DeleteFailed => EventStatus::DeleteFailed,
+            StackStatus::UpdateInProgress => EventStatus::UpdateInProgress,
+            StackStatus::UpdateCompleteCleanupInProgress => {
+                EventStatus::UpdateCompleteCleanupInProgress
+            }
+            StackStatus::UpdateComplete => EventStatus::UpdateComplete,
+            StackStatus::UpdateFailed => EventStatus::UpdateFailed,
+            StackStatus::UpdateRollbackInProgress => EventStatus::UpdateRollbackInProgress,
+            StackStatus::UpdateRollbackFailed => EventStatus::UpdateRollbackFailed,
+            StackStatus::UpdateRollbackCompleteCleanupInProgress => {
+                EventStatus::UpdateRollbackCompleteCleanupInProgress
+            }
+            StackStatus::UpdateRollbackComplete => EventStatus::UpdateRollbackComplete,
+            StackStatus::ImportInProgress => EventStatus::ImportInProgress,
+            StackStatus::ImportComplete => EventStatus::ImportComplete,
+            StackStatus::ImportRollbackInProgress => EventStatus::ImportRollbackInProgress,
+            StackStatus::ImportRollbackFailed => EventStatus::ImportRollbackFailed,
+            StackStatus::ImportRollbackComplete => EventStatus::ImportRollbackComplete,
+        }
+    }
+}
+
+impl From<ResourceStatus> for EventStatus {
+    fn from(s: ResourceStatus) -> EventStatus {
+        match s {
+            ResourceStatus::CreateInProgress => EventStatus::CreateInProgress,
+            ResourceStatus::CreateComplete => EventStatus::CreateComplete,
+            ResourceStatus::CreateFailed => EventStatus::CreateFailed,
+            ResourceStatus::DeleteInProgress => EventStatus::DeleteInProgress,
+            ResourceStatus::DeleteComplete => EventStatus::DeleteComplete,
+            ResourceStatus::DeleteFailed => EventStatus::DeleteFailed,
+            ResourceStatus::DeleteSkipped => EventStatus::DeleteSkipped,
+            ResourceStatus::UpdateInProgress => EventStatus::UpdateInProgress,
+            ResourceStatus::UpdateComplete => EventStatus::UpdateComplete,
+            ResourceStatus::UpdateFailed => EventStatus::UpdateFailed,
+            ResourceStatus::ImportInProgress => EventStatus::ImportInProgress,
+            ResourceStatus::ImportComplete => EventStatus::ImportComplete,
+            ResourceStatus::ImportFailed => EventStatus::ImportFailed,
+            ResourceStatus::ImportRollbackInProgress => EventStatus::ImportRollbackInProgress,
+            ResourceStatus::ImportRollbackComplete => EventStatus::ImportRollbackComplete,
+        }
+    }
+}
+
+status_enum!(
+    /// A signal's status (`cfn-signal`'s, SignalResource's, Heat's).
+    SignalStatus {
+        Success => "SUCCESS",
+        Failure => "FAILURE",
     }
 );
 
@@ -287,8 +402,7 @@ pub struct SignalRecord {
     pub stack_id: String,
     pub logical_id: String,
     pub unique_id: String,
-    /// `SUCCESS` or `FAILURE`.
-    pub status: String,
+    pub status: SignalStatus,
     pub reason: Option<String>,
     pub data: Option<String>,
     pub received_at: String,
@@ -392,7 +506,7 @@ pub struct EventRecord {
     pub physical_id: String,
     pub resource_type: String,
     pub timestamp: String,
-    pub status: String,
+    pub status: EventStatus,
     pub status_reason: Option<String>,
     pub properties: Option<String>,
 }
@@ -522,4 +636,31 @@ pub struct HistoryRecord {
     pub status_reason: Option<String>,
     /// What a `cairn update` planned and did (steps, phases), as JSON.
     pub details: Option<Value>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_show_as_their_words_and_pad_like_text() {
+        assert_eq!(
+            format!("{:<20}|", EventStatus::CreateComplete),
+            "CREATE_COMPLETE     |"
+        );
+        for s in [
+            StackStatus::UpdateRollbackComplete,
+            StackStatus::ReviewInProgress,
+        ] {
+            assert_eq!(EventStatus::from(s).as_str(), s.as_str());
+        }
+        for r in [ResourceStatus::DeleteSkipped, ResourceStatus::ImportFailed] {
+            assert_eq!(EventStatus::from(r).as_str(), r.as_str());
+            assert_eq!(EventStatus::from(r).as_resource(), Some(r));
+        }
+        assert_eq!(EventStatus::ReviewInProgress.as_resource(), None);
+        assert!(EventStatus::UpdateRollbackFailed.is_failed());
+        assert!(EventStatus::UpdateCompleteCleanupInProgress.is_in_progress());
+        assert!("NO_SUCH_STATUS".parse::<EventStatus>().is_err());
+    }
 }

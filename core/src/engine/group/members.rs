@@ -92,7 +92,7 @@ impl<'a> Run<'a> {
             physical_id: m.physical_id.clone().unwrap_or_default(),
             resource_type: m.resource_type.clone(),
             timestamp: m.updated_at.clone(),
-            status: m.status.as_str().into(),
+            status: m.status.into(),
             status_reason: m.status_reason.clone(),
             properties: Some(
                 self.op
@@ -124,7 +124,7 @@ impl<'a> Run<'a> {
             physical_id: self.physical_id.clone(),
             resource_type: type_name,
             timestamp: now(),
-            status: status.as_str().into(),
+            status: status.into(),
             status_reason: Some(reason),
             properties: None,
         }

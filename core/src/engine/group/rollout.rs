@@ -241,7 +241,10 @@ impl<'a> Run<'a> {
                 Progress::Done => return Ok(()),
                 Progress::Failed(reason) => return Err(reason),
                 Progress::Waiting if std::time::SystemTime::now() >= deadline => {
-                    let successes = signals.iter().filter(|s| s.status == "SUCCESS").count();
+                    let successes = signals
+                        .iter()
+                        .filter(|s| s.status == crate::stack::SignalStatus::Success)
+                        .count();
                     return Err(format!(
                         "Failed to receive {} resource signal(s) for the current batch.  Each resource signal timeout is counted as a FAILURE.",
                         count.saturating_sub(successes)

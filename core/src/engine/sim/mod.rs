@@ -743,7 +743,7 @@ impl World {
                     if before.status == e.status
                         && before.status_reason == e.status_reason
                         && before.physical_id == e.physical_id
-                        && e.status.ends_with("_IN_PROGRESS")
+                        && e.status.is_in_progress()
                     {
                         fail(format!(
                             "{} of stack {} reports {} {:?} twice in a row",
