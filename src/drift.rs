@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use cairn_core::engine::drift::StackDriftDetection;
 use cairn_core::engine::Engine;
+use cairn_core::stack::ResourceDriftStatus;
 
 use crate::stacks::print_json;
 use crate::OutputFormat;
@@ -44,7 +45,7 @@ fn print_text(d: &StackDriftDetection) {
     let checked = d
         .stack_resource_drifts
         .iter()
-        .filter(|r| r.stack_resource_drift_status != "NOT_CHECKED")
+        .filter(|r| r.stack_resource_drift_status != ResourceDriftStatus::NotChecked)
         .count();
     println!(
         "Stack {}: {} ({}, detection {} at {}): {} of {} checked resources drifted",

@@ -1571,8 +1571,8 @@ async fn describe_drift_status(app: &App, f: &Form) -> Outcome {
     result(|x| {
         x.leaf("StackId", &d.stack_id)
             .leaf("StackDriftDetectionId", &d.stack_drift_detection_id)
-            .leaf("StackDriftStatus", &d.stack_drift_status)
-            .leaf("DetectionStatus", &d.detection_status)
+            .leaf("StackDriftStatus", d.stack_drift_status.as_str())
+            .leaf("DetectionStatus", d.detection_status.as_str())
             .opt(
                 "DetectionStatusReason",
                 d.detection_status_reason.as_deref(),
@@ -1594,10 +1594,13 @@ fn drift_xml(x: &mut Xml, r: &ResourceDrift) {
     let diffs = serde_json::to_value(&r.property_differences).unwrap_or(Value::Null);
     let diffs = diffs.as_array().cloned().unwrap_or_default();
     x.list("PropertyDifferences", &diffs, json_members);
-    x.leaf("StackResourceDriftStatus", &r.stack_resource_drift_status)
-        .leaf("Timestamp", &r.timestamp)
-        // Cairn's: why a resource is NOT_CHECKED or UNKNOWN.
-        .opt("DriftStatusReason", r.drift_status_reason.as_deref());
+    x.leaf(
+        "StackResourceDriftStatus",
+        r.stack_resource_drift_status.as_str(),
+    )
+    .leaf("Timestamp", &r.timestamp)
+    // Cairn's: why a resource is NOT_CHECKED or UNKNOWN.
+    .opt("DriftStatusReason", r.drift_status_reason.as_deref());
 }
 
 async fn describe_resource_drifts(app: &App, f: &Form) -> Outcome {
@@ -1617,7 +1620,12 @@ async fn describe_resource_drifts(app: &App, f: &Form) -> Outcome {
     let drifts: Vec<ResourceDrift> = d
         .stack_resource_drifts
         .into_iter()
-        .filter(|r| filter.is_empty() || filter.contains(&r.stack_resource_drift_status))
+        .filter(|r| {
+            filter.is_empty()
+                || filter
+                    .iter()
+                    .any(|f| f == r.stack_resource_drift_status.as_str())
+        })
         .collect();
     let (items, next) = page(&drifts, f, max_results(f)?)?;
     result(|x| {

@@ -13,9 +13,9 @@ use super::xml::Node;
 
 /// A word of the answer that names one of Cairn's typed values.
 fn word<T: std::str::FromStr<Err = String>>(m: &Node, name: &str) -> anyhow::Result<T> {
-    m.text_or_empty(name)
-        .parse()
-        .map_err(|e: String| anyhow!(e))
+    m.text_or_empty(name).parse().map_err(|why: String| {
+        anyhow!("the server sent a {name} Cairn does not know ({why}): is it a newer Cairn?")
+    })
 }
 
 pub(super) fn change_set_record(m: &Node) -> anyhow::Result<ChangeSetRecord> {
@@ -81,7 +81,7 @@ pub(super) fn drift_detection(
                         .map(Node::to_json)
                         .unwrap_or_default(),
                 )?,
-                stack_resource_drift_status: d.text_or_empty("StackResourceDriftStatus"),
+                stack_resource_drift_status: word(d, "StackResourceDriftStatus")?,
                 timestamp: d.text_or_empty("Timestamp"),
                 drift_status_reason: d.text_of("DriftStatusReason"),
             })
@@ -91,8 +91,8 @@ pub(super) fn drift_detection(
         stack_drift_detection_id: status.text_or_empty("StackDriftDetectionId"),
         stack_id: status.text_or_empty("StackId"),
         stack_name: s.stack_name.clone(),
-        stack_drift_status: status.text_or_empty("StackDriftStatus"),
-        detection_status: status.text_or_empty("DetectionStatus"),
+        stack_drift_status: word(status, "StackDriftStatus")?,
+        detection_status: word(status, "DetectionStatus")?,
         detection_status_reason: status.text_of("DetectionStatusReason"),
         drifted_stack_resource_count: status
             .text_or_empty("DriftedStackResourceCount")
@@ -219,10 +219,7 @@ pub(super) fn stack_record(m: &Node) -> anyhow::Result<StackRecord> {
 }
 
 pub(super) fn event_record(e: &Node) -> anyhow::Result<EventRecord> {
-    let status = e.text_or_empty("ResourceStatus");
-    let status = status.parse().map_err(|why| {
-        anyhow::anyhow!("the server sent an event whose ResourceStatus Cairn does not know ({why}): is it a newer Cairn?")
-    })?;
+    let status = word(e, "ResourceStatus")?;
     Ok(EventRecord {
         event_id: e.text_or_empty("EventId"),
         stack_id: e.text_or_empty("StackId"),

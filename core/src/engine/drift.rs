@@ -9,7 +9,9 @@ use serde_json::Value;
 use cairn_sdk::{DriftRequest, DriftResult, PropertyDifference};
 
 use super::EngineError;
-use crate::stack::{now, ResourceRecord, StackStatus};
+use crate::stack::{
+    now, DetectionStatus, ResourceDriftStatus, ResourceRecord, StackDriftStatus, StackStatus,
+};
 
 /// One resource's drift, as CloudFormation's `StackResourceDrift`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -23,8 +25,7 @@ pub struct ResourceDrift {
     pub expected_properties: String,
     #[serde(default)]
     pub property_differences: Vec<PropertyDifference>,
-    /// IN_SYNC, MODIFIED, DELETED, NOT_CHECKED or UNKNOWN.
-    pub stack_resource_drift_status: String,
+    pub stack_resource_drift_status: ResourceDriftStatus,
     pub timestamp: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drift_status_reason: Option<String>,
@@ -38,11 +39,10 @@ pub struct StackDriftDetection {
     pub stack_drift_detection_id: String,
     pub stack_id: String,
     pub stack_name: String,
-    /// DRIFTED, IN_SYNC or UNKNOWN.
-    pub stack_drift_status: String,
-    /// DETECTION_COMPLETE, or DETECTION_FAILED when a resource could not be
-    /// checked (the others' results stand).
-    pub detection_status: String,
+    pub stack_drift_status: StackDriftStatus,
+    /// DETECTION_FAILED when a resource could not be checked (the others'
+    /// results stand).
+    pub detection_status: DetectionStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detection_status_reason: Option<String>,
     pub drifted_stack_resource_count: usize,
@@ -120,16 +120,11 @@ impl Drift<'_> {
         let drifts: Vec<ResourceDrift> = super::group::bounded(limit, work).await;
         let drifted = drifts
             .iter()
-            .filter(|d| {
-                matches!(
-                    d.stack_resource_drift_status.as_str(),
-                    "MODIFIED" | "DELETED"
-                )
-            })
+            .filter(|d| d.stack_resource_drift_status.drifted())
             .count();
         let failed: Vec<&str> = drifts
             .iter()
-            .filter(|d| d.stack_resource_drift_status == "UNKNOWN")
+            .filter(|d| d.stack_resource_drift_status == ResourceDriftStatus::Unknown)
             .map(|d| d.logical_resource_id.as_str())
             .collect();
         let detection = StackDriftDetection {
@@ -137,19 +132,17 @@ impl Drift<'_> {
             stack_id: s.stack_id.clone(),
             stack_name: s.stack_name.clone(),
             stack_drift_status: if drifted > 0 {
-                "DRIFTED"
+                StackDriftStatus::Drifted
             } else if failed.is_empty() {
-                "IN_SYNC"
+                StackDriftStatus::InSync
             } else {
-                "UNKNOWN"
-            }
-            .into(),
+                StackDriftStatus::Unknown
+            },
             detection_status: if failed.is_empty() {
-                "DETECTION_COMPLETE"
+                DetectionStatus::DetectionComplete
             } else {
-                "DETECTION_FAILED"
-            }
-            .into(),
+                DetectionStatus::DetectionFailed
+            },
             detection_status_reason: (!failed.is_empty()).then(|| {
                 format!(
                     "Failed to detect drift on resources [{}]",
@@ -269,7 +262,7 @@ impl Drift<'_> {
             resource_type: r.resource_type.clone(),
             expected_properties: Value::Object(r.properties.clone()).to_string(),
             property_differences: Vec::new(),
-            stack_resource_drift_status: "NOT_CHECKED".into(),
+            stack_resource_drift_status: ResourceDriftStatus::NotChecked,
             timestamp: now(),
             drift_status_reason: None,
         };
@@ -278,12 +271,16 @@ impl Drift<'_> {
             .await;
         drift.timestamp = now();
         match result {
-            Ok(DriftResult::InSync) => drift.stack_resource_drift_status = "IN_SYNC".into(),
+            Ok(DriftResult::InSync) => {
+                drift.stack_resource_drift_status = ResourceDriftStatus::InSync
+            }
             Ok(DriftResult::Modified { differences }) => {
-                drift.stack_resource_drift_status = "MODIFIED".into();
+                drift.stack_resource_drift_status = ResourceDriftStatus::Modified;
                 drift.property_differences = differences;
             }
-            Ok(DriftResult::Deleted) => drift.stack_resource_drift_status = "DELETED".into(),
+            Ok(DriftResult::Deleted) => {
+                drift.stack_resource_drift_status = ResourceDriftStatus::Deleted
+            }
             Ok(DriftResult::NotChecked) => {
                 drift.drift_status_reason = Some(format!(
                     "The provider of {} does not support drift detection",
@@ -291,7 +288,7 @@ impl Drift<'_> {
                 ));
             }
             Err(e) => {
-                drift.stack_resource_drift_status = "UNKNOWN".into();
+                drift.stack_resource_drift_status = ResourceDriftStatus::Unknown;
                 drift.drift_status_reason = Some(e.message);
             }
         }

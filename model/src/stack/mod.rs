@@ -235,6 +235,44 @@ status_enum!(
     }
 );
 
+status_enum!(
+    /// A resource's drift (CloudFormation's `StackResourceDriftStatus`).
+    ResourceDriftStatus {
+        InSync => "IN_SYNC",
+        Modified => "MODIFIED",
+        Deleted => "DELETED",
+        NotChecked => "NOT_CHECKED",
+        Unknown => "UNKNOWN",
+    }
+);
+
+impl ResourceDriftStatus {
+    /// Drifted: modified or deleted.
+    pub fn drifted(self) -> bool {
+        matches!(
+            self,
+            ResourceDriftStatus::Modified | ResourceDriftStatus::Deleted
+        )
+    }
+}
+
+status_enum!(
+    /// A stack's drift (CloudFormation's `StackDriftStatus`).
+    StackDriftStatus {
+        Drifted => "DRIFTED",
+        InSync => "IN_SYNC",
+        Unknown => "UNKNOWN",
+    }
+);
+
+status_enum!(
+    /// How a drift detection ended (CloudFormation's `DetectionStatus`).
+    DetectionStatus {
+        DetectionComplete => "DETECTION_COMPLETE",
+        DetectionFailed => "DETECTION_FAILED",
+    }
+);
+
 /// What `--on-failure` asks for when a create fails.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
