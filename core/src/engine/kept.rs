@@ -28,6 +28,10 @@ pub(super) const CONTINUES: &str = "Continues";
 /// The update's option: the physical resources a kept failed update left
 /// that the stack no longer uses, deleted by this update's cleanup.
 pub(super) const SUPERSEDED: &str = "Superseded";
+/// The update's option: how many events the stack had when it started
+/// (its own are the ones after: a superseded resource's delete is read
+/// from them).
+pub(super) const EVENTS_BEFORE: &str = "EventsBefore";
 
 /// A physical resource no row of the stack uses any more, still to delete.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -157,17 +161,28 @@ impl Updates<'_> {
             return Ok(None);
         };
         let physical = physical_id.unwrap_or_default();
-        Ok(self
-            .store
-            .events(&op.stack.stack_id)
-            .await?
+        // This operation's events: those after the count it started with
+        // (an operation recorded by an older Cairn has none: its events are
+        // told by their time, to the millisecond).
+        let before = operation
+            .options
+            .get(EVENTS_BEFORE)
+            .and_then(Value::as_u64)
+            .and_then(|n| usize::try_from(n).ok());
+        let events = match before {
+            Some(n) => self.store.events_from(&op.stack.stack_id, n).await?,
+            None => self
+                .store
+                .events(&op.stack.stack_id)
+                .await?
+                .into_iter()
+                .filter(|e| e.timestamp >= operation.started_at)
+                .collect(),
+        };
+        Ok(events
             .into_iter()
             .rev()
-            .find(|e| {
-                e.timestamp >= operation.started_at
-                    && e.logical_id == logical_id
-                    && e.physical_id == physical
-            })
+            .find(|e| e.logical_id == logical_id && e.physical_id == physical)
             .and_then(|e| e.status.as_resource()))
     }
 

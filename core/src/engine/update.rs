@@ -772,7 +772,7 @@ impl Updates<'_> {
             stack,
             target,
             nested,
-            extra_options,
+            mut extra_options,
             ..
         } = prepared;
         let lease = match self.claims().lease_for_new_operation(&stack).await? {
@@ -799,9 +799,16 @@ impl Updates<'_> {
         // write that starts this one (read under the lease: no operation
         // changed them since the stack's status was checked).
         let rows = if extra_options.contains_key(kept::CONTINUES) {
-            let read = self.store.resources(&stack.stack_id).await;
-            match read {
-                Ok(rows) => kept::rewrite(rows),
+            let read = async {
+                let rows = self.store.resources(&stack.stack_id).await?;
+                let events = self.store.event_count(&stack.stack_id).await?;
+                Ok::<_, StoreError>((rows, events))
+            };
+            match read.await {
+                Ok((rows, events)) => {
+                    extra_options.insert(kept::EVENTS_BEFORE.into(), json!(events));
+                    kept::rewrite(rows)
+                }
                 Err(e) => {
                     let _ = self.store.release_lease(&lease).await;
                     return Err(e.into());
