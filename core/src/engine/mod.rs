@@ -120,9 +120,6 @@ pub enum EngineError {
     /// Resources to import that cannot be imported.
     #[error(transparent)]
     Import(#[from] crate::import::ImportError),
-    /// A refactor that cannot be made.
-    #[error(transparent)]
-    Refactor(#[from] crate::refactor::RefactorError),
     /// A signal that cannot be taken.
     #[error(transparent)]
     Signal(#[from] crate::signal::SignalError),

@@ -220,13 +220,14 @@ impl Cloud {
         self.with(|s| s.outside.contains(physical))
     }
 
-    /// Deletes what a person made outside the stacks and is still live
-    /// once every stack is deleted (no stack adopted it, or one released
-    /// it): their own clean-up.
-    pub fn clear_outside_unadopted(&self) {
+    /// Deletes what a person made outside the stacks, except `adopted`
+    /// (what a stack recorded before its delete, and so had to delete or
+    /// retain by its policy): their own clean-up once every stack is
+    /// deleted. An adopted one still live is then reported as a leak.
+    pub fn clear_outside_except(&self, adopted: &std::collections::HashSet<String>) {
         self.with(|s| {
             let outside: Vec<String> = s.outside.drain().collect();
-            for id in outside {
+            for id in outside.into_iter().filter(|id| !adopted.contains(id)) {
                 s.live.remove(&id);
             }
         });

@@ -804,6 +804,19 @@ impl World {
         self.cloud.heal();
         let engine = self.engine(self.base.clone());
         let mut problems = Vec::new();
+        // What a stack recorded (adopted by an import) is the stack's to
+        // delete: only what no row names stays the person's.
+        let mut recorded = String::new();
+        for s in self.base.list_stacks().await.unwrap_or_default() {
+            let rows = self.base.resources(&s.stack_id).await.unwrap_or_default();
+            recorded.push_str(&format!("{rows:?}"));
+        }
+        let adopted: std::collections::HashSet<String> = self
+            .cloud
+            .live()
+            .into_keys()
+            .filter(|id| self.cloud.is_outside(id) && recorded.contains(&format!("\"{id}\"")))
+            .collect();
         if self.stack().await.is_some() {
             if let Err(e) = self.run(&engine, &Step::Delete).await {
                 problems.push(format!("{what}: deleting the stack at the end failed: {e}"));
@@ -816,7 +829,7 @@ impl World {
             }
         }
         // What a person made and no stack adopted is theirs to delete.
-        self.cloud.clear_outside_unadopted();
+        self.cloud.clear_outside_except(&adopted);
         for (id, l) in self.cloud.live() {
             problems.push(format!(
                 "{what}: {id} ({} {}) is left after the stack was deleted: leaked",
