@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use super::{check_stack_name, stack_context, stack_event, valid_stack_name, EngineError};
+use super::{check_stack_name, stack_context, valid_stack_name, EngineError};
 use crate::plan;
 use crate::stack::{now, ChangeSetRecord, OnFailure, StackRecord, StackStatus};
 use crate::store::{OperationRecord, StoreError};
@@ -559,34 +559,6 @@ impl ChangeSets<'_> {
         )?)
     }
 
-    /// A stack that exists only to hold CREATE change sets (REVIEW_IN_PROGRESS:
-    /// no template, no resources, not updatable; deletable).
-    pub(super) async fn insert_review_stack(
-        &self,
-        stack_name: &str,
-        stack_id: &str,
-    ) -> Result<StackRecord, EngineError> {
-        let stack = review_stack(stack_name, stack_id);
-        let first = stack_event(
-            &stack,
-            StackStatus::ReviewInProgress,
-            Some("User Initiated"),
-            &stack.created_at,
-        );
-        let lease = self
-            .store
-            .insert_stack(
-                &stack,
-                &first,
-                None,
-                &self.claims().operation_owner(),
-                self.claims().lease_ttl_ms(),
-            )
-            .await?;
-        self.store.release_lease(&lease).await?;
-        Ok(stack)
-    }
-
     #[allow(clippy::too_many_arguments)]
     fn change_set_record(
         &self,
@@ -862,7 +834,7 @@ impl ChangeSets<'_> {
         stack: &StackRecord,
         cs: &ChangeSetRecord,
     ) -> Result<crate::store::Lease, EngineError> {
-        let lease = self.claims().lease_for_operation(&stack.stack_id).await?;
+        let lease = self.lease_for_operation(&stack.stack_id).await?;
         let version = self.store.event_count(&stack.stack_id).await? as i64;
         let current = self.store.find_stack(&stack.stack_id).await?;
         if version != cs.base_version
@@ -874,28 +846,8 @@ impl ChangeSets<'_> {
                 stack.stack_id
             )));
         }
-        self.claims().started_under(&lease);
+        self.started_under(&lease);
         Ok(lease)
-    }
-
-    /// Deletes a stack that only ever held change sets (REVIEW_IN_PROGRESS):
-    /// nothing to run, so both transitions are recorded here.
-    pub(super) async fn delete_review_stack(&self, stack: &StackRecord) -> Result<(), EngineError> {
-        let lease = self.claims().lease_for_operation(&stack.stack_id).await?;
-        for cs in self.store.change_sets(&stack.stack_id).await? {
-            self.store.delete_change_set(&cs.change_set_id).await?;
-        }
-        self.open_history(&lease, stack, OperationKind::Delete, None)
-            .await?;
-        for status in [StackStatus::DeleteInProgress, StackStatus::DeleteComplete] {
-            let reason = (status == StackStatus::DeleteInProgress).then_some("User Initiated");
-            let event = stack_event(stack, status, reason, &now());
-            self.store
-                .set_stack_status(&lease, status, reason, &event)
-                .await?;
-        }
-        self.store.release_lease(&lease).await?;
-        Ok(())
     }
 }
 
@@ -918,34 +870,4 @@ pub fn changes_json(changes: &[plan::ResourceChange]) -> Value {
             .map(|c| json!({"Type": "Resource", "ResourceChange": c}))
             .collect(),
     )
-}
-
-/// The record of a stack in review: no template, no resources (a CREATE
-/// change set's, or a stack a refactor creates, until it is executed).
-pub(super) fn review_stack(stack_name: &str, stack_id: &str) -> StackRecord {
-    let ts = now();
-    StackRecord {
-        stack_id: stack_id.to_string(),
-        stack_name: stack_name.to_string(),
-        status: StackStatus::ReviewInProgress,
-        status_reason: Some("User Initiated".into()),
-        description: None,
-        template_body: String::new(),
-        parameters: BTreeMap::new(),
-        no_echo: Vec::new(),
-        outputs: Vec::new(),
-        on_failure: OnFailure::Rollback,
-        created_at: ts.clone(),
-        updated_at: ts.clone(),
-        deleted_at: None,
-        tags: Vec::new(),
-        parent_id: None,
-        root_id: None,
-        context: Default::default(),
-        capabilities: Vec::new(),
-        notification_arns: Vec::new(),
-        termination_protection: false,
-        stack_policy: None,
-        rollback_configuration: None,
-    }
 }

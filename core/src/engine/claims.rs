@@ -7,12 +7,12 @@
 use std::time::Duration;
 
 use super::{
-    owner_is_dead, owner_process, stack_event, Claims, EngineError, RESUMES_WITHOUT_PROGRESS,
+    owner_is_dead, owner_process, stack_event, Claims, Core, EngineError, RESUMES_WITHOUT_PROGRESS,
 };
 use crate::stack::{now, CallKind, OperationKind, StackRecord, StackStatus};
 use crate::store::{Lease, StoreError};
 
-impl Claims<'_> {
+impl Core {
     /// A lease owner for one new operation of this process.
     pub(super) fn operation_owner(&self) -> String {
         format!("{}:{}", self.owner, uuid::Uuid::new_v4().simple())
@@ -27,6 +27,51 @@ impl Claims<'_> {
         }
     }
 
+    /// Takes the lease of `stack_id` for a new operation of this process
+    /// (a new owner), waiting while another holds it.
+    pub(super) async fn lease_for_operation(&self, stack_id: &str) -> Result<Lease, StoreError> {
+        self.store
+            .acquire_lease(stack_id, &self.operation_owner(), self.lease_ttl_ms())
+            .await
+    }
+
+    /// How long a lease lasts unless renewed (`[engine] lease_seconds`).
+    pub(super) fn lease_ttl_ms(&self) -> i64 {
+        (self.config.engine.lease_seconds.max(1) as i64).saturating_mul(1000)
+    }
+
+    /// Takes the stack's lease for a new operation. While another operation
+    /// holds it, its status (once it has recorded one) is returned as the
+    /// refusal's: an operation that is only starting is waited for briefly,
+    /// so the loser of a race learns what the winner is doing, and gets the
+    /// stack if the winner gave up.
+    pub(super) async fn lease_for_new_operation(
+        &self,
+        stack: &StackRecord,
+    ) -> Result<Result<Lease, StackStatus>, EngineError> {
+        let owner = self.operation_owner();
+        let started = std::time::Instant::now();
+        loop {
+            match self
+                .store
+                .acquire_lease(&stack.stack_id, &owner, self.lease_ttl_ms())
+                .await
+            {
+                Ok(lease) => return Ok(Ok(lease)),
+                Err(StoreError::Busy { .. }) => {
+                    let status = self.current_status(stack).await?;
+                    if status.is_in_progress() || started.elapsed() > Duration::from_secs(2) {
+                        return Ok(Err(status));
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+impl Claims<'_> {
     /// Hands an operation this process started but will not run (a server
     /// at its `max_operations`) to whichever engine sharing the state has
     /// room: its lease is released, so the next claim takes it.
@@ -42,19 +87,6 @@ impl Claims<'_> {
                 .await?;
         }
         Ok(())
-    }
-
-    /// Takes the lease of `stack_id` for a new operation of this process
-    /// (a new owner), waiting while another holds it.
-    pub(super) async fn lease_for_operation(&self, stack_id: &str) -> Result<Lease, StoreError> {
-        self.store
-            .acquire_lease(stack_id, &self.operation_owner(), self.lease_ttl_ms())
-            .await
-    }
-
-    /// How long a lease lasts unless renewed (`[engine] lease_seconds`).
-    pub(super) fn lease_ttl_ms(&self) -> i64 {
-        (self.config.engine.lease_seconds.max(1) as i64).saturating_mul(1000)
     }
 
     /// Expires the leases of operations whose owner was a process on this
@@ -196,35 +228,5 @@ impl Claims<'_> {
         }
         self.store.release_lease(&lease).await?;
         Ok(())
-    }
-
-    /// Takes the stack's lease for a new operation. While another operation
-    /// holds it, its status (once it has recorded one) is returned as the
-    /// refusal's: an operation that is only starting is waited for briefly,
-    /// so the loser of a race learns what the winner is doing, and gets the
-    /// stack if the winner gave up.
-    pub(super) async fn lease_for_new_operation(
-        &self,
-        stack: &StackRecord,
-    ) -> Result<Result<Lease, StackStatus>, EngineError> {
-        let owner = self.operation_owner();
-        let started = std::time::Instant::now();
-        loop {
-            match self
-                .store
-                .acquire_lease(&stack.stack_id, &owner, self.lease_ttl_ms())
-                .await
-            {
-                Ok(lease) => return Ok(Ok(lease)),
-                Err(StoreError::Busy { .. }) => {
-                    let status = self.current_status(stack).await?;
-                    if status.is_in_progress() || started.elapsed() > Duration::from_secs(2) {
-                        return Ok(Err(status));
-                    }
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
     }
 }

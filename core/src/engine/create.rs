@@ -5,7 +5,7 @@
 //! rollback of a failed create.
 
 use super::dag::Outcome;
-use super::steps::create::{Then, CREATED};
+use super::steps::create::Then;
 use super::{
     check_stack_name, stack_context, stack_event, CreateStackInput, Creates, EngineError, Op,
     TIMED_OUT, TIMEOUT_OPTION,
@@ -19,7 +19,6 @@ use crate::template::eval::{Evaluated, Evaluator};
 use crate::template::parameters::ParameterValues;
 use crate::template::source::child;
 use crate::template::Template;
-use cairn_sdk::{CreateResult, ErrorKind, ProviderError};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -148,7 +147,7 @@ impl Creates<'_> {
         op: &Op,
         reason: &str,
     ) -> Result<StackStatus, EngineError> {
-        op.triggers_done.store(true, Ordering::SeqCst);
+        op.stops.triggers_done.store(true, Ordering::SeqCst);
         match op.stack.on_failure {
             OnFailure::DoNothing => {
                 self.set_status(op, StackStatus::CreateFailed, Some(reason))
@@ -235,70 +234,8 @@ impl Creates<'_> {
             .filter(|&i| outcomes[i] == Outcome::Failed)
             .map(|i| op.graph.name(i).to_string())
             .collect();
-        failed.extend(self.mark_cancelled(op, &cancelled).await?);
+        failed.extend(self.steps().mark_cancelled(op, &cancelled).await?);
         Ok(failed)
-    }
-
-    /// HOT's `external_id`: instead of a create, the existing resource is
-    /// adopted once its provider confirms it exists (Heat's ADOPT and
-    /// check): read, with its attributes, by a provider that reads; else
-    /// checked for drift; one the provider cannot check is taken as given.
-    pub(super) async fn adopt_external(
-        &self,
-        op: &Op,
-        r: &ResourceRecord,
-        t: &crate::registry::RegisteredType,
-        id: String,
-        request_id: &str,
-    ) -> Result<CreateResult, ProviderError> {
-        let missing = || {
-            ProviderError::invalid_request(format!(
-                "Invalid external resource: Resource {id} ({}) can not be found.",
-                r.resource_type
-            ))
-        };
-        // A provider that reads gives the resource's attributes too
-        // (`get_attr` of the adopted resource works).
-        let context = self
-            .protocol()
-            .context(op, &r.logical_id, &r.resource_type, request_id);
-        match self.protocol().read(context, &r.resource_type, &id).await {
-            Ok(cairn_sdk::ReadResult::Found { attributes, .. }) => {
-                return Ok(CreateResult {
-                    physical_resource_id: id,
-                    attributes,
-                    no_echo: false,
-                })
-            }
-            Ok(cairn_sdk::ReadResult::NotSupported) => {}
-            Err(e) if e.is_not_found() => return Err(missing()),
-            Err(e) => return Err(e),
-        }
-        let req = cairn_sdk::DriftRequest {
-            context: self
-                .protocol()
-                .context(op, &r.logical_id, &r.resource_type, request_id),
-            physical_resource_id: id.clone(),
-            properties: r.properties.clone(),
-        };
-        let gone = match self
-            .protocol()
-            .timed("adoption", t.provider.check_drift(&req))
-            .await
-        {
-            Ok(cairn_sdk::DriftResult::Deleted) => true,
-            Ok(_) => false,
-            Err(e) if e.is_not_found() => true,
-            Err(e) => return Err(e),
-        };
-        if gone {
-            return Err(missing());
-        }
-        Ok(CreateResult {
-            physical_resource_id: id,
-            attributes: Map::new(),
-            no_echo: false,
-        })
     }
 
     /// Creates one resource (CREATE_IN_PROGRESS, "Resource creation
@@ -321,7 +258,10 @@ impl Creates<'_> {
                 .as_ref()
                 .is_some_and(|p| p.action == CallKind::Signals)
         }) {
-            return self.resume_signal_wait(op, logical_id, r.clone()).await;
+            return self
+                .steps()
+                .resume_signal_wait(op, logical_id, r.clone())
+                .await;
         }
         // A create recorded before (a crash, a cancellation) is taken up:
         // its outcome is learnt, it is not sent again.
@@ -331,34 +271,6 @@ impl Creates<'_> {
         match self.begin_create(op, logical_id, journal).await {
             Some((rec, started)) => self.steps().create(op, rec, started, Then::Signals).await,
             None => false,
-        }
-    }
-
-    /// A create resumed while its resource waited for signals: the wait
-    /// goes on (its deadline kept), or ends with what the template says now.
-    pub(super) async fn resume_signal_wait(
-        &self,
-        op: &Op,
-        logical_id: &str,
-        r: ResourceRecord,
-    ) -> bool {
-        match self
-            .signals()
-            .signal_wait(op, logical_id, &r.properties)
-            .await
-        {
-            Ok(Some((wait, source))) => self.signals().await_signals(op, r, wait, source).await,
-            outcome => {
-                let result = match outcome {
-                    Err(reason) => Err(ProviderError::new(ErrorKind::InvalidRequest, reason)),
-                    _ => Ok(CreateResult {
-                        physical_resource_id: r.physical_id.clone().unwrap_or_default(),
-                        attributes: r.attributes.clone(),
-                        no_echo: r.no_echo,
-                    }),
-                };
-                self.steps().record_created(op, r, result, CREATED).await
-            }
         }
     }
 

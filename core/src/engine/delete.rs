@@ -4,8 +4,8 @@
 //! update deleted with them.
 
 use super::dag::Outcome;
-use super::{protocol, Deletes, EngineError, Op};
-use crate::stack::{now, OperationKind, ResourceStatus, StackStatus};
+use super::{protocol, stack_event, Deletes, EngineError, Op};
+use crate::stack::{now, OperationKind, ResourceStatus, StackRecord, StackStatus};
 use crate::store::OperationRecord;
 use serde_json::json;
 use std::collections::HashMap;
@@ -41,7 +41,7 @@ impl Deletes<'_> {
             return Ok(None);
         }
         if stack.status == StackStatus::ReviewInProgress {
-            self.change_sets().delete_review_stack(&stack).await?;
+            self.delete_review_stack(&stack).await?;
             return Ok(Some(stack.stack_id));
         }
         if !retain.is_empty() && stack.status != StackStatus::DeleteFailed {
@@ -76,7 +76,7 @@ impl Deletes<'_> {
                 stack.stack_name, status
             )))
         };
-        let lease = match self.claims().lease_for_new_operation(&stack).await? {
+        let lease = match self.lease_for_new_operation(&stack).await? {
             Ok(lease) => lease,
             Err(status) => return busy(status),
         };
@@ -87,7 +87,7 @@ impl Deletes<'_> {
             let _ = self.store.release_lease(&lease).await;
             return busy(status);
         }
-        self.claims().started_under(&lease);
+        self.started_under(&lease);
         let operation = OperationRecord {
             stack_id: stack.stack_id.clone(),
             kind: OperationKind::Delete,
@@ -176,18 +176,39 @@ impl Deletes<'_> {
             .collect())
     }
 
-    pub(super) fn retained_by_policy(&self, op: &Op, logical_id: &str) -> bool {
-        let removal = if op.stack.status == StackStatus::RollbackInProgress {
-            protocol::Removal::RollbackOfCreate
-        } else {
-            protocol::Removal::Delete
-        };
-        protocol::retained(
-            &op.evaluator(),
-            &op.template,
-            logical_id,
-            protocol::Policy::Deletion,
-            removal,
-        )
+    /// Deletes a stack that only ever held change sets (REVIEW_IN_PROGRESS):
+    /// nothing to run, so both transitions are recorded here.
+    pub(super) async fn delete_review_stack(&self, stack: &StackRecord) -> Result<(), EngineError> {
+        let lease = self.lease_for_operation(&stack.stack_id).await?;
+        for cs in self.store.change_sets(&stack.stack_id).await? {
+            self.store.delete_change_set(&cs.change_set_id).await?;
+        }
+        self.open_history(&lease, stack, OperationKind::Delete, None)
+            .await?;
+        for status in [StackStatus::DeleteInProgress, StackStatus::DeleteComplete] {
+            let reason = (status == StackStatus::DeleteInProgress).then_some("User Initiated");
+            let event = stack_event(stack, status, reason, &now());
+            self.store
+                .set_stack_status(&lease, status, reason, &event)
+                .await?;
+        }
+        self.store.release_lease(&lease).await?;
+        Ok(())
     }
+}
+
+/// Whether `logical_id`'s DeletionPolicy keeps it when `op` removes it.
+pub(super) fn retained_by_policy(op: &Op, logical_id: &str) -> bool {
+    let removal = if op.stack.status == StackStatus::RollbackInProgress {
+        protocol::Removal::RollbackOfCreate
+    } else {
+        protocol::Removal::Delete
+    };
+    protocol::retained(
+        &op.evaluator(),
+        &op.template,
+        logical_id,
+        protocol::Policy::Deletion,
+        removal,
+    )
 }

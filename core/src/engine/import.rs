@@ -183,30 +183,16 @@ impl Imports<'_> {
             .collect();
         let adoptions =
             crate::import::check(&template, &input.resources, &changes, None, &*self.registry)?;
-        let ts = now();
+        // A new stack's record, as a review stack's but importing its
+        // template (on_failure is ROLLBACK either way).
         let stack = StackRecord {
-            stack_id: stack_id.to_string(),
-            stack_name: input.stack_name.clone(),
             status: StackStatus::ImportInProgress,
-            status_reason: Some("User Initiated".into()),
             description: template.description.clone(),
             template_body: input.template_body.clone(),
             parameters: params.raw.clone(),
             no_echo: params.no_echo.clone(),
-            outputs: Vec::new(),
-            on_failure: Default::default(),
-            created_at: ts.clone(),
-            updated_at: ts.clone(),
-            deleted_at: None,
-            tags: Vec::new(),
-            parent_id: None,
-            root_id: None,
-            context: Default::default(),
             capabilities: input.capabilities.clone().unwrap_or_default(),
-            termination_protection: false,
-            stack_policy: None,
-            rollback_configuration: None,
-            notification_arns: Vec::new(),
+            ..super::review::review_stack(&input.stack_name, stack_id)
         };
         self.refuse_owned(&adoptions).await?;
         self.read_each(&stack, &adoptions).await?;

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::kinds::Updates;
-use super::{EngineError, Op};
+use super::{Core, EngineError, Op};
 use crate::stack::{
     Journal, OperationKind, ResourceRecord, ResourceStatus, Snapshot, StackRecord, StackStatus,
 };
@@ -148,44 +148,6 @@ impl Updates<'_> {
             .unwrap_or_default())
     }
 
-    /// The last step this operation reported for deleting the superseded
-    /// physical resource `physical_id` of `logical_id` (it has no row that
-    /// would say): `None` when its delete has not started.
-    pub(super) async fn superseded_step(
-        &self,
-        op: &Op,
-        logical_id: &str,
-        physical_id: Option<&str>,
-    ) -> Result<Option<ResourceStatus>, EngineError> {
-        let Some(operation) = self.store.operation(&op.stack.stack_id).await? else {
-            return Ok(None);
-        };
-        let physical = physical_id.unwrap_or_default();
-        // This operation's events: those after the count it started with
-        // (an operation recorded by an older Cairn has none: its events are
-        // told by their time, to the millisecond).
-        let before = operation
-            .options
-            .get(EVENTS_BEFORE)
-            .and_then(Value::as_u64)
-            .and_then(|n| usize::try_from(n).ok());
-        let events = match before {
-            Some(n) => self.store.events_from(&op.stack.stack_id, n).await?,
-            None => self
-                .store
-                .events(&op.stack.stack_id)
-                .await?
-                .into_iter()
-                .filter(|e| e.timestamp >= operation.started_at)
-                .collect(),
-        };
-        Ok(events
-            .into_iter()
-            .rev()
-            .find(|e| e.logical_id == logical_id && e.physical_id == physical)
-            .and_then(|e| e.status.as_resource()))
-    }
-
     /// Ends a failed update: kept in UPDATE_FAILED when it was asked to
     /// (`DisableRollback`), else rolled back.
     pub(super) async fn fail_update(
@@ -244,7 +206,7 @@ impl Updates<'_> {
             )
             .await?;
         // From here on the stack shows the template it goes back to.
-        if let Some(other) = &op.other {
+        if let Some(other) = op.other() {
             let mut shown = op.stack.clone();
             other.state.apply_template(&mut shown);
             shown.outputs = other.state.outputs.clone();
@@ -253,6 +215,46 @@ impl Updates<'_> {
         }
         self.set_status(&op, next, Some("User Initiated")).await?;
         Ok(stack.stack_id)
+    }
+}
+
+impl Core {
+    /// The last step this operation reported for deleting the superseded
+    /// physical resource `physical_id` of `logical_id` (it has no row that
+    /// would say): `None` when its delete has not started.
+    pub(super) async fn superseded_step(
+        &self,
+        op: &Op,
+        logical_id: &str,
+        physical_id: Option<&str>,
+    ) -> Result<Option<ResourceStatus>, EngineError> {
+        let Some(operation) = self.store.operation(&op.stack.stack_id).await? else {
+            return Ok(None);
+        };
+        let physical = physical_id.unwrap_or_default();
+        // This operation's events: those after the count it started with
+        // (an operation recorded by an older Cairn has none: its events are
+        // told by their time, to the millisecond).
+        let before = operation
+            .options
+            .get(EVENTS_BEFORE)
+            .and_then(Value::as_u64)
+            .and_then(|n| usize::try_from(n).ok());
+        let events = match before {
+            Some(n) => self.store.events_from(&op.stack.stack_id, n).await?,
+            None => self
+                .store
+                .events(&op.stack.stack_id)
+                .await?
+                .into_iter()
+                .filter(|e| e.timestamp >= operation.started_at)
+                .collect(),
+        };
+        Ok(events
+            .into_iter()
+            .rev()
+            .find(|e| e.logical_id == logical_id && e.physical_id == physical)
+            .and_then(|e| e.status.as_resource()))
     }
 }
 

@@ -18,7 +18,7 @@ use std::time::Duration;
 use cairn_sdk::{MacroRequest, MacroResponse};
 use serde_json::Value;
 
-use super::{Engine, EngineError};
+use super::{Core, EngineError};
 use crate::macros::{Function, MACRO_TYPE};
 use crate::template::transform::{self, Site};
 use crate::template::{Template, TemplateContext, TemplateError};
@@ -46,7 +46,7 @@ fn failed(transform_id: &str, site: &Site, message: impl std::fmt::Display) -> T
 
 pub use crate::template::transform::{names_a_macro, needs_reading};
 
-impl Engine {
+impl Core {
     /// A template's macros run, as a change set would run them (no
     /// capability is asked for): what `cairn validate` reads.
     pub async fn process_template(

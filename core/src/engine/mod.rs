@@ -28,6 +28,7 @@ mod protocol;
 mod reconcile;
 pub mod refactor;
 mod resolve;
+mod review;
 mod rollback_triggers;
 mod served;
 pub mod signals;
@@ -48,6 +49,7 @@ pub use reconcile::{ReconcileFlags, ReconcileInput, ReconcilePlan};
 pub use update::{ParameterInput, UpdateStackInput};
 
 use std::collections::{BTreeMap, HashMap};
+use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -168,12 +170,8 @@ struct Op {
     lease: Lease,
     /// Set when the lease is lost: stop touching anything.
     aborted: AtomicBool,
-    /// Set when `cairn cancel-update` asked the running update to stop.
-    cancel: tokio::sync::watch::Sender<bool>,
-    /// When the operation's TimeoutInMinutes runs out, if it has one.
-    deadline: Option<std::time::SystemTime>,
-    /// Set when the deadline stopped the work.
-    timed_out: AtomicBool,
+    /// What may end the operation's work early besides a lost lease.
+    stops: Stops,
     /// The nested templates this operation's stack resources use.
     nested: crate::nested::NestedTemplates,
     /// The template digests recorded for its nested stack resources.
@@ -181,22 +179,45 @@ struct Op {
     /// The stack fields this operation shows (for an update: the template it
     /// rolls forward to, or back to).
     state: update::StackState,
-    /// An update's other template (the one it left, or during rollback the
-    /// one it abandoned).
-    other: Option<update::Other>,
+    /// An update's own state (an update, `cairn update`, an import): its
+    /// other template and its stack policy. `None` for other operations.
+    update: Option<update::UpdateState>,
     /// The last step each resource reported (status, reason, physical id),
     /// from its row when the operation was loaded: an operation resumed
     /// after a crash or a takeover does not report a step in progress a
     /// second time, as CloudFormation never shows one twice.
     reported: std::sync::Mutex<HashMap<String, Reported>>,
-    /// The stack policy an update is checked against (see `stack_policy`).
-    policy: Option<crate::stack_policy::StackPolicy>,
+}
+
+/// What may end an operation's work early besides a lost lease: a
+/// cancel-update, a create's TimeoutInMinutes, a rollback trigger. The
+/// scheduler listens to all of them; those an operation does not have stay
+/// quiet.
+struct Stops {
+    /// Set when `cairn cancel-update` asked the running update to stop.
+    cancel: tokio::sync::watch::Sender<bool>,
+    /// When a create's TimeoutInMinutes runs out, if it has one.
+    deadline: Option<std::time::SystemTime>,
+    /// Set when the deadline stopped the work.
+    timed_out: AtomicBool,
     /// Set to the reason when a rollback trigger fires while the operation
     /// rolls forward (see `rollback_triggers`).
     alarm: tokio::sync::watch::Sender<Option<String>>,
     /// Set when the operation stops watching its triggers (it rolls back,
     /// or its monitoring period is over).
     triggers_done: AtomicBool,
+}
+
+impl Stops {
+    fn new(deadline: Option<std::time::SystemTime>) -> Stops {
+        Stops {
+            cancel: tokio::sync::watch::Sender::new(false),
+            deadline,
+            timed_out: AtomicBool::new(false),
+            alarm: tokio::sync::watch::Sender::new(None),
+            triggers_done: AtomicBool::new(false),
+        }
+    }
 }
 
 /// The rows an operation rewrites and removes in the write that starts it
@@ -211,6 +232,12 @@ struct RowRewrite {
 type Reported = (ResourceStatus, Option<String>, Option<String>);
 
 impl Op {
+    /// An update's other template (the one it left, or during rollback the
+    /// one it abandoned).
+    fn other(&self) -> Option<&update::Other> {
+        self.update.as_ref().map(|u| &u.other)
+    }
+
     fn evaluator(&self) -> Evaluator<'_> {
         Evaluator::with_conditions(
             &self.template,
@@ -379,21 +406,42 @@ fn process_alive(pid: &str) -> bool {
     }
 }
 
+/// The stack engine: the front door every operation starts from. It owns
+/// the [`Core`] its operation kinds share and makes the kinds
+/// (`engine.creates()`, `engine.updates()`, … in `kinds`); the kinds reach
+/// the core, never the engine.
 pub struct Engine {
+    core: Core,
+}
+
+/// What every operation shares: the store, the registry, the
+/// configuration, this process's leases, scheduling and one operation's
+/// records. It makes no operation kind: a kind reaches another only
+/// through the uses `kinds` declares for it.
+pub struct Core {
     store: Arc<dyn Store>,
     registry: Arc<Registry>,
     config: Config,
     /// `host:pid` of this process; each operation's lease owner is this
-    /// plus an id of its own ([`Claims::operation_owner`]), so two requests
+    /// plus an id of its own ([`Core::operation_owner`]), so two requests
     /// served by one process can never both hold a stack.
     owner: String,
     /// Operations this process started and has not run yet: stack id →
     /// the lease [`Engine::run`] continues under.
     started: std::sync::Mutex<HashMap<String, Lease>>,
-    /// This engine, for the tasks that run nested stacks.
+    /// The engine, for the tasks that run a nested stack's child operation
+    /// through its front door ([`Engine::run`]).
     me: std::sync::Weak<Engine>,
     /// What this process's engines share: counters, the callback listener.
     shared: Shared,
+}
+
+impl Deref for Engine {
+    type Target = Core;
+
+    fn deref(&self) -> &Core {
+        &self.core
+    }
 }
 
 impl Engine {
@@ -406,16 +454,20 @@ impl Engine {
         shared: Shared,
     ) -> Arc<Engine> {
         Arc::new_cyclic(|me| Engine {
-            store,
-            registry,
-            config,
-            shared,
-            owner: this_owner(),
-            started: std::sync::Mutex::new(HashMap::new()),
-            me: me.clone(),
+            core: Core {
+                store,
+                registry,
+                config,
+                shared,
+                owner: this_owner(),
+                started: std::sync::Mutex::new(HashMap::new()),
+                me: me.clone(),
+            },
         })
     }
+}
 
+impl Core {
     /// Between two looks at the kept signals (`[engine] signal_poll_ms`).
     fn signal_poll(&self) -> std::time::Duration {
         std::time::Duration::from_millis(self.config.engine.signal_poll_ms.max(1))
@@ -587,11 +639,19 @@ impl Engine {
             .as_ref()
             .map(|o| crate::nested::NestedTemplates::from_options(&o.options))
             .unwrap_or_default();
-        let policy = match &operation {
-            Some(o) if matches!(o.kind, OperationKind::Update | OperationKind::Reconcile) => {
-                stack_policy::of_operation(&o.options)?
-            }
-            _ => None,
+        let update = match other {
+            Some(other) => Some(update::UpdateState {
+                other,
+                policy: match &operation {
+                    Some(o)
+                        if matches!(o.kind, OperationKind::Update | OperationKind::Reconcile) =>
+                    {
+                        stack_policy::of_operation(&o.options)?
+                    }
+                    _ => None,
+                },
+            }),
+            None => None,
         };
         let deadline = (stack.status == StackStatus::CreateInProgress)
             .then(|| operation_deadline(operation.as_ref()))
@@ -606,20 +666,242 @@ impl Engine {
             results,
             lease,
             aborted: AtomicBool::new(false),
-            cancel: tokio::sync::watch::Sender::new(false),
-            deadline,
-            timed_out: AtomicBool::new(false),
+            stops: Stops::new(deadline),
             nested,
             recorded_digests,
             state: this,
-            other,
+            update,
             reported: std::sync::Mutex::new(reported),
-            policy,
-            alarm: tokio::sync::watch::Sender::new(None),
-            triggers_done: AtomicBool::new(false),
         })
     }
 
+    async fn set_status(
+        &self,
+        op: &Op,
+        status: StackStatus,
+        reason: Option<&str>,
+    ) -> Result<StackStatus, EngineError> {
+        let event = op.stack_event(status, reason);
+        self.store
+            .set_stack_status(&op.lease, status, reason, &event)
+            .await?;
+        Ok(status)
+    }
+
+    /// Writes a new stack with its operation's record in one write, under
+    /// the operation's lease, and opens its history entry.
+    async fn insert_operating(
+        &self,
+        stack: &StackRecord,
+        first: &EventRecord,
+        operation: &OperationRecord,
+    ) -> Result<(), EngineError> {
+        let lease = self
+            .store
+            .insert_stack(
+                stack,
+                first,
+                Some(operation),
+                &self.operation_owner(),
+                self.lease_ttl_ms(),
+            )
+            .await?;
+        self.started_under(&lease);
+        self.open_history(&lease, stack, operation.kind, None).await
+    }
+
+    /// Takes the stack's lease to go on with the operation its record
+    /// keeps (continue-rollback, RollbackStack): refused when the stack
+    /// moved on since `stack` was read (`while`: what was being done);
+    /// then a history entry of `kind`, and the operation loaded.
+    async fn resume_kept_operation(
+        &self,
+        stack: &StackRecord,
+        kind: OperationKind,
+        while_: &str,
+    ) -> Result<Op, EngineError> {
+        let lease = self.lease_for_operation(&stack.stack_id).await?;
+        if self.current_status(stack).await? != stack.status {
+            let _ = self.store.release_lease(&lease).await;
+            return Err(EngineError::Validation(format!(
+                "Stack:{} changed while {while_}; try again",
+                stack.stack_id
+            )));
+        }
+        self.started_under(&lease);
+        self.open_history(&lease, stack, kind, None).await?;
+        self.load(stack, lease).await
+    }
+
+    /// Starts the stack's history entry for an operation.
+    async fn open_history(
+        &self,
+        lease: &Lease,
+        stack: &StackRecord,
+        kind: OperationKind,
+        change_set: Option<String>,
+    ) -> Result<(), EngineError> {
+        self.store
+            .open_history(lease, &history_entry(stack, kind, change_set))
+            .await?;
+        Ok(())
+    }
+
+    /// Starts an operation on an existing stack in one durable write: its
+    /// record, `stack` (new fields, `status` with "User Initiated"), the
+    /// status event, its history entry (of the operation's kind, with
+    /// `details`), the change set it executes, and the rows it rewrites.
+    async fn begin_operation(
+        &self,
+        lease: &Lease,
+        operation: OperationRecord,
+        mut stack: StackRecord,
+        status: StackStatus,
+        change_set: Option<&crate::stack::ChangeSetRecord>,
+        (details, rows): (Option<Value>, RowRewrite),
+    ) -> Result<(), EngineError> {
+        stack.status = status;
+        stack.status_reason = Some("User Initiated".into());
+        let mut history = history_entry(
+            &stack,
+            operation.kind,
+            change_set.map(|c| c.change_set_name.clone()),
+        );
+        history.details = details;
+        let event = stack_event(&stack, status, Some("User Initiated"), &history.started_at);
+        self.store
+            .begin_operation(
+                lease,
+                &crate::store::OperationStart {
+                    operation,
+                    change_set_id: change_set.map(|c| c.change_set_id.clone()),
+                    stack,
+                    event,
+                    history,
+                    rows: rows.put,
+                    removed_rows: rows.removed,
+                },
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Records `r` with its event (after `earlier`, events of transitions not
+    /// yet committed) and reports whether the write held; a lost lease aborts
+    /// the operation.
+    async fn record(&self, op: &Op, r: &ResourceRecord, earlier: Vec<EventRecord>) -> bool {
+        op.results.note_secrets(r);
+        let mut events = earlier;
+        let step = (r.status, r.status_reason.clone(), r.physical_id.clone());
+        let repeated = match op.reported.lock() {
+            Ok(mut reported) => {
+                let last = reported.insert(r.logical_id.clone(), step.clone());
+                events.is_empty()
+                    && r.status.as_str().ends_with("_IN_PROGRESS")
+                    && last == Some(step)
+            }
+            Err(_) => false,
+        };
+        if !repeated {
+            events.push(op.resource_event(r));
+        }
+        let written = self.store.put_resource(&op.lease, r, &events).await;
+        self.held(op, &r.logical_id, written)
+    }
+
+    /// Whether a write of the operation held; a failed one (lost lease, state
+    /// file error) aborts the operation.
+    fn held(&self, op: &Op, logical_id: &str, written: Result<(), StoreError>) -> bool {
+        match written {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::error!(stack = %op.stack.stack_name, resource = %logical_id, "cannot record resource state: {e}");
+                op.aborted.store(true, Ordering::SeqCst);
+                false
+            }
+        }
+    }
+
+    /// Runs `work` over the graph `preds` (see [`dag::run`]); a lost lease
+    /// during it is an error.
+    async fn schedule<F, Fut>(
+        &self,
+        op: &Op,
+        preds: &[Vec<usize>],
+        initial: Vec<Outcome>,
+        stop_on_failure: bool,
+        cancellable: bool,
+        work: F,
+    ) -> Result<Vec<Outcome>, EngineError>
+    where
+        F: Fn(usize) -> Fut,
+        Fut: std::future::Future<Output = (usize, bool)>,
+    {
+        let outcomes = dag::run(
+            preds,
+            initial,
+            self.config.engine.max_concurrency,
+            stop_on_failure,
+            async {
+                let cancelled = async {
+                    let mut cancel = op.stops.cancel.subscribe();
+                    if !cancellable || cancel.wait_for(|c| *c).await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                };
+                // TimeoutInMinutes: the work in flight is cancelled.
+                let timed_out = async {
+                    // Only the create phase is bounded: the rollback that
+                    // follows a timeout runs to its end.
+                    let Some(deadline) = op
+                        .stops
+                        .deadline
+                        .filter(|_| !op.stops.timed_out.load(Ordering::SeqCst))
+                    else {
+                        return std::future::pending::<()>().await;
+                    };
+                    let left = deadline
+                        .duration_since(std::time::SystemTime::now())
+                        .unwrap_or(Duration::ZERO);
+                    tokio::time::sleep(left).await;
+                    op.stops.timed_out.store(true, Ordering::SeqCst);
+                };
+                // A rollback trigger fired: the work in flight is cancelled.
+                let alarmed = async {
+                    let mut alarm = op.stops.alarm.subscribe();
+                    if op.stops.triggers_done.load(Ordering::SeqCst)
+                        || alarm.wait_for(Option::is_some).await.is_err()
+                    {
+                        std::future::pending::<()>().await;
+                    }
+                };
+                tokio::select! {
+                    _ = cancelled => {}
+                    _ = timed_out => {}
+                    _ = alarmed => {}
+                }
+            },
+            work,
+        )
+        .await;
+        if op.aborted.load(Ordering::SeqCst) {
+            return Err(StoreError::LeaseLost(op.stack.stack_id.clone()).into());
+        }
+        Ok(outcomes)
+    }
+
+    /// The stack's status as stored now.
+    async fn current_status(&self, stack: &StackRecord) -> Result<StackStatus, EngineError> {
+        Ok(self
+            .store
+            .find_stack(&stack.stack_id)
+            .await?
+            .map(|s| s.status)
+            .unwrap_or(stack.status))
+    }
+}
+
+impl Engine {
     /// Resumes every in-progress operation whose owner is gone (crashed),
     /// one after the other, and drives each to a terminal status. Returns
     /// the stack ids resumed.
@@ -663,10 +945,10 @@ impl Engine {
             .ok()
             .and_then(|mut s| s.remove(&stack.stack_id))
             .map(|lease| lease.owner)
-            .unwrap_or_else(|| self.claims().operation_owner());
+            .unwrap_or_else(|| self.operation_owner());
         let lease = self
             .store
-            .acquire_lease(&stack.stack_id, &owner, self.claims().lease_ttl_ms())
+            .acquire_lease(&stack.stack_id, &owner, self.lease_ttl_ms())
             .await?;
         // Read again under the lease: another engine may have run the
         // operation to its end between the read above and the lease (this
@@ -684,7 +966,7 @@ impl Engine {
             let store = self.store.clone();
             let lease = lease.clone();
             let op = op.clone();
-            let ttl = self.claims().lease_ttl_ms();
+            let ttl = self.lease_ttl_ms();
             tokio::spawn(async move {
                 loop {
                     tokio::time::sleep(Duration::from_millis((ttl / 3) as u64)).await;
@@ -712,7 +994,7 @@ impl Engine {
                 loop {
                     tokio::time::sleep(CANCEL_POLL).await;
                     if let Ok(true) = store.cancel_requested(&op.stack.stack_id).await {
-                        op.cancel.send_replace(true);
+                        op.stops.cancel.send_replace(true);
                         return;
                     }
                 }
@@ -780,7 +1062,7 @@ impl Engine {
             StackStatus::CreateInProgress => {
                 let rows = self.store.resources(&op.stack.stack_id).await?;
                 if rows.is_empty() {
-                    match self.check_parameter_values(op).await {
+                    match self.protocol().check_parameter_values(op).await {
                         Err(reason) => {
                             return self.creates().fail_create(op, &format!("{reason}. ")).await
                         }
@@ -793,7 +1075,7 @@ impl Engine {
                     }
                 }
                 let failed = self.creates().create_all(op, rows).await?;
-                if op.timed_out.load(Ordering::SeqCst) {
+                if op.stops.timed_out.load(Ordering::SeqCst) {
                     return self.creates().fail_create(op, TIMED_OUT).await;
                 }
                 if let Some(reason) = self.take_alarm(op) {
@@ -831,267 +1113,6 @@ impl Engine {
                 op.stack.stack_name
             ))),
         }
-    }
-
-    async fn set_status(
-        &self,
-        op: &Op,
-        status: StackStatus,
-        reason: Option<&str>,
-    ) -> Result<StackStatus, EngineError> {
-        let event = op.stack_event(status, reason);
-        self.store
-            .set_stack_status(&op.lease, status, reason, &event)
-            .await?;
-        Ok(status)
-    }
-
-    /// Writes a new stack with its operation's record in one write, under
-    /// the operation's lease, and opens its history entry.
-    async fn insert_operating(
-        &self,
-        stack: &StackRecord,
-        first: &EventRecord,
-        operation: &OperationRecord,
-    ) -> Result<(), EngineError> {
-        let lease = self
-            .store
-            .insert_stack(
-                stack,
-                first,
-                Some(operation),
-                &self.claims().operation_owner(),
-                self.claims().lease_ttl_ms(),
-            )
-            .await?;
-        self.claims().started_under(&lease);
-        self.open_history(&lease, stack, operation.kind, None).await
-    }
-
-    /// Takes the stack's lease to go on with the operation its record
-    /// keeps (continue-rollback, RollbackStack): refused when the stack
-    /// moved on since `stack` was read (`while`: what was being done);
-    /// then a history entry of `kind`, and the operation loaded.
-    async fn resume_kept_operation(
-        &self,
-        stack: &StackRecord,
-        kind: OperationKind,
-        while_: &str,
-    ) -> Result<Op, EngineError> {
-        let lease = self.claims().lease_for_operation(&stack.stack_id).await?;
-        if self.current_status(stack).await? != stack.status {
-            let _ = self.store.release_lease(&lease).await;
-            return Err(EngineError::Validation(format!(
-                "Stack:{} changed while {while_}; try again",
-                stack.stack_id
-            )));
-        }
-        self.claims().started_under(&lease);
-        self.open_history(&lease, stack, kind, None).await?;
-        self.load(stack, lease).await
-    }
-
-    /// Starts the stack's history entry for an operation.
-    async fn open_history(
-        &self,
-        lease: &Lease,
-        stack: &StackRecord,
-        kind: OperationKind,
-        change_set: Option<String>,
-    ) -> Result<(), EngineError> {
-        self.store
-            .open_history(lease, &history_entry(stack, kind, change_set))
-            .await?;
-        Ok(())
-    }
-
-    /// Starts an operation on an existing stack in one durable write: its
-    /// record, `stack` (new fields, `status` with "User Initiated"), the
-    /// status event, its history entry (of the operation's kind, with
-    /// `details`), the change set it executes, and the rows it rewrites.
-    async fn begin_operation(
-        &self,
-        lease: &Lease,
-        operation: OperationRecord,
-        mut stack: StackRecord,
-        status: StackStatus,
-        change_set: Option<&crate::stack::ChangeSetRecord>,
-        (details, rows): (Option<Value>, RowRewrite),
-    ) -> Result<(), EngineError> {
-        stack.status = status;
-        stack.status_reason = Some("User Initiated".into());
-        let mut history = history_entry(
-            &stack,
-            operation.kind,
-            change_set.map(|c| c.change_set_name.clone()),
-        );
-        history.details = details;
-        let event = stack_event(&stack, status, Some("User Initiated"), &history.started_at);
-        self.store
-            .begin_operation(
-                lease,
-                &crate::store::OperationStart {
-                    operation,
-                    change_set_id: change_set.map(|c| c.change_set_id.clone()),
-                    stack,
-                    event,
-                    history,
-                    rows: rows.put,
-                    removed_rows: rows.removed,
-                },
-            )
-            .await?;
-        Ok(())
-    }
-
-    /// Records resources whose create or update was cancelled because a
-    /// sibling failed: CREATE_FAILED "Resource creation cancelled" or
-    /// UPDATE_FAILED "Resource update cancelled". Their pending call stays
-    /// recorded, so the rollback learns (and deletes) what a create that had
-    /// already reached the provider made. Those that completed before the
-    /// cancellation landed keep their status. Returns the logical ids marked.
-    async fn mark_cancelled(&self, op: &Op, names: &[&str]) -> Result<Vec<String>, EngineError> {
-        if names.is_empty() {
-            return Ok(Vec::new());
-        }
-        // Read after the cancelled work's last write: the store is FIFO.
-        let stored = self.store.resources(&op.stack.stack_id).await?;
-        let mut marked = Vec::new();
-        for mut rec in stored {
-            if !names.contains(&rec.logical_id.as_str()) {
-                continue;
-            }
-            let (status, reason) = match rec.status {
-                ResourceStatus::CreateInProgress => {
-                    (ResourceStatus::CreateFailed, "Resource creation cancelled")
-                }
-                ResourceStatus::UpdateInProgress => {
-                    (ResourceStatus::UpdateFailed, "Resource update cancelled")
-                }
-                _ => continue,
-            };
-            self.steps().cancel_unknown_create(op, &mut rec).await;
-            rec.status = status;
-            rec.status_reason = Some(reason.into());
-            rec.updated_at = now();
-            if !self.record(op, &rec, Vec::new()).await {
-                return Err(StoreError::LeaseLost(op.stack.stack_id.clone()).into());
-            }
-            marked.push(rec.logical_id);
-        }
-        Ok(marked)
-    }
-
-    /// Records `r` with its event (after `earlier`, events of transitions not
-    /// yet committed) and reports whether the write held; a lost lease aborts
-    /// the operation.
-    async fn record(&self, op: &Op, r: &ResourceRecord, earlier: Vec<EventRecord>) -> bool {
-        op.results.note_secrets(r);
-        let mut events = earlier;
-        let step = (r.status, r.status_reason.clone(), r.physical_id.clone());
-        let repeated = match op.reported.lock() {
-            Ok(mut reported) => {
-                let last = reported.insert(r.logical_id.clone(), step.clone());
-                events.is_empty()
-                    && r.status.as_str().ends_with("_IN_PROGRESS")
-                    && last == Some(step)
-            }
-            Err(_) => false,
-        };
-        if !repeated {
-            events.push(op.resource_event(r));
-        }
-        let written = self.store.put_resource(&op.lease, r, &events).await;
-        self.held(op, &r.logical_id, written)
-    }
-
-    /// Whether a write of the operation held; a failed one (lost lease, state
-    /// file error) aborts the operation.
-    fn held(&self, op: &Op, logical_id: &str, written: Result<(), StoreError>) -> bool {
-        match written {
-            Ok(()) => true,
-            Err(e) => {
-                tracing::error!(stack = %op.stack.stack_name, resource = %logical_id, "cannot record resource state: {e}");
-                op.aborted.store(true, Ordering::SeqCst);
-                false
-            }
-        }
-    }
-
-    /// Runs `work` over the graph `preds` (see [`dag::run`]); a lost lease
-    /// during it is an error.
-    async fn schedule<F, Fut>(
-        &self,
-        op: &Op,
-        preds: &[Vec<usize>],
-        initial: Vec<Outcome>,
-        stop_on_failure: bool,
-        cancellable: bool,
-        work: F,
-    ) -> Result<Vec<Outcome>, EngineError>
-    where
-        F: Fn(usize) -> Fut,
-        Fut: std::future::Future<Output = (usize, bool)>,
-    {
-        let outcomes = dag::run(
-            preds,
-            initial,
-            self.config.engine.max_concurrency,
-            stop_on_failure,
-            async {
-                let cancelled = async {
-                    let mut cancel = op.cancel.subscribe();
-                    if !cancellable || cancel.wait_for(|c| *c).await.is_err() {
-                        std::future::pending::<()>().await;
-                    }
-                };
-                // TimeoutInMinutes: the work in flight is cancelled.
-                let timed_out = async {
-                    // Only the create phase is bounded: the rollback that
-                    // follows a timeout runs to its end.
-                    let Some(deadline) =
-                        op.deadline.filter(|_| !op.timed_out.load(Ordering::SeqCst))
-                    else {
-                        return std::future::pending::<()>().await;
-                    };
-                    let left = deadline
-                        .duration_since(std::time::SystemTime::now())
-                        .unwrap_or(Duration::ZERO);
-                    tokio::time::sleep(left).await;
-                    op.timed_out.store(true, Ordering::SeqCst);
-                };
-                // A rollback trigger fired: the work in flight is cancelled.
-                let alarmed = async {
-                    let mut alarm = op.alarm.subscribe();
-                    if op.triggers_done.load(Ordering::SeqCst)
-                        || alarm.wait_for(Option::is_some).await.is_err()
-                    {
-                        std::future::pending::<()>().await;
-                    }
-                };
-                tokio::select! {
-                    _ = cancelled => {}
-                    _ = timed_out => {}
-                    _ = alarmed => {}
-                }
-            },
-            work,
-        )
-        .await;
-        if op.aborted.load(Ordering::SeqCst) {
-            return Err(StoreError::LeaseLost(op.stack.stack_id.clone()).into());
-        }
-        Ok(outcomes)
-    }
-
-    /// The stack's status as stored now.
-    async fn current_status(&self, stack: &StackRecord) -> Result<StackStatus, EngineError> {
-        Ok(self
-            .store
-            .find_stack(&stack.stack_id)
-            .await?
-            .map(|s| s.status)
-            .unwrap_or(stack.status))
     }
 }
 

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{owner_is_dead, owner_process, Engine, EngineError};
+use super::{owner_is_dead, owner_process, Core, Engine, EngineError};
 use crate::notifications::{check_targets, message};
 use crate::store::NotificationCursor;
 
@@ -33,7 +33,7 @@ const IDLE_POLL: Duration = Duration::from_millis(500);
 const FIRST_BACKOFF: Duration = Duration::from_millis(200);
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
-impl Engine {
+impl Core {
     /// Sets a stack's notification targets when an operation is given
     /// them (`NotificationARNs`), before its first event: a new target
     /// gets every event of the operation.
@@ -74,7 +74,7 @@ impl Notifier {
     }
 
     fn claim_ttl_ms(&self) -> i64 {
-        self.engine.claims().lease_ttl_ms()
+        self.engine.lease_ttl_ms()
     }
 
     /// Sends what is pending until `stop` turns true.

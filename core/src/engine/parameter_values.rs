@@ -10,9 +10,9 @@
 use cairn_sdk::{DriftRequest, DriftResult};
 use serde_json::Map;
 
-use super::{Engine, Op};
+use super::{Op, Protocol};
 
-impl Engine {
+impl Protocol<'_> {
     /// `Err(reason)` naming the first parameter whose value does not exist;
     /// `Ok(warnings)`: the values that could not be checked, and why.
     pub(super) async fn check_parameter_values(&self, op: &Op) -> Result<Vec<String>, String> {
@@ -40,7 +40,7 @@ impl Engine {
             };
             // A type no provider serves cannot be checked (e.g. AWS types
             // without an AWS provider): accepted as the string it is.
-            let Ok(registered) = self.protocol().provider_for(resource_type) else {
+            let Ok(registered) = self.provider_for(resource_type) else {
                 continue;
             };
             let Some(raw) = op.params.raw.get(&decl.name) else {
@@ -54,9 +54,7 @@ impl Engine {
             for value in values.into_iter().filter(|v| !v.is_empty()) {
                 let request_id = uuid::Uuid::new_v4().to_string();
                 let req = DriftRequest {
-                    context: self
-                        .protocol()
-                        .context(op, &decl.name, resource_type, &request_id),
+                    context: self.context(op, &decl.name, resource_type, &request_id),
                     physical_resource_id: value.to_string(),
                     properties: Map::new(),
                 };
@@ -68,7 +66,6 @@ impl Engine {
                     )
                 };
                 let exists = match self
-                    .protocol()
                     .timed(&what, registered.provider.check_drift(&req))
                     .await
                 {

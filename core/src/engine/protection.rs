@@ -6,10 +6,10 @@
 //! lease (an operation may be running). A parent's update that removes a
 //! nested stack still deletes it: that is not a delete of the stack.
 
-use super::{Engine, EngineError};
+use super::{Core, EngineError};
 use crate::stack::{StackRecord, StackStatus};
 
-impl Engine {
+impl Core {
     /// Turns the termination protection of the root stack `name_or_id` on
     /// or off; its stack id.
     pub async fn update_termination_protection(

@@ -182,11 +182,7 @@ impl Protocol<'_> {
             Ok(Some(_)) => Err(lost()),
             // Run out, broken or released: still this engine's only if
             // nobody took it since (the renewal is fenced on the token).
-            Ok(None) => match self
-                .store
-                .renew_lease(&op.lease, self.claims().lease_ttl_ms())
-                .await
-            {
+            Ok(None) => match self.store.renew_lease(&op.lease, self.lease_ttl_ms()).await {
                 Ok(()) => Ok(()),
                 Err(crate::store::StoreError::LeaseLost(_)) => Err(lost()),
                 Err(e) => cannot_check(e),
@@ -323,10 +319,7 @@ impl Protocol<'_> {
         }
         if let Some(id) = self.external_id_for(op, &r.logical_id)? {
             let t = self.provider_for(&r.resource_type)?;
-            return self
-                .creates()
-                .adopt_external(op, r, &t, id, request_id)
-                .await;
+            return self.adopt_external(op, r, &t, id, request_id).await;
         }
         let context = self.context(op, &r.logical_id, &r.resource_type, request_id);
         self.provider_create(op, context, r.properties.clone(), attempt)
@@ -453,7 +446,7 @@ impl Protocol<'_> {
             return ctx;
         }
         ctx.tags.desired = map(&op.stack.tags);
-        if let Some(other) = &op.other {
+        if let Some(other) = op.other() {
             ctx.tags.previous = map(&other.state.tags);
         }
         ctx
@@ -587,6 +580,17 @@ impl Protocol<'_> {
             .map_err(|e| ProviderError::invalid_request(e.to_string()))
     }
 
+    /// `cairn update`'s healing of an instance group whose members drifted
+    /// (served by the engine, like the group's other calls): the group's
+    /// attributes after.
+    pub(super) async fn heal_group(
+        &self,
+        op: &Op,
+        rec: &ResourceRecord,
+    ) -> Result<Map<String, Value>, ProviderError> {
+        self.groups().group_heal(op, rec).await
+    }
+
     /// The engine's own server of `resource_type` (an alias resolved), if
     /// it has one; `None` for every type a provider serves.
     pub(super) fn served_by_engine(&self, resource_type: &str) -> Option<EngineServed> {
@@ -598,6 +602,60 @@ impl Protocol<'_> {
         } else {
             None
         }
+    }
+
+    /// HOT's `external_id`: instead of a create, the existing resource is
+    /// adopted once its provider confirms it exists (Heat's ADOPT and
+    /// check): read, with its attributes, by a provider that reads; else
+    /// checked for drift; one the provider cannot check is taken as given.
+    pub(super) async fn adopt_external(
+        &self,
+        op: &Op,
+        r: &ResourceRecord,
+        t: &crate::registry::RegisteredType,
+        id: String,
+        request_id: &str,
+    ) -> Result<CreateResult, ProviderError> {
+        let missing = || {
+            ProviderError::invalid_request(format!(
+                "Invalid external resource: Resource {id} ({}) can not be found.",
+                r.resource_type
+            ))
+        };
+        // A provider that reads gives the resource's attributes too
+        // (`get_attr` of the adopted resource works).
+        let context = self.context(op, &r.logical_id, &r.resource_type, request_id);
+        match self.read(context, &r.resource_type, &id).await {
+            Ok(cairn_sdk::ReadResult::Found { attributes, .. }) => {
+                return Ok(CreateResult {
+                    physical_resource_id: id,
+                    attributes,
+                    no_echo: false,
+                })
+            }
+            Ok(cairn_sdk::ReadResult::NotSupported) => {}
+            Err(e) if e.is_not_found() => return Err(missing()),
+            Err(e) => return Err(e),
+        }
+        let req = cairn_sdk::DriftRequest {
+            context: self.context(op, &r.logical_id, &r.resource_type, request_id),
+            physical_resource_id: id.clone(),
+            properties: r.properties.clone(),
+        };
+        let gone = match self.timed("adoption", t.provider.check_drift(&req)).await {
+            Ok(cairn_sdk::DriftResult::Deleted) => true,
+            Ok(_) => false,
+            Err(e) if e.is_not_found() => true,
+            Err(e) => return Err(e),
+        };
+        if gone {
+            return Err(missing());
+        }
+        Ok(CreateResult {
+            physical_resource_id: id,
+            attributes: Map::new(),
+            no_echo: false,
+        })
     }
 }
 

@@ -178,7 +178,7 @@ impl Refactors<'_> {
                     )))
                 }
                 None => {
-                    self.change_sets().insert_review_stack(name, stack_id).await?;
+                    self.insert_review_stack(name, stack_id).await?;
                 }
             }
         }
@@ -318,8 +318,8 @@ impl Refactors<'_> {
         let mut ids: Vec<String> =
             serde_json::from_value(record["StackIds"].clone()).unwrap_or_default();
         ids.sort();
-        let owner = self.claims().operation_owner();
-        let ttl = self.claims().lease_ttl_ms();
+        let owner = self.operation_owner();
+        let ttl = self.lease_ttl_ms();
         let mut leases = Vec::new();
         for id in ids {
             match self.store.acquire_lease(&id, &owner, ttl).await {
@@ -446,7 +446,7 @@ impl Refactors<'_> {
 
     /// A stack the refactor creates: its template is all that moves in.
     fn new_side(&self, name: &str, stack_id: &str, body: &str) -> Result<Side, EngineError> {
-        let stack = super::changeset::review_stack(name, stack_id);
+        let stack = super::review::review_stack(name, stack_id);
         let template = Template::parse_with(body, &stack.context)
             .map_err(|e| EngineError::Validation(format!("StackDefinitions: stack {name}: {e}")))?;
         let new = Template::body_of(body)?;

@@ -15,7 +15,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use super::{Engine, Op};
+use super::{Core, Op};
 use crate::rollback_triggers::{
     alert_reading, health_reading, Probe, Reading, RollbackConfiguration, RollbackTrigger,
 };
@@ -33,7 +33,7 @@ pub(super) enum Monitored {
     Cancelled,
 }
 
-impl Engine {
+impl Core {
     fn trigger_poll(&self) -> Duration {
         Duration::from_millis(self.config.engine.rollback_trigger_poll_ms.max(1))
     }
@@ -54,12 +54,12 @@ impl Engine {
             return;
         };
         loop {
-            if op.triggers_done.load(Ordering::SeqCst) {
+            if op.stops.triggers_done.load(Ordering::SeqCst) {
                 return;
             }
             if let Some(reason) = self.look(config).await {
                 tracing::warn!(stack = %op.stack.stack_name, "{reason}");
-                op.alarm.send_replace(Some(reason));
+                op.stops.alarm.send_replace(Some(reason));
                 return;
             }
             tokio::time::sleep(self.trigger_poll()).await;
@@ -69,8 +69,8 @@ impl Engine {
     /// The reason of a trigger that fired while the resources rolled
     /// forward, taken: from here on the operation rolls back unwatched.
     pub(super) fn take_alarm(&self, op: &Op) -> Option<String> {
-        let reason = op.alarm.borrow().clone()?;
-        op.triggers_done.store(true, Ordering::SeqCst);
+        let reason = op.stops.alarm.borrow().clone()?;
+        op.stops.triggers_done.store(true, Ordering::SeqCst);
         Some(reason)
     }
 
@@ -78,7 +78,7 @@ impl Engine {
     /// watched. The operation stops watching when this returns.
     pub(super) async fn monitor(&self, op: &Op, cancellable: bool) -> Monitored {
         let ended = |m: Monitored| {
-            op.triggers_done.store(true, Ordering::SeqCst);
+            op.stops.triggers_done.store(true, Ordering::SeqCst);
             m
         };
         let Some(config) = Self::watched(op) else {
@@ -95,8 +95,8 @@ impl Engine {
             return ended(Monitored::Quiet);
         }
         tracing::info!(stack = %op.stack.stack_name, minutes, "every resource is done; watching the rollback triggers for the monitoring period");
-        let mut alarm = op.alarm.subscribe();
-        let mut cancel = op.cancel.subscribe();
+        let mut alarm = op.stops.alarm.subscribe();
+        let mut cancel = op.stops.cancel.subscribe();
         let cancelled = async {
             if !cancellable || cancel.wait_for(|c| *c).await.is_err() {
                 std::future::pending::<()>().await;

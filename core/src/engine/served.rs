@@ -11,7 +11,7 @@
 use cairn_sdk::{CreateResult, ProviderError, UpdateResult};
 use serde_json::{Map, Value};
 
-use super::{Engine, Op};
+use super::{Op, Protocol};
 use crate::stack::ResourceRecord;
 
 /// A resource type the engine serves itself. A create is idempotent for
@@ -38,15 +38,15 @@ pub(super) struct Update<'a> {
 impl EngineServed {
     pub(super) async fn create(
         self,
-        engine: &Engine,
+        protocol: &Protocol<'_>,
         op: &Op,
         r: &ResourceRecord,
         request_id: &str,
     ) -> Result<CreateResult, ProviderError> {
         match self {
-            Self::Group => engine.groups().group_create(op, r, request_id).await,
+            Self::Group => protocol.groups().group_create(op, r, request_id).await,
             Self::NestedStack => {
-                engine
+                protocol
                     .nested_stacks()
                     .nested_create(op, r, request_id)
                     .await
@@ -56,20 +56,20 @@ impl EngineServed {
 
     pub(super) async fn update(
         self,
-        engine: &Engine,
+        protocol: &Protocol<'_>,
         op: &Op,
         call: Update<'_>,
     ) -> Result<UpdateResult, ProviderError> {
         match self {
             Self::Group => {
                 let (old, new) = (call.old_properties, call.properties);
-                engine
+                protocol
                     .groups()
                     .group_update(op, call.rec, call.physical_id, new, old)
                     .await
             }
             Self::NestedStack => {
-                engine
+                protocol
                     .nested_stacks()
                     .nested_update(
                         op,
@@ -85,14 +85,14 @@ impl EngineServed {
 
     pub(super) async fn delete(
         self,
-        engine: &Engine,
+        protocol: &Protocol<'_>,
         op: &Op,
         r: &ResourceRecord,
         physical: &str,
     ) -> Result<(), ProviderError> {
         match self {
-            Self::Group => engine.groups().group_delete(op, r, physical).await,
-            Self::NestedStack => engine.nested_stacks().nested_delete(op, physical).await,
+            Self::Group => protocol.groups().group_delete(op, r, physical).await,
+            Self::NestedStack => protocol.nested_stacks().nested_delete(op, physical).await,
         }
     }
 }

@@ -120,42 +120,17 @@ impl Signals<'_> {
         })
     }
 
-    /// Records that the resource (made by its provider) now waits, then
-    /// waits. True when enough signals came.
-    pub(super) async fn start_waiting(
-        &self,
-        op: &Op,
-        mut rec: ResourceRecord,
-        created: CreateResult,
-        wait: Wait,
-        source: (String, String),
-    ) -> bool {
-        rec.physical_id = Some(created.physical_resource_id);
-        rec.attributes = created.attributes;
-        rec.no_echo = created.no_echo;
-        rec.pending = Some(
-            self.steps()
-                .waiting_for_signals(rec.pending.as_ref(), now_ms()),
-        );
-        rec.updated_at = now();
-        // No event: CloudFormation shows nothing between "Resource creation
-        // Initiated" and the signals.
-        let written = self.store.put_resource(&op.lease, &rec, &[]).await;
-        if !self.held(op, &rec.logical_id, written) {
-            return false;
-        }
-        self.await_signals(op, rec, wait, source).await
-    }
-
     /// Waits (again, after a resume) for the signals of a resource recorded
-    /// as waiting, and records the outcome.
+    /// as waiting, showing each signal as an event: the create's outcome,
+    /// or `None` when the operation must stop (its lease lost, a write not
+    /// held). The caller records the outcome.
     pub(super) async fn await_signals(
         &self,
         op: &Op,
-        rec: ResourceRecord,
+        rec: &ResourceRecord,
         wait: Wait,
         (stack_id, logical_id): (String, String),
-    ) -> bool {
+    ) -> Option<Result<CreateResult, ProviderError>> {
         let since = rec
             .pending
             .as_ref()
@@ -178,7 +153,7 @@ impl Signals<'_> {
         }
         loop {
             if op.aborted.load(Ordering::SeqCst) {
-                return false;
+                return None;
             }
             let signals = match self.store.signals(&stack_id, &logical_id).await {
                 Ok(s) => s,
@@ -201,7 +176,7 @@ impl Signals<'_> {
                 if !events.is_empty() {
                     let written = self.store.put_events(&op.lease, &events).await;
                     if !self.held(op, &rec.logical_id, written) {
-                        return false;
+                        return None;
                     }
                 }
             }
@@ -238,15 +213,12 @@ impl Signals<'_> {
                     Err(e)
                 }
             };
-            return self
-                .steps()
-                .record_created(op, rec, result, super::steps::create::CREATED)
-                .await;
+            return Some(result);
         }
     }
 }
 
-fn now_ms() -> i64 {
+pub(super) fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)

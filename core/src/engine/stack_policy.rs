@@ -22,7 +22,7 @@
 //!   what its template changes ([`denials`]), and at the resource on what
 //!   drift or health decides during the run.
 
-use super::{Engine, EngineError, Op};
+use super::{Core, EngineError, Op};
 use crate::stack::StackStatus;
 use crate::stack_policy::{StackPolicy, UpdateAction};
 use serde_json::Value;
@@ -55,7 +55,7 @@ pub(super) fn parse(body: &str, what: &str) -> Result<StackPolicy, EngineError> 
         .map_err(|e| EngineError::Validation(format!("{what} is not a valid stack policy: {e}")))
 }
 
-impl Engine {
+impl Core {
     /// `SetStackPolicy`: replaces the policy of `name_or_id`; its stack id.
     pub async fn set_stack_policy(
         &self,
@@ -113,7 +113,7 @@ impl Op {
         logical_id: &str,
         row_type: &str,
     ) -> Option<String> {
-        let policy = self.policy.as_ref()?;
+        let policy = self.update.as_ref()?.policy.as_ref()?;
         if self.stack.status.is_rollback_phase() {
             return None;
         }

@@ -155,6 +155,16 @@ impl UpdateJournal {
     }
 }
 
+/// What only an update (a template update, `cairn update`, an import)
+/// carries through its operation.
+pub struct UpdateState {
+    /// Its other template: the one it left, or during rollback the one it
+    /// abandoned.
+    pub other: Other,
+    /// The stack policy it is checked against (see `stack_policy`).
+    pub policy: Option<crate::stack_policy::StackPolicy>,
+}
+
 /// The update's other template, evaluated as far as cleanup needs it.
 pub struct Other {
     pub state: StackState,
@@ -775,7 +785,7 @@ impl Updates<'_> {
             mut extra_options,
             ..
         } = prepared;
-        let lease = match self.claims().lease_for_new_operation(&stack).await? {
+        let lease = match self.lease_for_new_operation(&stack).await? {
             Ok(lease) => lease,
             Err(status) => return Err(busy(&stack, status)),
         };
@@ -817,7 +827,7 @@ impl Updates<'_> {
         } else {
             Default::default()
         };
-        self.claims().started_under(&lease);
+        self.started_under(&lease);
         let previous = StackState::of(&stack);
         let operation = OperationRecord {
             stack_id: stack.stack_id.clone(),
@@ -896,7 +906,7 @@ impl Updates<'_> {
             })
             .map(|r| r.logical_id.as_str())
             .collect();
-        self.mark_cancelled(op, &names).await?;
+        self.steps().mark_cancelled(op, &names).await?;
         Ok(())
     }
 
@@ -1015,7 +1025,7 @@ impl Updates<'_> {
                     if let Some(denial) = self.denied_removal(op, &rows) {
                         return self.fail_update(op, &denial).await;
                     }
-                    match self.check_parameter_values(op).await {
+                    match self.protocol().check_parameter_values(op).await {
                         Err(reason) => return self.fail_update(op, &reason).await,
                         Ok(warnings) => {
                             for w in warnings {
@@ -1026,7 +1036,7 @@ impl Updates<'_> {
                     }
                 }
                 let (created, updated) = self.update_all(op, rows).await?;
-                if *op.cancel.borrow() || self.store.cancel_requested(id).await? {
+                if *op.stops.cancel.borrow() || self.store.cancel_requested(id).await? {
                     return self.start_update_rollback(op, CANCELLED).await;
                 }
                 if let Some(reason) = self.take_alarm(op) {
@@ -1129,7 +1139,7 @@ impl Updates<'_> {
             .filter(|&i| outcomes[i] == Outcome::Cancelled)
             .map(|i| op.graph.name(i))
             .collect();
-        self.mark_cancelled(op, &cancelled).await?;
+        self.steps().mark_cancelled(op, &cancelled).await?;
         for r in self.store.resources(&op.stack.stack_id).await? {
             if r.journal.is_none() || op.graph.index_of(&r.logical_id).is_none() {
                 continue;
@@ -1346,15 +1356,13 @@ impl Updates<'_> {
 
     /// Whether the running update changes the stack's tags.
     fn tags_change(&self, op: &Op) -> bool {
-        op.other
-            .as_ref()
-            .is_some_and(|o| o.state.tags != op.stack.tags)
+        op.other().is_some_and(|o| o.state.tags != op.stack.tags)
     }
 
     /// Whether the resource's UpdatePolicy differs from the other template's
     /// (compared as written, like the preview does).
     fn update_policy_changed(&self, op: &Op, logical_id: &str) -> bool {
-        let Some(other) = op.other.as_ref() else {
+        let Some(other) = op.other() else {
             return false;
         };
         let policy = |t: &crate::template::Template| {
@@ -1368,8 +1376,7 @@ impl Updates<'_> {
     /// may not change or disappear.
     async fn finish_update(&self, op: &Op) -> Result<(), String> {
         let before: HashMap<String, String> = op
-            .other
-            .as_ref()
+            .other()
             .map(|o| {
                 o.state
                     .outputs
@@ -1410,9 +1417,9 @@ impl Updates<'_> {
         op: &Op,
         reason: &str,
     ) -> Result<StackStatus, EngineError> {
-        op.triggers_done.store(true, Ordering::SeqCst);
+        op.stops.triggers_done.store(true, Ordering::SeqCst);
         // From here on the stack shows the template being restored (seed 004).
-        if let Some(other) = &op.other {
+        if let Some(other) = op.other() {
             let mut stack = op.stack.clone();
             other.state.apply(&mut stack);
             stack.updated_at = now();
@@ -1530,7 +1537,7 @@ impl Updates<'_> {
         let mut victims = Vec::new();
         for r in &rows {
             if op.graph.index_of(&r.logical_id).is_none() {
-                let retain = op.other.as_ref().is_some_and(|o| {
+                let retain = op.other().is_some_and(|o| {
                     self.policy_retains(
                         op,
                         o,
@@ -1551,7 +1558,7 @@ impl Updates<'_> {
                         logical_id: r.logical_id.clone(),
                         target: before.clone(),
                         owner: VictimOf::Kept(Box::new(r.clone())),
-                        retain: self.retains_on_replace(op, &r.logical_id),
+                        retain: retains_on_replace(op, &r.logical_id),
                     });
                 }
             }
@@ -1580,7 +1587,7 @@ impl Updates<'_> {
                     logical_id: r.logical_id.clone(),
                     target: r.snapshot(),
                     owner: VictimOf::Row(Box::new(r.clone())),
-                    retain: op.other.as_ref().is_some_and(|o| {
+                    retain: op.other().is_some_and(|o| {
                         self.policy_retains(
                             op,
                             o,
@@ -1660,25 +1667,13 @@ impl Updates<'_> {
         protocol::retained(&ev, &other.template, logical_id, policy, removal)
     }
 
-    /// Whether the template's UpdateReplacePolicy keeps the physical
-    /// resource a replacement leaves behind.
-    pub(super) fn retains_on_replace(&self, op: &Op, logical_id: &str) -> bool {
-        protocol::retained(
-            &op.evaluator(),
-            &op.template,
-            logical_id,
-            protocol::Policy::UpdateReplace,
-            protocol::Removal::Delete,
-        )
-    }
-
     /// For each name, the indices that must finish first: a resource goes
     /// after everything that depends on it in the graph of the template that
     /// made its physical resource. Cleanup and rollback always undo the work of
     /// the update's other template: the previous one (forward cleanup) or the
     /// abandoned one (rollback).
     fn reverse_order(&self, op: &Op, names: &[&str]) -> Vec<Vec<usize>> {
-        let graph = op.other.as_ref().map(|o| &o.graph);
+        let graph = op.other().map(|o| &o.graph);
         let index: HashMap<&str, usize> = names.iter().enumerate().map(|(i, n)| (*n, i)).collect();
         let mut preds = vec![Vec::new(); names.len()];
         let Some(g) = graph else {
@@ -1765,4 +1760,16 @@ fn moved_on(stack: &StackRecord, current: StackStatus) -> EngineError {
             stack.stack_id
         ))
     }
+}
+
+/// Whether the template's UpdateReplacePolicy keeps the physical
+/// resource a replacement leaves behind.
+pub(super) fn retains_on_replace(op: &Op, logical_id: &str) -> bool {
+    protocol::retained(
+        &op.evaluator(),
+        &op.template,
+        logical_id,
+        protocol::Policy::UpdateReplace,
+        protocol::Removal::Delete,
+    )
 }

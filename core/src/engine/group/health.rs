@@ -210,7 +210,7 @@ impl Groups<'_> {
             .rolling_policy(op, &r.logical_id)
             .map_err(ProviderError::invalid_request)?
             .unwrap_or_default();
-        let run = Run::load(self, op, &r.logical_id, &physical).await?;
+        let run = Run::load(*self, op, &r.logical_id, &physical).await?;
         run.settle().await?;
         let findings = self
             .member_findings(&op.stack.stack_id, &op.stack.stack_name, r, true)

@@ -8,7 +8,7 @@ use cairn_sdk::{Health, ProviderError, StatusRequest};
 use serde_json::{Map, Value};
 
 use super::{bounded, failed, Run, HEALTH_POLL};
-use crate::engine::{Engine, Op};
+use crate::engine::{Groups, Op};
 use crate::group::naming;
 use crate::group::state::{GroupState, Member};
 use crate::group::types::MemberDefinition;
@@ -16,12 +16,12 @@ use crate::stack::{now, CallKind, EventRecord, ResourceStatus, StackStatus};
 
 impl<'a> Run<'a> {
     pub(super) async fn load(
-        engine: &'a Engine,
+        groups: Groups<'a>,
         op: &'a Op,
         logical_id: &str,
         physical_id: &str,
     ) -> Result<Run<'a>, ProviderError> {
-        let stored = engine
+        let stored = groups
             .store
             .group(&op.stack.stack_id, physical_id)
             .await
@@ -35,7 +35,7 @@ impl<'a> Run<'a> {
             None => GroupState::default(),
         };
         Ok(Run {
-            engine,
+            groups,
             op,
             logical_id: logical_id.to_string(),
             physical_id: physical_id.to_string(),
@@ -69,7 +69,7 @@ impl<'a> Run<'a> {
         let mut st = self.state.lock().await;
         change(&mut st);
         let doc = serde_json::to_value(&*st).map_err(|e| failed(e.to_string()))?;
-        self.engine
+        self.groups
             .store
             .put_group(
                 &self.op.lease,
@@ -149,7 +149,7 @@ impl<'a> Run<'a> {
         m: &Member,
         request_id: &str,
     ) -> cairn_sdk::RequestContext {
-        self.engine
+        self.groups
             .protocol()
             .context(self.op, &m.name, &m.resource_type, request_id)
     }
@@ -158,7 +158,7 @@ impl<'a> Run<'a> {
         &self,
         work: Vec<impl std::future::Future<Output = T>>,
     ) -> Vec<T> {
-        bounded(self.engine.config.engine.max_concurrency, work).await
+        bounded(self.groups.config.engine.max_concurrency, work).await
     }
 
     /// Finishes what a crash interrupted and clears failures: members with
@@ -247,13 +247,13 @@ impl<'a> Run<'a> {
             pending: None,
             updated_at: now(),
         };
-        self.engine.steps().create_member(self, m).await
+        self.groups.steps().create_member(self, m).await
     }
 
     /// Learns the outcome of the member's create a crash interrupted (a
     /// custom-resource handler is never sent a Create twice) and records it.
     pub(super) async fn finish_create(&self, m: Member) -> Result<(), String> {
-        self.engine.steps().resume_member_create(self, m).await
+        self.groups.steps().resume_member_create(self, m).await
     }
 
     /// Deletes the named members in parallel; all are tried, the first
@@ -274,13 +274,13 @@ impl<'a> Run<'a> {
         let Some(m) = self.state.lock().await.member(&name).cloned() else {
             return Ok(());
         };
-        self.engine.steps().delete_member(self, m).await
+        self.groups.steps().delete_member(self, m).await
     }
 
     /// Asks the member's provider until it reports healthy, or fails after
     /// the health timeout with the last reason.
     pub(super) async fn wait_healthy(&self, name: &str) -> Result<(), String> {
-        let limit = Duration::from_secs(self.engine.config.engine.health_timeout_seconds);
+        let limit = Duration::from_secs(self.groups.config.engine.health_timeout_seconds);
         let deadline = tokio::time::Instant::now() + limit;
         loop {
             let reason = match self.health(name).await {
@@ -306,7 +306,7 @@ impl<'a> Run<'a> {
             return Err(format!("{name} is {}", m.status));
         };
         let t = self
-            .engine
+            .groups
             .protocol()
             .provider_for(&m.resource_type)
             .map_err(|e| e.message)?;
@@ -316,7 +316,7 @@ impl<'a> Run<'a> {
             properties: m.properties.clone(),
         };
         match self
-            .engine
+            .groups
             .protocol()
             .timed("status check", t.provider.check_status(&req))
             .await

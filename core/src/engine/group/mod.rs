@@ -21,7 +21,7 @@ use std::time::Duration;
 use cairn_sdk::{CreateResult, ProviderError, UpdateResult};
 use serde_json::{Map, Value};
 
-use super::{Engine, Op};
+use super::Op;
 use crate::group::naming;
 use crate::group::policy::{self, RollingUpdate};
 use crate::group::state::GroupState;
@@ -40,7 +40,7 @@ const HEALTH_POLL: Duration = Duration::from_millis(250);
 
 /// One group call: the group and its state, shared by the member tasks.
 pub(in crate::engine) struct Run<'a> {
-    pub(in crate::engine) engine: &'a Engine,
+    pub(in crate::engine) groups: Groups<'a>,
     pub(in crate::engine) op: &'a Op,
     logical_id: String,
     physical_id: String,
@@ -110,7 +110,7 @@ impl Groups<'_> {
         r: &ResourceRecord,
         physical: &str,
     ) -> Result<(), ProviderError> {
-        let run = Run::load(self, op, &r.logical_id, physical).await?;
+        let run = Run::load(*self, op, &r.logical_id, physical).await?;
         let names: Vec<String> = run
             .snapshot()
             .await
@@ -119,7 +119,7 @@ impl Groups<'_> {
             .map(|m| m.name.clone())
             .collect();
         run.delete_members(&names).await?;
-        run.engine
+        run.groups
             .store
             .put_group(&op.lease, &r.logical_id, physical, None, &[])
             .await
@@ -143,7 +143,7 @@ impl Groups<'_> {
         let policy = self
             .rolling_policy(op, &r.logical_id)
             .map_err(ProviderError::invalid_request)?;
-        let run = Run::load(self, op, &r.logical_id, physical).await?;
+        let run = Run::load(*self, op, &r.logical_id, physical).await?;
         run.settle().await?;
         // Not while a stored rollout resumes: its batches name indices.
         if run.snapshot().await.rollout.is_none() {
@@ -182,8 +182,7 @@ impl Groups<'_> {
             return Ok(found);
         }
         let forward = op
-            .other
-            .as_ref()
+            .other()
             .and_then(|o| o.template.resource(logical_id))
             .and_then(|r| r.update_policy.clone());
         // The abandoned template's policy is read as written: an intrinsic in

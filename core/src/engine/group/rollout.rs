@@ -220,7 +220,7 @@ impl<'a> Run<'a> {
         let mut shown: HashSet<String> = HashSet::new();
         loop {
             let signals: Vec<_> = self
-                .engine
+                .groups
                 .store
                 .signals(&stack_id, &self.logical_id)
                 .await
@@ -250,7 +250,7 @@ impl<'a> Run<'a> {
                         count.saturating_sub(successes)
                     ));
                 }
-                Progress::Waiting => tokio::time::sleep(self.engine.signal_poll()).await,
+                Progress::Waiting => tokio::time::sleep(self.groups.signal_poll()).await,
             }
         }
     }

@@ -33,7 +33,7 @@ impl Reconciles<'_> {
             return Ok(None);
         }
         let retained = |r: &ResourceRecord| {
-            op.other.as_ref().is_some_and(|o| {
+            op.other().is_some_and(|o| {
                 self.updates().policy_retains(
                     op,
                     o,
@@ -52,7 +52,7 @@ impl Reconciles<'_> {
             .map(|(i, r)| (r.logical_id.as_str(), i))
             .collect();
         let mut preds = vec![Vec::new(); n];
-        if let Some(other) = &op.other {
+        if let Some(other) = op.other() {
             for (i, r) in removed.iter().enumerate() {
                 if let Some(g) = other.graph.index_of(&r.logical_id) {
                     for &d in other.graph.dependents(g) {

@@ -8,7 +8,9 @@
 use cairn_sdk::{CreateResult, ErrorKind, ProviderError};
 
 use super::call;
+use crate::engine::signals::now_ms;
 use crate::engine::{Attempt, Op, Steps};
+use crate::signal::Wait;
 use crate::stack::{now, CallKind, EventRecord, ResourceRecord, ResourceStatus};
 
 /// The statuses a create's outcome shows.
@@ -92,7 +94,6 @@ impl Steps<'_> {
             {
                 Ok(Some((wait, source))) => {
                     return self
-                        .signals()
                         .start_waiting(op, rec, created.clone(), wait, source)
                         .await
                 }
@@ -151,6 +152,72 @@ impl Steps<'_> {
                 }
                 self.record(op, &rec, Vec::new()).await;
                 false
+            }
+        }
+    }
+
+    /// Records that the resource (made by its provider) now waits, then
+    /// waits. True when enough signals came.
+    async fn start_waiting(
+        &self,
+        op: &Op,
+        mut rec: ResourceRecord,
+        created: CreateResult,
+        wait: Wait,
+        source: (String, String),
+    ) -> bool {
+        rec.physical_id = Some(created.physical_resource_id);
+        rec.attributes = created.attributes;
+        rec.no_echo = created.no_echo;
+        rec.pending = Some(self.waiting_for_signals(rec.pending.as_ref(), now_ms()));
+        rec.updated_at = now();
+        // No event: CloudFormation shows nothing between "Resource creation
+        // Initiated" and the signals.
+        let written = self.store.put_resource(&op.lease, &rec, &[]).await;
+        if !self.held(op, &rec.logical_id, written) {
+            return false;
+        }
+        self.await_and_record(op, rec, wait, source).await
+    }
+
+    /// Waits for a resource's signals and records the create's outcome.
+    async fn await_and_record(
+        &self,
+        op: &Op,
+        rec: ResourceRecord,
+        wait: Wait,
+        source: (String, String),
+    ) -> bool {
+        match self.signals().await_signals(op, &rec, wait, source).await {
+            Some(result) => self.record_created(op, rec, result, CREATED).await,
+            None => false,
+        }
+    }
+
+    /// A create resumed while its resource waited for signals: the wait
+    /// goes on (its deadline kept), or ends with what the template says now.
+    pub(in crate::engine) async fn resume_signal_wait(
+        &self,
+        op: &Op,
+        logical_id: &str,
+        r: ResourceRecord,
+    ) -> bool {
+        match self
+            .signals()
+            .signal_wait(op, logical_id, &r.properties)
+            .await
+        {
+            Ok(Some((wait, source))) => self.await_and_record(op, r, wait, source).await,
+            outcome => {
+                let result = match outcome {
+                    Err(reason) => Err(ProviderError::new(ErrorKind::InvalidRequest, reason)),
+                    _ => Ok(CreateResult {
+                        physical_resource_id: r.physical_id.clone().unwrap_or_default(),
+                        attributes: r.attributes.clone(),
+                        no_echo: r.no_echo,
+                    }),
+                };
+                self.record_created(op, r, result, CREATED).await
             }
         }
     }

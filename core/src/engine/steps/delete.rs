@@ -18,7 +18,7 @@ use cairn_sdk::CreateResult;
 
 use super::call::{self, Learned};
 use super::Callee;
-use crate::engine::{Attempt, Engine, Op, Steps};
+use crate::engine::{Attempt, Op, Steps};
 use crate::stack::{now, CallKind, Journal, PendingCall, ResourceRecord, ResourceStatus, Snapshot};
 
 /// Whether the delete goes on after the ledger looked at where it stands.
@@ -155,7 +155,7 @@ impl Steps<'_> {
         if op.aborted.load(std::sync::atomic::Ordering::SeqCst) {
             return false;
         }
-        if retain || self.deletes().retained_by_policy(op, &rec.logical_id) {
+        if retain || crate::engine::delete::retained_by_policy(op, &rec.logical_id) {
             rec.status = ResourceStatus::DeleteSkipped;
             rec.status_reason = None;
             rec.pending = None;
@@ -164,7 +164,7 @@ impl Steps<'_> {
         }
         let callee_rec = rec.clone();
         let mut row = Row {
-            engine: self,
+            steps: *self,
             op,
             rec,
         };
@@ -205,7 +205,7 @@ impl Steps<'_> {
 /// there is a physical resource to delete), then DELETE_COMPLETE (the
 /// journal's other resource deleted too) or DELETE_FAILED.
 struct Row<'a> {
-    engine: &'a Engine,
+    steps: Steps<'a>,
     op: &'a Op,
     rec: ResourceRecord,
 }
@@ -234,13 +234,12 @@ impl Ledger for Row<'_> {
         self.rec.status_reason = None;
         self.rec.pending = needs_call.then(|| call.clone());
         self.rec.updated_at = now();
-        self.engine.record(self.op, &self.rec, Vec::new()).await
+        self.steps.record(self.op, &self.rec, Vec::new()).await
     }
 
     async fn deleted(&mut self) -> bool {
         let leftover = self
-            .engine
-            .steps()
+            .steps
             .delete_journaled_leftover(self.op, &self.rec)
             .await;
         self.rec.pending = None;
@@ -250,12 +249,12 @@ impl Ledger for Row<'_> {
                 self.rec.status = ResourceStatus::DeleteComplete;
                 self.rec.journal = None;
                 self.op.results.forget(&self.rec.logical_id);
-                self.engine.record(self.op, &self.rec, Vec::new()).await
+                self.steps.record(self.op, &self.rec, Vec::new()).await
             }
             Err(reason) => {
                 self.rec.status = ResourceStatus::DeleteFailed;
                 self.rec.status_reason = Some(reason);
-                self.engine.record(self.op, &self.rec, Vec::new()).await;
+                self.steps.record(self.op, &self.rec, Vec::new()).await;
                 false
             }
         }
@@ -266,14 +265,14 @@ impl Ledger for Row<'_> {
         self.rec.updated_at = now();
         self.rec.status = ResourceStatus::DeleteFailed;
         self.rec.status_reason = Some(reason);
-        self.engine.record(self.op, &self.rec, Vec::new()).await;
+        self.steps.record(self.op, &self.rec, Vec::new()).await;
     }
 
     async fn unknown(&mut self, reason: String) {
         self.rec.status = ResourceStatus::DeleteFailed;
         self.rec.status_reason = Some(reason);
         self.rec.updated_at = now();
-        self.engine.record(self.op, &self.rec, Vec::new()).await;
+        self.steps.record(self.op, &self.rec, Vec::new()).await;
     }
 }
 

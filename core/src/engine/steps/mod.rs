@@ -29,8 +29,9 @@ pub(super) mod victim;
 use cairn_sdk::{ProviderError, RequestContext};
 use serde_json::{Map, Value};
 
-use super::{Attempt, Op, Steps};
-use crate::stack::{CallKind, PendingCall, ResourceRecord};
+use super::{Attempt, EngineError, Op, Steps};
+use crate::stack::{now, CallKind, PendingCall, ResourceRecord, ResourceStatus};
+use crate::store::StoreError;
 
 use call::Learned;
 
@@ -49,6 +50,48 @@ pub(super) enum Callee<'a> {
 }
 
 impl Steps<'_> {
+    /// Records resources whose create or update was cancelled because a
+    /// sibling failed: CREATE_FAILED "Resource creation cancelled" or
+    /// UPDATE_FAILED "Resource update cancelled". Their pending call stays
+    /// recorded, so the rollback learns (and deletes) what a create that had
+    /// already reached the provider made. Those that completed before the
+    /// cancellation landed keep their status. Returns the logical ids marked.
+    pub(super) async fn mark_cancelled(
+        &self,
+        op: &Op,
+        names: &[&str],
+    ) -> Result<Vec<String>, EngineError> {
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Read after the cancelled work's last write: the store is FIFO.
+        let stored = self.store.resources(&op.stack.stack_id).await?;
+        let mut marked = Vec::new();
+        for mut rec in stored {
+            if !names.contains(&rec.logical_id.as_str()) {
+                continue;
+            }
+            let (status, reason) = match rec.status {
+                ResourceStatus::CreateInProgress => {
+                    (ResourceStatus::CreateFailed, "Resource creation cancelled")
+                }
+                ResourceStatus::UpdateInProgress => {
+                    (ResourceStatus::UpdateFailed, "Resource update cancelled")
+                }
+                _ => continue,
+            };
+            self.cancel_unknown_create(op, &mut rec).await;
+            rec.status = status;
+            rec.status_reason = Some(reason.into());
+            rec.updated_at = now();
+            if !self.record(op, &rec, Vec::new()).await {
+                return Err(StoreError::LeaseLost(op.stack.stack_id.clone()).into());
+            }
+            marked.push(rec.logical_id);
+        }
+        Ok(marked)
+    }
+
     /// What the create recorded with `request_id` made, asked again before
     /// what it made is deleted (one rule: [`call::learned`]).
     async fn learn(&self, op: &Op, callee: &Callee<'_>, request_id: &str) -> Learned {

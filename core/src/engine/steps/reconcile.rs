@@ -20,7 +20,7 @@ use super::delete::{Ledger, Retries};
 use super::victim::{Victim, VictimOf};
 use super::Callee;
 use crate::engine::protocol::UpdateChange;
-use crate::engine::{Attempt, Engine, Op, Steps};
+use crate::engine::{Attempt, Op, Steps};
 use crate::stack::{now, CallKind, Journal, PendingCall, ResourceRecord, ResourceStatus};
 
 /// The changed property names and the drift an in-place update is sent
@@ -103,8 +103,8 @@ impl Steps<'_> {
             && crate::group::is_group(self.registry.canonical(&rec.resource_type))
         {
             result = self
-                .groups()
-                .group_heal(op, &rec)
+                .protocol()
+                .heal_group(op, &rec)
                 .await
                 .map(|attributes| UpdateResult {
                     physical_resource_id: None,
@@ -184,7 +184,7 @@ impl Steps<'_> {
             }
         };
         // UpdateReplacePolicy: Retain keeps it, out of the stack.
-        if self.updates().retains_on_replace(op, &rec.logical_id) {
+        if crate::engine::update::retains_on_replace(op, &rec.logical_id) {
             rec.journal = None;
             rec.pending = None;
             rec.status = ResourceStatus::UpdateComplete;
@@ -198,7 +198,7 @@ impl Steps<'_> {
         let mut gone = rec.clone();
         gone.restore(&before);
         let mut ledger = Replaced {
-            engine: self,
+            steps: *self,
             op,
             rec,
             old,
@@ -238,7 +238,7 @@ impl Steps<'_> {
             let callee = rec.clone();
             let physical = rec.physical_id.clone().unwrap_or_default();
             let mut ledger = ReinstallDelete {
-                engine: self,
+                steps: *self,
                 op,
                 rec: rec.clone(),
                 given: (p, delete),
@@ -291,7 +291,7 @@ impl Steps<'_> {
 /// place: recorded on the row (UPDATE_IN_PROGRESS, its journal keeping the
 /// old resource until it is gone).
 struct Replaced<'a> {
-    engine: &'a Engine,
+    steps: Steps<'a>,
     op: &'a Op,
     rec: ResourceRecord,
     old: String,
@@ -324,7 +324,7 @@ impl Ledger for Replaced<'_> {
             self.rec.physical_id.as_deref().unwrap_or_default()
         ));
         self.rec.updated_at = now();
-        self.engine.record(self.op, &self.rec, Vec::new()).await
+        self.steps.record(self.op, &self.rec, Vec::new()).await
     }
 
     async fn deleted(&mut self) -> bool {
@@ -333,7 +333,7 @@ impl Ledger for Replaced<'_> {
         self.rec.journal = None;
         self.rec.status = ResourceStatus::UpdateComplete;
         self.rec.status_reason = None;
-        self.engine.record(self.op, &self.rec, Vec::new()).await
+        self.steps.record(self.op, &self.rec, Vec::new()).await
     }
 
     async fn failed(&mut self, reason: String) {
@@ -345,7 +345,7 @@ impl Ledger for Replaced<'_> {
             self.rec.physical_id.as_deref().unwrap_or_default(),
             old = self.old
         ));
-        self.engine.record(self.op, &self.rec, Vec::new()).await;
+        self.steps.record(self.op, &self.rec, Vec::new()).await;
     }
 
     async fn unknown(&mut self, reason: String) {
@@ -356,7 +356,7 @@ impl Ledger for Replaced<'_> {
 /// A reinstall's delete: recorded with the reinstall's start; a failure
 /// ends the reinstall (UPDATE_FAILED).
 struct ReinstallDelete<'a> {
-    engine: &'a Engine,
+    steps: Steps<'a>,
     op: &'a Op,
     rec: ResourceRecord,
     given: (PendingCall, Attempt),
@@ -395,7 +395,7 @@ impl Ledger for ReinstallDelete<'_> {
         ));
         self.rec.pending = None;
         self.rec.updated_at = now();
-        self.engine.record(self.op, &self.rec, Vec::new()).await;
+        self.steps.record(self.op, &self.rec, Vec::new()).await;
     }
 
     async fn unknown(&mut self, reason: String) {

@@ -12,7 +12,7 @@ use cairn_sdk::CreateResult;
 use super::call;
 use super::delete::{Ledger, Ready, Retries};
 use super::Callee;
-use crate::engine::{Engine, Op, Steps};
+use crate::engine::{Op, Steps};
 use crate::stack::{
     now, CallKind, EventRecord, Journal, PendingCall, ResourceRecord, ResourceStatus, Snapshot,
 };
@@ -44,7 +44,7 @@ impl Steps<'_> {
     /// deleted or retained.
     pub(in crate::engine) async fn delete_victim(&self, op: &Op, v: Victim) -> bool {
         let mut ledger = VictimLedger {
-            engine: self,
+            steps: *self,
             op,
             v,
         };
@@ -64,7 +64,7 @@ impl Steps<'_> {
 }
 
 struct VictimLedger<'a> {
-    engine: &'a Engine,
+    steps: Steps<'a>,
     op: &'a Op,
     v: Victim,
 }
@@ -123,23 +123,23 @@ impl VictimLedger<'_> {
             VictimOf::Superseded => return self.note(vec![started]).await,
         };
         let written = self
-            .engine
+            .steps
             .store
             .put_resource(&self.op.lease, row, &[started])
             .await;
-        self.engine.held(self.op, &self.v.logical_id, written)
+        self.steps.held(self.op, &self.v.logical_id, written)
     }
 
     /// Records events about the victim without changing its row.
     async fn note(&self, events: Vec<EventRecord>) -> bool {
-        let written = self.engine.store.put_events(&self.op.lease, &events).await;
-        self.engine.held(self.op, &self.v.logical_id, written)
+        let written = self.steps.store.put_events(&self.op.lease, &events).await;
+        self.steps.held(self.op, &self.v.logical_id, written)
     }
 
     /// The victim is gone (or given up): drop the row, or forget the old
     /// physical resource on it, with the final events.
     async fn finish(&self, events: Vec<EventRecord>) -> bool {
-        let store = &self.engine.store;
+        let store = &self.steps.store;
         let lease = &self.op.lease;
         let result = match &self.v.owner {
             VictimOf::Row(_) => {
@@ -157,7 +157,7 @@ impl VictimLedger<'_> {
             }
             VictimOf::Superseded => store.put_events(lease, &events).await,
         };
-        self.engine.held(self.op, &self.v.logical_id, result)
+        self.steps.held(self.op, &self.v.logical_id, result)
     }
 }
 
@@ -185,8 +185,7 @@ impl Ledger for VictimLedger<'_> {
         }
         let physical = self.v.target.physical_id.clone();
         let step = self
-            .engine
-            .updates()
+            .steps
             .superseded_step(self.op, &self.v.logical_id, physical.as_deref())
             .await;
         match step {
