@@ -499,7 +499,7 @@ pub async fn deploy(engine: &Arc<Engine>, args: DeployArgs<'_>) -> anyhow::Resul
             ))
         }
         (true, None) => OnFailure::DoNothing,
-        (false, Some(o)) => o.parse().map_err(|e: String| anyhow!(e))?,
+        (false, Some(o)) => o.parse()?,
         (false, None) => OnFailure::Rollback,
     };
     if args.stack_policy_during_update.is_some() {

@@ -548,7 +548,9 @@ fn on_failure(f: &Form) -> Result<OnFailure, ApiError> {
             "You cannot specify both DisableRollback and OnFailure.",
         )),
         (Some(true), None) => Ok(OnFailure::DoNothing),
-        (_, Some(o)) => o.parse().map_err(ApiError::validation),
+        (_, Some(o)) => o
+            .parse()
+            .map_err(|e: cairn_core::stack::InvalidOnFailure| ApiError::validation(e.to_string())),
         _ => Ok(OnFailure::Rollback),
     }
 }

@@ -29,8 +29,8 @@ pub use cairn_store as store;
 mod validate_tests;
 /// The stack model, its own crate (pure); re-exported at the old paths.
 pub use cairn_model::{
-    catalog, graph, group, import, macros, notifications, plan, refactor, rollback_triggers,
-    signal, stack, stack_policy, validate,
+    catalog, graph, group, import, macros, notifications, operation, plan, refactor,
+    rollback_triggers, signal, stack, stack_policy, validate,
 };
 /// The template language, its own crate (pure: no I/O); re-exported at
 /// its old path.

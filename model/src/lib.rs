@@ -20,6 +20,7 @@ pub mod import;
 pub mod macros;
 pub mod nested;
 pub mod notifications;
+pub mod operation;
 pub mod plan;
 pub mod refactor;
 pub mod rollback_triggers;

@@ -91,18 +91,7 @@ impl NestedTemplates {
                 .collect(),
         )
     }
-
-    /// Reads them from an operation's options.
-    pub fn from_options(options: &Value) -> NestedTemplates {
-        options
-            .get(OPTION)
-            .and_then(|v| serde_json::from_value(v.clone()).ok())
-            .unwrap_or_default()
-    }
 }
-
-/// The operation option that keeps the nested templates an operation uses.
-pub const OPTION: &str = "NestedTemplates";
 
 /// The digest [`DIGEST`] records.
 pub fn digest(body: &str) -> String {

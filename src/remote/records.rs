@@ -12,8 +12,11 @@ use anyhow::anyhow;
 use super::xml::Node;
 
 /// A word of the answer that names one of Cairn's typed values.
-fn word<T: std::str::FromStr<Err = String>>(m: &Node, name: &str) -> anyhow::Result<T> {
-    m.text_or_empty(name).parse().map_err(|why: String| {
+fn word<T: std::str::FromStr>(m: &Node, name: &str) -> anyhow::Result<T>
+where
+    T::Err: std::fmt::Display,
+{
+    m.text_or_empty(name).parse().map_err(|why: T::Err| {
         anyhow!("the server sent a {name} Cairn does not know ({why}): is it a newer Cairn?")
     })
 }
@@ -27,7 +30,7 @@ pub(super) fn change_set_record(m: &Node) -> anyhow::Result<ChangeSetRecord> {
         // A summary (ListChangeSets) does not carry it; nothing shown
         // from a summary reads it.
         change_set_type: match m.text_of("ChangeSetType") {
-            Some(t) => t.parse().map_err(|e: String| anyhow!(e))?,
+            Some(t) => t.parse()?,
             None => ChangeSetType::Update,
         },
         status: word(m, "Status")?,
@@ -130,10 +133,7 @@ pub(super) fn history_record(m: &Node) -> anyhow::Result<HistoryRecord> {
 }
 
 pub(super) fn stack_record(m: &Node) -> anyhow::Result<StackRecord> {
-    let status: StackStatus = m
-        .text_or_empty("StackStatus")
-        .parse()
-        .map_err(|e: String| anyhow!(e))?;
+    let status: StackStatus = word(m, "StackStatus")?;
     let parameters: BTreeMap<String, String> = m
         .members("Parameters")
         .iter()

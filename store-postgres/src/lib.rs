@@ -274,9 +274,13 @@ fn opt_json<T: serde::de::DeserializeOwned>(r: &Row, i: usize) -> Result<Option<
         .transpose()
 }
 
-fn parsed<T: FromStr<Err = String>>(r: &Row, i: usize) -> Result<T, StoreError> {
+fn parsed<T: FromStr>(r: &Row, i: usize) -> Result<T, StoreError>
+where
+    T::Err: std::fmt::Display,
+{
     let text: &str = get(r, i)?;
-    text.parse().map_err(StoreError::Database)
+    text.parse()
+        .map_err(|e: T::Err| StoreError::Database(e.to_string()))
 }
 
 const STACK_COLUMNS: &str = "stack_id, stack_name, status, status_reason, description, template_body, parameters, no_echo, outputs, on_failure, created_at, updated_at, deleted_at, tags, parent_id, root_id, template_context, capabilities, termination_protection, stack_policy, rollback_configuration, notification_arns";

@@ -291,9 +291,12 @@ fn from_json<T: serde::de::DeserializeOwned>(s: &str) -> rusqlite::Result<T> {
     })
 }
 
-fn parse_enum<T: std::str::FromStr<Err = String>>(s: &str) -> rusqlite::Result<T> {
-    s.parse().map_err(|e: String| {
-        rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, e.into())
+fn parse_enum<T: std::str::FromStr>(s: &str) -> rusqlite::Result<T>
+where
+    T::Err: std::error::Error + Send + Sync + 'static,
+{
+    s.parse().map_err(|e: T::Err| {
+        rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e))
     })
 }
 
@@ -366,7 +369,10 @@ fn opt_json_col<T: serde::de::DeserializeOwned>(
     r.get_ref(i)?.as_str_or_null()?.map(from_json).transpose()
 }
 
-fn enum_col<T: std::str::FromStr<Err = String>>(r: &Row<'_>, i: usize) -> rusqlite::Result<T> {
+fn enum_col<T: std::str::FromStr>(r: &Row<'_>, i: usize) -> rusqlite::Result<T>
+where
+    T::Err: std::error::Error + Send + Sync + 'static,
+{
     parse_enum(r.get_ref(i)?.as_str()?)
 }
 

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 
 use super::{check_stack_name, stack_context, valid_stack_name, EngineError};
+use crate::operation::OperationOptions;
 use crate::plan;
 use crate::stack::{now, ChangeSetRecord, OnFailure, StackRecord, StackStatus};
 use crate::store::{OperationRecord, StoreError};
@@ -222,14 +223,16 @@ impl ChangeSets<'_> {
             return Err(StoreError::NoSuchStack(cs.stack_id.clone()).into());
         };
         if stack.status != StackStatus::ReviewInProgress {
-            let (prepared, adoptions) = self.imports().prepare_import(&import).await?;
+            let (mut prepared, adoptions) = self.imports().prepare_import(&import).await?;
+            let details = json!(adoptions);
+            prepared.options.imports = Some(adoptions);
             return self
                 .updates()
                 .begin_moving(
                     prepared,
                     Some(cs),
                     (OperationKind::Import, StackStatus::ImportInProgress),
-                    Some((super::import::IMPORTS, json!(adoptions))),
+                    Some(details),
                 )
                 .await;
         }
@@ -805,11 +808,11 @@ impl ChangeSets<'_> {
         let operation = OperationRecord {
             stack_id: created.stack_id.clone(),
             kind: OperationKind::Create,
-            options: if cs.nested.templates.is_empty() {
-                json!({})
-            } else {
-                json!({ crate::nested::OPTION: cs.nested.templates })
-            },
+            options: OperationOptions {
+                nested_templates: cs.nested.templates.clone(),
+                ..Default::default()
+            }
+            .to_value(),
             started_at: ts.clone(),
         };
         let stack_id = created.stack_id.clone();

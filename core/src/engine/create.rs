@@ -8,8 +8,9 @@ use super::dag::Outcome;
 use super::steps::create::Then;
 use super::{
     check_stack_name, stack_context, stack_event, CreateStackInput, Creates, EngineError, Op,
-    TIMED_OUT, TIMEOUT_OPTION,
+    TIMED_OUT,
 };
+use crate::operation::OperationOptions;
 use crate::stack::{
     now, CallKind, Journal, OnFailure, OperationKind, OutputRecord, ResourceRecord, ResourceStatus,
     StackRecord, StackStatus,
@@ -19,7 +20,7 @@ use crate::template::eval::{Evaluated, Evaluator};
 use crate::template::parameters::ParameterValues;
 use crate::template::source::child;
 use crate::template::Template;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
@@ -124,16 +125,12 @@ impl Creates<'_> {
         let operation = OperationRecord {
             stack_id: stack_id.clone(),
             kind: OperationKind::Create,
-            options: {
-                let mut o = Map::new();
-                if let Some(t) = input.timeout_minutes {
-                    o.insert(TIMEOUT_OPTION.into(), json!(t));
-                }
-                if !nested.is_empty() {
-                    o.insert(crate::nested::OPTION.into(), json!(nested));
-                }
-                Value::Object(o)
-            },
+            options: OperationOptions {
+                timeout_in_minutes: input.timeout_minutes.map(u64::from),
+                nested_templates: nested.clone(),
+                ..Default::default()
+            }
+            .to_value(),
             started_at: ts,
         };
         // The operation's record is written with the stack: a crash right

@@ -5,9 +5,9 @@
 
 use super::dag::Outcome;
 use super::{protocol, stack_event, Deletes, EngineError, Op};
+use crate::operation::OperationOptions;
 use crate::stack::{now, OperationKind, ResourceStatus, StackRecord, StackStatus};
 use crate::store::OperationRecord;
-use serde_json::json;
 use std::collections::HashMap;
 
 impl Deletes<'_> {
@@ -91,7 +91,11 @@ impl Deletes<'_> {
         let operation = OperationRecord {
             stack_id: stack.stack_id.clone(),
             kind: OperationKind::Delete,
-            options: json!({"Retain": retain}),
+            options: OperationOptions {
+                retain: retain.to_vec(),
+                ..Default::default()
+            }
+            .to_value(),
             started_at: now(),
         };
         let stack_id = stack.stack_id.clone();

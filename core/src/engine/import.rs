@@ -21,15 +21,13 @@ use super::kinds::Imports;
 use super::update::{ParameterInput, PreparedUpdate, UpdateStackInput};
 use super::EngineError;
 use crate::import::{Adoption, ResourceToImport};
+use crate::operation::OperationOptions;
 use crate::stack::{
     now, Journal, OperationKind, ResourceRecord, ResourceStatus, StackRecord, StackStatus,
 };
 use crate::store::StoreError;
 use crate::template::parameters::ParameterValues;
 use crate::template::Template;
-
-/// The operation option holding what an import adopts.
-pub(super) const IMPORTS: &str = "Imports";
 
 /// What `cairn import` (or an IMPORT change set) asks for.
 #[derive(Debug, Clone)]
@@ -58,13 +56,15 @@ impl Imports<'_> {
             }
             Some(_) => {}
         }
-        let (prepared, adoptions) = self.prepare_import(input).await?;
+        let (mut prepared, adoptions) = self.prepare_import(input).await?;
+        let details = json!(adoptions);
+        prepared.options.imports = Some(adoptions);
         self.updates()
             .begin_moving(
                 prepared,
                 None,
                 (OperationKind::Import, StackStatus::ImportInProgress),
-                Some((IMPORTS, json!(adoptions))),
+                Some(details),
             )
             .await
     }
@@ -138,12 +138,16 @@ impl Imports<'_> {
         adoptions: &[Adoption],
     ) -> crate::store::OperationRecord {
         let state = super::update::StackState::of(stack);
-        let mut options = super::update::UpdateJournal::options(&state, &state);
-        options[IMPORTS] = json!(adoptions);
+        let options = OperationOptions {
+            previous: Some(state.clone()),
+            target: Some(state),
+            imports: Some(adoptions.to_vec()),
+            ..Default::default()
+        };
         crate::store::OperationRecord {
             stack_id: stack.stack_id.clone(),
             kind: OperationKind::Import,
-            options,
+            options: options.to_value(),
             started_at: now(),
         }
     }
@@ -372,8 +376,11 @@ impl Imports<'_> {
         }
         // The template the import started from (the operation keeps both
         // sides; this op may have been loaded going forward).
-        let options = self.options(op).await?;
-        let (previous, _) = super::update::UpdateJournal::from_options(&options)?;
+        let (previous, _) = self
+            .options(op)
+            .await?
+            .journal()
+            .map_err(|e| EngineError::Validation(e.to_string()))?;
         let mut restored: StackRecord = op.stack.clone();
         previous.apply(&mut restored);
         restored.updated_at = now();
@@ -385,24 +392,23 @@ impl Imports<'_> {
 
     /// What the running import adopts, from its operation's options.
     async fn adoptions(&self, op: &super::Op) -> Result<Vec<Adoption>, EngineError> {
-        let options = self.options(op).await?;
-        serde_json::from_value(options.get(IMPORTS).cloned().unwrap_or(Value::Null)).map_err(|e| {
-            EngineError::Validation(format!(
-                "the import's record in the state cannot be read ({e})"
-            ))
+        self.options(op).await?.imports.ok_or_else(|| {
+            EngineError::Validation(
+                "the import's record in the state cannot be read: its operation names no resources to import".into(),
+            )
         })
     }
 }
 
 impl Imports<'_> {
     /// The running import's operation options.
-    async fn options(&self, op: &super::Op) -> Result<Value, EngineError> {
+    async fn options(&self, op: &super::Op) -> Result<OperationOptions, EngineError> {
         Ok(self
             .store
             .operation(&op.stack.stack_id)
             .await?
-            .map(|o| o.options)
-            .unwrap_or(Value::Null))
+            .map(|o| OperationOptions::from_value(&o.options))
+            .unwrap_or_default())
     }
 }
 

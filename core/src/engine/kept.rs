@@ -10,8 +10,7 @@
 //!   update started from (UPDATE_ROLLBACK_*). It also rolls back a stack
 //!   whose create failed with rollback disabled (ROLLBACK_*).
 
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use crate::operation::{OperationOptions, Superseded};
 
 use super::kinds::Updates;
 use super::{Core, EngineError, Op};
@@ -19,41 +18,6 @@ use crate::stack::{
     Journal, OperationKind, ResourceRecord, ResourceStatus, Snapshot, StackRecord, StackStatus,
 };
 use crate::store::OperationRecord;
-
-/// The update's option: a failure stops it in UPDATE_FAILED.
-pub(super) const DISABLE_ROLLBACK: &str = "DisableRollback";
-/// The update's option: it continues a kept failed update (its rows are
-/// folded when it starts, see [`fold_row`]).
-pub(super) const CONTINUES: &str = "Continues";
-/// The update's option: the physical resources a kept failed update left
-/// that the stack no longer uses, deleted by this update's cleanup.
-pub(super) const SUPERSEDED: &str = "Superseded";
-/// The update's option: how many events the stack had when it started
-/// (its own are the ones after: a superseded resource's delete is read
-/// from them).
-pub(super) const EVENTS_BEFORE: &str = "EventsBefore";
-
-/// A physical resource no row of the stack uses any more, still to delete.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "PascalCase")]
-pub(super) struct Superseded {
-    pub logical_id: String,
-    pub target: Snapshot,
-}
-
-/// Whether the operation's options stop a failure in UPDATE_FAILED.
-pub(super) fn keeps_failures(options: &Value) -> bool {
-    options.get(DISABLE_ROLLBACK) == Some(&Value::Bool(true))
-}
-
-/// The superseded physical resources the operation's options carry.
-pub(super) fn superseded_of(options: &Value) -> Vec<Superseded> {
-    options
-        .get(SUPERSEDED)
-        .cloned()
-        .and_then(|v| serde_json::from_value(v).ok())
-        .unwrap_or_default()
-}
 
 /// Whether `stack` is a failed update kept for inspection (not one a
 /// `cairn update` left, which only `cairn update` finishes).
@@ -144,7 +108,7 @@ impl Updates<'_> {
             .store
             .operation(&op.stack.stack_id)
             .await?
-            .map(|o| superseded_of(&o.options))
+            .map(|o| OperationOptions::from_value(&o.options).superseded)
             .unwrap_or_default())
     }
 
@@ -159,7 +123,7 @@ impl Updates<'_> {
             .store
             .operation(&op.stack.stack_id)
             .await?
-            .is_some_and(|o| keeps_failures(&o.options));
+            .is_some_and(|o| OperationOptions::from_value(&o.options).disable_rollback);
         if keep {
             return self
                 .set_status(op, StackStatus::UpdateFailed, Some(reason))
@@ -235,10 +199,8 @@ impl Core {
         // This operation's events: those after the count it started with
         // (an operation recorded by an older Cairn has none: its events are
         // told by their time, to the millisecond).
-        let before = operation
-            .options
-            .get(EVENTS_BEFORE)
-            .and_then(Value::as_u64)
+        let before = OperationOptions::from_value(&operation.options)
+            .events_before
             .and_then(|n| usize::try_from(n).ok());
         let events = match before {
             Some(n) => self.store.events_from(&op.stack.stack_id, n).await?,
@@ -261,7 +223,7 @@ impl Core {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::Map;
+    use serde_json::{Map, Value};
 
     fn row(
         status: ResourceStatus,

@@ -58,6 +58,7 @@ use serde_json::Value;
 
 use crate::config::Config;
 use crate::graph::Graph;
+use crate::operation::OperationOptions;
 use crate::registry::Registry;
 use crate::shared::Shared;
 use crate::stack::{
@@ -82,14 +83,11 @@ const TIMED_OUT: &str = "Stack creation time exceeded the specified timeout. ";
 /// When an operation's TimeoutInMinutes (counted from its start) runs out.
 fn operation_deadline(operation: Option<&OperationRecord>) -> Option<std::time::SystemTime> {
     let o = operation?;
-    let minutes = o.options.get(TIMEOUT_OPTION)?.as_u64()?;
+    let minutes = OperationOptions::from_value(&o.options).timeout_in_minutes?;
     let started: jiff::Timestamp = o.started_at.parse().ok()?;
     let started = std::time::SystemTime::from(started);
     Some(started + Duration::from_secs(minutes * 60))
 }
-
-/// The operation option that holds a create's `TimeoutInMinutes`.
-const TIMEOUT_OPTION: &str = "TimeoutInMinutes";
 
 /// How often a running update looks for a cancel request.
 const CANCEL_POLL: Duration = Duration::from_millis(200);
@@ -594,7 +592,9 @@ impl Core {
                     OperationKind::Update | OperationKind::Reconcile | OperationKind::Import
                 ) =>
             {
-                let (previous, target) = update::UpdateJournal::from_options(&o.options)?;
+                let (previous, target) = OperationOptions::from_value(&o.options)
+                    .journal()
+                    .map_err(|e| EngineError::Validation(e.to_string()))?;
                 if stack.status.is_rollback_phase() {
                     (previous, Some(target))
                 } else {
@@ -635,10 +635,11 @@ impl Core {
                 Some((r.logical_id.clone(), digest.clone()))
             })
             .collect();
-        let nested = operation
+        let options = operation
             .as_ref()
-            .map(|o| crate::nested::NestedTemplates::from_options(&o.options))
+            .map(|o| OperationOptions::from_value(&o.options))
             .unwrap_or_default();
+        let nested = options.nested_templates.clone();
         let update = match other {
             Some(other) => Some(update::UpdateState {
                 other,
@@ -646,7 +647,7 @@ impl Core {
                     Some(o)
                         if matches!(o.kind, OperationKind::Update | OperationKind::Reconcile) =>
                     {
-                        stack_policy::of_operation(&o.options)?
+                        stack_policy::of_operation(options.stack_policy.as_deref())?
                     }
                     _ => None,
                 },
@@ -1045,19 +1046,17 @@ impl Engine {
 
     async fn drive(&self, op: &Op) -> Result<StackStatus, EngineError> {
         let operation = self.store.operation(&op.stack.stack_id).await?;
-        let retain: Vec<String> = match &operation {
-            Some(o) => o
-                .options
-                .get("Retain")
-                .and_then(|r| serde_json::from_value(r.clone()).ok())
-                .unwrap_or_default(),
-            None => Vec::new(),
-        };
-        if let Some(o) = operation.filter(|o| o.kind == OperationKind::Reconcile) {
-            if op.stack.status == StackStatus::UpdateInProgress {
-                return self.reconciles().drive_reconcile(op, &o.options).await;
-            }
+        let options = operation
+            .as_ref()
+            .map(|o| OperationOptions::from_value(&o.options))
+            .unwrap_or_default();
+        if operation.is_some_and(|o| o.kind == OperationKind::Reconcile)
+            && op.stack.status == StackStatus::UpdateInProgress
+        {
+            let plan = options.plan.unwrap_or_default();
+            return self.reconciles().drive_reconcile(op, plan).await;
         }
+        let retain = options.retain;
         match op.stack.status {
             StackStatus::CreateInProgress => {
                 let rows = self.store.resources(&op.stack.stack_id).await?;

@@ -20,13 +20,10 @@ use serde_json::{json, Map, Value};
 use super::update::{ParameterInput, UpdateStackInput};
 use super::{CreateStackInput, Engine, EngineError, Op};
 use crate::nested;
+use crate::operation::OperationOptions;
 use crate::plan;
 use crate::stack::{OnFailure, ResourceRecord, StackRecord, StackStatus, Tag};
 use crate::store::StoreError;
-
-/// The operation option that names the parent's request an update of a
-/// child was started for (a re-issued request finds it).
-const PARENT_REQUEST: &str = "ParentRequest";
 
 /// What a child waiting in UPDATE_COMPLETE_CLEANUP_IN_PROGRESS does next.
 enum Decision {
@@ -201,7 +198,12 @@ impl NestedStacks<'_> {
                 ))
             })?;
         let started_here = match self.store.operation(child_id).await.map_err(store_error)? {
-            Some(o) => o.options.get(PARENT_REQUEST).and_then(Value::as_str) == Some(request_id),
+            Some(o) => {
+                OperationOptions::from_value(&o.options)
+                    .parent_request
+                    .as_deref()
+                    == Some(request_id)
+            }
             None => false,
         };
         let paused = current.status == StackStatus::UpdateCompleteCleanupInProgress;
@@ -434,14 +436,8 @@ impl NestedStacks<'_> {
                 "No updates are to be performed.".into(),
             ));
         }
-        prepared
-            .extra_options
-            .insert(PARENT_REQUEST.into(), json!(request_id));
-        if let Some(t) = timeout_minutes {
-            prepared
-                .extra_options
-                .insert(super::TIMEOUT_OPTION.into(), json!(t));
-        }
+        prepared.options.parent_request = Some(request_id.to_string());
+        prepared.options.timeout_in_minutes = timeout_minutes.map(u64::from);
         self.updates().begin_update(prepared, None).await
     }
 

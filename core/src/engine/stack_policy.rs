@@ -27,19 +27,16 @@ use crate::stack::StackStatus;
 use crate::stack_policy::{StackPolicy, UpdateAction};
 use serde_json::Value;
 
-/// The operation option holding the policy an update is checked against.
-pub(super) const OPTION: &str = "StackPolicy";
-
 /// The change-set field naming a change the stack's policy would deny.
 pub const DENIED: &str = "DeniedByStackPolicy";
 
-/// The denials, by the policy an operation's `options` hold (none: no
+/// The denials, by the policy an operation is checked against (none: no
 /// denial), of each (action, logical id, type as the template writes it).
 pub(super) fn denials(
-    options: &serde_json::Map<String, Value>,
+    policy: Option<&str>,
     actions: &[(UpdateAction, String, String)],
 ) -> Result<Vec<String>, EngineError> {
-    let Some(body) = options.get(OPTION).and_then(Value::as_str) else {
+    let Some(body) = policy else {
         return Ok(Vec::new());
     };
     let policy = parse(body, "The stack policy")?;
@@ -93,8 +90,8 @@ impl Core {
 }
 
 /// The policy an update operation is checked against, from its options.
-pub(super) fn of_operation(options: &Value) -> Result<Option<StackPolicy>, EngineError> {
-    match options.get(OPTION).and_then(Value::as_str) {
+pub(super) fn of_operation(policy: Option<&str>) -> Result<Option<StackPolicy>, EngineError> {
+    match policy {
         None => Ok(None),
         Some(body) => StackPolicy::parse(body).map(Some).map_err(|e| {
             EngineError::Validation(format!(

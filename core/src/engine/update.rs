@@ -7,8 +7,7 @@ use crate::engine::kinds::Updates;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
 
-use serde::{Deserialize, Serialize};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use super::dag::Outcome;
 use super::kept;
@@ -19,11 +18,12 @@ use super::steps::create::{Then, REPLACED};
 use super::steps::victim::{Victim, VictimOf};
 use super::{stack_context, EngineError, Op};
 use crate::graph::Graph;
+pub use crate::operation::{OperationOptions, StackState};
 use crate::plan::{self, Decision};
 use crate::rollback_triggers::RollbackConfiguration;
 use crate::stack::{
-    now, CallKind, ChangeSetRecord, Journal, OperationKind, OutputRecord, ResourceRecord,
-    ResourceStatus, StackRecord, StackStatus, Tag,
+    now, CallKind, ChangeSetRecord, Journal, OperationKind, ResourceRecord, ResourceStatus,
+    StackRecord, StackStatus, Tag,
 };
 use crate::stack_policy::UpdateAction;
 use crate::store::{OperationRecord, StoreError};
@@ -71,88 +71,6 @@ pub struct UpdateStackInput {
     /// `NotificationARNs`: the stack's targets from this update on
     /// (`None`: kept; empty: none).
     pub notification_arns: Option<Vec<String>>,
-}
-
-/// The stack fields an update replaces, as journaled for both sides.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "PascalCase")]
-pub struct StackState {
-    pub template_body: String,
-    pub parameters: BTreeMap<String, String>,
-    pub no_echo: Vec<String>,
-    pub description: Option<String>,
-    pub outputs: Vec<OutputRecord>,
-    #[serde(default)]
-    pub tags: Vec<Tag>,
-    #[serde(
-        default,
-        skip_serializing_if = "crate::stack::TemplateContext::is_empty"
-    )]
-    pub context: crate::stack::TemplateContext,
-    /// The capabilities the operation was given (DescribeStacks').
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub capabilities: Vec<String>,
-    /// The rollback triggers and monitoring period (see
-    /// `rollback_triggers`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rollback_configuration: Option<RollbackConfiguration>,
-}
-
-impl StackState {
-    pub fn of(s: &StackRecord) -> StackState {
-        StackState {
-            context: s.context.clone(),
-            template_body: s.template_body.clone(),
-            parameters: s.parameters.clone(),
-            no_echo: s.no_echo.clone(),
-            description: s.description.clone(),
-            outputs: s.outputs.clone(),
-            tags: s.tags.clone(),
-            capabilities: s.capabilities.clone(),
-            rollback_configuration: s.rollback_configuration.clone(),
-        }
-    }
-
-    /// Sets the stack's template, parameters and description (not outputs).
-    pub fn apply_template(&self, s: &mut StackRecord) {
-        s.rollback_configuration = self.rollback_configuration.clone();
-        s.context = self.context.clone();
-        s.capabilities = self.capabilities.clone();
-        s.tags = self.tags.clone();
-        s.template_body = self.template_body.clone();
-        s.parameters = self.parameters.clone();
-        s.no_echo = self.no_echo.clone();
-        s.description = self.description.clone();
-    }
-
-    pub(super) fn apply(&self, s: &mut StackRecord) {
-        self.apply_template(s);
-        s.outputs = self.outputs.clone();
-    }
-}
-
-/// The update operation's options: where it started and where it goes.
-pub struct UpdateJournal;
-
-impl UpdateJournal {
-    pub fn options(previous: &StackState, target: &StackState) -> Value {
-        json!({"Previous": previous, "Target": target})
-    }
-
-    pub fn from_options(options: &Value) -> Result<(StackState, StackState), EngineError> {
-        let get = |k: &str| {
-            options
-                .get(k)
-                .cloned()
-                .and_then(|v| serde_json::from_value::<StackState>(v).ok())
-                .ok_or_else(|| {
-                    EngineError::Validation(format!(
-                        "the update's journal in the state file lacks its {k} template"
-                    ))
-                })
-        };
-        Ok((get("Previous")?, get("Target")?))
-    }
 }
 
 /// What only an update (a template update, `cairn update`, an import)
@@ -253,8 +171,10 @@ pub(super) struct PreparedUpdate {
     pub changes: Vec<plan::ResourceChange>,
     /// The nested templates the target template's stack resources use.
     pub nested: crate::nested::NestedTemplates,
-    /// More operation options (a nested stack's: the parent's request).
-    pub extra_options: serde_json::Map<String, Value>,
+    /// The operation's options besides its journal and nested templates
+    /// (its stack policy, DisableRollback, a continued update's, a nested
+    /// stack's parent request and timeout, an import's, a plan).
+    pub options: OperationOptions,
     /// The properties of the nested stacks the update modifies, as far as
     /// they are known before it runs (for their own change sets).
     pub nested_properties: BTreeMap<String, serde_json::Map<String, Value>>,
@@ -274,7 +194,7 @@ impl PreparedUpdate {
     pub(super) fn changes_nothing(&self) -> bool {
         // Continuing a kept failed update always does something: it ends
         // the failed state and deletes what that update left.
-        if self.extra_options.contains_key(kept::CONTINUES) {
+        if self.options.continues {
             return false;
         }
         if !self.changes.is_empty() || self.target.tags != self.stack.tags {
@@ -535,7 +455,7 @@ impl Updates<'_> {
         let (rows, superseded) = match &operation {
             Some(o) if continues => {
                 let (rows, mut superseded) = kept::fold(rows);
-                superseded.extend(kept::superseded_of(&o.options));
+                superseded.extend(OperationOptions::from_value(&o.options).superseded);
                 results.record_live(&rows);
                 (rows, superseded)
             }
@@ -608,26 +528,16 @@ impl Updates<'_> {
         // Freeing a large stack's rows and parsed template takes tens of
         // milliseconds that the caller need not wait for.
         tokio::task::spawn_blocking(move || drop((rows, results, template)));
-        let mut extra_options = serde_json::Map::new();
-        if let Some(policy) = input
-            .stack_policy_during_update
-            .as_ref()
-            .or(stack.stack_policy.as_ref())
-        {
-            extra_options.insert(
-                super::stack_policy::OPTION.into(),
-                Value::String(policy.clone()),
-            );
-        }
-        if input.disable_rollback {
-            extra_options.insert(kept::DISABLE_ROLLBACK.into(), Value::Bool(true));
-        }
-        if continues {
-            extra_options.insert(kept::CONTINUES.into(), Value::Bool(true));
-        }
-        if !superseded.is_empty() {
-            extra_options.insert(kept::SUPERSEDED.into(), json!(superseded));
-        }
+        let options = OperationOptions {
+            stack_policy: input
+                .stack_policy_during_update
+                .clone()
+                .or_else(|| stack.stack_policy.clone()),
+            disable_rollback: input.disable_rollback,
+            continues,
+            superseded,
+            ..Default::default()
+        };
         Ok(PreparedUpdate {
             target: StackState {
                 template_body: body,
@@ -652,7 +562,7 @@ impl Updates<'_> {
             stack,
             changes,
             nested,
-            extra_options,
+            options,
             nested_properties,
             unfinished,
         })
@@ -751,14 +661,14 @@ impl Updates<'_> {
 
     /// Starts an operation that moves the stack to `prepared`'s target:
     /// `kind` is the operation (`UPDATE`, or `RECONCILE` for `cairn
-    /// update`); `details`, a key of the operation's options and its value,
-    /// which the history entry records from the start too.
+    /// update`); `details`, what the history entry records from the start
+    /// (`cairn update`'s plan, an import's resources).
     pub(super) async fn begin_updating(
         &self,
         prepared: PreparedUpdate,
         change_set: Option<&ChangeSetRecord>,
         kind: OperationKind,
-        details: Option<(&str, Value)>,
+        details: Option<Value>,
     ) -> Result<String, EngineError> {
         self.begin_moving(
             prepared,
@@ -776,13 +686,13 @@ impl Updates<'_> {
         prepared: PreparedUpdate,
         change_set: Option<&ChangeSetRecord>,
         (kind, status): (OperationKind, StackStatus),
-        details: Option<(&str, Value)>,
+        details: Option<Value>,
     ) -> Result<String, EngineError> {
         let PreparedUpdate {
             stack,
             target,
             nested,
-            mut extra_options,
+            mut options,
             ..
         } = prepared;
         let lease = match self.lease_for_new_operation(&stack).await? {
@@ -808,7 +718,7 @@ impl Updates<'_> {
         // Continuing a kept failed update: its rows are folded in the
         // write that starts this one (read under the lease: no operation
         // changed them since the stack's status was checked).
-        let rows = if extra_options.contains_key(kept::CONTINUES) {
+        let rows = if options.continues {
             let read = async {
                 let rows = self.store.resources(&stack.stack_id).await?;
                 let events = self.store.event_count(&stack.stack_id).await?;
@@ -816,7 +726,7 @@ impl Updates<'_> {
             };
             match read.await {
                 Ok((rows, events)) => {
-                    extra_options.insert(kept::EVENTS_BEFORE.into(), json!(events));
+                    options.events_before = Some(events as u64);
                     kept::rewrite(rows)
                 }
                 Err(e) => {
@@ -832,19 +742,13 @@ impl Updates<'_> {
         let operation = OperationRecord {
             stack_id: stack.stack_id.clone(),
             kind,
-            options: {
-                let mut options = UpdateJournal::options(&previous, &target);
-                if let Some((key, value)) = &details {
-                    options[*key] = value.clone();
-                }
-                if !nested.is_empty() {
-                    options[crate::nested::OPTION] = serde_json::json!(nested);
-                }
-                for (key, value) in extra_options {
-                    options[key.as_str()] = value;
-                }
-                options
-            },
+            options: OperationOptions {
+                previous: Some(previous),
+                target: Some(target.clone()),
+                nested_templates: nested,
+                ..options
+            }
+            .to_value(),
             started_at: now(),
         };
         let mut shown = stack.clone();
@@ -856,7 +760,7 @@ impl Updates<'_> {
             shown,
             status,
             change_set,
-            (details.map(|(_, value)| value), rows),
+            (details, rows),
         )
         .await?;
         Ok(stack.stack_id)

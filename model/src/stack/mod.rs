@@ -8,6 +8,22 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+/// A word that is none of a vocabulary's: a status or a kind that the
+/// store or a server holds and this Cairn does not know (a newer Cairn
+/// wrote it, or the record was edited by hand).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {vocabulary} {word}")]
+pub struct UnknownWord {
+    /// The vocabulary's type (`StackStatus`, `ResourceStatus`, …).
+    pub vocabulary: &'static str,
+    pub word: String,
+}
+
+/// An OnFailure that is none of CloudFormation's three.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("OnFailure must be DO_NOTHING, ROLLBACK or DELETE, not {0}")]
+pub struct InvalidOnFailure(pub String);
+
 macro_rules! status_enum {
     ($(#[$m:meta])* $name:ident { $($variant:ident => $text:literal),* $(,)? }) => {
         $(#[$m])*
@@ -28,11 +44,14 @@ macro_rules! status_enum {
         }
 
         impl FromStr for $name {
-            type Err = String;
-            fn from_str(s: &str) -> Result<Self, String> {
+            type Err = UnknownWord;
+            fn from_str(s: &str) -> Result<Self, UnknownWord> {
                 match s {
                     $($text => Ok($name::$variant),)*
-                    other => Err(format!("unknown {} {other}", stringify!($name))),
+                    other => Err(UnknownWord {
+                        vocabulary: stringify!($name),
+                        word: other.to_string(),
+                    }),
                 }
             }
         }
@@ -294,15 +313,13 @@ impl OnFailure {
 }
 
 impl FromStr for OnFailure {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = InvalidOnFailure;
+    fn from_str(s: &str) -> Result<Self, InvalidOnFailure> {
         match s {
             "DO_NOTHING" => Ok(OnFailure::DoNothing),
             "ROLLBACK" => Ok(OnFailure::Rollback),
             "DELETE" => Ok(OnFailure::Delete),
-            other => Err(format!(
-                "OnFailure must be DO_NOTHING, ROLLBACK or DELETE, not {other}"
-            )),
+            other => Err(InvalidOnFailure(other.to_string())),
         }
     }
 }

@@ -42,34 +42,11 @@ use crate::template::Template;
 mod changes;
 mod phases;
 
-/// Which phases run (seed 003's flags; all phases by default).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "PascalCase", default)]
-pub struct ReconcileFlags {
-    /// Keep the template and parameters; still heal and fix drift.
-    pub drift_only: bool,
-    pub skip_install: bool,
-    pub skip_uninstall: bool,
-    pub skip_reinstall: bool,
-    pub skip_heal: bool,
-    pub skip_drift_check: bool,
-    /// A failed delete while uninstalling does not stop the update.
-    pub ignore_failure: bool,
-}
+pub use crate::operation::{ReconcileFlags, ReconcilePlan, Step};
 
 pub struct ReconcileInput {
     pub update: UpdateStackInput,
     pub flags: ReconcileFlags,
-}
-
-/// One change of the template, at its most top-level entity
-/// (`Resources.Web`, `Resources.Db.Properties.Size`, `Outputs.Url`, …).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "PascalCase")]
-pub struct Step {
-    /// `add`, `remove` or `modify`.
-    pub action: String,
-    pub entity: String,
 }
 
 fn step(action: &str, entity: String) -> Step {
@@ -77,24 +54,6 @@ fn step(action: &str, entity: String) -> Step {
         action: action.into(),
         entity,
     }
-}
-
-/// What an update will do, as far as it is known before it runs (status and
-/// drift are learned while it runs).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "PascalCase")]
-pub struct ReconcilePlan {
-    pub stack_name: String,
-    pub steps: Vec<Step>,
-    pub changed_parameters: Vec<String>,
-    pub uninstall: Vec<String>,
-    pub install: Vec<String>,
-    /// Changed in a way that cannot be applied in place.
-    pub reinstall: Vec<String>,
-    /// Changed in a way the provider applies in place (if its drift check
-    /// agrees).
-    pub modify: Vec<String>,
-    pub flags: ReconcileFlags,
 }
 
 /// What the update did, phase by phase (kept in the history entry).
@@ -288,7 +247,8 @@ impl Reconciles<'_> {
                     .map(|n| (UpdateAction::Delete, n.clone(), written(&old, n))),
             )
             .collect();
-        let denied = super::stack_policy::denials(&prepared.extra_options, &actions)?;
+        let denied =
+            super::stack_policy::denials(prepared.options.stack_policy.as_deref(), &actions)?;
         if !denied.is_empty() {
             return Err(EngineError::Validation(format!(
                 "cairn update {} is refused by the stack policy; nothing was changed: {} Give --stack-policy-during-update FILE to allow it for this update.",
@@ -312,15 +272,16 @@ impl Reconciles<'_> {
         self.nested_stacks()
             .refuse_nested_named(&input.update.stack_name, "update")
             .await?;
-        let (prepared, plan) = self.prepare_reconcile(input).await?;
+        let (mut prepared, plan) = self.prepare_reconcile(input).await?;
         let details = serde_json::to_value(&plan)
             .map_err(|e| EngineError::Validation(format!("cannot record the plan: {e}")))?;
+        prepared.options.plan = Some(plan);
         self.updates()
             .begin_updating(
                 prepared,
                 None,
                 crate::stack::OperationKind::Reconcile,
-                Some(("Plan", details)),
+                Some(details),
             )
             .await
     }
@@ -330,13 +291,8 @@ impl Reconciles<'_> {
     pub(super) async fn drive_reconcile(
         &self,
         op: &Op,
-        options: &Value,
+        plan: ReconcilePlan,
     ) -> Result<StackStatus, EngineError> {
-        let plan: ReconcilePlan = options
-            .get("Plan")
-            .cloned()
-            .and_then(|p| serde_json::from_value(p).ok())
-            .unwrap_or_default();
         let flags = plan.flags.clone();
         let mut report = ReconcileReport::default();
         let outcome = self.reconcile_phases(op, &flags, &mut report).await;
