@@ -9,7 +9,10 @@ use serde_json::Value;
 
 /// The response in `body`, if it is a valid answer to `req`; otherwise the
 /// reason the resource fails with.
-pub fn check(req: &CustomResourceRequest, body: &[u8]) -> Result<CustomResourceResponse, String> {
+pub(crate) fn check(
+    req: &CustomResourceRequest,
+    body: &[u8],
+) -> Result<CustomResourceResponse, String> {
     if body.len() > MAX_RESPONSE_BYTES {
         // CloudFormation's text.
         return Err("Response object is too long.".into());
