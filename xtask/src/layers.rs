@@ -86,6 +86,11 @@ const CRATES: &[Crate] = &[
         pure: false,
     },
     Crate {
+        name: "cairn-package",
+        may_use: &["cairn-sdk"],
+        pure: true,
+    },
+    Crate {
         name: "cairn-webhook",
         may_use: &["cairn-sdk", "cairn-config", "cairn-model", "cairn-store"],
         pure: false,
