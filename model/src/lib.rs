@@ -23,6 +23,7 @@ pub mod notifications;
 pub mod operation;
 pub mod plan;
 pub mod refactor;
+pub mod registry;
 pub mod rollback_triggers;
 pub mod signal;
 pub mod stack;

@@ -16,6 +16,9 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
+use cairn_model::registry::{
+    self as registry, NewTypeVersion, RegistrationRecord, RegistrationStatus, TypeVersionRecord,
+};
 use cairn_model::stack::{
     ChangeSetRecord, EventRecord, HistoryRecord, OnFailure, ResourceRecord, SignalRecord,
     StackRecord, StackStatus,
@@ -32,7 +35,7 @@ fn tls_error(e: cairn_pg_tls::TlsError) -> StoreError {
 
 /// The schema version this Cairn writes; a database with a newer one is
 /// refused.
-const SCHEMA_VERSION: i32 = 7;
+const SCHEMA_VERSION: i32 = 8;
 
 /// Taken while the schema is applied, so engines starting together do not
 /// race (an arbitrary constant: "cairn" in ASCII).
@@ -55,7 +58,49 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (5, SCHEMA_5),
     (6, SCHEMA_6),
     (7, SCHEMA_7),
+    (8, SCHEMA_8),
 ];
+
+/// Version 8: the type registry (registrations, each type's versions with
+/// their packages, and how many times it changed).
+const SCHEMA_8: &str = r#"
+CREATE TABLE IF NOT EXISTS type_registrations (
+    seq BIGSERIAL,
+    token TEXT PRIMARY KEY,
+    type_name TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    status TEXT NOT NULL,
+    description TEXT NOT NULL,
+    version_id TEXT,
+    client_token TEXT UNIQUE,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS type_versions (
+    type_name TEXT NOT NULL,
+    version_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    is_default BOOLEAN NOT NULL,
+    deprecated BOOLEAN NOT NULL,
+    schema TEXT NOT NULL,
+    description TEXT NOT NULL,
+    handler TEXT NOT NULL,
+    secret TEXT,
+    package_sha256 TEXT NOT NULL,
+    signed_by TEXT,
+    package BYTEA NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (type_name, version_id)
+);
+CREATE TABLE IF NOT EXISTS type_registry_state (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    generation BIGINT NOT NULL
+);
+"#;
+
+/// Taken by every write to the type registry, so two registrations of one
+/// type never choose the same version id ("types" in ASCII).
+const REGISTRY_LOCK: i64 = 0x74_79_70_65_73;
 
 /// Version 7: a stack's rollback configuration and notification targets
 /// (JSON), where each target stands with the stack's events, and stack
@@ -2523,6 +2568,343 @@ impl cairn_store::Refactors for PgStore {
     }
 }
 
+const REGISTRATION_COLUMNS: &str =
+    "token, type_name, kind, status, description, version_id, client_token, created_at, updated_at";
+
+fn registration_row(r: &Row) -> Result<RegistrationRecord, StoreError> {
+    Ok(RegistrationRecord {
+        token: get(r, 0)?,
+        type_name: get(r, 1)?,
+        kind: parsed(r, 2)?,
+        status: parsed(r, 3)?,
+        description: get(r, 4)?,
+        version_id: get(r, 5)?,
+        client_token: get(r, 6)?,
+        created_at: get(r, 7)?,
+        updated_at: get(r, 8)?,
+    })
+}
+
+const TYPE_VERSION_COLUMNS: &str = "type_name, version_id, kind, is_default, deprecated, schema, description, handler, secret, package_sha256, signed_by, created_at";
+
+fn type_version_row(r: &Row) -> Result<TypeVersionRecord, StoreError> {
+    Ok(TypeVersionRecord {
+        type_name: get(r, 0)?,
+        version_id: get(r, 1)?,
+        kind: parsed(r, 2)?,
+        is_default: get(r, 3)?,
+        deprecated: get(r, 4)?,
+        schema: get(r, 5)?,
+        description: get(r, 6)?,
+        handler: get(r, 7)?,
+        secret: get(r, 8)?,
+        package_sha256: get(r, 9)?,
+        signed_by: get(r, 10)?,
+        created_at: get(r, 11)?,
+    })
+}
+
+/// Takes the registry's lock for the transaction and counts one more
+/// change.
+async fn registry_write<C: GenericClient + Sync>(tx: &C) -> Result<(), StoreError> {
+    run(tx, "SELECT pg_advisory_xact_lock($1)", &[&REGISTRY_LOCK])
+        .await
+        .map_err(backend)?;
+    run(
+        tx,
+        "INSERT INTO type_registry_state (id, generation) VALUES (1, 1) ON CONFLICT (id) DO UPDATE SET generation = type_registry_state.generation + 1",
+        &[],
+    )
+    .await
+    .map_err(backend)?;
+    Ok(())
+}
+
+/// Whether `version_id` is a live version of `type_name`, whether it is the
+/// default, and how many other live versions the type has.
+async fn live_version<C: GenericClient + Sync>(
+    tx: &C,
+    type_name: &str,
+    version_id: &str,
+) -> Result<(bool, bool, i64), StoreError> {
+    let this = fetch_opt(
+        tx,
+        "SELECT is_default FROM type_versions WHERE type_name = $1 AND version_id = $2 AND NOT deprecated",
+        &[&type_name, &version_id],
+    )
+    .await
+    .map_err(backend)?
+    .map(|r| get::<bool>(&r, 0))
+    .transpose()?;
+    let others = fetch_one(
+        tx,
+        "SELECT COUNT(*) FROM type_versions WHERE type_name = $1 AND version_id <> $2 AND NOT deprecated",
+        &[&type_name, &version_id],
+    )
+    .await
+    .map_err(backend)?;
+    Ok((this.is_some(), this.unwrap_or(false), get(&others, 0)?))
+}
+
+#[async_trait::async_trait]
+impl cairn_store::TypeRegistry for PgStore {
+    async fn begin_registration(
+        &self,
+        r: &RegistrationRecord,
+    ) -> Result<RegistrationRecord, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        registry_write(&tx).await?;
+        if let Some(client_token) = &r.client_token {
+            let earlier = fetch_opt(
+                &tx,
+                &format!(
+                    "SELECT {REGISTRATION_COLUMNS} FROM type_registrations WHERE client_token = $1"
+                ),
+                &[client_token],
+            )
+            .await
+            .map_err(backend)?;
+            if let Some(earlier) = earlier {
+                return registration_row(&earlier);
+            }
+        }
+        run(
+            &tx,
+            &format!("INSERT INTO type_registrations ({REGISTRATION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"),
+            &[
+                &r.token,
+                &r.type_name,
+                &r.kind.as_str(),
+                &r.status.as_str(),
+                &r.description,
+                &r.version_id,
+                &r.client_token,
+                &r.created_at,
+                &r.updated_at,
+            ],
+        )
+        .await
+        .map_err(backend)?;
+        tx.commit().await.map_err(backend)?;
+        Ok(r.clone())
+    }
+
+    async fn complete_registration(
+        &self,
+        token: &str,
+        version: &NewTypeVersion,
+        package: &[u8],
+    ) -> Result<String, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        registry_write(&tx).await?;
+        if fetch_opt(
+            &tx,
+            "SELECT 1 FROM type_registrations WHERE token = $1",
+            &[&token],
+        )
+        .await
+        .map_err(backend)?
+        .is_none()
+        {
+            return Err(StoreError::NoSuchRegistration(token.into()));
+        }
+        let rows = fetch(
+            &tx,
+            "SELECT version_id, deprecated FROM type_versions WHERE type_name = $1",
+            &[&version.type_name],
+        )
+        .await
+        .map_err(backend)?;
+        let mut next = 1;
+        let mut live = false;
+        for r in &rows {
+            let id: String = get(r, 0)?;
+            if let Some(n) = registry::version_number(&id) {
+                next = next.max(n + 1);
+            }
+            live |= !get::<bool>(r, 1)?;
+        }
+        let version_id = registry::version_id(next);
+        let ts = cairn_model::stack::now();
+        run(
+            &tx,
+            &format!("INSERT INTO type_versions ({TYPE_VERSION_COLUMNS}, package) VALUES ($1, $2, $3, $4, FALSE, $5, $6, $7, $8, $9, $10, $11, $12)"),
+            &[
+                &version.type_name,
+                &version_id,
+                &version.kind.as_str(),
+                &!live,
+                &version.schema,
+                &version.description,
+                &version.handler,
+                &version.secret,
+                &version.package_sha256,
+                &version.signed_by,
+                &ts,
+                &package,
+            ],
+        )
+        .await
+        .map_err(backend)?;
+        run(
+            &tx,
+            "UPDATE type_registrations SET status = $2, version_id = $3, updated_at = $4 WHERE token = $1",
+            &[&token, &RegistrationStatus::Complete.as_str(), &version_id, &ts],
+        )
+        .await
+        .map_err(backend)?;
+        tx.commit().await.map_err(backend)?;
+        Ok(version_id)
+    }
+
+    async fn fail_registration(&self, token: &str, reason: &str) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        registry_write(&tx).await?;
+        let changed = run(
+            &tx,
+            "UPDATE type_registrations SET status = $2, description = $3, updated_at = $4 WHERE token = $1",
+            &[
+                &token,
+                &RegistrationStatus::Failed.as_str(),
+                &reason,
+                &cairn_model::stack::now(),
+            ],
+        )
+        .await
+        .map_err(backend)?;
+        if changed == 0 {
+            return Err(StoreError::NoSuchRegistration(token.into()));
+        }
+        tx.commit().await.map_err(backend)
+    }
+
+    async fn registration(&self, token: &str) -> Result<Option<RegistrationRecord>, StoreError> {
+        let client = self.client().await?;
+        fetch_opt(
+            &client,
+            &format!("SELECT {REGISTRATION_COLUMNS} FROM type_registrations WHERE token = $1"),
+            &[&token],
+        )
+        .await
+        .map_err(backend)?
+        .map(|r| registration_row(&r))
+        .transpose()
+    }
+
+    async fn registrations(&self) -> Result<Vec<RegistrationRecord>, StoreError> {
+        let client = self.client().await?;
+        fetch(
+            &client,
+            &format!("SELECT {REGISTRATION_COLUMNS} FROM type_registrations ORDER BY seq"),
+            &[],
+        )
+        .await
+        .map_err(backend)?
+        .iter()
+        .map(registration_row)
+        .collect()
+    }
+
+    async fn type_versions(&self) -> Result<Vec<TypeVersionRecord>, StoreError> {
+        let client = self.client().await?;
+        fetch(
+            &client,
+            &format!(
+                "SELECT {TYPE_VERSION_COLUMNS} FROM type_versions ORDER BY type_name, version_id"
+            ),
+            &[],
+        )
+        .await
+        .map_err(backend)?
+        .iter()
+        .map(type_version_row)
+        .collect()
+    }
+
+    async fn type_package(
+        &self,
+        type_name: &str,
+        version_id: &str,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        let client = self.client().await?;
+        fetch_opt(
+            &client,
+            "SELECT package FROM type_versions WHERE type_name = $1 AND version_id = $2",
+            &[&type_name, &version_id],
+        )
+        .await
+        .map_err(backend)?
+        .map(|r| get::<Vec<u8>>(&r, 0))
+        .transpose()
+    }
+
+    async fn set_default_type_version(
+        &self,
+        type_name: &str,
+        version_id: &str,
+    ) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        registry_write(&tx).await?;
+        if !live_version(&tx, type_name, version_id).await?.0 {
+            return Err(StoreError::type_not_found(type_name, version_id));
+        }
+        run(
+            &tx,
+            "UPDATE type_versions SET is_default = (version_id = $2) WHERE type_name = $1 AND NOT deprecated",
+            &[&type_name, &version_id],
+        )
+        .await
+        .map_err(backend)?;
+        tx.commit().await.map_err(backend)
+    }
+
+    async fn deregister_type_version(
+        &self,
+        type_name: &str,
+        version_id: &str,
+    ) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        registry_write(&tx).await?;
+        let (live, is_default, others) = live_version(&tx, type_name, version_id).await?;
+        if !live {
+            return Err(StoreError::type_not_found(type_name, version_id));
+        }
+        if is_default && others > 0 {
+            return Err(StoreError::DefaultTypeVersion {
+                type_name: type_name.into(),
+                version_id: version_id.into(),
+            });
+        }
+        run(
+            &tx,
+            "UPDATE type_versions SET deprecated = TRUE, is_default = FALSE WHERE type_name = $1 AND version_id = $2",
+            &[&type_name, &version_id],
+        )
+        .await
+        .map_err(backend)?;
+        tx.commit().await.map_err(backend)
+    }
+
+    async fn registry_generation(&self) -> Result<i64, StoreError> {
+        let client = self.client().await?;
+        Ok(fetch_opt(
+            &client,
+            "SELECT generation FROM type_registry_state WHERE id = 1",
+            &[],
+        )
+        .await
+        .map_err(backend)?
+        .map(|r| get::<i64>(&r, 0))
+        .transpose()?
+        .unwrap_or(0))
+    }
+}
+
 #[async_trait::async_trait]
 impl Store for PgStore {
     /// Reachable and writable: a read-only session (the database's
@@ -2809,8 +3191,8 @@ mod tests {
         drop(client);
         let refused = PgStore::connect(&url).await.err().map(|e| e.to_string());
         assert_eq!(
-            refused.as_deref(),
-            Some("state database error: the PostgreSQL state database has schema version 99, newer than this Cairn's 7: upgrade Cairn")
+            refused,
+            Some(format!("state database error: the PostgreSQL state database has schema version 99, newer than this Cairn's {SCHEMA_VERSION}: upgrade Cairn"))
         );
         drop(store);
         let name = url.rsplit('/').next().unwrap_or_default().to_string();

@@ -15,6 +15,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use tokio::sync::oneshot;
 
+use cairn_model::registry::{
+    self as registry, NewTypeVersion, RegistrationRecord, RegistrationStatus, TypeVersionRecord,
+};
 use cairn_model::stack::{
     ChangeSetRecord, EventRecord, HistoryRecord, Journal, OnFailure, PendingCall, ResourceRecord,
     SignalRecord, StackRecord, StackStatus,
@@ -207,14 +210,47 @@ CREATE TABLE IF NOT EXISTS stack_refactors (
     refactor_id TEXT NOT NULL UNIQUE,
     body TEXT NOT NULL
 );
+-- The type registry: registrations (RegisterType's tokens), each type's
+-- versions with their packages, and how many times it changed.
+CREATE TABLE IF NOT EXISTS type_registrations (
+    token TEXT PRIMARY KEY,
+    type_name TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    status TEXT NOT NULL,
+    description TEXT NOT NULL,
+    version_id TEXT,
+    client_token TEXT UNIQUE,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS type_versions (
+    type_name TEXT NOT NULL,
+    version_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    is_default INTEGER NOT NULL,
+    deprecated INTEGER NOT NULL,
+    schema TEXT NOT NULL,
+    description TEXT NOT NULL,
+    handler TEXT NOT NULL,
+    secret TEXT,
+    package_sha256 TEXT NOT NULL,
+    signed_by TEXT,
+    package BLOB NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (type_name, version_id)
+);
+CREATE TABLE IF NOT EXISTS type_registry_state (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    generation INTEGER NOT NULL
+);
 "#;
 
 /// The layout version written into `PRAGMA user_version`; bump it with any
 /// change to `SCHEMA` that an older file would not have.
-const SCHEMA_VERSION: i64 = 15;
+const SCHEMA_VERSION: i64 = 16;
 
-/// The columns each layout added, by the layout that added them (layout
-/// 10 added only tables).
+/// The columns each layout added, by the layout that added them (layouts
+/// 10 and 16 added only tables).
 const COLUMN_STEPS: &[(i64, &str)] = &[
     (7, "ALTER TABLE history ADD COLUMN details TEXT;"),
     (8, "ALTER TABLE stacks ADD COLUMN tags TEXT;"),
@@ -2142,6 +2178,333 @@ impl DriftDetections for SqliteStore {
                 |r| json_col(r, 0),
             )
             .optional()
+            .map_err(backend)
+        })
+        .await
+    }
+}
+
+const REGISTRATION_COLUMNS: &str =
+    "token, type_name, kind, status, description, version_id, client_token, created_at, updated_at";
+
+fn registration_row(r: &Row<'_>) -> rusqlite::Result<RegistrationRecord> {
+    Ok(RegistrationRecord {
+        token: r.get(0)?,
+        type_name: r.get(1)?,
+        kind: enum_col(r, 2)?,
+        status: enum_col(r, 3)?,
+        description: r.get(4)?,
+        version_id: r.get(5)?,
+        client_token: r.get(6)?,
+        created_at: r.get(7)?,
+        updated_at: r.get(8)?,
+    })
+}
+
+const TYPE_VERSION_COLUMNS: &str = "type_name, version_id, kind, is_default, deprecated, schema, description, handler, secret, package_sha256, signed_by, created_at";
+
+fn type_version_row(r: &Row<'_>) -> rusqlite::Result<TypeVersionRecord> {
+    Ok(TypeVersionRecord {
+        type_name: r.get(0)?,
+        version_id: r.get(1)?,
+        kind: enum_col(r, 2)?,
+        is_default: r.get(3)?,
+        deprecated: r.get(4)?,
+        schema: r.get(5)?,
+        description: r.get(6)?,
+        handler: r.get(7)?,
+        secret: r.get(8)?,
+        package_sha256: r.get(9)?,
+        signed_by: r.get(10)?,
+        created_at: r.get(11)?,
+    })
+}
+
+/// Counts one more change of the registry.
+fn bump_registry(c: &Connection) -> Result<(), StoreError> {
+    c.execute(
+        "INSERT INTO type_registry_state (id, generation) VALUES (1, 1) ON CONFLICT(id) DO UPDATE SET generation = generation + 1",
+        [],
+    )
+    .map(|_| ())
+    .map_err(backend)
+}
+
+/// Whether `version_id` is a live version of `type_name`, whether it is the
+/// default, and how many other live versions the type has.
+fn live_version(
+    c: &Connection,
+    type_name: &str,
+    version_id: &str,
+) -> Result<(bool, bool, i64), StoreError> {
+    let this: Option<bool> = c
+        .query_row(
+            "SELECT is_default FROM type_versions WHERE type_name = ?1 AND version_id = ?2 AND deprecated = 0",
+            params![type_name, version_id],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(backend)?;
+    let others: i64 = c
+        .query_row(
+            "SELECT COUNT(*) FROM type_versions WHERE type_name = ?1 AND version_id <> ?2 AND deprecated = 0",
+            params![type_name, version_id],
+            |r| r.get(0),
+        )
+        .map_err(backend)?;
+    Ok((this.is_some(), this.unwrap_or(false), others))
+}
+
+#[async_trait::async_trait]
+impl cairn_store::TypeRegistry for SqliteStore {
+    async fn begin_registration(
+        &self,
+        r: &RegistrationRecord,
+    ) -> Result<RegistrationRecord, StoreError> {
+        let r = r.clone();
+        self.run(move |c| {
+            if let Some(client) = &r.client_token {
+                let earlier = c
+                    .query_row(
+                        &format!("SELECT {REGISTRATION_COLUMNS} FROM type_registrations WHERE client_token = ?1"),
+                        params![client],
+                        registration_row,
+                    )
+                    .optional()
+                    .map_err(backend)?;
+                if let Some(earlier) = earlier {
+                    return Ok(earlier);
+                }
+            }
+            c.execute(
+                &format!("INSERT INTO type_registrations ({REGISTRATION_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"),
+                params![
+                    r.token,
+                    r.type_name,
+                    r.kind.as_str(),
+                    r.status.as_str(),
+                    r.description,
+                    r.version_id,
+                    r.client_token,
+                    r.created_at,
+                    r.updated_at
+                ],
+            )
+            .map_err(backend)?;
+            bump_registry(c)?;
+            Ok(r)
+        })
+        .await
+    }
+
+    async fn complete_registration(
+        &self,
+        token: &str,
+        version: &NewTypeVersion,
+        package: &[u8],
+    ) -> Result<String, StoreError> {
+        let (token, v, package) = (token.to_string(), version.clone(), package.to_vec());
+        self.run(move |c| {
+            let known: i64 = c
+                .query_row(
+                    "SELECT COUNT(*) FROM type_registrations WHERE token = ?1",
+                    params![token],
+                    |r| r.get(0),
+                )
+                .map_err(backend)?;
+            if known == 0 {
+                return Err(StoreError::NoSuchRegistration(token));
+            }
+            let ids: Vec<String> = c
+                .prepare_cached("SELECT version_id FROM type_versions WHERE type_name = ?1")
+                .and_then(|mut st| {
+                    st.query_map(params![v.type_name], |r| r.get(0))?
+                        .collect::<Result<Vec<_>, _>>()
+                })
+                .map_err(backend)?;
+            let next = ids
+                .iter()
+                .filter_map(|id| registry::version_number(id))
+                .max()
+                .unwrap_or(0)
+                + 1;
+            let live: i64 = c
+                .query_row(
+                    "SELECT COUNT(*) FROM type_versions WHERE type_name = ?1 AND deprecated = 0",
+                    params![v.type_name],
+                    |r| r.get(0),
+                )
+                .map_err(backend)?;
+            let version_id = registry::version_id(next);
+            let ts = cairn_model::stack::now();
+            c.execute(
+                &format!("INSERT INTO type_versions ({TYPE_VERSION_COLUMNS}, package) VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"),
+                params![
+                    v.type_name,
+                    version_id,
+                    v.kind.as_str(),
+                    live == 0,
+                    v.schema,
+                    v.description,
+                    v.handler,
+                    v.secret,
+                    v.package_sha256,
+                    v.signed_by,
+                    ts,
+                    package
+                ],
+            )
+            .map_err(backend)?;
+            c.execute(
+                "UPDATE type_registrations SET status = ?2, version_id = ?3, updated_at = ?4 WHERE token = ?1",
+                params![token, RegistrationStatus::Complete.as_str(), version_id, ts],
+            )
+            .map_err(backend)?;
+            bump_registry(c)?;
+            Ok(version_id)
+        })
+        .await
+    }
+
+    async fn fail_registration(&self, token: &str, reason: &str) -> Result<(), StoreError> {
+        let (token, reason) = (token.to_string(), reason.to_string());
+        self.run(move |c| {
+            let changed = c
+                .execute(
+                    "UPDATE type_registrations SET status = ?2, description = ?3, updated_at = ?4 WHERE token = ?1",
+                    params![token, RegistrationStatus::Failed.as_str(), reason, cairn_model::stack::now()],
+                )
+                .map_err(backend)?;
+            if changed == 0 {
+                return Err(StoreError::NoSuchRegistration(token));
+            }
+            bump_registry(c)
+        })
+        .await
+    }
+
+    async fn registration(&self, token: &str) -> Result<Option<RegistrationRecord>, StoreError> {
+        let token = token.to_string();
+        self.run(move |c| {
+            c.query_row(
+                &format!("SELECT {REGISTRATION_COLUMNS} FROM type_registrations WHERE token = ?1"),
+                params![token],
+                registration_row,
+            )
+            .optional()
+            .map_err(backend)
+        })
+        .await
+    }
+
+    async fn registrations(&self) -> Result<Vec<RegistrationRecord>, StoreError> {
+        self.run(|c| {
+            let mut st = c
+                .prepare_cached(&format!(
+                    "SELECT {REGISTRATION_COLUMNS} FROM type_registrations ORDER BY rowid"
+                ))
+                .map_err(backend)?;
+            let rows = st
+                .query_map([], registration_row)
+                .map_err(backend)?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(backend);
+            rows
+        })
+        .await
+    }
+
+    async fn type_versions(&self) -> Result<Vec<TypeVersionRecord>, StoreError> {
+        self.run(|c| {
+            let mut st = c
+                .prepare_cached(&format!(
+                    "SELECT {TYPE_VERSION_COLUMNS} FROM type_versions ORDER BY type_name, version_id"
+                ))
+                .map_err(backend)?;
+            let rows = st
+                .query_map([], type_version_row)
+                .map_err(backend)?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(backend);
+            rows
+        })
+        .await
+    }
+
+    async fn type_package(
+        &self,
+        type_name: &str,
+        version_id: &str,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        let (t, v) = (type_name.to_string(), version_id.to_string());
+        self.run(move |c| {
+            c.query_row(
+                "SELECT package FROM type_versions WHERE type_name = ?1 AND version_id = ?2",
+                params![t, v],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(backend)
+        })
+        .await
+    }
+
+    async fn set_default_type_version(
+        &self,
+        type_name: &str,
+        version_id: &str,
+    ) -> Result<(), StoreError> {
+        let (t, v) = (type_name.to_string(), version_id.to_string());
+        self.run(move |c| {
+            if !live_version(c, &t, &v)?.0 {
+                return Err(StoreError::type_not_found(&t, &v));
+            }
+            c.execute(
+                "UPDATE type_versions SET is_default = (version_id = ?2) WHERE type_name = ?1 AND deprecated = 0",
+                params![t, v],
+            )
+            .map_err(backend)?;
+            bump_registry(c)
+        })
+        .await
+    }
+
+    async fn deregister_type_version(
+        &self,
+        type_name: &str,
+        version_id: &str,
+    ) -> Result<(), StoreError> {
+        let (t, v) = (type_name.to_string(), version_id.to_string());
+        self.run(move |c| {
+            let (live, is_default, others) = live_version(c, &t, &v)?;
+            if !live {
+                return Err(StoreError::type_not_found(&t, &v));
+            }
+            if is_default && others > 0 {
+                return Err(StoreError::DefaultTypeVersion {
+                    type_name: t,
+                    version_id: v,
+                });
+            }
+            c.execute(
+                "UPDATE type_versions SET deprecated = 1, is_default = 0 WHERE type_name = ?1 AND version_id = ?2",
+                params![t, v],
+            )
+            .map_err(backend)?;
+            bump_registry(c)
+        })
+        .await
+    }
+
+    async fn registry_generation(&self) -> Result<i64, StoreError> {
+        self.run(|c| {
+            c.query_row(
+                "SELECT generation FROM type_registry_state WHERE id = 1",
+                [],
+                |r| r.get::<_, i64>(0),
+            )
+            .optional()
+            .map(|g| g.unwrap_or(0))
             .map_err(backend)
         })
         .await

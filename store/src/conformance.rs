@@ -128,6 +128,146 @@ where
     signals(fresh().await.as_ref()).await;
     notifications(fresh().await.as_ref()).await;
     refactors(fresh().await.as_ref()).await;
+    type_registry(fresh().await.as_ref()).await;
+}
+
+/// Registrations and type versions: ids in order, the first live version
+/// the default, a client token registering once, the default kept while
+/// other versions live, the generation moving with each change.
+async fn type_registry(store: &dyn Store) {
+    use cairn_model::registry::{
+        NewTypeVersion, RegistrationRecord, RegistrationStatus, RegistryTypeKind,
+    };
+    const T: &str = "Example::Notes::Note";
+    let registration = |token: &str, client: Option<&str>| RegistrationRecord {
+        token: token.into(),
+        type_name: T.into(),
+        kind: RegistryTypeKind::Resource,
+        status: RegistrationStatus::InProgress,
+        description: "Registration in progress".into(),
+        version_id: None,
+        client_token: client.map(String::from),
+        created_at: "2026-11-27T00:00:00Z".into(),
+        updated_at: "2026-11-27T00:00:00Z".into(),
+    };
+    let version = |sha: &str| NewTypeVersion {
+        type_name: T.into(),
+        kind: RegistryTypeKind::Resource,
+        schema: "{}".into(),
+        description: "Notes".into(),
+        handler: r#"{"webhook":{"url":"http://127.0.0.1:1"}}"#.into(),
+        secret: Some(r#"{"Env":"NOTES_SECRET"}"#.into()),
+        package_sha256: sha.into(),
+        signed_by: None,
+    };
+    let g0 = store.registry_generation().await.unwrap();
+    let r1 = store
+        .begin_registration(&registration("t1", Some("client-1")))
+        .await
+        .unwrap();
+    assert_eq!(r1.token, "t1");
+    // The same client token: the first registration, nothing new.
+    let again = store
+        .begin_registration(&registration("t1b", Some("client-1")))
+        .await
+        .unwrap();
+    assert_eq!(again.token, "t1");
+    assert_eq!(store.registrations().await.unwrap().len(), 1);
+    let v1 = store
+        .complete_registration("t1", &version("aa"), b"package one")
+        .await
+        .unwrap();
+    assert_eq!(v1, "00000001");
+    let done = store.registration("t1").await.unwrap().unwrap();
+    assert_eq!(done.status, RegistrationStatus::Complete);
+    assert_eq!(done.version_id.as_deref(), Some("00000001"));
+    store
+        .begin_registration(&registration("t2", None))
+        .await
+        .unwrap();
+    let v2 = store
+        .complete_registration("t2", &version("bb"), b"package two")
+        .await
+        .unwrap();
+    assert_eq!(v2, "00000002");
+    store
+        .begin_registration(&registration("t3", None))
+        .await
+        .unwrap();
+    store.fail_registration("t3", "bad schema").await.unwrap();
+    let failed = store.registration("t3").await.unwrap().unwrap();
+    assert_eq!(failed.status, RegistrationStatus::Failed);
+    assert_eq!(failed.description, "bad schema");
+    assert_eq!(failed.version_id, None);
+    let versions = store.type_versions().await.unwrap();
+    assert_eq!(
+        versions
+            .iter()
+            .map(|v| (v.version_id.as_str(), v.is_default, v.deprecated))
+            .collect::<Vec<_>>(),
+        [("00000001", true, false), ("00000002", false, false)]
+    );
+    assert_eq!(
+        versions[0].secret.as_deref(),
+        Some(r#"{"Env":"NOTES_SECRET"}"#)
+    );
+    assert_eq!(versions[1].package_sha256, "bb");
+    assert_eq!(
+        store.type_package(T, "00000002").await.unwrap().as_deref(),
+        Some(&b"package two"[..])
+    );
+    assert_eq!(store.type_package(T, "00000009").await.unwrap(), None);
+    // The default stays while another version lives.
+    assert!(matches!(
+        store.deregister_type_version(T, "00000001").await,
+        Err(StoreError::DefaultTypeVersion { .. })
+    ));
+    assert!(matches!(
+        store.set_default_type_version(T, "00000007").await,
+        Err(StoreError::TypeNotFound { .. })
+    ));
+    store.set_default_type_version(T, "00000002").await.unwrap();
+    store.deregister_type_version(T, "00000001").await.unwrap();
+    assert!(matches!(
+        store.set_default_type_version(T, "00000001").await,
+        Err(StoreError::TypeNotFound { .. })
+    ));
+    let versions = store.type_versions().await.unwrap();
+    assert_eq!(
+        versions
+            .iter()
+            .map(|v| (v.version_id.as_str(), v.is_default, v.deprecated))
+            .collect::<Vec<_>>(),
+        [("00000001", false, true), ("00000002", true, false)]
+    );
+    // The last live version goes with the type; a new registration
+    // counts on from the deregistered ones and is the default.
+    store.deregister_type_version(T, "00000002").await.unwrap();
+    store
+        .begin_registration(&registration("t4", None))
+        .await
+        .unwrap();
+    let v3 = store
+        .complete_registration("t4", &version("cc"), b"package three")
+        .await
+        .unwrap();
+    assert_eq!(v3, "00000003");
+    let live: Vec<_> = store
+        .type_versions()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|v| !v.deprecated)
+        .map(|v| (v.version_id, v.is_default))
+        .collect();
+    assert_eq!(live, [("00000003".to_string(), true)]);
+    assert!(matches!(
+        store
+            .complete_registration("nope", &version("dd"), b"x")
+            .await,
+        Err(StoreError::NoSuchRegistration(_))
+    ));
+    assert!(store.registry_generation().await.unwrap() > g0);
 }
 
 /// A refactor's write: rows renamed (a swap included) and moved between

@@ -10,6 +10,7 @@ use crate::{
     ChangeSets, Claim, DriftDetections, Events, Exports, Inbox, Lease, Leases, OperationRecord,
     Operations, Resources, Stacks, Store, StoreError,
 };
+use cairn_model::registry::{NewTypeVersion, RegistrationRecord, TypeVersionRecord};
 use cairn_model::stack::{
     ChangeSetRecord, EventRecord, HistoryRecord, ResourceRecord, SignalRecord, StackRecord,
     StackStatus,
@@ -597,6 +598,80 @@ impl crate::Refactors for CrashStore {
     ) -> Result<(), StoreError> {
         self.write().await?;
         self.inner.apply_refactor(leases, write).await
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::TypeRegistry for CrashStore {
+    async fn begin_registration(
+        &self,
+        r: &RegistrationRecord,
+    ) -> Result<RegistrationRecord, StoreError> {
+        self.write().await?;
+        self.inner.begin_registration(r).await
+    }
+
+    async fn complete_registration(
+        &self,
+        token: &str,
+        version: &NewTypeVersion,
+        package: &[u8],
+    ) -> Result<String, StoreError> {
+        self.write().await?;
+        self.inner
+            .complete_registration(token, version, package)
+            .await
+    }
+
+    async fn fail_registration(&self, token: &str, reason: &str) -> Result<(), StoreError> {
+        self.write().await?;
+        self.inner.fail_registration(token, reason).await
+    }
+
+    async fn registration(&self, token: &str) -> Result<Option<RegistrationRecord>, StoreError> {
+        self.inner.registration(token).await
+    }
+
+    async fn registrations(&self) -> Result<Vec<RegistrationRecord>, StoreError> {
+        self.inner.registrations().await
+    }
+
+    async fn type_versions(&self) -> Result<Vec<TypeVersionRecord>, StoreError> {
+        self.inner.type_versions().await
+    }
+
+    async fn type_package(
+        &self,
+        type_name: &str,
+        version_id: &str,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        self.inner.type_package(type_name, version_id).await
+    }
+
+    async fn set_default_type_version(
+        &self,
+        type_name: &str,
+        version_id: &str,
+    ) -> Result<(), StoreError> {
+        self.write().await?;
+        self.inner
+            .set_default_type_version(type_name, version_id)
+            .await
+    }
+
+    async fn deregister_type_version(
+        &self,
+        type_name: &str,
+        version_id: &str,
+    ) -> Result<(), StoreError> {
+        self.write().await?;
+        self.inner
+            .deregister_type_version(type_name, version_id)
+            .await
+    }
+
+    async fn registry_generation(&self) -> Result<i64, StoreError> {
+        self.inner.registry_generation().await
     }
 }
 

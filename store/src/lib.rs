@@ -19,6 +19,7 @@ pub mod crash;
 #[cfg(feature = "testing")]
 pub mod memory;
 
+use cairn_model::registry::{NewTypeVersion, RegistrationRecord, TypeVersionRecord};
 use cairn_model::stack::{
     ChangeSetRecord, EventRecord, HistoryRecord, ResourceRecord, SignalRecord, StackRecord,
     StackStatus,
@@ -40,6 +41,9 @@ pub const TABLES: &[&str] = &[
     "settings",
     "callback_responses",
     "signals",
+    "type_registrations",
+    "type_versions",
+    "type_registry_state",
 ];
 
 /// One value of a copied row.
@@ -83,6 +87,30 @@ pub enum StoreError {
     /// A failure of the PostgreSQL state (with PostgreSQL's own reason).
     #[error("state database error: {0}")]
     Database(String),
+    /// No live version `version_id` of `type_name` (or no such type).
+    #[error("Type {type_name}{} not found", version_id.as_ref().map(|v| format!(" version {v}")).unwrap_or_default())]
+    TypeNotFound {
+        type_name: String,
+        version_id: Option<String>,
+    },
+    /// The default version while other live versions remain.
+    #[error("Version '{version_id}' is the default version of {type_name} and cannot be deregistered while other versions exist; make another version the default first (cairn type set-default)")]
+    DefaultTypeVersion {
+        type_name: String,
+        version_id: String,
+    },
+    #[error("Registration {0} not found")]
+    NoSuchRegistration(String),
+}
+
+impl StoreError {
+    /// No live version `version_id` of `type_name`.
+    pub fn type_not_found(type_name: &str, version_id: &str) -> StoreError {
+        StoreError::TypeNotFound {
+            type_name: type_name.into(),
+            version_id: Some(version_id.into()),
+        }
+    }
 }
 
 /// The right to run an operation on one stack. `token` is a fencing token: every
@@ -593,6 +621,59 @@ pub trait Notifications: Send + Sync {
     ) -> Result<(), StoreError>;
 }
 
+/// The type registry: registrations and the versions of each registered
+/// type, with each version's package.
+#[async_trait::async_trait]
+pub trait TypeRegistry: Send + Sync {
+    /// Records `r` (IN_PROGRESS). With a client token an earlier
+    /// registration used, nothing is written and that one is returned.
+    async fn begin_registration(
+        &self,
+        r: &RegistrationRecord,
+    ) -> Result<RegistrationRecord, StoreError>;
+    /// Records the new version with its package and completes the
+    /// registration, in one write; returns the version's id (the next of
+    /// the type's, deregistered ones counted). A type's first live version
+    /// becomes its default.
+    async fn complete_registration(
+        &self,
+        token: &str,
+        version: &NewTypeVersion,
+        package: &[u8],
+    ) -> Result<String, StoreError>;
+    /// Ends the registration FAILED with `reason`.
+    async fn fail_registration(&self, token: &str, reason: &str) -> Result<(), StoreError>;
+    async fn registration(&self, token: &str) -> Result<Option<RegistrationRecord>, StoreError>;
+    /// Every registration, oldest first.
+    async fn registrations(&self) -> Result<Vec<RegistrationRecord>, StoreError>;
+    /// Every version of every type, deregistered ones too, by type name
+    /// then version.
+    async fn type_versions(&self) -> Result<Vec<TypeVersionRecord>, StoreError>;
+    /// A version's package, as registered.
+    async fn type_package(
+        &self,
+        type_name: &str,
+        version_id: &str,
+    ) -> Result<Option<Vec<u8>>, StoreError>;
+    /// Makes a live version the type's default.
+    async fn set_default_type_version(
+        &self,
+        type_name: &str,
+        version_id: &str,
+    ) -> Result<(), StoreError>;
+    /// Deregisters a live version: refused for the default while other live
+    /// versions remain; the last live version's deregistration is the
+    /// type's.
+    async fn deregister_type_version(
+        &self,
+        type_name: &str,
+        version_id: &str,
+    ) -> Result<(), StoreError>;
+    /// How many times the registry changed: an engine reads the types again
+    /// when it moved.
+    async fn registry_generation(&self) -> Result<i64, StoreError>;
+}
+
 #[async_trait::async_trait]
 pub trait Store:
     Stacks
@@ -606,6 +687,7 @@ pub trait Store:
     + DriftDetections
     + Notifications
     + Refactors
+    + TypeRegistry
     + Send
     + Sync
 {

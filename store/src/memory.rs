@@ -15,10 +15,14 @@ use cairn_model::stack::{
     StackRecord, StackStatus,
 };
 
+use cairn_model::registry::{
+    self as registry, NewTypeVersion, RegistrationRecord, RegistrationStatus, TypeVersionRecord,
+};
+
 use crate::{
     ChangeSets, Claim, DriftDetections, Events, Exports, Inbox, Lease, Leases, NotificationCursor,
     Notifications, OperationRecord, OperationStart, Operations, RefactorWrite, Refactors,
-    Resources, Stacks, Store, StoreError,
+    Resources, Stacks, Store, StoreError, TypeRegistry,
 };
 
 /// A stack's lease row.
@@ -72,6 +76,11 @@ struct State {
     targets: BTreeMap<(String, String), TargetRow>,
     /// (refactor id, body), oldest first.
     refactors: Vec<(String, serde_json::Value)>,
+    /// Registrations, oldest first.
+    registrations: Vec<RegistrationRecord>,
+    /// Every type version with its package, in the order registered.
+    versions: Vec<(TypeVersionRecord, Vec<u8>)>,
+    registry_generation: i64,
 }
 
 /// The whole state in memory (see the module's documentation).
@@ -1218,6 +1227,178 @@ impl Refactors for MemoryStore {
             }
             Ok(())
         })
+    }
+}
+
+#[async_trait::async_trait]
+impl TypeRegistry for MemoryStore {
+    async fn begin_registration(
+        &self,
+        r: &RegistrationRecord,
+    ) -> Result<RegistrationRecord, StoreError> {
+        self.with(|st| {
+            if let Some(earlier) = r.client_token.as_ref().and_then(|t| {
+                st.registrations
+                    .iter()
+                    .find(|e| e.client_token.as_ref() == Some(t))
+            }) {
+                return Ok(earlier.clone());
+            }
+            st.registrations.push(r.clone());
+            st.registry_generation += 1;
+            Ok(r.clone())
+        })
+    }
+
+    async fn complete_registration(
+        &self,
+        token: &str,
+        version: &NewTypeVersion,
+        package: &[u8],
+    ) -> Result<String, StoreError> {
+        self.with(|st| {
+            let Some(i) = st.registrations.iter().position(|r| r.token == token) else {
+                return Err(StoreError::NoSuchRegistration(token.into()));
+            };
+            let of_type = || {
+                st.versions
+                    .iter()
+                    .filter(|(v, _)| v.type_name == version.type_name)
+            };
+            let next = of_type()
+                .filter_map(|(v, _)| registry::version_number(&v.version_id))
+                .max()
+                .unwrap_or(0)
+                + 1;
+            let is_default = !of_type().any(|(v, _)| !v.deprecated);
+            let version_id = registry::version_id(next);
+            let ts = cairn_model::stack::now();
+            st.versions.push((
+                TypeVersionRecord {
+                    type_name: version.type_name.clone(),
+                    version_id: version_id.clone(),
+                    kind: version.kind,
+                    is_default,
+                    deprecated: false,
+                    schema: version.schema.clone(),
+                    description: version.description.clone(),
+                    handler: version.handler.clone(),
+                    secret: version.secret.clone(),
+                    package_sha256: version.package_sha256.clone(),
+                    signed_by: version.signed_by.clone(),
+                    created_at: ts.clone(),
+                },
+                package.to_vec(),
+            ));
+            let r = &mut st.registrations[i];
+            r.status = RegistrationStatus::Complete;
+            r.version_id = Some(version_id.clone());
+            r.updated_at = ts;
+            st.registry_generation += 1;
+            Ok(version_id)
+        })
+    }
+
+    async fn fail_registration(&self, token: &str, reason: &str) -> Result<(), StoreError> {
+        self.with(|st| {
+            let Some(r) = st.registrations.iter_mut().find(|r| r.token == token) else {
+                return Err(StoreError::NoSuchRegistration(token.into()));
+            };
+            r.status = RegistrationStatus::Failed;
+            r.description = reason.to_string();
+            r.updated_at = cairn_model::stack::now();
+            st.registry_generation += 1;
+            Ok(())
+        })
+    }
+
+    async fn registration(&self, token: &str) -> Result<Option<RegistrationRecord>, StoreError> {
+        self.with(|st| Ok(st.registrations.iter().find(|r| r.token == token).cloned()))
+    }
+
+    async fn registrations(&self) -> Result<Vec<RegistrationRecord>, StoreError> {
+        self.with(|st| Ok(st.registrations.clone()))
+    }
+
+    async fn type_versions(&self) -> Result<Vec<TypeVersionRecord>, StoreError> {
+        self.with(|st| {
+            let mut all: Vec<TypeVersionRecord> =
+                st.versions.iter().map(|(v, _)| v.clone()).collect();
+            all.sort_by(|a, b| (&a.type_name, &a.version_id).cmp(&(&b.type_name, &b.version_id)));
+            Ok(all)
+        })
+    }
+
+    async fn type_package(
+        &self,
+        type_name: &str,
+        version_id: &str,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        self.with(|st| {
+            Ok(st
+                .versions
+                .iter()
+                .find(|(v, _)| v.type_name == type_name && v.version_id == version_id)
+                .map(|(_, p)| p.clone()))
+        })
+    }
+
+    async fn set_default_type_version(
+        &self,
+        type_name: &str,
+        version_id: &str,
+    ) -> Result<(), StoreError> {
+        self.with(|st| {
+            let live = |v: &TypeVersionRecord| v.type_name == type_name && !v.deprecated;
+            if !st
+                .versions
+                .iter()
+                .any(|(v, _)| live(v) && v.version_id == version_id)
+            {
+                return Err(StoreError::type_not_found(type_name, version_id));
+            }
+            for (v, _) in st.versions.iter_mut().filter(|(v, _)| live(v)) {
+                v.is_default = v.version_id == version_id;
+            }
+            st.registry_generation += 1;
+            Ok(())
+        })
+    }
+
+    async fn deregister_type_version(
+        &self,
+        type_name: &str,
+        version_id: &str,
+    ) -> Result<(), StoreError> {
+        self.with(|st| {
+            let live = |v: &TypeVersionRecord| v.type_name == type_name && !v.deprecated;
+            let others = st
+                .versions
+                .iter()
+                .filter(|(v, _)| live(v) && v.version_id != version_id)
+                .count();
+            let Some((v, _)) = st
+                .versions
+                .iter_mut()
+                .find(|(v, _)| live(v) && v.version_id == version_id)
+            else {
+                return Err(StoreError::type_not_found(type_name, version_id));
+            };
+            if v.is_default && others > 0 {
+                return Err(StoreError::DefaultTypeVersion {
+                    type_name: type_name.into(),
+                    version_id: version_id.into(),
+                });
+            }
+            v.deprecated = true;
+            v.is_default = false;
+            st.registry_generation += 1;
+            Ok(())
+        })
+    }
+
+    async fn registry_generation(&self) -> Result<i64, StoreError> {
+        self.with(|st| Ok(st.registry_generation))
     }
 }
 

@@ -70,6 +70,7 @@ macro_rules! status_enum {
         }
     };
 }
+pub(crate) use status_enum;
 
 status_enum!(
     /// A stack's status (seed 004's state machine).
