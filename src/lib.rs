@@ -9,6 +9,7 @@ mod drift;
 mod environment;
 mod migrate;
 mod notifications;
+mod package;
 mod progress;
 mod provider_test;
 mod providers;
@@ -19,6 +20,7 @@ mod scaffold;
 mod serve;
 mod stacks;
 mod tree;
+mod types;
 mod validate;
 pub mod wiring;
 
@@ -74,6 +76,13 @@ enum ProviderCommand {
     /// in place and by replacement, invalid input, delete twice, an expired
     /// deadline. Exits non-zero when a test fails.
     Test(ProviderTestArgs),
+    /// Package a provider project for the registry (`cairn type
+    /// register`): its type's CloudFormation-style schema and its handler
+    /// (the plugin library, or the handler's URL), with the SHA-256 of
+    /// every file, optionally signed.
+    Package(package::PackageArgs),
+    /// Make a minisign key pair to sign packages with.
+    Keygen(package::KeygenArgs),
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -341,6 +350,12 @@ enum Command {
     Provider {
         #[command(subcommand)]
         command: ProviderCommand,
+    },
+    /// The type registry: register packages, list and describe types and
+    /// their versions, set the default version, deregister.
+    Type {
+        #[command(subcommand)]
+        command: types::TypeCommand,
     },
     /// List the resource types this configuration serves (provider,
     /// transport, version), or one type's schema.
@@ -738,6 +753,18 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     {
         return provider_test(a, cli.state.as_ref(), &config).await;
     }
+    if let Command::Provider {
+        command: ProviderCommand::Package(a),
+    } = &cli.command
+    {
+        return package::package(&config, a);
+    }
+    if let Command::Provider {
+        command: ProviderCommand::Keygen(a),
+    } = &cli.command
+    {
+        return package::keygen(a);
+    }
     if let Command::Providers { type_name, output } = &cli.command {
         return providers::run(&config, type_name.as_deref(), *output);
     }
@@ -756,7 +783,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     // A signal is a quick write that must land even while the operation it
     // is for is abandoned: that operation's resume (by the next command)
     // counts it.
-    let (engine, resumed) = if matches!(cli.command, Command::Signal { .. }) {
+    let (engine, resumed) = if matches!(cli.command, Command::Signal { .. } | Command::Type { .. })
+    {
         (stacks::open_without_resume(&config, &state).await?, false)
     } else {
         stacks::open(&config, &state).await?
@@ -775,6 +803,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 | Command::CancelUpdate { .. }
                 | Command::Update(_)
         );
+    if let Command::Type { command } = &cli.command {
+        return types::run(&engine, &config, &state, command).await;
+    }
     let notifying = operates.then(|| notifications::start(&engine));
     let outcome = run_command(&cli, &engine).await;
     if let Some(n) = notifying {
@@ -794,6 +825,7 @@ async fn run_command(
         | Command::PluginHost { .. }
         | Command::Providers { .. }
         | Command::Provider { .. }
+        | Command::Type { .. }
         | Command::MigrateState { .. }
         | Command::Serve { .. } => Ok(()),
         Command::Deploy(o) => stacks::deploy(&engine, o.args()).await,

@@ -44,6 +44,29 @@ pub async fn run(args: ServeArgs<'_>) -> anyhow::Result<()> {
             }
         }
     }
+    // Registered types (RegisterType on any engine sharing the state) are
+    // read again whenever the registry changes: served without a restart.
+    {
+        let engine = engine.clone();
+        let loader = crate::wiring::registered::loader(
+            &config,
+            crate::stacks::types_cache(&config, args.state),
+            &process,
+        );
+        let every = std::time::Duration::from_millis(config.registry.poll_ms.max(100));
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                if let Err(e) = engine
+                    .registry()
+                    .refresh_registered(engine.store().as_ref(), loader.as_ref())
+                    .await
+                {
+                    tracing::warn!("cannot read the registered types: {e}");
+                }
+            }
+        });
+    }
     let secret = engine.store().callback_secret().await.context(
         "cannot read the state's shared secret (the console's CSRF tokens are signed with it)",
     )?;

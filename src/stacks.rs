@@ -45,6 +45,16 @@ pub fn data_dir(config: &Config, state: &Path) -> PathBuf {
     state.with_file_name(name)
 }
 
+/// Where registered types' libraries are written, each under its SHA-256:
+/// `[registry] cache_dir`, else `types/` in the data directory.
+pub fn types_cache(config: &Config, state: &Path) -> PathBuf {
+    config
+        .registry
+        .cache_dir
+        .clone()
+        .unwrap_or_else(|| data_dir(config, state).join("types"))
+}
+
 /// Opens the store and the engine (the registry of providers included).
 /// The state as a PostgreSQL URL, when it is one (`postgres://…` or
 /// `postgresql://…`); anything else is a SQLite file's path.
@@ -87,6 +97,12 @@ pub async fn open_with_transports(
         cairn_providers::builtins(&data_dir(config, state)),
         &process,
     )?);
+    // The types registered in the state, as they are now; `cairn serve`
+    // reads them again as they change.
+    let loader = crate::wiring::registered::loader(config, types_cache(config, state), &process);
+    registry
+        .refresh_registered(store.as_ref(), loader.as_ref())
+        .await?;
     let engine = Engine::new(store, registry, config.clone(), process.shared.clone());
     Ok((engine, process))
 }

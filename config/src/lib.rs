@@ -260,6 +260,28 @@ pub struct ProviderConfig {
     pub settings: Option<cairn_sdk::serde_json::Value>,
 }
 
+impl ProviderConfig {
+    /// An entry of `kind` named `name` with nothing else set (what the
+    /// registry starts a registered type's provider from).
+    pub fn named(kind: ProviderKind, name: &str) -> ProviderConfig {
+        ProviderConfig {
+            kind,
+            path: None,
+            url: None,
+            secret: None,
+            ca_bundle: None,
+            name: Some(name.to_string()),
+            types: None,
+            isolation: Isolation::default(),
+            sha256: None,
+            timeout_seconds: None,
+            drift: false,
+            read: false,
+            settings: None,
+        }
+    }
+}
+
 /// One `[[macros]]` entry: a macro every template may name in `Transform`
 /// or `Fn::Transform`, run by a webhook (`url`) or by a plugin's
 /// `transform` (`provider`: the name of a `[[providers]]` entry).
@@ -377,6 +399,32 @@ impl Default for NestedConfig {
     }
 }
 
+/// `[registry]`: resource types registered in the state (`cairn type
+/// register`, RegisterType) and served by every engine sharing it.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct RegistryConfig {
+    /// Minisign public keys (base64, the second line of a `.pub` file): when
+    /// any is given, a package must be signed by one of them to register.
+    pub trusted_keys: Vec<String>,
+    /// How often (milliseconds) a running engine looks for registry
+    /// changes; a new type or default version is served within this.
+    pub poll_ms: u64,
+    /// Where the libraries of registered dylib types are written, each
+    /// under its SHA-256 (default: `types/` in the data directory).
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl Default for RegistryConfig {
+    fn default() -> Self {
+        RegistryConfig {
+            trusted_keys: Vec::new(),
+            poll_ms: 2000,
+            cache_dir: None,
+        }
+    }
+}
+
 /// The whole configuration file.
 #[derive(Debug, Clone, Deserialize, PartialEq, Default)]
 #[serde(deny_unknown_fields, default)]
@@ -392,6 +440,7 @@ pub struct Config {
     pub type_aliases: BTreeMap<String, String>,
     /// Macros (`[[macros]]`).
     pub macros: Vec<MacroConfig>,
+    pub registry: RegistryConfig,
 }
 
 impl Config {

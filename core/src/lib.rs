@@ -27,6 +27,9 @@ pub mod shown;
 pub use cairn_store as store;
 #[cfg(test)]
 mod validate_tests;
+/// The type registry's records (the model's `registry`; `registry` here
+/// is the provider registry).
+pub use cairn_model::registry as type_registry;
 /// The stack model, its own crate (pure); re-exported at the old paths.
 pub use cairn_model::{
     catalog, graph, group, import, macros, notifications, operation, plan, refactor,

@@ -348,11 +348,17 @@ fn unpack(bytes: &[u8]) -> Result<BTreeMap<String, Vec<u8>>, PackageError> {
         if entry.header().entry_type().is_dir() {
             continue;
         }
-        let path = entry
+        let raw = entry
             .path()
             .map_err(not_archive)?
             .to_string_lossy()
             .into_owned();
+        // `tar -C dir .` writes `./name`: the same file.
+        let mut path = raw.as_str();
+        while let Some(rest) = path.strip_prefix("./") {
+            path = rest;
+        }
+        let path = path.to_string();
         if !entry.header().entry_type().is_file()
             || path.starts_with('/')
             || path

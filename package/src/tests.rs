@@ -235,3 +235,35 @@ fn a_schema_naming_another_type_is_refused() {
         })
     );
 }
+
+#[test]
+fn paths_that_leave_the_package_are_refused_and_dot_slash_is_the_same_file() {
+    let pack = |entries: &[(&str, &[u8])]| {
+        let gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        let mut tar = tar::Builder::new(gz);
+        for (path, content) in entries {
+            let mut header = tar::Header::new_gnu();
+            header.set_size(content.len() as u64);
+            // Written raw: the tar crate refuses `..` itself.
+            header.as_gnu_mut().unwrap().name[..path.len()].copy_from_slice(path.as_bytes());
+            header.set_cksum();
+            tar.append(&header, *content).unwrap();
+        }
+        tar.into_inner().unwrap().finish().unwrap()
+    };
+    let good = builder();
+    let manifest = good.manifest_bytes();
+    let lib: &[u8] = b"\x7fELF the library";
+    let schema_bytes = schema();
+    let dotted = pack(&[
+        ("./manifest.json", &manifest),
+        ("./schema.json", &schema_bytes),
+        ("./handler/libnotes.so", lib),
+    ]);
+    assert!(open(&dotted, &[]).is_ok(), "{:?}", open(&dotted, &[]).err());
+    let escaping = pack(&[("../manifest.json", &manifest)]);
+    assert_eq!(
+        open(&escaping, &[]).err(),
+        Some(PackageError::BadPath("../manifest.json".into()))
+    );
+}

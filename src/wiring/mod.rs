@@ -4,6 +4,7 @@
 //! for nested templates, a counter of webhook deliveries) handed to it as
 //! values. The engine (`cairn-core`) depends on no transport.
 
+pub mod registered;
 pub mod registry;
 
 use std::sync::Arc;

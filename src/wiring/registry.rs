@@ -115,7 +115,7 @@ fn configured(
 
 /// Starts one configured provider: reads a handler's types, loads a library
 /// or starts its host process.
-fn start(
+pub(crate) fn start(
     config: &Config,
     p: &ProviderConfig,
     name: &str,

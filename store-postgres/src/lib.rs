@@ -2750,8 +2750,14 @@ impl cairn_store::TypeRegistry for PgStore {
         .map_err(backend)?;
         run(
             &tx,
-            "UPDATE type_registrations SET status = $2, version_id = $3, updated_at = $4 WHERE token = $1",
-            &[&token, &RegistrationStatus::Complete.as_str(), &version_id, &ts],
+            "UPDATE type_registrations SET status = $2, version_id = $3, updated_at = $4, description = $5 WHERE token = $1",
+            &[
+                &token,
+                &RegistrationStatus::Complete.as_str(),
+                &version_id,
+                &ts,
+                &cairn_store::registered_as(&version_id),
+            ],
         )
         .await
         .map_err(backend)?;

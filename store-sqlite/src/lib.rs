@@ -2356,8 +2356,14 @@ impl cairn_store::TypeRegistry for SqliteStore {
             )
             .map_err(backend)?;
             c.execute(
-                "UPDATE type_registrations SET status = ?2, version_id = ?3, updated_at = ?4 WHERE token = ?1",
-                params![token, RegistrationStatus::Complete.as_str(), version_id, ts],
+                "UPDATE type_registrations SET status = ?2, version_id = ?3, updated_at = ?4, description = ?5 WHERE token = ?1",
+                params![
+                    token,
+                    RegistrationStatus::Complete.as_str(),
+                    version_id,
+                    ts,
+                    cairn_store::registered_as(&version_id)
+                ],
             )
             .map_err(backend)?;
             bump_registry(c)?;

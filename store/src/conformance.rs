@@ -181,6 +181,7 @@ async fn type_registry(store: &dyn Store) {
     let done = store.registration("t1").await.unwrap().unwrap();
     assert_eq!(done.status, RegistrationStatus::Complete);
     assert_eq!(done.version_id.as_deref(), Some("00000001"));
+    assert_eq!(done.description, "Registered as version 00000001");
     store
         .begin_registration(&registration("t2", None))
         .await

@@ -621,6 +621,11 @@ pub trait Notifications: Send + Sync {
     ) -> Result<(), StoreError>;
 }
 
+/// A COMPLETE registration's description.
+pub fn registered_as(version_id: &str) -> String {
+    format!("Registered as version {version_id}")
+}
+
 /// The type registry: registrations and the versions of each registered
 /// type, with each version's package.
 #[async_trait::async_trait]

@@ -1292,6 +1292,7 @@ impl TypeRegistry for MemoryStore {
             ));
             let r = &mut st.registrations[i];
             r.status = RegistrationStatus::Complete;
+            r.description = crate::registered_as(&version_id);
             r.version_id = Some(version_id.clone());
             r.updated_at = ts;
             st.registry_generation += 1;

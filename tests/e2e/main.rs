@@ -27,6 +27,7 @@ mod provider_kit;
 mod provider_scaffold;
 mod reconcile;
 mod refactor;
+mod registry;
 mod rollback_triggers;
 mod serve;
 mod signals;

@@ -1321,6 +1321,18 @@ fn a_cancelled_custom_resource_create_is_never_sent_again_and_what_it_made_is_de
     drop(handler);
 }
 
+/// `vendor_handler.py` (Vendor::Net::Subnet, written for CloudFormation),
+/// each request's type logged to `log`.
+pub(crate) fn vendor_handler(log: &std::path::Path) -> Program {
+    let mut cmd = crate::support::python();
+    cmd.arg(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/e2e/vendor_handler.py"
+    ))
+    .args(["--log", log.to_str().unwrap_or_default()]);
+    Program::start(cmd)
+}
+
 /// A parameter of a resource-id type served by a remote handler written for
 /// CloudFormation: the handler is not asked Cairn's CheckDrift (its entry
 /// does not opt in), the value is used with a warning event, and with
@@ -1329,13 +1341,7 @@ fn a_cancelled_custom_resource_create_is_never_sent_again_and_what_it_made_is_de
 fn resource_id_parameters_of_a_handler_without_drift_support_are_used_with_a_warning() {
     let s = Scratch::new();
     let log = s.dir.path().join("vendor.log");
-    let mut cmd = crate::support::python();
-    cmd.arg(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/e2e/vendor_handler.py"
-    ))
-    .args(["--log", log.to_str().unwrap_or_default()]);
-    let handler = Program::start(cmd);
+    let handler = vendor_handler(&log);
     let body = "Parameters:\n  Subnet: {Type: Vendor::Net::Subnet::Id}\nResources:\n  A: {Type: Cairn::Test::Resource, Properties: {Value: !Ref Subnet}}\n";
     for (drift, stack) in [("", "plain"), ("drift = true\n", "asked")] {
         s.write(

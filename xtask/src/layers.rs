@@ -99,6 +99,7 @@ const CRATES: &[Crate] = &[
         name: "cairn-core",
         may_use: &[
             "cairn-sdk",
+            "cairn-package",
             "cairn-template",
             "cairn-config",
             "cairn-model",
@@ -122,6 +123,7 @@ const CRATES: &[Crate] = &[
             "cairn-webhook",
             "cairn-store-sqlite",
             "cairn-store-postgres",
+            "cairn-package",
         ],
         pure: false,
     },

@@ -36,6 +36,7 @@ pub mod signals;
 pub(crate) mod sim;
 pub mod stack_policy;
 mod steps;
+pub mod types;
 mod update;
 
 pub use changeset::{changes_json, ChangeSetType, CreateChangeSetInput, NO_CHANGES};

@@ -11,6 +11,7 @@
 pub mod assemble;
 mod lazy;
 mod limit;
+mod registered;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -78,6 +79,7 @@ pub enum RegistryError {
 }
 
 pub use lazy::{LazyProvider, ProviderStatus, Starter};
+pub use registered::VersionLoader;
 
 /// Resource types → providers.
 #[derive(Default)]
@@ -93,6 +95,9 @@ pub struct Registry {
     families: Vec<(String, Arc<RegisteredType>)>,
     /// Providers started on first need (configured plugins and handlers).
     lazy: Vec<LazyProvider>,
+    /// The types registered in the state, as last read
+    /// ([`Registry::refresh_registered`]).
+    registered: std::sync::RwLock<Arc<registered::Registered>>,
 }
 
 /// `Custom::<Name>`: at most 60 characters, the name alphanumeric or `_@-`.
@@ -288,6 +293,9 @@ impl Registry {
                 return None;
             }
         }
+        if let Some(t) = self.registered_now().get(canonical) {
+            return Some(t);
+        }
         self.families
             .iter()
             .find(|(prefix, _)| is_custom_type_name(prefix, canonical))
@@ -315,10 +323,29 @@ impl Registry {
             .ok_or_else(|| RegistryError::ServesNoType(name.to_string()))
     }
 
+    /// The registered types as last read (cheap: one shared snapshot).
+    fn registered_now(&self) -> Arc<registered::Registered> {
+        match self.registered.read() {
+            Ok(r) => r.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    fn set_registered(&self, next: registered::Registered) {
+        let next = Arc::new(next);
+        match self.registered.write() {
+            Ok(mut r) => *r = next,
+            Err(poisoned) => *poisoned.into_inner() = next,
+        }
+    }
+
     /// Why `type_name` is unavailable, when a provider that may serve it
     /// cannot start: its name and the cause.
     pub fn unavailable_reason(&self, type_name: &str) -> Option<String> {
         let canonical = self.canonical(type_name);
+        if let Some(why) = self.registered_now().unavailable_reason(canonical) {
+            return Some(why);
+        }
         let reasons: Vec<String> = self
             .lazy
             .iter()

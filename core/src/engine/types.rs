@@ -1,0 +1,325 @@
+//! The type registry's operations: registering a package (a token, then
+//! IN_PROGRESS until it is COMPLETE with a new version or FAILED with the
+//! reason), versions, the default version, deregistration.
+//!
+//! What a registration checks, in order: the package (its checksums, and
+//! a trusted signature when `[registry] trusted_keys` is set), the type's
+//! name (the one asked for, not a reserved namespace, not a type a
+//! configured provider serves), its handler (a library for this machine's
+//! platform), then the caller's probe (the binary reaches a webhook
+//! handler, or runs the contract kit when asked). Each failure is the
+//! registration's Description; nothing of a FAILED registration is served.
+
+use cairn_model::registry::{
+    NewTypeVersion, RegistrationRecord, RegistrationStatus, RegistryTypeKind, TypeVersionRecord,
+};
+use cairn_package::{Handler, Package, TypeKind};
+
+use super::{Core, EngineError};
+use crate::stack::{now, StackStatus};
+use crate::store::StoreError;
+
+/// CloudFormation's reserved type namespaces.
+const RESERVED: &[&str] = &["Alexa", "AMZN", "Amazon", "ASK", "AWS", "Custom", "Dev"];
+
+/// Where an engine reads a webhook type's signing secret: named at
+/// registration, never kept in the state.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum SecretSource {
+    /// An environment variable of each engine.
+    Env(String),
+    /// A file on each engine's machine.
+    File(std::path::PathBuf),
+}
+
+impl SecretSource {
+    /// The secret, read where it is named.
+    pub fn read(&self) -> Result<String, String> {
+        match self {
+            SecretSource::Env(name) => std::env::var(name).map_err(|_| {
+                format!(
+                    "the environment variable {name} that holds the handler's secret is not set"
+                )
+            }),
+            SecretSource::File(path) => std::fs::read_to_string(path)
+                .map(|s| s.trim_end().to_string())
+                .map_err(|e| {
+                    format!(
+                        "cannot read the handler's secret from {}: {e}",
+                        path.display()
+                    )
+                }),
+        }
+    }
+}
+
+/// What a registration is given besides the package.
+#[derive(Debug, Clone, Default)]
+pub struct RegisterOptions {
+    /// The type name the caller registers (RegisterType's TypeName); the
+    /// package's must be it.
+    pub type_name: Option<String>,
+    /// RegisterType's ClientRequestToken.
+    pub client_token: Option<String>,
+    /// A webhook handler's signing secret.
+    pub secret: Option<SecretSource>,
+}
+
+/// Why a type registry operation was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum TypeRegistryError {
+    #[error("Type {type_name} is used by stacks {}: delete their resources of this type (or the stacks) before deregistering it", stacks.join(", "))]
+    InUse {
+        type_name: String,
+        stacks: Vec<String>,
+    },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<TypeRegistryError> for EngineError {
+    fn from(e: TypeRegistryError) -> EngineError {
+        match e {
+            TypeRegistryError::Store(s) => EngineError::Store(s),
+            other => EngineError::Validation(other.to_string()),
+        }
+    }
+}
+
+/// The platform a dylib package must be built for to load here: a target
+/// triple names the architecture and the operating system.
+fn loads_here(target: &str) -> bool {
+    let parts: Vec<&str> = target.split('-').collect();
+    parts.first() == Some(&std::env::consts::ARCH) && parts.contains(&std::env::consts::OS)
+}
+
+impl Core {
+    /// Records a registration IN_PROGRESS (or, for a client token already
+    /// used, finds the one it made).
+    pub async fn begin_registration(
+        &self,
+        type_name: &str,
+        options: &RegisterOptions,
+    ) -> Result<RegistrationRecord, StoreError> {
+        let ts = now();
+        let record = RegistrationRecord {
+            token: uuid::Uuid::new_v4().to_string(),
+            type_name: type_name.to_string(),
+            kind: RegistryTypeKind::Resource,
+            status: RegistrationStatus::InProgress,
+            description: "Deployment is currently in progress.".into(),
+            version_id: None,
+            client_token: options.client_token.clone(),
+            created_at: ts.clone(),
+            updated_at: ts,
+        };
+        self.store.begin_registration(&record).await
+    }
+
+    /// Checks `package` and ends the registration `token`: COMPLETE with a
+    /// new version, or FAILED with why. `probe` is the caller's last check
+    /// of the opened package (a handler reached, the contract kit run).
+    pub async fn finish_registration<F, Fut>(
+        &self,
+        token: &str,
+        package: &[u8],
+        options: &RegisterOptions,
+        probe: F,
+    ) -> Result<RegistrationRecord, StoreError>
+    where
+        F: FnOnce(Package) -> Fut,
+        Fut: std::future::Future<Output = Result<(), String>>,
+    {
+        let checked = match self.check_package(package, options) {
+            Ok(p) => p,
+            Err(why) => return self.failed(token, &why).await,
+        };
+        let version = NewTypeVersion {
+            type_name: checked.manifest.type_name.clone(),
+            kind: RegistryTypeKind::Resource,
+            schema: checked.cloudformation_schema.to_string(),
+            description: checked.manifest.description.clone(),
+            handler: serde_json::to_string(&checked.manifest.handler).unwrap_or_default(),
+            secret: options
+                .secret
+                .as_ref()
+                .and_then(|s| serde_json::to_string(s).ok()),
+            package_sha256: checked.sha256.clone(),
+            signed_by: checked.signed_by.clone(),
+        };
+        if let Err(why) = probe(checked).await {
+            return self.failed(token, &why).await;
+        }
+        self.store
+            .complete_registration(token, &version, package)
+            .await?;
+        tracing::info!(type_name = %version.type_name, %token, "type registered");
+        self.store
+            .registration(token)
+            .await?
+            .ok_or_else(|| StoreError::NoSuchRegistration(token.into()))
+    }
+
+    async fn failed(&self, token: &str, why: &str) -> Result<RegistrationRecord, StoreError> {
+        tracing::warn!(%token, reason = %why, "type registration failed");
+        self.store.fail_registration(token, why).await?;
+        self.store
+            .registration(token)
+            .await?
+            .ok_or_else(|| StoreError::NoSuchRegistration(token.into()))
+    }
+
+    /// The package, if this engine would serve it: why not otherwise.
+    fn check_package(&self, bytes: &[u8], options: &RegisterOptions) -> Result<Package, String> {
+        let package = cairn_package::open(bytes, &self.config.registry.trusted_keys)
+            .map_err(|e| e.to_string())?;
+        let type_name = &package.manifest.type_name;
+        if let Some(asked) = options.type_name.as_ref().filter(|t| *t != type_name) {
+            return Err(format!(
+                "the package is of type {type_name}, not {asked}: register it as {type_name}"
+            ));
+        }
+        if package.manifest.kind != TypeKind::Resource {
+            return Err(format!(
+                "the package is a {} type; this Cairn registers RESOURCE types",
+                package.manifest.kind.as_str()
+            ));
+        }
+        let namespace = type_name.split("::").next().unwrap_or_default();
+        if RESERVED.contains(&namespace) {
+            return Err(format!(
+                "type names in the {namespace} namespace are reserved; name the type with your organization's (e.g. Example::Service::Thing)"
+            ));
+        }
+        if let Some(first) = self.registry.static_claimant(type_name) {
+            return Err(format!(
+                "resource type {type_name} is claimed by two providers: {first} (configured) and this registration; remove it from the configuration or register another name"
+            ));
+        }
+        match &package.manifest.handler {
+            Some(Handler::Dylib { target, .. }) if !loads_here(target) => Err(format!(
+                "the package's library is built for {target}; this engine runs on {}-{}: package it on (or for) this platform",
+                std::env::consts::ARCH,
+                std::env::consts::OS
+            )),
+            Some(Handler::Webhook { .. }) if options.secret.is_none() => Err(
+                "a webhook type needs its handler's signing secret: name where engines read it (--secret-env NAME or --secret-file PATH)".into(),
+            ),
+            None => Err("the package names no handler".into()),
+            Some(_) => Ok(package),
+        }
+    }
+
+    /// Every version of every registered type.
+    pub async fn type_versions(&self) -> Result<Vec<TypeVersionRecord>, StoreError> {
+        self.store.type_versions().await
+    }
+
+    pub async fn set_type_default_version(
+        &self,
+        type_name: &str,
+        version_id: &str,
+    ) -> Result<(), StoreError> {
+        self.store
+            .set_default_type_version(type_name, version_id)
+            .await
+    }
+
+    /// Deregisters a version (`Some`) or every live version of the type.
+    /// The type's last live version is refused while a stack has a
+    /// resource of the type, naming the stacks.
+    pub async fn deregister_type(
+        &self,
+        type_name: &str,
+        version_id: Option<&str>,
+    ) -> Result<(), TypeRegistryError> {
+        let live: Vec<TypeVersionRecord> = self
+            .store
+            .type_versions()
+            .await?
+            .into_iter()
+            .filter(|v| v.type_name == type_name && !v.deprecated)
+            .collect();
+        if live.is_empty() {
+            return Err(StoreError::TypeNotFound {
+                type_name: type_name.into(),
+                version_id: version_id.map(String::from),
+            }
+            .into());
+        }
+        let last = match version_id {
+            Some(v) => live.len() == 1 && live[0].version_id == v,
+            None => true,
+        };
+        if last {
+            let stacks = self.stacks_using(type_name).await?;
+            if !stacks.is_empty() {
+                return Err(TypeRegistryError::InUse {
+                    type_name: type_name.into(),
+                    stacks,
+                });
+            }
+        }
+        match version_id {
+            Some(v) => self.store.deregister_type_version(type_name, v).await?,
+            None => {
+                // The others first: the default goes last.
+                let mut order = live;
+                order.sort_by_key(|v| v.is_default);
+                for v in order {
+                    self.store
+                        .deregister_type_version(type_name, &v.version_id)
+                        .await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The stacks (not deleted) with a resource of `type_name`.
+    async fn stacks_using(&self, type_name: &str) -> Result<Vec<String>, StoreError> {
+        let mut using = Vec::new();
+        for s in self.store.list_stacks().await? {
+            if s.status == StackStatus::DeleteComplete {
+                continue;
+            }
+            let rows = self.store.resources(&s.stack_id).await?;
+            if rows.iter().any(|r| r.resource_type == type_name) {
+                using.push(s.stack_name.clone());
+            }
+        }
+        Ok(using)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_library_loads_on_its_own_platform_only() {
+        let here = format!(
+            "{}-unknown-{}-gnu",
+            std::env::consts::ARCH,
+            std::env::consts::OS
+        );
+        assert!(loads_here(&here));
+        assert!(!loads_here("sparc64-unknown-netbsd"));
+    }
+
+    #[test]
+    fn a_secret_is_read_where_it_is_named() {
+        let missing = SecretSource::Env("CAIRN_NO_SUCH_VARIABLE_FOR_TESTS".into()).read();
+        assert_eq!(
+            missing.err().as_deref(),
+            Some("the environment variable CAIRN_NO_SUCH_VARIABLE_FOR_TESTS that holds the handler's secret is not set")
+        );
+        let dir = std::env::temp_dir().join(format!("cairn-secret-{}", uuid::Uuid::new_v4()));
+        std::fs::write(&dir, "s3cret\n").unwrap();
+        assert_eq!(
+            SecretSource::File(dir.clone()).read().as_deref(),
+            Ok("s3cret")
+        );
+        let _ = std::fs::remove_file(dir);
+    }
+}

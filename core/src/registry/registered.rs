@@ -1,0 +1,162 @@
+//! Types registered in the state (RegisterType, `cairn type register`),
+//! as this process last read them: each type's default version, served by
+//! a provider started on first need like a `[[providers]]` entry's.
+//!
+//! [`Registry::refresh_registered`] reads the store's registry again when
+//! its generation moved: a running engine calls it every `[registry]
+//! poll_ms`, so a type registered through another engine is served within
+//! that, with no restart. A version that stays the default keeps its
+//! started provider. A registered type that a configured provider or a
+//! built-in also claims is unavailable, with both named; it never makes
+//! any other type unavailable.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use cairn_model::registry::TypeVersionRecord;
+
+use super::{LazyProvider, RegisteredType, Registry, Starter};
+use crate::store::{Store, StoreError};
+
+/// Makes the provider of a registered version (the binary knows the
+/// transports: it writes a dylib under its checksum and loads it, or
+/// reaches a webhook handler).
+pub trait VersionLoader: Send + Sync {
+    /// The starter of `version`'s provider, serving exactly its type.
+    /// `package` is the version's package (read for a dylib handler).
+    fn starter(&self, version: &TypeVersionRecord, package: Option<Vec<u8>>) -> Starter;
+}
+
+struct Served {
+    version_id: String,
+    package_sha256: String,
+    provider: Arc<LazyProvider>,
+}
+
+/// The registered types this process serves.
+#[derive(Default)]
+pub(super) struct Registered {
+    /// The store's registry generation they were read at.
+    generation: Option<i64>,
+    types: BTreeMap<String, Served>,
+    /// Registered types this process will not serve, and why.
+    refused: BTreeMap<String, String>,
+}
+
+impl Registered {
+    pub(super) fn get(&self, type_name: &str) -> Option<Arc<RegisteredType>> {
+        let served = self.types.get(type_name)?;
+        served.provider.start_for(type_name, &BTreeMap::new(), &[])
+    }
+
+    /// Why a registered type is not served: refused, or its provider
+    /// cannot start.
+    pub(super) fn unavailable_reason(&self, type_name: &str) -> Option<String> {
+        if let Some(why) = self.refused.get(type_name) {
+            return Some(why.clone());
+        }
+        self.types.get(type_name)?.provider.failure()
+    }
+
+    pub(super) fn versions(&self) -> BTreeMap<String, String> {
+        self.types
+            .iter()
+            .map(|(t, s)| (t.clone(), s.version_id.clone()))
+            .collect()
+    }
+}
+
+/// Whether a handler (the manifest's, as JSON) is a library in the package.
+fn is_dylib(handler: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(handler)
+        .ok()
+        .and_then(|h| h.get("dylib").cloned())
+        .is_some()
+}
+
+impl Registry {
+    /// Reads the store's registered types again if they changed since the
+    /// last read; whether they had. Each type's default version is served
+    /// (a provider started on first need).
+    pub async fn refresh_registered(
+        &self,
+        store: &dyn Store,
+        loader: &dyn VersionLoader,
+    ) -> Result<bool, StoreError> {
+        let generation = store.registry_generation().await?;
+        let current = self.registered_now();
+        if current.generation == Some(generation) {
+            return Ok(false);
+        }
+        let versions = store.type_versions().await?;
+        let mut next = Registered {
+            generation: Some(generation),
+            ..Registered::default()
+        };
+        for v in versions
+            .into_iter()
+            .filter(|v| v.is_default && !v.deprecated)
+        {
+            if let Some(first) = self.static_claimant(&v.type_name) {
+                next.refused.insert(
+                    v.type_name.clone(),
+                    format!(
+                        "resource type {} is claimed by two providers: {first} (configured) and the registered type {} version {}; deregister the type or remove it from the configuration",
+                        v.type_name, v.type_name, v.version_id
+                    ),
+                );
+                continue;
+            }
+            let kept = current
+                .types
+                .get(&v.type_name)
+                .filter(|s| s.version_id == v.version_id && s.package_sha256 == v.package_sha256);
+            let provider = match kept {
+                Some(s) => s.provider.clone(),
+                None => {
+                    let package = if is_dylib(&v.handler) {
+                        store.type_package(&v.type_name, &v.version_id).await?
+                    } else {
+                        None
+                    };
+                    let name = format!("{} version {}", v.type_name, v.version_id);
+                    Arc::new(LazyProvider::new(
+                        &name,
+                        Some(vec![v.type_name.clone()]),
+                        loader.starter(&v, package),
+                    ))
+                }
+            };
+            next.types.insert(
+                v.type_name.clone(),
+                Served {
+                    version_id: v.version_id.clone(),
+                    package_sha256: v.package_sha256.clone(),
+                    provider,
+                },
+            );
+        }
+        tracing::info!(
+            generation,
+            types = next.types.len(),
+            "registered types read from the state"
+        );
+        self.set_registered(next);
+        Ok(true)
+    }
+
+    /// The default version of each registered type this process serves.
+    pub fn registered_versions(&self) -> BTreeMap<String, String> {
+        self.registered_now().versions()
+    }
+
+    /// Who claims `type_name` besides the registry: a built-in, a
+    /// configured provider, a family (`Custom::`), the engine.
+    pub fn static_claimant(&self, type_name: &str) -> Option<String> {
+        self.claimant(type_name).or_else(|| {
+            self.families()
+                .find(|(prefix, _)| type_name.starts_with(prefix.as_str()))
+                .map(|(_, t)| t.provider_name.clone())
+        })
+    }
+}

@@ -1,0 +1,430 @@
+//! `cairn type …`: the type registry of the state (CloudFormation's
+//! RegisterType, DescribeTypeRegistration, ListTypes, DescribeType,
+//! ListTypeVersions, SetTypeDefaultVersion, DeregisterType). Every engine
+//! sharing the state serves a registered type's default version, without
+//! a restart (`cairn serve` looks every `[registry] poll_ms`).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{anyhow, bail, Context};
+use cairn_core::config::Config;
+use cairn_core::engine::types::{RegisterOptions, SecretSource};
+use cairn_core::engine::Engine;
+use cairn_core::type_registry::{RegistrationRecord, RegistrationStatus, TypeVersionRecord};
+use serde_json::{json, Value};
+
+use crate::stacks::print_json;
+use crate::OutputFormat;
+
+#[derive(clap::Subcommand)]
+pub enum TypeCommand {
+    /// Register a package (made by `cairn provider package`) as a new
+    /// version of its type: checked (checksums, signature, name, handler,
+    /// the handler reached or the library loaded) and recorded in the
+    /// state; the type's first version becomes its default. Exits non-zero
+    /// when the registration FAILED, printing why.
+    Register(RegisterArgs),
+    /// The registered types (each with its default version).
+    List {
+        #[arg(long, value_enum, default_value_t)]
+        output: OutputFormat,
+    },
+    /// One type: its default version (or `--version`), schema, handler.
+    Describe {
+        type_name: String,
+        #[arg(long)]
+        version: Option<String>,
+        #[arg(long, value_enum, default_value_t)]
+        output: OutputFormat,
+    },
+    /// A type's versions, deregistered ones included.
+    Versions {
+        type_name: String,
+        #[arg(long, value_enum, default_value_t)]
+        output: OutputFormat,
+    },
+    /// Make a version the type's default: what every engine serves.
+    SetDefault { type_name: String, version: String },
+    /// Deregister a version, or (without --version) the whole type. The
+    /// default version is refused while others remain; the type's last
+    /// version while a stack has a resource of the type.
+    Deregister {
+        type_name: String,
+        #[arg(long)]
+        version: Option<String>,
+    },
+    /// Registrations (tokens), or one of them.
+    Registrations {
+        /// Only this registration.
+        token: Option<String>,
+        #[arg(long, value_enum, default_value_t)]
+        output: OutputFormat,
+    },
+}
+
+#[derive(clap::Args)]
+pub struct RegisterArgs {
+    /// The package file.
+    package: PathBuf,
+    /// Register it as this type (the package's own name must be it).
+    #[arg(long)]
+    type_name: Option<String>,
+    /// A webhook type: the environment variable of each engine that holds
+    /// the handler's signing secret.
+    #[arg(long, conflicts_with = "secret_file")]
+    secret_env: Option<String>,
+    /// A webhook type: the file on each engine's machine that holds the
+    /// handler's signing secret.
+    #[arg(long)]
+    secret_file: Option<PathBuf>,
+    /// An idempotency key: registering again with it makes no second
+    /// version (RegisterType's ClientRequestToken).
+    #[arg(long)]
+    client_token: Option<String>,
+    #[arg(long, value_enum, default_value_t)]
+    output: OutputFormat,
+}
+
+pub async fn run(
+    engine: &Arc<Engine>,
+    config: &Config,
+    state: &Path,
+    command: &TypeCommand,
+) -> anyhow::Result<()> {
+    match command {
+        TypeCommand::Register(a) => register(engine, config, state, a).await,
+        TypeCommand::List { output } => list(engine, *output).await,
+        TypeCommand::Describe {
+            type_name,
+            version,
+            output,
+        } => describe(engine, type_name, version.as_deref(), *output).await,
+        TypeCommand::Versions { type_name, output } => versions(engine, type_name, *output).await,
+        TypeCommand::SetDefault { type_name, version } => {
+            engine.set_type_default_version(type_name, version).await?;
+            println!("{type_name} version {version} is the default");
+            Ok(())
+        }
+        TypeCommand::Deregister { type_name, version } => {
+            engine
+                .deregister_type(type_name, version.as_deref())
+                .await?;
+            match version {
+                Some(v) => println!("{type_name} version {v} is deregistered"),
+                None => println!("{type_name} is deregistered"),
+            }
+            Ok(())
+        }
+        TypeCommand::Registrations { token, output } => {
+            registrations(engine, token.as_deref(), *output).await
+        }
+    }
+}
+
+fn registration_json(r: &RegistrationRecord) -> Value {
+    json!({
+        "RegistrationToken": r.token,
+        "TypeName": r.type_name,
+        "Type": r.kind.as_str(),
+        "ProgressStatus": r.status.as_str(),
+        "Description": r.description,
+        "VersionId": r.version_id,
+        "TimeCreated": r.created_at,
+        "LastUpdated": r.updated_at,
+    })
+}
+
+async fn register(
+    engine: &Arc<Engine>,
+    config: &Config,
+    state: &Path,
+    a: &RegisterArgs,
+) -> anyhow::Result<()> {
+    let bytes = std::fs::read(&a.package)
+        .with_context(|| format!("cannot read the package {}", a.package.display()))?;
+    let secret = match (&a.secret_env, &a.secret_file) {
+        (Some(name), _) => Some(SecretSource::Env(name.clone())),
+        (_, Some(path)) => Some(SecretSource::File(path.clone())),
+        _ => None,
+    };
+    let options = RegisterOptions {
+        type_name: a.type_name.clone(),
+        client_token: a.client_token.clone(),
+        secret,
+    };
+    // The token names the type as asked, or as the package says (read
+    // without checking: the registration checks it).
+    let named = a
+        .type_name
+        .clone()
+        .or_else(|| {
+            cairn_package::open(&bytes, &[])
+                .ok()
+                .map(|p| p.manifest.type_name)
+        })
+        .unwrap_or_else(|| "unknown".into());
+    let begun = engine.begin_registration(&named, &options).await?;
+    let done = if begun.status == RegistrationStatus::InProgress {
+        let probe_config = config.clone();
+        let state = state.to_path_buf();
+        let secret = options.secret.clone();
+        let original = bytes.clone();
+        engine
+            .finish_registration(&begun.token, &bytes, &options, |package| async move {
+                reach(&probe_config, &state, &package, secret, original).await
+            })
+            .await?
+    } else {
+        begun
+    };
+    match a.output {
+        OutputFormat::Json => print_json(&registration_json(&done))?,
+        OutputFormat::Text => match done.status {
+            RegistrationStatus::Complete => println!(
+                "registration {}: COMPLETE, {} version {}",
+                done.token,
+                done.type_name,
+                done.version_id.as_deref().unwrap_or("?")
+            ),
+            _ => println!(
+                "registration {}: {}: {}",
+                done.token,
+                done.status.as_str(),
+                done.description
+            ),
+        },
+    }
+    if done.status == RegistrationStatus::Failed {
+        bail!(
+            "the registration of {} FAILED: {}",
+            done.type_name,
+            done.description
+        );
+    }
+    Ok(())
+}
+
+/// Starts the package's provider once, as an engine would serve it: the
+/// webhook handler is reached (its `/schema`) or the library loaded in a
+/// host process, and it must serve the package's type.
+async fn reach(
+    config: &Config,
+    state: &Path,
+    package: &cairn_package::Package,
+    secret: Option<SecretSource>,
+    bytes: Vec<u8>,
+) -> Result<(), String> {
+    let version = TypeVersionRecord {
+        type_name: package.manifest.type_name.clone(),
+        version_id: "00000000".into(),
+        kind: cairn_core::type_registry::RegistryTypeKind::Resource,
+        is_default: true,
+        deprecated: false,
+        schema: package.cloudformation_schema.to_string(),
+        description: package.manifest.description.clone(),
+        handler: serde_json::to_string(&package.manifest.handler).unwrap_or_default(),
+        secret: secret.and_then(|s| serde_json::to_string(&s).ok()),
+        package_sha256: package.sha256.clone(),
+        signed_by: package.signed_by.clone(),
+        created_at: String::new(),
+    };
+    let bytes = package.library().map(|_| bytes);
+    let process = crate::wiring::Process::new(&config.webhooks, None);
+    let loader = crate::wiring::registered::loader(
+        config,
+        crate::stacks::types_cache(config, state),
+        &process,
+    );
+    let starter = cairn_core::registry::VersionLoader::starter(loader.as_ref(), &version, bytes);
+    let started = tokio::task::spawn_blocking(starter)
+        .await
+        .map_err(|e| format!("the handler's check stopped: {e}"))?;
+    let types = started.map_err(|e| match e {
+        cairn_core::registry::RegistryError::Provider { message, .. } => {
+            format!("the handler cannot be reached or loaded: {message}")
+        }
+        other => format!("the handler cannot be reached or loaded: {other}"),
+    })?;
+    if types.is_empty() {
+        return Err(format!(
+            "the handler does not serve {}",
+            package.manifest.type_name
+        ));
+    }
+    Ok(())
+}
+
+fn version_json(v: &TypeVersionRecord) -> Value {
+    let handler: Value = serde_json::from_str(&v.handler).unwrap_or(Value::Null);
+    let secret: Value = v
+        .secret
+        .as_deref()
+        .and_then(|s| serde_json::from_str(s).ok())
+        .unwrap_or(Value::Null);
+    json!({
+        "TypeName": v.type_name,
+        "Type": v.kind.as_str(),
+        "VersionId": v.version_id,
+        "IsDefaultVersion": v.is_default,
+        "DeprecatedStatus": if v.deprecated { "DEPRECATED" } else { "LIVE" },
+        "Description": v.description,
+        "Handler": handler,
+        "SecretSource": secret,
+        "PackageSha256": v.package_sha256,
+        "SignedBy": v.signed_by,
+        "TimeCreated": v.created_at,
+    })
+}
+
+async fn list(engine: &Arc<Engine>, output: OutputFormat) -> anyhow::Result<()> {
+    let versions = engine.type_versions().await?;
+    let defaults: Vec<&TypeVersionRecord> = versions
+        .iter()
+        .filter(|v| v.is_default && !v.deprecated)
+        .collect();
+    match output {
+        OutputFormat::Json => print_json(&json!({
+            "TypeSummaries": defaults.iter().map(|v| json!({
+                "TypeName": v.type_name,
+                "Type": v.kind.as_str(),
+                "DefaultVersionId": v.version_id,
+                "Description": v.description,
+                "LastUpdated": v.created_at,
+            })).collect::<Vec<_>>()
+        })),
+        OutputFormat::Text => {
+            if defaults.is_empty() {
+                println!("no types are registered");
+            }
+            for v in defaults {
+                println!("{:<50} {:<9} default {}", v.type_name, v.kind, v.version_id);
+            }
+            Ok(())
+        }
+    }
+}
+
+async fn describe(
+    engine: &Arc<Engine>,
+    type_name: &str,
+    version: Option<&str>,
+    output: OutputFormat,
+) -> anyhow::Result<()> {
+    let versions = engine.type_versions().await?;
+    let found = versions.iter().find(|v| {
+        v.type_name == type_name
+            && match version {
+                Some(id) => v.version_id == id,
+                None => v.is_default && !v.deprecated,
+            }
+    });
+    let Some(v) = found else {
+        bail!(
+            "Type {type_name}{} not found",
+            version.map(|v| format!(" version {v}")).unwrap_or_default()
+        );
+    };
+    let schema: Value = serde_json::from_str(&v.schema).unwrap_or(Value::Null);
+    let default = versions
+        .iter()
+        .find(|d| d.type_name == type_name && d.is_default && !d.deprecated)
+        .map(|d| d.version_id.clone());
+    let mut out = version_json(v);
+    out["DefaultVersionId"] = json!(default);
+    out["Schema"] = schema;
+    match output {
+        OutputFormat::Json => print_json(&out),
+        OutputFormat::Text => {
+            println!("{} version {}", v.type_name, v.version_id);
+            println!(
+                "  default version:  {}",
+                default.as_deref().unwrap_or("none")
+            );
+            println!(
+                "  status:           {}",
+                out["DeprecatedStatus"].as_str().unwrap_or("")
+            );
+            println!("  handler:          {}", out["Handler"]);
+            println!("  package SHA-256:  {}", v.package_sha256);
+            println!(
+                "  signed by:        {}",
+                v.signed_by.as_deref().unwrap_or("not signed")
+            );
+            println!(
+                "  schema:           {}",
+                serde_json::to_string_pretty(&out["Schema"])?
+            );
+            Ok(())
+        }
+    }
+}
+
+async fn versions(
+    engine: &Arc<Engine>,
+    type_name: &str,
+    output: OutputFormat,
+) -> anyhow::Result<()> {
+    let all: Vec<TypeVersionRecord> = engine
+        .type_versions()
+        .await?
+        .into_iter()
+        .filter(|v| v.type_name == type_name)
+        .collect();
+    if all.is_empty() {
+        return Err(anyhow!("Type {type_name} not found"));
+    }
+    match output {
+        OutputFormat::Json => print_json(&json!({
+            "TypeVersionSummaries": all.iter().map(version_json).collect::<Vec<_>>()
+        })),
+        OutputFormat::Text => {
+            for v in &all {
+                println!(
+                    "{}  {:<10} {}{}",
+                    v.version_id,
+                    if v.deprecated { "DEPRECATED" } else { "LIVE" },
+                    v.created_at,
+                    if v.is_default { "  (default)" } else { "" }
+                );
+            }
+            Ok(())
+        }
+    }
+}
+
+async fn registrations(
+    engine: &Arc<Engine>,
+    token: Option<&str>,
+    output: OutputFormat,
+) -> anyhow::Result<()> {
+    let all = engine.store().registrations().await?;
+    let shown: Vec<&RegistrationRecord> = match token {
+        Some(t) => {
+            let one: Vec<&RegistrationRecord> = all.iter().filter(|r| r.token == t).collect();
+            if one.is_empty() {
+                bail!("Registration {t} not found");
+            }
+            one
+        }
+        None => all.iter().collect(),
+    };
+    match output {
+        OutputFormat::Json => print_json(&json!({
+            "Registrations": shown.iter().map(|r| registration_json(r)).collect::<Vec<_>>()
+        })),
+        OutputFormat::Text => {
+            for r in shown {
+                println!(
+                    "{}  {:<11} {} {}  {}",
+                    r.token,
+                    r.status.as_str(),
+                    r.type_name,
+                    r.version_id.as_deref().unwrap_or("-"),
+                    r.description
+                );
+            }
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,122 @@
+//! The providers of registered types (`cairn type register`): a version is
+//! started as a `[[providers]]` entry naming exactly its type would be.
+//! A dylib's package is opened again here (its checksums, and a trusted
+//! signature when this engine's `[registry] trusted_keys` asks for one),
+//! and its library written under its SHA-256 in the cache directory before
+//! it is loaded; a webhook's secret is read where its registration named
+//! it, on this engine.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use cairn_core::config::{Config, ProviderConfig, ProviderKind};
+use cairn_core::engine::types::SecretSource;
+use cairn_core::registry::{RegistryError, Starter, VersionLoader};
+use cairn_core::type_registry::TypeVersionRecord;
+use cairn_package::Handler;
+
+use super::Process;
+
+/// Starts registered versions' providers for one process.
+pub struct Loader {
+    pub config: Config,
+    pub process: Process,
+    /// Where libraries are written, each under its SHA-256.
+    pub cache_dir: PathBuf,
+}
+
+impl VersionLoader for Loader {
+    fn starter(&self, version: &TypeVersionRecord, package: Option<Vec<u8>>) -> Starter {
+        let (config, process, cache) = (
+            self.config.clone(),
+            self.process.clone(),
+            self.cache_dir.clone(),
+        );
+        let version = version.clone();
+        Box::new(move || {
+            let name = format!("{} version {}", version.type_name, version.version_id);
+            let refuse = |message: String| RegistryError::Provider {
+                name: name.clone(),
+                message,
+            };
+            let entry = entry_for(&config, &version, package.as_deref(), &cache).map_err(refuse)?;
+            super::registry::start(&config, &entry, &name, &process)
+        })
+    }
+}
+
+/// The `[[providers]]` entry a registered version stands for.
+fn entry_for(
+    config: &Config,
+    version: &TypeVersionRecord,
+    package: Option<&[u8]>,
+    cache: &Path,
+) -> Result<ProviderConfig, String> {
+    let handler: Handler = serde_json::from_str(&version.handler)
+        .map_err(|e| format!("its recorded handler cannot be read ({e})"))?;
+    let mut entry = ProviderConfig::named(
+        ProviderKind::Webhook,
+        &format!("{} version {}", version.type_name, version.version_id),
+    );
+    entry.types = Some(vec![version.type_name.clone()]);
+    match handler {
+        Handler::Webhook { url } => {
+            entry.url = Some(url);
+            if let Some(source) = &version.secret {
+                let source: SecretSource = serde_json::from_str(source)
+                    .map_err(|e| format!("its recorded secret source cannot be read ({e})"))?;
+                entry.secret = Some(source.read()?);
+            }
+            // The handler kit answers drift and read requests.
+            entry.drift = true;
+            entry.read = true;
+        }
+        Handler::Dylib { .. } => {
+            let bytes = package.ok_or("its package is not in the state")?;
+            let opened = cairn_package::open(bytes, &config.registry.trusted_keys)
+                .map_err(|e| format!("its package is refused on this engine: {e}"))?;
+            let (file, library) = opened.library().ok_or("its package holds no library")?;
+            let sha = cairn_package::sha256_hex(library);
+            let path = cairn_core::registry::assemble::off_the_workers(|| {
+                materialise(cache, &sha, file, library)
+            })?;
+            entry.kind = ProviderKind::Dylib;
+            entry.path = Some(path);
+            entry.sha256 = Some(sha);
+        }
+    }
+    Ok(entry)
+}
+
+/// Writes `library` as `<cache>/<sha>/<file name>` unless it is there
+/// already with that checksum (written whole first, then renamed: a
+/// process that dies mid-write leaves no half library to load).
+fn materialise(cache: &Path, sha: &str, file: &str, library: &[u8]) -> Result<PathBuf, String> {
+    let name = Path::new(file)
+        .file_name()
+        .ok_or_else(|| format!("the package's library {file} has no file name"))?;
+    let dir = cache.join(sha);
+    let path = dir.join(name);
+    if std::fs::read(&path).is_ok_and(|b| cairn_package::sha256_hex(&b) == sha) {
+        return Ok(path);
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let partial = dir.join(format!(
+        ".{}.{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    std::fs::write(&partial, library)
+        .and_then(|_| std::fs::rename(&partial, &path))
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok(path)
+}
+
+/// The loader for a process that writes libraries under `cache_dir`.
+pub fn loader(config: &Config, cache_dir: PathBuf, process: &Process) -> Arc<Loader> {
+    Arc::new(Loader {
+        config: config.clone(),
+        process: process.clone(),
+        cache_dir,
+    })
+}

@@ -1,0 +1,361 @@
+//! The type registry through the real binary: a provider project packaged
+//! (`cairn provider package`, signed with `cairn provider keygen`'s key),
+//! registered (`cairn type register`) on a PostgreSQL state, and served by
+//! an engine that was already running, without a restart; a tampered or
+//! unsigned package refused at registration; versions, the default
+//! version and deregistration with CloudFormation's refusals.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::plugins::library;
+use crate::postgres::Database;
+use crate::support::{Scratch, Served};
+use crate::webhooks::vendor_handler;
+
+const KV: &str = "Example::KV::Record";
+
+/// `cairn type register` of the vendor handler's package, its secret in a
+/// file each engine reads.
+const REGISTER_WITH_SECRET: &[&str] = &[
+    "type",
+    "register",
+    "vendor.tar.gz",
+    "--secret-file",
+    "vendor.secret",
+    "--output",
+    "json",
+];
+
+fn cairn(s: &Scratch, args: &[&str]) -> crate::support::Run {
+    let mut all = vec!["--config", "cairn.toml"];
+    all.extend_from_slice(args);
+    s.cairn(&all)
+}
+
+/// `cairn --endpoint ENDPOINT ARGS…` in `s` (the server asks no key).
+fn through(s: &Scratch, endpoint: &str, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(["--endpoint", endpoint])
+        .args(args)
+        .current_dir(s.dir.path())
+        .env_remove("CAIRN_CONFIG")
+        .env_remove("CAIRN_STATE")
+        .output()
+        .expect("run cairn")
+}
+
+/// A key pair in `s`; the public key as `[registry] trusted_keys` takes it.
+fn keygen(s: &Scratch) -> String {
+    let run = s.cairn(&["provider", "keygen", "--dir", "keys"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let public = std::fs::read_to_string(s.dir.path().join("keys/cairn.pub")).unwrap_or_default();
+    public.lines().nth(1).unwrap_or_default().to_string()
+}
+
+fn kv_project() -> String {
+    concat!(env!("CARGO_MANIFEST_DIR"), "/examples/kv-provider").to_string()
+}
+
+/// Packages the example plugin as `out`, signed with `keys/cairn.key`
+/// when `signed`.
+fn package_kv(s: &Scratch, out: &str, signed: bool) {
+    let lib = library("cairn_example_kv").display().to_string();
+    let project = kv_project();
+    let mut args = vec![
+        "provider",
+        "package",
+        &project,
+        "--library",
+        &lib,
+        "-o",
+        out,
+    ];
+    if signed {
+        args.extend_from_slice(&["--sign-key", "keys/cairn.key"]);
+    }
+    let run = s.cairn(&args);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert!(run.stdout().contains(KV), "{}", run.stdout());
+}
+
+/// The package `from` with one byte of `file` changed and its manifest
+/// untouched (unpacked and packed again with tar).
+fn tampered(s: &Scratch, from: &str, file: &str, to: &str) {
+    let dir = s.dir.path().join(format!("unpacked-{to}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let status = Command::new("tar")
+        .args(["xzf", &s.dir.path().join(from).display().to_string(), "-C"])
+        .arg(&dir)
+        .status()
+        .expect("tar runs");
+    assert!(status.success());
+    let path = dir.join(file);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let last = bytes.len() - 2;
+    bytes[last] ^= 1;
+    std::fs::write(&path, bytes).unwrap();
+    let status = Command::new("tar")
+        .args(["czf", &s.dir.path().join(to).display().to_string(), "-C"])
+        .arg(&dir)
+        .arg(".")
+        .status()
+        .expect("tar runs");
+    assert!(status.success());
+}
+
+fn record_template(store: &Path, value: &str) -> String {
+    format!(
+        "Resources:\n  R:\n    Type: {KV}\n    Properties: {{Store: {}, Key: greeting, Value: {value}}}\nOutputs:\n  Path: {{Value: !GetAtt R.Path}}\n",
+        store.display()
+    )
+}
+
+fn registered(run: &crate::support::Run) -> Value {
+    assert_eq!(run.code(), 0, "{}{}", run.stdout(), run.stderr());
+    run.json()
+}
+
+#[test]
+fn a_signed_plugin_registered_through_one_engine_is_served_by_a_running_one() {
+    let db = Database::new();
+    let s = Scratch::new();
+    let public = keygen(&s);
+    s.write(
+        "cairn.toml",
+        &format!(
+            "[engine]\nstate = \"{}\"\ndata_dir = \"data\"\n\n[server]\nauth = \"none\"\n\n[registry]\npoll_ms = 200\ntrusted_keys = [\"{public}\"]\n",
+            db.url
+        ),
+    );
+    package_kv(&s, "kv.tar.gz", true);
+    // The engine runs before the type exists.
+    let (child, endpoint) = s.serve();
+    let _server = Served(child);
+    let store = s.dir.path().join("records");
+    let template = s.write("record.yaml", &record_template(&store, "hello"));
+    let template = template.display().to_string();
+    let before = through(&s, &endpoint, &["deploy", "early", &template]);
+    assert_ne!(before.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&before.stderr).contains(KV),
+        "{}",
+        String::from_utf8_lossy(&before.stderr)
+    );
+
+    // Registered by another process on the same state.
+    let done = registered(&cairn(
+        &s,
+        &["type", "register", "kv.tar.gz", "--output", "json"],
+    ));
+    assert_eq!(done["ProgressStatus"], "COMPLETE", "{done}");
+    assert_eq!(done["TypeName"], KV);
+    assert_eq!(done["VersionId"], "00000001");
+    let token = done["RegistrationToken"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let shown = registered(&cairn(
+        &s,
+        &["type", "registrations", &token, "--output", "json"],
+    ));
+    assert_eq!(shown["Registrations"][0]["ProgressStatus"], "COMPLETE");
+
+    // The running engine serves it within its poll: no restart.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let out = loop {
+        let out = through(&s, &endpoint, &["deploy", "st", &template]);
+        if out.status.success() || Instant::now() > deadline {
+            break out;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(store.join("greeting")).unwrap_or_default(),
+        "hello\n"
+    );
+    // The library was written under its checksum, in the data directory.
+    let cached: Vec<_> = std::fs::read_dir(s.dir.path().join("data/types"))
+        .map(|d| d.filter_map(|e| e.ok()).collect())
+        .unwrap_or_default();
+    assert_eq!(cached.len(), 1, "one library, under its SHA-256");
+
+    // Tampered packages (a byte of the schema or of the library changed,
+    // the manifest untouched) and an unsigned one are refused, FAILED with
+    // the reason, and never served.
+    for (file, to) in [
+        ("schema.json", "bad-schema.tar.gz"),
+        ("handler/libcairn_example_kv.so", "bad-lib.tar.gz"),
+    ] {
+        tampered(&s, "kv.tar.gz", file, to);
+        let run = cairn(&s, &["type", "register", to, "--output", "json"]);
+        assert_eq!(run.code(), 1);
+        let failed = run.json();
+        assert_eq!(failed["ProgressStatus"], "FAILED", "{failed}");
+        let why = failed["Description"].as_str().unwrap_or_default();
+        assert!(
+            why.starts_with(&format!(
+                "{file} does not match its SHA-256 in the package's manifest"
+            )),
+            "{why}"
+        );
+    }
+    package_kv(&s, "unsigned.tar.gz", false);
+    let run = cairn(
+        &s,
+        &["type", "register", "unsigned.tar.gz", "--output", "json"],
+    );
+    assert_eq!(run.code(), 1);
+    assert_eq!(
+        run.json()["Description"],
+        "the package is not signed, and [registry] trusted_keys requires a signature by one of its keys; sign it with cairn provider package --sign-key"
+    );
+
+    // A second version; the first stays the default until it is set.
+    let second = registered(&cairn(
+        &s,
+        &["type", "register", "kv.tar.gz", "--output", "json"],
+    ));
+    assert_eq!(second["VersionId"], "00000002");
+    let versions = registered(&cairn(&s, &["type", "versions", KV, "--output", "json"]));
+    let summary: Vec<(String, bool)> = versions["TypeVersionSummaries"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|v| {
+            (
+                v["VersionId"].as_str().unwrap_or_default().to_string(),
+                v["IsDefaultVersion"].as_bool().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("00000001".to_string(), true),
+            ("00000002".to_string(), false)
+        ]
+    );
+    let run = cairn(&s, &["type", "deregister", KV, "--version", "00000001"]);
+    assert_eq!(run.code(), 1);
+    assert_eq!(
+        run.stderr().trim(),
+        format!("error: Version '00000001' is the default version of {KV} and cannot be deregistered while other versions exist; make another version the default first (cairn type set-default)")
+    );
+    let run = cairn(&s, &["type", "set-default", KV, "00000002"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let described = registered(&cairn(&s, &["type", "describe", KV, "--output", "json"]));
+    assert_eq!(described["VersionId"], "00000002");
+    assert_eq!(described["DefaultVersionId"], "00000002");
+    assert_eq!(described["SignedBy"], public.as_str());
+    assert_eq!(described["Schema"]["typeName"], KV);
+    assert_eq!(
+        described["Schema"]["createOnlyProperties"],
+        serde_json::json!(["/properties/Key", "/properties/Store"])
+    );
+    let run = cairn(&s, &["type", "deregister", KV, "--version", "00000001"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    // The type's last version, while a stack has a resource of it.
+    let run = cairn(&s, &["type", "deregister", KV]);
+    assert_eq!(run.code(), 1);
+    assert_eq!(
+        run.stderr().trim(),
+        format!("error: Type {KV} is used by stacks st: delete their resources of this type (or the stacks) before deregistering it")
+    );
+    let out = through(&s, &endpoint, &["delete", "st"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!store.join("greeting").exists());
+    let run = cairn(&s, &["type", "deregister", KV]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let listed = registered(&cairn(&s, &["type", "list", "--output", "json"]));
+    assert_eq!(listed["TypeSummaries"], serde_json::json!([]));
+}
+
+#[test]
+fn a_webhook_type_is_registered_with_where_engines_read_its_secret() {
+    let s = Scratch::new();
+    s.write("cairn.toml", "[webhooks]\ntimeout_seconds = 30\n");
+    let log = s.dir.path().join("vendor.log");
+    let handler = vendor_handler(&log);
+    let url = format!("http://127.0.0.1:{}/", handler.port);
+    std::fs::create_dir_all(s.dir.path().join("handler")).unwrap();
+    let run = s.cairn(&[
+        "provider",
+        "package",
+        "handler",
+        "--url",
+        &url,
+        "-o",
+        "vendor.tar.gz",
+    ]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    // Without a secret source, refused.
+    let run = cairn(
+        &s,
+        &["type", "register", "vendor.tar.gz", "--output", "json"],
+    );
+    assert_eq!(run.code(), 1);
+    assert_eq!(
+        run.json()["Description"],
+        "a webhook type needs its handler's signing secret: name where engines read it (--secret-env NAME or --secret-file PATH)"
+    );
+    s.write("vendor.secret", "not-in-the-state\n");
+    let done = registered(&cairn(&s, REGISTER_WITH_SECRET));
+    assert_eq!(done["ProgressStatus"], "COMPLETE", "{done}");
+    let described = registered(&cairn(
+        &s,
+        &[
+            "type",
+            "describe",
+            "Vendor::Net::Subnet",
+            "--output",
+            "json",
+        ],
+    ));
+    assert_eq!(described["Handler"]["webhook"]["url"], url.as_str());
+    assert_eq!(
+        described["SecretSource"],
+        serde_json::json!({"File": "vendor.secret"})
+    );
+    assert!(!described.to_string().contains("not-in-the-state"));
+    let template = s.write(
+        "subnet.yaml",
+        "Resources:\n  Net:\n    Type: Vendor::Net::Subnet\n    Properties: {Cidr: 10.0.0.0/24}\n",
+    );
+    let run = cairn(&s, &["deploy", "net", &template.display().to_string()]);
+    assert_eq!(run.code(), 0, "{}{}", run.stdout(), run.stderr());
+    let run = cairn(&s, &["delete", "net"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .collect::<Vec<_>>(),
+        ["Create", "Delete"]
+    );
+    // A handler that cannot be reached fails the registration.
+    drop(handler);
+    let run = cairn(&s, REGISTER_WITH_SECRET);
+    assert_eq!(run.code(), 1);
+    let why = run.json()["Description"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        why.starts_with("the handler cannot be reached or loaded: "),
+        "{why}"
+    );
+}
