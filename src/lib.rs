@@ -804,7 +804,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 | Command::Update(_)
         );
     if let Command::Type { command } = &cli.command {
-        return types::run(&engine, &config, &state, command).await;
+        return types::run(&engine, command).await;
     }
     let notifying = operates.then(|| notifications::start(&engine));
     let outcome = run_command(&cli, &engine).await;

@@ -103,6 +103,11 @@ pub async fn open_with_transports(
     registry
         .refresh_registered(store.as_ref(), loader.as_ref())
         .await?;
+    // Registrations start a package's provider once, as engines will.
+    let mut process = process;
+    process.shared = process
+        .shared
+        .with_handler_probe(Arc::new(crate::wiring::registered::Probe(loader)));
     let engine = Engine::new(store, registry, config.clone(), process.shared.clone());
     Ok((engine, process))
 }

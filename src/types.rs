@@ -4,11 +4,10 @@
 //! sharing the state serves a registered type's default version, without
 //! a restart (`cairn serve` looks every `[registry] poll_ms`).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context};
-use cairn_core::config::Config;
 use cairn_core::engine::types::{RegisterOptions, SecretSource};
 use cairn_core::engine::Engine;
 use cairn_core::type_registry::{RegistrationRecord, RegistrationStatus, TypeVersionRecord};
@@ -86,14 +85,9 @@ pub struct RegisterArgs {
     output: OutputFormat,
 }
 
-pub async fn run(
-    engine: &Arc<Engine>,
-    config: &Config,
-    state: &Path,
-    command: &TypeCommand,
-) -> anyhow::Result<()> {
+pub async fn run(engine: &Arc<Engine>, command: &TypeCommand) -> anyhow::Result<()> {
     match command {
-        TypeCommand::Register(a) => register(engine, config, state, a).await,
+        TypeCommand::Register(a) => register(engine, a).await,
         TypeCommand::List { output } => list(engine, *output).await,
         TypeCommand::Describe {
             type_name,
@@ -135,12 +129,7 @@ fn registration_json(r: &RegistrationRecord) -> Value {
     })
 }
 
-async fn register(
-    engine: &Arc<Engine>,
-    config: &Config,
-    state: &Path,
-    a: &RegisterArgs,
-) -> anyhow::Result<()> {
+async fn register(engine: &Arc<Engine>, a: &RegisterArgs) -> anyhow::Result<()> {
     let bytes = std::fs::read(&a.package)
         .with_context(|| format!("cannot read the package {}", a.package.display()))?;
     let secret = match (&a.secret_env, &a.secret_file) {
@@ -166,14 +155,8 @@ async fn register(
         .unwrap_or_else(|| "unknown".into());
     let begun = engine.begin_registration(&named, &options).await?;
     let done = if begun.status == RegistrationStatus::InProgress {
-        let probe_config = config.clone();
-        let state = state.to_path_buf();
-        let secret = options.secret.clone();
-        let original = bytes.clone();
         engine
-            .finish_registration(&begun.token, &bytes, &options, |package| async move {
-                reach(&probe_config, &state, &package, secret, original).await
-            })
+            .finish_registration(&begun.token, &bytes, &options)
             .await?
     } else {
         begun
@@ -201,56 +184,6 @@ async fn register(
             done.type_name,
             done.description
         );
-    }
-    Ok(())
-}
-
-/// Starts the package's provider once, as an engine would serve it: the
-/// webhook handler is reached (its `/schema`) or the library loaded in a
-/// host process, and it must serve the package's type.
-async fn reach(
-    config: &Config,
-    state: &Path,
-    package: &cairn_package::Package,
-    secret: Option<SecretSource>,
-    bytes: Vec<u8>,
-) -> Result<(), String> {
-    let version = TypeVersionRecord {
-        type_name: package.manifest.type_name.clone(),
-        version_id: "00000000".into(),
-        kind: cairn_core::type_registry::RegistryTypeKind::Resource,
-        is_default: true,
-        deprecated: false,
-        schema: package.cloudformation_schema.to_string(),
-        description: package.manifest.description.clone(),
-        handler: serde_json::to_string(&package.manifest.handler).unwrap_or_default(),
-        secret: secret.and_then(|s| serde_json::to_string(&s).ok()),
-        package_sha256: package.sha256.clone(),
-        signed_by: package.signed_by.clone(),
-        created_at: String::new(),
-    };
-    let bytes = package.library().map(|_| bytes);
-    let process = crate::wiring::Process::new(&config.webhooks, None);
-    let loader = crate::wiring::registered::loader(
-        config,
-        crate::stacks::types_cache(config, state),
-        &process,
-    );
-    let starter = cairn_core::registry::VersionLoader::starter(loader.as_ref(), &version, bytes);
-    let started = tokio::task::spawn_blocking(starter)
-        .await
-        .map_err(|e| format!("the handler's check stopped: {e}"))?;
-    let types = started.map_err(|e| match e {
-        cairn_core::registry::RegistryError::Provider { message, .. } => {
-            format!("the handler cannot be reached or loaded: {message}")
-        }
-        other => format!("the handler cannot be reached or loaded: {other}"),
-    })?;
-    if types.is_empty() {
-        return Err(format!(
-            "the handler does not serve {}",
-            package.manifest.type_name
-        ));
     }
     Ok(())
 }

@@ -67,6 +67,14 @@ pub async fn dispatch(app: &Arc<App>, f: &Form, action: &str) -> Outcome {
         "DescribeStackDriftDetectionStatus" => describe_drift_status(app, f).await,
         "DescribeStackResourceDrifts" => describe_resource_drifts(app, f).await,
         "DetectStackResourceDrift" => detect_resource_drift(app, f).await,
+        "RegisterType" => super::types::register_type(app, f).await,
+        "DescribeTypeRegistration" => super::types::describe_type_registration(app, f).await,
+        "ListTypeRegistrations" => super::types::list_type_registrations(app, f).await,
+        "ListTypes" => super::types::list_types(app, f).await,
+        "DescribeType" => super::types::describe_type(app, f).await,
+        "ListTypeVersions" => super::types::list_type_versions(app, f).await,
+        "SetTypeDefaultVersion" => super::types::set_type_default_version(app, f).await,
+        "DeregisterType" => super::types::deregister_type(app, f).await,
         // Cairn's own actions (no CloudFormation equivalent), for `cairn
         // --endpoint history` and `cairn --endpoint update`.
         "CairnDescribeStackHistory" => stack_history(app, f).await,

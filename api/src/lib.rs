@@ -16,6 +16,7 @@ mod auth;
 mod console;
 mod form;
 mod metrics;
+mod types;
 mod xml;
 
 use std::sync::Arc;

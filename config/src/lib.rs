@@ -413,6 +413,9 @@ pub struct RegistryConfig {
     /// Where the libraries of registered dylib types are written, each
     /// under its SHA-256 (default: `types/` in the data directory).
     pub cache_dir: Option<PathBuf>,
+    /// Directories a `file://` SchemaHandlerPackage of RegisterType may
+    /// name (an `https://` one is fetched).
+    pub package_dirs: Vec<PathBuf>,
 }
 
 impl Default for RegistryConfig {
@@ -421,6 +424,7 @@ impl Default for RegistryConfig {
             trusted_keys: Vec::new(),
             poll_ms: 2000,
             cache_dir: None,
+            package_dirs: Vec::new(),
         }
     }
 }

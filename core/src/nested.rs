@@ -351,6 +351,18 @@ fn allowed_dirs(config: &NestedConfig, origin: &Origin) -> Vec<PathBuf> {
     dirs
 }
 
+/// Whether the (canonical) path `real` is under one of `dirs`.
+pub(crate) async fn under_any(real: &Path, dirs: &[PathBuf]) -> bool {
+    for d in dirs {
+        if let Ok(d) = tokio::fs::canonicalize(d).await {
+            if real.starts_with(&d) {
+                return true;
+            }
+        }
+    }
+    false
+}
+
 async fn read_file(
     path: &Path,
     confined_to: Option<&[PathBuf]>,
@@ -359,13 +371,7 @@ async fn read_file(
         .await
         .map_err(|e| format!("{}: {e}", path.display()))?;
     if let Some(dirs) = confined_to {
-        let mut inside = false;
-        for d in dirs {
-            if let Ok(d) = tokio::fs::canonicalize(d).await {
-                inside |= real.starts_with(&d);
-            }
-        }
-        if !inside {
+        if !under_any(&real, dirs).await {
             return Err(format!(
                 "{} is not under a directory of [nested] template_dirs (or [server] template_dirs)",
                 real.display()

@@ -25,6 +25,8 @@ pub struct Shared {
     pub webhooks: Arc<dyn WebhookPoster>,
     /// Reads rollback triggers (health checks, Alertmanager).
     pub probes: Arc<dyn HttpProbe>,
+    /// Starts a registered type's provider once, at its registration.
+    pub handlers: Arc<dyn HandlerProbe>,
 }
 
 impl Shared {
@@ -36,7 +38,14 @@ impl Shared {
             https,
             webhooks: Arc::new(NoWebhookPoster),
             probes: Arc::new(NoProbes),
+            handlers: Arc::new(NoHandlerProbe),
         }
+    }
+
+    /// This value, checking registered types' handlers with `probe`.
+    pub fn with_handler_probe(mut self, probe: Arc<dyn HandlerProbe>) -> Shared {
+        self.handlers = probe;
+        self
     }
 
     /// This value, reading rollback triggers with `client`.
@@ -49,6 +58,35 @@ impl Shared {
     pub fn with_webhook_poster(mut self, client: Arc<dyn WebhookPoster>) -> Shared {
         self.webhooks = client;
         self
+    }
+}
+
+/// Starts a package's provider once, as engines will serve it (a webhook
+/// handler reached, a library loaded in a host process): why it cannot
+/// serve the package's type. The binary hands in its transports.
+#[async_trait::async_trait]
+pub trait HandlerProbe: Send + Sync {
+    async fn reach(
+        &self,
+        package: &cairn_package::Package,
+        bytes: &[u8],
+        secret: Option<&cairn_model::registry::SecretSource>,
+    ) -> Result<(), String>;
+}
+
+/// A process without transports: handlers are not reached (the engine's
+/// own tests).
+struct NoHandlerProbe;
+
+#[async_trait::async_trait]
+impl HandlerProbe for NoHandlerProbe {
+    async fn reach(
+        &self,
+        _: &cairn_package::Package,
+        _: &[u8],
+        _: Option<&cairn_model::registry::SecretSource>,
+    ) -> Result<(), String> {
+        Ok(())
     }
 }
 

@@ -27,6 +27,16 @@ status_enum!(
     }
 );
 
+/// Where an engine reads a webhook type's signing secret: named at
+/// registration, never kept in the state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SecretSource {
+    /// An environment variable of each engine.
+    Env(String),
+    /// A file on each engine's machine.
+    File(std::path::PathBuf),
+}
+
 /// One RegisterType: its token, and what became of it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "PascalCase")]

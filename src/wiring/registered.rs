@@ -10,9 +10,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use cairn_core::config::{Config, ProviderConfig, ProviderKind};
-use cairn_core::engine::types::SecretSource;
+use cairn_core::engine::types::{read_secret, SecretSource};
 use cairn_core::registry::{RegistryError, Starter, VersionLoader};
-use cairn_core::type_registry::TypeVersionRecord;
+use cairn_core::shared::HandlerProbe;
+use cairn_core::type_registry::{RegistryTypeKind, TypeVersionRecord};
 use cairn_package::Handler;
 
 use super::Process;
@@ -65,7 +66,7 @@ fn entry_for(
             if let Some(source) = &version.secret {
                 let source: SecretSource = serde_json::from_str(source)
                     .map_err(|e| format!("its recorded secret source cannot be read ({e})"))?;
-                entry.secret = Some(source.read()?);
+                entry.secret = Some(read_secret(&source)?);
             }
             // The handler kit answers drift and read requests.
             entry.drift = true;
@@ -119,4 +120,52 @@ pub fn loader(config: &Config, cache_dir: PathBuf, process: &Process) -> Arc<Loa
         process: process.clone(),
         cache_dir,
     })
+}
+
+/// Starts a package's provider once, at its registration, as engines will
+/// serve it: a webhook handler is reached (its `/schema`), a library loaded
+/// in a host process; it must serve the package's type.
+pub struct Probe(pub Arc<Loader>);
+
+#[async_trait::async_trait]
+impl HandlerProbe for Probe {
+    async fn reach(
+        &self,
+        package: &cairn_package::Package,
+        bytes: &[u8],
+        secret: Option<&SecretSource>,
+    ) -> Result<(), String> {
+        let version = TypeVersionRecord {
+            type_name: package.manifest.type_name.clone(),
+            version_id: "00000000".into(),
+            kind: RegistryTypeKind::Resource,
+            is_default: true,
+            deprecated: false,
+            schema: package.cloudformation_schema.to_string(),
+            description: package.manifest.description.clone(),
+            handler: serde_json::to_string(&package.manifest.handler).unwrap_or_default(),
+            secret: secret.and_then(|s| serde_json::to_string(s).ok()),
+            package_sha256: package.sha256.clone(),
+            signed_by: package.signed_by.clone(),
+            created_at: String::new(),
+        };
+        let bytes = package.library().map(|_| bytes.to_vec());
+        let starter = self.0.starter(&version, bytes);
+        let started = tokio::task::spawn_blocking(starter)
+            .await
+            .map_err(|e| format!("the handler's check stopped: {e}"))?;
+        let cause = |e: RegistryError| match e {
+            RegistryError::Provider { message, .. } => message,
+            other => other.to_string(),
+        };
+        let types = started
+            .map_err(|e| format!("the handler cannot be reached or loaded: {}", cause(e)))?;
+        if types.is_empty() {
+            return Err(format!(
+                "the handler does not serve {}",
+                package.manifest.type_name
+            ));
+        }
+        Ok(())
+    }
 }

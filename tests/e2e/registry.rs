@@ -48,6 +48,32 @@ fn through(s: &Scratch, endpoint: &str, args: &[&str]) -> std::process::Output {
         .expect("run cairn")
 }
 
+/// `aws --endpoint-url ENDPOINT cloudformation ARGS… --output json`.
+fn aws(s: &Scratch, endpoint: &str, args: &[&str]) -> Value {
+    let out = Command::new("aws")
+        .args([
+            "--endpoint-url",
+            endpoint,
+            "--output",
+            "json",
+            "cloudformation",
+        ])
+        .args(args)
+        .current_dir(s.dir.path())
+        .env("AWS_ACCESS_KEY_ID", "AKIDANY")
+        .env("AWS_SECRET_ACCESS_KEY", "any")
+        .env("AWS_DEFAULT_REGION", "us-east-1")
+        .env("AWS_CONFIG_FILE", s.dir.path().join("none"))
+        .output()
+        .expect("aws runs");
+    assert!(
+        out.status.success(),
+        "aws {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+}
+
 /// A key pair in `s`; the public key as `[registry] trusted_keys` takes it.
 fn keygen(s: &Scratch) -> String {
     let run = s.cairn(&["provider", "keygen", "--dir", "keys"]);
@@ -127,8 +153,9 @@ fn a_signed_plugin_registered_through_one_engine_is_served_by_a_running_one() {
     s.write(
         "cairn.toml",
         &format!(
-            "[engine]\nstate = \"{}\"\ndata_dir = \"data\"\n\n[server]\nauth = \"none\"\n\n[registry]\npoll_ms = 200\ntrusted_keys = [\"{public}\"]\n",
-            db.url
+            "[engine]\nstate = \"{}\"\ndata_dir = \"data\"\n\n[server]\nauth = \"none\"\n\n[registry]\npoll_ms = 200\ntrusted_keys = [\"{public}\"]\npackage_dirs = [\"{}\"]\n",
+            db.url,
+            s.dir.path().display()
         ),
     );
     package_kv(&s, "kv.tar.gz", true);
@@ -220,13 +247,54 @@ fn a_signed_plugin_registered_through_one_engine_is_served_by_a_running_one() {
         "the package is not signed, and [registry] trusted_keys requires a signature by one of its keys; sign it with cairn provider package --sign-key"
     );
 
-    // A second version; the first stays the default until it is set.
-    let second = registered(&cairn(
+    // A second version, registered through the aws CLI (RegisterType is
+    // asynchronous: a token, then COMPLETE); the first stays the default
+    // until it is set.
+    let package = format!("file://{}", s.dir.path().join("kv.tar.gz").display());
+    let token = aws(
         &s,
-        &["type", "register", "kv.tar.gz", "--output", "json"],
-    ));
-    assert_eq!(second["VersionId"], "00000002");
-    let versions = registered(&cairn(&s, &["type", "versions", KV, "--output", "json"]));
+        &endpoint,
+        &[
+            "register-type",
+            "--type",
+            "RESOURCE",
+            "--type-name",
+            KV,
+            "--schema-handler-package",
+            &package,
+        ],
+    )["RegistrationToken"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let registration = loop {
+        let r = aws(
+            &s,
+            &endpoint,
+            &["describe-type-registration", "--registration-token", &token],
+        );
+        if r["ProgressStatus"] != "IN_PROGRESS" || Instant::now() > deadline {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(registration["ProgressStatus"], "COMPLETE", "{registration}");
+    let version_arn =
+        "arn:aws:cloudformation:us-east-1:123456789012:type/resource/Example-KV-Record/00000002"
+            .to_string();
+    assert_eq!(registration["TypeVersionArn"], version_arn.as_str());
+    let versions = aws(
+        &s,
+        &endpoint,
+        &[
+            "list-type-versions",
+            "--type",
+            "RESOURCE",
+            "--type-name",
+            KV,
+        ],
+    );
     let summary: Vec<(String, bool)> = versions["TypeVersionSummaries"]
         .as_array()
         .into_iter()
@@ -251,8 +319,19 @@ fn a_signed_plugin_registered_through_one_engine_is_served_by_a_running_one() {
         run.stderr().trim(),
         format!("error: Version '00000001' is the default version of {KV} and cannot be deregistered while other versions exist; make another version the default first (cairn type set-default)")
     );
-    let run = cairn(&s, &["type", "set-default", KV, "00000002"]);
-    assert_eq!(run.code(), 0, "{}", run.stderr());
+    aws(
+        &s,
+        &endpoint,
+        &["set-type-default-version", "--arn", &version_arn],
+    );
+    let described = aws(
+        &s,
+        &endpoint,
+        &["describe-type", "--type", "RESOURCE", "--type-name", KV],
+    );
+    assert_eq!(described["DefaultVersionId"], "00000002");
+    assert_eq!(described["IsDefaultVersion"], true);
+    assert_eq!(described["Arn"], version_arn.as_str());
     let described = registered(&cairn(&s, &["type", "describe", KV, "--output", "json"]));
     assert_eq!(described["VersionId"], "00000002");
     assert_eq!(described["DefaultVersionId"], "00000002");

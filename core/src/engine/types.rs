@@ -6,10 +6,11 @@
 //! a trusted signature when `[registry] trusted_keys` is set), the type's
 //! name (the one asked for, not a reserved namespace, not a type a
 //! configured provider serves), its handler (a library for this machine's
-//! platform), then the caller's probe (the binary reaches a webhook
-//! handler, or runs the contract kit when asked). Each failure is the
+//! platform), then the process's handler probe (`Shared::handlers`: the
+//! binary reaches a webhook handler or loads the library). Each failure is the
 //! registration's Description; nothing of a FAILED registration is served.
 
+pub use cairn_model::registry::SecretSource;
 use cairn_model::registry::{
     NewTypeVersion, RegistrationRecord, RegistrationStatus, RegistryTypeKind, TypeVersionRecord,
 };
@@ -22,34 +23,20 @@ use crate::store::StoreError;
 /// CloudFormation's reserved type namespaces.
 const RESERVED: &[&str] = &["Alexa", "AMZN", "Amazon", "ASK", "AWS", "Custom", "Dev"];
 
-/// Where an engine reads a webhook type's signing secret: named at
-/// registration, never kept in the state.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum SecretSource {
-    /// An environment variable of each engine.
-    Env(String),
-    /// A file on each engine's machine.
-    File(std::path::PathBuf),
-}
-
-impl SecretSource {
-    /// The secret, read where it is named.
-    pub fn read(&self) -> Result<String, String> {
-        match self {
-            SecretSource::Env(name) => std::env::var(name).map_err(|_| {
+/// The secret `source` names, read where it is named (on this engine).
+pub fn read_secret(source: &SecretSource) -> Result<String, String> {
+    match source {
+        SecretSource::Env(name) => std::env::var(name).map_err(|_| {
+            format!("the environment variable {name} that holds the handler's secret is not set")
+        }),
+        SecretSource::File(path) => std::fs::read_to_string(path)
+            .map(|s| s.trim_end().to_string())
+            .map_err(|e| {
                 format!(
-                    "the environment variable {name} that holds the handler's secret is not set"
+                    "cannot read the handler's secret from {}: {e}",
+                    path.display()
                 )
             }),
-            SecretSource::File(path) => std::fs::read_to_string(path)
-                .map(|s| s.trim_end().to_string())
-                .map_err(|e| {
-                    format!(
-                        "cannot read the handler's secret from {}: {e}",
-                        path.display()
-                    )
-                }),
-        }
     }
 }
 
@@ -117,19 +104,14 @@ impl Core {
     }
 
     /// Checks `package` and ends the registration `token`: COMPLETE with a
-    /// new version, or FAILED with why. `probe` is the caller's last check
-    /// of the opened package (a handler reached, the contract kit run).
-    pub async fn finish_registration<F, Fut>(
+    /// new version, or FAILED with why. Last, the process's handler probe
+    /// starts the package's provider once, as engines will serve it.
+    pub async fn finish_registration(
         &self,
         token: &str,
         package: &[u8],
         options: &RegisterOptions,
-        probe: F,
-    ) -> Result<RegistrationRecord, StoreError>
-    where
-        F: FnOnce(Package) -> Fut,
-        Fut: std::future::Future<Output = Result<(), String>>,
-    {
+    ) -> Result<RegistrationRecord, StoreError> {
         let checked = match self.check_package(package, options) {
             Ok(p) => p,
             Err(why) => return self.failed(token, &why).await,
@@ -147,7 +129,12 @@ impl Core {
             package_sha256: checked.sha256.clone(),
             signed_by: checked.signed_by.clone(),
         };
-        if let Err(why) = probe(checked).await {
+        let reached = self
+            .shared
+            .handlers
+            .reach(&checked, package, options.secret.as_ref())
+            .await;
+        if let Err(why) = reached {
             return self.failed(token, &why).await;
         }
         self.store
@@ -208,6 +195,43 @@ impl Core {
             None => Err("the package names no handler".into()),
             Some(_) => Ok(package),
         }
+    }
+
+    /// The package a RegisterType's SchemaHandlerPackage names: a
+    /// `file://` URL under `[registry] package_dirs`, or an `https://` URL.
+    pub async fn read_package(&self, url: &str) -> Result<Vec<u8>, String> {
+        if let Some(path) = url.strip_prefix("file://") {
+            let real = tokio::fs::canonicalize(path)
+                .await
+                .map_err(|e| format!("{url}: {e}"))?;
+            if !crate::nested::under_any(&real, &self.config.registry.package_dirs).await {
+                return Err(format!(
+                    "{} is not under a directory of [registry] package_dirs",
+                    real.display()
+                ));
+            }
+            let size = tokio::fs::metadata(&real)
+                .await
+                .map_err(|e| format!("{url}: {e}"))?
+                .len();
+            if size > cairn_package::MAX_UNPACKED_BYTES {
+                return Err(format!("{url} is larger than a package may be"));
+            }
+            return tokio::fs::read(&real)
+                .await
+                .map_err(|e| format!("{url}: {e}"));
+        }
+        if url.starts_with("https://") {
+            return self
+                .shared
+                .https
+                .get(url, std::time::Duration::from_secs(60))
+                .await
+                .map_err(|e| e.to_string());
+        }
+        Err(format!(
+            "SchemaHandlerPackage {url} must be a file:// URL under [registry] package_dirs or an https:// URL"
+        ))
     }
 
     /// Every version of every registered type.
@@ -309,7 +333,9 @@ mod tests {
 
     #[test]
     fn a_secret_is_read_where_it_is_named() {
-        let missing = SecretSource::Env("CAIRN_NO_SUCH_VARIABLE_FOR_TESTS".into()).read();
+        let missing = read_secret(&SecretSource::Env(
+            "CAIRN_NO_SUCH_VARIABLE_FOR_TESTS".into(),
+        ));
         assert_eq!(
             missing.err().as_deref(),
             Some("the environment variable CAIRN_NO_SUCH_VARIABLE_FOR_TESTS that holds the handler's secret is not set")
@@ -317,7 +343,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("cairn-secret-{}", uuid::Uuid::new_v4()));
         std::fs::write(&dir, "s3cret\n").unwrap();
         assert_eq!(
-            SecretSource::File(dir.clone()).read().as_deref(),
+            read_secret(&SecretSource::File(dir.clone())).as_deref(),
             Ok("s3cret")
         );
         let _ = std::fs::remove_file(dir);

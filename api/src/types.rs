@@ -1,0 +1,313 @@
+//! The registry's Query API actions, for the aws CLI and boto3 unchanged:
+//! RegisterType (asynchronous: a token at once, the registration run in a
+//! task), DescribeTypeRegistration, ListTypeRegistrations, ListTypes,
+//! DescribeType, ListTypeVersions, SetTypeDefaultVersion, DeregisterType.
+//! A `file://` package under `[registry] package_dirs` or an `https://`
+//! one stands where CloudFormation takes `s3://`.
+
+use std::sync::Arc;
+
+use cairn_core::engine::types::{RegisterOptions, SecretSource, TypeRegistryError};
+use cairn_core::store::StoreError;
+use cairn_core::type_registry::{RegistrationRecord, TypeVersionRecord};
+
+use super::form::Form;
+use super::xml::Xml;
+use super::{ApiError, App};
+
+type Outcome = Result<Option<Xml>, ApiError>;
+
+fn registry_error(message: impl Into<String>) -> ApiError {
+    ApiError {
+        status: 400,
+        code: "CFNRegistryException",
+        message: message.into(),
+    }
+}
+
+fn not_found(message: impl Into<String>) -> ApiError {
+    ApiError {
+        status: 404,
+        code: "TypeNotFoundException",
+        message: message.into(),
+    }
+}
+
+/// A store error in the registry's codes.
+fn store(e: StoreError) -> ApiError {
+    match e {
+        StoreError::TypeNotFound { .. } => not_found(e.to_string()),
+        StoreError::DefaultTypeVersion { .. } | StoreError::NoSuchRegistration(_) => {
+            registry_error(e.to_string())
+        }
+        other => ApiError {
+            status: 500,
+            code: "InternalFailure",
+            message: other.to_string(),
+        },
+    }
+}
+
+/// `arn:…:type/resource/Org-Service-Thing`, and with `/VersionId`.
+fn type_arn(app: &App, type_name: &str, version: Option<&str>) -> String {
+    let id = &app.config.identity;
+    let base = format!(
+        "arn:{}:cloudformation:{}:{}:type/resource/{}",
+        id.partition,
+        id.region,
+        id.account_id,
+        type_name.replace("::", "-")
+    );
+    match version {
+        Some(v) => format!("{base}/{v}"),
+        None => base,
+    }
+}
+
+/// The type (and version) an `Arn` (or `TypeArn`) names, else TypeName
+/// (and VersionId).
+fn named(f: &Form, arn_key: &str) -> Result<(String, Option<String>), ApiError> {
+    if let Some(arn) = f.get(arn_key).filter(|a| !a.is_empty()) {
+        let rest = arn
+            .split_once(":type/resource/")
+            .map(|(_, r)| r)
+            .ok_or_else(|| registry_error(format!("{arn} is not the ARN of a resource type")))?;
+        let (name, version) = match rest.split_once('/') {
+            Some((n, v)) => (n, Some(v.to_string())),
+            None => (rest, None),
+        };
+        return Ok((name.replace('-', "::"), version));
+    }
+    let name = f
+        .get("TypeName")
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| registry_error("Either Arn or TypeName must be given"))?;
+    Ok((name.to_string(), f.get("VersionId").map(String::from)))
+}
+
+fn only_resources(f: &Form) -> Result<(), ApiError> {
+    match f.get("Type") {
+        None | Some("RESOURCE") => Ok(()),
+        Some(other) => Err(registry_error(format!(
+            "Type {other} is not registered by this Cairn: it registers RESOURCE types"
+        ))),
+    }
+}
+
+fn result(build: impl FnOnce(&mut Xml)) -> Outcome {
+    let mut x = Xml::default();
+    build(&mut x);
+    Ok(Some(x))
+}
+
+pub async fn register_type(app: &Arc<App>, f: &Form) -> Outcome {
+    only_resources(f)?;
+    let type_name = f.required("TypeName")?.to_string();
+    let url = f.required("SchemaHandlerPackage")?.to_string();
+    // Cairn's own parameters: where engines read a webhook's secret.
+    let secret = match (f.get("CairnSecretEnv"), f.get("CairnSecretFile")) {
+        (Some(name), _) => Some(SecretSource::Env(name.to_string())),
+        (_, Some(path)) => Some(SecretSource::File(path.into())),
+        _ => None,
+    };
+    let options = RegisterOptions {
+        type_name: Some(type_name.clone()),
+        client_token: f.get("ClientRequestToken").map(String::from),
+        secret,
+    };
+    let begun = app
+        .engine
+        .begin_registration(&type_name, &options)
+        .await
+        .map_err(store)?;
+    if begun.status == cairn_core::type_registry::RegistrationStatus::InProgress {
+        let engine = app.engine.clone();
+        let token = begun.token.clone();
+        tokio::spawn(async move {
+            let finished = match engine.read_package(&url).await {
+                Ok(bytes) => engine
+                    .finish_registration(&token, &bytes, &options)
+                    .await
+                    .map(|_| ()),
+                Err(why) => {
+                    engine
+                        .store()
+                        .fail_registration(&token, &format!("the package cannot be read: {why}"))
+                        .await
+                }
+            };
+            if let Err(e) = finished {
+                tracing::warn!(%token, "the registration could not be recorded: {e}");
+            }
+        });
+    }
+    result(|x| {
+        x.leaf("RegistrationToken", &begun.token);
+    })
+}
+
+fn registration_xml(app: &App, x: &mut Xml, r: &RegistrationRecord) {
+    x.leaf("ProgressStatus", r.status.as_str())
+        .leaf("Description", &r.description);
+    if let Some(v) = &r.version_id {
+        x.leaf("TypeArn", &type_arn(app, &r.type_name, None))
+            .leaf("TypeVersionArn", &type_arn(app, &r.type_name, Some(v)));
+    }
+}
+
+pub async fn describe_type_registration(app: &Arc<App>, f: &Form) -> Outcome {
+    let token = f.required("RegistrationToken")?;
+    let r = app
+        .engine
+        .store()
+        .registration(token)
+        .await
+        .map_err(store)?
+        .ok_or_else(|| registry_error(format!("Registration token {token} not found")))?;
+    result(|x| registration_xml(app, x, &r))
+}
+
+pub async fn list_type_registrations(app: &Arc<App>, f: &Form) -> Outcome {
+    only_resources(f)?;
+    let filter = f.get("RegistrationStatusFilter");
+    let (name, _) = named(f, "TypeArn").unwrap_or_default();
+    let tokens: Vec<String> = app
+        .engine
+        .store()
+        .registrations()
+        .await
+        .map_err(store)?
+        .into_iter()
+        .filter(|r| name.is_empty() || r.type_name == name)
+        .filter(|r| filter.is_none_or(|s| s == r.status.as_str()))
+        .map(|r| r.token)
+        .collect();
+    result(|x| {
+        x.list("RegistrationTokenList", &tokens, |x, t| {
+            x.out_text(t);
+        });
+    })
+}
+
+fn live(versions: &[TypeVersionRecord], name: &str) -> Vec<TypeVersionRecord> {
+    versions
+        .iter()
+        .filter(|v| v.type_name == name && !v.deprecated)
+        .cloned()
+        .collect()
+}
+
+pub async fn list_types(app: &Arc<App>, f: &Form) -> Outcome {
+    only_resources(f)?;
+    if f.get("Visibility") == Some("PUBLIC") {
+        // No public registry: nothing is public.
+        return result(|x| {
+            x.list("TypeSummaries", &[] as &[TypeVersionRecord], |_, _| {});
+        });
+    }
+    let prefix = f.get("Filters.TypeNamePrefix").unwrap_or_default();
+    let versions = app.engine.type_versions().await.map_err(store)?;
+    let defaults: Vec<&TypeVersionRecord> = versions
+        .iter()
+        .filter(|v| v.is_default && !v.deprecated && v.type_name.starts_with(prefix))
+        .collect();
+    result(|x| {
+        x.list("TypeSummaries", &defaults, |x, v| {
+            x.leaf("Type", v.kind.as_str())
+                .leaf("TypeName", &v.type_name)
+                .leaf("DefaultVersionId", &v.version_id)
+                .leaf("TypeArn", &type_arn(app, &v.type_name, None))
+                .leaf("LastUpdated", &v.created_at)
+                .leaf("Description", &v.description);
+        });
+    })
+}
+
+pub async fn describe_type(app: &Arc<App>, f: &Form) -> Outcome {
+    let (name, version) = named(f, "Arn")?;
+    let versions = app.engine.type_versions().await.map_err(store)?;
+    let of_type = live(&versions, &name);
+    let default = of_type.iter().find(|v| v.is_default).cloned();
+    let v = match &version {
+        Some(id) => versions
+            .iter()
+            .find(|v| v.type_name == name && &v.version_id == id)
+            .cloned(),
+        None => default.clone(),
+    }
+    .ok_or_else(|| not_found(format!("The type '{name}' cannot be found.")))?;
+    result(|x| {
+        x.leaf("Arn", &type_arn(app, &name, Some(&v.version_id)))
+            .leaf("Type", v.kind.as_str())
+            .leaf("TypeName", &name)
+            .opt(
+                "DefaultVersionId",
+                default.as_ref().map(|d| d.version_id.as_str()),
+            )
+            .leaf(
+                "IsDefaultVersion",
+                if v.is_default { "true" } else { "false" },
+            )
+            .leaf("TypeTestsStatus", "NOT_TESTED")
+            .leaf("Description", &v.description)
+            .leaf("Schema", &v.schema)
+            .leaf("ProvisioningType", "FULLY_MUTABLE")
+            .leaf(
+                "DeprecatedStatus",
+                if v.deprecated { "DEPRECATED" } else { "LIVE" },
+            )
+            .leaf("Visibility", "PRIVATE")
+            .leaf("LastUpdated", &v.created_at)
+            .leaf("TimeCreated", &v.created_at);
+    })
+}
+
+pub async fn list_type_versions(app: &Arc<App>, f: &Form) -> Outcome {
+    let (name, _) = named(f, "Arn")?;
+    let status = f.get("DeprecatedStatus").unwrap_or("LIVE");
+    let versions: Vec<TypeVersionRecord> = app
+        .engine
+        .type_versions()
+        .await
+        .map_err(store)?
+        .into_iter()
+        .filter(|v| v.type_name == name)
+        .filter(|v| v.deprecated == (status == "DEPRECATED"))
+        .collect();
+    result(|x| {
+        x.list("TypeVersionSummaries", &versions, |x, v| {
+            x.leaf("Type", v.kind.as_str())
+                .leaf("TypeName", &v.type_name)
+                .leaf("VersionId", &v.version_id)
+                .leaf(
+                    "IsDefaultVersion",
+                    if v.is_default { "true" } else { "false" },
+                )
+                .leaf("Arn", &type_arn(app, &v.type_name, Some(&v.version_id)))
+                .leaf("TimeCreated", &v.created_at)
+                .leaf("Description", &v.description);
+        });
+    })
+}
+
+pub async fn set_type_default_version(app: &Arc<App>, f: &Form) -> Outcome {
+    let (name, version) = named(f, "Arn")?;
+    let version = version.ok_or_else(|| registry_error("VersionId must be given"))?;
+    app.engine
+        .set_type_default_version(&name, &version)
+        .await
+        .map_err(store)?;
+    result(|_| {})
+}
+
+pub async fn deregister_type(app: &Arc<App>, f: &Form) -> Outcome {
+    let (name, version) = named(f, "Arn")?;
+    app.engine
+        .deregister_type(&name, version.as_deref())
+        .await
+        .map_err(|e| match e {
+            TypeRegistryError::Store(s) => store(s),
+            other => registry_error(other.to_string()),
+        })?;
+    result(|_| {})
+}
