@@ -331,7 +331,7 @@ async fn registrations(
     token: Option<&str>,
     output: OutputFormat,
 ) -> anyhow::Result<()> {
-    let all = engine.store().registrations().await?;
+    let all = engine.registrations().await?;
     let shown: Vec<&RegistrationRecord> = match token {
         Some(t) => {
             let one: Vec<&RegistrationRecord> = all.iter().filter(|r| r.token == t).collect();

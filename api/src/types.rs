@@ -159,7 +159,6 @@ pub async fn describe_type_registration(app: &Arc<App>, f: &Form) -> Outcome {
     let token = f.required("RegistrationToken")?;
     let r = app
         .engine
-        .store()
         .registration(token)
         .await
         .map_err(store)?
@@ -173,7 +172,6 @@ pub async fn list_type_registrations(app: &Arc<App>, f: &Form) -> Outcome {
     let (name, _) = named(f, "TypeArn").unwrap_or_default();
     let tokens: Vec<String> = app
         .engine
-        .store()
         .registrations()
         .await
         .map_err(store)?

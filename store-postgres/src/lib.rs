@@ -2699,16 +2699,21 @@ impl cairn_store::TypeRegistry for PgStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;
         registry_write(&tx).await?;
-        if fetch_opt(
+        let status = fetch_opt(
             &tx,
-            "SELECT 1 FROM type_registrations WHERE token = $1",
+            "SELECT status FROM type_registrations WHERE token = $1",
             &[&token],
         )
         .await
         .map_err(backend)?
-        .is_none()
-        {
-            return Err(StoreError::NoSuchRegistration(token.into()));
+        .map(|r| get::<String>(&r, 0))
+        .transpose()?;
+        match status.as_deref() {
+            None => return Err(StoreError::NoSuchRegistration(token.into())),
+            Some(s) if s != RegistrationStatus::InProgress.as_str() => {
+                return Err(StoreError::RegistrationEnded(token.into()))
+            }
+            Some(_) => {}
         }
         let rows = fetch(
             &tx,
@@ -2771,18 +2776,31 @@ impl cairn_store::TypeRegistry for PgStore {
         registry_write(&tx).await?;
         let changed = run(
             &tx,
-            "UPDATE type_registrations SET status = $2, description = $3, updated_at = $4 WHERE token = $1",
+            "UPDATE type_registrations SET status = $2, description = $3, updated_at = $4 WHERE token = $1 AND status = $5",
             &[
                 &token,
                 &RegistrationStatus::Failed.as_str(),
                 &reason,
                 &cairn_model::stack::now(),
+                &RegistrationStatus::InProgress.as_str(),
             ],
         )
         .await
         .map_err(backend)?;
         if changed == 0 {
-            return Err(StoreError::NoSuchRegistration(token.into()));
+            let known = fetch_opt(
+                &tx,
+                "SELECT 1 FROM type_registrations WHERE token = $1",
+                &[&token],
+            )
+            .await
+            .map_err(backend)?
+            .is_some();
+            return Err(if known {
+                StoreError::RegistrationEnded(token.into())
+            } else {
+                StoreError::NoSuchRegistration(token.into())
+            });
         }
         tx.commit().await.map_err(backend)
     }

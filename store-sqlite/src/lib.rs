@@ -2305,15 +2305,20 @@ impl cairn_store::TypeRegistry for SqliteStore {
     ) -> Result<String, StoreError> {
         let (token, v, package) = (token.to_string(), version.clone(), package.to_vec());
         self.run(move |c| {
-            let known: i64 = c
+            let status: Option<String> = c
                 .query_row(
-                    "SELECT COUNT(*) FROM type_registrations WHERE token = ?1",
+                    "SELECT status FROM type_registrations WHERE token = ?1",
                     params![token],
                     |r| r.get(0),
                 )
+                .optional()
                 .map_err(backend)?;
-            if known == 0 {
-                return Err(StoreError::NoSuchRegistration(token));
+            match status.as_deref() {
+                None => return Err(StoreError::NoSuchRegistration(token)),
+                Some(s) if s != RegistrationStatus::InProgress.as_str() => {
+                    return Err(StoreError::RegistrationEnded(token))
+                }
+                Some(_) => {}
             }
             let ids: Vec<String> = c
                 .prepare_cached("SELECT version_id FROM type_versions WHERE type_name = ?1")
@@ -2377,12 +2382,29 @@ impl cairn_store::TypeRegistry for SqliteStore {
         self.run(move |c| {
             let changed = c
                 .execute(
-                    "UPDATE type_registrations SET status = ?2, description = ?3, updated_at = ?4 WHERE token = ?1",
-                    params![token, RegistrationStatus::Failed.as_str(), reason, cairn_model::stack::now()],
+                    "UPDATE type_registrations SET status = ?2, description = ?3, updated_at = ?4 WHERE token = ?1 AND status = ?5",
+                    params![
+                        token,
+                        RegistrationStatus::Failed.as_str(),
+                        reason,
+                        cairn_model::stack::now(),
+                        RegistrationStatus::InProgress.as_str()
+                    ],
                 )
                 .map_err(backend)?;
             if changed == 0 {
-                return Err(StoreError::NoSuchRegistration(token));
+                let known: i64 = c
+                    .query_row(
+                        "SELECT COUNT(*) FROM type_registrations WHERE token = ?1",
+                        params![token],
+                        |r| r.get(0),
+                    )
+                    .map_err(backend)?;
+                return Err(if known == 0 {
+                    StoreError::NoSuchRegistration(token)
+                } else {
+                    StoreError::RegistrationEnded(token)
+                });
             }
             bump_registry(c)
         })

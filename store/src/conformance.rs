@@ -200,6 +200,22 @@ async fn type_registry(store: &dyn Store) {
     assert_eq!(failed.status, RegistrationStatus::Failed);
     assert_eq!(failed.description, "bad schema");
     assert_eq!(failed.version_id, None);
+    // An ended registration records nothing more: not a version after it
+    // failed, not a failure after it completed.
+    assert!(matches!(
+        store
+            .complete_registration("t3", &version("zz"), b"late")
+            .await,
+        Err(StoreError::RegistrationEnded(_))
+    ));
+    assert!(matches!(
+        store.fail_registration("t1", "too late").await,
+        Err(StoreError::RegistrationEnded(_))
+    ));
+    assert!(matches!(
+        store.fail_registration("nope", "x").await,
+        Err(StoreError::NoSuchRegistration(_))
+    ));
     let versions = store.type_versions().await.unwrap();
     assert_eq!(
         versions

@@ -101,6 +101,10 @@ pub enum StoreError {
     },
     #[error("Registration {0} not found")]
     NoSuchRegistration(String),
+    /// The registration is no longer IN_PROGRESS (it ended, or was settled
+    /// FAILED because its engine stopped): nothing more is recorded of it.
+    #[error("Registration {0} has already ended")]
+    RegistrationEnded(String),
 }
 
 impl StoreError {
@@ -639,14 +643,16 @@ pub trait TypeRegistry: Send + Sync {
     /// Records the new version with its package and completes the
     /// registration, in one write; returns the version's id (the next of
     /// the type's, deregistered ones counted). A type's first live version
-    /// becomes its default.
+    /// becomes its default. A registration no longer IN_PROGRESS is
+    /// `RegistrationEnded`, and nothing is written.
     async fn complete_registration(
         &self,
         token: &str,
         version: &NewTypeVersion,
         package: &[u8],
     ) -> Result<String, StoreError>;
-    /// Ends the registration FAILED with `reason`.
+    /// Ends the registration FAILED with `reason` (`RegistrationEnded` if
+    /// it is no longer IN_PROGRESS).
     async fn fail_registration(&self, token: &str, reason: &str) -> Result<(), StoreError>;
     async fn registration(&self, token: &str) -> Result<Option<RegistrationRecord>, StoreError>;
     /// Every registration, oldest first.

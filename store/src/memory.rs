@@ -1260,6 +1260,9 @@ impl TypeRegistry for MemoryStore {
             let Some(i) = st.registrations.iter().position(|r| r.token == token) else {
                 return Err(StoreError::NoSuchRegistration(token.into()));
             };
+            if st.registrations[i].status != RegistrationStatus::InProgress {
+                return Err(StoreError::RegistrationEnded(token.into()));
+            }
             let of_type = || {
                 st.versions
                     .iter()
@@ -1305,6 +1308,9 @@ impl TypeRegistry for MemoryStore {
             let Some(r) = st.registrations.iter_mut().find(|r| r.token == token) else {
                 return Err(StoreError::NoSuchRegistration(token.into()));
             };
+            if r.status != RegistrationStatus::InProgress {
+                return Err(StoreError::RegistrationEnded(token.into()));
+            }
             r.status = RegistrationStatus::Failed;
             r.description = reason.to_string();
             r.updated_at = cairn_model::stack::now();

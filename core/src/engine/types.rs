@@ -20,6 +20,19 @@ use super::{Core, EngineError};
 use crate::stack::{now, StackStatus};
 use crate::store::StoreError;
 
+/// A registration still IN_PROGRESS this long after its last change was
+/// left by an engine that stopped mid-way: it is settled FAILED, so none
+/// is ever stuck.
+pub const REGISTRATION_LIMIT: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// The longest the handler probe may take (half the limit: a registration
+/// that is still working is never settled).
+const PROBE_LIMIT: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// What a settled registration says.
+pub const ABANDONED: &str =
+    "the engine running this registration stopped before it finished; register the package again";
+
 /// CloudFormation's reserved type namespaces.
 const RESERVED: &[&str] = &["Alexa", "AMZN", "Amazon", "ASK", "AWS", "Custom", "Dev"];
 
@@ -129,11 +142,19 @@ impl Core {
             package_sha256: checked.sha256.clone(),
             signed_by: checked.signed_by.clone(),
         };
-        let reached = self
-            .shared
-            .handlers
-            .reach(&checked, package, options.secret.as_ref())
-            .await;
+        let reached = tokio::time::timeout(
+            PROBE_LIMIT,
+            self.shared
+                .handlers
+                .reach(&checked, package, options.secret.as_ref()),
+        )
+        .await
+        .unwrap_or_else(|_| {
+            Err(format!(
+                "the handler did not answer within {} seconds",
+                PROBE_LIMIT.as_secs()
+            ))
+        });
         if let Err(why) = reached {
             return self.failed(token, &why).await;
         }
@@ -232,6 +253,50 @@ impl Core {
         Err(format!(
             "SchemaHandlerPackage {url} must be a file:// URL under [registry] package_dirs or an https:// URL"
         ))
+    }
+
+    /// A registration, settled first if its engine left it (see
+    /// [`REGISTRATION_LIMIT`]).
+    pub async fn registration(
+        &self,
+        token: &str,
+    ) -> Result<Option<RegistrationRecord>, StoreError> {
+        self.settle_registrations_at(jiff::Timestamp::now()).await?;
+        self.store.registration(token).await
+    }
+
+    /// Every registration, oldest first, settled as [`Core::registration`].
+    pub async fn registrations(&self) -> Result<Vec<RegistrationRecord>, StoreError> {
+        self.settle_registrations_at(jiff::Timestamp::now()).await?;
+        self.store.registrations().await
+    }
+
+    /// Ends FAILED every registration still IN_PROGRESS
+    /// [`REGISTRATION_LIMIT`] after its last change, as of `now`.
+    pub(crate) async fn settle_registrations_at(
+        &self,
+        now: jiff::Timestamp,
+    ) -> Result<(), StoreError> {
+        let limit = jiff::SignedDuration::try_from(REGISTRATION_LIMIT).unwrap_or_default();
+        for r in self.store.registrations().await? {
+            if r.status != RegistrationStatus::InProgress {
+                continue;
+            }
+            let Ok(changed) = r.updated_at.parse::<jiff::Timestamp>() else {
+                continue;
+            };
+            if changed.checked_add(limit).is_ok_and(|due| due <= now) {
+                // Another engine may settle or finish it at the same time:
+                // whichever write lands first stands.
+                match self.store.fail_registration(&r.token, ABANDONED).await {
+                    Ok(()) | Err(StoreError::RegistrationEnded(_)) => {
+                        tracing::warn!(token = %r.token, type_name = %r.type_name, "a registration its engine left IN_PROGRESS is FAILED");
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Every version of every registered type.

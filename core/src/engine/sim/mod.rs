@@ -25,6 +25,7 @@
 //! see the protocol's `still_owner`.)
 
 mod cloud;
+mod registration;
 mod scenarios;
 
 use std::collections::BTreeMap;
