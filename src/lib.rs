@@ -766,7 +766,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         return package::keygen(a);
     }
     if let Command::Providers { type_name, output } = &cli.command {
-        return providers::run(&config, type_name.as_deref(), *output);
+        let state = stacks::state_path(cli.state.as_ref(), &config);
+        return providers::run(&config, &state, type_name.as_deref(), *output).await;
     }
     if let Command::MigrateState { from, to } = &cli.command {
         return migrate::run(from, to).await;
@@ -1038,6 +1039,7 @@ async fn run_remote(endpoint: &str, command: &Command) -> anyhow::Result<()> {
         } => R::Validate(template, *output),
         Command::History { stack, output } => R::History(stack, *output),
         Command::Update(o) => R::Update(o.args()),
+        Command::Type { command } => R::Type(command),
         Command::Plan(o) => R::Plan(o.args()),
         Command::Execute {
             stack,
@@ -1067,7 +1069,7 @@ async fn run_remote(endpoint: &str, command: &Command) -> anyhow::Result<()> {
         },
         _ => {
             return Err(anyhow::anyhow!(
-                "this command does not run with --endpoint: every stack command does except `drift --last`; `providers` and `serve` are about this machine"
+                "this command does not run with --endpoint: every stack and type command does except `drift --last`; `providers`, `provider` and `serve` are about this machine"
             ))
         }
     };

@@ -31,13 +31,66 @@ fn all(registry: &Registry) -> Vec<Value> {
     list
 }
 
-pub fn run(config: &Config, only: Option<&str>, output: OutputFormat) -> anyhow::Result<()> {
-    // Listing types never creates resources; the data directory is not touched.
-    let registry = crate::wiring::assemble(
+/// The state's registered types (each default version), when the state
+/// exists: listing never creates one.
+async fn registered(
+    config: &Config,
+    state: &Path,
+    registry: &Registry,
+    process: &crate::wiring::Process,
+) -> anyhow::Result<Vec<Value>> {
+    let is_file = crate::stacks::postgres_url(state).is_none();
+    if is_file && !state.exists() {
+        return Ok(Vec::new());
+    }
+    let store: std::sync::Arc<dyn cairn_core::store::Store> =
+        match crate::stacks::postgres_url(state) {
+            Some(url) => std::sync::Arc::new(cairn_store_postgres::PgStore::connect(url).await?),
+            None => std::sync::Arc::new(cairn_store_sqlite::SqliteStore::open(state)?),
+        };
+    let loader = crate::wiring::registered::loader(
         config,
-        cairn_providers::builtins(Path::new(".")),
-        &crate::wiring::Process::new(&config.webhooks, None),
-    )?;
+        crate::stacks::types_cache(config, state),
+        process,
+    );
+    registry
+        .refresh_registered(store.as_ref(), loader.as_ref())
+        .await?;
+    Ok(store
+        .type_versions()
+        .await?
+        .into_iter()
+        .filter(|v| v.is_default && !v.deprecated)
+        .map(|v| {
+            let schema: Value = serde_json::from_str(&v.schema).unwrap_or(Value::Null);
+            let handler: Value = serde_json::from_str(&v.handler).unwrap_or(Value::Null);
+            let transport = if handler.get("dylib").is_some() {
+                "dylib"
+            } else {
+                "webhook"
+            };
+            json!({
+                "TypeName": v.type_name,
+                "Provider": "registry",
+                "Transport": transport,
+                "Version": v.version_id,
+                "Schema": cairn_package::schema::from_cloudformation(&schema).ok(),
+            })
+        })
+        .collect())
+}
+
+pub async fn run(
+    config: &Config,
+    state: &Path,
+    only: Option<&str>,
+    output: OutputFormat,
+) -> anyhow::Result<()> {
+    // Listing types never creates resources; the data directory is not touched.
+    let process = crate::wiring::Process::new(&config.webhooks, None);
+    let registry =
+        crate::wiring::assemble(config, cairn_providers::builtins(Path::new(".")), &process)?;
+    let registered = registered(config, state, &registry, &process).await?;
     if let Some(type_name) = only {
         let Some(t) = registry.get(type_name) else {
             if let Some(reason) = registry.unavailable_reason(type_name) {
@@ -90,14 +143,16 @@ pub fn run(config: &Config, only: Option<&str>, output: OutputFormat) -> anyhow:
                 .map(|cause| json!({"Provider": s.name, "Status": s.state, "Cause": cause}))
         })
         .collect();
+    let mut types = all(&registry);
+    types.extend(registered);
     let listed = match output {
         OutputFormat::Json => print_json(&json!({
-            "Types": all(&registry),
+            "Types": types,
             "Aliases": registry.aliases(),
             "Unavailable": unavailable,
         })),
         OutputFormat::Text => {
-            for e in all(&registry) {
+            for e in &types {
                 let text = |k: &str| e[k].as_str().unwrap_or_default().to_string();
                 println!(
                     "{:<40} {:<24} {:<9} {}",

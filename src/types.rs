@@ -65,24 +65,24 @@ pub enum TypeCommand {
 #[derive(clap::Args)]
 pub struct RegisterArgs {
     /// The package file.
-    package: PathBuf,
+    pub(crate) package: PathBuf,
     /// Register it as this type (the package's own name must be it).
     #[arg(long)]
-    type_name: Option<String>,
+    pub(crate) type_name: Option<String>,
     /// A webhook type: the environment variable of each engine that holds
     /// the handler's signing secret.
     #[arg(long, conflicts_with = "secret_file")]
-    secret_env: Option<String>,
+    pub(crate) secret_env: Option<String>,
     /// A webhook type: the file on each engine's machine that holds the
     /// handler's signing secret.
     #[arg(long)]
-    secret_file: Option<PathBuf>,
+    pub(crate) secret_file: Option<PathBuf>,
     /// An idempotency key: registering again with it makes no second
     /// version (RegisterType's ClientRequestToken).
     #[arg(long)]
-    client_token: Option<String>,
+    pub(crate) client_token: Option<String>,
     #[arg(long, value_enum, default_value_t)]
-    output: OutputFormat,
+    pub(crate) output: OutputFormat,
 }
 
 pub async fn run(engine: &Arc<Engine>, command: &TypeCommand) -> anyhow::Result<()> {

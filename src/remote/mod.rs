@@ -19,6 +19,7 @@ use cairn_core::stack::{
 
 mod credentials;
 mod records;
+mod types;
 mod xml;
 
 use credentials::SharedConfig;
@@ -529,12 +530,14 @@ pub enum Command<'a> {
     Validate(&'a Path, OutputFormat),
     History(&'a str, OutputFormat),
     Update(crate::reconcile::Args<'a>),
+    Type(&'a crate::types::TypeCommand),
 }
 
 pub async fn run(endpoint: &str, command: Command<'_>) -> anyhow::Result<()> {
     let r = Remote::new(endpoint)?;
     match command {
         Command::Deploy(args) => deploy(&r, args).await,
+        Command::Type(command) => types::run(&r, command).await,
         Command::Delete { stack, retain } => delete(&r, stack, retain).await,
         Command::ContinueRollback { stack, skip } => {
             let existing = r.stack(stack).await?;

@@ -332,6 +332,39 @@ fn a_signed_plugin_registered_through_one_engine_is_served_by_a_running_one() {
     assert_eq!(described["DefaultVersionId"], "00000002");
     assert_eq!(described["IsDefaultVersion"], true);
     assert_eq!(described["Arn"], version_arn.as_str());
+    // `cairn type` through the server: the same commands, the same output.
+    let out = through(&s, &endpoint, &["type", "list", "--output", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    assert_eq!(listed["TypeSummaries"][0]["TypeName"], KV, "{listed}");
+    assert_eq!(listed["TypeSummaries"][0]["DefaultVersionId"], "00000002");
+    let out = through(
+        &s,
+        &endpoint,
+        &["type", "register", "kv.tar.gz", "--output", "json"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let third: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    assert_eq!(third["ProgressStatus"], "COMPLETE", "{third}");
+    assert_eq!(third["VersionId"], "00000003");
+    let out = through(
+        &s,
+        &endpoint,
+        &["type", "deregister", KV, "--version", "00000003"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let described = registered(&cairn(&s, &["type", "describe", KV, "--output", "json"]));
     assert_eq!(described["VersionId"], "00000002");
     assert_eq!(described["DefaultVersionId"], "00000002");
@@ -394,6 +427,17 @@ fn a_webhook_type_is_registered_with_where_engines_read_its_secret() {
     s.write("vendor.secret", "not-in-the-state\n");
     let done = registered(&cairn(&s, REGISTER_WITH_SECRET));
     assert_eq!(done["ProgressStatus"], "COMPLETE", "{done}");
+    let providers = registered(&cairn(&s, &["providers", "--output", "json"]));
+    let vendor: Vec<&Value> = providers["Types"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|t| t["TypeName"] == "Vendor::Net::Subnet")
+        .collect();
+    assert_eq!(vendor.len(), 1, "{providers}");
+    assert_eq!(vendor[0]["Provider"], "registry");
+    assert_eq!(vendor[0]["Transport"], "webhook");
+    assert_eq!(vendor[0]["Version"], "00000001");
     let described = registered(&cairn(
         &s,
         &[
