@@ -81,6 +81,11 @@ pub struct RegisterArgs {
     /// version (RegisterType's ClientRequestToken).
     #[arg(long)]
     pub(crate) client_token: Option<String>,
+    /// Run the provider kit's contract tests against the handler (inputs
+    /// derived from the schema) before the version is recorded: a failure
+    /// FAILS the registration, naming the tests.
+    #[arg(long)]
+    pub(crate) test: bool,
     #[arg(long, value_enum, default_value_t)]
     pub(crate) output: OutputFormat,
 }
@@ -141,6 +146,7 @@ async fn register(engine: &Arc<Engine>, a: &RegisterArgs) -> anyhow::Result<()> 
         type_name: a.type_name.clone(),
         client_token: a.client_token.clone(),
         secret,
+        test: a.test,
     };
     // The token names the type as asked, or as the package says (read
     // without checking: the registration checks it).

@@ -66,11 +66,13 @@ impl Shared {
 /// serve the package's type. The binary hands in its transports.
 #[async_trait::async_trait]
 pub trait HandlerProbe: Send + Sync {
+    /// With `test`, the provider kit's contract tests run against it too.
     async fn reach(
         &self,
         package: &cairn_package::Package,
         bytes: &[u8],
         secret: Option<&cairn_model::registry::SecretSource>,
+        test: bool,
     ) -> Result<(), String>;
 }
 
@@ -85,6 +87,7 @@ impl HandlerProbe for NoHandlerProbe {
         _: &cairn_package::Package,
         _: &[u8],
         _: Option<&cairn_model::registry::SecretSource>,
+        _: bool,
     ) -> Result<(), String> {
         Ok(())
     }

@@ -258,6 +258,9 @@ async fn register(r: &Remote, a: &RegisterArgs) -> anyhow::Result<()> {
     if let Some(path) = &a.secret_file {
         params.push(p("CairnSecretFile", &path.display().to_string()));
     }
+    if a.test {
+        params.push(p("CairnTest", "true"));
+    }
     let token = r
         .call("RegisterType", &params)
         .await?

@@ -134,6 +134,7 @@ impl HandlerProbe for Probe {
         package: &cairn_package::Package,
         bytes: &[u8],
         secret: Option<&SecretSource>,
+        test: bool,
     ) -> Result<(), String> {
         let version = TypeVersionRecord {
             type_name: package.manifest.type_name.clone(),
@@ -160,12 +161,44 @@ impl HandlerProbe for Probe {
         };
         let types = started
             .map_err(|e| format!("the handler cannot be reached or loaded: {}", cause(e)))?;
-        if types.is_empty() {
+        let Some(t) = types.first() else {
             return Err(format!(
                 "the handler does not serve {}",
                 package.manifest.type_name
             ));
+        };
+        if test {
+            contract_tests(t).await?;
         }
         Ok(())
     }
+}
+
+/// The provider kit's contract tests against a registered type's provider
+/// (inputs derived from its schema): why they failed, naming each failure.
+async fn contract_tests(t: &cairn_core::registry::RegisteredType) -> Result<(), String> {
+    use cairn_core::contract::{self, Status};
+    let target = contract::Target {
+        type_name: &t.schema.type_name,
+        schema: &t.schema,
+        declared: t.provider.schema(),
+        provider: t.provider.as_ref(),
+        call_timeout: std::time::Duration::from_secs(60),
+    };
+    let reports = contract::run(&target, &contract::Inputs::default()).await;
+    let failed: Vec<String> = reports
+        .iter()
+        .filter(|r| r.status == Status::Failed)
+        .map(|r| format!("{}: {}", r.test, r.message))
+        .collect();
+    if failed.is_empty() {
+        tracing::info!(type_name = %t.schema.type_name, tests = reports.len(), "contract tests passed");
+        return Ok(());
+    }
+    Err(format!(
+        "the contract tests failed ({} of {}): {}",
+        failed.len(),
+        reports.len(),
+        failed.join("; ")
+    ))
 }

@@ -247,6 +247,31 @@ fn a_signed_plugin_registered_through_one_engine_is_served_by_a_running_one() {
         "the package is not signed, and [registry] trusted_keys requires a signature by one of its keys; sign it with cairn provider package --sign-key"
     );
 
+    // With --test the provider kit's contract tests run against the
+    // started handler first (inputs derived from the schema): the example
+    // plugin reads a relative Store back as an absolute path, which the
+    // kit catches, so the registration FAILS naming the test, and no
+    // version is recorded.
+    let run = cairn(
+        &s,
+        &[
+            "type",
+            "register",
+            "kv.tar.gz",
+            "--test",
+            "--output",
+            "json",
+        ],
+    );
+    assert_eq!(run.code(), 1, "{}", run.stderr());
+    let tested = run.json();
+    assert_eq!(tested["ProgressStatus"], "FAILED", "{tested}");
+    let why = tested["Description"].as_str().unwrap_or_default();
+    assert!(why.starts_with("the contract tests failed ("), "{why}");
+    assert!(
+        why.contains("read_after_create_matches: read must return every property the create set, as set: Store reads"),
+        "{why}"
+    );
     // A second version, registered through the aws CLI (RegisterType is
     // asynchronous: a token, then COMPLETE); the first stays the default
     // until it is set.

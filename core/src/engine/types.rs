@@ -63,6 +63,9 @@ pub struct RegisterOptions {
     pub client_token: Option<String>,
     /// A webhook handler's signing secret.
     pub secret: Option<SecretSource>,
+    /// Run the provider kit's contract tests against the handler before
+    /// the version is recorded (`register-type --test`).
+    pub test: bool,
 }
 
 /// Why a type registry operation was refused.
@@ -146,7 +149,7 @@ impl Core {
             PROBE_LIMIT,
             self.shared
                 .handlers
-                .reach(&checked, package, options.secret.as_ref()),
+                .reach(&checked, package, options.secret.as_ref(), options.test),
         )
         .await
         .unwrap_or_else(|_| {

@@ -87,6 +87,7 @@ async fn a_registration_is_never_stuck_and_never_half_made() {
         type_name: Some(TYPE.into()),
         client_token: None,
         secret: Some(SecretSource::Env("SIM_SECRET".into())),
+        test: false,
     };
     // Without a crash: two writes (the token, then the version with the
     // registration's end).
