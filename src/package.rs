@@ -32,6 +32,11 @@ pub struct PackageArgs {
     /// keygen` writes one).
     #[arg(long)]
     sign_key: Option<PathBuf>,
+    /// The type's configuration schema (JSON: `properties`, `required`,
+    /// `additionalProperties`), written as the schema's typeConfiguration:
+    /// what `cairn type configure` takes.
+    #[arg(long)]
+    configuration_schema: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -184,7 +189,20 @@ pub fn package(config: &Config, a: &PackageArgs) -> anyhow::Result<()> {
             chosen.type_name
         );
     }
-    let cfn = schema::to_cloudformation(chosen);
+    let mut cfn = schema::to_cloudformation(chosen);
+    if let Some(path) = &a.configuration_schema {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let wanted: serde_json::Value = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not JSON", path.display()))?;
+        if !wanted.is_object() {
+            bail!(
+                "{} must be a JSON object (a configuration schema)",
+                path.display()
+            );
+        }
+        cfn["typeConfiguration"] = wanted;
+    }
     let mut builder = Builder::new(TypeKind::Resource, &chosen.type_name)
         .description(&chosen.description)
         .handler(handler)

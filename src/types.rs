@@ -53,6 +53,25 @@ pub enum TypeCommand {
         #[arg(long)]
         version: Option<String>,
     },
+    /// Set a type's configuration (SetTypeConfiguration): checked against
+    /// its schema's typeConfiguration; providers receive the `default`
+    /// alias's in every request. Secrets as references each engine
+    /// resolves: "{{resolve:env:NAME}}", "{{resolve:file:PATH}}".
+    Configure {
+        type_name: String,
+        /// The configuration (JSON), or @FILE to read it from a file.
+        configuration: String,
+        /// The alias (default: `default`).
+        #[arg(long)]
+        alias: Option<String>,
+    },
+    /// The types' configurations, as set (secret references unresolved).
+    Configurations {
+        /// Only this type's.
+        type_name: Option<String>,
+        #[arg(long, value_enum, default_value_t)]
+        output: OutputFormat,
+    },
     /// Registrations (tokens), or one of them.
     Registrations {
         /// Only this registration.
@@ -118,7 +137,66 @@ pub async fn run(engine: &Arc<Engine>, command: &TypeCommand) -> anyhow::Result<
         TypeCommand::Registrations { token, output } => {
             registrations(engine, token.as_deref(), *output).await
         }
+        TypeCommand::Configure {
+            type_name,
+            configuration,
+            alias,
+        } => {
+            let text = configuration_text(configuration)?;
+            let set = engine
+                .set_type_configuration(type_name, alias.as_deref(), &text)
+                .await?;
+            println!("{} configuration {} is set", set.type_name, set.alias);
+            Ok(())
+        }
+        TypeCommand::Configurations { type_name, output } => {
+            let all: Vec<Value> = engine
+                .type_configurations()
+                .await?
+                .into_iter()
+                .filter(|c| type_name.as_ref().is_none_or(|t| *t == c.type_name))
+                .map(|c| configuration_json(&c))
+                .collect();
+            print_configurations(&all, *output)
+        }
     }
+}
+
+/// Configurations (as `configuration_json` makes them), in either form.
+pub(crate) fn print_configurations(all: &[Value], output: OutputFormat) -> anyhow::Result<()> {
+    match output {
+        OutputFormat::Json => print_json(&json!({ "TypeConfigurations": all })),
+        OutputFormat::Text => {
+            for c in all {
+                println!(
+                    "{} {}: {}",
+                    c["TypeName"].as_str().unwrap_or_default(),
+                    c["Alias"].as_str().unwrap_or_default(),
+                    c["Configuration"].as_str().unwrap_or_default()
+                );
+            }
+            Ok(())
+        }
+    }
+}
+
+/// A configuration given inline, or `@FILE`.
+pub(crate) fn configuration_text(given: &str) -> anyhow::Result<String> {
+    match given.strip_prefix('@') {
+        Some(path) => std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the configuration from {path}")),
+        None => Ok(given.to_string()),
+    }
+}
+
+pub(crate) fn configuration_json(c: &cairn_core::type_registry::TypeConfigurationRecord) -> Value {
+    json!({
+        "TypeName": c.type_name,
+        "Alias": c.alias,
+        "Configuration": c.configuration,
+        "IsDefaultConfiguration": c.alias == cairn_core::type_registry::DEFAULT_ALIAS,
+        "LastUpdated": c.updated_at,
+    })
 }
 
 fn registration_json(r: &RegistrationRecord) -> Value {

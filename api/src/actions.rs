@@ -75,6 +75,10 @@ pub async fn dispatch(app: &Arc<App>, f: &Form, action: &str) -> Outcome {
         "ListTypeVersions" => super::types::list_type_versions(app, f).await,
         "SetTypeDefaultVersion" => super::types::set_type_default_version(app, f).await,
         "DeregisterType" => super::types::deregister_type(app, f).await,
+        "SetTypeConfiguration" => super::types::set_type_configuration(app, f).await,
+        "BatchDescribeTypeConfigurations" => {
+            super::types::batch_describe_type_configurations(app, f).await
+        }
         // Cairn's own actions (no CloudFormation equivalent), for `cairn
         // --endpoint history` and `cairn --endpoint update`.
         "CairnDescribeStackHistory" => stack_history(app, f).await,

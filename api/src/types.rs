@@ -311,3 +311,97 @@ pub async fn deregister_type(app: &Arc<App>, f: &Form) -> Outcome {
         })?;
     result(|_| {})
 }
+
+/// `arn:…:type-configuration/resource/Org-Service-Thing/Alias`.
+fn configuration_arn(app: &App, type_name: &str, alias: &str) -> String {
+    let id = &app.config.identity;
+    format!(
+        "arn:{}:cloudformation:{}:{}:type-configuration/resource/{}/{alias}",
+        id.partition,
+        id.region,
+        id.account_id,
+        type_name.replace("::", "-")
+    )
+}
+
+pub async fn set_type_configuration(app: &Arc<App>, f: &Form) -> Outcome {
+    only_resources(f)?;
+    let (name, _) = named(f, "TypeArn")?;
+    let configuration = f.required("Configuration")?;
+    let set = app
+        .engine
+        .set_type_configuration(&name, f.get("ConfigurationAlias"), configuration)
+        .await
+        .map_err(|e| match e {
+            TypeRegistryError::Store(s) => store(s),
+            other => registry_error(other.to_string()),
+        })?;
+    result(|x| {
+        x.leaf(
+            "ConfigurationArn",
+            &configuration_arn(app, &set.type_name, &set.alias),
+        );
+    })
+}
+
+pub async fn batch_describe_type_configurations(app: &Arc<App>, f: &Form) -> Outcome {
+    let all = app.engine.type_configurations().await.map_err(store)?;
+    let mut found = Vec::new();
+    let mut errors = Vec::new();
+    for i in 1.. {
+        let key = |k: &str| format!("TypeConfigurationIdentifiers.member.{i}.{k}");
+        let (arn, type_name) = (f.get(&key("TypeArn")), f.get(&key("TypeName")));
+        if arn.is_none() && type_name.is_none() {
+            break;
+        }
+        let name = match (arn, type_name) {
+            (Some(a), _) => a
+                .split_once(":type/resource/")
+                .map(|(_, r)| r.split('/').next().unwrap_or(r).replace('-', "::"))
+                .unwrap_or_default(),
+            (None, Some(t)) => t.to_string(),
+            _ => String::new(),
+        };
+        let alias = f.get(&key("TypeConfigurationAlias"));
+        let matching: Vec<_> = all
+            .iter()
+            .filter(|c| c.type_name == name && alias.is_none_or(|a| a == c.alias))
+            .collect();
+        if matching.is_empty() {
+            errors.push((name.clone(), alias.map(String::from)));
+        }
+        found.extend(matching.into_iter().cloned());
+    }
+    result(|x| {
+        x.list("Errors", &errors, |x, (name, alias)| {
+            x.leaf("ErrorCode", "TypeConfigurationNotFoundException")
+                .leaf(
+                    "ErrorMessage",
+                    &format!(
+                        "No configuration{} of {name} is set",
+                        alias.as_ref().map(|a| format!(" {a}")).unwrap_or_default()
+                    ),
+                )
+                .open("TypeConfigurationIdentifier")
+                .leaf("TypeName", name)
+                .opt("TypeConfigurationAlias", alias.as_deref())
+                .close("TypeConfigurationIdentifier");
+        });
+        x.list("TypeConfigurations", &found, |x, c| {
+            x.leaf("Arn", &configuration_arn(app, &c.type_name, &c.alias))
+                .leaf("Alias", &c.alias)
+                .leaf("Configuration", &c.configuration)
+                .leaf("LastUpdated", &c.updated_at)
+                .leaf("TypeArn", &type_arn(app, &c.type_name, None))
+                .leaf("TypeName", &c.type_name)
+                .leaf(
+                    "IsDefaultConfiguration",
+                    if c.alias == cairn_core::type_registry::DEFAULT_ALIAS {
+                        "true"
+                    } else {
+                        "false"
+                    },
+                );
+        });
+    })
+}

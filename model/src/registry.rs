@@ -97,6 +97,23 @@ pub struct TypeVersionRecord {
     pub created_at: String,
 }
 
+/// A type's configuration under one alias (SetTypeConfiguration): the JSON
+/// as given, secrets as references (`{{resolve:env:NAME}}`,
+/// `{{resolve:file:PATH}}`) each engine resolves when it calls the
+/// provider, never their values.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct TypeConfigurationRecord {
+    pub type_name: String,
+    /// `default` unless given: the one providers receive.
+    pub alias: String,
+    pub configuration: String,
+    pub updated_at: String,
+}
+
+/// The alias providers receive the configuration of.
+pub const DEFAULT_ALIAS: &str = "default";
+
 /// A version id from its number: CloudFormation's eight digits.
 pub fn version_id(n: u32) -> String {
     format!("{n:08}")

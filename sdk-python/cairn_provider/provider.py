@@ -9,7 +9,10 @@ class Request:
     """One call. `properties` are coerced to the declared types;
     `old_properties` are set for an update; `physical_id` for everything but
     a create. `tags`, `previous_tags` and `system_tags` are the stack's tags
-    (see ResourceType's `taggable`). `request_id` is stable across retries of the same call: treat
+    (see ResourceType's `taggable`). `type_configuration` is the type's
+    configuration (`cairn type configure`; CloudFormation's
+    requestData.typeConfiguration), its secrets resolved by the engine, or
+    None. `request_id` is stable across retries of the same call: treat
     a repeat as the same request (a create must answer with what the first
     one made)."""
 
@@ -27,6 +30,7 @@ class Request:
         self.tags = dict(event.get("DesiredResourceTags") or {})
         self.previous_tags = dict(event.get("PreviousResourceTags") or {})
         self.system_tags = dict(event.get("SystemTags") or {})
+        self.type_configuration = event.get("TypeConfiguration")
         self.event = event
 
     @property

@@ -102,6 +102,21 @@ class Responses(unittest.TestCase):
         self.assertEqual(self.h.run(event("Delete", {"Name": "a"}, "thing-a"))["Status"], "SUCCESS")
         self.assertEqual(self.h.run(event("CheckDrift", {"Name": "a"}, "thing-a"))["Data"], {"Status": "DELETED"})
 
+    def test_the_types_configuration_reaches_the_request(self):
+        seen = []
+
+        class Configured(Things):
+            def create(self, request):
+                seen.append(request.type_configuration)
+                return super().create(request)
+
+        h = cp.Handler(Configured())
+        e = event("Create", {"Name": "c"})
+        h.run(e)
+        e["TypeConfiguration"] = {"Root": "/srv"}
+        h.run(e)
+        self.assertEqual(seen, [None, {"Root": "/srv"}])
+
     def test_read_found_missing_and_not_supported(self):
         class Readable(Things):
             def read(self, request):

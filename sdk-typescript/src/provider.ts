@@ -22,6 +22,11 @@ export interface Request<P extends Properties = Properties> {
   tags: Record<string, string>;
   previousTags: Record<string, string>;
   systemTags: Record<string, string>;
+  /**
+   * The type's configuration (`cairn type configure`; CloudFormation's
+   * requestData.typeConfiguration), its secrets resolved by the engine.
+   */
+  typeConfiguration?: Record<string, unknown>;
   /** The top-level properties an update changes. */
   changed: string[];
   /** The request as sent. */

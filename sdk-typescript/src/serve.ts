@@ -64,6 +64,7 @@ export class Handler {
       tags: tags("DesiredResourceTags"),
       previousTags: tags("PreviousResourceTags"),
       systemTags: tags("SystemTags"),
+      typeConfiguration: event.TypeConfiguration as Record<string, unknown> | undefined,
       changed,
       event,
     };

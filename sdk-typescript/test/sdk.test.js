@@ -76,6 +76,19 @@ test("the handler answers each request type and error", async () => {
   assert.match(bad.PhysicalResourceId, /^st_N_[A-Z0-9]{8}$/);
 });
 
+test("the type's configuration reaches the request", async () => {
+  const seen = [];
+  const h = new sdk.Handler({
+    types: [NOTE],
+    create: (r) => { seen.push(r.typeConfiguration); return { physicalId: "n" }; },
+    update: () => {},
+    delete: () => {},
+  });
+  await h.run(event({ RequestType: "Create", ResourceProperties: { Name: "a" } }));
+  await h.run(event({ RequestType: "Create", ResourceProperties: { Name: "b" }, TypeConfiguration: { Root: "/srv" } }));
+  assert.deepEqual(seen, [undefined, { Root: "/srv" }]);
+});
+
 const cdk = (onEvent, isComplete, totalTimeoutMs = 1000) => ({ onEvent, isComplete, queryIntervalMs: 10, totalTimeoutMs, functionName: "f", timeoutSeconds: 60 });
 
 test("the CDK contract: ids, isComplete, timeouts and failed creates", async () => {

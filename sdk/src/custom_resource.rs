@@ -64,6 +64,12 @@ pub struct CustomResourceRequest {
     pub previous_resource_tags: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub system_tags: BTreeMap<String, String>,
+    /// Cairn's extension (CloudFormation's resource handlers get it as
+    /// `requestData.typeConfiguration`): the type's configuration
+    /// (SetTypeConfiguration, or a `[[providers]]` entry's `settings`),
+    /// its secrets resolved by the engine. Absent when there is none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub type_configuration: Option<Value>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -281,6 +287,7 @@ mod tests {
             desired_resource_tags: Default::default(),
             previous_resource_tags: Default::default(),
             system_tags: Default::default(),
+            type_configuration: None,
         };
         let v = serde_json::to_value(&req).unwrap();
         let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
@@ -300,6 +307,13 @@ mod tests {
                 "StackId"
             ]
         );
+        // A type's configuration, when there is one, as TypeConfiguration.
+        let configured = CustomResourceRequest {
+            type_configuration: Some(serde_json::json!({"Root": "/srv"})),
+            ..req
+        };
+        let v = serde_json::to_value(&configured).unwrap();
+        assert_eq!(v["TypeConfiguration"], serde_json::json!({"Root": "/srv"}));
     }
 
     #[cfg(feature = "signing")]

@@ -339,7 +339,8 @@ fn context(req: &CustomResourceRequest) -> RequestContext {
             previous: req.previous_resource_tags.clone(),
             system: req.system_tags.clone(),
         },
-        provider_settings: None,
+        // The type's configuration the engine sent.
+        provider_settings: req.type_configuration.clone(),
     }
 }
 

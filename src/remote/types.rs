@@ -174,6 +174,55 @@ pub(super) async fn run(r: &Remote, command: &TypeCommand) -> anyhow::Result<()>
             }
             Ok(())
         }
+        TypeCommand::Configure {
+            type_name,
+            configuration,
+            alias,
+        } => {
+            let text = crate::types::configuration_text(configuration)?;
+            let mut params = vec![
+                p("Type", "RESOURCE"),
+                p("TypeName", type_name),
+                p("Configuration", &text),
+            ];
+            if let Some(a) = alias {
+                params.push(p("ConfigurationAlias", a));
+            }
+            r.call("SetTypeConfiguration", &params).await?;
+            println!(
+                "{type_name} configuration {} is set",
+                alias.as_deref().unwrap_or("default")
+            );
+            Ok(())
+        }
+        TypeCommand::Configurations { type_name, output } => {
+            let Some(type_name) = type_name else {
+                bail!("give the type: cairn --endpoint … type configurations TYPE (the API describes configurations by type)");
+            };
+            let answer = r
+                .call(
+                    "BatchDescribeTypeConfigurations",
+                    &[p(
+                        "TypeConfigurationIdentifiers.member.1.TypeName",
+                        type_name,
+                    )],
+                )
+                .await?;
+            let all: Vec<Value> = answer
+                .members("TypeConfigurations")
+                .iter()
+                .map(|c| {
+                    json!({
+                        "TypeName": c.text_or_empty("TypeName"),
+                        "Alias": c.text_or_empty("Alias"),
+                        "Configuration": c.text_or_empty("Configuration"),
+                        "IsDefaultConfiguration": c.text_or_empty("IsDefaultConfiguration") == "true",
+                        "LastUpdated": c.text_or_empty("LastUpdated"),
+                    })
+                })
+                .collect();
+            crate::types::print_configurations(&all, *output)
+        }
         TypeCommand::Registrations { token, output } => {
             let tokens = match token {
                 Some(t) => vec![t.clone()],

@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use cairn_core::config::{Config, ProviderConfig, ProviderKind};
-use cairn_core::engine::types::{read_secret, SecretSource};
+use cairn_core::engine::types::{read_secret, resolve_configuration, SecretSource};
+use cairn_core::registry::assemble::per_entry;
 use cairn_core::registry::{RegistryError, Starter, VersionLoader};
 use cairn_core::shared::HandlerProbe;
 use cairn_core::type_registry::{RegistryTypeKind, TypeVersionRecord};
@@ -27,7 +28,12 @@ pub struct Loader {
 }
 
 impl VersionLoader for Loader {
-    fn starter(&self, version: &TypeVersionRecord, package: Option<Vec<u8>>) -> Starter {
+    fn starter(
+        &self,
+        version: &TypeVersionRecord,
+        package: Option<Vec<u8>>,
+        configuration: Option<String>,
+    ) -> Starter {
         let (config, process, cache) = (
             self.config.clone(),
             self.process.clone(),
@@ -41,7 +47,21 @@ impl VersionLoader for Loader {
                 message,
             };
             let entry = entry_for(&config, &version, package.as_deref(), &cache).map_err(refuse)?;
-            super::registry::start(&config, &entry, &name, &process)
+            // The type's configuration, its secrets resolved here, in every
+            // request (`provider_settings`; a webhook's TypeConfiguration).
+            let settings = match &configuration {
+                Some(text) => {
+                    let given: serde_json::Value = serde_json::from_str(text)
+                        .map_err(|e| refuse(format!("its configuration cannot be read ({e})")))?;
+                    Some(resolve_configuration(&given).map_err(refuse)?)
+                }
+                None => None,
+            };
+            let mut types = super::registry::start(&config, &entry, &name, &process)?;
+            for t in &mut types {
+                t.provider = per_entry(&name, None, settings.clone(), t.provider.clone());
+            }
+            Ok(types)
         })
     }
 }
@@ -151,7 +171,7 @@ impl HandlerProbe for Probe {
             created_at: String::new(),
         };
         let bytes = package.library().map(|_| bytes.to_vec());
-        let starter = self.0.starter(&version, bytes);
+        let starter = self.0.starter(&version, bytes, None);
         let started = tokio::task::spawn_blocking(starter)
             .await
             .map_err(|e| format!("the handler's check stopped: {e}"))?;

@@ -17,7 +17,8 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
 use cairn_model::registry::{
-    self as registry, NewTypeVersion, RegistrationRecord, RegistrationStatus, TypeVersionRecord,
+    self as registry, NewTypeVersion, RegistrationRecord, RegistrationStatus,
+    TypeConfigurationRecord, TypeVersionRecord,
 };
 use cairn_model::stack::{
     ChangeSetRecord, EventRecord, HistoryRecord, OnFailure, ResourceRecord, SignalRecord,
@@ -95,6 +96,13 @@ CREATE TABLE IF NOT EXISTS type_versions (
 CREATE TABLE IF NOT EXISTS type_registry_state (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     generation BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS type_configurations (
+    type_name TEXT NOT NULL,
+    alias TEXT NOT NULL,
+    configuration TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (type_name, alias)
 );
 "#;
 
@@ -2926,6 +2934,41 @@ impl cairn_store::TypeRegistry for PgStore {
         .map(|r| get::<i64>(&r, 0))
         .transpose()?
         .unwrap_or(0))
+    }
+
+    async fn set_type_configuration(&self, c: &TypeConfigurationRecord) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        registry_write(&tx).await?;
+        run(
+            &tx,
+            "INSERT INTO type_configurations (type_name, alias, configuration, updated_at) VALUES ($1, $2, $3, $4) ON CONFLICT (type_name, alias) DO UPDATE SET configuration = $3, updated_at = $4",
+            &[&c.type_name, &c.alias, &c.configuration, &c.updated_at],
+        )
+        .await
+        .map_err(backend)?;
+        tx.commit().await.map_err(backend)
+    }
+
+    async fn type_configurations(&self) -> Result<Vec<TypeConfigurationRecord>, StoreError> {
+        let client = self.client().await?;
+        fetch(
+            &client,
+            "SELECT type_name, alias, configuration, updated_at FROM type_configurations ORDER BY type_name, alias",
+            &[],
+        )
+        .await
+        .map_err(backend)?
+        .iter()
+        .map(|r| {
+            Ok(TypeConfigurationRecord {
+                type_name: get(r, 0)?,
+                alias: get(r, 1)?,
+                configuration: get(r, 2)?,
+                updated_at: get(r, 3)?,
+            })
+        })
+        .collect()
     }
 }
 

@@ -16,7 +16,8 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 use tokio::sync::oneshot;
 
 use cairn_model::registry::{
-    self as registry, NewTypeVersion, RegistrationRecord, RegistrationStatus, TypeVersionRecord,
+    self as registry, NewTypeVersion, RegistrationRecord, RegistrationStatus,
+    TypeConfigurationRecord, TypeVersionRecord,
 };
 use cairn_model::stack::{
     ChangeSetRecord, EventRecord, HistoryRecord, Journal, OnFailure, PendingCall, ResourceRecord,
@@ -242,6 +243,13 @@ CREATE TABLE IF NOT EXISTS type_versions (
 CREATE TABLE IF NOT EXISTS type_registry_state (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     generation INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS type_configurations (
+    type_name TEXT NOT NULL,
+    alias TEXT NOT NULL,
+    configuration TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (type_name, alias)
 );
 "#;
 
@@ -2534,6 +2542,43 @@ impl cairn_store::TypeRegistry for SqliteStore {
             .optional()
             .map(|g| g.unwrap_or(0))
             .map_err(backend)
+        })
+        .await
+    }
+
+    async fn set_type_configuration(&self, c: &TypeConfigurationRecord) -> Result<(), StoreError> {
+        let c = c.clone();
+        self.run(move |conn| {
+            conn.execute(
+                "INSERT INTO type_configurations (type_name, alias, configuration, updated_at) VALUES (?1, ?2, ?3, ?4) ON CONFLICT(type_name, alias) DO UPDATE SET configuration = ?3, updated_at = ?4",
+                params![c.type_name, c.alias, c.configuration, c.updated_at],
+            )
+            .map_err(backend)?;
+            bump_registry(conn)
+        })
+        .await
+    }
+
+    async fn type_configurations(&self) -> Result<Vec<TypeConfigurationRecord>, StoreError> {
+        self.run(|c| {
+            let mut st = c
+                .prepare_cached(
+                    "SELECT type_name, alias, configuration, updated_at FROM type_configurations ORDER BY type_name, alias",
+                )
+                .map_err(backend)?;
+            let rows = st
+                .query_map([], |r| {
+                    Ok(TypeConfigurationRecord {
+                        type_name: r.get(0)?,
+                        alias: r.get(1)?,
+                        configuration: r.get(2)?,
+                        updated_at: r.get(3)?,
+                    })
+                })
+                .map_err(backend)?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(backend);
+            rows
         })
         .await
     }

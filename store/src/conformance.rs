@@ -285,6 +285,39 @@ async fn type_registry(store: &dyn Store) {
         Err(StoreError::NoSuchRegistration(_))
     ));
     assert!(store.registry_generation().await.unwrap() > g0);
+    // Configurations: one per (type, alias), replaced in place, each a
+    // registry change.
+    let config = |alias: &str, json: &str| cairn_model::registry::TypeConfigurationRecord {
+        type_name: T.into(),
+        alias: alias.into(),
+        configuration: json.into(),
+        updated_at: "2026-11-27T00:00:00Z".into(),
+    };
+    let g1 = store.registry_generation().await.unwrap();
+    store
+        .set_type_configuration(&config("default", r#"{"Root":"/a"}"#))
+        .await
+        .unwrap();
+    store
+        .set_type_configuration(&config("other", r#"{"Root":"/b"}"#))
+        .await
+        .unwrap();
+    store
+        .set_type_configuration(&config("default", r#"{"Root":"/c"}"#))
+        .await
+        .unwrap();
+    let configs = store.type_configurations().await.unwrap();
+    assert_eq!(
+        configs
+            .iter()
+            .map(|c| (c.alias.as_str(), c.configuration.as_str()))
+            .collect::<Vec<_>>(),
+        [
+            ("default", r#"{"Root":"/c"}"#),
+            ("other", r#"{"Root":"/b"}"#)
+        ]
+    );
+    assert!(store.registry_generation().await.unwrap() >= g1 + 3);
 }
 
 /// A refactor's write: rows renamed (a swap included) and moved between

@@ -10,7 +10,9 @@ use crate::{
     ChangeSets, Claim, DriftDetections, Events, Exports, Inbox, Lease, Leases, OperationRecord,
     Operations, Resources, Stacks, Store, StoreError,
 };
-use cairn_model::registry::{NewTypeVersion, RegistrationRecord, TypeVersionRecord};
+use cairn_model::registry::{
+    NewTypeVersion, RegistrationRecord, TypeConfigurationRecord, TypeVersionRecord,
+};
 use cairn_model::stack::{
     ChangeSetRecord, EventRecord, HistoryRecord, ResourceRecord, SignalRecord, StackRecord,
     StackStatus,
@@ -672,6 +674,15 @@ impl crate::TypeRegistry for CrashStore {
 
     async fn registry_generation(&self) -> Result<i64, StoreError> {
         self.inner.registry_generation().await
+    }
+
+    async fn set_type_configuration(&self, c: &TypeConfigurationRecord) -> Result<(), StoreError> {
+        self.write().await?;
+        self.inner.set_type_configuration(c).await
+    }
+
+    async fn type_configurations(&self) -> Result<Vec<TypeConfigurationRecord>, StoreError> {
+        self.inner.type_configurations().await
     }
 }
 

@@ -19,7 +19,9 @@ pub mod crash;
 #[cfg(feature = "testing")]
 pub mod memory;
 
-use cairn_model::registry::{NewTypeVersion, RegistrationRecord, TypeVersionRecord};
+use cairn_model::registry::{
+    NewTypeVersion, RegistrationRecord, TypeConfigurationRecord, TypeVersionRecord,
+};
 use cairn_model::stack::{
     ChangeSetRecord, EventRecord, HistoryRecord, ResourceRecord, SignalRecord, StackRecord,
     StackStatus,
@@ -44,6 +46,7 @@ pub const TABLES: &[&str] = &[
     "type_registrations",
     "type_versions",
     "type_registry_state",
+    "type_configurations",
 ];
 
 /// One value of a copied row.
@@ -683,6 +686,10 @@ pub trait TypeRegistry: Send + Sync {
     /// How many times the registry changed: an engine reads the types again
     /// when it moved.
     async fn registry_generation(&self) -> Result<i64, StoreError>;
+    /// Sets a type's configuration under its alias (replacing one there).
+    async fn set_type_configuration(&self, c: &TypeConfigurationRecord) -> Result<(), StoreError>;
+    /// Every configuration of every type, by type name then alias.
+    async fn type_configurations(&self) -> Result<Vec<TypeConfigurationRecord>, StoreError>;
 }
 
 #[async_trait::async_trait]

@@ -16,7 +16,8 @@ use cairn_model::stack::{
 };
 
 use cairn_model::registry::{
-    self as registry, NewTypeVersion, RegistrationRecord, RegistrationStatus, TypeVersionRecord,
+    self as registry, NewTypeVersion, RegistrationRecord, RegistrationStatus,
+    TypeConfigurationRecord, TypeVersionRecord,
 };
 
 use crate::{
@@ -81,6 +82,8 @@ struct State {
     /// Every type version with its package, in the order registered.
     versions: Vec<(TypeVersionRecord, Vec<u8>)>,
     registry_generation: i64,
+    /// (type name, alias) → its configuration.
+    configurations: BTreeMap<(String, String), TypeConfigurationRecord>,
 }
 
 /// The whole state in memory (see the module's documentation).
@@ -1406,6 +1409,19 @@ impl TypeRegistry for MemoryStore {
 
     async fn registry_generation(&self) -> Result<i64, StoreError> {
         self.with(|st| Ok(st.registry_generation))
+    }
+
+    async fn set_type_configuration(&self, c: &TypeConfigurationRecord) -> Result<(), StoreError> {
+        self.with(|st| {
+            st.configurations
+                .insert((c.type_name.clone(), c.alias.clone()), c.clone());
+            st.registry_generation += 1;
+            Ok(())
+        })
+    }
+
+    async fn type_configurations(&self) -> Result<Vec<TypeConfigurationRecord>, StoreError> {
+        self.with(|st| Ok(st.configurations.values().cloned().collect()))
     }
 }
 

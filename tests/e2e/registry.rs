@@ -14,7 +14,7 @@ use serde_json::Value;
 use crate::plugins::library;
 use crate::postgres::Database;
 use crate::support::{Scratch, Served};
-use crate::webhooks::vendor_handler;
+use crate::webhooks::vendor_handler_with;
 
 const KV: &str = "Example::KV::Record";
 
@@ -91,12 +91,18 @@ fn kv_project() -> String {
 fn package_kv(s: &Scratch, out: &str, signed: bool) {
     let lib = library("cairn_example_kv").display().to_string();
     let project = kv_project();
+    s.write(
+        "kv-config.json",
+        r#"{"properties": {"Root": {"type": "string"}}, "additionalProperties": false}"#,
+    );
     let mut args = vec![
         "provider",
         "package",
         &project,
         "--library",
         &lib,
+        "--configuration-schema",
+        "kv-config.json",
         "-o",
         out,
     ];
@@ -215,6 +221,68 @@ fn a_signed_plugin_registered_through_one_engine_is_served_by_a_running_one() {
         .map(|d| d.filter_map(|e| e.ok()).collect())
         .unwrap_or_default();
     assert_eq!(cached.len(), 1, "one library, under its SHA-256");
+
+    // The type's configuration (its Root, read from a file on each engine)
+    // reaches the provider in every request: a relative Store lands under
+    // it. The configuration is shown as set, the reference unresolved.
+    let rooted = s.dir.path().join("rooted");
+    s.write("root.txt", &format!("{}\n", rooted.display()));
+    let reference = format!(
+        "{{{{resolve:file:{}}}}}",
+        s.dir.path().join("root.txt").display()
+    );
+    let run = cairn(&s, &["type", "configure", KV, r#"{"Root": 7}"#]);
+    assert_eq!(run.code(), 1);
+    assert_eq!(
+        run.stderr().trim(),
+        "error: Configuration.Root must be of type string"
+    );
+    let config = serde_json::json!({ "Root": reference }).to_string();
+    let run = cairn(&s, &["type", "configure", KV, &config]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let configs = registered(&cairn(
+        &s,
+        &["type", "configurations", KV, "--output", "json"],
+    ));
+    assert_eq!(
+        configs["TypeConfigurations"][0]["Configuration"],
+        config.as_str()
+    );
+    assert_eq!(
+        configs["TypeConfigurations"][0]["IsDefaultConfiguration"],
+        true
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    let relative = s.write(
+        "relative.yaml",
+        &format!("Resources:\n  R:\n    Type: {KV}\n    Properties: {{Store: inner, Key: greeting, Value: rooted}}\n"),
+    );
+    let out = through(
+        &s,
+        &endpoint,
+        &["deploy", "rooted", &relative.display().to_string()],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(rooted.join("inner/greeting")).unwrap_or_default(),
+        "rooted\n"
+    );
+    let out = through(&s, &endpoint, &["delete", "rooted"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let described = registered(&cairn(&s, &["type", "describe", KV, "--output", "json"]));
+    assert!(!described.to_string().contains("rooted"), "{described}");
+    assert_eq!(
+        described["Schema"]["typeConfiguration"]["properties"]["Root"]["type"],
+        "string"
+    );
 
     // Tampered packages (a byte of the schema or of the library changed,
     // the manifest untouched) and an unsigned one are refused, FAILED with
@@ -426,15 +494,25 @@ fn a_webhook_type_is_registered_with_where_engines_read_its_secret() {
     let s = Scratch::new();
     s.write("cairn.toml", "[webhooks]\ntimeout_seconds = 30\n");
     let log = s.dir.path().join("vendor.log");
-    let handler = vendor_handler(&log);
+    let config_log = s.dir.path().join("vendor-config.log");
+    let handler = vendor_handler_with(
+        &log,
+        &["--config-log", config_log.to_str().unwrap_or_default()],
+    );
     let url = format!("http://127.0.0.1:{}/", handler.port);
     std::fs::create_dir_all(s.dir.path().join("handler")).unwrap();
+    s.write(
+        "vendor-config.json",
+        r#"{"properties": {"Zone": {"type": "string"}}, "required": ["Zone"], "additionalProperties": false}"#,
+    );
     let run = s.cairn(&[
         "provider",
         "package",
         "handler",
         "--url",
         &url,
+        "--configuration-schema",
+        "vendor-config.json",
         "-o",
         "vendor.tar.gz",
     ]);
@@ -483,8 +561,54 @@ fn a_webhook_type_is_registered_with_where_engines_read_its_secret() {
         "subnet.yaml",
         "Resources:\n  Net:\n    Type: Vendor::Net::Subnet\n    Properties: {Cidr: 10.0.0.0/24}\n",
     );
+    // Its configuration: the Zone a secret file on the engine holds.
+    s.write("zone.secret", "eu-1\n");
+    let run = cairn(
+        &s,
+        &[
+            "type",
+            "configure",
+            "Vendor::Net::Subnet",
+            r#"{"Region": "x"}"#,
+        ],
+    );
+    assert_eq!(run.code(), 1);
+    assert_eq!(
+        run.stderr().trim(),
+        "error: Configuration: the required property Zone is missing"
+    );
+    let run = cairn(
+        &s,
+        &[
+            "type",
+            "configure",
+            "Vendor::Net::Subnet",
+            r#"{"Zone": "{{resolve:file:zone.secret}}"}"#,
+        ],
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
     let run = cairn(&s, &["deploy", "net", &template.display().to_string()]);
     assert_eq!(run.code(), 0, "{}{}", run.stdout(), run.stderr());
+    // The handler got the configuration, resolved; nothing shows it.
+    assert_eq!(
+        std::fs::read_to_string(&config_log)
+            .unwrap_or_default()
+            .trim(),
+        r#"{"Zone": "eu-1"}"#
+    );
+    let shown = registered(&cairn(
+        &s,
+        &[
+            "type",
+            "describe",
+            "Vendor::Net::Subnet",
+            "--output",
+            "json",
+        ],
+    ));
+    assert!(!shown.to_string().contains("eu-1"), "{shown}");
+    let events = registered(&cairn(&s, &["events", "net", "--output", "json"]));
+    assert!(!events.to_string().contains("eu-1"), "{events}");
     let run = cairn(&s, &["delete", "net"]);
     assert_eq!(run.code(), 0, "{}", run.stderr());
     assert_eq!(

@@ -20,6 +20,7 @@ SCHEMA = {"Schemas": [{
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--log", required=True)
+    ap.add_argument("--config-log", help="where each Create's TypeConfiguration goes, as JSON")
     args = ap.parse_args()
     lock = threading.Lock()
 
@@ -42,6 +43,9 @@ def main():
             self.end_headers()
             with lock, open(args.log, "a") as f:
                 f.write(event["RequestType"] + "\n")
+            if args.config_log and event["RequestType"] == "Create":
+                with lock, open(args.config_log, "a") as f:
+                    f.write(json.dumps(event.get("TypeConfiguration")) + "\n")
             kind = event["RequestType"]
             response = {
                 "Status": "SUCCESS",

@@ -1324,12 +1324,18 @@ fn a_cancelled_custom_resource_create_is_never_sent_again_and_what_it_made_is_de
 /// `vendor_handler.py` (Vendor::Net::Subnet, written for CloudFormation),
 /// each request's type logged to `log`.
 pub(crate) fn vendor_handler(log: &std::path::Path) -> Program {
+    vendor_handler_with(log, &[])
+}
+
+/// [`vendor_handler`] with more arguments (`--config-log FILE`).
+pub(crate) fn vendor_handler_with(log: &std::path::Path, more: &[&str]) -> Program {
     let mut cmd = crate::support::python();
     cmd.arg(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/e2e/vendor_handler.py"
     ))
-    .args(["--log", log.to_str().unwrap_or_default()]);
+    .args(["--log", log.to_str().unwrap_or_default()])
+    .args(more);
     Program::start(cmd)
 }
 

@@ -869,6 +869,7 @@ mod tests {
             desired_resource_tags: Default::default(),
             previous_resource_tags: Default::default(),
             system_tags: Default::default(),
+            type_configuration: None,
         };
         let answer = listener.expect(request);
         let key = "stack|R|req-1";

@@ -552,6 +552,7 @@ impl Calls {
             desired_resource_tags: ctx.tags.desired.clone(),
             previous_resource_tags: ctx.tags.previous.clone(),
             system_tags: ctx.tags.system.clone(),
+            type_configuration: ctx.provider_settings.clone(),
         };
         Ok(Prepared {
             listener,

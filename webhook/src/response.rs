@@ -144,6 +144,7 @@ mod tests {
             desired_resource_tags: Default::default(),
             previous_resource_tags: Default::default(),
             system_tags: Default::default(),
+            type_configuration: None,
         }
     }
 

@@ -12,9 +12,11 @@
 
 pub use cairn_model::registry::SecretSource;
 use cairn_model::registry::{
-    NewTypeVersion, RegistrationRecord, RegistrationStatus, RegistryTypeKind, TypeVersionRecord,
+    NewTypeVersion, RegistrationRecord, RegistrationStatus, RegistryTypeKind,
+    TypeConfigurationRecord, TypeVersionRecord, DEFAULT_ALIAS,
 };
 use cairn_package::{Handler, Package, TypeKind};
+use serde_json::Value;
 
 use super::{Core, EngineError};
 use crate::stack::{now, StackStatus};
@@ -40,17 +42,107 @@ const RESERVED: &[&str] = &["Alexa", "AMZN", "Amazon", "ASK", "AWS", "Custom", "
 pub fn read_secret(source: &SecretSource) -> Result<String, String> {
     match source {
         SecretSource::Env(name) => std::env::var(name).map_err(|_| {
-            format!("the environment variable {name} that holds the handler's secret is not set")
+            format!("the environment variable {name}, named to hold a secret, is not set on this engine")
         }),
         SecretSource::File(path) => std::fs::read_to_string(path)
             .map(|s| s.trim_end().to_string())
             .map_err(|e| {
                 format!(
-                    "cannot read the handler's secret from {}: {e}",
+                    "cannot read the secret from {} on this engine: {e}",
                     path.display()
                 )
             }),
     }
+}
+
+/// A configuration's values with their secret references resolved on this
+/// engine: a string `{{resolve:env:NAME}}` is the environment variable's
+/// value, `{{resolve:file:PATH}}` the file's (its last newline cut).
+pub fn resolve_configuration(value: &Value) -> Result<Value, String> {
+    Ok(match value {
+        Value::String(s) => {
+            let inner = s
+                .strip_prefix("{{resolve:")
+                .and_then(|r| r.strip_suffix("}}"));
+            match inner.and_then(|r| r.split_once(':')) {
+                Some(("env", name)) => Value::String(read_secret(&SecretSource::Env(name.into()))?),
+                Some(("file", path)) => Value::String(read_secret(&SecretSource::File(path.into()))?),
+                Some((other, _)) => {
+                    return Err(format!(
+                        "{s}: a configuration resolves {{{{resolve:env:NAME}}}} and {{{{resolve:file:PATH}}}}, not {other}"
+                    ))
+                }
+                None => value.clone(),
+            }
+        }
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .map(resolve_configuration)
+                .collect::<Result<_, _>>()?,
+        ),
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, v)| Ok((k.clone(), resolve_configuration(v)?)))
+                .collect::<Result<_, String>>()?,
+        ),
+        other => other.clone(),
+    })
+}
+
+/// Why `config` does not fit `schema` (a `typeConfiguration`: an object's
+/// `properties` with JSON types, `required`, `additionalProperties`). A
+/// secret reference stands for a string.
+fn check_configuration(schema: &Value, config: &Value, at: &str) -> Result<(), String> {
+    let Some(object) = config.as_object() else {
+        return Err(format!("{at} must be a JSON object"));
+    };
+    let properties = schema.get("properties").and_then(Value::as_object);
+    for name in schema
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+    {
+        if !object.contains_key(name) {
+            return Err(format!("{at}: the required property {name} is missing"));
+        }
+    }
+    for (name, value) in object {
+        let Some(p) = properties.and_then(|p| p.get(name)) else {
+            if schema.get("additionalProperties") == Some(&Value::Bool(false)) {
+                return Err(format!(
+                    "{at}: {name} is not one of the type's configuration properties ({})",
+                    properties
+                        .map(|p| p.keys().cloned().collect::<Vec<_>>().join(", "))
+                        .unwrap_or_default()
+                ));
+            }
+            continue;
+        };
+        let fits = match p.get("type").and_then(Value::as_str) {
+            Some("string") => value.is_string(),
+            Some("integer") => value.is_i64() || value.is_u64(),
+            Some("number") => value.is_number(),
+            Some("boolean") => value.is_boolean(),
+            Some("array") => value.is_array(),
+            Some("object") => {
+                if value.is_object() {
+                    check_configuration(p, value, &format!("{at}.{name}"))?;
+                }
+                value.is_object()
+            }
+            _ => true,
+        };
+        if !fits {
+            return Err(format!(
+                "{at}.{name} must be of type {}",
+                p.get("type").and_then(Value::as_str).unwrap_or("?")
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// What a registration is given besides the package.
@@ -76,6 +168,9 @@ pub enum TypeRegistryError {
         type_name: String,
         stacks: Vec<String>,
     },
+    /// A configuration the type's `typeConfiguration` does not take.
+    #[error("{0}")]
+    InvalidConfiguration(String),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -219,6 +314,61 @@ impl Core {
             None => Err("the package names no handler".into()),
             Some(_) => Ok(package),
         }
+    }
+
+    /// SetTypeConfiguration: `configuration` (JSON) for `type_name` under
+    /// `alias` (default `default`, the one providers receive), checked
+    /// against the default version's `typeConfiguration`. Engines serve the
+    /// type with it from their next read of the registry.
+    pub async fn set_type_configuration(
+        &self,
+        type_name: &str,
+        alias: Option<&str>,
+        configuration: &str,
+    ) -> Result<TypeConfigurationRecord, TypeRegistryError> {
+        let alias = alias.unwrap_or(DEFAULT_ALIAS);
+        if alias.is_empty()
+            || alias.len() > 256
+            || !alias.chars().all(|c| c.is_ascii_alphanumeric())
+        {
+            return Err(TypeRegistryError::InvalidConfiguration(format!(
+                "ConfigurationAlias {alias} must be 1 to 256 letters and digits"
+            )));
+        }
+        let version = self
+            .store
+            .type_versions()
+            .await?
+            .into_iter()
+            .find(|v| v.type_name == type_name && v.is_default && !v.deprecated)
+            .ok_or_else(|| StoreError::TypeNotFound {
+                type_name: type_name.into(),
+                version_id: None,
+            })?;
+        let schema: Value = serde_json::from_str(&version.schema).unwrap_or(Value::Null);
+        let Some(wanted) = schema.get("typeConfiguration") else {
+            return Err(TypeRegistryError::InvalidConfiguration(format!(
+                "{type_name} declares no typeConfiguration in its schema: it takes no configuration (package it with cairn provider package --configuration-schema FILE)"
+            )));
+        };
+        let given: Value = serde_json::from_str(configuration).map_err(|e| {
+            TypeRegistryError::InvalidConfiguration(format!("the configuration is not JSON: {e}"))
+        })?;
+        check_configuration(wanted, &given, "Configuration")
+            .map_err(TypeRegistryError::InvalidConfiguration)?;
+        let record = TypeConfigurationRecord {
+            type_name: type_name.to_string(),
+            alias: alias.to_string(),
+            configuration: given.to_string(),
+            updated_at: now(),
+        };
+        self.store.set_type_configuration(&record).await?;
+        Ok(record)
+    }
+
+    /// Every type's configurations (as set: secret references unresolved).
+    pub async fn type_configurations(&self) -> Result<Vec<TypeConfigurationRecord>, StoreError> {
+        self.store.type_configurations().await
     }
 
     /// The package a RegisterType's SchemaHandlerPackage names: a
@@ -389,6 +539,57 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_configuration_is_checked_against_the_types_schema() {
+        let schema = serde_json::json!({
+            "properties": {"Root": {"type": "string"}, "Retries": {"type": "integer"}},
+            "required": ["Root"],
+            "additionalProperties": false,
+        });
+        let check = |v: Value| check_configuration(&schema, &v, "Configuration");
+        assert_eq!(
+            check(serde_json::json!({"Root": "/srv", "Retries": 3})),
+            Ok(())
+        );
+        assert_eq!(
+            check(serde_json::json!({"Retries": 3})),
+            Err("Configuration: the required property Root is missing".into())
+        );
+        assert_eq!(
+            check(serde_json::json!({"Root": 1})),
+            Err("Configuration.Root must be of type string".into())
+        );
+        assert_eq!(
+            check(serde_json::json!({"Root": "/srv", "Other": 1})),
+            Err("Configuration: Other is not one of the type's configuration properties (Root, Retries)".into())
+        );
+    }
+
+    #[test]
+    fn secret_references_resolve_on_the_engine() {
+        let dir = std::env::temp_dir().join(format!("cairn-config-{}", uuid::Uuid::new_v4()));
+        std::fs::write(&dir, "pa55\n").unwrap();
+        let given = serde_json::json!({
+            "Password": format!("{{{{resolve:file:{}}}}}", dir.display()),
+            "Plain": "x",
+            "Nested": {"List": ["{{resolve:env:CAIRN_NO_SUCH_VARIABLE_FOR_TESTS}}"]},
+        });
+        let refused = resolve_configuration(&given).err();
+        assert_eq!(
+            refused.as_deref(),
+            Some("the environment variable CAIRN_NO_SUCH_VARIABLE_FOR_TESTS, named to hold a secret, is not set on this engine")
+        );
+        let resolved = resolve_configuration(&serde_json::json!({
+            "Password": format!("{{{{resolve:file:{}}}}}", dir.display()),
+            "Plain": "x",
+        }));
+        assert_eq!(
+            resolved,
+            Ok(serde_json::json!({"Password": "pa55", "Plain": "x"}))
+        );
+        let _ = std::fs::remove_file(dir);
+    }
+
+    #[test]
     fn a_library_loads_on_its_own_platform_only() {
         let here = format!(
             "{}-unknown-{}-gnu",
@@ -406,7 +607,7 @@ mod tests {
         ));
         assert_eq!(
             missing.err().as_deref(),
-            Some("the environment variable CAIRN_NO_SUCH_VARIABLE_FOR_TESTS that holds the handler's secret is not set")
+            Some("the environment variable CAIRN_NO_SUCH_VARIABLE_FOR_TESTS, named to hold a secret, is not set on this engine")
         );
         let dir = std::env::temp_dir().join(format!("cairn-secret-{}", uuid::Uuid::new_v4()));
         std::fs::write(&dir, "s3cret\n").unwrap();

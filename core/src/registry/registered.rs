@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use cairn_model::registry::TypeVersionRecord;
+use cairn_model::registry::{TypeVersionRecord, DEFAULT_ALIAS};
 
 use super::{LazyProvider, RegisteredType, Registry, Starter};
 use crate::store::{Store, StoreError};
@@ -23,13 +23,21 @@ use crate::store::{Store, StoreError};
 /// reaches a webhook handler).
 pub trait VersionLoader: Send + Sync {
     /// The starter of `version`'s provider, serving exactly its type.
-    /// `package` is the version's package (read for a dylib handler).
-    fn starter(&self, version: &TypeVersionRecord, package: Option<Vec<u8>>) -> Starter;
+    /// `package` is the version's package (read for a dylib handler);
+    /// `configuration` the type's default configuration (as set: secret
+    /// references unresolved), which every request carries.
+    fn starter(
+        &self,
+        version: &TypeVersionRecord,
+        package: Option<Vec<u8>>,
+        configuration: Option<String>,
+    ) -> Starter;
 }
 
 struct Served {
     version_id: String,
     package_sha256: String,
+    configuration: Option<String>,
     provider: Arc<LazyProvider>,
 }
 
@@ -89,6 +97,13 @@ impl Registry {
             return Ok(false);
         }
         let versions = store.type_versions().await?;
+        let configurations: BTreeMap<String, String> = store
+            .type_configurations()
+            .await?
+            .into_iter()
+            .filter(|c| c.alias == DEFAULT_ALIAS)
+            .map(|c| (c.type_name, c.configuration))
+            .collect();
         let mut next = Registered {
             generation: Some(generation),
             ..Registered::default()
@@ -107,10 +122,13 @@ impl Registry {
                 );
                 continue;
             }
-            let kept = current
-                .types
-                .get(&v.type_name)
-                .filter(|s| s.version_id == v.version_id && s.package_sha256 == v.package_sha256);
+            let configuration = configurations.get(&v.type_name).cloned();
+            // A new default version or configuration starts a new provider.
+            let kept = current.types.get(&v.type_name).filter(|s| {
+                s.version_id == v.version_id
+                    && s.package_sha256 == v.package_sha256
+                    && s.configuration == configuration
+            });
             let provider = match kept {
                 Some(s) => s.provider.clone(),
                 None => {
@@ -123,7 +141,7 @@ impl Registry {
                     Arc::new(LazyProvider::new(
                         &name,
                         Some(vec![v.type_name.clone()]),
-                        loader.starter(&v, package),
+                        loader.starter(&v, package, configuration.clone()),
                     ))
                 }
             };
@@ -132,6 +150,7 @@ impl Registry {
                 Served {
                     version_id: v.version_id.clone(),
                     package_sha256: v.package_sha256.clone(),
+                    configuration,
                     provider,
                 },
             );
