@@ -45,6 +45,7 @@ pub fn routes() -> Router<Arc<App>> {
         .route("/console/login", get(login_form).post(login))
         .route("/console/logout", post(logout))
         .route("/console/stacks/{name}", get(stack_page))
+        .route("/console/types", get(type_list))
         .route(
             "/console/stacks/{name}/{action}",
             axum::routing::post(stack_action),
@@ -221,12 +222,62 @@ async fn stack_list(
         Viewer::Open => String::new(),
     };
     let body = format!(
-        "{logout}<h1>Stacks</h1><form method=\"get\"><input name=\"name\" placeholder=\"name contains\" value=\"{}\"> <input name=\"status\" placeholder=\"status\" value=\"{}\"> <label><input type=\"checkbox\" name=\"deleted\" value=\"1\"{}> deleted stacks</label> <button>Filter</button></form><table id=\"stacks\"><tr><th>Name</th><th>Status</th><th>Last update</th><th>Drift</th></tr>{rows}</table>",
+        "{logout}<p><a href=\"/console/types\">Types</a></p><h1>Stacks</h1><form method=\"get\"><input name=\"name\" placeholder=\"name contains\" value=\"{}\"> <input name=\"status\" placeholder=\"status\" value=\"{}\"> <label><input type=\"checkbox\" name=\"deleted\" value=\"1\"{}> deleted stacks</label> <button>Filter</button></form><table id=\"stacks\"><tr><th>Name</th><th>Status</th><th>Last update</th><th>Drift</th></tr>{rows}</table>",
         escape(q.name.as_deref().unwrap_or_default()),
         escape(q.status.as_deref().unwrap_or_default()),
         if with_deleted { " checked" } else { "" },
     );
     page("Stacks", &body).into_response()
+}
+
+/// The registered types and every version of each (the registry's
+/// DescribeType and ListTypeVersions as one page). A key limited to some
+/// stacks does not see the registry, as it may not call its actions.
+async fn type_list(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
+    let viewer = match access(&app, &headers, true) {
+        Ok(v) => v,
+        Err(r) => return *r,
+    };
+    if let Viewer::Key { key, .. } = &viewer {
+        let limited = app
+            .config
+            .server
+            .access_keys
+            .get(key)
+            .is_some_and(|k| k.stacks.is_some());
+        if limited {
+            return (
+                StatusCode::FORBIDDEN,
+                page(
+                    "Types",
+                    "<p>This access key may reach only some stacks, not the type registry.</p>",
+                ),
+            )
+                .into_response();
+        }
+    }
+    let versions = match app.engine.type_versions().await {
+        Ok(v) => v,
+        Err(e) => return (StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response(),
+    };
+    let mut rows = String::new();
+    for v in &versions {
+        let _ = write!(
+            rows,
+            "<tr class=\"type-version\"><td>{t}</td><td>{id}</td><td>{default}</td><td>{status}</td><td>{created}</td><td>{signed}</td><td><code>{sha}</code></td></tr>",
+            t = escape(&v.type_name),
+            id = escape(&v.version_id),
+            default = if v.is_default { "default" } else { "" },
+            status = if v.deprecated { "DEPRECATED" } else { "LIVE" },
+            created = escape(&v.created_at),
+            signed = if v.signed_by.is_some() { "signed" } else { "not signed" },
+            sha = escape(&v.package_sha256),
+        );
+    }
+    let body = format!(
+        "<p><a href=\"/console/\">Stacks</a></p><h1>Types</h1><table id=\"types\"><tr><th>Type</th><th>Version</th><th>Default</th><th>Status</th><th>Registered</th><th>Signature</th><th>Package SHA-256</th></tr>{rows}</table>"
+    );
+    page("Types", &body).into_response()
 }
 
 fn urlencode(s: &str) -> String {

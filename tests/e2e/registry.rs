@@ -425,6 +425,21 @@ fn a_signed_plugin_registered_through_one_engine_is_served_by_a_running_one() {
     assert_eq!(described["DefaultVersionId"], "00000002");
     assert_eq!(described["IsDefaultVersion"], true);
     assert_eq!(described["Arn"], version_arn.as_str());
+    // The console lists the types and their versions.
+    let console = crate::support::http_get(&endpoint, "/console/types");
+    assert!(console.starts_with("HTTP/1.1 200"), "{console}");
+    assert!(
+        console.contains(&format!(
+            "<td>{KV}</td><td>00000002</td><td>default</td><td>LIVE</td>"
+        )),
+        "{console}"
+    );
+    assert!(
+        console.contains(&format!(
+            "<td>{KV}</td><td>00000001</td><td></td><td>LIVE</td>"
+        )),
+        "{console}"
+    );
     // `cairn type` through the server: the same commands, the same output.
     let out = through(&s, &endpoint, &["type", "list", "--output", "json"]);
     assert!(
