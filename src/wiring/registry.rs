@@ -126,11 +126,6 @@ pub(crate) fn start(
         message,
     };
     if p.kind == ProviderKind::Webhook {
-        if p.settings.is_some() {
-            return Err(refuse(
-                "settings are given to plugins (kind = \"dylib\"); a webhook handler keeps its own configuration".into(),
-            ));
-        }
         let endpoint = EndpointConfig {
             url: p.url.clone().unwrap_or_default(),
             secret: p.secret.clone(),
@@ -151,7 +146,14 @@ pub(crate) fn start(
         let remote = block_on_startup(connect)
             .map_err(|e| refuse(e.to_string()))?
             .map_err(|e| refuse(e.to_string()))?;
-        let remote = per_entry(name, p.timeout_seconds, None, Arc::new(remote));
+        // The entry's settings reach the handler as each request's
+        // TypeConfiguration, as a registered type's configuration does.
+        let remote = per_entry(
+            name,
+            p.timeout_seconds,
+            p.settings.clone(),
+            Arc::new(remote),
+        );
         return types_of(
             name,
             "remote",

@@ -110,14 +110,34 @@ fn a_plugin_is_given_its_entrys_settings_in_either_isolation() {
         assert_eq!(cairn(&s, &["delete", "st"]).code(), 0);
         assert!(!file.exists());
     }
-    // A webhook handler keeps its own configuration.
-    let s = scratch_with("kind = \"webhook\"\nurl = \"http://127.0.0.1:9/\"\nname = \"hook\"\nsettings = { Root = \"/x\" }\n");
-    let run = cairn(&s, &["providers"]);
-    assert!(
-        format!("{}{}", run.stdout(), run.stderr()).contains("settings are given to plugins (kind = \"dylib\"); a webhook handler keeps its own configuration"),
-        "{}{}",
-        run.stdout(),
-        run.stderr()
+    // A webhook handler receives them too, as each request's
+    // TypeConfiguration (the registry's type configuration is the same).
+    let s = Scratch::new();
+    let log = s.dir.path().join("vendor.log");
+    let config_log = s.dir.path().join("vendor-config.log");
+    let handler = crate::webhooks::vendor_handler_with(
+        &log,
+        &["--config-log", config_log.to_str().unwrap_or_default()],
+    );
+    s.write(
+        "cairn.toml",
+        &format!(
+            "[webhooks]\ntimeout_seconds = 30\n\n[[providers]]\nkind = \"webhook\"\nurl = \"http://127.0.0.1:{}/\"\nname = \"vendor\"\nsettings = {{ Zone = \"eu-1\" }}\n",
+            handler.port
+        ),
+    );
+    let run = deploy(
+        &s,
+        "net",
+        "Resources:\n  N:\n    Type: Vendor::Net::Subnet\n    Properties: {Cidr: 10.0.0.0/24}\n",
+        &[],
+    );
+    assert_eq!(run.code(), 0, "{}{}", run.stdout(), run.stderr());
+    assert_eq!(
+        std::fs::read_to_string(&config_log)
+            .unwrap_or_default()
+            .trim(),
+        r#"{"Zone": "eu-1"}"#
     );
 }
 
