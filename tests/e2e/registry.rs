@@ -506,8 +506,20 @@ fn a_signed_plugin_registered_through_one_engine_is_served_by_a_running_one() {
 
 #[test]
 fn a_webhook_type_is_registered_with_where_engines_read_its_secret() {
+    // Two engines on PostgreSQL: `cairn serve` runs, the type is
+    // registered and configured by other processes, and the stack is made
+    // through the running engine.
+    let db = Database::new();
     let s = Scratch::new();
-    s.write("cairn.toml", "[webhooks]\ntimeout_seconds = 30\n");
+    s.write(
+        "cairn.toml",
+        &format!(
+            "[engine]\nstate = \"{}\"\ndata_dir = \"data\"\n\n[server]\nauth = \"none\"\n\n[webhooks]\ntimeout_seconds = 30\n\n[registry]\npoll_ms = 200\n",
+            db.url
+        ),
+    );
+    let (child, endpoint) = s.serve();
+    let _server = Served(child);
     let log = s.dir.path().join("vendor.log");
     let config_log = s.dir.path().join("vendor-config.log");
     let handler = vendor_handler_with(
@@ -602,8 +614,28 @@ fn a_webhook_type_is_registered_with_where_engines_read_its_secret() {
         ],
     );
     assert_eq!(run.code(), 0, "{}", run.stderr());
-    let run = cairn(&s, &["deploy", "net", &template.display().to_string()]);
-    assert_eq!(run.code(), 0, "{}{}", run.stdout(), run.stderr());
+    // The running engine serves it (with its configuration) within its poll.
+    let template = template.display().to_string();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let out = loop {
+        let out = through(&s, &endpoint, &["deploy", "net", &template]);
+        let configured = std::fs::read_to_string(&config_log).unwrap_or_default();
+        if (out.status.success() && configured.contains("eu-1")) || Instant::now() > deadline {
+            break out;
+        }
+        // An attempt before the engine read the type, or its configuration,
+        // is undone and made again.
+        let _ = through(&s, &endpoint, &["delete", "net"]);
+        let _ = std::fs::remove_file(&log);
+        let _ = std::fs::remove_file(&config_log);
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     // The handler got the configuration, resolved; nothing shows it.
     assert_eq!(
         std::fs::read_to_string(&config_log)
@@ -624,8 +656,12 @@ fn a_webhook_type_is_registered_with_where_engines_read_its_secret() {
     assert!(!shown.to_string().contains("eu-1"), "{shown}");
     let events = registered(&cairn(&s, &["events", "net", "--output", "json"]));
     assert!(!events.to_string().contains("eu-1"), "{events}");
-    let run = cairn(&s, &["delete", "net"]);
-    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let out = through(&s, &endpoint, &["delete", "net"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(
         std::fs::read_to_string(&log)
             .unwrap_or_default()
