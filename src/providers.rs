@@ -53,9 +53,7 @@ async fn registered(
         crate::stacks::types_cache(config, state),
         process,
     );
-    registry
-        .refresh_registered(store.as_ref(), loader.as_ref())
-        .await?;
+    registry.refresh_registered(&store, loader.as_ref()).await?;
     Ok(store
         .type_versions()
         .await?

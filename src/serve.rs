@@ -59,7 +59,7 @@ pub async fn run(args: ServeArgs<'_>) -> anyhow::Result<()> {
                 tokio::time::sleep(every).await;
                 if let Err(e) = engine
                     .registry()
-                    .refresh_registered(engine.store().as_ref(), loader.as_ref())
+                    .refresh_registered(engine.store(), loader.as_ref())
                     .await
                 {
                     tracing::warn!("cannot read the registered types: {e}");

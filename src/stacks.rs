@@ -100,9 +100,7 @@ pub async fn open_with_transports(
     // The types registered in the state, as they are now; `cairn serve`
     // reads them again as they change.
     let loader = crate::wiring::registered::loader(config, types_cache(config, state), &process);
-    registry
-        .refresh_registered(store.as_ref(), loader.as_ref())
-        .await?;
+    registry.refresh_registered(&store, loader.as_ref()).await?;
     // Registrations start a package's provider once, as engines will.
     let mut process = process;
     process.shared = process

@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use cairn_core::config::{Config, ProviderConfig, ProviderKind};
 use cairn_core::engine::types::{read_secret, resolve_configuration, SecretSource};
-use cairn_core::registry::assemble::per_entry;
-use cairn_core::registry::{RegistryError, Starter, VersionLoader};
+use cairn_core::registry::assemble::{block_on_startup, per_entry};
+use cairn_core::registry::{PackageSource, RegistryError, Starter, VersionLoader};
 use cairn_core::shared::HandlerProbe;
 use cairn_core::type_registry::{RegistryTypeKind, TypeVersionRecord};
 use cairn_package::Handler;
@@ -31,7 +31,7 @@ impl VersionLoader for Loader {
     fn starter(
         &self,
         version: &TypeVersionRecord,
-        package: Option<Vec<u8>>,
+        package: PackageSource,
         configuration: Option<String>,
     ) -> Starter {
         let (config, process, cache) = (
@@ -46,7 +46,22 @@ impl VersionLoader for Loader {
                 name: name.clone(),
                 message,
             };
-            let entry = entry_for(&config, &version, package.as_deref(), &cache).map_err(refuse)?;
+            // A library's package is read from the state only now, when the
+            // provider starts.
+            let is_dylib = matches!(
+                serde_json::from_str::<Handler>(&version.handler),
+                Ok(Handler::Dylib { .. })
+            );
+            let bytes = if is_dylib {
+                block_on_startup(package.read())
+                    .map_err(|e| refuse(e.to_string()))?
+                    .map_err(|e| {
+                        refuse(format!("its package cannot be read from the state: {e}"))
+                    })?
+            } else {
+                None
+            };
+            let entry = entry_for(&config, &version, bytes.as_deref(), &cache).map_err(refuse)?;
             // The type's configuration, its secrets resolved here, in every
             // request (`provider_settings`; a webhook's TypeConfiguration).
             let settings = match &configuration {
@@ -170,8 +185,8 @@ impl HandlerProbe for Probe {
             signed_by: package.signed_by.clone(),
             created_at: String::new(),
         };
-        let bytes = package.library().map(|_| bytes.to_vec());
-        let starter = self.0.starter(&version, bytes, None);
+        let given = PackageSource::Given(Arc::new(bytes.to_vec()));
+        let starter = self.0.starter(&version, given, None);
         let started = tokio::task::spawn_blocking(starter)
             .await
             .map_err(|e| format!("the handler's check stopped: {e}"))?;

@@ -79,7 +79,7 @@ pub enum RegistryError {
 }
 
 pub use lazy::{LazyProvider, ProviderStatus, Starter};
-pub use registered::VersionLoader;
+pub use registered::{PackageSource, VersionLoader};
 
 /// Resource types → providers.
 #[derive(Default)]

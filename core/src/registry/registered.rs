@@ -23,15 +23,43 @@ use crate::store::{Store, StoreError};
 /// reaches a webhook handler).
 pub trait VersionLoader: Send + Sync {
     /// The starter of `version`'s provider, serving exactly its type.
-    /// `package` is the version's package (read for a dylib handler);
-    /// `configuration` the type's default configuration (as set: secret
-    /// references unresolved), which every request carries.
+    /// `package` gives the version's package (a dylib handler reads it
+    /// when it starts); `configuration` the type's default configuration
+    /// (as set: secret references unresolved), which every request
+    /// carries.
     fn starter(
         &self,
         version: &TypeVersionRecord,
-        package: Option<Vec<u8>>,
+        package: PackageSource,
         configuration: Option<String>,
     ) -> Starter;
+}
+
+/// Where a version's package is read from when its provider starts: the
+/// state (so a command that never uses the type never reads it), or bytes
+/// already in hand (a registration's check).
+#[derive(Clone)]
+pub enum PackageSource {
+    Stored {
+        store: Arc<dyn Store>,
+        type_name: String,
+        version_id: String,
+    },
+    Given(Arc<Vec<u8>>),
+}
+
+impl PackageSource {
+    /// The package's bytes (`None`: the state no longer has it).
+    pub async fn read(&self) -> Result<Option<Vec<u8>>, StoreError> {
+        match self {
+            PackageSource::Stored {
+                store,
+                type_name,
+                version_id,
+            } => store.type_package(type_name, version_id).await,
+            PackageSource::Given(bytes) => Ok(Some(bytes.as_ref().clone())),
+        }
+    }
 }
 
 struct Served {
@@ -74,21 +102,13 @@ impl Registered {
     }
 }
 
-/// Whether a handler (the manifest's, as JSON) is a library in the package.
-fn is_dylib(handler: &str) -> bool {
-    serde_json::from_str::<serde_json::Value>(handler)
-        .ok()
-        .and_then(|h| h.get("dylib").cloned())
-        .is_some()
-}
-
 impl Registry {
     /// Reads the store's registered types again if they changed since the
     /// last read; whether they had. Each type's default version is served
     /// (a provider started on first need).
     pub async fn refresh_registered(
         &self,
-        store: &dyn Store,
+        store: &Arc<dyn Store>,
         loader: &dyn VersionLoader,
     ) -> Result<bool, StoreError> {
         let generation = store.registry_generation().await?;
@@ -132,10 +152,10 @@ impl Registry {
             let provider = match kept {
                 Some(s) => s.provider.clone(),
                 None => {
-                    let package = if is_dylib(&v.handler) {
-                        store.type_package(&v.type_name, &v.version_id).await?
-                    } else {
-                        None
+                    let package = PackageSource::Stored {
+                        store: store.clone(),
+                        type_name: v.type_name.clone(),
+                        version_id: v.version_id.clone(),
                     };
                     let name = format!("{} version {}", v.type_name, v.version_id);
                     Arc::new(LazyProvider::new(
