@@ -10,7 +10,9 @@ use std::sync::Arc;
 use anyhow::{anyhow, bail, Context};
 use cairn_core::engine::types::{RegisterOptions, SecretSource};
 use cairn_core::engine::Engine;
-use cairn_core::type_registry::{RegistrationRecord, RegistrationStatus, TypeVersionRecord};
+use cairn_core::type_registry::{
+    RegistrationRecord, RegistrationStatus, RegistryTypeKind, TypeVersionRecord,
+};
 use serde_json::{json, Value};
 
 use crate::stacks::print_json;
@@ -100,6 +102,10 @@ pub struct RegisterArgs {
     /// version (RegisterType's ClientRequestToken).
     #[arg(long)]
     pub(crate) client_token: Option<String>,
+    /// The file is a MODULE type's template fragment (JSON or YAML), not
+    /// a package: --type-name names the module (Org::Service::Thing::MODULE).
+    #[arg(long, requires = "type_name")]
+    pub(crate) module: bool,
     /// Run the provider kit's contract tests against the handler (inputs
     /// derived from the schema) before the version is recorded: a failure
     /// FAILS the registration, naming the tests.
@@ -237,13 +243,22 @@ async fn register(engine: &Arc<Engine>, a: &RegisterArgs) -> anyhow::Result<()> 
                 .map(|p| p.manifest.type_name)
         })
         .unwrap_or_else(|| "unknown".into());
-    let begun = engine.begin_registration(&named, &options).await?;
-    let done = if begun.status == RegistrationStatus::InProgress {
+    let kind = if a.module {
+        RegistryTypeKind::Module
+    } else {
+        RegistryTypeKind::Resource
+    };
+    let begun = engine.begin_registration(&named, kind, &options).await?;
+    let done = if begun.status != RegistrationStatus::InProgress {
+        begun
+    } else if a.module {
+        engine
+            .finish_module_registration(&begun.token, &named, &bytes)
+            .await?
+    } else {
         engine
             .finish_registration(&begun.token, &bytes, &options)
             .await?
-    } else {
-        begun
     };
     match a.output {
         OutputFormat::Json => print_json(&registration_json(&done))?,

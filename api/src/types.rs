@@ -87,9 +87,9 @@ fn named(f: &Form, arn_key: &str) -> Result<(String, Option<String>), ApiError> 
 
 fn only_resources(f: &Form) -> Result<(), ApiError> {
     match f.get("Type") {
-        None | Some("RESOURCE") => Ok(()),
+        None | Some("RESOURCE") | Some("MODULE") => Ok(()),
         Some(other) => Err(registry_error(format!(
-            "Type {other} is not registered by this Cairn: it registers RESOURCE types"
+            "Type {other} is not registered by this Cairn: it registers RESOURCE and MODULE types"
         ))),
     }
 }
@@ -117,9 +117,15 @@ pub async fn register_type(app: &Arc<App>, f: &Form) -> Outcome {
         // Cairn's own: the provider kit's contract tests first.
         test: f.get("CairnTest") == Some("true"),
     };
+    let module = f.get("Type") == Some("MODULE");
+    let kind = if module {
+        cairn_core::type_registry::RegistryTypeKind::Module
+    } else {
+        cairn_core::type_registry::RegistryTypeKind::Resource
+    };
     let begun = app
         .engine
-        .begin_registration(&type_name, &options)
+        .begin_registration(&type_name, kind, &options)
         .await
         .map_err(store)?;
     if begun.status == cairn_core::type_registry::RegistrationStatus::InProgress {
@@ -127,6 +133,11 @@ pub async fn register_type(app: &Arc<App>, f: &Form) -> Outcome {
         let token = begun.token.clone();
         tokio::spawn(async move {
             let finished = match engine.read_package(&url).await {
+                // A MODULE's SchemaHandlerPackage is its template fragment.
+                Ok(bytes) if module => engine
+                    .finish_module_registration(&token, &type_name, &bytes)
+                    .await
+                    .map(|_| ()),
                 Ok(bytes) => engine
                     .finish_registration(&token, &bytes, &options)
                     .await
@@ -207,9 +218,11 @@ pub async fn list_types(app: &Arc<App>, f: &Form) -> Outcome {
     }
     let prefix = f.get("Filters.TypeNamePrefix").unwrap_or_default();
     let versions = app.engine.type_versions().await.map_err(store)?;
+    let kind = f.get("Type");
     let defaults: Vec<&TypeVersionRecord> = versions
         .iter()
         .filter(|v| v.is_default && !v.deprecated && v.type_name.starts_with(prefix))
+        .filter(|v| kind.is_none_or(|k| k == v.kind.as_str()))
         .collect();
     result(|x| {
         x.list("TypeSummaries", &defaults, |x, v| {

@@ -27,7 +27,7 @@ pub(super) async fn run(r: &Remote, command: &TypeCommand) -> anyhow::Result<()>
     match command {
         TypeCommand::Register(a) => register(r, a).await,
         TypeCommand::List { output } => {
-            let answer = r.call("ListTypes", &[p("Type", "RESOURCE")]).await?;
+            let answer = r.call("ListTypes", &[]).await?;
             let summaries: Vec<Value> = answer
                 .members("TypeSummaries")
                 .iter()
@@ -294,7 +294,7 @@ async fn register(r: &Remote, a: &RegisterArgs) -> anyhow::Result<()> {
         }
     };
     let mut params = vec![
-        p("Type", "RESOURCE"),
+        p("Type", if a.module { "MODULE" } else { "RESOURCE" }),
         p("TypeName", &type_name),
         p("SchemaHandlerPackage", &url),
     ];

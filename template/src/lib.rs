@@ -14,6 +14,7 @@ pub mod hot;
 pub mod include;
 pub mod language_extensions;
 pub mod model;
+pub mod modules;
 pub mod parameters;
 pub mod pattern;
 mod read;

@@ -169,10 +169,13 @@ pub fn any(body: &Value) -> bool {
 }
 
 /// Whether `text` must be read by the engine before it can be parsed: it
-/// names a macro, or includes a snippet from an https:// (or s3://)
-/// location.
+/// names a macro, uses a module (expanded from the registry), or includes
+/// a snippet from an https:// (or s3://) location.
 pub fn needs_reading(text: &str) -> bool {
     names_a_macro(text)
+        || (text.contains("::MODULE")
+            && super::Template::body_of(text)
+                .is_ok_and(|b| !super::modules::module_types(&b).is_empty()))
         || (text.contains(include::INCLUDE)
             && (text.contains("https://") || text.contains("s3://")))
 }

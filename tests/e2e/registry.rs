@@ -682,3 +682,143 @@ fn a_webhook_type_is_registered_with_where_engines_read_its_secret() {
         "{why}"
     );
 }
+
+const FRAGMENT: &str = "Description: A value and its echo\nParameters:\n  Name: {Type: String}\nResources:\n  Store:\n    Type: Cairn::Test::Resource\n    Properties:\n      Value: !Sub \"${Name}-store\"\n  Echo:\n    Type: Cairn::Test::Resource\n    Properties:\n      Value: !GetAtt Store.Value\nOutputs:\n  StoreValue:\n    Value: !GetAtt Store.Value\n";
+
+const USES_MODULE: &str = "Parameters:\n  Env: {Type: String, Default: dev}\nResources:\n  Data:\n    Type: Example::Pair::Thing::MODULE\n    Properties:\n      Name: !Ref Env\n  User:\n    Type: Cairn::Test::Resource\n    DependsOn: Data\n    Properties:\n      Value: !GetAtt Data.Echo.Value\nOutputs:\n  Out:\n    Value: !GetAtt Data.StoreValue\n  Id:\n    Value: !Ref Data.Store\n";
+
+fn outputs(s: &Scratch, stack: &str) -> std::collections::BTreeMap<String, String> {
+    let out = registered(&cairn(s, &["outputs", stack, "--output", "json"]));
+    out["Outputs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|o| {
+            (
+                o["OutputKey"].as_str().unwrap_or_default().to_string(),
+                o["OutputValue"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn physical_ids(s: &Scratch, stack: &str) -> std::collections::BTreeMap<String, String> {
+    let out = registered(&cairn(s, &["resources", stack, "--output", "json"]));
+    out["StackResources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            (
+                r["LogicalResourceId"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                r["PhysicalResourceId"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        })
+        .collect()
+}
+
+/// A MODULE type from a template fragment: its resources under prefixed
+/// ids, its parameter from the module's Properties, `Ref`/`GetAtt` into it
+/// (`Data.Store`, `Data.Echo.Value`, an output), `DependsOn` the module;
+/// an update of the parameter updates its resources in place; delete.
+#[test]
+fn a_module_type_deploys_updates_and_deletes_with_prefixed_resources() {
+    let s = Scratch::new();
+    s.write("cairn.toml", "");
+    s.write(
+        "bad.yaml",
+        "Transform: AWS::Serverless-2016-10-31\nResources: {}\n",
+    );
+    let run = cairn(
+        &s,
+        &[
+            "type",
+            "register",
+            "bad.yaml",
+            "--module",
+            "--type-name",
+            "Example::Pair::Thing::MODULE",
+            "--output",
+            "json",
+        ],
+    );
+    assert_eq!(run.code(), 1);
+    assert_eq!(
+        run.json()["Description"],
+        "Template fragment can't contain transform section."
+    );
+    s.write("pair.yaml", FRAGMENT);
+    let done = registered(&cairn(
+        &s,
+        &[
+            "type",
+            "register",
+            "pair.yaml",
+            "--module",
+            "--type-name",
+            "Example::Pair::Thing::MODULE",
+            "--output",
+            "json",
+        ],
+    ));
+    assert_eq!(done["ProgressStatus"], "COMPLETE", "{done}");
+    let described = registered(&cairn(
+        &s,
+        &[
+            "type",
+            "describe",
+            "Example::Pair::Thing::MODULE",
+            "--output",
+            "json",
+        ],
+    ));
+    assert_eq!(described["Type"], "MODULE");
+    assert_eq!(described["Schema"]["properties"]["Name"]["type"], "string");
+    let template = s.write("uses.yaml", USES_MODULE).display().to_string();
+    let run = cairn(&s, &["deploy", "st", &template]);
+    assert_eq!(run.code(), 0, "{}{}", run.stdout(), run.stderr());
+    let ids = physical_ids(&s, "st");
+    assert_eq!(
+        ids.keys().collect::<Vec<_>>(),
+        ["DataEcho", "DataStore", "User"]
+    );
+    let out = outputs(&s, "st");
+    assert_eq!(out["Out"], "dev-store");
+    assert_eq!(out["Id"], ids["DataStore"]);
+    // The processed template is the expanded one.
+    let run = cairn(&s, &["template", "st", "--stage", "processed"]);
+    assert!(
+        run.stdout().contains("DataStore") && !run.stdout().contains("::MODULE"),
+        "{}",
+        run.stdout()
+    );
+    // A parameter change updates the module's resources in place.
+    let run = cairn(&s, &["deploy", "st", &template, "-p", "Env=prod"]);
+    assert_eq!(run.code(), 0, "{}{}", run.stdout(), run.stderr());
+    assert_eq!(outputs(&s, "st")["Out"], "prod-store");
+    assert_eq!(physical_ids(&s, "st"), ids);
+    let run = cairn(&s, &["delete", "st"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    // A module's parameter left out is named.
+    let missing = s
+        .write(
+            "missing.yaml",
+            "Resources:\n  Data:\n    Type: Example::Pair::Thing::MODULE\n",
+        )
+        .display()
+        .to_string();
+    let run = cairn(&s, &["deploy", "other", &missing]);
+    assert_eq!(run.code(), 1);
+    assert!(
+        run.stderr()
+            .contains("Module Data: its parameter Name is required: set it in Data's Properties"),
+        "{}",
+        run.stderr()
+    );
+}

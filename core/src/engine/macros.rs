@@ -82,7 +82,22 @@ impl Core {
             &mut context.files,
         )
         .await?;
-        if !names_a_macro(text) {
+        let macros = names_a_macro(text);
+        // Modules expand without CAPABILITY_AUTO_EXPAND, as in CloudFormation.
+        let may_use_modules = text.contains("::MODULE");
+        if !macros && !may_use_modules {
+            return Ok(context);
+        }
+        let mut body = Template::body_of(text)?;
+        let used = crate::template::modules::module_types(&body);
+        if !macros && used.is_empty() {
+            return Ok(context);
+        }
+        if !macros {
+            let fragments = self.module_fragments(&used).await?;
+            crate::template::modules::expand(&mut body, &fragments)
+                .map_err(|e| TemplateError::new(e.0))?;
+            context.processed = Some(body);
             return Ok(context);
         }
         if let Some(given) = given {
@@ -93,7 +108,6 @@ impl Core {
                 )));
             }
         }
-        let mut body = Template::body_of(text)?;
         let sites = transform::sites(&body)?;
         let values = transform::parameter_values(&body, parameters);
         for site in &sites {
@@ -105,6 +119,13 @@ impl Core {
             transform::replace(&mut body, site, answer)?;
         }
         transform::finish(&mut body);
+        // Modules the macros' output uses (or the template's own).
+        let used = crate::template::modules::module_types(&body);
+        if !used.is_empty() {
+            let fragments = self.module_fragments(&used).await?;
+            crate::template::modules::expand(&mut body, &fragments)
+                .map_err(|e| TemplateError::new(e.0))?;
+        }
         let size = body.to_string().len();
         if size > MAX_PROCESSED_BYTES {
             return Err(TemplateError::new(format!(
@@ -114,6 +135,27 @@ impl Core {
         }
         context.processed = Some(body);
         Ok(context)
+    }
+
+    /// The registered fragments of the module types `used` (each type's
+    /// default version); one not registered is left out (the expansion
+    /// names it).
+    async fn module_fragments(
+        &self,
+        used: &[String],
+    ) -> Result<BTreeMap<String, serde_json::Value>, EngineError> {
+        let mut fragments = BTreeMap::new();
+        for v in self.store.type_versions().await? {
+            if !(v.is_default && !v.deprecated && used.contains(&v.type_name)) {
+                continue;
+            }
+            let Some(bytes) = self.store.type_package(&v.type_name, &v.version_id).await? else {
+                continue;
+            };
+            let text = String::from_utf8_lossy(&bytes);
+            fragments.insert(v.type_name.clone(), Template::body_of(&text)?);
+        }
+        Ok(fragments)
     }
 
     /// Runs the macro at `site`: the fragment it answers.

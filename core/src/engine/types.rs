@@ -197,13 +197,14 @@ impl Core {
     pub async fn begin_registration(
         &self,
         type_name: &str,
+        kind: RegistryTypeKind,
         options: &RegisterOptions,
     ) -> Result<RegistrationRecord, StoreError> {
         let ts = now();
         let record = RegistrationRecord {
             token: uuid::Uuid::new_v4().to_string(),
             type_name: type_name.to_string(),
-            kind: RegistryTypeKind::Resource,
+            kind,
             status: RegistrationStatus::InProgress,
             description: "Deployment is currently in progress.".into(),
             version_id: None,
@@ -260,6 +261,82 @@ impl Core {
             .complete_registration(token, &version, package)
             .await?;
         tracing::info!(type_name = %version.type_name, %token, "type registered");
+        self.store
+            .registration(token)
+            .await?
+            .ok_or_else(|| StoreError::NoSuchRegistration(token.into()))
+    }
+
+    /// Ends the registration `token` of a MODULE type from its template
+    /// `fragment` (JSON or YAML): COMPLETE with a new version (the fragment
+    /// its package), or FAILED with why (CloudFormation's fragment rules).
+    pub async fn finish_module_registration(
+        &self,
+        token: &str,
+        type_name: &str,
+        fragment: &[u8],
+    ) -> Result<RegistrationRecord, StoreError> {
+        let text = String::from_utf8_lossy(fragment);
+        let checked = (|| {
+            let base = type_name.strip_suffix("::MODULE").unwrap_or_default();
+            if !cairn_package::schema::valid_type_name(base) {
+                return Err(format!(
+                    "{type_name} is not a module type name: Organization::Service::Thing::MODULE, each part 2 to 64 letters and digits"
+                ));
+            }
+            let namespace = type_name.split("::").next().unwrap_or_default();
+            if RESERVED.contains(&namespace) {
+                return Err(format!(
+                    "type names in the {namespace} namespace are reserved"
+                ));
+            }
+            let body = crate::template::Template::body_of(&text).map_err(|e| e.to_string())?;
+            crate::template::modules::check_fragment(&body)?;
+            Ok(body)
+        })();
+        let body = match checked {
+            Ok(b) => b,
+            Err(why) => return self.failed(token, &why).await,
+        };
+        // The module's schema: its parameters are its properties.
+        let properties: serde_json::Map<String, Value> = body
+            .get("Parameters")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .map(|(name, p)| {
+                let ty = match p.get("Type").and_then(Value::as_str) {
+                    Some("Number") => "number",
+                    Some(t) if t.starts_with("List<") || t == "CommaDelimitedList" => "array",
+                    _ => "string",
+                };
+                (name.clone(), serde_json::json!({"type": ty, "description": p.get("Description").cloned().unwrap_or(Value::Null)}))
+            })
+            .collect();
+        let description = body
+            .get("Description")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let schema = serde_json::json!({
+            "typeName": type_name,
+            "description": description,
+            "properties": properties,
+            "additionalProperties": false,
+        });
+        let version = NewTypeVersion {
+            type_name: type_name.to_string(),
+            kind: RegistryTypeKind::Module,
+            schema: schema.to_string(),
+            description,
+            handler: "null".into(),
+            secret: None,
+            package_sha256: cairn_package::sha256_hex(fragment),
+            signed_by: None,
+        };
+        self.store
+            .complete_registration(token, &version, fragment)
+            .await?;
         self.store
             .registration(token)
             .await?

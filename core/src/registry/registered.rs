@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use cairn_model::registry::{TypeVersionRecord, DEFAULT_ALIAS};
+use cairn_model::registry::{RegistryTypeKind, TypeVersionRecord, DEFAULT_ALIAS};
 
 use super::{LazyProvider, RegisteredType, Registry, Starter};
 use crate::store::{Store, StoreError};
@@ -130,7 +130,8 @@ impl Registry {
         };
         for v in versions
             .into_iter()
-            .filter(|v| v.is_default && !v.deprecated)
+            // Modules expand into templates: nothing serves them.
+            .filter(|v| v.is_default && !v.deprecated && v.kind == RegistryTypeKind::Resource)
         {
             if let Some(first) = self.static_claimant(&v.type_name) {
                 next.refused.insert(

@@ -14,7 +14,7 @@ use cairn_sdk::{PropertySchema, ResourceSchema};
 use super::World;
 use crate::engine::types::{RegisterOptions, SecretSource, ABANDONED, REGISTRATION_LIMIT};
 use crate::store::crash::CrashStore;
-use crate::type_registry::RegistrationStatus;
+use crate::type_registry::{RegistrationStatus, RegistryTypeKind};
 
 const TYPE: &str = "Sim::Registered::Thing";
 
@@ -95,7 +95,7 @@ async fn a_registration_is_never_stuck_and_never_half_made() {
     let counting = CrashStore::new(world.base.clone(), None);
     let engine = world.engine(counting.clone());
     let begun = engine
-        .begin_registration(TYPE, &options)
+        .begin_registration(TYPE, RegistryTypeKind::Resource, &options)
         .await
         .expect("begins");
     let done = engine
@@ -116,7 +116,10 @@ async fn a_registration_is_never_stuck_and_never_half_made() {
         let world = World::new();
         let crashing: Arc<CrashStore> = CrashStore::new(world.base.clone(), Some(k));
         let engine = world.engine(crashing);
-        if let Ok(begun) = engine.begin_registration(TYPE, &options).await {
+        if let Ok(begun) = engine
+            .begin_registration(TYPE, RegistryTypeKind::Resource, &options)
+            .await
+        {
             let _ = engine
                 .finish_registration(&begun.token, &bytes, &options)
                 .await;
@@ -126,7 +129,10 @@ async fn a_registration_is_never_stuck_and_never_half_made() {
         all.extend(problems(&world, &what).await);
         // Registering again on a live engine completes.
         let again = world.engine(world.base.clone());
-        let retried = match again.begin_registration(TYPE, &options).await {
+        let retried = match again
+            .begin_registration(TYPE, RegistryTypeKind::Resource, &options)
+            .await
+        {
             Ok(r) => again.finish_registration(&r.token, &bytes, &options).await,
             Err(e) => Err(e),
         };
