@@ -803,6 +803,13 @@ fn a_module_type_deploys_updates_and_deletes_with_prefixed_resources() {
     assert_eq!(run.code(), 0, "{}{}", run.stdout(), run.stderr());
     assert_eq!(outputs(&s, "st")["Out"], "prod-store");
     assert_eq!(physical_ids(&s, "st"), ids);
+    // A module a stack's template uses is not deregistered.
+    let run = cairn(&s, &["type", "deregister", "Example::Pair::Thing::MODULE"]);
+    assert_eq!(run.code(), 1);
+    assert_eq!(
+        run.stderr().trim(),
+        "error: Type Example::Pair::Thing::MODULE is used by stacks st: delete their resources of this type (or the stacks) before deregistering it"
+    );
     let run = cairn(&s, &["delete", "st"]);
     assert_eq!(run.code(), 0, "{}", run.stderr());
     // A module's parameter left out is named.
@@ -821,4 +828,6 @@ fn a_module_type_deploys_updates_and_deletes_with_prefixed_resources() {
         "{}",
         run.stderr()
     );
+    let run = cairn(&s, &["type", "deregister", "Example::Pair::Thing::MODULE"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
 }

@@ -595,15 +595,27 @@ impl Core {
         Ok(())
     }
 
-    /// The stacks (not deleted) with a resource of `type_name`.
+    /// The stacks (not deleted) with a resource of `type_name`, or, for a
+    /// module, whose template uses it (its resources carry their own
+    /// types: the template is what names the module).
     async fn stacks_using(&self, type_name: &str) -> Result<Vec<String>, StoreError> {
+        let module = crate::template::modules::is_module_type(type_name);
         let mut using = Vec::new();
         for s in self.store.list_stacks().await? {
             if s.status == StackStatus::DeleteComplete {
                 continue;
             }
-            let rows = self.store.resources(&s.stack_id).await?;
-            if rows.iter().any(|r| r.resource_type == type_name) {
+            let uses = if module {
+                crate::template::Template::body_of(&s.template_body).is_ok_and(|b| {
+                    crate::template::modules::module_types(&b)
+                        .iter()
+                        .any(|t| t == type_name)
+                })
+            } else {
+                let rows = self.store.resources(&s.stack_id).await?;
+                rows.iter().any(|r| r.resource_type == type_name)
+            };
+            if uses {
                 using.push(s.stack_name.clone());
             }
         }
