@@ -2195,6 +2195,21 @@ impl DriftDetections for SqliteStore {
 const REGISTRATION_COLUMNS: &str =
     "token, type_name, kind, status, description, version_id, client_token, created_at, updated_at";
 
+/// Every row `sql` (no parameters) gives, each made by `row`.
+fn all_rows<T>(
+    c: &Connection,
+    sql: &str,
+    row: impl FnMut(&Row<'_>) -> rusqlite::Result<T>,
+) -> Result<Vec<T>, StoreError> {
+    let mut st = c.prepare_cached(sql).map_err(backend)?;
+    let rows = st
+        .query_map([], row)
+        .map_err(backend)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(backend);
+    rows
+}
+
 fn registration_row(r: &Row<'_>) -> rusqlite::Result<RegistrationRecord> {
     Ok(RegistrationRecord {
         token: r.get(0)?,
@@ -2435,34 +2450,24 @@ impl cairn_store::TypeRegistry for SqliteStore {
 
     async fn registrations(&self) -> Result<Vec<RegistrationRecord>, StoreError> {
         self.run(|c| {
-            let mut st = c
-                .prepare_cached(&format!(
-                    "SELECT {REGISTRATION_COLUMNS} FROM type_registrations ORDER BY rowid"
-                ))
-                .map_err(backend)?;
-            let rows = st
-                .query_map([], registration_row)
-                .map_err(backend)?
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(backend);
-            rows
+            all_rows(
+                c,
+                &format!("SELECT {REGISTRATION_COLUMNS} FROM type_registrations ORDER BY rowid"),
+                registration_row,
+            )
         })
         .await
     }
 
     async fn type_versions(&self) -> Result<Vec<TypeVersionRecord>, StoreError> {
         self.run(|c| {
-            let mut st = c
-                .prepare_cached(&format!(
+            all_rows(
+                c,
+                &format!(
                     "SELECT {TYPE_VERSION_COLUMNS} FROM type_versions ORDER BY type_name, version_id"
-                ))
-                .map_err(backend)?;
-            let rows = st
-                .query_map([], type_version_row)
-                .map_err(backend)?
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(backend);
-            rows
+                ),
+                type_version_row,
+            )
         })
         .await
     }
@@ -2561,24 +2566,18 @@ impl cairn_store::TypeRegistry for SqliteStore {
 
     async fn type_configurations(&self) -> Result<Vec<TypeConfigurationRecord>, StoreError> {
         self.run(|c| {
-            let mut st = c
-                .prepare_cached(
-                    "SELECT type_name, alias, configuration, updated_at FROM type_configurations ORDER BY type_name, alias",
-                )
-                .map_err(backend)?;
-            let rows = st
-                .query_map([], |r| {
+            all_rows(
+                c,
+                "SELECT type_name, alias, configuration, updated_at FROM type_configurations ORDER BY type_name, alias",
+                |r| {
                     Ok(TypeConfigurationRecord {
                         type_name: r.get(0)?,
                         alias: r.get(1)?,
                         configuration: r.get(2)?,
                         updated_at: r.get(3)?,
                     })
-                })
-                .map_err(backend)?
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(backend);
-            rows
+                },
+            )
         })
         .await
     }

@@ -491,7 +491,13 @@ impl Core {
         &self,
         token: &str,
     ) -> Result<Option<RegistrationRecord>, StoreError> {
-        self.settle_registrations_at(jiff::Timestamp::now()).await?;
+        // Only this one: a waiter polls it every few seconds.
+        let Some(r) = self.store.registration(token).await? else {
+            return Ok(None);
+        };
+        if !self.settle_if_left(&r, jiff::Timestamp::now()).await? {
+            return Ok(Some(r));
+        }
         self.store.registration(token).await
     }
 
@@ -507,26 +513,39 @@ impl Core {
         &self,
         now: jiff::Timestamp,
     ) -> Result<(), StoreError> {
-        let limit = jiff::SignedDuration::try_from(REGISTRATION_LIMIT).unwrap_or_default();
         for r in self.store.registrations().await? {
-            if r.status != RegistrationStatus::InProgress {
-                continue;
-            }
-            let Ok(changed) = r.updated_at.parse::<jiff::Timestamp>() else {
-                continue;
-            };
-            if changed.checked_add(limit).is_ok_and(|due| due <= now) {
-                // Another engine may settle or finish it at the same time:
-                // whichever write lands first stands.
-                match self.store.fail_registration(&r.token, ABANDONED).await {
-                    Ok(()) | Err(StoreError::RegistrationEnded(_)) => {
-                        tracing::warn!(token = %r.token, type_name = %r.type_name, "a registration its engine left IN_PROGRESS is FAILED");
-                    }
-                    Err(e) => return Err(e),
-                }
-            }
+            self.settle_if_left(&r, now).await?;
         }
         Ok(())
+    }
+
+    /// Ends `r` FAILED if it is still IN_PROGRESS [`REGISTRATION_LIMIT`]
+    /// after its last change, as of `now`; whether it did.
+    async fn settle_if_left(
+        &self,
+        r: &RegistrationRecord,
+        now: jiff::Timestamp,
+    ) -> Result<bool, StoreError> {
+        if r.status != RegistrationStatus::InProgress {
+            return Ok(false);
+        }
+        let limit = jiff::SignedDuration::try_from(REGISTRATION_LIMIT).unwrap_or_default();
+        let Ok(changed) = r.updated_at.parse::<jiff::Timestamp>() else {
+            return Ok(false);
+        };
+        if !changed.checked_add(limit).is_ok_and(|due| due <= now) {
+            return Ok(false);
+        }
+        // Another engine may settle or finish it at the same time:
+        // whichever write lands first stands.
+        match self.store.fail_registration(&r.token, ABANDONED).await {
+            Ok(()) => {
+                tracing::warn!(token = %r.token, type_name = %r.type_name, "a registration its engine left IN_PROGRESS is FAILED");
+                Ok(true)
+            }
+            Err(StoreError::RegistrationEnded(_)) => Ok(true),
+            Err(e) => Err(e),
+        }
     }
 
     /// Every version of every registered type.

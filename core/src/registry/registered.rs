@@ -93,13 +93,6 @@ impl Registered {
         }
         self.types.get(type_name)?.provider.failure()
     }
-
-    pub(super) fn versions(&self) -> BTreeMap<String, String> {
-        self.types
-            .iter()
-            .map(|(t, s)| (t.clone(), s.version_id.clone()))
-            .collect()
-    }
 }
 
 impl Registry {
@@ -183,11 +176,6 @@ impl Registry {
         );
         self.set_registered(next);
         Ok(true)
-    }
-
-    /// The default version of each registered type this process serves.
-    pub fn registered_versions(&self) -> BTreeMap<String, String> {
-        self.registered_now().versions()
     }
 
     /// Who claims `type_name` besides the registry: a built-in, a
