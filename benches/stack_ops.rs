@@ -369,7 +369,7 @@ fn scenario(name: &str) -> Result<(), Box<dyn std::error::Error>> {
                     parameters: BTreeMap::new(),
                         disable_rollback: false,
                         capabilities: None,
-                    tags: None, origin: Default::default(), context: None, })
+                    tags: None, origin: Default::default(), context: None, upgrade_types: Default::default(), })
                 .await;
             noops.push(start.elapsed().as_secs_f64());
             match refused {

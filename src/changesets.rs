@@ -30,6 +30,9 @@ pub struct PlanArgs<'a> {
     pub capabilities: &'a [String],
     /// `KEY=VALUE` stack tags once executed (none: keep the stack's).
     pub tags: &'a [String],
+    /// `--upgrade-types`: the set moves resources to their types' default
+    /// versions.
+    pub upgrade_types: bool,
 }
 
 /// `cairn plan`: creates a change set and prints what it would do.
@@ -81,6 +84,7 @@ pub async fn plan(engine: &Arc<Engine>, args: PlanArgs<'_>) -> anyhow::Result<()
         capabilities: Some(args.capabilities.to_vec()),
         rollback_configuration: None,
         notification_arns: None,
+        upgrade_types: args.upgrade_types,
     };
     let cs = engine
         .change_sets()
@@ -172,9 +176,15 @@ pub(crate) fn print_change_set(cs: &ChangeSetRecord, output: OutputFormat) -> an
         }
         for d in rc["Details"].as_array().into_iter().flatten() {
             let t = &d["Target"];
-            let what = match t["Name"].as_str() {
-                Some(n) => format!("{}.{n}", t["Attribute"].as_str().unwrap_or_default()),
-                None => t["Attribute"].as_str().unwrap_or_default().to_string(),
+            let what = match (t["Name"].as_str(), t["BeforeValue"].as_str()) {
+                (Some(n), _) => format!("{}.{n}", t["Attribute"].as_str().unwrap_or_default()),
+                // A move to another type version: from and to.
+                (None, Some(before)) => format!(
+                    "{} {before} -> {}",
+                    t["Attribute"].as_str().unwrap_or_default(),
+                    t["AfterValue"].as_str().unwrap_or_default()
+                ),
+                (None, None) => t["Attribute"].as_str().unwrap_or_default().to_string(),
             };
             let cause = d["CausingEntity"]
                 .as_str()

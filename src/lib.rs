@@ -479,6 +479,10 @@ struct DeployOpts {
     /// On an update: the stack's events go to no webhook any more.
     #[arg(long, conflicts_with = "notify")]
     no_notify: bool,
+    /// Move resources of registered types to each type's default
+    /// version (they keep the version they were made with otherwise).
+    #[arg(long)]
+    upgrade_types: bool,
 }
 
 #[derive(clap::Args)]
@@ -579,6 +583,10 @@ struct PlanOpts {
     environments: Vec<PathBuf>,
     #[arg(long, value_enum, default_value_t)]
     output: OutputFormat,
+    /// Move resources of registered types to each type's default
+    /// version (they keep the version they were made with otherwise).
+    #[arg(long)]
+    upgrade_types: bool,
 }
 
 #[derive(clap::Args)]
@@ -595,6 +603,10 @@ struct UpdateOpts {
     /// Keep the template and parameters; still heal and fix drift.
     #[arg(long)]
     drift_only: bool,
+    /// Move resources of registered types to each type's default
+    /// version (they keep the version they were made with otherwise).
+    #[arg(long)]
+    upgrade_types: bool,
     /// Show the steps and what each phase would do; change nothing.
     #[arg(long)]
     preview: bool,
@@ -644,6 +656,7 @@ impl DeployOpts {
             rollback_configuration: self.rollback_configuration.as_deref(),
             notify: &self.notify,
             no_notify: self.no_notify,
+            upgrade_types: self.upgrade_types,
         }
     }
 }
@@ -662,6 +675,7 @@ impl PlanOpts {
             output: self.output,
             capabilities: &self.capabilities,
             tags: &self.tags,
+            upgrade_types: self.upgrade_types,
         }
     }
 }
@@ -676,6 +690,7 @@ impl UpdateOpts {
             preview: self.preview,
             output: self.output,
             stack_policy_during_update: self.stack_policy_during_update.as_deref(),
+            upgrade_types: self.upgrade_types,
             flags: cairn_core::engine::ReconcileFlags {
                 drift_only: self.drift_only,
                 skip_install: self.skip_install,

@@ -21,6 +21,8 @@ pub struct Args<'a> {
     pub output: OutputFormat,
     /// `--stack-policy-during-update FILE`.
     pub stack_policy_during_update: Option<&'a Path>,
+    /// `--upgrade-types`.
+    pub upgrade_types: bool,
     pub flags: ReconcileFlags,
 }
 
@@ -48,6 +50,7 @@ pub async fn run(engine: &Arc<Engine>, args: Args<'_>) -> anyhow::Result<()> {
             context: None,
             disable_rollback: false,
             capabilities: None,
+            upgrade_types: crate::stacks::upgrade_types(args.upgrade_types),
         },
         flags: args.flags,
     };

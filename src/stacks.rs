@@ -350,6 +350,9 @@ pub struct DeployArgs<'a> {
     pub notify: &'a [String],
     /// `--no-notify`: an update removes them.
     pub no_notify: bool,
+    /// `--upgrade-types`: an update moves resources to their types'
+    /// default versions.
+    pub upgrade_types: bool,
 }
 
 impl DeployArgs<'_> {
@@ -560,6 +563,14 @@ pub async fn deploy(engine: &Arc<Engine>, args: DeployArgs<'_>) -> anyhow::Resul
     .await
 }
 
+/// `--upgrade-types` as the engine takes it.
+pub(crate) fn upgrade_types(asked: bool) -> cairn_core::engine::UpgradeTypes {
+    match asked {
+        true => cairn_core::engine::UpgradeTypes::ToDefaults,
+        false => cairn_core::engine::UpgradeTypes::Keep,
+    }
+}
+
 /// `deploy` on an existing stack: an update.
 async fn update(
     engine: &Arc<Engine>,
@@ -599,6 +610,7 @@ async fn update(
         capabilities: Some(args.capabilities.to_vec()),
         rollback_configuration: read_rollback_configuration(args.rollback_configuration)?,
         notification_arns: args.notification_arns(),
+        upgrade_types: upgrade_types(args.upgrade_types),
     };
     let stack_id = engine
         .updates()
@@ -935,6 +947,8 @@ pub(crate) struct ResourceLine {
     pub status: String,
     pub reason: Option<String>,
     pub updated_at: String,
+    /// The registered type version it uses.
+    pub type_version: Option<String>,
 }
 
 /// The stack's resources, each group followed by its members in order.
@@ -960,6 +974,7 @@ async fn resource_lines(
                 status: m.status.as_str().to_string(),
                 reason: m.status_reason,
                 updated_at: m.updated_at,
+                type_version: None,
             })
             .collect())
     };
@@ -976,6 +991,7 @@ async fn resource_lines(
             status: r.status.as_str().to_string(),
             reason: r.status_reason,
             updated_at: r.updated_at,
+            type_version: r.type_version,
         });
         if let Some(i) = own {
             let (_, _, state) = groups.remove(i);
@@ -1039,6 +1055,9 @@ pub(crate) fn show_resources(
                     if let Some(group) = &r.group {
                         v["GroupResourceId"] = json!(group);
                     }
+                    if let Some(version) = &r.type_version {
+                        v["TypeVersionId"] = json!(version);
+                    }
                     v
                 });
             print_json_list("StackResources", list)
@@ -1049,10 +1068,14 @@ pub(crate) fn show_resources(
                     Some(_) => format!("  {}", r.logical_id),
                     None => r.logical_id.clone(),
                 };
+                let shown_type = match &r.type_version {
+                    Some(v) => format!("{} ({v})", r.resource_type),
+                    None => r.resource_type.clone(),
+                };
                 println!(
                     "{:<30} {:<30} {:<20} {}",
                     name,
-                    r.resource_type,
+                    shown_type,
                     r.status,
                     r.physical_id.as_deref().unwrap_or("-")
                 );

@@ -10,6 +10,7 @@ use cairn_core::engine::drift::{ResourceDrift, StackDriftDetection};
 use cairn_core::engine::refactor::RefactorInput;
 use cairn_core::engine::{
     ChangeSetType, CreateChangeSetInput, CreateStackInput, ParameterInput, UpdateStackInput,
+    UpgradeTypes,
 };
 use cairn_core::refactor::{ResourceLocation, ResourceMapping};
 use cairn_core::rollback_triggers::{RollbackConfiguration, RollbackTrigger};
@@ -638,11 +639,21 @@ async fn update_stack(app: &Arc<App>, f: &Form) -> Outcome {
         capabilities: Some(f.list("Capabilities")),
         rollback_configuration: rollback_configuration(f)?,
         notification_arns: notification_arns(f),
+        upgrade_types: upgrade_types(f, "CairnUpgradeTypes")?,
     };
     let id = app.engine.updates().start_update(&input).await?;
     app.drive(id.clone(), "UPDATE").await;
     result(|x| {
         x.leaf("StackId", &id);
+    })
+}
+
+/// Cairn's own flag `key`: move resources to their registered types'
+/// default versions (they keep their own otherwise).
+fn upgrade_types(f: &Form, key: &str) -> Result<UpgradeTypes, ApiError> {
+    Ok(match f.flag(key)? {
+        Some(true) => UpgradeTypes::ToDefaults,
+        _ => UpgradeTypes::Keep,
     })
 }
 
@@ -913,7 +924,9 @@ fn resource_xml(
             &r.updated_at,
         )
         .leaf("ResourceStatus", r.status.as_str())
-        .opt("ResourceStatusReason", r.status_reason.as_deref());
+        .opt("ResourceStatusReason", r.status_reason.as_deref())
+        // Cairn's own: the registered type version it uses.
+        .opt("TypeVersionId", r.type_version.as_deref());
     if detail {
         if let Some(m) = &r.metadata {
             x.leaf("Metadata", &m.to_string());
@@ -1000,7 +1013,8 @@ async fn list_stack_resources(app: &App, f: &Form) -> Outcome {
                 )
                 .leaf("LastUpdatedTimestamp", &r.updated_at)
                 .leaf("ResourceStatus", r.status.as_str())
-                .opt("ResourceStatusReason", r.status_reason.as_deref());
+                .opt("ResourceStatusReason", r.status_reason.as_deref())
+                .opt("TypeVersionId", r.type_version.as_deref());
             x.open("DriftInformation")
                 .leaf("StackResourceDriftStatus", "NOT_CHECKED")
                 .close("DriftInformation");
@@ -1257,6 +1271,9 @@ async fn create_change_set(app: &App, f: &Form) -> Outcome {
         capabilities: Some(f.list("Capabilities")),
         rollback_configuration: rollback_configuration(f)?,
         notification_arns: notification_arns(f),
+        // Cairn's own: the set moves resources to their types' default
+        // versions, and shows each move.
+        upgrade_types: f.flag("CairnUpgradeTypes")? == Some(true),
     };
     let cs = app.engine.change_sets().create_change_set(&input).await?;
     result(|x| {
@@ -1716,6 +1733,7 @@ async fn reconcile_stack(app: &Arc<App>, f: &Form) -> Outcome {
             context: None,
             disable_rollback: false,
             capabilities: Some(f.list("Capabilities")),
+            upgrade_types: upgrade_types(f, "UpgradeTypes")?,
         },
         flags: cairn_core::engine::ReconcileFlags {
             drift_only: flag("DriftOnly")?,

@@ -1060,6 +1060,13 @@ async fn change_set_page(
             .flatten()
             .filter_map(|d| {
                 let t = &d["Target"];
+                if let (Some(before), Some(after)) = (
+                    t.get("BeforeValue").and_then(Value::as_str),
+                    t.get("AfterValue").and_then(Value::as_str),
+                ) {
+                    let attribute = t.get("Attribute").and_then(Value::as_str)?;
+                    return Some(format!("{attribute} {before} -> {after}"));
+                }
                 let name = t.get("Name").and_then(Value::as_str)?;
                 Some(format!(
                     "{name} ({})",

@@ -104,11 +104,19 @@ pub async fn register_type(app: &Arc<App>, f: &Form) -> Outcome {
     only_resources(f)?;
     let type_name = f.required("TypeName")?.to_string();
     let url = f.required("SchemaHandlerPackage")?.to_string();
-    // Cairn's own parameters: where engines read a webhook's secret.
+    // Where engines read a webhook's signing secret: Cairn's own
+    // parameters, or (for the aws CLI, which has no other slot)
+    // ExecutionRoleArn, CloudFormation's credentials of the handler, as
+    // `env:NAME` or `file:PATH`. The secret itself is never sent.
+    let role = f.get("ExecutionRoleArn");
     let secret = match (f.get("CairnSecretEnv"), f.get("CairnSecretFile")) {
         (Some(name), _) => Some(SecretSource::Env(name.to_string())),
         (_, Some(path)) => Some(SecretSource::File(path.into())),
-        _ => None,
+        _ => match role.and_then(|r| r.split_once(':')) {
+            Some(("env", name)) if !name.is_empty() => Some(SecretSource::Env(name.to_string())),
+            Some(("file", path)) if !path.is_empty() => Some(SecretSource::File(path.into())),
+            _ => None,
+        },
     };
     let options = RegisterOptions {
         type_name: Some(type_name.clone()),

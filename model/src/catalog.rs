@@ -34,6 +34,12 @@ pub trait TypeCatalog: Sync {
     fn canonical<'a>(&'a self, type_name: &'a str) -> &'a str;
     /// Its schema, when a provider serves it.
     fn schema(&self, type_name: &str) -> Option<TypeSchema>;
+    /// The schema of one registered version of it (`None`: as
+    /// [`TypeCatalog::schema`]).
+    fn version_schema(&self, type_name: &str, version: Option<&str>) -> Option<TypeSchema> {
+        let _ = version;
+        self.schema(type_name)
+    }
     /// The name of the provider that serves it, for messages.
     fn provider_name(&self, type_name: &str) -> Option<String>;
     /// Why a type nobody serves now is unavailable (its provider could not
@@ -48,6 +54,9 @@ impl<T: TypeCatalog + Send + Sync + ?Sized> TypeCatalog for Arc<T> {
     }
     fn schema(&self, type_name: &str) -> Option<TypeSchema> {
         (**self).schema(type_name)
+    }
+    fn version_schema(&self, type_name: &str, version: Option<&str>) -> Option<TypeSchema> {
+        (**self).version_schema(type_name, version)
     }
     fn provider_name(&self, type_name: &str) -> Option<String> {
         (**self).provider_name(type_name)

@@ -119,6 +119,15 @@ pub struct OperationOptions {
         skip_serializing_if = "Option::is_none"
     )]
     pub parent_request: Option<String>,
+    /// An update asked to move resources to their types' default versions
+    /// (`--upgrade-types`): each registered type and the version it moves
+    /// to, decided when the update was planned.
+    #[serde(
+        default,
+        deserialize_with = "lenient",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
+    pub upgrade_types: BTreeMap<String, String>,
 }
 
 impl OperationOptions {

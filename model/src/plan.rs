@@ -128,6 +128,82 @@ pub struct ChangeTarget {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     pub requires_recreation: String,
+    /// The value before and after, where Cairn shows them (a resource's
+    /// move to another version of its type).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub values: Option<ChangedValues>,
+}
+
+/// CloudFormation's `BeforeValue` / `AfterValue` / `AttributeChangeType`
+/// of a change's target.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct ChangedValues {
+    pub before_value: String,
+    pub after_value: String,
+    pub attribute_change_type: String,
+}
+
+/// The change scope and detail attribute of a resource's move to another
+/// version of its registered type (beyond CloudFormation, whose resources
+/// always use the type's default version).
+pub const TYPE_VERSION: &str = "TypeVersion";
+
+/// The registered type versions an update runs its resources on: each
+/// resource its own (the version it was made with), unless the update
+/// moves its type (`--upgrade-types`) to the version given here.
+#[derive(Debug, Clone, Copy)]
+pub struct TypeVersions<'a> {
+    pub upgrade: &'a std::collections::BTreeMap<String, String>,
+}
+
+impl TypeVersions<'static> {
+    /// Every resource keeps its version.
+    pub fn kept() -> TypeVersions<'static> {
+        static NONE: std::collections::BTreeMap<String, String> = std::collections::BTreeMap::new();
+        TypeVersions { upgrade: &NONE }
+    }
+}
+
+impl TypeVersions<'_> {
+    /// The version `row` (of the canonical type `type_name`) is updated
+    /// with.
+    pub fn target<'r>(&'r self, type_name: &str, row: &'r ResourceRecord) -> Option<&'r str> {
+        self.upgrade
+            .get(type_name)
+            .map(String::as_str)
+            .or(row.type_version.as_deref())
+    }
+
+    /// The move of `row` to another version, from and to, when the update
+    /// makes one (a row made before versions were recorded moves from
+    /// "unrecorded").
+    pub fn moves(&self, type_name: &str, row: &ResourceRecord) -> Option<(String, String)> {
+        let to = self.upgrade.get(type_name)?;
+        match row.type_version.as_deref() {
+            Some(from) if from == to => None,
+            from => Some((from.unwrap_or("unrecorded").to_string(), to.clone())),
+        }
+    }
+
+    /// The detail a move shows in a change set.
+    pub fn detail((from, to): (String, String)) -> ChangeDetail {
+        ChangeDetail {
+            target: ChangeTarget {
+                attribute: TYPE_VERSION.into(),
+                name: None,
+                requires_recreation: "Never".into(),
+                values: Some(ChangedValues {
+                    before_value: from,
+                    after_value: to,
+                    attribute_change_type: "Modify".into(),
+                }),
+            },
+            evaluation: "Static".into(),
+            change_source: "DirectModification".into(),
+            causing_entity: None,
+        }
+    }
 }
 
 fn recreation(b: UpdateBehavior) -> &'static str {
@@ -160,6 +236,7 @@ pub fn plan(
     previous: &Previous<'_>,
     params: &ParameterValues,
     nested: &crate::nested::NestedTemplates,
+    versions: TypeVersions<'_>,
 ) -> Result<Vec<ResourceChange>, TemplateError> {
     let live: HashMap<&str, &ResourceRecord> = rows
         .iter()
@@ -222,7 +299,15 @@ pub fn plan(
             props
         };
         let metadata = evaluate_metadata(ev, r.metadata.as_ref(), name)?;
-        let found = registry.schema(&r.type_name);
+        // A HOT resource whose type changed is replaced (the engine
+        // refuses a CloudFormation template's type change before planning).
+        let type_changed = registry.canonical(&row.resource_type) != type_name;
+        // Decided by the schema of the version the resource is updated
+        // with.
+        let found = match type_changed {
+            true => registry.schema(&r.type_name),
+            false => registry.version_schema(&type_name, versions.target(&type_name, row)),
+        };
         let schema = found.as_deref();
         let old_raw = previous.template.resource(name);
         // Statically known differences.
@@ -233,9 +318,6 @@ pub fn plan(
             row.metadata.as_ref(),
             metadata.as_ref(),
         );
-        // A HOT resource whose type changed is replaced (the engine
-        // refuses a CloudFormation template's type change before planning).
-        let type_changed = registry.canonical(&row.resource_type) != type_name;
         let static_changed = match &decision {
             Decision::InPlace { changed } | Decision::Replace { changed } => changed.clone(),
             Decision::Unsupported { .. } => changed_properties(&row.properties, &props),
@@ -283,6 +365,10 @@ pub fn plan(
                 details.push(section_detail(attribute));
             }
         }
+        if let Some(moved) = versions.moves(&type_name, row).filter(|_| !type_changed) {
+            scope.push(TYPE_VERSION.to_string());
+            details.push(TypeVersions::detail(moved));
+        }
         if details.is_empty() && !type_changed {
             continue;
         }
@@ -327,6 +413,7 @@ fn static_details(
         if p == crate::nested::DIGEST {
             details.push(ChangeDetail {
                 target: ChangeTarget {
+                    values: None,
                     attribute: "Properties".into(),
                     name: None,
                     requires_recreation: "Never".into(),
@@ -351,6 +438,7 @@ fn static_details(
         };
         details.push(ChangeDetail {
             target: ChangeTarget {
+                values: None,
                 attribute: "Properties".into(),
                 name: Some(p.clone()),
                 requires_recreation: recreation(b).into(),
@@ -399,6 +487,7 @@ fn dynamic_details(
             }
             details.push(ChangeDetail {
                 target: ChangeTarget {
+                    values: None,
                     attribute: "Properties".into(),
                     name: Some(p.clone()),
                     requires_recreation: if b == UpdateBehavior::CreateOnly {
@@ -427,6 +516,7 @@ fn dynamic_details(
 fn section_detail(attribute: &str) -> ChangeDetail {
     ChangeDetail {
         target: ChangeTarget {
+            values: None,
             attribute: attribute.into(),
             name: None,
             requires_recreation: "Never".into(),

@@ -338,6 +338,9 @@ async fn plan(r: &Remote, args: crate::changesets::PlanArgs<'_>) -> anyhow::Resu
     if args.include_nested {
         p.push(kv("IncludeNestedStacks", "true"));
     }
+    if args.upgrade_types {
+        p.push(kv("CairnUpgradeTypes", "true"));
+    }
     p.extend(tag_members(args.tags)?);
     if !args.capabilities.is_empty() {
         p.extend(list_members("Capabilities", args.capabilities));
@@ -384,6 +387,7 @@ async fn update(r: &Remote, args: crate::reconcile::Args<'_>) -> anyhow::Result<
         ("SkipDriftCheck", f.skip_drift_check),
         ("IgnoreFailure", f.ignore_failure),
         ("Preview", args.preview),
+        ("UpgradeTypes", args.upgrade_types),
     ] {
         if on {
             p.push(kv(name, "true"));
@@ -747,6 +751,7 @@ async fn resources(r: &Remote, stack: &str, output: OutputFormat) -> anyhow::Res
             status: m.text_or_empty("ResourceStatus"),
             reason: m.text_of("ResourceStatusReason"),
             updated_at: m.text_or_empty("LastUpdatedTimestamp"),
+            type_version: m.text_of("TypeVersionId"),
         })
         .collect();
     stacks::show_resources(&s, &lines, output)
@@ -1067,6 +1072,9 @@ async fn deploy(r: &Remote, args: stacks::DeployArgs<'_>) -> anyhow::Result<()> 
             }
             if let Some(p) = during {
                 params.push(kv("StackPolicyDuringUpdateBody", p));
+            }
+            if args.upgrade_types {
+                params.push(kv("CairnUpgradeTypes", "true"));
             }
             r.operate(
                 &existing.stack_id,

@@ -61,6 +61,7 @@ pub(super) fn change_set_record(m: &Node) -> anyhow::Result<ChangeSetRecord> {
             context: Default::default(),
             rollback_configuration: None,
             notification_arns: None,
+            upgrade_types: Default::default(),
         },
     })
 }

@@ -36,7 +36,7 @@ fn tls_error(e: cairn_pg_tls::TlsError) -> StoreError {
 
 /// The schema version this Cairn writes; a database with a newer one is
 /// refused.
-const SCHEMA_VERSION: i32 = 8;
+const SCHEMA_VERSION: i32 = 9;
 
 /// Taken while the schema is applied, so engines starting together do not
 /// race (an arbitrary constant: "cairn" in ASCII).
@@ -60,7 +60,12 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (6, SCHEMA_6),
     (7, SCHEMA_7),
     (8, SCHEMA_8),
+    (9, SCHEMA_9),
 ];
+
+/// Version 9: the registered type's version each resource was made or
+/// moved with.
+const SCHEMA_9: &str = "ALTER TABLE resources ADD COLUMN IF NOT EXISTS type_version TEXT;";
 
 /// Version 8: the type registry (registrations, each type's versions with
 /// their packages, and how many times it changed).
@@ -373,7 +378,7 @@ fn stack_row(r: &Row) -> Result<StackRecord, StoreError> {
     })
 }
 
-const RESOURCE_COLUMNS: &str = "stack_id, logical_id, resource_type, physical_id, status, status_reason, properties, attributes, pending, updated_at, metadata, journal, no_echo";
+const RESOURCE_COLUMNS: &str = "stack_id, logical_id, resource_type, physical_id, status, status_reason, properties, attributes, pending, updated_at, metadata, journal, no_echo, type_version";
 
 fn resource_row(r: &Row) -> Result<ResourceRecord, StoreError> {
     Ok(ResourceRecord {
@@ -390,6 +395,7 @@ fn resource_row(r: &Row) -> Result<ResourceRecord, StoreError> {
         metadata: opt_json(r, 10)?,
         journal: opt_json(r, 11)?,
         no_echo: get(r, 12)?,
+        type_version: get(r, 13)?,
     })
 }
 
@@ -901,13 +907,14 @@ async fn write_row(
     let (properties, attributes) = (json_text(&r.properties)?, json_text(&r.attributes)?);
     let status = r.status.as_str();
     let sql = format!(
-        "INSERT INTO resources ({RESOURCE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+        "INSERT INTO resources ({RESOURCE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
          ON CONFLICT (stack_id, logical_id) DO UPDATE SET resource_type = excluded.resource_type, physical_id = excluded.physical_id,
            status = excluded.status, status_reason = excluded.status_reason, properties = excluded.properties,
            attributes = excluded.attributes, pending = excluded.pending, updated_at = excluded.updated_at,
-           metadata = excluded.metadata, journal = excluded.journal, no_echo = excluded.no_echo"
+           metadata = excluded.metadata, journal = excluded.journal, no_echo = excluded.no_echo,
+           type_version = excluded.type_version"
     );
-    let params: [&(dyn ToSql + Sync); 13] = [
+    let params: [&(dyn ToSql + Sync); 14] = [
         &r.stack_id,
         &r.logical_id,
         &r.resource_type,
@@ -921,6 +928,7 @@ async fn write_row(
         &metadata,
         &journal,
         &r.no_echo,
+        &r.type_version,
     ];
     let (upserted, inserted) =
         tokio::join!(run(tx, &sql, &params), insert_events_quietly(tx, events));

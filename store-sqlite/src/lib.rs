@@ -83,6 +83,8 @@ CREATE TABLE IF NOT EXISTS resources (
     metadata TEXT,
     journal TEXT,
     no_echo INTEGER NOT NULL DEFAULT 0,
+    -- The registered type's version it was made or moved with.
+    type_version TEXT,
     PRIMARY KEY (stack_id, logical_id)
 );
 CREATE TABLE IF NOT EXISTS events (
@@ -255,7 +257,7 @@ CREATE TABLE IF NOT EXISTS type_configurations (
 
 /// The layout version written into `PRAGMA user_version`; bump it with any
 /// change to `SCHEMA` that an older file would not have.
-const SCHEMA_VERSION: i64 = 16;
+const SCHEMA_VERSION: i64 = 17;
 
 /// The columns each layout added, by the layout that added them (layouts
 /// 10 and 16 added only tables).
@@ -270,6 +272,7 @@ const COLUMN_STEPS: &[(i64, &str)] = &[
     (13, "ALTER TABLE stacks ADD COLUMN termination_protection INTEGER NOT NULL DEFAULT 0;"),
     (14, "ALTER TABLE stacks ADD COLUMN stack_policy TEXT;"),
     (15, "ALTER TABLE stacks ADD COLUMN rollback_configuration TEXT; ALTER TABLE stacks ADD COLUMN notification_arns TEXT;"),
+    (17, "ALTER TABLE resources ADD COLUMN type_version TEXT;"),
 ];
 
 /// A new file gets the current version; a file with another one is refused
@@ -398,7 +401,7 @@ fn stack_row(r: &Row<'_>) -> rusqlite::Result<StackRecord> {
     })
 }
 
-const RESOURCE_COLUMNS: &str = "stack_id, logical_id, resource_type, physical_id, status, status_reason, properties, attributes, pending, updated_at, metadata, journal, no_echo";
+const RESOURCE_COLUMNS: &str = "stack_id, logical_id, resource_type, physical_id, status, status_reason, properties, attributes, pending, updated_at, metadata, journal, no_echo, type_version";
 
 /// A JSON column decoded from SQLite's own buffer (no copy into a `String`
 /// first: reading a large stack decodes tens of thousands of them).
@@ -435,6 +438,7 @@ fn resource_row(r: &Row<'_>) -> rusqlite::Result<ResourceRecord> {
         metadata: opt_json_col(r, 10)?,
         journal: opt_json_col::<Journal>(r, 11)?,
         no_echo: r.get(12)?,
+        type_version: r.get(13)?,
     })
 }
 
@@ -832,11 +836,12 @@ fn write_resource(c: &Connection, r: &ResourceRecord) -> Result<(), StoreError> 
     let journal = r.journal.as_ref().map(json_text).transpose()?;
     c.prepare_cached(&format!(
         "INSERT INTO resources ({RESOURCE_COLUMNS})
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
          ON CONFLICT(stack_id, logical_id) DO UPDATE SET resource_type = excluded.resource_type, physical_id = excluded.physical_id,
            status = excluded.status, status_reason = excluded.status_reason, properties = excluded.properties,
            attributes = excluded.attributes, pending = excluded.pending, updated_at = excluded.updated_at,
-           metadata = excluded.metadata, journal = excluded.journal, no_echo = excluded.no_echo",
+           metadata = excluded.metadata, journal = excluded.journal, no_echo = excluded.no_echo,
+           type_version = excluded.type_version",
     ))
     .map_err(backend)?
     .execute(params![
@@ -852,7 +857,8 @@ fn write_resource(c: &Connection, r: &ResourceRecord) -> Result<(), StoreError> 
             r.updated_at,
             metadata,
             journal,
-            r.no_echo
+            r.no_echo,
+            r.type_version
         ],
     )
     .map_err(backend)?;
@@ -1426,7 +1432,7 @@ impl Resources for SqliteStore {
                 .map_err(backend)?;
             let rows = st
                 .query_map(params![id], |r| {
-                    Ok((r.get::<_, i64>(12)?, resource_row(r)?))
+                    Ok((r.get::<_, i64>(14)?, resource_row(r)?))
                 })
                 .map_err(backend)?;
             let mut rows = rows.collect::<Result<Vec<_>, _>>().map_err(backend)?;
@@ -2631,6 +2637,10 @@ mod tests {
                     "\n);",
                 )
                 .replace(",\n    tags TEXT,\n    nested TEXT\n);", "\n);")
+                .replace(
+                    ",\n    -- The registered type's version it was made or moved with.\n    type_version TEXT,\n",
+                    ",\n",
+                )
                 .replace(",\n    -- Resumes in a row that recorded nothing (a process that dies on the same\n    -- step), and the stack's event count at the last one.\n    resume_attempts INTEGER NOT NULL DEFAULT 0,\n    resume_events INTEGER NOT NULL DEFAULT 0\n", "\n")
                 .replace(",\n    -- JSON: what a `cairn update` planned and did (steps, phases).\n    details TEXT\n", "\n");
             let old = old.split("-- Instance groups").next().unwrap().to_string()
@@ -2657,6 +2667,7 @@ mod tests {
         // The columns added since are there.
         assert_eq!(store.note_resume("id-1").await.unwrap(), 1);
         assert!(store.change_sets("id-1").await.unwrap().is_empty());
+        assert!(store.resources("id-1").await.unwrap().is_empty());
         drop(store);
         let c = Connection::open(&path).unwrap();
         let version: i64 = c

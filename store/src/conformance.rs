@@ -107,6 +107,7 @@ fn resource(s: &StackRecord, logical: &str) -> ResourceRecord {
         metadata: None,
         journal: None,
         no_echo: false,
+        type_version: Some("00000003".into()),
     }
 }
 
@@ -927,6 +928,7 @@ fn change_set(s: &StackRecord, name: &str) -> ChangeSetRecord {
                 },
             )])),
             include_nested_stacks: true,
+            upgrade_types: BTreeMap::from([("Org::Kv::Thing".to_string(), "00000002".to_string())]),
             parent_change_set_id: Some("arn:parent-set".into()),
             root_change_set_id: Some("arn:root-set".into()),
             rollback_configuration: Some(cairn_model::rollback_triggers::RollbackConfiguration {

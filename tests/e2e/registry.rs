@@ -30,6 +30,15 @@ const REGISTER_WITH_SECRET: &[&str] = &[
     "json",
 ];
 
+/// `cairn type deregister` of the vendor handler's first version.
+const DEREGISTER_VENDOR_ONE: &[&str] = &[
+    "type",
+    "deregister",
+    "Vendor::Net::Subnet",
+    "--version",
+    "00000001",
+];
+
 fn cairn(s: &Scratch, args: &[&str]) -> crate::support::Run {
     let mut all = vec!["--config", "cairn.toml"];
     all.extend_from_slice(args);
@@ -72,6 +81,29 @@ fn aws(s: &Scratch, endpoint: &str, args: &[&str]) -> Value {
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+}
+
+/// `aws cloudformation register-type ARGS…`, then describe-type-registration
+/// until it is no longer IN_PROGRESS: the registration as it ended.
+fn aws_register(s: &Scratch, endpoint: &str, args: &[&str]) -> Value {
+    let mut all = vec!["register-type", "--type", "RESOURCE"];
+    all.extend_from_slice(args);
+    let token = aws(s, endpoint, &all)["RegistrationToken"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = aws(
+            s,
+            endpoint,
+            &["describe-type-registration", "--registration-token", &token],
+        );
+        if r["ProgressStatus"] != "IN_PROGRESS" || Instant::now() > deadline {
+            return r;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// A key pair in `s`; the public key as `[registry] trusted_keys` takes it.
@@ -144,6 +176,14 @@ fn record_template(store: &Path, value: &str) -> String {
         "Resources:\n  R:\n    Type: {KV}\n    Properties: {{Store: {}, Key: greeting, Value: {value}}}\nOutputs:\n  Path: {{Value: !GetAtt R.Path}}\n",
         store.display()
     )
+}
+
+/// `cairn type describe TYPE --output json`.
+fn type_described(s: &Scratch, type_name: &str) -> Value {
+    registered(&cairn(
+        s,
+        &["type", "describe", type_name, "--output", "json"],
+    ))
 }
 
 fn registered(run: &crate::support::Run) -> Value {
@@ -277,7 +317,7 @@ fn a_signed_plugin_registered_through_one_engine_is_served_by_a_running_one() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let described = registered(&cairn(&s, &["type", "describe", KV, "--output", "json"]));
+    let described = type_described(&s, KV);
     assert!(!described.to_string().contains("rooted"), "{described}");
     assert_eq!(
         described["Schema"]["typeConfiguration"]["properties"]["Root"]["type"],
@@ -344,34 +384,11 @@ fn a_signed_plugin_registered_through_one_engine_is_served_by_a_running_one() {
     // asynchronous: a token, then COMPLETE); the first stays the default
     // until it is set.
     let package = format!("file://{}", s.dir.path().join("kv.tar.gz").display());
-    let token = aws(
+    let registration = aws_register(
         &s,
         &endpoint,
-        &[
-            "register-type",
-            "--type",
-            "RESOURCE",
-            "--type-name",
-            KV,
-            "--schema-handler-package",
-            &package,
-        ],
-    )["RegistrationToken"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let registration = loop {
-        let r = aws(
-            &s,
-            &endpoint,
-            &["describe-type-registration", "--registration-token", &token],
-        );
-        if r["ProgressStatus"] != "IN_PROGRESS" || Instant::now() > deadline {
-            break r;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    };
+        &["--type-name", KV, "--schema-handler-package", &package],
+    );
     assert_eq!(registration["ProgressStatus"], "COMPLETE", "{registration}");
     let version_arn =
         "arn:aws:cloudformation:us-east-1:123456789012:type/resource/Example-KV-Record/00000002"
@@ -473,7 +490,7 @@ fn a_signed_plugin_registered_through_one_engine_is_served_by_a_running_one() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let described = registered(&cairn(&s, &["type", "describe", KV, "--output", "json"]));
+    let described = type_described(&s, KV);
     assert_eq!(described["VersionId"], "00000002");
     assert_eq!(described["DefaultVersionId"], "00000002");
     assert_eq!(described["SignedBy"], public.as_str());
@@ -482,6 +499,38 @@ fn a_signed_plugin_registered_through_one_engine_is_served_by_a_running_one() {
         described["Schema"]["createOnlyProperties"],
         serde_json::json!(["/properties/Key", "/properties/Store"])
     );
+    // st's record was made with version 1 and stays on it: that version
+    // is not deregistered while it does.
+    let run = cairn(&s, &["type", "deregister", KV, "--version", "00000001"]);
+    assert_eq!(run.code(), 1);
+    assert_eq!(
+        run.stderr().trim(),
+        format!("error: Version '00000001' of {KV} is used by stacks st: update them with --upgrade-types to move their resources to the default version (or delete the resources) before deregistering it")
+    );
+    let versions_of = |stack: &str| -> Vec<String> {
+        let out = through(&s, &endpoint, &["resources", stack, "--output", "json"]);
+        let listed: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        listed["StackResources"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|r| r["TypeVersionId"].as_str().unwrap_or("none").to_string())
+            .collect()
+    };
+    assert_eq!(versions_of("st"), ["00000001"]);
+    // The same template with --upgrade-types: the record moves to the
+    // default version (an update by its provider), and version 1 is free.
+    let out = through(
+        &s,
+        &endpoint,
+        &["deploy", "st", &template, "--upgrade-types"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(versions_of("st"), ["00000002"]);
     let run = cairn(&s, &["type", "deregister", KV, "--version", "00000001"]);
     assert_eq!(run.code(), 0, "{}", run.stderr());
     // The type's last version, while a stack has a resource of it.
@@ -514,8 +563,9 @@ fn a_webhook_type_is_registered_with_where_engines_read_its_secret() {
     s.write(
         "cairn.toml",
         &format!(
-            "[engine]\nstate = \"{}\"\ndata_dir = \"data\"\n\n[server]\nauth = \"none\"\n\n[webhooks]\ntimeout_seconds = 30\n\n[registry]\npoll_ms = 200\n",
-            db.url
+            "[engine]\nstate = \"{}\"\ndata_dir = \"data\"\n\n[server]\nauth = \"none\"\n\n[webhooks]\ntimeout_seconds = 30\n\n[registry]\npoll_ms = 200\npackage_dirs = [\"{}\"]\n",
+            db.url,
+            s.dir.path().display()
         ),
     );
     let (child, endpoint) = s.serve();
@@ -552,7 +602,7 @@ fn a_webhook_type_is_registered_with_where_engines_read_its_secret() {
     assert_eq!(run.code(), 1);
     assert_eq!(
         run.json()["Description"],
-        "a webhook type needs its handler's signing secret: name where engines read it (--secret-env NAME or --secret-file PATH)"
+        "a webhook type needs its handler's signing secret: name where engines read it (cairn type register --secret-env NAME or --secret-file PATH; RegisterType's ExecutionRoleArn env:NAME or file:PATH)"
     );
     s.write("vendor.secret", "not-in-the-state\n");
     let done = registered(&cairn(&s, REGISTER_WITH_SECRET));
@@ -568,16 +618,7 @@ fn a_webhook_type_is_registered_with_where_engines_read_its_secret() {
     assert_eq!(vendor[0]["Provider"], "registry");
     assert_eq!(vendor[0]["Transport"], "webhook");
     assert_eq!(vendor[0]["Version"], "00000001");
-    let described = registered(&cairn(
-        &s,
-        &[
-            "type",
-            "describe",
-            "Vendor::Net::Subnet",
-            "--output",
-            "json",
-        ],
-    ));
+    let described = type_described(&s, "Vendor::Net::Subnet");
     assert_eq!(described["Handler"]["webhook"]["url"], url.as_str());
     assert_eq!(
         described["SecretSource"],
@@ -643,32 +684,151 @@ fn a_webhook_type_is_registered_with_where_engines_read_its_secret() {
             .trim(),
         r#"{"Zone": "eu-1"}"#
     );
-    let shown = registered(&cairn(
-        &s,
-        &[
-            "type",
-            "describe",
-            "Vendor::Net::Subnet",
-            "--output",
-            "json",
-        ],
-    ));
+    let shown = type_described(&s, "Vendor::Net::Subnet");
     assert!(!shown.to_string().contains("eu-1"), "{shown}");
     let events = registered(&cairn(&s, &["events", "net", "--output", "json"]));
     assert!(!events.to_string().contains("eu-1"), "{events}");
+
+    // A second version, at another handler, registered through the aws
+    // CLI (ExecutionRoleArn names where engines read its secret) and made
+    // the default: the stack's subnet stays on version 1.
+    let log_two = s.dir.path().join("vendor-two.log");
+    let handler_two = vendor_handler_with(&log_two, &[]);
+    let url_two = format!("http://127.0.0.1:{}/", handler_two.port);
+    let run = s.cairn(&[
+        "provider",
+        "package",
+        "handler",
+        "--url",
+        &url_two,
+        "--configuration-schema",
+        "vendor-config.json",
+        "-o",
+        "vendor-two.tar.gz",
+    ]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let package = format!(
+        "file://{}",
+        s.dir.path().join("vendor-two.tar.gz").display()
+    );
+    let registration = aws_register(
+        &s,
+        &endpoint,
+        &[
+            "--type-name",
+            "Vendor::Net::Subnet",
+            "--schema-handler-package",
+            &package,
+            "--execution-role-arn",
+            "file:vendor.secret",
+        ],
+    );
+    assert_eq!(registration["ProgressStatus"], "COMPLETE", "{registration}");
+    aws(
+        &s,
+        &endpoint,
+        &[
+            "set-type-default-version",
+            "--type",
+            "RESOURCE",
+            "--type-name",
+            "Vendor::Net::Subnet",
+            "--version-id",
+            "00000002",
+        ],
+    );
+    let described = type_described(&s, "Vendor::Net::Subnet");
+    assert_eq!(described["DefaultVersionId"], "00000002");
+    assert_eq!(described["Handler"]["webhook"]["url"], url_two.as_str());
+    assert_eq!(
+        described["SecretSource"],
+        serde_json::json!({"File": "vendor.secret"})
+    );
+    std::thread::sleep(Duration::from_millis(1000));
+    // A plain update goes to the version the subnet was made with.
+    let wider = s.write(
+        "subnet-wider.yaml",
+        "Resources:\n  Net:\n    Type: Vendor::Net::Subnet\n    Properties: {Cidr: 10.0.0.0/16}\n",
+    );
+    let wider = wider.display().to_string();
+    let out = through(&s, &endpoint, &["deploy", "net", &wider]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run = cairn(&s, DEREGISTER_VENDOR_ONE);
+    assert_eq!(run.code(), 1);
+    assert_eq!(
+        run.stderr().trim(),
+        "error: Version '00000001' of Vendor::Net::Subnet is used by stacks net: update them with --upgrade-types to move their resources to the default version (or delete the resources) before deregistering it"
+    );
+    // A change set asked to move it shows the move as a change of the
+    // resource; executed, the update goes to version 2's handler.
+    let out = through(
+        &s,
+        &endpoint,
+        &[
+            "plan",
+            "net",
+            "--upgrade-types",
+            "--name",
+            "move",
+            "--output",
+            "json",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    let change = &plan["Changes"][0]["ResourceChange"];
+    assert_eq!(change["Action"], "Modify", "{plan}");
+    assert_eq!(change["LogicalResourceId"], "Net");
+    assert_eq!(change["Replacement"], "False");
+    assert_eq!(change["Scope"], serde_json::json!(["TypeVersion"]));
+    assert_eq!(
+        change["Details"][0]["Target"],
+        serde_json::json!({
+            "Attribute": "TypeVersion",
+            "RequiresRecreation": "Never",
+            "BeforeValue": "00000001",
+            "AfterValue": "00000002",
+            "AttributeChangeType": "Modify",
+        })
+    );
+    let out = through(&s, &endpoint, &["execute", "net", "move"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = through(&s, &endpoint, &["resources", "net", "--output", "json"]);
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    assert_eq!(
+        listed["StackResources"][0]["TypeVersionId"], "00000002",
+        "{listed}"
+    );
+    let run = cairn(&s, DEREGISTER_VENDOR_ONE);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
     let out = through(&s, &endpoint, &["delete", "net"]);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(
-        std::fs::read_to_string(&log)
+    let lines = |p: &Path| -> Vec<String> {
+        std::fs::read_to_string(p)
             .unwrap_or_default()
             .lines()
-            .collect::<Vec<_>>(),
-        ["Create", "Delete"]
-    );
+            .map(String::from)
+            .collect()
+    };
+    assert_eq!(lines(&log), ["Create", "Update"]);
+    assert_eq!(lines(&log_two), ["Update", "Delete"]);
+    drop(handler_two);
     // A handler that cannot be reached fails the registration.
     drop(handler);
     let run = cairn(&s, REGISTER_WITH_SECRET);
@@ -768,16 +928,7 @@ fn a_module_type_deploys_updates_and_deletes_with_prefixed_resources() {
         ],
     ));
     assert_eq!(done["ProgressStatus"], "COMPLETE", "{done}");
-    let described = registered(&cairn(
-        &s,
-        &[
-            "type",
-            "describe",
-            "Example::Pair::Thing::MODULE",
-            "--output",
-            "json",
-        ],
-    ));
+    let described = type_described(&s, "Example::Pair::Thing::MODULE");
     assert_eq!(described["Type"], "MODULE");
     assert_eq!(described["Schema"]["properties"]["Name"]["type"], "string");
     let template = s.write("uses.yaml", USES_MODULE).display().to_string();

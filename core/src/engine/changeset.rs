@@ -59,6 +59,9 @@ pub struct CreateChangeSetInput {
     pub rollback_configuration: Option<crate::rollback_triggers::RollbackConfiguration>,
     /// `NotificationARNs` once executed (`None`: keep the stack's).
     pub notification_arns: Option<Vec<String>>,
+    /// Cairn's own: move resources to their types' default versions
+    /// (`--upgrade-types`); the set shows each move.
+    pub upgrade_types: bool,
 }
 
 /// `given` with CAPABILITY_AUTO_EXPAND, which a change set does not need.
@@ -294,6 +297,10 @@ impl ChangeSets<'_> {
                 context: input.template_body.as_ref().map(|_| input.context.clone()),
                 disable_rollback: false,
                 capabilities: reviewed(&input.capabilities),
+                upgrade_types: match input.upgrade_types {
+                    true => super::update::UpgradeTypes::ToDefaults,
+                    false => super::update::UpgradeTypes::Keep,
+                },
             })
             .await?;
         let base_version = self.store.event_count(&prepared.stack.stack_id).await? as i64;
@@ -314,6 +321,7 @@ impl ChangeSets<'_> {
                 templates: prepared.nested.clone(),
                 include_nested_stacks: input.include_nested_stacks,
                 context: prepared.target.context.clone(),
+                upgrade_types: prepared.options.upgrade_types.clone(),
                 ..record.nested
             },
             ..record
@@ -403,6 +411,7 @@ impl ChangeSets<'_> {
                 context: None,
                 disable_rollback: false,
                 capabilities: None,
+                upgrade_types: super::update::UpgradeTypes::To(parent.nested.upgrade_types.clone()),
             };
             let prepared = Box::pin(
                 self.updates()
@@ -425,6 +434,7 @@ impl ChangeSets<'_> {
                 capabilities: None,
                 rollback_configuration: None,
                 notification_arns: None,
+                upgrade_types: false,
             };
             let mut child = self.change_set_record(
                 &child_input,
@@ -450,6 +460,7 @@ impl ChangeSets<'_> {
                 context: prepared.target.context.clone(),
                 rollback_configuration: None,
                 notification_arns: None,
+                upgrade_types: parent.nested.upgrade_types.clone(),
             };
             Box::pin(self.nested_change_sets(&mut child, &prepared.nested_properties)).await?;
             self.store.put_change_set(&child).await?;
@@ -559,6 +570,7 @@ impl ChangeSets<'_> {
             &plan::Previous { template, params },
             params,
             &Default::default(),
+            plan::TypeVersions::kept(),
         )?)
     }
 
@@ -732,6 +744,8 @@ impl ChangeSets<'_> {
                     context: Some(cs.nested.context.clone()),
                     disable_rollback: on_failure == OnFailure::DoNothing,
                     capabilities: None,
+                    // The moves it showed, to the versions it showed.
+                    upgrade_types: super::update::UpgradeTypes::To(cs.nested.upgrade_types.clone()),
                 },
                 Some(cs.nested.templates.clone()),
             )

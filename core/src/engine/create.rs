@@ -288,6 +288,9 @@ impl Creates<'_> {
             .resource(logical_id)
             .map(|r| r.type_name.clone())
             .unwrap_or_default();
+        // A new resource is made with the type's default version, named
+        // in the row the create's request is recorded with.
+        let type_version = op.new_type_version(&self.registry, &type_name);
         let mut rec = ResourceRecord {
             stack_id: op.stack.stack_id.clone(),
             logical_id: logical_id.to_string(),
@@ -302,6 +305,7 @@ impl Creates<'_> {
             metadata: None,
             journal,
             no_echo: false,
+            type_version,
         };
         // CREATE_IN_PROGRESS is committed together with the next
         // transition: one write per step instead of two.

@@ -200,7 +200,9 @@ impl Drift<'_> {
         if crate::group::is_group(self.registry.canonical(&r.resource_type)) {
             return self.groups().group_drift(stack_id, stack_name, r).await;
         }
-        let t = self.protocol().provider_for(&r.resource_type)?;
+        let t = self
+            .protocol()
+            .provider_for(&r.resource_type, r.type_version.as_deref())?;
         let req = DriftRequest {
             context: self.resource_context(stack_id, stack_name, r),
             physical_resource_id: r.physical_id.clone().unwrap_or_default(),
@@ -222,7 +224,9 @@ impl Drift<'_> {
         if crate::group::is_group(self.registry.canonical(&r.resource_type)) {
             return self.groups().group_health(stack_id, stack_name, r).await;
         }
-        let t = self.protocol().provider_for(&r.resource_type)?;
+        let t = self
+            .protocol()
+            .provider_for(&r.resource_type, r.type_version.as_deref())?;
         let req = cairn_sdk::StatusRequest {
             context: self.resource_context(stack_id, stack_name, r),
             physical_resource_id: r.physical_id.clone().unwrap_or_default(),

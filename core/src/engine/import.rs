@@ -94,6 +94,7 @@ impl Imports<'_> {
                 rollback_configuration: None,
                 notification_arns: None,
                 stack_policy_during_update: None,
+                upgrade_types: Default::default(),
             })
             .await?;
         let template =
@@ -310,6 +311,7 @@ impl Imports<'_> {
             metadata: None,
             journal: Some(Journal::Added),
             no_echo: false,
+            type_version: self.registry.default_version(&a.resource_type),
         };
         let properties = self.protocol().properties_for(op, &a.logical_id);
         let metadata = self.protocol().metadata_for(op, &a.logical_id);

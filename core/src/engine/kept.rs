@@ -244,6 +244,7 @@ mod tests {
             metadata: None,
             journal,
             no_echo: false,
+            type_version: None,
         }
     }
 

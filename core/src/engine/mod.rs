@@ -47,7 +47,7 @@ pub use kinds::{
     Signals, Updates,
 };
 pub use reconcile::{ReconcileFlags, ReconcileInput, ReconcilePlan};
-pub use update::{ParameterInput, UpdateStackInput};
+pub use update::{ParameterInput, UpdateStackInput, UpgradeTypes};
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Deref;
@@ -235,6 +235,27 @@ impl Op {
     /// one it abandoned).
     fn other(&self) -> Option<&update::Other> {
         self.update.as_ref().map(|u| &u.other)
+    }
+
+    /// The registered version a resource of `type_name` that this
+    /// operation makes gets: the version its update moves the type to,
+    /// else the type's default (`None`: not a registered type).
+    fn new_type_version(&self, registry: &Registry, type_name: &str) -> Option<String> {
+        let canonical = registry.canonical(type_name);
+        self.update
+            .as_ref()
+            .and_then(|u| u.upgrade_types.get(canonical).cloned())
+            .or_else(|| registry.default_version(canonical))
+    }
+
+    /// The versions an update runs its resources on.
+    fn type_versions(&self) -> crate::plan::TypeVersions<'_> {
+        match &self.update {
+            Some(u) => crate::plan::TypeVersions {
+                upgrade: &u.upgrade_types,
+            },
+            None => crate::plan::TypeVersions::kept(),
+        }
     }
 
     fn evaluator(&self) -> Evaluator<'_> {
@@ -652,6 +673,7 @@ impl Core {
                     }
                     _ => None,
                 },
+                upgrade_types: options.upgrade_types.clone(),
             }),
             None => None,
         };

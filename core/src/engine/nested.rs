@@ -256,6 +256,13 @@ impl NestedStacks<'_> {
                 context: (!rolling_back).then(|| child_context(op, &rec.logical_id, properties)),
                 disable_rollback: false,
                 capabilities: None,
+                // The parent's moves reach its children.
+                upgrade_types: match op.update.as_ref().filter(|_| !rolling_back) {
+                    Some(u) if !u.upgrade_types.is_empty() => {
+                        super::update::UpgradeTypes::To(u.upgrade_types.clone())
+                    }
+                    _ => super::update::UpgradeTypes::Keep,
+                },
             };
             match self
                 .update_child(

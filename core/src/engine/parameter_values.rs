@@ -40,7 +40,7 @@ impl Protocol<'_> {
             };
             // A type no provider serves cannot be checked (e.g. AWS types
             // without an AWS provider): accepted as the string it is.
-            let Ok(registered) = self.provider_for(resource_type) else {
+            let Ok(registered) = self.provider_for(resource_type, None) else {
                 continue;
             };
             let Some(raw) = op.params.raw.get(&decl.name) else {

@@ -191,16 +191,17 @@ impl Protocol<'_> {
         }
     }
 
-    /// A create sent to the provider serving `context.resource_type` (not
-    /// a group or nested stack): the first time, or asked again.
+    /// A create sent to the provider serving `version` of
+    /// `context.resource_type` (not a group or nested stack): the first
+    /// time, or asked again.
     pub(super) async fn provider_create(
         &self,
         op: &Op,
         context: RequestContext,
-        properties: Map<String, Value>,
+        (properties, version): (Map<String, Value>, Option<&str>),
         attempt: Attempt,
     ) -> Result<CreateResult, ProviderError> {
-        let t = self.provider_for(&context.resource_type)?;
+        let t = self.provider_for(&context.resource_type, version)?;
         self.still_owner(op).await?;
         let req = CreateRequest {
             context,
@@ -231,7 +232,9 @@ impl Protocol<'_> {
         launch: &str,
     ) -> Result<CreateResult, ProviderError> {
         if self.served_by_engine(&context.resource_type) != Some(EngineServed::NestedStack) {
-            return self.provider_create(op, context, properties, attempt).await;
+            return self
+                .provider_create(op, context, (properties, None), attempt)
+                .await;
         }
         self.still_owner(op).await?;
         let member = ResourceRecord {
@@ -248,6 +251,7 @@ impl Protocol<'_> {
             metadata: None,
             journal: None,
             no_echo: false,
+            type_version: None,
         };
         self.nested_stacks()
             .nested_create_of(op, &member, launch, &context.request_id)
@@ -266,24 +270,24 @@ impl Protocol<'_> {
     ) -> Result<(), ProviderError> {
         if self.served_by_engine(&context.resource_type) != Some(EngineServed::NestedStack) {
             return self
-                .provider_delete(op, context, physical, properties, attempt)
+                .provider_delete(op, context, physical, (properties, None), attempt)
                 .await;
         }
         self.still_owner(op).await?;
         self.nested_stacks().nested_delete(op, physical).await
     }
 
-    /// A delete sent to the provider serving `context.resource_type`;
-    /// NotFound counts as deleted.
+    /// A delete sent to the provider serving `version` of
+    /// `context.resource_type`; NotFound counts as deleted.
     pub(super) async fn provider_delete(
         &self,
         op: &Op,
         context: RequestContext,
         physical: &str,
-        properties: Map<String, Value>,
+        (properties, version): (Map<String, Value>, Option<&str>),
         attempt: Attempt,
     ) -> Result<(), ProviderError> {
-        let t = self.provider_for(&context.resource_type)?;
+        let t = self.provider_for(&context.resource_type, version)?;
         self.still_owner(op).await?;
         let req = DeleteRequest {
             context,
@@ -318,12 +322,12 @@ impl Protocol<'_> {
             return served.create(self, op, r, request_id).await;
         }
         if let Some(id) = self.external_id_for(op, &r.logical_id)? {
-            let t = self.provider_for(&r.resource_type)?;
+            let t = self.provider_for(&r.resource_type, r.type_version.as_deref())?;
             return self.adopt_external(op, r, &t, id, request_id).await;
         }
         let context = self.context(op, &r.logical_id, &r.resource_type, request_id);
-        self.provider_create(op, context, r.properties.clone(), attempt)
-            .await
+        let call = (r.properties.clone(), r.type_version.as_deref());
+        self.provider_create(op, context, call, attempt).await
     }
 
     /// An update call with the changed property names and, for `cairn
@@ -353,7 +357,7 @@ impl Protocol<'_> {
             };
             return served.update(self, op, call).await;
         }
-        let t = self.provider_for(&rec.resource_type)?;
+        let t = self.provider_for(&rec.resource_type, rec.type_version.as_deref())?;
         let req = UpdateRequest {
             context: self.context(op, &rec.logical_id, &rec.resource_type, request_id),
             physical_resource_id: physical_id.to_string(),
@@ -385,7 +389,8 @@ impl Protocol<'_> {
             return served.delete(self, op, r, physical).await;
         }
         let context = self.context(op, &r.logical_id, &r.resource_type, request_id);
-        self.provider_delete(op, context, physical, r.properties.clone(), attempt)
+        let call = (r.properties.clone(), r.type_version.as_deref());
+        self.provider_delete(op, context, physical, call, attempt)
             .await
     }
 
@@ -403,7 +408,7 @@ impl Protocol<'_> {
         if self.served_by_engine(&r.resource_type).is_some() {
             return false;
         }
-        let Ok(t) = self.provider_for(&r.resource_type) else {
+        let Ok(t) = self.provider_for(&r.resource_type, r.type_version.as_deref()) else {
             return false;
         };
         if self.still_owner(op).await.is_err() {
@@ -486,7 +491,7 @@ impl Protocol<'_> {
         type_name: &str,
         physical_id: &str,
     ) -> Result<cairn_sdk::ReadResult, ProviderError> {
-        let t = self.provider_for(type_name)?;
+        let t = self.provider_for(type_name, None)?;
         let req = cairn_sdk::ReadRequest {
             context,
             physical_resource_id: physical_id.to_string(),
@@ -494,20 +499,25 @@ impl Protocol<'_> {
         self.timed("read", t.provider.read(&req)).await
     }
 
-    /// The provider serving `type_name`.
+    /// The provider serving `version` of `type_name` (`None`: whatever
+    /// serves the type now; a resource's calls name the registered
+    /// version it was made with).
     pub(super) fn provider_for(
         &self,
         type_name: &str,
+        version: Option<&str>,
     ) -> Result<Arc<crate::registry::RegisteredType>, ProviderError> {
-        self.registry.get(type_name).ok_or_else(|| {
-            // A provider that cannot start fails only the resources of its
-            // own types, with its name and the cause.
-            let message = self
-                .registry
-                .unavailable_reason(type_name)
-                .unwrap_or_else(|| format!("no provider serves {type_name}"));
-            ProviderError::new(cairn_sdk::ErrorKind::InternalFailure, message)
-        })
+        self.registry
+            .get_version(type_name, version)
+            .ok_or_else(|| {
+                // A provider that cannot start fails only the resources of its
+                // own types, with its name and the cause.
+                let message = self
+                    .registry
+                    .version_unavailable_reason(type_name, version)
+                    .unwrap_or_else(|| format!("no provider serves {type_name}"));
+                ProviderError::new(cairn_sdk::ErrorKind::InternalFailure, message)
+            })
     }
 
     /// Evaluates a resource's properties with what providers returned so far and

@@ -636,6 +636,7 @@ impl Refactors<'_> {
                 &previous,
                 params,
                 &nested,
+                crate::plan::TypeVersions::kept(),
             )?)
         })
         .await

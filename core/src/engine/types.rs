@@ -168,6 +168,14 @@ pub enum TypeRegistryError {
         type_name: String,
         stacks: Vec<String>,
     },
+    /// A version that resources still use (they keep the version they
+    /// were made with until an update moves them).
+    #[error("Version '{version_id}' of {type_name} is used by stacks {}: update them with --upgrade-types to move their resources to the default version (or delete the resources) before deregistering it", stacks.join(", "))]
+    VersionInUse {
+        type_name: String,
+        version_id: String,
+        stacks: Vec<String>,
+    },
     /// A configuration the type's `typeConfiguration` does not take.
     #[error("{0}")]
     InvalidConfiguration(String),
@@ -386,7 +394,7 @@ impl Core {
                 std::env::consts::OS
             )),
             Some(Handler::Webhook { .. }) if options.secret.is_none() => Err(
-                "a webhook type needs its handler's signing secret: name where engines read it (--secret-env NAME or --secret-file PATH)".into(),
+                "a webhook type needs its handler's signing secret: name where engines read it (cairn type register --secret-env NAME or --secret-file PATH; RegisterType's ExecutionRoleArn env:NAME or file:PATH)".into(),
             ),
             None => Err("the package names no handler".into()),
             Some(_) => Ok(package),
@@ -590,10 +598,22 @@ impl Core {
             None => true,
         };
         if last {
-            let stacks = self.stacks_using(type_name).await?;
+            let stacks = self.stacks_using(type_name, None).await?;
             if !stacks.is_empty() {
                 return Err(TypeRegistryError::InUse {
                     type_name: type_name.into(),
+                    stacks,
+                });
+            }
+        } else if let Some(v) = version_id
+            // The default version is refused as such (by the store).
+            .filter(|v| live.iter().any(|l| l.version_id == *v && !l.is_default))
+        {
+            let stacks = self.stacks_using(type_name, Some(v)).await?;
+            if !stacks.is_empty() {
+                return Err(TypeRegistryError::VersionInUse {
+                    type_name: type_name.into(),
+                    version_id: v.into(),
                     stacks,
                 });
             }
@@ -614,10 +634,16 @@ impl Core {
         Ok(())
     }
 
-    /// The stacks (not deleted) with a resource of `type_name`, or, for a
-    /// module, whose template uses it (its resources carry their own
-    /// types: the template is what names the module).
-    async fn stacks_using(&self, type_name: &str) -> Result<Vec<String>, StoreError> {
+    /// The stacks (not deleted) with a resource of `type_name` (of its
+    /// `version`, when given: the row's own, or one an update's journal
+    /// keeps to go back to or delete), or, for a module, whose template
+    /// uses it (its resources carry their own types: the template is what
+    /// names the module).
+    async fn stacks_using(
+        &self,
+        type_name: &str,
+        version: Option<&str>,
+    ) -> Result<Vec<String>, StoreError> {
         let module = crate::template::modules::is_module_type(type_name);
         let mut using = Vec::new();
         for s in self.store.list_stacks().await? {
@@ -632,7 +658,10 @@ impl Core {
                 })
             } else {
                 let rows = self.store.resources(&s.stack_id).await?;
-                rows.iter().any(|r| r.resource_type == type_name)
+                rows.iter().any(|r| match version {
+                    None => r.resource_type == type_name,
+                    Some(v) => uses_version(r, type_name, v),
+                })
             };
             if uses {
                 using.push(s.stack_name.clone());
@@ -640,6 +669,20 @@ impl Core {
         }
         Ok(using)
     }
+}
+
+/// Whether `r` is, or its update's journal keeps, a resource of
+/// `type_name`'s version `version`.
+fn uses_version(r: &crate::stack::ResourceRecord, type_name: &str, version: &str) -> bool {
+    let kept = match &r.journal {
+        Some(crate::stack::Journal::Changed { before }) => Some(before),
+        Some(crate::stack::Journal::Restored { discard }) => discard.as_ref(),
+        _ => None,
+    };
+    (r.resource_type == type_name && r.type_version.as_deref() == Some(version))
+        || kept.is_some_and(|s| {
+            s.resource_type == type_name && s.type_version.as_deref() == Some(version)
+        })
 }
 
 #[cfg(test)]

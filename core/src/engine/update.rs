@@ -71,6 +71,25 @@ pub struct UpdateStackInput {
     /// `NotificationARNs`: the stack's targets from this update on
     /// (`None`: kept; empty: none).
     pub notification_arns: Option<Vec<String>>,
+    /// Which resources move to another version of their registered type.
+    pub upgrade_types: UpgradeTypes,
+}
+
+/// Which resources an update moves to another version of their registered
+/// type. A resource keeps the version it was made with unless asked: a new
+/// default version is something a platform team publishes, moving a stack
+/// onto it is the stack owner's choice.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum UpgradeTypes {
+    /// Each keeps its version.
+    #[default]
+    Keep,
+    /// Every registered type's resources to its default version, as it is
+    /// when the update is planned (`--upgrade-types`).
+    ToDefaults,
+    /// To these versions, by type (a change set's execution runs the moves
+    /// it showed; a nested stack's update, its parent's).
+    To(BTreeMap<String, String>),
 }
 
 /// What only an update (a template update, `cairn update`, an import)
@@ -81,6 +100,8 @@ pub struct UpdateState {
     pub other: Other,
     /// The stack policy it is checked against (see `stack_policy`).
     pub policy: Option<crate::stack_policy::StackPolicy>,
+    /// The type versions its resources move to (see [`UpgradeTypes`]).
+    pub upgrade_types: BTreeMap<String, String>,
 }
 
 /// The update's other template, evaluated as far as cleanup needs it.
@@ -479,6 +500,11 @@ impl Updates<'_> {
         let old_params = ParameterValues::resolve(&old_template.parameters, &stack.parameters)?;
         immutable_unchanged(&template, &old_params, &params)?;
         let ev = Evaluator::with_conditions(&template, &params, &sctx, &results, conditions);
+        let upgrade_types = match &input.upgrade_types {
+            UpgradeTypes::Keep => BTreeMap::new(),
+            UpgradeTypes::ToDefaults => self.registry.default_versions(),
+            UpgradeTypes::To(versions) => versions.clone(),
+        };
         let mut changes = plan::plan(
             &template,
             &ev,
@@ -491,6 +517,9 @@ impl Updates<'_> {
             },
             &params,
             &nested,
+            plan::TypeVersions {
+                upgrade: &upgrade_types,
+            },
         )?;
         if input.tags.as_ref().is_some_and(|t| *t != stack.tags) {
             changes.extend(self.retagged(&rows, &graph, &changes));
@@ -536,6 +565,7 @@ impl Updates<'_> {
             disable_rollback: input.disable_rollback,
             continues,
             superseded,
+            upgrade_types,
             ..Default::default()
         };
         Ok(PreparedUpdate {
@@ -1102,8 +1132,6 @@ impl Updates<'_> {
                 return false;
             }
         };
-        let found = self.registry.schema(&rec.resource_type);
-        let schema = found.as_deref();
         // A HOT resource whose type changed is replaced by one of the new
         // type (the old one is deleted by its own type's provider in the
         // cleanup: the journal's `before` keeps its type).
@@ -1112,6 +1140,20 @@ impl Updates<'_> {
             .resource(&rec.logical_id)
             .map(|r| r.type_name.clone())
             .filter(|t| self.registry.canonical(t) != self.registry.canonical(&rec.resource_type));
+        // The registered version it is updated with: its own, or the one
+        // the update moves its type to (decided with that version's
+        // schema, as the plan was).
+        let canonical = self.registry.canonical(&rec.resource_type).to_string();
+        let versions = op.type_versions();
+        let target_version = match &new_type {
+            Some(t) => op.new_type_version(&self.registry, t),
+            None => versions.target(&canonical, &rec).map(String::from),
+        };
+        let moves = new_type.is_none() && versions.moves(&canonical, &rec).is_some();
+        let found = self
+            .registry
+            .schema_of_version(&rec.resource_type, target_version.as_deref());
+        let schema = found.as_deref();
         let decision = match &new_type {
             Some(_) => Decision::Replace {
                 changed: plan::changed_properties(&rec.properties, &props),
@@ -1127,6 +1169,11 @@ impl Updates<'_> {
         let before = rec.snapshot();
         // An UpdatePolicy change alone is recorded like a Metadata change.
         let decision = match decision {
+            // A move to another version of its type is an update by the
+            // version it moves to, its properties unchanged.
+            Decision::NoChange | Decision::MetadataOnly if moves => Decision::InPlace {
+                changed: Vec::new(),
+            },
             Decision::NoChange if self.update_policy_changed(op, &rec.logical_id) => {
                 Decision::MetadataOnly
             }
@@ -1167,9 +1214,7 @@ impl Updates<'_> {
             Decision::Unsupported { property } => {
                 rec.journal = Some(Journal::Changed { before });
                 rec.status = ResourceStatus::UpdateFailed;
-                let refusal = self
-                    .registry
-                    .schema(&rec.resource_type)
+                let refusal = schema
                     .and_then(|s| s.properties.get(&property).and_then(|p| p.refusal.clone()));
                 rec.status_reason = Some(refusal.unwrap_or_else(|| {
                     format!(
@@ -1187,6 +1232,7 @@ impl Updates<'_> {
                 });
                 rec.properties = props;
                 rec.metadata = metadata;
+                rec.type_version = target_version;
                 rec.status = ResourceStatus::UpdateInProgress;
                 rec.status_reason = None;
                 rec.pending = None;
@@ -1197,6 +1243,7 @@ impl Updates<'_> {
                 if let Some(t) = new_type {
                     rec.resource_type = t;
                 }
+                rec.type_version = target_version;
                 rec.properties = props;
                 rec.metadata = metadata;
                 rec.physical_id = None;
@@ -1241,6 +1288,7 @@ impl Updates<'_> {
                 scope: vec!["Tags".into()],
                 details: vec![plan::ChangeDetail {
                     target: plan::ChangeTarget {
+                        values: None,
                         attribute: "Tags".into(),
                         name: None,
                         requires_recreation: "Never".into(),

@@ -293,7 +293,7 @@ impl Registry {
                 return None;
             }
         }
-        if let Some(t) = self.registered_now().get(canonical) {
+        if let Some(t) = self.registered_now().get(canonical, None) {
             return Some(t);
         }
         self.families
@@ -339,11 +339,67 @@ impl Registry {
         }
     }
 
+    /// The registered version a new resource of `type_name` is made with
+    /// (the type's default); `None` when the registry does not serve the
+    /// type (a built-in or configured one).
+    pub fn default_version(&self, type_name: &str) -> Option<String> {
+        let canonical = self.canonical(type_name);
+        if self.static_claimant(canonical).is_some() {
+            return None;
+        }
+        self.registered_now()
+            .default_version(canonical)
+            .map(String::from)
+    }
+
+    /// Every registered type's default version (those the registry
+    /// serves), by type.
+    pub fn default_versions(&self) -> BTreeMap<String, String> {
+        self.registered_now().defaults()
+    }
+
+    /// The provider serving `version` of `type_name` (`None`: whatever
+    /// serves the type now, as [`Registry::get`]).
+    pub fn get_version(
+        &self,
+        type_name: &str,
+        version: Option<&str>,
+    ) -> Option<Arc<RegisteredType>> {
+        match version {
+            None => self.get(type_name),
+            Some(v) => self
+                .registered_now()
+                .get(self.canonical(type_name), Some(v)),
+        }
+    }
+
+    /// [`Registry::schema`] of one version (the type's served one when
+    /// that version's provider cannot be had: the call will say why).
+    pub fn schema_of_version(&self, type_name: &str, version: Option<&str>) -> Option<TypeSchema> {
+        self.get_version(type_name, version)
+            .map(|t| TypeSchema::new(t as Arc<dyn cairn_model::catalog::HasSchema>))
+            .or_else(|| self.schema(type_name))
+    }
+
+    /// Why `version` of `type_name` cannot be served now.
+    pub fn version_unavailable_reason(
+        &self,
+        type_name: &str,
+        version: Option<&str>,
+    ) -> Option<String> {
+        match version {
+            None => self.unavailable_reason(type_name),
+            Some(v) => self
+                .registered_now()
+                .unavailable_reason(self.canonical(type_name), Some(v)),
+        }
+    }
+
     /// Why `type_name` is unavailable, when a provider that may serve it
     /// cannot start: its name and the cause.
     pub fn unavailable_reason(&self, type_name: &str) -> Option<String> {
         let canonical = self.canonical(type_name);
-        if let Some(why) = self.registered_now().unavailable_reason(canonical) {
+        if let Some(why) = self.registered_now().unavailable_reason(canonical, None) {
             return Some(why);
         }
         let reasons: Vec<String> = self
@@ -451,6 +507,9 @@ impl cairn_model::catalog::TypeCatalog for Registry {
     }
     fn schema(&self, type_name: &str) -> Option<TypeSchema> {
         Registry::schema(self, type_name)
+    }
+    fn version_schema(&self, type_name: &str, version: Option<&str>) -> Option<TypeSchema> {
+        self.schema_of_version(type_name, version)
     }
     fn provider_name(&self, type_name: &str) -> Option<String> {
         self.get(type_name).map(|t| t.provider_name.clone())

@@ -1,6 +1,10 @@
 //! Types registered in the state (RegisterType, `cairn type register`),
-//! as this process last read them: each type's default version, served by
-//! a provider started on first need like a `[[providers]]` entry's.
+//! as this process last read them: every live version of each type, each
+//! served by its own provider started on first need like a `[[providers]]`
+//! entry's. A new resource gets the type's default version; a resource
+//! keeps the version it was made with (its record names it) until an
+//! update asks to move it, so the providers of older versions are served
+//! too.
 //!
 //! [`Registry::refresh_registered`] reads the store's registry again when
 //! its generation moved: a running engine calls it every `[registry]
@@ -63,7 +67,6 @@ impl PackageSource {
 }
 
 struct Served {
-    version_id: String,
     package_sha256: String,
     configuration: Option<String>,
     provider: Arc<LazyProvider>,
@@ -74,24 +77,59 @@ struct Served {
 pub(super) struct Registered {
     /// The store's registry generation they were read at.
     generation: Option<i64>,
-    types: BTreeMap<String, Served>,
+    /// Each type's default version.
+    defaults: BTreeMap<String, String>,
+    /// Every live version, by type and version id.
+    versions: BTreeMap<(String, String), Served>,
     /// Registered types this process will not serve, and why.
     refused: BTreeMap<String, String>,
 }
 
 impl Registered {
-    pub(super) fn get(&self, type_name: &str) -> Option<Arc<RegisteredType>> {
-        let served = self.types.get(type_name)?;
+    /// The provider of `type_name`'s `version` (`None`: its default).
+    pub(super) fn get(
+        &self,
+        type_name: &str,
+        version: Option<&str>,
+    ) -> Option<Arc<RegisteredType>> {
+        let served = self.served(type_name, version)?;
         served.provider.start_for(type_name, &BTreeMap::new(), &[])
     }
 
-    /// Why a registered type is not served: refused, or its provider
-    /// cannot start.
-    pub(super) fn unavailable_reason(&self, type_name: &str) -> Option<String> {
+    fn served(&self, type_name: &str, version: Option<&str>) -> Option<&Served> {
+        let version = match version {
+            Some(v) => v,
+            None => self.defaults.get(type_name)?,
+        };
+        self.versions
+            .get(&(type_name.to_string(), version.to_string()))
+    }
+
+    pub(super) fn defaults(&self) -> BTreeMap<String, String> {
+        self.defaults.clone()
+    }
+
+    pub(super) fn default_version(&self, type_name: &str) -> Option<&str> {
+        self.defaults.get(type_name).map(String::as_str)
+    }
+
+    /// Why a registered type (or one version of it) is not served:
+    /// refused, deregistered, or its provider cannot start.
+    pub(super) fn unavailable_reason(
+        &self,
+        type_name: &str,
+        version: Option<&str>,
+    ) -> Option<String> {
         if let Some(why) = self.refused.get(type_name) {
             return Some(why.clone());
         }
-        self.types.get(type_name)?.provider.failure()
+        match (self.served(type_name, version), version) {
+            (Some(served), _) => served.provider.failure(),
+            (None, Some(v)) => Some(format!(
+                "version {v} of {type_name} is not registered (deregistered, or never registered here); register it again, or move the resource to the default version with an update given --upgrade-types"
+            )),
+            (None, None) => None,
+        }
     }
 }
 
@@ -124,24 +162,29 @@ impl Registry {
         for v in versions
             .into_iter()
             // Modules expand into templates: nothing serves them.
-            .filter(|v| v.is_default && !v.deprecated && v.kind == RegistryTypeKind::Resource)
+            .filter(|v| !v.deprecated && v.kind == RegistryTypeKind::Resource)
         {
             if let Some(first) = self.static_claimant(&v.type_name) {
-                next.refused.insert(
-                    v.type_name.clone(),
-                    format!(
-                        "resource type {} is claimed by two providers: {first} (configured) and the registered type {} version {}; deregister the type or remove it from the configuration",
-                        v.type_name, v.type_name, v.version_id
-                    ),
-                );
+                if v.is_default {
+                    next.refused.insert(
+                        v.type_name.clone(),
+                        format!(
+                            "resource type {} is claimed by two providers: {first} (configured) and the registered type {} version {}; deregister the type or remove it from the configuration",
+                            v.type_name, v.type_name, v.version_id
+                        ),
+                    );
+                }
                 continue;
             }
+            if v.is_default {
+                next.defaults
+                    .insert(v.type_name.clone(), v.version_id.clone());
+            }
             let configuration = configurations.get(&v.type_name).cloned();
-            // A new default version or configuration starts a new provider.
-            let kept = current.types.get(&v.type_name).filter(|s| {
-                s.version_id == v.version_id
-                    && s.package_sha256 == v.package_sha256
-                    && s.configuration == configuration
+            let key = (v.type_name.clone(), v.version_id.clone());
+            // A new package or configuration starts a new provider.
+            let kept = current.versions.get(&key).filter(|s| {
+                s.package_sha256 == v.package_sha256 && s.configuration == configuration
             });
             let provider = match kept {
                 Some(s) => s.provider.clone(),
@@ -159,10 +202,9 @@ impl Registry {
                     ))
                 }
             };
-            next.types.insert(
-                v.type_name.clone(),
+            next.versions.insert(
+                key,
                 Served {
-                    version_id: v.version_id.clone(),
                     package_sha256: v.package_sha256.clone(),
                     configuration,
                     provider,
@@ -171,7 +213,8 @@ impl Registry {
         }
         tracing::info!(
             generation,
-            types = next.types.len(),
+            types = next.defaults.len(),
+            versions = next.versions.len(),
             "registered types read from the state"
         );
         self.set_registered(next);

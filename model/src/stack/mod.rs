@@ -487,6 +487,11 @@ pub struct ResourceRecord {
     /// The provider marked the attributes secret (a custom resource's
     /// `NoEcho`): their values are masked wherever Cairn shows them.
     pub no_echo: bool,
+    /// The version of a registered type the resource was made (or last
+    /// moved) with: every call about it goes to that version's provider
+    /// until an update asks to move it (`--upgrade-types`). `None` for a
+    /// type the registry does not version (built-in or configured).
+    pub type_version: Option<String>,
 }
 
 /// A resource as it was at one point: enough to restore it or delete it.
@@ -506,6 +511,9 @@ pub struct Snapshot {
     /// The attributes are secret (see [`ResourceRecord::no_echo`]).
     #[serde(default)]
     pub no_echo: bool,
+    /// See [`ResourceRecord::type_version`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub type_version: Option<String>,
 }
 
 /// One resource's part in an update (the update's journal, per resource).
@@ -535,6 +543,7 @@ impl ResourceRecord {
             metadata: self.metadata.clone(),
             pending: self.pending.clone(),
             no_echo: self.no_echo,
+            type_version: self.type_version.clone(),
         }
     }
 
@@ -549,6 +558,7 @@ impl ResourceRecord {
         self.metadata = s.metadata.clone();
         self.pending = s.pending.clone();
         self.no_echo = s.no_echo;
+        self.type_version = s.type_version.clone();
     }
 }
 
@@ -667,6 +677,10 @@ pub struct ChangeSetNesting {
     /// The `NotificationARNs` its execution sets (`None`: the stack's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notification_arns: Option<Vec<String>>,
+    /// The registered type versions its resources move to when executed
+    /// (`--upgrade-types`, as the defaults were when it was made).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub upgrade_types: BTreeMap<String, String>,
 }
 
 impl ChangeSetNesting {

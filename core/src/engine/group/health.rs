@@ -88,7 +88,7 @@ impl Groups<'_> {
         let Some(physical) = m.physical_id.clone().filter(|_| m.is_in_service()) else {
             return Some(Finding::Unhealthy(format!("it is {}", m.status)));
         };
-        let t = match self.protocol().provider_for(&m.resource_type) {
+        let t = match self.protocol().provider_for(&m.resource_type, None) {
             Ok(t) => t,
             Err(e) => return Some(Finding::Unhealthy(e.message)),
         };

@@ -308,7 +308,7 @@ impl<'a> Run<'a> {
         let t = self
             .groups
             .protocol()
-            .provider_for(&m.resource_type)
+            .provider_for(&m.resource_type, None)
             .map_err(|e| e.message)?;
         let req = StatusRequest {
             context: self.context(&m, &uuid::Uuid::new_v4().to_string()),

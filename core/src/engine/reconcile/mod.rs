@@ -167,6 +167,7 @@ impl Reconciles<'_> {
                 context: None,
                 disable_rollback: false,
                 capabilities: None,
+                upgrade_types: input.update.upgrade_types.clone(),
             }
         } else {
             if input.update.template_body.is_none() && input.update.parameters.is_empty() {
@@ -416,6 +417,7 @@ mod tests {
                 .iter()
                 .map(|p| plan::ChangeDetail {
                     target: plan::ChangeTarget {
+                        values: None,
                         attribute: "Properties".into(),
                         name: Some(p.to_string()),
                         requires_recreation: "Never".into(),

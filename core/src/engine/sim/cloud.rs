@@ -70,6 +70,9 @@ struct State {
     macro_runs: u32,
     /// Request ids whose first call was slow (asked again, they answer).
     slowed: std::collections::HashSet<String>,
+    /// Physical id → the registered type version whose provider last made
+    /// or changed it (see `versioned`).
+    served_by: HashMap<String, String>,
 }
 
 impl State {
@@ -216,6 +219,19 @@ impl Cloud {
     }
 
     /// Whether `physical` was made outside any stack.
+    /// Records that `version`'s provider made or changed `physical`.
+    pub fn served(&self, physical: &str, version: &str) {
+        self.with(|s| {
+            s.served_by
+                .insert(physical.to_string(), version.to_string())
+        });
+    }
+
+    /// The version whose provider last made or changed `physical`.
+    pub fn served_by(&self, physical: &str) -> Option<String> {
+        self.with(|s| s.served_by.get(physical).cloned())
+    }
+
     pub fn is_outside(&self, physical: &str) -> bool {
         self.with(|s| s.outside.contains(physical))
     }
@@ -417,7 +433,7 @@ fn result(physical: &str) -> CreateResult {
     }
 }
 
-fn schema(type_name: &str) -> ResourceSchema {
+pub(super) fn schema(type_name: &str) -> ResourceSchema {
     ResourceSchema::new(type_name)
         .identified_by(&["Id"])
         .property("Name", PropertySchema::string().create_only())

@@ -27,6 +27,7 @@
 mod cloud;
 mod registration;
 mod scenarios;
+mod versioned;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -125,6 +126,14 @@ pub enum Step {
         name: &'static str,
         text: &'static str,
     },
+    /// A new version of `Sim::Versioned::Thing` registered and made the
+    /// default.
+    RegisterVersion,
+    /// An update that moves resources to their types' default versions
+    /// (`--upgrade-types`).
+    Upgrade {
+        template: String,
+    },
 }
 
 pub fn create(template: &str) -> Step {
@@ -163,6 +172,36 @@ pub fn update_keeping_failures(template: &str) -> Step {
 pub fn cancelled_update(template: &str) -> Step {
     Step::CancelledUpdate {
         template: template.to_string(),
+    }
+}
+
+/// Runs `work` to its end on a thread and runtime of their own.
+///
+/// The simulator drives whole operations (nested stacks, groups,
+/// recursion through templates) inline on the thread that runs it, where
+/// the engine runs them on its runtime's workers: in a debug build their
+/// frames outgrow a test thread's 2 MiB.
+fn deep<F, Fut>(work: F)
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()>,
+{
+    let ran = std::thread::Builder::new()
+        .name("crash simulator".into())
+        .stack_size(64 << 20)
+        .spawn(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .thread_stack_size(16 << 20)
+                .enable_all()
+                .build()
+                .map(|rt| rt.block_on(work()))
+        });
+    match ran.map(std::thread::JoinHandle::join) {
+        Ok(Ok(Ok(()))) => {}
+        Ok(Ok(Err(e))) => panic!("the simulator's runtime did not start: {e}"),
+        Ok(Err(panic)) => std::panic::resume_unwind(panic),
+        Err(e) => panic!("the simulator's thread did not start: {e}"),
     }
 }
 
@@ -380,6 +419,7 @@ impl World {
             context: None,
             disable_rollback: false,
             capabilities: None,
+            upgrade_types: Default::default(),
         }
     }
 
@@ -406,6 +446,18 @@ impl World {
                     .await
                     .map_err(e)?;
                 engine.run(&id).await.map_err(e)?;
+            }
+            Step::Upgrade { template } => {
+                let input = UpdateStackInput {
+                    upgrade_types: super::update::UpgradeTypes::ToDefaults,
+                    ..self.update_input(template)
+                };
+                let id = engine.updates().start_update(&input).await.map_err(e)?;
+                engine.run(&id).await.map_err(e)?;
+            }
+            Step::RegisterVersion => {
+                versioned::register_version(engine, &self.base, &self.registry, &self.cloud)
+                    .await?;
             }
             Step::UpdateKeepingFailures { template } => {
                 let input = UpdateStackInput {
@@ -648,10 +700,12 @@ impl World {
         let mut live: Vec<String> = self
             .cloud
             .live()
-            .values()
-            .map(|l| {
+            .into_iter()
+            .map(|(id, l)| {
+                // With the registered version that last served it, if any.
+                let version = self.cloud.served_by(&id).unwrap_or_default();
                 format!(
-                    "{} {} {}",
+                    "{} {} {} {version}",
                     l.type_name,
                     l.logical_id,
                     serde_json::Value::Object(l.properties.clone())
@@ -720,6 +774,17 @@ impl World {
                 crate::stack::ResourceStatus::CreateComplete
                     | crate::stack::ResourceStatus::UpdateComplete
             );
+            // A resource of a registered type names the version whose
+            // provider made or last changed it.
+            if let (true, Some(id)) = (r.resource_type == versioned::VERSIONED, &r.physical_id) {
+                let served = self.cloud.served_by(id);
+                if complete && served.is_some() && served != r.type_version {
+                    fail(format!(
+                        "{} is {} on version {:?}, but version {served:?} made or last changed {id}",
+                        r.logical_id, r.status, r.type_version
+                    ));
+                }
+            }
             if let Some(id) = r.physical_id.as_ref().filter(|_| complete) {
                 if r.resource_type.starts_with("Sim::")
                     && !live.contains_key(id)

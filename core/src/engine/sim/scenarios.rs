@@ -362,6 +362,58 @@ fn layered(layers: usize, width: usize, version: usize) -> String {
     t
 }
 
+/// A resource of a registered type (its version 1 when made) and one
+/// that depends on it.
+const VERSIONED_BASE: &str = r#"
+Resources:
+  V:
+    Type: Sim::Versioned::Thing
+    Properties: {Name: v-one, Value: "1"}
+  A:
+    Type: Sim::Thing
+    Properties: {Name: a-one, Value: !GetAtt V.Arn}
+"#;
+
+/// VERSIONED_BASE with V changed in place.
+const VERSIONED_CHANGED: &str = r#"
+Resources:
+  V:
+    Type: Sim::Versioned::Thing
+    Properties: {Name: v-one, Value: "2"}
+  A:
+    Type: Sim::Thing
+    Properties: {Name: a-one, Value: !GetAtt V.Arn}
+"#;
+
+/// VERSIONED_BASE with a new resource of the registered type, and one,
+/// made after V and it, whose create fails: the update rolls back (V's
+/// move to version 2 is undone by version 1's provider).
+const VERSIONED_FAILING: &str = r#"
+Resources:
+  V:
+    Type: Sim::Versioned::Thing
+    Properties: {Name: v-one, Value: "1"}
+  A:
+    Type: Sim::Thing
+    Properties: {Name: a-one, Value: !GetAtt V.Arn}
+  W:
+    Type: Sim::Versioned::Thing
+    Properties: {Name: w-one, Value: "1"}
+  X:
+    Type: Sim::Thing
+    DependsOn: [V, W]
+    Properties: {Name: x-one, Fail: create}
+"#;
+
+/// VERSIONED_BASE made on version 1, then version 2 the default.
+fn versioned_setup() -> Vec<Step> {
+    vec![
+        Step::RegisterVersion,
+        create(VERSIONED_BASE),
+        Step::RegisterVersion,
+    ]
+}
+
 /// Sampled write points on a 30-resource stack.
 const SAMPLE: Points = Points::Sample {
     n: 10,
@@ -410,6 +462,34 @@ fn scenarios() -> Vec<Scenario> {
                 Step::CloudDown(true),
             ],
             step: Step::Delete,
+            also: &[],
+            points: Points::Every,
+        },
+        Scenario {
+            name: "update moving a resource to its type's new default version",
+            expect: Some(UpdateComplete),
+            setup: versioned_setup(),
+            step: Step::Upgrade {
+                template: VERSIONED_BASE.into(),
+            },
+            also: &[],
+            points: Points::Every,
+        },
+        Scenario {
+            name: "update keeping a resource on its type version",
+            expect: Some(UpdateComplete),
+            setup: versioned_setup(),
+            step: update(VERSIONED_CHANGED),
+            also: &[],
+            points: Points::Every,
+        },
+        Scenario {
+            name: "update moving type versions that fails and rolls back",
+            expect: Some(UpdateRollbackComplete),
+            setup: versioned_setup(),
+            step: Step::Upgrade {
+                template: VERSIONED_FAILING.into(),
+            },
             also: &[],
             points: Points::Every,
         },
@@ -839,30 +919,9 @@ Resources:
 
 /// Every scenario at every write point. Prints how many crash points it
 /// explored; fails with every problem found.
-///
-/// The simulator drives whole operations (nested stacks, groups,
-/// recursion through templates) inline on the thread that runs it, where
-/// the engine runs them on its runtime's workers: in a debug build their
-/// frames outgrow a test thread's 2 MiB, so it gets a thread of its own.
 #[test]
 fn every_operation_survives_a_crash_at_every_write() {
-    let explored = std::thread::Builder::new()
-        .name("crash simulator".into())
-        .stack_size(64 << 20)
-        .spawn(|| {
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .thread_stack_size(16 << 20)
-                .enable_all()
-                .build()
-                .map(|rt| rt.block_on(explore_every_scenario()))
-        });
-    match explored.map(std::thread::JoinHandle::join) {
-        Ok(Ok(Ok(()))) => {}
-        Ok(Ok(Err(e))) => panic!("the simulator's runtime did not start: {e}"),
-        Ok(Err(panic)) => std::panic::resume_unwind(panic),
-        Err(e) => panic!("the simulator's thread did not start: {e}"),
-    }
+    super::deep(explore_every_scenario);
 }
 
 async fn explore_every_scenario() {

@@ -46,7 +46,10 @@ impl Steps<'_> {
         mut rec: ResourceRecord,
         before: &Snapshot,
     ) -> bool {
-        if rec.properties != before.properties {
+        // A resource the update moved to another version of its type is
+        // handed back to the version it had, even with its properties
+        // unchanged.
+        if rec.properties != before.properties || rec.type_version != before.type_version {
             let (call, attempt) =
                 call::begin_or_resume(rec.pending.as_ref(), CallKind::RollbackUpdate);
             rec.status = ResourceStatus::UpdateInProgress;
@@ -57,7 +60,12 @@ impl Steps<'_> {
                 return false;
             }
             let back = UpdateChange::between(&before.properties, &rec.properties, attempt);
-            match self.send_update(op, &rec, before, &call, back).await {
+            // Sent to the version it goes back to; the row keeps the one
+            // it has until the call's outcome is recorded (a resumed
+            // rollback sees the move still to undo).
+            let mut to = rec.clone();
+            to.type_version = before.type_version.clone();
+            match self.send_update(op, &to, before, &call, back).await {
                 Ok(out) => {
                     rec.restore(before);
                     rec.attributes = out.attributes;

@@ -88,6 +88,7 @@ impl VictimLedger<'_> {
             metadata: None,
             journal: None,
             no_echo: v.target.no_echo,
+            type_version: v.target.type_version.clone(),
         }
     }
 
