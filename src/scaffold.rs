@@ -103,6 +103,8 @@ struct Recipe {
     start: Option<String>,
     test: String,
     entry: String,
+    /// What `cairn provider package` is given besides the project.
+    package: String,
 }
 
 fn recipe(kind: Kind, crate_name: &str, port: u16) -> Recipe {
@@ -123,6 +125,7 @@ fn recipe(kind: Kind, crate_name: &str, port: u16) -> Recipe {
                 entry: format!(
                     "[[providers]]\nkind = \"dylib\"\nname = \"{crate_name}\"\npath = \"{lib}\"\n"
                 ),
+                package: format!("--library {lib}"),
             }
         }
         Kind::RustWebhook => Recipe {
@@ -132,6 +135,7 @@ fn recipe(kind: Kind, crate_name: &str, port: u16) -> Recipe {
             )),
             test: webhook_test,
             entry: webhook_entry,
+            package: format!("--url {url}"),
         },
         Kind::Python => Recipe {
             build: "python3 -m venv .venv && .venv/bin/pip install -r requirements.txt".into(),
@@ -140,6 +144,7 @@ fn recipe(kind: Kind, crate_name: &str, port: u16) -> Recipe {
             )),
             test: webhook_test,
             entry: webhook_entry,
+            package: format!("--url {url}"),
         },
         Kind::TypeScript => Recipe {
             build: "npm ci && npm run build".into(),
@@ -148,6 +153,7 @@ fn recipe(kind: Kind, crate_name: &str, port: u16) -> Recipe {
             )),
             test: webhook_test,
             entry: webhook_entry,
+            package: format!("--url {url}"),
         },
     }
 }
@@ -223,6 +229,7 @@ pub fn run(args: &Args<'_>) -> anyhow::Result<PathBuf> {
     // (the project's own copy is built by the project's build).
     let sdk_build = typescript_sdk
         .as_ref()
+        .filter(|_| typescript)
         .filter(|sdk| !Path::new(sdk).join("dist/index.js").is_file())
         .map(|sdk| format!("(cd {sdk} && npm ci && npm run build)   # the SDK, once"));
     let steps = [
@@ -241,6 +248,31 @@ pub fn run(args: &Args<'_>) -> anyhow::Result<PathBuf> {
     .flatten()
     .collect::<Vec<_>>()
     .join("\n");
+    // A webhook's engines read its signing secret from where the
+    // registration names (never from the package).
+    let webhook = args.kind != Kind::RustDylib;
+    let package = format!("{}.tar.gz", args.name);
+    let register_steps = [
+        Some(format!(
+            "cairn provider package . {} -o {package}",
+            r.package
+        )),
+        webhook.then(|| format!("export {upper}_SECRET=change-me")),
+        Some(format!(
+            "cairn --state registry.db type register {package}{}",
+            if webhook {
+                format!(" --secret-env {upper}_SECRET")
+            } else {
+                String::new()
+            }
+        )),
+        Some("cairn --state registry.db deploy demo template.yaml".into()),
+        Some("cairn --state registry.db delete demo".into()),
+    ]
+    .into_iter()
+    .flatten()
+    .collect::<Vec<_>>()
+    .join("\n");
     let values = [
         ("crate", args.name.to_string()),
         ("type", type_name.clone()),
@@ -251,6 +283,14 @@ pub fn run(args: &Args<'_>) -> anyhow::Result<PathBuf> {
         ("default_dir", "notes".to_string()),
         ("language", language.to_string()),
         ("steps", steps),
+        ("register_steps", register_steps),
+        (
+            "handler",
+            match webhook {
+                true => "handler's URL".to_string(),
+                false => "library".to_string(),
+            },
+        ),
         ("entry", r.entry.clone()),
         ("port", args.port.to_string()),
     ];

@@ -1,19 +1,20 @@
 //! `cairn provider new` for each path (Rust plugin, Rust webhook, Python
 //! webhook, TypeScript webhook): the README it writes is run step by step, exactly, in a shell
 //! whose `cairn` is the binary under test: build, `cairn provider test`
-//! (every test passes), deploy of the sample template, delete.
+//! (every test passes), deploy of the sample template, delete; then its
+//! registry steps: package, register, deploy and delete again.
 
 use std::path::Path;
 use std::process::Command;
 
 use crate::support::Scratch;
 
-/// The commands of the project README's `sh` block.
-fn readme_steps(project: &Path) -> Vec<String> {
+/// The commands of the project README's `n`th `sh` block (from 1).
+fn readme_steps(project: &Path, n: usize) -> Vec<String> {
     let readme = std::fs::read_to_string(project.join("README.md")).expect("README.md");
     readme
         .split("```sh\n")
-        .nth(1)
+        .nth(n)
         .and_then(|rest| rest.split("```").next())
         .map(|block| block.lines().map(str::to_string).collect())
         .unwrap_or_default()
@@ -91,8 +92,15 @@ fn new_project_runs(
         format!("wrote {name}: see its README.md for the commands that build, test and deploy it")
     );
     let project = s.dir.path().join(name);
-    let steps = readme_steps(&project);
+    let steps = readme_steps(&project, 1);
     assert_eq!(steps.len(), expected_steps, "{steps:?}");
+    let registry_steps = readme_steps(&project, 2);
+    assert!(
+        registry_steps
+            .iter()
+            .any(|l| l.starts_with("cairn --state registry.db type register ")),
+        "{registry_steps:?}"
+    );
     assert!(
         steps.iter().any(|l| l.starts_with("cairn provider test ")),
         "{steps:?}"
@@ -118,8 +126,9 @@ fn new_project_runs(
     // The steps as a person runs them; a handler started with `&` is
     // stopped at the end.
     let script = format!(
-        "set -e\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n{}\n",
-        steps.join("\n")
+        "set -e\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n{}\n{}\n",
+        steps.join("\n"),
+        registry_steps.join("\n")
     );
     let out = Command::new("bash")
         .args(["-c", &script])
@@ -133,16 +142,24 @@ fn new_project_runs(
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");
-    for line in [
-        "13 passed, 0 failed, 0 skipped",
-        "stack demo is CREATE_COMPLETE",
-        "stack demo is DELETE_COMPLETE",
+    for (line, times) in [
+        ("13 passed, 0 failed, 0 skipped", 1),
+        // Loaded from cairn.toml, then registered.
+        ("stack demo is CREATE_COMPLETE", 2),
+        ("stack demo is DELETE_COMPLETE", 2),
     ] {
-        assert!(
-            stdout.lines().any(|l| l == line),
-            "no {line:?} in:\n{stdout}\n{stderr}"
+        assert_eq!(
+            stdout.lines().filter(|l| *l == line).count(),
+            times,
+            "{line:?} in:\n{stdout}\n{stderr}"
         );
     }
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("registration ") && l.ends_with(" version 00000001")),
+        "no registration in:\n{stdout}\n{stderr}"
+    );
     // The note the stack made is gone with it, and the tests left nothing.
     let left: Vec<_> = std::fs::read_dir(project.join("notes"))
         .map(|d| d.flatten().map(|e| e.file_name()).collect())
