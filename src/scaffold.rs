@@ -480,6 +480,8 @@ mod tests {
                 "default_dir",
                 "language",
                 "steps",
+                "register_steps",
+                "handler",
                 "entry",
                 "port",
             ];
