@@ -45,12 +45,26 @@ fn terminal_width() -> Option<usize> {
     term.size_checked().map(|(_, cols)| usize::from(cols))
 }
 
+/// The reason an event shows: a hook's event names the hook, its verdict
+/// and failure mode before its reason.
+fn reason_of(e: &EventRecord) -> Option<String> {
+    match &e.hook {
+        Some(h) => Some(format!(
+            "{} {} ({}){}",
+            h.hook_type,
+            h.hook_status,
+            h.hook_failure_mode,
+            h.hook_status_reason
+                .as_deref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default()
+        )),
+        None => e.status_reason.clone(),
+    }
+}
+
 fn wide_event(e: &EventRecord) -> String {
-    let reason = e
-        .status_reason
-        .as_deref()
-        .map(|r| format!("  {r}"))
-        .unwrap_or_default();
+    let reason = reason_of(e).map(|r| format!("  {r}")).unwrap_or_default();
     format!(
         "{}  {:<45} {:<30} {}{reason}",
         e.timestamp, e.status, e.logical_id, e.resource_type
@@ -74,7 +88,8 @@ fn fit_event(e: &EventRecord, width: usize) -> String {
         e.status, e.logical_id, e.resource_type
     );
     let mut out = cut(head.trim_end(), width);
-    if let Some(reason) = e.status_reason.as_deref().filter(|r| !r.is_empty()) {
+    let reason = reason_of(e);
+    if let Some(reason) = reason.as_deref().filter(|r| !r.is_empty()) {
         let indent = "              ";
         let room = width - indent.len();
         let mut line = String::new();
@@ -225,6 +240,7 @@ mod tests {
 
     fn ev(logical: &str, status: &str, ty: &str) -> EventRecord {
         EventRecord {
+            hook: None,
             event_id: "e".into(),
             stack_id: "id".into(),
             stack_name: "s".into(),

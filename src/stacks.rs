@@ -924,6 +924,12 @@ pub(crate) fn show_events(events: &[EventRecord], output: OutputFormat) -> anyho
                     if let Some(p) = &e.properties {
                         v["ResourceProperties"] = json!(p);
                     }
+                    // A hook's verdict: DescribeStackEvents' Hook* fields.
+                    if let Some(Value::Object(hook)) = e.hook.as_ref().map(|h| json!(h)) {
+                        for (k, h) in hook {
+                            v[k] = h;
+                        }
+                    }
                     v
                 });
             print_json_list("StackEvents", list)

@@ -808,6 +808,13 @@ fn event_xml(x: &mut Xml, e: &EventRecord) {
         .leaf("ResourceStatus", e.status.as_str())
         .opt("ResourceStatusReason", e.status_reason.as_deref())
         .opt("ResourceProperties", e.properties.as_deref());
+    if let Some(h) = &e.hook {
+        x.leaf("HookType", &h.hook_type)
+            .leaf("HookStatus", h.hook_status.as_str())
+            .opt("HookStatusReason", h.hook_status_reason.as_deref())
+            .leaf("HookInvocationPoint", &h.hook_invocation_point)
+            .leaf("HookFailureMode", h.hook_failure_mode.as_str());
+    }
 }
 
 async fn describe_stack_events(app: &App, f: &Form) -> Outcome {

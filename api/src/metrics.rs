@@ -137,6 +137,36 @@ impl Metrics {
                 t.count
             );
         }
+        let hooks = engine.counters.hook_calls();
+        let _ = writeln!(
+            out,
+            "# HELP cairn_hook_invocations_total Hook invocations by hook type and verdict (HookStatus)."
+        );
+        let _ = writeln!(out, "# TYPE cairn_hook_invocations_total counter");
+        for ((hook, status), t) in &hooks {
+            let _ = writeln!(
+                out,
+                "cairn_hook_invocations_total{{hook=\"{hook}\",status=\"{status}\"}} {}",
+                t.count
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP cairn_hook_seconds Time spent in hook invocations."
+        );
+        let _ = writeln!(out, "# TYPE cairn_hook_seconds summary");
+        for ((hook, status), t) in &hooks {
+            let _ = writeln!(
+                out,
+                "cairn_hook_seconds_sum{{hook=\"{hook}\",status=\"{status}\"}} {}",
+                t.seconds
+            );
+            let _ = writeln!(
+                out,
+                "cairn_hook_seconds_count{{hook=\"{hook}\",status=\"{status}\"}} {}",
+                t.count
+            );
+        }
         let _ = writeln!(
             out,
             "# HELP cairn_provider_up Whether a configured provider is started (1) or cannot start (0; not yet needed: absent)."

@@ -429,6 +429,15 @@ impl Default for RegistryConfig {
     }
 }
 
+/// Hooks (`[hooks]`): where a Guard hook's rules may be read from.
+#[derive(Debug, Clone, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct HooksConfig {
+    /// Directories a Guard hook's `file://` RuleLocation may name (an
+    /// `https://` one is fetched).
+    pub rule_dirs: Vec<PathBuf>,
+}
+
 /// The whole configuration file.
 #[derive(Debug, Clone, Deserialize, PartialEq, Default)]
 #[serde(deny_unknown_fields, default)]
@@ -445,6 +454,7 @@ pub struct Config {
     /// Macros (`[[macros]]`).
     pub macros: Vec<MacroConfig>,
     pub registry: RegistryConfig,
+    pub hooks: HooksConfig,
 }
 
 impl Config {

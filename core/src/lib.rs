@@ -15,6 +15,7 @@
 pub use cairn_config as config;
 pub mod contract;
 pub mod engine;
+pub mod guard;
 pub mod http;
 pub mod metrics;
 pub mod nested;
@@ -32,7 +33,7 @@ mod validate_tests;
 pub use cairn_model::registry as type_registry;
 /// The stack model, its own crate (pure); re-exported at the old paths.
 pub use cairn_model::{
-    catalog, graph, group, import, macros, notifications, operation, plan, refactor,
+    catalog, graph, group, hooks, import, macros, notifications, operation, plan, refactor,
     rollback_triggers, signal, stack, stack_policy, validate,
 };
 /// The template language, its own crate (pure: no I/O); re-exported at

@@ -24,6 +24,8 @@ struct Counters {
     provider_calls: BTreeMap<(String, String), Tally>,
     /// outcome (delivered, retried, failed) → count.
     deliveries: BTreeMap<String, u64>,
+    /// (hook type, its status: HOOK_COMPLETE_SUCCEEDED, …) → tally.
+    hook_calls: BTreeMap<(String, String), Tally>,
 }
 
 /// The counters themselves.
@@ -52,6 +54,26 @@ impl Metrics {
             t.count += 1;
             t.seconds += took.as_secs_f64();
         });
+    }
+
+    /// One invocation of the hook `hook_type` that ended `status` after
+    /// `took`.
+    pub fn hook_call(&self, hook_type: &str, status: &str, took: Duration) {
+        self.with(|c| {
+            let t = c
+                .hook_calls
+                .entry((hook_type.to_string(), status.to_string()))
+                .or_default();
+            t.count += 1;
+            t.seconds += took.as_secs_f64();
+        });
+    }
+
+    /// The hook invocations so far: ((hook type, status), tally).
+    pub fn hook_calls(&self) -> Vec<((String, String), Tally)> {
+        let mut out = Vec::new();
+        self.with(|c| out = c.hook_calls.iter().map(|(k, v)| (k.clone(), *v)).collect());
+        out
     }
 
     /// The provider calls so far: ((kind, outcome), tally).

@@ -104,6 +104,7 @@ mod tests {
     #[test]
     fn a_message_has_the_sns_fields_and_text() {
         let e = EventRecord {
+            hook: None,
             event_id: "e1".into(),
             stack_id: "arn:s".into(),
             stack_name: "st".into(),

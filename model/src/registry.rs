@@ -6,7 +6,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::stack::{status_enum, UnknownWord};
+use crate::words::{status_enum, UnknownWord};
 
 status_enum!(
     /// What a registered type is (CloudFormation's `Type`).

@@ -221,7 +221,18 @@ pub(super) fn stack_record(m: &Node) -> anyhow::Result<StackRecord> {
 
 pub(super) fn event_record(e: &Node) -> anyhow::Result<EventRecord> {
     let status = word(e, "ResourceStatus")?;
+    let hook = match e.text_of("HookType") {
+        Some(hook_type) => Some(cairn_core::hooks::HookEvent {
+            hook_type,
+            hook_status: word(e, "HookStatus")?,
+            hook_status_reason: e.text_of("HookStatusReason"),
+            hook_invocation_point: e.text_or_empty("HookInvocationPoint"),
+            hook_failure_mode: word(e, "HookFailureMode")?,
+        }),
+        None => None,
+    };
     Ok(EventRecord {
+        hook,
         event_id: e.text_or_empty("EventId"),
         stack_id: e.text_or_empty("StackId"),
         stack_name: e.text_or_empty("StackName"),

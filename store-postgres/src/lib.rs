@@ -36,7 +36,7 @@ fn tls_error(e: cairn_pg_tls::TlsError) -> StoreError {
 
 /// The schema version this Cairn writes; a database with a newer one is
 /// refused.
-const SCHEMA_VERSION: i32 = 9;
+const SCHEMA_VERSION: i32 = 10;
 
 /// Taken while the schema is applied, so engines starting together do not
 /// race (an arbitrary constant: "cairn" in ASCII).
@@ -61,7 +61,11 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (7, SCHEMA_7),
     (8, SCHEMA_8),
     (9, SCHEMA_9),
+    (10, SCHEMA_10),
 ];
+
+/// Version 10: a hook's verdict on an event (JSON).
+const SCHEMA_10: &str = "ALTER TABLE events ADD COLUMN IF NOT EXISTS hook TEXT;";
 
 /// Version 9: the registered type's version each resource was made or
 /// moved with.
@@ -399,7 +403,7 @@ fn resource_row(r: &Row) -> Result<ResourceRecord, StoreError> {
     })
 }
 
-const EVENT_COLUMNS: &str = "event_id, stack_id, stack_name, logical_id, physical_id, resource_type, timestamp, status, status_reason, properties";
+const EVENT_COLUMNS: &str = "event_id, stack_id, stack_name, logical_id, physical_id, resource_type, timestamp, status, status_reason, properties, hook";
 
 fn event_row(r: &Row) -> Result<EventRecord, StoreError> {
     Ok(EventRecord {
@@ -413,6 +417,7 @@ fn event_row(r: &Row) -> Result<EventRecord, StoreError> {
         status: parsed(r, 7)?,
         status_reason: get(r, 8)?,
         properties: get(r, 9)?,
+        hook: opt_json(r, 10)?,
     })
 }
 
@@ -535,10 +540,11 @@ async fn fence(
 
 async fn insert_event(tx: &Transaction<'_>, e: &EventRecord) -> Result<(), StoreError> {
     let status = e.status.as_str();
+    let hook = e.hook.as_ref().map(json_text).transpose()?;
     run(
         tx,
         &format!(
-            "INSERT INTO events ({EVENT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+            "INSERT INTO events ({EVENT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
         ),
         &[
             &e.event_id,
@@ -551,6 +557,7 @@ async fn insert_event(tx: &Transaction<'_>, e: &EventRecord) -> Result<(), Store
             &status,
             &e.status_reason,
             &e.properties,
+            &hook,
         ],
     )
     .await

@@ -98,7 +98,9 @@ CREATE TABLE IF NOT EXISTS events (
     timestamp TEXT NOT NULL,
     status TEXT NOT NULL,
     status_reason TEXT,
-    properties TEXT
+    properties TEXT,
+    -- JSON: a hook's verdict (HookType, HookStatus, …), NULL for others.
+    hook TEXT
 );
 CREATE INDEX IF NOT EXISTS events_by_stack ON events(stack_id, seq);
 CREATE TABLE IF NOT EXISTS operations (
@@ -257,7 +259,7 @@ CREATE TABLE IF NOT EXISTS type_configurations (
 
 /// The layout version written into `PRAGMA user_version`; bump it with any
 /// change to `SCHEMA` that an older file would not have.
-const SCHEMA_VERSION: i64 = 17;
+const SCHEMA_VERSION: i64 = 18;
 
 /// The columns each layout added, by the layout that added them (layouts
 /// 10 and 16 added only tables).
@@ -273,6 +275,7 @@ const COLUMN_STEPS: &[(i64, &str)] = &[
     (14, "ALTER TABLE stacks ADD COLUMN stack_policy TEXT;"),
     (15, "ALTER TABLE stacks ADD COLUMN rollback_configuration TEXT; ALTER TABLE stacks ADD COLUMN notification_arns TEXT;"),
     (17, "ALTER TABLE resources ADD COLUMN type_version TEXT;"),
+    (18, "ALTER TABLE events ADD COLUMN hook TEXT;"),
 ];
 
 /// A new file gets the current version; a file with another one is refused
@@ -454,15 +457,16 @@ fn event_row(r: &Row<'_>) -> rusqlite::Result<EventRecord> {
         status: parse_enum(&r.get::<_, String>(7)?)?,
         status_reason: r.get(8)?,
         properties: r.get(9)?,
+        hook: opt_json_col(r, 10)?,
     })
 }
 
 fn insert_event(c: &Connection, e: &EventRecord) -> Result<(), StoreError> {
     c.prepare_cached(
-        "INSERT INTO events (event_id, stack_id, stack_name, logical_id, physical_id, resource_type, timestamp, status, status_reason, properties) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        "INSERT INTO events (event_id, stack_id, stack_name, logical_id, physical_id, resource_type, timestamp, status, status_reason, properties, hook) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
     )
     .map_err(backend)?
-    .execute(params![e.event_id, e.stack_id, e.stack_name, e.logical_id, e.physical_id, e.resource_type, e.timestamp, e.status.as_str(), e.status_reason, e.properties],
+    .execute(params![e.event_id, e.stack_id, e.stack_name, e.logical_id, e.physical_id, e.resource_type, e.timestamp, e.status.as_str(), e.status_reason, e.properties, e.hook.as_ref().map(json_text).transpose()?],
     )
     .map_err(backend)?;
     Ok(())
@@ -1423,21 +1427,19 @@ impl Resources for SqliteStore {
     async fn resources(&self, stack_id: &str) -> Result<Vec<ResourceRecord>, StoreError> {
         let id = stack_id.to_string();
         self.run(move |c| {
-            // Insertion order, sorted here: an ORDER BY makes SQLite sort
-            // every column of every row, spilling a large stack to a temp file.
+            // By logical id, as the primary key's index hands them over (an
+            // ORDER BY would make SQLite sort every column of every row,
+            // spilling a large stack to a temporary file).
             let mut st = c
                 .prepare_cached(&format!(
-                    "SELECT {RESOURCE_COLUMNS}, rowid FROM resources WHERE stack_id = ?1"
+                    "SELECT {RESOURCE_COLUMNS} FROM resources WHERE stack_id = ?1"
                 ))
                 .map_err(backend)?;
-            let rows = st
-                .query_map(params![id], |r| {
-                    Ok((r.get::<_, i64>(14)?, resource_row(r)?))
-                })
-                .map_err(backend)?;
+            let rows = st.query_map(params![id], resource_row).map_err(backend)?;
             let mut rows = rows.collect::<Result<Vec<_>, _>>().map_err(backend)?;
-            rows.sort_unstable_by_key(|(rowid, _)| *rowid);
-            Ok(rows.into_iter().map(|(_, r)| r).collect())
+            // The index's order is byte order; made sure of here.
+            rows.sort_unstable_by(|a, b| a.logical_id.cmp(&b.logical_id));
+            Ok(rows)
         })
         .await
     }
@@ -1542,7 +1544,7 @@ impl Events for SqliteStore {
         let skip = i64::try_from(skip).unwrap_or(i64::MAX);
         self.run(move |c| {
             let mut st = c
-                .prepare_cached("SELECT event_id, stack_id, stack_name, logical_id, physical_id, resource_type, timestamp, status, status_reason, properties FROM events WHERE stack_id = ?1 ORDER BY seq LIMIT -1 OFFSET ?2")
+                .prepare_cached("SELECT event_id, stack_id, stack_name, logical_id, physical_id, resource_type, timestamp, status, status_reason, properties, hook FROM events WHERE stack_id = ?1 ORDER BY seq LIMIT -1 OFFSET ?2")
                 .map_err(backend)?;
             let rows = st.query_map(params![id, skip], event_row).map_err(backend)?;
             rows.collect::<Result<Vec<_>, _>>().map_err(backend)
@@ -2641,6 +2643,10 @@ mod tests {
                     ",\n    -- The registered type's version it was made or moved with.\n    type_version TEXT,\n",
                     ",\n",
                 )
+                .replace(
+                    ",\n    -- JSON: a hook's verdict (HookType, HookStatus, …), NULL for others.\n    hook TEXT\n",
+                    "\n",
+                )
                 .replace(",\n    -- Resumes in a row that recorded nothing (a process that dies on the same\n    -- step), and the stack's event count at the last one.\n    resume_attempts INTEGER NOT NULL DEFAULT 0,\n    resume_events INTEGER NOT NULL DEFAULT 0\n", "\n")
                 .replace(",\n    -- JSON: what a `cairn update` planned and did (steps, phases).\n    details TEXT\n", "\n");
             let old = old.split("-- Instance groups").next().unwrap().to_string()
@@ -2668,6 +2674,7 @@ mod tests {
         assert_eq!(store.note_resume("id-1").await.unwrap(), 1);
         assert!(store.change_sets("id-1").await.unwrap().is_empty());
         assert!(store.resources("id-1").await.unwrap().is_empty());
+        assert!(store.events("id-1").await.unwrap().is_empty());
         drop(store);
         let c = Connection::open(&path).unwrap();
         let version: i64 = c

@@ -69,6 +69,7 @@ pub fn stack(name: &str) -> StackRecord {
 /// An event of `s` about `logical` in `status`.
 pub fn event(s: &StackRecord, logical: &str, status: &str) -> EventRecord {
     EventRecord {
+        hook: None,
         event_id: uuid::Uuid::new_v4().to_string(),
         stack_id: s.stack_id.clone(),
         stack_name: s.stack_name.clone(),
@@ -589,13 +590,17 @@ async fn stacks_and_events(store: &dyn Store) {
     assert_eq!(found, s);
     assert_eq!(store.find_stack(&s.stack_id).await.unwrap().unwrap(), s);
     assert_eq!(store.in_progress_stacks().await.unwrap().len(), 1);
+    // An event may carry a hook's verdict.
+    let mut last = event(&s, "one", "CREATE_COMPLETE");
+    last.hook = Some(cairn_model::hooks::HookEvent {
+        hook_type: "Private::Guard::Mode".into(),
+        hook_status: cairn_model::hooks::HookStatus::Failed,
+        hook_status_reason: Some("rule R: no".into()),
+        hook_invocation_point: "PRE_PROVISION".into(),
+        hook_failure_mode: cairn_model::hooks::FailureMode::Warn,
+    });
     store
-        .set_stack_status(
-            &lease,
-            StackStatus::CreateComplete,
-            None,
-            &event(&s, "one", "CREATE_COMPLETE"),
-        )
+        .set_stack_status(&lease, StackStatus::CreateComplete, None, &last)
         .await
         .unwrap();
     assert!(store.in_progress_stacks().await.unwrap().is_empty());
@@ -605,6 +610,8 @@ async fn stacks_and_events(store: &dyn Store) {
         events.iter().map(|e| e.status.as_str()).collect::<Vec<_>>(),
         ["CREATE_IN_PROGRESS", "CREATE_COMPLETE"]
     );
+    assert_eq!(events[1], last);
+    assert_eq!(events[0].hook, None);
     assert_eq!(store.events_from(&s.stack_id, 1).await.unwrap().len(), 1);
     let mut saved = store.find_stack("one").await.unwrap().unwrap();
     saved.description = Some("changed".into());

@@ -1092,6 +1092,80 @@ def nested():
     assert cf.describe_stacks(StackName=child_id)["Stacks"][0]["StackStatus"] == "DELETE_COMPLETE"
 
 
+
+FILE_MODE_RULES = """let files = Resources.*[ Type == 'Cairn::Local::File' ]
+rule FILE_MODE_0600 when %files !empty {
+    %files.Properties.Mode == "0600"
+    << every Cairn::Local::File must have Mode 0600 >>
+}
+"""
+
+
+def hooks():
+    """A Guard hook (AWS::CloudFormation::GuardHook, rules from a file)
+    judges every Cairn::Local::File of the state before its create: FAIL
+    refuses a non-compliant one before the provider makes it, and the
+    stack rolls back with the rule's message; WARN lets it through with
+    the verdict in the events (DescribeStackEvents' Hook* fields)."""
+    with open("mode.guard", "w") as f:
+        f.write(FILE_MODE_RULES)
+    hook = ("Parameters:\n  Mode: {Type: String}\nResources:\n  FileMode:\n"
+            "    Type: AWS::CloudFormation::GuardHook\n    Properties:\n"
+            "      Alias: Private::Guard::FileMode\n"
+            "      RuleLocation: {Uri: 'file://%s'}\n"
+            "      FailureMode: !Ref Mode\n      TargetOperations: [RESOURCE]\n"
+            "      TargetFilters: {Actions: [CREATE, UPDATE]}\n"
+            "      ExecutionRole: arn:aws:iam::123456789012:role/hook\n"
+            "Outputs:\n  Arn: {Value: !GetAtt FileMode.HookArn}\n") % os.path.abspath("mode.guard")
+    mode = lambda m: [{"ParameterKey": "Mode", "ParameterValue": m}]
+    cf.create_stack(StackName="guards", TemplateBody=hook, Parameters=mode("FAIL"))
+    cf.get_waiter("stack_create_complete").wait(StackName="guards", WaiterConfig=FAST)
+    arn = cf.describe_stacks(StackName="guards")["Stacks"][0]["Outputs"][0]["OutputValue"]
+    assert arn == "arn:aws:cloudformation:us-east-1:123456789012:type/hook/Private-Guard-FileMode", arn
+    secret = os.path.abspath("secret.txt")
+    app = ("Resources:\n  Secret:\n    Type: Cairn::Local::File\n"
+           "    Properties: {Path: '%s', Content: s3cret, Mode: '0644'}\n") % secret
+    cf.create_stack(StackName="app", TemplateBody=app)
+    try:
+        cf.get_waiter("stack_create_complete").wait(StackName="app", WaiterConfig=FAST)
+        raise AssertionError("a create the hook refused completed")
+    except WaiterError:
+        pass
+    assert cf.describe_stacks(StackName="app")["Stacks"][0]["StackStatus"] == "ROLLBACK_COMPLETE"
+    assert not os.path.exists(secret), "the provider made the file the hook refused"
+    verdict = "rule FILE_MODE_0600: every Cairn::Local::File must have Mode 0600"
+    hooked = [(e["ResourceStatus"], e["HookType"], e["HookStatus"], e.get("HookStatusReason"),
+               e["HookInvocationPoint"], e["HookFailureMode"])
+              for e in events("app") if "HookType" in e]
+    assert hooked == [
+        ("CREATE_IN_PROGRESS", "Private::Guard::FileMode", "HOOK_IN_PROGRESS", None, "PRE_PROVISION", "FAIL"),
+        ("CREATE_IN_PROGRESS", "Private::Guard::FileMode", "HOOK_COMPLETE_FAILED", verdict, "PRE_PROVISION", "FAIL"),
+    ], hooked
+    failed = [e["ResourceStatusReason"] for e in events("app") if e["ResourceStatus"] == "CREATE_FAILED"]
+    assert failed == ["The following hook(s) failed: [Private::Guard::FileMode]. Private::Guard::FileMode: " + verdict], failed
+    cf.delete_stack(StackName="app")
+    cf.get_waiter("stack_delete_complete").wait(StackName="app", WaiterConfig=FAST)
+    # Under WARN the create goes on, the verdict in its events.
+    cf.update_stack(StackName="guards", TemplateBody=hook, Parameters=mode("WARN"))
+    cf.get_waiter("stack_update_complete").wait(StackName="guards", WaiterConfig=FAST)
+    cf.create_stack(StackName="app", TemplateBody=app)
+    cf.get_waiter("stack_create_complete").wait(StackName="app", WaiterConfig=FAST)
+    assert os.path.exists(secret)
+    warned = [(e["HookStatus"], e.get("HookStatusReason"), e["HookFailureMode"])
+              for e in events("app") if "HookType" in e]
+    assert warned == [
+        ("HOOK_IN_PROGRESS", None, "WARN"),
+        ("HOOK_COMPLETE_FAILED", verdict + " (failure mode WARN: the create goes on)", "WARN"),
+    ], warned
+    # The hook goes with its stack: nothing judges the next create.
+    for stack in ["app", "guards"]:
+        cf.delete_stack(StackName=stack)
+        cf.get_waiter("stack_delete_complete").wait(StackName=stack, WaiterConfig=FAST)
+    cf.create_stack(StackName="app", TemplateBody=app)
+    cf.get_waiter("stack_create_complete").wait(StackName="app", WaiterConfig=FAST)
+    assert not [e for e in events("app") if "HookType" in e]
+
+
 if __name__ == "__main__":
     globals()[sys.argv[1]]()
     print("ok")

@@ -9,6 +9,7 @@ mod engines;
 mod groups;
 mod heat_fidelity;
 mod heat_functional;
+mod hooks;
 mod hostile;
 mod hot;
 mod hot_corpus;

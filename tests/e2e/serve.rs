@@ -160,6 +160,16 @@ fn boto3_rollback_triggers() {
     run("rollback_triggers");
 }
 
+/// Guard hooks judge creates before a provider is called (rules read
+/// from the scratch directory, `[hooks] rule_dirs`).
+#[test]
+fn boto3_guard_hooks() {
+    let s = Scratch::new();
+    let rules = format!("[hooks]\nrule_dirs = [\"{}\"]\n", s.dir.path().display());
+    let server = Server::start_with(&s, "", &rules);
+    server.scenario(&s, "hooks", None);
+}
+
 #[test]
 fn boto3_stack_policy() {
     run("stack_policy");

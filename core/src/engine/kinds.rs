@@ -73,7 +73,7 @@ operation_kind!(
     /// stacks) dispatched to the engine (`protocol`, `served`).
     Protocol,
     protocol,
-    uses [groups: Groups, nested_stacks: NestedStacks]
+    uses [groups: Groups, hooks: Hooks, nested_stacks: NestedStacks]
 );
 operation_kind!(
     /// The choreography of every resource call: the intent recorded, the
@@ -81,7 +81,7 @@ operation_kind!(
     /// outcome asked again, the policy applied (`steps`).
     Steps,
     steps,
-    uses [protocol: Protocol, signals: Signals]
+    uses [hooks: Hooks, protocol: Protocol, signals: Signals]
 );
 operation_kind!(
     /// Who runs which operation: claims of operations nobody holds,
@@ -169,6 +169,13 @@ operation_kind!(
     refactors,
     uses []
 );
+operation_kind!(
+    /// Hooks: their verdict on a resource before its action, and the hooks
+    /// templates define (kept in the registry).
+    Hooks,
+    hooks,
+    uses []
+);
 
 #[cfg(test)]
 mod tests {
@@ -191,6 +198,7 @@ mod tests {
             Groups::USES,
             Signals::USES,
             Refactors::USES,
+            Hooks::USES,
         ]
         .into_iter()
         .collect()
@@ -261,6 +269,9 @@ mod tests {
             BTreeSet::new(),
             "kinds call each other in a circle besides the engine-served types"
         );
-        assert_eq!(g["Protocol"], ["Groups", "NestedStacks"]);
+        // The engine-served types: groups, nested stacks, and the hooks
+        // templates define (which use no kind).
+        assert_eq!(g["Protocol"], ["Groups", "Hooks", "NestedStacks"]);
+        assert!(g["Hooks"].is_empty());
     }
 }

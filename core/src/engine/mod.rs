@@ -16,6 +16,7 @@ mod dag;
 mod delete;
 pub mod drift;
 mod group;
+mod hooks;
 mod import;
 mod kept;
 mod kinds;
@@ -41,11 +42,11 @@ mod update;
 
 pub use changeset::{changes_json, ChangeSetType, CreateChangeSetInput, NO_CHANGES};
 pub use import::ImportInput;
-pub(crate) use kinds::Steps;
 pub use kinds::{
     ChangeSets, Claims, Creates, Deletes, Drift, Groups, NestedStacks, Protocol, Reconciles,
     Signals, Updates,
 };
+pub(crate) use kinds::{Hooks, Steps};
 pub use reconcile::{ReconcileFlags, ReconcileInput, ReconcilePlan};
 pub use update::{ParameterInput, UpdateStackInput, UpgradeTypes};
 
@@ -181,6 +182,8 @@ struct Op {
     /// An update's own state (an update, `cairn update`, an import): its
     /// other template and its stack policy. `None` for other operations.
     update: Option<update::UpdateState>,
+    /// The hooks in force when the operation was loaded.
+    hooks: Vec<crate::hooks::HookDefinition>,
     /// The last step each resource reported (status, reason, physical id),
     /// from its row when the operation was loaded: an operation resumed
     /// after a crash or a takeover does not report a step in progress a
@@ -295,6 +298,7 @@ impl Op {
 
     fn resource_event(&self, r: &ResourceRecord) -> EventRecord {
         EventRecord {
+            hook: None,
             event_id: uuid::Uuid::new_v4().to_string(),
             stack_id: r.stack_id.clone(),
             stack_name: self.stack.stack_name.clone(),
@@ -317,6 +321,7 @@ fn stack_event(
     at: &str,
 ) -> EventRecord {
     EventRecord {
+        hook: None,
         event_id: uuid::Uuid::new_v4().to_string(),
         stack_id: stack.stack_id.clone(),
         stack_name: stack.stack_name.clone(),
@@ -695,6 +700,7 @@ impl Core {
             recorded_digests,
             state: this,
             update,
+            hooks: self.active_hooks().await?,
             reported: std::sync::Mutex::new(reported),
         })
     }

@@ -609,6 +609,8 @@ impl Protocol<'_> {
             Some(EngineServed::Group)
         } else if crate::nested::is_stack(canonical) {
             Some(EngineServed::NestedStack)
+        } else if crate::hooks::is_hook_type(canonical) {
+            Some(EngineServed::Hook)
         } else {
             None
         }

@@ -251,6 +251,7 @@ impl Refactors<'_> {
             let physical = row.physical_id.clone().unwrap_or_default();
             let properties = Some(Value::Object(row.properties.clone()).to_string());
             write.events.push(EventRecord {
+                hook: None,
                 event_id: uuid::Uuid::new_v4().to_string(),
                 stack_id: from.stack.stack_id.clone(),
                 stack_name: from.stack.stack_name.clone(),
@@ -266,6 +267,7 @@ impl Refactors<'_> {
                 properties: properties.clone(),
             });
             write.events.push(EventRecord {
+                hook: None,
                 event_id: uuid::Uuid::new_v4().to_string(),
                 stack_id: to.stack.stack_id.clone(),
                 stack_name: to.stack.stack_name.clone(),

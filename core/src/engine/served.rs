@@ -24,6 +24,8 @@ pub(super) enum EngineServed {
     Group,
     /// Nested stacks: the child stack is created, updated or deleted.
     NestedStack,
+    /// Hooks defined in templates: kept in the type registry.
+    Hook,
 }
 
 /// One update of an engine-served resource.
@@ -51,6 +53,7 @@ impl EngineServed {
                     .nested_create(op, r, request_id)
                     .await
             }
+            Self::Hook => protocol.hooks().hook_create(r, request_id).await,
         }
     }
 
@@ -80,6 +83,12 @@ impl EngineServed {
                     )
                     .await
             }
+            Self::Hook => {
+                protocol
+                    .hooks()
+                    .hook_update(call.physical_id, call.properties, call.request_id)
+                    .await
+            }
         }
     }
 
@@ -93,6 +102,7 @@ impl EngineServed {
         match self {
             Self::Group => protocol.groups().group_delete(op, r, physical).await,
             Self::NestedStack => protocol.nested_stacks().nested_delete(op, physical).await,
+            Self::Hook => protocol.hooks().hook_delete(physical).await,
         }
     }
 }

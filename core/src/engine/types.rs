@@ -459,13 +459,32 @@ impl Core {
     /// The package a RegisterType's SchemaHandlerPackage names: a
     /// `file://` URL under `[registry] package_dirs`, or an `https://` URL.
     pub async fn read_package(&self, url: &str) -> Result<Vec<u8>, String> {
+        self.read_allowed(
+            url,
+            &self.config.registry.package_dirs,
+            "SchemaHandlerPackage",
+            "[registry] package_dirs",
+        )
+        .await
+    }
+
+    /// The bytes at `url`: a `file://` URL under one of `dirs` (the
+    /// configuration's `dirs_name`), or an `https://` URL; `what` names the
+    /// parameter it was given as.
+    pub(super) async fn read_allowed(
+        &self,
+        url: &str,
+        dirs: &[std::path::PathBuf],
+        what: &str,
+        dirs_name: &str,
+    ) -> Result<Vec<u8>, String> {
         if let Some(path) = url.strip_prefix("file://") {
             let real = tokio::fs::canonicalize(path)
                 .await
                 .map_err(|e| format!("{url}: {e}"))?;
-            if !crate::nested::under_any(&real, &self.config.registry.package_dirs).await {
+            if !crate::nested::under_any(&real, dirs).await {
                 return Err(format!(
-                    "{} is not under a directory of [registry] package_dirs",
+                    "{} is not under a directory of {dirs_name}",
                     real.display()
                 ));
             }
@@ -489,7 +508,7 @@ impl Core {
                 .map_err(|e| e.to_string());
         }
         Err(format!(
-            "SchemaHandlerPackage {url} must be a file:// URL under [registry] package_dirs or an https:// URL"
+            "{what} {url} must be a file:// URL under {dirs_name} or an https:// URL"
         ))
     }
 
@@ -659,6 +678,11 @@ impl Core {
             } else {
                 let rows = self.store.resources(&s.stack_id).await?;
                 rows.iter().any(|r| match version {
+                    // A template's hook is its resource's: its physical id.
+                    None if crate::hooks::is_hook_type(&r.resource_type) => {
+                        r.physical_id.as_deref() == Some(type_name)
+                            && r.status != crate::stack::ResourceStatus::DeleteComplete
+                    }
                     None => r.resource_type == type_name,
                     Some(v) => uses_version(r, type_name, v),
                 })

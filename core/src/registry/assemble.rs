@@ -89,6 +89,12 @@ impl Registry {
             Transport::Engine,
             Arc::new(crate::macros::MacroType),
             None,
+        )?;
+        self.register(
+            "engine:hooks",
+            Transport::Engine,
+            Arc::new(crate::hooks::HookTypes),
+            None,
         )
     }
 

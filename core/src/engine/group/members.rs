@@ -85,6 +85,7 @@ impl<'a> Run<'a> {
     /// A member's event, as a template resource's (its name as logical id).
     pub(in crate::engine) fn event(&self, m: &Member) -> EventRecord {
         EventRecord {
+            hook: None,
             event_id: uuid::Uuid::new_v4().to_string(),
             stack_id: self.op.stack.stack_id.clone(),
             stack_name: self.op.stack.stack_name.clone(),
@@ -117,6 +118,7 @@ impl<'a> Run<'a> {
             .map(|r| r.type_name.clone())
             .unwrap_or_default();
         EventRecord {
+            hook: None,
             event_id: uuid::Uuid::new_v4().to_string(),
             stack_id: self.op.stack.stack_id.clone(),
             stack_name: self.op.stack.stack_name.clone(),

@@ -236,6 +236,7 @@ impl Drop for World {
 fn config(dir: &std::path::Path) -> Config {
     let mut c = Config::default();
     c.nested.template_dirs = vec![dir.to_path_buf()];
+    c.hooks.rule_dirs = vec![dir.to_path_buf()];
     // Parents look at their children often: the nested scenarios' time is
     // mostly these waits.
     c.nested.poll_ms = 10;
@@ -716,12 +717,53 @@ impl World {
         Outcome { status, live }
     }
 
+    /// Every hook kept in the registry is a stack's hook resource (by its
+    /// alias, or the request its create was made with): none is left
+    /// behind by a delete or a rollback.
+    async fn leaked_hooks(&self) -> Vec<String> {
+        let mut rows = Vec::new();
+        for s in self.base.list_stacks().await.unwrap_or_default() {
+            rows.extend(self.base.resources(&s.stack_id).await.unwrap_or_default());
+        }
+        let kept: Vec<&crate::stack::ResourceRecord> = rows
+            .iter()
+            .filter(|r| r.status != crate::stack::ResourceStatus::DeleteComplete)
+            .collect();
+        let kept = format!("{kept:?}");
+        let registrations = self.base.registrations().await.unwrap_or_default();
+        let mut leaked = Vec::new();
+        for v in self.base.type_versions().await.unwrap_or_default() {
+            if v.kind != crate::type_registry::RegistryTypeKind::Hook || v.deprecated {
+                continue;
+            }
+            let made_by = registrations
+                .iter()
+                .filter(|g| {
+                    g.type_name == v.type_name && g.version_id.as_ref() == Some(&v.version_id)
+                })
+                .filter_map(|g| g.client_token.clone())
+                .collect::<Vec<_>>();
+            let owned = kept.contains(&format!("\"{}\"", v.type_name))
+                || made_by.iter().any(|t| kept.contains(t.as_str()));
+            if !owned {
+                leaked.push(format!(
+                    "hook {} version {} is in force but no stack's resource records it: leaked",
+                    v.type_name, v.version_id
+                ));
+            }
+        }
+        leaked
+    }
+
     /// The invariants that hold after any run, crashed and resumed or not.
     async fn check(&self, what: &str) -> Vec<String> {
         let mut problems = Vec::new();
         let mut fail = |p: String| problems.push(format!("{what}: {p}"));
         for d in self.cloud.defects() {
             fail(d);
+        }
+        for l in self.leaked_hooks().await {
+            fail(l);
         }
         let Some(stack) = self.stack().await else {
             // No stack: nothing may exist but a person's own resources.
@@ -804,7 +846,8 @@ impl World {
             let events = self.base.events(&s.stack_id).await.unwrap_or_default();
             let mut last: std::collections::HashMap<&str, &crate::stack::EventRecord> =
                 std::collections::HashMap::new();
-            for e in &events {
+            // A hook's events carry their verdict, not a step.
+            for e in events.iter().filter(|e| e.hook.is_none()) {
                 if let Some(before) = last.insert(e.logical_id.as_str(), e) {
                     if before.status == e.status
                         && before.status_reason == e.status_reason
@@ -893,6 +936,9 @@ impl World {
                     "{what}: deleting the stack with the cloud healed ended {status:?}"
                 ));
             }
+        }
+        for l in self.leaked_hooks().await {
+            problems.push(format!("{what}, the stack deleted: {l}"));
         }
         // What a person made and no stack adopted is theirs to delete.
         self.cloud.clear_outside_except(&adopted);

@@ -405,6 +405,53 @@ Resources:
     Properties: {Name: x-one, Fail: create}
 "#;
 
+/// Guard rules: a Thing's Value may not be "forbidden".
+const NO_FORBIDDEN: &str = r#"
+let things = Resources.*[ Type == 'Sim::Thing' ]
+rule NOT_FORBIDDEN when %things !empty {
+    %things.Properties.Value != "forbidden"
+    << a Sim::Thing's Value may not be forbidden >>
+}
+"#;
+
+/// A Guard hook on every Thing's create and update, and the Thing A
+/// (`a`: its properties) after it, with `more` resources.
+fn guarded(a: &str, more: &str) -> String {
+    format!(
+        r#"
+Resources:
+  Rules:
+    Type: AWS::CloudFormation::GuardHook
+    Properties:
+      Alias: Sim::Guard::NoForbidden
+      RuleLocation: {{Uri: "file://{{DIR}}/rules.guard"}}
+      FailureMode: FAIL
+      TargetOperations: [RESOURCE]
+      TargetFilters: {{Actions: [CREATE, UPDATE], TargetNames: [Sim::Thing]}}
+  A:
+    Type: Sim::Thing
+    DependsOn: Rules
+    Properties: {a}
+{more}"#
+    )
+}
+
+/// The hook and a Thing it lets through.
+fn guarded_base() -> String {
+    guarded(r#"{Name: a-one, Value: "1"}"#, "")
+}
+
+/// The rules written beside the state, then the guarded stack made.
+fn guarded_setup() -> Vec<Step> {
+    vec![
+        Step::File {
+            name: "rules.guard",
+            text: NO_FORBIDDEN,
+        },
+        create(&guarded_base()),
+    ]
+}
+
 /// VERSIONED_BASE made on version 1, then version 2 the default.
 fn versioned_setup() -> Vec<Step> {
     vec![
@@ -490,6 +537,47 @@ fn scenarios() -> Vec<Scenario> {
             step: Step::Upgrade {
                 template: VERSIONED_FAILING.into(),
             },
+            also: &[],
+            points: Points::Every,
+        },
+        Scenario {
+            name: "create with a Guard hook in force",
+            expect: Some(CreateComplete),
+            setup: vec![Step::File {
+                name: "rules.guard",
+                text: NO_FORBIDDEN,
+            }],
+            step: create(&guarded_base()),
+            also: &[],
+            points: Points::Every,
+        },
+        Scenario {
+            name: "update a Guard hook refuses in place, rolled back",
+            expect: Some(UpdateRollbackComplete),
+            setup: guarded_setup(),
+            // A's update is refused; B, which the rules let through, is
+            // made and rolled back.
+            step: update(&guarded(
+                "{Name: a-one, Value: forbidden}",
+                "  B:\n    Type: Sim::Thing\n    Properties: {Name: b-one, Value: \"2\"}\n",
+            )),
+            also: &[],
+            points: Points::Every,
+        },
+        Scenario {
+            name: "replacement a Guard hook refuses, rolled back",
+            expect: Some(UpdateRollbackComplete),
+            setup: guarded_setup(),
+            // A's replacement is refused.
+            step: update(&guarded("{Name: a-two, Value: forbidden}", "")),
+            also: &[],
+            points: Points::Every,
+        },
+        Scenario {
+            name: "delete of a stack with a Guard hook",
+            expect: None,
+            setup: guarded_setup(),
+            step: Step::Delete,
             also: &[],
             points: Points::Every,
         },

@@ -10,8 +10,9 @@ use cairn_sdk::{CreateResult, ErrorKind, ProviderError};
 use super::call;
 use crate::engine::signals::now_ms;
 use crate::engine::{Attempt, Op, Steps};
+use crate::hooks::HookAction;
 use crate::signal::Wait;
-use crate::stack::{now, CallKind, EventRecord, ResourceRecord, ResourceStatus};
+use crate::stack::{now, CallKind, EventRecord, Journal, ResourceRecord, ResourceStatus};
 
 /// The statuses a create's outcome shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,11 +54,36 @@ impl Steps<'_> {
         &self,
         op: &Op,
         mut rec: ResourceRecord,
-        earlier: Vec<EventRecord>,
+        mut earlier: Vec<EventRecord>,
         then: Then,
     ) -> bool {
         let (call, attempt) = call::begin_or_resume(rec.pending.as_ref(), CallKind::Create);
         if attempt == Attempt::First {
+            // The hooks judge it before anything is recorded or sent: a
+            // replacement is its resource's update.
+            let ends = match then {
+                Then::Record(ends) => ends,
+                Then::Signals => CREATED,
+            };
+            let (action, previous) = match (&rec.journal, ends == REPLACED) {
+                (Some(Journal::Changed { before }), true) => {
+                    (HookAction::Update, Some(before.properties.clone()))
+                }
+                _ => (HookAction::Create, None),
+            };
+            let verdict = self
+                .hooks()
+                .judge(op, &rec, action, previous.as_ref())
+                .await;
+            earlier.extend(verdict.events);
+            if let Some(refusal) = verdict.refusal {
+                rec.status = ends.failed;
+                rec.status_reason = Some(refusal);
+                rec.pending = None;
+                rec.updated_at = now();
+                self.record(op, &rec, earlier).await;
+                return false;
+            }
             rec.pending = Some(call.clone());
             // Durable before the call: a crash from here on re-issues it.
             if !self.record(op, &rec, earlier).await {

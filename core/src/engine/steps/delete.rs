@@ -19,6 +19,7 @@ use cairn_sdk::CreateResult;
 use super::call::{self, Learned};
 use super::Callee;
 use crate::engine::{Attempt, Op, Steps};
+use crate::hooks::HookAction;
 use crate::stack::{now, CallKind, Journal, PendingCall, ResourceRecord, ResourceStatus, Snapshot};
 
 /// Whether the delete goes on after the ledger looked at where it stands.
@@ -161,6 +162,24 @@ impl Steps<'_> {
             rec.pending = None;
             rec.updated_at = now();
             return self.record(op, &rec, Vec::new()).await;
+        }
+        // A DeleteStack's delete is judged by the hooks first (not a
+        // rollback's, nor a delete taken up after a crash).
+        let judged = op.stack.status == crate::stack::StackStatus::DeleteInProgress
+            && rec.physical_id.is_some()
+            && rec.pending.is_none();
+        if judged {
+            let verdict = self.hooks().judge(op, &rec, HookAction::Delete, None).await;
+            if let Some(refusal) = verdict.refusal {
+                rec.status = ResourceStatus::DeleteFailed;
+                rec.status_reason = Some(refusal);
+                rec.updated_at = now();
+                self.record(op, &rec, verdict.events).await;
+                return false;
+            }
+            if !verdict.events.is_empty() && !self.record(op, &rec, verdict.events).await {
+                return false;
+            }
         }
         let callee_rec = rec.clone();
         let mut row = Row {

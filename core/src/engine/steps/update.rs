@@ -9,6 +9,7 @@ use cairn_sdk::{ProviderError, UpdateResult};
 use super::call;
 use crate::engine::protocol::UpdateChange;
 use crate::engine::{Attempt, Op, Steps};
+use crate::hooks::HookAction;
 use crate::stack::{now, CallKind, Journal, PendingCall, ResourceRecord, ResourceStatus, Snapshot};
 
 impl Steps<'_> {
@@ -24,9 +25,24 @@ impl Steps<'_> {
     ) -> bool {
         let (call, attempt) = call::begin_or_resume(rec.pending.as_ref(), CallKind::Update);
         if attempt == Attempt::First {
+            let verdict = self
+                .hooks()
+                .judge(op, &rec, HookAction::Update, Some(&before.properties))
+                .await;
+            if let Some(refusal) = verdict.refusal {
+                // Nothing was sent: the row stays as it was (a rollback
+                // has nothing to undo), failed with the hooks' reason.
+                rec.restore(before);
+                rec.status = ResourceStatus::UpdateFailed;
+                rec.status_reason = Some(refusal);
+                rec.pending = None;
+                rec.updated_at = now();
+                self.record(op, &rec, verdict.events).await;
+                return false;
+            }
             rec.pending = Some(call.clone());
             rec.updated_at = now();
-            if !self.record(op, &rec, Vec::new()).await {
+            if !self.record(op, &rec, verdict.events).await {
                 return false;
             }
         }
