@@ -141,6 +141,9 @@ fn change_set_json(cs: &ChangeSetRecord) -> Value {
     if let Some(r) = &cs.nested.root_change_set_id {
         v["RootChangeSetId"] = json!(r);
     }
+    if !cs.nested.hook_results.is_empty() {
+        v["HookResults"] = json!(cs.nested.hook_results);
+    }
     v
 }
 
@@ -154,6 +157,18 @@ pub(crate) fn print_change_set(cs: &ChangeSetRecord, output: OutputFormat) -> an
     );
     if let Some(r) = &cs.status_reason {
         println!("  {r}");
+    }
+    for h in &cs.nested.hook_results {
+        println!(
+            "  hook {} {} ({}){}",
+            h.type_name,
+            h.status,
+            h.failure_mode,
+            h.hook_status_reason
+                .as_deref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default()
+        );
     }
     for change in cs.changes.as_array().into_iter().flatten() {
         let rc = &change["ResourceChange"];

@@ -47,6 +47,7 @@ pub async fn dispatch(app: &Arc<App>, f: &Form, action: &str) -> Outcome {
         "ValidateTemplate" => validate_template(app, f).await,
         "CreateChangeSet" => create_change_set(app, f).await,
         "DescribeChangeSet" => describe_change_set(app, f).await,
+        "ListHookResults" => list_hook_results(app, f).await,
         "ExecuteChangeSet" => execute_change_set(app, f).await,
         "DeleteChangeSet" => delete_change_set(app, f).await,
         "ListChangeSets" => list_change_sets(app, f).await,
@@ -1395,6 +1396,44 @@ async fn describe_change_set(app: &App, f: &Form) -> Outcome {
         x.list("Changes", items, json_members);
         x.opt("NextToken", next.as_deref());
         nesting_xml(x, &cs);
+        // Cairn's own: the CHANGE_SET-target hooks' verdicts (also
+        // ListHookResults').
+        x.list("HookResults", &cs.nested.hook_results, |x, h| {
+            hook_result_xml(x, h)
+        });
+    })
+}
+
+/// One hook's verdict on a change set, as ListHookResults shows it.
+fn hook_result_xml(x: &mut Xml, h: &cairn_core::hooks::HookResult) {
+    x.leaf("InvocationPoint", &h.invocation_point)
+        .leaf("FailureMode", h.failure_mode.as_str())
+        .leaf("TypeName", &h.type_name)
+        .leaf("TypeVersionId", "00000001")
+        .leaf("Status", h.status.as_str())
+        .opt("HookStatusReason", h.hook_status_reason.as_deref())
+        .leaf("InvokedAt", &h.invoked_at)
+        .leaf("TargetType", "CHANGE_SET");
+}
+
+/// ListHookResults for a change set (TargetType CHANGE_SET, TargetId its
+/// ARN or name with StackName... its ARN): the hooks' verdicts kept with it.
+async fn list_hook_results(app: &App, f: &Form) -> Outcome {
+    let target_type = f.required("TargetType")?;
+    if target_type != "CHANGE_SET" {
+        return Err(ApiError::validation(format!(
+            "TargetType {target_type} is not kept by this Cairn: it keeps the results of CHANGE_SET targets (a resource's and a stack's verdicts are in DescribeStackEvents)"
+        )));
+    }
+    let id = f.required("TargetId")?;
+    let cs = app.engine.change_sets().describe_change_set("", id).await?;
+    result(|x| {
+        x.list("HookResults", &cs.nested.hook_results, |x, h| {
+            hook_result_xml(x, h);
+            x.leaf("TargetId", &cs.change_set_id);
+        });
+        x.leaf("TargetType", "CHANGE_SET")
+            .leaf("TargetId", &cs.change_set_id);
     })
 }
 

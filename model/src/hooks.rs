@@ -205,6 +205,39 @@ pub struct HookTarget<'a> {
     pub previous: Option<&'a Map<String, Value>>,
 }
 
+/// A whole stack a hook may judge: before its operation (STACK), or when
+/// a change set is made for it (CHANGE_SET).
+#[derive(Debug, Clone, Copy)]
+pub struct StackTarget<'a> {
+    pub operation: TargetOperation,
+    pub stack_name: &'a str,
+    pub stack_id: &'a str,
+    pub change_set_id: Option<&'a str>,
+    pub action: HookAction,
+    /// The template as it will be (JSON).
+    pub template: &'a Value,
+    /// Its parameter values, NoEcho ones masked.
+    pub parameters: &'a Map<String, Value>,
+    /// An update's template before it.
+    pub previous: Option<&'a Value>,
+    /// A change set's changes (its `Changes`).
+    pub changes: Option<&'a Value>,
+}
+
+/// One hook's verdict on a change set, kept with it (ListHookResults'
+/// fields).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct HookResult {
+    pub type_name: String,
+    pub status: HookStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hook_status_reason: Option<String>,
+    pub invocation_point: String,
+    pub failure_mode: FailureMode,
+    pub invoked_at: String,
+}
+
 /// Whether `name` is one of `patterns` (a pattern ending in `*` is a
 /// prefix).
 fn matches_any(patterns: &[String], name: &str) -> bool {
@@ -228,6 +261,58 @@ impl HookDefinition {
             && c.stack_filters
                 .as_ref()
                 .is_none_or(|s| s.admits(target.stack_name))
+    }
+
+    /// Whether this hook judges a whole stack's `action` (the STACK
+    /// target) or, with `TargetOperation::ChangeSet`, a change set made
+    /// for the stack `stack_name`.
+    pub fn applies_to_stack(
+        &self,
+        operation: TargetOperation,
+        stack_name: &str,
+        action: HookAction,
+    ) -> bool {
+        let c = &self.configuration;
+        let f = &c.target_filters;
+        c.hook_invocation_status == HookInvocationStatus::Enabled
+            && c.target_operations.contains(&operation)
+            && (f.actions.is_empty() || f.actions.contains(&action))
+            && c.stack_filters
+                .as_ref()
+                .is_none_or(|s| s.admits(stack_name))
+    }
+
+    /// What a Guard hook's rules see of a whole stack (the STACK and
+    /// CHANGE_SET targets): the template as it will be (so rules written
+    /// for templates apply: `Resources`, `Parameters`, …), CloudFormation's
+    /// `HookContext`, the parameter values under `ParameterValues` (NoEcho
+    /// ones masked), an update's template before it under `Previous`, and a
+    /// change set's `Changes`.
+    pub fn stack_input(&self, target: &StackTarget<'_>, account_id: &str) -> Value {
+        let mut doc = match target.template {
+            Value::Object(m) => Value::Object(m.clone()),
+            _ => json!({}),
+        };
+        let kind = target.operation.as_str();
+        doc["HookContext"] = json!({
+            "AWSAccountID": account_id,
+            "StackId": target.stack_id,
+            "ChangeSetId": target.change_set_id,
+            "HookTypeName": self.type_name,
+            "HookTypeVersion": "00000001",
+            "InvocationPoint": target.action.invocation_point(),
+            "TargetName": kind,
+            "TargetType": kind,
+            "TargetLogicalId": target.stack_name,
+        });
+        doc["ParameterValues"] = Value::Object(target.parameters.clone());
+        if let Some(previous) = target.previous {
+            doc["Previous"] = previous.clone();
+        }
+        if let Some(changes) = target.changes {
+            doc["Changes"] = changes.clone();
+        }
+        doc
     }
 
     /// What a Guard hook's rules see for `target`: CloudFormation's

@@ -62,6 +62,20 @@ pub(super) fn change_set_record(m: &Node) -> anyhow::Result<ChangeSetRecord> {
             rollback_configuration: None,
             notification_arns: None,
             upgrade_types: Default::default(),
+            hook_results: m
+                .members("HookResults")
+                .iter()
+                .map(|h| {
+                    Ok(cairn_core::hooks::HookResult {
+                        type_name: h.text_or_empty("TypeName"),
+                        status: word(h, "Status")?,
+                        hook_status_reason: h.text_of("HookStatusReason"),
+                        invocation_point: h.text_or_empty("InvocationPoint"),
+                        failure_mode: word(h, "FailureMode")?,
+                        invoked_at: h.text_or_empty("InvokedAt"),
+                    })
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?,
         },
     })
 }

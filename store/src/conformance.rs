@@ -936,6 +936,14 @@ fn change_set(s: &StackRecord, name: &str) -> ChangeSetRecord {
             )])),
             include_nested_stacks: true,
             upgrade_types: BTreeMap::from([("Org::Kv::Thing".to_string(), "00000002".to_string())]),
+            hook_results: vec![cairn_model::hooks::HookResult {
+                type_name: "Private::Guard::Mode".into(),
+                status: cairn_model::hooks::HookStatus::Succeeded,
+                hook_status_reason: None,
+                invocation_point: "PRE_PROVISION".into(),
+                failure_mode: cairn_model::hooks::FailureMode::Fail,
+                invoked_at: now(),
+            }],
             parent_change_set_id: Some("arn:parent-set".into()),
             root_change_set_id: Some("arn:root-set".into()),
             rollback_configuration: Some(cairn_model::rollback_triggers::RollbackConfiguration {

@@ -198,3 +198,154 @@ fn a_guard_hook_judges_creates_updates_and_deletes_before_the_provider() {
     let listed: Value = cairn(&s, &["type", "list", "--output", "json"]).json();
     assert_eq!(listed["TypeSummaries"], serde_json::json!([]));
 }
+
+/// A hook's template with `operations` targets and `rules`.
+fn targeted(rules: &str, alias: &str, operations: &str, mode: &str) -> String {
+    format!("Description: the platform's hooks\nResources:\n  Hook:\n    Type: AWS::CloudFormation::GuardHook\n    Properties:\n      Alias: {alias}\n      RuleLocation: {{Uri: 'file://{rules}'}}\n      FailureMode: {mode}\n      TargetOperations: [{operations}]\n      ExecutionRole: arn:aws:iam::123456789012:role/hook\n")
+}
+
+#[test]
+fn stack_and_change_set_hooks_see_the_whole_template_and_the_changes() {
+    let s = Scratch::new();
+    let dir = s.dir.path().display().to_string();
+    s.write("cairn.toml", &format!("[hooks]\nrule_dirs = [\"{dir}\"]\n"));
+    let described = s
+        .write(
+            "described.guard",
+            "rule DESCRIBED {\n    Description exists\n    << every stack needs a Description >>\n}\n",
+        )
+        .display()
+        .to_string();
+    let kept = s
+        .write(
+            "kept.guard",
+            "rule NO_REMOVALS when Changes !empty {\n    Changes[*].ResourceChange.Action != \"Remove\"\n    << a change set may not remove resources >>\n}\n",
+        )
+        .display()
+        .to_string();
+    s.write(
+        "stack-hook.yaml",
+        &targeted(&described, "Private::Guard::Described", "STACK", "FAIL"),
+    );
+    s.write(
+        "set-hook.yaml",
+        &targeted(&kept, "Private::Guard::Kept", "CHANGE_SET", "FAIL"),
+    );
+    for (stack, file) in [("described", "stack-hook.yaml"), ("kept", "set-hook.yaml")] {
+        let run = cairn(&s, &["deploy", stack, file]);
+        assert_eq!(run.code(), 0, "{}", run.stderr());
+    }
+    // A stack hook judges the whole template before anything is made.
+    let path = s.dir.path().join("f.txt").display().to_string();
+    let body = file_template(&path, "0600", "one");
+    s.write("bare.yaml", &body);
+    let run = cairn(&s, &["deploy", "bare", "bare.yaml"]);
+    assert_eq!(run.code(), 1);
+    assert!(!std::path::Path::new(&path).exists());
+    let run = cairn(&s, &["describe", "bare", "--output", "json"]);
+    assert_eq!(run.json()["Stacks"][0]["StackStatus"], "ROLLBACK_COMPLETE");
+    let run = cairn(&s, &["events", "bare", "--output", "json"]);
+    let rolled: Vec<String> = run.json()["StackEvents"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["ResourceStatus"] == "ROLLBACK_IN_PROGRESS")
+        .map(|e| {
+            e["ResourceStatusReason"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    let why = "Private::Guard::Described: rule DESCRIBED: every stack needs a Description";
+    assert_eq!(
+        rolled,
+        [format!("The following hook(s) failed: [Private::Guard::Described]. {why}. Rollback requested by user.")]
+    );
+    let run = cairn(&s, &["events", "bare", "--output", "json"]);
+    let hooked: Vec<(String, String, String)> = run.json()["StackEvents"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .rev()
+        .filter(|e| e.get("HookType").is_some())
+        .map(|e| {
+            let text = |k: &str| e[k].as_str().unwrap_or_default().to_string();
+            (
+                text("LogicalResourceId"),
+                text("ResourceType"),
+                text("HookStatus"),
+            )
+        })
+        .collect();
+    let on_stack = |status: &str| {
+        (
+            "bare".to_string(),
+            "AWS::CloudFormation::Stack".to_string(),
+            status.to_string(),
+        )
+    };
+    assert_eq!(
+        hooked,
+        [
+            on_stack("HOOK_IN_PROGRESS"),
+            on_stack("HOOK_COMPLETE_FAILED")
+        ]
+    );
+    let run = cairn(&s, &["delete", "bare"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    s.write("app.yaml", &format!("Description: an app\n{body}"));
+    let run = cairn(&s, &["deploy", "app", "app.yaml"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+
+    // A change set hook's verdict is kept with the set: one that removes
+    // a resource is FAILED with it; one that changes it is AVAILABLE.
+    s.write(
+        "app-more.yaml",
+        &format!("Description: an app\n{}  Note:\n    Type: Cairn::Test::Resource\n    Properties: {{Value: n}}\n", body),
+    );
+    let run = cairn(&s, &["deploy", "app", "app-more.yaml"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let run = cairn(
+        &s,
+        &[
+            "plan", "app", "app.yaml", "--name", "shrink", "--output", "json",
+        ],
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let set = run.json();
+    assert_eq!(set["Status"], "FAILED", "{set}");
+    assert_eq!(
+        set["StatusReason"],
+        "The following hook(s) failed: [Private::Guard::Kept]. Private::Guard::Kept: rule NO_REMOVALS: a change set may not remove resources"
+    );
+    assert_eq!(set["HookResults"][0]["TypeName"], "Private::Guard::Kept");
+    assert_eq!(set["HookResults"][0]["Status"], "HOOK_COMPLETE_FAILED");
+    let changed = format!(
+        "Description: an app\n{}  Note:\n    Type: Cairn::Test::Resource\n    Properties: {{Value: m}}\n",
+        body
+    );
+    s.write("app-changed.yaml", &changed);
+    let run = cairn(
+        &s,
+        &[
+            "plan",
+            "app",
+            "app-changed.yaml",
+            "--name",
+            "change",
+            "--output",
+            "json",
+        ],
+    );
+    let set = run.json();
+    assert_eq!(set["Status"], "CREATE_COMPLETE", "{set}");
+    assert_eq!(set["HookResults"][0]["Status"], "HOOK_COMPLETE_SUCCEEDED");
+    let run = cairn(&s, &["change-set", "app", "change"]);
+    assert!(
+        run.stdout()
+            .contains("hook Private::Guard::Kept HOOK_COMPLETE_SUCCEEDED (FAIL)"),
+        "{}",
+        run.stdout()
+    );
+}

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 
 use super::{check_stack_name, stack_context, valid_stack_name, EngineError};
+use crate::hooks::{HookAction, StackTarget, TargetOperation};
 use crate::operation::OperationOptions;
 use crate::plan;
 use crate::stack::{now, ChangeSetRecord, OnFailure, StackRecord, StackStatus};
@@ -334,7 +335,9 @@ impl ChangeSets<'_> {
                 ..record
             }
         } else {
-            record
+            let previous = prepared.stack.template_body.clone();
+            self.judged(record, Some(&previous), HookAction::Update)
+                .await?
         };
         if input.include_nested_stacks && !empty {
             self.nested_change_sets(&mut record, &prepared.nested_properties)
@@ -461,6 +464,7 @@ impl ChangeSets<'_> {
                 rollback_configuration: None,
                 notification_arns: None,
                 upgrade_types: parent.nested.upgrade_types.clone(),
+                hook_results: Vec::new(),
             };
             Box::pin(self.nested_change_sets(&mut child, &prepared.nested_properties)).await?;
             self.store.put_change_set(&child).await?;
@@ -545,6 +549,7 @@ impl ChangeSets<'_> {
             },
             ..record
         };
+        let record = self.judged(record, None, HookAction::Create).await?;
         self.store.put_change_set(&record).await?;
         Ok(record)
     }
@@ -572,6 +577,40 @@ impl ChangeSets<'_> {
             &Default::default(),
             plan::TypeVersions::kept(),
         )?)
+    }
+
+    /// `record` with the CHANGE_SET-target hooks' verdicts (`previous`:
+    /// the stack's template before it); FAILED with their refusal when a
+    /// hook whose failure mode is FAIL did not succeed.
+    async fn judged(
+        &self,
+        record: ChangeSetRecord,
+        previous: Option<&str>,
+        action: HookAction,
+    ) -> Result<ChangeSetRecord, EngineError> {
+        let template = Template::body_of(&record.template_body)?;
+        let previous = previous.map(Template::body_of).transpose()?;
+        let parameters = super::hooks::shown_parameters(&record.parameters, &record.no_echo);
+        let target = StackTarget {
+            operation: TargetOperation::ChangeSet,
+            stack_name: &record.stack_name,
+            stack_id: &record.stack_id,
+            change_set_id: Some(&record.change_set_id),
+            action,
+            template: &template,
+            parameters: &parameters,
+            previous: previous.as_ref(),
+            changes: Some(&record.changes),
+        };
+        let (results, refusal) = self.hooks().judge_change_set(&target).await?;
+        let mut record = record;
+        record.nested.hook_results = results;
+        if let Some(refusal) = refusal {
+            record.status = ChangeSetStatus::Failed;
+            record.execution_status = ExecutionStatus::Unavailable;
+            record.status_reason = Some(refusal);
+        }
+        Ok(record)
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -19,10 +19,10 @@ use serde_json::{json, Map, Value};
 use super::{Core, Hooks, Op};
 use crate::guard::{self, GuardVerdict};
 use crate::hooks::{
-    guard_hook_of, FailureMode, HookAction, HookDefinition, HookEvent, HookHandler, HookStatus,
-    HookTarget, PRE_PROVISION,
+    guard_hook_of, FailureMode, HookAction, HookDefinition, HookEvent, HookHandler, HookResult,
+    HookStatus, HookTarget, StackTarget, TargetOperation, PRE_PROVISION,
 };
-use crate::stack::{EventRecord, ResourceRecord, ResourceStatus};
+use crate::stack::{EventRecord, ResourceRecord, ResourceStatus, StackStatus};
 use crate::store::StoreError;
 use crate::type_registry::{
     NewTypeVersion, RegistrationRecord, RegistrationStatus, RegistryTypeKind,
@@ -97,10 +97,10 @@ impl Hooks<'_> {
             properties: &rec.properties,
             previous,
         };
+        let account = &self.config.identity.account_id;
         let mut events = Vec::new();
-        let mut refused: Vec<(String, String)> = Vec::new();
+        let mut refused = Vec::new();
         for hook in op.hooks.iter().filter(|h| h.applies_to(&target)) {
-            let mode = hook.configuration.failure_mode;
             events.push(hook_event(
                 op,
                 rec,
@@ -109,44 +109,118 @@ impl Hooks<'_> {
                 HookStatus::InProgress,
                 None,
             ));
-            let started = Instant::now();
-            let (status, why) = self.invoke(hook, &target).await;
-            self.shared
-                .metrics
-                .hook_call(&hook.type_name, status.as_str(), started.elapsed());
-            let shown = match (&why, mode) {
-                (Some(why), FailureMode::Warn) => Some(format!(
-                    "{why} (failure mode WARN: the {} goes on)",
-                    action.as_str().to_ascii_lowercase()
-                )),
-                (why, _) => why.clone(),
-            };
-            events.push(hook_event(op, rec, action, hook, status, shown));
-            if let (Some(why), FailureMode::Fail) = (why, mode) {
-                refused.push((hook.type_name.clone(), why));
-            }
+            let (status, why) = self.run(hook, hook.guard_input(&target, account)).await;
+            events.push(hook_event(
+                op,
+                rec,
+                action,
+                hook,
+                status,
+                shown(&why, hook, action),
+            ));
+            refuse(&mut refused, hook, why);
         }
-        let refusal = (!refused.is_empty()).then(|| {
-            let names: Vec<&str> = refused.iter().map(|(n, _)| n.as_str()).collect();
-            let reasons: Vec<String> = refused.iter().map(|(n, w)| format!("{n}: {w}")).collect();
-            format!(
-                "The following hook(s) failed: [{}]. {}",
-                names.join(", "),
-                reasons.join(". ")
-            )
-        });
-        Verdict { events, refusal }
+        Verdict {
+            events,
+            refusal: refusal(&refused),
+        }
     }
 
-    /// One hook on one target: its status, and why it did not succeed.
-    async fn invoke(
+    /// The STACK-target hooks' verdict on the operation `op` is about to
+    /// run (`action` of the whole stack), as events of the stack.
+    pub(in crate::engine) async fn judge_stack(&self, op: &Op, action: HookAction) -> Verdict {
+        let hooks: Vec<&HookDefinition> = op
+            .hooks
+            .iter()
+            .filter(|h| h.applies_to_stack(TargetOperation::Stack, &op.stack.stack_name, action))
+            .collect();
+        if hooks.is_empty() {
+            return Verdict {
+                events: Vec::new(),
+                refusal: None,
+            };
+        }
+        let template = crate::template::Template::body_of(&op.state.template_body)
+            .unwrap_or_else(|_| json!({}));
+        let previous = op
+            .other()
+            .and_then(|o| crate::template::Template::body_of(&o.state.template_body).ok());
+        let parameters = shown_parameters(&op.params.raw, &op.params.no_echo);
+        let target = StackTarget {
+            operation: TargetOperation::Stack,
+            stack_name: &op.stack.stack_name,
+            stack_id: &op.stack.stack_id,
+            change_set_id: None,
+            action,
+            template: &template,
+            parameters: &parameters,
+            previous: previous.as_ref(),
+            changes: None,
+        };
+        let account = &self.config.identity.account_id;
+        let status = match action {
+            HookAction::Create => StackStatus::CreateInProgress,
+            HookAction::Update => StackStatus::UpdateInProgress,
+            HookAction::Delete => StackStatus::DeleteInProgress,
+        };
+        let event = |hook: &HookDefinition, hook_status, reason| {
+            let mut e = op.stack_event(status, None);
+            e.hook = Some(HookEvent {
+                hook_type: hook.type_name.clone(),
+                hook_status,
+                hook_status_reason: reason,
+                hook_invocation_point: PRE_PROVISION.into(),
+                hook_failure_mode: hook.configuration.failure_mode,
+            });
+            e
+        };
+        let mut events = Vec::new();
+        let mut refused = Vec::new();
+        for hook in hooks {
+            events.push(event(hook, HookStatus::InProgress, None));
+            let (verdict, why) = self.run(hook, hook.stack_input(&target, account)).await;
+            events.push(event(hook, verdict, shown(&why, hook, action)));
+            refuse(&mut refused, hook, why);
+        }
+        Verdict {
+            events,
+            refusal: refusal(&refused),
+        }
+    }
+
+    /// The CHANGE_SET-target hooks' verdicts on a change set being made
+    /// (`target`), kept with it; the refusal of those whose failure mode is
+    /// FAIL.
+    pub(in crate::engine) async fn judge_change_set(
         &self,
-        hook: &HookDefinition,
-        target: &HookTarget<'_>,
-    ) -> (HookStatus, Option<String>) {
-        match &hook.handler {
+        target: &StackTarget<'_>,
+    ) -> Result<(Vec<HookResult>, Option<String>), StoreError> {
+        let account = &self.config.identity.account_id;
+        let mut results = Vec::new();
+        let mut refused = Vec::new();
+        for hook in self.active_hooks().await?.iter().filter(|h| {
+            h.applies_to_stack(TargetOperation::ChangeSet, target.stack_name, target.action)
+        }) {
+            let (status, why) = self.run(hook, hook.stack_input(target, account)).await;
+            results.push(HookResult {
+                type_name: hook.type_name.clone(),
+                status,
+                hook_status_reason: shown(&why, hook, target.action),
+                invocation_point: PRE_PROVISION.into(),
+                failure_mode: hook.configuration.failure_mode,
+                invoked_at: crate::stack::now(),
+            });
+            refuse(&mut refused, hook, why);
+        }
+        Ok((results, refusal(&refused)))
+    }
+
+    /// One hook on the document its target shows: its status, and why it
+    /// did not succeed. Counted in the metrics.
+    async fn run(&self, hook: &HookDefinition, doc: Value) -> (HookStatus, Option<String>) {
+        let started = Instant::now();
+        let answer = match &hook.handler {
             HookHandler::Guard { rules, location } => {
-                let doc = hook.guard_input(target, &self.config.identity.account_id);
                 let (rules, location) = (rules.clone(), location.clone());
                 // Guard's evaluator is synchronous: off the runtime.
                 let judged =
@@ -168,7 +242,11 @@ impl Hooks<'_> {
                     ),
                 }
             }
-        }
+        };
+        self.shared
+            .metrics
+            .hook_call(&hook.type_name, answer.0.as_str(), started.elapsed());
+        answer
     }
 
     /// Makes a hook defined in a template: its rules read and checked, then
@@ -374,6 +452,55 @@ impl Hooks<'_> {
             .await
             .map_err(store_error)
     }
+}
+
+/// A verdict's reason as its event shows it: under WARN, that the action
+/// goes on.
+fn shown(why: &Option<String>, hook: &HookDefinition, action: HookAction) -> Option<String> {
+    match (why, hook.configuration.failure_mode) {
+        (Some(why), FailureMode::Warn) => Some(format!(
+            "{why} (failure mode WARN: the {} goes on)",
+            action.as_str().to_ascii_lowercase()
+        )),
+        (why, _) => why.clone(),
+    }
+}
+
+/// Keeps why `hook` did not succeed when its failure mode is FAIL.
+fn refuse(refused: &mut Vec<(String, String)>, hook: &HookDefinition, why: Option<String>) {
+    if let (Some(why), FailureMode::Fail) = (why, hook.configuration.failure_mode) {
+        refused.push((hook.type_name.clone(), why));
+    }
+}
+
+/// The refusal of the hooks that failed under FAIL, if any.
+fn refusal(refused: &[(String, String)]) -> Option<String> {
+    if refused.is_empty() {
+        return None;
+    }
+    let names: Vec<&str> = refused.iter().map(|(n, _)| n.as_str()).collect();
+    let reasons: Vec<String> = refused.iter().map(|(n, w)| format!("{n}: {w}")).collect();
+    Some(format!(
+        "The following hook(s) failed: [{}]. {}",
+        names.join(", "),
+        reasons.join(". ")
+    ))
+}
+
+/// Parameter values as a hook sees them: NoEcho ones masked.
+pub(in crate::engine) fn shown_parameters(
+    raw: &std::collections::BTreeMap<String, String>,
+    no_echo: &[String],
+) -> Map<String, Value> {
+    raw.iter()
+        .map(|(k, v)| {
+            let shown = match no_echo.contains(k) {
+                true => "****".to_string(),
+                false => v.clone(),
+            };
+            (k.clone(), Value::String(shown))
+        })
+        .collect()
 }
 
 /// One hook event of `rec` (DescribeStackEvents' hook fields).

@@ -108,13 +108,13 @@ operation_kind!(
     /// cancel-update and continue-update-rollback.
     Updates,
     updates,
-    uses [creates: Creates, nested_stacks: NestedStacks, protocol: Protocol, steps: Steps]
+    uses [creates: Creates, hooks: Hooks, nested_stacks: NestedStacks, protocol: Protocol, steps: Steps]
 );
 operation_kind!(
     /// Change sets: planned, stored, described, executed.
     ChangeSets,
     change_sets,
-    uses [imports: Imports, nested_stacks: NestedStacks, updates: Updates]
+    uses [hooks: Hooks, imports: Imports, nested_stacks: NestedStacks, updates: Updates]
 );
 operation_kind!(
     /// Nested stacks: the `AWS::CloudFormation::Stack` resources whose

@@ -60,6 +60,7 @@ use serde_json::Value;
 
 use crate::config::Config;
 use crate::graph::Graph;
+use crate::hooks::HookAction;
 use crate::operation::OperationOptions;
 use crate::registry::Registry;
 use crate::shared::Shared;
@@ -1073,6 +1074,20 @@ impl Engine {
         Ok(status)
     }
 
+    /// The STACK-target hooks' verdict on `action` of the whole stack, its
+    /// events recorded: the refusal, if the operation may not go on.
+    async fn stack_hooks(
+        &self,
+        op: &Op,
+        action: HookAction,
+    ) -> Result<Option<String>, EngineError> {
+        let verdict = self.hooks().judge_stack(op, action).await;
+        if !verdict.events.is_empty() {
+            self.store.put_events(&op.lease, &verdict.events).await?;
+        }
+        Ok(verdict.refusal)
+    }
+
     async fn drive(&self, op: &Op) -> Result<StackStatus, EngineError> {
         let operation = self.store.operation(&op.stack.stack_id).await?;
         let options = operation
@@ -1090,6 +1105,12 @@ impl Engine {
             StackStatus::CreateInProgress => {
                 let rows = self.store.resources(&op.stack.stack_id).await?;
                 if rows.is_empty() {
+                    if let Some(refusal) = self.stack_hooks(op, HookAction::Create).await? {
+                        return self
+                            .creates()
+                            .fail_create(op, &format!("{refusal}. "))
+                            .await;
+                    }
                     match self.protocol().check_parameter_values(op).await {
                         Err(reason) => {
                             return self.creates().fail_create(op, &format!("{reason}. ")).await
@@ -1133,7 +1154,29 @@ impl Engine {
             | StackStatus::UpdateRollbackCompleteCleanupInProgress => {
                 self.updates().drive_update(op).await
             }
-            StackStatus::DeleteInProgress => self.deletes().delete_phase(op, &retain, true).await,
+            StackStatus::DeleteInProgress => {
+                // Judged before anything of the stack is deleted.
+                let rows = self.store.resources(&op.stack.stack_id).await?;
+                let untouched = rows.iter().all(|r| {
+                    !matches!(
+                        r.status,
+                        ResourceStatus::DeleteInProgress
+                            | ResourceStatus::DeleteComplete
+                            | ResourceStatus::DeleteFailed
+                            | ResourceStatus::DeleteSkipped
+                    )
+                });
+                // A stack with nothing to delete (its create rolled back)
+                // is never kept by a hook.
+                if untouched && rows.iter().any(crate::plan::is_live) {
+                    if let Some(refusal) = self.stack_hooks(op, HookAction::Delete).await? {
+                        return self
+                            .set_status(op, StackStatus::DeleteFailed, Some(&refusal))
+                            .await;
+                    }
+                }
+                self.deletes().delete_phase(op, &retain, true).await
+            }
             StackStatus::ImportInProgress => self.imports().drive_import(op).await,
             StackStatus::ImportRollbackInProgress => self.imports().rollback_import(op).await,
             other => Err(EngineError::Validation(format!(

@@ -18,6 +18,7 @@ use super::steps::create::{Then, REPLACED};
 use super::steps::victim::{Victim, VictimOf};
 use super::{stack_context, EngineError, Op};
 use crate::graph::Graph;
+use crate::hooks::HookAction;
 pub use crate::operation::{OperationOptions, StackState};
 use crate::plan::{self, Decision};
 use crate::rollback_triggers::RollbackConfiguration;
@@ -956,6 +957,13 @@ impl Updates<'_> {
                 }
                 let rows = self.store.resources(id).await?;
                 if rows.iter().all(|r| r.journal.is_none()) {
+                    let verdict = self.hooks().judge_stack(op, HookAction::Update).await;
+                    if !verdict.events.is_empty() {
+                        self.store.put_events(&op.lease, &verdict.events).await?;
+                    }
+                    if let Some(refusal) = verdict.refusal {
+                        return self.fail_update(op, &refusal).await;
+                    }
                     if let Some(denial) = self.denied_removal(op, &rows) {
                         return self.fail_update(op, &denial).await;
                     }

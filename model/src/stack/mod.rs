@@ -627,6 +627,9 @@ pub struct ChangeSetNesting {
     /// (`--upgrade-types`, as the defaults were when it was made).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub upgrade_types: BTreeMap<String, String>,
+    /// The CHANGE_SET-target hooks' verdicts when it was made.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hook_results: Vec<crate::hooks::HookResult>,
 }
 
 impl ChangeSetNesting {

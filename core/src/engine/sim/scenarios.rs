@@ -441,6 +441,34 @@ fn guarded_base() -> String {
     guarded(r#"{Name: a-one, Value: "1"}"#, "")
 }
 
+/// Guard rules for whole stacks: every template has a Description.
+const DESCRIBED: &str = r#"
+rule DESCRIBED {
+    Description exists
+    << every stack needs a Description >>
+}
+"#;
+
+/// A STACK-target Guard hook and a Thing whose Value is `value`;
+/// `description` the template's first line.
+fn stack_guarded(description: &str, value: &str) -> String {
+    format!(
+        r#"{description}
+Resources:
+  Rules:
+    Type: AWS::CloudFormation::GuardHook
+    Properties:
+      Alias: Sim::Guard::Described
+      RuleLocation: {{Uri: "file://{{DIR}}/described.guard"}}
+      FailureMode: FAIL
+      TargetOperations: [STACK]
+  A:
+    Type: Sim::Thing
+    Properties: {{Name: a-one, Value: "{value}"}}
+"#
+    )
+}
+
 /// The rules written beside the state, then the guarded stack made.
 fn guarded_setup() -> Vec<Step> {
     vec![
@@ -570,6 +598,21 @@ fn scenarios() -> Vec<Scenario> {
             setup: guarded_setup(),
             // A's replacement is refused.
             step: update(&guarded("{Name: a-two, Value: forbidden}", "")),
+            also: &[],
+            points: Points::Every,
+        },
+        Scenario {
+            name: "update a stack-target Guard hook refuses",
+            expect: Some(UpdateRollbackComplete),
+            setup: vec![
+                Step::File {
+                    name: "described.guard",
+                    text: DESCRIBED,
+                },
+                create(&stack_guarded("Description: guarded", "1")),
+            ],
+            // A's change is never made: the whole update is refused.
+            step: update(&stack_guarded("", "2")),
             also: &[],
             points: Points::Every,
         },
