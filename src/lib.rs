@@ -7,6 +7,7 @@
 mod changesets;
 mod drift;
 mod environment;
+mod hooks;
 mod migrate;
 mod notifications;
 mod package;
@@ -350,6 +351,12 @@ enum Command {
     Provider {
         #[command(subcommand)]
         command: ProviderCommand,
+    },
+    /// Hooks: check a template against every hook in force, changing
+    /// nothing (`cairn hooks check STACK TEMPLATE`).
+    Hooks {
+        #[command(subcommand)]
+        command: hooks::HooksCommand,
     },
     /// The type registry: register packages, list and describe types and
     /// their versions, set the default version, deregister.
@@ -844,6 +851,7 @@ async fn run_command(
         | Command::Type { .. }
         | Command::MigrateState { .. }
         | Command::Serve { .. } => Ok(()),
+        Command::Hooks { command } => hooks::run(&engine, command).await,
         Command::Deploy(o) => stacks::deploy(&engine, o.args()).await,
         Command::Delete { stack, retain } => stacks::delete(&engine, stack, retain).await,
         Command::ContinueRollback { stack, skip } => {
@@ -1084,7 +1092,7 @@ async fn run_remote(endpoint: &str, command: &Command) -> anyhow::Result<()> {
         },
         _ => {
             return Err(anyhow::anyhow!(
-                "this command does not run with --endpoint: every stack and type command does except `drift --last`; `providers`, `provider` and `serve` are about this machine"
+                "this command does not run with --endpoint: every stack and type command does except `drift --last`; `providers`, `provider`, `hooks check` and `serve` are about this machine's state"
             ))
         }
     };

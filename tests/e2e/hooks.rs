@@ -239,6 +239,31 @@ fn stack_and_change_set_hooks_see_the_whole_template_and_the_changes() {
     let path = s.dir.path().join("f.txt").display().to_string();
     let body = file_template(&path, "0600", "one");
     s.write("bare.yaml", &body);
+    // The dry run says so first, and makes nothing.
+    let run = cairn(
+        &s,
+        &["hooks", "check", "bare", "bare.yaml", "--output", "json"],
+    );
+    assert_eq!(run.code(), 1);
+    assert_eq!(
+        run.json()["HookChecks"],
+        serde_json::json!([{
+            "HookType": "Private::Guard::Described",
+            "TargetType": "STACK",
+            "Target": "bare",
+            "Action": "CREATE",
+            "HookStatus": "HOOK_COMPLETE_FAILED",
+            "HookStatusReason": "rule DESCRIBED: every stack needs a Description",
+            "HookFailureMode": "FAIL",
+        }])
+    );
+    assert_eq!(
+        run.stderr().trim(),
+        "error: hooks would refuse it: Private::Guard::Described on bare"
+    );
+    assert!(!std::path::Path::new(&path).exists());
+    let run = cairn(&s, &["list", "--output", "json"]);
+    assert!(!run.stdout().contains("\"bare\""), "{}", run.stdout());
     let run = cairn(&s, &["deploy", "bare", "bare.yaml"]);
     assert_eq!(run.code(), 1);
     assert!(!std::path::Path::new(&path).exists());

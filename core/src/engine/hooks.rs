@@ -24,6 +24,7 @@ use crate::hooks::{
 };
 use crate::stack::{EventRecord, ResourceRecord, ResourceStatus, StackStatus};
 use crate::store::StoreError;
+use crate::template::source::child;
 use crate::type_registry::{
     NewTypeVersion, RegistrationRecord, RegistrationStatus, RegistryTypeKind,
 };
@@ -75,6 +76,137 @@ fn hook_arn(core: &Core, alias: &str) -> String {
         id.account_id,
         alias.replace("::", "-")
     )
+}
+
+/// One hook's verdict in a dry run (`cairn hooks check`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct HookCheck {
+    pub hook_type: String,
+    /// `STACK` or `RESOURCE`.
+    pub target_type: String,
+    /// The stack's name, or the resource's logical id.
+    pub target: String,
+    pub action: HookAction,
+    pub hook_status: HookStatus,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hook_status_reason: Option<String>,
+    pub hook_failure_mode: FailureMode,
+}
+
+impl super::Engine {
+    /// Every hook in force against `body` as the template of the stack
+    /// `stack_name` (an update if the stack exists, else a create), with
+    /// `parameters`, and nothing run or recorded: the STACK targets'
+    /// verdicts, then each resource's (its properties as far as they are
+    /// known before a deploy: what depends on other resources' attributes
+    /// is shown as written).
+    pub async fn check_hooks(
+        &self,
+        stack_name: &str,
+        body: &str,
+        parameters: &std::collections::BTreeMap<String, String>,
+    ) -> Result<Vec<HookCheck>, super::EngineError> {
+        let hooks = self.active_hooks().await?;
+        let template = crate::template::Template::parse_with(body, &Default::default())?;
+        let params = crate::template::parameters::ParameterValues::resolve(
+            &template.parameters,
+            parameters,
+        )?;
+        let existing = self
+            .store
+            .find_stack(stack_name)
+            .await?
+            .filter(|s| s.status != StackStatus::ReviewInProgress);
+        let (stack_id, rows) = match &existing {
+            Some(s) => (s.stack_id.clone(), self.store.resources(&s.stack_id).await?),
+            None => (self.new_stack_id(stack_name), Vec::new()),
+        };
+        let results = super::resolve::Results::new(self.exports_map().await?);
+        results.record_live(&rows);
+        let sctx = super::stack_context(&self.config, stack_name, &stack_id);
+        let ev = crate::template::eval::Evaluator::new(&template, &params, &sctx, &results)?;
+        let account = &self.config.identity.account_id;
+        let stack_action = match existing {
+            Some(_) => HookAction::Update,
+            None => HookAction::Create,
+        };
+        let mut checks = Vec::new();
+        let check =
+            |hook: &HookDefinition, target_type: &str, target: &str, action, (status, why)| {
+                HookCheck {
+                    hook_type: hook.type_name.clone(),
+                    target_type: target_type.into(),
+                    target: target.into(),
+                    action,
+                    hook_status: status,
+                    hook_status_reason: shown(&why, hook, action),
+                    hook_failure_mode: hook.configuration.failure_mode,
+                }
+            };
+        let doc = crate::template::Template::body_of(body)?;
+        let previous = existing
+            .as_ref()
+            .and_then(|s| crate::template::Template::body_of(&s.template_body).ok());
+        let shown_params = shown_parameters(&params.raw, &params.no_echo);
+        let target = StackTarget {
+            operation: TargetOperation::Stack,
+            stack_name,
+            stack_id: &stack_id,
+            change_set_id: None,
+            action: stack_action,
+            template: &doc,
+            parameters: &shown_params,
+            previous: previous.as_ref(),
+            changes: None,
+        };
+        for hook in hooks
+            .iter()
+            .filter(|h| h.applies_to_stack(TargetOperation::Stack, stack_name, stack_action))
+        {
+            let answer = self
+                .hooks()
+                .run(hook, hook.stack_input(&target, account))
+                .await;
+            checks.push(check(hook, "STACK", stack_name, stack_action, answer));
+        }
+        for r in &template.resources {
+            let holds = r
+                .condition
+                .as_ref()
+                .is_none_or(|c| ev.conditions().get(c).copied().unwrap_or(false));
+            if !holds {
+                continue;
+            }
+            let path = child(&child("/Resources", &r.logical_id), "Properties");
+            let (properties, _) = ev.eval_object(&r.properties, &path)?;
+            let row = rows
+                .iter()
+                .find(|row| row.logical_id == r.logical_id && crate::plan::is_live(row));
+            let action = match row {
+                Some(_) => HookAction::Update,
+                None => HookAction::Create,
+            };
+            let type_name = self.registry.canonical(&r.type_name).to_string();
+            let target = HookTarget {
+                stack_name,
+                stack_id: &stack_id,
+                logical_id: &r.logical_id,
+                type_name: &type_name,
+                action,
+                properties: &properties,
+                previous: row.map(|row| &row.properties),
+            };
+            for hook in hooks.iter().filter(|h| h.applies_to(&target)) {
+                let answer = self
+                    .hooks()
+                    .run(hook, hook.guard_input(&target, account))
+                    .await;
+                checks.push(check(hook, "RESOURCE", &r.logical_id, action, answer));
+            }
+        }
+        Ok(checks)
+    }
 }
 
 impl Hooks<'_> {
@@ -217,7 +349,11 @@ impl Hooks<'_> {
 
     /// One hook on the document its target shows: its status, and why it
     /// did not succeed. Counted in the metrics.
-    async fn run(&self, hook: &HookDefinition, doc: Value) -> (HookStatus, Option<String>) {
+    pub(in crate::engine) async fn run(
+        &self,
+        hook: &HookDefinition,
+        doc: Value,
+    ) -> (HookStatus, Option<String>) {
         let started = Instant::now();
         let answer = match &hook.handler {
             HookHandler::Guard { rules, location } => {
