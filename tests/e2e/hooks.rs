@@ -373,4 +373,48 @@ fn stack_and_change_set_hooks_see_the_whole_template_and_the_changes() {
         "{}",
         run.stdout()
     );
+
+    // An operator configures a hook (SetTypeConfiguration's
+    // HookConfiguration wins over the template's properties): under WARN
+    // the undescribed stack is made, the verdict in its events.
+    let run = cairn(
+        &s,
+        &[
+            "type",
+            "configure",
+            "Private::Guard::Described",
+            r#"{"FailureMode": "WARN"}"#,
+        ],
+    );
+    assert_eq!(run.code(), 1);
+    assert_eq!(
+        run.stderr().trim(),
+        r#"error: Private::Guard::Described is a hook: its configuration is {"CloudFormationConfiguration": {"HookConfiguration": {…}}}"#
+    );
+    let warn = r#"{"CloudFormationConfiguration": {"HookConfiguration": {"HookInvocationStatus": "ENABLED", "TargetOperations": ["STACK"], "FailureMode": "WARN"}}}"#;
+    let run = cairn(
+        &s,
+        &["type", "configure", "Private::Guard::Described", warn],
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let run = cairn(&s, &["deploy", "bare", "bare.yaml"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert!(std::path::Path::new(&path).exists());
+    let run = cairn(&s, &["events", "bare", "--output", "json"]);
+    let warned: Vec<String> = run.json()["StackEvents"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["HookStatus"] == "HOOK_COMPLETE_FAILED")
+        .map(|e| {
+            e["HookStatusReason"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(
+        warned,
+        ["rule DESCRIBED: every stack needs a Description (failure mode WARN: the create goes on)"]
+    );
 }

@@ -38,20 +38,39 @@ pub(in crate::engine) struct Verdict {
 }
 
 impl Core {
-    /// The hooks in force: each HOOK type's default version.
+    /// The hooks in force: each HOOK type's default version, configured
+    /// by its `default` type configuration when one is set (SetTypeConfiguration's
+    /// HookConfiguration wins over the hook's own properties).
     pub(super) async fn active_hooks(&self) -> Result<Vec<HookDefinition>, StoreError> {
+        let configured: std::collections::BTreeMap<String, String> = self
+            .store
+            .type_configurations()
+            .await?
+            .into_iter()
+            .filter(|c| c.alias == crate::type_registry::DEFAULT_ALIAS)
+            .map(|c| (c.type_name, c.configuration))
+            .collect();
         Ok(self
             .store
             .type_versions()
             .await?
             .into_iter()
             .filter(|v| v.kind == RegistryTypeKind::Hook && v.is_default && !v.deprecated)
-            .filter_map(|v| match serde_json::from_str(&v.handler) {
-                Ok(h) => Some(h),
-                Err(e) => {
-                    tracing::warn!(hook = %v.type_name, "a hook the state keeps cannot be read, so it judges nothing: {e}");
-                    None
+            .filter_map(|v| {
+                let mut hook: HookDefinition = match serde_json::from_str(&v.handler) {
+                    Ok(h) => h,
+                    Err(e) => {
+                        tracing::warn!(hook = %v.type_name, "a hook the state keeps cannot be read, so it judges nothing: {e}");
+                        return None;
+                    }
+                };
+                let set = configured
+                    .get(&v.type_name)
+                    .and_then(|c| serde_json::from_str::<Value>(c).ok());
+                if let Some(c) = set.and_then(|c| crate::hooks::parse_configuration(&c).ok()) {
+                    hook.configuration = c;
                 }
+                Some(hook)
             })
             .collect())
     }
