@@ -49,16 +49,7 @@ fn terminal_width() -> Option<usize> {
 /// and failure mode before its reason.
 fn reason_of(e: &EventRecord) -> Option<String> {
     match &e.hook {
-        Some(h) => Some(format!(
-            "{} {} ({}){}",
-            h.hook_type,
-            h.hook_status,
-            h.hook_failure_mode,
-            h.hook_status_reason
-                .as_deref()
-                .map(|r| format!(": {r}"))
-                .unwrap_or_default()
-        )),
+        Some(h) => Some(h.summary()),
         None => e.status_reason.clone(),
     }
 }

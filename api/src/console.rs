@@ -712,7 +712,12 @@ async fn events(
                             "physical_id": e.physical_id,
                             "resource_type": e.resource_type,
                             "status": e.status,
-                            "status_reason": e.status_reason,
+                            // A hook's event shows its verdict.
+                            "status_reason": match &e.hook {
+                                Some(h) => Some(h.summary()),
+                                None => e.status_reason.clone(),
+                            },
+                            "hook": e.hook,
                         })
                         .to_string(),
                     ))

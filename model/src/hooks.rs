@@ -374,6 +374,22 @@ pub struct HookEvent {
     pub hook_failure_mode: FailureMode,
 }
 
+impl HookEvent {
+    /// The verdict in one line: `Alias HOOK_COMPLETE_FAILED (FAIL): why`.
+    pub fn summary(&self) -> String {
+        format!(
+            "{} {} ({}){}",
+            self.hook_type,
+            self.hook_status,
+            self.hook_failure_mode,
+            self.hook_status_reason
+                .as_deref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default()
+        )
+    }
+}
+
 /// A hook configuration from CloudFormation's document
 /// (`{"CloudFormationConfiguration": {"HookConfiguration": {…}}}`) or the
 /// HookConfiguration alone.

@@ -433,35 +433,18 @@ impl Core {
         let given: Value = serde_json::from_str(configuration).map_err(|e| {
             TypeRegistryError::InvalidConfiguration(format!("the configuration is not JSON: {e}"))
         })?;
-        // A hook's configuration is CloudFormation's HookConfiguration.
         if version.kind == RegistryTypeKind::Hook {
-            if given
-                .pointer("/CloudFormationConfiguration/HookConfiguration")
-                .is_none()
-            {
+            check_hook_configuration(type_name, &given)?;
+        } else {
+            let schema: Value = serde_json::from_str(&version.schema).unwrap_or(Value::Null);
+            let Some(wanted) = schema.get("typeConfiguration") else {
                 return Err(TypeRegistryError::InvalidConfiguration(format!(
-                    "{type_name} is a hook: its configuration is {{\"CloudFormationConfiguration\": {{\"HookConfiguration\": {{…}}}}}}"
+                    "{type_name} declares no typeConfiguration in its schema: it takes no configuration (package it with cairn provider package --configuration-schema FILE)"
                 )));
-            }
-            crate::hooks::parse_configuration(&given)
-                .map_err(TypeRegistryError::InvalidConfiguration)?;
-            let record = TypeConfigurationRecord {
-                type_name: type_name.to_string(),
-                alias: alias.to_string(),
-                configuration: given.to_string(),
-                updated_at: now(),
             };
-            self.store.set_type_configuration(&record).await?;
-            return Ok(record);
+            check_configuration(wanted, &given, "Configuration")
+                .map_err(TypeRegistryError::InvalidConfiguration)?;
         }
-        let schema: Value = serde_json::from_str(&version.schema).unwrap_or(Value::Null);
-        let Some(wanted) = schema.get("typeConfiguration") else {
-            return Err(TypeRegistryError::InvalidConfiguration(format!(
-                "{type_name} declares no typeConfiguration in its schema: it takes no configuration (package it with cairn provider package --configuration-schema FILE)"
-            )));
-        };
-        check_configuration(wanted, &given, "Configuration")
-            .map_err(TypeRegistryError::InvalidConfiguration)?;
         let record = TypeConfigurationRecord {
             type_name: type_name.to_string(),
             alias: alias.to_string(),
@@ -714,6 +697,21 @@ impl Core {
         }
         Ok(using)
     }
+}
+
+/// A hook's configuration is CloudFormation's HookConfiguration document.
+fn check_hook_configuration(type_name: &str, given: &Value) -> Result<(), TypeRegistryError> {
+    if given
+        .pointer("/CloudFormationConfiguration/HookConfiguration")
+        .is_none()
+    {
+        return Err(TypeRegistryError::InvalidConfiguration(format!(
+            "{type_name} is a hook: its configuration is {{\"CloudFormationConfiguration\": {{\"HookConfiguration\": {{…}}}}}}"
+        )));
+    }
+    crate::hooks::parse_configuration(given)
+        .map(|_| ())
+        .map_err(TypeRegistryError::InvalidConfiguration)
 }
 
 /// Whether `r` is, or its update's journal keeps, a resource of
