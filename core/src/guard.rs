@@ -83,7 +83,11 @@ fn messages_of(v: &Value, out: &mut Vec<String>) {
     match v {
         Value::Object(m) => {
             if let Some(Value::Object(messages)) = m.get("messages") {
-                let custom = messages.get("custom_message").and_then(Value::as_str);
+                // A rule without `<< … >>` has an empty custom message.
+                let custom = messages
+                    .get("custom_message")
+                    .and_then(Value::as_str)
+                    .filter(|c| !c.trim().is_empty());
                 let own = messages.get("error_message").and_then(Value::as_str);
                 if let Some(text) = custom.or(own) {
                     let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -150,6 +154,18 @@ rule FILE_MODE_0600 when %files !empty {
         assert_eq!(
             evaluate(MODE, "mode.guard", &other),
             Ok(GuardVerdict::Compliant)
+        );
+    }
+
+    #[test]
+    fn a_rule_without_a_message_says_what_guard_found() {
+        let plain = "let files = Resources.*[ Type == 'Cairn::Local::File' ]\nrule MODE when %files !empty {\n    %files.Properties.Mode == \"0600\"\n}\n";
+        assert_eq!(
+            evaluate(plain, "plain.guard", &file(Some("0644"))),
+            Ok(GuardVerdict::NonCompliant(vec![(
+                "MODE".to_string(),
+                "Check was not compliant as property value [Path=/Resources/F/Properties/Mode[L:0,C:0] Value=\"0644\"] not equal to value [Path=[L:0,C:0] Value=\"0600\"].".to_string()
+            )]))
         );
     }
 

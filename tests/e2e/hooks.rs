@@ -418,3 +418,55 @@ fn stack_and_change_set_hooks_see_the_whole_template_and_the_changes() {
         ["rule DESCRIBED: every stack needs a Description (failure mode WARN: the create goes on)"]
     );
 }
+
+/// Guard's own messages quote the values they compared: a NoEcho
+/// parameter's value never reaches an event, a refusal or the dry run.
+#[test]
+fn a_hooks_verdict_never_shows_a_noecho_value() {
+    let s = Scratch::new();
+    let dir = s.dir.path().display().to_string();
+    s.write("cairn.toml", &format!("[hooks]\nrule_dirs = [\"{dir}\"]\n"));
+    // No custom message: Guard says which value it found.
+    let rules = s
+        .write(
+            "plain.guard",
+            "let files = Resources.*[ Type == 'Cairn::Local::File' ]\nrule CONTENT when %files !empty {\n    %files.Properties.Content == \"public\"\n}\n",
+        )
+        .display()
+        .to_string();
+    s.write("hook.yaml", &hook_template(&rules, "CREATE"));
+    let run = cairn(&s, &["deploy", "guards", "hook.yaml"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let path = s.dir.path().join("secret.txt").display().to_string();
+    s.write(
+        "secret.yaml",
+        &format!("Parameters:\n  Word: {{Type: String, NoEcho: true}}\nResources:\n  Secret:\n    Type: Cairn::Local::File\n    Properties: {{Path: '{path}', Content: !Ref Word, Mode: '0600'}}\n"),
+    );
+    let run = cairn(
+        &s,
+        &[
+            "hooks",
+            "check",
+            "app",
+            "secret.yaml",
+            "-p",
+            "Word=hunter2",
+            "--output",
+            "json",
+        ],
+    );
+    assert_eq!(run.code(), 1);
+    let checked = run.json().to_string();
+    assert!(checked.contains("HOOK_COMPLETE_FAILED"), "{checked}");
+    assert!(!checked.contains("hunter2"), "{checked}");
+    let run = cairn(&s, &["deploy", "app", "secret.yaml", "-p", "Word=hunter2"]);
+    assert_eq!(run.code(), 1);
+    assert!(!run.stdout().contains("hunter2") && !run.stderr().contains("hunter2"));
+    let events = cairn(&s, &["events", "app", "--output", "json"]).stdout();
+    assert!(events.contains("HOOK_COMPLETE_FAILED"), "{events}");
+    assert!(
+        events.contains("rule CONTENT: Check was not compliant as property value [Path=/Resources/Secret/Properties/Content[L:0,C:0] Value=\\\"****\\\"]"),
+        "{events}"
+    );
+    assert!(!events.contains("hunter2"), "{events}");
+}

@@ -602,7 +602,8 @@ impl ChangeSets<'_> {
             previous: previous.as_ref(),
             changes: Some(&record.changes),
         };
-        let (results, refusal) = self.hooks().judge_change_set(&target).await?;
+        let secrets = super::hooks::secret_values(&record.parameters, &record.no_echo);
+        let (results, refusal) = self.hooks().judge_change_set(&target, &secrets).await?;
         let mut record = record;
         record.nested.hook_results = results;
         if let Some(refusal) = refusal {

@@ -151,18 +151,22 @@ impl super::Engine {
             None => HookAction::Create,
         };
         let mut checks = Vec::new();
-        let check =
-            |hook: &HookDefinition, target_type: &str, target: &str, action, (status, why)| {
-                HookCheck {
-                    hook_type: hook.type_name.clone(),
-                    target_type: target_type.into(),
-                    target: target.into(),
-                    action,
-                    hook_status: status,
-                    hook_status_reason: shown(&why, hook, action),
-                    hook_failure_mode: hook.configuration.failure_mode,
-                }
-            };
+        let secrets = secret_values(&params.raw, &params.no_echo);
+        let check = |hook: &HookDefinition,
+                     target_type: &str,
+                     target: &str,
+                     action,
+                     (status, why): (HookStatus, Option<String>)| {
+            HookCheck {
+                hook_type: hook.type_name.clone(),
+                target_type: target_type.into(),
+                target: target.into(),
+                action,
+                hook_status: status,
+                hook_status_reason: shown(&why.map(|w| masked(w, &secrets)), hook, action),
+                hook_failure_mode: hook.configuration.failure_mode,
+            }
+        };
         let doc = crate::template::Template::body_of(body)?;
         let previous = existing
             .as_ref()
@@ -261,6 +265,8 @@ impl Hooks<'_> {
                 None,
             ));
             let (status, why) = self.run(hook, hook.guard_input(&target, account)).await;
+            // Guard's own messages quote values: NoEcho ones are masked.
+            let why = why.map(|w| op.mask(w));
             events.push(hook_event(
                 op,
                 rec,
@@ -330,6 +336,7 @@ impl Hooks<'_> {
         for hook in hooks {
             events.push(event(hook, HookStatus::InProgress, None));
             let (verdict, why) = self.run(hook, hook.stack_input(&target, account)).await;
+            let why = why.map(|w| op.mask(w));
             events.push(event(hook, verdict, shown(&why, hook, action)));
             refuse(&mut refused, hook, why);
         }
@@ -342,9 +349,11 @@ impl Hooks<'_> {
     /// The CHANGE_SET-target hooks' verdicts on a change set being made
     /// (`target`), kept with it; the refusal of those whose failure mode is
     /// FAIL.
+    /// `secrets`: the NoEcho parameter values, masked in the verdicts.
     pub(in crate::engine) async fn judge_change_set(
         &self,
         target: &StackTarget<'_>,
+        secrets: &[&str],
     ) -> Result<(Vec<HookResult>, Option<String>), StoreError> {
         let account = &self.config.identity.account_id;
         let mut results = Vec::new();
@@ -353,6 +362,7 @@ impl Hooks<'_> {
             h.applies_to_stack(TargetOperation::ChangeSet, target.stack_name, target.action)
         }) {
             let (status, why) = self.run(hook, hook.stack_input(target, account)).await;
+            let why = why.map(|w| masked(w, secrets));
             results.push(HookResult {
                 type_name: hook.type_name.clone(),
                 status,
@@ -642,6 +652,24 @@ fn refusal(refused: &[(String, String)]) -> Option<String> {
     ))
 }
 
+/// The NoEcho parameters' values (to mask in what a hook says).
+pub(in crate::engine) fn secret_values<'a>(
+    raw: &'a std::collections::BTreeMap<String, String>,
+    no_echo: &[String],
+) -> Vec<&'a str> {
+    no_echo
+        .iter()
+        .filter_map(|n| raw.get(n))
+        .filter(|v| !v.is_empty())
+        .map(String::as_str)
+        .collect()
+}
+
+/// `text` with each of `secrets` masked.
+fn masked(text: String, secrets: &[&str]) -> String {
+    secrets.iter().fold(text, |t, s| t.replace(s, super::MASK))
+}
+
 /// Parameter values as a hook sees them: NoEcho ones masked.
 pub(in crate::engine) fn shown_parameters(
     raw: &std::collections::BTreeMap<String, String>,
@@ -650,7 +678,7 @@ pub(in crate::engine) fn shown_parameters(
     raw.iter()
         .map(|(k, v)| {
             let shown = match no_echo.contains(k) {
-                true => "****".to_string(),
+                true => super::MASK.to_string(),
                 false => v.clone(),
             };
             (k.clone(), Value::String(shown))
