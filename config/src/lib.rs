@@ -429,13 +429,27 @@ impl Default for RegistryConfig {
     }
 }
 
-/// Hooks (`[hooks]`): where a Guard hook's rules may be read from.
-#[derive(Debug, Clone, Deserialize, PartialEq, Default)]
+/// Hooks (`[hooks]`): where a Guard hook's rules may be read from, and
+/// how long a webhook hook is waited for.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct HooksConfig {
     /// Directories a Guard hook's `file://` RuleLocation may name (an
     /// `https://` one is fetched).
     pub rule_dirs: Vec<PathBuf>,
+    /// How long one invocation of a webhook hook (a LambdaHook) is waited
+    /// for before it is HOOK_FAILED (CloudFormation waits 30 s for a
+    /// Lambda hook).
+    pub timeout_seconds: u64,
+}
+
+impl Default for HooksConfig {
+    fn default() -> Self {
+        HooksConfig {
+            rule_dirs: Vec::new(),
+            timeout_seconds: 30,
+        }
+    }
 }
 
 /// The whole configuration file.

@@ -26,10 +26,24 @@ use crate::words::{status_enum, UnknownWord};
 /// state once it exists.
 pub const GUARD_HOOK: &str = "AWS::CloudFormation::GuardHook";
 
+/// A Lambda hook defined in a template: where CloudFormation takes a
+/// Lambda function's ARN, Cairn takes a webhook's URL, POSTed
+/// CloudFormation's hook request (signed like custom-resource requests).
+pub const LAMBDA_HOOK: &str = "AWS::CloudFormation::LambdaHook";
+
 /// Whether a resource type is a hook defined in a template.
 pub fn is_hook_type(type_name: &str) -> bool {
-    type_name == GUARD_HOOK
+    type_name == GUARD_HOOK || type_name == LAMBDA_HOOK
 }
+
+/// How many times a webhook hook is invoked for one target at most: it may
+/// answer IN_PROGRESS twice, and its third answer is its verdict
+/// (CloudFormation invokes a Lambda hook up to 3 times).
+pub const MAX_INVOCATIONS: u32 = 3;
+
+/// The longest reason kept of a webhook hook's `message` (CloudFormation
+/// truncates it to 4096 characters).
+const MAX_MESSAGE: usize = 4096;
 
 status_enum!(
     /// Whether a hook runs.
@@ -180,6 +194,112 @@ pub enum HookHandler {
     /// Guard rules, evaluated in the engine: their text (read once, when
     /// the hook was made) and where they were read from.
     Guard { rules: String, location: String },
+    /// A webhook (a Lambda hook's function): POSTed CloudFormation's hook
+    /// request, signed with the webhooks' secret; it answers with a
+    /// verdict, or IN_PROGRESS and is invoked again with its
+    /// callbackContext.
+    Webhook { url: String },
+}
+
+/// One invocation of a webhook hook: its `clientRequestToken` (one per
+/// hook and target: kept while the hook answers IN_PROGRESS, and across a
+/// crash), which invocation this is (from 1), and the `callbackContext`
+/// its last IN_PROGRESS answer gave.
+#[derive(Debug, Clone, Copy)]
+pub struct HookInvocation<'a> {
+    pub token: &'a str,
+    pub invocation: u32,
+    pub callback_context: Option<&'a Value>,
+}
+
+/// What a hook answered.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HookAnswer {
+    /// Its verdict (`HOOK_COMPLETE_SUCCEEDED`, `HOOK_COMPLETE_FAILED` or
+    /// `HOOK_FAILED`) and why it did not succeed.
+    Verdict(HookStatus, Option<String>),
+    /// IN_PROGRESS: invoke it again after `delay_seconds` with
+    /// `callback_context`.
+    InProgress {
+        callback_context: Value,
+        delay_seconds: u64,
+    },
+}
+
+/// What a hook judges: one resource's action, or a whole stack (its
+/// operation, or a change set made for it).
+#[derive(Debug, Clone, Copy)]
+pub enum Judged<'a> {
+    Resource(&'a HookTarget<'a>),
+    Stack(&'a StackTarget<'a>),
+}
+
+/// A webhook hook's answer (CloudFormation's hook progress event).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct HookResponse {
+    hook_status: String,
+    #[serde(default)]
+    error_code: Option<String>,
+    #[serde(default)]
+    message: Option<String>,
+    #[serde(default)]
+    callback_context: Option<Value>,
+    #[serde(default)]
+    callback_delay_seconds: Option<i64>,
+}
+
+/// A webhook hook's answer (`invocation`: which one it was) read: its
+/// verdict, or IN_PROGRESS with what to invoke it again with. SUCCESS is
+/// HOOK_COMPLETE_SUCCEEDED; FAILED with `NonCompliant` is
+/// HOOK_COMPLETE_FAILED; FAILED with any other error code, an answer that
+/// is not a hook response, and IN_PROGRESS at the last invocation are
+/// HOOK_FAILED.
+pub fn read_hook_answer(body: &[u8], invocation: u32) -> HookAnswer {
+    let failed = |why: String| HookAnswer::Verdict(HookStatus::Error, Some(why));
+    let answer: HookResponse = match serde_json::from_slice(body) {
+        Ok(a) => a,
+        Err(e) => {
+            let shown: String = String::from_utf8_lossy(body).chars().take(200).collect();
+            return failed(format!(
+                "the hook's answer is not a hook response ({e}): {shown:?}; it answers {{\"hookStatus\": \"SUCCESS|FAILED|IN_PROGRESS\", \"errorCode\": …, \"message\": …}}"
+            ));
+        }
+    };
+    let message = || {
+        answer
+            .message
+            .as_deref()
+            .filter(|m| !m.is_empty())
+            .map(|m| m.chars().take(MAX_MESSAGE).collect::<String>())
+    };
+    match answer.hook_status.as_str() {
+        "SUCCESS" => HookAnswer::Verdict(HookStatus::Succeeded, None),
+        "FAILED" => match answer.error_code.as_deref() {
+            Some("NonCompliant") => HookAnswer::Verdict(
+                HookStatus::Failed,
+                Some(message().unwrap_or_else(|| "NonCompliant".into())),
+            ),
+            Some(code) => failed(match message() {
+                Some(m) => format!("{code}: {m}"),
+                None => code.to_string(),
+            }),
+            None => failed(format!(
+                "the hook answered FAILED without an errorCode (NonCompliant or InternalFailure){}",
+                message().map(|m| format!(": {m}")).unwrap_or_default()
+            )),
+        },
+        "IN_PROGRESS" if invocation >= MAX_INVOCATIONS => failed(format!(
+            "the hook answered IN_PROGRESS {MAX_INVOCATIONS} times: it is invoked {MAX_INVOCATIONS} times at most, the last answer must be SUCCESS or FAILED"
+        )),
+        "IN_PROGRESS" => HookAnswer::InProgress {
+            callback_context: answer.callback_context.unwrap_or_else(|| json!({})),
+            delay_seconds: answer.callback_delay_seconds.unwrap_or(0).clamp(0, 900) as u64,
+        },
+        other => failed(format!(
+            "the hook answered hookStatus {other:?}: SUCCESS, FAILED or IN_PROGRESS"
+        )),
+    }
 }
 
 /// A hook as the registry keeps it (its version's handler, as JSON).
@@ -348,6 +468,83 @@ impl HookDefinition {
     }
 }
 
+impl HookDefinition {
+    /// What a Guard hook's rules see of `judged`.
+    pub fn guard_document(&self, judged: &Judged<'_>, account_id: &str) -> Value {
+        match judged {
+            Judged::Resource(t) => self.guard_input(t, account_id),
+            Judged::Stack(t) => self.stack_input(t, account_id),
+        }
+    }
+
+    /// The request a webhook hook is POSTed for `judged` (CloudFormation's
+    /// hook invocation request). A resource's properties are under
+    /// `requestData.targetModel` (`resourceProperties`,
+    /// `previousResourceProperties`); a whole stack's template is inlined
+    /// there too (`template`, `previousTemplate`, a change set's
+    /// `changedResources`, the `parameterValues` with NoEcho ones masked),
+    /// where CloudFormation hands a presigned `payload` URL.
+    pub fn webhook_request(
+        &self,
+        judged: &Judged<'_>,
+        account_id: &str,
+        call: &HookInvocation<'_>,
+    ) -> Value {
+        let (stack_id, change_set_id, action, request_data) = match judged {
+            Judged::Resource(t) => {
+                let mut model = json!({ "resourceProperties": t.properties });
+                if let Some(previous) = t.previous {
+                    model["previousResourceProperties"] = json!(previous);
+                }
+                let data = json!({
+                    "targetName": t.type_name,
+                    "targetType": "RESOURCE",
+                    "targetLogicalId": t.logical_id,
+                    "targetModel": model,
+                    "payload": null,
+                });
+                (t.stack_id, None, t.action, data)
+            }
+            Judged::Stack(t) => {
+                let kind = t.operation.as_str();
+                let mut model = json!({
+                    "template": t.template,
+                    "parameterValues": t.parameters,
+                });
+                if let Some(previous) = t.previous {
+                    model["previousTemplate"] = previous.clone();
+                }
+                if let Some(changes) = t.changes {
+                    model["changedResources"] = changes.clone();
+                }
+                let data = json!({
+                    "targetName": kind,
+                    "targetType": kind,
+                    "targetLogicalId": t.stack_name,
+                    "targetModel": model,
+                    "payload": null,
+                });
+                (t.stack_id, t.change_set_id, t.action, data)
+            }
+        };
+        json!({
+            "clientRequestToken": call.token,
+            "awsAccountId": account_id,
+            "stackId": stack_id,
+            "changeSetId": change_set_id,
+            "hookTypeName": self.type_name,
+            "hookTypeVersion": "00000001",
+            "hookModel": self.configuration.properties,
+            "actionInvocationPoint": action.invocation_point(),
+            "requestData": request_data,
+            "requestContext": {
+                "invocation": call.invocation,
+                "callbackContext": call.callback_context.cloned().unwrap_or_else(|| json!({})),
+            },
+        })
+    }
+}
+
 impl StackFilters {
     /// Whether the stack named `stack_name` is one the hook judges.
     pub fn admits(&self, stack_name: &str) -> bool {
@@ -406,7 +603,7 @@ pub fn parse_configuration(doc: &Value) -> Result<HookConfiguration, String> {
 /// engine serves it (the hook is kept in the type registry), so its calls
 /// never reach this provider.
 pub fn guard_hook_schema() -> ResourceSchema {
-    ResourceSchema::new(GUARD_HOOK)
+    let schema = ResourceSchema::new(GUARD_HOOK)
         .describe("a Guard hook: rules every resource of this Cairn state is checked against before it is created, updated or deleted")
         .property(
             "Alias",
@@ -421,6 +618,44 @@ pub fn guard_hook_schema() -> ResourceSchema {
                 .required()
                 .describe("{Uri}: the .guard rules, a file:// URL under [hooks] rule_dirs or an https:// URL, read when the hook is made or updated"),
         )
+        .property("ExecutionRole", PropertySchema::string())
+        .property("LogBucket", PropertySchema::string())
+        .property("Options", PropertySchema::json());
+    with_hook_settings(schema)
+        .attribute("HookArn", "the hook's ARN")
+        .ref_returns("the hook's ARN")
+}
+
+/// The schema of `AWS::CloudFormation::LambdaHook` (`engine:hooks`): its
+/// `LambdaFunction` is a webhook's URL.
+pub fn lambda_hook_schema() -> ResourceSchema {
+    let schema = ResourceSchema::new(LAMBDA_HOOK)
+        .describe("a Lambda hook: a webhook every resource of this Cairn state is sent to before it is created, updated or deleted, answering CloudFormation's hook response")
+        .property(
+            "Alias",
+            PropertySchema::string()
+                .required()
+                .create_only()
+                .describe("the hook's type name, three parts (Private::Lambda::MyHook), unique in the state"),
+        )
+        .property(
+            "LambdaFunction",
+            PropertySchema::string()
+                .required()
+                .describe("the hook's webhook: an http(s):// URL POSTed CloudFormation's hook request, signed with [webhooks] secret"),
+        )
+        .property(
+            "ExecutionRole",
+            PropertySchema::string().describe("accepted for CloudFormation's templates; unused"),
+        );
+    with_hook_settings(schema)
+        .attribute("HookArn", "the hook's ARN")
+        .ref_returns("the hook's ARN")
+}
+
+/// The properties every template hook has besides its source.
+fn with_hook_settings(schema: ResourceSchema) -> ResourceSchema {
+    schema
         .property(
             "FailureMode",
             PropertySchema::string().allowing(&["FAIL", "WARN"]),
@@ -431,16 +666,15 @@ pub fn guard_hook_schema() -> ResourceSchema {
         )
         .property(
             "TargetOperations",
-            PropertySchema::list(PropertyType::String)
-                .allowing(&["RESOURCE", "STACK", "CHANGE_SET", "CLOUD_CONTROL"]),
+            PropertySchema::list(PropertyType::String).allowing(&[
+                "RESOURCE",
+                "STACK",
+                "CHANGE_SET",
+                "CLOUD_CONTROL",
+            ]),
         )
         .property("TargetFilters", PropertySchema::json())
         .property("StackFilters", PropertySchema::json())
-        .property("ExecutionRole", PropertySchema::string())
-        .property("LogBucket", PropertySchema::string())
-        .property("Options", PropertySchema::json())
-        .attribute("HookArn", "the hook's ARN")
-        .ref_returns("the hook's ARN")
 }
 
 /// The provider of the hook types defined in templates (`engine:hooks`).
@@ -451,7 +685,7 @@ const SERVED_BY_ENGINE: &str = "hooks are kept by the engine";
 #[async_trait]
 impl ResourceProvider for HookTypes {
     fn schema(&self) -> Vec<ResourceSchema> {
-        vec![guard_hook_schema()]
+        vec![guard_hook_schema(), lambda_hook_schema()]
     }
 
     async fn create(&self, _req: &CreateRequest) -> Result<CreateResult, ProviderError> {
@@ -471,11 +705,50 @@ impl ResourceProvider for HookTypes {
     }
 }
 
-/// A Guard hook's properties, checked: its alias, where its rules are,
-/// and its configuration.
-pub fn guard_hook_of(
+/// Where a template's hook's verdicts come from: Guard rules to read (a
+/// GuardHook's `RuleLocation.Uri`), or a webhook to call (a LambdaHook's
+/// `LambdaFunction`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum HookSource {
+    Rules(String),
+    Webhook(String),
+}
+
+/// A template's hook's properties (a `GuardHook` or a `LambdaHook`),
+/// checked: its alias, where its verdicts come from, and its configuration.
+pub fn hook_of(
+    type_name: &str,
     properties: &Map<String, Value>,
-) -> Result<(String, String, HookConfiguration), String> {
+) -> Result<(String, HookSource, HookConfiguration), String> {
+    let source = match type_name {
+        LAMBDA_HOOK => {
+            let url = properties
+                .get("LambdaFunction")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(format!(
+                    "LambdaFunction {url:?} is not a webhook: Cairn calls a Lambda hook's function at an http(s):// URL (the Lambda adapter serves an unchanged function at one)"
+                ));
+            }
+            HookSource::Webhook(url.to_string())
+        }
+        _ => HookSource::Rules(
+            properties
+                .get("RuleLocation")
+                .and_then(|l| l.get("Uri"))
+                .and_then(Value::as_str)
+                .filter(|u| !u.is_empty())
+                .ok_or("RuleLocation needs a Uri: the .guard rules' file:// or https:// URL")?
+                .to_string(),
+        ),
+    };
+    let (alias, configuration) = hook_settings(properties)?;
+    Ok((alias, source, configuration))
+}
+
+/// A template's hook's alias and configuration, checked.
+fn hook_settings(properties: &Map<String, Value>) -> Result<(String, HookConfiguration), String> {
     let alias = properties
         .get("Alias")
         .and_then(Value::as_str)
@@ -495,12 +768,6 @@ pub fn guard_hook_of(
             "Alias {alias} is in a reserved namespace: a hook's alias may not start with AWS or Cairn"
         ));
     }
-    let location = properties
-        .get("RuleLocation")
-        .and_then(|l| l.get("Uri"))
-        .and_then(Value::as_str)
-        .filter(|u| !u.is_empty())
-        .ok_or("RuleLocation needs a Uri: the .guard rules' file:// or https:// URL")?;
     let mut config = Map::new();
     for key in [
         "FailureMode",
@@ -516,7 +783,7 @@ pub fn guard_hook_of(
         config.insert("HookInvocationStatus".into(), status.clone());
     }
     let configuration = parse_configuration(&Value::Object(config))?;
-    Ok((alias.to_string(), location.to_string(), configuration))
+    Ok((alias.to_string(), configuration))
 }
 
 #[cfg(test)]
@@ -580,6 +847,90 @@ mod tests {
         assert_eq!(
             parse_configuration(&json!({"FailureMode": "SOMETIMES"})).map(|_| ()),
             Err("the hook configuration is not CloudFormation's HookConfiguration: unknown FailureMode SOMETIMES".into())
+        );
+    }
+
+    #[test]
+    fn a_webhook_hooks_answers_are_read_as_cloudformation_defines_them() {
+        let read = |v: Value, n| read_hook_answer(v.to_string().as_bytes(), n);
+        assert_eq!(
+            read(
+                json!({"hookStatus": "SUCCESS", "clientRequestToken": "t"}),
+                1
+            ),
+            HookAnswer::Verdict(HookStatus::Succeeded, None)
+        );
+        assert_eq!(
+            read(
+                json!({"hookStatus": "FAILED", "errorCode": "NonCompliant", "message": "no"}),
+                1
+            ),
+            HookAnswer::Verdict(HookStatus::Failed, Some("no".into()))
+        );
+        assert_eq!(
+            read(
+                json!({"hookStatus": "FAILED", "errorCode": "InternalFailure", "message": "boom"}),
+                1
+            ),
+            HookAnswer::Verdict(HookStatus::Error, Some("InternalFailure: boom".into()))
+        );
+        assert_eq!(
+            read(json!({"hookStatus": "FAILED", "message": "no"}), 1),
+            HookAnswer::Verdict(HookStatus::Error, Some("the hook answered FAILED without an errorCode (NonCompliant or InternalFailure): no".into()))
+        );
+        assert_eq!(
+            read(
+                json!({"hookStatus": "IN_PROGRESS", "callbackContext": {"n": 1}, "callbackDelaySeconds": 5}),
+                2
+            ),
+            HookAnswer::InProgress {
+                callback_context: json!({"n": 1}),
+                delay_seconds: 5
+            }
+        );
+        assert_eq!(
+            read(json!({"hookStatus": "IN_PROGRESS"}), MAX_INVOCATIONS),
+            HookAnswer::Verdict(HookStatus::Error, Some("the hook answered IN_PROGRESS 3 times: it is invoked 3 times at most, the last answer must be SUCCESS or FAILED".into()))
+        );
+        let long = "x".repeat(5000);
+        match read(
+            json!({"hookStatus": "FAILED", "errorCode": "NonCompliant", "message": long}),
+            1,
+        ) {
+            HookAnswer::Verdict(_, Some(m)) => assert_eq!(m.len(), 4096),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            read_hook_answer(b"<html>", 1),
+            HookAnswer::Verdict(HookStatus::Error, Some(m)) if m.starts_with("the hook's answer is not a hook response")
+        ));
+    }
+
+    #[test]
+    fn a_webhook_hook_is_sent_cloudformations_request() {
+        let h = hook(json!({"Properties": {"Level": "strict"}}));
+        let mut props = Map::new();
+        props.insert("Mode".into(), json!("0644"));
+        let t = target("app", "Cairn::Local::File", HookAction::Create, &props);
+        let context = json!({"step": 1});
+        let call = HookInvocation {
+            token: "tok",
+            invocation: 2,
+            callback_context: Some(&context),
+        };
+        let r = h.webhook_request(&Judged::Resource(&t), "123456789012", &call);
+        assert_eq!(r["clientRequestToken"], "tok");
+        assert_eq!(r["actionInvocationPoint"], "CREATE_PRE_PROVISION");
+        assert_eq!(r["hookTypeName"], "Private::Guard::FileMode");
+        assert_eq!(r["hookModel"], json!({"Level": "strict"}));
+        assert_eq!(
+            r["requestData"],
+            json!({"targetName": "Cairn::Local::File", "targetType": "RESOURCE", "targetLogicalId": "File",
+                   "targetModel": {"resourceProperties": {"Mode": "0644"}}, "payload": null})
+        );
+        assert_eq!(
+            r["requestContext"],
+            json!({"invocation": 2, "callbackContext": {"step": 1}})
         );
     }
 

@@ -1,6 +1,8 @@
 """Runs an unchanged AWS Lambda custom-resource handler (`handler(event,
-context)`, answering with `cfnresponse` or crhelper), or an unchanged macro
-function (it returns CloudFormation's macro response), behind Cairn's webhook:
+context)`, answering with `cfnresponse` or crhelper), an unchanged macro
+function (it returns CloudFormation's macro response), or an unchanged Lambda
+hook function (it returns CloudFormation's hook response: hookStatus
+SUCCESS, FAILED or IN_PROGRESS), behind Cairn's webhook:
 
     python -m cairn_provider.lambda_adapter handler.handler --listen 127.0.0.1:8081 [--secret S]
 
@@ -126,6 +128,30 @@ def run_macro(function, event, function_name, timeout_seconds):
                 "errorMessage": "%s: %s" % (type(e).__name__, e)}
 
 
+def is_hook_request(event):
+    """A Lambda hook's invocation (CloudFormation's hook request)."""
+    return "clientRequestToken" in event and "actionInvocationPoint" in event
+
+
+def run_hook(function, event, function_name, timeout_seconds):
+    """A Lambda hook's answer to `event`: what it returns (SUCCESS, FAILED
+    or IN_PROGRESS), or HOOK_FAILED's InternalFailure naming what it raised
+    or what it returned that is not a hook response."""
+    token = event.get("clientRequestToken")
+    try:
+        answer = function(event, LambdaContext(function_name, timeout_seconds))
+    except Exception as e:  # noqa: BLE001 - any failure is the hook's answer
+        return {"hookStatus": "FAILED", "errorCode": "InternalFailure",
+                "message": "%s: %s" % (type(e).__name__, e), "clientRequestToken": token}
+    if not isinstance(answer, dict) or "hookStatus" not in answer:
+        return {"hookStatus": "FAILED", "errorCode": "InternalFailure",
+                "message": "the hook function returned %r, not a hook response "
+                           "({hookStatus, errorCode, message, ...})" % (answer,)[:300],
+                "clientRequestToken": token}
+    answer.setdefault("clientRequestToken", token)
+    return answer
+
+
 def server(function, function_name, listen, secret, timeout_seconds=60):
     signing_secret = secret
 
@@ -141,6 +167,12 @@ def server(function, function_name, listen, secret, timeout_seconds=60):
                 # value is the answer.
                 self._send(200, json.dumps(run_macro(function, event, function_name,
                                                      timeout_seconds)).encode())
+                return
+            if is_hook_request(event):
+                # A Lambda hook: invoked synchronously, its return value
+                # is the verdict.
+                self._send(200, json.dumps(run_hook(function, event, function_name,
+                                                    timeout_seconds)).encode())
                 return
             self._send(200)
             trust_callback_ca(event.get("ResponseURL"))

@@ -1,6 +1,8 @@
 #!/usr/bin/env node
-// Runs an unchanged Node.js Lambda custom-resource handler behind Cairn's
-// webhook, as the Python SDK's lambda_adapter does for Python handlers:
+// Runs an unchanged Node.js Lambda custom-resource handler, or an unchanged
+// Lambda hook function (invoked synchronously: what it returns, hookStatus
+// SUCCESS, FAILED or IN_PROGRESS, is the answer), behind Cairn's webhook, as
+// the Python SDK's lambda_adapter does for Python handlers:
 //
 //   cairn-lambda-adapter index.handler [--dir DIR] [--listen 127.0.0.1:8081] [--secret S] [--timeout-seconds 60]
 //   cairn-lambda-adapter --on-event index.onEvent [--is-complete index.isComplete]
@@ -146,6 +148,38 @@ async function cdk(o: Options, onEvent: string, functionName: string): Promise<S
 }
 
 
+/** A Lambda hook's invocation (CloudFormation's hook request). */
+export function isHookRequest(event: Record<string, unknown>): boolean {
+  return "clientRequestToken" in event && "actionInvocationPoint" in event;
+}
+
+/**
+ * A Lambda hook's answer to `event`: what the function returns (hookStatus
+ * SUCCESS, FAILED or IN_PROGRESS), or a FAILED InternalFailure naming what it
+ * threw or returned that is not a hook response.
+ */
+export async function runHook(
+  handler: Handler,
+  event: Record<string, unknown>,
+  functionName: string,
+  timeoutSeconds: number,
+): Promise<Record<string, unknown>> {
+  const token = event.clientRequestToken;
+  const failed = (message: string) => ({ hookStatus: "FAILED", errorCode: "InternalFailure", message, clientRequestToken: token });
+  let answer: unknown;
+  try {
+    answer = await invoke(handler, event, functionName, timeoutSeconds);
+  } catch (e) {
+    return failed(e instanceof Error ? `${e.name}: ${e.message}` : String(e));
+  }
+  if (typeof answer !== "object" || answer === null || !("hookStatus" in answer)) {
+    return failed(`the hook function returned ${JSON.stringify(answer)?.slice(0, 300)}, not a hook response ({hookStatus, errorCode, message, ...})`);
+  }
+  const out = answer as Record<string, unknown>;
+  if (out.clientRequestToken === undefined) out.clientRequestToken = token;
+  return out;
+}
+
 async function main(): Promise<void> {
   const o = parse(process.argv.slice(2));
   const spec = (o.handler ?? o.onEvent) as string;
@@ -153,6 +187,8 @@ async function main(): Promise<void> {
   lambdaEnvironment(functionName, o.dir);
   const schema = o.schema === undefined ? undefined : schemaDocument(o.schema);
   const serve = o.onEvent !== undefined ? await cdk(o, o.onEvent, functionName) : await plain(o, spec, functionName);
+  // A Lambda hook is invoked synchronously: its return value is the answer.
+  const hookHandler = o.handler !== undefined ? await loadHandler(o.handler, o.dir) : undefined;
   const server = http.createServer((req, res) => {
     const send = (status: number, text: string) => {
       res.writeHead(status, { "content-type": "text/plain" });
@@ -180,6 +216,13 @@ async function main(): Promise<void> {
         event = JSON.parse(body.toString("utf8")) as Record<string, unknown>;
       } catch (e) {
         send(400, `the body is not JSON: ${(e as Error).message}`);
+        return;
+      }
+      if (hookHandler !== undefined && isHookRequest(event)) {
+        runHook(hookHandler, event, functionName, o.timeoutSeconds).then((answer) => {
+          res.writeHead(200, { "content-type": "application/json" });
+          res.end(JSON.stringify(answer));
+        }, (e) => send(500, String(e)));
         return;
       }
       send(200, "");

@@ -103,6 +103,7 @@ fn resource(s: &StackRecord, logical: &str) -> ResourceRecord {
             action: cairn_model::stack::CallKind::Create,
             request_id: "r-1".into(),
             since_ms: None,
+            hook: None,
         }),
         updated_at: now(),
         metadata: None,

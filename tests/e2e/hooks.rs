@@ -49,6 +49,15 @@ fn hook_events(s: &Scratch, stack: &str) -> Vec<(String, String, String)> {
     out
 }
 
+/// The events of `hooks` hooks letting a create through, one after the
+/// other.
+fn passed_before_create(hooks: usize) -> Vec<(String, String, String)> {
+    let event = |status: &str| ("CREATE_IN_PROGRESS".into(), status.into(), String::new());
+    (0..hooks)
+        .flat_map(|_| [event("HOOK_IN_PROGRESS"), event("HOOK_COMPLETE_SUCCEEDED")])
+        .collect()
+}
+
 /// The reason of the latest event in `status` of a resource (not the
 /// stack's own, not a hook's).
 fn reason_of(s: &Scratch, stack: &str, status: &str) -> String {
@@ -126,21 +135,7 @@ fn a_guard_hook_judges_creates_updates_and_deletes_before_the_provider() {
     s.write("ok.yaml", &file_template(&path, "0600", "one"));
     let run = cairn(&s, &["deploy", "app", "ok.yaml"]);
     assert_eq!(run.code(), 0, "{}", run.stderr());
-    assert_eq!(
-        hook_events(&s, "app"),
-        [
-            (
-                "CREATE_IN_PROGRESS".into(),
-                "HOOK_IN_PROGRESS".into(),
-                String::new()
-            ),
-            (
-                "CREATE_IN_PROGRESS".into(),
-                "HOOK_COMPLETE_SUCCEEDED".into(),
-                String::new()
-            ),
-        ]
-    );
+    assert_eq!(hook_events(&s, "app"), passed_before_create(1));
     // An update to a mode the rules refuse: refused before the provider
     // is called (the file keeps its content), and rolled back.
     s.write("wide.yaml", &file_template(&path, "0644", "two"));
@@ -469,4 +464,328 @@ fn a_hooks_verdict_never_shows_a_noecho_value() {
         "{events}"
     );
     assert!(!events.contains("hunter2"), "{events}");
+}
+
+/// An unchanged Lambda hook function in CloudFormation's documented shape
+/// (it reads `requestData.targetModel`, answers `hookStatus`), which takes
+/// two IN_PROGRESS rounds (its callbackContext counting them) before its
+/// verdict and logs every invocation it gets.
+const LAMBDA_HOOK: &str = r#"import json
+import os
+
+LOG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "invocations.log")
+DELAY = int(os.environ.get("HOOK_DELAY", "0"))
+
+
+def handler(event, context):
+    request = event["requestData"]
+    ctx = event["requestContext"].get("callbackContext") or {}
+    with open(LOG, "a") as f:
+        f.write(json.dumps({
+            "token": event["clientRequestToken"],
+            "invocation": event["requestContext"]["invocation"],
+            "context": ctx,
+            "point": event["actionInvocationPoint"],
+            "target": request["targetLogicalId"],
+            "type": request["targetType"],
+        }) + "\n")
+    step = ctx.get("step", 0)
+    if step < 2:
+        return {"hookStatus": "IN_PROGRESS", "message": "still checking",
+                "callbackContext": {"step": step + 1}, "callbackDelaySeconds": DELAY,
+                "clientRequestToken": event["clientRequestToken"]}
+    if request["targetType"] == "STACK":
+        template = request["targetModel"]["template"]
+        if "Description" not in template:
+            return {"hookStatus": "FAILED", "errorCode": "NonCompliant",
+                    "message": "every stack needs a Description (resources: %s)"
+                               % ", ".join(sorted(template.get("Resources", {}))),
+                    "clientRequestToken": event["clientRequestToken"]}
+        return {"hookStatus": "SUCCESS", "clientRequestToken": event["clientRequestToken"]}
+    props = request["targetModel"]["resourceProperties"]
+    if props.get("Mode") != "0600":
+        return {"hookStatus": "FAILED", "errorCode": "NonCompliant",
+                "message": "Mode must be 0600, not %s" % props.get("Mode"),
+                "clientRequestToken": event["clientRequestToken"]}
+    return {"hookStatus": "SUCCESS", "message": "compliant",
+            "clientRequestToken": event["clientRequestToken"]}
+"#;
+
+const SECRET: &str = "hook-secret";
+
+/// The Lambda hook function behind the Python SDK's Lambda adapter, its
+/// IN_PROGRESS answers asking to be invoked again after `delay` seconds.
+fn lambda_hook(s: &Scratch, delay: u32) -> crate::webhooks::Program {
+    s.write("file_mode.py", LAMBDA_HOOK);
+    let mut cmd = crate::support::python();
+    cmd.args(["-m", "cairn_provider.lambda_adapter", "file_mode.handler"])
+        .args(["--dir", &s.dir.path().display().to_string()])
+        .args(["--listen", "127.0.0.1:0"])
+        .env(
+            "PYTHONPATH",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/sdk-python"),
+        )
+        .env("CAIRN_WEBHOOK_SECRET", SECRET)
+        .env("HOOK_DELAY", delay.to_string());
+    crate::webhooks::Program::start(cmd)
+}
+
+/// A LambdaHook resource `alias` calling `url` before the creates of
+/// `targets`, for the `operations` targets.
+fn lambda_hook_resource(
+    logical_id: &str,
+    alias: &str,
+    url: &str,
+    targets: &str,
+    operations: &str,
+) -> String {
+    format!("  {logical_id}:\n    Type: AWS::CloudFormation::LambdaHook\n    Properties:\n      Alias: {alias}\n      LambdaFunction: '{url}'\n      ExecutionRole: arn:aws:iam::123456789012:role/hook\n      FailureMode: FAIL\n      TargetOperations: [{operations}]\n      TargetFilters: {{Actions: [CREATE], TargetNames: [{targets}]}}\n")
+}
+
+/// The hook function's invocations: (token, invocation, callback context,
+/// target).
+fn invocations(s: &Scratch) -> Vec<(String, u64, Value, String)> {
+    std::fs::read_to_string(s.dir.path().join("invocations.log"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|v| {
+            (
+                v["token"].as_str().unwrap_or_default().to_string(),
+                v["invocation"].as_u64().unwrap_or_default(),
+                v["context"].clone(),
+                v["target"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// One target's three invocations, with one token and each callback
+/// context the one the hook gave.
+fn assert_invoked_again_with_its_context(calls: &[(String, u64, Value, String)], target: &str) {
+    let mine: Vec<_> = calls.iter().filter(|c| c.3 == target).collect();
+    assert_eq!(mine.len(), 3, "{calls:?}");
+    assert!(mine.iter().all(|c| c.0 == mine[0].0), "one token: {mine:?}");
+    let seen: Vec<(u64, Value)> = mine.iter().map(|c| (c.1, c.2.clone())).collect();
+    assert_eq!(
+        seen,
+        vec![
+            (1, serde_json::json!({})),
+            (2, serde_json::json!({"step": 1})),
+            (3, serde_json::json!({"step": 2})),
+        ]
+    );
+}
+
+#[test]
+fn a_lambda_hook_is_invoked_again_with_its_callback_context_and_an_unreachable_one_fails_only_its_targets(
+) {
+    let s = Scratch::new();
+    let hook = lambda_hook(&s, 0);
+    s.write(
+        "cairn.toml",
+        &format!("[webhooks]\nsecret = \"{SECRET}\"\n\n[hooks]\ntimeout_seconds = 2\n"),
+    );
+    let url = format!("http://127.0.0.1:{}/", hook.port);
+    // A port nothing listens on.
+    let gone = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://127.0.0.1:{}/", l.local_addr().unwrap().port())
+    };
+    let hooks = format!(
+        "Resources:\n{}{}{}",
+        lambda_hook_resource(
+            "FileMode",
+            "Private::Lambda::FileMode",
+            &url,
+            "Cairn::Local::File",
+            "RESOURCE"
+        ),
+        lambda_hook_resource(
+            "Described",
+            "Private::Lambda::Described",
+            &url,
+            "Cairn::Local::File",
+            "STACK"
+        ),
+        lambda_hook_resource(
+            "Gone",
+            "Private::Lambda::Gone",
+            &gone,
+            "Cairn::Test::Resource",
+            "RESOURCE"
+        ),
+    );
+    let t = s.write("hooks.yaml", &hooks);
+    let run = cairn(&s, &["deploy", "hooks", t.to_str().unwrap()]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+
+    // A compliant file: invoked three times, the context carried along.
+    let path = s.dir.path().join("secret.txt").display().to_string();
+    let good = format!(
+        "Description: a file\n{}",
+        file_template(&path, "0600", "s3cr3t")
+    );
+    let t = s.write("good.yaml", &good);
+    let run = cairn(&s, &["deploy", "app", t.to_str().unwrap()]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let calls = invocations(&s);
+    assert_invoked_again_with_its_context(&calls, "Secret");
+    // The stack hook saw the whole template (it has a Description).
+    assert_invoked_again_with_its_context(&calls, "app");
+    assert_eq!(hook_events(&s, "app"), passed_before_create(2));
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "s3cr3t");
+
+    // A non-compliant one: refused after its IN_PROGRESS rounds, before the
+    // provider made anything; the stack rolls back with the hook's message.
+    let bad_path = s.dir.path().join("open.txt").display().to_string();
+    let bad = format!(
+        "Description: open\n{}",
+        file_template(&bad_path, "0644", "x")
+    );
+    let t = s.write("bad.yaml", &bad);
+    let run = cairn(&s, &["deploy", "bad", t.to_str().unwrap()]);
+    assert_ne!(run.code(), 0);
+    assert_eq!(
+        reason_of(&s, "bad", "CREATE_FAILED"),
+        "The following hook(s) failed: [Private::Lambda::FileMode]. Private::Lambda::FileMode: Mode must be 0600, not 0644"
+    );
+    assert!(!std::path::Path::new(&bad_path).exists());
+    let status = cairn(&s, &["list", "--output", "json"]).json();
+    let bad_status = status["StackSummaries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|st| st["StackName"] == "bad")
+        .map(|st| st["StackStatus"].clone());
+    assert_eq!(bad_status, Some(Value::from("ROLLBACK_COMPLETE")));
+
+    // A stack hook's refusal names what it saw of the whole template.
+    let t = s.write("plain.yaml", &file_template(&path, "0600", "s3cr3t"));
+    let run = cairn(&s, &["deploy", "plain", t.to_str().unwrap()]);
+    assert_ne!(run.code(), 0);
+    assert!(
+        run.stderr().contains(
+            "Private::Lambda::Described: every stack needs a Description (resources: Secret)"
+        ),
+        "{}",
+        run.stderr()
+    );
+
+    // The unreachable hook fails only what it targets: the file beside
+    // the test resource is made, the test resource is HOOK_FAILED.
+    let mixed = format!(
+        "Description: mixed\n{}  Other:\n    Type: Cairn::Test::Resource\n    Properties: {{Value: v}}\n",
+        file_template(&s.dir.path().join("mixed.txt").display().to_string(), "0600", "m")
+    );
+    let t = s.write("mixed.yaml", &mixed);
+    let run = cairn(&s, &["deploy", "mixed", t.to_str().unwrap()]);
+    assert_ne!(run.code(), 0);
+    let events = cairn(&s, &["events", "mixed", "--output", "json"]).json();
+    let list = events["StackEvents"].as_array().unwrap();
+    let gone_failed = list
+        .iter()
+        .find(|e| e["HookType"] == "Private::Lambda::Gone" && e["HookStatus"] == "HOOK_FAILED")
+        .and_then(|e| e["HookStatusReason"].as_str())
+        .unwrap_or_default();
+    assert!(
+        gone_failed.starts_with("the hook's webhook gave no answer within 2 seconds ("),
+        "{gone_failed}"
+    );
+    assert!(list
+        .iter()
+        .any(|e| e["LogicalResourceId"] == "Secret" && e["ResourceStatus"] == "CREATE_COMPLETE"));
+    assert!(reason_of(&s, "mixed", "CREATE_FAILED")
+        .starts_with("The following hook(s) failed: [Private::Lambda::Gone]. Private::Lambda::Gone: the hook's webhook gave no answer within 2 seconds"));
+
+    // The hooks go with their stack.
+    for stack in ["app", "bad", "plain", "mixed", "hooks"] {
+        let run = cairn(&s, &["delete", stack]);
+        assert_eq!(run.code(), 0, "{stack}: {}", run.stderr());
+    }
+}
+
+#[test]
+fn sigkill_while_a_lambda_hook_is_in_progress_resumes_the_hook() {
+    let s = Scratch::new();
+    // Three seconds between invocations: time to kill the engine while it
+    // waits.
+    let hook = lambda_hook(&s, 3);
+    s.write(
+        "cairn.toml",
+        &format!("[webhooks]\nsecret = \"{SECRET}\"\n"),
+    );
+    let url = format!("http://127.0.0.1:{}/", hook.port);
+    let hooks = format!(
+        "Resources:\n{}",
+        lambda_hook_resource(
+            "FileMode",
+            "Private::Lambda::FileMode",
+            &url,
+            "Cairn::Local::File",
+            "RESOURCE"
+        )
+    );
+    let t = s.write("hooks.yaml", &hooks);
+    assert_eq!(
+        cairn(&s, &["deploy", "hooks", t.to_str().unwrap()]).code(),
+        0
+    );
+    let path = s.dir.path().join("secret.txt").display().to_string();
+    let t = s.write("app.yaml", &file_template(&path, "0600", "s3cr3t"));
+    let mut child = s.spawn_cairn(&[
+        "--config",
+        "cairn.toml",
+        "deploy",
+        "app",
+        t.to_str().unwrap(),
+    ]);
+    let started = std::time::Instant::now();
+    while invocations(&s).is_empty() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(120),
+            "the hook was never invoked: {}",
+            s.spawned_stderr()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // Its IN_PROGRESS answer is recorded right after it came; the next
+    // invocation is three seconds away.
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    child.kill().expect("SIGKILL");
+    let _ = child.wait();
+    assert_eq!(
+        invocations(&s).len(),
+        1,
+        "killed before the hook was asked again"
+    );
+
+    // The next command resumes the operation: the hook is asked again with
+    // its token and callbackContext, not started from scratch.
+    let run = cairn(&s, &["list", "--output", "json"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert!(
+        run.stderr().contains("resumed the interrupted operation"),
+        "{}",
+        run.stderr()
+    );
+    let app = run.json()["StackSummaries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|st| st["StackName"] == "app")
+        .map(|st| st["StackStatus"].clone());
+    assert_eq!(app, Some(Value::from("CREATE_COMPLETE")));
+    assert_invoked_again_with_its_context(&invocations(&s), "Secret");
+    let created = cairn(&s, &["events", "app", "--output", "json"]).json()["StackEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["LogicalResourceId"] == "Secret" && e["ResourceStatus"] == "CREATE_COMPLETE")
+        .count();
+    assert_eq!(created, 1);
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "s3cr3t");
+    for stack in ["app", "hooks"] {
+        assert_eq!(cairn(&s, &["delete", stack]).code(), 0);
+    }
 }

@@ -328,3 +328,73 @@ fn a_handler_that_throws_before_answering_fails_its_resource_at_once() {
         .clone();
     assert_eq!(status, "ROLLBACK_COMPLETE");
 }
+
+/// `tests/e2e/node/file-mode-hook/index.ts` compiled with the SDK's
+/// TypeScript into `out`, as a Lambda's build would.
+fn compile_hook(out: &Path) {
+    let tsc = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/sdk-typescript/node_modules/typescript/bin/tsc"
+    );
+    assert!(
+        Path::new(tsc).exists(),
+        "{tsc} is missing: `cargo xtask test` installs it (npm ci in sdk-typescript)"
+    );
+    let built = Command::new("node")
+        .arg(tsc)
+        .arg(handler_dir("file-mode-hook").join("index.ts"))
+        .args(["--outDir", out.to_str().unwrap_or_default()])
+        .args(["--module", "commonjs", "--target", "es2020", "--strict"])
+        .output()
+        .expect("node runs tsc");
+    assert!(
+        built.status.success(),
+        "tsc: {}{}",
+        String::from_utf8_lossy(&built.stdout),
+        String::from_utf8_lossy(&built.stderr)
+    );
+}
+
+#[test]
+fn an_unchanged_typescript_lambda_hook_judges_files_behind_the_node_adapter() {
+    let s = Scratch::new();
+    let out = s.dir.path().join("hook");
+    compile_hook(&out);
+    let hook = Program::start(node_adapter(&["index.handler"], &out));
+    s.write(
+        "cairn.toml",
+        &format!("[webhooks]\nsecret = \"{SECRET}\"\n"),
+    );
+    let hooks = format!(
+        "Resources:\n  FileMode:\n    Type: AWS::CloudFormation::LambdaHook\n    Properties:\n      Alias: Private::Lambda::TsFileMode\n      LambdaFunction: 'http://127.0.0.1:{}/'\n      ExecutionRole: arn:aws:iam::123456789012:role/hook\n      FailureMode: FAIL\n      TargetOperations: [RESOURCE]\n      TargetFilters: {{TargetNames: [Cairn::Local::File]}}\n",
+        hook.port
+    );
+    let run = deploy(&s, "hooks", &hooks, &[]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let file = |name: &str, mode: &str| {
+        let path = s.dir.path().join(name).display().to_string();
+        format!("Resources:\n  F:\n    Type: Cairn::Local::File\n    Properties: {{Path: '{path}', Content: x, Mode: '{mode}'}}\n")
+    };
+    let run = deploy(&s, "good", &file("good.txt", "0600"), &[]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let verdicts: Vec<String> = crate::update::events(&s, "good")
+        .iter()
+        .filter_map(|e| e["HookStatus"].as_str().map(String::from))
+        .collect();
+    assert_eq!(verdicts, ["HOOK_IN_PROGRESS", "HOOK_COMPLETE_SUCCEEDED"]);
+    let run = deploy(&s, "bad", &file("bad.txt", "0644"), &[]);
+    assert_ne!(run.code(), 0);
+    let failed = crate::update::events(&s, "bad")
+        .iter()
+        .find(|e| e["LogicalResourceId"] == "F" && e["ResourceStatus"] == "CREATE_FAILED")
+        .and_then(|e| e["ResourceStatusReason"].as_str().map(String::from))
+        .unwrap_or_default();
+    assert_eq!(
+        failed,
+        "The following hook(s) failed: [Private::Lambda::TsFileMode]. Private::Lambda::TsFileMode: Mode must be 0600, not 0644 (invocations 1, 2, 3 with one clientRequestToken)"
+    );
+    assert!(!s.dir.path().join("bad.txt").exists());
+    for stack in ["good", "bad", "hooks"] {
+        assert_eq!(cairn(&s, &["delete", stack]).code(), 0);
+    }
+}

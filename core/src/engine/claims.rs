@@ -147,7 +147,8 @@ impl Claims<'_> {
     }
 
     /// Whether the operation is only waiting for answers from outside the
-    /// process: a custom-resource handler's response, or signals. Such a
+    /// process: a custom-resource handler's response, signals, or a hook
+    /// that answered IN_PROGRESS. Such a
     /// resume records nothing until the answer comes, yet cannot be what
     /// takes engines down (waiting is progress), so repeated takeovers of
     /// it never mark it failed.
@@ -163,7 +164,7 @@ impl Claims<'_> {
         Ok(in_flight.all(|r| {
             r.pending
                 .as_ref()
-                .is_some_and(|p| p.action == CallKind::Signals)
+                .is_some_and(|p| matches!(p.action, CallKind::Signals | CallKind::Hook))
                 || self
                     .registry
                     .get(&r.resource_type)

@@ -11,7 +11,7 @@
 //! may keep it from (CloudFormation runs hooks before provisioning, and
 //! Cairn never leaves a stack stuck).
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use cairn_sdk::{CreateResult, ErrorKind, ProviderError, UpdateResult};
 use serde_json::{json, Map, Value};
@@ -19,10 +19,13 @@ use serde_json::{json, Map, Value};
 use super::{Core, Hooks, Op};
 use crate::guard::{self, GuardVerdict};
 use crate::hooks::{
-    guard_hook_of, FailureMode, HookAction, HookDefinition, HookEvent, HookHandler, HookResult,
-    HookStatus, HookTarget, StackTarget, TargetOperation, PRE_PROVISION,
+    hook_of, read_hook_answer, FailureMode, HookAction, HookAnswer, HookDefinition, HookEvent,
+    HookHandler, HookInvocation, HookResult, HookSource, HookStatus, HookTarget, Judged,
+    StackTarget, TargetOperation, PRE_PROVISION,
 };
-use crate::stack::{EventRecord, ResourceRecord, ResourceStatus, StackStatus};
+use crate::stack::{
+    CallKind, EventRecord, HookWait, PendingCall, ResourceRecord, ResourceStatus, StackStatus,
+};
 use crate::store::StoreError;
 use crate::template::source::child;
 use crate::type_registry::{
@@ -35,6 +38,20 @@ use crate::type_registry::{
 pub(in crate::engine) struct Verdict {
     pub events: Vec<EventRecord>,
     pub refusal: Option<String>,
+}
+
+/// Where the hooks judging one resource's call stand.
+pub(in crate::engine) enum Judgement {
+    /// Every hook gave its verdict.
+    Done(Verdict),
+    /// A hook answered IN_PROGRESS: `pending` (the row's HOOK call) is
+    /// recorded with `events`, then the hooks are asked again after
+    /// `delay`.
+    Later {
+        pending: PendingCall,
+        events: Vec<EventRecord>,
+        delay: Duration,
+    },
 }
 
 impl Core {
@@ -145,7 +162,6 @@ impl super::Engine {
         results.record_live(&rows);
         let sctx = super::stack_context(&self.config, stack_name, &stack_id);
         let ev = crate::template::eval::Evaluator::new(&template, &params, &sctx, &results)?;
-        let account = &self.config.identity.account_id;
         let stack_action = match existing {
             Some(_) => HookAction::Update,
             None => HookAction::Create,
@@ -189,7 +205,7 @@ impl super::Engine {
         {
             let answer = self
                 .hooks()
-                .run(hook, hook.stack_input(&target, account))
+                .run_to_verdict(hook, &Judged::Stack(&target))
                 .await;
             checks.push(check(hook, "STACK", stack_name, stack_action, answer));
         }
@@ -223,7 +239,7 @@ impl super::Engine {
             for hook in hooks.iter().filter(|h| h.applies_to(&target)) {
                 let answer = self
                     .hooks()
-                    .run(hook, hook.guard_input(&target, account))
+                    .run_to_verdict(hook, &Judged::Resource(&target))
                     .await;
                 checks.push(check(hook, "RESOURCE", &r.logical_id, action, answer));
             }
@@ -234,14 +250,19 @@ impl super::Engine {
 
 impl Hooks<'_> {
     /// The hooks' verdict on `action` of `rec` (its properties as the call
-    /// will send them; `previous`: an update's before).
+    /// will send them; `previous`: an update's before), the call `then`
+    /// it precedes: taken up where `rec`'s pending HOOK call says they
+    /// stood (a crash while a hook answered IN_PROGRESS), else from the
+    /// first hook. A hook that answers IN_PROGRESS stops the judging
+    /// there: [`Judgement::Later`] says what to record before it is asked
+    /// again.
     pub(in crate::engine) async fn judge(
         &self,
         op: &Op,
         rec: &ResourceRecord,
-        action: HookAction,
+        (action, then): (HookAction, CallKind),
         previous: Option<&Map<String, Value>>,
-    ) -> Verdict {
+    ) -> Judgement {
         let type_name = self.registry.canonical(&rec.resource_type).to_string();
         let target = HookTarget {
             stack_name: &op.stack.stack_name,
@@ -252,19 +273,73 @@ impl Hooks<'_> {
             properties: &rec.properties,
             previous,
         };
-        let account = &self.config.identity.account_id;
+        let waited = rec
+            .pending
+            .as_ref()
+            .filter(|p| p.action == CallKind::Hook)
+            .and_then(|p| p.hook.as_ref().map(|w| (p.request_id.clone(), w)))
+            .filter(|(_, w)| w.then == then);
+        let (mut judged, mut refused) = waited
+            .as_ref()
+            .map(|(_, w)| (w.judged.clone(), w.refused.clone()))
+            .unwrap_or_default();
         let mut events = Vec::new();
-        let mut refused = Vec::new();
-        for hook in op.hooks.iter().filter(|h| h.applies_to(&target)) {
-            events.push(hook_event(
-                op,
-                rec,
-                action,
-                hook,
-                HookStatus::InProgress,
-                None,
-            ));
-            let (status, why) = self.run(hook, hook.guard_input(&target, account)).await;
+        let todo: Vec<&HookDefinition> = op
+            .hooks
+            .iter()
+            .filter(|h| h.applies_to(&target) && !judged.contains(&h.type_name))
+            .collect();
+        for hook in todo {
+            // The hook that answered IN_PROGRESS is asked again with its
+            // token and callbackContext; any other starts afresh.
+            let resumed = waited
+                .as_ref()
+                .filter(|(_, w)| w.hook_type == hook.type_name);
+            let (token, invocation, context) = match resumed {
+                Some((token, w)) => (token.clone(), w.invocation + 1, Some(&w.callback_context)),
+                None => {
+                    events.push(hook_event(
+                        op,
+                        rec,
+                        action,
+                        hook,
+                        HookStatus::InProgress,
+                        None,
+                    ));
+                    (uuid::Uuid::new_v4().to_string(), 1, None)
+                }
+            };
+            let call = HookInvocation {
+                token: &token,
+                invocation,
+                callback_context: context,
+            };
+            let (status, why) = match self.run(hook, &Judged::Resource(&target), &call).await {
+                HookAnswer::InProgress {
+                    callback_context,
+                    delay_seconds,
+                } => {
+                    let wait = HookWait {
+                        then,
+                        judged,
+                        refused,
+                        hook_type: hook.type_name.clone(),
+                        invocation,
+                        callback_context,
+                    };
+                    return Judgement::Later {
+                        pending: PendingCall {
+                            action: CallKind::Hook,
+                            request_id: token,
+                            since_ms: None,
+                            hook: Some(wait),
+                        },
+                        events,
+                        delay: Duration::from_secs(delay_seconds),
+                    };
+                }
+                HookAnswer::Verdict(status, why) => (status, why),
+            };
             // Guard's own messages quote values: NoEcho ones are masked.
             let why = why.map(|w| op.mask(w));
             events.push(hook_event(
@@ -276,11 +351,12 @@ impl Hooks<'_> {
                 shown(&why, hook, action),
             ));
             refuse(&mut refused, hook, why);
+            judged.push(hook.type_name.clone());
         }
-        Verdict {
+        Judgement::Done(Verdict {
             events,
             refusal: refusal(&refused),
-        }
+        })
     }
 
     /// The STACK-target hooks' verdict on the operation `op` is about to
@@ -314,7 +390,6 @@ impl Hooks<'_> {
             previous: previous.as_ref(),
             changes: None,
         };
-        let account = &self.config.identity.account_id;
         let status = match action {
             HookAction::Create => StackStatus::CreateInProgress,
             HookAction::Update => StackStatus::UpdateInProgress,
@@ -335,7 +410,7 @@ impl Hooks<'_> {
         let mut refused = Vec::new();
         for hook in hooks {
             events.push(event(hook, HookStatus::InProgress, None));
-            let (verdict, why) = self.run(hook, hook.stack_input(&target, account)).await;
+            let (verdict, why) = self.run_to_verdict(hook, &Judged::Stack(&target)).await;
             let why = why.map(|w| op.mask(w));
             events.push(event(hook, verdict, shown(&why, hook, action)));
             refuse(&mut refused, hook, why);
@@ -355,13 +430,12 @@ impl Hooks<'_> {
         target: &StackTarget<'_>,
         secrets: &[&str],
     ) -> Result<(Vec<HookResult>, Option<String>), StoreError> {
-        let account = &self.config.identity.account_id;
         let mut results = Vec::new();
         let mut refused = Vec::new();
         for hook in self.active_hooks().await?.iter().filter(|h| {
             h.applies_to_stack(TargetOperation::ChangeSet, target.stack_name, target.action)
         }) {
-            let (status, why) = self.run(hook, hook.stack_input(target, account)).await;
+            let (status, why) = self.run_to_verdict(hook, &Judged::Stack(target)).await;
             let why = why.map(|w| masked(w, secrets));
             results.push(HookResult {
                 type_name: hook.type_name.clone(),
@@ -376,22 +450,57 @@ impl Hooks<'_> {
         Ok((results, refusal(&refused)))
     }
 
-    /// One hook on the document its target shows: its status, and why it
-    /// did not succeed. Counted in the metrics.
+    /// One hook's verdict on `judged`, a webhook hook invoked again (in
+    /// this process) while it answers IN_PROGRESS: for the targets whose
+    /// judging is not recorded on a resource's row (a whole stack, a
+    /// change set, the dry run).
+    pub(in crate::engine) async fn run_to_verdict(
+        &self,
+        hook: &HookDefinition,
+        judged: &Judged<'_>,
+    ) -> (HookStatus, Option<String>) {
+        let token = uuid::Uuid::new_v4().to_string();
+        let mut context = None;
+        for invocation in 1.. {
+            let call = HookInvocation {
+                token: &token,
+                invocation,
+                callback_context: context.as_ref(),
+            };
+            match self.run(hook, judged, &call).await {
+                HookAnswer::Verdict(status, why) => return (status, why),
+                HookAnswer::InProgress {
+                    callback_context,
+                    delay_seconds,
+                } => {
+                    context = Some(callback_context);
+                    tokio::time::sleep(Duration::from_secs(delay_seconds)).await;
+                }
+            }
+        }
+        unreachable!("the invocations end with a verdict (read_hook_answer: the last is one)")
+    }
+
+    /// One invocation of a hook on `judged`: a Guard hook's rules checked
+    /// in process, a webhook hook POSTed its request. Counted in the
+    /// metrics.
     pub(in crate::engine) async fn run(
         &self,
         hook: &HookDefinition,
-        doc: Value,
-    ) -> (HookStatus, Option<String>) {
+        judged: &Judged<'_>,
+        call: &HookInvocation<'_>,
+    ) -> HookAnswer {
         let started = Instant::now();
+        let account = &self.config.identity.account_id;
         let answer = match &hook.handler {
             HookHandler::Guard { rules, location } => {
                 let (rules, location) = (rules.clone(), location.clone());
+                let doc = hook.guard_document(judged, account);
                 // Guard's evaluator is synchronous: off the runtime.
                 let judged =
                     tokio::task::spawn_blocking(move || guard::evaluate(&rules, &location, &doc))
                         .await;
-                match judged {
+                let (status, why) = match judged {
                     Ok(Ok(GuardVerdict::Compliant)) => (HookStatus::Succeeded, None),
                     Ok(Ok(GuardVerdict::NonCompliant(failed))) => {
                         let why: Vec<String> = failed
@@ -405,12 +514,35 @@ impl Hooks<'_> {
                         HookStatus::Error,
                         Some(format!("the Guard evaluation did not finish: {e}")),
                     ),
+                };
+                HookAnswer::Verdict(status, why)
+            }
+            HookHandler::Webhook { url } => {
+                let request = hook.webhook_request(judged, account, call);
+                let timeout = Duration::from_secs(self.config.hooks.timeout_seconds.max(1));
+                let secret = self.config.webhooks.secret.as_deref();
+                match serde_json::to_vec(&request) {
+                    Err(e) => HookAnswer::Verdict(HookStatus::Error, Some(e.to_string())),
+                    Ok(body) => match self.shared.webhooks.post(url, secret, body, timeout).await {
+                        Ok(answer) => read_hook_answer(&answer, call.invocation),
+                        Err(e) => HookAnswer::Verdict(
+                            HookStatus::Error,
+                            Some(format!(
+                                "the hook's webhook gave no answer within {} seconds ({e})",
+                                timeout.as_secs()
+                            )),
+                        ),
+                    },
                 }
             }
         };
+        let status = match &answer {
+            HookAnswer::Verdict(status, _) => *status,
+            HookAnswer::InProgress { .. } => HookStatus::InProgress,
+        };
         self.shared
             .metrics
-            .hook_call(&hook.type_name, answer.0.as_str(), started.elapsed());
+            .hook_call(&hook.type_name, status.as_str(), started.elapsed());
         answer
     }
 
@@ -423,7 +555,7 @@ impl Hooks<'_> {
         r: &ResourceRecord,
         request_id: &str,
     ) -> Result<CreateResult, ProviderError> {
-        let (alias, definition, rules) = self.definition(&r.properties).await?;
+        let (alias, definition, rules) = self.definition(&r.resource_type, &r.properties).await?;
         // Another stack's hook of that alias (or a registered HOOK type):
         // refused, nothing changed. A create asked again finds its own.
         let mine = self
@@ -455,11 +587,12 @@ impl Hooks<'_> {
     /// deregistered.
     pub(super) async fn hook_update(
         &self,
+        r: &ResourceRecord,
         physical_id: &str,
         properties: &Map<String, Value>,
         request_id: &str,
     ) -> Result<UpdateResult, ProviderError> {
-        let (alias, definition, rules) = self.definition(properties).await?;
+        let (alias, definition, rules) = self.definition(&r.resource_type, properties).await?;
         if alias != physical_id {
             return Err(ProviderError::invalid_request(format!(
                 "the hook {physical_id} cannot become {alias}: a new Alias replaces the hook"
@@ -516,17 +649,43 @@ impl Hooks<'_> {
         Ok(())
     }
 
-    /// The hook's definition from its properties, with its rules read
-    /// (`[hooks] rule_dirs`, or https) and checked.
+    /// The hook's definition from its properties (a `type_name` hook):
+    /// a Guard hook's rules read (`[hooks] rule_dirs`, or https) and
+    /// checked, a webhook hook's URL. With what identifies its version
+    /// (the rules' text, the URL).
     async fn definition(
         &self,
+        type_name: &str,
         properties: &Map<String, Value>,
     ) -> Result<(String, HookDefinition, String), ProviderError> {
-        let (alias, location, configuration) =
-            guard_hook_of(properties).map_err(ProviderError::invalid_request)?;
+        let (alias, source, configuration) =
+            hook_of(self.registry.canonical(type_name), properties)
+                .map_err(ProviderError::invalid_request)?;
+        let (handler, content) = match source {
+            HookSource::Webhook(url) => (HookHandler::Webhook { url: url.clone() }, url),
+            HookSource::Rules(location) => {
+                let rules = self.guard_rules(&location).await?;
+                let handler = HookHandler::Guard {
+                    rules: rules.clone(),
+                    location,
+                };
+                (handler, rules)
+            }
+        };
+        let definition = HookDefinition {
+            type_name: alias.clone(),
+            handler,
+            configuration,
+        };
+        Ok((alias, definition, content))
+    }
+
+    /// Guard rules read from `location` (`[hooks] rule_dirs`, or https)
+    /// and checked.
+    async fn guard_rules(&self, location: &str) -> Result<String, ProviderError> {
         let bytes = self
             .read_allowed(
-                &location,
+                location,
                 &self.config.hooks.rule_dirs,
                 "RuleLocation",
                 "[hooks] rule_dirs",
@@ -539,23 +698,14 @@ impl Hooks<'_> {
             ))
         })?;
         let checked = {
-            let (rules, location) = (rules.clone(), location.clone());
+            let (rules, location) = (rules.clone(), location.to_string());
             tokio::task::spawn_blocking(move || guard::check_rules(&rules, &location)).await
         };
         match checked {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => return Err(ProviderError::invalid_request(e.to_string())),
-            Err(e) => return Err(ProviderError::internal(e.to_string())),
+            Ok(Ok(())) => Ok(rules),
+            Ok(Err(e)) => Err(ProviderError::invalid_request(e.to_string())),
+            Err(e) => Err(ProviderError::internal(e.to_string())),
         }
-        let definition = HookDefinition {
-            type_name: alias.clone(),
-            handler: HookHandler::Guard {
-                rules: rules.clone(),
-                location,
-            },
-            configuration,
-        };
-        Ok((alias, definition, rules))
     }
 
     /// The live versions of `alias`.
@@ -606,7 +756,10 @@ impl Hooks<'_> {
             type_name: alias.to_string(),
             kind: RegistryTypeKind::Hook,
             schema: "{}".into(),
-            description: format!("Guard hook ({PRE_PROVISION})"),
+            description: match definition.handler {
+                HookHandler::Guard { .. } => format!("Guard hook ({PRE_PROVISION})"),
+                HookHandler::Webhook { .. } => format!("Lambda hook, a webhook ({PRE_PROVISION})"),
+            },
             handler,
             secret: None,
             package_sha256: cairn_package::sha256_hex(rules.as_bytes()),

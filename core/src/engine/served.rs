@@ -86,7 +86,7 @@ impl EngineServed {
             Self::Hook => {
                 protocol
                     .hooks()
-                    .hook_update(call.physical_id, call.properties, call.request_id)
+                    .hook_update(call.rec, call.physical_id, call.properties, call.request_id)
                     .await
             }
         }

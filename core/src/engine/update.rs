@@ -1105,7 +1105,7 @@ impl Updates<'_> {
         if let (Some(Journal::Changed { before }), Some(p)) =
             (rec.journal.clone(), rec.pending.clone())
         {
-            return match p.action {
+            return match p.call() {
                 CallKind::Update => self.steps().update_in_place(op, rec, &before).await,
                 _ => {
                     self.steps()

@@ -357,6 +357,9 @@ status_enum!(
         // Not a call: a created resource waits for its signals
         // (`CreationPolicy`, a wait condition); `since_ms` says since when.
         Signals => "SIGNALS",
+        // Not a call: the hooks judging the call the row makes next, one
+        // of which answered IN_PROGRESS (`hook` says where they stand).
+        Hook => "HOOK",
     }
 );
 
@@ -392,6 +395,42 @@ pub struct PendingCall {
     /// its original deadline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since_ms: Option<i64>,
+    /// For hooks judging the row's next call (`action` = `HOOK`; the
+    /// request id is the waiting hook's `clientRequestToken`): where they
+    /// stand, so a crash resumes the hook rather than starting it again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hook: Option<HookWait>,
+}
+
+impl PendingCall {
+    /// The provider call this record is, or (hooks judging it) precedes.
+    pub fn call(&self) -> CallKind {
+        match &self.hook {
+            Some(w) if self.action == CallKind::Hook => w.then,
+            _ => self.action,
+        }
+    }
+}
+
+/// Hooks judging a row's next call while one of them answered IN_PROGRESS
+/// (a webhook hook re-invoked with its `callbackContext`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HookWait {
+    /// The call they judge: CREATE (a new resource, or a replacement),
+    /// UPDATE (in place) or DELETE.
+    pub then: CallKind,
+    /// The hooks that gave their verdict already (their events are
+    /// written), in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub judged: Vec<String>,
+    /// Why those of them whose failure mode is FAIL refused: (hook, why).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<(String, String)>,
+    /// The hook that answered IN_PROGRESS, its invocations so far and the
+    /// `callbackContext` it answered last.
+    pub hook_type: String,
+    pub invocation: u32,
+    pub callback_context: serde_json::Value,
 }
 
 /// A success or failure signal sent to a resource (a wait condition handle,

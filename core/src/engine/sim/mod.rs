@@ -28,6 +28,7 @@ mod cloud;
 mod registration;
 mod scenarios;
 mod versioned;
+mod webhook_hook;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -225,6 +226,8 @@ struct World {
     /// The signals of a [`Step::SignalledCreate`]: whoever sends them
     /// (cfn-signal on an instance) sends them again until they are taken.
     signals: std::sync::Mutex<&'static [(&'static str, &'static str, &'static str)]>,
+    /// The Lambda hook's webhook.
+    hook: Arc<webhook_hook::SimHook>,
 }
 
 impl Drop for World {
@@ -308,7 +311,9 @@ impl World {
         // The simulated processes share one callback listener and one set
         // of counters, as the engines of one process do.
         let handles: Arc<dyn HandleUrls> = Arc::new(SimHandles);
-        let shared = Shared::new(handles.clone(), Arc::new(NoHttps));
+        let hook = Arc::new(webhook_hook::SimHook::default());
+        let shared =
+            Shared::new(handles.clone(), Arc::new(NoHttps)).with_webhook_poster(hook.clone());
         // As the binary wires it, without transports: the sim cloud plays
         // the providers, handlers included.
         let mut registry =
@@ -326,6 +331,7 @@ impl World {
             config,
             shared,
             signals: std::sync::Mutex::new(&[]),
+            hook,
         }
     }
 
@@ -759,7 +765,7 @@ impl World {
     async fn check(&self, what: &str) -> Vec<String> {
         let mut problems = Vec::new();
         let mut fail = |p: String| problems.push(format!("{what}: {p}"));
-        for d in self.cloud.defects() {
+        for d in self.cloud.defects().into_iter().chain(self.hook.defects()) {
             fail(d);
         }
         for l in self.leaked_hooks().await {

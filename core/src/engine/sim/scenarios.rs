@@ -441,6 +441,31 @@ fn guarded_base() -> String {
     guarded(r#"{Name: a-one, Value: "1"}"#, "")
 }
 
+/// A Lambda hook (the simulator's webhook: IN_PROGRESS twice, then its
+/// verdict) on every Thing's create, update and delete, and the Thing A
+/// (`a`: its properties) after it.
+fn hooked(a: &str) -> String {
+    format!(
+        r#"
+Resources:
+  Hook:
+    Type: AWS::CloudFormation::LambdaHook
+    Properties:
+      Alias: Sim::Lambda::NoForbidden
+      LambdaFunction: {url}
+      ExecutionRole: arn:aws:iam::123456789012:role/hook
+      FailureMode: FAIL
+      TargetOperations: [RESOURCE]
+      TargetFilters: {{TargetNames: [Sim::Thing]}}
+  A:
+    Type: Sim::Thing
+    DependsOn: Hook
+    Properties: {a}
+"#,
+        url = super::webhook_hook::URL
+    )
+}
+
 /// Guard rules for whole stacks: every template has a Description.
 const DESCRIBED: &str = r#"
 rule DESCRIBED {
@@ -620,6 +645,38 @@ fn scenarios() -> Vec<Scenario> {
             name: "delete of a stack with a Guard hook",
             expect: None,
             setup: guarded_setup(),
+            step: Step::Delete,
+            also: &[],
+            points: Points::Every,
+        },
+        Scenario {
+            name: "create with a Lambda hook answering IN_PROGRESS twice",
+            expect: Some(CreateComplete),
+            setup: Vec::new(),
+            step: create(&hooked(r#"{Name: a-one, Value: "1"}"#)),
+            also: &[],
+            points: Points::Every,
+        },
+        Scenario {
+            name: "update in place a Lambda hook refuses after IN_PROGRESS, rolled back",
+            expect: Some(UpdateRollbackComplete),
+            setup: vec![create(&hooked(r#"{Name: a-one, Value: "1"}"#))],
+            step: update(&hooked("{Name: a-one, Value: forbidden}")),
+            also: &[],
+            points: Points::Every,
+        },
+        Scenario {
+            name: "replacement a Lambda hook lets through after IN_PROGRESS",
+            expect: Some(UpdateComplete),
+            setup: vec![create(&hooked(r#"{Name: a-one, Value: "1"}"#))],
+            step: update(&hooked(r#"{Name: a-two, Value: "2"}"#)),
+            also: &[],
+            points: Points::Every,
+        },
+        Scenario {
+            name: "delete of a stack with a Lambda hook",
+            expect: None,
+            setup: vec![create(&hooked(r#"{Name: a-one, Value: "1"}"#))],
             step: Step::Delete,
             also: &[],
             points: Points::Every,

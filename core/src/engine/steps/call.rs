@@ -17,6 +17,7 @@ pub(super) fn begin(kind: CallKind) -> PendingCall {
         action: kind,
         request_id: uuid::Uuid::new_v4().to_string(),
         since_ms: None,
+        hook: None,
     }
 }
 
@@ -47,6 +48,7 @@ pub(super) fn wait_for_signals(created: Option<&PendingCall>, since_ms: i64) -> 
         action: CallKind::Signals,
         request_id: created.map(|p| p.request_id.clone()).unwrap_or_default(),
         since_ms: Some(since_ms),
+        hook: None,
     }
 }
 

@@ -8,6 +8,7 @@
 use cairn_sdk::{CreateResult, ErrorKind, ProviderError};
 
 use super::call;
+use super::judged::Gate;
 use crate::engine::signals::now_ms;
 use crate::engine::{Attempt, Op, Steps};
 use crate::hooks::HookAction;
@@ -71,18 +72,26 @@ impl Steps<'_> {
                 }
                 _ => (HookAction::Create, None),
             };
-            let verdict = self
-                .hooks()
-                .judge(op, &rec, action, previous.as_ref())
+            let gate = self
+                .judged(
+                    op,
+                    &mut rec,
+                    (action, CallKind::Create),
+                    previous.as_ref(),
+                    &mut earlier,
+                )
                 .await;
-            earlier.extend(verdict.events);
-            if let Some(refusal) = verdict.refusal {
-                rec.status = ends.failed;
-                rec.status_reason = Some(refusal);
-                rec.pending = None;
-                rec.updated_at = now();
-                self.record(op, &rec, earlier).await;
-                return false;
+            match gate {
+                Gate::Go => {}
+                Gate::Refused(refusal) => {
+                    rec.status = ends.failed;
+                    rec.status_reason = Some(refusal);
+                    rec.pending = None;
+                    rec.updated_at = now();
+                    self.record(op, &rec, earlier).await;
+                    return false;
+                }
+                Gate::Stopped => return false,
             }
             rec.pending = Some(call.clone());
             // Durable before the call: a crash from here on re-issues it.

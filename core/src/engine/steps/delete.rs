@@ -17,6 +17,7 @@ use std::time::Duration;
 use cairn_sdk::CreateResult;
 
 use super::call::{self, Learned};
+use super::judged::Gate;
 use super::Callee;
 use crate::engine::{Attempt, Op, Steps};
 use crate::hooks::HookAction;
@@ -164,20 +165,38 @@ impl Steps<'_> {
             return self.record(op, &rec, Vec::new()).await;
         }
         // A DeleteStack's delete is judged by the hooks first (not a
-        // rollback's, nor a delete taken up after a crash).
+        // rollback's, nor a delete taken up after a crash; the hooks'
+        // judging taken up after one is).
         let judged = op.stack.status == crate::stack::StackStatus::DeleteInProgress
             && rec.physical_id.is_some()
-            && rec.pending.is_none();
+            && rec
+                .pending
+                .as_ref()
+                .is_none_or(|p| p.action == CallKind::Hook);
         if judged {
-            let verdict = self.hooks().judge(op, &rec, HookAction::Delete, None).await;
-            if let Some(refusal) = verdict.refusal {
-                rec.status = ResourceStatus::DeleteFailed;
-                rec.status_reason = Some(refusal);
-                rec.updated_at = now();
-                self.record(op, &rec, verdict.events).await;
-                return false;
+            let mut events = Vec::new();
+            let gate = self
+                .judged(
+                    op,
+                    &mut rec,
+                    (HookAction::Delete, CallKind::Delete),
+                    None,
+                    &mut events,
+                )
+                .await;
+            let was_waiting = rec.pending.take().is_some();
+            match gate {
+                Gate::Go => {}
+                Gate::Refused(refusal) => {
+                    rec.status = ResourceStatus::DeleteFailed;
+                    rec.status_reason = Some(refusal);
+                    rec.updated_at = now();
+                    self.record(op, &rec, events).await;
+                    return false;
+                }
+                Gate::Stopped => return false,
             }
-            if !verdict.events.is_empty() && !self.record(op, &rec, verdict.events).await {
+            if (!events.is_empty() || was_waiting) && !self.record(op, &rec, events).await {
                 return false;
             }
         }

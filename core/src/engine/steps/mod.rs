@@ -21,6 +21,7 @@
 mod call;
 pub(super) mod create;
 pub(super) mod delete;
+mod judged;
 mod member;
 mod reconcile;
 mod update;
@@ -156,7 +157,9 @@ impl Steps<'_> {
     /// Whether a create recorded on `rec` (a crash, a cancellation, a
     /// timeout) waits for its outcome to be learnt.
     pub(super) fn create_in_flight(&self, rec: &ResourceRecord) -> bool {
-        call::recorded(rec.pending.as_ref(), CallKind::Create).is_some()
+        rec.pending
+            .as_ref()
+            .is_some_and(|p| p.call() == CallKind::Create)
     }
 
     /// The create a crash, a cancellation or a timeout left recorded on

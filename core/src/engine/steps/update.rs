@@ -7,6 +7,7 @@
 use cairn_sdk::{ProviderError, UpdateResult};
 
 use super::call;
+use super::judged::Gate;
 use crate::engine::protocol::UpdateChange;
 use crate::engine::{Attempt, Op, Steps};
 use crate::hooks::HookAction;
@@ -25,24 +26,35 @@ impl Steps<'_> {
     ) -> bool {
         let (call, attempt) = call::begin_or_resume(rec.pending.as_ref(), CallKind::Update);
         if attempt == Attempt::First {
-            let verdict = self
-                .hooks()
-                .judge(op, &rec, HookAction::Update, Some(&before.properties))
+            let mut events = Vec::new();
+            let gate = self
+                .judged(
+                    op,
+                    &mut rec,
+                    (HookAction::Update, CallKind::Update),
+                    Some(&before.properties),
+                    &mut events,
+                )
                 .await;
-            if let Some(refusal) = verdict.refusal {
-                // Nothing was sent: the row stays as it was (a rollback
-                // has nothing to undo), failed with the hooks' reason.
-                rec.restore(before);
-                rec.status = ResourceStatus::UpdateFailed;
-                rec.status_reason = Some(refusal);
-                rec.pending = None;
-                rec.updated_at = now();
-                self.record(op, &rec, verdict.events).await;
-                return false;
+            match gate {
+                Gate::Go => {}
+                Gate::Refused(refusal) => {
+                    // Nothing was sent: the row stays as it was (a
+                    // rollback has nothing to undo), failed with the
+                    // hooks' reason.
+                    rec.restore(before);
+                    rec.status = ResourceStatus::UpdateFailed;
+                    rec.status_reason = Some(refusal);
+                    rec.pending = None;
+                    rec.updated_at = now();
+                    self.record(op, &rec, events).await;
+                    return false;
+                }
+                Gate::Stopped => return false,
             }
             rec.pending = Some(call.clone());
             rec.updated_at = now();
-            if !self.record(op, &rec, verdict.events).await {
+            if !self.record(op, &rec, events).await {
                 return false;
             }
         }
@@ -65,7 +77,14 @@ impl Steps<'_> {
         // A resource the update moved to another version of its type is
         // handed back to the version it had, even with its properties
         // unchanged.
-        if rec.properties != before.properties || rec.type_version != before.type_version {
+        // An update the hooks were still judging was never sent: nothing
+        // to update back.
+        let sent = rec
+            .pending
+            .as_ref()
+            .is_none_or(|p| p.action != CallKind::Hook);
+        if sent && (rec.properties != before.properties || rec.type_version != before.type_version)
+        {
             let (call, attempt) =
                 call::begin_or_resume(rec.pending.as_ref(), CallKind::RollbackUpdate);
             rec.status = ResourceStatus::UpdateInProgress;
