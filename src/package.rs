@@ -203,7 +203,12 @@ pub fn package(config: &Config, a: &PackageArgs) -> anyhow::Result<()> {
         }
         cfn["typeConfiguration"] = wanted;
     }
-    let mut builder = Builder::new(TypeKind::Resource, &chosen.type_name)
+    // A library made with export_hook! serves a hook, not a resource.
+    let kind = match chosen.description == cairn_sdk::HOOK_SCHEMA_DESCRIPTION {
+        true => TypeKind::Hook,
+        false => TypeKind::Resource,
+    };
+    let mut builder = Builder::new(kind, &chosen.type_name)
         .description(&chosen.description)
         .handler(handler)
         .file(cairn_package::SCHEMA, serde_json::to_vec_pretty(&cfn)?);

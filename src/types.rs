@@ -234,19 +234,16 @@ async fn register(engine: &Arc<Engine>, a: &RegisterArgs) -> anyhow::Result<()> 
     };
     // The token names the type as asked, or as the package says (read
     // without checking: the registration checks it).
+    let peeked = cairn_package::open(&bytes, &[]).ok();
     let named = a
         .type_name
         .clone()
-        .or_else(|| {
-            cairn_package::open(&bytes, &[])
-                .ok()
-                .map(|p| p.manifest.type_name)
-        })
+        .or_else(|| peeked.as_ref().map(|p| p.manifest.type_name.clone()))
         .unwrap_or_else(|| "unknown".into());
-    let kind = if a.module {
-        RegistryTypeKind::Module
-    } else {
-        RegistryTypeKind::Resource
+    let kind = match peeked.map(|p| p.manifest.kind) {
+        _ if a.module => RegistryTypeKind::Module,
+        Some(cairn_package::TypeKind::Hook) => RegistryTypeKind::Hook,
+        _ => RegistryTypeKind::Resource,
     };
     let begun = engine.begin_registration(&named, kind, &options).await?;
     let done = if begun.status != RegistrationStatus::InProgress {

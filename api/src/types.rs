@@ -87,9 +87,9 @@ fn named(f: &Form, arn_key: &str) -> Result<(String, Option<String>), ApiError> 
 
 fn only_resources(f: &Form) -> Result<(), ApiError> {
     match f.get("Type") {
-        None | Some("RESOURCE") | Some("MODULE") => Ok(()),
+        None | Some("RESOURCE") | Some("MODULE") | Some("HOOK") => Ok(()),
         Some(other) => Err(registry_error(format!(
-            "Type {other} is not registered by this Cairn: it registers RESOURCE and MODULE types"
+            "Type {other} is not registered by this Cairn: it registers RESOURCE, MODULE and HOOK types"
         ))),
     }
 }
@@ -126,10 +126,10 @@ pub async fn register_type(app: &Arc<App>, f: &Form) -> Outcome {
         test: f.get("CairnTest") == Some("true"),
     };
     let module = f.get("Type") == Some("MODULE");
-    let kind = if module {
-        cairn_core::type_registry::RegistryTypeKind::Module
-    } else {
-        cairn_core::type_registry::RegistryTypeKind::Resource
+    let kind = match f.get("Type") {
+        Some("MODULE") => cairn_core::type_registry::RegistryTypeKind::Module,
+        Some("HOOK") => cairn_core::type_registry::RegistryTypeKind::Hook,
+        _ => cairn_core::type_registry::RegistryTypeKind::Resource,
     };
     let begun = app
         .engine

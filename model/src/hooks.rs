@@ -199,6 +199,10 @@ pub enum HookHandler {
     /// verdict, or IN_PROGRESS and is invoked again with its
     /// callbackContext.
     Webhook { url: String },
+    /// A registered HOOK package (a library made with `export_hook!`, or
+    /// a webhook): the version that judges, through its provider's
+    /// `hook`.
+    Registered { version: String },
 }
 
 /// One invocation of a webhook hook: its `clientRequestToken` (one per
@@ -234,21 +238,6 @@ pub enum Judged<'a> {
     Stack(&'a StackTarget<'a>),
 }
 
-/// A webhook hook's answer (CloudFormation's hook progress event).
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct HookResponse {
-    hook_status: String,
-    #[serde(default)]
-    error_code: Option<String>,
-    #[serde(default)]
-    message: Option<String>,
-    #[serde(default)]
-    callback_context: Option<Value>,
-    #[serde(default)]
-    callback_delay_seconds: Option<i64>,
-}
-
 /// A webhook hook's answer (`invocation`: which one it was) read: its
 /// verdict, or IN_PROGRESS with what to invoke it again with. SUCCESS is
 /// HOOK_COMPLETE_SUCCEEDED; FAILED with `NonCompliant` is
@@ -257,7 +246,7 @@ struct HookResponse {
 /// HOOK_FAILED.
 pub fn read_hook_answer(body: &[u8], invocation: u32) -> HookAnswer {
     let failed = |why: String| HookAnswer::Verdict(HookStatus::Error, Some(why));
-    let answer: HookResponse = match serde_json::from_slice(body) {
+    let answer: cairn_sdk::HookProgress = match serde_json::from_slice(body) {
         Ok(a) => a,
         Err(e) => {
             let shown: String = String::from_utf8_lossy(body).chars().take(200).collect();

@@ -42,6 +42,9 @@ const MAX_FILES: usize = 1000;
 pub enum TypeKind {
     Resource,
     Module,
+    /// A hook: a library made with `cairn_sdk::export_hook!`, or a webhook
+    /// answering CloudFormation's hook requests.
+    Hook,
 }
 
 impl TypeKind {
@@ -49,6 +52,7 @@ impl TypeKind {
         match self {
             TypeKind::Resource => "RESOURCE",
             TypeKind::Module => "MODULE",
+            TypeKind::Hook => "HOOK",
         }
     }
 }

@@ -92,6 +92,14 @@ macro_rules! provider_over_calls {
                 self.invoke(&cairn_sdk::plugin::Call::Transform(req.clone()))
                     .await
             }
+
+            async fn hook(
+                &self,
+                req: &cairn_sdk::HookRequest,
+            ) -> Result<cairn_sdk::HookProgress, cairn_sdk::ProviderError> {
+                self.invoke(&cairn_sdk::plugin::Call::Hook(req.clone()))
+                    .await
+            }
         }
     };
 }

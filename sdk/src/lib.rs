@@ -10,6 +10,8 @@
 
 pub mod custom_resource;
 mod error;
+pub mod hook;
+pub mod hook_server;
 pub mod macros;
 #[cfg(feature = "plugin")]
 pub mod plugin;
@@ -19,6 +21,8 @@ mod schema;
 pub mod webhook;
 
 pub use error::{ErrorKind, ProviderError};
+pub use hook::{Hook, HookProgress, HookRequest, HookTargetType};
+pub use hook_server::{HookServer, HOOK_SCHEMA_DESCRIPTION};
 pub use macros::{MacroRequest, MacroResponse};
 pub use provider::{
     Cancellation, CreateRequest, CreateResult, DeleteRequest, DifferenceType, DriftRequest,

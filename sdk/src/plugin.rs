@@ -157,6 +157,9 @@ pub enum Call {
     /// A macro (JSON-tagged like the others: a plugin built before macros
     /// answers it as a request it cannot read).
     Transform(crate::MacroRequest),
+    /// A hook's invocation (JSON-tagged: a plugin built before hooks
+    /// answers it as a request it cannot read).
+    Hook(crate::HookRequest),
 }
 
 impl Call {
@@ -189,6 +192,7 @@ impl Call {
                 serde_json::to_value(provider.read(r).await?)
             }
             Call::Transform(r) => serde_json::to_value(provider.transform(r).await?),
+            Call::Hook(r) => serde_json::to_value(provider.hook(r).await?),
         };
         v.map_err(|e| ProviderError::internal(format!("cannot encode the result: {e}")))
     }
@@ -448,5 +452,21 @@ macro_rules! export_provider {
                 &DECL,
             )
         }
+    };
+}
+
+/// Exports a hook from a `cdylib` crate: `export_hook!("Org::Files::Mode",
+/// FileMode::default)` (its HOOK type name, and any expression of type
+/// `fn() -> H` where `H: Hook + 'static`). The library serves the hook as
+/// a provider ([`HookServer`](crate::HookServer)) whose one schema names
+/// the type, so registering it checks the library serves what it is
+/// registered as. Same requirements as [`export_provider!`].
+#[macro_export]
+macro_rules! export_hook {
+    ($type_name:expr, $make:expr) => {
+        $crate::export_provider!(|| {
+            let make = $make;
+            $crate::HookServer::new($type_name, make())
+        });
     };
 }

@@ -479,6 +479,16 @@ pub trait ResourceProvider: Send + Sync {
             req.transform_id
         )))
     }
+
+    /// Runs a hook this provider serves (a registered HOOK type whose
+    /// library is made with [`export_hook!`](crate::export_hook)): its
+    /// verdict on `req`. The default serves none.
+    async fn hook(&self, req: &crate::HookRequest) -> Result<crate::HookProgress, ProviderError> {
+        Err(ProviderError::invalid_request(format!(
+            "this provider serves no hooks (asked for {})",
+            req.hook_type_name
+        )))
+    }
 }
 
 #[cfg(test)]

@@ -789,3 +789,119 @@ fn sigkill_while_a_lambda_hook_is_in_progress_resumes_the_hook() {
         assert_eq!(cairn(&s, &["delete", stack]).code(), 0);
     }
 }
+
+/// The hook plugin's type (`tests/plugins/file-mode-hook`).
+const MODE_HOOK: &str = "Org::Files::ModeHook";
+
+/// `cairn provider test --plugin LIB [--in-process] --output json`: each
+/// test's (name, status).
+fn kit_on_hook(s: &Scratch, lib: &str, in_process: bool) -> Vec<(String, String)> {
+    let mut args = vec!["provider", "test", "--plugin", lib, "--output", "json"];
+    if in_process {
+        args.push("--in-process");
+    }
+    let run = cairn(s, &args);
+    assert_eq!(run.code(), 0, "{}{}", run.stdout(), run.stderr());
+    run.json()
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            (
+                r["Test"].as_str().unwrap_or_default().to_string(),
+                r["Status"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_hook_plugin_passes_the_kit_and_judges_once_registered_and_enabled() {
+    let s = Scratch::new();
+    s.write("cairn.toml", "");
+    let lib = crate::plugins::library("cairn_test_file_mode_hook")
+        .display()
+        .to_string();
+    // The contract kit's hook tests, in either isolation.
+    let passed: Vec<(String, String)> = [
+        "hook_declared_once",
+        "hook_pre_create_resource",
+        "hook_pre_update_resource",
+        "hook_pre_delete_resource",
+        "hook_pre_create_stack",
+        "hook_pre_create_change_set",
+    ]
+    .iter()
+    .map(|t| (t.to_string(), "PASSED".to_string()))
+    .collect();
+    assert_eq!(kit_on_hook(&s, &lib, false), passed);
+    assert_eq!(kit_on_hook(&s, &lib, true), passed);
+
+    // Packaged as a HOOK, registered with the kit run first.
+    let project = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/plugins/file-mode-hook");
+    let run = cairn(
+        &s,
+        &[
+            "provider",
+            "package",
+            project,
+            "--library",
+            &lib,
+            "-o",
+            "hook.tar.gz",
+        ],
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let run = cairn(
+        &s,
+        &[
+            "type",
+            "register",
+            "hook.tar.gz",
+            "--test",
+            "--output",
+            "json",
+        ],
+    );
+    assert_eq!(run.code(), 0, "{}{}", run.stdout(), run.stderr());
+    let described = cairn(&s, &["type", "describe", MODE_HOOK, "--output", "json"]);
+    assert_eq!(described.code(), 0, "{}", described.stderr());
+    assert_eq!(described.json()["Type"], "HOOK", "{}", described.stdout());
+
+    // Off until its configuration turns it on (as CloudFormation's).
+    let path = |name: &str| s.dir.path().join(name).display().to_string();
+    let t = s.write("open.yaml", &file_template(&path("open.txt"), "0644", "x"));
+    let run = cairn(&s, &["deploy", "open", t.to_str().unwrap()]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert!(hook_events(&s, "open").is_empty());
+
+    let configuration = r#"{"CloudFormationConfiguration": {"HookConfiguration": {"HookInvocationStatus": "ENABLED", "FailureMode": "FAIL", "TargetOperations": ["RESOURCE"], "Properties": {"RequiredMode": "0640"}}}}"#;
+    let run = cairn(&s, &["type", "configure", MODE_HOOK, configuration]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let t = s.write(
+        "strict.yaml",
+        &file_template(&path("strict.txt"), "0600", "x"),
+    );
+    let run = cairn(&s, &["deploy", "strict", t.to_str().unwrap()]);
+    assert_ne!(run.code(), 0);
+    assert_eq!(
+        reason_of(&s, "strict", "CREATE_FAILED"),
+        "The following hook(s) failed: [Org::Files::ModeHook]. Org::Files::ModeHook: Mode must be 0640, not \"0600\""
+    );
+    assert!(!std::path::Path::new(&path("strict.txt")).exists());
+    let t = s.write("fits.yaml", &file_template(&path("fits.txt"), "0640", "x"));
+    let run = cairn(&s, &["deploy", "fits", t.to_str().unwrap()]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(hook_events(&s, "fits"), passed_before_create(1));
+    // A registered hook is the platform's: no stack owns it.
+    let run = cairn(&s, &["type", "deregister", MODE_HOOK]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let t = s.write(
+        "after.yaml",
+        &file_template(&path("after.txt"), "0600", "x"),
+    );
+    assert_eq!(
+        cairn(&s, &["deploy", "after", t.to_str().unwrap()]).code(),
+        0
+    );
+}

@@ -9,6 +9,7 @@
 //! the author gave none, are derived from the schema ([`derive`]).
 
 pub mod derive;
+mod hooks;
 mod schema_check;
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -81,6 +82,10 @@ const LOGICAL_ID: &str = "ContractTest";
 /// Runs every test against `target`; resources it made are deleted before it
 /// returns (a test that fails to delete says so).
 pub async fn run(target: &Target<'_>, inputs: &Inputs) -> Vec<TestReport> {
+    // A hook's library makes no resources: its own tests.
+    if target.schema.description == cairn_sdk::HOOK_SCHEMA_DESCRIPTION {
+        return hooks::run(target, inputs).await;
+    }
     let mut run = Run {
         target,
         reports: Vec::new(),

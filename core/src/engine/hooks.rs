@@ -76,6 +76,22 @@ impl Core {
             .filter_map(|v| {
                 let mut hook: HookDefinition = match serde_json::from_str(&v.handler) {
                     Ok(h) => h,
+                    // A registered HOOK package judges once its
+                    // configuration enables it (CloudFormation's hooks are
+                    // off until SetTypeConfiguration turns them on).
+                    Err(_) if serde_json::from_str::<cairn_package::Handler>(&v.handler).is_ok() => {
+                        HookDefinition {
+                            type_name: v.type_name.clone(),
+                            handler: HookHandler::Registered {
+                                version: v.version_id.clone(),
+                            },
+                            configuration: crate::hooks::HookConfiguration {
+                                hook_invocation_status:
+                                    crate::hooks::HookInvocationStatus::Disabled,
+                                ..Default::default()
+                            },
+                        }
+                    }
                     Err(e) => {
                         tracing::warn!(hook = %v.type_name, "a hook the state keeps cannot be read, so it judges nothing: {e}");
                         return None;
@@ -535,6 +551,9 @@ impl Hooks<'_> {
                     },
                 }
             }
+            HookHandler::Registered { version } => {
+                self.run_registered(hook, version, judged, call).await
+            }
         };
         let status = match &answer {
             HookAnswer::Verdict(status, _) => *status,
@@ -544,6 +563,41 @@ impl Hooks<'_> {
             .metrics
             .hook_call(&hook.type_name, status.as_str(), started.elapsed());
         answer
+    }
+
+    /// One invocation of a registered HOOK package's `version`, through
+    /// its provider (a library's `Hook`, or a webhook), bounded by
+    /// `[hooks] timeout_seconds`.
+    async fn run_registered(
+        &self,
+        hook: &HookDefinition,
+        version: &str,
+        judged: &Judged<'_>,
+        call: &HookInvocation<'_>,
+    ) -> HookAnswer {
+        let failed = |why: String| HookAnswer::Verdict(HookStatus::Error, Some(why));
+        let provider = match self.registry.hook_provider(&hook.type_name, version) {
+            Ok(p) => p,
+            Err(why) => return failed(why),
+        };
+        let account = &self.config.identity.account_id;
+        let request = hook.webhook_request(judged, account, call);
+        let request: cairn_sdk::HookRequest = match serde_json::from_value(request) {
+            Ok(r) => r,
+            Err(e) => return failed(format!("the hook request cannot be made: {e}")),
+        };
+        let limit = Duration::from_secs(self.config.hooks.timeout_seconds.max(1));
+        match tokio::time::timeout(limit, provider.hook(&request)).await {
+            Err(_) => failed(format!(
+                "the hook gave no answer within {} seconds",
+                limit.as_secs()
+            )),
+            Ok(Err(e)) => failed(e.message),
+            Ok(Ok(progress)) => match serde_json::to_vec(&progress) {
+                Ok(bytes) => read_hook_answer(&bytes, call.invocation),
+                Err(e) => failed(e.to_string()),
+            },
+        }
     }
 
     /// Makes a hook defined in a template: its rules read and checked, then
@@ -758,7 +812,9 @@ impl Hooks<'_> {
             schema: "{}".into(),
             description: match definition.handler {
                 HookHandler::Guard { .. } => format!("Guard hook ({PRE_PROVISION})"),
-                HookHandler::Webhook { .. } => format!("Lambda hook, a webhook ({PRE_PROVISION})"),
+                HookHandler::Webhook { .. } | HookHandler::Registered { .. } => {
+                    format!("Lambda hook, a webhook ({PRE_PROVISION})")
+                }
             },
             handler,
             secret: None,

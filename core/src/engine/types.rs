@@ -238,7 +238,10 @@ impl Core {
         };
         let version = NewTypeVersion {
             type_name: checked.manifest.type_name.clone(),
-            kind: RegistryTypeKind::Resource,
+            kind: match checked.manifest.kind {
+                TypeKind::Hook => RegistryTypeKind::Hook,
+                _ => RegistryTypeKind::Resource,
+            },
             schema: checked.cloudformation_schema.to_string(),
             description: checked.manifest.description.clone(),
             handler: serde_json::to_string(&checked.manifest.handler).unwrap_or_default(),
@@ -370,9 +373,17 @@ impl Core {
                 "the package is of type {type_name}, not {asked}: register it as {type_name}"
             ));
         }
-        if package.manifest.kind != TypeKind::Resource {
+        if package.manifest.kind == TypeKind::Hook
+            && !matches!(
+                package.manifest.handler,
+                Some(cairn_package::Handler::Dylib { .. })
+            )
+        {
+            return Err("a HOOK package's handler is a library made with cairn_sdk::export_hook!; a hook served by a webhook is an AWS::CloudFormation::LambdaHook resource".into());
+        }
+        if !matches!(package.manifest.kind, TypeKind::Resource | TypeKind::Hook) {
             return Err(format!(
-                "the package is a {} type; this Cairn registers RESOURCE types",
+                "the package is a {} type; this Cairn registers RESOURCE and HOOK packages (a MODULE is registered as a module)",
                 package.manifest.kind.as_str()
             ));
         }

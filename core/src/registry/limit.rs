@@ -125,4 +125,11 @@ impl<P: ResourceProvider + ?Sized> ResourceProvider for EntryCalls<P> {
     async fn transform(&self, req: &MacroRequest) -> Result<MacroResponse, ProviderError> {
         self.limited(self.inner.transform(req)).await
     }
+
+    async fn hook(
+        &self,
+        req: &cairn_sdk::HookRequest,
+    ) -> Result<cairn_sdk::HookProgress, ProviderError> {
+        self.limited(self.inner.hook(req)).await
+    }
 }

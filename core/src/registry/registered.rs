@@ -83,6 +83,9 @@ pub(super) struct Registered {
     versions: BTreeMap<(String, String), Served>,
     /// Registered types this process will not serve, and why.
     refused: BTreeMap<String, String>,
+    /// Every live version of each registered HOOK package (a library or a
+    /// webhook judging targets; never served as a resource type).
+    hooks: BTreeMap<(String, String), Served>,
 }
 
 impl Registered {
@@ -103,6 +106,29 @@ impl Registered {
         };
         self.versions
             .get(&(type_name.to_string(), version.to_string()))
+    }
+
+    /// The provider of a registered HOOK package's `version`, started on
+    /// first need; why not when it cannot be had.
+    pub(super) fn hook(
+        &self,
+        type_name: &str,
+        version: &str,
+    ) -> Result<Arc<RegisteredType>, String> {
+        let served = self
+            .hooks
+            .get(&(type_name.to_string(), version.to_string()))
+            .ok_or_else(|| {
+                format!("version {version} of the hook {type_name} is not registered on this engine (deregistered, or registered after this engine last read the registry)")
+            })?;
+        served
+            .provider
+            .start_for(type_name, &BTreeMap::new(), &[])
+            .ok_or_else(|| {
+                served.provider.failure().unwrap_or_else(|| {
+                    format!("the library or webhook of the hook {type_name} does not serve it")
+                })
+            })
     }
 
     pub(super) fn defaults(&self) -> BTreeMap<String, String> {
@@ -159,6 +185,31 @@ impl Registry {
             generation: Some(generation),
             ..Registered::default()
         };
+        // HOOK packages (a template's hook keeps its definition, not a
+        // package's handler, and is run by the engine itself).
+        for v in versions.iter().filter(|v| {
+            !v.deprecated
+                && v.kind == RegistryTypeKind::Hook
+                && serde_json::from_str::<cairn_package::Handler>(&v.handler).is_ok()
+        }) {
+            let key = (v.type_name.clone(), v.version_id.clone());
+            let kept = current
+                .hooks
+                .get(&key)
+                .filter(|s| s.package_sha256 == v.package_sha256);
+            let provider = match kept {
+                Some(s) => s.provider.clone(),
+                None => self.lazy_version(store, loader, v, None),
+            };
+            next.hooks.insert(
+                key,
+                Served {
+                    package_sha256: v.package_sha256.clone(),
+                    configuration: None,
+                    provider,
+                },
+            );
+        }
         for v in versions
             .into_iter()
             // Modules expand into templates: nothing serves them.
@@ -188,19 +239,7 @@ impl Registry {
             });
             let provider = match kept {
                 Some(s) => s.provider.clone(),
-                None => {
-                    let package = PackageSource::Stored {
-                        store: store.clone(),
-                        type_name: v.type_name.clone(),
-                        version_id: v.version_id.clone(),
-                    };
-                    let name = format!("{} version {}", v.type_name, v.version_id);
-                    Arc::new(LazyProvider::new(
-                        &name,
-                        Some(vec![v.type_name.clone()]),
-                        loader.starter(&v, package, configuration.clone()),
-                    ))
-                }
+                None => self.lazy_version(store, loader, &v, configuration.clone()),
             };
             next.versions.insert(
                 key,
@@ -219,6 +258,40 @@ impl Registry {
         );
         self.set_registered(next);
         Ok(true)
+    }
+
+    /// The provider of a registered version, started on first need.
+    fn lazy_version(
+        &self,
+        store: &Arc<dyn Store>,
+        loader: &dyn VersionLoader,
+        v: &TypeVersionRecord,
+        configuration: Option<String>,
+    ) -> Arc<LazyProvider> {
+        let package = PackageSource::Stored {
+            store: store.clone(),
+            type_name: v.type_name.clone(),
+            version_id: v.version_id.clone(),
+        };
+        let name = format!("{} version {}", v.type_name, v.version_id);
+        Arc::new(LazyProvider::new(
+            &name,
+            Some(vec![v.type_name.clone()]),
+            loader.starter(v, package, configuration),
+        ))
+    }
+
+    /// The provider of `version` of the registered HOOK package
+    /// `type_name` (a library's or a webhook's), started on first need;
+    /// why not when it cannot be had.
+    pub fn hook_provider(
+        &self,
+        type_name: &str,
+        version: &str,
+    ) -> Result<Arc<dyn cairn_sdk::ResourceProvider>, String> {
+        self.registered_now()
+            .hook(type_name, version)
+            .map(|t| t.provider.clone())
     }
 
     /// Who claims `type_name` besides the registry: a built-in, a
