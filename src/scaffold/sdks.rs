@@ -16,6 +16,11 @@ const RUST: &[(&str, &str)] = &[
         include_str!("../../sdk/src/custom_resource.rs"),
     ),
     ("src/error.rs", include_str!("../../sdk/src/error.rs")),
+    ("src/hook.rs", include_str!("../../sdk/src/hook.rs")),
+    (
+        "src/hook_server.rs",
+        include_str!("../../sdk/src/hook_server.rs"),
+    ),
     ("src/macros.rs", include_str!("../../sdk/src/macros.rs")),
     ("src/plugin.rs", include_str!("../../sdk/src/plugin.rs")),
     ("src/provider.rs", include_str!("../../sdk/src/provider.rs")),
