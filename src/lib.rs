@@ -94,6 +94,14 @@ enum Lang {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ProjectKind {
+    /// A resource provider.
+    Resource,
+    /// A hook: checks before resources are created, updated or deleted.
+    Hook,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Transport {
     /// A dynamic library Cairn loads (Rust only).
     Dylib,
@@ -111,10 +119,15 @@ struct ProviderNewArgs {
     /// TypeScript providers are webhook handlers.
     #[arg(long, value_enum)]
     transport: Option<Transport>,
+    /// What it serves: a resource type, or a hook (CloudFormation's HOOK
+    /// type: a Rust plugin library).
+    #[arg(long, value_enum, default_value = "resource")]
+    kind: ProjectKind,
     /// The directory to create (default: NAME).
     #[arg(long)]
     dir: Option<PathBuf>,
-    /// The resource type it serves (default Example::<Name>::Note).
+    /// The resource type it serves (default Example::<Name>::Note; a hook:
+    /// Example::<Name>::Hook).
     #[arg(long)]
     type_name: Option<String>,
     /// Depend on cairn-sdk at this path (a Cairn checkout's sdk/). Default:
@@ -927,6 +940,11 @@ async fn run_command(
 /// transport asked for.
 fn provider_new(a: &ProviderNewArgs) -> anyhow::Result<()> {
     let kind = match (a.lang, a.transport) {
+        _ if a.kind == ProjectKind::Hook => match (a.lang, a.transport) {
+            (Lang::Rust, None | Some(Transport::Dylib)) => scaffold::Kind::RustHook,
+            (Lang::Rust, Some(Transport::Webhook)) => anyhow::bail!("a hook served by a webhook is an AWS::CloudFormation::LambdaHook resource (README, Hooks): cairn provider new --kind hook makes a Rust plugin; leave out --transport"),
+            (Lang::Python | Lang::Typescript, _) => anyhow::bail!("a Python or TypeScript hook is a Lambda hook function behind the SDK's Lambda adapter, named by an AWS::CloudFormation::LambdaHook (README, Hooks); cairn provider new --kind hook makes a Rust plugin: give --lang rust"),
+        },
         (Lang::Rust, Some(Transport::Dylib)) => scaffold::Kind::RustDylib,
         (Lang::Rust, Some(Transport::Webhook)) => scaffold::Kind::RustWebhook,
         (Lang::Rust, None) => {

@@ -22,6 +22,8 @@ pub enum Kind {
     RustWebhook,
     Python,
     TypeScript,
+    /// A hook (CloudFormation's HOOK type) in a Rust plugin library.
+    RustHook,
 }
 
 pub struct Args<'a> {
@@ -54,6 +56,11 @@ const PY_PROVIDER: &str = include_str!("scaffold/python/provider.py.tmpl");
 const PY_PROJECT: &str = include_str!("scaffold/python/pyproject.toml.tmpl");
 const TS_PROVIDER: &str = include_str!("scaffold/typescript/provider.ts.tmpl");
 const TS_CONFIG: &str = include_str!("scaffold/typescript/tsconfig.json.tmpl");
+const HOOK_LIB_RS: &str = include_str!("scaffold/rust/hook_lib.rs.tmpl");
+const HOOK_README: &str = include_str!("scaffold/hook/README.md.tmpl");
+const HOOK_TEMPLATE_YAML: &str = include_str!("scaffold/hook/template.yaml.tmpl");
+const HOOK_OPEN_YAML: &str = include_str!("scaffold/hook/open.yaml.tmpl");
+const HOOK_CONFIGURATION: &str = include_str!("scaffold/hook/configuration.json.tmpl");
 
 /// `my-notes` -> `MyNotes`.
 fn camel(name: &str) -> String {
@@ -116,6 +123,16 @@ fn recipe(kind: Kind, crate_name: &str, port: u16) -> Recipe {
         "cairn provider test --webhook {url} --secret change-me --drift --read --properties inputs.yaml"
     );
     match kind {
+        Kind::RustHook => {
+            let lib = format!("target/debug/lib{}.so", crate_name.replace('-', "_"));
+            Recipe {
+                build: "cargo build".into(),
+                start: None,
+                test: format!("cairn provider test --plugin {lib}"),
+                entry: String::new(),
+                package: format!("--library {lib}"),
+            }
+        }
         Kind::RustDylib => {
             let lib = format!("target/debug/lib{}.so", crate_name.replace('-', "_"));
             Recipe {
@@ -174,10 +191,14 @@ fn checkout_dir(p: &Path, flag: &str, marker: &str, which: &str) -> anyhow::Resu
 /// Writes the project; returns its directory.
 pub fn run(args: &Args<'_>) -> anyhow::Result<PathBuf> {
     check_name(args.name)?;
+    let hook = args.kind == Kind::RustHook;
     let type_name = args
         .type_name
         .map(str::to_string)
-        .unwrap_or_else(|| format!("Example::{}::Note", camel(args.name)));
+        .unwrap_or_else(|| match hook {
+            true => format!("Example::{}::Hook", camel(args.name)),
+            false => format!("Example::{}::Note", camel(args.name)),
+        });
     check_type(&type_name)?;
     let dir = args
         .dir
@@ -224,6 +245,7 @@ pub fn run(args: &Args<'_>) -> anyhow::Result<PathBuf> {
         Kind::RustWebhook => "A Rust webhook handler (Cairn calls it over HTTP)",
         Kind::Python => "A Python webhook handler on Cairn's Python SDK",
         Kind::TypeScript => "A TypeScript webhook handler on Cairn's TypeScript SDK",
+        Kind::RustHook => "A Rust hook plugin (a dynamic library Cairn loads)",
     };
     // The SDK is not on npm: a checkout's is built once before the project
     // (the project's own copy is built by the project's build).
@@ -239,10 +261,10 @@ pub fn run(args: &Args<'_>) -> anyhow::Result<PathBuf> {
             .as_ref()
             .map(|s| format!("{s}    # start the handler")),
         Some(format!("{}   # the contract tests", r.test)),
-        Some(
-            "cairn --config cairn.toml deploy demo template.yaml   # a stack with one note".into(),
-        ),
-        Some("cairn --config cairn.toml delete demo".into()),
+        (!hook).then(|| {
+            "cairn --config cairn.toml deploy demo template.yaml   # a stack with one note".into()
+        }),
+        (!hook).then(|| "cairn --config cairn.toml delete demo".into()),
     ]
     .into_iter()
     .flatten()
@@ -250,8 +272,19 @@ pub fn run(args: &Args<'_>) -> anyhow::Result<PathBuf> {
     .join("\n");
     // A webhook's engines read its signing secret from where the
     // registration names (never from the package).
-    let webhook = args.kind != Kind::RustDylib;
+    let webhook = !matches!(args.kind, Kind::RustDylib | Kind::RustHook);
     let package = format!("{}.tar.gz", args.name);
+    let hook_steps = [
+        format!("cairn provider package . {} -o {package}", r.package),
+        format!("cairn --state registry.db type register {package} --test"),
+        format!("cairn --state registry.db type configure {type_name} @configuration.json"),
+        "cairn --state registry.db deploy demo template.yaml".into(),
+        "cairn --state registry.db deploy open open.yaml || echo \"open: refused by the hook\""
+            .into(),
+        "cairn --state registry.db delete open".into(),
+        "cairn --state registry.db delete demo".into(),
+    ]
+    .join("\n");
     let register_steps = [
         Some(format!(
             "cairn provider package . {} -o {package}",
@@ -273,6 +306,10 @@ pub fn run(args: &Args<'_>) -> anyhow::Result<PathBuf> {
     .flatten()
     .collect::<Vec<_>>()
     .join("\n");
+    let register_steps = match hook {
+        true => hook_steps,
+        false => register_steps,
+    };
     let values = [
         ("crate", args.name.to_string()),
         ("type", type_name.clone()),
@@ -294,13 +331,23 @@ pub fn run(args: &Args<'_>) -> anyhow::Result<PathBuf> {
         ("entry", r.entry.clone()),
         ("port", args.port.to_string()),
     ];
-    let mut files: Vec<(&str, &str)> = vec![
-        ("template.yaml", TEMPLATE_YAML),
-        ("inputs.yaml", INPUTS_YAML),
-        (".gitignore", GITIGNORE),
-        ("README.md", README),
-    ];
+    let mut files: Vec<(&str, &str)> = match hook {
+        true => vec![
+            ("template.yaml", HOOK_TEMPLATE_YAML),
+            ("open.yaml", HOOK_OPEN_YAML),
+            ("configuration.json", HOOK_CONFIGURATION),
+            (".gitignore", GITIGNORE),
+            ("README.md", HOOK_README),
+        ],
+        false => vec![
+            ("template.yaml", TEMPLATE_YAML),
+            ("inputs.yaml", INPUTS_YAML),
+            (".gitignore", GITIGNORE),
+            ("README.md", README),
+        ],
+    };
     match args.kind {
+        Kind::RustHook => files.extend([("Cargo.toml", PLUGIN_CARGO), ("src/lib.rs", HOOK_LIB_RS)]),
         Kind::RustDylib => files.extend([
             ("Cargo.toml", PLUGIN_CARGO),
             ("src/lib.rs", PLUGIN_LIB_RS),
@@ -329,10 +376,12 @@ pub fn run(args: &Args<'_>) -> anyhow::Result<PathBuf> {
         std::fs::write(&path, fill(template, &values))
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
-    std::fs::write(dir.join("cairn.toml"), &r.entry)
-        .with_context(|| format!("cannot write {}", dir.join("cairn.toml").display()))?;
+    if !hook {
+        std::fs::write(dir.join("cairn.toml"), &r.entry)
+            .with_context(|| format!("cannot write {}", dir.join("cairn.toml").display()))?;
+    }
     match args.kind {
-        Kind::RustDylib | Kind::RustWebhook if args.sdk_path.is_none() => {
+        Kind::RustDylib | Kind::RustWebhook | Kind::RustHook if args.sdk_path.is_none() => {
             sdks::write_rust(&dir.join(sdks::RUST_DIR))?
         }
         Kind::Python if args.python_sdk.is_none() => {
@@ -469,6 +518,8 @@ mod tests {
             README,
             PY_PROVIDER,
             TS_PROVIDER,
+            HOOK_LIB_RS,
+            HOOK_README,
         ] {
             let keys = [
                 "crate",

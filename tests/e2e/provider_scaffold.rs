@@ -105,43 +105,7 @@ fn new_project_runs(
         steps.iter().any(|l| l.starts_with("cairn provider test ")),
         "{steps:?}"
     );
-    // The Rust projects build into one shared directory (their `target`
-    // is a link to it): the second one reuses the first one's compiled
-    // dependencies instead of building serde, tokio and the SDK again on
-    // CI's two cores. Cargo's lock on that directory orders the builds.
-    if project.join("Cargo.toml").exists() {
-        let shared = Path::new(env!("CARGO_TARGET_TMPDIR")).join("scaffold-target");
-        std::fs::create_dir_all(&shared).expect("the shared target directory");
-        std::os::unix::fs::symlink(&shared, project.join("target")).expect("link target");
-    }
-    let cairn_dir = Path::new(env!("CARGO_BIN_EXE_cairn"))
-        .parent()
-        .expect("the binary's directory")
-        .to_path_buf();
-    let path = format!(
-        "{}:{}",
-        cairn_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    // The steps as a person runs them; a handler started with `&` is
-    // stopped at the end.
-    let script = format!(
-        "set -e\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n{}\n{}\n",
-        steps.join("\n"),
-        registry_steps.join("\n")
-    );
-    let out = Command::new("bash")
-        .args(["-c", &script])
-        .current_dir(&project)
-        .env("PATH", path)
-        .env_remove("CARGO_TARGET_DIR")
-        .env_remove("CAIRN_CONFIG")
-        .env_remove("CAIRN_STATE")
-        .output()
-        .expect("bash runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let (stdout, stderr) = run_steps(&project, &[steps, registry_steps].concat());
     for (line, times) in [
         ("13 passed, 0 failed, 0 skipped", 1),
         // Loaded from cairn.toml, then registered.
@@ -166,6 +130,49 @@ fn new_project_runs(
         .unwrap_or_default();
     assert!(left.is_empty(), "{left:?}");
     (s, project)
+}
+
+/// Runs `steps` in `project` as a person would, in a shell whose `cairn`
+/// is the binary under test (a handler started with `&` is stopped at the
+/// end); panics when one fails. What they printed.
+fn run_steps(project: &Path, steps: &[String]) -> (String, String) {
+    // The Rust projects build into one shared directory (their `target`
+    // is a link to it): the second one reuses the first one's compiled
+    // dependencies instead of building serde, tokio and the SDK again on
+    // CI's two cores. Cargo's lock on that directory orders the builds.
+    if project.join("Cargo.toml").exists() {
+        let shared = Path::new(env!("CARGO_TARGET_TMPDIR")).join("scaffold-target");
+        std::fs::create_dir_all(&shared).expect("the shared target directory");
+        std::os::unix::fs::symlink(&shared, project.join("target")).expect("link target");
+    }
+    let cairn_dir = Path::new(env!("CARGO_BIN_EXE_cairn"))
+        .parent()
+        .expect("the binary's directory")
+        .to_path_buf();
+    let path = format!(
+        "{}:{}",
+        cairn_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    // The steps as a person runs them; a handler started with `&` is
+    // stopped at the end.
+    let script = format!(
+        "set -e\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n{}\n",
+        steps.join("\n")
+    );
+    let out = Command::new("bash")
+        .args(["-c", &script])
+        .current_dir(project)
+        .env("PATH", path)
+        .env_remove("CARGO_TARGET_DIR")
+        .env_remove("CAIRN_CONFIG")
+        .env_remove("CAIRN_STATE")
+        .output()
+        .expect("bash runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    (stdout, stderr)
 }
 
 #[test]
@@ -238,6 +245,14 @@ fn provider_new_refuses_what_it_cannot_make() {
         "dylib",
     ]);
     assert_eq!(run.code(), 1);
+    let run = s.cairn(&["provider", "new", "x", "--kind", "hook", "--lang", "python"]);
+    assert_eq!(run.code(), 1);
+    assert!(
+        run.stderr()
+            .starts_with("error: a Python or TypeScript hook is a Lambda hook function"),
+        "{}",
+        run.stderr()
+    );
     std::fs::create_dir(s.dir.path().join("x")).expect("mkdir x");
     let run = s.cairn(&["provider", "new", "x", "--lang", "python"]);
     assert_eq!(run.code(), 1);
@@ -245,4 +260,54 @@ fn provider_new_refuses_what_it_cannot_make() {
         run.stderr().trim_end(),
         "error: x already exists; give another NAME or --dir"
     );
+}
+
+/// A hook project: its README builds it, runs the kit's hook tests, then
+/// packages, registers, turns on the hook and deploys a stack it lets
+/// through and one it refuses.
+#[test]
+fn a_new_rust_hook_builds_passes_the_kit_and_judges_once_registered() {
+    let s = Scratch::new();
+    let sdk = concat!(env!("CARGO_MANIFEST_DIR"), "/sdk");
+    let run = s.cairn(&[
+        "provider",
+        "new",
+        "file-rules",
+        "--kind",
+        "hook",
+        "--lang",
+        "rust",
+        "--sdk-path",
+        sdk,
+    ]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let project = s.dir.path().join("file-rules");
+    let steps = readme_steps(&project, 1);
+    assert_eq!(
+        steps,
+        [
+            "cargo build                       # build",
+            "cairn provider test --plugin target/debug/libfile_rules.so   # the contract tests",
+        ]
+    );
+    let registry_steps = readme_steps(&project, 2);
+    let (stdout, stderr) = run_steps(&project, &[steps, registry_steps].concat());
+    for (line, times) in [
+        ("6 passed, 0 failed, 0 skipped", 1),
+        ("stack demo is CREATE_COMPLETE", 1),
+        ("open: refused by the hook", 1),
+        ("stack demo is DELETE_COMPLETE", 1),
+    ] {
+        assert_eq!(
+            stdout.lines().filter(|l| *l == line).count(),
+            times,
+            "{line:?} in:\n{stdout}\n{stderr}"
+        );
+    }
+    assert!(
+        stderr.contains("every Cairn::Local::File must have Mode 0600, not 0644"),
+        "{stderr}"
+    );
+    assert!(!project.join("open.txt").exists());
+    assert!(!project.join("kept.txt").exists());
 }
