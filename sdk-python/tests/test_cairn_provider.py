@@ -236,5 +236,45 @@ class Macros(unittest.TestCase):
         httpd.server_close()
 
 
+class Hooks(unittest.TestCase):
+    class Mode(cp.Hook):
+        def pre_create(self, request):
+            if request.target_name != "Cairn::Local::File":
+                return cp.success()
+            if request.callback_context.get("looked") is not True:
+                return cp.in_progress({"looked": True}, 0)
+            if request.resource_properties.get("Mode") != request.hook_model.get("Mode", "0600"):
+                return cp.non_compliant("Mode must be 0600")
+            return cp.success()
+
+        def pre_update(self, request):
+            raise ValueError("broken")
+
+    @staticmethod
+    def event(point, mode, context=None):
+        return {"clientRequestToken": "t-1", "hookTypeName": "Org::Files::Mode",
+                "actionInvocationPoint": point, "hookModel": {},
+                "requestData": {"targetName": "Cairn::Local::File", "targetType": "RESOURCE",
+                                "targetLogicalId": "F",
+                                "targetModel": {"resourceProperties": {"Mode": mode}}},
+                "requestContext": {"invocation": 1, "callbackContext": context or {}}}
+
+    def test_each_invocation_point_is_answered_with_the_token(self):
+        hook = self.Mode()
+        first = cp.hook.run(hook, self.event("CREATE_PRE_PROVISION", "0644"))
+        self.assertEqual(first, {"hookStatus": "IN_PROGRESS", "callbackContext": {"looked": True},
+                                 "callbackDelaySeconds": 0, "clientRequestToken": "t-1"})
+        refused = cp.hook.run(hook, self.event("CREATE_PRE_PROVISION", "0644", {"looked": True}))
+        self.assertEqual(refused, {"hookStatus": "FAILED", "errorCode": "NonCompliant",
+                                   "message": "Mode must be 0600", "clientRequestToken": "t-1"})
+        ok = cp.hook.run(hook, self.event("CREATE_PRE_PROVISION", "0600", {"looked": True}))
+        self.assertEqual(ok["hookStatus"], "SUCCESS")
+        broken = cp.hook.run(hook, self.event("UPDATE_PRE_PROVISION", "0600"))
+        self.assertEqual((broken["errorCode"], broken["message"]),
+                         ("InternalFailure", "ValueError: broken"))
+        self.assertEqual(cp.hook.run(hook, self.event("DELETE_PRE_PROVISION", "0644"))["hookStatus"],
+                         "SUCCESS")
+
+
 if __name__ == "__main__":
     unittest.main()

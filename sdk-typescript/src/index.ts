@@ -10,4 +10,6 @@ export { signatureProblem, SIGNATURE_TOLERANCE } from "./signing";
 export { putResponse } from "./respond";
 export { LambdaContext, invoke, loadHandler } from "./lambda";
 export { runCdk, CREATE_FAILED_MARKER } from "./cdk";
+export { hookRequest, hookServer, inProgress, internalFailure, nonCompliant, runHook, serveHook, success } from "./hook";
+export type { Hook, HookRequest, HookResponse } from "./hook";
 export type { CdkHandlers } from "./cdk";

@@ -122,3 +122,36 @@ test("a callback-style handler and context.succeed settle an invocation", async 
     c.done();
   }, {}, "f", 60);
 });
+
+test("a hook is answered by its invocation point, the token echoed", async () => {
+  const hook = {
+    preCreate: (req) => {
+      if (req.callbackContext.looked !== true) return sdk.inProgress({ looked: true });
+      return req.resourceProperties.Mode === "0600" ? sdk.success() : sdk.nonCompliant(`Mode must be 0600, not ${req.resourceProperties.Mode}`);
+    },
+    preUpdate: () => {
+      throw new TypeError("broken");
+    },
+  };
+  const event = (point, mode, context) => ({
+    clientRequestToken: "t-1",
+    actionInvocationPoint: point,
+    requestData: { targetName: "Cairn::Local::File", targetType: "RESOURCE", targetLogicalId: "F", targetModel: { resourceProperties: { Mode: mode } } },
+    requestContext: { invocation: 1, callbackContext: context ?? {} },
+  });
+  assert.deepEqual(await sdk.runHook(hook, event("CREATE_PRE_PROVISION", "0644")), {
+    hookStatus: "IN_PROGRESS",
+    callbackContext: { looked: true },
+    callbackDelaySeconds: 0,
+    clientRequestToken: "t-1",
+  });
+  assert.deepEqual(await sdk.runHook(hook, event("CREATE_PRE_PROVISION", "0644", { looked: true })), {
+    hookStatus: "FAILED",
+    errorCode: "NonCompliant",
+    message: "Mode must be 0600, not 0644",
+    clientRequestToken: "t-1",
+  });
+  const broken = await sdk.runHook(hook, event("UPDATE_PRE_PROVISION", "0600"));
+  assert.equal(broken.message, "TypeError: broken");
+  assert.equal((await sdk.runHook(hook, event("DELETE_PRE_PROVISION", "0644"))).hookStatus, "SUCCESS");
+});

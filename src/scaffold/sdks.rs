@@ -46,6 +46,10 @@ const PYTHON: &[(&str, &str)] = &[
         include_str!("../../sdk-python/cairn_provider/errors.py"),
     ),
     (
+        "cairn_provider/hook.py",
+        include_str!("../../sdk-python/cairn_provider/hook.py"),
+    ),
+    (
         "cairn_provider/lambda_adapter.py",
         include_str!("../../sdk-python/cairn_provider/lambda_adapter.py"),
     ),
@@ -80,6 +84,10 @@ const TYPESCRIPT: &[(&str, &str)] = &[
     (
         "tsconfig.json",
         include_str!("../../sdk-typescript/tsconfig.json"),
+    ),
+    (
+        "src/hook.ts",
+        include_str!("../../sdk-typescript/src/hook.ts"),
     ),
     (
         "src/cdk.ts",

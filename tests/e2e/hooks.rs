@@ -905,3 +905,120 @@ fn a_hook_plugin_passes_the_kit_and_judges_once_registered_and_enabled() {
         0
     );
 }
+
+/// A hook on the Python SDK (`cairn_provider.Hook`), served with
+/// `serve_hook`: a file's Mode must be the configuration's.
+const PYTHON_SDK_HOOK: &str = r#"import cairn_provider as cp
+
+
+class FileMode(cp.Hook):
+    def pre_create(self, request):
+        if request.target_name != "Cairn::Local::File":
+            return cp.success()
+        if request.callback_context.get("looked") is not True:
+            return cp.in_progress({"looked": True}, 0)
+        mode = request.resource_properties.get("Mode")
+        if mode != "0600":
+            return cp.non_compliant("python: Mode must be 0600, not %s" % mode)
+        return cp.success()
+
+
+cp.serve_hook(FileMode())
+"#;
+
+/// A hook on the TypeScript SDK (`Hook`, `serveHook`): a test resource's
+/// Value may not be "forbidden".
+const TYPESCRIPT_SDK_HOOK: &str = r#"const sdk = require(process.env.CAIRN_TS_SDK);
+sdk.serveHook({
+  preCreate: (req) =>
+    req.targetName === "Cairn::Test::Resource" && req.resourceProperties.Value === "forbidden"
+      ? sdk.nonCompliant("typescript: Value may not be forbidden")
+      : sdk.success(),
+});
+"#;
+
+#[test]
+fn hooks_written_with_the_python_and_typescript_sdks_judge_as_lambda_hooks() {
+    let s = Scratch::new();
+    let ts_sdk = concat!(env!("CARGO_MANIFEST_DIR"), "/sdk-typescript/dist/index.js");
+    assert!(
+        std::path::Path::new(ts_sdk).exists(),
+        "{ts_sdk} is missing: `cargo xtask test` builds it (npm ci && npm run build in sdk-typescript)"
+    );
+    s.write("py_hook.py", PYTHON_SDK_HOOK);
+    s.write("ts_hook.js", TYPESCRIPT_SDK_HOOK);
+    let mut py = crate::support::python();
+    py.arg(s.dir.path().join("py_hook.py"))
+        .args(["--listen", "127.0.0.1:0", "--secret", SECRET])
+        .env(
+            "PYTHONPATH",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/sdk-python"),
+        );
+    let py = crate::webhooks::Program::start(py);
+    let mut ts = std::process::Command::new("node");
+    ts.arg(s.dir.path().join("ts_hook.js"))
+        .args(["--listen", "127.0.0.1:0", "--secret", SECRET])
+        .env("CAIRN_TS_SDK", ts_sdk);
+    let ts = crate::webhooks::Program::start(ts);
+    s.write(
+        "cairn.toml",
+        &format!("[webhooks]\nsecret = \"{SECRET}\"\n"),
+    );
+    let hooks = format!(
+        "Resources:\n{}{}",
+        lambda_hook_resource(
+            "Py",
+            "Private::Python::FileMode",
+            &format!("http://127.0.0.1:{}/", py.port),
+            "Cairn::Local::File",
+            "RESOURCE"
+        ),
+        lambda_hook_resource(
+            "Ts",
+            "Private::TypeScript::NoForbidden",
+            &format!("http://127.0.0.1:{}/", ts.port),
+            "Cairn::Test::Resource",
+            "RESOURCE"
+        ),
+    );
+    let t = s.write("hooks.yaml", &hooks);
+    let run = cairn(&s, &["deploy", "hooks", t.to_str().unwrap()]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let stack = |mode: &str, value: &str| {
+        let file = s.dir.path().join(format!("f{mode}{value}.txt"));
+        format!(
+            "{}  T:\n    Type: Cairn::Test::Resource\n    Properties: {{Value: {value}}}\n",
+            file_template(&file.display().to_string(), mode, "x")
+        )
+    };
+    let t = s.write("ok.yaml", &stack("0600", "fine"));
+    let run = cairn(&s, &["deploy", "ok", t.to_str().unwrap()]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    // Each resource judged by its own hook (the two resources in parallel).
+    let mut judged = hook_events(&s, "ok");
+    judged.sort();
+    let mut expected = passed_before_create(2);
+    expected.sort();
+    assert_eq!(judged, expected);
+    let t = s.write("open.yaml", &stack("0644", "fine"));
+    assert_ne!(
+        cairn(&s, &["deploy", "open", t.to_str().unwrap()]).code(),
+        0
+    );
+    assert_eq!(
+        reason_of(&s, "open", "CREATE_FAILED"),
+        "The following hook(s) failed: [Private::Python::FileMode]. Private::Python::FileMode: python: Mode must be 0600, not 0644"
+    );
+    let t = s.write("forbidden.yaml", &stack("0600", "forbidden"));
+    assert_ne!(
+        cairn(&s, &["deploy", "forbidden", t.to_str().unwrap()]).code(),
+        0
+    );
+    assert_eq!(
+        reason_of(&s, "forbidden", "CREATE_FAILED"),
+        "The following hook(s) failed: [Private::TypeScript::NoForbidden]. Private::TypeScript::NoForbidden: typescript: Value may not be forbidden"
+    );
+    for stack in ["ok", "open", "forbidden", "hooks"] {
+        assert_eq!(cairn(&s, &["delete", stack]).code(), 0);
+    }
+}
