@@ -23,6 +23,15 @@ use crate::stack::{OutputRecord, Snapshot, StackRecord, Tag};
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct OperationOptions {
+    /// The STACK-target hooks judging the operation while one of them
+    /// answered IN_PROGRESS (a HOOK call: the waiting hook's token and
+    /// where the hooks stand), so a crash resumes that hook.
+    #[serde(
+        default,
+        deserialize_with = "lenient",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub stack_hooks: Option<crate::stack::PendingCall>,
     /// A delete's resources to keep (DeleteStack's RetainResources).
     #[serde(
         default,

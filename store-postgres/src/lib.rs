@@ -1732,6 +1732,24 @@ impl Operations for PgStore {
             .await
     }
 
+    async fn set_operation_options(
+        &self,
+        lease: &Lease,
+        options: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        fence(&tx, lease, &self.read_only).await?;
+        run(
+            &tx,
+            "UPDATE operations SET options = $1 WHERE stack_id = $2",
+            &[&json_text(options)?, &lease.stack_id],
+        )
+        .await
+        .map_err(backend)?;
+        tx.commit().await.map_err(backend)
+    }
+
     async fn note_resume(&self, stack_id: &str) -> Result<u32, StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;

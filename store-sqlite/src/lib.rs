@@ -1304,6 +1304,24 @@ impl Operations for SqliteStore {
             .await
     }
 
+    async fn set_operation_options(
+        &self,
+        lease: &Lease,
+        options: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        let (lease, options) = (lease.clone(), json_text(options)?);
+        self.run(move |c| {
+            fence(c, &lease)?;
+            c.execute(
+                "UPDATE operations SET options = ?1 WHERE stack_id = ?2",
+                params![options, lease.stack_id],
+            )
+            .map_err(backend)?;
+            Ok(())
+        })
+        .await
+    }
+
     async fn request_cancel(&self, stack_id: &str) -> Result<bool, StoreError> {
         let id = stack_id.to_string();
         self.run(move |c| {

@@ -790,7 +790,10 @@ async fn resources_operations_and_history(store: &dyn Store) {
     let names: Vec<&str> = rows.iter().map(|r| r.logical_id.as_str()).collect();
     assert_eq!(names, ["Kept", "Other"]);
     assert_eq!(rows[0], kept);
-    assert_eq!(store.operation(&o.stack_id).await.unwrap(), Some(op));
+    assert_eq!(
+        store.operation(&o.stack_id).await.unwrap(),
+        Some(op.clone())
+    );
     let begun = store.find_stack(&o.stack_id).await.unwrap().unwrap();
     assert_eq!(begun.status, StackStatus::UpdateInProgress);
     assert_eq!(begun.template_body, start.stack.template_body);
@@ -810,6 +813,25 @@ async fn resources_operations_and_history(store: &dyn Store) {
         .await
         .unwrap();
     assert_eq!(store.note_resume(&o.stack_id).await.unwrap(), 1);
+    // What the operation learnt is kept in its options (a stack hook's
+    // IN_PROGRESS), the rest of its record unchanged; fenced.
+    let learnt = json!({"StackHooks": {"action": "HOOK", "request_id": "tok"}});
+    store
+        .set_operation_options(&o_lease, &learnt)
+        .await
+        .unwrap();
+    let mut with_options = op.clone();
+    with_options.options = learnt.clone();
+    assert_eq!(
+        store.operation(&o.stack_id).await.unwrap(),
+        Some(with_options)
+    );
+    let mut stale = o_lease.clone();
+    stale.token -= 1;
+    assert!(store
+        .set_operation_options(&stale, &json!({}))
+        .await
+        .is_err());
     store.clear_operation(&o_lease).await.unwrap();
     assert_eq!(store.operation(&o.stack_id).await.unwrap(), None);
     // A stack inserted with its operation has both at once.

@@ -269,6 +269,15 @@ impl Operations for CrashStore {
         self.inner.clear_operation(lease).await
     }
 
+    async fn set_operation_options(
+        &self,
+        lease: &Lease,
+        options: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        self.write().await?;
+        self.inner.set_operation_options(lease, options).await
+    }
+
     async fn note_resume(&self, stack_id: &str) -> Result<u32, StoreError> {
         self.write().await?;
         self.inner.note_resume(stack_id).await

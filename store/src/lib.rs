@@ -287,6 +287,15 @@ pub trait Operations: Send + Sync {
 
     async fn clear_operation(&self, lease: &Lease) -> Result<(), StoreError>;
 
+    /// Replaces the options of the stack's operation (fenced by `lease`):
+    /// what the operation learnt that a resume must know (a stack hook's
+    /// IN_PROGRESS).
+    async fn set_operation_options(
+        &self,
+        lease: &Lease,
+        options: &serde_json::Value,
+    ) -> Result<(), StoreError>;
+
     /// Counts one more attempt to resume the stack's abandoned operation and
     /// returns how many attempts in a row found no progress since the one
     /// before (no event recorded between them); 1 after progress.

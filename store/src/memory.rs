@@ -519,6 +519,20 @@ impl Operations for MemoryStore {
         })
     }
 
+    async fn set_operation_options(
+        &self,
+        lease: &Lease,
+        options: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        self.with(|st| {
+            st.fence(lease)?;
+            if let Some(o) = st.operations.get_mut(&lease.stack_id) {
+                o.record.options = options.clone();
+            }
+            Ok(())
+        })
+    }
+
     async fn note_resume(&self, stack_id: &str) -> Result<u32, StoreError> {
         self.with(|st| {
             let events = st.event_count(stack_id) as i64;

@@ -707,6 +707,17 @@ fn a_lambda_hook_is_invoked_again_with_its_callback_context_and_an_unreachable_o
 
 #[test]
 fn sigkill_while_a_lambda_hook_is_in_progress_resumes_the_hook() {
+    killed_while_in_progress("RESOURCE", "Secret");
+}
+
+#[test]
+fn sigkill_while_a_stack_lambda_hook_is_in_progress_resumes_the_hook() {
+    killed_while_in_progress("STACK", "app");
+}
+
+/// Kills the engine while a Lambda hook targeting `operation` waits
+/// between two invocations about `target`, then resumes it.
+fn killed_while_in_progress(operation: &str, target: &str) {
     let s = Scratch::new();
     // Three seconds between invocations: time to kill the engine while it
     // waits.
@@ -723,7 +734,7 @@ fn sigkill_while_a_lambda_hook_is_in_progress_resumes_the_hook() {
             "Private::Lambda::FileMode",
             &url,
             "Cairn::Local::File",
-            "RESOURCE"
+            operation
         )
     );
     let t = s.write("hooks.yaml", &hooks);
@@ -732,7 +743,11 @@ fn sigkill_while_a_lambda_hook_is_in_progress_resumes_the_hook() {
         0
     );
     let path = s.dir.path().join("secret.txt").display().to_string();
-    let t = s.write("app.yaml", &file_template(&path, "0600", "s3cr3t"));
+    let body = format!(
+        "Description: app\n{}",
+        file_template(&path, "0600", "s3cr3t")
+    );
+    let t = s.write("app.yaml", &body);
     let mut child = s.spawn_cairn(&[
         "--config",
         "cairn.toml",
@@ -776,7 +791,7 @@ fn sigkill_while_a_lambda_hook_is_in_progress_resumes_the_hook() {
         .find(|st| st["StackName"] == "app")
         .map(|st| st["StackStatus"].clone());
     assert_eq!(app, Some(Value::from("CREATE_COMPLETE")));
-    assert_invoked_again_with_its_context(&invocations(&s), "Secret");
+    assert_invoked_again_with_its_context(&invocations(&s), target);
     let created = cairn(&s, &["events", "app", "--output", "json"]).json()["StackEvents"]
         .as_array()
         .unwrap()

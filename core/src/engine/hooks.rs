@@ -376,18 +376,35 @@ impl Hooks<'_> {
     }
 
     /// The STACK-target hooks' verdict on the operation `op` is about to
-    /// run (`action` of the whole stack), as events of the stack.
-    pub(in crate::engine) async fn judge_stack(&self, op: &Op, action: HookAction) -> Verdict {
+    /// run (`action` of the whole stack), as events of the stack: taken up
+    /// where `waited` (the operation's recorded HOOK call) says they stood,
+    /// else from the first hook. A hook that answers IN_PROGRESS stops the
+    /// judging there ([`Judgement::Later`]: the call to record in the
+    /// operation's options before it is asked again).
+    pub(in crate::engine) async fn judge_stack(
+        &self,
+        op: &Op,
+        action: HookAction,
+        waited: Option<&PendingCall>,
+    ) -> Judgement {
         let hooks: Vec<&HookDefinition> = op
             .hooks
             .iter()
             .filter(|h| h.applies_to_stack(TargetOperation::Stack, &op.stack.stack_name, action))
             .collect();
+        let waited = waited
+            .filter(|p| p.action == CallKind::Hook)
+            .and_then(|p| p.hook.as_ref().map(|w| (p.request_id.clone(), w)));
+        let (mut judged, mut refused) = waited
+            .as_ref()
+            .map(|(_, w)| (w.judged.clone(), w.refused.clone()))
+            .unwrap_or_default();
+        let mut events = Vec::new();
         if hooks.is_empty() {
-            return Verdict {
-                events: Vec::new(),
+            return Judgement::Done(Verdict {
+                events,
                 refusal: None,
-            };
+            });
         }
         let template = crate::template::Template::body_of(&op.state.template_body)
             .unwrap_or_else(|_| json!({}));
@@ -422,18 +439,115 @@ impl Hooks<'_> {
             });
             e
         };
-        let mut events = Vec::new();
-        let mut refused = Vec::new();
-        for hook in hooks {
-            events.push(event(hook, HookStatus::InProgress, None));
-            let (verdict, why) = self.run_to_verdict(hook, &Judged::Stack(&target)).await;
+        let todo: Vec<&HookDefinition> = hooks
+            .into_iter()
+            .filter(|h| !judged.contains(&h.type_name))
+            .collect();
+        for hook in todo {
+            let resumed = waited
+                .as_ref()
+                .filter(|(_, w)| w.hook_type == hook.type_name);
+            let (token, invocation, context) = match resumed {
+                Some((token, w)) => (token.clone(), w.invocation + 1, Some(&w.callback_context)),
+                None => {
+                    events.push(event(hook, HookStatus::InProgress, None));
+                    (uuid::Uuid::new_v4().to_string(), 1, None)
+                }
+            };
+            let call = HookInvocation {
+                token: &token,
+                invocation,
+                callback_context: context,
+            };
+            let (verdict, why) = match self.run(hook, &Judged::Stack(&target), &call).await {
+                HookAnswer::InProgress {
+                    callback_context,
+                    delay_seconds,
+                } => {
+                    let then = match action {
+                        HookAction::Create => CallKind::Create,
+                        HookAction::Update => CallKind::Update,
+                        HookAction::Delete => CallKind::Delete,
+                    };
+                    return Judgement::Later {
+                        pending: PendingCall {
+                            action: CallKind::Hook,
+                            request_id: token,
+                            since_ms: None,
+                            hook: Some(HookWait {
+                                then,
+                                judged,
+                                refused,
+                                hook_type: hook.type_name.clone(),
+                                invocation,
+                                callback_context,
+                            }),
+                        },
+                        events,
+                        delay: Duration::from_secs(delay_seconds),
+                    };
+                }
+                HookAnswer::Verdict(status, why) => (status, why),
+            };
             let why = why.map(|w| op.mask(w));
             events.push(event(hook, verdict, shown(&why, hook, action)));
             refuse(&mut refused, hook, why);
+            judged.push(hook.type_name.clone());
         }
-        Verdict {
+        Judgement::Done(Verdict {
             events,
             refusal: refusal(&refused),
+        })
+    }
+
+    /// The STACK-target hooks' verdict on `action` of the whole stack, its
+    /// events recorded: the refusal, if the operation may not go on. While
+    /// a hook answers IN_PROGRESS, where the hooks stand is recorded in the
+    /// operation's options (with the events so far) before it is asked
+    /// again, so a crash resumes that hook with its token and context.
+    pub(in crate::engine) async fn stack_verdict(
+        &self,
+        op: &Op,
+        action: HookAction,
+    ) -> Result<Option<String>, super::EngineError> {
+        let mut options = self
+            .store
+            .operation(&op.stack.stack_id)
+            .await?
+            .map(|o| crate::operation::OperationOptions::from_value(&o.options));
+        loop {
+            let waited = options.as_ref().and_then(|o| o.stack_hooks.clone());
+            match self.judge_stack(op, action, waited.as_ref()).await {
+                Judgement::Done(verdict) => {
+                    if !verdict.events.is_empty() {
+                        self.store.put_events(&op.lease, &verdict.events).await?;
+                    }
+                    // Judged: a later resume that judges again starts afresh.
+                    if let Some(mut done) = options.filter(|o| o.stack_hooks.is_some()) {
+                        done.stack_hooks = None;
+                        self.store
+                            .set_operation_options(&op.lease, &done.to_value())
+                            .await?;
+                    }
+                    return Ok(verdict.refusal);
+                }
+                Judgement::Later {
+                    pending,
+                    events,
+                    delay,
+                } => {
+                    if !events.is_empty() {
+                        self.store.put_events(&op.lease, &events).await?;
+                    }
+                    let mut kept = options.take().unwrap_or_default();
+                    kept.stack_hooks = Some(pending);
+                    self.store
+                        .set_operation_options(&op.lease, &kept.to_value())
+                        .await?;
+                    options = Some(kept);
+                    tokio::time::sleep(delay).await;
+                }
+            }
         }
     }
 

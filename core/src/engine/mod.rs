@@ -1074,20 +1074,6 @@ impl Engine {
         Ok(status)
     }
 
-    /// The STACK-target hooks' verdict on `action` of the whole stack, its
-    /// events recorded: the refusal, if the operation may not go on.
-    async fn stack_hooks(
-        &self,
-        op: &Op,
-        action: HookAction,
-    ) -> Result<Option<String>, EngineError> {
-        let verdict = self.hooks().judge_stack(op, action).await;
-        if !verdict.events.is_empty() {
-            self.store.put_events(&op.lease, &verdict.events).await?;
-        }
-        Ok(verdict.refusal)
-    }
-
     async fn drive(&self, op: &Op) -> Result<StackStatus, EngineError> {
         let operation = self.store.operation(&op.stack.stack_id).await?;
         let options = operation
@@ -1105,7 +1091,9 @@ impl Engine {
             StackStatus::CreateInProgress => {
                 let rows = self.store.resources(&op.stack.stack_id).await?;
                 if rows.is_empty() {
-                    if let Some(refusal) = self.stack_hooks(op, HookAction::Create).await? {
+                    if let Some(refusal) =
+                        self.hooks().stack_verdict(op, HookAction::Create).await?
+                    {
                         return self
                             .creates()
                             .fail_create(op, &format!("{refusal}. "))
@@ -1169,7 +1157,9 @@ impl Engine {
                 // A stack with nothing to delete (its create rolled back)
                 // is never kept by a hook.
                 if untouched && rows.iter().any(crate::plan::is_live) {
-                    if let Some(refusal) = self.stack_hooks(op, HookAction::Delete).await? {
+                    if let Some(refusal) =
+                        self.hooks().stack_verdict(op, HookAction::Delete).await?
+                    {
                         return self
                             .set_status(op, StackStatus::DeleteFailed, Some(&refusal))
                             .await;

@@ -957,11 +957,8 @@ impl Updates<'_> {
                 }
                 let rows = self.store.resources(id).await?;
                 if rows.iter().all(|r| r.journal.is_none()) {
-                    let verdict = self.hooks().judge_stack(op, HookAction::Update).await;
-                    if !verdict.events.is_empty() {
-                        self.store.put_events(&op.lease, &verdict.events).await?;
-                    }
-                    if let Some(refusal) = verdict.refusal {
+                    let verdict = self.hooks().stack_verdict(op, HookAction::Update).await?;
+                    if let Some(refusal) = verdict {
                         return self.fail_update(op, &refusal).await;
                     }
                     if let Some(denial) = self.denied_removal(op, &rows) {

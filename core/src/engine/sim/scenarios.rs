@@ -466,6 +466,28 @@ Resources:
     )
 }
 
+/// A STACK-target Lambda hook (the simulator's webhook: IN_PROGRESS twice,
+/// then SUCCESS for a whole stack) and a Thing whose Value is `value`.
+fn stack_hooked(value: &str) -> String {
+    format!(
+        r#"
+Resources:
+  Hook:
+    Type: AWS::CloudFormation::LambdaHook
+    Properties:
+      Alias: Sim::Lambda::Stacks
+      LambdaFunction: {url}
+      ExecutionRole: arn:aws:iam::123456789012:role/hook
+      FailureMode: FAIL
+      TargetOperations: [STACK]
+  A:
+    Type: Sim::Thing
+    Properties: {{Name: a-one, Value: "{value}"}}
+"#,
+        url = super::webhook_hook::URL
+    )
+}
+
 /// Guard rules for whole stacks: every template has a Description.
 const DESCRIBED: &str = r#"
 rule DESCRIBED {
@@ -670,6 +692,14 @@ fn scenarios() -> Vec<Scenario> {
             expect: Some(UpdateComplete),
             setup: vec![create(&hooked(r#"{Name: a-one, Value: "1"}"#))],
             step: update(&hooked(r#"{Name: a-two, Value: "2"}"#)),
+            also: &[],
+            points: Points::Every,
+        },
+        Scenario {
+            name: "update judged by a STACK-target Lambda hook answering IN_PROGRESS twice",
+            expect: Some(UpdateComplete),
+            setup: vec![create(&stack_hooked("1"))],
+            step: update(&stack_hooked("2")),
             also: &[],
             points: Points::Every,
         },
