@@ -308,11 +308,8 @@ impl Hooks<'_> {
         for hook in todo {
             // The hook that answered IN_PROGRESS is asked again with its
             // token and callbackContext; any other starts afresh.
-            let resumed = waited
-                .as_ref()
-                .filter(|(_, w)| w.hook_type == hook.type_name);
-            let (token, invocation, context) = match resumed {
-                Some((token, w)) => (token.clone(), w.invocation + 1, Some(&w.callback_context)),
+            let (token, invocation, context) = match resumption(waited.as_ref(), hook) {
+                Some(resumed) => resumed,
                 None => {
                     events.push(hook_event(
                         op,
@@ -343,16 +340,7 @@ impl Hooks<'_> {
                         invocation,
                         callback_context,
                     };
-                    return Judgement::Later {
-                        pending: PendingCall {
-                            action: CallKind::Hook,
-                            request_id: token,
-                            since_ms: None,
-                            hook: Some(wait),
-                        },
-                        events,
-                        delay: Duration::from_secs(delay_seconds),
-                    };
+                    return later(token, wait, events, delay_seconds);
                 }
                 HookAnswer::Verdict(status, why) => (status, why),
             };
@@ -444,11 +432,8 @@ impl Hooks<'_> {
             .filter(|h| !judged.contains(&h.type_name))
             .collect();
         for hook in todo {
-            let resumed = waited
-                .as_ref()
-                .filter(|(_, w)| w.hook_type == hook.type_name);
-            let (token, invocation, context) = match resumed {
-                Some((token, w)) => (token.clone(), w.invocation + 1, Some(&w.callback_context)),
+            let (token, invocation, context) = match resumption(waited.as_ref(), hook) {
+                Some(resumed) => resumed,
                 None => {
                     events.push(event(hook, HookStatus::InProgress, None));
                     (uuid::Uuid::new_v4().to_string(), 1, None)
@@ -469,23 +454,15 @@ impl Hooks<'_> {
                         HookAction::Update => CallKind::Update,
                         HookAction::Delete => CallKind::Delete,
                     };
-                    return Judgement::Later {
-                        pending: PendingCall {
-                            action: CallKind::Hook,
-                            request_id: token,
-                            since_ms: None,
-                            hook: Some(HookWait {
-                                then,
-                                judged,
-                                refused,
-                                hook_type: hook.type_name.clone(),
-                                invocation,
-                                callback_context,
-                            }),
-                        },
-                        events,
-                        delay: Duration::from_secs(delay_seconds),
+                    let wait = HookWait {
+                        then,
+                        judged,
+                        refused,
+                        hook_type: hook.type_name.clone(),
+                        invocation,
+                        callback_context,
                     };
+                    return later(token, wait, events, delay_seconds);
                 }
                 HookAnswer::Verdict(status, why) => (status, why),
             };
@@ -939,6 +916,34 @@ impl Hooks<'_> {
             .complete_registration(&begun.token, &version, rules.as_bytes())
             .await
             .map_err(store_error)
+    }
+}
+
+/// Where `hook` is taken up when it is the one `waited` for (it answered
+/// IN_PROGRESS): its token, its next invocation and the callbackContext it
+/// gave. `None` for any other hook: it starts afresh.
+fn resumption<'w>(
+    waited: Option<&'w (String, &'w HookWait)>,
+    hook: &HookDefinition,
+) -> Option<(String, u32, Option<&'w Value>)> {
+    waited
+        .filter(|(_, w)| w.hook_type == hook.type_name)
+        .map(|(token, w)| (token.clone(), w.invocation + 1, Some(&w.callback_context)))
+}
+
+/// The judging stopped at a hook's IN_PROGRESS: `wait` to record (a HOOK
+/// call whose request id is the hook's `token`) with `events`, then ask
+/// again after `delay_seconds`.
+fn later(token: String, wait: HookWait, events: Vec<EventRecord>, delay_seconds: u64) -> Judgement {
+    Judgement::Later {
+        pending: PendingCall {
+            action: CallKind::Hook,
+            request_id: token,
+            since_ms: None,
+            hook: Some(wait),
+        },
+        events,
+        delay: Duration::from_secs(delay_seconds),
     }
 }
 
