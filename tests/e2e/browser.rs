@@ -291,9 +291,41 @@ fn in_a_browser_a_person_logs_in_and_watches_a_create_live() {
 #[test]
 fn in_a_browser_a_change_set_is_marked_and_a_stack_is_deleted() {
     let s = Scratch::new();
-    s.write("cairn.toml", "[server]\nauth = \"none\"\n");
+    // A Guard hook refuses a test resource whose Value is "forbidden".
+    s.write(
+        "no-forbidden.guard",
+        "let things = Resources.*[ Type == 'Cairn::Test::Resource' ]\nrule NOT_FORBIDDEN when %things !empty {\n    %things.Properties.Value != \"forbidden\"\n    << a test resource's Value may not be forbidden >>\n}\n",
+    );
+    let dir = s.dir.path().display().to_string();
+    s.write(
+        "cairn.toml",
+        &format!("[server]\nauth = \"none\"\n\n[hooks]\nrule_dirs = [\"{dir}\"]\n"),
+    );
     let (server, endpoint) = s.serve();
     let _server = Served(server);
+    let hook = s.write(
+        "hook.yaml",
+        &format!("Resources:\n  Rules:\n    Type: AWS::CloudFormation::GuardHook\n    Properties:\n      Alias: Private::Guard::NoForbidden\n      RuleLocation: {{Uri: 'file://{dir}/no-forbidden.guard'}}\n      ExecutionRole: arn:aws:iam::123456789012:role/hook\n      TargetOperations: [RESOURCE]\n"),
+    );
+    remote_ok(
+        &s,
+        &endpoint,
+        ADMIN,
+        &["deploy", "hooks", hook.to_str().unwrap_or_default()],
+    );
+    let refused = s.write(
+        "refused.yaml",
+        "Resources:\n  Judged: {Type: Cairn::Test::Resource, Properties: {Value: forbidden}}\n",
+    );
+    let run = remote_as(
+        &s,
+        &endpoint,
+        ADMIN,
+        &["deploy", "refused", refused.to_str().unwrap_or_default()],
+    )
+    .output()
+    .expect("cairn runs");
+    assert!(!run.status.success());
     let v1 = "Resources:\n  Named: {Type: Cairn::Test::Resource, Properties: {Name: first-name, Value: a}}\n  Plain: {Type: Cairn::Test::Resource, DependsOn: Named, Properties: {Value: p}}\n";
     let t1 = s.write("v1.yaml", v1);
     remote_ok(
@@ -319,6 +351,33 @@ fn in_a_browser_a_change_set_is_marked_and_a_stack_is_deleted() {
         ],
     );
     with_browser("change-set-and-delete", |b| async move {
+        // A hook's verdict on the resource it judged, in the stack's events.
+        b.goto(&format!("{endpoint}/console/stacks/refused")).await;
+        b.until(
+            "the refused stack's events",
+            STEP,
+            "return [...document.querySelectorAll('#events li')].some(li => li.textContent.includes('HOOK_COMPLETE_FAILED'))",
+        )
+        .await;
+        let verdicts = b
+            .js("return [...document.querySelectorAll('#events li')].map(li => li.textContent.split('  ').slice(1).join('  ')).filter(t => t.includes('Private::Guard::NoForbidden'))")
+            .await;
+        // Newest first, each after its time.
+        assert_eq!(
+            verdicts,
+            json!([
+                "CREATE_FAILED  Judged  Cairn::Test::Resource  The following hook(s) failed: [Private::Guard::NoForbidden]. Private::Guard::NoForbidden: rule NOT_FORBIDDEN: a test resource's Value may not be forbidden",
+                "CREATE_IN_PROGRESS  Judged  Cairn::Test::Resource  Private::Guard::NoForbidden HOOK_COMPLETE_FAILED (FAIL): rule NOT_FORBIDDEN: a test resource's Value may not be forbidden",
+                "CREATE_IN_PROGRESS  Judged  Cairn::Test::Resource  Private::Guard::NoForbidden HOOK_IN_PROGRESS (FAIL)",
+            ]),
+            "{verdicts}"
+        );
+        b.shot("00-hook-verdict").await;
+        // Gone with their stacks: the list below holds the others.
+        for stack in ["refused", "hooks"] {
+            remote_ok(&s, &endpoint, ADMIN, &["delete", stack]);
+        }
+
         // The change set: its table and the graph's marks.
         b.goto(&format!("{endpoint}/console/stacks/app")).await;
         b.click("#change-sets a").await;
