@@ -1164,6 +1164,78 @@ def hooks():
     cf.create_stack(StackName="app", TemplateBody=app)
     cf.get_waiter("stack_create_complete").wait(StackName="app", WaiterConfig=FAST)
     assert not [e for e in events("app") if "HookType" in e]
+    cf.delete_stack(StackName="app")
+    cf.get_waiter("stack_delete_complete").wait(StackName="app", WaiterConfig=FAST)
+    lambda_hooks()
+
+
+def lambda_hooks():
+    """A Lambda hook (AWS::CloudFormation::LambdaHook, its function a
+    webhook): it answers IN_PROGRESS twice and is invoked again with its
+    callbackContext and token, then refuses a non-compliant file."""
+    import http.server
+    import threading
+    seen = []
+
+    class Hook(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            event = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            ctx = event["requestContext"].get("callbackContext") or {}
+            seen.append((event["clientRequestToken"], event["requestContext"]["invocation"], ctx))
+            step = ctx.get("step", 0)
+            props = event["requestData"]["targetModel"].get("resourceProperties", {})
+            if step < 2:
+                answer = {"hookStatus": "IN_PROGRESS", "callbackContext": {"step": step + 1},
+                          "callbackDelaySeconds": 0}
+            elif props.get("Mode") != "0600":
+                answer = {"hookStatus": "FAILED", "errorCode": "NonCompliant",
+                          "message": "Mode must be 0600"}
+            else:
+                answer = {"hookStatus": "SUCCESS"}
+            answer["clientRequestToken"] = event["clientRequestToken"]
+            body = json.dumps(answer).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = "http://127.0.0.1:%d/" % server.server_address[1]
+    hook = ("Resources:\n  FileMode:\n    Type: AWS::CloudFormation::LambdaHook\n"
+            "    Properties:\n      Alias: Private::Lambda::FileMode\n"
+            "      LambdaFunction: '%s'\n      ExecutionRole: arn:aws:iam::123456789012:role/hook\n"
+            "      FailureMode: FAIL\n      TargetOperations: [RESOURCE]\n"
+            "      TargetFilters: {TargetNames: [Cairn::Local::File]}\n") % url
+    cf.create_stack(StackName="lambdas", TemplateBody=hook)
+    cf.get_waiter("stack_create_complete").wait(StackName="lambdas", WaiterConfig=FAST)
+    secret = os.path.abspath("lambda-secret.txt")
+    app = ("Resources:\n  Secret:\n    Type: Cairn::Local::File\n"
+           "    Properties: {Path: '%s', Content: s3cret, Mode: '%s'}\n")
+    cf.create_stack(StackName="judged", TemplateBody=app % (secret, "0600"))
+    cf.get_waiter("stack_create_complete").wait(StackName="judged", WaiterConfig=FAST)
+    assert [(n, c) for _, n, c in seen] == [(1, {}), (2, {"step": 1}), (3, {"step": 2})], seen
+    assert len({t for t, _, _ in seen}) == 1, seen
+    hooked = [(e["HookType"], e["HookStatus"]) for e in events("judged") if "HookType" in e]
+    assert hooked == [("Private::Lambda::FileMode", "HOOK_IN_PROGRESS"),
+                      ("Private::Lambda::FileMode", "HOOK_COMPLETE_SUCCEEDED")], hooked
+    cf.create_stack(StackName="open", TemplateBody=app % (os.path.abspath("open.txt"), "0644"))
+    try:
+        cf.get_waiter("stack_create_complete").wait(StackName="open", WaiterConfig=FAST)
+        raise AssertionError("a create the hook refused completed")
+    except WaiterError:
+        pass
+    failed = [e["ResourceStatusReason"] for e in events("open") if e["ResourceStatus"] == "CREATE_FAILED"]
+    assert failed == ["The following hook(s) failed: [Private::Lambda::FileMode]. "
+                      "Private::Lambda::FileMode: Mode must be 0600"], failed
+    assert not os.path.exists(os.path.abspath("open.txt"))
+    for stack in ["judged", "open", "lambdas"]:
+        cf.delete_stack(StackName=stack)
+        cf.get_waiter("stack_delete_complete").wait(StackName=stack, WaiterConfig=FAST)
+    server.shutdown()
 
 
 if __name__ == "__main__":
