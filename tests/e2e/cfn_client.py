@@ -459,6 +459,19 @@ def auth():
     code, msg, status = error(limited.create_stack, StackName="other", TemplateBody=TEMPLATE)
     assert (code, status) == ("AccessDenied", 403), (code, msg)
     assert msg == "User: AKIDLIMITED is not authorized to perform: cloudformation:CreateStack on resource: other", msg
+    # Hooks govern every stack: only an unlimited key registers or
+    # configures them.
+    hook_configuration = json.dumps({"CloudFormationConfiguration": {"HookConfiguration": {
+        "HookInvocationStatus": "DISABLED"}}})
+    for call, args in [
+        (limited.set_type_configuration, {"TypeName": "Private::Guard::FileMode", "Type": "HOOK",
+                                          "Configuration": hook_configuration}),
+        (limited.register_type, {"Type": "HOOK", "TypeName": "Org::Files::ModeHook",
+                                 "SchemaHandlerPackage": "file:///nowhere.tar.gz"}),
+    ]:
+        code, msg, status = error(call, **args)
+        assert (code, status) == ("AccessDenied", 403), (code, msg)
+        assert msg.startswith("User: AKIDLIMITED is not authorized to perform: cloudformation:"), msg
     limited.create_stack(StackName="mine", TemplateBody=TEMPLATE)
     limited.get_waiter("stack_create_complete").wait(StackName="mine", WaiterConfig=FAST)
     # A change set of another stack, named by its ARN, is authorised against
