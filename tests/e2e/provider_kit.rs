@@ -304,7 +304,7 @@ fn the_python_sdk_passes_its_own_tests() {
         .expect("python runs");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    assert!(stderr.contains("Ran 12 tests"), "{stderr}");
+    assert!(stderr.contains("Ran 13 tests"), "{stderr}");
 }
 
 #[test]
@@ -316,7 +316,7 @@ fn the_typescript_sdk_passes_its_own_tests() {
         .expect("node runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}");
-    assert!(stdout.contains("# pass 8\n"), "{stdout}");
+    assert!(stdout.contains("# pass 9\n"), "{stdout}");
 }
 
 #[test]
