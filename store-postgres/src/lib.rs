@@ -310,11 +310,35 @@ CREATE TABLE IF NOT EXISTS imports (
 );
 "#;
 
+/// Why nothing can be recorded in a read-only database: the one message
+/// `/healthz`, the API and the CLI give (a write refused with SQLSTATE
+/// 25006, or `ping`'s check).
+const READ_ONLY: &str = "the PostgreSQL state database is read-only (transaction_read_only is on: default_transaction_read_only, or a standby); nothing can be recorded until it accepts writes";
+
 /// A PostgreSQL failure with its whole chain of causes: tokio-postgres
-/// says only "db error", PostgreSQL's own reason is the source (e.g.
-/// "cannot execute UPDATE in a read-only transaction").
-fn backend(e: impl std::error::Error) -> StoreError {
+/// says only "db error", PostgreSQL's own reason is the source. A write a
+/// read-only session refused is told as [`READ_ONLY`], whatever statement
+/// it was.
+fn backend(e: impl std::error::Error + 'static) -> StoreError {
+    if refused_as_read_only(&e) {
+        return StoreError::Database(READ_ONLY.into());
+    }
     StoreError::Database(with_causes(&e))
+}
+
+/// Whether `e` (or one of its causes) is PostgreSQL refusing a write in a
+/// read-only transaction.
+fn refused_as_read_only(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(e);
+    while let Some(c) = cause {
+        if c.downcast_ref::<tokio_postgres::Error>()
+            .is_some_and(|pg| pg.code() == Some(&SqlState::READ_ONLY_SQL_TRANSACTION))
+        {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
 }
 
 fn json_text<T: serde::Serialize>(v: &T) -> Result<String, StoreError> {
@@ -3024,9 +3048,7 @@ impl Store for PgStore {
         if read_only == "on" {
             self.read_only.seen();
             drop(deadpool_postgres::Object::take(client));
-            return Err(StoreError::Database(
-                "the PostgreSQL state database is read-only (transaction_read_only is on: default_transaction_read_only, or a standby); nothing can be recorded until it accepts writes".into(),
-            ));
+            return Err(StoreError::Database(READ_ONLY.into()));
         }
         Ok(())
     }

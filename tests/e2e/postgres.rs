@@ -249,18 +249,33 @@ fn writes_resume_once_a_read_only_database_is_writable_again() {
     sql(&format!(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}' AND pid <> pg_backend_pid()"
     ));
-    // The server's new sessions are read-only: nothing can be recorded.
+    // The server's new sessions are read-only: nothing can be recorded,
+    // and the API says so as /healthz does (not PostgreSQL's "cannot
+    // execute INSERT in a read-only transaction"), as does the CLI.
+    let said = "state database error: the PostgreSQL state database is read-only (transaction_read_only is on: default_transaction_read_only, or a standby); nothing can be recorded until it accepts writes";
     let refused = (0..20)
         .map(|i| {
             std::thread::sleep(std::time::Duration::from_millis(100));
             create(&format!("during{i}"))
         })
-        .find(|a| a.contains("read-only transaction"))
+        .find(|a| a.contains("read-only"))
         .unwrap_or_else(|| create("during"));
     assert!(
-        refused.contains("cannot execute") && refused.contains("in a read-only transaction"),
+        refused.contains(&format!(
+            "<Code>InternalFailure</Code><Message>{said}</Message>"
+        )),
         "{refused}"
     );
+    let t = s.write("t.yaml", "Resources:\n  R: {Type: Cairn::Test::Resource}\n");
+    let cli = s.cairn(&[
+        "--state",
+        &db.url,
+        "deploy",
+        "by-cli",
+        t.to_str().unwrap_or_default(),
+    ]);
+    assert_ne!(cli.code(), 0);
+    assert!(cli.stderr().contains(said), "{}", cli.stderr());
     // Lifted, without ending the server's sessions.
     sql(&format!(
         "ALTER DATABASE {name} SET default_transaction_read_only = off"
