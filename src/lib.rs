@@ -56,8 +56,20 @@ struct Cli {
     #[arg(long, global = true, env = "CAIRN_ENDPOINT")]
     endpoint: Option<String>,
 
+    /// How logs are written to stderr: text, or one JSON object per line
+    /// with the fields of the request and operation it belongs to
+    /// (default: the configuration's `[log] format`, else text).
+    #[arg(long, global = true, env = "CAIRN_LOG_FORMAT", value_enum)]
+    log_format: Option<LogFormatArg>,
+
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LogFormatArg {
+    Text,
+    Json,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
@@ -735,7 +747,11 @@ fn load_config(path: Option<&PathBuf>) -> anyhow::Result<cairn_core::config::Con
 /// `warn`: lease renewals that fail, takeovers, late custom-resource
 /// answers), a command only when `RUST_LOG` is set (its output is the
 /// events and the result). The plugin host's stderr is the plugin's.
-fn init_logs(command: &Command) {
+/// As JSON (`--log-format json` or `[log] format = "json"`), each line
+/// carries the fields of the spans it was written in: the API request
+/// (`action`, `request_id`) and the stack operation (`stack`, `stack_id`,
+/// `status`, `engine`).
+fn init_logs(command: &Command, json: bool) {
     let wanted = std::env::var("RUST_LOG").ok();
     let filter = match (command, wanted) {
         (Command::PluginHost { .. }, _) => return,
@@ -743,15 +759,36 @@ fn init_logs(command: &Command) {
         (Command::Serve { .. }, None) => "warn".to_string(),
         (_, None) => return,
     };
-    let _ = tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
-        .with_writer(std::io::stderr)
-        .with_ansi(console::Term::stderr().is_term())
-        .try_init();
+        .with_writer(std::io::stderr);
+    let _ = match json {
+        true => builder
+            .json()
+            .with_current_span(true)
+            .with_span_list(true)
+            .try_init(),
+        false => builder
+            .with_ansi(console::Term::stderr().is_term())
+            .try_init(),
+    };
+}
+
+/// Whether logs are JSON: the flag, else the configuration file's `[log]
+/// format` (a file that cannot be read is reported by the command itself).
+fn logs_as_json(cli: &Cli) -> bool {
+    match cli.log_format {
+        Some(f) => f == LogFormatArg::Json,
+        None => cli
+            .config
+            .as_ref()
+            .and_then(|p| cairn_core::config::Config::load(p).ok())
+            .is_some_and(|c| c.log.format == cairn_core::config::LogFormat::Json),
+    }
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
-    init_logs(&cli.command);
+    init_logs(&cli.command, logs_as_json(&cli));
     if let Command::PluginHost { path, sha256 } = &cli.command {
         use cairn_plugin::process::{serve_stdio, MAGIC_COOKIE, MAGIC_COOKIE_ENV};
         if std::env::var(MAGIC_COOKIE_ENV).as_deref() != Ok(MAGIC_COOKIE) {

@@ -21,8 +21,8 @@ pub async fn run(args: ServeArgs<'_>) -> anyhow::Result<()> {
     let config = args.config;
     let server = config.server.clone();
     match server.auth {
-        ServerAuth::None => eprintln!(
-            "warning: authentication is off (server.auth = \"none\"): any client that reaches this address may operate every stack"
+        ServerAuth::None => tracing::warn!(
+            "authentication is off (server.auth = \"none\"): any client that reaches this address may operate every stack"
         ),
         ServerAuth::Sigv4 if server.access_keys.is_empty() => {
             return Err(anyhow!(
@@ -40,7 +40,10 @@ pub async fn run(args: ServeArgs<'_>) -> anyhow::Result<()> {
         let statuses = tokio::task::spawn_blocking(move || engine.registry().start_all()).await?;
         for p in statuses {
             if let Some(cause) = p.cause {
-                eprintln!("warning: provider {} cannot start: {cause}; its types are unavailable until it does", p.name);
+                tracing::warn!(
+                    "provider {} cannot start: {cause}; its types are unavailable until it does",
+                    p.name
+                );
             }
         }
     }
@@ -115,7 +118,7 @@ pub async fn run(args: ServeArgs<'_>) -> anyhow::Result<()> {
     // Operations a previous process on this host left in progress are
     // claimed at once; those of engines elsewhere when their leases run out.
     if let Err(e) = engine.claims().break_dead_leases().await {
-        eprintln!("cannot look for interrupted operations: {e}");
+        tracing::warn!("cannot look for interrupted operations: {e}");
     }
     tokio::spawn(app.clone().claim_forever());
     // Stack notifications, for as long as the server runs (what is left at
@@ -128,7 +131,7 @@ pub async fn run(args: ServeArgs<'_>) -> anyhow::Result<()> {
         let handle = handle.clone();
         tokio::spawn(async move {
             shutdown_signal().await;
-            eprintln!("shutting down: no new requests; operations in progress are recorded and resume on the next start");
+            tracing::warn!("shutting down: no new requests; operations in progress are recorded and resume on the next start");
             handle.graceful_shutdown(Some(Duration::from_secs(10)));
         });
     }

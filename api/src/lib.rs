@@ -169,7 +169,8 @@ impl App {
         permit: tokio::sync::OwnedSemaphorePermit,
     ) -> tokio::task::JoinHandle<()> {
         let app = self.clone();
-        tokio::spawn(async move {
+        // Started by a request: its logs carry the request's span too.
+        let run = async move {
             let ran = app.engine.run(&stack_id).await;
             drop(permit);
             app.slot_freed.notify_one();
@@ -181,11 +182,12 @@ impl App {
                 // Another engine holds it and runs it.
                 Err(EngineError::Store(StoreError::Busy { .. })) => {}
                 Err(EngineError::Store(StoreError::LeaseLost(_))) => {
-                    eprintln!("dropped the operation of {stack_id}: another engine took its lease over; this engine's late writes for it were refused");
+                    tracing::warn!("dropped the operation of {stack_id}: another engine took its lease over; this engine's late writes for it were refused");
                 }
                 Err(e) => tracing::error!(stack = %stack_id, "operation failed: {e}"),
             }
-        })
+        };
+        tokio::spawn(tracing::Instrument::in_current_span(run))
     }
 
     /// Claims, every [`CLAIM_EVERY`], as many operations nobody runs as this
@@ -198,7 +200,7 @@ impl App {
                     for id in ids {
                         match self.slots.clone().try_acquire_owned() {
                             Ok(permit) => {
-                                eprintln!("running the operation of {id} (claimed)");
+                                tracing::warn!("running the operation of {id} (claimed)");
                                 self.spawn_run(id, None, permit);
                             }
                             Err(_) => {
@@ -276,6 +278,20 @@ async fn healthz(State(app): State<Arc<App>>) -> Response {
     (status, out).into_response()
 }
 
+/// A request's answer: authenticated, authorised, then the action.
+async fn answer(
+    app: &Arc<App>,
+    (method, uri, headers): (&Method, &Uri, &HeaderMap),
+    body: &Bytes,
+    (form, action): (&form::Form, &str),
+    read: Result<(), ApiError>,
+) -> Result<Option<xml::Xml>, ApiError> {
+    read?;
+    let key = authenticate(app, method, uri, headers, body)?;
+    authorize(app, key.as_deref(), form, action).await?;
+    actions::dispatch(app, form, action).await
+}
+
 /// One Query API request.
 async fn query(
     State(app): State<Arc<App>>,
@@ -301,16 +317,20 @@ async fn query(
     let body: Bytes = read.as_ref().cloned().unwrap_or_default();
     let form = form::Form::parse(&body, uri.query());
     let action = form.get("Action").unwrap_or("").to_string();
-    let outcome = match read {
-        Err(e) => Err(e),
-        Ok(_) => match authenticate(&app, &method, &uri, &headers, &body) {
-            Ok(key) => match authorize(&app, key.as_deref(), &form, &action).await {
-                Ok(()) => actions::dispatch(&app, &form, &action).await,
-                Err(e) => Err(e),
-            },
-            Err(e) => Err(e),
-        },
-    };
+    // Every log line written while the request is answered names it
+    // (JSON logs show the span's fields).
+    let span = tracing::info_span!("request", action = %action, request_id = %request_id);
+    let outcome = tracing::Instrument::instrument(
+        answer(
+            &app,
+            (&method, &uri, &headers),
+            &body,
+            (&form, &action),
+            read.map(|_| ()),
+        ),
+        span,
+    )
+    .await;
     let (status, text) = match outcome {
         Ok(result) => (200, xml::response(&action, &request_id, result)),
         Err(e) => {

@@ -452,6 +452,24 @@ impl Default for HooksConfig {
     }
 }
 
+/// How logs are written (`[log]`).
+#[derive(Debug, Clone, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    /// `text` (the default) or `json`: one JSON object per line, with the
+    /// fields of the request and operation it belongs to.
+    pub format: LogFormat,
+}
+
+/// A log line's format.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
 /// The whole configuration file.
 #[derive(Debug, Clone, Deserialize, PartialEq, Default)]
 #[serde(deny_unknown_fields, default)]
@@ -469,6 +487,7 @@ pub struct Config {
     pub macros: Vec<MacroConfig>,
     pub registry: RegistryConfig,
     pub hooks: HooksConfig,
+    pub log: LogConfig,
 }
 
 impl Config {

@@ -1025,3 +1025,78 @@ fn cairn_update_through_a_server_is_held_to_the_stack_policy() {
     let shown = remote(&s, &server, &["describe", "st", "--output", "json"]).json();
     assert_eq!(shown["Stacks"][0]["StackStatus"], "UPDATE_COMPLETE");
 }
+
+/// `[log] format = "json"`: every line the server writes to stderr is one
+/// JSON object, and an operation's lines carry the request that started it
+/// (its action and request id, the one the API answered with) and the
+/// operation's stack.
+#[test]
+fn json_logs_carry_the_request_and_the_operation() {
+    use std::io::BufRead;
+    let s = Scratch::new();
+    s.write(
+        "cairn.toml",
+        "[server]\nauth = \"none\"\n\n[log]\nformat = \"json\"\n",
+    );
+    let log = std::fs::File::create(s.dir.path().join("serve.log")).expect("a log file");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(["--config", "cairn.toml", "serve", "--listen", "127.0.0.1:0"])
+        .current_dir(s.dir.path())
+        .env_remove("CAIRN_CONFIG")
+        .env_remove("CAIRN_STATE")
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .expect("cairn serve starts");
+    let mut line = String::new();
+    let stdout = child.stdout.take().expect("stdout");
+    std::io::BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("the server prints its address");
+    let endpoint = line.trim().trim_start_matches("listening on ").to_string();
+    let _served = crate::support::Served(child);
+    let template = crate::engines::urlencode("Resources:\n  R: {Type: Cairn::Test::Resource}\n");
+    let answer = crate::engines::post(
+        &endpoint,
+        &format!("Action=CreateStack&StackName=logged&TemplateBody={template}"),
+    );
+    let request_id = answer
+        .split("<RequestId>")
+        .nth(1)
+        .and_then(|r| r.split("</RequestId>").next())
+        .unwrap_or_default()
+        .to_string();
+    assert!(!request_id.is_empty(), "{answer}");
+    let read = || std::fs::read_to_string(s.dir.path().join("serve.log")).unwrap_or_default();
+    let started = std::time::Instant::now();
+    while !read().contains("operation stopped") {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "{}",
+            read()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let lines: Vec<serde_json::Value> = read()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let stopped = lines
+        .iter()
+        .find(|l| l["fields"]["message"] == "operation stopped")
+        .expect("the operation's last line");
+    assert_eq!(stopped["fields"]["ended"], "CREATE_COMPLETE", "{stopped}");
+    let spans = stopped["spans"].as_array().cloned().unwrap_or_default();
+    let names: Vec<&str> = spans.iter().filter_map(|s| s["name"].as_str()).collect();
+    assert_eq!(names, ["request", "operation"], "{stopped}");
+    assert_eq!(spans[0]["action"], "CreateStack", "{stopped}");
+    assert_eq!(spans[0]["request_id"], request_id.as_str(), "{stopped}");
+    assert_eq!(spans[1]["stack"], "logged", "{stopped}");
+    assert!(
+        spans[1]["stack_id"]
+            .as_str()
+            .is_some_and(|id| id.contains(":stack/logged/")),
+        "{stopped}"
+    );
+}

@@ -1040,7 +1040,29 @@ impl Engine {
             let (engine, op) = (self.clone(), op.clone());
             tokio::spawn(async move { engine.watch_triggers(&op).await })
         });
-        let result = self.drive(&op).await;
+        // Every log line of the operation carries which stack and engine
+        // it belongs to (JSON logs show the span's fields).
+        let span = tracing::info_span!(
+            "operation",
+            stack = %op.stack.stack_name,
+            stack_id = %op.stack.stack_id,
+            status = %op.stack.status,
+            engine = %lease.owner,
+        );
+        let result = {
+            use tracing::Instrument;
+            async {
+                tracing::info!("operation driven");
+                let result = self.drive(&op).await;
+                match &result {
+                    Ok(status) => tracing::info!(ended = %status, "operation stopped"),
+                    Err(e) => tracing::warn!("operation stopped: {e}"),
+                }
+                result
+            }
+            .instrument(span)
+            .await
+        };
         heartbeat.abort();
         for w in [cancel_watch, trigger_watch].into_iter().flatten() {
             w.abort();
