@@ -867,3 +867,57 @@ fn a_follower_hears_of_another_engines_events_at_once() {
         "heard after {latency:#}"
     );
 }
+
+/// A lost connection is not a lost lease: the database goes away for well
+/// under a lease while the handler answers, so the engine's write of the
+/// outcome fails; once the database answers again the same engine carries
+/// on under its lease (no takeover, nothing dropped, no wait for the lease
+/// to run out) and says what happened.
+#[test]
+fn a_write_lost_to_a_short_database_outage_carries_on_under_the_same_lease() {
+    let c = Cluster::start_with(3, true);
+    let engines = &c.engines;
+    let t = "Resources:\n  Slow: {Type: Cairn::Test::Resource, Properties: {Value: v, WaitSeconds: 4}}\n";
+    let sent = Instant::now();
+    let answer = post(
+        &engines[0].endpoint,
+        &format!(
+            "Action=CreateStack&StackName=blip&TemplateBody={}",
+            urlencode(t)
+        ),
+    );
+    assert!(answer.contains("<StackId>"), "{answer}");
+    assert!(
+        has_event(
+            &describe_events(&engines[0].endpoint, "blip"),
+            "Slow",
+            "Resource creation Initiated",
+        ),
+        "Slow's create was not sent at once"
+    );
+    // The create ends 4 s after it was sent: cut the database around that
+    // moment, for less than a lease (2 s), so the engine's write of its
+    // outcome fails.
+    std::thread::sleep(
+        (sent + Duration::from_millis(3700)).saturating_duration_since(Instant::now()),
+    );
+    c.database(false);
+    std::thread::sleep(Duration::from_millis(800));
+    c.database(true);
+    wait_for_status(&engines[1], engines, "blip", "CREATE_COMPLETE");
+    let logs: String = engines.iter().map(Engine::stderr).collect();
+    assert!(
+        logs.contains("it answers again and the lease is still this engine's: the operation carries on from what it recorded"),
+        "{logs}\n{}",
+        describe_events(&engines[1].endpoint, "blip")
+    );
+    assert!(
+        !logs.contains("another engine took its lease over"),
+        "{logs}"
+    );
+    let takeovers: f64 = engines
+        .iter()
+        .map(|e| e.metric("cairn_takeovers_total"))
+        .sum();
+    assert_eq!(takeovers, 0.0, "{logs}");
+}

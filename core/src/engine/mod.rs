@@ -95,6 +95,11 @@ fn operation_deadline(operation: Option<&OperationRecord>) -> Option<std::time::
 /// How often a running update looks for a cancel request.
 const CANCEL_POLL: Duration = Duration::from_millis(200);
 
+/// How many times one run carries an operation on after the state
+/// database failed a write (then it stops, and the lease runs out as
+/// after a crash).
+const MAX_CARRY_ON: u32 = 3;
+
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     #[error("{0}")]
@@ -171,6 +176,10 @@ struct Op {
     lease: Lease,
     /// Set when the lease is lost: stop touching anything.
     aborted: AtomicBool,
+    /// The first write of the operation the state database did not take
+    /// (not a lost lease): the engine carries on once the database
+    /// answers, rather than taking it for a takeover.
+    store_failure: std::sync::Mutex<Option<StoreError>>,
     /// What may end the operation's work early besides a lost lease.
     stops: Stops,
     /// The nested templates this operation's stack resources use.
@@ -235,6 +244,25 @@ struct RowRewrite {
 type Reported = (ResourceStatus, Option<String>, Option<String>);
 
 impl Op {
+    /// Keeps the first write of the operation that failed for another
+    /// reason than a lost lease.
+    fn note_store_failure(&self, e: StoreError) {
+        if matches!(e, StoreError::LeaseLost(_)) {
+            return;
+        }
+        if let Ok(mut kept) = self.store_failure.lock() {
+            kept.get_or_insert(e);
+        }
+    }
+
+    /// The failed write [`Op::note_store_failure`] kept, if any.
+    fn take_store_failure(&self) -> Option<StoreError> {
+        self.store_failure
+            .lock()
+            .ok()
+            .and_then(|mut kept| kept.take())
+    }
+
     /// An update's other template (the one it left, or during rollback the
     /// one it abandoned).
     fn other(&self) -> Option<&update::Other> {
@@ -696,6 +724,7 @@ impl Core {
             results,
             lease,
             aborted: AtomicBool::new(false),
+            store_failure: std::sync::Mutex::new(None),
             stops: Stops::new(deadline),
             nested,
             recorded_digests,
@@ -847,6 +876,7 @@ impl Core {
             Ok(()) => true,
             Err(e) => {
                 tracing::error!(stack = %op.stack.stack_name, resource = %logical_id, "cannot record resource state: {e}");
+                op.note_store_failure(e);
                 op.aborted.store(true, Ordering::SeqCst);
                 false
             }
@@ -981,119 +1011,176 @@ impl Engine {
             .store
             .acquire_lease(&stack.stack_id, &owner, self.lease_ttl_ms())
             .await?;
-        // Read again under the lease: another engine may have run the
-        // operation to its end between the read above and the lease (this
-        // one stalled); there is nothing left to drive then.
-        let stack = match self.store.find_stack(&stack.stack_id).await? {
-            Some(s) if s.status.is_in_progress() => s,
-            Some(s) => {
-                let _ = self.store.release_lease(&lease).await;
-                return Ok(s.status);
-            }
-            None => return Err(StoreError::NoSuchStack(stack_id.to_string()).into()),
-        };
-        let op = Arc::new(self.load(&stack, lease.clone()).await?);
-        let heartbeat = {
-            let store = self.store.clone();
-            let lease = lease.clone();
-            let op = op.clone();
-            let ttl = self.lease_ttl_ms();
-            tokio::spawn(async move {
-                loop {
-                    tokio::time::sleep(Duration::from_millis((ttl / 3) as u64)).await;
-                    match store.renew_lease(&lease, ttl).await {
-                        Ok(()) => {}
-                        Err(StoreError::LeaseLost(_)) => {
-                            op.aborted.store(true, Ordering::SeqCst);
+        // How often the operation carried on after the state database
+        // failed a write while the lease stayed this engine's.
+        let mut carried_on = 0u32;
+        loop {
+            // Read again under the lease: another engine may have run the
+            // operation to its end between the read above and the lease (this
+            // one stalled); there is nothing left to drive then.
+            let stack = match self.store.find_stack(&stack.stack_id).await? {
+                Some(s) if s.status.is_in_progress() => s,
+                Some(s) => {
+                    let _ = self.store.release_lease(&lease).await;
+                    return Ok(s.status);
+                }
+                None => return Err(StoreError::NoSuchStack(stack_id.to_string()).into()),
+            };
+            let op = Arc::new(self.load(&stack, lease.clone()).await?);
+            let heartbeat = {
+                let store = self.store.clone();
+                let lease = lease.clone();
+                let op = op.clone();
+                let ttl = self.lease_ttl_ms();
+                tokio::spawn(async move {
+                    loop {
+                        tokio::time::sleep(Duration::from_millis((ttl / 3) as u64)).await;
+                        match store.renew_lease(&lease, ttl).await {
+                            Ok(()) => {}
+                            Err(StoreError::LeaseLost(_)) => {
+                                op.aborted.store(true, Ordering::SeqCst);
+                                return;
+                            }
+                            // The database is unreachable for now: the lease
+                            // may run out, and then the writes say so.
+                            Err(e) => {
+                                tracing::warn!(stack = %lease.stack_id, "cannot renew the lease: {e}")
+                            }
+                        }
+                    }
+                })
+            };
+            // A cancel is asked for by another process through the store: poll
+            // for it while the update rolls forward.
+            let cancel_watch = (stack.status == StackStatus::UpdateInProgress).then(|| {
+                let store = self.store.clone();
+                let op = op.clone();
+                tokio::spawn(async move {
+                    loop {
+                        tokio::time::sleep(CANCEL_POLL).await;
+                        if let Ok(true) = store.cancel_requested(&op.stack.stack_id).await {
+                            op.stops.cancel.send_replace(true);
                             return;
                         }
-                        // The database is unreachable for now: the lease
-                        // may run out, and then the writes say so.
-                        Err(e) => {
-                            tracing::warn!(stack = %lease.stack_id, "cannot renew the lease: {e}")
-                        }
                     }
-                }
-            })
-        };
-        // A cancel is asked for by another process through the store: poll
-        // for it while the update rolls forward.
-        let cancel_watch = (stack.status == StackStatus::UpdateInProgress).then(|| {
-            let store = self.store.clone();
-            let op = op.clone();
-            tokio::spawn(async move {
-                loop {
-                    tokio::time::sleep(CANCEL_POLL).await;
-                    if let Ok(true) = store.cancel_requested(&op.stack.stack_id).await {
-                        op.stops.cancel.send_replace(true);
-                        return;
+                })
+            });
+            // Rollback triggers are read while the operation rolls forward.
+            let trigger_watch = matches!(
+                stack.status,
+                StackStatus::CreateInProgress | StackStatus::UpdateInProgress
+            )
+            .then(|| {
+                let (engine, op) = (self.clone(), op.clone());
+                tokio::spawn(async move { engine.watch_triggers(&op).await })
+            });
+            // Every log line of the operation carries which stack and engine
+            // it belongs to (JSON logs show the span's fields).
+            let span = tracing::info_span!(
+                "operation",
+                stack = %op.stack.stack_name,
+                stack_id = %op.stack.stack_id,
+                status = %op.stack.status,
+                engine = %lease.owner,
+            );
+            let result = {
+                use tracing::Instrument;
+                async {
+                    tracing::info!("operation driven");
+                    let result = self.drive(&op).await;
+                    match &result {
+                        Ok(status) => tracing::info!(ended = %status, "operation stopped"),
+                        Err(e) => tracing::warn!("operation stopped: {e}"),
                     }
+                    result
                 }
-            })
-        });
-        // Rollback triggers are read while the operation rolls forward.
-        let trigger_watch = matches!(
-            stack.status,
-            StackStatus::CreateInProgress | StackStatus::UpdateInProgress
-        )
-        .then(|| {
-            let (engine, op) = (self.clone(), op.clone());
-            tokio::spawn(async move { engine.watch_triggers(&op).await })
-        });
-        // Every log line of the operation carries which stack and engine
-        // it belongs to (JSON logs show the span's fields).
-        let span = tracing::info_span!(
-            "operation",
-            stack = %op.stack.stack_name,
-            stack_id = %op.stack.stack_id,
-            status = %op.stack.status,
-            engine = %lease.owner,
-        );
-        let result = {
-            use tracing::Instrument;
-            async {
-                tracing::info!("operation driven");
-                let result = self.drive(&op).await;
-                match &result {
-                    Ok(status) => tracing::info!(ended = %status, "operation stopped"),
-                    Err(e) => tracing::warn!("operation stopped: {e}"),
-                }
-                result
+                .instrument(span)
+                .await
+            };
+            heartbeat.abort();
+            for w in [cancel_watch, trigger_watch].into_iter().flatten() {
+                w.abort();
             }
-            .instrument(span)
-            .await
-        };
-        heartbeat.abort();
-        for w in [cancel_watch, trigger_watch].into_iter().flatten() {
-            w.abort();
+            if op.aborted.load(Ordering::SeqCst)
+                || matches!(
+                    result,
+                    Err(EngineError::Store(
+                        StoreError::LeaseLost(_) | StoreError::Database(_)
+                    ))
+                )
+            {
+                // The PostgreSQL state failed a write (a lost connection, a
+                // restart) while the lease stays this engine's: not a takeover.
+                // Once the database answers again, the operation carries on
+                // from what it recorded, under the same lease (no wait for the
+                // lease to run out).
+                let failure = match &result {
+                    Err(EngineError::Store(StoreError::Database(why))) => Some(why.clone()),
+                    _ => op.take_store_failure().and_then(|e| match e {
+                        StoreError::Database(why) => Some(why),
+                        _ => None,
+                    }),
+                };
+                if let Some(why) = failure {
+                    if carried_on < MAX_CARRY_ON && self.database_back(&lease).await {
+                        carried_on += 1;
+                        tracing::warn!(stack = %lease.stack_id, owner = %lease.owner, "the state database did not take a write ({why}); it answers again and the lease is still this engine's: the operation carries on from what it recorded");
+                        continue;
+                    }
+                    tracing::warn!(stack = %lease.stack_id, owner = %lease.owner, "stopped the operation: the state database did not take a write ({why}) and did not come back in time; the operation resumes from what it recorded once an engine reaches the database");
+                    return Err(StoreError::Database(why).into());
+                }
+                // Another engine took the operation over (this one stalled past
+                // its lease): everything this one would still write is refused
+                // on the fencing token, so it lets go.
+                self.shared.metrics.dropped_operation();
+                tracing::warn!(stack = %lease.stack_id, owner = %lease.owner, token = lease.token, "dropped the operation: another engine took its lease over, and this engine's writes for it are refused (fencing token {} is no longer current)", lease.token);
+                return Err(StoreError::LeaseLost(lease.stack_id.clone()).into());
+            }
+            let status = result?;
+            if !status.is_in_progress() {
+                // A failed update rollback keeps its journal: continue-rollback
+                // resumes from it. So does an update kept in UPDATE_FAILED
+                // (`kept`): the next update or RollbackStack starts from it.
+                let kept = status == StackStatus::UpdateFailed
+                    && self
+                        .store
+                        .operation(&lease.stack_id)
+                        .await?
+                        .is_some_and(|o| o.kind == OperationKind::Update);
+                if status != StackStatus::UpdateRollbackFailed && !kept {
+                    self.store.clear_operation(&lease).await?;
+                }
+                self.store.release_lease(&lease).await?;
+            }
+            return Ok(status);
         }
-        if op.aborted.load(Ordering::SeqCst)
-            || matches!(result, Err(EngineError::Store(StoreError::LeaseLost(_))))
-        {
-            // Another engine took the operation over (this one stalled past
-            // its lease): everything this one would still write is refused
-            // on the fencing token, so it lets go.
-            self.shared.metrics.dropped_operation();
-            tracing::warn!(stack = %lease.stack_id, owner = %lease.owner, token = lease.token, "dropped the operation: another engine took its lease over, and this engine's writes for it are refused (fencing token {} is no longer current)", lease.token);
-            return Err(StoreError::LeaseLost(lease.stack_id.clone()).into());
-        }
-        let status = result?;
-        if !status.is_in_progress() {
-            // A failed update rollback keeps its journal: continue-rollback
-            // resumes from it. So does an update kept in UPDATE_FAILED
-            // (`kept`): the next update or RollbackStack starts from it.
-            let kept = status == StackStatus::UpdateFailed
-                && self
+    }
+
+    /// Whether the state database answers again within the lease's time
+    /// and the lease is still `lease` (renewed): then the operation may
+    /// carry on under it.
+    async fn database_back(&self, lease: &Lease) -> bool {
+        let deadline =
+            tokio::time::Instant::now() + Duration::from_millis(self.lease_ttl_ms() as u64);
+        let mut pause = Duration::from_millis(100);
+        loop {
+            if self.store.ping().await.is_ok() {
+                return matches!(
+                    self.store.lease_owner(&lease.stack_id).await,
+                    Ok(Some(owner)) if owner == lease.owner
+                ) && self
                     .store
-                    .operation(&lease.stack_id)
-                    .await?
-                    .is_some_and(|o| o.kind == OperationKind::Update);
-            if status != StackStatus::UpdateRollbackFailed && !kept {
-                self.store.clear_operation(&lease).await?;
+                    .renew_lease(lease, self.lease_ttl_ms())
+                    .await
+                    .is_ok();
             }
-            self.store.release_lease(&lease).await?;
+            if tokio::time::Instant::now() + pause > deadline {
+                return false;
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(2));
         }
-        Ok(status)
     }
 
     async fn drive(&self, op: &Op) -> Result<StackStatus, EngineError> {

@@ -50,11 +50,10 @@ impl<'a> Run<'a> {
     /// A write that did not hold: the operation stops (as for any resource).
     pub(super) fn lost(&self, e: crate::store::StoreError) -> ProviderError {
         tracing::error!(stack = %self.op.stack.stack_name, group = %self.logical_id, "cannot record group state: {e}");
+        let reason = format!("cannot record the state of group {}: {e}", self.logical_id);
+        self.op.note_store_failure(e);
         self.op.aborted.store(true, Ordering::SeqCst);
-        failed(format!(
-            "cannot record the state of group {}: {e}",
-            self.logical_id
-        ))
+        failed(reason)
     }
 
     /// Applies `change` to the state and stores it with `events`.
