@@ -878,7 +878,6 @@ fn a_write_lost_to_a_short_database_outage_carries_on_under_the_same_lease() {
     let c = Cluster::start_with(3, true);
     let engines = &c.engines;
     let t = "Resources:\n  Slow: {Type: Cairn::Test::Resource, Properties: {Value: v, WaitSeconds: 4}}\n";
-    let sent = Instant::now();
     let answer = post(
         &engines[0].endpoint,
         &format!(
@@ -887,20 +886,34 @@ fn a_write_lost_to_a_short_database_outage_carries_on_under_the_same_lease() {
         ),
     );
     assert!(answer.contains("<StackId>"), "{answer}");
-    assert!(
-        has_event(
-            &describe_events(&engines[0].endpoint, "blip"),
-            "Slow",
-            "Resource creation Initiated",
-        ),
-        "Slow's create was not sent at once"
-    );
+    // When Slow's create was sent (its event's time, on this machine's
+    // clock).
+    let started = Instant::now();
+    let sent: jiff::Timestamp = loop {
+        let page = describe_events(&engines[0].endpoint, "blip");
+        let initiated = page.split("<member>").find(|m| {
+            m.contains("<LogicalResourceId>Slow</LogicalResourceId>")
+                && m.contains("Resource creation Initiated")
+        });
+        if let Some(t) = initiated
+            .and_then(|m| m.split_once("<Timestamp>"))
+            .and_then(|(_, rest)| rest.split_once("</Timestamp>"))
+            .and_then(|(t, _)| t.parse().ok())
+        {
+            break t;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "Slow never started: {page}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
     // The create ends 4 s after it was sent: cut the database around that
     // moment, for less than a lease (2 s), so the engine's write of its
     // outcome fails.
-    std::thread::sleep(
-        (sent + Duration::from_millis(3700)).saturating_duration_since(Instant::now()),
-    );
+    let cut_at = sent + jiff::SignedDuration::from_millis(3700);
+    let until = jiff::Timestamp::now().duration_until(cut_at);
+    std::thread::sleep(Duration::try_from(until).unwrap_or_default());
     c.database(false);
     std::thread::sleep(Duration::from_millis(800));
     c.database(true);
