@@ -24,13 +24,9 @@ SUCCESS, FAILED or IN_PROGRESS, `errorCode`, `message`, `callbackContext`,
 `pre_update` and `pre_delete` each default to success; an exception they
 raise is a FAILED InternalFailure naming it (HOOK_FAILED)."""
 
-import argparse
-import json
-import os
 import traceback
-from http.server import ThreadingHTTPServer
 
-from .webhook import SignedRequests
+from .webhook import replying_server, serve_replying
 
 
 def success(message=None):
@@ -128,35 +124,13 @@ def run(hook, event):
     return answer
 
 
-def _http_handler(hook, signing_secret):
-    class Http(SignedRequests):
-        secret = signing_secret
-
-        def do_POST(self):
-            event = self.signed_event()
-            if event is not None:
-                self._send(200, json.dumps(run(hook, event)).encode())
-
-    return Http
-
-
 def hook_server(hook, listen="127.0.0.1:8080", secret=""):
     """An HTTP server for `hook` (not started)."""
-    host, port = listen.rsplit(":", 1)
-    return ThreadingHTTPServer((host, int(port)), _http_handler(hook, secret))
+    return replying_server(lambda event: run(hook, event), listen, secret)
 
 
 def serve_hook(hook, argv=None):
     """Serves `hook` until interrupted. Command line: `--listen HOST:PORT`
     (default 127.0.0.1:8080), `--secret S` (or CAIRN_WEBHOOK_SECRET).
     Prints `listening on HOST:PORT` first."""
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--listen", default="127.0.0.1:8080")
-    ap.add_argument("--secret", default=os.environ.get("CAIRN_WEBHOOK_SECRET", ""))
-    args = ap.parse_args(argv)
-    httpd = hook_server(hook, args.listen, args.secret)
-    print("listening on %s:%d" % httpd.server_address, flush=True)
-    try:
-        httpd.serve_forever()
-    except KeyboardInterrupt:
-        pass
+    serve_replying(lambda event: run(hook, event), argv)

@@ -18,13 +18,9 @@ in the reply with CloudFormation's macro response (`requestId`, `status`,
 `transform` is a failure whose message Cairn shows as `Transform
 <account>::<name> failed with: <message>`."""
 
-import argparse
-import json
-import os
 import traceback
-from http.server import ThreadingHTTPServer
 
-from .webhook import SignedRequests
+from .webhook import replying_server, serve_replying
 
 
 class MacroError(Exception):
@@ -66,35 +62,13 @@ def run(macro, event):
     return {"requestId": request.request_id, "status": "failure", "errorMessage": message}
 
 
-def _http_handler(macro, signing_secret):
-    class Http(SignedRequests):
-        secret = signing_secret
-
-        def do_POST(self):
-            event = self.signed_event()
-            if event is not None:
-                self._send(200, json.dumps(run(macro, event)).encode())
-
-    return Http
-
-
 def macro_server(macro, listen="127.0.0.1:8080", secret=""):
     """An HTTP server for `macro` (not started)."""
-    host, port = listen.rsplit(":", 1)
-    return ThreadingHTTPServer((host, int(port)), _http_handler(macro, secret))
+    return replying_server(lambda event: run(macro, event), listen, secret)
 
 
 def serve_macro(macro, argv=None):
     """Serves `macro` until interrupted. Command line: `--listen HOST:PORT`
     (default 127.0.0.1:8080), `--secret S` (or CAIRN_WEBHOOK_SECRET).
     Prints `listening on HOST:PORT` first."""
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--listen", default="127.0.0.1:8080")
-    ap.add_argument("--secret", default=os.environ.get("CAIRN_WEBHOOK_SECRET", ""))
-    args = ap.parse_args(argv)
-    httpd = macro_server(macro, args.listen, args.secret)
-    print("listening on %s:%d" % httpd.server_address, flush=True)
-    try:
-        httpd.serve_forever()
-    except KeyboardInterrupt:
-        pass
+    serve_replying(lambda event: run(macro, event), argv)

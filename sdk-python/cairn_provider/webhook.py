@@ -240,3 +240,36 @@ def serve(provider, argv=None):
         httpd.serve_forever()
     except KeyboardInterrupt:
         pass
+
+
+def replying_server(answer, listen="127.0.0.1:8080", secret=""):
+    """An HTTP server (not started) answering each signed POST in the reply
+    with `answer(event)` as JSON: what macros and hooks are served with."""
+    signing_secret = secret
+
+    class Http(SignedRequests):
+        secret = signing_secret
+
+        def do_POST(self):
+            event = self.signed_event()
+            if event is not None:
+                self._send(200, json.dumps(answer(event)).encode())
+
+    host, port = listen.rsplit(":", 1)
+    return ThreadingHTTPServer((host, int(port)), Http)
+
+
+def serve_replying(answer, argv=None):
+    """Serves `answer` (see replying_server) until interrupted. Command
+    line: `--listen HOST:PORT` (default 127.0.0.1:8080), `--secret S` (or
+    CAIRN_WEBHOOK_SECRET). Prints `listening on HOST:PORT` first."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--listen", default="127.0.0.1:8080")
+    ap.add_argument("--secret", default=os.environ.get("CAIRN_WEBHOOK_SECRET", ""))
+    args = ap.parse_args(argv)
+    httpd = replying_server(answer, args.listen, args.secret)
+    print("listening on %s:%d" % httpd.server_address, flush=True)
+    try:
+        httpd.serve_forever()
+    except KeyboardInterrupt:
+        pass

@@ -332,15 +332,8 @@ impl Hooks<'_> {
                     callback_context,
                     delay_seconds,
                 } => {
-                    let wait = HookWait {
-                        then,
-                        judged,
-                        refused,
-                        hook_type: hook.type_name.clone(),
-                        invocation,
-                        callback_context,
-                    };
-                    return later(token, wait, events, delay_seconds);
+                    let asked = (token, invocation, callback_context);
+                    return later(then, (judged, refused), hook, asked, events, delay_seconds);
                 }
                 HookAnswer::Verdict(status, why) => (status, why),
             };
@@ -454,15 +447,8 @@ impl Hooks<'_> {
                         HookAction::Update => CallKind::Update,
                         HookAction::Delete => CallKind::Delete,
                     };
-                    let wait = HookWait {
-                        then,
-                        judged,
-                        refused,
-                        hook_type: hook.type_name.clone(),
-                        invocation,
-                        callback_context,
-                    };
-                    return later(token, wait, events, delay_seconds);
+                    let asked = (token, invocation, callback_context);
+                    return later(then, (judged, refused), hook, asked, events, delay_seconds);
                 }
                 HookAnswer::Verdict(status, why) => (status, why),
             };
@@ -931,10 +917,27 @@ fn resumption<'w>(
         .map(|(token, w)| (token.clone(), w.invocation + 1, Some(&w.callback_context)))
 }
 
-/// The judging stopped at a hook's IN_PROGRESS: `wait` to record (a HOOK
-/// call whose request id is the hook's `token`) with `events`, then ask
-/// again after `delay_seconds`.
-fn later(token: String, wait: HookWait, events: Vec<EventRecord>, delay_seconds: u64) -> Judgement {
+/// The judging stopped at `hook`'s IN_PROGRESS (`asked`: its token, the
+/// invocation that answered, the callbackContext it gave), the hooks before
+/// it `judged` with their refusals: the HOOK call to record (its request id
+/// the hook's token, before the call `then`) with `events`, then ask again
+/// after `delay_seconds`.
+fn later(
+    then: CallKind,
+    (judged, refused): (Vec<String>, Vec<(String, String)>),
+    hook: &HookDefinition,
+    (token, invocation, callback_context): (String, u32, Value),
+    events: Vec<EventRecord>,
+    delay_seconds: u64,
+) -> Judgement {
+    let wait = HookWait {
+        then,
+        judged,
+        refused,
+        hook_type: hook.type_name.clone(),
+        invocation,
+        callback_context,
+    };
     Judgement::Later {
         pending: PendingCall {
             action: CallKind::Hook,
