@@ -4,6 +4,7 @@
 //! their metadata, instead of waiting for them to finish (cargo links a
 //! binary only from finished libraries), which keeps a fresh build short.
 
+mod audit;
 mod changesets;
 mod drift;
 mod environment;
@@ -377,6 +378,9 @@ enum Command {
         #[command(subcommand)]
         command: ProviderCommand,
     },
+    /// The audit trail: every API call and console action that changed
+    /// something, newest first (who, from where, what, how it ended).
+    Audit(audit::AuditArgs),
     /// Hooks: check a template against every hook in force, changing
     /// nothing (`cairn hooks check STACK TEMPLATE`).
     Hooks {
@@ -856,8 +860,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     // A signal is a quick write that must land even while the operation it
     // is for is abandoned: that operation's resume (by the next command)
     // counts it.
-    let (engine, resumed) = if matches!(cli.command, Command::Signal { .. } | Command::Type { .. })
-    {
+    let (engine, resumed) = if matches!(
+        cli.command,
+        Command::Signal { .. } | Command::Type { .. } | Command::Audit(_)
+    ) {
         (stacks::open_without_resume(&config, &state).await?, false)
     } else {
         stacks::open(&config, &state).await?
@@ -902,6 +908,7 @@ async fn run_command(
         | Command::MigrateState { .. }
         | Command::Serve { .. } => Ok(()),
         Command::Hooks { command } => hooks::run(&engine, command).await,
+        Command::Audit(a) => audit::run(&engine, a).await,
         Command::Deploy(o) => stacks::deploy(&engine, o.args()).await,
         Command::Delete { stack, retain } => stacks::delete(&engine, stack, retain).await,
         Command::ContinueRollback { stack, skip } => {
@@ -1116,6 +1123,7 @@ async fn run_remote(endpoint: &str, command: &Command) -> anyhow::Result<()> {
             template, output, ..
         } => R::Validate(template, *output),
         Command::History { stack, output } => R::History(stack, *output),
+        Command::Audit(a) => R::Audit(a),
         Command::Update(o) => R::Update(o.args()),
         Command::Type { command } => R::Type(command),
         Command::Plan(o) => R::Plan(o.args()),

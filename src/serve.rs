@@ -121,6 +121,7 @@ pub async fn run(args: ServeArgs<'_>) -> anyhow::Result<()> {
         tracing::warn!("cannot look for interrupted operations: {e}");
     }
     tokio::spawn(app.clone().claim_forever());
+    tokio::spawn(app.clone().keep_audit_forever());
     // Stack notifications, for as long as the server runs (what is left at
     // shutdown is sent by the next engine on this state).
     let notifier = cairn_core::engine::notifications::Notifier::new(engine.clone());
@@ -135,7 +136,9 @@ pub async fn run(args: ServeArgs<'_>) -> anyhow::Result<()> {
             handle.graceful_shutdown(Some(Duration::from_secs(10)));
         });
     }
-    let service = router.into_make_service();
+    // Each request knows its peer's address (the audit trail's
+    // sourceIPAddress).
+    let service = router.into_make_service_with_connect_info::<std::net::SocketAddr>();
     match tls {
         Some(tls) => {
             axum_server::from_tcp_rustls(listener, tls)?

@@ -825,6 +825,7 @@ struct ActionForm {
 /// or `rollback` (RollbackStack).
 async fn stack_action(
     State(app): State<Arc<App>>,
+    super::Peer(peer): super::Peer,
     headers: HeaderMap,
     Path((name, action)): Path<(String, String)>,
     body: axum::body::Bytes,
@@ -864,7 +865,8 @@ async fn stack_action(
         params.extend(skips.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     }
     let back = format!("/console/stacks/{}", urlencode(back));
-    act(&app, &viewer, &csrf, api, &params, back).await
+    let from = (&headers, peer);
+    act(&app, (&viewer, from), &csrf, api, &params, back).await
 }
 
 /// The stack's operations, newest first: what ran, from which change set,
@@ -991,10 +993,11 @@ async fn drift_section(app: &App, stack: &StackRecord, csrf: &str) -> String {
 }
 
 /// Checks the CSRF token, then runs the API `action` with `params` (the
-/// same code as the Query API) and sends the person to `back`.
+/// same code as the Query API), records it in the audit trail as the
+/// viewer's console action, and sends the person to `back`.
 async fn act(
     app: &Arc<App>,
-    viewer: &Viewer,
+    (viewer, (headers, peer)): (&Viewer, (&HeaderMap, Option<std::net::SocketAddr>)),
     csrf: &str,
     action: &str,
     params: &[(&str, &str)],
@@ -1011,7 +1014,23 @@ async fn act(
         .extend_pairs(params)
         .finish();
     let form = super::form::Form::parse(query.as_bytes(), None);
-    match super::actions::dispatch(app, &form, action).await {
+    let key = match viewer {
+        Viewer::Key { key, .. } => Some(key.as_str()),
+        Viewer::Open => None,
+    };
+    let caller = super::audit::caller(&app.config.server, key, peer, headers, true);
+    let before = super::audit::stack_before(app, &form, action).await;
+    let outcome = super::actions::dispatch(app, &form, action).await;
+    let request_id = uuid::Uuid::new_v4().to_string();
+    let request = super::audit::Request {
+        caller,
+        action,
+        form: &form,
+        request_id: &request_id,
+        before,
+    };
+    super::audit::record(app, request, outcome.as_ref().map(|_| ())).await;
+    match outcome {
         Ok(_) => (StatusCode::SEE_OTHER, [(header::LOCATION, back)], "").into_response(),
         Err(e) => (
             StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_REQUEST),
@@ -1136,6 +1155,7 @@ async fn change_set_page(
 
 async fn change_set_action(
     State(app): State<Arc<App>>,
+    super::Peer(peer): super::Peer,
     headers: HeaderMap,
     Path((name, set, action)): Path<(String, String, String)>,
     Form(f): Form<ActionForm>,
@@ -1152,7 +1172,7 @@ async fn change_set_action(
     let back = format!("/console/stacks/{}", urlencode(&stack.stack_name));
     act(
         &app,
-        &viewer,
+        (&viewer, (&headers, peer)),
         &f.csrf,
         api,
         &[("StackName", &stack.stack_name), ("ChangeSetName", &set)],

@@ -12,13 +12,16 @@
 #![forbid(unsafe_code)]
 
 mod actions;
+mod audit;
 mod auth;
 mod console;
 mod form;
 mod metrics;
+mod trail;
 mod types;
 mod xml;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -219,6 +222,37 @@ impl App {
     }
 }
 
+/// How often the audit trail is pruned, and how often its exports look
+/// for new records.
+const PRUNE_EVERY: Duration = Duration::from_secs(3600);
+const EXPORT_EVERY: Duration = Duration::from_secs(1);
+
+impl App {
+    /// Prunes the audit trail (now, then every [`PRUNE_EVERY`]) and exports
+    /// its new records to `[audit] export_file` / `export_url`.
+    pub async fn keep_audit_forever(self: Arc<Self>) {
+        let keeper = cairn_core::engine::audit_trail::AuditKeeper::new(self.engine.clone());
+        let mut pruned_at: Option<std::time::Instant> = None;
+        loop {
+            if pruned_at.is_none_or(|at| at.elapsed() >= PRUNE_EVERY) {
+                match keeper.prune().await {
+                    Ok(0) => {}
+                    Ok(n) => {
+                        tracing::info!("pruned {n} audit records older than [audit] keep_days")
+                    }
+                    Err(e) => tracing::warn!("cannot prune the audit trail: {e}"),
+                }
+                pruned_at = Some(std::time::Instant::now());
+            }
+            for round in keeper.export_round().await {
+                self.metrics
+                    .audit_export(round.kind, round.sent, !round.failed);
+            }
+            tokio::time::sleep(EXPORT_EVERY).await;
+        }
+    }
+}
+
 async fn metrics_page(State(app): State<Arc<App>>) -> Response {
     let providers = app.engine.registry().provider_statuses();
     let started = std::time::Instant::now();
@@ -278,23 +312,59 @@ async fn healthz(State(app): State<Arc<App>>) -> Response {
     (status, out).into_response()
 }
 
-/// A request's answer: authenticated, authorised, then the action.
+/// A request's answer: authenticated, authorised, then the action; a call
+/// that changes something (or was refused trying) is recorded in the
+/// audit trail before it is answered.
 async fn answer(
     app: &Arc<App>,
     (method, uri, headers): (&Method, &Uri, &HeaderMap),
     body: &Bytes,
     (form, action): (&form::Form, &str),
-    read: Result<(), ApiError>,
+    (read, peer, request_id): (Result<(), ApiError>, Option<SocketAddr>, &str),
 ) -> Result<Option<xml::Xml>, ApiError> {
     read?;
     let key = authenticate(app, method, uri, headers, body)?;
-    authorize(app, key.as_deref(), form, action).await?;
-    actions::dispatch(app, form, action).await
+    let caller = audit::caller(&app.config.server, key.as_deref(), peer, headers, false);
+    let before = audit::stack_before(app, form, action).await;
+    let outcome = match authorize(app, key.as_deref(), form, action).await {
+        Ok(()) => actions::dispatch(app, form, action).await,
+        Err(e) => Err(e),
+    };
+    let request = audit::Request {
+        caller,
+        action,
+        form,
+        request_id,
+        before,
+    };
+    audit::record(app, request, outcome.as_ref().map(|_| ())).await;
+    outcome
+}
+
+/// The address a request came from (the server's connection info; none
+/// when the router is driven without one, as in tests).
+pub(crate) struct Peer(pub Option<SocketAddr>);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Peer {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _: &S,
+    ) -> Result<Peer, Self::Rejection> {
+        Ok(Peer(
+            parts
+                .extensions
+                .get::<axum::extract::ConnectInfo<SocketAddr>>()
+                .map(|c| c.0),
+        ))
+    }
 }
 
 /// One Query API request.
 async fn query(
     State(app): State<Arc<App>>,
+    Peer(peer): Peer,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
@@ -315,6 +385,24 @@ async fn query(
         )
     });
     let body: Bytes = read.as_ref().cloned().unwrap_or_default();
+    // CloudTrail's JSON actions (LookupEvents) on the same endpoint.
+    let target = headers.get("x-amz-target").and_then(|t| t.to_str().ok());
+    if let Some(action) = target.and_then(|t| t.strip_prefix(trail::TARGET_PREFIX)) {
+        let action = action.to_string();
+        let span = tracing::info_span!("request", action = %action, request_id = %request_id);
+        let outcome = tracing::Instrument::instrument(
+            async {
+                read?;
+                let key = authenticate(&app, &method, &uri, &headers, &body)?;
+                trail::dispatch(&app, key.as_deref(), &action, &body).await
+            },
+            span,
+        )
+        .await;
+        let status = outcome.as_ref().map(|_| 200).unwrap_or_else(|e| e.status);
+        app.metrics.request(&action, status, started.elapsed());
+        return trail::respond(outcome, &request_id);
+    }
     let form = form::Form::parse(&body, uri.query());
     let action = form.get("Action").unwrap_or("").to_string();
     // Every log line written while the request is answered names it
@@ -326,7 +414,7 @@ async fn query(
             (&method, &uri, &headers),
             &body,
             (&form, &action),
-            read.map(|_| ()),
+            (read.map(|_| ()), peer, &request_id),
         ),
         span,
     )

@@ -30,6 +30,13 @@ struct Counters {
     operations_started: BTreeMap<String, u64>,
     /// (kind, final status) → count.
     operations_ended: BTreeMap<(String, String), u64>,
+    /// Audit records written, and those that could not be.
+    audit_written: u64,
+    audit_failed: u64,
+    /// Audit records exported, by target kind (`file`, `http`), and
+    /// export attempts that failed.
+    audit_exported: BTreeMap<String, u64>,
+    audit_export_failures: BTreeMap<String, u64>,
 }
 
 impl Metrics {
@@ -53,6 +60,28 @@ impl Metrics {
             *c.operations_ended
                 .entry((kind.to_string(), status.to_string()))
                 .or_default() += 1;
+        }
+    }
+
+    pub fn audit_recorded(&self, written: bool) {
+        if let Ok(mut c) = self.inner.lock() {
+            if written {
+                c.audit_written += 1;
+            } else {
+                c.audit_failed += 1;
+            }
+        }
+    }
+
+    /// `n` records sent to an export target of `kind`, or (`ok` false) an
+    /// attempt that failed.
+    pub fn audit_export(&self, kind: &str, n: usize, ok: bool) {
+        if let Ok(mut c) = self.inner.lock() {
+            if ok {
+                *c.audit_exported.entry(kind.to_string()).or_default() += n as u64;
+            } else {
+                *c.audit_export_failures.entry(kind.to_string()).or_default() += 1;
+            }
         }
     }
 
@@ -108,6 +137,40 @@ impl Metrics {
             let _ = writeln!(
                 out,
                 "cairn_operations_ended_total{{kind=\"{kind}\",status=\"{status}\"}} {n}"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP cairn_audit_records_total Audit records this server wrote (written) or could not write (failed)."
+        );
+        let _ = writeln!(out, "# TYPE cairn_audit_records_total counter");
+        let _ = writeln!(
+            out,
+            "cairn_audit_records_total{{outcome=\"written\"}} {}",
+            c.audit_written
+        );
+        let _ = writeln!(
+            out,
+            "cairn_audit_records_total{{outcome=\"failed\"}} {}",
+            c.audit_failed
+        );
+        let _ = writeln!(
+            out,
+            "# HELP cairn_audit_exported_total Audit records exported, by target kind."
+        );
+        let _ = writeln!(out, "# TYPE cairn_audit_exported_total counter");
+        for (kind, n) in &c.audit_exported {
+            let _ = writeln!(out, "cairn_audit_exported_total{{target=\"{kind}\"}} {n}");
+        }
+        let _ = writeln!(
+            out,
+            "# HELP cairn_audit_export_failures_total Audit export attempts that failed (retried), by target kind."
+        );
+        let _ = writeln!(out, "# TYPE cairn_audit_export_failures_total counter");
+        for (kind, n) in &c.audit_export_failures {
+            let _ = writeln!(
+                out,
+                "cairn_audit_export_failures_total{{target=\"{kind}\"}} {n}"
             );
         }
         let _ = writeln!(out, "# HELP cairn_provider_calls_total Provider calls by kind and outcome (ok or the error kind).");

@@ -344,6 +344,10 @@ pub enum ServerAuth {
 #[serde(deny_unknown_fields)]
 pub struct AccessKey {
     pub secret: String,
+    /// Who the key belongs to: the audit trail's userName (default: the
+    /// key id).
+    #[serde(default)]
+    pub name: Option<String>,
     /// Stack names this key may operate on (default: all).
     #[serde(default)]
     pub stacks: Option<Vec<String>>,
@@ -470,6 +474,30 @@ pub enum LogFormat {
     Json,
 }
 
+/// The audit trail (`[audit]`): every API call and console action that
+/// changed something, kept in the state.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuditConfig {
+    /// Days a record is kept (CloudTrail's LookupEvents window: 90).
+    pub keep_days: u64,
+    /// Also append every record, as one JSON line, to this file.
+    pub export_file: Option<PathBuf>,
+    /// Also POST every record (a JSON array of CloudTrail records per
+    /// batch) to this http(s) URL, signed as webhooks are.
+    pub export_url: Option<String>,
+}
+
+impl Default for AuditConfig {
+    fn default() -> Self {
+        AuditConfig {
+            keep_days: 90,
+            export_file: None,
+            export_url: None,
+        }
+    }
+}
+
 /// The whole configuration file.
 #[derive(Debug, Clone, Deserialize, PartialEq, Default)]
 #[serde(deny_unknown_fields, default)]
@@ -488,6 +516,7 @@ pub struct Config {
     pub registry: RegistryConfig,
     pub hooks: HooksConfig,
     pub log: LogConfig,
+    pub audit: AuditConfig,
 }
 
 impl Config {

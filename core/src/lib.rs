@@ -33,7 +33,7 @@ mod validate_tests;
 pub use cairn_model::registry as type_registry;
 /// The stack model, its own crate (pure); re-exported at the old paths.
 pub use cairn_model::{
-    catalog, graph, group, hooks, import, macros, notifications, operation, plan, refactor,
+    audit, catalog, graph, group, hooks, import, macros, notifications, operation, plan, refactor,
     rollback_triggers, signal, stack, stack_policy, validate,
 };
 /// The template language, its own crate (pure: no I/O); re-exported at

@@ -13,6 +13,7 @@
 // Paths into the template language read as they did inside the core.
 use cairn_template as template;
 
+pub mod audit;
 pub mod catalog;
 pub mod graph;
 pub mod group;

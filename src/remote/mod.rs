@@ -83,6 +83,75 @@ impl Remote {
         })
     }
 
+    /// Signs `request` for `service` (when there are credentials).
+    fn signed(
+        &self,
+        mut request: reqwest::RequestBuilder,
+        service: &str,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> anyhow::Result<reqwest::RequestBuilder> {
+        let Some(creds) = &self.credentials else {
+            return Ok(request);
+        };
+        let identity = creds.clone().into();
+        let params = v4::SigningParams::builder()
+            .identity(&identity)
+            .region(&self.region)
+            .name(service)
+            .time(SystemTime::now())
+            .settings(SigningSettings::default())
+            .build()?
+            .into();
+        let signable = SignableRequest::new(
+            "POST",
+            url,
+            headers.iter().copied(),
+            SignableBody::Bytes(body),
+        )?;
+        let (instructions, _) = sign(signable, &params)?.into_parts();
+        for (name, value) in instructions.headers() {
+            request = request.header(name, value);
+        }
+        Ok(request)
+    }
+
+    /// Calls CloudTrail's JSON 1.1 `action` (LookupEvents) with `body`.
+    async fn call_trail(
+        &self,
+        action: &str,
+        body: &serde_json::Value,
+    ) -> anyhow::Result<serde_json::Value> {
+        let url = format!("{}/", self.endpoint);
+        let target = format!("com.amazonaws.cloudtrail.v20131101.CloudTrail_20131101.{action}");
+        let text = body.to_string();
+        let headers = [
+            ("content-type", "application/x-amz-json-1.1"),
+            ("x-amz-target", target.as_str()),
+        ];
+        let mut request = self.http.post(&url).body(text.clone());
+        for (k, v) in headers {
+            request = request.header(k, v);
+        }
+        let request = self.signed(request, "cloudtrail", &url, &headers, text.as_bytes())?;
+        let response = request
+            .send()
+            .await
+            .with_context(|| format!("cannot reach {}", self.endpoint))?;
+        let status = response.status();
+        let answer: serde_json::Value = serde_json::from_slice(&response.bytes().await?)
+            .with_context(|| format!("{} did not answer LookupEvents with JSON", self.endpoint))?;
+        if !status.is_success() {
+            return Err(anyhow!(
+                "{}: {}",
+                answer["__type"].as_str().unwrap_or("error"),
+                answer["message"].as_str().unwrap_or_default()
+            ));
+        }
+        Ok(answer)
+    }
+
     /// Calls `action`; the `<{Action}Result>` element, or the server's error
     /// message as the error.
     async fn call(&self, action: &str, params: &[(String, String)]) -> anyhow::Result<Node> {
@@ -95,32 +164,18 @@ impl Remote {
         let body = form.finish();
         let url = format!("{}/", self.endpoint);
         let content_type = "application/x-www-form-urlencoded; charset=utf-8";
-        let mut request = self
+        let request = self
             .http
             .post(&url)
             .header("content-type", content_type)
             .body(body.clone());
-        if let Some(creds) = &self.credentials {
-            let identity = creds.clone().into();
-            let params = v4::SigningParams::builder()
-                .identity(&identity)
-                .region(&self.region)
-                .name("cloudformation")
-                .time(SystemTime::now())
-                .settings(SigningSettings::default())
-                .build()?
-                .into();
-            let signable = SignableRequest::new(
-                "POST",
-                url.as_str(),
-                [("content-type", content_type)].into_iter(),
-                SignableBody::Bytes(body.as_bytes()),
-            )?;
-            let (instructions, _) = sign(signable, &params)?.into_parts();
-            for (name, value) in instructions.headers() {
-                request = request.header(name, value);
-            }
-        }
+        let request = self.signed(
+            request,
+            "cloudformation",
+            &url,
+            &[("content-type", content_type)],
+            body.as_bytes(),
+        )?;
         let response = request
             .send()
             .await
@@ -533,6 +588,7 @@ pub enum Command<'a> {
     },
     Validate(&'a Path, OutputFormat),
     History(&'a str, OutputFormat),
+    Audit(&'a crate::audit::AuditArgs),
     Update(crate::reconcile::Args<'a>),
     Type(&'a crate::types::TypeCommand),
 }
@@ -692,6 +748,7 @@ pub async fn run(endpoint: &str, command: Command<'_>) -> anyhow::Result<()> {
                 .collect::<anyhow::Result<_>>()?;
             crate::changesets::show_history(&h.text_or_empty("StackId"), &entries, output)
         }
+        Command::Audit(args) => audit(&r, args).await,
         Command::Update(args) => update(&r, args).await,
         Command::Template(stack, processed, output) => {
             let mut p = vec![kv("StackName", stack.to_string())];
@@ -711,6 +768,42 @@ pub async fn run(endpoint: &str, command: Command<'_>) -> anyhow::Result<()> {
 }
 
 /// `cairn delete` against a server: DeleteStack, followed to its end.
+/// `cairn --endpoint … audit`: LookupEvents pages (it filters by one
+/// attribute; the other filters are applied to what it returns).
+async fn audit(r: &Remote, args: &crate::audit::AuditArgs) -> anyhow::Result<()> {
+    let mut request = serde_json::json!({ "MaxResults": 50 });
+    let attribute = match (&args.stack, &args.key, &args.event) {
+        (Some(s), _, _) => Some(("ResourceName", s)),
+        (None, Some(k), _) => Some(("AccessKeyId", k)),
+        (None, None, Some(e)) => Some(("EventName", e)),
+        _ => None,
+    };
+    if let Some((key, value)) = attribute {
+        request["LookupAttributes"] =
+            serde_json::json!([{ "AttributeKey": key, "AttributeValue": value }]);
+    }
+    if let Some(since) = &args.since {
+        let now = jiff::Timestamp::now().as_millisecond();
+        request["StartTime"] = serde_json::json!(crate::audit::since_ms(since, now)? / 1000);
+    }
+    let mut records = Vec::new();
+    loop {
+        let page = r.call_trail("LookupEvents", &request).await?;
+        for e in page["Events"].as_array().into_iter().flatten() {
+            let body: serde_json::Value =
+                serde_json::from_str(e["CloudTrailEvent"].as_str().unwrap_or("{}"))?;
+            if crate::audit::remote_matches(&body, args) && records.len() < args.limit {
+                records.push(body);
+            }
+        }
+        match page["NextToken"].as_str() {
+            Some(token) if records.len() < args.limit => request["NextToken"] = token.into(),
+            _ => break,
+        }
+    }
+    crate::audit::show(&records, args.output)
+}
+
 async fn delete(r: &Remote, stack: &str, retain: &[String]) -> anyhow::Result<()> {
     let existing = match r.stack(stack).await {
         Ok(s) => s,

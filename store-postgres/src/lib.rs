@@ -16,6 +16,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
+use cairn_model::audit::{AuditQuery, AuditRecord, STACK_RESOURCE};
 use cairn_model::registry::{
     self as registry, NewTypeVersion, RegistrationRecord, RegistrationStatus,
     TypeConfigurationRecord, TypeVersionRecord,
@@ -36,7 +37,7 @@ fn tls_error(e: cairn_pg_tls::TlsError) -> StoreError {
 
 /// The schema version this Cairn writes; a database with a newer one is
 /// refused.
-const SCHEMA_VERSION: i32 = 10;
+const SCHEMA_VERSION: i32 = 11;
 
 /// Taken while the schema is applied, so engines starting together do not
 /// race (an arbitrary constant: "cairn" in ASCII).
@@ -62,7 +63,39 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (8, SCHEMA_8),
     (9, SCHEMA_9),
     (10, SCHEMA_10),
+    (11, SCHEMA_11),
 ];
+
+/// Version 11: the audit trail, where each audit export stands, and the
+/// console sessions ended by logging out.
+const SCHEMA_11: &str = r#"
+CREATE TABLE IF NOT EXISTS audit_records (
+    seq BIGSERIAL PRIMARY KEY,
+    event_id TEXT NOT NULL UNIQUE,
+    event_time BIGINT NOT NULL,
+    event_name TEXT NOT NULL,
+    access_key TEXT,
+    username TEXT,
+    resource_type TEXT,
+    resource_name TEXT,
+    stack_id TEXT,
+    request_id TEXT NOT NULL,
+    error_code TEXT,
+    body TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS audit_records_by_time ON audit_records (event_time);
+CREATE INDEX IF NOT EXISTS audit_records_by_resource ON audit_records (resource_name);
+CREATE TABLE IF NOT EXISTS audit_exports (
+    target TEXT PRIMARY KEY,
+    delivered BIGINT NOT NULL DEFAULT 0,
+    claim_owner TEXT,
+    claim_expires BIGINT
+);
+CREATE TABLE IF NOT EXISTS console_revocations (
+    session TEXT PRIMARY KEY,
+    until_ms BIGINT NOT NULL
+);
+"#;
 
 /// Version 10: a hook's verdict on an event (JSON).
 const SCHEMA_10: &str = "ALTER TABLE events ADD COLUMN IF NOT EXISTS hook TEXT;";
@@ -2539,6 +2572,186 @@ impl cairn_store::Notifications for PgStore {
         .await
         .map_err(backend)?;
         Ok(())
+    }
+}
+
+const AUDIT_COLUMNS: &str = "seq, event_id, event_time, event_name, access_key, username, resource_type, resource_name, stack_id, request_id, error_code, body";
+
+fn audit_row(r: &Row) -> Result<AuditRecord, StoreError> {
+    Ok(AuditRecord {
+        seq: get(r, 0)?,
+        event_id: get(r, 1)?,
+        event_time_ms: get(r, 2)?,
+        event_name: get(r, 3)?,
+        access_key: get(r, 4)?,
+        username: get(r, 5)?,
+        resource_type: get(r, 6)?,
+        resource_name: get(r, 7)?,
+        stack_id: get(r, 8)?,
+        request_id: get(r, 9)?,
+        error_code: get(r, 10)?,
+        body: json(r, 11)?,
+    })
+}
+
+#[async_trait::async_trait]
+impl cairn_store::Audit for PgStore {
+    async fn add_audit(&self, r: &AuditRecord) -> Result<i64, StoreError> {
+        let client = self.client().await?;
+        let row = fetch_one(
+            &client,
+            "INSERT INTO audit_records (event_id, event_time, event_name, access_key, username, resource_type, resource_name, stack_id, request_id, error_code, body) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING seq",
+            &[&r.event_id, &r.event_time_ms, &r.event_name, &r.access_key, &r.username, &r.resource_type, &r.resource_name, &r.stack_id, &r.request_id, &r.error_code, &json_text(&r.body)?],
+        )
+        .await
+        .map_err(backend)?;
+        get(&row, 0)
+    }
+
+    async fn audit_records(&self, q: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError> {
+        let client = self.client().await?;
+        let limit = (q.limit > 0).then_some(q.limit as i64);
+        let rows = fetch(
+            &client,
+            &format!(
+                "SELECT {AUDIT_COLUMNS} FROM audit_records WHERE \
+                 ($1::text IS NULL OR (resource_type = $12 AND (resource_name = $1 OR stack_id = $1))) \
+                 AND ($2::text IS NULL OR access_key = $2) AND ($3::text IS NULL OR username = $3) \
+                 AND ($4::text IS NULL OR event_name = $4) AND ($5::text IS NULL OR event_id = $5) \
+                 AND ($6::text IS NULL OR resource_type = $6) \
+                 AND ($7::text IS NULL OR resource_name = $7 OR stack_id = $7) \
+                 AND ($8::bigint IS NULL OR event_time >= $8) AND ($9::bigint IS NULL OR event_time <= $9) \
+                 AND ($10::text[] IS NULL OR (resource_type = $12 AND resource_name = ANY($10))) \
+                 AND ($11::bigint IS NULL OR seq < $11) \
+                 ORDER BY seq DESC LIMIT $13"
+            ),
+            &[
+                &q.stack,
+                &q.access_key,
+                &q.username,
+                &q.event_name,
+                &q.event_id,
+                &q.resource_type,
+                &q.resource_name,
+                &q.since_ms,
+                &q.until_ms,
+                &q.only_stacks,
+                &q.before_seq,
+                &STACK_RESOURCE,
+                &limit,
+            ],
+        )
+        .await
+        .map_err(backend)?;
+        rows.iter().map(audit_row).collect()
+    }
+
+    async fn prune_audit(&self, before_ms: i64) -> Result<u64, StoreError> {
+        let client = self.client().await?;
+        run(
+            &client,
+            "DELETE FROM audit_records WHERE event_time < $1",
+            &[&before_ms],
+        )
+        .await
+        .map_err(backend)
+    }
+
+    async fn audit_after(
+        &self,
+        after_seq: i64,
+        limit: usize,
+    ) -> Result<Vec<AuditRecord>, StoreError> {
+        let client = self.client().await?;
+        let rows = fetch(
+            &client,
+            &format!(
+                "SELECT {AUDIT_COLUMNS} FROM audit_records WHERE seq > $1 ORDER BY seq LIMIT $2"
+            ),
+            &[&after_seq, &(limit as i64)],
+        )
+        .await
+        .map_err(backend)?;
+        rows.iter().map(audit_row).collect()
+    }
+
+    async fn claim_audit_export(
+        &self,
+        owner: &str,
+        target: &str,
+        ttl_ms: i64,
+    ) -> Result<Option<i64>, StoreError> {
+        let client = self.client().await?;
+        run(
+            &client,
+            "INSERT INTO audit_exports (target, delivered) VALUES ($1, 0) ON CONFLICT (target) DO NOTHING",
+            &[&target],
+        )
+        .await
+        .map_err(backend)?;
+        let row = fetch_opt(
+            &client,
+            "UPDATE audit_exports SET claim_owner = $2, \
+             claim_expires = (extract(epoch from clock_timestamp()) * 1000)::bigint + $3 \
+             WHERE target = $1 AND (claim_owner IS NULL OR claim_owner = $2 \
+             OR claim_expires < (extract(epoch from clock_timestamp()) * 1000)::bigint) \
+             RETURNING delivered",
+            &[&target, &owner, &ttl_ms],
+        )
+        .await
+        .map_err(backend)?;
+        row.map(|r| get(&r, 0)).transpose()
+    }
+
+    async fn audit_exported(
+        &self,
+        owner: &str,
+        target: &str,
+        delivered: i64,
+        ttl_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let n = run(
+            &client,
+            "UPDATE audit_exports SET delivered = $3, \
+             claim_expires = (extract(epoch from clock_timestamp()) * 1000)::bigint + $4 \
+             WHERE target = $1 AND claim_owner = $2",
+            &[&target, &owner, &delivered, &ttl_ms],
+        )
+        .await
+        .map_err(backend)?;
+        Ok(n == 1)
+    }
+
+    async fn revoke_session(&self, session: &str, until_ms: i64) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        run(
+            &client,
+            "DELETE FROM console_revocations WHERE until_ms < (extract(epoch from clock_timestamp()) * 1000)::bigint",
+            &[],
+        )
+        .await
+        .map_err(backend)?;
+        run(
+            &client,
+            "INSERT INTO console_revocations (session, until_ms) VALUES ($1, $2) ON CONFLICT (session) DO UPDATE SET until_ms = $2",
+            &[&session, &until_ms],
+        )
+        .await
+        .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn session_revoked(&self, session: &str) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let row = fetch_opt(
+            &client,
+            "SELECT 1 FROM console_revocations WHERE session = $1",
+            &[&session],
+        )
+        .await
+        .map_err(backend)?;
+        Ok(row.is_some())
     }
 }
 

@@ -15,6 +15,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use tokio::sync::oneshot;
 
+use cairn_model::audit::{AuditQuery, AuditRecord, STACK_RESOURCE};
 use cairn_model::registry::{
     self as registry, NewTypeVersion, RegistrationRecord, RegistrationStatus,
     TypeConfigurationRecord, TypeVersionRecord,
@@ -255,14 +256,44 @@ CREATE TABLE IF NOT EXISTS type_configurations (
     updated_at TEXT NOT NULL,
     PRIMARY KEY (type_name, alias)
 );
+-- The audit trail: one row per API call or console action that changed
+-- something; body is CloudTrail's record, the columns what queries filter on.
+CREATE TABLE IF NOT EXISTS audit_records (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    event_id TEXT NOT NULL UNIQUE,
+    event_time INTEGER NOT NULL,
+    event_name TEXT NOT NULL,
+    access_key TEXT,
+    username TEXT,
+    resource_type TEXT,
+    resource_name TEXT,
+    stack_id TEXT,
+    request_id TEXT NOT NULL,
+    error_code TEXT,
+    body TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS audit_records_by_time ON audit_records (event_time);
+CREATE INDEX IF NOT EXISTS audit_records_by_resource ON audit_records (resource_name);
+-- Where each audit export target stands (the records are its outbox).
+CREATE TABLE IF NOT EXISTS audit_exports (
+    target TEXT PRIMARY KEY,
+    delivered INTEGER NOT NULL DEFAULT 0,
+    claim_owner TEXT,
+    claim_expires INTEGER
+);
+-- Console sessions ended by logging out, until they would have expired.
+CREATE TABLE IF NOT EXISTS console_revocations (
+    session TEXT PRIMARY KEY,
+    until_ms INTEGER NOT NULL
+);
 "#;
 
 /// The layout version written into `PRAGMA user_version`; bump it with any
 /// change to `SCHEMA` that an older file would not have.
-const SCHEMA_VERSION: i64 = 18;
+const SCHEMA_VERSION: i64 = 19;
 
 /// The columns each layout added, by the layout that added them (layouts
-/// 10 and 16 added only tables).
+/// 10, 16 and 19 added only tables).
 const COLUMN_STEPS: &[(i64, &str)] = &[
     (7, "ALTER TABLE history ADD COLUMN details TEXT;"),
     (8, "ALTER TABLE stacks ADD COLUMN tags TEXT;"),
@@ -2055,6 +2086,197 @@ impl cairn_store::Notifications for SqliteStore {
                 params![t.stack_id, t.target, owner],
             )
             .map(|_| ())
+            .map_err(backend)
+        })
+        .await
+    }
+}
+
+const AUDIT_COLUMNS: &str = "seq, event_id, event_time, event_name, access_key, username, resource_type, resource_name, stack_id, request_id, error_code, body";
+
+fn audit_row(r: &Row) -> rusqlite::Result<AuditRecord> {
+    Ok(AuditRecord {
+        seq: r.get(0)?,
+        event_id: r.get(1)?,
+        event_time_ms: r.get(2)?,
+        event_name: r.get(3)?,
+        access_key: r.get(4)?,
+        username: r.get(5)?,
+        resource_type: r.get(6)?,
+        resource_name: r.get(7)?,
+        stack_id: r.get(8)?,
+        request_id: r.get(9)?,
+        error_code: r.get(10)?,
+        body: from_json(&r.get::<_, String>(11)?)?,
+    })
+}
+
+#[async_trait::async_trait]
+impl cairn_store::Audit for SqliteStore {
+    async fn add_audit(&self, record: &AuditRecord) -> Result<i64, StoreError> {
+        let r = record.clone();
+        let body = json_text(&r.body)?;
+        self.run(move |c| {
+            c.execute(
+                "INSERT INTO audit_records (event_id, event_time, event_name, access_key, username, resource_type, resource_name, stack_id, request_id, error_code, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                params![r.event_id, r.event_time_ms, r.event_name, r.access_key, r.username, r.resource_type, r.resource_name, r.stack_id, r.request_id, r.error_code, body],
+            )
+            .map_err(backend)?;
+            Ok(c.last_insert_rowid())
+        })
+        .await
+    }
+
+    async fn audit_records(&self, q: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError> {
+        let q = q.clone();
+        let only = q.only_stacks.as_ref().map(json_text).transpose()?;
+        self.run(move |c| {
+            let mut st = c
+                .prepare_cached(&format!(
+                    "SELECT {AUDIT_COLUMNS} FROM audit_records WHERE \
+                     (?1 IS NULL OR (resource_type = ?12 AND (resource_name = ?1 OR stack_id = ?1))) \
+                     AND (?2 IS NULL OR access_key = ?2) AND (?3 IS NULL OR username = ?3) \
+                     AND (?4 IS NULL OR event_name = ?4) AND (?5 IS NULL OR event_id = ?5) \
+                     AND (?6 IS NULL OR resource_type = ?6) \
+                     AND (?7 IS NULL OR resource_name = ?7 OR stack_id = ?7) \
+                     AND (?8 IS NULL OR event_time >= ?8) AND (?9 IS NULL OR event_time <= ?9) \
+                     AND (?10 IS NULL OR (resource_type = ?12 AND resource_name IN (SELECT value FROM json_each(?10)))) \
+                     AND (?11 IS NULL OR seq < ?11) \
+                     ORDER BY seq DESC LIMIT ?13"
+                ))
+                .map_err(backend)?;
+            let limit = if q.limit == 0 { -1 } else { q.limit as i64 };
+            let rows = st.query_map(
+                params![
+                    q.stack,
+                    q.access_key,
+                    q.username,
+                    q.event_name,
+                    q.event_id,
+                    q.resource_type,
+                    q.resource_name,
+                    q.since_ms,
+                    q.until_ms,
+                    only,
+                    q.before_seq,
+                    STACK_RESOURCE,
+                    limit
+                ],
+                audit_row,
+            )
+            .map_err(backend)?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(backend);
+            rows
+        })
+        .await
+    }
+
+    async fn prune_audit(&self, before_ms: i64) -> Result<u64, StoreError> {
+        self.run(move |c| {
+            c.execute(
+                "DELETE FROM audit_records WHERE event_time < ?1",
+                params![before_ms],
+            )
+            .map(|n| n as u64)
+            .map_err(backend)
+        })
+        .await
+    }
+
+    async fn audit_after(
+        &self,
+        after_seq: i64,
+        limit: usize,
+    ) -> Result<Vec<AuditRecord>, StoreError> {
+        self.run(move |c| {
+            let mut st = c
+                .prepare_cached(&format!(
+                    "SELECT {AUDIT_COLUMNS} FROM audit_records WHERE seq > ?1 ORDER BY seq LIMIT ?2"
+                ))
+                .map_err(backend)?;
+            let rows = st
+                .query_map(params![after_seq, limit as i64], audit_row)
+                .map_err(backend)?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(backend);
+            rows
+        })
+        .await
+    }
+
+    async fn claim_audit_export(
+        &self,
+        owner: &str,
+        target: &str,
+        ttl_ms: i64,
+    ) -> Result<Option<i64>, StoreError> {
+        let (owner, target) = (owner.to_string(), target.to_string());
+        self.run(move |c| {
+            let now = now_ms();
+            c.execute(
+                "INSERT OR IGNORE INTO audit_exports (target, delivered) VALUES (?1, 0)",
+                params![target],
+            )
+            .map_err(backend)?;
+            c.query_row(
+                "UPDATE audit_exports SET claim_owner = ?2, claim_expires = ?3 WHERE target = ?1 AND (claim_owner IS NULL OR claim_owner = ?2 OR claim_expires < ?4) RETURNING delivered",
+                params![target, owner, now + ttl_ms, now],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(backend)
+        })
+        .await
+    }
+
+    async fn audit_exported(
+        &self,
+        owner: &str,
+        target: &str,
+        delivered: i64,
+        ttl_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let (owner, target) = (owner.to_string(), target.to_string());
+        self.run(move |c| {
+            c.execute(
+                "UPDATE audit_exports SET delivered = ?3, claim_expires = ?4 WHERE target = ?1 AND claim_owner = ?2",
+                params![target, owner, delivered, now_ms() + ttl_ms],
+            )
+            .map(|n| n == 1)
+            .map_err(backend)
+        })
+        .await
+    }
+
+    async fn revoke_session(&self, session: &str, until_ms: i64) -> Result<(), StoreError> {
+        let session = session.to_string();
+        self.run(move |c| {
+            c.execute(
+                "DELETE FROM console_revocations WHERE until_ms < ?1",
+                params![now_ms()],
+            )
+            .map_err(backend)?;
+            c.execute(
+                "INSERT INTO console_revocations (session, until_ms) VALUES (?1, ?2) ON CONFLICT(session) DO UPDATE SET until_ms = ?2",
+                params![session, until_ms],
+            )
+            .map(|_| ())
+            .map_err(backend)
+        })
+        .await
+    }
+
+    async fn session_revoked(&self, session: &str) -> Result<bool, StoreError> {
+        let session = session.to_string();
+        self.run(move |c| {
+            c.query_row(
+                "SELECT 1 FROM console_revocations WHERE session = ?1",
+                params![session],
+                |_| Ok(()),
+            )
+            .optional()
+            .map(|found| found.is_some())
             .map_err(backend)
         })
         .await

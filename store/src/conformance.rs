@@ -9,6 +9,7 @@ use std::sync::Arc;
 use serde_json::{json, Map};
 
 use super::{Lease, OperationRecord, Store, StoreError};
+use cairn_model::audit::{AuditCall, AuditQuery, AuditRecord, Caller, STACK_RESOURCE};
 use cairn_model::stack::{
     now, ChangeSetRecord, ChangeSetStatus, ChangeSetType, EventRecord, ExecutionStatus,
     HistoryRecord, OnFailure, OperationKind, PendingCall, ResourceRecord, ResourceStatus,
@@ -132,6 +133,209 @@ where
     notifications(fresh().await.as_ref()).await;
     refactors(fresh().await.as_ref()).await;
     type_registry(fresh().await.as_ref()).await;
+    audit(fresh().await.as_ref()).await;
+}
+
+fn audit_record(name: &str, stack: Option<&str>, key: Option<&str>, at: i64) -> AuditRecord {
+    AuditRecord::new(
+        &Caller {
+            access_key: key.map(str::to_string),
+            username: key.map(|k| format!("{k}-name")),
+            source_ip: "127.0.0.1".into(),
+            user_agent: "conformance".into(),
+            console: false,
+        },
+        AuditCall {
+            event_name: name.into(),
+            event_time_ms: at,
+            request_id: uuid::Uuid::new_v4().to_string(),
+            event_id: uuid::Uuid::new_v4().to_string(),
+            request_parameters: json!({ "stackName": stack }),
+            resource_type: stack.map(|_| STACK_RESOURCE.to_string()),
+            resource_name: stack.map(str::to_string),
+            stack_id: stack.map(|s| format!("arn:aws:cloudformation:us-east-1:1:stack/{s}/id")),
+            error: (name == "DeleteStack").then(|| ("ValidationError".into(), "no".into())),
+            region: "us-east-1".into(),
+            account_id: "1".into(),
+            ..AuditCall::default()
+        },
+    )
+}
+
+/// The audit trail: records kept whole and in order, read newest first
+/// with every filter, paged, pruned by age; export targets claimed and
+/// advanced by one owner at a time; console sessions revoked.
+async fn audit(store: &dyn Store) {
+    let t = 1_795_000_000_000;
+    let records = [
+        audit_record("CreateStack", Some("web"), Some("AKID1"), t),
+        audit_record("UpdateStack", Some("web"), Some("AKID2"), t + 1000),
+        audit_record("CreateStack", Some("db"), Some("AKID1"), t + 2000),
+        audit_record("RegisterType", None, None, t + 3000),
+        audit_record("DeleteStack", Some("web"), Some("AKID1"), t + 4000),
+    ];
+    let mut seqs = Vec::new();
+    for r in &records {
+        seqs.push(store.add_audit(r).await.unwrap());
+    }
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+    let all = store.audit_records(&AuditQuery::default()).await.unwrap();
+    let names: Vec<&str> = all.iter().map(|r| r.event_name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "DeleteStack",
+            "RegisterType",
+            "CreateStack",
+            "UpdateStack",
+            "CreateStack"
+        ]
+    );
+    let mut newest = records[4].clone();
+    newest.seq = seqs[4];
+    assert_eq!(all[0], newest, "a record comes back as it was kept");
+    let ask = |f: fn(&mut AuditQuery)| {
+        let mut q = AuditQuery::default();
+        f(&mut q);
+        async move {
+            store
+                .audit_records(&q)
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| r.seq)
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        ask(|q| q.stack = Some("web".into())).await,
+        [seqs[4], seqs[1], seqs[0]]
+    );
+    assert_eq!(
+        ask(|q| q.stack = Some("arn:aws:cloudformation:us-east-1:1:stack/db/id".into())).await,
+        [seqs[2]]
+    );
+    assert_eq!(
+        ask(|q| q.access_key = Some("AKID2".into())).await,
+        [seqs[1]]
+    );
+    assert_eq!(
+        ask(|q| q.username = Some("AKID2-name".into())).await,
+        [seqs[1]]
+    );
+    assert_eq!(
+        ask(|q| q.event_name = Some("CreateStack".into())).await,
+        [seqs[2], seqs[0]]
+    );
+    assert_eq!(
+        ask(|q| q.resource_type = Some(STACK_RESOURCE.into()))
+            .await
+            .len(),
+        4
+    );
+    assert_eq!(
+        ask(|q| {
+            q.since_ms = Some(1_795_000_001_000);
+            q.until_ms = Some(1_795_000_003_000);
+        })
+        .await,
+        [seqs[3], seqs[2], seqs[1]]
+    );
+    assert_eq!(
+        ask(|q| q.only_stacks = Some(vec!["db".into()])).await,
+        [seqs[2]]
+    );
+    assert_eq!(ask(|q| q.limit = 2).await, [seqs[4], seqs[3]]);
+    let mut next = AuditQuery {
+        limit: 2,
+        before_seq: Some(seqs[3]),
+        ..AuditQuery::default()
+    };
+    let page: Vec<i64> = store
+        .audit_records(&next)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.seq)
+        .collect();
+    assert_eq!(page, [seqs[2], seqs[1]]);
+    next.event_id = Some(records[0].event_id.clone());
+    next.before_seq = None;
+    assert_eq!(store.audit_records(&next).await.unwrap().len(), 1);
+    let after: Vec<i64> = store
+        .audit_after(seqs[1], 2)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.seq)
+        .collect();
+    assert_eq!(after, [seqs[2], seqs[3]]);
+
+    // Export targets: one owner at a time, delivered kept across claims.
+    assert_eq!(
+        store
+            .claim_audit_export("e1", "file:/a", 60_000)
+            .await
+            .unwrap(),
+        Some(0)
+    );
+    assert_eq!(
+        store
+            .claim_audit_export("e2", "file:/a", 60_000)
+            .await
+            .unwrap(),
+        None
+    );
+    assert!(store
+        .audit_exported("e1", "file:/a", seqs[2], 60_000)
+        .await
+        .unwrap());
+    assert!(!store
+        .audit_exported("e2", "file:/a", seqs[4], 60_000)
+        .await
+        .unwrap());
+    assert_eq!(
+        store
+            .claim_audit_export("e2", "http://b", 60_000)
+            .await
+            .unwrap(),
+        Some(0),
+        "each target has its own place"
+    );
+    // A claim that ran out is taken over where it stood.
+    assert!(store
+        .audit_exported("e1", "file:/a", seqs[2], -1)
+        .await
+        .unwrap());
+    assert_eq!(
+        store
+            .claim_audit_export("e2", "file:/a", 60_000)
+            .await
+            .unwrap(),
+        Some(seqs[2])
+    );
+    assert!(!store
+        .audit_exported("e1", "file:/a", seqs[4], 60_000)
+        .await
+        .unwrap());
+
+    // Pruning goes by age.
+    assert_eq!(store.prune_audit(t + 2000).await.unwrap(), 2);
+    assert_eq!(
+        store
+            .audit_records(&AuditQuery::default())
+            .await
+            .unwrap()
+            .len(),
+        3
+    );
+
+    // Console sessions.
+    assert!(!store.session_revoked("s1").await.unwrap());
+    store.revoke_session("s1", t * 2).await.unwrap();
+    store.revoke_session("s1", t * 2).await.unwrap();
+    assert!(store.session_revoked("s1").await.unwrap());
+    assert!(!store.session_revoked("s2").await.unwrap());
 }
 
 /// Registrations and type versions: ids in order, the first live version

@@ -696,6 +696,66 @@ impl crate::TypeRegistry for CrashStore {
 }
 
 #[async_trait::async_trait]
+impl crate::Audit for CrashStore {
+    async fn add_audit(&self, record: &cairn_model::audit::AuditRecord) -> Result<i64, StoreError> {
+        self.write().await?;
+        self.inner.add_audit(record).await
+    }
+
+    async fn audit_records(
+        &self,
+        q: &cairn_model::audit::AuditQuery,
+    ) -> Result<Vec<cairn_model::audit::AuditRecord>, StoreError> {
+        self.inner.audit_records(q).await
+    }
+
+    async fn prune_audit(&self, before_ms: i64) -> Result<u64, StoreError> {
+        self.write().await?;
+        self.inner.prune_audit(before_ms).await
+    }
+
+    async fn audit_after(
+        &self,
+        after_seq: i64,
+        limit: usize,
+    ) -> Result<Vec<cairn_model::audit::AuditRecord>, StoreError> {
+        self.inner.audit_after(after_seq, limit).await
+    }
+
+    async fn claim_audit_export(
+        &self,
+        owner: &str,
+        target: &str,
+        ttl_ms: i64,
+    ) -> Result<Option<i64>, StoreError> {
+        self.write().await?;
+        self.inner.claim_audit_export(owner, target, ttl_ms).await
+    }
+
+    async fn audit_exported(
+        &self,
+        owner: &str,
+        target: &str,
+        delivered: i64,
+        ttl_ms: i64,
+    ) -> Result<bool, StoreError> {
+        self.write().await?;
+        self.inner
+            .audit_exported(owner, target, delivered, ttl_ms)
+            .await
+    }
+
+    async fn revoke_session(&self, session: &str, until_ms: i64) -> Result<(), StoreError> {
+        self.write().await?;
+        self.inner.revoke_session(session, until_ms).await
+    }
+
+    async fn session_revoked(&self, session: &str) -> Result<bool, StoreError> {
+        self.inner.session_revoked(session).await
+    }
+}
+
+#[async_trait::async_trait]
 impl Store for CrashStore {
     async fn ping(&self) -> Result<(), StoreError> {
         self.inner.ping().await

@@ -19,6 +19,7 @@ pub mod crash;
 #[cfg(feature = "testing")]
 pub mod memory;
 
+use cairn_model::audit::{AuditQuery, AuditRecord};
 use cairn_model::registry::{
     NewTypeVersion, RegistrationRecord, TypeConfigurationRecord, TypeVersionRecord,
 };
@@ -47,6 +48,11 @@ pub const TABLES: &[&str] = &[
     "type_versions",
     "type_registry_state",
     "type_configurations",
+    "notification_targets",
+    "stack_refactors",
+    "audit_records",
+    "audit_exports",
+    "console_revocations",
 ];
 
 /// One value of a copied row.
@@ -701,6 +707,49 @@ pub trait TypeRegistry: Send + Sync {
     async fn type_configurations(&self) -> Result<Vec<TypeConfigurationRecord>, StoreError>;
 }
 
+/// The audit trail (the records are the export's outbox: each export
+/// target keeps the `seq` it has delivered, under a claim as a
+/// notification target is) and the console's ended sessions.
+#[async_trait::async_trait]
+pub trait Audit: Send + Sync {
+    /// Keeps `record` durably; returns its `seq` (larger than every
+    /// earlier record's).
+    async fn add_audit(&self, record: &AuditRecord) -> Result<i64, StoreError>;
+    /// The records `q` asks for, newest first (at most `q.limit`).
+    async fn audit_records(&self, q: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError>;
+    /// Forgets the records older than `before_ms`; how many went.
+    async fn prune_audit(&self, before_ms: i64) -> Result<u64, StoreError>;
+    /// Up to `limit` records after `after_seq`, oldest first.
+    async fn audit_after(
+        &self,
+        after_seq: i64,
+        limit: usize,
+    ) -> Result<Vec<AuditRecord>, StoreError>;
+    /// Claims export `target` for `ttl_ms` (a new target starts at the
+    /// first record): the `seq` delivered so far, or `None` while another
+    /// owner's claim is live.
+    async fn claim_audit_export(
+        &self,
+        owner: &str,
+        target: &str,
+        ttl_ms: i64,
+    ) -> Result<Option<i64>, StoreError>;
+    /// Records that `target` has every record up to `delivered` and renews
+    /// `owner`'s claim; `false` (nothing written) when the claim is not
+    /// `owner`'s any more.
+    async fn audit_exported(
+        &self,
+        owner: &str,
+        target: &str,
+        delivered: i64,
+        ttl_ms: i64,
+    ) -> Result<bool, StoreError>;
+    /// Ends a console session (its signature) on every engine, until it
+    /// would have expired anyway (`until_ms`; older entries are dropped).
+    async fn revoke_session(&self, session: &str, until_ms: i64) -> Result<(), StoreError>;
+    async fn session_revoked(&self, session: &str) -> Result<bool, StoreError>;
+}
+
 #[async_trait::async_trait]
 pub trait Store:
     Stacks
@@ -715,6 +764,7 @@ pub trait Store:
     + Notifications
     + Refactors
     + TypeRegistry
+    + Audit
     + Send
     + Sync
 {

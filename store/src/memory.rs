@@ -20,10 +20,12 @@ use cairn_model::registry::{
     TypeConfigurationRecord, TypeVersionRecord,
 };
 
+use cairn_model::audit::{AuditQuery, AuditRecord};
+
 use crate::{
-    ChangeSets, Claim, DriftDetections, Events, Exports, Inbox, Lease, Leases, NotificationCursor,
-    Notifications, OperationRecord, OperationStart, Operations, RefactorWrite, Refactors,
-    Resources, Stacks, Store, StoreError, TypeRegistry,
+    Audit, ChangeSets, Claim, DriftDetections, Events, Exports, Inbox, Lease, Leases,
+    NotificationCursor, Notifications, OperationRecord, OperationStart, Operations, RefactorWrite,
+    Refactors, Resources, Stacks, Store, StoreError, TypeRegistry,
 };
 
 /// A stack's lease row.
@@ -84,6 +86,13 @@ struct State {
     registry_generation: i64,
     /// (type name, alias) → its configuration.
     configurations: BTreeMap<(String, String), TypeConfigurationRecord>,
+    /// The audit trail, oldest first, and the last `seq` given.
+    audit: Vec<AuditRecord>,
+    audit_seq: i64,
+    /// Export target → (delivered seq, claim owner, claim expiry).
+    audit_exports: BTreeMap<String, (i64, Option<String>, i64)>,
+    /// Ended console sessions → until when they are remembered.
+    revoked: BTreeMap<String, i64>,
 }
 
 /// The whole state in memory (see the module's documentation).
@@ -1436,6 +1445,114 @@ impl TypeRegistry for MemoryStore {
 
     async fn type_configurations(&self) -> Result<Vec<TypeConfigurationRecord>, StoreError> {
         self.with(|st| Ok(st.configurations.values().cloned().collect()))
+    }
+}
+
+#[async_trait::async_trait]
+impl Audit for MemoryStore {
+    async fn add_audit(&self, record: &AuditRecord) -> Result<i64, StoreError> {
+        self.with(|st| {
+            st.audit_seq += 1;
+            let mut r = record.clone();
+            r.seq = st.audit_seq;
+            st.audit.push(r);
+            Ok(st.audit_seq)
+        })
+    }
+
+    async fn audit_records(&self, q: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError> {
+        self.with(|st| {
+            let limit = if q.limit == 0 { usize::MAX } else { q.limit };
+            Ok(st
+                .audit
+                .iter()
+                .rev()
+                .filter(|r| q.matches(r))
+                .take(limit)
+                .cloned()
+                .collect())
+        })
+    }
+
+    async fn prune_audit(&self, before_ms: i64) -> Result<u64, StoreError> {
+        self.with(|st| {
+            let before = st.audit.len();
+            st.audit.retain(|r| r.event_time_ms >= before_ms);
+            Ok((before - st.audit.len()) as u64)
+        })
+    }
+
+    async fn audit_after(
+        &self,
+        after_seq: i64,
+        limit: usize,
+    ) -> Result<Vec<AuditRecord>, StoreError> {
+        self.with(|st| {
+            Ok(st
+                .audit
+                .iter()
+                .filter(|r| r.seq > after_seq)
+                .take(limit)
+                .cloned()
+                .collect())
+        })
+    }
+
+    async fn claim_audit_export(
+        &self,
+        owner: &str,
+        target: &str,
+        ttl_ms: i64,
+    ) -> Result<Option<i64>, StoreError> {
+        self.with(|st| {
+            let now = now_ms();
+            let row = st
+                .audit_exports
+                .entry(target.to_string())
+                .or_insert((0, None, 0));
+            let free = match &row.1 {
+                None => true,
+                Some(o) => o == owner || row.2 < now,
+            };
+            if !free {
+                return Ok(None);
+            }
+            row.1 = Some(owner.to_string());
+            row.2 = now + ttl_ms;
+            Ok(Some(row.0))
+        })
+    }
+
+    async fn audit_exported(
+        &self,
+        owner: &str,
+        target: &str,
+        delivered: i64,
+        ttl_ms: i64,
+    ) -> Result<bool, StoreError> {
+        self.with(|st| {
+            Ok(match st.audit_exports.get_mut(target) {
+                Some(row) if row.1.as_deref() == Some(owner) => {
+                    row.0 = delivered;
+                    row.2 = now_ms() + ttl_ms;
+                    true
+                }
+                _ => false,
+            })
+        })
+    }
+
+    async fn revoke_session(&self, session: &str, until_ms: i64) -> Result<(), StoreError> {
+        self.with(|st| {
+            let now = now_ms();
+            st.revoked.retain(|_, until| *until >= now);
+            st.revoked.insert(session.to_string(), until_ms);
+            Ok(())
+        })
+    }
+
+    async fn session_revoked(&self, session: &str) -> Result<bool, StoreError> {
+        self.with(|st| Ok(st.revoked.contains_key(session)))
     }
 }
 

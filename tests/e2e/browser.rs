@@ -13,19 +13,8 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::console::SIGV4_KEYS;
-use crate::support::{remote_as, Scratch, Served};
+use crate::support::{remote_as, remote_ok_as as remote_ok, Scratch, Served};
 use crate::webdriver::{step, with_browser, STEP};
-
-fn remote_ok(s: &Scratch, endpoint: &str, key: (&str, &str), args: &[&str]) {
-    let out = remote_as(s, endpoint, key, args)
-        .output()
-        .expect("cairn runs");
-    assert!(
-        out.status.success(),
-        "cairn {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 const ADMIN: (&str, &str) = ("AKIDCONSOLE", "console-secret");
 const LIMITED: (&str, &str) = ("AKIDLIMITED", "limited-secret");

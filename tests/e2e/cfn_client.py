@@ -1251,6 +1251,71 @@ def lambda_hooks():
     server.shutdown()
 
 
+def trail(**kw):
+    return boto3.client(
+        "cloudtrail",
+        endpoint_url=ENDPOINT,
+        region_name="us-east-1",
+        config=Config(retries={"max_attempts": 1}),
+        **kw,
+    )
+
+
+def audit():
+    """The audit trail through CloudTrail's LookupEvents (the Rust test made
+    the calls: mine created, updated and deleted from the console; theirs
+    created and deleted)."""
+    limited = dict(aws_access_key_id="AKIDLIMITED", aws_secret_access_key="limited-secret")
+    code, msg, status = error(client(**limited).create_stack, StackName="other",
+                              TemplateBody="Resources: {R: {Type: Cairn::Test::Resource}}")
+    assert (code, status) == ("AccessDenied", 403), (code, msg)
+    ct = trail()
+    events = ct.lookup_events()["Events"]
+    seen = [(e["EventName"], e["Resources"][0]["ResourceName"]) for e in events]
+    assert seen == [("CreateStack", "other"), ("DeleteStack", "mine"), ("DeleteStack", "theirs"),
+                    ("CreateStack", "theirs"), ("UpdateStack", "mine"), ("CreateStack", "mine")], seen
+    first = events[-1]
+    assert first["AccessKeyId"] == "AKIDOPS" and first["Username"] == "ops", first
+    assert first["EventSource"] == "cloudformation.amazonaws.com" and first["ReadOnly"] == "false", first
+    assert first["Resources"][0]["ResourceType"] == "AWS::CloudFormation::Stack", first
+    assert isinstance(first["EventTime"], datetime.datetime), first
+    record = json.loads(first["CloudTrailEvent"])
+    assert record["sourceIPAddress"] == "127.0.0.1", record
+    assert record["requestParameters"]["parameters"] == [
+        {"parameterKey": "Pw", "parameterValue": "HIDDEN_DUE_TO_SECURITY_REASONS"}], record
+    assert record["eventID"] == first["EventId"], record
+    # One attribute at a time, as CloudTrail takes them.
+    only = ct.lookup_events(LookupAttributes=[{"AttributeKey": "ResourceName", "AttributeValue": "mine"}])
+    assert [e["EventName"] for e in only["Events"]] == ["DeleteStack", "UpdateStack", "CreateStack"], only
+    by_key = ct.lookup_events(LookupAttributes=[{"AttributeKey": "AccessKeyId", "AttributeValue": "AKIDLIMITED"}])
+    assert [e["EventName"] for e in by_key["Events"]] == ["CreateStack"], by_key
+    assert ct.lookup_events(LookupAttributes=[{"AttributeKey": "ReadOnly", "AttributeValue": "true"}])["Events"] == []
+    by_id = ct.lookup_events(LookupAttributes=[{"AttributeKey": "EventId", "AttributeValue": first["EventId"]}])
+    assert [e["EventId"] for e in by_id["Events"]] == [first["EventId"]], by_id
+    # Pages, and boto3's paginator over them.
+    page = ct.lookup_events(MaxResults=4)
+    assert len(page["Events"]) == 4 and page["NextToken"], page
+    rest = ct.lookup_events(MaxResults=4, NextToken=page["NextToken"])
+    assert len(rest["Events"]) == 2 and "NextToken" not in rest, rest
+    paged = [e["EventId"] for p in ct.get_paginator("lookup_events").paginate(PaginationConfig={"PageSize": 2})
+             for e in p["Events"]]
+    assert paged == [e["EventId"] for e in events], paged
+    start = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(hours=1)
+    assert len(ct.lookup_events(StartTime=start)["Events"]) == 6
+    later = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=1)
+    assert ct.lookup_events(StartTime=later)["Events"] == []
+    # CloudTrail's errors.
+    code, msg, status = error(ct.lookup_events, LookupAttributes=[
+        {"AttributeKey": "EventName", "AttributeValue": "A"}, {"AttributeKey": "Username", "AttributeValue": "B"}])
+    assert (code, status) == ("InvalidLookupAttributesException", 400), (code, msg)
+    code, msg, status = error(ct.lookup_events, StartTime=later, EndTime=start)
+    assert (code, msg) == ("InvalidTimeRangeException", "Start time must be less than or equal to end time"), msg
+    # A key limited to `mine` reads only mine's records.
+    mine = trail(**limited).lookup_events()["Events"]
+    assert [(e["EventName"], e["Resources"][0]["ResourceName"]) for e in mine] == [
+        ("DeleteStack", "mine"), ("UpdateStack", "mine"), ("CreateStack", "mine")], mine
+
+
 if __name__ == "__main__":
     globals()[sys.argv[1]]()
     print("ok")

@@ -7,7 +7,7 @@ use std::io::{Read, Write};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::support::{http, http_get, remote_as, Scratch, Served};
+use crate::support::{header, http, http_get, remote_as, Scratch, Served};
 
 const CHAIN: &str = "Parameters:\n  Secret: {Type: String, NoEcho: true}\n  Colour: {Type: String}\nResources:\n  A: {Type: Cairn::Test::Resource, Properties: {Value: a, WaitSeconds: 0.4}}\n  B: {Type: Cairn::Test::Resource, Properties: {Value: !Ref A, WaitSeconds: 0.4}}\n  C: {Type: Cairn::Test::Resource, DependsOn: B, Properties: {Value: c, WaitSeconds: 0.4}}\n  D: {Type: Cairn::Test::Resource, DependsOn: A, Properties: {Value: !Sub 'd-${Secret}'}}\nOutputs:\n  Last: {Value: !Ref C}\n";
 
@@ -165,18 +165,6 @@ fn the_console_shows_stacks_the_graph_and_live_events() {
     let js = http_get(&endpoint, "/console/assets/console.js");
     assert!(js.contains("new EventSource("), "{js}");
     assert!(http_get(&endpoint, "/console/stacks/nope").starts_with("HTTP/1.1 404"));
-}
-
-fn header<'a>(answer: &'a str, name: &str) -> Option<&'a str> {
-    answer
-        .split("\r\n\r\n")
-        .next()
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case(name).then(|| v.trim())
-        })
 }
 
 /// `auth = "sigv4"` with two keys: AKIDCONSOLE sees every stack,

@@ -1,5 +1,6 @@
 //! End-to-end tests: they drive the real `cairn` binary.
 
+mod audit;
 mod browser;
 mod changesets;
 mod console;

@@ -37,31 +37,7 @@ impl Server {
 
     /// Runs a `cfn_client.py` scenario against this server.
     fn scenario(&self, s: &Scratch, name: &str, ca: Option<&str>) {
-        let mut cmd = crate::support::python_with("boto3");
-        cmd.arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/e2e/cfn_client.py"
-        ))
-        .args([name, &self.endpoint])
-        .args(ca)
-        .current_dir(s.dir.path())
-        .env("AWS_ACCESS_KEY_ID", KEY)
-        .env("AWS_SECRET_ACCESS_KEY", SECRET)
-        .env("AWS_DEFAULT_REGION", "us-east-1")
-        .env_remove("AWS_PROFILE")
-        .env_remove("AWS_SESSION_TOKEN")
-        .env("AWS_CONFIG_FILE", s.dir.path().join("no-aws-config"))
-        .env(
-            "AWS_SHARED_CREDENTIALS_FILE",
-            s.dir.path().join("no-aws-credentials"),
-        );
-        let out = cmd.output().expect("python3 runs the client");
-        assert!(
-            out.status.success(),
-            "scenario {name} failed:\n{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        crate::support::cfn_client(s, &self.endpoint, name, (KEY, SECRET), ca);
     }
 }
 

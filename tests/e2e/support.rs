@@ -190,6 +190,62 @@ pub fn remote_as(s: &Scratch, endpoint: &str, key: (&str, &str), args: &[&str]) 
     cmd
 }
 
+/// Runs a `cfn_client.py` scenario (boto3 and the aws CLI) against the
+/// server at `endpoint` as `key` (id, secret), trusting `ca` if given; it
+/// must pass.
+pub fn cfn_client(s: &Scratch, endpoint: &str, name: &str, key: (&str, &str), ca: Option<&str>) {
+    let mut cmd = python_with("boto3");
+    cmd.arg(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/e2e/cfn_client.py"
+    ))
+    .args([name, endpoint])
+    .args(ca)
+    .current_dir(s.dir.path())
+    .env("AWS_ACCESS_KEY_ID", key.0)
+    .env("AWS_SECRET_ACCESS_KEY", key.1)
+    .env("AWS_DEFAULT_REGION", "us-east-1")
+    .env_remove("AWS_PROFILE")
+    .env_remove("AWS_SESSION_TOKEN")
+    .env("AWS_CONFIG_FILE", s.dir.path().join("no-aws-config"))
+    .env(
+        "AWS_SHARED_CREDENTIALS_FILE",
+        s.dir.path().join("no-aws-credentials"),
+    );
+    let out = cmd.output().expect("python3 runs the client");
+    assert!(
+        out.status.success(),
+        "scenario {name} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `cairn --endpoint ENDPOINT ARGS…` signed with `key`, which must succeed.
+pub fn remote_ok_as(s: &Scratch, endpoint: &str, key: (&str, &str), args: &[&str]) {
+    let out = remote_as(s, endpoint, key, args)
+        .output()
+        .expect("cairn runs");
+    assert!(
+        out.status.success(),
+        "cairn {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A header of an HTTP answer ([`http`]'s), by name in any case.
+pub fn header<'a>(answer: &'a str, name: &str) -> Option<&'a str> {
+    answer
+        .split("\r\n\r\n")
+        .next()
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case(name).then(|| v.trim())
+        })
+}
+
 /// `GET path` from a server at `endpoint` (`http://host:port`): the whole
 /// HTTP answer, status line and headers included.
 pub fn http_get(endpoint: &str, path: &str) -> String {

@@ -147,6 +147,7 @@ mod tests {
             "AKID".into(),
             AccessKey {
                 secret: "s3cret".into(),
+                name: None,
                 stacks: Some(vec!["mine".into()]),
             },
         );

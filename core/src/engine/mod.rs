@@ -8,6 +8,7 @@
 //! drives the stack to a terminal status. `run` is also how a crashed operation
 //! is resumed: it reads where the stack is from the store.
 
+pub mod audit_trail;
 pub mod capabilities;
 mod changeset;
 mod claims;
