@@ -264,17 +264,49 @@ pub async fn record(app: &Arc<App>, r: Request<'_>, outcome: Result<(), &ApiErro
         error: outcome
             .err()
             .map(|e| (e.code.to_string(), e.message.clone())),
+        sign_in: false,
         region: identity.region.clone(),
         account_id: identity.account_id.clone(),
     };
-    let record = AuditRecord::new(&r.caller, call);
+    keep(app, AuditRecord::new(&r.caller, call)).await;
+}
+
+/// Records a console sign-in (`ConsoleLogin`, successful or not) or
+/// sign-out, as CloudTrail's `AwsConsoleSignIn` events: the key given,
+/// never the secret.
+pub async fn record_sign_in(app: &Arc<App>, caller: Caller, event_name: &str, success: bool) {
+    let identity = &app.config.identity;
+    let outcome = if success { "Success" } else { "Failure" };
+    let call = AuditCall {
+        event_name: event_name.to_string(),
+        event_time_ms: now_ms(),
+        request_id: uuid::Uuid::new_v4().to_string(),
+        event_id: uuid::Uuid::new_v4().to_string(),
+        request_parameters: Value::Null,
+        response_elements: Some(json!({ event_name: outcome })),
+        error: (!success).then(|| {
+            (
+                "AccessDenied".to_string(),
+                "Failed authentication".to_string(),
+            )
+        }),
+        sign_in: true,
+        region: identity.region.clone(),
+        account_id: identity.account_id.clone(),
+        ..AuditCall::default()
+    };
+    keep(app, AuditRecord::new(&caller, call)).await;
+}
+
+/// Writes `record`; a trail that cannot be written is logged and counted.
+async fn keep(app: &Arc<App>, record: AuditRecord) {
     match app.engine.store().add_audit(&record).await {
         Ok(_) => app.metrics.audit_recorded(true),
         Err(e) => {
             app.metrics.audit_recorded(false);
             tracing::error!(
-                action = r.action,
-                request_id = r.request_id,
+                action = %record.event_name,
+                request_id = %record.request_id,
                 "the audit record of this call could not be written: {e}"
             );
         }

@@ -70,8 +70,28 @@ type Refusal = Box<Response>;
 
 /// The viewer, or the answer to give instead: a page sends the person to
 /// the login form, an API call gets 401.
-fn access(app: &App, headers: &HeaderMap, page: bool) -> Result<Viewer, Refusal> {
-    match session::viewer(&app.config.server, headers) {
+async fn access(app: &App, headers: &HeaderMap, page: bool) -> Result<Viewer, Refusal> {
+    let viewer = session::viewer(&app.config.server, headers);
+    // A cookie whose session was ended (logged out, on any engine) is no
+    // session.
+    let revoked = match &viewer {
+        Some(Viewer::Key { session, .. }) => {
+            match app.engine.store().session_revoked(session).await {
+                Ok(revoked) => revoked,
+                Err(e) => {
+                    return Err(Box::new(
+                        (
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            format!("The console cannot check this session: the state store does not answer ({e}); try again when /healthz says ok."),
+                        )
+                            .into_response(),
+                    ))
+                }
+            }
+        }
+        _ => false,
+    };
+    match viewer.filter(|_| !revoked) {
         Some(v) => Ok(v),
         None if page => Err(Box::new(
             (
@@ -163,7 +183,7 @@ async fn stack_list(
     headers: HeaderMap,
     Query(q): Query<ListQuery>,
 ) -> Response {
-    let viewer = match access(&app, &headers, true) {
+    let viewer = match access(&app, &headers, true).await {
         Ok(v) => v,
         Err(r) => return *r,
     };
@@ -234,7 +254,7 @@ async fn stack_list(
 /// DescribeType and ListTypeVersions as one page). A key limited to some
 /// stacks does not see the registry, as it may not call its actions.
 async fn type_list(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
-    let viewer = match access(&app, &headers, true) {
+    let viewer = match access(&app, &headers, true).await {
         Ok(v) => v,
         Err(r) => return *r,
     };
@@ -307,7 +327,7 @@ async fn viewed(
     name: &str,
     page: bool,
 ) -> Result<(Viewer, StackRecord), Refusal> {
-    let viewer = access(app, headers, page)?;
+    let viewer = access(app, headers, page).await?;
     let stack = find(app, name).await?;
     visible(app, &viewer, &stack)?;
     Ok((viewer, stack))
@@ -767,8 +787,22 @@ struct LoginForm {
     secret_access_key: String,
 }
 
-async fn login(State(app): State<Arc<App>>, Form(f): Form<LoginForm>) -> Response {
-    match session::login(&app.config.server, &f.access_key_id, &f.secret_access_key) {
+async fn login(
+    State(app): State<Arc<App>>,
+    super::Peer(peer): super::Peer,
+    headers: HeaderMap,
+    Form(f): Form<LoginForm>,
+) -> Response {
+    let attempt = session::login(&app.config.server, &f.access_key_id, &f.secret_access_key);
+    let caller = super::audit::caller(
+        &app.config.server,
+        Some(&f.access_key_id),
+        peer,
+        &headers,
+        true,
+    );
+    super::audit::record_sign_in(&app, caller, "ConsoleLogin", attempt.is_ok()).await;
+    match attempt {
         Ok(token) => {
             let secure = if app.config.server.tls_cert.is_some() {
                 "; Secure"
@@ -796,7 +830,28 @@ async fn login(State(app): State<Arc<App>>, Form(f): Form<LoginForm>) -> Respons
 
 /// Ends the login: the cookie is cleared and the person is sent to the
 /// login form (with `auth = "none"`, back to the stack list).
-async fn logout(State(app): State<Arc<App>>) -> Response {
+async fn logout(
+    State(app): State<Arc<App>>,
+    super::Peer(peer): super::Peer,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(Viewer::Key {
+        key,
+        expiry,
+        session,
+    }) = session::viewer(&app.config.server, &headers)
+    {
+        let until_ms = i64::try_from(expiry).unwrap_or(i64::MAX / 1000) * 1000;
+        if let Err(e) = app.engine.store().revoke_session(&session, until_ms).await {
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("The session could not be ended: the state store does not answer ({e}); log out again when /healthz says ok."),
+            )
+                .into_response();
+        }
+        let caller = super::audit::caller(&app.config.server, Some(&key), peer, &headers, true);
+        super::audit::record_sign_in(&app, caller, "ConsoleLogout", true).await;
+    }
     let to = match app.config.server.auth {
         ServerAuth::Sigv4 => "/console/login",
         ServerAuth::None => "/console/",

@@ -72,6 +72,8 @@ pub struct AuditCall {
     pub resource_name: Option<String>,
     pub stack_id: Option<String>,
     pub error: Option<(String, String)>,
+    /// A console sign-in or sign-out (CloudTrail's `AwsConsoleSignIn`).
+    pub sign_in: bool,
     pub region: String,
     pub account_id: String,
 }
@@ -121,10 +123,10 @@ impl AuditRecord {
         }
         body.insert(
             "eventType".into(),
-            json!(if caller.console {
-                "AwsConsoleAction"
-            } else {
-                "AwsApiCall"
+            json!(match (call.sign_in, caller.console) {
+                (true, _) => "AwsConsoleSignIn",
+                (false, true) => "AwsConsoleAction",
+                (false, false) => "AwsApiCall",
             }),
         );
         body.insert("managementEvent".into(), json!(true));

@@ -68,7 +68,16 @@ fn api_calls_and_console_actions_are_audited_with_who_where_and_no_secrets() {
         &["deploy", "theirs", t, "-p", "Pw=hunter4"],
     );
     ok(&s, &endpoint, OPS, &["delete", "theirs"]);
-    // The console: log in, delete `mine` from its page.
+    // The console: a wrong secret, then a login, then `mine` deleted from
+    // its page.
+    let refused = http(
+        &endpoint,
+        "POST",
+        "/console/login",
+        &[FORM],
+        "access_key_id=AKIDOPS&secret_access_key=guess",
+    );
+    assert!(refused.starts_with("HTTP/1.1 401"), "{refused}");
     let login = http(
         &endpoint,
         "POST",
@@ -117,6 +126,8 @@ fn api_calls_and_console_actions_are_audited_with_who_where_and_no_secrets() {
         [
             "CreateStack other",
             "DeleteStack mine",
+            "ConsoleLogin -",
+            "ConsoleLogin -",
             "DeleteStack theirs",
             "CreateStack theirs",
             "UpdateStack mine",
@@ -133,7 +144,7 @@ fn api_calls_and_console_actions_are_audited_with_who_where_and_no_secrets() {
     ] {
         assert!(!text.contains(secret), "{secret} in {text}");
     }
-    let created = &records[5];
+    let created = &records[7];
     assert_eq!(created["eventSource"], "cloudformation.amazonaws.com");
     assert_eq!(created["eventType"], "AwsApiCall");
     assert_eq!(created["userIdentity"]["accessKeyId"], "AKIDOPS");
@@ -157,7 +168,7 @@ fn api_calls_and_console_actions_are_audited_with_who_where_and_no_secrets() {
     );
     assert_eq!(created["resources"][0]["ARN"], stack_id.as_str());
     assert_eq!(
-        records[4]["requestParameters"]["parameters"][1],
+        records[6]["requestParameters"]["parameters"][1],
         serde_json::json!({"parameterKey": "Size", "parameterValue": "2"})
     );
     let console = &records[1];
@@ -165,6 +176,12 @@ fn api_calls_and_console_actions_are_audited_with_who_where_and_no_secrets() {
     assert_eq!(console["userAgent"], "console-browser/1.0");
     assert_eq!(console["userIdentity"]["userName"], "ops");
     assert_eq!(console["resources"][0]["ARN"], stack_id.as_str());
+    for (login, outcome) in [(&records[2], "Success"), (&records[3], "Failure")] {
+        assert_eq!(login["eventType"], "AwsConsoleSignIn", "{login}");
+        assert_eq!(login["userIdentity"]["accessKeyId"], "AKIDOPS");
+        assert_eq!(login["responseElements"]["ConsoleLogin"], outcome);
+    }
+    assert_eq!(records[3]["errorMessage"], "Failed authentication");
     let refused = &records[0];
     assert_eq!(refused["errorCode"], "AccessDenied");
     assert_eq!(
@@ -184,7 +201,7 @@ fn api_calls_and_console_actions_are_audited_with_who_where_and_no_secrets() {
         ["CreateStack other"]
     );
     assert_eq!(audit(&s, &["--event", "DeleteStack"]).len(), 2);
-    assert_eq!(audit(&s, &["--since", "1h"]).len(), 6);
+    assert_eq!(audit(&s, &["--since", "1h"]).len(), 8);
     assert!(audit(&s, &["--since", "2999-01-01T00:00:00Z"]).is_empty());
     let table = s.cairn(&["--config", "cairn.toml", "audit", "--stack", "mine"]);
     assert_eq!(table.code(), 0, "{}", table.stderr());
@@ -228,7 +245,7 @@ fn api_calls_and_console_actions_are_audited_with_who_where_and_no_secrets() {
             .lines()
             .filter_map(|l| serde_json::from_str(l).ok())
             .collect();
-        if exported.len() >= 6 {
+        if exported.len() >= 8 {
             break;
         }
         std::thread::sleep(Duration::from_millis(200));
@@ -238,8 +255,8 @@ fn api_calls_and_console_actions_are_audited_with_who_where_and_no_secrets() {
     assert_eq!(newest_first, records);
     let metrics = http(&endpoint, "GET", "/metrics", &[], "");
     assert!(
-        metrics.contains("cairn_audit_records_total{outcome=\"written\"} 6")
-            && metrics.contains("cairn_audit_exported_total{target=\"file\"} 6"),
+        metrics.contains("cairn_audit_records_total{outcome=\"written\"} 8")
+            && metrics.contains("cairn_audit_exported_total{target=\"file\"} 8"),
         "{metrics}"
     );
 }

@@ -1271,9 +1271,10 @@ def audit():
     assert (code, status) == ("AccessDenied", 403), (code, msg)
     ct = trail()
     events = ct.lookup_events()["Events"]
-    seen = [(e["EventName"], e["Resources"][0]["ResourceName"]) for e in events]
-    assert seen == [("CreateStack", "other"), ("DeleteStack", "mine"), ("DeleteStack", "theirs"),
-                    ("CreateStack", "theirs"), ("UpdateStack", "mine"), ("CreateStack", "mine")], seen
+    seen = [(e["EventName"], e["Resources"][0]["ResourceName"] if e["Resources"] else None) for e in events]
+    assert seen == [("CreateStack", "other"), ("DeleteStack", "mine"), ("ConsoleLogin", None),
+                    ("ConsoleLogin", None), ("DeleteStack", "theirs"), ("CreateStack", "theirs"),
+                    ("UpdateStack", "mine"), ("CreateStack", "mine")], seen
     first = events[-1]
     assert first["AccessKeyId"] == "AKIDOPS" and first["Username"] == "ops", first
     assert first["EventSource"] == "cloudformation.amazonaws.com" and first["ReadOnly"] == "false", first
@@ -1293,15 +1294,15 @@ def audit():
     by_id = ct.lookup_events(LookupAttributes=[{"AttributeKey": "EventId", "AttributeValue": first["EventId"]}])
     assert [e["EventId"] for e in by_id["Events"]] == [first["EventId"]], by_id
     # Pages, and boto3's paginator over them.
-    page = ct.lookup_events(MaxResults=4)
-    assert len(page["Events"]) == 4 and page["NextToken"], page
-    rest = ct.lookup_events(MaxResults=4, NextToken=page["NextToken"])
-    assert len(rest["Events"]) == 2 and "NextToken" not in rest, rest
+    page = ct.lookup_events(MaxResults=5)
+    assert len(page["Events"]) == 5 and page["NextToken"], page
+    rest = ct.lookup_events(MaxResults=5, NextToken=page["NextToken"])
+    assert len(rest["Events"]) == 3 and "NextToken" not in rest, rest
     paged = [e["EventId"] for p in ct.get_paginator("lookup_events").paginate(PaginationConfig={"PageSize": 2})
              for e in p["Events"]]
     assert paged == [e["EventId"] for e in events], paged
     start = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(hours=1)
-    assert len(ct.lookup_events(StartTime=start)["Events"]) == 6
+    assert len(ct.lookup_events(StartTime=start)["Events"]) == 8
     later = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=1)
     assert ct.lookup_events(StartTime=later)["Events"] == []
     # CloudTrail's errors.

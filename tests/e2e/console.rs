@@ -179,6 +179,9 @@ fn with_sigv4_a_key_logs_in_and_sees_only_its_stacks() {
     s.write("cairn.toml", SIGV4_KEYS);
     let (server, endpoint) = s.serve();
     let _server = Served(server);
+    // A second engine on the same state, as behind a balancer.
+    let (other, other_endpoint) = s.serve();
+    let _other = Served(other);
     let template = s.write(
         "one.yaml",
         "Resources:\n  R: {Type: Cairn::Test::Resource}\n",
@@ -264,6 +267,14 @@ fn with_sigv4_a_key_logs_in_and_sees_only_its_stacks() {
         "",
     );
     assert!(mine.starts_with("HTTP/1.1 200"), "{mine}");
+    let there = http(
+        &other_endpoint,
+        "GET",
+        "/console/stacks/mine",
+        &[("Cookie", &cookie)],
+        "",
+    );
+    assert!(there.starts_with("HTTP/1.1 200"), "{there}");
     // The list offers to log out; logging out clears the cookie and goes
     // back to the login form.
     assert!(
@@ -283,6 +294,27 @@ fn with_sigv4_a_key_logs_in_and_sees_only_its_stacks() {
         header(&out, "set-cookie"),
         Some("cairn_console=; Path=/console; HttpOnly; SameSite=Strict; Max-Age=0")
     );
+    // A copy of the cookie (stolen before the logout) works on neither
+    // engine any more.
+    for at in [&endpoint, &other_endpoint] {
+        let page = http(
+            at,
+            "GET",
+            "/console/stacks/mine",
+            &[("Cookie", &cookie)],
+            "",
+        );
+        assert!(page.starts_with("HTTP/1.1 303"), "{page}");
+        assert_eq!(header(&page, "location"), Some("/console/login"));
+        let api = http(
+            at,
+            "GET",
+            "/console/api/stacks/mine/graph",
+            &[("Cookie", &cookie)],
+            "",
+        );
+        assert!(api.starts_with("HTTP/1.1 401"), "{api}");
+    }
 }
 
 #[test]

@@ -4,7 +4,9 @@
 //! `KEY.EXPIRY.HMAC(key's secret, "console|KEY|EXPIRY")`, so removing the key
 //! from the configuration ends its sessions. A key limited to some stacks
 //! sees only those. Every action form carries a CSRF token bound to the
-//! session (and the cookie is SameSite=Strict). With `auth = "none"` the
+//! session (and the cookie is SameSite=Strict). Logging out revokes the
+//! cookie in the state (`Audit::revoke_session`), so a copy of it stops
+//! working on every engine at once. With `auth = "none"` the
 //! console opens directly; actions still need the token, signed with a
 //! secret derived from the state's shared secret, so that a form served by
 //! one engine is accepted by any other behind the same balancer. Logging
@@ -25,8 +27,14 @@ pub const LIFETIME_SECONDS: u64 = 8 * 3600;
 pub enum Viewer {
     /// `auth = "none"`: everything, for anyone who reaches the server.
     Open,
-    /// Logged in with this access key, until `expiry` (Unix seconds).
-    Key { key: String, expiry: u64 },
+    /// Logged in with this access key, until `expiry` (Unix seconds);
+    /// `session` is the cookie's signature, what logging out revokes on
+    /// every engine of the state.
+    Key {
+        key: String,
+        expiry: u64,
+        session: String,
+    },
 }
 
 fn now() -> u64 {
@@ -94,6 +102,7 @@ pub fn viewer(server: &ServerConfig, headers: &HeaderMap) -> Option<Viewer> {
     (expiry > now() && same(&want, &got)).then(|| Viewer::Key {
         key: key.to_string(),
         expiry,
+        session: mac.to_string(),
     })
 }
 
@@ -102,7 +111,7 @@ pub fn viewer(server: &ServerConfig, headers: &HeaderMap) -> Option<Viewer> {
 pub fn csrf(server: &ServerConfig, open: &[u8], viewer: &Viewer) -> String {
     match viewer {
         Viewer::Open => hmac_hex(open, b"console-csrf"),
-        Viewer::Key { key, expiry } => {
+        Viewer::Key { key, expiry, .. } => {
             let secret = server
                 .access_keys
                 .get(key)
