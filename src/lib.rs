@@ -21,6 +21,7 @@ mod remote;
 mod scaffold;
 mod serve;
 mod stacks;
+mod telemetry;
 mod tree;
 mod types;
 mod validate;
@@ -755,27 +756,57 @@ fn load_config(path: Option<&PathBuf>) -> anyhow::Result<cairn_core::config::Con
 /// carries the fields of the spans it was written in: the API request
 /// (`action`, `request_id`) and the stack operation (`stack`, `stack_id`,
 /// `status`, `engine`).
-fn init_logs(command: &Command, json: bool) {
+fn init_logs(command: &Command, json: bool, telemetry: Option<&telemetry::Telemetry>) {
+    use tracing_subscriber::prelude::*;
+    use tracing_subscriber::Layer;
+    if matches!(command, Command::PluginHost { .. }) {
+        return;
+    }
     let wanted = std::env::var("RUST_LOG").ok();
     let filter = match (command, wanted) {
-        (Command::PluginHost { .. }, _) => return,
-        (_, Some(filter)) => filter,
-        (Command::Serve { .. }, None) => "warn".to_string(),
-        (_, None) => return,
+        (_, Some(filter)) => Some(filter),
+        (Command::Serve { .. }, None) => Some("warn".to_string()),
+        (_, None) => None,
     };
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
-        .with_writer(std::io::stderr);
-    let _ = match json {
-        true => builder
-            .json()
-            .with_current_span(true)
-            .with_span_list(true)
-            .try_init(),
-        false => builder
-            .with_ansi(console::Term::stderr().is_term())
-            .try_init(),
-    };
+    let logs = filter.map(|filter| {
+        let layer = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+        let layer = match json {
+            true => layer
+                .json()
+                .with_current_span(true)
+                .with_span_list(true)
+                .boxed(),
+            false => layer.with_ansi(console::Term::stderr().is_term()).boxed(),
+        };
+        layer.with_filter(tracing_subscriber::EnvFilter::new(filter))
+    });
+    // Cairn's own spans, whatever the logs show.
+    let traces = telemetry.map(|t| {
+        tracing_opentelemetry::layer()
+            .with_tracer(t.tracer())
+            .with_filter(
+                tracing_subscriber::filter::Targets::new()
+                    .with_target("cairn", tracing::Level::INFO),
+            )
+    });
+    let _ = tracing_subscriber::registry()
+        .with(logs)
+        .with(traces)
+        .try_init();
+}
+
+/// The configuration's `[telemetry]` (or the OTEL_EXPORTER_OTLP_*
+/// variables) started, for every command but the plugin host.
+fn start_telemetry(cli: &Cli) -> anyhow::Result<Option<telemetry::Telemetry>> {
+    if matches!(cli.command, Command::PluginHost { .. }) || cli.endpoint.is_some() {
+        return Ok(None);
+    }
+    let config = cli
+        .config
+        .as_ref()
+        .and_then(|p| cairn_core::config::Config::load(p).ok())
+        .unwrap_or_default();
+    telemetry::start(&config.telemetry)
 }
 
 /// Whether logs are JSON: the flag, else the configuration file's `[log]
@@ -791,8 +822,8 @@ fn logs_as_json(cli: &Cli) -> bool {
     }
 }
 
-async fn run(cli: Cli) -> anyhow::Result<()> {
-    init_logs(&cli.command, logs_as_json(&cli));
+async fn run(cli: Cli, telemetry: Option<&telemetry::Telemetry>) -> anyhow::Result<()> {
+    init_logs(&cli.command, logs_as_json(&cli), telemetry);
     if let Command::PluginHost { path, sha256 } = &cli.command {
         use cairn_plugin::process::{serve_stdio, MAGIC_COOKIE, MAGIC_COOKIE_ENV};
         if std::env::var(MAGIC_COOKIE_ENV).as_deref() != Ok(MAGIC_COOKIE) {
@@ -854,6 +885,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             config,
             state: &state,
             listen: listen.clone(),
+            spans: telemetry.map(|t| t.counts.clone()),
         })
         .await;
     }
@@ -1206,13 +1238,25 @@ fn closed_stdout(e: &anyhow::Error) -> bool {
 pub fn main() -> ExitCode {
     end_quietly_on_a_closed_stdout();
     let cli = Cli::parse();
+    // Traces are exported from a thread of the process's own, started
+    // before the runtime (its HTTP client is a blocking one).
+    let telemetry = match start_telemetry(&cli) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
     let result = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
     {
-        Ok(rt) => rt.block_on(run(cli)),
+        Ok(rt) => rt.block_on(run(cli, telemetry.as_ref())),
         Err(e) => Err(anyhow::anyhow!("cannot start the async runtime: {e}")),
     };
+    if let Some(t) = &telemetry {
+        t.flush();
+    }
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if closed_stdout(&e) => ExitCode::SUCCESS,

@@ -14,6 +14,8 @@ pub struct ServeArgs<'a> {
     pub config: Config,
     pub state: &'a Path,
     pub listen: Option<String>,
+    /// The trace spans' counts, when traces are exported.
+    pub spans: Option<std::sync::Arc<cairn_api::SpanCounts>>,
 }
 
 /// Runs the server until SIGTERM or Ctrl-C.
@@ -73,7 +75,7 @@ pub async fn run(args: ServeArgs<'_>) -> anyhow::Result<()> {
     let secret = engine.store().callback_secret().await.context(
         "cannot read the state's shared secret (the console's CSRF tokens are signed with it)",
     )?;
-    let app = App::new(engine.clone(), config.clone(), &secret);
+    let app = App::new(engine.clone(), config.clone(), &secret, args.spans.clone());
     let router = cairn_api::router(app.clone());
     let listen = args.listen.unwrap_or(server.listen.clone());
     let listener = std::net::TcpListener::bind(&listen)

@@ -60,6 +60,7 @@ pub fn routes() -> Router<Arc<App>> {
         )
         .route("/console/api/stacks/{name}/graph", get(graph))
         .route("/console/api/stacks/{name}/events", get(events))
+        .route("/console/api/stacks/{name}/events/page", get(events_page))
         .route("/console/api/stacks/{name}/resources/{id}", get(resource))
         .route("/console/assets/console.js", get(script))
         .route("/console/assets/console.css", get(style))
@@ -375,13 +376,17 @@ async fn stack_page(
         );
     }
     let status = stack.status.as_str();
+    let resources = resources_table(&app, &stack).await;
+    let audit = audit_table(&app, &stack).await;
+    let trace = trace_link(&app, &stack).await;
     let sets = change_sets_table(&app, &stack).await;
     let drift = drift_section(&app, &stack, &csrf).await;
     let history = history_table(&app, &stack).await;
     let body = format!(
-        "<p><a href=\"/console/\">Stacks</a></p><h1>{name}</h1><div id=\"stack\" data-stack=\"{id}\" data-name=\"{name}\"><p>Status: <span id=\"status\" class=\"status {c}\">{status}</span> <span id=\"reason\">{reason}</span></p>\
-<div class=\"live\"><div class=\"main\"><h2>Resources</h2><div class=\"graph-box\"><svg id=\"graph\" xmlns=\"http://www.w3.org/2000/svg\"></svg></div></div>\
-<div class=\"side\"><dl id=\"detail\"></dl><h2>Events</h2><ul id=\"events\"></ul></div></div>\
+        "<p><a href=\"/console/\">Stacks</a></p><h1>{name}</h1><div id=\"stack\" data-stack=\"{id}\" data-name=\"{name}\"><p>Status: <span id=\"status\" class=\"status {c}\">{status}</span> <span id=\"reason\">{reason}</span>{trace}</p>\
+<div class=\"live\"><div class=\"main\"><h2>Graph</h2><div class=\"graph-box\"><svg id=\"graph\" xmlns=\"http://www.w3.org/2000/svg\" role=\"img\" aria-label=\"The stack's resources and their dependencies\"></svg></div></div>\
+<div class=\"side\"><dl id=\"detail\"></dl><h2>Events</h2><ul id=\"events\" aria-live=\"polite\"></ul><button id=\"older\" type=\"button\" hidden>Older events</button></div></div>\
+<h2 id=\"resources-heading\">Resources</h2>{resources}<h2>Audit trail</h2>{audit}\
 <h2>Parameters</h2><table id=\"parameters\">{params}</table><h2>Outputs</h2><table id=\"outputs\">{outputs}</table><h2>Tags</h2><table id=\"tags\">{tags}</table>\
 <h2>Change sets</h2>{sets}<h2>Drift</h2>{drift}<h2>History</h2>{history}<h2>Template</h2><pre id=\"template\">{template}</pre>{actions}</div><script src=\"/console/assets/console.js\"></script>",
         name = escape(&stack.stack_name),
@@ -392,6 +397,145 @@ async fn stack_page(
         actions = actions_html(&app, &stack, &csrf).await,
     );
     page(&stack.stack_name, &body).into_response()
+}
+
+/// The stack's resource rows by logical id (a row being replaced: its
+/// latest).
+async fn rows_by_id(app: &App, stack: &StackRecord) -> BTreeMap<String, ResourceRecord> {
+    app.engine
+        .store()
+        .resources(&stack.stack_id)
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| (r.logical_id.clone(), r))
+        .collect()
+}
+
+/// The stack's resources as CloudFormation's and Horizon's consoles list
+/// them: logical id, physical id, type, status, reason, last updated;
+/// those that failed marked. The script sorts (the headers are buttons)
+/// and filters the rows, and keeps them live from the event stream.
+async fn resources_table(app: &App, stack: &StackRecord) -> String {
+    let rows = rows_by_id(app, stack).await;
+    let failed = rows
+        .values()
+        .filter(|r| r.status.as_str().ends_with("_FAILED"))
+        .count();
+    let mut out = format!(
+        "<p class=\"table-tools\"><label>Filter <input id=\"resource-filter\" type=\"search\" placeholder=\"logical id, type, status…\"></label> <span id=\"resource-count\">{n} resources{f}</span></p>\
+<div class=\"table-box\"><table id=\"resources\"><thead><tr>",
+        n = rows.len(),
+        f = if failed > 0 {
+            format!(", <span class=\"failed\">{failed} failed</span>")
+        } else {
+            String::new()
+        },
+    );
+    for (key, label) in [
+        ("logical", "Logical ID"),
+        ("physical", "Physical ID"),
+        ("type", "Type"),
+        ("status", "Status"),
+        ("reason", "Reason"),
+        ("updated", "Last updated"),
+    ] {
+        let _ = write!(
+            out,
+            "<th scope=\"col\" aria-sort=\"none\"><button type=\"button\" data-sort=\"{key}\">{label}</button></th>"
+        );
+    }
+    out.push_str("</tr></thead><tbody>");
+    for r in rows.values() {
+        let status = r.status.as_str();
+        let failed = status.ends_with("_FAILED");
+        let _ = write!(
+            out,
+            "<tr data-logical-id=\"{id}\"{mark}><td class=\"logical\">{mark_icon}{id}</td><td class=\"physical\">{physical}</td><td class=\"type\">{kind}</td><td class=\"status {c}\">{status}</td><td class=\"reason\">{reason}</td><td class=\"updated\">{updated}</td></tr>",
+            id = escape(&r.logical_id),
+            mark = if failed { " class=\"failed-row\"" } else { "" },
+            mark_icon = if failed {
+                "<span class=\"failed-mark\" title=\"failed in the last operation\" aria-label=\"failed\">✖ </span>"
+            } else {
+                ""
+            },
+            physical = escape(r.physical_id.as_deref().unwrap_or_default()),
+            kind = escape(&r.resource_type),
+            c = status_class(status),
+            reason = escape(r.status_reason.as_deref().unwrap_or_default()),
+            updated = escape(&r.updated_at),
+        );
+    }
+    out.push_str("</tbody></table></div>");
+    out
+}
+
+/// The stack's latest audit records (who changed it, from where, how it
+/// ended), newest first.
+async fn audit_table(app: &App, stack: &StackRecord) -> String {
+    let q = cairn_core::audit::AuditQuery {
+        stack: Some(stack.stack_id.clone()),
+        limit: 20,
+        ..Default::default()
+    };
+    let records = app
+        .engine
+        .store()
+        .audit_records(&q)
+        .await
+        .unwrap_or_default();
+    if records.is_empty() {
+        return "<p id=\"audit\">No API call or console action has changed this stack yet.</p>"
+            .into();
+    }
+    let mut out = String::from("<table id=\"audit\"><thead><tr><th scope=\"col\">Time</th><th scope=\"col\">Action</th><th scope=\"col\">Who</th><th scope=\"col\">From</th><th scope=\"col\">Result</th></tr></thead><tbody>");
+    for r in &records {
+        let b = &r.body;
+        let text = |v: &Value| escape(v.as_str().unwrap_or("-"));
+        let via = if b["eventType"] == "AwsConsoleAction" {
+            " (console)"
+        } else {
+            ""
+        };
+        let result = match b["errorCode"].as_str() {
+            Some(code) => format!(
+                "<span class=\"failed\">{}: {}</span>",
+                escape(code),
+                text(&b["errorMessage"])
+            ),
+            None => "ok".into(),
+        };
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td>{}{via}</td><td>{}</td><td>{}</td><td>{result}</td></tr>",
+            text(&b["eventTime"]),
+            text(&b["eventName"]),
+            text(&b["userIdentity"]["userName"]),
+            text(&b["sourceIPAddress"]),
+        );
+    }
+    out.push_str("</tbody></table>");
+    out
+}
+
+/// A link to the running operation's trace in the trace UI (`[telemetry]
+/// ui`), when there is one.
+async fn trace_link(app: &App, stack: &StackRecord) -> String {
+    let Some(ui) = app.config.telemetry.ui.as_deref() else {
+        return String::new();
+    };
+    let Ok(Some(operation)) = app.engine.store().operation(&stack.stack_id).await else {
+        return String::new();
+    };
+    let options = cairn_core::operation::OperationOptions::from_value(&operation.options);
+    let Some(trace) = options.trace.as_deref().and_then(|t| t.split('-').nth(1)) else {
+        return String::new();
+    };
+    format!(
+        " <a id=\"trace\" href=\"{}/trace/{}\">Trace of this operation</a>",
+        escape(ui.trim_end_matches('/')),
+        escape(trace)
+    )
 }
 
 /// The actions the stack's status allows, each a form with the CSRF token.
@@ -488,15 +632,7 @@ async fn graph_of(
             ))
         }
     };
-    let rows: BTreeMap<String, ResourceRecord> = app
-        .engine
-        .store()
-        .resources(&stack.stack_id)
-        .await
-        .unwrap_or_default()
-        .into_iter()
-        .map(|r| (r.logical_id.clone(), r))
-        .collect();
+    let rows = rows_by_id(app, stack).await;
     let groups = app
         .engine
         .store()
@@ -703,10 +839,77 @@ fn add_groups(graph: &mut Value, groups: &[(String, String, Value)]) {
 }
 
 /// The stack's events, oldest first, then each new one as it is recorded.
+#[derive(serde::Deserialize, Default)]
+struct EventsFrom {
+    /// The stream starts after this many events (the page shows the last
+    /// ones; older ones come a page at a time).
+    #[serde(default)]
+    from: usize,
+}
+
+/// One event as the page shows it (a hook's event with its verdict).
+fn event_json(e: &cairn_core::stack::EventRecord) -> Value {
+    json!({
+        "event_id": e.event_id,
+        "timestamp": e.timestamp,
+        "logical_id": e.logical_id,
+        "physical_id": e.physical_id,
+        "resource_type": e.resource_type,
+        "status": e.status,
+        "status_reason": match &e.hook {
+            Some(h) => Some(h.summary()),
+            None => e.status_reason.clone(),
+        },
+        "hook": e.hook,
+    })
+}
+
+#[derive(serde::Deserialize)]
+struct PageOf {
+    skip: usize,
+    limit: Option<usize>,
+}
+
+/// The most events one page gives.
+const EVENTS_PAGE: usize = 500;
+
+/// A page of a stack's events, oldest first: `limit` (at most
+/// [`EVENTS_PAGE`]) after the first `skip`; what "Older events" loads.
+async fn events_page(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+    Query(q): Query<PageOf>,
+) -> Response {
+    let (_, stack) = match viewed(&app, &headers, &name, false).await {
+        Ok(v) => v,
+        Err(r) => return *r,
+    };
+    let limit = q.limit.unwrap_or(100).clamp(1, EVENTS_PAGE);
+    match app
+        .engine
+        .store()
+        .events_page(&stack.stack_id, q.skip, limit)
+        .await
+    {
+        Ok(events) => Json(json!({
+            "skip": q.skip,
+            "events": events.iter().map(event_json).collect::<Vec<_>>(),
+        }))
+        .into_response(),
+        Err(e) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("The events cannot be read: {e}"),
+        )
+            .into_response(),
+    }
+}
+
 async fn events(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     Path(name): Path<String>,
+    Query(from): Query<EventsFrom>,
 ) -> Response {
     let (_, stack) = match viewed(&app, &headers, &name, false).await {
         Ok(v) => v,
@@ -714,7 +917,7 @@ async fn events(
     };
     let store = app.engine.store().clone();
     let stream = futures::stream::unfold(
-        (store, stack.stack_id, 0usize, true),
+        (store, stack.stack_id, from.from, true),
         |(store, id, seen, first)| async move {
             if !first {
                 tokio::time::sleep(EVENT_POLL).await;
@@ -724,23 +927,9 @@ async fn events(
             let batch: Vec<Result<Event, Infallible>> = new
                 .iter()
                 .map(|e| {
-                    Ok(Event::default().event("stack-event").data(
-                        json!({
-                            "event_id": e.event_id,
-                            "timestamp": e.timestamp,
-                            "logical_id": e.logical_id,
-                            "physical_id": e.physical_id,
-                            "resource_type": e.resource_type,
-                            "status": e.status,
-                            // A hook's event shows its verdict.
-                            "status_reason": match &e.hook {
-                                Some(h) => Some(h.summary()),
-                                None => e.status_reason.clone(),
-                            },
-                            "hook": e.hook,
-                        })
-                        .to_string(),
-                    ))
+                    Ok(Event::default()
+                        .event("stack-event")
+                        .data(event_json(e).to_string()))
                 })
                 .collect();
             Some((futures::stream::iter(batch), (store, id, next, false)))

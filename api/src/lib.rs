@@ -21,6 +21,8 @@ mod trail;
 mod types;
 mod xml;
 
+pub use metrics::SpanCounts;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -127,7 +129,12 @@ impl App {
     /// (`Store::callback_secret`), which the console's `auth = "none"`
     /// CSRF tokens are signed with, so every engine of a state accepts
     /// them.
-    pub fn new(engine: Arc<Engine>, config: Config, state_secret: &[u8]) -> Arc<App> {
+    pub fn new(
+        engine: Arc<Engine>,
+        config: Config,
+        state_secret: &[u8],
+        spans: Option<Arc<SpanCounts>>,
+    ) -> Arc<App> {
         Arc::new(App {
             open_secret: console::session::open_secret(state_secret),
             engine,
@@ -135,7 +142,7 @@ impl App {
                 config.engine.max_operations.max(1),
             )),
             config,
-            metrics: metrics::Metrics::default(),
+            metrics: metrics::Metrics::with_spans(spans),
             slot_freed: tokio::sync::Notify::new(),
         })
     }
@@ -361,6 +368,32 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Peer {
     }
 }
 
+/// A request's span: every log line written while it is answered names
+/// it (JSON logs show its fields), and in a trace it is the SERVER span
+/// of the action, the child of the caller's `traceparent` when one came.
+fn request_span(action: &str, request_id: &str, headers: &HeaderMap) -> tracing::Span {
+    let span = tracing::info_span!(
+        "request",
+        otel.name = %action,
+        otel.kind = "server",
+        action = %action,
+        request_id = %request_id,
+        trace_id = tracing::field::Empty,
+    );
+    let parent = headers
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+        .and_then(cairn_core::engine::trace::parse_traceparent);
+    if let Some(parent) = parent {
+        use opentelemetry::trace::TraceContextExt;
+        use tracing_opentelemetry::OpenTelemetrySpanExt;
+        let cx = opentelemetry::Context::new().with_remote_span_context(parent);
+        let _ = span.set_parent(cx);
+    }
+    cairn_core::engine::trace::record_trace_id(&span);
+    span
+}
+
 /// One Query API request.
 async fn query(
     State(app): State<Arc<App>>,
@@ -389,7 +422,7 @@ async fn query(
     let target = headers.get("x-amz-target").and_then(|t| t.to_str().ok());
     if let Some(action) = target.and_then(|t| t.strip_prefix(trail::TARGET_PREFIX)) {
         let action = action.to_string();
-        let span = tracing::info_span!("request", action = %action, request_id = %request_id);
+        let span = request_span(&action, &request_id, &headers);
         let outcome = tracing::Instrument::instrument(
             async {
                 read?;
@@ -407,7 +440,7 @@ async fn query(
     let action = form.get("Action").unwrap_or("").to_string();
     // Every log line written while the request is answered names it
     // (JSON logs show the span's fields).
-    let span = tracing::info_span!("request", action = %action, request_id = %request_id);
+    let span = request_span(&action, &request_id, &headers);
     let outcome = tracing::Instrument::instrument(
         answer(
             &app,

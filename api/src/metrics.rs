@@ -19,6 +19,16 @@ pub struct EngineFigures {
 #[derive(Default)]
 pub struct Metrics {
     inner: Mutex<Counters>,
+    /// Spans exported over OTLP, when traces are.
+    pub spans: Option<std::sync::Arc<SpanCounts>>,
+}
+
+/// What happened to the spans this process ended: exported, or dropped
+/// (the export queue was full, or an export failed).
+#[derive(Debug, Default)]
+pub struct SpanCounts {
+    pub exported: std::sync::atomic::AtomicU64,
+    pub dropped: std::sync::atomic::AtomicU64,
 }
 
 #[derive(Default)]
@@ -60,6 +70,14 @@ impl Metrics {
             *c.operations_ended
                 .entry((kind.to_string(), status.to_string()))
                 .or_default() += 1;
+        }
+    }
+
+    /// The counters, with the trace spans' when traces are exported.
+    pub fn with_spans(spans: Option<std::sync::Arc<SpanCounts>>) -> Metrics {
+        Metrics {
+            spans,
+            ..Metrics::default()
         }
     }
 
@@ -171,6 +189,24 @@ impl Metrics {
             let _ = writeln!(
                 out,
                 "cairn_audit_export_failures_total{{target=\"{kind}\"}} {n}"
+            );
+        }
+        if let Some(spans) = &self.spans {
+            use std::sync::atomic::Ordering::Relaxed;
+            let _ = writeln!(
+                out,
+                "# HELP cairn_spans_total Trace spans by what became of them: exported over OTLP, or dropped (the queue was full or the collector did not take them)."
+            );
+            let _ = writeln!(out, "# TYPE cairn_spans_total counter");
+            let _ = writeln!(
+                out,
+                "cairn_spans_total{{outcome=\"exported\"}} {}",
+                spans.exported.load(Relaxed)
+            );
+            let _ = writeln!(
+                out,
+                "cairn_spans_total{{outcome=\"dropped\"}} {}",
+                spans.dropped.load(Relaxed)
             );
         }
         let _ = writeln!(out, "# HELP cairn_provider_calls_total Provider calls by kind and outcome (ok or the error kind).");

@@ -498,6 +498,52 @@ impl Default for AuditConfig {
     }
 }
 
+/// Traces (`[telemetry]`): spans exported over OTLP. Off unless an
+/// endpoint is given here or in `OTEL_EXPORTER_OTLP_ENDPOINT` /
+/// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct TelemetryConfig {
+    /// The collector: `http://host:4318` for OTLP/HTTP (`/v1/traces` is
+    /// appended), `http://host:4317` for gRPC.
+    pub endpoint: Option<String>,
+    /// `http/protobuf` (the default) or `grpc` (else
+    /// `OTEL_EXPORTER_OTLP_PROTOCOL`).
+    pub protocol: Option<String>,
+    /// Headers sent with every export (an API key), besides
+    /// `OTEL_EXPORTER_OTLP_HEADERS`.
+    pub headers: BTreeMap<String, String>,
+    /// The fraction of new traces kept (0.0–1.0); a request that arrives
+    /// with a sampled `traceparent` is kept as its caller decided.
+    pub sampling: f64,
+    /// Spans kept waiting for the collector; beyond it they are dropped
+    /// (and counted), never waited for.
+    pub queue_size: usize,
+    /// Seconds an export may take before its spans are given up (and
+    /// counted as dropped).
+    pub timeout_seconds: u64,
+    /// The `service.name` spans are exported under.
+    pub service_name: String,
+    /// A trace UI's address: the console links each operation's trace
+    /// (`{ui}/trace/{trace id}`, Jaeger's and Tempo's form).
+    pub ui: Option<String>,
+}
+
+impl Default for TelemetryConfig {
+    fn default() -> Self {
+        TelemetryConfig {
+            endpoint: None,
+            protocol: None,
+            headers: BTreeMap::new(),
+            sampling: 1.0,
+            queue_size: 2048,
+            timeout_seconds: 10,
+            service_name: "cairn".into(),
+            ui: None,
+        }
+    }
+}
+
 /// The whole configuration file.
 #[derive(Debug, Clone, Deserialize, PartialEq, Default)]
 #[serde(deny_unknown_fields, default)]
@@ -517,6 +563,7 @@ pub struct Config {
     pub hooks: HooksConfig,
     pub log: LogConfig,
     pub audit: AuditConfig,
+    pub telemetry: TelemetryConfig,
 }
 
 impl Config {

@@ -137,6 +137,15 @@ pub struct OperationOptions {
         skip_serializing_if = "BTreeMap::is_empty"
     )]
     pub upgrade_types: BTreeMap<String, String>,
+    /// The W3C `traceparent` of the operation's first run, when traces are
+    /// exported: a run that resumes it (after a crash, on another engine)
+    /// links its own trace to this one.
+    #[serde(
+        default,
+        deserialize_with = "lenient",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub trace: Option<String>,
 }
 
 impl OperationOptions {

@@ -35,6 +35,7 @@ import urllib.request
 import uuid
 from http.server import ThreadingHTTPServer
 
+from . import tracing
 from .webhook import SignedRequests
 
 
@@ -162,22 +163,33 @@ def server(function, function_name, listen, secret, timeout_seconds=60):
             event = self.signed_event()
             if event is None:
                 return
+            # Each invocation runs in a span continuing Cairn's trace.
+            headers = dict(self.headers.items())
             if "transformId" in event and "fragment" in event:
                 # A macro: Lambda invokes it synchronously and its return
                 # value is the answer.
-                self._send(200, json.dumps(run_macro(function, event, function_name,
-                                                     timeout_seconds)).encode())
+                with tracing.handling(headers, "macro %s" % event.get("transformId", "")):
+                    reply = run_macro(function, event, function_name, timeout_seconds)
+                self._send(200, json.dumps(reply).encode())
                 return
             if is_hook_request(event):
                 # A Lambda hook: invoked synchronously, its return value
                 # is the verdict.
-                self._send(200, json.dumps(run_hook(function, event, function_name,
-                                                    timeout_seconds)).encode())
+                with tracing.handling(headers, "hook %s" % event.get("hookTypeName", "")):
+                    reply = run_hook(function, event, function_name, timeout_seconds)
+                self._send(200, json.dumps(reply).encode())
                 return
             self._send(200)
             trust_callback_ca(event.get("ResponseURL"))
             context = LambdaContext(function_name, timeout_seconds)
-            threading.Thread(target=function, args=(event, context), daemon=True).start()
+            name = "%s %s" % (event.get("RequestType", "Request"), event.get("ResourceType", ""))
+            attributes = {"cairn.request_id": str(event.get("RequestId", "")),
+                          "cairn.logical_id": str(event.get("LogicalResourceId", ""))}
+
+            def invoke():
+                with tracing.handling(headers, name.strip(), attributes):
+                    function(event, context)
+            threading.Thread(target=invoke, daemon=True).start()
 
     host, port = listen.rsplit(":", 1)
     return ThreadingHTTPServer((host, int(port)), Http)

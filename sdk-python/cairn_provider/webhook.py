@@ -19,6 +19,7 @@ import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from . import tracing
 from .errors import InvalidRequest, NotFound, ProviderError
 from .provider import Request, Result
 
@@ -205,13 +206,22 @@ def _http_handler(handler):
             event = self.signed_event()
             if event is None:
                 return
+            headers = dict(self.headers.items())
+            name = "%s %s" % (event.get("RequestType", "Request"), event.get("ResourceType", ""))
+            attributes = {"cairn.request_id": str(event.get("RequestId", "")),
+                          "cairn.logical_id": str(event.get("LogicalResourceId", ""))}
+
+            def run():
+                # The request's span, the child of the Cairn call's.
+                with tracing.handling(headers, name.strip(), attributes):
+                    return handler.run(event)
             if handler.respond_in_reply:
-                self._send(200, json.dumps(handler.run(event)).encode())
+                self._send(200, json.dumps(run()).encode())
                 return
             self._send(200)
 
             def answer():
-                put_response(event.get("ResponseURL"), handler.run(event))
+                put_response(event.get("ResponseURL"), run())
             threading.Thread(target=answer, daemon=True).start()
 
     return Http
@@ -253,7 +263,9 @@ def replying_server(answer, listen="127.0.0.1:8080", secret=""):
         def do_POST(self):
             event = self.signed_event()
             if event is not None:
-                self._send(200, json.dumps(answer(event)).encode())
+                with tracing.handling(dict(self.headers.items()), "cairn request"):
+                    reply = answer(event)
+                self._send(200, json.dumps(reply).encode())
 
     host, port = listen.rsplit(":", 1)
     return ThreadingHTTPServer((host, int(port)), Http)

@@ -276,5 +276,32 @@ class Hooks(unittest.TestCase):
                          "SUCCESS")
 
 
+class Tracing(unittest.TestCase):
+    """A served request runs in a span that continues Cairn's trace."""
+
+    def test_a_request_span_is_the_child_of_the_requests_traceparent(self):
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+        from cairn_provider import tracing
+        spans = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(spans))
+        trace.set_tracer_provider(provider)
+        parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        with tracing.handling({"Traceparent": parent}, "Create Custom::Thing", {"cairn.request_id": "r-1"}):
+            with trace.get_tracer("handler").start_as_current_span("the handler's own"):
+                pass
+        done = {s.name: s for s in spans.get_finished_spans()}
+        served = done["Create Custom::Thing"]
+        self.assertEqual(format(served.context.trace_id, "032x"), "4bf92f3577b34da6a3ce929d0e0e4736")
+        self.assertEqual(format(served.parent.span_id, "016x"), "00f067aa0ba902b7")
+        self.assertEqual(served.kind, trace.SpanKind.SERVER)
+        self.assertEqual(served.attributes["cairn.request_id"], "r-1")
+        own = done["the handler's own"]
+        self.assertEqual(own.parent.span_id, served.context.span_id)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -66,6 +66,10 @@ const PYTHON: &[(&str, &str)] = &[
         include_str!("../../sdk-python/cairn_provider/schema.py"),
     ),
     (
+        "cairn_provider/tracing.py",
+        include_str!("../../sdk-python/cairn_provider/tracing.py"),
+    ),
+    (
         "cairn_provider/webhook.py",
         include_str!("../../sdk-python/cairn_provider/webhook.py"),
     ),

@@ -2057,6 +2057,27 @@ impl Events for PgStore {
         rows(found, event_row)
     }
 
+    async fn events_page(
+        &self,
+        stack_id: &str,
+        skip: usize,
+        limit: usize,
+    ) -> Result<Vec<EventRecord>, StoreError> {
+        let skip = i64::try_from(skip).unwrap_or(i64::MAX);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let client = self.client().await?;
+        let found = fetch(
+            &client,
+            &format!(
+                "SELECT {EVENT_COLUMNS} FROM events WHERE stack_id = $1 ORDER BY seq OFFSET $2 LIMIT $3"
+            ),
+            &[&stack_id, &skip, &limit],
+        )
+        .await
+        .map_err(backend)?;
+        rows(found, event_row)
+    }
+
     async fn event_count(&self, stack_id: &str) -> Result<usize, StoreError> {
         let client = self.client().await?;
         let row = fetch_one(

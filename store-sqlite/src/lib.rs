@@ -1601,6 +1601,25 @@ impl Events for SqliteStore {
         .await
     }
 
+    async fn events_page(
+        &self,
+        stack_id: &str,
+        skip: usize,
+        limit: usize,
+    ) -> Result<Vec<EventRecord>, StoreError> {
+        let id = stack_id.to_string();
+        let skip = i64::try_from(skip).unwrap_or(i64::MAX);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.run(move |c| {
+            let mut st = c
+                .prepare_cached("SELECT event_id, stack_id, stack_name, logical_id, physical_id, resource_type, timestamp, status, status_reason, properties, hook FROM events WHERE stack_id = ?1 ORDER BY seq LIMIT ?3 OFFSET ?2")
+                .map_err(backend)?;
+            let rows = st.query_map(params![id, skip, limit], event_row).map_err(backend)?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(backend)
+        })
+        .await
+    }
+
     async fn event_count(&self, stack_id: &str) -> Result<usize, StoreError> {
         let id = stack_id.to_string();
         self.run(move |c| {

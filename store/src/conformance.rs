@@ -818,6 +818,20 @@ async fn stacks_and_events(store: &dyn Store) {
     assert_eq!(events[1], last);
     assert_eq!(events[0].hook, None);
     assert_eq!(store.events_from(&s.stack_id, 1).await.unwrap().len(), 1);
+    // A page: `limit` events after the first `skip`.
+    assert_eq!(
+        store.events_page(&s.stack_id, 0, 1).await.unwrap(),
+        events[..1]
+    );
+    assert_eq!(
+        store.events_page(&s.stack_id, 1, 5).await.unwrap(),
+        events[1..]
+    );
+    assert!(store
+        .events_page(&s.stack_id, 2, 5)
+        .await
+        .unwrap()
+        .is_empty());
     let mut saved = store.find_stack("one").await.unwrap().unwrap();
     saved.description = Some("changed".into());
     saved.tags.clear();

@@ -387,6 +387,15 @@ impl Events for CrashStore {
         self.inner.events_from(stack_id, skip).await
     }
 
+    async fn events_page(
+        &self,
+        stack_id: &str,
+        skip: usize,
+        limit: usize,
+    ) -> Result<Vec<EventRecord>, StoreError> {
+        self.inner.events_page(stack_id, skip, limit).await
+    }
+
     async fn event_count(&self, stack_id: &str) -> Result<usize, StoreError> {
         self.inner.event_count(stack_id).await
     }

@@ -399,6 +399,19 @@ pub trait Events: Send + Sync {
         skip: usize,
     ) -> Result<Vec<EventRecord>, StoreError>;
 
+    /// At most `limit` events after the first `skip`, oldest first (a page
+    /// of a long history: the console's).
+    async fn events_page(
+        &self,
+        stack_id: &str,
+        skip: usize,
+        limit: usize,
+    ) -> Result<Vec<EventRecord>, StoreError> {
+        let mut events = self.events_from(stack_id, skip).await?;
+        events.truncate(limit);
+        Ok(events)
+    }
+
     /// How many events the stack has (a version: every operation adds some).
     async fn event_count(&self, stack_id: &str) -> Result<usize, StoreError>;
 

@@ -528,3 +528,239 @@ fn in_a_browser_a_change_set_is_marked_and_a_stack_is_deleted() {
         let _ = tokio::time::timeout(STEP, b.client.clone().close()).await;
     });
 }
+
+/// Adds filler events to stack `stack` in the SQLite state `db` until it
+/// has `total`: copies of its own events with new ids (as past operations
+/// would have left), inserted with Python's sqlite3 while no engine runs.
+fn grow_history(s: &Scratch, db: &str, stack: &str, total: usize) {
+    let script = r#"
+import sqlite3, sys
+db, stack, total = sys.argv[1], sys.argv[2], int(sys.argv[3])
+c = sqlite3.connect(db)
+cols = "event_id, stack_id, stack_name, logical_id, physical_id, resource_type, timestamp, status, status_reason, properties, hook"
+rows = c.execute("SELECT " + cols + " FROM events WHERE stack_name = ? ORDER BY seq", (stack,)).fetchall()
+need = total - len(rows)
+filler = []
+for i in range(need):
+    r = list(rows[i % len(rows)])
+    r[0] = "%s-h%d" % (r[0], i)
+    filler.append(r)
+c.executemany("INSERT INTO events (" + cols + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", filler)
+c.commit()
+print(c.execute("SELECT COUNT(*) FROM events WHERE stack_name = ?", (stack,)).fetchone()[0])
+"#;
+    let out = crate::support::python()
+        .args(["-c", script, db, stack, &total.to_string()])
+        .current_dir(s.dir.path())
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn in_a_browser_a_big_stack_opens_at_once_with_its_resource_table_and_paged_events() {
+    let s = Scratch::new();
+    s.write("cairn.toml", SIGV4_KEYS);
+    let resources = |fail: bool| -> String {
+        let mut t = String::from("Resources:\n");
+        for i in 0..1000 {
+            let extra = if fail && i == 500 {
+                ", Fail: update, FailMessage: disk full"
+            } else {
+                ""
+            };
+            let value = if fail && i == 500 { "changed" } else { "v" };
+            t.push_str(&format!(
+                "  R{i:04}: {{Type: Cairn::Test::Resource, Properties: {{Value: {value}{extra}}}}}\n"
+            ));
+        }
+        t
+    };
+    let first = s.write("big.yaml", &resources(false));
+    let second = s.write("big-failing.yaml", &resources(true));
+    let run = s.cairn(&[
+        "--config",
+        "cairn.toml",
+        "deploy",
+        "big",
+        first.to_str().unwrap_or_default(),
+    ]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    // A long history, then an update that fails on one resource and is
+    // kept (no rollback): the last events are the update's.
+    grow_history(&s, "cairn-state.db", "big", 100_000);
+    let run = s.cairn(&[
+        "--config",
+        "cairn.toml",
+        "deploy",
+        "big",
+        second.to_str().unwrap_or_default(),
+        "--disable-rollback",
+    ]);
+    assert_ne!(run.code(), 0, "the update fails on R0500");
+    let (server, endpoint) = s.serve();
+    let _server = Served(server);
+    // A second engine on the same state, for the logout.
+    let (other, other_endpoint) = s.serve();
+    let _other = Served(other);
+    with_browser("big", |b| async move {
+        b.log_in(&endpoint, ADMIN.0, ADMIN.1).await;
+        b.until(
+            "logged in",
+            STEP,
+            "return location.pathname === '/console/'",
+        )
+        .await;
+        let opened = Instant::now();
+        b.goto(&format!("{endpoint}/console/stacks/big")).await;
+        b.until(
+            "the graph is drawn and the last page of events shown",
+            STEP,
+            "return !!window.cairnGraphDrawn && document.querySelectorAll('#events li').length === 100",
+        )
+        .await;
+        let drawn = b.js("return window.cairnGraphDrawn").await;
+        println!(
+            "a 1,000-resource stack with 100,000+ events: graph drawn {:.0} ms after navigation started; 100 newest events shown {} ms after the page was asked for",
+            drawn["since_navigation_ms"].as_f64().unwrap_or_default(),
+            opened.elapsed().as_millis()
+        );
+        b.shot("10-big-stack").await;
+        // The newest event is the update's end.
+        let newest = b
+            .js("return document.querySelector('#events li').textContent")
+            .await;
+        assert!(
+            newest
+                .as_str()
+                .unwrap_or_default()
+                .contains("UPDATE_FAILED"),
+            "{newest}"
+        );
+        // The older ones a page at a time.
+        let older = b
+            .js("return document.getElementById('older').textContent")
+            .await;
+        let total: usize = older
+            .as_str()
+            .unwrap_or_default()
+            .trim_start_matches("Older events (")
+            .trim_end_matches(')')
+            .parse()
+            .unwrap_or_default();
+        assert!(total >= 99_900, "{older}");
+        b.click("#older").await;
+        b.until(
+            "a page of older events is added",
+            STEP,
+            "return document.querySelectorAll('#events li').length === 200",
+        )
+        .await;
+
+        // The resource table: every resource, the failed one marked.
+        let rows = b
+            .js("return document.querySelectorAll('#resources tbody tr').length")
+            .await;
+        assert_eq!(rows, json!(1000));
+        let failed = b
+            .js("return Array.from(document.querySelectorAll('#resources tr.failed-row')).map(r => [r.dataset.logicalId, r.querySelector('td.status').textContent, r.querySelector('td.reason').textContent, !!r.querySelector('.failed-mark')])")
+            .await;
+        assert_eq!(failed[0][0], json!("R0500"), "{failed}");
+        assert_eq!(failed[0][1], json!("UPDATE_FAILED"));
+        assert!(
+            failed[0][2]
+                .as_str()
+                .unwrap_or_default()
+                .contains("disk full"),
+            "{failed}"
+        );
+        assert_eq!(failed[0][3], json!(true));
+        assert_eq!(failed.as_array().map(Vec::len), Some(1));
+        let count = b
+            .js("return document.getElementById('resource-count').textContent")
+            .await;
+        assert_eq!(count, json!("1000 resources, 1 failed"));
+        // Sorted by status, descending: the failed one first.
+        b.click("#resources th button[data-sort=status]").await;
+        b.click("#resources th button[data-sort=status]").await;
+        let first_row = b
+            .js("return document.querySelector('#resources tbody tr').dataset.logicalId")
+            .await;
+        assert_eq!(first_row, json!("R0500"));
+        let sorted = b
+            .js("return document.querySelector('#resources th button[data-sort=status]').parentElement.getAttribute('aria-sort')")
+            .await;
+        assert_eq!(sorted, json!("descending"));
+        // Filtered.
+        b.fill("#resource-filter", "R099").await;
+        let shown = b
+            .js("return Array.from(document.querySelectorAll('#resources tbody tr')).filter(r => !r.hidden).map(r => r.dataset.logicalId)")
+            .await;
+        assert_eq!(
+            shown,
+            json!([
+                "R0990", "R0991", "R0992", "R0993", "R0994", "R0995", "R0996", "R0997", "R0998",
+                "R0999"
+            ])
+        );
+        // Every control is a button, a link or a field: reachable with Tab.
+        let focusable = b
+            .js("return Array.from(document.querySelectorAll('#resources th')).every(th => th.querySelector('button'))")
+            .await;
+        assert_eq!(focusable, json!(true));
+        b.shot("11-resource-table").await;
+
+        // Logging out revokes the session on every engine: the cookie,
+        // copied before, no longer opens the stack on the other engine.
+        let cookies = step("cookies", b.client.get_all_cookies()).await;
+        let stolen = cookies
+            .iter()
+            .find(|c| c.name() == "cairn_console")
+            .map(|c| c.value().to_string())
+            .expect("the session cookie");
+        b.goto(&format!("{other_endpoint}/console/stacks/big"))
+            .await;
+        b.until(
+            "the other engine accepts the session",
+            STEP,
+            "return location.pathname === '/console/stacks/big'",
+        )
+        .await;
+        b.goto(&format!("{endpoint}/console/")).await;
+        b.click("#logout button").await;
+        b.until(
+            "logged out",
+            STEP,
+            "return location.pathname === '/console/login'",
+        )
+        .await;
+        // The copied cookie, replayed against the other engine (a thief's
+        // request), finds no session.
+        let replayed = crate::support::http(
+            &other_endpoint,
+            "GET",
+            "/console/stacks/big",
+            &[("Cookie", &format!("cairn_console={stolen}"))],
+            "",
+        );
+        assert!(replayed.starts_with("HTTP/1.1 303"), "{replayed}");
+        assert_eq!(
+            crate::support::header(&replayed, "location"),
+            Some("/console/login")
+        );
+        // And the browser, logged out, is sent to the login form there too.
+        b.goto(&format!("{other_endpoint}/console/stacks/big"))
+            .await;
+        b.until(
+            "the other engine asks for a login",
+            STEP,
+            "return location.pathname === '/console/login'",
+        )
+        .await;
+        b.shot("12-revoked").await;
+    });
+}

@@ -36,6 +36,7 @@ mod signals;
 mod stack_policy;
 mod stacks;
 mod support;
+mod traces;
 mod update;
 mod validate;
 mod webdriver;

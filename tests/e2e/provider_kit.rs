@@ -304,7 +304,7 @@ fn the_python_sdk_passes_its_own_tests() {
         .expect("python runs");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    assert!(stderr.contains("Ran 13 tests"), "{stderr}");
+    assert!(stderr.contains("Ran 14 tests"), "{stderr}");
 }
 
 #[test]

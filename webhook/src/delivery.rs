@@ -88,6 +88,24 @@ pub async fn deliver(
     }
 }
 
+/// The W3C `traceparent` of `span`, when traces are exported.
+fn traceparent(span: &tracing::Span) -> Option<String> {
+    use opentelemetry::trace::TraceContextExt;
+    use tracing_opentelemetry::OpenTelemetrySpanExt;
+    let cx = span.context();
+    let sc = cx.span().span_context().clone();
+    sc.is_valid().then(|| {
+        format!(
+            "00-{}-{}-{:02x}",
+            sc.trace_id(),
+            sc.span_id(),
+            sc.trace_flags().to_u8()
+        )
+    })
+}
+
+/// One POST, in a CLIENT span of its own whose context the request
+/// carries as `traceparent`.
 async fn post_once(
     client: &reqwest::Client,
     url: &str,
@@ -95,10 +113,42 @@ async fn post_once(
     body: Bytes,
     deadline: Instant,
 ) -> Result<Bytes, Failure> {
+    let span = tracing::info_span!(
+        "webhook",
+        otel.name = "POST",
+        otel.kind = "client",
+        otel.status_code = tracing::field::Empty,
+        http.request.method = "POST",
+        url.full = %url,
+        http.response.status_code = tracing::field::Empty,
+    );
+    let sent = tracing::Instrument::instrument(
+        post_in_span(client, url, secret, body, deadline, &span),
+        span.clone(),
+    )
+    .await;
+    if let Err(f) = &sent {
+        span.record("otel.status_code", "ERROR");
+        tracing::debug!(parent: &span, "{}", f.reason);
+    }
+    sent
+}
+
+async fn post_in_span(
+    client: &reqwest::Client,
+    url: &str,
+    secret: Option<&[u8]>,
+    body: Bytes,
+    deadline: Instant,
+    span: &tracing::Span,
+) -> Result<Bytes, Failure> {
     let mut req = client
         .post(url)
         .header("content-type", "application/json")
         .timeout(ATTEMPT_TIMEOUT.min(deadline.saturating_duration_since(Instant::now())));
+    if let Some(parent) = traceparent(span) {
+        req = req.header("traceparent", parent);
+    }
     if let Some(secret) = secret {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -115,6 +165,7 @@ async fn post_once(
         reason: describe(&e),
     })?;
     let status = reply.status();
+    span.record("http.response.status_code", status.as_u16());
     let text = reply.bytes().await.map_err(|e| Failure {
         retry: true,
         reason: describe(&e),

@@ -205,13 +205,15 @@ impl WebhookProvider {
         );
         let calls = self.calls.clone();
         let req = req.clone();
-        tokio::spawn(async move {
+        // In the caller's span: the request's traceparent names it.
+        let create = async move {
             let outcome = calls.create(&req).await;
             if let Ok(mut e) = ended.lock() {
                 *e = Some(Instant::now());
             }
             let _ = tx.send(Some(outcome));
-        });
+        };
+        tokio::spawn(tracing::Instrument::in_current_span(create));
         Some(rx)
     }
 

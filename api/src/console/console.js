@@ -127,17 +127,106 @@
   }
 
   let seen = 0;
+  // Events shown: the last PAGE when the page opens, older ones a page at
+  // a time ("Older events"), so a stack with a long history opens at once.
+  const PAGE = 100;
+  let oldest = 0;
 
-  function onEvent(e) {
-    const ev = JSON.parse(e.data);
-    seen += 1;
-    const list = document.getElementById("events");
+  function eventItem(ev) {
     const li = document.createElement("li");
     li.className = statusClass(ev.status);
     li.dataset.logicalId = ev.logical_id;
     li.textContent = ev.timestamp + "  " + ev.status + "  " + ev.logical_id +
       "  " + ev.resource_type + (ev.status_reason ? "  " + ev.status_reason : "");
-    list.insertBefore(li, list.firstChild);
+    return li;
+  }
+
+  function showOlder() {
+    const button = document.getElementById("older");
+    if (!button) return;
+    button.hidden = oldest <= 0;
+    button.textContent = "Older events (" + oldest + ")";
+  }
+
+  function loadOlder() {
+    const skip = Math.max(0, oldest - PAGE);
+    fetch(base + "/events/page?skip=" + skip + "&limit=" + (oldest - skip))
+      .then(r => r.json()).then(page => {
+        const list = document.getElementById("events");
+        // Oldest first from the server; the list is newest first.
+        page.events.slice().reverse().forEach(ev => list.appendChild(eventItem(ev)));
+        oldest = skip;
+        showOlder();
+      });
+  }
+
+  // The resource table: live status, sorting and filtering.
+  const table = document.getElementById("resources");
+
+  function updateRow(ev) {
+    if (!table || ev.resource_type === "AWS::CloudFormation::Stack" && ev.logical_id === name) return;
+    const row = table.querySelector("tr[data-logical-id='" + CSS.escape(ev.logical_id) + "']");
+    if (!row) return;
+    const cell = c => row.querySelector("td." + c);
+    cell("status").textContent = ev.status;
+    cell("status").className = "status " + statusClass(ev.status);
+    cell("reason").textContent = ev.status_reason || "";
+    cell("updated").textContent = ev.timestamp;
+    if (ev.physical_id) cell("physical").textContent = ev.physical_id;
+    const failed = ev.status.endsWith("_FAILED");
+    row.classList.toggle("failed-row", failed);
+    let mark = row.querySelector(".failed-mark");
+    if (failed && !mark) {
+      mark = document.createElement("span");
+      mark.className = "failed-mark";
+      mark.title = "failed in the last operation";
+      mark.setAttribute("aria-label", "failed");
+      mark.textContent = "✖ ";
+      cell("logical").insertBefore(mark, cell("logical").firstChild);
+    } else if (!failed && mark) {
+      mark.remove();
+    }
+  }
+
+  if (table) {
+    const filter = document.getElementById("resource-filter");
+    if (filter) filter.addEventListener("input", () => {
+      const words = filter.value.toLowerCase().split(/\s+/).filter(w => w);
+      let shown = 0;
+      table.querySelectorAll("tbody tr").forEach(row => {
+        const text = row.textContent.toLowerCase();
+        const keep = words.every(w => text.includes(w));
+        row.hidden = !keep;
+        if (keep) shown += 1;
+      });
+      const count = document.getElementById("resource-count");
+      if (count) count.textContent = shown + " of " + table.tBodies[0].rows.length + " resources";
+    });
+    table.querySelectorAll("th button[data-sort]").forEach(button => {
+      button.addEventListener("click", () => {
+        const th = button.parentElement;
+        const ascending = th.getAttribute("aria-sort") !== "ascending";
+        table.querySelectorAll("th").forEach(h => h.setAttribute("aria-sort", "none"));
+        th.setAttribute("aria-sort", ascending ? "ascending" : "descending");
+        const key = button.dataset.sort;
+        const body = table.tBodies[0];
+        const rows = Array.from(body.rows);
+        rows.sort((a, b) => {
+          const x = a.querySelector("td." + key).textContent;
+          const y = b.querySelector("td." + key).textContent;
+          return ascending ? x.localeCompare(y) : y.localeCompare(x);
+        });
+        rows.forEach(r => body.appendChild(r));
+      });
+    });
+  }
+
+  function onEvent(e) {
+    const ev = JSON.parse(e.data);
+    seen += 1;
+    const list = document.getElementById("events");
+    list.insertBefore(eventItem(ev), list.firstChild);
+    updateRow(ev);
     const n = nodes[ev.logical_id];
     if (n) {
       n.data.status = ev.status; n.data.reason = ev.status_reason || "";
@@ -168,7 +257,12 @@
     requestAnimationFrame(() => setTimeout(() => {
       window.cairnGraphDrawn = { nodes: graph.nodes.length, draw_ms: performance.now() - start,
         since_navigation_ms: performance.now() };
-      const source = new EventSource(base + "/events");
+      oldest = Math.max(0, history - PAGE);
+      seen = oldest;
+      showOlder();
+      const older = document.getElementById("older");
+      if (older) older.addEventListener("click", loadOlder);
+      const source = new EventSource(base + "/events?from=" + oldest);
       source.addEventListener("stack-event", onEvent);
     }, 0));
   });

@@ -215,13 +215,20 @@ impl Creates<'_> {
         }
         let stored = &stored;
         let outcomes = self
-            .schedule(op, &preds, initial, true, false, |i| async move {
-                let name = op.graph.name(i);
-                let ok = self
-                    .create_one(op, name, stored.get(name).cloned(), None)
-                    .await;
-                (i, ok)
-            })
+            .schedule(
+                op,
+                &preds,
+                initial,
+                (true, false),
+                ("create", &|i| op.graph.name(i).to_string()),
+                |i| async move {
+                    let name = op.graph.name(i);
+                    let ok = self
+                        .create_one(op, name, stored.get(name).cloned(), None)
+                        .await;
+                    (i, ok)
+                },
+            )
             .await?;
         let cancelled: Vec<&str> = (0..n)
             .filter(|&i| outcomes[i] == Outcome::Cancelled)

@@ -166,11 +166,18 @@ impl Deletes<'_> {
             .collect();
         let stored_ref = &stored;
         let outcomes = self
-            .schedule(op, &preds, initial, false, false, |i| async move {
-                let r = stored_ref[i].clone();
-                let keep = retain.contains(&r.logical_id);
-                (i, self.steps().delete_row(op, r, keep).await)
-            })
+            .schedule(
+                op,
+                &preds,
+                initial,
+                (false, false),
+                ("delete", &|i| stored_ref[i].logical_id.clone()),
+                |i| async move {
+                    let r = stored_ref[i].clone();
+                    let keep = retain.contains(&r.logical_id);
+                    (i, self.steps().delete_row(op, r, keep).await)
+                },
+            )
             .await?;
         Ok(stored
             .iter()

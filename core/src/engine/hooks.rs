@@ -583,6 +583,23 @@ impl Hooks<'_> {
         judged: &Judged<'_>,
         call: &HookInvocation<'_>,
     ) -> HookAnswer {
+        // The invocation's span in the operation's trace.
+        let span = tracing::info_span!(
+            "hook call",
+            otel.name = %format!("hook {}", hook.type_name),
+            cairn.hook = %hook.type_name,
+            cairn.token = %call.token,
+            cairn.invocation = call.invocation,
+        );
+        tracing::Instrument::instrument(self.invoke(hook, judged, call), span).await
+    }
+
+    async fn invoke(
+        &self,
+        hook: &HookDefinition,
+        judged: &Judged<'_>,
+        call: &HookInvocation<'_>,
+    ) -> HookAnswer {
         let started = Instant::now();
         let account = &self.config.identity.account_id;
         let answer = match &hook.handler {

@@ -158,8 +158,23 @@ impl Core {
         Ok(fragments)
     }
 
-    /// Runs the macro at `site`: the fragment it answers.
+    /// Runs the macro at `site`: the fragment it answers (in a span of its
+    /// own in the trace).
     async fn call_macro(
+        &self,
+        body: &mut Value,
+        site: &Site,
+        values: &Value,
+    ) -> Result<Value, EngineError> {
+        let span = tracing::info_span!(
+            "macro call",
+            otel.name = %format!("macro {}", site.name),
+            cairn.transform = %site.name,
+        );
+        tracing::Instrument::instrument(Box::pin(self.run_macro(body, site, values)), span).await
+    }
+
+    async fn run_macro(
         &self,
         body: &mut Value,
         site: &Site,

@@ -38,6 +38,7 @@ pub mod signals;
 pub(crate) mod sim;
 pub mod stack_policy;
 mod steps;
+pub mod trace;
 pub mod types;
 mod update;
 
@@ -886,19 +887,45 @@ impl Core {
 
     /// Runs `work` over the graph `preds` (see [`dag::run`]); a lost lease
     /// during it is an error.
+    ///
+    /// Each node's work runs in a `resource` span (`step` names the phase,
+    /// `name_of` the node's logical id): the operation's trace has one span
+    /// per resource step, its provider calls inside it.
+    #[allow(clippy::too_many_arguments)]
     async fn schedule<F, Fut>(
         &self,
         op: &Op,
         preds: &[Vec<usize>],
         initial: Vec<Outcome>,
-        stop_on_failure: bool,
-        cancellable: bool,
+        (stop_on_failure, cancellable): (bool, bool),
+        (step, name_of): (&'static str, &(dyn Fn(usize) -> String + Sync)),
         work: F,
     ) -> Result<Vec<Outcome>, EngineError>
     where
         F: Fn(usize) -> Fut,
         Fut: std::future::Future<Output = (usize, bool)>,
     {
+        let work = |i: usize| {
+            use tracing::Instrument;
+            let name = name_of(i);
+            let span = tracing::info_span!(
+                "resource",
+                otel.name = %format!("{step} {name}"),
+                cairn.step = step,
+                cairn.logical_id = %name,
+                cairn.stack = %op.stack.stack_name,
+                cairn.succeeded = tracing::field::Empty,
+            );
+            // On the heap: a node's work (a nested stack's whole operation)
+            // is large, and the span's wrapper must not add to the stack.
+            let running = Box::pin(work(i));
+            async move {
+                let (i, ok) = running.await;
+                tracing::Span::current().record("cairn.succeeded", ok);
+                (i, ok)
+            }
+            .instrument(span)
+        };
         let outcomes = dag::run(
             preds,
             initial,
@@ -989,6 +1016,35 @@ impl Engine {
         Ok(resumed)
     }
 
+    /// Traces exported: the operation's first run records its trace
+    /// context; a run that resumes it (after a crash, on another engine)
+    /// links to that trace. The operation's kind is named on the span.
+    /// Nothing is read or written when no trace is exported.
+    async fn trace_operation(&self, op: &Op) {
+        let Some(ours) = trace::current_traceparent() else {
+            return;
+        };
+        let Ok(Some(operation)) = self.store.operation(&op.stack.stack_id).await else {
+            return;
+        };
+        let span = tracing::Span::current();
+        span.record("cairn.kind", operation.kind.as_str());
+        let mut options = OperationOptions::from_value(&operation.options);
+        match &options.trace {
+            Some(first) if first[..36.min(first.len())] != ours[..36.min(ours.len())] => {
+                trace::link(&span, first);
+            }
+            Some(_) => {}
+            None => {
+                options.trace = Some(ours);
+                let value = options.to_value();
+                if let Err(e) = self.store.set_operation_options(&op.lease, &value).await {
+                    tracing::warn!("cannot record the operation's trace context: {e}");
+                }
+            }
+        }
+    }
+
     /// Drives a stack's current operation to a terminal status (also after a
     /// crash) and returns that status.
     pub async fn run(self: &Arc<Self>, stack_id: &str) -> Result<StackStatus, EngineError> {
@@ -1077,21 +1133,41 @@ impl Engine {
             });
             // Every log line of the operation carries which stack and engine
             // it belongs to (JSON logs show the span's fields).
+            // The span is the operation's in the trace too (its kind, the
+            // stack, the change set, the outcome).
             let span = tracing::info_span!(
                 "operation",
+                otel.name = %format!("{} {}", op.stack.status, op.stack.stack_name),
+                otel.status_code = tracing::field::Empty,
                 stack = %op.stack.stack_name,
                 stack_id = %op.stack.stack_id,
                 status = %op.stack.status,
                 engine = %lease.owner,
+                cairn.kind = tracing::field::Empty,
+                cairn.outcome = tracing::field::Empty,
+                trace_id = tracing::field::Empty,
             );
+            trace::record_trace_id(&span);
             let result = {
                 use tracing::Instrument;
                 async {
                     tracing::info!("operation driven");
+                    self.trace_operation(&op).await;
                     let result = self.drive(&op).await;
+                    let span = tracing::Span::current();
                     match &result {
-                        Ok(status) => tracing::info!(ended = %status, "operation stopped"),
-                        Err(e) => tracing::warn!("operation stopped: {e}"),
+                        Ok(status) => {
+                            span.record("cairn.outcome", status.as_str());
+                            let s = status.as_str();
+                            if s.ends_with("FAILED") || s.contains("ROLLBACK") {
+                                span.record("otel.status_code", "ERROR");
+                            }
+                            tracing::info!(ended = %status, "operation stopped")
+                        }
+                        Err(e) => {
+                            span.record("otel.status_code", "ERROR");
+                            tracing::warn!("operation stopped: {e}")
+                        }
                     }
                     result
                 }

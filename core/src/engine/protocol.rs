@@ -43,6 +43,40 @@ pub(crate) enum Attempt {
     Again,
 }
 
+/// A provider call's span (an OpenTelemetry CLIENT span named `creation
+/// AWS::S3::Bucket`, …, when traces are exported): the type, the
+/// resource, its request id, the transport, whether the call is sent for
+/// the first time or asked again, and ([`Protocol::timed`]) its outcome.
+fn call_span(
+    what: &str,
+    context: &RequestContext,
+    physical: Option<&str>,
+    transport: crate::registry::Transport,
+    attempt: Attempt,
+) -> tracing::Span {
+    let span = tracing::info_span!(
+        "provider call",
+        otel.name = %format!("{what} {}", context.resource_type),
+        otel.kind = "client",
+        otel.status_code = tracing::field::Empty,
+        cairn.call = what,
+        cairn.resource_type = %context.resource_type,
+        cairn.logical_id = %context.logical_resource_id,
+        cairn.physical_id = tracing::field::Empty,
+        cairn.request_id = %context.request_id,
+        cairn.transport = transport.as_str(),
+        cairn.attempt = match attempt {
+            Attempt::First => "first",
+            Attempt::Again => "again",
+        },
+        cairn.outcome = tracing::field::Empty,
+    );
+    if let Some(id) = physical {
+        span.record("cairn.physical_id", id);
+    }
+    span
+}
+
 /// Whether a failed create call's outcome is unknown: it may have made its
 /// resource, so its request id stays recorded for whoever deletes it.
 pub(crate) fn outcome_unknown(e: &ProviderError) -> bool {
@@ -148,6 +182,12 @@ impl Protocol<'_> {
             Ok(_) => "ok".to_string(),
             Err(e) => e.kind.as_str().to_string(),
         };
+        // On the provider call's span (see [`call_span`]), when it has one.
+        let span = tracing::Span::current();
+        span.record("cairn.outcome", outcome.as_str());
+        if result.is_err() {
+            span.record("otel.status_code", "ERROR");
+        }
         self.shared
             .metrics
             .provider_call(what, &outcome, started.elapsed());
@@ -203,19 +243,27 @@ impl Protocol<'_> {
     ) -> Result<CreateResult, ProviderError> {
         let t = self.provider_for(&context.resource_type, version)?;
         self.still_owner(op).await?;
+        let span = call_span("creation", &context, None, t.transport, attempt);
         let req = CreateRequest {
             context,
             properties,
         };
-        match attempt {
-            Attempt::First => self.timed("creation", t.provider.create(&req)).await,
-            // The provider decides how to learn the outcome: an idempotent
-            // one is asked again, a custom-resource handler never is.
-            Attempt::Again => {
-                self.timed("creation", t.provider.recover_create(&req))
-                    .await
+        let call = async {
+            match attempt {
+                Attempt::First => self.timed("creation", t.provider.create(&req)).await,
+                // The provider decides how to learn the outcome: an idempotent
+                // one is asked again, a custom-resource handler never is.
+                Attempt::Again => {
+                    self.timed("creation", t.provider.recover_create(&req))
+                        .await
+                }
             }
+        };
+        let made = tracing::Instrument::instrument(call, span.clone()).await;
+        if let Ok(m) = &made {
+            span.record("cairn.physical_id", m.physical_resource_id.as_str());
         }
+        made
     }
 
     /// A group member's create, by the provider serving its type; or, when
@@ -289,18 +337,22 @@ impl Protocol<'_> {
     ) -> Result<(), ProviderError> {
         let t = self.provider_for(&context.resource_type, version)?;
         self.still_owner(op).await?;
+        let span = call_span("deletion", &context, Some(physical), t.transport, attempt);
         let req = DeleteRequest {
             context,
             physical_resource_id: physical.to_string(),
             properties,
         };
-        let sent = match attempt {
-            Attempt::First => self.timed("deletion", t.provider.delete(&req)).await,
-            Attempt::Again => {
-                self.timed("deletion", t.provider.recover_delete(&req))
-                    .await
+        let call = async {
+            match attempt {
+                Attempt::First => self.timed("deletion", t.provider.delete(&req)).await,
+                Attempt::Again => {
+                    self.timed("deletion", t.provider.recover_delete(&req))
+                        .await
+                }
             }
         };
+        let sent = tracing::Instrument::instrument(call, span).await;
         match sent {
             Err(e) if e.is_not_found() => Ok(()),
             other => other,
@@ -367,12 +419,22 @@ impl Protocol<'_> {
             drift,
         };
         self.still_owner(op).await?;
-        match attempt {
-            Attempt::First => self.timed("update", t.provider.update(&req)).await,
-            // Recorded before a crash: the provider learns or repeats it (a
-            // custom-resource handler is never sent it twice).
-            Attempt::Again => self.timed("update", t.provider.recover_update(&req)).await,
-        }
+        let span = call_span(
+            "update",
+            &req.context,
+            Some(physical_id),
+            t.transport,
+            attempt,
+        );
+        let call = async {
+            match attempt {
+                Attempt::First => self.timed("update", t.provider.update(&req)).await,
+                // Recorded before a crash: the provider learns or repeats it (a
+                // custom-resource handler is never sent it twice).
+                Attempt::Again => self.timed("update", t.provider.recover_update(&req)).await,
+            }
+        };
+        tracing::Instrument::instrument(call, span).await
     }
 
     /// Deletes a template resource's physical resource; NotFound counts as
@@ -492,11 +554,18 @@ impl Protocol<'_> {
         physical_id: &str,
     ) -> Result<cairn_sdk::ReadResult, ProviderError> {
         let t = self.provider_for(type_name, None)?;
+        let span = call_span(
+            "read",
+            &context,
+            Some(physical_id),
+            t.transport,
+            Attempt::First,
+        );
         let req = cairn_sdk::ReadRequest {
             context,
             physical_resource_id: physical_id.to_string(),
         };
-        self.timed("read", t.provider.read(&req)).await
+        tracing::Instrument::instrument(self.timed("read", t.provider.read(&req)), span).await
     }
 
     /// The provider serving `version` of `type_name` (`None`: whatever

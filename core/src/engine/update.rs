@@ -1056,23 +1056,30 @@ impl Updates<'_> {
         }
         let stored = &stored;
         let outcomes = self
-            .schedule(op, &preds, initial, true, true, |i| async move {
-                let name = op.graph.name(i);
-                let ok = match stored.get(name).cloned() {
-                    None => {
-                        self.creates()
-                            .create_one(op, name, None, Some(Journal::Added))
-                            .await
-                    }
-                    Some(r) if r.journal == Some(Journal::Added) => {
-                        self.creates()
-                            .create_one(op, name, Some(r), Some(Journal::Added))
-                            .await
-                    }
-                    Some(r) => self.update_one(op, r).await,
-                };
-                (i, ok)
-            })
+            .schedule(
+                op,
+                &preds,
+                initial,
+                (true, true),
+                ("update", &|i| op.graph.name(i).to_string()),
+                |i| async move {
+                    let name = op.graph.name(i);
+                    let ok = match stored.get(name).cloned() {
+                        None => {
+                            self.creates()
+                                .create_one(op, name, None, Some(Journal::Added))
+                                .await
+                        }
+                        Some(r) if r.journal == Some(Journal::Added) => {
+                            self.creates()
+                                .create_one(op, name, Some(r), Some(Journal::Added))
+                                .await
+                        }
+                        Some(r) => self.update_one(op, r).await,
+                    };
+                    (i, ok)
+                },
+            )
             .await?;
         let cancelled: Vec<&str> = (0..n)
             .filter(|&i| outcomes[i] == Outcome::Cancelled)
@@ -1412,8 +1419,8 @@ impl Updates<'_> {
                 op,
                 &order,
                 vec![Outcome::NotRun; rows.len()],
-                false,
-                false,
+                (false, false),
+                ("roll back", &|i| rows_ref[i].logical_id.clone()),
                 |i| async move { (i, self.rollback_one(op, rows_ref[i].clone()).await) },
             )
             .await?;
@@ -1665,8 +1672,8 @@ impl Updates<'_> {
                 op,
                 &preds,
                 vec![Outcome::NotRun; victims.len()],
-                false,
-                false,
+                (false, false),
+                ("clean up", &|i| victims_ref[i].logical_id.clone()),
                 |i| async move {
                     let v = victims_ref[i].clone();
                     (i, self.steps().delete_victim(op, v).await)

@@ -76,11 +76,18 @@ impl Reconciles<'_> {
         let skip = flags.skip_uninstall;
         let removed_ref = &removed;
         let outcomes = self
-            .schedule(op, &preds, initial, false, false, |i| async move {
-                let r = removed_ref[i].clone();
-                let keep = skip || retained(&r);
-                (i, self.steps().delete_row(op, r, keep).await)
-            })
+            .schedule(
+                op,
+                &preds,
+                initial,
+                (false, false),
+                ("delete", &|i| removed_ref[i].logical_id.clone()),
+                |i| async move {
+                    let r = removed_ref[i].clone();
+                    let keep = skip || retained(&r);
+                    (i, self.steps().delete_row(op, r, keep).await)
+                },
+            )
             .await?;
         let mut failed = Vec::new();
         for (r, o) in removed.iter().zip(&outcomes) {
@@ -148,14 +155,21 @@ impl Reconciles<'_> {
             .collect();
         let rows_ref = &rows;
         let outcomes = self
-            .schedule(op, &preds, initial, true, false, |i| async move {
-                let name = op.graph.name(i);
-                let resumed = rows_ref
-                    .iter()
-                    .find(|r| r.logical_id == name && r.pending.is_some())
-                    .cloned();
-                (i, self.creates().create_one(op, name, resumed, None).await)
-            })
+            .schedule(
+                op,
+                &preds,
+                initial,
+                (true, false),
+                ("create", &|i| op.graph.name(i).to_string()),
+                |i| async move {
+                    let name = op.graph.name(i);
+                    let resumed = rows_ref
+                        .iter()
+                        .find(|r| r.logical_id == name && r.pending.is_some())
+                        .cloned();
+                    (i, self.creates().create_one(op, name, resumed, None).await)
+                },
+            )
             .await?;
         let failed: Vec<String> = added
             .iter()
@@ -399,8 +413,8 @@ impl Reconciles<'_> {
                 op,
                 &preds,
                 vec![Outcome::NotRun; n],
-                true,
-                false,
+                (true, false),
+                ("reconcile", &|i| op.graph.name(i).to_string()),
                 |i| async move {
                     let name = op.graph.name(i);
                     let Some(rec) = rows_ref

@@ -1,0 +1,337 @@
+//! Traces through `cairn serve`: an OTLP/HTTP receiver (OpenTelemetry's
+//! protobuf types) gets one trace for a deploy, from the API request to
+//! the operation, each resource step, each provider call and the webhook
+//! POST, and the Python SDK's span for the handler's work as a child of
+//! that POST; a collector that never answers slows nothing and its dropped
+//! spans are counted.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
+use opentelemetry_proto::tonic::trace::v1::Span;
+use prost::Message;
+
+use crate::support::{http_get, Scratch, Served};
+
+/// A span as received, with the service that sent it.
+#[derive(Clone, Debug)]
+struct Got {
+    service: String,
+    span: Span,
+}
+
+impl Got {
+    fn attribute(&self, key: &str) -> String {
+        self.span
+            .attributes
+            .iter()
+            .find(|a| a.key == key)
+            .and_then(|a| a.value.as_ref()?.value.as_ref())
+            .map(|v| match v {
+                AnyValue::StringValue(s) => s.clone(),
+                AnyValue::IntValue(i) => i.to_string(),
+                AnyValue::BoolValue(b) => b.to_string(),
+                other => format!("{other:?}"),
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// An OTLP/HTTP receiver on a free loopback port: every span of every
+/// `POST /v1/traces`, or (`answer` false) a collector that takes the
+/// connection and never answers.
+struct Receiver {
+    port: u16,
+    spans: Arc<Mutex<Vec<Got>>>,
+}
+
+impl Receiver {
+    fn start(answer: bool) -> Receiver {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the receiver");
+        let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
+        let spans = Arc::new(Mutex::new(Vec::new()));
+        let kept = spans.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming().flatten() {
+                let kept = kept.clone();
+                std::thread::spawn(move || {
+                    if !answer {
+                        // Held open, never answered.
+                        std::thread::sleep(Duration::from_secs(600));
+                        drop(conn);
+                        return;
+                    }
+                    serve(conn, &kept);
+                });
+            }
+        });
+        Receiver { port, spans }
+    }
+
+    fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn spans(&self) -> Vec<Got> {
+        self.spans.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+}
+
+/// Answers one connection's requests (kept alive) with 200.
+fn serve(conn: std::net::TcpStream, kept: &Mutex<Vec<Got>>) {
+    let mut out = match conn.try_clone() {
+        Ok(c) => c,
+        Err(_) => return,
+    };
+    let mut reader = BufReader::new(conn);
+    loop {
+        let mut length = 0usize;
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                return;
+            }
+            let l = line.trim_end();
+            if l.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = l.split_once(':') {
+                if k.eq_ignore_ascii_case("content-length") {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+            }
+        }
+        let mut body = vec![0; length];
+        if reader.read_exact(&mut body).is_err() {
+            return;
+        }
+        if let Ok(request) = ExportTraceServiceRequest::decode(body.as_slice()) {
+            let mut kept = kept.lock().expect("spans");
+            for rs in request.resource_spans {
+                let service = rs
+                    .resource
+                    .as_ref()
+                    .and_then(|r| r.attributes.iter().find(|a| a.key == "service.name"))
+                    .and_then(|a| a.value.as_ref()?.value.as_ref())
+                    .map(|v| match v {
+                        AnyValue::StringValue(s) => s.clone(),
+                        _ => String::new(),
+                    })
+                    .unwrap_or_default();
+                for ss in rs.scope_spans {
+                    for span in ss.spans {
+                        kept.push(Got {
+                            service: service.clone(),
+                            span,
+                        });
+                    }
+                }
+            }
+        }
+        let _ = out.write_all(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/x-protobuf\r\nContent-Length: 0\r\n\r\n",
+        );
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn named<'a>(spans: &'a [Got], name: &str) -> Vec<&'a Got> {
+    spans.iter().filter(|g| g.span.name == name).collect()
+}
+
+fn one<'a>(spans: &'a [Got], name: &str) -> &'a Got {
+    let found = named(spans, name);
+    assert_eq!(
+        found.len(),
+        1,
+        "one span {name:?}; got: {:?}",
+        spans
+            .iter()
+            .map(|g| (&g.service, &g.span.name))
+            .collect::<Vec<_>>()
+    );
+    found[0]
+}
+
+/// `cairn --endpoint … deploy NAME TEMPLATE`, which must succeed; how long
+/// it took.
+fn deploy(s: &Scratch, endpoint: &str, name: &str, template: &str) -> Duration {
+    let started = Instant::now();
+    crate::support::remote_ok_as(s, endpoint, ("AKIDANY", "any"), &["deploy", name, template]);
+    started.elapsed()
+}
+
+#[test]
+fn a_deploy_through_the_server_is_one_trace_from_the_request_to_the_handlers_span() {
+    let receiver = Receiver::start(true);
+    let s = Scratch::new();
+    let things = s.dir.path().join("things");
+    std::fs::create_dir_all(&things).expect("things dir");
+    let mut handler = crate::webhooks::lambda_adapter(
+        "things_handler.handler",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/e2e"),
+        "",
+    );
+    handler
+        .env("THINGS_DIR", &things)
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint())
+        .env("OTEL_SERVICE_NAME", "things")
+        .env("OTEL_BSP_SCHEDULE_DELAY", "100");
+    let handler = crate::webhooks::Program::start(handler);
+    s.write(
+        "cairn.toml",
+        &format!(
+            "[server]\nauth = \"none\"\n\n[telemetry]\nendpoint = \"{}\"\nservice_name = \"cairn-test\"\n",
+            receiver.endpoint()
+        ),
+    );
+    let (server, endpoint) = s.serve();
+    let _server = Served(server);
+    let template = s.write(
+        "t.yaml",
+        &format!(
+            "Resources:\n  Base: {{Type: Cairn::Test::Resource, Properties: {{Value: b}}}}\n  Thing:\n    Type: Custom::Thing\n    DependsOn: Base\n    Properties: {{ServiceToken: 'http://127.0.0.1:{}/'}}\n",
+            handler.port
+        ),
+    );
+    deploy(
+        &s,
+        &endpoint,
+        "traced",
+        template.to_str().unwrap_or_default(),
+    );
+
+    // Everything arrives within a few export rounds.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut spans = receiver.spans();
+    while Instant::now() < deadline {
+        spans = receiver.spans();
+        let handler_done = spans.iter().any(|g| g.service == "things");
+        let operation_done = spans.iter().any(|g| {
+            g.span.name == "CREATE_IN_PROGRESS traced" && !g.attribute("cairn.outcome").is_empty()
+        });
+        if handler_done && operation_done {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let request = one(&spans, "CreateStack");
+    assert_eq!(request.service, "cairn-test");
+    assert_eq!(request.span.kind, 2, "SERVER");
+    let trace = hex(&request.span.trace_id);
+    let operation = one(&spans, "CREATE_IN_PROGRESS traced");
+    assert_eq!(operation.span.parent_span_id, request.span.span_id);
+    assert_eq!(operation.attribute("cairn.outcome"), "CREATE_COMPLETE");
+    assert_eq!(operation.attribute("cairn.kind"), "CREATE");
+    for (step, call, transport) in [
+        ("create Base", "creation Cairn::Test::Resource", "builtin"),
+        ("create Thing", "creation Custom::Thing", "webhook"),
+    ] {
+        let step_span = one(&spans, step);
+        assert_eq!(hex(&step_span.span.trace_id), trace, "{step}");
+        assert_eq!(
+            step_span.span.parent_span_id, operation.span.span_id,
+            "{step}"
+        );
+        assert_eq!(step_span.attribute("cairn.succeeded"), "true");
+        let call_span = one(&spans, call);
+        assert_eq!(
+            call_span.span.parent_span_id, step_span.span.span_id,
+            "{call}"
+        );
+        assert_eq!(call_span.span.kind, 3, "CLIENT");
+        assert_eq!(call_span.attribute("cairn.transport"), transport);
+        assert_eq!(call_span.attribute("cairn.outcome"), "ok");
+        assert_eq!(call_span.attribute("cairn.attempt"), "first");
+        assert!(
+            !call_span.attribute("cairn.physical_id").is_empty(),
+            "{call}"
+        );
+        assert!(
+            !call_span.attribute("cairn.request_id").is_empty(),
+            "{call}"
+        );
+    }
+    // The custom resource's POST, and the handler's span under it.
+    let call = one(&spans, "creation Custom::Thing");
+    let post = spans
+        .iter()
+        .find(|g| g.span.name == "POST" && g.span.parent_span_id == call.span.span_id)
+        .unwrap_or_else(|| panic!("no POST under the call: {spans:?}"));
+    assert_eq!(post.attribute("http.response.status_code"), "200");
+    let served = one(&spans, "Create Custom::Thing");
+    assert_eq!(served.service, "things");
+    assert_eq!(hex(&served.span.trace_id), trace);
+    assert_eq!(served.span.parent_span_id, post.span.span_id);
+    assert_eq!(served.attribute("cairn.logical_id"), "Thing");
+    assert_eq!(
+        served.attribute("cairn.request_id"),
+        call.attribute("cairn.request_id")
+    );
+    // Counted, nothing dropped.
+    let metrics = http_get(&endpoint, "/metrics");
+    assert!(
+        metrics.contains("cairn_spans_total{outcome=\"dropped\"} 0"),
+        "{metrics}"
+    );
+    assert!(
+        !metrics.contains("cairn_spans_total{outcome=\"exported\"} 0\n"),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn a_collector_that_never_answers_slows_no_deploy_and_its_dropped_spans_are_counted() {
+    let many: String = (0..40)
+        .map(|i| format!("  R{i}: {{Type: Cairn::Test::Resource, Properties: {{Value: v{i}}}}}\n"))
+        .collect();
+    let template = format!("Resources:\n{many}");
+    let timed = |telemetry: &str| {
+        let s = Scratch::new();
+        s.write(
+            "cairn.toml",
+            &format!("[server]\nauth = \"none\"\n\n{telemetry}"),
+        );
+        let (server, endpoint) = s.serve();
+        let _server = Served(server);
+        let t = s.write("t.yaml", &template);
+        let took = deploy(&s, &endpoint, "many", t.to_str().unwrap_or_default());
+        // The first export gives up after its timeout: its spans are then
+        // counted as dropped.
+        let deadline = Instant::now() + Duration::from_secs(15);
+        let mut metrics = http_get(&endpoint, "/metrics");
+        while Instant::now() < deadline
+            && metrics.contains("cairn_spans_total{outcome=\"dropped\"} 0")
+        {
+            std::thread::sleep(Duration::from_millis(250));
+            metrics = http_get(&endpoint, "/metrics");
+        }
+        (took, metrics)
+    };
+    let (alone, _) = timed("");
+    let hole = Receiver::start(false);
+    let (traced, metrics) = timed(&format!(
+        "[telemetry]\nendpoint = \"{}\"\nqueue_size = 8\ntimeout_seconds = 1\n",
+        hole.endpoint()
+    ));
+    println!("40-resource deploy through the server: {alone:?} without traces, {traced:?} exporting to a collector that never answers");
+    let dropped: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("cairn_spans_total{outcome=\"dropped\"} "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0);
+    assert!(dropped > 0, "{metrics}");
+    // Noise, not the collector: an export waits 10 s for an answer.
+    assert!(
+        traced < alone * 3 + Duration::from_secs(3),
+        "{alone:?} vs {traced:?}"
+    );
+}
