@@ -13,3 +13,4 @@ export { runCdk, CREATE_FAILED_MARKER } from "./cdk";
 export { hookRequest, hookServer, inProgress, internalFailure, nonCompliant, runHook, serveHook, success } from "./hook";
 export type { Hook, HookRequest, HookResponse } from "./hook";
 export type { CdkHandlers } from "./cdk";
+export { handling, traceparentOf } from "./tracing";

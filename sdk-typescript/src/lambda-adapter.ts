@@ -24,6 +24,7 @@ import { CdkHandlers, runCdk } from "./cdk";
 import { Handler, expectResponse, invoke, lambdaEnvironment, loadHandler } from "./lambda";
 import { putResponse } from "./respond";
 import { listenOn, readBody } from "./listen";
+import { handling } from "./tracing";
 import { signatureProblem } from "./signing";
 
 interface Options {
@@ -219,14 +220,18 @@ async function main(): Promise<void> {
         return;
       }
       if (hookHandler !== undefined && isHookRequest(event)) {
-        runHook(hookHandler, event, functionName, o.timeoutSeconds).then((answer) => {
+        const hook = `hook ${String(event.hookTypeName ?? "")}`.trim();
+        handling(req.headers, hook, {}, () => runHook(hookHandler, event, functionName, o.timeoutSeconds)).then((answer) => {
           res.writeHead(200, { "content-type": "application/json" });
           res.end(JSON.stringify(answer));
         }, (e) => send(500, String(e)));
         return;
       }
       send(200, "");
-      serve(event).catch((e) => console.error("the request failed:", e));
+      // Each invocation in a span continuing Cairn's trace (OpenTelemetry).
+      const name = `${String(event.RequestType ?? "Request")} ${String(event.ResourceType ?? "")}`.trim();
+      const attributes = { "cairn.request_id": String(event.RequestId ?? ""), "cairn.logical_id": String(event.LogicalResourceId ?? "") };
+      handling(req.headers, name, attributes, () => serve(event)).catch((e) => console.error("the request failed:", e));
     }, () => send(400, "the request could not be read"));
   });
   listenOn(server, o.listen);

@@ -6,6 +6,7 @@
 
 import * as crypto from "node:crypto";
 import * as http from "node:http";
+import { handling } from "./tracing";
 import { InvalidRequest, NotFound, ProviderError } from "./errors";
 import { Provider, Request, Result } from "./provider";
 import { putResponse } from "./respond";
@@ -149,9 +150,13 @@ export function server(provider: Provider, o: ServeOptions = {}): http.Server {
       } catch (e) {
         return send(400, `the body is not JSON: ${(e as Error).message}`, "text/plain");
       }
-      if (o.respondInReply) return send(200, JSON.stringify(await handler.run(event)));
+      // The request's span, the child of the Cairn call's (OpenTelemetry).
+      const name = `${event.RequestType ?? "Request"} ${event.ResourceType ?? ""}`.trim();
+      const attributes = { "cairn.request_id": String(event.RequestId ?? ""), "cairn.logical_id": String(event.LogicalResourceId ?? "") };
+      const run = () => handling(req.headers, name, attributes, () => handler.run(event));
+      if (o.respondInReply) return send(200, JSON.stringify(await run()));
       send(200, "");
-      const response = await handler.run(event);
+      const response = await run();
       if (typeof event.ResponseURL === "string") await putResponse(event.ResponseURL, response);
     }, () => send(400, "the request could not be read", "text/plain"));
   });

@@ -155,3 +155,23 @@ test("a hook is answered by its invocation point, the token echoed", async () =>
   assert.equal(broken.message, "TypeError: broken");
   assert.equal((await sdk.runHook(hook, event("DELETE_PRE_PROVISION", "0644"))).hookStatus, "SUCCESS");
 });
+
+test("a served request runs in a span that continues the traceparent's trace", async () => {
+  const otel = require("@opentelemetry/api");
+  const { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } = require("@opentelemetry/sdk-trace-base");
+  const spans = new InMemorySpanExporter();
+  const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(spans)] });
+  otel.trace.setGlobalTracerProvider(provider);
+  assert.equal(sdk.traceparentOf({ traceparent: "00-00000000000000000000000000000000-00f067aa0ba902b7-01" }), undefined);
+  const headers = { traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" };
+  const answer = await sdk.handling(headers, "Create Custom::Thing", { "cairn.request_id": "r-1" }, async () => "done");
+  assert.equal(answer, "done");
+  const [served] = spans.getFinishedSpans();
+  assert.equal(served.name, "Create Custom::Thing");
+  assert.equal(served.spanContext().traceId, "4bf92f3577b34da6a3ce929d0e0e4736");
+  assert.equal((served.parentSpanContext ?? {}).spanId ?? served.parentSpanId, "00f067aa0ba902b7");
+  assert.equal(served.kind, otel.SpanKind.SERVER);
+  assert.equal(served.attributes["cairn.request_id"], "r-1");
+  await assert.rejects(sdk.handling(headers, "Delete Custom::Thing", {}, async () => { throw new Error("boom"); }), /boom/);
+  assert.equal(spans.getFinishedSpans()[1].status.code, otel.SpanStatusCode.ERROR);
+});

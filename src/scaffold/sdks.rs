@@ -141,6 +141,10 @@ const TYPESCRIPT: &[(&str, &str)] = &[
         "src/signing.ts",
         include_str!("../../sdk-typescript/src/signing.ts"),
     ),
+    (
+        "src/tracing.ts",
+        include_str!("../../sdk-typescript/src/tracing.ts"),
+    ),
 ];
 
 /// Where a project keeps the SDK it was written with.

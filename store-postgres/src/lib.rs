@@ -715,6 +715,16 @@ fn with_causes(e: &dyn std::error::Error) -> String {
     text
 }
 
+/// A session the pool could not hand out, with every cause (a restart's
+/// `db error` names what the server said: `FATAL: the database system is
+/// shutting down`).
+fn unreachable(e: &deadpool_postgres::PoolError) -> StoreError {
+    StoreError::Database(format!(
+        "cannot reach the PostgreSQL state database: {}",
+        with_causes(e)
+    ))
+}
+
 /// The PostgreSQL store.
 pub struct PgStore {
     pool: Pool,
@@ -885,9 +895,7 @@ async fn group_commits(
         }
         let together = match pool.get().await {
             Ok(mut client) => write_together(&mut client, &batch, &read_only).await,
-            Err(e) => Err(StoreError::Database(format!(
-                "cannot reach the PostgreSQL state database: {e}"
-            ))),
+            Err(e) => Err(unreachable(&e)),
         };
         match together {
             Ok(()) => {
@@ -901,9 +909,7 @@ async fn group_commits(
                         Ok(mut client) => {
                             write_together(&mut client, std::slice::from_ref(&w), &read_only).await
                         }
-                        Err(e) => Err(StoreError::Database(format!(
-                            "cannot reach the PostgreSQL state database: {e}"
-                        ))),
+                        Err(e) => Err(unreachable(&e)),
                     };
                     let _ = w.done.send(alone);
                 }
@@ -1063,12 +1069,7 @@ impl PgStore {
     }
 
     async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
-        self.pool.get().await.map_err(|e| {
-            StoreError::Database(format!(
-                "cannot reach the PostgreSQL state database: {}",
-                with_causes(&e)
-            ))
-        })
+        self.pool.get().await.map_err(|e| unreachable(&e))
     }
 
     /// Applies the schema steps this database lacks under an advisory lock

@@ -316,7 +316,7 @@ fn the_typescript_sdk_passes_its_own_tests() {
         .expect("node runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}");
-    assert!(stdout.contains("# pass 9\n"), "{stdout}");
+    assert!(stdout.contains("# pass 10\n"), "{stdout}");
 }
 
 #[test]

@@ -1010,9 +1010,14 @@ fn cairn_update_through_a_server_is_held_to_the_stack_policy() {
 fn json_logs_carry_the_request_and_the_operation() {
     use std::io::BufRead;
     let s = Scratch::new();
+    // Traces exported too: the lines carry the trace id.
+    let receiver = crate::traces::Receiver::start(true);
     s.write(
         "cairn.toml",
-        "[server]\nauth = \"none\"\n\n[log]\nformat = \"json\"\n",
+        &format!(
+            "[server]\nauth = \"none\"\n\n[log]\nformat = \"json\"\n\n[telemetry]\nendpoint = \"{}\"\n",
+            receiver.endpoint()
+        ),
     );
     let log = std::fs::File::create(s.dir.path().join("serve.log")).expect("a log file");
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_cairn"))
@@ -1075,4 +1080,19 @@ fn json_logs_carry_the_request_and_the_operation() {
             .is_some_and(|id| id.contains(":stack/logged/")),
         "{stopped}"
     );
+    // One trace id on both, the one of the exported request span.
+    let trace = spans[0]["trace_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert_eq!(trace.len(), 32, "{stopped}");
+    assert_eq!(spans[1]["trace_id"], trace.as_str(), "{stopped}");
+    let started = std::time::Instant::now();
+    while !receiver.has_trace(&trace) {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "no exported span of trace {trace}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
 }

@@ -44,13 +44,13 @@ impl Got {
 /// An OTLP/HTTP receiver on a free loopback port: every span of every
 /// `POST /v1/traces`, or (`answer` false) a collector that takes the
 /// connection and never answers.
-struct Receiver {
+pub(crate) struct Receiver {
     port: u16,
     spans: Arc<Mutex<Vec<Got>>>,
 }
 
 impl Receiver {
-    fn start(answer: bool) -> Receiver {
+    pub(crate) fn start(answer: bool) -> Receiver {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind the receiver");
         let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
         let spans = Arc::new(Mutex::new(Vec::new()));
@@ -72,12 +72,17 @@ impl Receiver {
         Receiver { port, spans }
     }
 
-    fn endpoint(&self) -> String {
+    pub(crate) fn endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
 
     fn spans(&self) -> Vec<Got> {
         self.spans.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// Whether a span of trace `trace` (hex) arrived.
+    pub(crate) fn has_trace(&self, trace: &str) -> bool {
+        self.spans().iter().any(|g| hex(&g.span.trace_id) == trace)
     }
 }
 
@@ -334,4 +339,87 @@ fn a_collector_that_never_answers_slows_no_deploy_and_its_dropped_spans_are_coun
         traced < alone * 3 + Duration::from_secs(3),
         "{alone:?} vs {traced:?}"
     );
+}
+
+#[test]
+fn an_operation_resumed_after_a_crash_links_to_the_trace_of_its_first_run() {
+    let receiver = Receiver::start(true);
+    let s = Scratch::new();
+    s.write(
+        "cairn.toml",
+        &format!(
+            "[server]\nauth = \"none\"\nanswer_within_ms = 0\n\n[telemetry]\nendpoint = \"{}\"\n",
+            receiver.endpoint()
+        ),
+    );
+    let (server, endpoint) = s.serve();
+    let mut first = Served(server);
+    let template = "Resources:\n  A: {Type: Cairn::Test::Resource, Properties: {WaitSeconds: 4}}\n  B: {Type: Cairn::Test::Resource, DependsOn: A}\n";
+    let body = form_urlencoded::Serializer::new(String::new())
+        .extend_pairs([
+            ("Action", "CreateStack"),
+            ("Version", "2010-05-15"),
+            ("StackName", "slow"),
+            ("TemplateBody", template),
+        ])
+        .finish();
+    let answer = crate::support::http(
+        &endpoint,
+        "POST",
+        "/",
+        &[("Content-Type", "application/x-www-form-urlencoded")],
+        &body,
+    );
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    // The operation's first run records its trace context (the request's
+    // trace: the request span stays open while the operation it started
+    // runs, so nothing of it is exported before the crash); then the
+    // engine dies.
+    let first_trace = recorded_trace(&s, Duration::from_secs(10));
+    let _ = first.0.kill();
+    let _ = first.0.wait();
+    // The next engine resumes the create, in a trace of its own linked to
+    // the first one.
+    let (again, _) = s.serve();
+    let _again = Served(again);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut resumed = None;
+    while Instant::now() < deadline && resumed.is_none() {
+        resumed = receiver.spans().into_iter().find(|g| {
+            g.span.name == "CREATE_IN_PROGRESS slow" && !g.attribute("cairn.outcome").is_empty()
+        });
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let resumed =
+        resumed.unwrap_or_else(|| panic!("no resumed operation span: {:?}", receiver.spans()));
+    assert_eq!(resumed.attribute("cairn.outcome"), "CREATE_COMPLETE");
+    assert!(resumed.span.parent_span_id.is_empty(), "a trace of its own");
+    assert_ne!(hex(&resumed.span.trace_id), first_trace);
+    let linked: Vec<String> = resumed
+        .span
+        .links
+        .iter()
+        .map(|l| hex(&l.trace_id))
+        .collect();
+    assert_eq!(linked, [first_trace]);
+}
+
+/// The trace id the running operation recorded in the SQLite state
+/// (`OperationOptions::trace`), waiting up to `within` for it.
+fn recorded_trace(s: &Scratch, within: Duration) -> String {
+    let script = "import json, sqlite3, sys\nc = sqlite3.connect(sys.argv[1])\nfor (o,) in c.execute('SELECT options FROM operations'):\n    t = json.loads(o or '{}').get('Trace')\n    if t: print(t.split('-')[1])\n";
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        let out = crate::support::python()
+            .args(["-c", script, "cairn-state.db"])
+            .current_dir(s.dir.path())
+            .output()
+            .expect("python runs");
+        let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        if text.len() == 32 {
+            return text;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("the operation recorded no trace context");
 }
