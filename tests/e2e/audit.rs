@@ -44,7 +44,12 @@ fn names(records: &[Value]) -> Vec<String> {
 #[test]
 fn api_calls_and_console_actions_are_audited_with_who_where_and_no_secrets() {
     let s = Scratch::new();
-    s.write("cairn.toml", CONFIG);
+    // The export endpoint: batches of CloudTrail's log shape.
+    let (sink, posted) = crate::support::http_sink();
+    s.write(
+        "cairn.toml",
+        &format!("{CONFIG}export_url = \"http://127.0.0.1:{sink}/trail\"\n"),
+    );
     let (server, endpoint) = s.serve();
     let _server = Served(server);
     let t = s.write("t.yaml", TEMPLATE);
@@ -253,10 +258,27 @@ fn api_calls_and_console_actions_are_audited_with_who_where_and_no_secrets() {
     let mut newest_first = exported.clone();
     newest_first.reverse();
     assert_eq!(newest_first, records);
+    // And to the HTTP endpoint, in `{"Records": [...]}` batches.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut sent: Vec<Value> = Vec::new();
+    while Instant::now() < deadline && sent.len() < 8 {
+        sent = posted
+            .lock()
+            .map(|b| b.clone())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|b| serde_json::from_slice::<Value>(b).ok())
+            .flat_map(|batch| batch["Records"].as_array().cloned().unwrap_or_default())
+            .collect();
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    sent.reverse();
+    assert_eq!(sent, records);
     let metrics = http(&endpoint, "GET", "/metrics", &[], "");
     assert!(
         metrics.contains("cairn_audit_records_total{outcome=\"written\"} 8")
-            && metrics.contains("cairn_audit_exported_total{target=\"file\"} 8"),
+            && metrics.contains("cairn_audit_exported_total{target=\"file\"} 8")
+            && metrics.contains("cairn_audit_exported_total{target=\"http\"} 8"),
         "{metrics}"
     );
 }

@@ -345,3 +345,53 @@ pub fn workspace_built() {
     );
     *built = true;
 }
+
+/// An HTTP/1.1 server on a free loopback port that answers every request
+/// 200 (connections kept alive) and keeps each request's body, in order:
+/// what a collector or an export endpoint is to the tests.
+pub fn http_sink() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the sink");
+    let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
+    let bodies = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = bodies.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            let kept = kept.clone();
+            std::thread::spawn(move || {
+                let Ok(mut out) = conn.try_clone() else {
+                    return;
+                };
+                let mut reader = BufReader::new(conn);
+                loop {
+                    let mut length = 0usize;
+                    let mut line = String::new();
+                    loop {
+                        line.clear();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        let l = line.trim_end();
+                        if l.is_empty() {
+                            break;
+                        }
+                        if let Some((k, v)) = l.split_once(':') {
+                            if k.eq_ignore_ascii_case("content-length") {
+                                length = v.trim().parse().unwrap_or(0);
+                            }
+                        }
+                    }
+                    let mut body = vec![0; length];
+                    if reader.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    if let Ok(mut k) = kept.lock() {
+                        k.push(body);
+                    }
+                    let _ = out.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+                }
+            });
+        }
+    });
+    (port, bodies)
+}

@@ -5,7 +5,6 @@
 //! that POST; a collector that never answers slows nothing and its dropped
 //! spans are counted.
 
-use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -42,34 +41,35 @@ impl Got {
 }
 
 /// An OTLP/HTTP receiver on a free loopback port: every span of every
-/// `POST /v1/traces`, or (`answer` false) a collector that takes the
-/// connection and never answers.
+/// `POST /v1/traces` (decoded with OpenTelemetry's protobuf types), or
+/// (`answer` false) a collector that takes the connection and never
+/// answers.
 pub(crate) struct Receiver {
     port: u16,
-    spans: Arc<Mutex<Vec<Got>>>,
+    bodies: Arc<Mutex<Vec<Vec<u8>>>>,
 }
 
 impl Receiver {
     pub(crate) fn start(answer: bool) -> Receiver {
+        if answer {
+            let (port, bodies) = crate::support::http_sink();
+            return Receiver { port, bodies };
+        }
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind the receiver");
         let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
-        let spans = Arc::new(Mutex::new(Vec::new()));
-        let kept = spans.clone();
         std::thread::spawn(move || {
             for conn in listener.incoming().flatten() {
-                let kept = kept.clone();
+                // Held open, never answered.
                 std::thread::spawn(move || {
-                    if !answer {
-                        // Held open, never answered.
-                        std::thread::sleep(Duration::from_secs(600));
-                        drop(conn);
-                        return;
-                    }
-                    serve(conn, &kept);
+                    std::thread::sleep(Duration::from_secs(600));
+                    drop(conn);
                 });
             }
         });
-        Receiver { port, spans }
+        Receiver {
+            port,
+            bodies: Arc::default(),
+        }
     }
 
     pub(crate) fn endpoint(&self) -> String {
@@ -77,46 +77,12 @@ impl Receiver {
     }
 
     fn spans(&self) -> Vec<Got> {
-        self.spans.lock().map(|s| s.clone()).unwrap_or_default()
-    }
-
-    /// Whether a span of trace `trace` (hex) arrived.
-    pub(crate) fn has_trace(&self, trace: &str) -> bool {
-        self.spans().iter().any(|g| hex(&g.span.trace_id) == trace)
-    }
-}
-
-/// Answers one connection's requests (kept alive) with 200.
-fn serve(conn: std::net::TcpStream, kept: &Mutex<Vec<Got>>) {
-    let mut out = match conn.try_clone() {
-        Ok(c) => c,
-        Err(_) => return,
-    };
-    let mut reader = BufReader::new(conn);
-    loop {
-        let mut length = 0usize;
-        let mut line = String::new();
-        loop {
-            line.clear();
-            if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                return;
-            }
-            let l = line.trim_end();
-            if l.is_empty() {
-                break;
-            }
-            if let Some((k, v)) = l.split_once(':') {
-                if k.eq_ignore_ascii_case("content-length") {
-                    length = v.trim().parse().unwrap_or(0);
-                }
-            }
-        }
-        let mut body = vec![0; length];
-        if reader.read_exact(&mut body).is_err() {
-            return;
-        }
-        if let Ok(request) = ExportTraceServiceRequest::decode(body.as_slice()) {
-            let mut kept = kept.lock().expect("spans");
+        let bodies = self.bodies.lock().map(|b| b.clone()).unwrap_or_default();
+        let mut got = Vec::new();
+        for body in bodies {
+            let Ok(request) = ExportTraceServiceRequest::decode(body.as_slice()) else {
+                continue;
+            };
             for rs in request.resource_spans {
                 let service = rs
                     .resource
@@ -130,7 +96,7 @@ fn serve(conn: std::net::TcpStream, kept: &Mutex<Vec<Got>>) {
                     .unwrap_or_default();
                 for ss in rs.scope_spans {
                     for span in ss.spans {
-                        kept.push(Got {
+                        got.push(Got {
                             service: service.clone(),
                             span,
                         });
@@ -138,9 +104,12 @@ fn serve(conn: std::net::TcpStream, kept: &Mutex<Vec<Got>>) {
                 }
             }
         }
-        let _ = out.write_all(
-            b"HTTP/1.1 200 OK\r\nContent-Type: application/x-protobuf\r\nContent-Length: 0\r\n\r\n",
-        );
+        got
+    }
+
+    /// Whether a span of trace `trace` (hex) arrived.
+    pub(crate) fn has_trace(&self, trace: &str) -> bool {
+        self.spans().iter().any(|g| hex(&g.span.trace_id) == trace)
     }
 }
 
