@@ -112,7 +112,7 @@ pub fn request_parameters(form: &Form, hidden: Option<&[String]>) -> Value {
         let value = if SECRET_MEMBERS.contains(&key) {
             HIDDEN.to_string()
         } else {
-            value.to_string()
+            without_url_secrets(value)
         };
         let parts: Vec<&str> = key.split('.').collect();
         insert(&mut root, &parts, value);
@@ -133,6 +133,28 @@ pub fn request_parameters(form: &Form, hidden: Option<&[String]>) -> Value {
         }
     }
     root
+}
+
+/// A webhook URL (a notification target, a rollback trigger's alert)
+/// without what may be a credential: its user and password, and its
+/// query (a function key, a token). Other values as given.
+fn without_url_secrets(value: &str) -> String {
+    let Some((scheme, rest)) = value.split_once("://") else {
+        return value.to_string();
+    };
+    if !matches!(scheme, "http" | "https") {
+        return value.to_string();
+    }
+    let (authority, path) = match rest.find('/') {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let path = match path.split_once('?') {
+        Some((p, _)) => format!("{p}?{HIDDEN}"),
+        None => path.to_string(),
+    };
+    format!("{scheme}://{host}{path}")
 }
 
 /// Puts `value` at the form member's path: `member.N` is the list's N-th
@@ -368,6 +390,23 @@ mod tests {
             Some(vec!["pw".to_string()])
         );
         assert_eq!(no_echo_of("{not yaml: ["), None);
+    }
+
+    #[test]
+    fn webhook_urls_lose_their_credentials_and_queries() {
+        let form = Form::parse(
+            b"Action=UpdateStack&StackName=web&NotificationARNs.member.1=https%3A%2F%2Fops%3Apw%40hooks.example%2Fin%3Ftoken%3Ds3cret&NotificationARNs.member.2=http%3A%2F%2F127.0.0.1%3A9%2F",
+            None,
+        );
+        let p = request_parameters(&form, Some(&[]));
+        assert_eq!(
+            p["notificationARNs"],
+            json!([
+                format!("https://hooks.example/in?{HIDDEN}"),
+                "http://127.0.0.1:9/"
+            ])
+        );
+        assert_eq!(p["stackName"], "web");
     }
 
     #[test]

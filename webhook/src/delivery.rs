@@ -104,6 +104,22 @@ fn traceparent(span: &tracing::Span) -> Option<String> {
     })
 }
 
+/// `url` as a span shows it: no user, password or query (a ServiceToken
+/// may carry a function key there), as OpenTelemetry's `url.full` asks.
+fn span_url(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut u) => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            if u.query().is_some() {
+                u.set_query(Some("REDACTED"));
+            }
+            u.to_string()
+        }
+        Err(_) => "(not a URL)".to_string(),
+    }
+}
+
 /// One POST, in a CLIENT span of its own whose context the request
 /// carries as `traceparent`.
 async fn post_once(
@@ -119,7 +135,7 @@ async fn post_once(
         otel.kind = "client",
         otel.status_code = tracing::field::Empty,
         http.request.method = "POST",
-        url.full = %url,
+        url.full = %span_url(url),
         http.response.status_code = tracing::field::Empty,
     );
     let sent = tracing::Instrument::instrument(
@@ -217,4 +233,19 @@ pub(crate) fn describe(e: &reqwest::Error) -> String {
         source = s.source();
     }
     text
+}
+
+#[cfg(test)]
+mod span_url_tests {
+    #[test]
+    fn a_spans_url_shows_no_credentials_or_query() {
+        assert_eq!(
+            super::span_url("https://user:pw@fn.example/run?code=s3cret"),
+            "https://fn.example/run?REDACTED"
+        );
+        assert_eq!(
+            super::span_url("http://127.0.0.1:8080/"),
+            "http://127.0.0.1:8080/"
+        );
+    }
 }

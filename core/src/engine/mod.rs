@@ -907,12 +907,13 @@ impl Core {
     {
         let work = |i: usize| {
             use tracing::Instrument;
-            let name = name_of(i);
+            // The fields are evaluated only when the span is recorded: no
+            // work per resource otherwise.
             let span = tracing::info_span!(
                 "resource",
-                otel.name = %format!("{step} {name}"),
+                otel.name = %format!("{step} {}", name_of(i)),
                 cairn.step = step,
-                cairn.logical_id = %name,
+                cairn.logical_id = %name_of(i),
                 cairn.stack = %op.stack.stack_name,
                 cairn.succeeded = tracing::field::Empty,
             );
