@@ -84,6 +84,16 @@ impl Origin {
     }
 }
 
+/// What the root template's parameters, pseudo parameters, mappings and
+/// conditions decide before anything is made.
+#[derive(Debug, Clone, Default)]
+pub struct RootValues {
+    /// TemplateURLs that are not literals, computed (logical id → URL).
+    pub urls: BTreeMap<String, String>,
+    /// The resources whose condition is false.
+    pub off: std::collections::BTreeSet<String>,
+}
+
 /// A template still to walk: its logical path prefix, the template, the
 /// base of its relative TemplateURLs, its depth, and the context its own
 /// children are read with.
@@ -99,16 +109,16 @@ type Pending<'a> = (
 /// each (structure, types, attributes), the depth and the tree's size, and
 /// every `GetAtt Child.Outputs.Name` against the child's outputs.
 ///
-/// `computed`: the root template's TemplateURLs that are not literals,
-/// computed from the parameters, pseudo parameters, mappings and
-/// conditions (logical id → URL); a nested template's own must be literal.
+/// `root`: what the root template's parameters already decide (its
+/// computed TemplateURLs, its resources whose condition is false); a
+/// nested template's own TemplateURLs must be literal.
 pub async fn collect(
     config: &NestedConfig,
     https: &dyn HttpsGet,
     registry: &dyn TypeCatalog,
     template: &Template,
     origin: &Origin,
-    computed: &BTreeMap<String, String>,
+    root: &RootValues,
 ) -> Result<NestedTemplates, TemplateError> {
     let mut found = NestedTemplates::default();
     let mut total = template.resources.len();
@@ -125,6 +135,11 @@ pub async fn collect(
     while let Some((prefix, t, base, depth, context)) = todo.pop() {
         let mut children = BTreeMap::new();
         for r in &t.resources {
+            // A resource whose condition is false is never made: as in
+            // CloudFormation, its template is neither fetched nor checked.
+            if prefix.is_empty() && root.off.contains(&r.logical_id) {
+                continue;
+            }
             let Some((url_value, at)) = template_url_of(r, registry) else {
                 continue;
             };
@@ -138,7 +153,7 @@ pub async fn collect(
             }
             let computed_url = prefix
                 .is_empty()
-                .then(|| computed.get(&r.logical_id))
+                .then(|| root.urls.get(&r.logical_id))
                 .flatten();
             let url = match (url_value, computed_url) {
                 (Some(Value::String(u)), _) => u.clone(),

@@ -916,3 +916,58 @@ fn a_template_url_computed_from_parameters() {
     assert_eq!(refused.code(), 1);
     assert!(refused.stderr().contains(text), "{}", refused.stderr());
 }
+
+/// CloudFormation's "Conditions" reference: resources associated with a
+/// false condition are ignored, so a nested stack's TemplateURL is not
+/// read until its condition holds.
+#[test]
+fn a_nested_stack_whose_condition_is_false_is_never_read() {
+    let s = scratch();
+    let root = tree(
+        &s,
+        &[(
+            "root.yaml",
+            "Parameters:\n  Env:\n    Type: String\n    Default: dev\n    AllowedValues: [dev, prod]\nConditions:\n  IsProd: !Equals [!Ref Env, prod]\nResources:\n  Always:\n    Type: Cairn::Test::Resource\n    Properties: {Value: always}\n  Monitoring:\n    Type: AWS::CloudFormation::Stack\n    Condition: IsProd\n    Properties:\n      TemplateURL: children/monitoring.yaml\n",
+        )],
+    );
+    let run = deploy(&s, "cond", &root, &[]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let listed = cairn(&s, &["resources", "cond", "--output", "json"]).json();
+    let ids: Vec<&str> = listed["StackResources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["LogicalResourceId"].as_str())
+        .collect();
+    assert_eq!(ids, ["Always"]);
+
+    // Once the condition holds, the template is read (and missing, refused).
+    let refused = deploy(&s, "cond", &root, &["-p", "Env=prod"]);
+    assert_eq!(refused.code(), 1);
+    assert!(
+        refused.stderr().contains(
+            "Template error: TemplateURL children/monitoring.yaml of Monitoring cannot be read"
+        ),
+        "{}",
+        refused.stderr()
+    );
+    tree(
+        &s,
+        &[(
+            "children/monitoring.yaml",
+            "Resources:\n  Alarm:\n    Type: Cairn::Test::Resource\n    Properties: {Value: watching}\n",
+        )],
+    );
+    let run = deploy(&s, "cond", &root, &["-p", "Env=prod"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(status(&s, "cond"), "UPDATE_COMPLETE");
+    let listed = cairn(&s, &["resources", "cond", "--output", "json"]).json();
+    let mut ids: Vec<&str> = listed["StackResources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["LogicalResourceId"].as_str())
+        .collect();
+    ids.sort();
+    assert_eq!(ids, ["Always", "Monitoring"]);
+}

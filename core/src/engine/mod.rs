@@ -568,7 +568,7 @@ impl Core {
         origin: &crate::nested::Origin,
         values: (&ParameterValues, &StackContext),
     ) -> Result<crate::nested::NestedTemplates, TemplateError> {
-        let computed = computed_template_urls(&self.registry, template, values.0, values.1);
+        let root = root_values(&self.registry, template, values.0, values.1);
         crate::nested::collect(
             &self.config.nested,
             self.shared.https.as_ref(),
@@ -578,7 +578,7 @@ impl Core {
                 context: context.for_child(),
                 ..origin.clone()
             },
-            &computed,
+            &root,
         )
         .await
     }
@@ -1416,26 +1416,28 @@ pub fn check_statically(
     static_pass(registry, template, params, &sctx, HashMap::new(), true).map(|_| ())
 }
 
-/// The static pass: types, conditions, the graph, attributes, every
-/// resource's properties and every output, as far as they are known
-/// without provider output. `all`: go on past a resource's or an
-/// output's error to collect the others (structural errors still stop
-/// it). Never empty on error.
-/// The TemplateURLs of `template`'s nested stacks that are not literals,
-/// computed before anything runs from the parameters, pseudo parameters,
-/// mappings and conditions (one that depends on a resource is refused by
-/// the static pass).
-fn computed_template_urls(
+/// What `template`'s parameters decide about its nested stacks before
+/// anything runs: the resources whose condition is false, and the
+/// TemplateURLs that are not literals, computed from the parameters,
+/// pseudo parameters, mappings and conditions (one that depends on a
+/// resource is refused by the static pass).
+fn root_values(
     registry: &Registry,
     template: &Template,
     params: &ParameterValues,
     sctx: &StackContext,
-) -> std::collections::BTreeMap<String, String> {
+) -> crate::nested::RootValues {
     let results = Results::static_pass(HashMap::new());
     let Ok(ev) = Evaluator::new(template, params, sctx, &results) else {
         return Default::default();
     };
-    template
+    let off = template
+        .resources
+        .iter()
+        .filter(|r| r.condition.as_deref().is_some_and(|c| !ev.condition(c)))
+        .map(|r| r.logical_id.clone())
+        .collect();
+    let urls = template
         .resources
         .iter()
         .filter(|r| crate::nested::is_stack(registry.canonical(&r.type_name)))
@@ -1453,7 +1455,8 @@ fn computed_template_urls(
                 _ => None,
             }
         })
-        .collect()
+        .collect();
+    crate::nested::RootValues { urls, off }
 }
 
 /// A nested stack's TemplateURL is read before the operation starts: it
@@ -1483,6 +1486,11 @@ fn check_template_url(
     }
 }
 
+/// The static pass: types, conditions, the graph, attributes, every
+/// resource's properties and every output, as far as they are known
+/// without provider output. `all`: go on past a resource's or an
+/// output's error to collect the others (structural errors still stop
+/// it). Never empty on error.
 fn static_pass(
     registry: &Registry,
     template: &Template,
