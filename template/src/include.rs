@@ -47,14 +47,26 @@ pub fn locations(body: &Value) -> Vec<String> {
     out
 }
 
+/// The includes of an `Fn::Transform` argument, one or a list of them
+/// (in order); none when any entry is not an include (the engine runs
+/// such a list with its macros).
+fn included(t: &Value) -> Vec<&str> {
+    match t {
+        Value::Array(list) => list
+            .iter()
+            .map(include_location)
+            .collect::<Option<Vec<_>>>()
+            .unwrap_or_default(),
+        one => include_location(one).into_iter().collect(),
+    }
+}
+
 fn collect(v: &Value, out: &mut Vec<String>) {
     match v {
         Value::Object(m) => {
             for (k, v) in m {
                 if k == "Fn::Transform" {
-                    if let Some(l) = include_location(v) {
-                        out.push(l.to_string());
-                    }
+                    out.extend(included(v).into_iter().map(str::to_string));
                 }
                 collect(v, out);
             }
@@ -146,23 +158,35 @@ fn inline(v: Value, files: &BTreeMap<String, String>, path: &str) -> Result<Valu
     match v {
         Value::Object(m) => {
             let at = child(path, "Fn::Transform");
-            let location = m
+            let locations: Vec<String> = m
                 .get("Fn::Transform")
-                .and_then(include_location)
-                .map(str::to_string);
+                .map(included)
+                .unwrap_or_default()
+                .into_iter()
+                .map(str::to_string)
+                .collect();
             let mut out = Map::new();
             for (k, v) in m {
-                if k == "Fn::Transform" && location.is_some() {
+                if k == "Fn::Transform" && !locations.is_empty() {
                     continue;
                 }
                 let p = child(path, &k);
                 out.insert(k, inline(v, files, &p)?);
             }
-            let Some(location) = location else {
-                return Ok(Value::Object(out));
-            };
-            let inserted = inline(snippet(&location, files, &at)?, files, &at)?;
-            join(out, inserted, &location, &at)
+            // A list's entries run in order, each joining what the one
+            // before it made.
+            let mut made = Value::Object(out);
+            for location in &locations {
+                let Value::Object(siblings) = made else {
+                    return Err(format_error(format!(
+                        "the {INCLUDE} snippet before {location} is not a map, so {location} cannot join it"
+                    ))
+                    .at(&at));
+                };
+                let inserted = inline(snippet(location, files, &at)?, files, &at)?;
+                made = join(siblings, inserted, location, &at)?;
+            }
+            Ok(made)
         }
         Value::Array(items) => items
             .into_iter()
@@ -238,14 +262,26 @@ mod tests {
             "Transform": [{"Name": "AWS::Include", "Parameters": {"Location": "top.yaml"}}],
             "Resources": {
                 "A": {"Type": "T", "Properties": {"Value": {"Fn::Transform": {"Name": "AWS::Include", "Parameters": {"Location": "value.json"}}}}},
-                "Fn::Transform": {"Name": "AWS::Include", "Parameters": {"Location": "more.yaml"}}
+                "Fn::Transform": {"Name": "AWS::Include", "Parameters": {"Location": "more.yaml"}},
+                "C": {"Fn::Transform": [
+                    {"Name": "AWS::Include", "Parameters": {"Location": "type.yaml"}},
+                    {"Name": "AWS::Include", "Parameters": {"Location": "props.yaml"}}
+                ]}
             }
         });
         assert_eq!(
             locations(&body),
-            vec!["more.yaml", "top.yaml", "value.json"]
+            vec![
+                "more.yaml",
+                "props.yaml",
+                "top.yaml",
+                "type.yaml",
+                "value.json"
+            ]
         );
         let files: BTreeMap<String, String> = [
+            ("type.yaml", "Type: T\n"),
+            ("props.yaml", "Properties: {Value: 2}\n"),
             ("top.yaml", "Outputs:\n  O: {Value: x}\n"),
             ("value.json", "[1, 2]"),
             ("more.yaml", "B: {Type: T}\n"),
@@ -260,7 +296,8 @@ mod tests {
                 "Outputs": {"O": {"Value": "x"}},
                 "Resources": {
                     "A": {"Type": "T", "Properties": {"Value": [1, 2]}},
-                    "B": {"Type": "T"}
+                    "B": {"Type": "T"},
+                    "C": {"Type": "T", "Properties": {"Value": 2}}
                 }
             })
         );

@@ -45,6 +45,11 @@ pub struct Site {
     /// Its `Parameters` as written (not evaluated); `{}` when it has none.
     pub params: Value,
     pub place: Place,
+    /// Its index when the `Fn::Transform` is a list (AWS's samples write
+    /// `Fn::Transform: [{Name: String, Parameters: …}]`): the list's
+    /// entries run in order, each after the first given what the one
+    /// before it answered, as the `Transform` section's entries are.
+    pub entry: Option<usize>,
 }
 
 impl Site {
@@ -54,9 +59,19 @@ impl Site {
             Place::Section(_) => "/Transform".into(),
             Place::Snippet(path) => {
                 let map = path.iter().fold(String::new(), |p, s| child(&p, s));
-                child(&map, FN_TRANSFORM)
+                let at = child(&map, FN_TRANSFORM);
+                match self.entry {
+                    Some(i) => child(&at, &i.to_string()),
+                    None => at,
+                }
             }
         }
+    }
+
+    /// A later entry of an `Fn::Transform` list: its fragment is the
+    /// answer of the entry before it.
+    fn chained(&self) -> bool {
+        self.entry.is_some_and(|i| i > 0)
     }
 }
 
@@ -94,6 +109,7 @@ pub fn sites(body: &Value) -> Result<Vec<Site>, TemplateError> {
             name,
             params,
             place: Place::Section(i),
+            entry: None,
         });
     }
     Ok(snippets)
@@ -114,21 +130,34 @@ fn collect(v: &Value, path: &mut Vec<String>, out: &mut Vec<Site>) -> Result<(),
     match v {
         Value::Object(m) => {
             if let Some(t) = m.get(FN_TRANSFORM) {
-                let (name, params) = named(t).ok_or_else(|| {
-                    let at = Site {
-                        name: String::new(),
-                        params: Value::Null,
-                        place: Place::Snippet(path.clone()),
+                let entries: Vec<(Option<usize>, &Value)> = match t {
+                    Value::Array(list) if !list.is_empty() => {
+                        list.iter().enumerate().map(|(i, e)| (Some(i), e)).collect()
                     }
-                    .pointer();
-                    format_error("Fn::Transform must be {Name: macro name, Parameters: {…}}")
-                        .at(&at)
-                })?;
-                out.push(Site {
-                    name,
-                    params,
-                    place: Place::Snippet(path.clone()),
-                });
+                    one => vec![(None, one)],
+                };
+                for (entry, t) in entries {
+                    let place = Place::Snippet(path.clone());
+                    let Some((name, params)) = named(t) else {
+                        let at = Site {
+                            name: String::new(),
+                            params: Value::Null,
+                            place,
+                            entry,
+                        }
+                        .pointer();
+                        return Err(format_error(
+                            "Fn::Transform must be {Name: macro name, Parameters: {…}}, or a list of them",
+                        )
+                        .at(&at));
+                    };
+                    out.push(Site {
+                        name,
+                        params,
+                        place,
+                        entry,
+                    });
+                }
             }
             for (k, v) in m {
                 if k == FN_TRANSFORM {
@@ -180,10 +209,12 @@ pub fn needs_reading(text: &str) -> bool {
             && (text.contains("https://") || text.contains("s3://")))
 }
 
-/// Whether `text` names a macro (a transform Cairn does not host).
+/// Whether `text` names a macro (a transform Cairn does not host), or has
+/// a transform that cannot be read (reading it reports where).
 pub fn names_a_macro(text: &str) -> bool {
     text.contains("Transform")
-        && super::Template::body_of(text).is_ok_and(|b| !macro_names(&b).is_empty())
+        && super::Template::body_of(text)
+            .is_ok_and(|b| sites(&b).map_or(true, |s| s.iter().any(|s| !is_hosted(&s.name))))
 }
 
 /// The node at `path`.
@@ -204,6 +235,9 @@ pub fn fragment(body: &mut Value, site: &Site) -> Value {
             whole.remove("Transform");
             Value::Object(whole)
         }
+        Place::Snippet(path) if site.chained() => at_path(body, path)
+            .map(|v| v.clone())
+            .unwrap_or(Value::Null),
         Place::Snippet(path) => {
             let mut siblings = at_path(body, path)
                 .and_then(|v| v.as_object().cloned())
@@ -278,7 +312,11 @@ pub fn run_hosted(
         (include::INCLUDE, Place::Snippet(_)) => {
             let location = location()?;
             let Value::Object(siblings) = fragment(body, site) else {
-                return Ok(());
+                return Err(format_error(format!(
+                    "the transform before {} {location} did not answer a map, so the snippet cannot join it",
+                    include::INCLUDE
+                ))
+                .at(&at));
             };
             let inserted = include::insert(siblings, &location, files, &at)?;
             replace(body, site, inserted)
@@ -440,7 +478,33 @@ mod tests {
         let e = sites(&json!({"Resources": {"A": {"Fn::Transform": "M"}}})).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "Template format error: Fn::Transform must be {Name: macro name, Parameters: {…}} (at /Resources/A/Fn::Transform)"
+            "Template format error: Fn::Transform must be {Name: macro name, Parameters: {…}}, or a list of them (at /Resources/A/Fn::Transform)"
         );
+        let e = sites(&json!({"Resources": {"A": {"Fn::Transform": [{"Name": "M"}, "N"]}}}))
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "Template format error: Fn::Transform must be {Name: macro name, Parameters: {…}}, or a list of them (at /Resources/A/Fn::Transform/1)"
+        );
+    }
+
+    #[test]
+    fn a_list_of_snippet_transforms_runs_in_order_each_given_the_answer_before() {
+        let mut body = json!({"Resources": {"A": {"Type": "T", "Properties": {"Tag": {
+            "Keep": 1,
+            "Fn::Transform": [{"Name": "First", "Parameters": {"P": 1}}, {"Name": "Second"}]
+        }}}}});
+        let s = sites(&body).unwrap();
+        let names: Vec<&str> = s.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["First", "Second"]);
+        assert_eq!(
+            s[1].pointer(),
+            "/Resources/A/Properties/Tag/Fn::Transform/1"
+        );
+        assert_eq!(fragment(&mut body, &s[0]), json!({"Keep": 1}));
+        replace(&mut body, &s[0], json!("first")).unwrap();
+        assert_eq!(fragment(&mut body, &s[1]), json!("first"));
+        replace(&mut body, &s[1], json!("FIRST")).unwrap();
+        assert_eq!(body["Resources"]["A"]["Properties"]["Tag"], json!("FIRST"));
     }
 }

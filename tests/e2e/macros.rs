@@ -186,7 +186,9 @@ const STRING_FUNCTIONS: &str = r#"
 def handler(event, context):
     params = event["params"]
     operation = params.get("Operation")
-    text = params.get("InputString", "")
+    # A later entry of an Fn::Transform list works on the entry before's
+    # answer (its fragment) unless given an InputString.
+    text = params.get("InputString", event["fragment"])
     if operation == "Upper":
         result = text.upper()
     elif operation == "Repeat":
@@ -227,18 +229,29 @@ fn a_macro_resource_defines_a_macro_that_other_stacks_use_inside_a_resource() {
     // and that one fails.
     let run = deploy(&s, "app", USES_STRING, &auto);
     refused(&run, "Transform 123456789012::String failed with: unknown operation Bogus (at /Resources/R/Properties/Fn::Transform");
-    // The transform inside the resource's properties.
+    // The transform inside the resource's properties; a list of them as
+    // AWS's StringFunctions sample writes it (one entry), and two entries,
+    // the second given the first's answer.
     let one = USES_STRING.replace(
         "      Fn::Transform: {Name: String, Parameters: {InputString: ignored, Operation: Bogus}}\n",
-        "      Name:\n        Fn::Transform: {Name: String, Parameters: {InputString: ab, Operation: Repeat, Count: 3}}\n",
+        "      Name:\n        Fn::Transform: {Name: String, Parameters: {InputString: ab, Operation: Repeat, Count: 3}}\n      Tags:\n        - Key: Upper\n          Value:\n            'Fn::Transform':\n             - Name: 'String'\n               Parameters:\n                 InputString: sample\n                 Operation: Upper\n        - Key: Chained\n          Value:\n            Fn::Transform:\n              - {Name: String, Parameters: {InputString: ab, Operation: Repeat, Count: 2}}\n              - {Name: String, Parameters: {Operation: Upper}}\n",
     );
     let run = deploy(&s, "app", &one, &auto);
     assert_eq!(run.code(), 0, "{}", run.stderr());
     let processed = cairn(&s, &["template", "app", "--stage", "processed"]).json();
     assert_eq!(
         processed["Resources"]["R"]["Properties"],
-        serde_json::json!({"Value": "HELLO", "Name": "ababab"})
+        serde_json::json!({"Value": "HELLO", "Name": "ababab", "Tags": [
+            {"Key": "Upper", "Value": "SAMPLE"},
+            {"Key": "Chained", "Value": "ABAB"}
+        ]})
     );
+    let bad = one.replace(
+        "              - {Name: String, Parameters: {Operation: Upper}}\n",
+        "              - String\n",
+    );
+    let run = deploy(&s, "bad", &bad, &auto);
+    refused(&run, "Template format error: Fn::Transform must be {Name: macro name, Parameters: {…}}, or a list of them (at /Resources/R/Properties/Tags/1/Value/Fn::Transform/1)");
     // Macro names are the state's: another stack cannot define String.
     let run = deploy(&s, "other", &macros, &[]);
     refused(&run, "Macro String of M already exists: stack macros defines it. Macro names are unique in a Cairn state; choose another Name");
