@@ -1,8 +1,10 @@
 #!/usr/bin/env node
-// Runs an unchanged Node.js Lambda custom-resource handler, or an unchanged
+// Runs an unchanged Node.js Lambda custom-resource handler, an unchanged
 // Lambda hook function (invoked synchronously: what it returns, hookStatus
-// SUCCESS, FAILED or IN_PROGRESS, is the answer), behind Cairn's webhook, as
-// the Python SDK's lambda_adapter does for Python handlers:
+// SUCCESS, FAILED or IN_PROGRESS, is the answer), or an unchanged macro
+// function (invoked synchronously: what it returns, {requestId, status,
+// fragment, errorMessage}, is the answer), behind Cairn's webhook, as the
+// Python SDK's lambda_adapter does for Python handlers:
 //
 //   cairn-lambda-adapter index.handler [--dir DIR] [--listen 127.0.0.1:8081] [--secret S] [--timeout-seconds 60]
 //   cairn-lambda-adapter --on-event index.onEvent [--is-complete index.isComplete]
@@ -181,6 +183,32 @@ export async function runHook(
   return out;
 }
 
+/** A macro's invocation (CloudFormation's macro request). */
+export function isMacroRequest(event: Record<string, unknown>): boolean {
+  return "transformId" in event && "fragment" in event;
+}
+
+/**
+ * A macro Lambda's answer to `event`: what the function returns, or a
+ * failure naming what it threw.
+ */
+export async function runMacro(
+  handler: Handler,
+  event: Record<string, unknown>,
+  functionName: string,
+  timeoutSeconds: number,
+): Promise<unknown> {
+  try {
+    return await invoke(handler, event, functionName, timeoutSeconds);
+  } catch (e) {
+    return {
+      requestId: event.requestId,
+      status: "failure",
+      errorMessage: e instanceof Error ? `${e.name}: ${e.message}` : String(e),
+    };
+  }
+}
+
 async function main(): Promise<void> {
   const o = parse(process.argv.slice(2));
   const spec = (o.handler ?? o.onEvent) as string;
@@ -188,8 +216,9 @@ async function main(): Promise<void> {
   lambdaEnvironment(functionName, o.dir);
   const schema = o.schema === undefined ? undefined : schemaDocument(o.schema);
   const serve = o.onEvent !== undefined ? await cdk(o, o.onEvent, functionName) : await plain(o, spec, functionName);
-  // A Lambda hook is invoked synchronously: its return value is the answer.
-  const hookHandler = o.handler !== undefined ? await loadHandler(o.handler, o.dir) : undefined;
+  // A Lambda hook or a macro is invoked synchronously: its return value is
+  // the answer.
+  const syncHandler = o.handler !== undefined ? await loadHandler(o.handler, o.dir) : undefined;
   const server = http.createServer((req, res) => {
     const send = (status: number, text: string) => {
       res.writeHead(status, { "content-type": "text/plain" });
@@ -219,12 +248,19 @@ async function main(): Promise<void> {
         send(400, `the body is not JSON: ${(e as Error).message}`);
         return;
       }
-      if (hookHandler !== undefined && isHookRequest(event)) {
-        const hook = `hook ${String(event.hookTypeName ?? "")}`.trim();
-        handling(req.headers, hook, {}, () => runHook(hookHandler, event, functionName, o.timeoutSeconds)).then((answer) => {
+      const answerWith = (answer: Promise<unknown>) =>
+        answer.then((a) => {
           res.writeHead(200, { "content-type": "application/json" });
-          res.end(JSON.stringify(answer));
+          res.end(JSON.stringify(a ?? null));
         }, (e) => send(500, String(e)));
+      if (syncHandler !== undefined && isMacroRequest(event)) {
+        const name = `macro ${String(event.transformId ?? "")}`.trim();
+        answerWith(handling(req.headers, name, {}, () => runMacro(syncHandler, event, functionName, o.timeoutSeconds)));
+        return;
+      }
+      if (syncHandler !== undefined && isHookRequest(event)) {
+        const hook = `hook ${String(event.hookTypeName ?? "")}`.trim();
+        answerWith(handling(req.headers, hook, {}, () => runHook(syncHandler, event, functionName, o.timeoutSeconds)));
         return;
       }
       send(200, "");

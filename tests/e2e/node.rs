@@ -398,3 +398,49 @@ fn an_unchanged_typescript_lambda_hook_judges_files_behind_the_node_adapter() {
         assert_eq!(cairn(&s, &["delete", stack]).code(), 0);
     }
 }
+
+/// An unchanged Node.js macro function (AWS's StringFunctions sample,
+/// `tests/e2e/node/string-macro/index.js`) behind the Node adapter, as
+/// the Python adapter serves Python ones: its return value is the answer,
+/// a failure it returns or an error it throws is the transform's failure.
+#[test]
+fn an_unchanged_node_macro_function_runs_behind_the_node_adapter() {
+    let s = Scratch::new();
+    let handler = Program::start(node_adapter(
+        &["index.handler"],
+        &handler_dir("string-macro"),
+    ));
+    s.write(
+        "cairn.toml",
+        &format!(
+            "[webhooks]\nsecret = \"{SECRET}\"\n\n[[macros]]\nname = \"String\"\nurl = \"http://127.0.0.1:{}/\"\n",
+            handler.port
+        ),
+    );
+    let template = |operation: &str| {
+        format!("Resources:\n  R:\n    Type: Cairn::Test::Resource\n    Properties:\n      Value:\n        Fn::Transform:\n          - {{Name: String, Parameters: {{InputString: hello world, Operation: Replace, Old: world, New: node}}}}\n          - {{Name: String, Parameters: {{Operation: {operation}}}}}\n")
+    };
+    let auto = ["--capabilities", "CAPABILITY_AUTO_EXPAND"];
+    let run = deploy(&s, "st", &template("Upper"), &auto);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let processed = cairn(&s, &["template", "st", "--stage", "processed"]).json();
+    assert_eq!(
+        processed["Resources"]["R"]["Properties"]["Value"],
+        "HELLO NODE"
+    );
+    let run = deploy(&s, "bad", &template("Sideways"), &auto);
+    assert_eq!(run.code(), 1);
+    assert!(
+        run.stderr().contains("Transform 123456789012::String failed with: unknown operation Sideways (at /Resources/R/Properties/Value/Fn::Transform/1)"),
+        "{}",
+        run.stderr()
+    );
+    let run = deploy(&s, "bad", &template("Throw"), &auto);
+    assert_eq!(run.code(), 1);
+    assert!(
+        run.stderr().contains("Transform 123456789012::String failed with: TypeError: cannot read the input (at /Resources/R/Properties/Value/Fn::Transform/1)"),
+        "{}",
+        run.stderr()
+    );
+    assert_eq!(cairn(&s, &["delete", "st"]).code(), 0);
+}
