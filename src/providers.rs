@@ -174,11 +174,14 @@ pub async fn run(
             .iter()
             .map(|u| {
                 let text = |k: &str| u[k].as_str().unwrap_or_default().to_string();
-                format!(
-                    "provider {} cannot start: {}",
-                    text("Provider"),
-                    text("Cause")
-                )
+                // A provider that started with some types ambiguous serves
+                // the others.
+                let verb = if text("Status") == "unavailable" {
+                    " cannot start"
+                } else {
+                    ""
+                };
+                format!("provider {}{verb}: {}", text("Provider"), text("Cause"))
             })
             .collect();
         anyhow::bail!("{}", lines.join("\n"));

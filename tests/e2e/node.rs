@@ -444,3 +444,75 @@ fn an_unchanged_node_macro_function_runs_behind_the_node_adapter() {
     );
     assert_eq!(cairn(&s, &["delete", "st"]).code(), 0);
 }
+
+/// A provider that claims a type the engine already serves makes only that
+/// type ambiguous: its other types are served, and the claimed one is
+/// refused with both claimants named, whatever was looked up first.
+#[test]
+fn a_provider_claiming_an_engine_type_makes_only_that_type_ambiguous() {
+    let s = Scratch::new();
+    let notes = s.dir.path().join("notes");
+    std::fs::create_dir_all(&notes).expect("notes dir");
+    let schemas: Value = serde_json::from_str(
+        &std::fs::read_to_string(handler_dir("notes-schema.json")).expect("schema"),
+    )
+    .expect("schema json");
+    let mut note = schemas["Schemas"][0].clone();
+    note["TypeName"] = "Vendor::Notes::Note".into();
+    let mut macro_type = schemas["Schemas"][0].clone();
+    macro_type["TypeName"] = "AWS::CloudFormation::Macro".into();
+    let schema = s.write(
+        "schema.json",
+        &serde_json::json!({"Schemas": [note, macro_type]}).to_string(),
+    );
+    let mut cmd = node_adapter(
+        &[
+            "index.handler",
+            "--schema",
+            schema.to_str().unwrap_or_default(),
+        ],
+        &handler_dir("notes-inline"),
+    );
+    cmd.env("NOTES_DIR", &notes);
+    let handler = Program::start(cmd);
+    s.write(
+        "cairn.toml",
+        &format!(
+            "[webhooks]\nsecret = \"{SECRET}\"\n\n[[providers]]\nkind = \"webhook\"\nname = \"notes\"\nurl = \"http://127.0.0.1:{}/\"\n",
+            handler.port
+        ),
+    );
+    let ambiguous = "resource type AWS::CloudFormation::Macro is claimed by two providers: engine:macros and notes; remove it from one of them (set `types` in its [[providers]] entry)";
+    // Looked up first, the engine's type is already ambiguous.
+    let run = deploy(
+        &s,
+        "macro",
+        "Resources:\n  M:\n    Type: AWS::CloudFormation::Macro\n    Properties: {Name: M, FunctionName: 'http://127.0.0.1:1/'}\n",
+        &[],
+    );
+    assert_eq!(run.code(), 1);
+    assert!(run.stderr().contains(ambiguous), "{}", run.stderr());
+    // The provider's own type is served.
+    let run = deploy(
+        &s,
+        "note",
+        "Resources:\n  N:\n    Type: Vendor::Notes::Note\n    Properties: {Name: a, Text: one}\n",
+        &[],
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let providers = cairn(&s, &["providers"]);
+    assert_eq!(providers.code(), 1);
+    assert!(
+        providers.stdout().contains("Vendor::Notes::Note"),
+        "{}",
+        providers.stdout()
+    );
+    assert!(
+        providers
+            .stderr()
+            .contains(&format!("provider notes: {ambiguous}")),
+        "{}",
+        providers.stderr()
+    );
+    assert_eq!(cairn(&s, &["delete", "note"]).code(), 0);
+}

@@ -18,7 +18,12 @@ const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
 enum State {
     NotStarted,
-    Started(BTreeMap<String, Arc<RegisteredType>>),
+    /// Its types, and those it also claims that another provider claimed
+    /// first (type → that provider): only those are ambiguous.
+    Started(
+        BTreeMap<String, Arc<RegisteredType>>,
+        BTreeMap<String, String>,
+    ),
     Failed {
         cause: String,
         failures: u32,
@@ -79,7 +84,9 @@ impl LazyProvider {
         match &self.declared {
             Some(_) => self.declares(type_name),
             None => match &*self.lock() {
-                State::Started(types) => types.contains_key(type_name),
+                State::Started(types, conflicts) => {
+                    types.contains_key(type_name) || conflicts.contains_key(type_name)
+                }
                 _ => true,
             },
         }
@@ -87,16 +94,39 @@ impl LazyProvider {
 
     pub(super) fn started_type(&self, type_name: &str) -> Option<Arc<RegisteredType>> {
         match &*self.lock() {
-            State::Started(types) => types.get(type_name).cloned(),
+            State::Started(types, _) => types.get(type_name).cloned(),
             _ => None,
         }
     }
 
     pub(super) fn started_types(&self) -> BTreeMap<String, Arc<RegisteredType>> {
         match &*self.lock() {
-            State::Started(types) => types.clone(),
+            State::Started(types, _) => types.clone(),
             _ => BTreeMap::new(),
         }
+    }
+
+    /// Whether it claims `type_name` that another provider claimed first:
+    /// the error naming both.
+    pub(super) fn conflict(&self, type_name: &str) -> Option<RegistryError> {
+        match &*self.lock() {
+            State::Started(_, conflicts) => {
+                conflicts
+                    .get(type_name)
+                    .map(|first| RegistryError::DuplicateType {
+                        type_name: type_name.to_string(),
+                        first: first.clone(),
+                        second: self.name.clone(),
+                    })
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether it has not been started yet (a lookup that must know every
+    /// claim on a type starts it).
+    pub(super) fn not_started(&self) -> bool {
+        matches!(&*self.lock(), State::NotStarted)
     }
 
     pub(super) fn failure(&self) -> Option<String> {
@@ -111,7 +141,24 @@ impl LazyProvider {
     pub(super) fn status(&self) -> ProviderStatus {
         let (state, cause) = match &*self.lock() {
             State::NotStarted => ("not started", None),
-            State::Started(_) => ("up", None),
+            State::Started(_, conflicts) if conflicts.is_empty() => ("up", None),
+            State::Started(_, conflicts) => (
+                "up, some types ambiguous",
+                Some(
+                    conflicts
+                        .iter()
+                        .map(|(t, first)| {
+                            RegistryError::DuplicateType {
+                                type_name: t.clone(),
+                                first: first.clone(),
+                                second: self.name.clone(),
+                            }
+                            .to_string()
+                        })
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                ),
+            ),
             State::Failed { cause, .. } => ("unavailable", Some(cause.clone())),
         };
         ProviderStatus {
@@ -132,7 +179,7 @@ impl LazyProvider {
         let mut state = self.lock();
         let due = match &*state {
             State::NotStarted => true,
-            State::Started(types) => return types.get(type_name).cloned(),
+            State::Started(types, _) => return types.get(type_name).cloned(),
             State::Failed { retry_at, .. } => Instant::now() >= *retry_at,
         };
         if !due {
@@ -140,7 +187,7 @@ impl LazyProvider {
         }
         self.start_locked(&mut state, taken, all);
         match &*state {
-            State::Started(types) => types.get(type_name).cloned(),
+            State::Started(types, _) => types.get(type_name).cloned(),
             _ => None,
         }
     }
@@ -152,7 +199,7 @@ impl LazyProvider {
         all: &[LazyProvider],
     ) {
         let mut state = self.lock();
-        if !matches!(&*state, State::Started(_)) {
+        if !matches!(&*state, State::Started(..)) {
             self.start_locked(&mut state, taken, all);
         }
     }
@@ -167,11 +214,13 @@ impl LazyProvider {
             State::Failed { failures, .. } => *failures,
             _ => 0,
         };
-        let started = (self.start)().and_then(|types| {
+        let started = (self.start)().map(|types| {
             let mut mine = BTreeMap::new();
+            let mut conflicts = BTreeMap::new();
             for t in types {
                 let name = t.schema.type_name.clone();
-                // Another provider's claim wins over a late start's.
+                // Another provider's claim wins over a late start's: the
+                // type is ambiguous, the provider's other types are served.
                 let other = match taken.get(&name) {
                     Some(t) => Some(t.provider_name.clone()),
                     None => all
@@ -180,21 +229,24 @@ impl LazyProvider {
                         .find(|l| l.declares(&name) || l.started_type_unlocked(&name))
                         .map(|l| l.name.clone()),
                 };
-                if let Some(first) = other {
-                    return Err(RegistryError::DuplicateType {
-                        type_name: name,
-                        first,
-                        second: self.name.clone(),
-                    });
+                match other {
+                    Some(first) => {
+                        conflicts.insert(name, first);
+                    }
+                    None => {
+                        mine.insert(name, Arc::new(t));
+                    }
                 }
-                mine.insert(name, Arc::new(t));
             }
-            Ok(mine)
+            (mine, conflicts)
         });
         *state = match started {
-            Ok(types) => {
+            Ok((types, conflicts)) => {
                 tracing::info!(provider = %self.name, types = types.len(), "provider started");
-                State::Started(types)
+                for (t, first) in &conflicts {
+                    tracing::warn!(provider = %self.name, type_name = %t, %first, "the provider claims a type another provider serves; that type is ambiguous");
+                }
+                State::Started(types, conflicts)
             }
             Err(e) => {
                 let failures = previous_failures.saturating_add(1);
@@ -219,7 +271,7 @@ impl LazyProvider {
     /// start in progress (that provider's own check covers the pair).
     fn started_type_unlocked(&self, type_name: &str) -> bool {
         match self.state.try_lock() {
-            Ok(state) => matches!(&*state, State::Started(t) if t.contains_key(type_name)),
+            Ok(state) => matches!(&*state, State::Started(t, _) if t.contains_key(type_name)),
             Err(_) => false,
         }
     }

@@ -275,6 +275,9 @@ impl Registry {
     /// serve it, when its backoff allows).
     pub fn get(&self, type_name: &str) -> Option<Arc<RegisteredType>> {
         let canonical = self.canonical(type_name);
+        if self.ambiguity(canonical).is_some() {
+            return None;
+        }
         if let Some(t) = self.types.get(canonical) {
             return Some(t.clone());
         }
@@ -300,6 +303,22 @@ impl Registry {
             .iter()
             .find(|(prefix, _)| is_custom_type_name(prefix, canonical))
             .map(|(_, t)| t.clone())
+    }
+
+    /// Why `type_name` (canonical) is ambiguous: a provider that lists no
+    /// types claims it beside another. Every provider that may claim it is
+    /// started first, so the answer does not depend on earlier lookups;
+    /// the providers' other types are served all the same.
+    pub fn ambiguity(&self, type_name: &str) -> Option<RegistryError> {
+        if self.lazy.is_empty() {
+            return None;
+        }
+        for l in &self.lazy {
+            if l.not_started() && l.may_serve(type_name) {
+                l.start_now(&self.types, &self.lazy);
+            }
+        }
+        self.lazy.iter().find_map(|l| l.conflict(type_name))
     }
 
     /// The provider registered or configured under `name` (a `[[providers]]`
@@ -399,6 +418,9 @@ impl Registry {
     /// cannot start: its name and the cause.
     pub fn unavailable_reason(&self, type_name: &str) -> Option<String> {
         let canonical = self.canonical(type_name);
+        if let Some(two) = self.ambiguity(canonical) {
+            return Some(two.to_string());
+        }
         if let Some(why) = self.registered_now().unavailable_reason(canonical, None) {
             return Some(why);
         }
