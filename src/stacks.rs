@@ -887,7 +887,11 @@ pub(crate) fn show_stack(s: &StackRecord, output: OutputFormat) -> anyhow::Resul
                 );
             }
             for o in &s.outputs {
-                println!("Output:      {} = {}", o.output_key, o.output_value);
+                println!(
+                    "Output:      {} = {}",
+                    o.output_key,
+                    o.output_value.as_deref().unwrap_or("(no value)")
+                );
             }
             Ok(())
         }
@@ -973,9 +977,9 @@ async fn resource_lines(
             .members
             .into_iter()
             .map(|m| ResourceLine {
+                resource_type: shown.type_of(&m.name, &m.resource_type).to_string(),
                 logical_id: m.name,
                 group: Some(group.to_string()),
-                resource_type: m.resource_type,
                 physical_id: m.physical_id,
                 status: m.status.as_str().to_string(),
                 reason: m.status_reason,
@@ -1113,7 +1117,11 @@ pub(crate) fn show_outputs(s: &StackRecord, output: OutputFormat) -> anyhow::Res
                 match &o.output_error {
                     // As `openstack stack output show` reports it.
                     Some(e) => println!("{} has no value: output_error: {e}", o.output_key),
-                    None => println!("{} = {}{export}", o.output_key, o.output_value),
+                    None => match &o.output_value {
+                        Some(v) => println!("{} = {v}{export}", o.output_key),
+                        // A HOT output whose condition is false.
+                        None => println!("{} has no value", o.output_key),
+                    },
                 }
             }
             Ok(())

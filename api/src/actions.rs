@@ -719,7 +719,7 @@ fn stack_xml(x: &mut Xml, s: &StackRecord) {
     });
     x.list("Outputs", &s.outputs, |x, o| {
         x.leaf("OutputKey", &o.output_key)
-            .leaf("OutputValue", &o.output_value)
+            .opt("OutputValue", o.output_value.as_deref())
             .opt("Description", o.description.as_deref())
             .opt("ExportName", o.export_name.as_deref());
     });

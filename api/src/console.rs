@@ -362,7 +362,10 @@ async fn stack_page(
             escape(&o.output_key),
             match &o.output_error {
                 Some(e) => format!("<em>output_error: {}</em>", escape(e)),
-                None => escape(&o.output_value),
+                None => match &o.output_value {
+                    Some(v) => escape(v),
+                    None => "<em>no value</em>".to_string(),
+                },
             }
         );
     }

@@ -14,6 +14,9 @@ use crate::template::Template;
 pub struct ShownTypes {
     /// Logical id → (the type that serves it, the type as written).
     written: HashMap<String, (String, String)>,
+    /// A HOT group's logical id (its members are `<group>-<n>`) → (the
+    /// type that serves its members, their type as written).
+    members: HashMap<String, (String, String)>,
 }
 
 impl ShownTypes {
@@ -37,16 +40,47 @@ impl ShownTypes {
                 Some((r.logical_id.clone(), (r.type_name.clone(), w)))
             })
             .collect();
-        ShownTypes { written }
+        let members = template
+            .resources
+            .iter()
+            .filter_map(|r| {
+                let w = r.written_member_type.clone()?;
+                let launch = template.resource(&format!("{}-launch", r.logical_id))?;
+                let served = launch.properties.get("MemberType")?.as_str()?;
+                Some((r.logical_id.clone(), (served.to_string(), w)))
+            })
+            .collect();
+        ShownTypes { written, members }
     }
 
     /// The type to show for `logical_id`, whose row keeps `stored`: as
     /// written, while the row is still of the type the template serves it
     /// with (an old resource of another type shows its own).
     pub fn type_of<'a>(&'a self, logical_id: &str, stored: &'a str) -> &'a str {
-        match self.written.get(logical_id) {
+        if let Some((served, written)) = self.written.get(logical_id) {
+            return if served == stored { written } else { stored };
+        }
+        match group_of(logical_id).and_then(|g| self.members.get(g)) {
             Some((served, written)) if served == stored => written,
             _ => stored,
         }
     }
+}
+
+/// The group a member's logical id names (`<group>-<n>`).
+fn group_of(logical_id: &str) -> Option<&str> {
+    logical_id
+        .rsplit_once('-')
+        .filter(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        .map(|(group, _)| group)
+}
+
+/// The type to show for a HOT group's member `logical_id` (not itself in
+/// the template), whose row keeps `stored`: the members' type as written.
+pub fn member_type<'a>(template: &'a Template, logical_id: &str, stored: &str) -> Option<&'a str> {
+    let group = template.resource(group_of(logical_id)?)?;
+    let written = group.written_member_type.as_deref()?;
+    let launch = template.resource(&format!("{}-launch", group.logical_id))?;
+    let served = launch.properties.get("MemberType")?.as_str()?;
+    (served == stored).then_some(written)
 }

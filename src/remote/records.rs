@@ -164,7 +164,7 @@ pub(super) fn stack_record(m: &Node) -> anyhow::Result<StackRecord> {
         .iter()
         .map(|o| OutputRecord {
             output_key: o.text_or_empty("OutputKey"),
-            output_value: o.text_or_empty("OutputValue"),
+            output_value: o.text_of("OutputValue"),
             description: o.text_of("Description"),
             export_name: o.text_of("ExportName"),
             output_error: None,

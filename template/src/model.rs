@@ -32,6 +32,7 @@ const RESOURCE_ATTRIBUTES: &[&str] = &[
     "UpdatePolicy",
     EXTERNAL_ID,
     WRITTEN_TYPE,
+    WRITTEN_MEMBER_TYPE,
 ];
 
 /// HOT's `external_id` as the front end lowers it: the resource adopts an
@@ -42,6 +43,11 @@ pub const EXTERNAL_ID: &str = "Cairn::ExternalId";
 /// (`My::Thing` an environment maps to `OS::Heat::RandomString`): shown
 /// as written, as Heat does.
 pub const WRITTEN_TYPE: &str = "Cairn::WrittenType";
+
+/// The type a HOT group's members were written with when they are served
+/// as another (`resource_def: {type: server.yaml}`: each member a nested
+/// stack), on the group: its members are shown as written.
+pub const WRITTEN_MEMBER_TYPE: &str = "Cairn::WrittenMemberType";
 
 /// One entry of the Resources section.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,6 +69,9 @@ pub struct Resource {
     /// The type as written, when it differs from `type_name` (see
     /// [`WRITTEN_TYPE`]).
     pub written_type: Option<String>,
+    /// A group's members' type as written, when it differs from the type
+    /// that serves them (see [`WRITTEN_MEMBER_TYPE`]).
+    pub written_member_type: Option<String>,
 }
 
 impl Resource {
@@ -444,6 +453,10 @@ impl Template {
             update_policy: r.remove("UpdatePolicy"),
             external_id: r.remove(EXTERNAL_ID),
             written_type: match r.remove(WRITTEN_TYPE) {
+                Some(Value::String(t)) => Some(t),
+                _ => None,
+            },
+            written_member_type: match r.remove(WRITTEN_MEMBER_TYPE) {
                 Some(Value::String(t)) => Some(t),
                 _ => None,
             },

@@ -544,7 +544,7 @@ fn a_hot_output_that_cannot_be_resolved_reports_an_output_error() {
         json["Outputs"][1],
         serde_json::json!({
             "OutputKey": "second",
-            "OutputValue": "",
+            "OutputValue": null,
             "OutputError": "Member '1' not found in group resource 'servers'."
         })
     );
@@ -967,7 +967,8 @@ fn group_members_may_be_provider_templates() {
             })
             .collect()
     };
-    let stack = |n: &str| (n.to_string(), "AWS::CloudFormation::Stack".to_string());
+    // Shown with the type as written, as Heat shows them.
+    let stack = |n: &str| (n.to_string(), "member.yaml".to_string());
     assert_eq!(
         members(&s),
         [

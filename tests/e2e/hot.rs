@@ -150,12 +150,16 @@ fn a_hot_stack_deploys_updates_and_deletes() {
         ]
     );
     assert!(outputs(&s, "hot").contains("split = api\n"));
-    // The output under a false condition is listed without a value.
+    // The output under a false condition is listed without a value (null
+    // in JSON, as Heat shows None).
     assert!(
-        outputs(&s, "hot").starts_with("joined = \n"),
+        outputs(&s, "hot").starts_with("joined has no value\n"),
         "{}",
         outputs(&s, "hot")
     );
+    let json = cairn(&s, &["outputs", "hot", "--output", "json"]).json();
+    assert_eq!(json["Outputs"][0]["OutputKey"], "joined");
+    assert!(json["Outputs"][0]["OutputValue"].is_null(), "{json}");
     let refused = cairn(&s, &["deploy", "hot", t, "-p", "name=x"]);
     assert!(
         refused

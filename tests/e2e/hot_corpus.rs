@@ -17,7 +17,8 @@
 //! ```
 //! In expected outputs and statuses `*` matches any text and `?` any one
 //! character (physical ids and random strings). An output Heat reports
-//! with an `output_error` is expected as `"output_error: <the error>"`.
+//! with an `output_error` is expected as `"output_error: <the error>"`, one
+//! with no value (its condition is false) as `"(null)"`.
 
 use std::path::{Path, PathBuf};
 
@@ -133,6 +134,8 @@ fn run_step(s: &Scratch, n: usize, step: &Value) -> Result<(), String> {
         let actual = text_map(&o["Outputs"], "OutputKey", |e| {
             match e["OutputError"].as_str() {
                 Some(error) => format!("output_error: {error}"),
+                // Heat shows an output with no value as None (JSON null).
+                None if e["OutputValue"].is_null() => "(null)".to_string(),
                 None => e["OutputValue"].as_str().unwrap_or_default().to_string(),
             }
         });

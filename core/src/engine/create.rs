@@ -367,7 +367,7 @@ impl Creates<'_> {
     ) -> Result<(), String> {
         let exports: Vec<(String, String)> = outputs
             .iter()
-            .filter_map(|o| Some((o.export_name.clone()?, o.output_value.clone())))
+            .filter_map(|o| Some((o.export_name.clone()?, o.output_value.clone()?)))
             .collect();
         self.store
             .put_exports(&op.lease, &exports)
@@ -394,7 +394,7 @@ impl Creates<'_> {
 fn without_value(o: &crate::template::model::Output, error: Option<String>) -> OutputRecord {
     OutputRecord {
         output_key: o.name.clone(),
-        output_value: String::new(),
+        output_value: None,
         description: o.description.clone(),
         export_name: None,
         output_error: error,
@@ -461,7 +461,7 @@ pub(super) fn outputs_of(
         };
         outputs.push(OutputRecord {
             output_key: o.name.clone(),
-            output_value: text,
+            output_value: Some(text),
             description: o.description.clone(),
             export_name,
             output_error: None,

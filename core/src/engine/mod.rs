@@ -323,7 +323,9 @@ impl Op {
     fn shown_type<'a>(&'a self, r: &'a ResourceRecord) -> &'a str {
         match self.template.resource(&r.logical_id) {
             Some(t) if t.type_name == r.resource_type => t.shown_type(),
-            _ => &r.resource_type,
+            Some(_) => &r.resource_type,
+            None => crate::shown::member_type(&self.template, &r.logical_id, &r.resource_type)
+                .unwrap_or(&r.resource_type),
         }
     }
 

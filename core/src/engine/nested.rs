@@ -611,8 +611,7 @@ fn outputs_as_attributes(child: &StackRecord) -> Map<String, Value> {
     let each: Map<String, Value> = child
         .outputs
         .iter()
-        .filter(|o| o.output_error.is_none())
-        .map(|o| (o.output_key.clone(), Value::String(o.output_value.clone())))
+        .filter_map(|o| Some((o.output_key.clone(), Value::String(o.output_value.clone()?))))
         .collect();
     let mut attributes: Map<String, Value> = each
         .iter()

@@ -558,14 +558,14 @@ impl Refactors<'_> {
                 .stack
                 .outputs
                 .iter()
-                .filter_map(|o| Some((o.export_name.clone()?, o.output_value.clone())))
+                .filter_map(|o| Some((o.export_name.clone()?, o.output_value.clone()?)))
                 .collect();
             let after: BTreeMap<String, String> = self
                 .outputs_after(s, &rows)
                 .await
                 .map_err(|e| e.to_string())?
                 .iter()
-                .filter_map(|o| Some((o.export_name.clone()?, o.output_value.clone())))
+                .filter_map(|o| Some((o.export_name.clone()?, o.output_value.clone()?)))
                 .collect();
             for (name, value) in &before {
                 if after.get(name) == Some(value) {

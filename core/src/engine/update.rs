@@ -1345,7 +1345,7 @@ impl Updates<'_> {
                 o.state
                     .outputs
                     .iter()
-                    .filter_map(|x| Some((x.export_name.clone()?, x.output_value.clone())))
+                    .filter_map(|x| Some((x.export_name.clone()?, x.output_value.clone()?)))
                     .collect()
             })
             .unwrap_or_default();
@@ -1354,7 +1354,7 @@ impl Updates<'_> {
             let now_value = outputs
                 .iter()
                 .find(|o| o.export_name.as_deref() == Some(name.as_str()))
-                .map(|o| &o.output_value);
+                .and_then(|o| o.output_value.as_ref());
             if now_value == Some(value) {
                 continue;
             }
@@ -1576,7 +1576,7 @@ impl Updates<'_> {
             .state
             .outputs
             .iter()
-            .filter_map(|o| Some((o.export_name.clone()?, o.output_value.clone())))
+            .filter_map(|o| Some((o.export_name.clone()?, o.output_value.clone()?)))
             .collect();
         self.store.put_exports(&op.lease, &exports).await?;
         // A victim whose create's outcome could not be learnt is still

@@ -273,7 +273,9 @@ impl FromStr for OnFailure {
 #[serde(rename_all = "PascalCase")]
 pub struct OutputRecord {
     pub output_key: String,
-    pub output_value: String,
+    /// `None`: a HOT output with no value (its condition is false, or it
+    /// has an `output_error`), shown as `null` as Heat shows None.
+    pub output_value: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

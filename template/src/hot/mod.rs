@@ -900,6 +900,7 @@ impl Lowering<'_> {
                     .at(&child(&at, def_key)),
             );
         };
+        let written_member = member_type.clone();
         let member_props = match def.get("properties") {
             Some(p) => self.value(p, &child(&child(&at, def_key), "properties"))?,
             None => json!({}),
@@ -979,6 +980,13 @@ impl Lowering<'_> {
         let mut group = Map::new();
         group.insert("Type".into(), json!(group_type));
         group.insert("Properties".into(), Value::Object(group_props));
+        // Heat shows the members with the type as written (`server.yaml`).
+        if written_member != launch_def["Properties"]["MemberType"] {
+            group.insert(
+                crate::model::WRITTEN_MEMBER_TYPE.into(),
+                json!(written_member),
+            );
+        }
         // ResourceGroup: update_policy.rolling_update; without one, Heat
         // updates every member at once when resource_def changes (the
         // group's nested stack is updated: heat_integrationtests

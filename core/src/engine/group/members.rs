@@ -90,7 +90,10 @@ impl<'a> Run<'a> {
             stack_name: self.op.stack.stack_name.clone(),
             logical_id: m.name.clone(),
             physical_id: m.physical_id.clone().unwrap_or_default(),
-            resource_type: m.resource_type.clone(),
+            // As written (a HOT group of `server.yaml` members).
+            resource_type: crate::shown::member_type(&self.op.template, &m.name, &m.resource_type)
+                .unwrap_or(&m.resource_type)
+                .to_string(),
             timestamp: m.updated_at.clone(),
             status: m.status.into(),
             status_reason: m.status_reason.clone(),
@@ -114,7 +117,7 @@ impl<'a> Run<'a> {
             .op
             .template
             .resource(&self.logical_id)
-            .map(|r| r.type_name.clone())
+            .map(|r| r.shown_type().to_string())
             .unwrap_or_default();
         EventRecord {
             hook: None,
