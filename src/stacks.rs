@@ -732,6 +732,23 @@ fn parameters_json(s: &StackRecord) -> Vec<Value> {
         .collect()
 }
 
+/// Outputs as `--output json` shows them: CloudFormation's fields (and
+/// Heat's `OutputError`), not the typed value kept for parents.
+fn outputs_json(outputs: &[cairn_core::stack::OutputRecord]) -> Value {
+    Value::Array(
+        outputs
+            .iter()
+            .map(|o| {
+                let mut v = json!(o);
+                if let Value::Object(m) = &mut v {
+                    m.remove("Cairn::Value");
+                }
+                v
+            })
+            .collect(),
+    )
+}
+
 fn stack_json(s: &StackRecord) -> Value {
     let mut v = json!({
         "StackName": s.stack_name,
@@ -740,7 +757,7 @@ fn stack_json(s: &StackRecord) -> Value {
         "CreationTime": s.created_at,
         "LastUpdatedTime": s.updated_at,
         "Parameters": parameters_json(s),
-        "Outputs": s.outputs,
+        "Outputs": outputs_json(&s.outputs),
         "DisableRollback": s.on_failure == OnFailure::DoNothing,
         "Capabilities": s.capabilities,
         "Tags": s.tags,
@@ -1106,7 +1123,7 @@ pub async fn outputs(
 /// `cairn outputs`'s output.
 pub(crate) fn show_outputs(s: &StackRecord, output: OutputFormat) -> anyhow::Result<()> {
     match output {
-        OutputFormat::Json => print_json(&json!({"Outputs": s.outputs})),
+        OutputFormat::Json => print_json(&json!({"Outputs": outputs_json(&s.outputs)})),
         OutputFormat::Text => {
             for o in &s.outputs {
                 let export = o

@@ -168,6 +168,7 @@ pub(super) fn stack_record(m: &Node) -> anyhow::Result<StackRecord> {
             description: o.text_of("Description"),
             export_name: o.text_of("ExportName"),
             output_error: None,
+            typed_value: None,
         })
         .collect();
     let created = m.text_or_empty("CreationTime");

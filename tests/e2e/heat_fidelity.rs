@@ -255,7 +255,12 @@ resources:
       Value: {get_param: flavor}
 outputs:
   chosen:
-    value: {list_join: ['+', [{get_attr: [box, Value]}, {get_attr: [disk, size]}]]}
+    # The volume's size output is a number (Heat's get_param of a number
+    # parameter), which list_join refuses: str_replace takes it.
+    value:
+      str_replace:
+        template: $flavor+$size
+        params: {$flavor: {get_attr: [box, Value]}, $size: {get_attr: [disk, size]}}
 ";
 
 const VOLUME: &str = "heat_template_version: 2018-08-31
@@ -1114,4 +1119,63 @@ fn aliased_types_are_shown_as_written() {
     // Every event of each names the same type.
     let events = s.cairn(&["events", "al", "--output", "json"]).json();
     assert_eq!(typed_pairs(&events, "StackEvents", "al"), expected);
+}
+
+const TYPED_OUTPUTS: &str = "heat_template_version: 2018-08-31
+resources:
+  inner:
+    type: OS::Heat::Stack
+    properties:
+      template:
+        heat_template_version: 2018-08-31
+        conditions:
+          never: false
+        outputs:
+          n: {value: 42}
+          l: {value: [1, two]}
+          m: {value: {a: 1}}
+          s: {value: text}
+          off: {value: x, condition: never}
+  piece:
+    type: piece.yaml
+  probe:
+    type: OS::Heat::Value
+    properties:
+      type: json
+      value:
+        all: {get_attr: [inner, outputs]}
+        from_template: {get_attr: [piece, sizes]}
+outputs:
+  all: {value: {get_attr: [inner, outputs]}}
+  n: {value: {get_attr: [inner, outputs, n]}}
+  l0: {value: {get_attr: [inner, outputs, l, 0]}}
+  second_size: {value: {get_attr: [piece, sizes, 1]}}
+  probe: {value: {get_attr: [probe, value]}}
+";
+
+/// heat/engine/resources/openstack/heat/remote_stack.py and
+/// stack_resource.py: `get_attr: [stack, outputs]` is the map of the
+/// nested stack's outputs with their types (numbers, lists, maps; None
+/// for one whose condition is false), as `[stack, outputs, name, path…]`
+/// reads one; template_resource.py: a provider template's output read as
+/// an attribute keeps its type too.
+#[test]
+fn nested_stack_outputs_keep_their_types() {
+    let s = Scratch::new();
+    s.write(
+        "piece.yaml",
+        "heat_template_version: 2018-08-31\noutputs:\n  sizes: {value: [10, 20]}\n",
+    );
+    let t = s.write("typed.yaml", TYPED_OUTPUTS);
+    let run = s.cairn(&["deploy", "typed", t.to_str().unwrap_or_default()]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(
+        s.cairn(&["outputs", "typed"]).stdout(),
+        "all = {\"n\":42,\"l\":[1,\"two\"],\"m\":{\"a\":1},\"s\":\"text\",\"off\":null}\n\
+         n = 42\n\
+         l0 = 1\n\
+         second_size = 20\n\
+         probe = {\"all\":{\"n\":42,\"l\":[1,\"two\"],\"m\":{\"a\":1},\"s\":\"text\",\"off\":null},\"from_template\":[10,20]}\n"
+    );
+    assert_eq!(s.cairn(&["delete", "typed"]).code(), 0);
 }

@@ -389,6 +389,10 @@ impl Creates<'_> {
     }
 }
 
+/// How the HOT front end wraps an output's value: shown as text (JSON for
+/// maps and lists).
+const HOT_OUTPUT_TEXT: &str = "Fn::Heat::OutputText";
+
 /// A HOT output listed without a value: its condition is false, or
 /// (`error`) it could not be resolved.
 fn without_value(o: &crate::template::model::Output, error: Option<String>) -> OutputRecord {
@@ -398,6 +402,7 @@ fn without_value(o: &crate::template::model::Output, error: Option<String>) -> O
         description: o.description.clone(),
         export_name: None,
         output_error: error,
+        typed_value: None,
     }
 }
 
@@ -417,7 +422,13 @@ pub(super) fn outputs_of(
             continue;
         }
         let base = child("/Outputs", &o.name);
-        let failure = match ev.eval(&o.value, &child(&base, "Value")) {
+        // A HOT output's value is evaluated as written (its type kept for
+        // a parent's get_attr), then shown as text.
+        let (value_expr, typed) = match o.value.get(HOT_OUTPUT_TEXT) {
+            Some(inner) if template.heat => (inner, true),
+            _ => (&o.value, false),
+        };
+        let failure = match ev.eval(value_expr, &child(&base, "Value")) {
             Ok(Evaluated::Value(v)) => Ok(v),
             Ok(_) => Err(format!("Output {} did not resolve to a value", o.name)),
             // Heat's text: without CloudFormation's "Template error: ".
@@ -438,8 +449,11 @@ pub(super) fn outputs_of(
             }
             Err(e) => return Err(e),
         };
+        let typed_value = typed.then(|| value.clone());
         let text = match &value {
             Value::String(s) => s.clone(),
+            Value::Null if typed => String::new(),
+            Value::Array(_) if typed => value.to_string(),
             Value::Array(items) => items
                 .iter()
                 .map(|i| {
@@ -465,6 +479,7 @@ pub(super) fn outputs_of(
             description: o.description.clone(),
             export_name,
             output_error: None,
+            typed_value,
         });
     }
     Ok(outputs)

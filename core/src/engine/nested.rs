@@ -611,7 +611,10 @@ fn outputs_as_attributes(child: &StackRecord) -> Map<String, Value> {
     let each: Map<String, Value> = child
         .outputs
         .iter()
-        .filter_map(|o| Some((o.output_key.clone(), Value::String(o.output_value.clone()?))))
+        // An output with an error has no value to read; one whose
+        // condition is false reads as null (Heat's None).
+        .filter(|o| o.output_error.is_none())
+        .map(|o| (o.output_key.clone(), o.read_value()))
         .collect();
     let mut attributes: Map<String, Value> = each
         .iter()

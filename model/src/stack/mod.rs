@@ -286,6 +286,28 @@ pub struct OutputRecord {
     /// templates, whose unresolvable outputs fail the operation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_error: Option<String>,
+    /// A HOT output's value as its template computed it (a number, a
+    /// list, a map): what a parent's `get_attr` of a nested stack's
+    /// outputs reads, typed as in Heat. `None` for CloudFormation
+    /// templates, whose outputs are text. Kept with the stack; not shown.
+    #[serde(
+        default,
+        rename = "Cairn::Value",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub typed_value: Option<serde_json::Value>,
+}
+
+impl OutputRecord {
+    /// What a parent reads of it: the typed value of a HOT output, the
+    /// text of any other, null for one without a value.
+    pub fn read_value(&self) -> serde_json::Value {
+        match (&self.typed_value, &self.output_value) {
+            (Some(v), _) => v.clone(),
+            (None, Some(text)) => serde_json::Value::String(text.clone()),
+            (None, None) => serde_json::Value::Null,
+        }
+    }
 }
 
 /// A stack tag (CloudFormation's `Tag`).
