@@ -324,7 +324,11 @@ pub fn plan(
             _ if type_changed => changed_properties(&row.properties, &props),
             _ => Vec::new(),
         };
-        let mut replacement = if type_changed { "True" } else { "False" };
+        let mut replacement = if type_changed || r.replace_on_update {
+            "True"
+        } else {
+            "False"
+        };
         let mut details = static_details(
             &static_changed,
             schema,
@@ -345,6 +349,21 @@ pub fn plan(
             for d in &mut details {
                 d.target.requires_recreation = "Always".into();
             }
+        }
+        // Replaced on every update, whatever changed (Heat's
+        // UpdateWaitConditionHandle).
+        if r.replace_on_update && details.is_empty() {
+            details.push(ChangeDetail {
+                target: ChangeTarget {
+                    values: None,
+                    attribute: "Properties".into(),
+                    name: None,
+                    requires_recreation: "Always".into(),
+                },
+                evaluation: "Static".into(),
+                change_source: "Automatic".into(),
+                causing_entity: None,
+            });
         }
         let mut scope = Vec::new();
         if !details.is_empty() {

@@ -33,6 +33,7 @@ const RESOURCE_ATTRIBUTES: &[&str] = &[
     EXTERNAL_ID,
     WRITTEN_TYPE,
     WRITTEN_MEMBER_TYPE,
+    REPLACE_ON_UPDATE,
 ];
 
 /// HOT's `external_id` as the front end lowers it: the resource adopts an
@@ -48,6 +49,11 @@ pub const WRITTEN_TYPE: &str = "Cairn::WrittenType";
 /// as another (`resource_def: {type: server.yaml}`: each member a nested
 /// stack), on the group: its members are shown as written.
 pub const WRITTEN_MEMBER_TYPE: &str = "Cairn::WrittenMemberType";
+
+/// A resource replaced on every update of its stack, whatever changed
+/// (Heat's `OS::Heat::UpdateWaitConditionHandle`, whose `update` raises
+/// UpdateReplace): a new handle, so a new wait, each time.
+pub const REPLACE_ON_UPDATE: &str = "Cairn::ReplaceOnUpdate";
 
 /// One entry of the Resources section.
 #[derive(Debug, Clone, PartialEq)]
@@ -72,6 +78,8 @@ pub struct Resource {
     /// A group's members' type as written, when it differs from the type
     /// that serves them (see [`WRITTEN_MEMBER_TYPE`]).
     pub written_member_type: Option<String>,
+    /// Replaced on every update (see [`REPLACE_ON_UPDATE`]).
+    pub replace_on_update: bool,
 }
 
 impl Resource {
@@ -460,6 +468,7 @@ impl Template {
                 Some(Value::String(t)) => Some(t),
                 _ => None,
             },
+            replace_on_update: r.remove(REPLACE_ON_UPDATE) == Some(Value::Bool(true)),
         })
     }
 

@@ -908,6 +908,12 @@ outputs:
 /// in the background) was created with, once it is CREATE_COMPLETE: a
 /// server's user data, here the script that signals a wait condition.
 pub(crate) fn value_once_created(s: &Scratch, stack: &str, logical: &str) -> String {
+    value_once(s, stack, logical, "CREATE_COMPLETE", "")
+}
+
+/// The `Value` of `logical` once it has `status` and its value holds
+/// `holding`.
+fn value_once(s: &Scratch, stack: &str, logical: &str, status: &str, holding: &str) -> String {
     let started = std::time::Instant::now();
     loop {
         let run = cairn(s, &["resources", stack, "--output", "json"]);
@@ -919,17 +925,19 @@ pub(crate) fn value_once_created(s: &Scratch, stack: &str, logical: &str) -> Str
         let created = res["StackResources"]
             .as_array()
             .and_then(|l| {
-                l.iter().find(|r| {
-                    r["LogicalResourceId"] == logical && r["ResourceStatus"] == "CREATE_COMPLETE"
-                })
+                l.iter()
+                    .find(|r| r["LogicalResourceId"] == logical && r["ResourceStatus"] == status)
             })
             .and_then(|r| r["PhysicalResourceId"].as_str())
             .map(String::from);
         if let Some(physical) = created {
-            return crate::update::file(s, &physical)["Properties"]["Value"]
+            let value = crate::update::file(s, &physical)["Properties"]["Value"]
                 .as_str()
                 .unwrap_or_default()
                 .to_string();
+            if value.contains(holding) {
+                return value;
+            }
         }
         assert!(
             started.elapsed() < std::time::Duration::from_secs(60),
@@ -994,6 +1002,124 @@ outputs:
         s.spawned_stderr()
     );
     assert_eq!(outputs(&s, "hw"), "data = {\"boot\":\"ready\"}\n");
+}
+
+/// heat/engine/resources/openstack/heat/wait_condition_handle.py:
+/// `OS::Heat::UpdateWaitConditionHandle` raises UpdateReplace on every
+/// update, so each update makes a new handle and a new wait: signals sent
+/// before do not count, the new configuration must signal again.
+#[test]
+fn an_update_wait_condition_handle_is_new_on_every_update() {
+    let s = scratch();
+    let t = s.write(
+        "rollout.yaml",
+        "heat_template_version: 2018-08-31
+parameters:
+  config: {type: string, default: v1}
+resources:
+  handle:
+    type: OS::Heat::UpdateWaitConditionHandle
+  server:
+    type: Cairn::Test::Resource
+    properties:
+      Value:
+        str_replace:
+          template: |
+            curl -sS -X PUT -H 'Content-Type:' --data-binary '{\"Status\": \"SUCCESS\", \"Reason\": \"configured\", \"UniqueId\": \"boot\", \"Data\": \"$config\"}' '$url'
+          params:
+            $config: {get_param: config}
+            $url: {get_resource: handle}
+  wait:
+    type: OS::Heat::WaitCondition
+    properties: {handle: {get_resource: handle}, timeout: 120}
+outputs:
+  data: {value: {get_attr: [wait, data]}}
+",
+    );
+    let signal = |script: &str| {
+        let out = std::process::Command::new("sh")
+            .args(["-c", script])
+            .output()
+            .expect("sh runs");
+        assert!(
+            out.status.success(),
+            "{script}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let handle = |s: &Scratch| -> (String, String) {
+        let listed = cairn(s, &["resources", "hr", "--output", "json"]).json();
+        listed["StackResources"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|r| r["LogicalResourceId"] == "handle")
+            .map(|r| {
+                let text = |k: &str| r[k].as_str().unwrap_or_default().to_string();
+                (text("ResourceType"), text("PhysicalResourceId"))
+            })
+            .unwrap_or_default()
+    };
+    let path = t.to_str().unwrap_or_default();
+    let mut deploy = s.spawn_cairn(&["--config", "cairn.toml", "deploy", "hr", path]);
+    signal(&value_once_created(&s, "hr", "server"));
+    assert!(
+        deploy.wait().expect("deploy ends").success(),
+        "{}",
+        s.spawned_stderr()
+    );
+    assert_eq!(outputs(&s, "hr"), "data = {\"boot\":\"v1\"}\n");
+    let (shown, first) = handle(&s);
+    assert_eq!(shown, "OS::Heat::UpdateWaitConditionHandle");
+
+    // The change set shows the handle replaced, and the wait with it.
+    let plan = cairn(
+        &s,
+        &["plan", "hr", path, "-p", "config=v2", "--output", "json"],
+    );
+    assert_eq!(plan.code(), 0, "{}", plan.stderr());
+    let changes: Vec<(String, String)> = plan.json()["Changes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let rc = &c["ResourceChange"];
+            let text = |k: &str| rc[k].as_str().unwrap_or_default().to_string();
+            (text("LogicalResourceId"), text("Replacement"))
+        })
+        .collect();
+    assert!(
+        changes.contains(&("handle".into(), "True".into())),
+        "{changes:?}"
+    );
+    // Its handle's new URL is known only once made: CloudFormation's
+    // Conditional.
+    assert!(
+        changes.contains(&("wait".into(), "Conditional".into())),
+        "{changes:?}"
+    );
+
+    // The update waits for a signal to the new handle: v2 must report.
+    let mut deploy = s.spawn_cairn(&[
+        "--config",
+        "cairn.toml",
+        "deploy",
+        "hr",
+        path,
+        "-p",
+        "config=v2",
+    ]);
+    signal(&value_once(&s, "hr", "server", "UPDATE_COMPLETE", "v2"));
+    assert!(
+        deploy.wait().expect("deploy ends").success(),
+        "{}",
+        s.spawned_stderr()
+    );
+    assert_eq!(outputs(&s, "hr"), "data = {\"boot\":\"v2\"}\n");
+    let (_, second) = handle(&s);
+    assert_ne!(first, second);
+    assert!(second.starts_with("http"), "{second}");
 }
 
 /// OS::Heat::Stack: a nested stack of an inline template; a parameter

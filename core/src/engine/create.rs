@@ -5,7 +5,7 @@
 //! rollback of a failed create.
 
 use super::dag::Outcome;
-use super::steps::create::Then;
+use super::steps::create::{Then, CREATED};
 use super::{
     check_stack_name, stack_context, stack_event, CreateStackInput, Creates, EngineError, Op,
     TIMED_OUT,
@@ -264,16 +264,23 @@ impl Creates<'_> {
         }) {
             return self
                 .steps()
-                .resume_signal_wait(op, logical_id, r.clone())
+                .resume_signal_wait(op, logical_id, r.clone(), CREATED)
                 .await;
         }
         // A create recorded before (a crash, a cancellation) is taken up:
         // its outcome is learnt, it is not sent again.
         if let Some(r) = existing.filter(|r| self.steps().create_in_flight(r)) {
-            return self.steps().create(op, r, Vec::new(), Then::Signals).await;
+            return self
+                .steps()
+                .create(op, r, Vec::new(), Then::Signals(CREATED))
+                .await;
         }
         match self.begin_create(op, logical_id, journal).await {
-            Some((rec, started)) => self.steps().create(op, rec, started, Then::Signals).await,
+            Some((rec, started)) => {
+                self.steps()
+                    .create(op, rec, started, Then::Signals(CREATED))
+                    .await
+            }
             None => false,
         }
     }

@@ -108,7 +108,7 @@ operation_kind!(
     /// cancel-update and continue-update-rollback.
     Updates,
     updates,
-    uses [creates: Creates, hooks: Hooks, nested_stacks: NestedStacks, protocol: Protocol, steps: Steps]
+    uses [creates: Creates, hooks: Hooks, nested_stacks: NestedStacks, protocol: Protocol, signals: Signals, steps: Steps]
 );
 operation_kind!(
     /// Change sets: planned, stored, described, executed.

@@ -1109,11 +1109,19 @@ impl Updates<'_> {
         if let (Some(Journal::Changed { before }), Some(p)) =
             (rec.journal.clone(), rec.pending.clone())
         {
+            let logical_id = rec.logical_id.clone();
             return match p.call() {
                 CallKind::Update => self.steps().update_in_place(op, rec, &before).await,
+                // A replacement made and waiting for its signals: the wait
+                // goes on.
+                CallKind::Signals => {
+                    self.steps()
+                        .resume_signal_wait(op, &logical_id, rec, REPLACED)
+                        .await
+                }
                 _ => {
                     self.steps()
-                        .create(op, rec, Vec::new(), Then::Record(REPLACED))
+                        .create(op, rec, Vec::new(), Then::Signals(REPLACED))
                         .await
                 }
             };
@@ -1166,8 +1174,17 @@ impl Updates<'_> {
             .registry
             .schema_of_version(&rec.resource_type, target_version.as_deref());
         let schema = found.as_deref();
+        let replaced_on_update = op
+            .template
+            .resource(&rec.logical_id)
+            .is_some_and(|r| r.replace_on_update);
         let decision = match &new_type {
+            // A new type, or one replaced on every update (Heat's
+            // UpdateWaitConditionHandle), as the plan decided.
             Some(_) => Decision::Replace {
+                changed: plan::changed_properties(&rec.properties, &props),
+            },
+            None if replaced_on_update => Decision::Replace {
                 changed: plan::changed_properties(&rec.properties, &props),
             },
             None => plan::decide(
@@ -1266,8 +1283,25 @@ impl Updates<'_> {
                 let first = vec![op.resource_event(&rec)];
                 rec.status_reason = Some("Resource creation Initiated".into());
                 rec.pending = None;
+                // A new handle forgets the signals of the old one (Heat's
+                // UpdateWaitConditionHandle); a replaced wait waits anew.
+                if self.signals().clears_signals(op, &rec.logical_id) {
+                    if let Err(e) = self
+                        .store
+                        .clear_signals(&op.stack.stack_id, &rec.logical_id)
+                        .await
+                    {
+                        rec.status = ResourceStatus::UpdateFailed;
+                        rec.status_reason = Some(format!(
+                            "cannot clear the signals kept for {}: {e}",
+                            rec.logical_id
+                        ));
+                        self.record(op, &rec, first).await;
+                        return false;
+                    }
+                }
                 self.steps()
-                    .create(op, rec, first, Then::Record(REPLACED))
+                    .create(op, rec, first, Then::Signals(REPLACED))
                     .await
             }
         }

@@ -101,6 +101,7 @@ const HEAT_STACK: &str = "OS::Heat::Stack";
 const RESOURCE_GROUP: &str = "OS::Heat::ResourceGroup";
 const AUTOSCALING_GROUP: &str = "OS::Heat::AutoScalingGroup";
 const HEAT_WAIT_CONDITION_HANDLE: &str = "OS::Heat::WaitConditionHandle";
+const HEAT_UPDATE_WAIT_CONDITION_HANDLE: &str = "OS::Heat::UpdateWaitConditionHandle";
 
 /// Whether a parsed template is HOT.
 pub fn is_hot(body: &Value) -> bool {
@@ -731,6 +732,18 @@ impl Lowering<'_> {
                 Registered::Type(t) if t == HEAT_WAIT_CONDITION_HANDLE => {
                     return Ok(with_depends_on(
                         json!({"Type": crate::types::WAIT_CONDITION_HANDLE}),
+                        r,
+                    ));
+                }
+                // heat/engine/resources/openstack/heat/wait_condition_handle.py:
+                // its update raises UpdateReplace, so every stack update
+                // makes a new handle (and a new wait of what uses it).
+                Registered::Type(t) if t == HEAT_UPDATE_WAIT_CONDITION_HANDLE => {
+                    return Ok(with_depends_on(
+                        json!({
+                            "Type": crate::types::WAIT_CONDITION_HANDLE,
+                            crate::model::REPLACE_ON_UPDATE: true,
+                        }),
                         r,
                     ));
                 }

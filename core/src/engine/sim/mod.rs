@@ -79,6 +79,13 @@ pub enum Step {
         template: String,
         signals: &'static [(&'static str, &'static str, &'static str)],
     },
+    /// An update to `template` that waits for signals (a replaced
+    /// resource with a CreationPolicy waits anew), sent as for
+    /// [`Step::SignalledCreate`].
+    SignalledUpdate {
+        template: String,
+        signals: &'static [(&'static str, &'static str, &'static str)],
+    },
     /// `cairn update` to a template, or (`None`) `--drift-only`.
     Reconcile {
         template: Option<String>,
@@ -335,18 +342,28 @@ impl World {
         }
     }
 
-    /// [`Step::SignalledCreate`]: the create runs while its signals are
-    /// sent, each as soon as its resource may be signalled.
-    async fn signalled_create(
+    /// [`Step::SignalledCreate`] (and, `update`, [`Step::SignalledUpdate`]):
+    /// the operation runs while its signals are sent, each as soon as its
+    /// resource may be signalled.
+    async fn signalled(
         &self,
         engine: &Arc<Engine>,
-        template: &str,
+        (template, update): (&str, bool),
         signals: &'static [(&'static str, &'static str, &'static str)],
     ) -> Result<(), String> {
         let e = |e: super::EngineError| e.to_string();
         *self.signals.lock().unwrap_or_else(|p| p.into_inner()) = signals;
-        let input = self.create_input(template, OnFailure::Rollback);
-        let id = engine.creates().start_create(&input).await.map_err(e)?;
+        let id = match update {
+            false => {
+                let input = self.create_input(template, OnFailure::Rollback);
+                engine.creates().start_create(&input).await.map_err(e)?
+            }
+            true => engine
+                .updates()
+                .start_update(&self.update_input(template))
+                .await
+                .map_err(e)?,
+        };
         let run = engine.run(&id);
         tokio::pin!(run);
         let mut sent = false;
@@ -444,7 +461,10 @@ impl World {
             }
             // Boxed: its waits would make every step's future larger.
             Step::SignalledCreate { template, signals } => {
-                Box::pin(self.signalled_create(engine, template, signals)).await?;
+                Box::pin(self.signalled(engine, (template, false), signals)).await?;
+            }
+            Step::SignalledUpdate { template, signals } => {
+                Box::pin(self.signalled(engine, (template, true), signals)).await?;
             }
             Step::Update { template } => {
                 let id = engine

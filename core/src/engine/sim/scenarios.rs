@@ -839,6 +839,24 @@ fn scenarios() -> Vec<Scenario> {
             points: Points::Every,
         },
         Scenario {
+            name: "update replacing a resource with a CreationPolicy, which waits for new signals",
+            expect: Some(UpdateComplete),
+            setup: vec![Step::SignalledCreate {
+                template: SIGNALLED.into(),
+                signals: &[
+                    ("A", "i-1", "SUCCESS"),
+                    ("A", "i-2", "SUCCESS"),
+                    ("H", "i-3", "SUCCESS"),
+                ],
+            }],
+            step: Step::SignalledUpdate {
+                template: SIGNALLED.replace("Name: a-one", "Name: a-two"),
+                signals: &[("A", "i-4", "SUCCESS"), ("A", "i-5", "SUCCESS")],
+            },
+            also: &[],
+            points: Points::Every,
+        },
+        Scenario {
             name: "create whose signal says FAILURE, and rolls back",
             expect: Some(RollbackComplete),
             setup: vec![],

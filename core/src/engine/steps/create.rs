@@ -41,8 +41,9 @@ pub(in crate::engine) enum Then {
     /// Its outcome is recorded.
     Record(Ends),
     /// It waits for its signals when its template says so (a resource's
-    /// own create).
-    Signals,
+    /// own create, or a replacement: Heat's UpdateWaitConditionHandle makes
+    /// a new wait on each update), then shows these statuses.
+    Signals(Ends),
 }
 
 impl Steps<'_> {
@@ -63,8 +64,7 @@ impl Steps<'_> {
             // The hooks judge it before anything is recorded or sent: a
             // replacement is its resource's update.
             let ends = match then {
-                Then::Record(ends) => ends,
-                Then::Signals => CREATED,
+                Then::Record(ends) | Then::Signals(ends) => ends,
             };
             let (action, previous) = match (&rec.journal, ends == REPLACED) {
                 (Some(Journal::Changed { before }), true) => {
@@ -105,9 +105,10 @@ impl Steps<'_> {
             .await;
         match then {
             Then::Record(ends) => self.record_created(op, rec, result, ends).await,
-            Then::Signals => {
+            Then::Signals(ends) => {
                 let logical_id = rec.logical_id.clone();
-                self.created_or_waiting(op, &logical_id, rec, result).await
+                self.created_or_waiting(op, &logical_id, rec, result, ends)
+                    .await
             }
         }
     }
@@ -120,6 +121,7 @@ impl Steps<'_> {
         logical_id: &str,
         rec: ResourceRecord,
         result: Result<CreateResult, ProviderError>,
+        ends: Ends,
     ) -> bool {
         if let Ok(created) = &result {
             match self
@@ -129,18 +131,18 @@ impl Steps<'_> {
             {
                 Ok(Some((wait, source))) => {
                     return self
-                        .start_waiting(op, rec, created.clone(), wait, source)
+                        .start_waiting(op, rec, created.clone(), (wait, source), ends)
                         .await
                 }
                 Ok(None) => {}
                 Err(reason) => {
                     let mut e = ProviderError::new(ErrorKind::InvalidRequest, reason);
                     e.physical_resource_id = Some(created.physical_resource_id.clone());
-                    return self.record_created(op, rec, Err(e), CREATED).await;
+                    return self.record_created(op, rec, Err(e), ends).await;
                 }
             }
         }
-        self.record_created(op, rec, result, CREATED).await
+        self.record_created(op, rec, result, ends).await
     }
 
     /// Records the outcome of a create call (of a new resource or of a
@@ -198,8 +200,8 @@ impl Steps<'_> {
         op: &Op,
         mut rec: ResourceRecord,
         created: CreateResult,
-        wait: Wait,
-        source: (String, String),
+        (wait, source): (Wait, (String, String)),
+        ends: Ends,
     ) -> bool {
         rec.physical_id = Some(created.physical_resource_id);
         rec.attributes = created.attributes;
@@ -212,7 +214,7 @@ impl Steps<'_> {
         if !self.held(op, &rec.logical_id, written) {
             return false;
         }
-        self.await_and_record(op, rec, wait, source).await
+        self.await_and_record(op, rec, (wait, source), ends).await
     }
 
     /// Waits for a resource's signals and records the create's outcome.
@@ -220,11 +222,11 @@ impl Steps<'_> {
         &self,
         op: &Op,
         rec: ResourceRecord,
-        wait: Wait,
-        source: (String, String),
+        (wait, source): (Wait, (String, String)),
+        ends: Ends,
     ) -> bool {
         match self.signals().await_signals(op, &rec, wait, source).await {
-            Some(result) => self.record_created(op, rec, result, CREATED).await,
+            Some(result) => self.record_created(op, rec, result, ends).await,
             None => false,
         }
     }
@@ -236,13 +238,14 @@ impl Steps<'_> {
         op: &Op,
         logical_id: &str,
         r: ResourceRecord,
+        ends: Ends,
     ) -> bool {
         match self
             .signals()
             .signal_wait(op, logical_id, &r.properties)
             .await
         {
-            Ok(Some((wait, source))) => self.await_and_record(op, r, wait, source).await,
+            Ok(Some(waiting)) => self.await_and_record(op, r, waiting, ends).await,
             outcome => {
                 let result = match outcome {
                     Err(reason) => Err(ProviderError::new(ErrorKind::InvalidRequest, reason)),
@@ -252,7 +255,7 @@ impl Steps<'_> {
                         no_echo: r.no_echo,
                     }),
                 };
-                self.record_created(op, r, result, CREATED).await
+                self.record_created(op, r, result, ends).await
             }
         }
     }
