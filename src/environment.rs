@@ -103,8 +103,14 @@ fn read_needed(template: &Path, body: &str, context: &mut TemplateContext) -> an
     }
     for name in hot::files_needed(&parsed) {
         if let std::collections::btree_map::Entry::Vacant(slot) = context.files.entry(name) {
-            let (_, content) = read(slot.key(), "get_file")?;
-            slot.insert(content);
+            let (path, content) = read(slot.key(), "get_file")?;
+            slot.insert(content.clone());
+            // A HOT template read with get_file (an OS::Heat::Stack's
+            // `template: {get_file: child.yaml}`) reads its own files
+            // beside it, handed in with the parent's as Heat sends them.
+            if content.contains("heat_template_version") {
+                read_needed(&path, &content, context)?;
+            }
         }
     }
     for name in hot::template_types(&parsed) {

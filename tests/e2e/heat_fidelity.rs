@@ -1179,3 +1179,57 @@ fn nested_stack_outputs_keep_their_types() {
     );
     assert_eq!(s.cairn(&["delete", "typed"]).code(), 0);
 }
+
+/// heat/engine/resources/openstack/heat/remote_stack.py: an
+/// OS::Heat::Stack is created with `files: self.stack.t.files`, so its
+/// template (inline, or itself a `get_file`) may use `type: other.yaml`
+/// and `get_file` of files given with the parent.
+#[test]
+fn an_os_heat_stacks_child_reads_the_parents_files() {
+    let s = Scratch::new();
+    s.write(
+        "other.yaml",
+        "heat_template_version: 2018-08-31\nparameters:\n  word: {type: string, default: hello}\noutputs:\n  word: {value: {get_param: word}}\n",
+    );
+    s.write("data.txt", "from a file");
+    s.write(
+        "child.yaml",
+        "heat_template_version: 2018-08-31\nresources:\n  piece:\n    type: other.yaml\n    properties: {word: from-child-file}\noutputs:\n  piece: {value: {get_attr: [piece, word]}}\n",
+    );
+    let t = s.write(
+        "parent.yaml",
+        "heat_template_version: 2018-08-31
+resources:
+  inline:
+    type: OS::Heat::Stack
+    properties:
+      template:
+        heat_template_version: 2018-08-31
+        resources:
+          piece:
+            type: other.yaml
+          note:
+            type: OS::Heat::Value
+            properties:
+              value: {get_file: data.txt}
+        outputs:
+          said: {value: {get_attr: [note, value]}}
+          piece: {value: {get_attr: [piece, word]}}
+  from_file:
+    type: OS::Heat::Stack
+    properties:
+      template: {get_file: child.yaml}
+outputs:
+  said: {value: {get_attr: [inline, outputs, said]}}
+  piece: {value: {get_attr: [inline, outputs, piece]}}
+  nested_piece: {value: {get_attr: [from_file, outputs, piece]}}
+",
+    );
+    let run = s.cairn(&["deploy", "files", t.to_str().unwrap_or_default()]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(
+        s.cairn(&["outputs", "files"]).stdout(),
+        "said = from a file\npiece = hello\nnested_piece = from-child-file\n"
+    );
+    assert_eq!(s.cairn(&["delete", "files"]).code(), 0);
+}

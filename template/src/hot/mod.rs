@@ -387,6 +387,21 @@ pub fn template_types(body: &Value) -> Vec<String> {
                 out.push(t.to_string());
             }
         }
+        // An OS::Heat::Stack's inline template is given the parent's
+        // files (Heat sends `files: self.stack.t.files`): its own file
+        // types are read with the parent's.
+        if r.get("type").and_then(Value::as_str) == Some(HEAT_STACK) {
+            let inline = match r.get("properties").and_then(|p| p.get("template")) {
+                Some(m @ Value::Object(_)) => Some(m.clone()),
+                Some(Value::String(text)) => crate::Template::body_of(text).ok(),
+                _ => None,
+            };
+            for t in inline.iter().flat_map(template_types) {
+                if !out.contains(&t) {
+                    out.push(t);
+                }
+            }
+        }
     }
     out
 }
