@@ -1233,3 +1233,53 @@ outputs:
     );
     assert_eq!(s.cairn(&["delete", "files"]).code(), 0);
 }
+
+/// heat/engine/properties.py (and resource_group.py's schema): Heat's own
+/// types' properties are checked before anything is made, with Heat's
+/// texts: a string where a list belongs, a word where an integer does, a
+/// property the type does not have, a value it does not allow.
+#[test]
+fn heat_types_properties_are_checked_as_heat_checks_them() {
+    let s = Scratch::new();
+    let group = |props: &str| {
+        format!(
+            "heat_template_version: 2018-08-31\nresources:\n  group:\n    type: OS::Heat::ResourceGroup\n    properties:\n      resource_def: {{type: OS::Heat::None}}\n{props}"
+        )
+    };
+    for (props, line) in [
+        (
+            "      removal_policies: RP\n",
+            "Property error: resources.group.properties.removal_policies: \"'RP'\" is not a list",
+        ),
+        (
+            "      count: two\n",
+            "Property error: resources.group.properties.count: Value 'two' is not an integer",
+        ),
+        (
+            "      size: 2\n",
+            "Property error: resources.group.properties: Unknown Property size",
+        ),
+        (
+            "      removal_policies_mode: sometimes\n",
+            "Property error: resources.group.properties.removal_policies_mode: \"sometimes\" is not an allowed value ('append', 'update')",
+        ),
+    ] {
+        let t = s.write("group.yaml", &group(props));
+        let run = s.cairn(&["deploy", "checked", t.to_str().unwrap_or_default()]);
+        assert_eq!(run.code(), 1, "{props}");
+        assert!(run.stderr().contains(line), "{props}: {}", run.stderr());
+        assert_eq!(s.resource_files().len(), 0);
+    }
+    // A parameter's value is checked when it is known: a list given as one.
+    let t = s.write(
+        "group.yaml",
+        &group("      count: {get_param: n}\n      removal_policies: [{resource_list: ['0']}]\n")
+            .replace(
+                "resources:\n",
+                "parameters:\n  n: {type: number, default: 2}\nresources:\n",
+            ),
+    );
+    let run = s.cairn(&["deploy", "checked", t.to_str().unwrap_or_default()]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(s.cairn(&["delete", "checked"]).code(), 0);
+}

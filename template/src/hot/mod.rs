@@ -13,6 +13,7 @@
 //! HOT.`
 
 pub mod functions;
+mod schema;
 
 use std::collections::BTreeMap;
 
@@ -102,6 +103,20 @@ const RESOURCE_GROUP: &str = "OS::Heat::ResourceGroup";
 const AUTOSCALING_GROUP: &str = "OS::Heat::AutoScalingGroup";
 const HEAT_WAIT_CONDITION_HANDLE: &str = "OS::Heat::WaitConditionHandle";
 const HEAT_UPDATE_WAIT_CONDITION_HANDLE: &str = "OS::Heat::UpdateWaitConditionHandle";
+
+/// Whether `v` is a function call (a map of one function's name): its
+/// value is known when it runs.
+fn is_function_call(v: &Value) -> bool {
+    v.as_object().is_some_and(|m| {
+        m.len() == 1
+            && m.keys().all(|k| {
+                FUNCTIONS.iter().any(|(n, _)| n == k)
+                    || REMOVED.iter().any(|(n, _)| n == k)
+                    || k.starts_with("Fn::")
+                    || k == "Ref"
+            })
+    })
+}
 
 /// Whether a parsed template is HOT.
 pub fn is_hot(body: &Value) -> bool {
@@ -763,9 +778,23 @@ impl Lowering<'_> {
                     ));
                 }
                 Registered::Type(t) if t == HEAT_STACK => {
+                    schema::check(
+                        name,
+                        HEAT_STACK,
+                        r.get("properties"),
+                        &path,
+                        is_function_call,
+                    )?;
                     return Ok(with_depends_on(self.inline_stack(name, r, &path)?, r));
                 }
                 Registered::Type(t) if t == HEAT_WAIT_CONDITION => {
+                    schema::check(
+                        name,
+                        HEAT_WAIT_CONDITION,
+                        r.get("properties"),
+                        &path,
+                        is_function_call,
+                    )?;
                     return Ok(with_depends_on(self.wait_condition(r, &path)?, r));
                 }
                 Registered::Type(t) => {
@@ -918,6 +947,18 @@ impl Lowering<'_> {
     ) -> Result<Vec<(String, Value)>, TemplateError> {
         let path = child("/resources", name);
         let scaling = self.scaling_groups.iter().any(|g| g == name);
+        let heat_type = if scaling {
+            AUTOSCALING_GROUP
+        } else {
+            RESOURCE_GROUP
+        };
+        schema::check(
+            name,
+            heat_type,
+            r.get("properties"),
+            &path,
+            is_function_call,
+        )?;
         let props = r.get("properties").cloned().unwrap_or(json!({}));
         let at = child(&path, "properties");
         let def_key = if scaling { "resource" } else { "resource_def" };
