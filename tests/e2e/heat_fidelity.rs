@@ -1283,3 +1283,71 @@ fn heat_types_properties_are_checked_as_heat_checks_them() {
     assert_eq!(run.code(), 0, "{}", run.stderr());
     assert_eq!(s.cairn(&["delete", "checked"]).code(), 0);
 }
+
+/// heat/engine/resources/openstack/heat/resource_group.py, `batch_create`
+/// (and heat_integrationtests' test_resource_group.py batch tests): a new
+/// group's members are made max_batch_size at a time, in index order, with
+/// pause_time seconds between batches; an update does not batch creates.
+#[test]
+fn a_resource_groups_batch_create_makes_members_in_batches() {
+    let s = Scratch::new();
+    s.write("cairn.toml", "");
+    let t = s.write(
+        "batched.yaml",
+        "heat_template_version: 2018-08-31
+parameters:
+  n: {type: number, default: 5}
+resources:
+  group:
+    type: OS::Heat::ResourceGroup
+    update_policy:
+      batch_create: {max_batch_size: 2, pause_time: 1}
+    properties:
+      count: {get_param: n}
+      resource_def:
+        type: Cairn::Test::Resource
+        properties: {Value: member-%index%}
+",
+    );
+    let t = t.to_str().unwrap_or_default();
+    let started = std::time::Instant::now();
+    let run = s.cairn(&["deploy", "batched", t]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    // Two pauses of a second between three batches.
+    assert!(started.elapsed() >= std::time::Duration::from_secs(2));
+    let events = crate::update::sequence_after(&s, "batched", 0);
+    let batches: Vec<&str> = events
+        .iter()
+        .filter(|e| e.0 == "group" && e.2.starts_with("Batch create"))
+        .map(|e| e.2.as_str())
+        .collect();
+    assert_eq!(
+        batches,
+        [
+            "Batch create 1 of 3: creating group-0, group-1",
+            "Batch create 2 of 3: creating group-2, group-3",
+            "Batch create 3 of 3: creating group-4",
+        ]
+    );
+    // Each batch's members are made before the next batch starts.
+    let at = |what: &dyn Fn(&crate::update::Ev) -> bool| {
+        events.iter().position(|e| what(e)).unwrap_or(usize::MAX)
+    };
+    for (done, next) in [
+        ("group-1", "Batch create 2 of 3"),
+        ("group-3", "Batch create 3 of 3"),
+    ] {
+        let made = at(&|e| e.0 == done && e.1 == "CREATE_COMPLETE");
+        let announced = at(&|e| e.2.starts_with(next));
+        assert!(made < announced, "{done} before {next}: {events:?}");
+    }
+    // Growing on update is not batched.
+    let before = events.len();
+    let run = s.cairn(&["deploy", "batched", t, "-p", "n=7"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert!(!crate::update::sequence_after(&s, "batched", before)
+        .iter()
+        .any(|e| e.2.starts_with("Batch create")));
+    assert_eq!(s.resource_files().len(), 7);
+    assert_eq!(s.cairn(&["delete", "batched"]).code(), 0);
+}

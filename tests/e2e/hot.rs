@@ -431,7 +431,6 @@ fn each_version_enables_exactly_its_functions() {
         ("heat_template_version: 2016-04-08\nresources:\n  r: {type: Cairn::Test::Resource, condition: c}\n", "\"condition\" is not a valid keyword inside a resource definition"),
         ("heat_template_version: 2012-12-12\nresources: {}\n", "The template version is invalid: \"heat_template_version: 2012-12-12\". \"heat_template_version\" should be one of: 2013-05-23, 2014-10-16"),
         ("heat_template_version: pike\nresources:\n  r:\n    type: Cairn::Test::Resource\n    properties: {Value: {yaql: {expression: '1', data: {}}}}\n", "yaql is not supported by Cairn"),
-        ("heat_template_version: pike\nresources:\n  g:\n    type: OS::Heat::ResourceGroup\n    properties: {count: 1, resource_def: {type: OS::Heat::None}}\n    update_policy: {batch_create: {max_batch_size: 1}}\n", "batch_create is not supported by Cairn: a group's members are created in one batch; remove it (at /resources/g/update_policy/batch_create"),
     ];
     for (body, text) in cases {
         let t = s.write("case.yaml", body);

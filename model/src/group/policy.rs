@@ -126,6 +126,56 @@ fn rolling_update_text(
     Ok(Some(rolling))
 }
 
+/// `UpdatePolicy.BatchCreate` (HOT's ResourceGroup `batch_create`, which
+/// the front end lowers to it): a new group's members are made
+/// `max_batch_size` at a time, `pause_ms` between batches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchCreate {
+    pub max_batch_size: u64,
+    pub pause_ms: u64,
+}
+
+/// The BatchCreate of an evaluated `UpdatePolicy`, if it has one.
+pub fn batch_create(
+    update_policy: Option<&Value>,
+    logical_id: &str,
+) -> Result<Option<BatchCreate>, super::GroupError> {
+    batch_create_text(update_policy, logical_id).map_err(super::GroupError::InvalidUpdatePolicy)
+}
+
+fn batch_create_text(
+    update_policy: Option<&Value>,
+    logical_id: &str,
+) -> Result<Option<BatchCreate>, String> {
+    let Some(entry) = update_policy.and_then(|p| p.get("BatchCreate")) else {
+        return Ok(None);
+    };
+    let Some(entry) = entry.as_object() else {
+        return Err(format!(
+            "UpdatePolicy.BatchCreate of {logical_id} must be an object"
+        ));
+    };
+    let mut batch = BatchCreate {
+        max_batch_size: 1,
+        pause_ms: 0,
+    };
+    for (key, value) in entry {
+        match key.as_str() {
+            "MaxBatchSize" => batch.max_batch_size = count(value, key, logical_id, 1)?,
+            "PauseTime" => {
+                let text = value.as_str().ok_or_else(|| iso_only(logical_id))?;
+                batch.pause_ms = pause_time(text, logical_id)?.as_millis() as u64;
+            }
+            other => {
+                return Err(format!(
+                    "UpdatePolicy.BatchCreate of {logical_id} has an unknown key {other}; use MaxBatchSize or PauseTime"
+                ))
+            }
+        }
+    }
+    Ok(Some(batch))
+}
+
 /// A non-negative integer given as a number or a string ("1", as in the seed).
 fn count(value: &Value, key: &str, logical_id: &str, min: u64) -> Result<u64, String> {
     let n = match value {

@@ -21,6 +21,10 @@ pub struct GroupState {
     /// member takes one. Sorted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub removed: Vec<u64>,
+    /// The last batch of a batched create (HOT's batch_create) announced:
+    /// a create resumed after a crash does not announce it again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub create_batch: Option<usize>,
 }
 
 /// One member: a resource of the launch configuration's `MemberType`.

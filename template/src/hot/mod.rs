@@ -1062,14 +1062,14 @@ impl Lowering<'_> {
         // test_resource_group.py, test_props_update), so all members are
         // replaced in one batch. The AutoScalingGroup: the rolling_updates
         // property, always on with Heat's defaults {0, 1, 0}.
-        if r.get("update_policy")
-            .is_some_and(|u| u.get("batch_create").is_some())
-        {
-            return Err(TemplateError::new(
-                "batch_create is not supported by Cairn: a group's members are created in one batch; remove it",
-            )
-            .at(&child(&child(&path, "update_policy"), "batch_create")));
-        }
+        // ResourceGroup's batch_create (resource_group.py): a new group's
+        // members are made max_batch_size at a time, pause_time seconds
+        // between batches.
+        let batch_create = r
+            .get("update_policy")
+            .and_then(|u| u.get("batch_create"))
+            .filter(|_| !scaling)
+            .cloned();
         let rolling = if scaling {
             Some(props.get("rolling_updates").cloned().unwrap_or(json!({})))
         } else {
@@ -1089,14 +1089,26 @@ impl Lowering<'_> {
                     })
                     .unwrap_or(default)
             };
-            group.insert(
-                "UpdatePolicy".into(),
-                json!({"RollingUpdate": {
-                    "MinInstancesInService": num("min_in_service", 0),
+            let mut policy = json!({"RollingUpdate": {
+                "MinInstancesInService": num("min_in_service", 0),
+                "MaxBatchSize": num("max_batch_size", 1),
+                "PauseTime": format!("PT{}S", num("pause_time", 0)),
+            }});
+            if let Some(bc) = &batch_create {
+                let num = |k: &str, default: i64| {
+                    bc.get(k)
+                        .and_then(|v| {
+                            v.as_i64()
+                                .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+                        })
+                        .unwrap_or(default)
+                };
+                policy["BatchCreate"] = json!({
                     "MaxBatchSize": num("max_batch_size", 1),
                     "PauseTime": format!("PT{}S", num("pause_time", 0)),
-                }}),
-            );
+                });
+            }
+            group.insert("UpdatePolicy".into(), policy);
         }
         if let Some(d) = r.get("depends_on") {
             group.insert("DependsOn".into(), d.clone());

@@ -154,7 +154,14 @@ impl Groups<'_> {
             old.get("LaunchConfigurationName") != properties.get("LaunchConfigurationName")
         });
         run.roll(&spec, &definition, policy, launch_changed).await?;
-        run.resize(&spec, &definition).await?;
+        // HOT's batch_create: only a new group's members come in batches.
+        let batches = match old_properties {
+            None => self
+                .batch_create_policy(op, &r.logical_id)
+                .map_err(ProviderError::invalid_request)?,
+            Some(_) => None,
+        };
+        run.resize(&spec, &definition, batches).await?;
         Ok(run.snapshot().await.attributes())
     }
 
@@ -162,20 +169,7 @@ impl Groups<'_> {
     /// of the update being rolled back counts too (the members go back under
     /// the policy that moved them).
     fn rolling_policy(&self, op: &Op, logical_id: &str) -> Result<Option<RollingUpdate>, String> {
-        let own = op
-            .template
-            .resource(logical_id)
-            .and_then(|r| r.update_policy.clone());
-        let evaluated = match own {
-            Some(p) => {
-                let path = child(&child("/Resources", logical_id), "UpdatePolicy");
-                match op.evaluator().eval(&p, &path).map_err(|e| e.to_string())? {
-                    Evaluated::Value(v) => Some(v),
-                    _ => None,
-                }
-            }
-            None => None,
-        };
+        let evaluated = own_update_policy(op, logical_id)?;
         let found =
             policy::rolling_update(evaluated.as_ref(), logical_id).map_err(|e| e.to_string())?;
         if found.is_some() || op.stack.status != StackStatus::UpdateRollbackInProgress {
@@ -193,6 +187,16 @@ impl Groups<'_> {
                 .flatten()
                 .unwrap_or_default()
         }))
+    }
+
+    /// The group's BatchCreate (HOT's `batch_create`), if it has one.
+    fn batch_create_policy(
+        &self,
+        op: &Op,
+        logical_id: &str,
+    ) -> Result<Option<policy::BatchCreate>, String> {
+        let evaluated = own_update_policy(op, logical_id)?;
+        policy::batch_create(evaluated.as_ref(), logical_id).map_err(|e| e.to_string())
     }
 
     /// The member definition of the launch configuration `spec` names: a
@@ -275,4 +279,22 @@ impl Groups<'_> {
             index_var: definition.index_var.clone(),
         })
     }
+}
+
+/// The group's `UpdatePolicy` in the operation's template, evaluated.
+fn own_update_policy(op: &Op, logical_id: &str) -> Result<Option<Value>, String> {
+    let Some(p) = op
+        .template
+        .resource(logical_id)
+        .and_then(|r| r.update_policy.clone())
+    else {
+        return Ok(None);
+    };
+    let path = child(&child("/Resources", logical_id), "UpdatePolicy");
+    Ok(
+        match op.evaluator().eval(&p, &path).map_err(|e| e.to_string())? {
+            Evaluated::Value(v) => Some(v),
+            _ => None,
+        },
+    )
 }

@@ -6,7 +6,7 @@ use cairn_sdk::ProviderError;
 
 use super::{failed, Run};
 use crate::group::naming::{self, Batch};
-use crate::group::policy::RollingUpdate;
+use crate::group::policy::{BatchCreate, RollingUpdate};
 use crate::group::state::Rollout;
 use crate::group::types::{GroupSpec, MemberDefinition};
 use crate::signal::{self, Progress, Wait, WaitKind};
@@ -338,10 +338,13 @@ impl<'a> Run<'a> {
     /// highest index) or shrinks (the highest indices) to the asked size.
     /// Without a rolling update, this is the only way a new launch
     /// configuration reaches members (CloudFormation's behaviour).
+    /// `batches` (HOT's batch_create, on create): the new members are made
+    /// that many at a time, in index order, pausing between batches.
     pub(super) async fn resize(
         &self,
         spec: &GroupSpec,
         definition: &MemberDefinition,
+        batches: Option<BatchCreate>,
     ) -> Result<(), ProviderError> {
         let st = self.snapshot().await;
         if st.members.len() > spec.size {
@@ -351,19 +354,43 @@ impl<'a> Run<'a> {
         if adding.is_empty() {
             return Ok(());
         }
-        self.create_members(
-            &spec.prefix,
-            &adding,
-            &spec.launch_configuration,
-            definition,
-        )
-        .await
-        .map_err(|reason| {
-            failed(format!(
-                "{} could not grow to {} members: {reason}",
-                self.logical_id, spec.size
-            ))
-        })
+        let size = batches.map_or(adding.len(), |b| b.max_batch_size.max(1) as usize);
+        let chunks: Vec<&[u64]> = adding.chunks(size).collect();
+        let total = chunks.len();
+        for (i, chunk) in chunks.into_iter().enumerate() {
+            if let (true, Some(b)) = (i > 0, batches) {
+                if b.pause_ms > 0 {
+                    tokio::time::sleep(std::time::Duration::from_millis(b.pause_ms)).await;
+                }
+            }
+            if total > 1 {
+                // Shown once, recorded with its announcement: a batch
+                // resumed after a crash is not announced again.
+                let announced = self.snapshot().await.create_batch;
+                if announced.is_none_or(|a| a < i) {
+                    let names: Vec<String> = chunk
+                        .iter()
+                        .map(|x| naming::member_name(&spec.prefix, *x))
+                        .collect();
+                    let event = self.progress(format!(
+                        "Batch create {} of {total}: creating {}",
+                        i + 1,
+                        names.join(", ")
+                    ));
+                    self.save(vec![event], |st| st.create_batch = Some(i))
+                        .await?;
+                }
+            }
+            self.create_members(&spec.prefix, chunk, &spec.launch_configuration, definition)
+                .await
+                .map_err(|reason| {
+                    failed(format!(
+                        "{} could not grow to {} members: {reason}",
+                        self.logical_id, spec.size
+                    ))
+                })?;
+        }
+        Ok(())
     }
 }
 

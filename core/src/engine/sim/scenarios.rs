@@ -912,6 +912,17 @@ fn scenarios() -> Vec<Scenario> {
             points: Points::Every,
         },
         Scenario {
+            name: "group of handler members: create in batches (HOT's batch_create)",
+            expect: Some(CreateComplete),
+            setup: vec![],
+            step: create(&GROUP.replace(
+                "  Group:\n    Type: Cairn::Group::InstanceGroup\n",
+                "  Group:\n    Type: Cairn::Group::InstanceGroup\n    UpdatePolicy:\n      BatchCreate: {MaxBatchSize: 2}\n",
+            )),
+            also: &[],
+            points: Points::Every,
+        },
+        Scenario {
             name: "group of handler members: rolling update",
             expect: Some(UpdateComplete),
             setup: vec![create(GROUP)],
