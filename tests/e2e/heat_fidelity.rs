@@ -1331,7 +1331,7 @@ resources:
     );
     // Each batch's members are made before the next batch starts.
     let at = |what: &dyn Fn(&crate::update::Ev) -> bool| {
-        events.iter().position(|e| what(e)).unwrap_or(usize::MAX)
+        events.iter().position(what).unwrap_or(usize::MAX)
     };
     for (done, next) in [
         ("group-1", "Batch create 2 of 3"),
