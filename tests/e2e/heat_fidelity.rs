@@ -1351,3 +1351,83 @@ resources:
     assert_eq!(s.resource_files().len(), 7);
     assert_eq!(s.cairn(&["delete", "batched"]).code(), 0);
 }
+
+/// heat/engine/resources/openstack/heat/resource_group.py: resource_def's
+/// `type` is a property like any other, so a function may compute it
+/// (`{get_param: member_type}`); a new type replaces the members. A
+/// template file must be written out: Cairn reads it before the operation.
+#[test]
+fn a_resource_groups_member_type_may_be_computed() {
+    let s = Scratch::new();
+    s.write("cairn.toml", "");
+    let t = s.write(
+        "computed.yaml",
+        "heat_template_version: 2018-08-31
+parameters:
+  member_type: {type: string, default: Cairn::Test::Resource}
+resources:
+  group:
+    type: OS::Heat::ResourceGroup
+    properties:
+      count: 2
+      resource_def:
+        type: {get_param: member_type}
+        properties: {}
+outputs:
+  refs: {value: {get_attr: [group, refs]}}
+",
+    );
+    let t = t.to_str().unwrap_or_default();
+    let run = s.cairn(&["deploy", "computed", t]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let members = |s: &Scratch| -> Vec<(String, String)> {
+        s.cairn(&["resources", "computed", "--output", "json"])
+            .json()["StackResources"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|r| !r["GroupResourceId"].is_null())
+            .map(|r| {
+                let text = |k: &str| r[k].as_str().unwrap_or_default().to_string();
+                (text("LogicalResourceId"), text("ResourceType"))
+            })
+            .collect()
+    };
+    let typed = |names: &[&str], t: &str| -> Vec<(String, String)> {
+        names
+            .iter()
+            .map(|n| (n.to_string(), t.to_string()))
+            .collect()
+    };
+    assert_eq!(
+        members(&s),
+        typed(&["group-0", "group-1"], "Cairn::Test::Resource")
+    );
+    assert_eq!(s.resource_files().len(), 2);
+    let run = s.cairn(&["deploy", "computed", t, "-p", "member_type=OS::Heat::None"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(
+        members(&s),
+        typed(&["group-2", "group-3"], "OS::Heat::None")
+    );
+    assert_eq!(s.resource_files().len(), 0);
+    // A template file from a parameter is refused, saying why.
+    s.write(
+        "member.yaml",
+        "heat_template_version: 2018-08-31\nresources: {}\n",
+    );
+    let run = s.cairn(&["deploy", "computed", t, "-p", "member_type=member.yaml"]);
+    assert_ne!(run.code(), 0);
+    assert!(
+        s.cairn(&["events", "computed"])
+            .stdout()
+            .contains("MemberType member.yaml of launch configuration"),
+        "{}",
+        run.stdout()
+    );
+    assert_eq!(
+        members(&s),
+        typed(&["group-2", "group-3"], "OS::Heat::None")
+    );
+    assert_eq!(s.cairn(&["delete", "computed"]).code(), 0);
+}

@@ -963,33 +963,47 @@ impl Lowering<'_> {
         let at = child(&path, "properties");
         let def_key = if scaling { "resource" } else { "resource_def" };
         let def = props.get(def_key).cloned().unwrap_or(Value::Null);
-        let Some(Value::String(member_type)) = def.get("type") else {
-            return Err(
-                TemplateError::new(format!("Property {def_key} of {name} needs a type"))
-                    .at(&child(&at, def_key)),
-            );
-        };
-        let written_member = member_type.clone();
         let member_props = match def.get("properties") {
             Some(p) => self.value(p, &child(&child(&at, def_key), "properties"))?,
             None => json!({}),
         };
-        let (member_type, member_props) =
-            match self.registered_type(&format!("{name}.member"), member_type, &path)? {
-                Registered::Type(t) => (t, member_props),
-                // Each member is a nested stack of the template (Heat's
-                // group of template resources), its properties the
-                // template's parameters.
-                Registered::Template(file) => (
-                    crate::types::STACK_TYPE.to_string(),
-                    json!({
-                        "TemplateURL": format!("{}{file}", crate::types::CONTEXT_FILE),
-                        "Parameters": member_props,
-                    }),
-                ),
-            };
+        let (written_member, member_type, member_props) = match def.get("type") {
+            Some(Value::String(t)) => (
+                json!(t),
+                Some(self.registered_type(&format!("{name}.member"), t, &path)?),
+                member_props,
+            ),
+            // A computed type (Heat resolves resource_def's functions
+            // before it makes members): the members' type is known when
+            // the group is made, a provider's type (a template file must
+            // be written out: its template is read before the operation).
+            Some(t) if is_function_call(t) => {
+                let computed = self.value(t, &child(&child(&at, def_key), "type"))?;
+                (computed, None, member_props)
+            }
+            _ => {
+                return Err(TemplateError::new(format!(
+                    "Property {def_key} of {name} needs a type"
+                ))
+                .at(&child(&at, def_key)))
+            }
+        };
+        let (member_type, member_props) = match member_type {
+            None => (written_member.clone(), member_props),
+            Some(Registered::Type(t)) => (json!(t), member_props),
+            // Each member is a nested stack of the template (Heat's
+            // group of template resources), its properties the
+            // template's parameters.
+            Some(Registered::Template(file)) => (
+                json!(crate::types::STACK_TYPE),
+                json!({
+                    "TemplateURL": format!("{}{file}", crate::types::CONTEXT_FILE),
+                    "Parameters": member_props,
+                }),
+            ),
+        };
         let mut launch_props = Map::new();
-        launch_props.insert("MemberType".into(), json!(member_type));
+        launch_props.insert("MemberType".into(), member_type);
         launch_props.insert("MemberProperties".into(), member_props);
         if !scaling {
             let index_var = props
@@ -1050,7 +1064,7 @@ impl Lowering<'_> {
         group.insert("Type".into(), json!(group_type));
         group.insert("Properties".into(), Value::Object(group_props));
         // Heat shows the members with the type as written (`server.yaml`).
-        if written_member != launch_def["Properties"]["MemberType"] {
+        if written_member.is_string() && written_member != launch_def["Properties"]["MemberType"] {
             group.insert(
                 crate::model::WRITTEN_MEMBER_TYPE.into(),
                 json!(written_member),
