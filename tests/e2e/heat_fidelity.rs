@@ -1431,3 +1431,148 @@ outputs:
     );
     assert_eq!(s.cairn(&["delete", "computed"]).code(), 0);
 }
+
+/// heat/engine/resources/aws/autoscaling/launch_config.py and
+/// openstack/heat/instance_group.py: a launch configuration written with
+/// AWS's properties (ImageId, InstanceType, KeyName, SecurityGroups,
+/// UserData, BlockDeviceMappings) makes `AWS::EC2::Instance` members,
+/// served by whichever provider serves that type (here a webhook on the
+/// Python SDK), with those properties; `InstanceList` is their public
+/// addresses, and AWS's AutoScalingGroup sizes them.
+#[test]
+fn aws_launch_configurations_make_instances_of_the_provider_serving_them() {
+    let mut cmd = crate::support::python();
+    cmd.arg(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/e2e/ec2_provider.py"
+    ))
+    .args([
+        "--listen",
+        "127.0.0.1:0",
+        "--secret",
+        crate::webhooks::SECRET,
+    ])
+    .env(
+        "PYTHONPATH",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/sdk-python"),
+    );
+    let handler = crate::webhooks::Program::start(cmd);
+    let s = Scratch::new();
+    s.write(
+        "cairn.toml",
+        &format!(
+            "[webhooks]\nsecret = \"{}\"\n\n[[providers]]\nkind = \"webhook\"\nname = \"ec2\"\nurl = \"http://127.0.0.1:{}/\"\ntypes = [\"AWS::EC2::Instance\"]\n",
+            crate::webhooks::SECRET,
+            handler.port
+        ),
+    );
+    let t = s.write(
+        "servers.yaml",
+        "heat_template_version: 2015-04-30
+resources:
+  config:
+    type: AWS::AutoScaling::LaunchConfiguration
+    properties:
+      ImageId: fedora-40
+      InstanceType: m1.small
+      KeyName: ops
+      SecurityGroups: [web]
+      UserData: '#!/bin/sh'
+      BlockDeviceMappings: [{DeviceName: /dev/vdb, Ebs: {VolumeSize: '10'}}]
+  servers:
+    type: OS::Heat::InstanceGroup
+    properties:
+      LaunchConfigurationName: {get_resource: config}
+      Size: 2
+  scaled:
+    type: AWS::AutoScaling::AutoScalingGroup
+    properties:
+      LaunchConfigurationName: {get_resource: config}
+      MinSize: 1
+      MaxSize: 3
+      AvailabilityZones: [nova]
+outputs:
+  servers: {value: {get_attr: [servers, InstanceList]}}
+  made: {value: {get_attr: [servers, MemberAttributes, '0', Made]}}
+",
+    );
+    let run = s.cairn(&[
+        "--config",
+        "cairn.toml",
+        "deploy",
+        "aws",
+        t.to_str().unwrap_or_default(),
+    ]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let outputs = s
+        .cairn(&[
+            "--config",
+            "cairn.toml",
+            "outputs",
+            "aws",
+            "--output",
+            "json",
+        ])
+        .json();
+    let value = |k: &str| -> String {
+        outputs["Outputs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|o| o["OutputKey"] == k)
+            .and_then(|o| o["OutputValue"].as_str())
+            .unwrap_or_default()
+            .to_string()
+    };
+    let list = value("servers");
+    assert_eq!(list.split(',').count(), 2, "{list}");
+    assert!(
+        list.split(',').all(|ip| ip.starts_with("10.0.0.")),
+        "{list}"
+    );
+    let made: serde_json::Value = serde_json::from_str(&value("made")).expect("json");
+    assert_eq!(
+        made,
+        serde_json::json!({
+            "BlockDeviceMappings": [{"DeviceName": "/dev/vdb", "Ebs": {"VolumeSize": "10"}}],
+            "ImageId": "fedora-40",
+            "InstanceType": "m1.small",
+            "KeyName": "ops",
+            "SecurityGroups": ["web"],
+            "UserData": "#!/bin/sh"
+        })
+    );
+    let members: Vec<String> = s
+        .cairn(&[
+            "--config",
+            "cairn.toml",
+            "resources",
+            "aws",
+            "--output",
+            "json",
+        ])
+        .json()["StackResources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| !r["GroupResourceId"].is_null())
+        .map(|r| {
+            format!(
+                "{} {}",
+                r["ResourceType"].as_str().unwrap_or_default(),
+                r["PhysicalResourceId"].as_str().unwrap_or_default()
+            )
+        })
+        .collect();
+    assert_eq!(members.len(), 3, "{members:?}");
+    assert!(
+        members
+            .iter()
+            .all(|m| m.starts_with("AWS::EC2::Instance i-")),
+        "{members:?}"
+    );
+    assert_eq!(
+        s.cairn(&["--config", "cairn.toml", "delete", "aws"]).code(),
+        0
+    );
+}

@@ -182,8 +182,59 @@ impl MemberDefinition {
     }
 }
 
+/// The member type of a launch configuration written with AWS's
+/// properties (`ImageId`, `InstanceType`, …), as Heat's InstanceGroup and
+/// AutoScalingGroup make their members (instance_group.py's
+/// `SCALED_RESOURCE_TYPE`): served by whichever provider serves it.
+pub const AWS_MEMBER_TYPE: &str = "AWS::EC2::Instance";
+
+/// The properties of AWS's (and Heat's) launch configuration that its
+/// members are made with, as `AWS::EC2::Instance` names them
+/// (heat/engine/resources/aws/autoscaling/launch_config.py).
+pub const AWS_MEMBER_PROPERTIES: [&str; 11] = [
+    "ImageId",
+    "InstanceType",
+    "KeyName",
+    "UserData",
+    "SecurityGroups",
+    "KernelId",
+    "RamDiskId",
+    "BlockDeviceMappings",
+    "NovaSchedulerHints",
+    "IamInstanceProfile",
+    "EbsOptimized",
+];
+
+/// The launch configuration's properties CloudFormation has that an
+/// instance does not take: accepted, not passed to the members.
+const AWS_LAUNCH_ONLY: [&str; 9] = [
+    "AssociatePublicIpAddress",
+    "ClassicLinkVPCId",
+    "ClassicLinkVPCSecurityGroups",
+    "InstanceId",
+    "InstanceMonitoring",
+    "LaunchConfigurationName",
+    "MetadataOptions",
+    "PlacementTenancy",
+    "SpotPrice",
+];
+
 impl MemberDefinition {
     pub fn of(props: &Map<String, Value>) -> Option<MemberDefinition> {
+        // AWS's form: no MemberType, an ImageId; members are instances.
+        if props.get("MemberType").is_none() && props.contains_key("ImageId") {
+            return Some(MemberDefinition {
+                member_type: AWS_MEMBER_TYPE.to_string(),
+                properties: AWS_MEMBER_PROPERTIES
+                    .iter()
+                    .filter_map(|k| {
+                        let v = props.get(*k).filter(|v| !v.is_null())?;
+                        Some((k.to_string(), v.clone()))
+                    })
+                    .collect(),
+                index_var: None,
+            });
+        }
         Some(MemberDefinition {
             member_type: props.get("MemberType")?.as_str()?.to_string(),
             properties: props
@@ -266,12 +317,24 @@ pub struct GroupTypes;
 #[async_trait::async_trait]
 impl ResourceProvider for GroupTypes {
     fn schema(&self) -> Vec<ResourceSchema> {
+        // AWS's launch configuration properties (Heat's too): its members
+        // are then AWS::EC2::Instance.
+        let aws = |schema: ResourceSchema| {
+            AWS_MEMBER_PROPERTIES
+                .iter()
+                .chain(AWS_LAUNCH_ONLY.iter())
+                .fold(schema, |s, k| {
+                    s.property(*k, PropertySchema::json().create_only())
+                })
+        };
         vec![
-            ResourceSchema::new(LAUNCH_CONFIGURATION)
+            aws(ResourceSchema::new(LAUNCH_CONFIGURATION))
                 .describe("what a group's members are: any resource type and its properties")
                 .property(
                     "MemberType",
-                    PropertySchema::string().required().create_only(),
+                    PropertySchema::string()
+                        .create_only()
+                        .describe("the members' type; without it, AWS's ImageId, InstanceType, … make AWS::EC2::Instance members"),
                 )
                 .property("MemberProperties", PropertySchema::json().create_only())
                 .property(
