@@ -86,9 +86,9 @@ fn rolling_update_text(
     for (key, value) in entry {
         match key.as_str() {
             "MinInstancesInService" => {
-                rolling.min_instances_in_service = count(value, key, logical_id, 0)?
+                rolling.min_instances_in_service = count(value, ("RollingUpdate", key), logical_id, 0)?
             }
-            "MaxBatchSize" => rolling.max_batch_size = count(value, key, logical_id, 1)?,
+            "MaxBatchSize" => rolling.max_batch_size = count(value, ("RollingUpdate", key), logical_id, 1)?,
             "PauseTime" => {
                 let text = value.as_str().ok_or_else(|| iso_only(logical_id))?;
                 rolling.pause_ms = pause_time(text, logical_id)?.as_millis() as u64;
@@ -106,7 +106,7 @@ fn rolling_update_text(
                 }
             }
             "MinSuccessfulInstancesPercent" => {
-                let p = count(value, key, logical_id, 0)?;
+                let p = count(value, ("RollingUpdate", key), logical_id, 0)?;
                 if p > 100 {
                     return Err(format!(
                         "UpdatePolicy.RollingUpdate.MinSuccessfulInstancesPercent of {logical_id} must be from 0 to 100, not {p}"
@@ -161,7 +161,7 @@ fn batch_create_text(
     };
     for (key, value) in entry {
         match key.as_str() {
-            "MaxBatchSize" => batch.max_batch_size = count(value, key, logical_id, 1)?,
+            "MaxBatchSize" => batch.max_batch_size = count(value, ("BatchCreate", key), logical_id, 1)?,
             "PauseTime" => {
                 let text = value.as_str().ok_or_else(|| iso_only(logical_id))?;
                 batch.pause_ms = pause_time(text, logical_id)?.as_millis() as u64;
@@ -177,7 +177,13 @@ fn batch_create_text(
 }
 
 /// A non-negative integer given as a number or a string ("1", as in the seed).
-fn count(value: &Value, key: &str, logical_id: &str, min: u64) -> Result<u64, String> {
+/// `(section, key)`: where it is, for the message.
+fn count(
+    value: &Value,
+    (section, key): (&str, &str),
+    logical_id: &str,
+    min: u64,
+) -> Result<u64, String> {
     let n = match value {
         Value::Number(n) => n.as_u64(),
         Value::String(s) => s.trim().parse::<u64>().ok(),
@@ -186,7 +192,7 @@ fn count(value: &Value, key: &str, logical_id: &str, min: u64) -> Result<u64, St
     match n {
         Some(n) if n >= min => Ok(n),
         _ => Err(format!(
-            "UpdatePolicy.RollingUpdate.{key} of {logical_id} must be an integer of at least {min}, not {value}"
+            "UpdatePolicy.{section}.{key} of {logical_id} must be an integer of at least {min}, not {value}"
         )),
     }
 }
@@ -224,6 +230,24 @@ pub(crate) fn pause_time(text: &str, logical_id: &str) -> Result<Duration, Strin
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn reads_a_batch_create_and_names_it_in_errors() {
+        let p = json!({"BatchCreate": {"MaxBatchSize": "2", "PauseTime": "PT1S"}});
+        assert_eq!(
+            batch_create(Some(&p), "G").unwrap(),
+            Some(BatchCreate {
+                max_batch_size: 2,
+                pause_ms: 1000
+            })
+        );
+        let bad = json!({"BatchCreate": {"MaxBatchSize": 0}});
+        assert_eq!(
+            batch_create(Some(&bad), "G").unwrap_err().to_string(),
+            "UpdatePolicy.BatchCreate.MaxBatchSize of G must be an integer of at least 1, not 0"
+        );
+        assert_eq!(batch_create(Some(&json!({})), "G").unwrap(), None);
+    }
 
     #[test]
     fn reads_the_seeds_policy_with_string_numbers() {
