@@ -960,18 +960,7 @@ fn group_members_may_be_provider_templates() {
          second = server-1/server-1\n\
          pool = [\"a/a\",\"a/a\"]\n"
     );
-    let members = |s: &Scratch| -> Vec<(String, String)> {
-        s.cairn(&["resources", "tg", "--output", "json"]).json()["StackResources"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|r| !r["GroupResourceId"].is_null())
-            .map(|r| {
-                let text = |k: &str| r[k].as_str().unwrap_or_default().to_string();
-                (text("LogicalResourceId"), text("ResourceType"))
-            })
-            .collect()
-    };
+    let members = |s: &Scratch| group_members(s, "tg");
     // Shown with the type as written, as Heat shows them.
     let stack = |n: &str| (n.to_string(), "member.yaml".to_string());
     assert_eq!(
@@ -1380,19 +1369,7 @@ outputs:
     let t = t.to_str().unwrap_or_default();
     let run = s.cairn(&["deploy", "computed", t]);
     assert_eq!(run.code(), 0, "{}", run.stderr());
-    let members = |s: &Scratch| -> Vec<(String, String)> {
-        s.cairn(&["resources", "computed", "--output", "json"])
-            .json()["StackResources"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|r| !r["GroupResourceId"].is_null())
-            .map(|r| {
-                let text = |k: &str| r[k].as_str().unwrap_or_default().to_string();
-                (text("LogicalResourceId"), text("ResourceType"))
-            })
-            .collect()
-    };
+    let members = |s: &Scratch| group_members(s, "computed");
     let typed = |names: &[&str], t: &str| -> Vec<(String, String)> {
         names
             .iter()
@@ -1575,4 +1552,18 @@ outputs:
         s.cairn(&["--config", "cairn.toml", "delete", "aws"]).code(),
         0
     );
+}
+
+/// The group members of `stack`: (logical id, type as shown).
+fn group_members(s: &Scratch, stack: &str) -> Vec<(String, String)> {
+    s.cairn(&["resources", stack, "--output", "json"]).json()["StackResources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| !r["GroupResourceId"].is_null())
+        .map(|r| {
+            let text = |k: &str| r[k].as_str().unwrap_or_default().to_string();
+            (text("LogicalResourceId"), text("ResourceType"))
+        })
+        .collect()
 }
