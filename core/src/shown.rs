@@ -44,10 +44,11 @@ impl ShownTypes {
             .resources
             .iter()
             .filter_map(|r| {
-                let w = r.written_member_type.clone()?;
-                let launch = template.resource(&format!("{}-launch", r.logical_id))?;
-                let served = launch.properties.get("MemberType")?.as_str()?;
-                Some((r.logical_id.clone(), (served.to_string(), w)))
+                let (served, written) = member_types(template, r)?;
+                Some((
+                    r.logical_id.clone(),
+                    (served.to_string(), written.to_string()),
+                ))
             })
             .collect();
         ShownTypes { written, members }
@@ -79,8 +80,19 @@ fn group_of(logical_id: &str) -> Option<&str> {
 /// the template), whose row keeps `stored`: the members' type as written.
 pub fn member_type<'a>(template: &'a Template, logical_id: &str, stored: &str) -> Option<&'a str> {
     let group = template.resource(group_of(logical_id)?)?;
+    let (served, written) = member_types(template, group)?;
+    (served == stored).then_some(written)
+}
+
+/// A HOT group's members' type: (the type serving them, as written), when
+/// they were written as another (its launch configuration is
+/// `<group>-launch`, as the HOT front end names it).
+fn member_types<'a>(
+    template: &'a Template,
+    group: &'a crate::template::model::Resource,
+) -> Option<(&'a str, &'a str)> {
     let written = group.written_member_type.as_deref()?;
     let launch = template.resource(&format!("{}-launch", group.logical_id))?;
     let served = launch.properties.get("MemberType")?.as_str()?;
-    (served == stored).then_some(written)
+    Some((served, written))
 }

@@ -332,14 +332,7 @@ impl Creates<'_> {
             self.signals()
                 .signal_wait(op, logical_id, &rec.properties)
                 .await?;
-            // A new life waits for new signals.
-            if self.signals().clears_signals(op, logical_id) {
-                self.store
-                    .clear_signals(&op.stack.stack_id, logical_id)
-                    .await
-                    .map_err(|e| format!("cannot clear the signals kept for {logical_id}: {e}"))?;
-            }
-            Ok::<(), String>(())
+            self.signals().new_life(op, logical_id).await
         }
         .await;
         if let Err(reason) = prepared {

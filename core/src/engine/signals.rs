@@ -110,14 +110,22 @@ impl Signals<'_> {
         Ok(Some((wait, handle)))
     }
 
-    /// Whether a new create of the resource forgets the signals kept for it
-    /// (a handle, or a resource with a CreationPolicy: its new life waits
-    /// for new signals).
-    pub(super) fn clears_signals(&self, op: &Op, logical_id: &str) -> bool {
-        op.template.resource(logical_id).is_some_and(|r| {
+    /// Before a new create of the resource (its own, or a replacement's):
+    /// the signals kept for it are forgotten when it has them (a handle,
+    /// or a resource with a CreationPolicy: its new life waits for new
+    /// signals). Why not, when they cannot be.
+    pub(super) async fn new_life(&self, op: &Op, logical_id: &str) -> Result<(), String> {
+        let clears = op.template.resource(logical_id).is_some_and(|r| {
             r.creation_policy.is_some()
                 || self.registry.canonical(&r.type_name) == WAIT_CONDITION_HANDLE
-        })
+        });
+        if !clears {
+            return Ok(());
+        }
+        self.store
+            .clear_signals(&op.stack.stack_id, logical_id)
+            .await
+            .map_err(|e| format!("cannot clear the signals kept for {logical_id}: {e}"))
     }
 
     /// Waits (again, after a resume) for the signals of a resource recorded

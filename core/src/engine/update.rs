@@ -1178,22 +1178,20 @@ impl Updates<'_> {
             .template
             .resource(&rec.logical_id)
             .is_some_and(|r| r.replace_on_update);
-        let decision = match &new_type {
-            // A new type, or one replaced on every update (Heat's
-            // UpdateWaitConditionHandle), as the plan decided.
-            Some(_) => Decision::Replace {
+        // A new type, or one replaced on every update (Heat's
+        // UpdateWaitConditionHandle), as the plan decided.
+        let decision = if new_type.is_some() || replaced_on_update {
+            Decision::Replace {
                 changed: plan::changed_properties(&rec.properties, &props),
-            },
-            None if replaced_on_update => Decision::Replace {
-                changed: plan::changed_properties(&rec.properties, &props),
-            },
-            None => plan::decide(
+            }
+        } else {
+            plan::decide(
                 schema,
                 &rec.properties,
                 &props,
                 rec.metadata.as_ref(),
                 metadata.as_ref(),
-            ),
+            )
         };
         let before = rec.snapshot();
         // An UpdatePolicy change alone is recorded like a Metadata change.
@@ -1285,20 +1283,11 @@ impl Updates<'_> {
                 rec.pending = None;
                 // A new handle forgets the signals of the old one (Heat's
                 // UpdateWaitConditionHandle); a replaced wait waits anew.
-                if self.signals().clears_signals(op, &rec.logical_id) {
-                    if let Err(e) = self
-                        .store
-                        .clear_signals(&op.stack.stack_id, &rec.logical_id)
-                        .await
-                    {
-                        rec.status = ResourceStatus::UpdateFailed;
-                        rec.status_reason = Some(format!(
-                            "cannot clear the signals kept for {}: {e}",
-                            rec.logical_id
-                        ));
-                        self.record(op, &rec, first).await;
-                        return false;
-                    }
+                if let Err(reason) = self.signals().new_life(op, &rec.logical_id).await {
+                    rec.status = ResourceStatus::UpdateFailed;
+                    rec.status_reason = Some(reason);
+                    self.record(op, &rec, first).await;
+                    return false;
                 }
                 self.steps()
                     .create(op, rec, first, Then::Signals(REPLACED))

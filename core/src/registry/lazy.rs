@@ -110,16 +110,19 @@ impl LazyProvider {
     /// the error naming both.
     pub(super) fn conflict(&self, type_name: &str) -> Option<RegistryError> {
         match &*self.lock() {
-            State::Started(_, conflicts) => {
-                conflicts
-                    .get(type_name)
-                    .map(|first| RegistryError::DuplicateType {
-                        type_name: type_name.to_string(),
-                        first: first.clone(),
-                        second: self.name.clone(),
-                    })
-            }
+            State::Started(_, conflicts) => conflicts
+                .get(type_name)
+                .map(|first| self.claimed_first(type_name, first)),
             _ => None,
+        }
+    }
+
+    /// Its claim of `type_name`, which `first` claimed before it.
+    fn claimed_first(&self, type_name: &str, first: &str) -> RegistryError {
+        RegistryError::DuplicateType {
+            type_name: type_name.to_string(),
+            first: first.to_string(),
+            second: self.name.clone(),
         }
     }
 
@@ -147,14 +150,7 @@ impl LazyProvider {
                 Some(
                     conflicts
                         .iter()
-                        .map(|(t, first)| {
-                            RegistryError::DuplicateType {
-                                type_name: t.clone(),
-                                first: first.clone(),
-                                second: self.name.clone(),
-                            }
-                            .to_string()
-                        })
+                        .map(|(t, first)| self.claimed_first(t, first).to_string())
                         .collect::<Vec<_>>()
                         .join("; "),
                 ),

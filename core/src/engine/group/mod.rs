@@ -254,18 +254,16 @@ impl Groups<'_> {
                 definition.member_type, spec.launch_configuration
             )));
         }
-        // A template file named by a computed type (HOT's `resource_def:
-        // {type: {get_param: …}}`): its template would have had to be read
-        // before the operation started.
-        if self.registry.get(member_type).is_none()
-            && crate::template::hot::is_template_type(member_type)
-        {
-            return Err(ProviderError::invalid_request(format!(
-                "MemberType {member_type} of launch configuration {} is a template file given by a function: Cairn reads provider templates before the operation starts, so write the file's name in resource_def's type",
-                spec.launch_configuration
-            )));
-        }
         if self.registry.get(member_type).is_none() {
+            // A template file named by a computed type (HOT's
+            // `resource_def: {type: {get_param: …}}`): its template would
+            // have had to be read before the operation started.
+            if crate::template::hot::is_template_type(member_type) {
+                return Err(ProviderError::invalid_request(format!(
+                    "MemberType {member_type} of launch configuration {} is a template file given by a function: Cairn reads provider templates before the operation starts, so write the file's name in resource_def's type",
+                    spec.launch_configuration
+                )));
+            }
             return Err(ProviderError::invalid_request(format!(
                 "MemberType {} of launch configuration {}: no provider serves it",
                 definition.member_type, spec.launch_configuration
