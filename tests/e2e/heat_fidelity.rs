@@ -1343,7 +1343,9 @@ resources:
 
 /// heat/engine/resources/openstack/heat/resource_group.py: resource_def's
 /// `type` is a property like any other, so a function may compute it
-/// (`{get_param: member_type}`); a new type replaces the members. A
+/// (`{get_param: member_type}`); a new type replaces the members under
+/// their names (the group's nested stack replaces each resource whose type
+/// changed). A
 /// template file must be written out: Cairn reads it before the operation.
 #[test]
 fn a_resource_groups_member_type_may_be_computed() {
@@ -1385,7 +1387,7 @@ outputs:
     assert_eq!(run.code(), 0, "{}", run.stderr());
     assert_eq!(
         members(&s),
-        typed(&["group-2", "group-3"], "OS::Heat::None")
+        typed(&["group-0", "group-1"], "OS::Heat::None")
     );
     assert_eq!(s.resource_files().len(), 0);
     // A template file from a parameter is refused, saying why.
@@ -1404,7 +1406,7 @@ outputs:
     );
     assert_eq!(
         members(&s),
-        typed(&["group-2", "group-3"], "OS::Heat::None")
+        typed(&["group-0", "group-1"], "OS::Heat::None")
     );
     assert_eq!(s.cairn(&["delete", "computed"]).code(), 0);
 }
@@ -1566,4 +1568,157 @@ fn group_members(s: &Scratch, stack: &str) -> Vec<(String, String)> {
             (text("LogicalResourceId"), text("ResourceType"))
         })
         .collect()
+}
+
+const KEPT_GROUP: &str = "heat_template_version: 2018-08-31
+parameters:
+  count: {type: number, default: 3}
+  value: {type: string, default: v1}
+  name: {type: string, default: first}
+  fail: {type: comma_delimited_list, default: ''}
+resources:
+  group:
+    type: OS::Heat::ResourceGroup
+    properties:
+      count: {get_param: count}
+      resource_def:
+        type: Cairn::Test::Resource
+        properties:
+          Value: {list_join: ['-', [{get_param: value}, '%index%']]}
+          Name: {list_join: ['-', [{get_param: name}, '%index%']]}
+          Fail: {get_param: fail}
+outputs:
+  refs_map: {value: {get_attr: [group, refs_map]}}
+";
+
+/// heat/engine/resources/openstack/heat/resource_group.py: an update is an
+/// update of the group's nested stack, so the members keep their names and
+/// indices (`%index%` and the `refs_map` keys stay); each member is updated
+/// in place, or replaced under its name when its type needs that (a new
+/// physical id, heat_integrationtests test_resource_group.py
+/// `test_props_update`); only growth adds indices and only a shrink removes
+/// them; a failed update rolls back to the same members.
+#[test]
+fn a_resource_group_update_keeps_its_members_names() {
+    let s = Scratch::new();
+    s.write("cairn.toml", "");
+    let t = s.write("kept.yaml", KEPT_GROUP);
+    let t = t.to_str().unwrap_or_default();
+    let deploy = |args: &[&str]| {
+        let mut all = vec!["deploy", "kept", t];
+        for a in args {
+            all.extend(["-p", a]);
+        }
+        let run = s.cairn(&all);
+        (run.code(), run.stdout(), run.stderr())
+    };
+    let (code, _, err) = deploy(&[]);
+    assert_eq!(code, 0, "{err}");
+    let refs_map = |s: &Scratch| -> serde_json::Map<String, serde_json::Value> {
+        let out = s.cairn(&["outputs", "kept", "--output", "json"]).json();
+        let text = out["Outputs"][0]["OutputValue"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        serde_json::from_str(&text).unwrap_or_default()
+    };
+    let value_of = |s: &Scratch, physical: &serde_json::Value| {
+        crate::update::file(s, physical.as_str().unwrap_or_default())["Properties"]["Value"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let first = refs_map(&s);
+    assert_eq!(first.keys().collect::<Vec<_>>(), ["0", "1", "2"]);
+
+    // A changed definition and one more member: 0, 1, 2 updated in place
+    // (same physical ids, new values), 3 made; one batch (no
+    // rolling_update), the highest index first.
+    let (code, out, err) = deploy(&["value=v2", "count=4"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("Rolling update batch 1 of 1: creating group-3, then updating group-2, group-1, group-0"),
+        "{out}"
+    );
+    let second = refs_map(&s);
+    assert_eq!(second.keys().collect::<Vec<_>>(), ["0", "1", "2", "3"]);
+    for i in ["0", "1", "2"] {
+        assert_eq!(second[i], first[i], "member {i} kept its physical id");
+        assert_eq!(value_of(&s, &second[i]), format!("v2-{i}"));
+    }
+    assert_eq!(s.resource_files().len(), 4);
+
+    // A create-only property: each member replaced under its own name,
+    // the old one deleted once the new one is made.
+    let (code, _, err) = deploy(&["value=v2", "count=4", "name=renamed"]);
+    assert_eq!(code, 0, "{err}");
+    let third = refs_map(&s);
+    assert_eq!(third.keys().collect::<Vec<_>>(), ["0", "1", "2", "3"]);
+    assert!(third
+        .iter()
+        .all(|(i, id)| second[i] != *id && id.as_str().is_some_and(|p| !p.is_empty())));
+    assert_eq!(s.resource_files().len(), 4);
+    let old = second["0"].as_str().unwrap_or_default();
+    let new = third["0"].as_str().unwrap_or_default();
+    let member_0: Vec<(String, String, String)> =
+        s.cairn(&["events", "kept", "--output", "json"]).json()["StackEvents"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .rev()
+            .filter(|e| e["LogicalResourceId"] == "group-0")
+            .map(|e| {
+                let text = |k: &str| e[k].as_str().unwrap_or_default().to_string();
+                (
+                    text("ResourceStatus"),
+                    text("ResourceStatusReason"),
+                    text("PhysicalResourceId"),
+                )
+            })
+            .collect();
+    let tail = &member_0[member_0.len().saturating_sub(4)..];
+    let ev = |status: &str, reason: &str, physical: &str| {
+        (status.to_string(), reason.to_string(), physical.to_string())
+    };
+    assert_eq!(
+        tail,
+        [
+            ev(
+                "UPDATE_IN_PROGRESS",
+                "Requested update requires the creation of a new physical resource; hence creating one.",
+                ""
+            ),
+            ev("UPDATE_COMPLETE", "", new),
+            ev("DELETE_IN_PROGRESS", "", old),
+            ev("DELETE_COMPLETE", "", old),
+        ]
+    );
+
+    // Every member's update in place fails: the update rolls back, every
+    // member keeps its name and physical id and has its value back.
+    let (code, _, _) = deploy(&["value=v3", "count=4", "name=renamed", "fail=update"]);
+    assert_ne!(code, 0);
+    assert_eq!(
+        s.cairn(&["describe", "kept", "--output", "json"]).json()["Stacks"][0]["StackStatus"],
+        "UPDATE_ROLLBACK_COMPLETE"
+    );
+    let fourth = refs_map(&s);
+    assert_eq!(fourth, third);
+    for (i, id) in &fourth {
+        assert_eq!(value_of(&s, id), format!("v2-{i}"));
+    }
+
+    // A shrink removes the highest indices; the others stay as they are.
+    let (code, _, err) = deploy(&["value=v2", "count=2", "name=renamed"]);
+    assert_eq!(code, 0, "{err}");
+    let fifth = refs_map(&s);
+    assert_eq!(fifth.keys().collect::<Vec<_>>(), ["0", "1"]);
+    assert_eq!(
+        (fifth["0"].clone(), fifth["1"].clone()),
+        (third["0"].clone(), third["1"].clone())
+    );
+    assert_eq!(s.resource_files().len(), 2);
+    assert_eq!(s.cairn(&["delete", "kept"]).code(), 0);
+    assert!(s.resource_files().is_empty());
 }

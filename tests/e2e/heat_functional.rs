@@ -304,7 +304,9 @@ fn resource_groups_as_heats_functional_tests_check_them() {
     assert_eq!(names(&words(&s)), ["words-0", "words-1", "words-2"]);
 
     // A changed property of the members' definition replaces each member
-    // (in one batch: there is no rolling_update); the group stays.
+    // under its own name (in one batch: there is no rolling_update; a
+    // member that is a nested stack is replaced, see the README); the
+    // group stays.
     let group_id = |s: &Scratch| physical_id(s, "rg", "words");
     let (group_before, before) = (group_id(&s), words(&s));
     assert!(!group_before.is_empty());
@@ -316,6 +318,7 @@ fn resource_groups_as_heats_functional_tests_check_them() {
         after.iter().all(|m| !before.contains(m)),
         "{before:?} {after:?}"
     );
+    assert_eq!(names(&after), ["words-0", "words-1", "words-2"]);
     assert_eq!(group_id(&s), group_before);
 
     // Five members, then three in the middle removed at the same count.

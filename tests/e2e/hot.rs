@@ -1168,7 +1168,12 @@ outputs:
 
 /// OS::Heat::ResourceGroup on the engine's groups: `%index%` in each
 /// member's properties, count 5 → 3 removing the members removal_policies
-/// names, a rolling update under min_in_service, `refs`.
+/// names, a rolling update under min_in_service, `refs`. The rolling update
+/// is Heat's (resource_group.py `_get_batches` and
+/// `_assemble_for_rolling_update`): the members keep their names and
+/// physical ids (updated in place), the highest index first, with a surge
+/// member made so that min_in_service members stay untouched and removed
+/// by the last batch.
 #[test]
 fn resource_group_counts_removes_and_rolls() {
     let s = scratch();
@@ -1196,13 +1201,18 @@ outputs:
 ",
     );
     let t = t.to_str().unwrap_or_default();
-    let members = |s: &Scratch| -> Vec<(String, String)> {
+    let rows = |s: &Scratch| -> Vec<serde_json::Value> {
         cairn(s, &["resources", "rg", "--output", "json"]).json()["StackResources"]
             .as_array()
             .cloned()
             .unwrap_or_default()
-            .iter()
+            .into_iter()
             .filter(|r| r["GroupResourceId"] == "group")
+            .collect()
+    };
+    let members = |s: &Scratch| -> Vec<(String, String)> {
+        rows(s)
+            .iter()
             .map(|r| {
                 let physical = r["PhysicalResourceId"].as_str().unwrap_or_default();
                 let value = crate::update::file(s, physical)["Properties"]["Value"]
@@ -1244,6 +1254,18 @@ outputs:
             pair("group-4", "member-4-v1")
         ]
     );
+    let physical_ids = |s: &Scratch| -> Vec<String> {
+        rows(s)
+            .iter()
+            .map(|r| {
+                r["PhysicalResourceId"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .collect()
+    };
+    let kept = physical_ids(&s);
     let before = sequence_after(&s, "rg", 0).len();
     let run = cairn(
         &s,
@@ -1268,16 +1290,31 @@ outputs:
     assert_eq!(
         batches,
         vec![
-            "Rolling update batch 1 of 2: creating group-5, group-6, then deleting group-0, group-2",
-            "Rolling update batch 2 of 2: creating group-7, then deleting group-4",
+            "Rolling update batch 1 of 3: creating group-5, then updating group-4",
+            "Rolling update batch 2 of 3: updating group-2, group-0",
+            "Rolling update batch 3 of 3: deleting group-5",
         ]
     );
     assert_eq!(
         members(&s),
         vec![
-            pair("group-5", "member-5-v2"),
-            pair("group-6", "member-6-v2"),
-            pair("group-7", "member-7-v2")
+            pair("group-0", "member-0-v2"),
+            pair("group-2", "member-2-v2"),
+            pair("group-4", "member-4-v2")
+        ]
+    );
+    assert_eq!(physical_ids(&s), kept);
+    // Each member's own events: updated in place, never replaced.
+    let member_events: Vec<(String, String)> = sequence_after(&s, "rg", before)
+        .into_iter()
+        .filter(|e| e.0 == "group-4")
+        .map(|e| (e.1, e.2))
+        .collect();
+    assert_eq!(
+        member_events,
+        vec![
+            ("UPDATE_IN_PROGRESS".to_string(), String::new()),
+            ("UPDATE_COMPLETE".to_string(), String::new())
         ]
     );
     let refs: serde_json::Value =

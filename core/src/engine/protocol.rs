@@ -392,6 +392,51 @@ impl Protocol<'_> {
         request_id: &str,
         change: UpdateChange<'_>,
     ) -> Result<UpdateResult, ProviderError> {
+        if let Some(served) = self.served_by_engine(&rec.resource_type) {
+            let call = served::Update {
+                rec,
+                physical_id,
+                request_id,
+                properties: change.properties,
+                old_properties: change.old_properties,
+            };
+            return served.update(self, op, call).await;
+        }
+        let context = self.context(op, &rec.logical_id, &rec.resource_type, request_id);
+        self.provider_update(
+            op,
+            context,
+            physical_id,
+            change,
+            rec.type_version.as_deref(),
+        )
+        .await
+    }
+
+    /// A group member's update in place, by the provider serving its type
+    /// (a member that is a nested stack is replaced, never updated: see
+    /// `engine::group`).
+    pub(super) async fn member_update(
+        &self,
+        op: &Op,
+        context: RequestContext,
+        physical_id: &str,
+        change: UpdateChange<'_>,
+    ) -> Result<UpdateResult, ProviderError> {
+        self.provider_update(op, context, physical_id, change, None)
+            .await
+    }
+
+    /// An update sent to the provider serving `version` of
+    /// `context.resource_type`: the first time, or asked again.
+    async fn provider_update(
+        &self,
+        op: &Op,
+        context: RequestContext,
+        physical_id: &str,
+        change: UpdateChange<'_>,
+        version: Option<&str>,
+    ) -> Result<UpdateResult, ProviderError> {
         let UpdateChange {
             properties,
             old_properties,
@@ -399,19 +444,9 @@ impl Protocol<'_> {
             drift,
             attempt,
         } = change;
-        if let Some(served) = self.served_by_engine(&rec.resource_type) {
-            let call = served::Update {
-                rec,
-                physical_id,
-                request_id,
-                properties,
-                old_properties,
-            };
-            return served.update(self, op, call).await;
-        }
-        let t = self.provider_for(&rec.resource_type, rec.type_version.as_deref())?;
+        let t = self.provider_for(&context.resource_type, version)?;
         let req = UpdateRequest {
-            context: self.context(op, &rec.logical_id, &rec.resource_type, request_id),
+            context,
             physical_resource_id: physical_id.to_string(),
             properties: properties.clone(),
             old_properties: old_properties.clone(),

@@ -3,6 +3,7 @@
 //! module is the pure part (naming, policy, schemas, the stored state); the
 //! engine runs groups in `engine::group`.
 
+pub mod in_place;
 pub mod naming;
 pub mod policy;
 pub mod state;

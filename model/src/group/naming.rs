@@ -86,10 +86,15 @@ fn new_indices(live: &[u64], count: usize, batch_size: usize) -> Vec<Vec<u64>> {
 
 /// One step of a rolling replacement: the members to create (new indices)
 /// and the old ones they replace, deleted once the new ones are healthy.
+/// A group whose members keep their names ([`super::in_place`]) also
+/// updates members under their names (`update`); its `replace` are the
+/// members it removes (surge members, a shrink's).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Batch {
     pub create: Vec<u64>,
     pub replace: Vec<u64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub update: Vec<u64>,
 }
 
 /// The batches of a rolling replacement of the whole group: each creates new
@@ -111,6 +116,7 @@ pub fn rolling_plan_of(live: &[u64], stale: &[u64], batch_size: usize) -> Vec<Ba
         .map(|create| Batch {
             replace: old.by_ref().take(create.len()).collect(),
             create,
+            update: Vec::new(),
         })
         .collect()
 }
@@ -194,11 +200,13 @@ mod tests {
             [
                 Batch {
                     create: vec![0, 1],
-                    replace: vec![9, 10]
+                    replace: vec![9, 10],
+                    update: vec![]
                 },
                 Batch {
                     create: vec![2, 3],
-                    replace: vec![11, 12]
+                    replace: vec![11, 12],
+                    update: vec![]
                 },
             ]
         );
@@ -214,11 +222,13 @@ mod tests {
             [
                 Batch {
                     create: vec![0],
-                    replace: vec![6]
+                    replace: vec![6],
+                    update: vec![]
                 },
                 Batch {
                     create: vec![1],
-                    replace: vec![7]
+                    replace: vec![7],
+                    update: vec![]
                 },
             ]
         );
@@ -227,7 +237,8 @@ mod tests {
             rolling_plan_of(&live, &[2, 6, 7], 3),
             [Batch {
                 create: vec![8, 9, 10],
-                replace: vec![2, 6, 7]
+                replace: vec![2, 6, 7],
+                update: vec![]
             }]
         );
     }

@@ -25,6 +25,11 @@ pub struct GroupState {
     /// a create resumed after a crash does not announce it again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub create_batch: Option<usize>,
+    /// Members replaced under their own name (a group whose members keep
+    /// their names) while their replacement is made: deleted once it is,
+    /// put back when it fails.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replaced: Vec<Member>,
 }
 
 /// One member: a resource of the launch configuration's `MemberType`.
@@ -48,6 +53,10 @@ pub struct Member {
     /// with the same request id after a crash.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending: Option<PendingCall>,
+    /// While an update of the member in place is recorded: the properties
+    /// it had (the update's old properties, also when it is resumed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_properties: Option<Map<String, Value>>,
     pub updated_at: String,
 }
 

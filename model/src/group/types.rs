@@ -47,6 +47,10 @@ pub struct GroupSpec {
     /// are forgotten (they may be used again); `append` (the default)
     /// keeps them.
     pub removal_reset: bool,
+    /// `MemberUpdate: InPlace` (Heat's ResourceGroup): a new launch
+    /// configuration reaches members under their own names and indices
+    /// ([`super::in_place`]); otherwise new members replace them (seed 002).
+    pub in_place: bool,
 }
 
 fn uint(props: &Map<String, Value>, key: &str, logical_id: &str) -> Result<Option<usize>, String> {
@@ -137,12 +141,22 @@ fn spec_text(
             ))
         }
     };
+    let in_place = match props.get("MemberUpdate").and_then(Value::as_str) {
+        None | Some("Replace") => false,
+        Some("InPlace") => true,
+        Some(other) => {
+            return Err(format!(
+                "MemberUpdate of {logical_id} must be InPlace or Replace, not {other}"
+            ))
+        }
+    };
     Ok(GroupSpec {
         launch_configuration,
         size,
         prefix,
         removal,
         removal_reset,
+        in_place,
     })
 }
 
@@ -280,6 +294,12 @@ fn group_schema(type_name: &str) -> ResourceSchema {
             "RemovalPoliciesMode",
             PropertySchema::string().describe(
                 "append (default: the indices removed before stay unused) or update (they are forgotten; Heat's removal_policies_mode)",
+            ),
+        )
+        .property(
+            "MemberUpdate",
+            PropertySchema::string().describe(
+                "Replace (default: a new launch configuration's members replace the old ones under new names, seed 002) or InPlace (members keep their names and indices and are updated in place, or replaced under the same name when their type needs it; Heat's ResourceGroup)",
             ),
         )
         .property(
@@ -437,6 +457,7 @@ mod tests {
                 prefix: "Web".into(),
                 removal: Vec::new(),
                 removal_reset: false,
+                in_place: false,
             }
         );
         let s = spec(
@@ -446,6 +467,19 @@ mod tests {
         )
         .unwrap();
         assert_eq!(s.removal, vec!["1".to_string(), "G-3".to_string()]);
+        assert!(!s.in_place);
+        let kept = |v: Value| {
+            spec(
+                INSTANCE_GROUP,
+                "G",
+                &props(json!({"LaunchConfigurationName": "lc", "MemberUpdate": v})),
+            )
+        };
+        assert!(kept(json!("InPlace")).is_ok_and(|s| s.in_place));
+        assert_eq!(
+            kept(json!("Rename")).map_err(|e| e.to_string()),
+            Err("MemberUpdate of G must be InPlace or Replace, not Rename".to_string())
+        );
         let def = MemberDefinition {
             member_type: "T".into(),
             properties: props(json!({"Name": "web-%index%", "Tags": {"k-%index%": ["%index%"]}})),

@@ -1046,6 +1046,10 @@ impl Lowering<'_> {
                 None => json!(1),
             };
             group_props.insert("Size".into(), count);
+            // Heat's ResourceGroup updates its members under their names
+            // (the group's nested stack is updated): indices and every
+            // %index%-derived property stay.
+            group_props.insert("MemberUpdate".into(), json!("InPlace"));
             if let Some(rp) = props.get("removal_policies") {
                 group_props.insert(
                     "RemovalPolicies".into(),

@@ -12,6 +12,7 @@ use crate::engine::{Groups, Op};
 use crate::group::naming;
 use crate::group::state::{GroupState, Member};
 use crate::group::types::MemberDefinition;
+use crate::plan::Decision;
 use crate::stack::{now, CallKind, EventRecord, ResourceStatus, StackStatus};
 
 impl<'a> Run<'a> {
@@ -43,7 +44,7 @@ impl<'a> Run<'a> {
         })
     }
 
-    pub(super) async fn snapshot(&self) -> GroupState {
+    pub(in crate::engine) async fn snapshot(&self) -> GroupState {
         self.state.lock().await.clone()
     }
 
@@ -166,22 +167,52 @@ impl<'a> Run<'a> {
     }
 
     /// Finishes what a crash interrupted and clears failures: members with
-    /// a call in flight get it again (same request id); failed members are
-    /// deleted.
+    /// a call in flight get it again (same request id); a member replaced
+    /// under its name is deleted once its replacement is made, or put back
+    /// when that failed; failed members are deleted (a failed update in
+    /// place stays, for the rollback to update back).
     pub(super) async fn settle(&self) -> Result<(), ProviderError> {
         let st = self.snapshot().await;
-        let resumed: Vec<Member> = st
-            .members
-            .iter()
-            .filter(|m| {
-                m.pending
-                    .as_ref()
-                    .is_some_and(|p| p.action == CallKind::Create)
-            })
-            .cloned()
+        let in_flight = |kind: CallKind| -> Vec<Member> {
+            st.members
+                .iter()
+                .filter(|m| m.pending.as_ref().is_some_and(|p| p.action == kind))
+                .cloned()
+                .collect()
+        };
+        let work: Vec<_> = in_flight(CallKind::Create)
+            .into_iter()
+            .map(|m| self.finish_create(m))
             .collect();
-        let work: Vec<_> = resumed.into_iter().map(|m| self.finish_create(m)).collect();
         // A failed one is deleted just below.
+        self.bounded(work).await;
+        let steps = self.groups.steps();
+        let steps = &steps;
+        let work: Vec<_> = in_flight(CallKind::Update)
+            .into_iter()
+            .map(|m| steps.update_member(self, m.clone(), m))
+            .collect();
+        // A failed one stays UPDATE_FAILED.
+        self.bounded(work).await;
+        let st = self.snapshot().await;
+        let work: Vec<_> = st
+            .replaced
+            .iter()
+            .map(|old| {
+                let made = match st.member(&old.name) {
+                    Some(m) if m.is_in_service() => Ok(()),
+                    Some(m) => Err(format!(
+                        "{}: {}",
+                        m.name,
+                        m.status_reason.clone().unwrap_or_default()
+                    )),
+                    None => Err(format!("{}: its replacement was not made", old.name)),
+                };
+                steps.finish_replacement(self, old.clone(), made)
+            })
+            .collect();
+        // What could not be put back or deleted stays kept aside, asked
+        // again by the next operation.
         self.bounded(work).await;
         let doomed: Vec<String> = self
             .snapshot()
@@ -249,9 +280,95 @@ impl<'a> Run<'a> {
             properties: definition.properties_of(index),
             attributes: Map::new(),
             pending: None,
+            previous_properties: None,
             updated_at: now(),
         };
         self.groups.steps().create_member(self, m).await
+    }
+
+    /// Moves the members `indices` to `definition` under their names (a
+    /// group whose members keep their names), in parallel; the first
+    /// failure's reason, if any (the others are still awaited).
+    pub(super) async fn update_members(
+        &self,
+        indices: &[u64],
+        prefix: &str,
+        launch_configuration: &str,
+        definition: &MemberDefinition,
+    ) -> Result<(), String> {
+        // Boxed: a member's update may make a whole nested stack, too
+        // large a future for a worker's stack.
+        let work: Vec<_> = indices
+            .iter()
+            .map(|i| Box::pin(self.update_member(prefix, *i, launch_configuration, definition)))
+            .collect();
+        self.bounded(work).await.into_iter().collect()
+    }
+
+    /// One member to the new definition: updated in place when its type's
+    /// schema allows the change, else replaced under its name (also when
+    /// its type changes, and always for a member that is a nested stack:
+    /// its child's update would wait on the group's own outcome, so a new
+    /// child is made instead); a property that cannot change fails it with
+    /// the text a template resource gets.
+    async fn update_member(
+        &self,
+        prefix: &str,
+        index: u64,
+        launch_configuration: &str,
+        definition: &MemberDefinition,
+    ) -> Result<(), String> {
+        let name = naming::member_name(prefix, index);
+        let Some(old) = self.state.lock().await.member(&name).cloned() else {
+            return Err(format!("{name} is not a member"));
+        };
+        let new = Member {
+            resource_type: definition.member_type.clone(),
+            launch_configuration: launch_configuration.to_string(),
+            properties: definition.properties_of(index),
+            ..old.clone()
+        };
+        let steps = self.groups.steps();
+        let nested = self.groups.protocol().served_by_engine(&new.resource_type)
+            == Some(crate::engine::served::EngineServed::NestedStack);
+        if old.resource_type != new.resource_type || nested {
+            return steps.replace_member(self, old, new).await;
+        }
+        let schema = self.groups.registry.schema(&new.resource_type);
+        let decision = crate::plan::decide(
+            schema.as_deref(),
+            &old.properties,
+            &new.properties,
+            None,
+            None,
+        );
+        match decision {
+            // A failed update is sent again.
+            Decision::NoChange | Decision::MetadataOnly
+                if old.status != ResourceStatus::UpdateFailed =>
+            {
+                self.save(Vec::new(), |st| st.put(new))
+                    .await
+                    .map_err(|e| e.message)
+            }
+            Decision::Replace { .. } => steps.replace_member(self, old, new).await,
+            Decision::Unsupported { property } => {
+                let reason = format!(
+                    "Update of property {property} of type {} is not supported",
+                    new.resource_type
+                );
+                let mut m = old;
+                m.status = ResourceStatus::UpdateFailed;
+                m.status_reason = Some(reason.clone());
+                m.updated_at = now();
+                let event = self.event(&m);
+                self.save(vec![event], |st| st.put(m))
+                    .await
+                    .map_err(|e| e.message)?;
+                Err(format!("{name}: {reason}"))
+            }
+            _ => steps.update_member(self, old, new).await,
+        }
     }
 
     /// Learns the outcome of the member's create a crash interrupted (a
@@ -274,7 +391,7 @@ impl<'a> Run<'a> {
             .map_err(failed)
     }
 
-    pub(super) async fn delete_member(&self, name: String) -> Result<(), String> {
+    pub(in crate::engine) async fn delete_member(&self, name: String) -> Result<(), String> {
         let Some(m) = self.state.lock().await.member(&name).cloned() else {
             return Ok(());
         };

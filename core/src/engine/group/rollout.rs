@@ -5,6 +5,7 @@ use std::collections::HashSet;
 use cairn_sdk::ProviderError;
 
 use super::{failed, Run};
+use crate::group::in_place;
 use crate::group::naming::{self, Batch};
 use crate::group::policy::{BatchCreate, RollingUpdate};
 use crate::group::state::Rollout;
@@ -48,11 +49,29 @@ impl<'a> Run<'a> {
             };
             // A batch resumed after a crash or takeover was announced.
             let resumed = matches!(&rollout.signals_since, Some((b, _)) if *b == i);
+            let steps = if spec.in_place {
+                // Members kept by name: what the batch makes, moves and
+                // removes, each only when it has some.
+                [
+                    ("creating", &batch.create),
+                    ("updating", &batch.update),
+                    ("deleting", &batch.replace),
+                ]
+                .iter()
+                .filter(|(_, ix)| !ix.is_empty())
+                .map(|(what, ix)| format!("{what} {}", names(ix)))
+                .collect::<Vec<_>>()
+                .join(", then ")
+            } else {
+                format!(
+                    "creating {}, then deleting {}",
+                    names(&batch.create),
+                    names(&batch.replace)
+                )
+            };
             let start = self.progress(format!(
-                "Rolling update batch {} of {total}: creating {}, then deleting {}",
-                i + 1,
-                names(&batch.create),
-                names(&batch.replace)
+                "Rolling update batch {} of {total}: {steps}",
+                i + 1
             ));
             // The batch's signals are those sent since it started (kept
             // across a resume of the same batch).
@@ -110,18 +129,43 @@ impl<'a> Run<'a> {
         spec: &GroupSpec,
         policy: RollingUpdate,
     ) -> Result<Rollout, ProviderError> {
-        self.shrink_to(spec.size, &spec.removal).await?;
-        let st = self.snapshot().await;
-        let stale: Vec<u64> = st
-            .members
-            .iter()
-            .filter(|m| m.launch_configuration != spec.launch_configuration)
-            .map(|m| m.index)
-            .collect();
+        let stale = |m: &crate::group::state::Member| {
+            m.launch_configuration != spec.launch_configuration
+                || m.status == crate::stack::ResourceStatus::UpdateFailed
+        };
+        let batches = if spec.in_place {
+            // Heat's batches resize the group too (surge, growth, shrink).
+            let st = self.snapshot().await;
+            let slots: Vec<in_place::Slot> = st
+                .members
+                .iter()
+                .map(|m| in_place::Slot {
+                    index: m.index,
+                    up_to_date: !stale(m),
+                })
+                .collect();
+            in_place::plan(
+                &slots,
+                &st.removed,
+                spec.size,
+                policy.max_batch_size as usize,
+                policy.min_instances_in_service as usize,
+            )
+        } else {
+            self.shrink_to(spec.size, &spec.removal).await?;
+            let st = self.snapshot().await;
+            let stale: Vec<u64> = st
+                .members
+                .iter()
+                .filter(|m| stale(m))
+                .map(|m| m.index)
+                .collect();
+            // New indices avoid the removed ones too.
+            naming::rolling_plan_of(&st.taken(), &stale, policy.max_batch_size as usize)
+        };
         let rollout = Rollout {
             target: spec.launch_configuration.clone(),
-            // New indices avoid the removed ones too.
-            batches: naming::rolling_plan_of(&st.taken(), &stale, policy.max_batch_size as usize),
+            batches,
             policy,
             done: 0,
             signals_since: None,
@@ -143,6 +187,11 @@ impl<'a> Run<'a> {
         batch: &Batch,
         signals_since: &str,
     ) -> Result<(), String> {
+        if spec.in_place {
+            return self
+                .run_in_place_batch(spec, definition, policy, batch, signals_since)
+                .await;
+        }
         self.create_members(
             &spec.prefix,
             &batch.create,
@@ -155,15 +204,7 @@ impl<'a> Run<'a> {
             .iter()
             .map(|x| naming::member_name(&spec.prefix, *x))
             .collect();
-        let checks: Vec<_> = new.iter().map(|n| self.wait_healthy(n)).collect();
-        self.bounded(checks)
-            .await
-            .into_iter()
-            .collect::<Result<(), String>>()?;
-        if policy.wait_on_resource_signals && !new.is_empty() {
-            self.await_batch_signals(new.len(), signals_since, policy)
-                .await?;
-        }
+        self.batch_ready(&new, policy, signals_since).await?;
         let old: Vec<String> = batch
             .replace
             .iter()
@@ -193,6 +234,52 @@ impl<'a> Run<'a> {
             ));
         }
         self.delete_members(&old).await.map_err(|e| e.message)
+    }
+
+    /// One batch of a group whose members keep their names (Heat's
+    /// ResourceGroup, one update of its nested stack): its new members made
+    /// and its members moved to the new definition together, then, once
+    /// they are healthy, the members it removes deleted. Heat's batch sizes
+    /// already keep min_in_service members untouched.
+    async fn run_in_place_batch(
+        &self,
+        spec: &GroupSpec,
+        definition: &MemberDefinition,
+        policy: &RollingUpdate,
+        batch: &Batch,
+        signals_since: &str,
+    ) -> Result<(), String> {
+        let lc = spec.launch_configuration.as_str();
+        let (made, moved) = futures::join!(
+            Box::pin(self.create_members(&spec.prefix, &batch.create, lc, definition)),
+            Box::pin(self.update_members(&batch.update, &spec.prefix, lc, definition)),
+        );
+        made.and(moved)?;
+        let name = |x: &u64| naming::member_name(&spec.prefix, *x);
+        let changed: Vec<String> = batch.create.iter().chain(&batch.update).map(name).collect();
+        self.batch_ready(&changed, policy, signals_since).await?;
+        let gone: Vec<String> = batch.replace.iter().map(name).collect();
+        self.delete_members(&gone).await.map_err(|e| e.message)
+    }
+
+    /// A batch's new (or moved) members are healthy and, with
+    /// WaitOnResourceSignals, have signalled.
+    async fn batch_ready(
+        &self,
+        members: &[String],
+        policy: &RollingUpdate,
+        signals_since: &str,
+    ) -> Result<(), String> {
+        let checks: Vec<_> = members.iter().map(|n| self.wait_healthy(n)).collect();
+        self.bounded(checks)
+            .await
+            .into_iter()
+            .collect::<Result<(), String>>()?;
+        if policy.wait_on_resource_signals && !members.is_empty() {
+            self.await_batch_signals(members.len(), signals_since, policy)
+                .await?;
+        }
+        Ok(())
     }
 
     /// WaitOnResourceSignals: waits until the batch's `count` new members

@@ -163,6 +163,40 @@ Resources:
       MemberNamePrefix: m
 "#;
 
+/// A group whose members keep their names (Heat's ResourceGroup): `{name}`
+/// and `{value}` are the members' Name (create-only: replaced) and Value
+/// (updated in place); `{fail}` an extra member property.
+const GROUP_KEPT: &str = r#"
+Resources:
+  Config:
+    Type: Cairn::Group::LaunchConfiguration
+    Properties:
+      MemberType: Sim::Handler
+      MemberProperties: {Name: "{name}-%index%", Value: "{value}"{fail}}
+      IndexVariable: "%index%"
+  Group:
+    Type: Cairn::Group::InstanceGroup
+    UpdatePolicy:
+      RollingUpdate: {MinInstancesInService: 2, MaxBatchSize: 2}
+    Properties:
+      LaunchConfigurationName: !Ref Config
+      Size: 3
+      MemberNamePrefix: m
+      MemberUpdate: InPlace
+"#;
+
+fn group_kept(name: &str, value: &str, fail: &str) -> String {
+    let fail = if fail.is_empty() {
+        String::new()
+    } else {
+        format!(", Fail: {fail}")
+    };
+    GROUP_KEPT
+        .replace("{name}", name)
+        .replace("{value}", value)
+        .replace("{fail}", &fail)
+}
+
 /// BASE updated with A changed in place and N added, both slowly: the
 /// update is cancelled while they are in flight.
 const SLOW_UPDATE: &str = r#"
@@ -927,6 +961,38 @@ fn scenarios() -> Vec<Scenario> {
             expect: Some(UpdateComplete),
             setup: vec![create(GROUP)],
             step: update(GROUP_ROLLED),
+            also: &[],
+            points: Points::Every,
+        },
+        Scenario {
+            name: "group whose members keep their names: updated in place, with a surge member",
+            expect: Some(UpdateComplete),
+            setup: vec![create(&group_kept("a", "v1", ""))],
+            step: update(&group_kept("a", "v2", "")),
+            also: &[],
+            points: Points::Every,
+        },
+        Scenario {
+            name: "group whose members keep their names: replaced under their names",
+            expect: Some(UpdateComplete),
+            setup: vec![create(&group_kept("a", "v1", ""))],
+            step: update(&group_kept("b", "v1", "")),
+            also: &[],
+            points: Points::Every,
+        },
+        Scenario {
+            name: "group whose members keep their names: a failed update in place rolls back",
+            expect: Some(UpdateRollbackComplete),
+            setup: vec![create(&group_kept("a", "v1", ""))],
+            step: update(&group_kept("a", "v2", "update")),
+            also: &[],
+            points: Points::Every,
+        },
+        Scenario {
+            name: "group whose members keep their names: a failed replacement rolls back",
+            expect: Some(UpdateRollbackComplete),
+            setup: vec![create(&group_kept("a", "v1", ""))],
+            step: update(&group_kept("b", "v1", "create")),
             also: &[],
             points: Points::Every,
         },
