@@ -31,6 +31,7 @@ const SHORT_FORMS: &[(&str, &str)] = &[
     ("Base64", "Fn::Base64"),
     ("GetAZs", "Fn::GetAZs"),
     ("ImportValue", "Fn::ImportValue"),
+    ("GetStackOutput", "Fn::GetStackOutput"),
     ("Cidr", "Fn::Cidr"),
     ("Length", "Fn::Length"),
     ("ToJsonString", "Fn::ToJsonString"),

@@ -395,6 +395,68 @@ fn exports_are_unique_and_protected_while_imported() {
     );
 }
 
+/// CloudFormation's Fn::GetStackOutput (intrinsic-function-reference-getstackoutput):
+/// another stack's output without an export, read when the operation runs
+/// (a weak reference: the producer may change or go), in the long and the
+/// short form; Region and RoleArn may only name this engine's own.
+#[test]
+fn get_stack_output_reads_another_stacks_output_without_an_export() {
+    let s = Scratch::new();
+    let producer = s.write(
+        "net.yaml",
+        "Resources:\n  Vpc: {Type: Cairn::Test::Resource, Properties: {Name: vpc-1}}\nOutputs:\n  VpcId: {Value: !Ref Vpc}\n",
+    );
+    assert_eq!(
+        s.cairn(&["deploy", "net", producer.to_str().unwrap()])
+            .code(),
+        0
+    );
+    let consumer = s.write(
+        "app.yaml",
+        "Parameters:\n  Source: {Type: String, Default: net}\nResources:\n  App:\n    Type: Cairn::Test::Resource\n    Properties:\n      Value:\n        Fn::GetStackOutput: {StackName: !Ref Source, OutputName: VpcId, Region: us-east-1}\nOutputs:\n  Short: {Value: !GetStackOutput {StackName: net, OutputName: VpcId}}\n",
+    );
+    let run = s.cairn(&["deploy", "app", consumer.to_str().unwrap()]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let out = s.cairn(&["outputs", "app", "--output", "json"]).json();
+    assert_eq!(out["Outputs"][0]["OutputValue"], "vpc-1");
+    let app = s.cairn(&["resources", "app", "--output", "json"]).json();
+    let physical = app["StackResources"][0]["PhysicalResourceId"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert_eq!(
+        crate::update::file(&s, &physical)["Properties"]["Value"],
+        "vpc-1"
+    );
+    // A weak reference: the producer goes, the consumer stays.
+    assert_eq!(s.cairn(&["delete", "net"]).code(), 0);
+    assert_eq!(
+        s.cairn(&["outputs", "app", "--output", "json"]).json()["Outputs"][0]["OutputValue"],
+        "vpc-1"
+    );
+    // Read when the operation runs: now there is no such output.
+    let run = s.cairn(&["deploy", "again", consumer.to_str().unwrap()]);
+    assert_eq!(run.code(), 1);
+    assert!(
+        run.stderr().contains(
+            "Fn::GetStackOutput: stack net has no output VpcId (the stack does not exist, or has no such output with a value)"
+        ),
+        "{}",
+        run.stderr()
+    );
+    let other = s.write(
+        "other.yaml",
+        "Resources:\n  App: {Type: Cairn::Test::Resource, Properties: {Value: {'Fn::GetStackOutput': {StackName: net, OutputName: VpcId, Region: eu-west-1}}}}\n",
+    );
+    let run = s.cairn(&["validate", other.to_str().unwrap()]);
+    assert_eq!(run.code(), 1);
+    assert!(
+        run.stderr().contains("Fn::GetStackOutput: Region eu-west-1 is not this engine's region us-east-1; Cairn reads the outputs of its own stacks only"),
+        "{}",
+        run.stderr()
+    );
+}
+
 #[test]
 fn no_echo_parameters_are_masked() {
     let s = Scratch::new();

@@ -550,14 +550,10 @@ impl Core {
         &self.shared
     }
 
+    /// The exports and other stacks' outputs an operation may read
+    /// ([`resolve::shared_values`]).
     async fn exports_map(&self) -> Result<HashMap<String, String>, StoreError> {
-        Ok(self
-            .store
-            .exports()
-            .await?
-            .into_iter()
-            .map(|(n, v, _)| (n, v))
-            .collect())
+        resolve::shared_values(self.store.as_ref()).await
     }
 
     /// The nested templates of `template`'s tree, read as it is submitted:

@@ -1,12 +1,45 @@
 //! Resource values for evaluation during execution: the recorded provider
-//! results of this operation, and the exports of other stacks.
+//! results of this operation, and the exports and outputs of other stacks.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 
 use serde_json::{Map, Value};
 
+use crate::store::{Store, StoreError};
 use crate::template::eval::{Lookup, Resolver};
+
+/// Where another stack's output is kept beside the exports (an export
+/// name has no `/`, so the two never meet).
+fn stack_output_key(stack: &str, output: &str) -> String {
+    format!("stack-output/{stack}/{output}")
+}
+
+/// What an operation may read of other stacks, read when it starts: the
+/// exports (`Fn::ImportValue`) and every live stack's outputs that have a
+/// value (`Fn::GetStackOutput`, a weak reference read at create or update
+/// time).
+pub(super) async fn shared_values(
+    store: &dyn Store,
+) -> Result<HashMap<String, String>, StoreError> {
+    let mut values: HashMap<String, String> = store
+        .exports()
+        .await?
+        .into_iter()
+        .map(|(n, v, _)| (n, v))
+        .collect();
+    for stack in store.list_stacks().await? {
+        if stack.status == crate::stack::StackStatus::DeleteComplete {
+            continue;
+        }
+        for o in stack.outputs {
+            if let Some(v) = o.output_value {
+                values.insert(stack_output_key(&stack.stack_name, &o.output_key), v);
+            }
+        }
+    }
+    Ok(values)
+}
 
 /// A created resource as evaluation sees it: physical id and attributes.
 type Known = HashMap<String, (String, Map<String, Value>)>;
@@ -149,6 +182,13 @@ impl Resolver for Results {
                 Some(v) => Lookup::Value(v.clone()),
                 None => Lookup::Absent,
             },
+        }
+    }
+
+    fn stack_output(&self, stack: &str, output: &str) -> Lookup {
+        match self.exports.get(&stack_output_key(stack, output)) {
+            Some(v) => Lookup::Value(Value::String(v.clone())),
+            None => Lookup::Absent,
         }
     }
 

@@ -288,12 +288,7 @@ fn read_live_state(
     let task = tokio::spawn(async move {
         let found = async {
             let stack = store.find_stack(&name).await?;
-            let exports: HashMap<String, String> = store
-                .exports()
-                .await?
-                .into_iter()
-                .map(|(n, v, _)| (n, v))
-                .collect();
+            let exports = super::resolve::shared_values(store.as_ref()).await?;
             Ok::<_, StoreError>((stack, exports))
         }
         .await;

@@ -267,6 +267,87 @@ impl Evaluator<'_> {
         }
     }
 
+    /// `Fn::GetStackOutput`: an output of another stack of this engine, read
+    /// when the operation runs (a weak reference: nothing ties the two
+    /// stacks together afterwards). `Region` and `RoleArn` may only name
+    /// this engine's region and account: Cairn reads no other.
+    pub(super) fn fn_get_stack_output(
+        &self,
+        arg: &Value,
+        path: &str,
+        conds: Option<&ConditionPass<'_>>,
+    ) -> Result<Evaluated, TemplateError> {
+        const KEYS: [&str; 4] = ["StackName", "OutputName", "Region", "RoleArn"];
+        if conds.is_some() {
+            return Err(template_error(
+                "Fn::GetStackOutput cannot be used in the Conditions block",
+            ));
+        }
+        let Some(args) = arg.as_object() else {
+            return Err(template_error(
+                "Fn::GetStackOutput takes an object with StackName and OutputName (and optionally Region and RoleArn)",
+            ));
+        };
+        if let Some(k) = args.keys().find(|k| !KEYS.contains(&k.as_str())) {
+            return Err(template_error(format!(
+                "Fn::GetStackOutput does not take {k}; its keys are StackName, OutputName, Region and RoleArn"
+            )));
+        }
+        let text = |key: &str| -> Result<Option<Result<String, ()>>, TemplateError> {
+            match args.get(key) {
+                None => Ok(None),
+                Some(v) => {
+                    let what = format!("{key} of Fn::GetStackOutput");
+                    self.string_arg(v, &format!("{path}/{key}"), conds, &what)
+                        .map(Some)
+                }
+            }
+        };
+        let (stack, output, region, role) = (
+            text("StackName")?,
+            text("OutputName")?,
+            text("Region")?,
+            text("RoleArn")?,
+        );
+        let (Some(stack), Some(output)) = (stack, output) else {
+            return Err(template_error(
+                "Fn::GetStackOutput requires StackName and OutputName",
+            ));
+        };
+        if let Some(Ok(region)) = &region {
+            if *region != self.ctx.region {
+                return Err(template_error(format!(
+                    "Fn::GetStackOutput: Region {region} is not this engine's region {}; Cairn reads the outputs of its own stacks only",
+                    self.ctx.region
+                )));
+            }
+        }
+        if let Some(Ok(role)) = &role {
+            let account = role.split(':').nth(4).unwrap_or_default();
+            if account != self.ctx.account_id {
+                return Err(template_error(format!(
+                    "Fn::GetStackOutput: RoleArn {role} is not a role of this engine's account {}; Cairn reads the outputs of its own stacks only",
+                    self.ctx.account_id
+                )));
+            }
+        }
+        let (Ok(stack), Ok(output), false, false) = (
+            stack,
+            output,
+            matches!(region, Some(Err(()))),
+            matches!(role, Some(Err(()))),
+        ) else {
+            return Ok(Evaluated::Pending);
+        };
+        match self.resolver.stack_output(&stack, &output) {
+            Lookup::Value(v) => Ok(Evaluated::Value(v)),
+            Lookup::Pending => Ok(Evaluated::Pending),
+            Lookup::Absent => Err(TemplateError::new(format!(
+                "Fn::GetStackOutput: stack {stack} has no output {output} (the stack does not exist, or has no such output with a value)"
+            ))),
+        }
+    }
+
     /// `Fn::Length` (AWS::LanguageExtensions): a list's length.
     pub(super) fn fn_length(
         &self,

@@ -83,6 +83,11 @@ pub trait Resolver: Sync {
     fn resource_ref(&self, logical_id: &str) -> Lookup;
     fn resource_attribute(&self, logical_id: &str, attribute: &str) -> Lookup;
     fn import_value(&self, export_name: &str) -> Lookup;
+    /// `Fn::GetStackOutput`: output `output` of the stack named `stack`.
+    /// Pending unless a resolver knows other stacks' outputs.
+    fn stack_output(&self, _stack: &str, _output: &str) -> Lookup {
+        Lookup::Pending
+    }
 }
 
 /// The resolver of the static pass: every resource and import is pending.
@@ -475,6 +480,7 @@ impl<'a> Evaluator<'a> {
             "Fn::Base64" => self.fn_base64(arg, path, conds),
             "Fn::GetAZs" => self.fn_get_azs(arg, path, conds),
             "Fn::ImportValue" => self.fn_import_value(arg, path, conds),
+            "Fn::GetStackOutput" => self.fn_get_stack_output(arg, path, conds),
             "Fn::Length" => self.fn_length(arg, path, conds),
             "Fn::ToJsonString" => self.fn_to_json_string(arg, path, conds),
             "Fn::Cidr" => self.fn_cidr(arg, path, conds),
