@@ -329,6 +329,19 @@ fn condition_errors() {
         bad("  A: !Not [a, b]"),
         "Template error: Fn::Not requires a list argument with one condition"
     );
+    // What Fn::Equals may hold in Conditions: parameters, mappings and the
+    // string functions; not these.
+    for (f, arg) in [
+        ("Fn::Base64", "x"),
+        ("Fn::GetAZs", "''"),
+        ("Fn::Cidr", "['10.0.0.0/16', 2, 8]"),
+        ("Fn::GetStackOutput", "{StackName: s, OutputName: o}"),
+    ] {
+        assert_eq!(
+            bad(&format!("  A: !Equals [{{'{f}': {arg}}}, x]")),
+            format!("Template error: {f} cannot be used in the Conditions block")
+        );
+    }
 }
 
 #[test]

@@ -309,11 +309,27 @@ impl Template {
                 );
             };
             for (k, second) in top_keys {
-                if !second.is_object() {
+                let Value::Object(values) = second else {
                     return Err(format_error(format!(
                         "Every Mappings attribute must be a map; [{name}.{k}] is not"
                     ))
                     .at(&child(&path, k)));
+                };
+                // No parameter, pseudo parameter or function in Mappings:
+                // a value is text (a number or boolean written bare too) or
+                // a list of them.
+                let scalar = |v: &Value| !v.is_object() && !v.is_array() && !v.is_null();
+                for (key, v) in values {
+                    let ok = match v {
+                        Value::Array(items) => items.iter().all(scalar),
+                        other => scalar(other),
+                    };
+                    if !ok {
+                        return Err(format_error(
+                            "Every Mappings attribute must be a String or a List.",
+                        )
+                        .at(&child(&child(&path, k), key)));
+                    }
                 }
             }
         }
@@ -338,6 +354,12 @@ impl Template {
         }
         let no_name =
             || format_error("Every Export member must contain a Name").at(&child(path, "Export"));
+        if o.get("Description").is_some_and(|d| !d.is_string()) {
+            return Err(format_error(format!(
+                "Description of output {name} must be a string: CloudFormation takes no parameter or function there"
+            ))
+            .at(&child(path, "Description")));
+        }
         let export_name = match o.get("Export") {
             None => None,
             Some(Value::Object(e)) => match e.get("Name") {

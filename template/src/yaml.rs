@@ -182,11 +182,34 @@ impl Builder {
     ) -> Result<Value, TemplateError> {
         let Some(tag) = tag else { return Ok(value) };
         let name = tag.strip_prefix('!').unwrap_or(&tag);
-        // Standard YAML tags (`!!str` and friends) are not intrinsic functions.
-        if let Some(core) = name.strip_prefix('!') {
+        // Standard YAML tags (`!!str` and friends, which the parser gives
+        // in their full `tag:yaml.org,2002:` form) are not intrinsic
+        // functions.
+        let standard = name
+            .strip_prefix('!')
+            .or_else(|| tag.strip_prefix("tag:yaml.org,2002:"));
+        if let Some(core) = standard {
             return Ok(match (core, value) {
                 ("str", Value::Number(n)) => Value::String(n.to_string()),
                 ("str", Value::Bool(b)) => Value::String(b.to_string()),
+                // A tagged scalar arrives as text: the tag says what it is.
+                ("int" | "float" | "bool" | "null", Value::String(text)) => {
+                    match (core, plain_scalar(&text)) {
+                        ("int", n @ Value::Number(_)) if n.is_i64() => n,
+                        ("float", Value::Number(n)) => Value::Number(n),
+                        ("bool", b @ Value::Bool(_)) => b,
+                        ("null", Value::Null) => Value::Null,
+                        _ => {
+                            return Err(TemplateError::format_at(
+                                format!(
+                                    "Template format error: !!{core} {text} is not of type {core}"
+                                ),
+                                self.pointer.clone(),
+                                Some(loc(span)),
+                            ))
+                        }
+                    }
+                }
                 (_, v) => v,
             });
         }
@@ -507,6 +530,18 @@ mod tests {
             v,
             json!({"a": 1, "b": "1", "c": 1.5, "d": true, "e": "yes", "f": null, "g": 16, "h": 1000.0, "i": ".nan"})
         );
+    }
+
+    #[test]
+    fn standard_tags_are_not_functions() {
+        assert_eq!(
+            p("a: !!str 1\nb: !!str true\nc: !!int 2\nd: !!bool true\ne: !!float 1.5\nf: !!str x\n"),
+            json!({"a": "1", "b": "true", "c": 2, "d": true, "e": 1.5, "f": "x"})
+        );
+        assert!(parse("a: !!int x\n")
+            .unwrap_err()
+            .to_string()
+            .contains("!!int x is not of type int"));
     }
 
     #[test]

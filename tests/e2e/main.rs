@@ -15,6 +15,7 @@ mod hostile;
 mod hot;
 mod hot_corpus;
 mod import;
+mod intrinsics;
 mod kept_failures;
 mod macros;
 mod nested;

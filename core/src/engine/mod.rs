@@ -1544,10 +1544,32 @@ fn static_pass(
         if o.condition.as_deref().is_some_and(|c| !ev.condition(c)) {
             continue;
         }
-        if let Err(e) = ev.eval(&o.value, &child(&child("/Outputs", &o.name), "Value")) {
+        let at = child("/Outputs", &o.name);
+        if let Err(e) = ev.eval(&o.value, &child(&at, "Value")) {
             errors.push(e);
             if !all {
                 return Err(errors);
+            }
+        }
+        // Export names are known before any resource is made: they may not
+        // read one (CloudFormation's cross-stack reference rules).
+        if let Some(name) = &o.export_name {
+            let path = child(&child(&at, "Export"), "Name");
+            let checked = match ev.eval(name, &path) {
+                Ok(Evaluated::Pending) => Err(crate::template::template_error(format!(
+                    "The Export Name of output {} cannot use Ref or Fn::GetAtt of a resource",
+                    o.name
+                ))
+                .at(&path)
+                .locate(&template.source_map)),
+                Ok(_) => Ok(()),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = checked {
+                errors.push(e);
+                if !all {
+                    return Err(errors);
+                }
             }
         }
     }

@@ -256,9 +256,15 @@ impl Evaluator<'_> {
                 "Fn::ImportValue cannot be used in the Conditions block",
             ));
         }
+        // Known before any resource is made (CloudFormation's cross-stack
+        // reference rules): pending here means it reads a resource.
         let name = match self.string_arg(arg, path, conds, "the export name of Fn::ImportValue")? {
             Ok(s) => s,
-            Err(()) => return Ok(Evaluated::Pending),
+            Err(()) => {
+                return Err(template_error(
+                    "Fn::ImportValue cannot use Ref or Fn::GetAtt of a resource",
+                ))
+            }
         };
         match self.resolver.import_value(&name) {
             Lookup::Value(v) => Ok(Evaluated::Value(v)),

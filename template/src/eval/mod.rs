@@ -67,6 +67,10 @@ impl StackContext {
     }
 }
 
+/// Functions CloudFormation refuses in the Conditions block (besides the
+/// ones that read resources or other stacks, which say so themselves).
+const NOT_IN_CONDITIONS: [&str; 3] = ["Fn::Base64", "Fn::GetAZs", "Fn::Cidr"];
+
 /// What a reference to a resource or an export resolves to.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Lookup {
@@ -468,6 +472,14 @@ impl<'a> Evaluator<'a> {
         path: &str,
         conds: Option<&ConditionPass<'_>>,
     ) -> Result<Evaluated, TemplateError> {
+        // CloudFormation's Conditions take parameters, mappings and the
+        // string functions (Fn::Sub, Fn::Join, Fn::Select, Fn::Split), not
+        // these (cfn-lint's E8003 list of what Fn::Equals may hold there).
+        if conds.is_some() && NOT_IN_CONDITIONS.contains(&name) {
+            return Err(template_error(format!(
+                "{name} cannot be used in the Conditions block"
+            )));
+        }
         match name {
             "Ref" => self.fn_ref(arg, conds),
             "Condition" => self.fn_condition(arg, path, conds),
