@@ -120,5 +120,16 @@ fn read_needed(template: &Path, body: &str, context: &mut TemplateContext) -> an
             read_needed(&path, &content, context)?;
         }
     }
+    // A computed member type's possible files: read when they exist (the
+    // engine names a missing one once the parameter's value is known).
+    for name in hot::computed_template_types(&parsed) {
+        if context.files.contains_key(&name) {
+            continue;
+        }
+        if let Ok((path, content)) = read(&name, "type") {
+            context.files.insert(name, content.clone());
+            read_needed(&path, &content, context)?;
+        }
+    }
     Ok(())
 }

@@ -1355,7 +1355,11 @@ fn a_resource_groups_member_type_may_be_computed() {
         "computed.yaml",
         "heat_template_version: 2018-08-31
 parameters:
-  member_type: {type: string, default: Cairn::Test::Resource}
+  member_type:
+    type: string
+    default: Cairn::Test::Resource
+    constraints:
+      - allowed_values: [Cairn::Test::Resource, OS::Heat::None, member.yaml, My::Server]
 resources:
   group:
     type: OS::Heat::ResourceGroup
@@ -1367,6 +1371,14 @@ resources:
 outputs:
   refs: {value: {get_attr: [group, refs]}}
 ",
+    );
+    s.write(
+        "member.yaml",
+        "heat_template_version: 2018-08-31\nresources:\n  thing: {type: Cairn::Test::Resource, properties: {Value: from-template}}\n",
+    );
+    s.write(
+        "env.yaml",
+        "resource_registry:\n  My::Server: member.yaml\n",
     );
     let t = t.to_str().unwrap_or_default();
     let run = s.cairn(&["deploy", "computed", t]);
@@ -1390,25 +1402,59 @@ outputs:
         typed(&["group-0", "group-1"], "OS::Heat::None")
     );
     assert_eq!(s.resource_files().len(), 0);
-    // A template file from a parameter is refused, saying why.
-    s.write(
-        "member.yaml",
-        "heat_template_version: 2018-08-31\nresources: {}\n",
-    );
+    // A template file from a parameter: each member a nested stack of it
+    // (the CLI reads the files the parameter's default and allowed_values
+    // name), under the same names.
     let run = s.cairn(&["deploy", "computed", t, "-p", "member_type=member.yaml"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(
+        members(&s)
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect::<Vec<_>>(),
+        ["group-0", "group-1"]
+    );
+    assert_eq!(s.resource_files().len(), 2);
+    // A type the environment maps to a template, as Heat's registry maps it.
+    let run = s.cairn(&[
+        "deploy",
+        "computed",
+        t,
+        "-e",
+        "env.yaml",
+        "-p",
+        "member_type=My::Server",
+    ]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(s.resource_files().len(), 2);
+    assert_eq!(s.cairn(&["delete", "computed"]).code(), 0);
+    assert!(s.resource_files().is_empty());
+    // A file the parameter does not name in its default or allowed_values
+    // was not read with the template: refused, saying what to do.
+    let free = s.write(
+        "free.yaml",
+        &std::fs::read_to_string(s.dir.path().join("computed.yaml"))
+            .unwrap_or_default()
+            .replace(
+                "    constraints:\n      - allowed_values: [Cairn::Test::Resource, OS::Heat::None, member.yaml, My::Server]\n",
+                "",
+            ),
+    );
+    let run = s.cairn(&[
+        "deploy",
+        "free",
+        free.to_str().unwrap_or_default(),
+        "-p",
+        "member_type=member.yaml",
+    ]);
     assert_ne!(run.code(), 0);
     assert!(
-        s.cairn(&["events", "computed"])
-            .stdout()
-            .contains("MemberType member.yaml of launch configuration"),
+        s.cairn(&["events", "free"]).stdout().contains(
+            "names the template file member.yaml, which was not given with the stack: Cairn reads the files a computed type may name from its parameter's default and allowed_values, so list member.yaml there"
+        ),
         "{}",
-        run.stdout()
+        run.stderr()
     );
-    assert_eq!(
-        members(&s),
-        typed(&["group-0", "group-1"], "OS::Heat::None")
-    );
-    assert_eq!(s.cairn(&["delete", "computed"]).code(), 0);
 }
 
 /// heat/engine/resources/aws/autoscaling/launch_config.py and

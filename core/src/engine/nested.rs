@@ -107,18 +107,28 @@ impl NestedStacks<'_> {
         let child_id = match self.store.find_stack(&name).await.map_err(store_error)? {
             Some(c) if c.parent_id.as_deref() == Some(op.stack.stack_id.as_str()) => c.stack_id,
             _ => {
-                let template = op.nested.child(template_of).ok_or_else(|| {
-                    invalid(format!(
-                        "the nested template of {} was not read when the operation started; run the operation again from its template file",
-                        r.logical_id
-                    ))
-                })?;
+                // Read when the operation started; or, for a group member
+                // whose type was computed (known only now), a file given
+                // with the stack.
+                let given = template_url(&r.properties)
+                    .strip_prefix(crate::template::types::CONTEXT_FILE)
+                    .and_then(|file| op.state.context.files.get(file));
+                let body = match (op.nested.child(template_of), given) {
+                    (Some(template), _) => template.body.clone(),
+                    (None, Some(text)) => text.clone(),
+                    (None, None) => {
+                        return Err(invalid(format!(
+                            "the nested template of {} was not read when the operation started; run the operation again from its template file",
+                            r.logical_id
+                        )))
+                    }
+                };
                 let input = CreateStackInput {
                     stack_policy: None,
                     rollback_configuration: None,
                     notification_arns: op.stack.notification_arns.clone(),
                     stack_name: name.clone(),
-                    template_body: template.body.clone(),
+                    template_body: body,
                     parameters: nested::child_parameters(&r.logical_id, &r.properties)
                         .map_err(|e| invalid(e.0))?,
                     on_failure: OnFailure::Rollback,

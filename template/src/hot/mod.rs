@@ -344,8 +344,49 @@ struct Lowering<'c> {
     outputs_parameters: Option<Vec<String>>,
 }
 
+/// A resource's type after an environment's `resource_registry`: the
+/// resource's own mapping (`resources: {name: {Old: New}}`), an exact one,
+/// or the longest glob (`"OS::Networking::*": "OS::Neutron::*"`). Also
+/// for a type known only when the stack runs (a group's computed
+/// `resource_def` type, mapped by the engine).
+pub fn registered(environment: Option<&Value>, name: &str, t: &str) -> Result<Registered, String> {
+    let Some(registry) = environment
+        .and_then(|e| e.get("resource_registry"))
+        .and_then(Value::as_object)
+    else {
+        return Ok(as_written(t));
+    };
+    let own = registry
+        .get("resources")
+        .and_then(|r| r.get(name))
+        .and_then(|r| r.get(t));
+    let exact = registry.get(t);
+    let glob = registry
+        .iter()
+        .filter(|(k, _)| k.ends_with('*') && t.starts_with(k.trim_end_matches('*')))
+        .max_by_key(|(k, _)| k.len())
+        .map(|(k, v)| (k.trim_end_matches('*').len(), v));
+    let mapped = match (own, exact, glob) {
+        (Some(v), _, _) | (None, Some(v), _) => v.clone(),
+        (None, None, Some((cut, Value::String(v)))) if v.ends_with('*') => {
+            Value::String(format!("{}{}", v.trim_end_matches('*'), &t[cut..]))
+        }
+        (None, None, Some((_, v))) => v.clone(),
+        (None, None, None) => return Ok(as_written(t)),
+    };
+    match mapped {
+        Value::Null => Ok(as_written(t)),
+        Value::String(m) if is_template_file(&m) => Ok(Registered::Template(m)),
+        Value::String(m) => Ok(Registered::Type(m)),
+        other => Err(format!(
+            "resource_registry maps {t} to {other}; a mapping must be a type name or null"
+        )),
+    }
+}
+
 /// What the resource registry makes of a resource's type.
-enum Registered {
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Registered {
     Type(String),
     /// A provider template: the resource is a nested stack of it.
     Template(String),
@@ -421,6 +462,48 @@ pub fn template_types(body: &Value) -> Vec<String> {
     out
 }
 
+/// The template files a group's computed member type may name (Heat's
+/// `resource_def: {type: {get_param: p}}`): the parameter's default and
+/// its allowed values that name one. Read with the template when they
+/// exist, so the engine finds them once the parameter's value is known.
+pub fn computed_template_types(body: &Value) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    if !is_hot(body) {
+        return out;
+    }
+    let params = body.get("parameters").and_then(Value::as_object);
+    let resources = body.get("resources").and_then(Value::as_object);
+    for r in resources.into_iter().flat_map(|m| m.values()) {
+        let computed = ["resource_def", "resource"].into_iter().filter_map(|key| {
+            r.get("properties")?
+                .get(key)?
+                .get("type")?
+                .get("get_param")?
+                .as_str()
+        });
+        for p in computed {
+            let Some(decl) = params.and_then(|ps| ps.get(p)) else {
+                continue;
+            };
+            let allowed = decl
+                .get("constraints")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c.get("allowed_values").and_then(Value::as_array))
+                .flatten();
+            for v in decl.get("default").into_iter().chain(allowed) {
+                if let Some(t) = v.as_str().filter(|t| is_template_type(t)) {
+                    if !out.iter().any(|o| o == t) {
+                        out.push(t.to_string());
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
 pub fn is_template_file(v: &str) -> bool {
     v.ends_with(".yaml") || v.ends_with(".yml") || v.ends_with(".template") || v.ends_with(".json")
 }
@@ -486,47 +569,16 @@ impl Lowering<'_> {
             .and_then(Value::as_object)
     }
 
-    /// A resource's type after the environment's `resource_registry`: the
-    /// resource's own mapping (`resources: {name: {Old: New}}`), an exact
-    /// one, or the longest glob (`"OS::Networking::*": "OS::Neutron::*"`).
-    /// A mapping to `null` removes it; one to a template file is a provider
-    /// template.
+    /// [`registered`] with this template's environment: a mapping to
+    /// `null` removes it; one to a template file is a provider template.
     fn registered_type(
         &self,
         name: &str,
         t: &str,
         path: &str,
     ) -> Result<Registered, TemplateError> {
-        let Some(registry) = self.environment("resource_registry") else {
-            return Ok(as_written(t));
-        };
-        let own = registry
-            .get("resources")
-            .and_then(|r| r.get(name))
-            .and_then(|r| r.get(t));
-        let exact = registry.get(t);
-        let glob = registry
-            .iter()
-            .filter(|(k, _)| k.ends_with('*') && t.starts_with(k.trim_end_matches('*')))
-            .max_by_key(|(k, _)| k.len())
-            .map(|(k, v)| (k.trim_end_matches('*').len(), v));
-        let mapped = match (own, exact, glob) {
-            (Some(v), _, _) | (None, Some(v), _) => v.clone(),
-            (None, None, Some((cut, Value::String(v)))) if v.ends_with('*') => {
-                Value::String(format!("{}{}", v.trim_end_matches('*'), &t[cut..]))
-            }
-            (None, None, Some((_, v))) => v.clone(),
-            (None, None, None) => return Ok(as_written(t)),
-        };
-        match mapped {
-            Value::Null => Ok(as_written(t)),
-            Value::String(m) if is_template_file(&m) => Ok(Registered::Template(m)),
-            Value::String(m) => Ok(Registered::Type(m)),
-            other => Err(TemplateError::new(format!(
-                "resource_registry maps {t} to {other}; a mapping must be a type name or null"
-            ))
-            .at(&child(path, "type"))),
-        }
+        registered(self.context.environment.as_ref(), name, t)
+            .map_err(|e| TemplateError::new(e).at(&child(path, "type")))
     }
 
     fn template(&mut self, top: Map<String, Value>) -> Result<Value, TemplateError> {
@@ -1951,5 +2003,61 @@ fn deletion_policy(d: &Value, at: &str) -> Result<&'static str, TemplateError> {
         "Delete" | "delete" | "Snapshot" | "snapshot" => Ok("Delete"),
         "Retain" | "retain" => Ok("Retain"),
         other => Err(TemplateError::new(format!("Invalid deletion policy \"{other}\"")).at(at)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_computed_member_types_files_come_from_its_parameter() {
+        let body = json!({
+            "heat_template_version": "2018-08-31",
+            "parameters": {"t": {"type": "string", "default": "a.yaml",
+                "constraints": [{"allowed_values": ["a.yaml", "b.template", "OS::Heat::None"]}]}},
+            "resources": {
+                "g": {"type": "OS::Heat::ResourceGroup",
+                      "properties": {"resource_def": {"type": {"get_param": "t"}}}},
+                "s": {"type": "OS::Heat::None"}
+            }
+        });
+        assert_eq!(computed_template_types(&body), ["a.yaml", "b.template"]);
+        assert!(computed_template_types(&json!({"Resources": {}})).is_empty());
+    }
+
+    #[test]
+    fn the_registry_maps_a_type_known_late() {
+        let env = json!({"resource_registry": {
+            "My::Server": "server.yaml",
+            "My::Gone": null,
+            "OS::Old::*": "OS::New::*",
+            "resources": {"g.member": {"My::Thing": "OS::Heat::None"}}
+        }});
+        let r = |name: &str, t: &str| registered(Some(&env), name, t);
+        assert_eq!(
+            r("g.member", "My::Server"),
+            Ok(Registered::Template("server.yaml".into()))
+        );
+        assert_eq!(
+            r("g.member", "My::Thing"),
+            Ok(Registered::Type("OS::Heat::None".into()))
+        );
+        assert_eq!(
+            r("other", "My::Thing"),
+            Ok(Registered::Type("My::Thing".into()))
+        );
+        assert_eq!(
+            r("g.member", "OS::Old::X"),
+            Ok(Registered::Type("OS::New::X".into()))
+        );
+        assert_eq!(
+            r("g.member", "My::Gone"),
+            Ok(Registered::Type("My::Gone".into()))
+        );
+        assert_eq!(
+            registered(None, "g", "x.yaml"),
+            Ok(Registered::Template("x.yaml".into()))
+        );
     }
 }

@@ -28,6 +28,7 @@ use crate::group::state::GroupState;
 use crate::group::types::{self, GroupSpec, MemberDefinition, LAUNCH_CONFIGURATION};
 use crate::stack::{Journal, ResourceRecord, StackStatus};
 use crate::template::eval::Evaluated;
+use crate::template::hot;
 use crate::template::source::child;
 use crate::validate;
 
@@ -247,6 +248,7 @@ impl Groups<'_> {
                 spec.launch_configuration
             ))
         })?;
+        let definition = self.computed_member(op, logical_id, spec, definition)?;
         let member_type = self.registry.canonical(&definition.member_type);
         if types::is_group(member_type) || member_type == LAUNCH_CONFIGURATION {
             return Err(ProviderError::invalid_request(format!(
@@ -255,15 +257,6 @@ impl Groups<'_> {
             )));
         }
         if self.registry.get(member_type).is_none() {
-            // A template file named by a computed type (HOT's
-            // `resource_def: {type: {get_param: …}}`): its template would
-            // have had to be read before the operation started.
-            if crate::template::hot::is_template_type(member_type) {
-                return Err(ProviderError::invalid_request(format!(
-                    "MemberType {member_type} of launch configuration {} is a template file given by a function: Cairn reads provider templates before the operation starts, so write the file's name in resource_def's type",
-                    spec.launch_configuration
-                )));
-            }
             return Err(ProviderError::invalid_request(format!(
                 "MemberType {} of launch configuration {}: no provider serves it",
                 definition.member_type, spec.launch_configuration
@@ -287,6 +280,56 @@ impl Groups<'_> {
             properties,
             index_var: definition.index_var.clone(),
         })
+    }
+}
+
+impl Groups<'_> {
+    /// A member type no provider serves as named, known only now (HOT's
+    /// `resource_def: {type: {get_param: …}}`): what the stack's
+    /// environment maps it to, as Heat's registry would have; a template
+    /// file (named, or mapped to) makes each member a nested stack of it,
+    /// read from the files given with the stack.
+    fn computed_member(
+        &self,
+        op: &Op,
+        logical_id: &str,
+        spec: &GroupSpec,
+        definition: MemberDefinition,
+    ) -> Result<MemberDefinition, ProviderError> {
+        if self.registry.get(&definition.member_type).is_some() {
+            return Ok(definition);
+        }
+        let context = &op.state.context;
+        let member = format!("{logical_id}.member");
+        let mapped = hot::registered(
+            context.environment.as_ref(),
+            &member,
+            &definition.member_type,
+        )
+        .map_err(ProviderError::invalid_request)?;
+        match mapped {
+            hot::Registered::Type(t) => Ok(MemberDefinition {
+                member_type: t,
+                ..definition
+            }),
+            hot::Registered::Template(file) if context.files.contains_key(&file) => {
+                let mut properties = Map::new();
+                properties.insert(
+                    "TemplateURL".into(),
+                    Value::String(format!("{}{file}", crate::template::types::CONTEXT_FILE)),
+                );
+                properties.insert("Parameters".into(), Value::Object(definition.properties));
+                Ok(MemberDefinition {
+                    member_type: crate::template::types::STACK_TYPE.to_string(),
+                    properties,
+                    index_var: definition.index_var,
+                })
+            }
+            hot::Registered::Template(file) => Err(ProviderError::invalid_request(format!(
+                "MemberType {} of launch configuration {} names the template file {file}, which was not given with the stack: Cairn reads the files a computed type may name from its parameter's default and allowed_values, so list {file} there",
+                definition.member_type, spec.launch_configuration
+            ))),
+        }
     }
 }
 
