@@ -4,7 +4,9 @@
 //! in values) and a `Ref` to a parameter in `DeletionPolicy` /
 //! `UpdateReplacePolicy`, expanded before the template is read. The other
 //! functions the transform brings (`Fn::Length`, `Fn::ToJsonString`,
-//! `Fn::FindInMap` with `DefaultValue`) are Cairn's own already.
+//! `Fn::FindInMap` with `DefaultValue`) are evaluated with the others; as
+//! in CloudFormation, a template that uses any of them without the
+//! transform is refused ([`refuse_without`]).
 
 use std::collections::BTreeMap;
 
@@ -22,6 +24,58 @@ pub fn requested(body: &Value) -> bool {
         Some(Value::Array(list)) => list.iter().any(|t| t == TRANSFORM),
         _ => false,
     }
+}
+
+/// Refuses what only the transform brings in a CloudFormation template
+/// that does not ask for it, as CloudFormation does: `Fn::Length`,
+/// `Fn::ToJsonString`, `Fn::FindInMap`'s `DefaultValue`, and a function in
+/// `DeletionPolicy` or `UpdateReplacePolicy`. (`Fn::ForEach::…` keys are
+/// refused as names anyway.)
+pub fn refuse_without(body: &Value) -> Result<(), TemplateError> {
+    fn walk(v: &Value, path: &str) -> Result<(), TemplateError> {
+        match v {
+            Value::Object(m) => {
+                if m.len() == 1 {
+                    if let Some((k, arg)) = m.iter().next() {
+                        let needs = match k.as_str() {
+                            "Fn::Length" | "Fn::ToJsonString" => true,
+                            "Fn::FindInMap" => arg.as_array().is_some_and(|a| a.len() == 4),
+                            _ => false,
+                        };
+                        if needs {
+                            let what = if k == "Fn::FindInMap" {
+                                "Fn::FindInMap's DefaultValue".to_string()
+                            } else {
+                                format!("Encountered unsupported function: {k}")
+                            };
+                            return Err(crate::template_error(format!(
+                                "{what} (it comes with Transform: {TRANSFORM})"
+                            ))
+                            .at(&child(path, k)));
+                        }
+                    }
+                }
+                m.iter().try_for_each(|(k, x)| walk(x, &child(path, k)))
+            }
+            Value::Array(items) => items
+                .iter()
+                .enumerate()
+                .try_for_each(|(i, x)| walk(x, &child(path, &i.to_string()))),
+            _ => Ok(()),
+        }
+    }
+    let resources = body.get("Resources").and_then(Value::as_object);
+    for (name, r) in resources.into_iter().flatten() {
+        for policy in ["DeletionPolicy", "UpdateReplacePolicy"] {
+            if r.get(policy).is_some_and(|p| !p.is_string()) {
+                return Err(format_error(format!(
+                    "{policy} of resource {name} must be a string (a Ref to a parameter comes with Transform: {TRANSFORM})"
+                ))
+                .at(&child(&child("/Resources", name), policy)));
+            }
+        }
+    }
+    walk(body, "")
 }
 
 /// Expands the loops with the parameter values given (others take their

@@ -43,11 +43,16 @@ impl Template {
         } else {
             body
         };
-        // AWS::LanguageExtensions: loops expanded next.
+        // AWS::LanguageExtensions: loops expanded next; without it, what
+        // it brings is refused (HOT has its own functions).
         let body = if crate::language_extensions::requested(&body) {
             crate::language_extensions::expand(body, &context.parameters)
                 .map_err(|e| e.locate(&source_map))?
         } else {
+            if !crate::hot::is_hot(&body) {
+                crate::language_extensions::refuse_without(&body)
+                    .map_err(|e| e.locate(&source_map))?;
+            }
             body
         };
         // HOT is read by lowering it into this long form; its names are

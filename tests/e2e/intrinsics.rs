@@ -38,7 +38,12 @@ fn intrinsic_cases() -> Vec<(&'static str, String, Expect)> {
         ("properties: Fn::Base64, Fn::GetAZs, Fn::Cidr", prop("[!Base64 x, !Select [0, !GetAZs ''], !Select [0, !Cidr ['10.0.0.0/16', 2, 8]]]"), Valid),
         ("properties: Fn::Join, Fn::Select, Fn::Split, Fn::Sub", prop("[!Join ['-', [a, b]], !Select [1, !Split [',', 'a,b']], !Sub '${AWS::StackName}-${B}']"), Valid),
         ("properties: Fn::If", with_b("Conditions:\n  C: !Equals [a, a]\n", "  D: {Type: Cairn::Test::Resource, Properties: {Value: !If [C, a, !Ref AWS::NoValue]}}\n"), Valid),
-        ("properties: Fn::Length and Fn::ToJsonString (Cairn: without the transform too)", prop("[!Length [1, 2], !ToJsonString {a: 1}]"), Valid),
+        ("properties: Fn::Length and Fn::ToJsonString with AWS::LanguageExtensions", format!("Transform: AWS::LanguageExtensions\n{}", prop("[!Length [1, 2], !ToJsonString {a: 1}, !FindInMap [M, a, b, {DefaultValue: d}]]")).replace("Resources:", "Mappings:\n  M: {x: {y: z}}\nResources:"), Valid),
+        ("properties: Fn::Length without AWS::LanguageExtensions", prop("!Length [1, 2]"), Refused("Template error: Encountered unsupported function: Fn::Length (it comes with Transform: AWS::LanguageExtensions)")),
+        ("properties: Fn::ToJsonString without AWS::LanguageExtensions", prop("!ToJsonString {a: 1}"), Refused("Template error: Encountered unsupported function: Fn::ToJsonString (it comes with Transform: AWS::LanguageExtensions)")),
+        ("properties: Fn::FindInMap's DefaultValue without AWS::LanguageExtensions", prop("!FindInMap [M, a, b, {DefaultValue: d}]"), Refused("Template error: Fn::FindInMap's DefaultValue (it comes with Transform: AWS::LanguageExtensions)")),
+        ("DeletionPolicy: a Ref without AWS::LanguageExtensions", "Parameters:\n  P: {Type: String, Default: Delete}\nResources:\n  B: {Type: Cairn::Test::Resource, DeletionPolicy: !Ref P}\n".to_string(), Refused("Template format error: DeletionPolicy of resource B must be a string (a Ref to a parameter comes with Transform: AWS::LanguageExtensions)")),
+        ("DeletionPolicy: a Ref with AWS::LanguageExtensions", "Transform: AWS::LanguageExtensions\nParameters:\n  P: {Type: String, Default: Delete}\nResources:\n  B: {Type: Cairn::Test::Resource, DeletionPolicy: !Ref P}\n".to_string(), Valid),
         ("properties: an unknown function", prop("{'Fn::Foo': 1}"), Refused("Template error: Encountered unsupported function: Fn::Foo")),
         ("properties: a rule function", prop("{'Fn::ValueOf': [P, Tags]}"), Refused("Encountered unsupported function: Fn::ValueOf")),
         // Metadata, UpdatePolicy and CreationPolicy take functions.
@@ -48,7 +53,7 @@ fn intrinsic_cases() -> Vec<(&'static str, String, Expect)> {
         ("Conditions: Ref of a parameter, Fn::FindInMap", cond("!FindInMap [M, a, b]"), Valid),
         ("Conditions: Fn::Sub, Fn::Join, Fn::Select, Fn::Split", cond("!Sub '${AWS::Region}'"), Valid),
         ("Conditions: Fn::Join", cond("!Join ['', [!Select [0, !Split [',', 'x,y']]]]"), Valid),
-        ("Conditions: Fn::If and Fn::Length (Cairn)", with_b("Conditions:\n  A: !Equals [a, a]\n  C: !Equals [!If [A, !Length [1, 2], 0], 2]\n", ""), Valid),
+        ("Conditions: Fn::If (Cairn) and Fn::Length", format!("Transform: AWS::LanguageExtensions\n{}", with_b("Conditions:\n  A: !Equals [a, a]\n  C: !Equals [!If [A, !Length [1, 2], 0], 2]\n", "")), Valid),
         ("Conditions: Ref of a resource", cond("!Ref B"), Refused("Template format error: Unresolved dependencies [B]. Cannot reference resources in the Conditions block of the template")),
         ("Conditions: Fn::GetAtt", cond("!GetAtt B.Arn"), Refused("Unresolved dependencies [B]. Cannot reference resources in the Conditions block of the template")),
         ("Conditions: Fn::ImportValue", cond("!ImportValue e"), Refused("Template error: Fn::ImportValue cannot be used in the Conditions block")),
@@ -81,7 +86,7 @@ fn yaml_cases() -> Vec<(&'static str, String, Expect)> {
         format!("Resources:\n{B}  C:\n    Type: Cairn::Test::Resource\n    Properties:\n{body}")
     };
     vec![
-        ("every short form is its long form", doc("      Value: [!Ref B, !GetAtt B.Arn, !GetAtt [B, Arn], !Sub x, !Join ['', [a]], !Select [0, [a]], !Split [',', a], !Base64 a, !GetAZs '', !Cidr ['10.0.0.0/16', 1, 8], !Length [1], !ToJsonString {a: 1}]\n"), Valid),
+        ("every short form is its long form", format!("Transform: AWS::LanguageExtensions\n{}", doc("      Value: [!Ref B, !GetAtt B.Arn, !GetAtt [B, Arn], !Sub x, !Join ['', [a]], !Select [0, [a]], !Split [',', a], !Base64 a, !GetAZs '', !Cidr ['10.0.0.0/16', 1, 8], !Length [1], !ToJsonString {a: 1}]\n")), Valid),
         ("anchors and aliases", doc("      Value: &v {a: 1}\n      Description: x\n      Tags: *v\n"), Valid),
         ("!!str, !!int and the core schema's scalars", doc("      Value: [!!str 1, !!int 2, yes, 0x10, .nan, ~]\n"), Valid),
         ("!!int of text that is no integer", doc("      Value: !!int x\n"), Refused("Template format error: !!int x is not of type int")),

@@ -284,9 +284,16 @@ fn deletion_policy_retain_and_retry_with_retain() {
     let s = Scratch::new();
     let t = s.write(
         "t.yaml",
-        "Parameters:\n  Keep: {Type: String, Default: 'yes'}\nConditions:\n  Keeping: !Equals [!Ref Keep, 'yes']\nResources:\n  Kept:\n    Type: Cairn::Test::Resource\n    DeletionPolicy: !If [Keeping, Retain, Delete]\n    Properties: {Name: kept}\n  Stuck:\n    Type: Cairn::Test::Resource\n    Properties: {Name: stuck, Fail: delete, FailMessage: still in use}\n  Plain:\n    Type: Cairn::Test::Resource\n    Properties: {Name: plain}\n",
+        "Transform: AWS::LanguageExtensions\nParameters:\n  Keep: {Type: String, Default: 'yes'}\nConditions:\n  Keeping: !Equals [!Ref Keep, 'yes']\nResources:\n  Kept:\n    Type: Cairn::Test::Resource\n    DeletionPolicy: !If [Keeping, Retain, Delete]\n    Properties: {Name: kept}\n  Stuck:\n    Type: Cairn::Test::Resource\n    Properties: {Name: stuck, Fail: delete, FailMessage: still in use}\n  Plain:\n    Type: Cairn::Test::Resource\n    Properties: {Name: plain}\n",
     );
-    assert_eq!(s.cairn(&["deploy", "pol", t.to_str().unwrap()]).code(), 0);
+    let deploy = s.cairn(&[
+        "deploy",
+        "pol",
+        t.to_str().unwrap(),
+        "--capabilities",
+        "CAPABILITY_AUTO_EXPAND",
+    ]);
+    assert_eq!(deploy.code(), 0, "{}", deploy.stderr());
     let run = s.cairn(&["delete", "pol"]);
     assert_eq!(run.code(), 1);
     assert!(

@@ -137,7 +137,7 @@ fn validate_runs_the_static_pass_and_reports_every_error() {
     let s = Scratch::new();
     let t = s.write(
         "t.yaml",
-        "Parameters:\n  Index: {Type: Number, Default: 0}\nResources:\n  A: {Type: Cairn::Test::Resource, Properties: {Value: !Select [99999999999999999999, [a]]}}\n  B: {Type: Cairn::Test::Resource, Properties: {Value: !Select [-1, [a]]}}\n  C: {Type: Cairn::Test::Resource, Properties: {Value: !Join [',', !Split ['', 'abc']]}}\n  D: {Type: Cairn::Test::Resource, Properties: {Value: !Length 5}}\n  E: {Type: Cairn::Test::Resource, Properties: {Value: !Join [',', !Cidr ['0.0.0.0/0', 256, 32]]}}\n  F: {Type: Cairn::Test::Resource, Properties: {Value: !Select [!Ref Index, [a]]}}\n",
+        "Transform: AWS::LanguageExtensions\nParameters:\n  Index: {Type: Number, Default: 0}\nResources:\n  A: {Type: Cairn::Test::Resource, Properties: {Value: !Select [99999999999999999999, [a]]}}\n  B: {Type: Cairn::Test::Resource, Properties: {Value: !Select [-1, [a]]}}\n  C: {Type: Cairn::Test::Resource, Properties: {Value: !Join [',', !Split ['', 'abc']]}}\n  D: {Type: Cairn::Test::Resource, Properties: {Value: !Length 5}}\n  E: {Type: Cairn::Test::Resource, Properties: {Value: !Join [',', !Cidr ['0.0.0.0/0', 256, 32]]}}\n  F: {Type: Cairn::Test::Resource, Properties: {Value: !Select [!Ref Index, [a]]}}\n",
     );
     let path = t.to_str().unwrap_or_default();
     let run = s.cairn(&["validate", path]);
