@@ -65,6 +65,10 @@ pub fn check_attributes(
         let Some(r) = template.resource(res) else {
             return Ok(());
         };
+        // All of them, as one map (HOT's `get_attr: [resource]`).
+        if attr == crate::template::types::ALL_ATTRIBUTES {
+            return Ok(());
+        }
         let Some(schema) = registry.schema(&r.type_name) else {
             return Ok(());
         };

@@ -26,6 +26,10 @@ pub const INLINE: &str = "cairn-inline:";
 /// resource onto it).
 pub const NESTED_RESOURCES_ATTRIBUTE: &str = "Resources";
 
+/// The attribute that stands for all of a resource's attributes, as one
+/// map (HOT's `get_attr: [resource]`, lowered to `Fn::GetAtt`).
+pub const ALL_ATTRIBUTES: &str = "Cairn::AllAttributes";
+
 /// The attribute of a nested stack resource whose HOT child reported
 /// outputs with an `output_error`: output name → error. `Fn::GetAtt` of
 /// such an output fails with Heat's text (`Error in <resource> output

@@ -1768,3 +1768,55 @@ fn a_resource_group_update_keeps_its_members_names() {
     assert_eq!(s.cairn(&["delete", "kept"]).code(), 0);
     assert!(s.resource_files().is_empty());
 }
+
+/// heat/engine/hot/functions.py `GetAttAllAttributes` (from 2015-10-15):
+/// `get_attr` with only a resource name is the map of all its attributes;
+/// before that version its arguments are refused with Heat's text.
+#[test]
+fn get_attr_with_only_a_resource_name_is_every_attribute() {
+    let s = Scratch::new();
+    let t = s.write(
+        "all.yaml",
+        "heat_template_version: 2015-10-15
+resources:
+  r: {type: Cairn::Test::Resource, properties: {Name: n1, Value: hello}}
+  copy: {type: Cairn::Test::Resource, properties: {Value: {get_attr: [r]}}}
+outputs:
+  all: {value: {get_attr: [r]}}
+",
+    );
+    let run = s.cairn(&["deploy", "all", t.to_str().unwrap_or_default()]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let out = s.cairn(&["outputs", "all", "--output", "json"]).json();
+    let all: serde_json::Value = serde_json::from_str(
+        out["Outputs"][0]["OutputValue"]
+            .as_str()
+            .unwrap_or_default(),
+    )
+    .unwrap_or_default();
+    assert_eq!(
+        all,
+        serde_json::json!({"Arn": "arn:cairn:test::resource/n1", "Name": "n1", "Value": "hello"})
+    );
+    // A resource reading it waits for it (a dependency, as any get_attr).
+    let copy = physical_id(&s, "all", "copy");
+    assert_eq!(crate::update::file(&s, &copy)["Properties"]["Value"], all);
+    let old = s.write(
+        "old.yaml",
+        "heat_template_version: 2013-05-23
+resources:
+  r: {type: Cairn::Test::Resource}
+outputs:
+  all: {value: {get_attr: [r]}}
+",
+    );
+    let run = s.cairn(&["validate", old.to_str().unwrap_or_default()]);
+    assert_ne!(run.code(), 0);
+    assert!(
+        run.stderr().contains(
+            "Arguments to \"get_attr\" must be of the form [resource_name, attribute, (path), ...]"
+        ),
+        "{}",
+        run.stderr()
+    );
+}

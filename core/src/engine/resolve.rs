@@ -178,6 +178,9 @@ impl Resolver for Results {
         };
         match known.get(logical_id) {
             None => Lookup::Pending,
+            Some((_, attrs)) if attribute == crate::template::types::ALL_ATTRIBUTES => {
+                Lookup::Value(Value::Object(attrs.clone()))
+            }
             Some((_, attrs)) => match attrs.get(attribute) {
                 Some(v) => Lookup::Value(v.clone()),
                 None => Lookup::Absent,

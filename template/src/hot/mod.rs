@@ -1519,7 +1519,17 @@ impl Lowering<'_> {
         };
         match a.len() {
             0 => return Err(err("Arguments to \"get_attr\" must be of the form [resource_name, attribute, (path), ...]".into())),
-            1 => return Err(err("get_attr with only a resource name (all its attributes) is not supported by Cairn; name the attribute".into())),
+            // heat/engine/hot/functions.py GetAttAllAttributes (from
+            // 2015-10-15): the map of all the resource's attributes.
+            1 if self.version >= V2015_10_15 => {
+                return match &a[0] {
+                    Value::String(res) => {
+                        Ok(json!({"Fn::GetAtt": [res, crate::types::ALL_ATTRIBUTES]}))
+                    }
+                    _ => Err(err("Arguments to \"get_attr\" must be of the form [resource_name, attribute, (path), ...]".into())),
+                };
+            }
+            1 => return Err(err("Arguments to \"get_attr\" must be of the form [resource_name, attribute, (path), ...]".into())),
             _ => {}
         }
         let Value::String(res) = &a[0] else {
