@@ -30,6 +30,11 @@ pub struct GroupState {
     /// put back when it fails.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replaced: Vec<Member>,
+    /// Physical resources a member's provider made while updating it and
+    /// that the member does not keep (an update that answered with a new
+    /// id, or failed naming one): deleted whatever happens.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left: Vec<Member>,
 }
 
 /// One member: a resource of the launch configuration's `MemberType`.

@@ -214,6 +214,12 @@ impl<'a> Run<'a> {
         // What could not be put back or deleted stays kept aside, asked
         // again by the next operation.
         self.bounded(work).await;
+        let left = self.snapshot().await.left;
+        let work: Vec<_> = left
+            .into_iter()
+            .map(|m| steps.delete_left_member(self, m))
+            .collect();
+        self.bounded(work).await;
         let doomed: Vec<String> = self
             .snapshot()
             .await

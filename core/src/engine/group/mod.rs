@@ -112,14 +112,32 @@ impl Groups<'_> {
         physical: &str,
     ) -> Result<(), ProviderError> {
         let run = Run::load(*self, op, &r.logical_id, physical).await?;
-        let names: Vec<String> = run
-            .snapshot()
-            .await
-            .members
-            .iter()
-            .map(|m| m.name.clone())
-            .collect();
+        let st = run.snapshot().await;
+        let names: Vec<String> = st.members.iter().map(|m| m.name.clone()).collect();
         run.delete_members(&names).await?;
+        // And what a crash left kept aside: members replaced under their
+        // names, resources providers left while updating.
+        let steps = self.steps();
+        let (steps, kept) = (&steps, &run);
+        let aside: Vec<_> = st
+            .replaced
+            .into_iter()
+            .map(|m| (m, false))
+            .chain(st.left.into_iter().map(|m| (m, true)))
+            .map(|(m, left)| {
+                Box::pin(async move {
+                    match left {
+                        true => steps.delete_left_member(kept, m).await,
+                        false => steps.delete_replaced_member(kept, m).await,
+                    }
+                })
+            })
+            .collect();
+        run.bounded(aside)
+            .await
+            .into_iter()
+            .collect::<Result<(), String>>()
+            .map_err(failed)?;
         run.groups
             .store
             .put_group(&op.lease, &r.logical_id, physical, None, &[])

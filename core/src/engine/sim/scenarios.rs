@@ -989,6 +989,20 @@ fn scenarios() -> Vec<Scenario> {
             points: Points::Every,
         },
         Scenario {
+            name: "group whose members keep their names: an update leaves a new resource and fails",
+            expect: Some(UpdateRollbackComplete),
+            // Members of the idempotent type: asked again after a crash it
+            // names what it left (the handler's kept answer is its reason).
+            setup: vec![create(&group_kept("a", "v1", "").replace("Sim::Handler", "Sim::Thing"))],
+            step: update(
+                &group_kept("a", "v2", "")
+                    .replace("Sim::Handler", "Sim::Thing")
+                    .replace("Value: \"v2\"", "Value: \"v2\", Leave: update"),
+            ),
+            also: &[],
+            points: Points::Every,
+        },
+        Scenario {
             name: "group whose members keep their names: a failed replacement rolls back",
             expect: Some(UpdateRollbackComplete),
             setup: vec![create(&group_kept("a", "v1", ""))],

@@ -123,6 +123,14 @@ impl Steps<'_> {
                 None
             }
             Err(e) => {
+                // A failed update that names a new resource it left (a
+                // handler that replaces, then fails): that one is deleted;
+                // the member keeps the one it had.
+                if let Some(p) = e.physical_resource_id.clone().filter(|p| *p != physical) {
+                    let mut made = m.clone();
+                    made.physical_id = Some(p);
+                    left = Some(made);
+                }
                 m.status = ResourceStatus::UpdateFailed;
                 m.status_reason = Some(e.message.clone());
                 Some(format!("{}: {}", m.name, e.message))
@@ -132,12 +140,12 @@ impl Steps<'_> {
         let kept = left.clone();
         run.save(vec![event], |st| {
             st.put(m);
-            st.replaced.extend(kept);
+            st.left.extend(kept);
         })
         .await
         .map_err(|e| e.message)?;
         if let Some(gone) = left {
-            self.delete_replaced_member(run, gone).await?;
+            self.delete_left_member(run, gone).await?;
         }
         reason.map_or(Ok(()), Err)
     }
@@ -201,15 +209,24 @@ impl Steps<'_> {
         }
     }
 
-    /// Deletes a member kept aside by its replacement (or left by a
-    /// provider that replaced it while updating) through the one delete;
-    /// its events name the member with the old physical id.
+    /// Deletes a member kept aside by its replacement through the one
+    /// delete; its events name the member with the old physical id.
     pub(in crate::engine) async fn delete_replaced_member(
         &self,
         run: &Run<'_>,
         m: Member,
     ) -> Result<(), String> {
         self.delete_in(run, m, Slot::Replaced).await
+    }
+
+    /// Deletes a physical resource a member's provider left while updating
+    /// it (the member keeps another), through the one delete.
+    pub(in crate::engine) async fn delete_left_member(
+        &self,
+        run: &Run<'_>,
+        m: Member,
+    ) -> Result<(), String> {
+        self.delete_in(run, m, Slot::Left).await
     }
 
     async fn member_create(
@@ -302,12 +319,28 @@ enum Slot {
     Live,
     /// A member replaced under its name, kept aside until deleted.
     Replaced,
+    /// A resource a member's provider left while updating it.
+    Left,
 }
 
-/// Takes `m` (by name and physical id) out of the members kept aside.
+impl Slot {
+    fn list(self, st: &mut GroupState) -> Option<&mut Vec<Member>> {
+        match self {
+            Slot::Live => None,
+            Slot::Replaced => Some(&mut st.replaced),
+            Slot::Left => Some(&mut st.left),
+        }
+    }
+}
+
+/// Takes `m` (by name and physical id) out of `list`.
+fn take(list: &mut Vec<Member>, m: &Member) {
+    list.retain(|r| !(r.name == m.name && r.physical_id == m.physical_id));
+}
+
+/// Takes `m` out of the members kept aside.
 fn take_replaced(st: &mut GroupState, m: &Member) {
-    st.replaced
-        .retain(|r| !(r.name == m.name && r.physical_id == m.physical_id));
+    take(&mut st.replaced, m);
 }
 
 /// A member being deleted, in its group's state: DELETE_IN_PROGRESS with
@@ -325,11 +358,11 @@ impl MemberLedger<'_, '_> {
         let (m, slot) = (self.m.clone(), self.slot);
         let saved = self
             .run
-            .save(vec![event], |st| match slot {
-                Slot::Live => st.put(m),
-                Slot::Replaced => {
-                    take_replaced(st, &m);
-                    st.replaced.push(m);
+            .save(vec![event], |st| match slot.list(st) {
+                None => st.put(m),
+                Some(list) => {
+                    take(list, &m);
+                    list.push(m);
                 }
             })
             .await;
@@ -341,9 +374,9 @@ impl MemberLedger<'_, '_> {
         let (m, slot) = (self.m.clone(), self.slot);
         let saved = self
             .run
-            .save(vec![event], |st| match slot {
-                Slot::Live => st.remove(&m.name),
-                Slot::Replaced => take_replaced(st, &m),
+            .save(vec![event], |st| match slot.list(st) {
+                None => st.remove(&m.name),
+                Some(list) => take(list, &m),
             })
             .await;
         self.keep(saved)
