@@ -512,7 +512,8 @@ impl ChangeSets<'_> {
             None => self.new_stack_id(&input.stack_name),
         };
         let sctx = stack_context(&self.config, &input.stack_name, &stack_id);
-        let changes = self.plan_create(&template, &params, &sctx).await?;
+        let reads = super::resolve::reads_stack_outputs(&body, &context);
+        let changes = self.plan_create(&template, &params, &sctx, reads).await?;
         let nested = self
             .read_nested(&template, &context, &input.origin, (&params, &sctx))
             .await?;
@@ -561,8 +562,9 @@ impl ChangeSets<'_> {
         template: &Template,
         params: &ParameterValues,
         sctx: &StackContext,
+        reads_stack_outputs: bool,
     ) -> Result<Vec<plan::ResourceChange>, EngineError> {
-        let exports = self.exports_map().await?;
+        let exports = self.exports_map(reads_stack_outputs).await?;
         let (conditions, graph) = self.prepare(template, params, sctx, exports.clone())?;
         let results = super::resolve::Results::new(exports);
         let ev = Evaluator::with_conditions(template, params, sctx, &results, conditions);
@@ -838,7 +840,8 @@ impl ChangeSets<'_> {
         let template = Template::parse_with(&cs.template_body, &cs.nested.context)?;
         let params = ParameterValues::resolve(&template.parameters, &cs.parameters)?;
         let sctx = stack_context(&self.config, &stack.stack_name, &stack.stack_id);
-        let changes = self.plan_create(&template, &params, &sctx).await?;
+        let reads = super::resolve::reads_stack_outputs(&cs.template_body, &cs.nested.context);
+        let changes = self.plan_create(&template, &params, &sctx, reads).await?;
         self.check_plan_holds(cs, &changes).await?;
         let lease = self.lease_in_review(&stack, cs).await?;
         let ts = now();

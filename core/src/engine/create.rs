@@ -70,7 +70,8 @@ impl Creates<'_> {
         let params = ParameterValues::resolve(&template.parameters, &input.parameters)?;
         let stack_id = self.new_stack_id(&input.stack_name);
         let sctx = stack_context(&self.config, &input.stack_name, &stack_id);
-        self.prepare(&template, &params, &sctx, self.exports_map().await?)?;
+        let reads = super::resolve::reads_stack_outputs(&input.template_body, &context);
+        self.prepare(&template, &params, &sctx, self.exports_map(reads).await?)?;
         let (parent, nested) = match child {
             Some((parent, nested)) => (Some(parent), nested),
             None => (

@@ -174,7 +174,8 @@ impl super::Engine {
             Some(s) => (s.stack_id.clone(), self.store.resources(&s.stack_id).await?),
             None => (self.new_stack_id(stack_name), Vec::new()),
         };
-        let results = super::resolve::Results::new(self.exports_map().await?);
+        let reads = super::resolve::reads_stack_outputs(body, &Default::default());
+        let results = super::resolve::Results::new(self.exports_map(reads).await?);
         results.record_live(&rows);
         let sctx = super::stack_context(&self.config, stack_name, &stack_id);
         let ev = crate::template::eval::Evaluator::new(&template, &params, &sctx, &results)?;

@@ -165,7 +165,8 @@ impl Imports<'_> {
         let supplied = super::update::supplied_values(&input.parameters, &BTreeMap::new())?;
         let params = ParameterValues::resolve(&template.parameters, &supplied)?;
         let sctx = super::stack_context(&self.config, &input.stack_name, stack_id);
-        let (_, graph) = self.prepare(&template, &params, &sctx, self.exports_map().await?)?;
+        let reads = super::resolve::reads_stack_outputs(&input.template_body, &Default::default());
+        let (_, graph) = self.prepare(&template, &params, &sctx, self.exports_map(reads).await?)?;
         self.check_capabilities(
             &template,
             &input.template_body,

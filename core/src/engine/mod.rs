@@ -552,8 +552,8 @@ impl Core {
 
     /// The exports and other stacks' outputs an operation may read
     /// ([`resolve::shared_values`]).
-    async fn exports_map(&self) -> Result<HashMap<String, String>, StoreError> {
-        resolve::shared_values(self.store.as_ref()).await
+    async fn exports_map(&self, with_outputs: bool) -> Result<HashMap<String, String>, StoreError> {
+        resolve::shared_values(self.store.as_ref(), with_outputs).await
     }
 
     /// The nested templates of `template`'s tree, read as it is submitted:
@@ -639,7 +639,6 @@ impl Core {
     /// the update's other template.
     async fn load(&self, stack: &StackRecord, lease: Lease) -> Result<Op, EngineError> {
         let sctx = stack_context(&self.config, &stack.stack_name, &stack.stack_id);
-        let results = Results::new(self.exports_map().await?);
         let operation = self.store.operation(&stack.stack_id).await?;
         let (this, other) = match &operation {
             Some(o)
@@ -659,6 +658,11 @@ impl Core {
             }
             _ => (update::StackState::of(stack), None),
         };
+        let reads = [Some(&this), other.as_ref()]
+            .into_iter()
+            .flatten()
+            .any(|s| resolve::reads_stack_outputs(&s.template_body, &s.context));
+        let results = Results::new(self.exports_map(reads).await?);
         let template = Template::parse_with(&this.template_body, &this.context)?;
         let params = ParameterValues::resolve(&template.parameters, &this.parameters)?;
         let conditions = Evaluator::new(&template, &params, &sctx, &results)?

@@ -608,7 +608,8 @@ impl Refactors<'_> {
     ) -> Result<T, EngineError> {
         let params = ParameterValues::resolve(&s.template.parameters, &s.stack.parameters)?;
         let sctx = stack_context(&self.config, &s.stack.stack_name, &s.stack.stack_id);
-        let results = super::resolve::Results::new(self.exports_map().await?);
+        let reads = super::resolve::reads_stack_outputs(&s.body, &s.stack.context);
+        let results = super::resolve::Results::new(self.exports_map(reads).await?);
         results.record_live(rows);
         let ev = Evaluator::new(&s.template, &params, &sctx, &results)?;
         f(&ev, &params)

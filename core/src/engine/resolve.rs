@@ -15,12 +15,25 @@ fn stack_output_key(stack: &str, output: &str) -> String {
     format!("stack-output/{stack}/{output}")
 }
 
+/// Whether a template (as written, or as its macros left it) may read
+/// other stacks' outputs: only then are they read when an operation
+/// starts. Text, so that it is known before the template is parsed.
+pub(super) fn reads_stack_outputs(body: &str, context: &crate::stack::TemplateContext) -> bool {
+    const FUNCTION: &str = "GetStackOutput";
+    body.contains(FUNCTION)
+        || context
+            .processed
+            .as_ref()
+            .is_some_and(|p| p.to_string().contains(FUNCTION))
+}
+
 /// What an operation may read of other stacks, read when it starts: the
-/// exports (`Fn::ImportValue`) and every live stack's outputs that have a
-/// value (`Fn::GetStackOutput`, a weak reference read at create or update
-/// time).
+/// exports (`Fn::ImportValue`) and, when `with_outputs` (the template
+/// [`reads_stack_outputs`]), every live stack's outputs that have a value
+/// (`Fn::GetStackOutput`, a weak reference read at create or update time).
 pub(super) async fn shared_values(
     store: &dyn Store,
+    with_outputs: bool,
 ) -> Result<HashMap<String, String>, StoreError> {
     let mut values: HashMap<String, String> = store
         .exports()
@@ -28,6 +41,9 @@ pub(super) async fn shared_values(
         .into_iter()
         .map(|(n, v, _)| (n, v))
         .collect();
+    if !with_outputs {
+        return Ok(values);
+    }
     for stack in store.list_stacks().await? {
         if stack.status == crate::stack::StackStatus::DeleteComplete {
             continue;

@@ -280,6 +280,7 @@ type LiveState = Result<Option<(Vec<ResourceRecord>, Results)>, StoreError>;
 fn read_live_state(
     store: std::sync::Arc<dyn crate::store::Store>,
     name: String,
+    supplied_reads: bool,
 ) -> (
     tokio::sync::oneshot::Receiver<FoundStack>,
     tokio::task::JoinHandle<LiveState>,
@@ -288,7 +289,13 @@ fn read_live_state(
     let task = tokio::spawn(async move {
         let found = async {
             let stack = store.find_stack(&name).await?;
-            let exports = super::resolve::shared_values(store.as_ref()).await?;
+            // The other stacks' outputs when the supplied template or the
+            // stack's own (its rollback's) may read them.
+            let reads = supplied_reads
+                || stack.as_ref().is_some_and(|s| {
+                    super::resolve::reads_stack_outputs(&s.template_body, &s.context)
+                });
+            let exports = super::resolve::shared_values(store.as_ref(), reads).await?;
             Ok::<_, StoreError>((stack, exports))
         }
         .await;
@@ -384,7 +391,12 @@ impl Updates<'_> {
         if let Some(c) = &input.rollback_configuration {
             c.check()?;
         }
-        let (stack_rx, live) = read_live_state(self.store.clone(), input.stack_name.clone());
+        let supplied_reads = input.template_body.as_deref().is_some_and(|b| {
+            let none = crate::stack::TemplateContext::default();
+            super::resolve::reads_stack_outputs(b, input.context.as_ref().unwrap_or(&none))
+        });
+        let (stack_rx, live) =
+            read_live_state(self.store.clone(), input.stack_name.clone(), supplied_reads);
         let empty = crate::stack::TemplateContext::default();
         let supplied_context = input.context.as_ref().unwrap_or(&empty);
         // A template with AWS::LanguageExtensions is expanded with the
