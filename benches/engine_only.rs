@@ -15,91 +15,31 @@
 //! with an event after: four. Each engine figure is printed as a ratio to
 //! its floor (issue 53's target: at most 2×).
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use cairn_core::config::Config;
-use cairn_core::engine::{CreateStackInput, Engine};
-use cairn_core::stack::{OnFailure, StackStatus};
 use cairn_core::store::Store;
 use cairn_store_sqlite::SqliteStore;
+
+mod support;
+use support::Error;
 
 /// The same allocator as the `cairn` binary.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-type Error = Box<dyn std::error::Error>;
 
 const RESOURCES: usize = 10_000;
 /// Writes per transaction in the floor (the store's group commit batches
 /// as many writes as are waiting; 128 is what a busy engine reaches).
 const BATCH: usize = 128;
 
-/// The random DAG of `stack_ops` (same generator, same seed), of a type
-/// that keeps nothing outside the store.
-fn random_dag(n: usize) -> String {
-    let mut state: u64 = 42;
-    let mut below = |n: usize| {
-        state = state
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((state >> 33) as usize) % n.max(1)
-    };
-    let mut t = String::from("Resources:\n");
-    t.push_str("  R0: {Type: OS::Heat::Value, Properties: {value: root}}\n");
-    for i in 1..n {
-        let (a, b) = (below(i), below(i));
-        t.push_str(&format!(
-            "  R{i}: {{Type: OS::Heat::Value, DependsOn: [R{b}], Properties: {{value: !Ref R{a}}}}}\n"
-        ));
-    }
-    t
-}
-
-/// The engine: (create s, delete s).
+/// The engine: (create s, delete s), of resources that keep nothing
+/// outside the store.
 async fn engine(state: &Path, data: &Path) -> Result<(f64, f64), Error> {
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(state)?);
-    let mut config = Config::default();
-    config.engine.max_concurrency = 64;
-    let process = cairn::wiring::Process::new(&config.webhooks, None);
-    let registry = Arc::new(cairn::wiring::assemble(
-        &config,
-        cairn_providers::builtins(data),
-        &process,
-    )?);
-    let engine = Engine::new(store, registry, config, process.shared);
-    let input = CreateStackInput {
-        stack_policy: None,
-        rollback_configuration: None,
-        notification_arns: Vec::new(),
-        stack_name: "bench".into(),
-        template_body: random_dag(RESOURCES),
-        parameters: BTreeMap::new(),
-        on_failure: OnFailure::Rollback,
-        tags: Vec::new(),
-        timeout_minutes: None,
-        origin: Default::default(),
-        context: Default::default(),
-        capabilities: None,
-        termination_protection: false,
-    };
-    let start = Instant::now();
-    let id = engine.creates().start_create(&input).await?;
-    let status = engine.run(&id).await?;
-    let create = start.elapsed().as_secs_f64();
-    if status != StackStatus::CreateComplete {
-        return Err(format!("create ended {status}").into());
-    }
-    let start = Instant::now();
-    engine.deletes().start_delete("bench", &[]).await?;
-    let status = engine.run(&id).await?;
-    let delete = start.elapsed().as_secs_f64();
-    if status != StackStatus::DeleteComplete {
-        return Err(format!("delete ended {status}").into());
-    }
-    Ok((create, delete))
+    let template = support::random_dag(RESOURCES, "OS::Heat::Value", "value");
+    support::create_and_delete(store, data, template).await
 }
 
 /// A resource row and an event about the size the store writes for one

@@ -14,20 +14,17 @@
 //!   time until another engine has taken it over (its `/metrics`
 //!   `cairn_takeovers_total`), against `lease_seconds` + 3 s.
 
-use std::collections::BTreeMap;
 use std::io::{BufRead, Read, Write};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cairn_core::config::Config;
-use cairn_core::engine::{CreateStackInput, Engine};
-use cairn_core::stack::{OnFailure, StackStatus};
 use cairn_core::store::Store;
 use cairn_store_postgres::PgStore;
 use cairn_store_sqlite::SqliteStore;
 
-type Error = Box<dyn std::error::Error>;
+mod support;
+use support::Error;
 
 static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
@@ -82,65 +79,10 @@ fn psql(server: &str, sql: &str) -> Result<(), Error> {
     Ok(())
 }
 
-/// The random DAG of `stack_ops` (same generator, same seed).
-fn random_dag(n: usize) -> String {
-    let mut state: u64 = 42;
-    let mut below = |n: usize| {
-        state = state
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((state >> 33) as usize) % n.max(1)
-    };
-    let mut t = String::from("Resources:\n");
-    t.push_str("  R0: {Type: Cairn::Test::Resource, Properties: {Value: root}}\n");
-    for i in 1..n {
-        let (a, b) = (below(i), below(i));
-        t.push_str(&format!("  R{i}: {{Type: Cairn::Test::Resource, DependsOn: [R{b}], Properties: {{Value: !Ref R{a}}}}}\n"));
-    }
-    t
-}
-
 /// Creates and deletes the 10,000-resource DAG on `store`: (create s, delete s).
 async fn create_delete(store: Arc<dyn Store>, data: &std::path::Path) -> Result<(f64, f64), Error> {
-    let mut config = Config::default();
-    config.engine.max_concurrency = 64;
-    let process = cairn::wiring::Process::new(&config.webhooks, None);
-    let registry = Arc::new(cairn::wiring::assemble(
-        &config,
-        cairn_providers::builtins(data),
-        &process,
-    )?);
-    let engine = Engine::new(store, registry, config, process.shared);
-    let input = CreateStackInput {
-        stack_policy: None,
-        rollback_configuration: None,
-        notification_arns: Vec::new(),
-        stack_name: "bench".into(),
-        template_body: random_dag(10_000),
-        parameters: BTreeMap::new(),
-        on_failure: OnFailure::Rollback,
-        tags: Vec::new(),
-        timeout_minutes: None,
-        origin: Default::default(),
-        context: Default::default(),
-        capabilities: None,
-        termination_protection: false,
-    };
-    let start = Instant::now();
-    let id = engine.creates().start_create(&input).await?;
-    let status = engine.run(&id).await?;
-    let create = start.elapsed().as_secs_f64();
-    if status != StackStatus::CreateComplete {
-        return Err(format!("create ended {status}").into());
-    }
-    let start = Instant::now();
-    engine.deletes().start_delete("bench", &[]).await?;
-    let status = engine.run(&id).await?;
-    let delete = start.elapsed().as_secs_f64();
-    if status != StackStatus::DeleteComplete {
-        return Err(format!("delete ended {status}").into());
-    }
-    Ok((create, delete))
+    let template = support::random_dag(10_000, "Cairn::Test::Resource", "Value");
+    support::create_and_delete(store, data, template).await
 }
 
 fn store_scenario() -> Result<(), Error> {
