@@ -639,6 +639,9 @@ impl SqliteStore {
                 path.display()
             ))
         })?;
+        // Every statement the store runs stays prepared (rusqlite keeps 16
+        // by default; the writer's own and a resource step's are ten).
+        conn.set_prepared_statement_cache_capacity(128);
         let (tx, rx) = mpsc::channel::<Job>();
         std::thread::Builder::new()
             .name("cairn-sqlite".into())
@@ -685,6 +688,13 @@ impl SqliteStore {
     }
 }
 
+/// Runs one of the writer's transaction statements, prepared once: they
+/// run around every job (parsed each time, they cost as much as the job's
+/// own row write).
+fn step(conn: &Connection, sql: &'static str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(|_| ())
+}
+
 /// The writer thread: group-commits whatever jobs are queued.
 fn writer(conn: Connection, rx: mpsc::Receiver<Job>) {
     while let Ok(first) = rx.recv() {
@@ -695,21 +705,21 @@ fn writer(conn: Connection, rx: mpsc::Receiver<Job>) {
                 Err(_) => break,
             }
         }
-        let begin = conn.execute_batch("BEGIN IMMEDIATE");
+        let begin = step(&conn, "BEGIN IMMEDIATE");
         let mut replies = Vec::with_capacity(batch.len());
         for job in batch {
-            let _ = conn.execute_batch("SAVEPOINT job");
+            let _ = step(&conn, "SAVEPOINT job");
             let (ok, reply) = job(&conn);
             if !ok {
-                let _ = conn.execute_batch("ROLLBACK TO job");
+                let _ = step(&conn, "ROLLBACK TO job");
             }
-            let _ = conn.execute_batch("RELEASE job");
+            let _ = step(&conn, "RELEASE job");
             replies.push(reply);
         }
-        let commit_error = match begin.and_then(|_| conn.execute_batch("COMMIT")) {
+        let commit_error = match begin.and_then(|_| step(&conn, "COMMIT")) {
             Ok(()) => None,
             Err(e) => {
-                let _ = conn.execute_batch("ROLLBACK");
+                let _ = step(&conn, "ROLLBACK");
                 Some(format!("cannot commit to the state file: {e}"))
             }
         };
@@ -860,44 +870,78 @@ fn write_operation(c: &Connection, op: &OperationRecord) -> Result<(), StoreErro
     Ok(())
 }
 
-/// Writes one resource row (inserted, or replacing the row of its
-/// logical id).
-fn write_resource(c: &Connection, r: &ResourceRecord) -> Result<(), StoreError> {
-    let pending = match &r.pending {
-        Some(p) => Some(json_text(p)?),
-        None => None,
-    };
-    let metadata = r.metadata.as_ref().map(json_text).transpose()?;
-    let journal = r.journal.as_ref().map(json_text).transpose()?;
-    c.prepare_cached(&format!(
-        "INSERT INTO resources ({RESOURCE_COLUMNS})
+/// The statement that writes one resource row (inserted, or replacing the
+/// row of its logical id).
+const WRITE_RESOURCE: &str = "INSERT INTO resources (stack_id, logical_id, resource_type, physical_id, status, status_reason, properties, attributes, pending, updated_at, metadata, journal, no_echo, type_version)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
          ON CONFLICT(stack_id, logical_id) DO UPDATE SET resource_type = excluded.resource_type, physical_id = excluded.physical_id,
            status = excluded.status, status_reason = excluded.status_reason, properties = excluded.properties,
            attributes = excluded.attributes, pending = excluded.pending, updated_at = excluded.updated_at,
            metadata = excluded.metadata, journal = excluded.journal, no_echo = excluded.no_echo,
-           type_version = excluded.type_version",
-    ))
-    .map_err(backend)?
-    .execute(params![
-            r.stack_id,
-            r.logical_id,
-            r.resource_type,
-            r.physical_id,
-            r.status.as_str(),
-            r.status_reason,
-            json_text(&r.properties)?,
-            json_text(&r.attributes)?,
-            pending,
-            r.updated_at,
-            metadata,
-            journal,
-            r.no_echo,
-            r.type_version
-        ],
-    )
-    .map_err(backend)?;
-    Ok(())
+           type_version = excluded.type_version";
+
+/// A resource row as it is written: its JSON columns encoded by the
+/// caller, so the one writer thread (every write of the process waits
+/// for it) only binds and steps.
+struct ResourceRow {
+    stack_id: String,
+    logical_id: String,
+    resource_type: String,
+    physical_id: Option<String>,
+    status: &'static str,
+    status_reason: Option<String>,
+    properties: String,
+    attributes: String,
+    pending: Option<String>,
+    updated_at: String,
+    metadata: Option<String>,
+    journal: Option<String>,
+    no_echo: bool,
+    type_version: Option<String>,
+}
+
+impl ResourceRow {
+    fn of(r: &ResourceRecord) -> Result<ResourceRow, StoreError> {
+        Ok(ResourceRow {
+            stack_id: r.stack_id.clone(),
+            logical_id: r.logical_id.clone(),
+            resource_type: r.resource_type.clone(),
+            physical_id: r.physical_id.clone(),
+            status: r.status.as_str(),
+            status_reason: r.status_reason.clone(),
+            properties: json_text(&r.properties)?,
+            attributes: json_text(&r.attributes)?,
+            pending: r.pending.as_ref().map(json_text).transpose()?,
+            updated_at: r.updated_at.clone(),
+            metadata: r.metadata.as_ref().map(json_text).transpose()?,
+            journal: r.journal.as_ref().map(json_text).transpose()?,
+            no_echo: r.no_echo,
+            type_version: r.type_version.clone(),
+        })
+    }
+
+    fn write(&self, c: &Connection) -> Result<(), StoreError> {
+        c.prepare_cached(WRITE_RESOURCE)
+            .map_err(backend)?
+            .execute(params![
+                self.stack_id,
+                self.logical_id,
+                self.resource_type,
+                self.physical_id,
+                self.status,
+                self.status_reason,
+                self.properties,
+                self.attributes,
+                self.pending,
+                self.updated_at,
+                self.metadata,
+                self.journal,
+                self.no_echo,
+                self.type_version
+            ])
+            .map_err(backend)?;
+        Ok(())
+    }
 }
 
 #[async_trait::async_trait]
@@ -1248,6 +1292,11 @@ impl Operations for SqliteStore {
         start: &OperationStart,
     ) -> Result<(), StoreError> {
         let (lease, start) = (lease.clone(), start.clone());
+        let rows = start
+            .rows
+            .iter()
+            .map(ResourceRow::of)
+            .collect::<Result<Vec<_>, _>>()?;
         self.run(move |c| {
             fence(c, &lease)?;
             write_operation(c, &start.operation)?;
@@ -1255,8 +1304,8 @@ impl Operations for SqliteStore {
                 write_change_set_execution(c, &lease.stack_id, id)?;
             }
             write_stack_fields(c, &start.stack)?;
-            for row in &start.rows {
-                write_resource(c, row)?;
+            for row in &rows {
+                row.write(c)?;
             }
             for logical_id in &start.removed_rows {
                 c.execute(
@@ -1431,10 +1480,10 @@ impl Resources for SqliteStore {
         r: &ResourceRecord,
         events: &[EventRecord],
     ) -> Result<(), StoreError> {
-        let (lease, r, events) = (lease.clone(), r.clone(), events.to_vec());
+        let (lease, row, events) = (lease.clone(), ResourceRow::of(r)?, events.to_vec());
         self.run(move |c| {
             fence(c, &lease)?;
-            write_resource(c, &r)?;
+            row.write(c)?;
             for e in &events {
                 insert_event(c, e)?;
             }
@@ -1452,11 +1501,10 @@ impl Resources for SqliteStore {
         let (lease, logical_id, events) = (lease.clone(), logical_id.to_string(), events.to_vec());
         self.run(move |c| {
             fence(c, &lease)?;
-            c.execute(
-                "DELETE FROM resources WHERE stack_id = ?1 AND logical_id = ?2",
-                params![lease.stack_id, logical_id],
-            )
-            .map_err(backend)?;
+            c.prepare_cached("DELETE FROM resources WHERE stack_id = ?1 AND logical_id = ?2")
+                .map_err(backend)?
+                .execute(params![lease.stack_id, logical_id])
+                .map_err(backend)?;
             for e in &events {
                 insert_event(c, e)?;
             }

@@ -23,6 +23,7 @@ use crate::template::Template;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 impl Creates<'_> {
     /// The synchronous part of a create: validates everything, records the stack
@@ -65,7 +66,7 @@ impl Creates<'_> {
                 input.capabilities.as_deref(),
             )
             .await?;
-        let template = Template::parse_with(&input.template_body, &context)?;
+        let template = Arc::new(Template::parse_with(&input.template_body, &context)?);
         self.check_macro_names(&template, &input.stack_name).await?;
         let params = ParameterValues::resolve(&template.parameters, &input.parameters)?;
         let stack_id = self.new_stack_id(&input.stack_name);
@@ -137,6 +138,9 @@ impl Creates<'_> {
         // The operation's record is written with the stack: a crash right
         // after cannot lose its timeout or its nested templates.
         self.insert_operating(&stack, &first, &operation).await?;
+        // The operation's load reads the same text with the same context.
+        self.parsed
+            .keep(&stack.template_body, &stack.context, template);
         Ok(stack_id)
     }
 
@@ -165,13 +169,13 @@ impl Creates<'_> {
                 };
                 self.set_status(op, StackStatus::DeleteInProgress, Some(&reason))
                     .await?;
-                self.deletes().delete_phase(op, &[], true).await
+                self.deletes().delete_phase(op, &[], true, None).await
             }
         }
     }
 
     pub(super) async fn rollback(&self, op: &Op) -> Result<StackStatus, EngineError> {
-        let failed = self.deletes().delete_resources(op, &[]).await?;
+        let failed = self.deletes().delete_resources(op, &[], None).await?;
         if failed.is_empty() {
             self.set_status(op, StackStatus::RollbackComplete, None)
                 .await

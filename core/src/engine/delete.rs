@@ -6,7 +6,7 @@
 use super::dag::Outcome;
 use super::{protocol, stack_event, Deletes, EngineError, Op};
 use crate::operation::OperationOptions;
-use crate::stack::{now, OperationKind, ResourceStatus, StackRecord, StackStatus};
+use crate::stack::{now, OperationKind, ResourceRecord, ResourceStatus, StackRecord, StackStatus};
 use crate::store::OperationRecord;
 use std::collections::HashMap;
 
@@ -111,13 +111,15 @@ impl Deletes<'_> {
         Ok(Some(stack_id))
     }
 
+    /// `rows`: the stack's rows as stored now, if the caller read them.
     pub(super) async fn delete_phase(
         &self,
         op: &Op,
         retain: &[String],
         whole_stack: bool,
+        rows: Option<Vec<ResourceRecord>>,
     ) -> Result<StackStatus, EngineError> {
-        let failed = self.delete_resources(op, retain).await?;
+        let failed = self.delete_resources(op, retain, rows).await?;
         if !failed.is_empty() {
             let reason = format!(
                 "The following resource(s) failed to delete: [{}]. ",
@@ -135,12 +137,17 @@ impl Deletes<'_> {
 
     /// Deletes the stack's resources in reverse dependency order. `retain` and
     /// `DeletionPolicy: Retain` resources are skipped. Returns those that failed.
+    /// `rows`: the stack's rows as stored now, if the caller read them.
     pub(super) async fn delete_resources(
         &self,
         op: &Op,
         retain: &[String],
+        rows: Option<Vec<ResourceRecord>>,
     ) -> Result<Vec<String>, EngineError> {
-        let stored = self.store.resources(&op.stack.stack_id).await?;
+        let stored = match rows {
+            Some(rows) => rows,
+            None => self.store.resources(&op.stack.stack_id).await?,
+        };
         let index: HashMap<&str, usize> = stored
             .iter()
             .enumerate()

@@ -25,6 +25,7 @@ pub mod macros;
 pub mod nested;
 pub mod notifications;
 mod parameter_values;
+mod parsed;
 mod protection;
 mod protocol;
 mod reconcile;
@@ -169,7 +170,7 @@ const NO_ECHO_ATTRIBUTE_MASK: &str = "*****";
 /// One operation in progress, everything derived from the stored stack.
 struct Op {
     stack: StackRecord,
-    template: Template,
+    template: Arc<Template>,
     params: ParameterValues,
     sctx: StackContext,
     conditions: HashMap<String, bool>,
@@ -201,6 +202,10 @@ struct Op {
     /// after a crash or a takeover does not report a step in progress a
     /// second time, as CloudFormation never shows one twice.
     reported: std::sync::Mutex<HashMap<String, Reported>>,
+    /// The stack's rows as the load read them, taken by `drive` for the
+    /// operation's first phase ([`Core::rows_at_start`]): nothing of the
+    /// operation has written a row yet then, so a read would give the same.
+    loaded_rows: std::sync::Mutex<Option<Vec<ResourceRecord>>>,
 }
 
 /// What may end an operation's work early besides a lost lease: a
@@ -492,6 +497,8 @@ pub struct Core {
     me: std::sync::Weak<Engine>,
     /// What this process's engines share: counters, the callback listener.
     shared: Shared,
+    /// Templates an operation's start parsed, for its load.
+    parsed: parsed::Parsed,
 }
 
 impl Deref for Engine {
@@ -520,6 +527,7 @@ impl Engine {
                 owner: this_owner(),
                 started: std::sync::Mutex::new(HashMap::new()),
                 me: me.clone(),
+                parsed: parsed::Parsed::default(),
             },
         })
     }
@@ -663,7 +671,7 @@ impl Core {
             .flatten()
             .any(|s| resolve::reads_stack_outputs(&s.template_body, &s.context));
         let results = Results::new(self.exports_map(reads).await?);
-        let template = Template::parse_with(&this.template_body, &this.context)?;
+        let template = self.parsed.parse(&this.template_body, &this.context)?;
         let params = ParameterValues::resolve(&template.parameters, &this.parameters)?;
         let conditions = Evaluator::new(&template, &params, &sctx, &results)?
             .conditions()
@@ -736,6 +744,7 @@ impl Core {
             update,
             hooks: self.active_hooks().await?,
             reported: std::sync::Mutex::new(reported),
+            loaded_rows: std::sync::Mutex::new(Some(rows)),
         })
     }
 
@@ -980,6 +989,20 @@ impl Core {
             return Err(StoreError::LeaseLost(op.stack.stack_id.clone()).into());
         }
         Ok(outcomes)
+    }
+
+    /// The stack's rows when the operation's first phase starts: those
+    /// its load read (`loaded`: only the first phase, before any write of
+    /// the operation, may use them), else read now.
+    async fn rows_at_start(
+        &self,
+        op: &Op,
+        loaded: Option<Vec<ResourceRecord>>,
+    ) -> Result<Vec<ResourceRecord>, EngineError> {
+        match loaded {
+            Some(rows) => Ok(rows),
+            None => Ok(self.store.resources(&op.stack.stack_id).await?),
+        }
     }
 
     /// The stack's status as stored now.
@@ -1264,6 +1287,9 @@ impl Engine {
     }
 
     async fn drive(&self, op: &Op) -> Result<StackStatus, EngineError> {
+        // The rows the load read serve a create's or a delete's first
+        // phase; nothing else keeps them.
+        let loaded_rows = op.loaded_rows.lock().ok().and_then(|mut rows| rows.take());
         let operation = self.store.operation(&op.stack.stack_id).await?;
         let options = operation
             .as_ref()
@@ -1278,7 +1304,7 @@ impl Engine {
         let retain = options.retain;
         match op.stack.status {
             StackStatus::CreateInProgress => {
-                let rows = self.store.resources(&op.stack.stack_id).await?;
+                let rows = self.rows_at_start(op, loaded_rows).await?;
                 if rows.is_empty() {
                     if let Some(refusal) =
                         self.hooks().stack_verdict(op, HookAction::Create).await?
@@ -1333,7 +1359,7 @@ impl Engine {
             }
             StackStatus::DeleteInProgress => {
                 // Judged before anything of the stack is deleted.
-                let rows = self.store.resources(&op.stack.stack_id).await?;
+                let rows = self.rows_at_start(op, loaded_rows).await?;
                 let untouched = rows.iter().all(|r| {
                     !matches!(
                         r.status,
@@ -1354,7 +1380,9 @@ impl Engine {
                             .await;
                     }
                 }
-                self.deletes().delete_phase(op, &retain, true).await
+                self.deletes()
+                    .delete_phase(op, &retain, true, Some(rows))
+                    .await
             }
             StackStatus::ImportInProgress => self.imports().drive_import(op).await,
             StackStatus::ImportRollbackInProgress => self.imports().rollback_import(op).await,

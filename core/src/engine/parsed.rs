@@ -1,0 +1,118 @@
+//! Templates parsed when an operation starts, handed to its load: a create
+//! or an update reads each template's text once, not once to check it and
+//! again to run it (a 10,000-resource template takes tens of milliseconds
+//! to parse).
+
+use std::sync::{Arc, Mutex};
+
+use crate::template::{Template, TemplateContext, TemplateError};
+
+/// How many parsed templates wait for their load (an update keeps two:
+/// the template it goes to and the one it may roll back to).
+const KEPT: usize = 4;
+
+/// The parsed templates waiting for their operation's load.
+#[derive(Default)]
+pub(super) struct Parsed {
+    kept: Mutex<Vec<Entry>>,
+}
+
+struct Entry {
+    text: String,
+    context: TemplateContext,
+    template: Arc<Template>,
+}
+
+impl Parsed {
+    /// Keeps `template`, parsed from `text` with `context`, for the next
+    /// [`Parsed::parse`] of the same; the oldest kept goes when too many
+    /// wait (an operation that never ran: it is parsed again if it does).
+    pub(super) fn keep(&self, text: &str, context: &TemplateContext, template: Arc<Template>) {
+        if let Ok(mut kept) = self.kept.lock() {
+            if kept.len() == KEPT {
+                kept.remove(0);
+            }
+            kept.push(Entry {
+                text: text.to_string(),
+                context: context.clone(),
+                template,
+            });
+        }
+    }
+
+    /// `text` with `context` parsed: the template kept for exactly these
+    /// (taken: it is handed over once), else parsed now. Parsing is
+    /// deterministic, so the kept one is what a parse would give.
+    pub(super) fn parse(
+        &self,
+        text: &str,
+        context: &TemplateContext,
+    ) -> Result<Arc<Template>, TemplateError> {
+        let kept = self.kept.lock().ok().and_then(|mut kept| {
+            let i = kept
+                .iter()
+                .position(|e| e.text == text && e.context == *context)?;
+            Some(kept.remove(i).template)
+        });
+        match kept {
+            Some(template) => Ok(template),
+            None => Ok(Arc::new(Template::parse_with(text, context)?)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kept_template_is_handed_over_once_and_only_for_its_text_and_context() {
+        let parsed = Parsed::default();
+        let text = "Resources:\n  A: {Type: Cairn::Test::Resource}\n";
+        let template = Arc::new(Template::parse(text).expect("parses"));
+        parsed.keep(text, &TemplateContext::default(), template.clone());
+        let other_context = TemplateContext {
+            parameters: [("P".to_string(), "v".to_string())].into(),
+            ..Default::default()
+        };
+        // Another context or text is parsed anew.
+        let fresh = parsed.parse(text, &other_context).expect("parses");
+        assert!(!Arc::ptr_eq(&fresh, &template));
+        // The same is the kept one, once.
+        let handed = parsed
+            .parse(text, &TemplateContext::default())
+            .expect("parses");
+        assert!(Arc::ptr_eq(&handed, &template));
+        let again = parsed
+            .parse(text, &TemplateContext::default())
+            .expect("parses");
+        assert!(!Arc::ptr_eq(&again, &template));
+        assert_eq!(again.resources.len(), 1);
+    }
+
+    #[test]
+    fn no_more_than_four_wait() {
+        let parsed = Parsed::default();
+        let texts: Vec<String> = (0..5)
+            .map(|i| format!("Resources:\n  R{i}: {{Type: Cairn::Test::Resource}}\n"))
+            .collect();
+        let kept: Vec<Arc<Template>> = texts
+            .iter()
+            .map(|t| {
+                let template = Arc::new(Template::parse(t).expect("parses"));
+                parsed.keep(t, &TemplateContext::default(), template.clone());
+                template
+            })
+            .collect();
+        let first = parsed
+            .parse(&texts[0], &TemplateContext::default())
+            .expect("parses");
+        assert!(!Arc::ptr_eq(&first, &kept[0]), "the oldest went");
+        for i in 1..5 {
+            let t = parsed
+                .parse(&texts[i], &TemplateContext::default())
+                .expect("parses");
+            assert!(Arc::ptr_eq(&t, &kept[i]));
+        }
+    }
+}
