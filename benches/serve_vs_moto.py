@@ -102,7 +102,7 @@ def main():
     ap.add_argument("--type", default="AWS::Bench::Nothing",
                     help="the resource type (moto's own; Cairn aliases it to Cairn::Test::Resource)")
     ap.add_argument("--max-concurrency", type=int, default=0,
-                    help="Cairn's [engine] max_concurrency (default: Cairn's default, 16)")
+                    help="Cairn's [engine] max_concurrency (default: Cairn's default, 64)")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="cairn-bench-")
     cairn_proc, cairn_ep = start_cairn(os.path.abspath(args.cairn), work, args.type, args.max_concurrency)
