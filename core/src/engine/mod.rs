@@ -55,7 +55,7 @@ pub use update::{ParameterInput, UpdateStackInput, UpgradeTypes};
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Deref;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -179,6 +179,9 @@ struct Op {
     lease: Lease,
     /// Set when the lease is lost: stop touching anything.
     aborted: AtomicBool,
+    /// When (wall-clock ms, read before asking) the store last granted or
+    /// renewed the lease; 0 when not known. See [`Op::lease_surely_held`].
+    lease_granted_ms: AtomicI64,
     /// The first write of the operation the state database did not take
     /// (not a lost lease): the engine carries on once the database
     /// answers, rather than taking it for a takeover.
@@ -323,6 +326,28 @@ impl Op {
         stack_event(&self.stack, status, reason, &now())
     }
 
+    /// Notes that the store granted or renewed the lease to a request sent
+    /// at `asked_ms` (wall clock): it runs until at least `asked_ms` plus
+    /// its time to live.
+    fn lease_granted(&self, asked_ms: i64) {
+        self.lease_granted_ms.fetch_max(asked_ms, Ordering::SeqCst);
+    }
+
+    /// Whether no other engine can have taken the lease yet, without
+    /// asking the store: it was granted or renewed less than half its
+    /// time to live ago. Another engine takes a lease only once it has run
+    /// out (or its owner's process is gone), so within the first half
+    /// nobody can have, even with the other engine's (or the database's)
+    /// clock that much ahead. An engine that stalled (a paused process or
+    /// machine) finds its wall clock past that and asks the store.
+    fn lease_surely_held(&self, ttl_ms: i64) -> bool {
+        surely_held(
+            self.lease_granted_ms.load(Ordering::SeqCst),
+            signals::now_ms(),
+            ttl_ms,
+        )
+    }
+
     /// The type events show for `r`: a HOT resource's as written (see
     /// [`crate::shown`]), while the row is of the type serving it.
     fn shown_type<'a>(&'a self, r: &'a ResourceRecord) -> &'a str {
@@ -349,6 +374,13 @@ impl Op {
             properties: Some(self.mask(Value::Object(r.properties.clone()).to_string())),
         }
     }
+}
+
+/// Whether a lease granted (or renewed) to a request sent at `granted_ms`
+/// with `ttl_ms` to live is certainly still held at `now_ms`: less than
+/// half its time to live has passed (0: never granted, unknown).
+fn surely_held(granted_ms: i64, now_ms: i64, ttl_ms: i64) -> bool {
+    granted_ms > 0 && now_ms >= granted_ms && now_ms < granted_ms.saturating_add(ttl_ms / 2)
 }
 
 /// The stack's own event for a status change.
@@ -736,6 +768,7 @@ impl Core {
             results,
             lease,
             aborted: AtomicBool::new(false),
+            lease_granted_ms: AtomicI64::new(0),
             store_failure: std::sync::Mutex::new(None),
             stops: Stops::new(deadline),
             nested,
@@ -1090,6 +1123,7 @@ impl Engine {
             .and_then(|mut s| s.remove(&stack.stack_id))
             .map(|lease| lease.owner)
             .unwrap_or_else(|| self.operation_owner());
+        let mut asked_ms = signals::now_ms();
         let lease = self
             .store
             .acquire_lease(&stack.stack_id, &owner, self.lease_ttl_ms())
@@ -1110,6 +1144,7 @@ impl Engine {
                 None => return Err(StoreError::NoSuchStack(stack_id.to_string()).into()),
             };
             let op = Arc::new(self.load(&stack, lease.clone()).await?);
+            op.lease_granted(asked_ms);
             let heartbeat = {
                 let store = self.store.clone();
                 let lease = lease.clone();
@@ -1118,8 +1153,9 @@ impl Engine {
                 tokio::spawn(async move {
                     loop {
                         tokio::time::sleep(Duration::from_millis((ttl / 3) as u64)).await;
+                        let asked_ms = signals::now_ms();
                         match store.renew_lease(&lease, ttl).await {
-                            Ok(()) => {}
+                            Ok(()) => op.lease_granted(asked_ms),
                             Err(StoreError::LeaseLost(_)) => {
                                 op.aborted.store(true, Ordering::SeqCst);
                                 return;
@@ -1225,7 +1261,10 @@ impl Engine {
                     }),
                 };
                 if let Some(why) = failure {
+                    let asked = signals::now_ms();
                     if carried_on < MAX_CARRY_ON && self.database_back(&lease).await {
+                        // database_back renewed it.
+                        asked_ms = asked;
                         carried_on += 1;
                         tracing::warn!(stack = %lease.stack_id, owner = %lease.owner, "the state database did not take a write ({why}); it answers again and the lease is still this engine's: the operation carries on from what it recorded");
                         continue;
@@ -1634,4 +1673,22 @@ fn check_update_policy(
         })?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod lease_tests {
+    use super::surely_held;
+
+    #[test]
+    fn a_lease_is_surely_held_only_in_the_first_half_of_its_time() {
+        let ttl = 15_000;
+        assert!(surely_held(1_000, 1_000, ttl));
+        assert!(surely_held(1_000, 8_499, ttl));
+        // Half its time gone: the store is asked.
+        assert!(!surely_held(1_000, 8_500, ttl));
+        assert!(!surely_held(1_000, 60_000, ttl));
+        // Never granted, or a clock that went back: asked.
+        assert!(!surely_held(0, 1_000, ttl));
+        assert!(!surely_held(5_000, 4_000, ttl));
+    }
 }
