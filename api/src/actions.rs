@@ -826,11 +826,28 @@ async fn describe_stack_events(app: &App, f: &Form) -> Outcome {
         .find_stack(name)
         .await?
         .ok_or_else(|| ApiError::validation(format!("Stack [{name}] does not exist")))?;
-    let mut events = app.engine.store().events(&s.stack_id).await?;
-    events.reverse(); // newest first
-    let (items, next) = page(&events, f, PAGE)?;
+    // Newest first, a page at a time: only the page's events are read (a
+    // waiter polling a stack of thousands of resources must not read
+    // every event each time). The token is the offset from the newest.
+    let store = app.engine.store();
+    let count = store.event_count(&s.stack_id).await?;
+    let start = match f.get("NextToken") {
+        None | Some("") => 0,
+        Some(t) => t
+            .parse::<usize>()
+            .ok()
+            .filter(|s| *s <= count)
+            .ok_or_else(|| ApiError::validation("Invalid NextToken"))?,
+    };
+    let end = (start + PAGE).min(count);
+    // The same events ascending: those at count - end up to count - start.
+    let mut items = store
+        .events_page(&s.stack_id, count - end, end - start)
+        .await?;
+    items.reverse();
+    let next = (end < count).then(|| end.to_string());
     result(|x| {
-        x.list("StackEvents", items, event_xml);
+        x.list("StackEvents", &items, event_xml);
         x.opt("NextToken", next.as_deref());
     })
 }

@@ -318,6 +318,15 @@ def deploy_cli():
     all_events = events("many")
     assert len(all_events) == 2 + 130 * 3, len(all_events)
     assert len({e["EventId"] for e in all_events}) == len(all_events)
+    # Newest first across the pages: the first page starts with the stack's
+    # CREATE_COMPLETE, the last ends with its CREATE_IN_PROGRESS.
+    assert [(e["LogicalResourceId"], e["ResourceStatus"]) for e in (all_events[0], all_events[-1])] == [
+        ("many", "CREATE_IN_PROGRESS"), ("many", "CREATE_COMPLETE")], (all_events[0], all_events[-1])
+    assert page["StackEvents"][0]["EventId"] == all_events[-1]["EventId"]
+    last = cf.describe_stack_events(StackName="many", NextToken="300")
+    assert [e["EventId"] for e in last["StackEvents"]] == [e["EventId"] for e in reversed(all_events[:92])]
+    assert "NextToken" not in last, last.get("NextToken")
+    assert error(cf.describe_stack_events, StackName="many", NextToken="393") == ("ValidationError", "Invalid NextToken", 400)
     rc, out, err = aws("cloudformation", "describe-stack-events", "--stack-name", "many", "--query", "length(StackEvents)")
     assert rc == 0 and out.strip() == "392", (out, err)
     rc, out, err = aws("cloudformation", "list-stack-resources", "--stack-name", "many", "--query", "length(StackResourceSummaries)")
