@@ -710,7 +710,7 @@ impl Core {
             .clone();
         let graph = Graph::build(&template, &|c| conditions.get(c).copied())?;
         let other = match other {
-            Some(state) => Some(update::Other::load(state, &sctx, &results)?),
+            Some(state) => Some(update::Other::load(state, &sctx, &results, &self.parsed)?),
             None => None,
         };
         let rows = self.store.resources(&stack.stack_id).await?;

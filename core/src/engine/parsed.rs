@@ -11,6 +11,10 @@ use crate::template::{Template, TemplateContext, TemplateError};
 /// the template it goes to and the one it may roll back to).
 const KEPT: usize = 4;
 
+/// How long one waits: an operation another engine ran (a server that
+/// handed it off) leaves its templates behind, and they go then.
+const WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// The parsed templates waiting for their operation's load.
 #[derive(Default)]
 pub(super) struct Parsed {
@@ -18,6 +22,7 @@ pub(super) struct Parsed {
 }
 
 struct Entry {
+    kept_at: std::time::Instant,
     text: String,
     context: TemplateContext,
     template: Arc<Template>,
@@ -26,13 +31,16 @@ struct Entry {
 impl Parsed {
     /// Keeps `template`, parsed from `text` with `context`, for the next
     /// [`Parsed::parse`] of the same; the oldest kept goes when too many
-    /// wait (an operation that never ran: it is parsed again if it does).
+    /// wait, and any kept longer than a minute (an operation that never
+    /// ran here: it is parsed again if it does).
     pub(super) fn keep(&self, text: &str, context: &TemplateContext, template: Arc<Template>) {
         if let Ok(mut kept) = self.kept.lock() {
+            kept.retain(|e| e.kept_at.elapsed() < WAIT);
             if kept.len() == KEPT {
                 kept.remove(0);
             }
             kept.push(Entry {
+                kept_at: std::time::Instant::now(),
                 text: text.to_string(),
                 context: context.clone(),
                 template,
@@ -49,6 +57,7 @@ impl Parsed {
         context: &TemplateContext,
     ) -> Result<Arc<Template>, TemplateError> {
         let kept = self.kept.lock().ok().and_then(|mut kept| {
+            kept.retain(|e| e.kept_at.elapsed() < WAIT);
             let i = kept
                 .iter()
                 .position(|e| e.text == text && e.context == *context)?;

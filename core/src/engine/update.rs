@@ -6,6 +6,7 @@
 use crate::engine::kinds::Updates;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
@@ -108,19 +109,21 @@ pub struct UpdateState {
 /// The update's other template, evaluated as far as cleanup needs it.
 pub struct Other {
     pub state: StackState,
-    pub template: Template,
+    pub template: Arc<Template>,
     pub params: ParameterValues,
     pub conditions: HashMap<String, bool>,
     pub graph: Graph,
 }
 
 impl Other {
-    pub fn load(
+    /// `parsed`: the templates the update's start parsed.
+    pub(super) fn load(
         state: StackState,
         sctx: &StackContext,
         results: &Results,
+        parsed: &super::parsed::Parsed,
     ) -> Result<Other, EngineError> {
-        let template = Template::parse_with(&state.template_body, &state.context)?;
+        let template = parsed.parse(&state.template_body, &state.context)?;
         let params = ParameterValues::resolve(&template.parameters, &state.parameters)?;
         let conditions = Evaluator::new(&template, &params, sctx, results)?
             .conditions()
@@ -205,6 +208,34 @@ pub(super) struct PreparedUpdate {
     /// deleted (`Resources.X` and that id). Only `cairn update` finishes
     /// it; a template update would lose track of it.
     pub unfinished: Vec<String>,
+    /// The templates it parsed (the target's, then the stack's), handed
+    /// to the operation's load when it starts.
+    pub parsed: ParsedTemplates,
+}
+
+/// A prepared update's two parsed templates; freed on a blocking thread
+/// when nothing takes them (a refused no-op, a change set only planned):
+/// freeing a large template takes tens of milliseconds the caller need
+/// not wait for.
+pub(super) struct ParsedTemplates(Option<(Arc<Template>, Arc<Template>)>);
+
+impl ParsedTemplates {
+    fn take(&mut self) -> Option<(Arc<Template>, Arc<Template>)> {
+        self.0.take()
+    }
+}
+
+impl Drop for ParsedTemplates {
+    fn drop(&mut self) {
+        if let Some(templates) = self.0.take() {
+            match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => {
+                    runtime.spawn_blocking(move || drop(templates));
+                }
+                Err(_) => drop(templates),
+            }
+        }
+    }
 }
 
 impl PreparedUpdate {
@@ -454,10 +485,10 @@ impl Updates<'_> {
                 input.capabilities.as_deref(),
             )
             .await?;
-        let template = match supplied_template {
+        let template = Arc::new(match supplied_template {
             Some(parsed) => parsed?,
             None => Template::parse_with(&body, &target_context)?,
-        };
+        });
         let params = ParameterValues::resolve(&template.parameters, &supplied)?;
         let sctx = stack_context(&self.config, &stack.stack_name, &stack.stack_id);
         let (conditions, graph) = self.prepare(&template, &params, &sctx, exports)?;
@@ -497,13 +528,11 @@ impl Updates<'_> {
             self.refuse_kept_nested(&rows, &template)?;
         }
         // The same text (a parameter-only update, or none): parse it once.
-        let parsed_old;
         let old_template =
             if body == stack.template_body && target_context.processed == stack.context.processed {
-                &template
+                template.clone()
             } else {
-                parsed_old = Template::parse_with(&stack.template_body, &stack.context)?;
-                &parsed_old
+                Arc::new(Template::parse_with(&stack.template_body, &stack.context)?)
             };
         let old_params = ParameterValues::resolve(&old_template.parameters, &stack.parameters)?;
         immutable_unchanged(&template, &old_params, &params)?;
@@ -520,7 +549,7 @@ impl Updates<'_> {
             &self.registry,
             &rows,
             &plan::Previous {
-                template: old_template,
+                template: &old_template,
                 params: &old_params,
             },
             &params,
@@ -564,7 +593,8 @@ impl Updates<'_> {
         drop(ev);
         // Freeing a large stack's rows and parsed template takes tens of
         // milliseconds that the caller need not wait for.
-        tokio::task::spawn_blocking(move || drop((rows, results, template)));
+        tokio::task::spawn_blocking(move || drop((rows, results)));
+        let parsed = ParsedTemplates(Some((template, old_template)));
         let options = OperationOptions {
             stack_policy: input
                 .stack_policy_during_update
@@ -603,6 +633,7 @@ impl Updates<'_> {
             options,
             nested_properties,
             unfinished,
+            parsed,
         })
     }
 
@@ -731,6 +762,7 @@ impl Updates<'_> {
             target,
             nested,
             mut options,
+            mut parsed,
             ..
         } = prepared;
         let lease = match self.lease_for_new_operation(&stack).await? {
@@ -801,6 +833,14 @@ impl Updates<'_> {
             (details, rows),
         )
         .await?;
+        // The operation's load reads the target (and the stack's template
+        // it may roll back to) with the same texts and contexts.
+        if let Some((target_template, stack_template)) = parsed.take() {
+            self.parsed
+                .keep(&target.template_body, &target.context, target_template);
+            self.parsed
+                .keep(&stack.template_body, &stack.context, stack_template);
+        }
         Ok(stack.stack_id)
     }
 
