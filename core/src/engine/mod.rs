@@ -371,7 +371,10 @@ impl Op {
             timestamp: r.updated_at.clone(),
             status: r.status.into(),
             status_reason: r.status_reason.clone(),
-            properties: Some(self.mask(Value::Object(r.properties.clone()).to_string())),
+            // Written from the row's map as it is (no copy of it first).
+            properties: Some(
+                self.mask(serde_json::to_string(&r.properties).unwrap_or_else(|_| "{}".into())),
+            ),
         }
     }
 }
