@@ -1527,13 +1527,23 @@ impl Resources for SqliteStore {
             // By logical id, as the primary key's index hands them over (an
             // ORDER BY would make SQLite sort every column of every row,
             // spilling a large stack to a temporary file).
+            // Sized first: a large stack's rows are big, and growing the
+            // list as they come copied it a dozen times (a fifth of the
+            // read).
+            let count: i64 = c
+                .prepare_cached("SELECT COUNT(*) FROM resources WHERE stack_id = ?1")
+                .map_err(backend)?
+                .query_row(params![id], |r| r.get(0))
+                .map_err(backend)?;
             let mut st = c
                 .prepare_cached(&format!(
                     "SELECT {RESOURCE_COLUMNS} FROM resources WHERE stack_id = ?1"
                 ))
                 .map_err(backend)?;
-            let rows = st.query_map(params![id], resource_row).map_err(backend)?;
-            let mut rows = rows.collect::<Result<Vec<_>, _>>().map_err(backend)?;
+            let mut rows = Vec::with_capacity(usize::try_from(count).unwrap_or(0));
+            for row in st.query_map(params![id], resource_row).map_err(backend)? {
+                rows.push(row.map_err(backend)?);
+            }
             // The index's order is byte order; made sure of here.
             rows.sort_unstable_by(|a, b| a.logical_id.cmp(&b.logical_id));
             Ok(rows)
