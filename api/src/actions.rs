@@ -108,17 +108,27 @@ fn page<'a, T>(
     f: &Form,
     size: usize,
 ) -> Result<(&'a [T], Option<String>), ApiError> {
+    let (range, next) = window(items.len(), f, size)?;
+    Ok((&items[range], next))
+}
+
+/// Which of `len` items the request's `NextToken` (an offset) asks for,
+/// `size` at most, and the token of the page after it.
+fn window(
+    len: usize,
+    f: &Form,
+    size: usize,
+) -> Result<(std::ops::Range<usize>, Option<String>), ApiError> {
     let start = match f.get("NextToken") {
         None | Some("") => 0,
         Some(t) => t
             .parse::<usize>()
             .ok()
-            .filter(|s| *s <= items.len())
+            .filter(|s| *s <= len)
             .ok_or_else(|| ApiError::validation("Invalid NextToken"))?,
     };
-    let end = (start + size).min(items.len());
-    let next = (end < items.len()).then(|| end.to_string());
-    Ok((&items[start..end], next))
+    let end = (start + size).min(len);
+    Ok((start..end, (end < len).then(|| end.to_string())))
 }
 
 fn max_results(f: &Form) -> Result<usize, ApiError> {
@@ -831,21 +841,12 @@ async fn describe_stack_events(app: &App, f: &Form) -> Outcome {
     // every event each time). The token is the offset from the newest.
     let store = app.engine.store();
     let count = store.event_count(&s.stack_id).await?;
-    let start = match f.get("NextToken") {
-        None | Some("") => 0,
-        Some(t) => t
-            .parse::<usize>()
-            .ok()
-            .filter(|s| *s <= count)
-            .ok_or_else(|| ApiError::validation("Invalid NextToken"))?,
-    };
-    let end = (start + PAGE).min(count);
-    // The same events ascending: those at count - end up to count - start.
+    let (newest_first, next) = window(count, f, PAGE)?;
+    // The same events ascending: those from count - end up to count - start.
     let mut items = store
-        .events_page(&s.stack_id, count - end, end - start)
+        .events_page(&s.stack_id, count - newest_first.end, newest_first.len())
         .await?;
     items.reverse();
-    let next = (end < count).then(|| end.to_string());
     result(|x| {
         x.list("StackEvents", &items, event_xml);
         x.opt("NextToken", next.as_deref());

@@ -144,10 +144,7 @@ impl Deletes<'_> {
         retain: &[String],
         rows: Option<Vec<ResourceRecord>>,
     ) -> Result<Vec<String>, EngineError> {
-        let stored = match rows {
-            Some(rows) => rows,
-            None => self.store.resources(&op.stack.stack_id).await?,
-        };
+        let stored = self.rows_or_read(op, rows).await?;
         let index: HashMap<&str, usize> = stored
             .iter()
             .enumerate()

@@ -206,7 +206,7 @@ struct Op {
     /// second time, as CloudFormation never shows one twice.
     reported: std::sync::Mutex<HashMap<String, Reported>>,
     /// The stack's rows as the load read them, taken by `drive` for the
-    /// operation's first phase ([`Core::rows_at_start`]): nothing of the
+    /// operation's first phase ([`Core::rows_or_read`]): nothing of the
     /// operation has written a row yet then, so a read would give the same.
     loaded_rows: std::sync::Mutex<Option<Vec<ResourceRecord>>>,
 }
@@ -371,10 +371,9 @@ impl Op {
             timestamp: r.updated_at.clone(),
             status: r.status.into(),
             status_reason: r.status_reason.clone(),
-            // Written from the row's map as it is (no copy of it first).
-            properties: Some(
-                self.mask(serde_json::to_string(&r.properties).unwrap_or_else(|_| "{}".into())),
-            ),
+            // Written from the row's map as it is, not a copy of it (a map
+            // of JSON values always serialises).
+            properties: Some(self.mask(serde_json::to_string(&r.properties).unwrap_or_default())),
         }
     }
 }
@@ -1027,15 +1026,15 @@ impl Core {
         Ok(outcomes)
     }
 
-    /// The stack's rows when the operation's first phase starts: those
-    /// its load read (`loaded`: only the first phase, before any write of
-    /// the operation, may use them), else read now.
-    async fn rows_at_start(
+    /// The stack's rows as stored now: `read` when the caller has them (the
+    /// load's, for the first phase before any write of the operation),
+    /// else read now.
+    async fn rows_or_read(
         &self,
         op: &Op,
-        loaded: Option<Vec<ResourceRecord>>,
+        read: Option<Vec<ResourceRecord>>,
     ) -> Result<Vec<ResourceRecord>, EngineError> {
-        match loaded {
+        match read {
             Some(rows) => Ok(rows),
             None => Ok(self.store.resources(&op.stack.stack_id).await?),
         }
@@ -1346,7 +1345,7 @@ impl Engine {
         let retain = options.retain;
         match op.stack.status {
             StackStatus::CreateInProgress => {
-                let rows = self.rows_at_start(op, loaded_rows).await?;
+                let rows = self.rows_or_read(op, loaded_rows).await?;
                 if rows.is_empty() {
                     if let Some(refusal) =
                         self.hooks().stack_verdict(op, HookAction::Create).await?
@@ -1401,7 +1400,7 @@ impl Engine {
             }
             StackStatus::DeleteInProgress => {
                 // Judged before anything of the stack is deleted.
-                let rows = self.rows_at_start(op, loaded_rows).await?;
+                let rows = self.rows_or_read(op, loaded_rows).await?;
                 let untouched = rows.iter().all(|r| {
                     !matches!(
                         r.status,

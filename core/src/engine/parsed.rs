@@ -3,6 +3,7 @@
 //! again to run it (a 10,000-resource template takes tens of milliseconds
 //! to parse).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::template::{Template, TemplateContext, TemplateError};
@@ -19,6 +20,9 @@ const WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 #[derive(Default)]
 pub(super) struct Parsed {
     kept: Mutex<Vec<Entry>>,
+    /// How many kept templates a load took (for the tests that check the
+    /// hand-over happens).
+    handed: AtomicUsize,
 }
 
 struct Entry {
@@ -64,9 +68,20 @@ impl Parsed {
             Some(kept.remove(i).template)
         });
         match kept {
-            Some(template) => Ok(template),
+            Some(template) => {
+                self.handed.fetch_add(1, Ordering::Relaxed);
+                Ok(template)
+            }
             None => Ok(Arc::new(Template::parse_with(text, context)?)),
         }
+    }
+}
+
+#[cfg(test)]
+impl Parsed {
+    /// How many kept templates were taken so far.
+    pub(super) fn handed_over(&self) -> usize {
+        self.handed.load(Ordering::Relaxed)
     }
 }
 
@@ -92,6 +107,7 @@ mod tests {
             .parse(text, &TemplateContext::default())
             .expect("parses");
         assert!(Arc::ptr_eq(&handed, &template));
+        assert_eq!(parsed.handed_over(), 1);
         let again = parsed
             .parse(text, &TemplateContext::default())
             .expect("parses");

@@ -1130,3 +1130,24 @@ impl Scenario {
         }
     }
 }
+
+/// An operation's load takes the templates its start parsed (a create's
+/// one, an update's target and the stack's) instead of parsing them again:
+/// the keys the start keeps them under are the ones the load asks with.
+#[test]
+fn an_operations_load_takes_the_templates_its_start_parsed() {
+    deep(|| async {
+        let world = World::new();
+        let engine = world.engine(world.base.clone());
+        let base = "Resources:\n  A: {Type: Sim::Thing, Properties: {Name: a-one, Value: \"1\"}}\n";
+        world.run(&engine, &create(base)).await.expect("create");
+        assert_eq!(engine.parsed.handed_over(), 1);
+        let changed = base.replace("\"1\"", "\"2\"");
+        world.run(&engine, &update(&changed)).await.expect("update");
+        assert_eq!(engine.parsed.handed_over(), 3);
+        assert_eq!(
+            world.stack().await.map(|s| s.status),
+            Some(StackStatus::UpdateComplete)
+        );
+    });
+}
