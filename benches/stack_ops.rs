@@ -16,7 +16,11 @@
 //!   process and through a `cairn plugin-host` child, sequential and 64 at a
 //!   time;
 //! - `cairn deploy` of 10,000 resources showing its events on a terminal and
-//!   on a pipe.
+//!   on a pipe;
+//! - `cli`: issue 53's figures through the real binary with the default
+//!   configuration: 10,000 and 40,000 resources created, refused as a no-op
+//!   update and deleted (each command a process of its own), and the
+//!   20 × 50 layers.
 //!
 //! `cargo bench --bench stack_ops -- --only dag10000,follow` runs some.
 
@@ -314,8 +318,76 @@ fn follow() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+/// Seconds `cairn ARGS` takes in `dir` (the state file `state.db` there,
+/// the default configuration), and whether it succeeded, with its stderr.
+fn timed_cli(dir: &std::path::Path, args: &[&str]) -> Result<(f64, bool, String), std::io::Error> {
+    let start = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(["--state", "state.db"])
+        .args(args)
+        .current_dir(dir)
+        .stdout(std::process::Stdio::null())
+        .output()?;
+    let took = start.elapsed().as_secs_f64();
+    Ok((
+        took,
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}
+
+/// `cairn deploy` then `cairn delete` of `body` in a fresh directory
+/// (create s, delete s), with the no-op deploy's refusal timed `noops`
+/// times in between.
+fn cli_round(body: &str, noops: usize) -> Result<(f64, Vec<f64>, f64), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    std::fs::write(dir.path().join("t.yaml"), body)?;
+    let (create, ok, err) = timed_cli(dir.path(), &["deploy", "bench", "t.yaml"])?;
+    if !ok {
+        return Err(format!("cairn deploy failed: {err}").into());
+    }
+    let mut refused = Vec::new();
+    for _ in 0..noops {
+        let (took, ok, err) = timed_cli(dir.path(), &["deploy", "bench", "t.yaml"])?;
+        if ok || !err.contains("No updates are to be performed.") {
+            return Err(format!("the no-op deploy was not refused: {err}").into());
+        }
+        refused.push(took);
+    }
+    let (delete, ok, err) = timed_cli(dir.path(), &["delete", "bench"])?;
+    if !ok {
+        return Err(format!("cairn delete failed: {err}").into());
+    }
+    Ok((create, refused, delete))
+}
+
+/// The figures issue 53 measured through the CLI, with the defaults a user
+/// gets: the 10,000- and 40,000-resource random DAGs created, refused as a
+/// no-op update and deleted by `cairn deploy`/`cairn delete` (each a
+/// process of its own), and 20 layers × 50 resources of 50 ms.
+fn cli() -> Result<(), Box<dyn std::error::Error>> {
+    let (create10, mut noops, delete10) = cli_round(&random_dag(10_000), NOOP_ATTEMPTS)?;
+    noops.sort_by(f64::total_cmp);
+    let noop = noops[noops.len() / 2];
+    let (create40, _, delete40) = cli_round(&random_dag(40_000), 0)?;
+    let (layered, _, _) = cli_round(&layered(20, 50, 0.05), 0)?;
+    println!(
+        "cairn CLI, default configuration: 10,000 resources create {create10:.3} s, no-op update refused in {:.0} ms (median of {NOOP_ATTEMPTS}, {:.0}-{:.0} ms) [goal <= 100 ms], delete {delete10:.3} s; 40,000 create {create40:.3} s, delete {delete40:.3} s: {:.2}x / {:.2}x the 10,000 [goal <= 4.4x]; 20 x 50 layers of 50 ms: create {layered:.3} s = {:.3}x the 1.0 s critical path [goal <= 1.05x]",
+        noop * 1000.0,
+        noops[0] * 1000.0,
+        noops[noops.len() - 1] * 1000.0,
+        create40 / create10,
+        delete40 / delete10,
+        layered / 1.0
+    );
+    Ok(())
+}
+
 /// Runs one scenario in this process and prints one line of figures.
 fn scenario(name: &str) -> Result<(), Box<dyn std::error::Error>> {
+    if name == "cli" {
+        return cli();
+    }
     if name == "plugins" {
         return plugin_overhead();
     }
@@ -433,6 +505,7 @@ fn scenarios(only: &[String]) -> Vec<&'static str> {
         "webhooks",
         "plugins",
         "follow",
+        "cli",
     ]
     .into_iter()
     .filter(|s| only.is_empty() || only.iter().any(|o| o == s))

@@ -168,26 +168,35 @@ impl Deletes<'_> {
                 _ => Outcome::NotRun,
             })
             .collect();
-        let stored_ref = &stored;
+        let ids: Vec<String> = stored.iter().map(|r| r.logical_id.clone()).collect();
+        // Each row is handed to its step, not copied: a node runs once.
+        let rows: Vec<std::sync::Mutex<Option<ResourceRecord>>> = stored
+            .into_iter()
+            .map(|r| std::sync::Mutex::new(Some(r)))
+            .collect();
+        let (ids_ref, rows_ref) = (&ids, &rows);
         let outcomes = self
             .schedule(
                 op,
                 &preds,
                 initial,
                 (false, false),
-                ("delete", &|i| stored_ref[i].logical_id.clone()),
+                ("delete", &|i| ids_ref[i].clone()),
                 |i| async move {
-                    let r = stored_ref[i].clone();
+                    let row = rows_ref[i].lock().ok().and_then(|mut r| r.take());
+                    let Some(r) = row else {
+                        return (i, false);
+                    };
                     let keep = retain.contains(&r.logical_id);
                     (i, self.steps().delete_row(op, r, keep).await)
                 },
             )
             .await?;
-        Ok(stored
-            .iter()
+        Ok(ids
+            .into_iter()
             .zip(outcomes)
             .filter(|(_, o)| *o == Outcome::Failed)
-            .map(|(r, _)| r.logical_id.clone())
+            .map(|(id, _)| id)
             .collect())
     }
 

@@ -711,6 +711,7 @@ impl Core {
             .conditions()
             .clone();
         let graph = Graph::build(&template, &|c| conditions.get(c).copied())?;
+        results.reserve(template.resources.len());
         let other = match other {
             Some(state) => Some(update::Other::load(state, &sctx, &results, &self.parsed)?),
             None => None,

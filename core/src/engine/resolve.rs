@@ -98,9 +98,19 @@ impl Results {
         }
     }
 
+    /// Makes room for `n` more resources at once: grown one insert at a
+    /// time, a 10,000-resource operation's map was copied a dozen times
+    /// into freshly zeroed memory (a twentieth of a create's engine time).
+    pub fn reserve(&self, n: usize) {
+        if let Ok(mut k) = self.known.lock() {
+            k.reserve(n);
+        }
+    }
+
     /// Records the physical id and attributes of every resource still part of
     /// the stack.
     pub fn record_live(&self, rows: &[crate::stack::ResourceRecord]) {
+        self.reserve(rows.len());
         for r in rows.iter().filter(|r| crate::plan::is_live(r)) {
             if let Some(p) = &r.physical_id {
                 self.record(&r.logical_id, p, &r.attributes);
