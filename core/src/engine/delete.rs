@@ -185,6 +185,8 @@ impl Deletes<'_> {
                 |i| async move {
                     let row = rows_ref[i].lock().ok().and_then(|mut r| r.take());
                     let Some(r) = row else {
+                        // The scheduler runs a node once; say so if it did not.
+                        tracing::error!(stack = %op.stack.stack_name, resource = %ids_ref[i], "the delete of this resource was scheduled twice; its second run is refused");
                         return (i, false);
                     };
                     let keep = retain.contains(&r.logical_id);
