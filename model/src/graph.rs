@@ -33,74 +33,83 @@ pub fn references(
                 references(item, &child(path, &i.to_string()), condition, out);
             }
         }
-        Value::Object(m) => {
-            if m.len() == 1 {
-                if let Some((k, arg)) = m.iter().next() {
-                    let p = child(path, k);
-                    match (k.as_str(), arg) {
-                        ("Ref", Value::String(t)) => {
-                            out.push(Reference {
-                                target: t.clone(),
-                                attribute: None,
-                                path: p,
-                            });
-                            return;
-                        }
-                        ("Fn::GetAtt", Value::String(s)) => {
-                            if let Some((r, a)) = s.split_once('.') {
-                                out.push(Reference {
-                                    target: r.into(),
-                                    attribute: Some(a.into()),
-                                    path: p,
-                                });
-                            }
-                            return;
-                        }
-                        ("Fn::GetAtt", Value::Array(a)) if a.len() == 2 => {
-                            if let Value::String(r) = &a[0] {
-                                let attr = a[1].as_str().map(str::to_string);
-                                out.push(Reference {
-                                    target: r.clone(),
-                                    attribute: attr,
-                                    path: p.clone(),
-                                });
-                            }
-                            references(&a[1], &child(&p, "1"), condition, out);
-                            return;
-                        }
-                        ("Fn::Sub", Value::String(s)) => {
-                            sub_references(s, &[], &p, out);
-                            return;
-                        }
-                        ("Fn::Sub", Value::Array(a)) if a.len() == 2 => {
-                            let locals: Vec<&str> = a[1]
-                                .as_object()
-                                .map(|m| m.keys().map(String::as_str).collect())
-                                .unwrap_or_default();
-                            if let Value::String(s) = &a[0] {
-                                sub_references(s, &locals, &p, out);
-                            }
-                            references(&a[1], &child(&p, "1"), condition, out);
-                            return;
-                        }
-                        ("Fn::If", Value::Array(a)) if a.len() == 3 => {
-                            let taken = a[0].as_str().and_then(condition);
-                            for (i, branch) in a.iter().enumerate().skip(1) {
-                                if taken.is_none() || taken == Some(i == 1) {
-                                    references(branch, &child(&p, &i.to_string()), condition, out);
-                                }
-                            }
-                            return;
-                        }
-                        _ => {}
-                    }
+        Value::Object(m) => object_references(m, path, condition, out),
+        _ => {}
+    }
+}
+
+/// [`references`] of an object (a resource's properties are one: read
+/// in place, not copied into a `Value` first).
+fn object_references(
+    m: &serde_json::Map<String, Value>,
+    path: &str,
+    condition: &dyn Fn(&str) -> Option<bool>,
+    out: &mut Vec<Reference>,
+) {
+    if m.len() == 1 {
+        if let Some((k, arg)) = m.iter().next() {
+            let p = child(path, k);
+            match (k.as_str(), arg) {
+                ("Ref", Value::String(t)) => {
+                    out.push(Reference {
+                        target: t.clone(),
+                        attribute: None,
+                        path: p,
+                    });
+                    return;
                 }
-            }
-            for (k, x) in m {
-                references(x, &child(path, k), condition, out);
+                ("Fn::GetAtt", Value::String(s)) => {
+                    if let Some((r, a)) = s.split_once('.') {
+                        out.push(Reference {
+                            target: r.into(),
+                            attribute: Some(a.into()),
+                            path: p,
+                        });
+                    }
+                    return;
+                }
+                ("Fn::GetAtt", Value::Array(a)) if a.len() == 2 => {
+                    if let Value::String(r) = &a[0] {
+                        let attr = a[1].as_str().map(str::to_string);
+                        out.push(Reference {
+                            target: r.clone(),
+                            attribute: attr,
+                            path: p.clone(),
+                        });
+                    }
+                    references(&a[1], &child(&p, "1"), condition, out);
+                    return;
+                }
+                ("Fn::Sub", Value::String(s)) => {
+                    sub_references(s, &[], &p, out);
+                    return;
+                }
+                ("Fn::Sub", Value::Array(a)) if a.len() == 2 => {
+                    let locals: Vec<&str> = a[1]
+                        .as_object()
+                        .map(|m| m.keys().map(String::as_str).collect())
+                        .unwrap_or_default();
+                    if let Value::String(s) = &a[0] {
+                        sub_references(s, &locals, &p, out);
+                    }
+                    references(&a[1], &child(&p, "1"), condition, out);
+                    return;
+                }
+                ("Fn::If", Value::Array(a)) if a.len() == 3 => {
+                    let taken = a[0].as_str().and_then(condition);
+                    for (i, branch) in a.iter().enumerate().skip(1) {
+                        if taken.is_none() || taken == Some(i == 1) {
+                            references(branch, &child(&p, &i.to_string()), condition, out);
+                        }
+                    }
+                    return;
+                }
+                _ => {}
             }
         }
-        _ => {}
+    }
+    for (k, x) in m {
+        references(x, &child(path, k), condition, out);
     }
 }
 
@@ -196,8 +205,8 @@ impl Graph {
             let i = index[&r.logical_id];
             let base = child("/Resources", &r.logical_id);
             refs.clear();
-            references(
-                &Value::Object(r.properties.clone()),
+            object_references(
+                &r.properties,
                 &child(&base, "Properties"),
                 condition,
                 &mut refs,

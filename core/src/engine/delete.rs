@@ -170,10 +170,10 @@ impl Deletes<'_> {
             .collect();
         let ids: Vec<String> = stored.iter().map(|r| r.logical_id.clone()).collect();
         // Each row is handed to its step, not copied: a node runs once.
-        let rows: Vec<std::sync::Mutex<Option<ResourceRecord>>> = stored
-            .into_iter()
-            .map(|r| std::sync::Mutex::new(Some(r)))
-            .collect();
+        // Collected in place (an `Option` of a row is laid out as the row):
+        // moving ten thousand rows into new memory took tens of milliseconds.
+        let rows: std::sync::Mutex<Vec<Option<ResourceRecord>>> =
+            std::sync::Mutex::new(stored.into_iter().map(Some).collect());
         let (ids_ref, rows_ref) = (&ids, &rows);
         let outcomes = self
             .schedule(
@@ -183,7 +183,10 @@ impl Deletes<'_> {
                 (false, false),
                 ("delete", &|i| ids_ref[i].clone()),
                 |i| async move {
-                    let row = rows_ref[i].lock().ok().and_then(|mut r| r.take());
+                    let row = rows_ref
+                        .lock()
+                        .ok()
+                        .and_then(|mut rows| rows.get_mut(i).and_then(Option::take));
                     let Some(r) = row else {
                         // The scheduler runs a node once; say so if it did not.
                         tracing::error!(stack = %op.stack.stack_name, resource = %ids_ref[i], "the delete of this resource was scheduled twice; its second run is refused");

@@ -705,6 +705,13 @@ impl Core {
             .flatten()
             .any(|s| resolve::reads_stack_outputs(&s.template_body, &s.context));
         let results = Results::new(self.exports_map(reads).await?);
+        // The rows are read and decoded on the store's side while this
+        // thread parses: a large stack's delete waits for the longer of the
+        // two, not their sum.
+        let rows = {
+            let (store, stack_id) = (self.store.clone(), stack.stack_id.clone());
+            tokio::spawn(async move { store.resources(&stack_id).await })
+        };
         let template = self.parsed.parse(&this.template_body, &this.context)?;
         let params = ParameterValues::resolve(&template.parameters, &this.parameters)?;
         let conditions = Evaluator::new(&template, &params, &sctx, &results)?
@@ -716,7 +723,7 @@ impl Core {
             Some(state) => Some(update::Other::load(state, &sctx, &results, &self.parsed)?),
             None => None,
         };
-        let rows = self.store.resources(&stack.stack_id).await?;
+        let rows = rows.await.map_err(update::background_read)??;
         results.record_live(&rows);
         let reported = rows
             .iter()

@@ -351,7 +351,7 @@ fn read_live_state(
 
 /// A background read (on the store's thread) that did not finish: a panic
 /// or a runtime shutting down.
-fn background_read(e: tokio::task::JoinError) -> EngineError {
+pub(super) fn background_read(e: tokio::task::JoinError) -> EngineError {
     EngineError::Store(StoreError::Backend(format!(
         "reading the stack's state failed: {e}"
     )))
