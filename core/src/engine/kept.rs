@@ -56,7 +56,7 @@ pub(super) fn fold_row(mut r: ResourceRecord) -> (Option<ResourceRecord>, Option
         }
         Journal::Changed { before } if succeeded => {
             let old = (before.physical_id.is_some() && before.physical_id != r.physical_id)
-                .then(|| superseded(&r.logical_id, before));
+                .then(|| superseded(&r.logical_id, *before));
             (Some(r), old)
         }
         Journal::Changed { before } => {
@@ -66,7 +66,7 @@ pub(super) fn fold_row(mut r: ResourceRecord) -> (Option<ResourceRecord>, Option
             (Some(r), made)
         }
         Journal::Restored { discard } => {
-            let left = discard.map(|d| superseded(&r.logical_id, d));
+            let left = discard.map(|d| superseded(&r.logical_id, *d));
             (Some(r), left)
         }
     }
@@ -260,7 +260,7 @@ mod tests {
             ResourceStatus::UpdateComplete,
             Some("new"),
             Some(Journal::Changed {
-                before: before("old"),
+                before: Box::new(before("old")),
             }),
         );
         let (row, left) = fold_row(r);
@@ -276,7 +276,7 @@ mod tests {
             ResourceStatus::UpdateFailed,
             Some("half"),
             Some(Journal::Changed {
-                before: before("old"),
+                before: Box::new(before("old")),
             }),
         );
         let (row, left) = fold_row(r);
@@ -300,7 +300,7 @@ mod tests {
             ResourceStatus::UpdateFailed,
             Some("old"),
             Some(Journal::Changed {
-                before: before("old"),
+                before: Box::new(before("old")),
             }),
         )
     }

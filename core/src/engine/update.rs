@@ -977,7 +977,9 @@ impl Updates<'_> {
             r.restore(&before);
             r.status = ResourceStatus::UpdateComplete;
             r.status_reason = Some("Skipped by continue-rollback".into());
-            r.journal = Some(Journal::Restored { discard });
+            r.journal = Some(Journal::Restored {
+                discard: discard.map(Box::new),
+            });
             r.updated_at = now();
             if !self.record(&op, &r, Vec::new()).await {
                 return Err(StoreError::LeaseLost(stack.stack_id.clone()).into());
@@ -1190,7 +1192,7 @@ impl Updates<'_> {
             Ok(v) => v,
             Err(reason) => {
                 rec.journal = Some(Journal::Changed {
-                    before: rec.snapshot(),
+                    before: Box::new(rec.snapshot()),
                 });
                 rec.status = ResourceStatus::UpdateFailed;
                 rec.status_reason = Some(reason);
@@ -1268,7 +1270,9 @@ impl Updates<'_> {
             action.and_then(|a| op.policy_denies(a, &rec.logical_id, &rec.resource_type))
         {
             // Refused before the resource is touched: nothing to undo.
-            rec.journal = Some(Journal::Changed { before });
+            rec.journal = Some(Journal::Changed {
+                before: Box::new(before),
+            });
             rec.status = ResourceStatus::UpdateFailed;
             rec.status_reason = Some(denial);
             rec.updated_at = now();
@@ -1278,7 +1282,9 @@ impl Updates<'_> {
         match decision {
             Decision::NoChange => true,
             Decision::MetadataOnly => {
-                rec.journal = Some(Journal::Changed { before });
+                rec.journal = Some(Journal::Changed {
+                    before: Box::new(before),
+                });
                 rec.metadata = metadata;
                 rec.status = ResourceStatus::UpdateComplete;
                 rec.status_reason = None;
@@ -1286,7 +1292,9 @@ impl Updates<'_> {
                 self.record(op, &rec, Vec::new()).await
             }
             Decision::Unsupported { property } => {
-                rec.journal = Some(Journal::Changed { before });
+                rec.journal = Some(Journal::Changed {
+                    before: Box::new(before),
+                });
                 rec.status = ResourceStatus::UpdateFailed;
                 let refusal = schema
                     .and_then(|s| s.properties.get(&property).and_then(|p| p.refusal.clone()));
@@ -1302,7 +1310,7 @@ impl Updates<'_> {
             }
             Decision::InPlace { .. } => {
                 rec.journal = Some(Journal::Changed {
-                    before: before.clone(),
+                    before: Box::new(before.clone()),
                 });
                 rec.properties = props;
                 rec.metadata = metadata;
@@ -1313,7 +1321,9 @@ impl Updates<'_> {
                 self.steps().update_in_place(op, rec, &before).await
             }
             Decision::Replace { .. } => {
-                rec.journal = Some(Journal::Changed { before });
+                rec.journal = Some(Journal::Changed {
+                    before: Box::new(before),
+                });
                 if let Some(t) = new_type {
                     rec.resource_type = t;
                 }
@@ -1549,7 +1559,9 @@ impl Updates<'_> {
             rec.restore(&before);
             rec.status = ResourceStatus::UpdateComplete;
             rec.status_reason = None;
-            rec.journal = Some(Journal::Restored { discard });
+            rec.journal = Some(Journal::Restored {
+                discard: discard.map(Box::new),
+            });
             rec.updated_at = now();
             return self.record(op, &rec, Vec::new()).await;
         }
@@ -1590,7 +1602,7 @@ impl Updates<'_> {
                 if before.physical_id.is_some() && before.physical_id != r.physical_id {
                     victims.push(Victim {
                         logical_id: r.logical_id.clone(),
-                        target: before.clone(),
+                        target: (**before).clone(),
                         owner: VictimOf::Kept(Box::new(r.clone())),
                         retain: retains_on_replace(op, &r.logical_id),
                     });
@@ -1633,7 +1645,7 @@ impl Updates<'_> {
                 }),
                 Some(Journal::Restored { discard: Some(d) }) => victims.push(Victim {
                     logical_id: r.logical_id.clone(),
-                    target: d.clone(),
+                    target: (**d).clone(),
                     owner: VictimOf::Kept(Box::new(r.clone())),
                     retain: false,
                 }),

@@ -524,6 +524,9 @@ pub struct Snapshot {
 }
 
 /// One resource's part in an update (the update's journal, per resource).
+/// Its snapshots are boxed: every row carries an `Option<Journal>`, and a
+/// row is moved through each step of an operation (inline, the two
+/// snapshots doubled a row's size for the rows that have none).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "State")]
 pub enum Journal {
@@ -532,10 +535,10 @@ pub enum Journal {
     /// Changed by this update (in place or replaced); `before` is what it was.
     /// When the physical id differs from `before`'s, the update's cleanup
     /// deletes `before`'s physical resource.
-    Changed { before: Snapshot },
+    Changed { before: Box<Snapshot> },
     /// Put back by the rollback; `discard` is the physical resource the update
     /// had made in its place, deleted by the rollback's cleanup.
-    Restored { discard: Option<Snapshot> },
+    Restored { discard: Option<Box<Snapshot>> },
 }
 
 impl ResourceRecord {

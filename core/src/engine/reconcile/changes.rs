@@ -102,7 +102,7 @@ impl Reconciles<'_> {
             }
         };
         rec.journal = Some(Journal::Changed {
-            before: rec.snapshot(),
+            before: Box::new(rec.snapshot()),
         });
         rec.properties = props;
         rec.metadata = metadata;

@@ -230,7 +230,7 @@ impl Steps<'_> {
         let mut leftover = rec.clone();
         leftover.restore(snapshot);
         let mut ledger = Leftover {
-            snapshot: snapshot.clone(),
+            snapshot: (**snapshot).clone(),
             outcome: Ok(()),
         };
         self.delete(op, &Callee::Resource(&leftover), &mut ledger, Retries::ONCE)

@@ -62,7 +62,7 @@ impl Steps<'_> {
         {
             let victim = Victim {
                 logical_id: rec.logical_id.clone(),
-                target: discard,
+                target: *discard,
                 owner: VictimOf::Kept(Box::new(rec.clone())),
                 retain: false,
             };
@@ -151,7 +151,7 @@ impl Steps<'_> {
                     e.message.trim_end()
                 ));
                 rec.journal = Some(Journal::Restored {
-                    discard: Some(made),
+                    discard: Some(Box::new(made)),
                 });
                 rec.updated_at = now();
                 self.record(op, &rec, Vec::new()).await;

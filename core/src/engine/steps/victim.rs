@@ -115,8 +115,8 @@ impl VictimLedger<'_> {
             }
             VictimOf::Kept(row) => {
                 match &mut row.journal {
-                    Some(Journal::Changed { before }) => *before = target,
-                    Some(Journal::Restored { discard: Some(d) }) => *d = target,
+                    Some(Journal::Changed { before }) => **before = target,
+                    Some(Journal::Restored { discard: Some(d) }) => **d = target,
                     _ => {}
                 }
                 row
