@@ -41,6 +41,7 @@ pub mod stack_policy;
 mod steps;
 pub mod trace;
 pub mod types;
+mod unchanged;
 mod update;
 
 pub use changeset::{changes_json, ChangeSetType, CreateChangeSetInput, NO_CHANGES};

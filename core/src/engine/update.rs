@@ -287,19 +287,11 @@ fn failure_reason(created: &[String], updated: &[String]) -> String {
     parts.join(" ")
 }
 
-/// The statuses an update may start from.
+/// The statuses an update may start from: the settled ones, and where a
+/// `cairn update` that failed stops (it does not roll back: running it
+/// again, or with the old template, recovers).
 fn updatable(status: StackStatus) -> bool {
-    matches!(
-        status,
-        StackStatus::CreateComplete
-            | StackStatus::UpdateComplete
-            | StackStatus::UpdateRollbackComplete
-            | StackStatus::ImportComplete
-            | StackStatus::ImportRollbackComplete
-            // Where a `cairn update` that failed stops (it does not roll
-            // back: running it again, or with the old template, recovers).
-            | StackStatus::UpdateFailed
-    )
+    super::unchanged::settled(status) || status == StackStatus::UpdateFailed
 }
 
 type FoundStack = Result<(Option<StackRecord>, HashMap<String, String>), StoreError>;
@@ -349,6 +341,26 @@ fn read_live_state(
     (rx, task)
 }
 
+/// The update's arguments that are checked before the stack is read: its
+/// stack policy bodies and its rollback configuration.
+fn check_arguments(input: &UpdateStackInput) -> Result<(), EngineError> {
+    for (body, what) in [
+        (&input.stack_policy, "StackPolicyBody"),
+        (
+            &input.stack_policy_during_update,
+            "StackPolicyDuringUpdateBody",
+        ),
+    ] {
+        if let Some(b) = body {
+            super::stack_policy::parse(b, what)?;
+        }
+    }
+    if let Some(c) = &input.rollback_configuration {
+        c.check()?;
+    }
+    Ok(())
+}
+
 /// A background read (on the store's thread) that did not finish: a panic
 /// or a runtime shutting down.
 pub(super) fn background_read(e: tokio::task::JoinError) -> EngineError {
@@ -368,6 +380,14 @@ impl Updates<'_> {
             .await?;
         if let Some(t) = &input.notification_arns {
             crate::notifications::check_targets(t)?;
+        }
+        check_arguments(input)?;
+        // The stack's own template, values and tags again: known to change
+        // nothing without parsing and planning it (see `unchanged`).
+        if self.gives_what_it_has(input).await? {
+            return Err(EngineError::Validation(
+                "No updates are to be performed.".into(),
+            ));
         }
         let prepared = self.prepare_update(input).await?;
         // New tags alone are an update (CloudFormation's too).
@@ -408,20 +428,7 @@ impl Updates<'_> {
         // the reads run on the store's thread while this one parses, so the
         // work is pipelined over two cores. Errors keep their order: the
         // stack's existence and status are reported before template errors.
-        for (body, what) in [
-            (&input.stack_policy, "StackPolicyBody"),
-            (
-                &input.stack_policy_during_update,
-                "StackPolicyDuringUpdateBody",
-            ),
-        ] {
-            if let Some(b) = body {
-                super::stack_policy::parse(b, what)?;
-            }
-        }
-        if let Some(c) = &input.rollback_configuration {
-            c.check()?;
-        }
+        check_arguments(input)?;
         let supplied_reads = input.template_body.as_deref().is_some_and(|b| {
             let none = crate::stack::TemplateContext::default();
             super::resolve::reads_stack_outputs(b, input.context.as_ref().unwrap_or(&none))

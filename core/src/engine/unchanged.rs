@@ -1,0 +1,135 @@
+//! An update that gives the stack exactly what it has: refused ("No
+//! updates are to be performed.") from the stack's record alone, before
+//! the template is parsed, evaluated and planned.
+//!
+//! The full check ([`super::update::PreparedUpdate::changes_nothing`])
+//! plans the update and finds no resource to change; for the same text,
+//! the same parameter values, no context and no tags, its answer is known
+//! without doing that work, as CloudFormation knows it by comparing the
+//! templates: the same input evaluates to the same properties. That holds
+//! only for a template whose evaluation reads nothing but its text and its
+//! parameters, so any template that reads beyond them (macros and
+//! transforms, nested stacks' files, modules, SSM parameter types, dynamic
+//! references, other stacks' exports and outputs, HOT's files and
+//! environments) takes the full path, as does a stack a failed update left
+//! (`UPDATE_FAILED`: running it again continues that update).
+
+use super::kinds::Updates;
+use super::update::{supplied_values, UpdateStackInput, UpgradeTypes};
+use super::EngineError;
+use crate::stack::StackStatus;
+
+/// What, written anywhere in a template's text, makes its evaluation read
+/// beyond its text and parameters (or its kind of template have its own
+/// rules): a plain substring test, so a false positive only costs the full
+/// check.
+const READS_BEYOND_ITS_TEXT: &[&str] = &[
+    // Macros, AWS::Include, AWS::LanguageExtensions, SAM: run again on
+    // every update.
+    "Transform",
+    // Nested stacks: their templates are files read on each update.
+    "AWS::CloudFormation::Stack",
+    "TemplateURL",
+    // Registry modules: expanded from the registry's current version.
+    "::MODULE",
+    // SSM parameter types and dynamic references: resolved values.
+    "AWS::SSM::Parameter",
+    "{{resolve:",
+    // Other stacks' exports and outputs.
+    "ImportValue",
+    "GetStackOutput",
+    // HOT: provider templates, get_file, environments.
+    "heat_template_version",
+    // What the engine's configuration or the update's own arguments give
+    // (the configuration may have changed since).
+    "AWS::Region",
+    "AWS::AccountId",
+    "AWS::Partition",
+    "AWS::URLSuffix",
+    "GetAZs",
+    "AWS::NotificationARNs",
+];
+
+/// Whether evaluating `text` may read more than `text` and its parameters.
+fn reads_beyond_its_text(text: &str) -> bool {
+    READS_BEYOND_ITS_TEXT.iter().any(|m| text.contains(m))
+}
+
+/// The statuses whose stack is what its template and parameters say (an
+/// `UPDATE_FAILED` stack is not: updating it continues the failed update).
+pub(super) fn settled(status: StackStatus) -> bool {
+    matches!(
+        status,
+        StackStatus::CreateComplete
+            | StackStatus::UpdateComplete
+            | StackStatus::UpdateRollbackComplete
+            | StackStatus::ImportComplete
+            | StackStatus::ImportRollbackComplete
+    )
+}
+
+impl Updates<'_> {
+    /// Whether `input` gives the stack its own template text, parameter
+    /// values and tags, with nothing else that could change what they
+    /// evaluate to. `false` whenever in doubt (the full check decides),
+    /// and for a stack that does not exist or cannot be updated (the full
+    /// path reports why).
+    pub(super) async fn gives_what_it_has(
+        &self,
+        input: &UpdateStackInput,
+    ) -> Result<bool, EngineError> {
+        let Some(body) = input.template_body.as_deref() else {
+            return Ok(false);
+        };
+        if input.upgrade_types != UpgradeTypes::Keep
+            || input.context.as_ref().is_some_and(|c| !c.is_empty())
+            || reads_beyond_its_text(body)
+        {
+            return Ok(false);
+        }
+        let Some(stack) = self.store.find_stack(&input.stack_name).await? else {
+            return Ok(false);
+        };
+        if !settled(stack.status)
+            || stack.template_body != body
+            || !stack.context.is_empty()
+            || input.tags.as_ref().is_some_and(|t| *t != stack.tags)
+        {
+            return Ok(false);
+        }
+        // The values as given (a default left out is not the same input as
+        // the value it stood for: the full check resolves it).
+        Ok(supplied_values(&input.parameters, &stack.parameters)
+            .is_ok_and(|supplied| supplied == stack.parameters))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_template_reading_beyond_its_text_takes_the_full_check() {
+        let plain = "Resources:\n  A: {Type: Cairn::Test::Resource, Properties: {Value: !Ref P}}\n";
+        assert!(!reads_beyond_its_text(plain));
+        for marker in READS_BEYOND_ITS_TEXT {
+            let text = format!("{plain}  B: {{Type: X, Properties: {{V: '{marker}'}}}}\n");
+            assert!(reads_beyond_its_text(&text), "{marker}");
+        }
+        assert!(reads_beyond_its_text(
+            "Transform: AWS::Serverless-2016-10-31\nResources: {}\n"
+        ));
+        assert!(reads_beyond_its_text(
+            "Resources:\n  V: {Type: X, Properties: {P: '{{resolve:ssm:/a/b}}'}}\n"
+        ));
+    }
+
+    #[test]
+    fn only_settled_stacks_are_what_their_template_says() {
+        assert!(settled(StackStatus::UpdateRollbackComplete));
+        assert!(settled(StackStatus::CreateComplete));
+        assert!(!settled(StackStatus::UpdateFailed));
+        assert!(!settled(StackStatus::UpdateInProgress));
+        assert!(!settled(StackStatus::CreateFailed));
+    }
+}
