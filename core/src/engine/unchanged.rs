@@ -15,9 +15,8 @@
 //! (`UPDATE_FAILED`: running it again continues that update).
 
 use super::kinds::Updates;
-use super::update::{supplied_values, UpdateStackInput, UpgradeTypes};
+use super::update::{settled, supplied_values, UpdateStackInput, UpgradeTypes};
 use super::EngineError;
-use crate::stack::StackStatus;
 
 /// What, written anywhere in a template's text, makes its evaluation read
 /// beyond its text and parameters (or its kind of template have its own
@@ -53,19 +52,6 @@ const READS_BEYOND_ITS_TEXT: &[&str] = &[
 /// Whether evaluating `text` may read more than `text` and its parameters.
 fn reads_beyond_its_text(text: &str) -> bool {
     READS_BEYOND_ITS_TEXT.iter().any(|m| text.contains(m))
-}
-
-/// The statuses whose stack is what its template and parameters say (an
-/// `UPDATE_FAILED` stack is not: updating it continues the failed update).
-pub(super) fn settled(status: StackStatus) -> bool {
-    matches!(
-        status,
-        StackStatus::CreateComplete
-            | StackStatus::UpdateComplete
-            | StackStatus::UpdateRollbackComplete
-            | StackStatus::ImportComplete
-            | StackStatus::ImportRollbackComplete
-    )
 }
 
 impl Updates<'_> {
@@ -107,6 +93,7 @@ impl Updates<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stack::StackStatus;
 
     #[test]
     fn a_template_reading_beyond_its_text_takes_the_full_check() {

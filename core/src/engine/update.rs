@@ -287,11 +287,24 @@ fn failure_reason(created: &[String], updated: &[String]) -> String {
     parts.join(" ")
 }
 
+/// The statuses whose stack is what its template and parameters say (an
+/// `UPDATE_FAILED` stack is not: updating it continues the failed update).
+pub(super) fn settled(status: StackStatus) -> bool {
+    matches!(
+        status,
+        StackStatus::CreateComplete
+            | StackStatus::UpdateComplete
+            | StackStatus::UpdateRollbackComplete
+            | StackStatus::ImportComplete
+            | StackStatus::ImportRollbackComplete
+    )
+}
+
 /// The statuses an update may start from: the settled ones, and where a
 /// `cairn update` that failed stops (it does not roll back: running it
 /// again, or with the old template, recovers).
 fn updatable(status: StackStatus) -> bool {
-    super::unchanged::settled(status) || status == StackStatus::UpdateFailed
+    settled(status) || status == StackStatus::UpdateFailed
 }
 
 type FoundStack = Result<(Option<StackRecord>, HashMap<String, String>), StoreError>;
