@@ -16,7 +16,7 @@
 
 use super::kinds::Updates;
 use super::update::{settled, supplied_values, UpdateStackInput, UpgradeTypes};
-use super::EngineError;
+use crate::stack::StackRecord;
 
 /// What, written anywhere in a template's text, makes its evaluation read
 /// beyond its text and parameters (or its kind of template have its own
@@ -55,39 +55,39 @@ fn reads_beyond_its_text(text: &str) -> bool {
 }
 
 impl Updates<'_> {
-    /// Whether `input` gives the stack its own template text, parameter
-    /// values and tags, with nothing else that could change what they
-    /// evaluate to. `false` whenever in doubt (the full check decides),
-    /// and for a stack that does not exist or cannot be updated (the full
-    /// path reports why).
-    pub(super) async fn gives_what_it_has(
+    /// [`gives_what_it_has`], for `start_update` (an update's steps are
+    /// methods of its kind, wherever they are written).
+    pub(super) fn changes_nothing_known(
         &self,
         input: &UpdateStackInput,
-    ) -> Result<bool, EngineError> {
-        let Some(body) = input.template_body.as_deref() else {
-            return Ok(false);
-        };
-        if input.upgrade_types != UpgradeTypes::Keep
-            || input.context.as_ref().is_some_and(|c| !c.is_empty())
-            || reads_beyond_its_text(body)
-        {
-            return Ok(false);
-        }
-        let Some(stack) = self.store.find_stack(&input.stack_name).await? else {
-            return Ok(false);
-        };
-        if !settled(stack.status)
-            || stack.template_body != body
-            || !stack.context.is_empty()
-            || input.tags.as_ref().is_some_and(|t| *t != stack.tags)
-        {
-            return Ok(false);
-        }
-        // The values as given (a default left out is not the same input as
-        // the value it stood for: the full check resolves it).
-        Ok(supplied_values(&input.parameters, &stack.parameters)
-            .is_ok_and(|supplied| supplied == stack.parameters))
+        stack: &StackRecord,
+    ) -> bool {
+        gives_what_it_has(input, stack)
     }
+}
+
+/// Whether `input` gives `stack` (as just read) its own template text,
+/// parameter values and tags, with nothing else that could change what
+/// they evaluate to. `false` whenever in doubt (the full check decides),
+/// and for a stack that cannot be updated (the full path reports why).
+fn gives_what_it_has(input: &UpdateStackInput, stack: &StackRecord) -> bool {
+    let Some(body) = input.template_body.as_deref() else {
+        return false;
+    };
+    if input.upgrade_types != UpgradeTypes::Keep
+        || input.context.as_ref().is_some_and(|c| !c.is_empty())
+        || reads_beyond_its_text(body)
+        || !settled(stack.status)
+        || stack.template_body != body
+        || !stack.context.is_empty()
+        || input.tags.as_ref().is_some_and(|t| *t != stack.tags)
+    {
+        return false;
+    }
+    // The values as given (a default left out is not the same input as
+    // the value it stood for: the full check resolves it).
+    supplied_values(&input.parameters, &stack.parameters)
+        .is_ok_and(|supplied| supplied == stack.parameters)
 }
 
 #[cfg(test)]
@@ -109,6 +109,109 @@ mod tests {
         assert!(reads_beyond_its_text(
             "Resources:\n  V: {Type: X, Properties: {P: '{{resolve:ssm:/a/b}}'}}\n"
         ));
+    }
+
+    const BODY: &str = "Parameters: {P: {Type: String}}\nResources:\n  A: {Type: Cairn::Test::Resource, Properties: {Value: !Ref P}}\n";
+
+    fn stack() -> StackRecord {
+        let mut s = crate::engine::review::review_stack("s", "id-s");
+        s.status = StackStatus::UpdateComplete;
+        s.template_body = BODY.into();
+        s.parameters = [("P".to_string(), "v".to_string())].into();
+        s.tags = vec![crate::stack::Tag {
+            key: "team".into(),
+            value: "a".into(),
+        }];
+        s
+    }
+
+    fn input() -> UpdateStackInput {
+        UpdateStackInput {
+            stack_name: "s".into(),
+            template_body: Some(BODY.into()),
+            parameters: [(
+                "P".to_string(),
+                super::super::update::ParameterInput::Value("v".into()),
+            )]
+            .into(),
+            tags: None,
+            origin: Default::default(),
+            context: None,
+            disable_rollback: false,
+            capabilities: None,
+            stack_policy: None,
+            stack_policy_during_update: None,
+            rollback_configuration: None,
+            notification_arns: None,
+            upgrade_types: UpgradeTypes::Keep,
+        }
+    }
+
+    #[test]
+    fn the_stacks_own_text_values_and_tags_are_known_to_change_nothing() {
+        let stack = stack();
+        assert!(gives_what_it_has(&input(), &stack));
+        // The same tags given again, or a previous value reused: the same.
+        let mut same = input();
+        same.tags = Some(stack.tags.clone());
+        same.parameters.insert(
+            "P".into(),
+            super::super::update::ParameterInput::UsePreviousValue,
+        );
+        assert!(gives_what_it_has(&same, &stack));
+    }
+
+    #[test]
+    fn anything_else_takes_the_full_check() {
+        let stack = stack();
+        type Change = Box<dyn Fn(&mut UpdateStackInput)>;
+        let differs: Vec<(&str, Change)> = vec![
+            (
+                "another text",
+                Box::new(|i| i.template_body = Some(format!("{BODY}\n"))),
+            ),
+            (
+                "the stack's template again",
+                Box::new(|i| i.template_body = None),
+            ),
+            (
+                "another value",
+                Box::new(|i| {
+                    i.parameters.insert(
+                        "P".into(),
+                        super::super::update::ParameterInput::Value("w".into()),
+                    );
+                }),
+            ),
+            ("a value left out", Box::new(|i| i.parameters.clear())),
+            ("other tags", Box::new(|i| i.tags = Some(Vec::new()))),
+            (
+                "a context",
+                Box::new(|i| {
+                    i.context = Some(crate::stack::TemplateContext {
+                        files: [("f".to_string(), "x".to_string())].into(),
+                        ..Default::default()
+                    })
+                }),
+            ),
+            (
+                "--upgrade-types",
+                Box::new(|i| i.upgrade_types = UpgradeTypes::ToDefaults),
+            ),
+        ];
+        for (what, change) in differs {
+            let mut i = input();
+            change(&mut i);
+            assert!(!gives_what_it_has(&i, &stack), "{what}");
+        }
+        let mut failed = stack.clone();
+        failed.status = StackStatus::UpdateFailed;
+        assert!(!gives_what_it_has(&input(), &failed), "UPDATE_FAILED");
+        let mut reads = stack.clone();
+        reads.template_body = format!("{BODY}Outputs: {{R: {{Value: !Ref AWS::Region}}}}\n");
+        let mut i = input();
+        i.template_body = Some(reads.template_body.clone());
+        assert!(!gives_what_it_has(&i, &reads), "AWS::Region");
     }
 
     #[test]

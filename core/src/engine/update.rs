@@ -388,16 +388,20 @@ impl Updates<'_> {
     /// least one resource changes), then UPDATE_IN_PROGRESS. Then call
     /// [`Engine::run`].
     pub async fn start_update(&self, input: &UpdateStackInput) -> Result<String, EngineError> {
-        self.nested_stacks()
-            .refuse_nested_named(&input.stack_name, "update")
-            .await?;
+        let stack = self.store.find_stack(&input.stack_name).await?;
+        if let Some(s) = &stack {
+            self.nested_stacks().refuse_nested(s, "update").await?;
+        }
         if let Some(t) = &input.notification_arns {
             crate::notifications::check_targets(t)?;
         }
         check_arguments(input)?;
         // The stack's own template, values and tags again: known to change
         // nothing without parsing and planning it (see `unchanged`).
-        if self.gives_what_it_has(input).await? {
+        if stack
+            .as_ref()
+            .is_some_and(|s| self.changes_nothing_known(input, s))
+        {
             return Err(EngineError::Validation(
                 "No updates are to be performed.".into(),
             ));
