@@ -8,6 +8,8 @@
 
 #![forbid(unsafe_code)]
 
+mod checkpoint;
+
 use std::path::Path;
 use std::sync::mpsc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -624,7 +626,7 @@ impl SqliteStore {
                 StoreError::Backend(format!("cannot create {}: {e}", dir.display()))
             })?;
         }
-        let conn = Connection::open(path).map_err(|e| {
+        let mut conn = Connection::open(path).map_err(|e| {
             StoreError::Backend(format!("cannot open state file {}: {e}", path.display()))
         })?;
         // The busy timeout first: switching a new file to WAL takes a lock,
@@ -646,6 +648,7 @@ impl SqliteStore {
         // Every statement the store runs stays prepared (rusqlite keeps 16
         // by default; the writer's own and a resource step's are ten).
         conn.set_prepared_statement_cache_capacity(128);
+        checkpoint::start(&mut conn, path);
         let (tx, rx) = mpsc::channel::<Job>();
         std::thread::Builder::new()
             .name("cairn-sqlite".into())
