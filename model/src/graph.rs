@@ -27,32 +27,71 @@ pub fn references(
     condition: &dyn Fn(&str) -> Option<bool>,
     out: &mut Vec<Reference>,
 ) {
+    let mut found = Vec::new();
+    walk(v, &path.to_string(), condition, &mut found);
+    out.extend(found.into_iter().map(|f| Reference {
+        target: f.target.to_string(),
+        attribute: f.attribute.map(str::to_string),
+        path: f.path,
+    }));
+}
+
+/// Where the walk is: a JSON pointer when the references' paths are
+/// wanted, nothing when only their targets are (the graph's walk over
+/// every resource: a path is built again only for an error).
+trait Trail: Sized {
+    fn child(&self, segment: &str) -> Self;
+}
+
+impl Trail for String {
+    fn child(&self, segment: &str) -> String {
+        child(self, segment)
+    }
+}
+
+impl Trail for () {
+    fn child(&self, _: &str) {}
+}
+
+/// A reference as the walk finds it, borrowed from the expression.
+struct Found<'a, P> {
+    target: &'a str,
+    attribute: Option<&'a str>,
+    path: P,
+}
+
+fn walk<'a, P: Trail + Clone>(
+    v: &'a Value,
+    path: &P,
+    condition: &dyn Fn(&str) -> Option<bool>,
+    out: &mut Vec<Found<'a, P>>,
+) {
     match v {
         Value::Array(items) => {
             for (i, item) in items.iter().enumerate() {
-                references(item, &child(path, &i.to_string()), condition, out);
+                walk(item, &path.child(&i.to_string()), condition, out);
             }
         }
-        Value::Object(m) => object_references(m, path, condition, out),
+        Value::Object(m) => walk_object(m, path, condition, out),
         _ => {}
     }
 }
 
-/// [`references`] of an object (a resource's properties are one: read
-/// in place, not copied into a `Value` first).
-fn object_references(
-    m: &serde_json::Map<String, Value>,
-    path: &str,
+/// [`walk`] of an object (a resource's properties are one: read in place,
+/// not copied into a `Value` first).
+fn walk_object<'a, P: Trail + Clone>(
+    m: &'a serde_json::Map<String, Value>,
+    path: &P,
     condition: &dyn Fn(&str) -> Option<bool>,
-    out: &mut Vec<Reference>,
+    out: &mut Vec<Found<'a, P>>,
 ) {
     if m.len() == 1 {
         if let Some((k, arg)) = m.iter().next() {
-            let p = child(path, k);
+            let p = path.child(k);
             match (k.as_str(), arg) {
                 ("Ref", Value::String(t)) => {
-                    out.push(Reference {
-                        target: t.clone(),
+                    out.push(Found {
+                        target: t,
                         attribute: None,
                         path: p,
                     });
@@ -60,9 +99,9 @@ fn object_references(
                 }
                 ("Fn::GetAtt", Value::String(s)) => {
                     if let Some((r, a)) = s.split_once('.') {
-                        out.push(Reference {
-                            target: r.into(),
-                            attribute: Some(a.into()),
+                        out.push(Found {
+                            target: r,
+                            attribute: Some(a),
                             path: p,
                         });
                     }
@@ -70,14 +109,13 @@ fn object_references(
                 }
                 ("Fn::GetAtt", Value::Array(a)) if a.len() == 2 => {
                     if let Value::String(r) = &a[0] {
-                        let attr = a[1].as_str().map(str::to_string);
-                        out.push(Reference {
-                            target: r.clone(),
-                            attribute: attr,
+                        out.push(Found {
+                            target: r,
+                            attribute: a[1].as_str(),
                             path: p.clone(),
                         });
                     }
-                    references(&a[1], &child(&p, "1"), condition, out);
+                    walk(&a[1], &p.child("1"), condition, out);
                     return;
                 }
                 ("Fn::Sub", Value::String(s)) => {
@@ -92,14 +130,14 @@ fn object_references(
                     if let Value::String(s) = &a[0] {
                         sub_references(s, &locals, &p, out);
                     }
-                    references(&a[1], &child(&p, "1"), condition, out);
+                    walk(&a[1], &p.child("1"), condition, out);
                     return;
                 }
                 ("Fn::If", Value::Array(a)) if a.len() == 3 => {
                     let taken = a[0].as_str().and_then(condition);
                     for (i, branch) in a.iter().enumerate().skip(1) {
                         if taken.is_none() || taken == Some(i == 1) {
-                            references(branch, &child(&p, &i.to_string()), condition, out);
+                            walk(branch, &p.child(&i.to_string()), condition, out);
                         }
                     }
                     return;
@@ -109,11 +147,16 @@ fn object_references(
         }
     }
     for (k, x) in m {
-        references(x, &child(path, k), condition, out);
+        walk(x, &path.child(k), condition, out);
     }
 }
 
-fn sub_references(text: &str, locals: &[&str], path: &str, out: &mut Vec<Reference>) {
+fn sub_references<'a, P: Clone>(
+    text: &'a str,
+    locals: &[&str],
+    path: &P,
+    out: &mut Vec<Found<'a, P>>,
+) {
     let mut rest = text;
     while let Some(start) = rest.find("${") {
         let after = &rest[start + 2..];
@@ -123,27 +166,35 @@ fn sub_references(text: &str, locals: &[&str], path: &str, out: &mut Vec<Referen
         if name.starts_with('!') || locals.contains(&name) {
             continue;
         }
-        let reference = if name.starts_with("AWS::") {
-            Reference {
-                target: name.into(),
-                attribute: None,
-                path: path.into(),
-            }
-        } else {
-            match name.split_once('.') {
-                Some((r, a)) => Reference {
-                    target: r.into(),
-                    attribute: Some(a.into()),
-                    path: path.into(),
-                },
-                None => Reference {
-                    target: name.into(),
-                    attribute: None,
-                    path: path.into(),
-                },
-            }
+        let (target, attribute) = match name.split_once('.') {
+            Some((r, a)) if !name.starts_with("AWS::") => (r, Some(a)),
+            _ => (name, None),
         };
-        out.push(reference);
+        out.push(Found {
+            target,
+            attribute,
+            path: path.clone(),
+        });
+    }
+}
+
+/// The references a resource makes: its properties, metadata and
+/// policies, under `base` (the resource's path, or `()`).
+fn resource_references<'a, P: Trail + Clone>(
+    r: &'a crate::template::Resource,
+    base: &P,
+    condition: &dyn Fn(&str) -> Option<bool>,
+    out: &mut Vec<Found<'a, P>>,
+) {
+    walk_object(&r.properties, &base.child("Properties"), condition, out);
+    for (key, section) in [
+        ("Metadata", &r.metadata),
+        ("DeletionPolicy", &r.deletion_policy),
+        ("UpdateReplacePolicy", &r.update_replace_policy),
+    ] {
+        if let Some(v) = section {
+            walk(v, &base.child(key), condition, out);
+        }
     }
 }
 
@@ -200,43 +251,42 @@ impl Graph {
         let mut depends_on = vec![Vec::new(); names.len()];
         let mut attribute_uses = Vec::new();
         let mut unresolved: Vec<String> = Vec::new();
-        let mut refs = Vec::new();
+        // The walk over every resource builds no paths: one is built again
+        // for the reference an error is about.
+        let mut refs: Vec<Found<'_, ()>> = Vec::new();
         for r in template.resources.iter().filter(|r| active(r)) {
             let i = index[&r.logical_id];
-            let base = child("/Resources", &r.logical_id);
             refs.clear();
-            object_references(
-                &r.properties,
-                &child(&base, "Properties"),
-                condition,
-                &mut refs,
-            );
-            for (key, section) in [
-                ("Metadata", &r.metadata),
-                ("DeletionPolicy", &r.deletion_policy),
-                ("UpdateReplacePolicy", &r.update_replace_policy),
-            ] {
-                if let Some(v) = section {
-                    references(v, &child(&base, key), condition, &mut refs);
-                }
-            }
+            resource_references(r, &(), condition, &mut refs);
             let mut deps: Vec<usize> = Vec::new();
             for reference in &refs {
-                let t = reference.target.as_str();
+                let t = reference.target;
                 if let Some(&j) = index.get(t) {
                     deps.push(j);
-                    if let Some(a) = &reference.attribute {
-                        attribute_uses.push((i, t.to_string(), a.clone()));
+                    if let Some(a) = reference.attribute {
+                        attribute_uses.push((i, t.to_string(), a.to_string()));
                     }
                 } else if reference.attribute.is_none() && (is_param(t) || is_pseudo(t)) {
                     // parameters and pseudo parameters are not graph nodes
                 } else if reference.attribute.is_some() && !all_resources.contains(t) {
                     // CloudFormation's own text for a GetAtt of a resource
                     // the template does not have.
+                    let mut located = Vec::new();
+                    resource_references(
+                        r,
+                        &child("/Resources", &r.logical_id),
+                        condition,
+                        &mut located,
+                    );
+                    let path = located
+                        .into_iter()
+                        .find(|f| f.target == t && f.attribute.is_some())
+                        .map(|f| f.path)
+                        .unwrap_or_default();
                     return Err(crate::template::template_error(format!(
                         "instance of Fn::GetAtt references undefined resource {t}"
                     ))
-                    .at(&reference.path));
+                    .at(&path));
                 } else if !all_resources.contains(t) {
                     unresolved.push(t.to_string());
                 }
@@ -255,7 +305,7 @@ impl Graph {
                     "Circular dependency between resources: [{}]",
                     r.logical_id
                 ))
-                .at(&base));
+                .at(&child("/Resources", &r.logical_id)));
             }
             deps.sort_unstable();
             deps.dedup();
@@ -483,6 +533,7 @@ mod tests {
             e.message(),
             "Template error: instance of Fn::GetAtt references undefined resource Gone"
         );
+        assert_eq!(e.path(), "/Resources/A/Properties/Y/Fn::GetAtt");
         let e = graph("Resources:\n  A: {Type: T, DependsOn: C}\n  B: {Type: T, DependsOn: A}\n  C: {Type: T, DependsOn: B}\n  D: {Type: T}\n").unwrap_err();
         assert_eq!(
             e.message(),

@@ -260,13 +260,13 @@ impl Builder {
         }
         match self.stack.last_mut() {
             None => {
-                self.locations.insert(self.pointer.clone(), loc(span));
+                self.locations.insert(&self.pointer, loc(span));
                 self.root = Some(value);
             }
             Some(Frame::Seq { items, .. }) => {
                 let mark = self.pointer.len();
                 push_segment(&mut self.pointer, &items.len().to_string());
-                self.locations.insert(self.pointer.clone(), loc(span));
+                self.locations.insert(&self.pointer, loc(span));
                 self.pointer.truncate(mark);
                 items.push(value);
             }
@@ -297,7 +297,7 @@ impl Builder {
                     *key = Some(k);
                 }
                 Some(k) => {
-                    self.locations.insert(self.pointer.clone(), loc(span));
+                    self.locations.insert(&self.pointer, loc(span));
                     if let Some(mark) = self.marks.pop() {
                         self.pointer.truncate(mark);
                     }
