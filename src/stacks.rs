@@ -203,7 +203,7 @@ async fn follow(
             nested_shown.insert(child.stack_id, count);
         }
     }
-    let runner = {
+    let mut runner = {
         let engine = engine.clone();
         let id = stack_id.to_string();
         tokio::spawn(async move {
@@ -231,8 +231,12 @@ async fn follow(
     // With a state that announces new events (PostgreSQL: another engine
     // may run the operation), wait for the announcement; else poll.
     let mut bell = engine.store().event_bell();
+    // The run's result once the wait below saw it end: the loop then shows
+    // the last events at once instead of after its next poll (a tenth of a
+    // second every command paid).
+    let mut ended = None;
     loop {
-        let done = runner.is_finished();
+        let done = ended.is_some() || runner.is_finished();
         let events = engine.store().events_from(stack_id, shown).await?;
         if let Some(first) = events.first() {
             progress
@@ -259,27 +263,36 @@ async fn follow(
         if done {
             break;
         }
-        match bell.as_mut() {
-            Some(bell) => {
-                let news = async {
-                    loop {
-                        match bell.recv().await {
-                            Ok(id) if id != stack_id => continue,
-                            _ => return,
+        let news = async {
+            match bell.as_mut() {
+                Some(bell) => {
+                    let news = async {
+                        loop {
+                            match bell.recv().await {
+                                Ok(id) if id != stack_id => continue,
+                                _ => return,
+                            }
                         }
-                    }
-                };
-                // Bounded: the run's end is not announced, and a lost
-                // connection loses announcements.
-                let _ = tokio::time::timeout(Duration::from_millis(250), news).await;
+                    };
+                    // Bounded: a lost connection loses announcements.
+                    let _ = tokio::time::timeout(Duration::from_millis(250), news).await;
+                }
+                None => tokio::time::sleep(Duration::from_millis(100)).await,
             }
-            None => tokio::time::sleep(Duration::from_millis(100)).await,
+        };
+        tokio::select! {
+            result = &mut runner => ended = Some(result),
+            () = news => {}
         }
     }
     if let Some(p) = &progress {
         p.finish();
     }
-    Ok(runner.await.context("the operation task failed")??)
+    let result = match ended {
+        Some(result) => result,
+        None => runner.await,
+    };
+    Ok(result.context("the operation task failed")??)
 }
 
 /// The terminal status with the reason the operation failed (for a rollback,
