@@ -39,18 +39,24 @@ pub fn references(
 /// Where the walk is: a JSON pointer when the references' paths are
 /// wanted, nothing when only their targets are (the graph's walk over
 /// every resource: a path is built again only for an error).
-trait Trail: Sized {
+trait Trail: Clone {
     fn child(&self, segment: &str) -> Self;
+    /// The `i`th item of an array (no number formatted for `()`).
+    fn item(&self, i: usize) -> Self;
 }
 
 impl Trail for String {
     fn child(&self, segment: &str) -> String {
         child(self, segment)
     }
+    fn item(&self, i: usize) -> String {
+        child(self, &i.to_string())
+    }
 }
 
 impl Trail for () {
     fn child(&self, _: &str) {}
+    fn item(&self, _: usize) {}
 }
 
 /// A reference as the walk finds it, borrowed from the expression.
@@ -60,7 +66,7 @@ struct Found<'a, P> {
     path: P,
 }
 
-fn walk<'a, P: Trail + Clone>(
+fn walk<'a, P: Trail>(
     v: &'a Value,
     path: &P,
     condition: &dyn Fn(&str) -> Option<bool>,
@@ -69,7 +75,7 @@ fn walk<'a, P: Trail + Clone>(
     match v {
         Value::Array(items) => {
             for (i, item) in items.iter().enumerate() {
-                walk(item, &path.child(&i.to_string()), condition, out);
+                walk(item, &path.item(i), condition, out);
             }
         }
         Value::Object(m) => walk_object(m, path, condition, out),
@@ -79,7 +85,7 @@ fn walk<'a, P: Trail + Clone>(
 
 /// [`walk`] of an object (a resource's properties are one: read in place,
 /// not copied into a `Value` first).
-fn walk_object<'a, P: Trail + Clone>(
+fn walk_object<'a, P: Trail>(
     m: &'a serde_json::Map<String, Value>,
     path: &P,
     condition: &dyn Fn(&str) -> Option<bool>,
@@ -137,7 +143,7 @@ fn walk_object<'a, P: Trail + Clone>(
                     let taken = a[0].as_str().and_then(condition);
                     for (i, branch) in a.iter().enumerate().skip(1) {
                         if taken.is_none() || taken == Some(i == 1) {
-                            walk(branch, &p.child(&i.to_string()), condition, out);
+                            walk(branch, &p.item(i), condition, out);
                         }
                     }
                     return;
@@ -180,7 +186,7 @@ fn sub_references<'a, P: Clone>(
 
 /// The references a resource makes: its properties, metadata and
 /// policies, under `base` (the resource's path, or `()`).
-fn resource_references<'a, P: Trail + Clone>(
+fn resource_references<'a, P: Trail>(
     r: &'a crate::template::Resource,
     base: &P,
     condition: &dyn Fn(&str) -> Option<bool>,

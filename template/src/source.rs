@@ -128,3 +128,32 @@ pub fn push_segment(pointer: &mut String, segment: &str) {
         pointer.push_str(segment);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_pointer_finds_its_own_location_or_its_nearest_recorded_ancestors() {
+        let mut map = SourceMap::default();
+        map.insert("", Location::at(1, 1));
+        map.insert("/Resources", Location::at(2, 1));
+        map.insert("/Resources/A", Location::at(3, 3));
+        map.insert("/Resources/A/Type", Location::at(3, 10));
+        map.insert("/Resources/B", Location::at(4, 3));
+        assert_eq!(map.get("/Resources/A/Type"), Some(Location::at(3, 10)));
+        assert_eq!(map.get("/Resources/B"), Some(Location::at(4, 3)));
+        assert_eq!(
+            map.get("/Resources/B/Properties/X"),
+            Some(Location::at(4, 3))
+        );
+        assert_eq!(map.get("/Outputs"), Some(Location::at(1, 1)));
+        let renamed = map.translated(|p| p.replace("/Resources", "/resources"));
+        assert_eq!(renamed.get("/resources/A"), Some(Location::at(3, 3)));
+        assert_eq!(renamed.get("/Resources/A"), Some(Location::at(1, 1)));
+        assert_eq!(
+            renamed.original("/resources/B/x").as_deref(),
+            Some("/Resources/B/x")
+        );
+    }
+}
