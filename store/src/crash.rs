@@ -31,6 +31,12 @@ pub struct CrashStore {
     /// stalled past its lease while another engine takes over.
     pause_at: Option<u64>,
     crash_seen: tokio::sync::watch::Sender<bool>,
+    /// Writes counted before the crash and still on their way to the
+    /// inner store: the process died after they landed, so the crash is
+    /// seen only once they have (a write counted before the crash that
+    /// landed after a new engine took over would be one the dead process
+    /// made from beyond the grave).
+    landing: tokio::sync::watch::Sender<u64>,
     paused: tokio::sync::watch::Sender<bool>,
     released: tokio::sync::watch::Sender<bool>,
 }
@@ -58,6 +64,7 @@ impl CrashStore {
             down: AtomicBool::new(false),
             pause_at,
             crash_seen: tokio::sync::watch::channel(false).0,
+            landing: tokio::sync::watch::channel(0).0,
             paused: tokio::sync::watch::channel(false).0,
             released: tokio::sync::watch::channel(false).0,
         })
@@ -88,10 +95,13 @@ impl CrashStore {
         self.crashed.load(Ordering::SeqCst)
     }
 
-    /// Waits until the crash happens.
+    /// Waits until the crash happened and every write counted before it
+    /// landed.
     pub async fn until_crashed(&self) {
         let mut rx = self.crash_seen.subscribe();
         let _ = rx.wait_for(|c| *c).await;
+        let mut rx = self.landing.subscribe();
+        let _ = rx.wait_for(|n| *n == 0).await;
     }
 
     /// Durable writes that landed.
@@ -105,8 +115,9 @@ impl CrashStore {
     }
 
     /// Counts one write; refused once the budget is spent, stalled from
-    /// the pause point on.
-    async fn write(&self) -> Result<(), StoreError> {
+    /// the pause point on. The write is on its way to the inner store
+    /// until the returned [`Landing`] is dropped.
+    async fn write(&self) -> Result<Landing<'_>, StoreError> {
         if self.down.load(Ordering::SeqCst) {
             return Err(StoreError::Backend(
                 "simulated outage: the database cannot be reached".into(),
@@ -115,10 +126,14 @@ impl CrashStore {
         if self.crashed() {
             return Err(crashed());
         }
+        // On its way before it is counted: whoever sees the crash (counted
+        // after this) sees this write in flight too.
+        let landing = Landing::new(&self.landing);
         let n = self.writes.fetch_add(1, Ordering::SeqCst);
         if self.allowed.is_some_and(|allowed| n >= allowed) {
             self.writes.fetch_sub(1, Ordering::SeqCst);
             self.crashed.store(true, Ordering::SeqCst);
+            drop(landing);
             self.crash_seen.send_replace(true);
             return Err(crashed());
         }
@@ -126,7 +141,23 @@ impl CrashStore {
             self.paused.send_replace(true);
         }
         self.stall().await;
-        Ok(())
+        Ok(landing)
+    }
+}
+
+/// One counted write on its way to the inner store.
+struct Landing<'a>(&'a tokio::sync::watch::Sender<u64>);
+
+impl<'a> Landing<'a> {
+    fn new(count: &'a tokio::sync::watch::Sender<u64>) -> Landing<'a> {
+        count.send_modify(|n| *n += 1);
+        Landing(count)
+    }
+}
+
+impl Drop for Landing<'_> {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
     }
 }
 
@@ -144,7 +175,7 @@ impl Stacks for CrashStore {
         owner: &str,
         ttl_ms: i64,
     ) -> Result<Lease, StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner
             .insert_stack(stack, first_event, operation, owner, ttl_ms)
             .await
@@ -169,7 +200,7 @@ impl Stacks for CrashStore {
         reason: Option<&str>,
         event: &EventRecord,
     ) -> Result<(), StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner
             .set_stack_status(lease, status, reason, event)
             .await
@@ -190,7 +221,7 @@ impl Stacks for CrashStore {
     }
 
     async fn save_stack(&self, lease: &Lease, stack: &StackRecord) -> Result<(), StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner.save_stack(lease, stack).await
     }
 }
@@ -203,7 +234,7 @@ impl Leases for CrashStore {
         owner: &str,
         ttl_ms: i64,
     ) -> Result<Lease, StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner.acquire_lease(stack_id, owner, ttl_ms).await
     }
 
@@ -222,17 +253,17 @@ impl Leases for CrashStore {
     }
 
     async fn break_lease(&self, stack_id: &str, owner: &str) -> Result<(), StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner.break_lease(stack_id, owner).await
     }
 
     async fn release_lease(&self, lease: &Lease) -> Result<(), StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner.release_lease(lease).await
     }
 
     async fn hand_off_lease(&self, lease: &Lease, ttl_ms: i64) -> Result<(), StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner.hand_off_lease(lease, ttl_ms).await
     }
 
@@ -242,7 +273,7 @@ impl Leases for CrashStore {
         ttl_ms: i64,
         handed_off: bool,
     ) -> Result<Vec<Claim>, StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner
             .claim_operations(owners, ttl_ms, handed_off)
             .await
@@ -256,7 +287,7 @@ impl Operations for CrashStore {
         lease: &Lease,
         start: &crate::OperationStart,
     ) -> Result<(), StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner.begin_operation(lease, start).await
     }
 
@@ -265,7 +296,7 @@ impl Operations for CrashStore {
     }
 
     async fn clear_operation(&self, lease: &Lease) -> Result<(), StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner.clear_operation(lease).await
     }
 
@@ -274,17 +305,17 @@ impl Operations for CrashStore {
         lease: &Lease,
         options: &serde_json::Value,
     ) -> Result<(), StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner.set_operation_options(lease, options).await
     }
 
     async fn note_resume(&self, stack_id: &str) -> Result<u32, StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner.note_resume(stack_id).await
     }
 
     async fn request_cancel(&self, stack_id: &str) -> Result<bool, StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner.request_cancel(stack_id).await
     }
 
@@ -293,7 +324,7 @@ impl Operations for CrashStore {
     }
 
     async fn open_history(&self, lease: &Lease, entry: &HistoryRecord) -> Result<(), StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner.open_history(lease, entry).await
     }
 
@@ -302,7 +333,7 @@ impl Operations for CrashStore {
         lease: &Lease,
         details: &serde_json::Value,
     ) -> Result<(), StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner.set_history_details(lease, details).await
     }
 
@@ -319,7 +350,7 @@ impl Resources for CrashStore {
         resource: &ResourceRecord,
         events: &[EventRecord],
     ) -> Result<(), StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner.put_resource(lease, resource, events).await
     }
 
@@ -329,12 +360,12 @@ impl Resources for CrashStore {
         logical_id: &str,
         events: &[EventRecord],
     ) -> Result<(), StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner.remove_resource(lease, logical_id, events).await
     }
 
     async fn clear_journals(&self, lease: &Lease) -> Result<(), StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner.clear_journals(lease).await
     }
 
@@ -350,7 +381,7 @@ impl Resources for CrashStore {
         state: Option<&serde_json::Value>,
         events: &[EventRecord],
     ) -> Result<(), StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner
             .put_group(lease, logical_id, physical_id, state, events)
             .await
@@ -375,7 +406,7 @@ impl Resources for CrashStore {
 #[async_trait::async_trait]
 impl Events for CrashStore {
     async fn put_events(&self, lease: &Lease, events: &[EventRecord]) -> Result<(), StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner.put_events(lease, events).await
     }
 
@@ -412,7 +443,7 @@ impl Inbox for CrashStore {
         request_id: &str,
         body: &[u8],
     ) -> Result<bool, StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner.put_callback_response(request_id, body).await
     }
 
@@ -424,12 +455,12 @@ impl Inbox for CrashStore {
     }
 
     async fn put_signal(&self, signal: &SignalRecord) -> Result<(), StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner.put_signal(signal).await
     }
 
     async fn add_signal(&self, signal: &SignalRecord) -> Result<bool, StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner.add_signal(signal).await
     }
 
@@ -442,7 +473,7 @@ impl Inbox for CrashStore {
     }
 
     async fn clear_signals(&self, stack_id: &str, logical_id: &str) -> Result<(), StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner.clear_signals(stack_id, logical_id).await
     }
 }
@@ -450,7 +481,7 @@ impl Inbox for CrashStore {
 #[async_trait::async_trait]
 impl ChangeSets for CrashStore {
     async fn put_change_set(&self, cs: &ChangeSetRecord) -> Result<(), StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner.put_change_set(cs).await
     }
 
@@ -467,7 +498,7 @@ impl ChangeSets for CrashStore {
     }
 
     async fn delete_change_set(&self, change_set_id: &str) -> Result<(), StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner.delete_change_set(change_set_id).await
     }
 
@@ -476,7 +507,7 @@ impl ChangeSets for CrashStore {
         change_set_id: &str,
         reason: &str,
     ) -> Result<(), StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner.obsolete_change_set(change_set_id, reason).await
     }
 }
@@ -488,12 +519,12 @@ impl Exports for CrashStore {
         lease: &Lease,
         exports: &[(String, String)],
     ) -> Result<(), StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner.put_exports(lease, exports).await
     }
 
     async fn delete_exports(&self, lease: &Lease) -> Result<(), StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner.delete_exports(lease).await
     }
 
@@ -506,7 +537,7 @@ impl Exports for CrashStore {
     }
 
     async fn put_imports(&self, lease: &Lease, names: &[String]) -> Result<(), StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner.put_imports(lease, names).await
     }
 
@@ -524,7 +555,7 @@ impl DriftDetections for CrashStore {
         at: &str,
         body: &serde_json::Value,
     ) -> Result<(), StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner
             .put_drift_detection(stack_id, detection_id, at, body)
             .await
@@ -552,7 +583,7 @@ impl crate::Notifications for CrashStore {
         stack_id: &str,
         targets: &[String],
     ) -> Result<(), StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner.set_notification_targets(stack_id, targets).await
     }
 
@@ -563,7 +594,7 @@ impl crate::Notifications for CrashStore {
         ttl_ms: i64,
         limit: usize,
     ) -> Result<Vec<crate::NotificationCursor>, StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner
             .claim_notifications(owner, dead, ttl_ms, limit)
             .await
@@ -579,7 +610,7 @@ impl crate::Notifications for CrashStore {
         cursor: &crate::NotificationCursor,
         ttl_ms: i64,
     ) -> Result<bool, StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner.notified(owner, cursor, ttl_ms).await
     }
 
@@ -599,7 +630,7 @@ impl crate::Refactors for CrashStore {
         refactor_id: &str,
         body: &serde_json::Value,
     ) -> Result<(), StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner.put_refactor(refactor_id, body).await
     }
 
@@ -616,7 +647,7 @@ impl crate::Refactors for CrashStore {
         leases: &[Lease],
         write: &crate::RefactorWrite,
     ) -> Result<(), StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner.apply_refactor(leases, write).await
     }
 }
@@ -627,7 +658,7 @@ impl crate::TypeRegistry for CrashStore {
         &self,
         r: &RegistrationRecord,
     ) -> Result<RegistrationRecord, StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner.begin_registration(r).await
     }
 
@@ -637,14 +668,14 @@ impl crate::TypeRegistry for CrashStore {
         version: &NewTypeVersion,
         package: &[u8],
     ) -> Result<String, StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner
             .complete_registration(token, version, package)
             .await
     }
 
     async fn fail_registration(&self, token: &str, reason: &str) -> Result<(), StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner.fail_registration(token, reason).await
     }
 
@@ -673,7 +704,7 @@ impl crate::TypeRegistry for CrashStore {
         type_name: &str,
         version_id: &str,
     ) -> Result<(), StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner
             .set_default_type_version(type_name, version_id)
             .await
@@ -684,7 +715,7 @@ impl crate::TypeRegistry for CrashStore {
         type_name: &str,
         version_id: &str,
     ) -> Result<(), StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner
             .deregister_type_version(type_name, version_id)
             .await
@@ -695,7 +726,7 @@ impl crate::TypeRegistry for CrashStore {
     }
 
     async fn set_type_configuration(&self, c: &TypeConfigurationRecord) -> Result<(), StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner.set_type_configuration(c).await
     }
 
@@ -707,7 +738,7 @@ impl crate::TypeRegistry for CrashStore {
 #[async_trait::async_trait]
 impl crate::Audit for CrashStore {
     async fn add_audit(&self, record: &cairn_model::audit::AuditRecord) -> Result<i64, StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner.add_audit(record).await
     }
 
@@ -719,7 +750,7 @@ impl crate::Audit for CrashStore {
     }
 
     async fn prune_audit(&self, before_ms: i64) -> Result<u64, StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner.prune_audit(before_ms).await
     }
 
@@ -737,7 +768,7 @@ impl crate::Audit for CrashStore {
         target: &str,
         ttl_ms: i64,
     ) -> Result<Option<i64>, StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner.claim_audit_export(owner, target, ttl_ms).await
     }
 
@@ -748,14 +779,14 @@ impl crate::Audit for CrashStore {
         delivered: i64,
         ttl_ms: i64,
     ) -> Result<bool, StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner
             .audit_exported(owner, target, delivered, ttl_ms)
             .await
     }
 
     async fn revoke_session(&self, session: &str, until_ms: i64) -> Result<(), StoreError> {
-        self.write().await?;
+        let _landing = self.write().await?;
         self.inner.revoke_session(session, until_ms).await
     }
 
