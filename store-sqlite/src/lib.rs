@@ -72,8 +72,15 @@ CREATE TABLE IF NOT EXISTS leases (
     token INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS stacks_by_name ON stacks(stack_name);
+-- Each stack's integer key: the resources and events name their stack by it
+-- (an ARN is ~100 bytes; in a primary key and an index it doubled the file
+-- and the pages every commit writes).
+CREATE TABLE IF NOT EXISTS stack_keys (
+    stack_key INTEGER PRIMARY KEY,
+    stack_id TEXT NOT NULL UNIQUE
+);
 CREATE TABLE IF NOT EXISTS resources (
-    stack_id TEXT NOT NULL,
+    stack_key INTEGER NOT NULL,
     logical_id TEXT NOT NULL,
     resource_type TEXT NOT NULL,
     physical_id TEXT,
@@ -88,12 +95,12 @@ CREATE TABLE IF NOT EXISTS resources (
     no_echo INTEGER NOT NULL DEFAULT 0,
     -- The registered type's version it was made or moved with.
     type_version TEXT,
-    PRIMARY KEY (stack_id, logical_id)
+    PRIMARY KEY (stack_key, logical_id)
 );
 CREATE TABLE IF NOT EXISTS events (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     event_id TEXT NOT NULL,
-    stack_id TEXT NOT NULL,
+    stack_key INTEGER NOT NULL,
     stack_name TEXT NOT NULL,
     logical_id TEXT NOT NULL,
     physical_id TEXT NOT NULL,
@@ -105,7 +112,7 @@ CREATE TABLE IF NOT EXISTS events (
     -- JSON: a hook's verdict (HookType, HookStatus, …), NULL for others.
     hook TEXT
 );
-CREATE INDEX IF NOT EXISTS events_by_stack ON events(stack_id, seq);
+CREATE INDEX IF NOT EXISTS events_by_stack ON events(stack_key, seq);
 CREATE TABLE IF NOT EXISTS operations (
     stack_id TEXT PRIMARY KEY,
     kind TEXT NOT NULL,
@@ -292,7 +299,7 @@ CREATE TABLE IF NOT EXISTS console_revocations (
 
 /// The layout version written into `PRAGMA user_version`; bump it with any
 /// change to `SCHEMA` that an older file would not have.
-const SCHEMA_VERSION: i64 = 19;
+const SCHEMA_VERSION: i64 = 20;
 
 /// The columns each layout added, by the layout that added them (layouts
 /// 10, 16 and 19 added only tables).
@@ -310,6 +317,39 @@ const COLUMN_STEPS: &[(i64, &str)] = &[
     (17, "ALTER TABLE resources ADD COLUMN type_version TEXT;"),
     (18, "ALTER TABLE events ADD COLUMN hook TEXT;"),
 ];
+
+/// Layout 20: the resources and events name their stack by its integer
+/// key; the tables are rebuilt with every row (events keep their order).
+const STACK_KEYS_STEP: &str = "
+CREATE TABLE stack_keys (stack_key INTEGER PRIMARY KEY, stack_id TEXT NOT NULL UNIQUE);
+INSERT INTO stack_keys (stack_id) SELECT stack_id FROM stacks ORDER BY rowid;
+INSERT OR IGNORE INTO stack_keys (stack_id) SELECT stack_id FROM resources;
+INSERT OR IGNORE INTO stack_keys (stack_id) SELECT stack_id FROM events;
+CREATE TABLE resources_keyed (
+    stack_key INTEGER NOT NULL, logical_id TEXT NOT NULL, resource_type TEXT NOT NULL,
+    physical_id TEXT, status TEXT NOT NULL, status_reason TEXT, properties TEXT NOT NULL,
+    attributes TEXT NOT NULL, pending TEXT, updated_at TEXT NOT NULL, metadata TEXT,
+    journal TEXT, no_echo INTEGER NOT NULL DEFAULT 0, type_version TEXT,
+    PRIMARY KEY (stack_key, logical_id)
+);
+INSERT INTO resources_keyed SELECT k.stack_key, r.logical_id, r.resource_type, r.physical_id,
+    r.status, r.status_reason, r.properties, r.attributes, r.pending, r.updated_at, r.metadata,
+    r.journal, r.no_echo, r.type_version
+    FROM resources r JOIN stack_keys k ON k.stack_id = r.stack_id ORDER BY r.rowid;
+DROP TABLE resources;
+ALTER TABLE resources_keyed RENAME TO resources;
+CREATE TABLE events_keyed (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, event_id TEXT NOT NULL, stack_key INTEGER NOT NULL,
+    stack_name TEXT NOT NULL, logical_id TEXT NOT NULL, physical_id TEXT NOT NULL,
+    resource_type TEXT NOT NULL, timestamp TEXT NOT NULL, status TEXT NOT NULL,
+    status_reason TEXT, properties TEXT, hook TEXT
+);
+INSERT INTO events_keyed SELECT e.seq, e.event_id, k.stack_key, e.stack_name, e.logical_id,
+    e.physical_id, e.resource_type, e.timestamp, e.status, e.status_reason, e.properties, e.hook
+    FROM events e JOIN stack_keys k ON k.stack_id = e.stack_id ORDER BY e.seq;
+DROP TABLE events;
+ALTER TABLE events_keyed RENAME TO events;
+";
 
 /// A new file gets the current version; a file with another one is refused
 /// with a message instead of failing later on a missing column.
@@ -338,11 +378,28 @@ fn check_schema_version(conn: &Connection, path: &Path) -> Result<(), StoreError
             .filter(|(added_in, _)| *added_in > version)
             .map(|(_, step)| *step)
             .collect();
-        return conn
-            .execute_batch(&format!(
-                "{added_columns} PRAGMA user_version = {SCHEMA_VERSION}"
-            ))
-            .map_err(backend);
+        let keyed = if version < 20 { STACK_KEYS_STEP } else { "" };
+        // Under the write lock, and only if no other process (a command
+        // and its follower opening the same old file) upgraded it first.
+        conn.execute_batch("BEGIN IMMEDIATE").map_err(backend)?;
+        let now: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(backend)?;
+        let steps = if now == version {
+            format!("{added_columns} {keyed} PRAGMA user_version = {SCHEMA_VERSION};")
+        } else {
+            String::new()
+        };
+        return match conn.execute_batch(&format!("{steps} COMMIT;")) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let _ = conn.execute_batch("ROLLBACK");
+                Err(StoreError::Backend(format!(
+                    "state file {} could not be upgraded from layout {version} to {SCHEMA_VERSION}: {e}",
+                    path.display()
+                )))
+            }
+        };
     }
     if version != SCHEMA_VERSION {
         return Err(StoreError::Backend(format!(
@@ -437,7 +494,8 @@ fn stack_row(r: &Row<'_>) -> rusqlite::Result<StackRecord> {
     })
 }
 
-const RESOURCE_COLUMNS: &str = "stack_id, logical_id, resource_type, physical_id, status, status_reason, properties, attributes, pending, updated_at, metadata, journal, no_echo, type_version";
+/// Read by the stack's id in ?1 (which is also the first column).
+const RESOURCE_COLUMNS: &str = "?1, logical_id, resource_type, physical_id, status, status_reason, properties, attributes, pending, updated_at, metadata, journal, no_echo, type_version";
 
 /// A JSON column decoded from SQLite's own buffer (no copy into a `String`
 /// first: reading a large stack decodes tens of thousands of them).
@@ -494,12 +552,61 @@ fn event_row(r: &Row<'_>) -> rusqlite::Result<EventRecord> {
     })
 }
 
-fn insert_event(c: &Connection, e: &EventRecord) -> Result<(), StoreError> {
+/// The stack's integer key in `resources` and `events`: made with the
+/// stack, or here for a stack whose rows come first.
+fn stack_key(c: &Connection, stack_id: &str) -> Result<i64, StoreError> {
+    let known: Option<i64> = c
+        .prepare_cached("SELECT stack_key FROM stack_keys WHERE stack_id = ?1")
+        .map_err(backend)?
+        .query_row(params![stack_id], |r| r.get(0))
+        .optional()
+        .map_err(backend)?;
+    match known {
+        Some(key) => Ok(key),
+        None => {
+            c.prepare_cached("INSERT INTO stack_keys (stack_id) VALUES (?1)")
+                .map_err(backend)?
+                .execute(params![stack_id])
+                .map_err(backend)?;
+            Ok(c.last_insert_rowid())
+        }
+    }
+}
+
+/// `(SELECT stack_key …)` of the stack id in parameter `$p`, for reads.
+macro_rules! key_of {
+    ($p:literal) => {
+        concat!(
+            "(SELECT stack_key FROM stack_keys WHERE stack_id = ",
+            $p,
+            ")"
+        )
+    };
+}
+
+/// Events of a job whose stack (`stack`, `key`) is known: another
+/// stack's key is looked up.
+fn insert_events(
+    c: &Connection,
+    (stack, key): (&str, i64),
+    events: &[EventRecord],
+) -> Result<(), StoreError> {
+    for e in events {
+        let key = match e.stack_id == stack {
+            true => key,
+            false => stack_key(c, &e.stack_id)?,
+        };
+        insert_event(c, key, e)?;
+    }
+    Ok(())
+}
+
+fn insert_event(c: &Connection, key: i64, e: &EventRecord) -> Result<(), StoreError> {
     c.prepare_cached(
-        "INSERT INTO events (event_id, stack_id, stack_name, logical_id, physical_id, resource_type, timestamp, status, status_reason, properties, hook) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+        "INSERT INTO events (event_id, stack_key, stack_name, logical_id, physical_id, resource_type, timestamp, status, status_reason, properties, hook) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
     )
     .map_err(backend)?
-    .execute(params![e.event_id, e.stack_id, e.stack_name, e.logical_id, e.physical_id, e.resource_type, e.timestamp, e.status.as_str(), e.status_reason, e.properties, e.hook.as_ref().map(json_text).transpose()?],
+    .execute(params![e.event_id, key, e.stack_name, e.logical_id, e.physical_id, e.resource_type, e.timestamp, e.status.as_str(), e.status_reason, e.properties, e.hook.as_ref().map(json_text).transpose()?],
     )
     .map_err(backend)?;
     Ok(())
@@ -578,15 +685,25 @@ fn change_set_row(r: &Row<'_>) -> rusqlite::Result<ChangeSetRecord> {
 }
 
 /// Fails unless `lease` is still the stack's current lease.
-fn fence(c: &Connection, lease: &Lease) -> Result<(), StoreError> {
-    let token: Option<(i64, Option<String>)> = c
-        .prepare_cached("SELECT token, owner FROM leases WHERE stack_id = ?1")
+/// Refuses a write whose lease is no longer current; returns the stack's
+/// key (read in the same statement: most fenced writes need it).
+fn fence(c: &Connection, lease: &Lease) -> Result<i64, StoreError> {
+    let token: Option<(i64, Option<String>, Option<i64>)> = c
+        .prepare_cached(
+            // Not a join: SQLite propagates `l.stack_id = ?1` into the join's
+            // condition, and a statement with a propagated parameter is
+            // prepared again for every new value.
+            "SELECT token, owner, (SELECT stack_key FROM stack_keys WHERE stack_id = ?1) FROM leases WHERE stack_id = ?1",
+        )
         .map_err(backend)?
-        .query_row(params![lease.stack_id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .query_row(params![lease.stack_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
         .optional()
         .map_err(backend)?;
     match token {
-        Some((t, Some(o))) if t == lease.token && o == lease.owner => Ok(()),
+        Some((t, Some(o), key)) if t == lease.token && o == lease.owner => match key {
+            Some(key) => Ok(key),
+            None => stack_key(c, &lease.stack_id),
+        },
         _ => Err(StoreError::LeaseLost(lease.stack_id.clone())),
     }
 }
@@ -743,14 +860,26 @@ impl SqliteStore {
         self.run(|c| {
             let mut tables = Vec::with_capacity(cairn_store::TABLES.len());
             for name in cairn_store::TABLES {
-                let mut st = c
-                    .prepare(&format!("SELECT * FROM {name} ORDER BY rowid"))
-                    .map_err(backend)?;
-                let columns: Vec<String> = st.column_names().map(|c| c.to_string()).collect();
-                let width = columns.len();
+                // Rows that name their stack by its key name it by its id,
+                // as every other store does.
+                let keyed = c
+                    .prepare(&format!("SELECT * FROM {name} LIMIT 0"))
+                    .map_err(backend)?
+                    .column_names()
+                    .any(|c| c == "stack_key");
+                let query = match keyed {
+                    true => format!("SELECT (SELECT k.stack_id FROM stack_keys k WHERE k.stack_key = t.stack_key) AS stack_id, t.* FROM {name} t ORDER BY t.rowid"),
+                    false => format!("SELECT * FROM {name} ORDER BY rowid"),
+                };
+                let mut st = c.prepare(&query).map_err(backend)?;
+                let all: Vec<String> = st.column_names().map(String::from).collect();
+                let width = all.len();
+                let shown = |i: &usize| all[*i] != "stack_key";
+                let columns: Vec<String> = (0..width).filter(shown).map(|i| all[i].clone()).collect();
                 let rows = st
                     .query_map([], |r| {
                         (0..width)
+                            .filter(shown)
                             .map(|i| {
                                 Ok(match r.get_ref(i)? {
                                     rusqlite::types::ValueRef::Null => Cell::Null,
@@ -805,7 +934,7 @@ fn write_status(
     if !status.is_in_progress() && status != StackStatus::ReviewInProgress {
         end_operation(c, stack_id, status, &event.timestamp)?;
     }
-    insert_event(c, event)
+    insert_event(c, stack_key(c, &event.stack_id)?, event)
 }
 
 /// The stack's stored fields (not its status).
@@ -879,9 +1008,9 @@ fn write_operation(c: &Connection, op: &OperationRecord) -> Result<(), StoreErro
 
 /// The statement that writes one resource row (inserted, or replacing the
 /// row of its logical id).
-const WRITE_RESOURCE: &str = "INSERT INTO resources (stack_id, logical_id, resource_type, physical_id, status, status_reason, properties, attributes, pending, updated_at, metadata, journal, no_echo, type_version)
+const WRITE_RESOURCE: &str = "INSERT INTO resources (stack_key, logical_id, resource_type, physical_id, status, status_reason, properties, attributes, pending, updated_at, metadata, journal, no_echo, type_version)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
-         ON CONFLICT(stack_id, logical_id) DO UPDATE SET resource_type = excluded.resource_type, physical_id = excluded.physical_id,
+         ON CONFLICT(stack_key, logical_id) DO UPDATE SET resource_type = excluded.resource_type, physical_id = excluded.physical_id,
            status = excluded.status, status_reason = excluded.status_reason, properties = excluded.properties,
            attributes = excluded.attributes, pending = excluded.pending, updated_at = excluded.updated_at,
            metadata = excluded.metadata, journal = excluded.journal, no_echo = excluded.no_echo,
@@ -927,11 +1056,16 @@ impl ResourceRow {
         })
     }
 
-    fn write(&self, c: &Connection) -> Result<(), StoreError> {
+    /// Writes the row; `key` is its stack's when known (the fence's).
+    fn write(&self, c: &Connection, key: Option<(&str, i64)>) -> Result<(), StoreError> {
+        let key = match key {
+            Some((stack, key)) if stack == self.stack_id => key,
+            _ => stack_key(c, &self.stack_id)?,
+        };
         c.prepare_cached(WRITE_RESOURCE)
             .map_err(backend)?
             .execute(params![
-                self.stack_id,
+                key,
                 self.logical_id,
                 self.resource_type,
                 self.physical_id,
@@ -1012,7 +1146,7 @@ impl Stacks for SqliteStore {
                 params![owner, now_ms() + ttl_ms, s.stack_id],
             )
             .map_err(backend)?;
-            insert_event(c, &e)?;
+            insert_event(c, stack_key(c, &s.stack_id)?, &e)?;
             if let Some(op) = &operation {
                 write_operation(c, op)?;
             }
@@ -1305,19 +1439,19 @@ impl Operations for SqliteStore {
             .map(ResourceRow::of)
             .collect::<Result<Vec<_>, _>>()?;
         self.run(move |c| {
-            fence(c, &lease)?;
+            let key = fence(c, &lease)?;
             write_operation(c, &start.operation)?;
             if let Some(id) = &start.change_set_id {
                 write_change_set_execution(c, &lease.stack_id, id)?;
             }
             write_stack_fields(c, &start.stack)?;
             for row in &rows {
-                row.write(c)?;
+                row.write(c, Some((&lease.stack_id, key)))?;
             }
             for logical_id in &start.removed_rows {
                 c.execute(
-                    "DELETE FROM resources WHERE stack_id = ?1 AND logical_id = ?2",
-                    params![lease.stack_id, logical_id],
+                    "DELETE FROM resources WHERE stack_key = ?1 AND logical_id = ?2",
+                    params![key, logical_id],
                 )
                 .map_err(backend)?;
             }
@@ -1359,7 +1493,7 @@ impl Operations for SqliteStore {
         self.run(move |c| {
             let events: i64 = c
                 .query_row(
-                    "SELECT COUNT(*) FROM events WHERE stack_id = ?1",
+                    concat!("SELECT COUNT(*) FROM events WHERE stack_key = ", key_of!("?1")),
                     params![id],
                     |r| r.get(0),
                 )
@@ -1489,12 +1623,9 @@ impl Resources for SqliteStore {
     ) -> Result<(), StoreError> {
         let (lease, row, events) = (lease.clone(), ResourceRow::of(r)?, events.to_vec());
         self.run(move |c| {
-            fence(c, &lease)?;
-            row.write(c)?;
-            for e in &events {
-                insert_event(c, e)?;
-            }
-            Ok(())
+            let key = fence(c, &lease)?;
+            row.write(c, Some((&lease.stack_id, key)))?;
+            insert_events(c, (&lease.stack_id, key), &events)
         })
         .await
     }
@@ -1507,15 +1638,12 @@ impl Resources for SqliteStore {
     ) -> Result<(), StoreError> {
         let (lease, logical_id, events) = (lease.clone(), logical_id.to_string(), events.to_vec());
         self.run(move |c| {
-            fence(c, &lease)?;
-            c.prepare_cached("DELETE FROM resources WHERE stack_id = ?1 AND logical_id = ?2")
+            let key = fence(c, &lease)?;
+            c.prepare_cached("DELETE FROM resources WHERE stack_key = ?1 AND logical_id = ?2")
                 .map_err(backend)?
-                .execute(params![lease.stack_id, logical_id])
+                .execute(params![key, logical_id])
                 .map_err(backend)?;
-            for e in &events {
-                insert_event(c, e)?;
-            }
-            Ok(())
+            insert_events(c, (&lease.stack_id, key), &events)
         })
         .await
     }
@@ -1523,7 +1651,11 @@ impl Resources for SqliteStore {
     async fn clear_journals(&self, lease: &Lease) -> Result<(), StoreError> {
         self.fenced(
             lease,
-            &["UPDATE resources SET journal = NULL WHERE stack_id = ?1 AND journal IS NOT NULL"],
+            &[concat!(
+                "UPDATE resources SET journal = NULL WHERE stack_key = ",
+                key_of!("?1"),
+                " AND journal IS NOT NULL"
+            )],
         )
         .await
     }
@@ -1538,13 +1670,17 @@ impl Resources for SqliteStore {
             // list as they come copied it a dozen times (a fifth of the
             // read).
             let count: i64 = c
-                .prepare_cached("SELECT COUNT(*) FROM resources WHERE stack_id = ?1")
+                .prepare_cached(concat!(
+                    "SELECT COUNT(*) FROM resources WHERE stack_key = ",
+                    key_of!("?1")
+                ))
                 .map_err(backend)?
                 .query_row(params![id], |r| r.get(0))
                 .map_err(backend)?;
             let mut st = c
                 .prepare_cached(&format!(
-                    "SELECT {RESOURCE_COLUMNS} FROM resources WHERE stack_id = ?1"
+                    "SELECT {RESOURCE_COLUMNS} FROM resources WHERE stack_key = {}",
+                    key_of!("?1")
                 ))
                 .map_err(backend)?;
             let mut rows = Vec::with_capacity(usize::try_from(count).unwrap_or(0));
@@ -1574,7 +1710,7 @@ impl Resources for SqliteStore {
             events.to_vec(),
         );
         self.run(move |c| {
-            fence(c, &lease)?;
+            let key = fence(c, &lease)?;
             match state {
                 Some(state) => c
                     .prepare_cached(
@@ -1589,10 +1725,7 @@ impl Resources for SqliteStore {
                 ),
             }
             .map_err(backend)?;
-            for e in &events {
-                insert_event(c, e)?;
-            }
-            Ok(())
+            insert_events(c, (&lease.stack_id, key), &events)
         })
         .await
     }
@@ -1640,11 +1773,8 @@ impl Events for SqliteStore {
     async fn put_events(&self, lease: &Lease, events: &[EventRecord]) -> Result<(), StoreError> {
         let (lease, events) = (lease.clone(), events.to_vec());
         self.run(move |c| {
-            fence(c, &lease)?;
-            for e in &events {
-                insert_event(c, e)?;
-            }
-            Ok(())
+            let key = fence(c, &lease)?;
+            insert_events(c, (&lease.stack_id, key), &events)
         })
         .await
     }
@@ -1658,7 +1788,7 @@ impl Events for SqliteStore {
         let skip = i64::try_from(skip).unwrap_or(i64::MAX);
         self.run(move |c| {
             let mut st = c
-                .prepare_cached("SELECT event_id, stack_id, stack_name, logical_id, physical_id, resource_type, timestamp, status, status_reason, properties, hook FROM events WHERE stack_id = ?1 ORDER BY seq LIMIT -1 OFFSET ?2")
+                .prepare_cached(concat!("SELECT event_id, ?1, stack_name, logical_id, physical_id, resource_type, timestamp, status, status_reason, properties, hook FROM events WHERE stack_key = ", key_of!("?1"), " ORDER BY seq LIMIT -1 OFFSET ?2"))
                 .map_err(backend)?;
             let rows = st.query_map(params![id, skip], event_row).map_err(backend)?;
             rows.collect::<Result<Vec<_>, _>>().map_err(backend)
@@ -1677,7 +1807,7 @@ impl Events for SqliteStore {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.run(move |c| {
             let mut st = c
-                .prepare_cached("SELECT event_id, stack_id, stack_name, logical_id, physical_id, resource_type, timestamp, status, status_reason, properties, hook FROM events WHERE stack_id = ?1 ORDER BY seq LIMIT ?3 OFFSET ?2")
+                .prepare_cached(concat!("SELECT event_id, ?1, stack_name, logical_id, physical_id, resource_type, timestamp, status, status_reason, properties, hook FROM events WHERE stack_key = ", key_of!("?1"), " ORDER BY seq LIMIT ?3 OFFSET ?2"))
                 .map_err(backend)?;
             let rows = st.query_map(params![id, skip, limit], event_row).map_err(backend)?;
             rows.collect::<Result<Vec<_>, _>>().map_err(backend)
@@ -1689,7 +1819,10 @@ impl Events for SqliteStore {
         let id = stack_id.to_string();
         self.run(move |c| {
             c.query_row(
-                "SELECT COUNT(*) FROM events WHERE stack_id = ?1",
+                concat!(
+                    "SELECT COUNT(*) FROM events WHERE stack_key = ",
+                    key_of!("?1")
+                ),
                 params![id],
                 |r| r.get::<_, i64>(0),
             )
@@ -2073,7 +2206,7 @@ impl cairn_store::Notifications for SqliteStore {
             .map_err(backend)?;
             for target in &targets {
                 c.execute(
-                    "INSERT OR IGNORE INTO notification_targets (stack_id, target, delivered) VALUES (?1, ?2, (SELECT COUNT(*) FROM events WHERE stack_id = ?1))",
+                    concat!("INSERT OR IGNORE INTO notification_targets (stack_id, target, delivered) VALUES (?1, ?2, (SELECT COUNT(*) FROM events WHERE stack_key = ", key_of!("?1"), "))"),
                     params![id, target],
                 )
                 .map_err(backend)?;
@@ -2099,7 +2232,7 @@ impl cairn_store::Notifications for SqliteStore {
                     "SELECT t.stack_id, t.target, t.delivered FROM notification_targets t
                      WHERE (t.claim_owner IS NULL OR t.claim_owner = ?1 OR t.claim_expires < ?2
                             OR t.claim_owner IN (SELECT value FROM json_each(?3)))
-                       AND t.delivered < (SELECT COUNT(*) FROM events e WHERE e.stack_id = t.stack_id)
+                       AND t.delivered < (SELECT COUNT(*) FROM events e WHERE e.stack_key = (SELECT k.stack_key FROM stack_keys k WHERE k.stack_id = t.stack_id))
                      ORDER BY t.stack_id, t.target LIMIT ?4",
                 )
                 .map_err(backend)?;
@@ -2433,20 +2566,20 @@ impl cairn_store::Refactors for SqliteStore {
             // Every moved row steps aside first, so renames may swap.
             for (i, m) in w.moves.iter().enumerate() {
                 c.execute(
-                    "UPDATE resources SET logical_id = ?3 WHERE stack_id = ?1 AND logical_id = ?2",
-                    params![m.from_stack, m.from_logical, format!("\u{1}refactor-{i}")],
+                    "UPDATE resources SET logical_id = ?3 WHERE stack_key = ?1 AND logical_id = ?2",
+                    params![stack_key(c, &m.from_stack)?, m.from_logical, format!("\u{1}refactor-{i}")],
                 )
                 .map_err(backend)?;
             }
             for (i, m) in w.moves.iter().enumerate() {
                 c.execute(
-                    "UPDATE resources SET stack_id = ?3, logical_id = ?4 WHERE stack_id = ?1 AND logical_id = ?2",
-                    params![m.from_stack, format!("\u{1}refactor-{i}"), m.to_stack, m.to_logical],
+                    "UPDATE resources SET stack_key = ?3, logical_id = ?4 WHERE stack_key = ?1 AND logical_id = ?2",
+                    params![stack_key(c, &m.from_stack)?, format!("\u{1}refactor-{i}"), stack_key(c, &m.to_stack)?, m.to_logical],
                 )
                 .map_err(backend)?;
             }
             for e in &w.events {
-                insert_event(c, e)?;
+                insert_event(c, stack_key(c, &e.stack_id)?, e)?;
             }
             for (s, e) in &w.stacks {
                 write_stack_fields(c, s)?;
@@ -2972,7 +3105,13 @@ mod tests {
                     "\n",
                 )
                 .replace(",\n    -- Resumes in a row that recorded nothing (a process that dies on the same\n    -- step), and the stack's event count at the last one.\n    resume_attempts INTEGER NOT NULL DEFAULT 0,\n    resume_events INTEGER NOT NULL DEFAULT 0\n", "\n")
-                .replace(",\n    -- JSON: what a `cairn update` planned and did (steps, phases).\n    details TEXT\n", "\n");
+                .replace(",\n    -- JSON: what a `cairn update` planned and did (steps, phases).\n    details TEXT\n", "\n")
+                // Before layout 20 the resources and events named their
+                // stack by its id.
+                .replace("CREATE TABLE IF NOT EXISTS stack_keys (\n    stack_key INTEGER PRIMARY KEY,\n    stack_id TEXT NOT NULL UNIQUE\n);", "")
+                .replace("stack_key INTEGER NOT NULL,", "stack_id TEXT NOT NULL,")
+                .replace("PRIMARY KEY (stack_key, logical_id)", "PRIMARY KEY (stack_id, logical_id)")
+                .replace("events(stack_key, seq)", "events(stack_id, seq)");
             let old = old.split("-- Instance groups").next().unwrap().to_string()
                 + old
                     .split("CREATE TABLE IF NOT EXISTS exports")
@@ -2985,7 +3124,10 @@ mod tests {
                 c.prepare("SELECT tags FROM stacks").is_err(),
                 "the old layout has no tags"
             );
-            c.execute_batch("PRAGMA user_version = 6; INSERT INTO stacks (stack_id, stack_name, status, template_body, parameters, no_echo, outputs, on_failure, created_at, updated_at) VALUES ('id-1', 's', 'CREATE_COMPLETE', 'Resources: {}', '{}', '[]', '[]', 'ROLLBACK', 't', 't');").unwrap();
+            assert!(c.prepare("SELECT stack_key FROM resources").is_err());
+            c.execute_batch("PRAGMA user_version = 6; INSERT INTO stacks (stack_id, stack_name, status, template_body, parameters, no_echo, outputs, on_failure, created_at, updated_at) VALUES ('id-1', 's', 'CREATE_COMPLETE', 'Resources: {}', '{}', '[]', '[]', 'ROLLBACK', 't', 't');
+                INSERT INTO resources (stack_id, logical_id, resource_type, physical_id, status, properties, attributes, updated_at) VALUES ('id-1', 'B', 'T', 'b-1', 'CREATE_COMPLETE', '{}', '{}', 't'), ('id-1', 'A', 'T', 'a-1', 'CREATE_COMPLETE', '{\"P\":1}', '{}', 't');
+                INSERT INTO events (event_id, stack_id, stack_name, logical_id, physical_id, resource_type, timestamp, status) VALUES ('e1', 'id-1', 's', 's', 'id-1', 'AWS::CloudFormation::Stack', 't1', 'CREATE_IN_PROGRESS'), ('e2', 'id-1', 's', 'A', 'a-1', 'T', 't2', 'CREATE_COMPLETE'), ('e3', 'id-1', 's', 's', 'id-1', 'AWS::CloudFormation::Stack', 't3', 'CREATE_COMPLETE');").unwrap();
         }
         let store = SqliteStore::open(&path).unwrap();
         let stacks = store.list_stacks().await.unwrap();
@@ -2997,8 +3139,58 @@ mod tests {
         // The columns added since are there.
         assert_eq!(store.note_resume("id-1").await.unwrap(), 1);
         assert!(store.change_sets("id-1").await.unwrap().is_empty());
-        assert!(store.resources("id-1").await.unwrap().is_empty());
-        assert!(store.events("id-1").await.unwrap().is_empty());
+        // The rows are kept, now under the stack's key, events in order.
+        let rows = store.resources("id-1").await.unwrap();
+        let rows: Vec<_> = rows
+            .iter()
+            .map(|r| {
+                (
+                    r.stack_id.as_str(),
+                    r.logical_id.as_str(),
+                    r.physical_id.as_deref(),
+                    serde_json::Value::Object(r.properties.clone()),
+                )
+            })
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("id-1", "A", Some("a-1"), serde_json::json!({"P": 1})),
+                ("id-1", "B", Some("b-1"), serde_json::json!({}))
+            ]
+        );
+        let events = store.events("id-1").await.unwrap();
+        let events: Vec<_> = events
+            .iter()
+            .map(|e| {
+                (
+                    e.event_id.as_str(),
+                    e.stack_id.as_str(),
+                    e.logical_id.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            events,
+            [
+                ("e1", "id-1", "s"),
+                ("e2", "id-1", "A"),
+                ("e3", "id-1", "s")
+            ]
+        );
+        assert_eq!(store.event_count("id-1").await.unwrap(), 3);
+        // migrate-state copies them by stack id, as PostgreSQL keeps them.
+        let dump = store.dump().await.unwrap();
+        let resources = dump.iter().find(|t| t.name == "resources").unwrap();
+        assert_eq!(resources.columns[0], "stack_id");
+        assert!(!resources.columns.iter().any(|c| c == "stack_key"));
+        assert_eq!(resources.rows[0][0], Cell::Text("id-1".into()));
+        assert_eq!(resources.rows[0][1], Cell::Text("B".into()));
+        let events = dump.iter().find(|t| t.name == "events").unwrap();
+        let at = events.columns.iter().position(|c| c == "event_id").unwrap();
+        assert_eq!(events.rows.len(), 3);
+        assert_eq!(events.rows[2][at], Cell::Text("e3".into()));
+        assert_eq!(events.rows[2][0], Cell::Text("id-1".into()));
         drop(store);
         let c = Connection::open(&path).unwrap();
         let version: i64 = c
