@@ -1149,5 +1149,10 @@ fn an_operations_load_takes_the_templates_its_start_parsed() {
             world.stack().await.map(|s| s.status),
             Some(StackStatus::UpdateComplete)
         );
+        // The stack's next operation on this engine takes the template
+        // its last one kept.
+        world.run(&engine, &Step::Delete).await.expect("delete");
+        assert_eq!(engine.parsed.handed_over(), 4);
+        assert_eq!(world.stack().await.map(|s| s.status), None);
     });
 }
