@@ -537,7 +537,7 @@ fn grow_history(s: &Scratch, db: &str, stack: &str, total: usize) {
 import sqlite3, sys
 db, stack, total = sys.argv[1], sys.argv[2], int(sys.argv[3])
 c = sqlite3.connect(db)
-cols = "event_id, stack_id, stack_name, logical_id, physical_id, resource_type, timestamp, status, status_reason, properties, hook"
+cols = "event_id, stack_key, stack_name, logical_id, physical_id, resource_type, timestamp, status, status_reason, properties, hook"
 rows = c.execute("SELECT " + cols + " FROM events WHERE stack_name = ? ORDER BY seq", (stack,)).fetchall()
 need = total - len(rows)
 filler = []
