@@ -270,26 +270,51 @@ async fn clear_out(
         )
         .await
         .map_err(|e| failed("cannot list the databases", &e))?;
+    let reassign = match to {
+        Some(to) => format!("REASSIGN OWNED BY {} TO {}; ", ident(name), ident(to)),
+        None => String::new(),
+    };
+    let sql = format!("BEGIN; {reassign}DROP OWNED BY {}; COMMIT", ident(name));
     for row in rows {
         let database: String = row.get(0);
-        // Dropped meanwhile: nothing of the role's is left there.
-        let Some(there) = connect_if_there(ctx, &database).await? else {
-            continue;
-        };
-        let reassign = match to {
-            Some(to) => format!("REASSIGN OWNED BY {} TO {}; ", ident(name), ident(to)),
-            None => String::new(),
-        };
-        let sql = format!("BEGIN; {reassign}DROP OWNED BY {}; COMMIT", ident(name));
-        if let Err(e) = there.batch_execute(&sql).await {
-            let _ = there.batch_execute("ROLLBACK").await;
-            return Err(failed(
-                &format!("cannot clear out what role {name} owns in database {database}"),
-                &e,
-            ));
+        let mut attempt = 1;
+        loop {
+            // Dropped meanwhile: nothing of the role's is left there.
+            let Some(there) = connect_if_there(ctx, &database).await? else {
+                break;
+            };
+            match there.batch_execute(&sql).await {
+                Ok(()) => break,
+                // Its sessions were ended (a database being dropped at the
+                // same time, as a stack's delete does with a database and a
+                // role that do not depend on each other): connect again, to
+                // find it gone or to clear it out.
+                Err(e) if ended_by_the_server(&e) && attempt < CLEAR_OUT_ATTEMPTS => {
+                    attempt += 1;
+                }
+                Err(e) => {
+                    let _ = there.batch_execute("ROLLBACK").await;
+                    return Err(failed(
+                        &format!("cannot clear out what role {name} owns in database {database}"),
+                        &e,
+                    ));
+                }
+            }
         }
     }
     Ok(())
+}
+
+/// How often a database is connected to again when the server ends the
+/// session clearing it out.
+const CLEAR_OUT_ATTEMPTS: u32 = 3;
+
+/// Whether the server ended the session (`pg_terminate_backend`, a
+/// shutdown): the statement may be sent again on a new connection.
+fn ended_by_the_server(e: &tokio_postgres::Error) -> bool {
+    e.is_closed()
+        || e.code() == Some(&SqlState::ADMIN_SHUTDOWN)
+        || e.code() == Some(&SqlState::CRASH_SHUTDOWN)
 }
 
 pub async fn check_drift(req: &DriftRequest) -> Result<DriftResult, ProviderError> {
