@@ -801,3 +801,34 @@ impl Store for CrashStore {
         self.inner.ping().await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::MemoryStore;
+    use std::time::Duration;
+
+    /// A write counted before the crash lands before the crash is seen: a
+    /// new engine that resumes once it is seen finds nothing of the dead
+    /// one arriving after it.
+    #[tokio::test]
+    async fn the_crash_is_seen_once_every_write_counted_before_it_has_landed() {
+        let store = CrashStore::new(Arc::new(MemoryStore::new()), Some(1));
+        let on_its_way = store.write().await.expect("the first write is allowed");
+        assert!(
+            store.write().await.is_err(),
+            "the second write is the crash"
+        );
+        assert!(store.crashed());
+        let seen = tokio::time::timeout(Duration::from_millis(50), store.until_crashed()).await;
+        assert!(
+            seen.is_err(),
+            "seen while a write counted before it is on its way"
+        );
+        drop(on_its_way);
+        tokio::time::timeout(Duration::from_secs(5), store.until_crashed())
+            .await
+            .expect("seen once the write landed");
+        assert_eq!(store.writes(), 1);
+    }
+}
