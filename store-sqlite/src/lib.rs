@@ -684,9 +684,8 @@ fn change_set_row(r: &Row<'_>) -> rusqlite::Result<ChangeSetRecord> {
     })
 }
 
-/// Fails unless `lease` is still the stack's current lease.
-/// Refuses a write whose lease is no longer current; returns the stack's
-/// key (read in the same statement: most fenced writes need it).
+/// Fails unless `lease` is still the stack's current lease; returns the
+/// stack's key (read in the same statement: most fenced writes need it).
 fn fence(c: &Connection, lease: &Lease) -> Result<i64, StoreError> {
     let token: Option<(i64, Option<String>, Option<i64>)> = c
         .prepare_cached(
@@ -1056,11 +1055,12 @@ impl ResourceRow {
         })
     }
 
-    /// Writes the row; `key` is its stack's when known (the fence's).
-    fn write(&self, c: &Connection, key: Option<(&str, i64)>) -> Result<(), StoreError> {
-        let key = match key {
-            Some((stack, key)) if stack == self.stack_id => key,
-            _ => stack_key(c, &self.stack_id)?,
+    /// Writes the row; (`stack`, `key`) is the job's stack and its key
+    /// (the fence's): a row of another stack has its key looked up.
+    fn write(&self, c: &Connection, (stack, key): (&str, i64)) -> Result<(), StoreError> {
+        let key = match stack == self.stack_id {
+            true => key,
+            false => stack_key(c, &self.stack_id)?,
         };
         c.prepare_cached(WRITE_RESOURCE)
             .map_err(backend)?
@@ -1446,7 +1446,7 @@ impl Operations for SqliteStore {
             }
             write_stack_fields(c, &start.stack)?;
             for row in &rows {
-                row.write(c, Some((&lease.stack_id, key)))?;
+                row.write(c, (&lease.stack_id, key))?;
             }
             for logical_id in &start.removed_rows {
                 c.execute(
@@ -1624,7 +1624,7 @@ impl Resources for SqliteStore {
         let (lease, row, events) = (lease.clone(), ResourceRow::of(r)?, events.to_vec());
         self.run(move |c| {
             let key = fence(c, &lease)?;
-            row.write(c, Some((&lease.stack_id, key)))?;
+            row.write(c, (&lease.stack_id, key))?;
             insert_events(c, (&lease.stack_id, key), &events)
         })
         .await
