@@ -3,12 +3,14 @@
 //! All statements run on one dedicated thread that owns the connection (SQLite
 //! has a single writer anyway, and the async runtime must not block on file
 //! I/O). Jobs arriving while a transaction runs are group-committed in the next
-//! one, each inside its own savepoint, and each caller is answered only after
-//! the commit: state is durable before anyone acts on it.
+//! one (see [`writer`]: each job's writes held or undone alone), and each
+//! caller is answered only after the commit: state is durable before anyone
+//! acts on it.
 
 #![forbid(unsafe_code)]
 
 mod checkpoint;
+mod writer;
 
 use std::path::Path;
 use std::sync::mpsc;
@@ -16,6 +18,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use tokio::sync::oneshot;
+
+use writer::{fence, Job};
 
 use cairn_model::audit::{AuditQuery, AuditRecord, STACK_RESOURCE};
 use cairn_model::registry::{
@@ -30,9 +34,6 @@ use cairn_store::{
     Cell, ChangeSets, Claim, DriftDetections, Events, Exports, Inbox, Lease, Leases,
     OperationRecord, OperationStart, Operations, Resources, Stacks, Store, StoreError, TableDump,
 };
-
-type Reply = Box<dyn FnOnce(Option<String>) + Send>;
-type Job = Box<dyn FnOnce(&Connection) -> (bool, Reply) + Send>;
 
 const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS stacks (
@@ -684,29 +685,6 @@ fn change_set_row(r: &Row<'_>) -> rusqlite::Result<ChangeSetRecord> {
     })
 }
 
-/// Fails unless `lease` is still the stack's current lease; returns the
-/// stack's key (read in the same statement: most fenced writes need it).
-fn fence(c: &Connection, lease: &Lease) -> Result<i64, StoreError> {
-    let token: Option<(i64, Option<String>, Option<i64>)> = c
-        .prepare_cached(
-            // Not a join: SQLite propagates `l.stack_id = ?1` into the join's
-            // condition, and a statement with a propagated parameter is
-            // prepared again for every new value.
-            "SELECT token, owner, (SELECT stack_key FROM stack_keys WHERE stack_id = ?1) FROM leases WHERE stack_id = ?1",
-        )
-        .map_err(backend)?
-        .query_row(params![lease.stack_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .optional()
-        .map_err(backend)?;
-    match token {
-        Some((t, Some(o), key)) if t == lease.token && o == lease.owner => match key {
-            Some(key) => Ok(key),
-            None => stack_key(c, &lease.stack_id),
-        },
-        _ => Err(StoreError::LeaseLost(lease.stack_id.clone())),
-    }
-}
-
 /// The embedded SQLite store.
 pub struct SqliteStore {
     jobs: mpsc::Sender<Job>,
@@ -768,7 +746,7 @@ impl SqliteStore {
         let (tx, rx) = mpsc::channel::<Job>();
         std::thread::Builder::new()
             .name("cairn-sqlite".into())
-            .spawn(move || writer(conn, rx))
+            .spawn(move || writer::run(conn, rx))
             .map_err(backend)?;
         Ok(SqliteStore { jobs: tx })
     }
@@ -792,63 +770,33 @@ impl SqliteStore {
         f: impl FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
         let (tx, rx) = oneshot::channel();
-        let job: Job = Box::new(move |conn| {
-            let result = f(conn);
-            let ok = result.is_ok();
-            let reply: Reply = Box::new(move |commit_error| {
-                let _ = tx.send(match commit_error {
-                    Some(e) => Err(StoreError::Backend(e)),
-                    None => result,
-                });
-            });
-            (ok, reply)
-        });
+        let job = Job::Once(Box::new(move |conn| writer::held(f(conn), tx)));
         self.jobs
             .send(job)
             .map_err(|_| StoreError::Backend("the state file writer has stopped".into()))?;
         rx.await
             .map_err(|_| StoreError::Backend("the state file writer has stopped".into()))?
     }
-}
 
-/// Runs one of the writer's transaction statements, prepared once: they
-/// run around every job (parsed each time, they cost as much as the job's
-/// own row write).
-fn step(conn: &Connection, sql: &'static str) -> rusqlite::Result<()> {
-    conn.prepare_cached(sql)?.execute([]).map(|_| ())
-}
-
-/// The writer thread: group-commits whatever jobs are queued.
-fn writer(conn: Connection, rx: mpsc::Receiver<Job>) {
-    while let Ok(first) = rx.recv() {
-        let mut batch = vec![first];
-        while batch.len() < 1024 {
-            match rx.try_recv() {
-                Ok(j) => batch.push(j),
-                Err(_) => break,
-            }
-        }
-        let begin = step(&conn, "BEGIN IMMEDIATE");
-        let mut replies = Vec::with_capacity(batch.len());
-        for job in batch {
-            let _ = step(&conn, "SAVEPOINT job");
-            let (ok, reply) = job(&conn);
-            if !ok {
-                let _ = step(&conn, "ROLLBACK TO job");
-            }
-            let _ = step(&conn, "RELEASE job");
-            replies.push(reply);
-        }
-        let commit_error = match begin.and_then(|_| step(&conn, "COMMIT")) {
-            Ok(()) => None,
-            Err(e) => {
-                let _ = step(&conn, "ROLLBACK");
-                Some(format!("cannot commit to the state file: {e}"))
-            }
+    /// Runs `write` under `lease`, after the fence check, in one job (see
+    /// [`writer`]: it may run twice in one transaction, the first attempt
+    /// rolled back).
+    async fn run_fenced(
+        &self,
+        lease: &Lease,
+        write: impl Fn(&Connection, i64) -> Result<(), StoreError> + Send + 'static,
+    ) -> Result<(), StoreError> {
+        let (answer, rx) = oneshot::channel();
+        let job = Job::Fenced {
+            lease: lease.clone(),
+            write: Box::new(write),
+            answer,
         };
-        for reply in replies {
-            reply(commit_error.clone());
-        }
+        self.jobs
+            .send(job)
+            .map_err(|_| StoreError::Backend("the state file writer has stopped".into()))?;
+        rx.await
+            .map_err(|_| StoreError::Backend("the state file writer has stopped".into()))?
     }
 }
 
@@ -1621,11 +1569,10 @@ impl Resources for SqliteStore {
         r: &ResourceRecord,
         events: &[EventRecord],
     ) -> Result<(), StoreError> {
-        let (lease, row, events) = (lease.clone(), ResourceRow::of(r)?, events.to_vec());
-        self.run(move |c| {
-            let key = fence(c, &lease)?;
-            row.write(c, (&lease.stack_id, key))?;
-            insert_events(c, (&lease.stack_id, key), &events)
+        let (stack, row, events) = (lease.stack_id.clone(), ResourceRow::of(r)?, events.to_vec());
+        self.run_fenced(lease, move |c, key| {
+            row.write(c, (&stack, key))?;
+            insert_events(c, (&stack, key), &events)
         })
         .await
     }
@@ -1636,14 +1583,17 @@ impl Resources for SqliteStore {
         logical_id: &str,
         events: &[EventRecord],
     ) -> Result<(), StoreError> {
-        let (lease, logical_id, events) = (lease.clone(), logical_id.to_string(), events.to_vec());
-        self.run(move |c| {
-            let key = fence(c, &lease)?;
+        let (stack, logical_id, events) = (
+            lease.stack_id.clone(),
+            logical_id.to_string(),
+            events.to_vec(),
+        );
+        self.run_fenced(lease, move |c, key| {
             c.prepare_cached("DELETE FROM resources WHERE stack_key = ?1 AND logical_id = ?2")
                 .map_err(backend)?
                 .execute(params![key, logical_id])
                 .map_err(backend)?;
-            insert_events(c, (&lease.stack_id, key), &events)
+            insert_events(c, (&stack, key), &events)
         })
         .await
     }

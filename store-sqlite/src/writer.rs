@@ -1,0 +1,344 @@
+//! The writer thread: owns the connection and group-commits whatever jobs
+//! are queued, answering each caller only after the commit (state is
+//! durable before anyone acts on it).
+//!
+//! Most jobs of a running operation are a resource's writes under its
+//! stack's lease ([`Job::Fenced`]): they write nothing but their rows and
+//! events, so a transaction made only of them checks each lease once (a
+//! lease changes only by a job that is not fenced) and takes no savepoint
+//! per job; should one of them fail, the transaction is rolled back and
+//! run again with a savepoint around each, so the failed one alone is
+//! undone, as it always was.
+
+use std::sync::mpsc;
+
+use rusqlite::{params, Connection, OptionalExtension};
+use tokio::sync::oneshot;
+
+use cairn_store::{Lease, StoreError};
+
+use crate::{backend, stack_key};
+
+/// What answers a job's caller once its transaction has committed (or
+/// failed to: the commit's error).
+pub(crate) type Reply = Box<dyn FnOnce(Option<String>) + Send>;
+
+/// A resource's write under `lease`: what it writes, given the stack's key.
+/// It may run twice (see the module's comment), so it is `Fn`.
+pub(crate) type Write = Box<dyn Fn(&Connection, i64) -> Result<(), StoreError> + Send>;
+
+/// Any statements, run once; says whether they held.
+pub(crate) type Statements = Box<dyn FnOnce(&Connection) -> (bool, Reply) + Send>;
+
+/// Where a fenced write's caller waits for its answer.
+pub(crate) type Answer = oneshot::Sender<Result<(), StoreError>>;
+
+/// A fenced write taken out of its job.
+type Fenced = (Lease, Write, Answer);
+
+pub(crate) enum Job {
+    /// Any statements; runs once, inside its own savepoint; says whether
+    /// it held.
+    Once(Statements),
+    /// A resource's rows and events under the stack's lease.
+    Fenced {
+        lease: Lease,
+        write: Write,
+        answer: Answer,
+    },
+}
+
+/// Fails unless `lease` is still the stack's current lease; returns the
+/// stack's key (read in the same statement: most fenced writes need it).
+pub(crate) fn fence(c: &Connection, lease: &Lease) -> Result<i64, StoreError> {
+    let token: Option<(i64, Option<String>, Option<i64>)> = c
+        .prepare_cached(
+            // Not a join: SQLite propagates `l.stack_id = ?1` into the join's
+            // condition, and a statement with a propagated parameter is
+            // prepared again for every new value.
+            "SELECT token, owner, (SELECT stack_key FROM stack_keys WHERE stack_id = ?1) FROM leases WHERE stack_id = ?1",
+        )
+        .map_err(backend)?
+        .query_row(params![lease.stack_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .optional()
+        .map_err(backend)?;
+    match token {
+        Some((t, Some(o), key)) if t == lease.token && o == lease.owner => match key {
+            Some(key) => Ok(key),
+            None => stack_key(c, &lease.stack_id),
+        },
+        _ => Err(StoreError::LeaseLost(lease.stack_id.clone())),
+    }
+}
+
+/// The leases found current in this transaction, with their stack's key.
+/// Only fenced writes run while it is kept: none of them changes a lease.
+#[derive(Default)]
+struct Fences(Vec<(Lease, i64)>);
+
+impl Fences {
+    fn check(&mut self, c: &Connection, lease: &Lease) -> Result<i64, StoreError> {
+        if let Some((_, key)) = self.0.iter().find(|(l, _)| l == lease) {
+            return Ok(*key);
+        }
+        let key = fence(c, lease)?;
+        self.0.push((lease.clone(), key));
+        Ok(key)
+    }
+}
+
+/// Runs one of the writer's transaction statements, prepared once: they
+/// run around every job (parsed each time, they cost as much as the job's
+/// own row write).
+fn step(conn: &Connection, sql: &'static str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(|_| ())
+}
+
+/// The writer thread's loop: one transaction per batch of queued jobs.
+pub(crate) fn run(conn: Connection, rx: mpsc::Receiver<Job>) {
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        while batch.len() < 1024 {
+            match rx.try_recv() {
+                Ok(j) => batch.push(j),
+                Err(_) => break,
+            }
+        }
+        match batch.iter().all(|j| matches!(j, Job::Fenced { .. })) {
+            true => fenced(&conn, batch),
+            false => mixed(&conn, batch),
+        }
+    }
+}
+
+/// The commit's error, as every job of the transaction is told it.
+fn commit(conn: &Connection, begin: rusqlite::Result<()>) -> Option<String> {
+    match begin.and_then(|_| step(conn, "COMMIT")) {
+        Ok(()) => None,
+        Err(e) => {
+            let _ = step(conn, "ROLLBACK");
+            Some(format!("cannot commit to the state file: {e}"))
+        }
+    }
+}
+
+/// A transaction of fenced writes only.
+fn fenced(conn: &Connection, batch: Vec<Job>) {
+    let writes: Vec<Fenced> = batch
+        .into_iter()
+        .filter_map(|j| match j {
+            Job::Fenced {
+                lease,
+                write,
+                answer,
+            } => Some((lease, write, answer)),
+            Job::Once(_) => None,
+        })
+        .collect();
+    if let Err(e) = step(conn, "BEGIN IMMEDIATE") {
+        // Run outside a transaction, each statement would commit alone.
+        let error = format!("cannot begin a transaction on the state file: {e}");
+        let results = writes.iter().map(|_| Ok(())).collect();
+        return answer(writes, results, Some(error));
+    }
+    let mut fences = Fences::default();
+    let mut results: Vec<Result<(), StoreError>> = Vec::with_capacity(writes.len());
+    for (lease, write, _) in &writes {
+        results.push(fences.check(conn, lease).and_then(|key| write(conn, key)));
+        if results.last().is_some_and(Result::is_err) {
+            break;
+        }
+    }
+    if results.len() < writes.len() || results.iter().any(Result::is_err) {
+        // One failed: what it wrote before failing must not be committed
+        // with the others. Again, each in its savepoint.
+        let _ = step(conn, "ROLLBACK");
+        let begin = step(conn, "BEGIN IMMEDIATE");
+        let mut fences = Fences::default();
+        results.clear();
+        for (lease, write, _) in &writes {
+            let _ = step(conn, "SAVEPOINT job");
+            let result = fences.check(conn, lease).and_then(|key| write(conn, key));
+            if result.is_err() {
+                let _ = step(conn, "ROLLBACK TO job");
+            }
+            let _ = step(conn, "RELEASE job");
+            results.push(result);
+        }
+        let error = commit(conn, begin);
+        return answer(writes, results, error);
+    }
+    let error = commit(conn, Ok(()));
+    answer(writes, results, error)
+}
+
+fn answer(writes: Vec<Fenced>, results: Vec<Result<(), StoreError>>, error: Option<String>) {
+    for ((_, _, answer), result) in writes.into_iter().zip(results) {
+        let _ = answer.send(match &error {
+            Some(e) => Err(StoreError::Backend(e.clone())),
+            None => result,
+        });
+    }
+}
+
+/// Whether a job's statements held, and how its caller is answered once
+/// the transaction has committed (the commit's error, if it failed).
+pub(crate) fn held<T: Send + 'static>(
+    result: Result<T, StoreError>,
+    answer: oneshot::Sender<Result<T, StoreError>>,
+) -> (bool, Reply) {
+    let ok = result.is_ok();
+    let reply: Reply = Box::new(move |error| {
+        let _ = answer.send(match error {
+            Some(e) => Err(StoreError::Backend(e)),
+            None => result,
+        });
+    });
+    (ok, reply)
+}
+
+/// A transaction with at least one job that is not a fenced write: each
+/// job in its own savepoint, each lease checked by the write itself.
+fn mixed(conn: &Connection, batch: Vec<Job>) {
+    let begin = step(conn, "BEGIN IMMEDIATE");
+    let mut replies: Vec<Reply> = Vec::with_capacity(batch.len());
+    for job in batch {
+        let _ = step(conn, "SAVEPOINT job");
+        let (ok, reply) = match job {
+            Job::Once(job) => job(conn),
+            Job::Fenced {
+                lease,
+                write,
+                answer,
+            } => held(fence(conn, &lease).and_then(|key| write(conn, key)), answer),
+        };
+        if !ok {
+            let _ = step(conn, "ROLLBACK TO job");
+        }
+        let _ = step(conn, "RELEASE job");
+        replies.push(reply);
+    }
+    let error = commit(conn, begin);
+    for reply in replies {
+        reply(error.clone());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lease(token: i64) -> Lease {
+        Lease {
+            stack_id: "stack-1".into(),
+            owner: "engine-a".into(),
+            token,
+        }
+    }
+
+    /// A writer over a file with the store's tables, a lease (token 1) on
+    /// `stack-1` and a scratch table `t`; the jobs are queued before it
+    /// starts, so they make one transaction.
+    fn one_transaction(jobs: Vec<Job>) -> (tempfile::TempDir, Connection) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("state.db");
+        let conn = Connection::open(&path).expect("open");
+        conn.execute_batch(crate::SCHEMA).expect("schema");
+        conn.execute_batch(
+            "INSERT INTO leases (stack_id, owner, expires, token) VALUES ('stack-1', 'engine-a', 0, 1);
+             CREATE TABLE t (x TEXT NOT NULL);",
+        )
+        .expect("fixture");
+        let (tx, rx) = mpsc::channel();
+        for job in jobs {
+            tx.send(job).expect("queued");
+        }
+        drop(tx);
+        run(conn, rx);
+        let reader = Connection::open(&path).expect("open again");
+        (dir, reader)
+    }
+
+    fn fenced(
+        lease: Lease,
+        write: impl Fn(&Connection, i64) -> Result<(), StoreError> + Send + 'static,
+    ) -> (Job, oneshot::Receiver<Result<(), StoreError>>) {
+        let (answer, rx) = oneshot::channel();
+        let job = Job::Fenced {
+            lease,
+            write: Box::new(write),
+            answer,
+        };
+        (job, rx)
+    }
+
+    fn insert(c: &Connection, x: &str) -> Result<(), StoreError> {
+        c.execute("INSERT INTO t (x) VALUES (?1)", params![x])
+            .map(|_| ())
+            .map_err(backend)
+    }
+
+    /// The answer a job's caller got, as its debug text.
+    fn said(rx: oneshot::Receiver<Result<(), StoreError>>) -> String {
+        format!("{:?}", rx.blocking_recv().expect("answered"))
+    }
+
+    fn rows(c: &Connection) -> Vec<String> {
+        let mut st = c.prepare("SELECT x FROM t ORDER BY rowid").expect("select");
+        let rows = st.query_map([], |r| r.get(0)).expect("rows");
+        rows.collect::<Result<_, _>>().expect("text")
+    }
+
+    #[test]
+    fn a_fenced_write_that_fails_after_writing_is_undone_alone() {
+        let (a, a_rx) = fenced(lease(1), |c, key| insert(c, &format!("a{key}")));
+        let (b, b_rx) = fenced(lease(1), |c, _| {
+            insert(c, "b")?;
+            Err(StoreError::Backend("b failed after its first row".into()))
+        });
+        let (c, c_rx) = fenced(lease(1), |c, _| insert(c, "c"));
+        let (_dir, reader) = one_transaction(vec![a, b, c]);
+        assert_eq!(said(a_rx), "Ok(())");
+        assert_eq!(
+            said(b_rx),
+            r#"Err(Backend("b failed after its first row"))"#
+        );
+        assert_eq!(said(c_rx), "Ok(())");
+        // The stack got its key from the fence; b's row went with b.
+        assert_eq!(rows(&reader), ["a1", "c"]);
+    }
+
+    #[test]
+    fn a_lost_lease_fails_its_write_and_no_other() {
+        let (a, a_rx) = fenced(lease(1), |c, _| insert(c, "a"));
+        let (b, b_rx) = fenced(lease(2), |c, _| insert(c, "b"));
+        let (c, c_rx) = fenced(lease(1), |c, _| insert(c, "c"));
+        let (_dir, reader) = one_transaction(vec![a, b, c]);
+        assert_eq!(said(a_rx), "Ok(())");
+        assert_eq!(said(b_rx), r#"Err(LeaseLost("stack-1"))"#);
+        assert_eq!(said(c_rx), "Ok(())");
+        assert_eq!(rows(&reader), ["a", "c"]);
+    }
+
+    #[test]
+    fn a_lease_changed_earlier_in_the_transaction_fences_the_writes_after_it() {
+        let (a, a_rx) = fenced(lease(1), |c, _| insert(c, "a"));
+        let (answer, taken_rx) = oneshot::channel();
+        let take_over = Job::Once(Box::new(move |c: &Connection| {
+            let taken = c
+                .execute("UPDATE leases SET owner = 'engine-b', token = 2", [])
+                .map(|_| ())
+                .map_err(backend);
+            let reply: Reply = Box::new(move |_| {
+                let _ = answer.send(taken);
+            });
+            (true, reply)
+        }));
+        let (c, c_rx) = fenced(lease(1), |c, _| insert(c, "c"));
+        let (_dir, reader) = one_transaction(vec![a, take_over, c]);
+        assert_eq!(said(a_rx), "Ok(())");
+        assert_eq!(said(taken_rx), "Ok(())");
+        assert_eq!(said(c_rx), r#"Err(LeaseLost("stack-1"))"#);
+        assert_eq!(rows(&reader), ["a"]);
+    }
+}
