@@ -99,7 +99,10 @@ CREATE TABLE IF NOT EXISTS resources (
     PRIMARY KEY (stack_key, logical_id)
 );
 CREATE TABLE IF NOT EXISTS events (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    -- Not AUTOINCREMENT (which reads and writes sqlite_sequence with each
+    -- event: a sixth of an event's insert): events are never deleted, so
+    -- the largest seq + 1 is as new as it would be.
+    seq INTEGER PRIMARY KEY,
     event_id TEXT NOT NULL,
     stack_key INTEGER NOT NULL,
     stack_name TEXT NOT NULL,
@@ -300,7 +303,7 @@ CREATE TABLE IF NOT EXISTS console_revocations (
 
 /// The layout version written into `PRAGMA user_version`; bump it with any
 /// change to `SCHEMA` that an older file would not have.
-const SCHEMA_VERSION: i64 = 20;
+const SCHEMA_VERSION: i64 = 21;
 
 /// The columns each layout added, by the layout that added them (layouts
 /// 10, 16 and 19 added only tables).
@@ -340,7 +343,7 @@ INSERT INTO resources_keyed SELECT k.stack_key, r.logical_id, r.resource_type, r
 DROP TABLE resources;
 ALTER TABLE resources_keyed RENAME TO resources;
 CREATE TABLE events_keyed (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT, event_id TEXT NOT NULL, stack_key INTEGER NOT NULL,
+    seq INTEGER PRIMARY KEY, event_id TEXT NOT NULL, stack_key INTEGER NOT NULL,
     stack_name TEXT NOT NULL, logical_id TEXT NOT NULL, physical_id TEXT NOT NULL,
     resource_type TEXT NOT NULL, timestamp TEXT NOT NULL, status TEXT NOT NULL,
     status_reason TEXT, properties TEXT, hook TEXT
@@ -350,6 +353,21 @@ INSERT INTO events_keyed SELECT e.seq, e.event_id, k.stack_key, e.stack_name, e.
     FROM events e JOIN stack_keys k ON k.stack_id = e.stack_id ORDER BY e.seq;
 DROP TABLE events;
 ALTER TABLE events_keyed RENAME TO events;
+";
+
+/// Layout 21: `events.seq` is a plain rowid, not AUTOINCREMENT (see
+/// SCHEMA); layout 20's table is rebuilt with every row, seq kept.
+const EVENTS_SEQ_STEP: &str = "
+CREATE TABLE events_plain (
+    seq INTEGER PRIMARY KEY, event_id TEXT NOT NULL, stack_key INTEGER NOT NULL,
+    stack_name TEXT NOT NULL, logical_id TEXT NOT NULL, physical_id TEXT NOT NULL,
+    resource_type TEXT NOT NULL, timestamp TEXT NOT NULL, status TEXT NOT NULL,
+    status_reason TEXT, properties TEXT, hook TEXT
+);
+INSERT INTO events_plain SELECT seq, event_id, stack_key, stack_name, logical_id, physical_id,
+    resource_type, timestamp, status, status_reason, properties, hook FROM events ORDER BY seq;
+DROP TABLE events;
+ALTER TABLE events_plain RENAME TO events;
 ";
 
 /// A new file gets the current version; a file with another one is refused
@@ -379,7 +397,12 @@ fn check_schema_version(conn: &Connection, path: &Path) -> Result<(), StoreError
             .filter(|(added_in, _)| *added_in > version)
             .map(|(_, step)| *step)
             .collect();
-        let keyed = if version < 20 { STACK_KEYS_STEP } else { "" };
+        // Layout 20's step makes the events table as layout 21 has it.
+        let keyed = match version {
+            ..20 => STACK_KEYS_STEP,
+            20 => EVENTS_SEQ_STEP,
+            _ => "",
+        };
         // Under the write lock, and only if no other process (a command
         // and its follower opening the same old file) upgraded it first.
         conn.execute_batch("BEGIN IMMEDIATE").map_err(backend)?;
@@ -3147,6 +3170,83 @@ mod tests {
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();
         assert_eq!(version, SCHEMA_VERSION);
+        assert_eq!(events_table(&c), SCHEMA_EVENTS);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// How the file declares its events table, spaces folded.
+    fn events_table(c: &Connection) -> String {
+        let sql: String = c
+            .query_row(
+                "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'events'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        sql.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    /// The events table of the current layout, spaces folded.
+    const SCHEMA_EVENTS: &str = "CREATE TABLE \"events\" ( seq INTEGER PRIMARY KEY, event_id TEXT NOT NULL, stack_key INTEGER NOT NULL, stack_name TEXT NOT NULL, logical_id TEXT NOT NULL, physical_id TEXT NOT NULL, resource_type TEXT NOT NULL, timestamp TEXT NOT NULL, status TEXT NOT NULL, status_reason TEXT, properties TEXT, hook TEXT )";
+
+    #[tokio::test]
+    async fn layout_20_events_lose_autoincrement_and_keep_their_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("layout20.db");
+        {
+            let c = Connection::open(&path).unwrap();
+            let old = SCHEMA.replace(
+                "    seq INTEGER PRIMARY KEY,\n    event_id",
+                "    seq INTEGER PRIMARY KEY AUTOINCREMENT,\n    event_id",
+            );
+            assert_ne!(old, SCHEMA);
+            c.execute_batch(&old).unwrap();
+            c.execute_batch("PRAGMA user_version = 20; INSERT INTO stacks (stack_id, stack_name, status, template_body, parameters, no_echo, outputs, on_failure, created_at, updated_at) VALUES ('id-1', 's', 'CREATE_COMPLETE', 'Resources: {}', '{}', '[]', '[]', 'ROLLBACK', 't', 't');
+                INSERT INTO stack_keys (stack_id) VALUES ('id-1'); INSERT INTO leases (stack_id) VALUES ('id-1');
+                INSERT INTO events (seq, event_id, stack_key, stack_name, logical_id, physical_id, resource_type, timestamp, status) VALUES (7, 'e1', 1, 's', 's', 'id-1', 'AWS::CloudFormation::Stack', 't1', 'CREATE_IN_PROGRESS'), (9, 'e2', 1, 's', 'A', 'a-1', 'T', 't2', 'CREATE_COMPLETE');").unwrap();
+            assert!(events_table(&c).contains("AUTOINCREMENT"));
+        }
+        let store = SqliteStore::open(&path).unwrap();
+        let event = |id: &str| EventRecord {
+            event_id: id.into(),
+            stack_id: "id-1".into(),
+            stack_name: "s".into(),
+            logical_id: "s".into(),
+            physical_id: "id-1".into(),
+            resource_type: "AWS::CloudFormation::Stack".into(),
+            timestamp: "t3".into(),
+            status: StackStatus::CreateComplete.into(),
+            status_reason: None,
+            properties: None,
+            hook: None,
+        };
+        let lease = store
+            .acquire_lease("id-1", "engine-a", 60_000)
+            .await
+            .unwrap();
+        store.put_events(&lease, &[event("e3")]).await.unwrap();
+        let ids: Vec<String> = store
+            .events("id-1")
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| e.event_id)
+            .collect();
+        assert_eq!(ids, ["e1", "e2", "e3"]);
+        drop(store);
+        let c = Connection::open(&path).unwrap();
+        assert_eq!(events_table(&c), SCHEMA_EVENTS);
+        let seqs: Vec<i64> = c
+            .prepare("SELECT seq FROM events ORDER BY seq")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(seqs, [7, 9, 10]);
+        let version: i64 = c
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, SCHEMA_VERSION);
     }
 }
