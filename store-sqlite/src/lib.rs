@@ -19,7 +19,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use tokio::sync::oneshot;
 
-use writer::{fence, Job};
+use writer::{fence, Hot, Job, Tx};
 
 use cairn_model::audit::{AuditQuery, AuditRecord, STACK_RESOURCE};
 use cairn_model::registry::{
@@ -611,7 +611,7 @@ macro_rules! key_of {
 /// Events of a job whose stack (`stack`, `key`) is known: another
 /// stack's key is looked up.
 fn insert_events(
-    c: &Connection,
+    c: &Tx,
     (stack, key): (&str, i64),
     events: &[EventRecord],
 ) -> Result<(), StoreError> {
@@ -625,14 +625,26 @@ fn insert_events(
     Ok(())
 }
 
-fn insert_event(c: &Connection, key: i64, e: &EventRecord) -> Result<(), StoreError> {
-    c.prepare_cached(
-        "INSERT INTO events (event_id, stack_key, stack_name, logical_id, physical_id, resource_type, timestamp, status, status_reason, properties, hook) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-    )
-    .map_err(backend)?
-    .execute(params![e.event_id, key, e.stack_name, e.logical_id, e.physical_id, e.resource_type, e.timestamp, e.status.as_str(), e.status_reason, e.properties, e.hook.as_ref().map(json_text).transpose()?],
-    )
-    .map_err(backend)?;
+const INSERT_EVENT: &str = "INSERT INTO events (event_id, stack_key, stack_name, logical_id, physical_id, resource_type, timestamp, status, status_reason, properties, hook) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)";
+
+const REMOVE_RESOURCE: &str = "DELETE FROM resources WHERE stack_key = ?1 AND logical_id = ?2";
+
+fn insert_event(c: &Tx, key: i64, e: &EventRecord) -> Result<(), StoreError> {
+    c.statement(Hot::Event)?
+        .execute(params![
+            e.event_id,
+            key,
+            e.stack_name,
+            e.logical_id,
+            e.physical_id,
+            e.resource_type,
+            e.timestamp,
+            e.status.as_str(),
+            e.status_reason,
+            e.properties,
+            e.hook.as_ref().map(json_text).transpose()?
+        ])
+        .map_err(backend)?;
     Ok(())
 }
 
@@ -765,6 +777,12 @@ impl SqliteStore {
         // Every statement the store runs stays prepared (rusqlite keeps 16
         // by default; the writer's own and a resource step's are ten).
         conn.set_prepared_statement_cache_capacity(128);
+        writer::ready(&conn).map_err(|e| {
+            StoreError::Backend(format!(
+                "state file {} is not a Cairn state file: {e}",
+                path.display()
+            ))
+        })?;
         checkpoint::start(&mut conn, path);
         let (tx, rx) = mpsc::channel::<Job>();
         std::thread::Builder::new()
@@ -807,7 +825,7 @@ impl SqliteStore {
     async fn run_fenced(
         &self,
         lease: &Lease,
-        write: impl Fn(&Connection, i64) -> Result<(), StoreError> + Send + 'static,
+        write: impl Fn(&Tx, i64) -> Result<(), StoreError> + Send + 'static,
     ) -> Result<(), StoreError> {
         let (answer, rx) = oneshot::channel();
         let job = Job::Fenced {
@@ -904,7 +922,7 @@ fn write_status(
     if !status.is_in_progress() && status != StackStatus::ReviewInProgress {
         end_operation(c, stack_id, status, &event.timestamp)?;
     }
-    insert_event(c, stack_key(c, &event.stack_id)?, event)
+    insert_event(&Tx::cached(c), stack_key(c, &event.stack_id)?, event)
 }
 
 /// The stack's stored fields (not its status).
@@ -1028,13 +1046,12 @@ impl ResourceRow {
 
     /// Writes the row; (`stack`, `key`) is the job's stack and its key
     /// (the fence's): a row of another stack has its key looked up.
-    fn write(&self, c: &Connection, (stack, key): (&str, i64)) -> Result<(), StoreError> {
+    fn write(&self, c: &Tx, (stack, key): (&str, i64)) -> Result<(), StoreError> {
         let key = match stack == self.stack_id {
             true => key,
             false => stack_key(c, &self.stack_id)?,
         };
-        c.prepare_cached(WRITE_RESOURCE)
-            .map_err(backend)?
+        c.statement(Hot::Row)?
             .execute(params![
                 key,
                 self.logical_id,
@@ -1117,7 +1134,7 @@ impl Stacks for SqliteStore {
                 params![owner, now_ms() + ttl_ms, s.stack_id],
             )
             .map_err(backend)?;
-            insert_event(c, stack_key(c, &s.stack_id)?, &e)?;
+            insert_event(&Tx::cached(c), stack_key(c, &s.stack_id)?, &e)?;
             if let Some(op) = &operation {
                 write_operation(c, op)?;
             }
@@ -1417,7 +1434,7 @@ impl Operations for SqliteStore {
             }
             write_stack_fields(c, &start.stack)?;
             for row in &rows {
-                row.write(c, (&lease.stack_id, key))?;
+                row.write(&Tx::cached(c), (&lease.stack_id, key))?;
             }
             for logical_id in &start.removed_rows {
                 c.execute(
@@ -1612,8 +1629,7 @@ impl Resources for SqliteStore {
             events.to_vec(),
         );
         self.run_fenced(lease, move |c, key| {
-            c.prepare_cached("DELETE FROM resources WHERE stack_key = ?1 AND logical_id = ?2")
-                .map_err(backend)?
+            c.statement(Hot::Remove)?
                 .execute(params![key, logical_id])
                 .map_err(backend)?;
             insert_events(c, (&stack, key), &events)
@@ -1698,7 +1714,7 @@ impl Resources for SqliteStore {
                 ),
             }
             .map_err(backend)?;
-            insert_events(c, (&lease.stack_id, key), &events)
+            insert_events(&Tx::cached(c), (&lease.stack_id, key), &events)
         })
         .await
     }
@@ -1744,10 +1760,9 @@ impl Resources for SqliteStore {
 #[async_trait::async_trait]
 impl Events for SqliteStore {
     async fn put_events(&self, lease: &Lease, events: &[EventRecord]) -> Result<(), StoreError> {
-        let (lease, events) = (lease.clone(), events.to_vec());
-        self.run(move |c| {
-            let key = fence(c, &lease)?;
-            insert_events(c, (&lease.stack_id, key), &events)
+        let (stack, events) = (lease.stack_id.clone(), events.to_vec());
+        self.run_fenced(lease, move |c, key| {
+            insert_events(c, (&stack, key), &events)
         })
         .await
     }
@@ -2552,7 +2567,7 @@ impl cairn_store::Refactors for SqliteStore {
                 .map_err(backend)?;
             }
             for e in &w.events {
-                insert_event(c, stack_key(c, &e.stack_id)?, e)?;
+                insert_event(&Tx::cached(c), stack_key(c, &e.stack_id)?, e)?;
             }
             for (s, e) in &w.stacks {
                 write_stack_fields(c, s)?;

@@ -10,14 +10,16 @@
 //! run again with a savepoint around each, so the failed one alone is
 //! undone, as it always was.
 
+use std::cell::{RefCell, RefMut};
+use std::ops::{Deref, DerefMut};
 use std::sync::mpsc;
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, CachedStatement, Connection, OptionalExtension, Statement};
 use tokio::sync::oneshot;
 
 use cairn_store::{Lease, StoreError};
 
-use crate::{backend, stack_key};
+use crate::{backend, stack_key, INSERT_EVENT, REMOVE_RESOURCE, WRITE_RESOURCE};
 
 /// What answers a job's caller once its transaction has committed (or
 /// failed to: the commit's error).
@@ -25,7 +27,111 @@ pub(crate) type Reply = Box<dyn FnOnce(Option<String>) + Send>;
 
 /// A resource's write under `lease`: what it writes, given the stack's key.
 /// It may run twice (see the module's comment), so it is `Fn`.
-pub(crate) type Write = Box<dyn Fn(&Connection, i64) -> Result<(), StoreError> + Send>;
+pub(crate) type Write = Box<dyn Fn(&Tx<'_, '_>, i64) -> Result<(), StoreError> + Send>;
+
+/// The statements of a resource's write.
+#[derive(Clone, Copy)]
+pub(crate) enum Hot {
+    Row,
+    Event,
+    Remove,
+}
+
+impl Hot {
+    fn sql(self) -> &'static str {
+        match self {
+            Hot::Row => WRITE_RESOURCE,
+            Hot::Event => INSERT_EVENT,
+            Hot::Remove => REMOVE_RESOURCE,
+        }
+    }
+}
+
+/// The [`Hot`] statements, prepared once for the writer's life: taken
+/// from the connection's statement cache, each of them hashed its text
+/// and moved in and out of the cache's list (a fifth of the writer's
+/// instructions in a large create).
+pub(crate) struct Kept<'c> {
+    row: RefCell<Statement<'c>>,
+    event: RefCell<Statement<'c>>,
+    remove: RefCell<Statement<'c>>,
+}
+
+impl<'c> Kept<'c> {
+    fn prepare(conn: &'c Connection) -> rusqlite::Result<Kept<'c>> {
+        let prepared = |hot: Hot| conn.prepare(hot.sql()).map(RefCell::new);
+        Ok(Kept {
+            row: prepared(Hot::Row)?,
+            event: prepared(Hot::Event)?,
+            remove: prepared(Hot::Remove)?,
+        })
+    }
+}
+
+/// What a write runs on: the connection, with the writer's kept
+/// statements (a fenced write) or without (any other job: its statements
+/// come from the cache).
+pub(crate) struct Tx<'a, 'c> {
+    conn: &'c Connection,
+    kept: Option<&'a Kept<'c>>,
+}
+
+impl<'c> Tx<'_, 'c> {
+    pub(crate) fn cached(conn: &'c Connection) -> Tx<'c, 'c> {
+        Tx { conn, kept: None }
+    }
+
+    pub(crate) fn statement(&self, hot: Hot) -> Result<Prepared<'_, 'c>, StoreError> {
+        match self.kept {
+            Some(kept) => {
+                let cell = match hot {
+                    Hot::Row => &kept.row,
+                    Hot::Event => &kept.event,
+                    Hot::Remove => &kept.remove,
+                };
+                // A write runs one statement at a time: never borrowed twice.
+                cell.try_borrow_mut().map(Prepared::Kept).map_err(backend)
+            }
+            None => self
+                .conn
+                .prepare_cached(hot.sql())
+                .map(Prepared::Cached)
+                .map_err(backend),
+        }
+    }
+}
+
+impl Deref for Tx<'_, '_> {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        self.conn
+    }
+}
+
+/// A [`Hot`] statement, kept or cached.
+pub(crate) enum Prepared<'a, 'c> {
+    Kept(RefMut<'a, Statement<'c>>),
+    Cached(CachedStatement<'c>),
+}
+
+impl<'c> Deref for Prepared<'_, 'c> {
+    type Target = Statement<'c>;
+    fn deref(&self) -> &Statement<'c> {
+        match self {
+            Prepared::Kept(s) => s,
+            Prepared::Cached(s) => s,
+        }
+    }
+}
+
+impl DerefMut for Prepared<'_, '_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        match self {
+            Prepared::Kept(s) => s,
+            Prepared::Cached(s) => s,
+        }
+    }
+}
 
 /// Any statements, run once; says whether they held.
 pub(crate) type Statements = Box<dyn FnOnce(&Connection) -> (bool, Reply) + Send>;
@@ -94,8 +200,23 @@ fn step(conn: &Connection, sql: &'static str) -> rusqlite::Result<()> {
     conn.prepare_cached(sql)?.execute([]).map(|_| ())
 }
 
+/// Whether the writer's statements can be prepared on `conn` (checked
+/// when the store opens: the writer cannot say why it stopped).
+pub(crate) fn ready(conn: &Connection) -> rusqlite::Result<()> {
+    Kept::prepare(conn).map(drop)
+}
+
 /// The writer thread's loop: one transaction per batch of queued jobs.
 pub(crate) fn run(conn: Connection, rx: mpsc::Receiver<Job>) {
+    // Checked by `ready` when the store opened; should it fail now, the
+    // callers are told the writer has stopped.
+    let Ok(kept) = Kept::prepare(&conn) else {
+        return;
+    };
+    let tx = Tx {
+        conn: &conn,
+        kept: Some(&kept),
+    };
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         while batch.len() < 1024 {
@@ -105,8 +226,8 @@ pub(crate) fn run(conn: Connection, rx: mpsc::Receiver<Job>) {
             }
         }
         match batch.iter().all(|j| matches!(j, Job::Fenced { .. })) {
-            true => fenced(&conn, batch),
-            false => mixed(&conn, batch),
+            true => fenced(&tx, batch),
+            false => mixed(&tx, batch),
         }
     }
 }
@@ -123,7 +244,7 @@ fn commit(conn: &Connection, begin: rusqlite::Result<()>) -> Option<String> {
 }
 
 /// A transaction of fenced writes only.
-fn fenced(conn: &Connection, batch: Vec<Job>) {
+fn fenced(conn: &Tx<'_, '_>, batch: Vec<Job>) {
     let writes: Vec<Fenced> = batch
         .into_iter()
         .filter_map(|j| match j {
@@ -199,13 +320,13 @@ pub(crate) fn held<T: Send + 'static>(
 
 /// A transaction with at least one job that is not a fenced write: each
 /// job in its own savepoint, each lease checked by the write itself.
-fn mixed(conn: &Connection, batch: Vec<Job>) {
+fn mixed(conn: &Tx<'_, '_>, batch: Vec<Job>) {
     let begin = step(conn, "BEGIN IMMEDIATE");
     let mut replies: Vec<Reply> = Vec::with_capacity(batch.len());
     for job in batch {
         let _ = step(conn, "SAVEPOINT job");
         let (ok, reply) = match job {
-            Job::Once(job) => job(conn),
+            Job::Once(job) => job(conn.conn),
             Job::Fenced {
                 lease,
                 write,
@@ -261,7 +382,7 @@ mod tests {
 
     fn fenced(
         lease: Lease,
-        write: impl Fn(&Connection, i64) -> Result<(), StoreError> + Send + 'static,
+        write: impl Fn(&Tx, i64) -> Result<(), StoreError> + Send + 'static,
     ) -> (Job, oneshot::Receiver<Result<(), StoreError>>) {
         let (answer, rx) = oneshot::channel();
         let job = Job::Fenced {
