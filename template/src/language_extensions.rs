@@ -12,7 +12,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use super::source::child;
+use std::fmt::Write;
+
+use super::source::{child, push_segment};
 use super::{format_error, TemplateError};
 
 pub const TRANSFORM: &str = "AWS::LanguageExtensions";
@@ -32,7 +34,9 @@ pub fn requested(body: &Value) -> bool {
 /// `DeletionPolicy` or `UpdateReplacePolicy`. (`Fn::ForEach::…` keys are
 /// refused as names anyway.)
 pub fn refuse_without(body: &Value) -> Result<(), TemplateError> {
-    fn walk(v: &Value, path: &str) -> Result<(), TemplateError> {
+    // One path, grown and cut back as the walk goes (a pointer built for
+    // every node was a seventh of reading a large template).
+    fn walk(v: &Value, path: &mut String) -> Result<(), TemplateError> {
         match v {
             Value::Object(m) => {
                 if m.len() == 1 {
@@ -55,12 +59,23 @@ pub fn refuse_without(body: &Value) -> Result<(), TemplateError> {
                         }
                     }
                 }
-                m.iter().try_for_each(|(k, x)| walk(x, &child(path, k)))
+                for (k, x) in m {
+                    let len = path.len();
+                    push_segment(path, k);
+                    walk(x, path)?;
+                    path.truncate(len);
+                }
+                Ok(())
             }
-            Value::Array(items) => items
-                .iter()
-                .enumerate()
-                .try_for_each(|(i, x)| walk(x, &child(path, &i.to_string()))),
+            Value::Array(items) => {
+                for (i, x) in items.iter().enumerate() {
+                    let len = path.len();
+                    let _ = write!(path, "/{i}");
+                    walk(x, path)?;
+                    path.truncate(len);
+                }
+                Ok(())
+            }
             _ => Ok(()),
         }
     }
@@ -75,7 +90,7 @@ pub fn refuse_without(body: &Value) -> Result<(), TemplateError> {
             }
         }
     }
-    walk(body, "")
+    walk(body, &mut String::new())
 }
 
 /// Expands the loops with the parameter values given (others take their
@@ -285,6 +300,18 @@ fn substitute(v: &Value, bound: &BTreeMap<String, String>) -> Value {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_function_of_the_transform_is_refused_at_its_pointer() {
+        let body = json!({"Resources": {
+            "A": {"Type": "T", "Properties": {"L": [1, {"x": "y"}]}},
+            "B/1": {"Type": "T", "Properties": {"L": [1, {"Fn::Length": [1, 2]}]}}
+        }});
+        let e = refuse_without(&body).unwrap_err();
+        assert_eq!(e.path(), "/Resources/B~11/Properties/L/1/Fn::Length");
+        let body = json!({"Resources": {"A": {"Type": "T", "Properties": {"L": [{"x": [1, 2]}]}}}});
+        assert!(refuse_without(&body).is_ok());
+    }
 
     #[test]
     fn loops_expand_in_resources_and_outputs_with_parameters() {
