@@ -282,6 +282,8 @@ fn fenced(conn: &Tx<'_, '_>, batch: Vec<Job>) {
             let result = fences.check(conn, lease).and_then(|key| write(conn, key));
             if result.is_err() {
                 let _ = step(conn, "ROLLBACK TO job");
+                // What its fence wrote (a stack's first key) went with it.
+                fences = Fences::default();
             }
             let _ = step(conn, "RELEASE job");
             results.push(result);
@@ -427,6 +429,29 @@ mod tests {
         assert_eq!(said(c_rx), "Ok(())");
         // The stack got its key from the fence; b's row went with b.
         assert_eq!(rows(&reader), ["a1", "c"]);
+    }
+
+    #[test]
+    fn a_stack_key_made_by_a_failed_write_is_made_again_for_the_next() {
+        // The fixture's stack has no key yet: the first fence makes it,
+        // inside the write that then fails.
+        let (a, a_rx) = fenced(lease(1), |c, _| {
+            insert(c, "a")?;
+            Err(StoreError::Backend("a failed".into()))
+        });
+        let (b, b_rx) = fenced(lease(1), |c, key| insert(c, &format!("b{key}")));
+        let (_dir, reader) = one_transaction(vec![a, b]);
+        assert_eq!(said(a_rx), r#"Err(Backend("a failed"))"#);
+        assert_eq!(said(b_rx), "Ok(())");
+        assert_eq!(rows(&reader), ["b1"]);
+        let key: i64 = reader
+            .query_row(
+                "SELECT stack_key FROM stack_keys WHERE stack_id = 'stack-1'",
+                [],
+                |r| r.get(0),
+            )
+            .expect("the key b was written with");
+        assert_eq!(key, 1);
     }
 
     #[test]
