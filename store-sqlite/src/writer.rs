@@ -7,8 +7,8 @@
 //! events, so a transaction made only of them checks each lease once (a
 //! lease changes only by a job that is not fenced) and takes no savepoint
 //! per job; should one of them fail, the transaction is rolled back and
-//! run again with a savepoint around each, so the failed one alone is
-//! undone, as it always was.
+//! run again as any other, with a savepoint around each job, so the failed
+//! one alone is undone.
 
 use std::cell::{RefCell, RefMut};
 use std::ops::{Deref, DerefMut};
@@ -139,9 +139,6 @@ pub(crate) type Statements = Box<dyn FnOnce(&Connection) -> (bool, Reply) + Send
 /// Where a fenced write's caller waits for its answer.
 pub(crate) type Answer = oneshot::Sender<Result<(), StoreError>>;
 
-/// A fenced write taken out of its job.
-type Fenced = (Lease, Write, Answer);
-
 pub(crate) enum Job {
     /// Any statements; runs once, inside its own savepoint; says whether
     /// it held.
@@ -243,64 +240,41 @@ fn commit(conn: &Connection, begin: rusqlite::Result<()>) -> Option<String> {
     }
 }
 
-/// A transaction of fenced writes only.
+/// A transaction of fenced writes only; should one fail, it is rolled back
+/// and the batch runs again as [`mixed`] does (a savepoint and a fence
+/// check per job), so the failed write alone is undone.
 fn fenced(conn: &Tx<'_, '_>, batch: Vec<Job>) {
-    let writes: Vec<Fenced> = batch
-        .into_iter()
-        .filter_map(|j| match j {
-            Job::Fenced {
-                lease,
-                write,
-                answer,
-            } => Some((lease, write, answer)),
-            Job::Once(_) => None,
-        })
-        .collect();
     if let Err(e) = step(conn, "BEGIN IMMEDIATE") {
         // Run outside a transaction, each statement would commit alone.
         let error = format!("cannot begin a transaction on the state file: {e}");
-        let results = writes.iter().map(|_| Ok(())).collect();
-        return answer(writes, results, Some(error));
+        return answer(batch, Some(error));
     }
     let mut fences = Fences::default();
-    let mut results: Vec<Result<(), StoreError>> = Vec::with_capacity(writes.len());
-    for (lease, write, _) in &writes {
-        results.push(fences.check(conn, lease).and_then(|key| write(conn, key)));
-        if results.last().is_some_and(Result::is_err) {
-            break;
-        }
-    }
-    if results.len() < writes.len() || results.iter().any(Result::is_err) {
-        // One failed: what it wrote before failing must not be committed
-        // with the others. Again, each in its savepoint.
+    let held = batch.iter().all(|job| match job {
+        Job::Fenced { lease, write, .. } => fences
+            .check(conn, lease)
+            .and_then(|key| write(conn, key))
+            .is_ok(),
+        Job::Once(_) => false,
+    });
+    if !held {
         let _ = step(conn, "ROLLBACK");
-        let begin = step(conn, "BEGIN IMMEDIATE");
-        let mut fences = Fences::default();
-        results.clear();
-        for (lease, write, _) in &writes {
-            let _ = step(conn, "SAVEPOINT job");
-            let result = fences.check(conn, lease).and_then(|key| write(conn, key));
-            if result.is_err() {
-                let _ = step(conn, "ROLLBACK TO job");
-                // What its fence wrote (a stack's first key) went with it.
-                fences = Fences::default();
-            }
-            let _ = step(conn, "RELEASE job");
-            results.push(result);
-        }
-        let error = commit(conn, begin);
-        return answer(writes, results, error);
+        return mixed(conn, batch);
     }
     let error = commit(conn, Ok(()));
-    answer(writes, results, error)
+    answer(batch, error)
 }
 
-fn answer(writes: Vec<Fenced>, results: Vec<Result<(), StoreError>>, error: Option<String>) {
-    for ((_, _, answer), result) in writes.into_iter().zip(results) {
-        let _ = answer.send(match &error {
-            Some(e) => Err(StoreError::Backend(e.clone())),
-            None => result,
-        });
+/// Tells each fenced write of a transaction that held its outcome: done,
+/// or the transaction's error.
+fn answer(batch: Vec<Job>, error: Option<String>) {
+    for job in batch {
+        if let Job::Fenced { answer, .. } = job {
+            let _ = answer.send(match &error {
+                Some(e) => Err(StoreError::Backend(e.clone())),
+                None => Ok(()),
+            });
+        }
     }
 }
 
