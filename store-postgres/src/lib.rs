@@ -562,29 +562,33 @@ async fn fetch_one<C: GenericClient + Sync>(
     c.query_one(&statement, params).await
 }
 
+/// The fence's statement (see [`fence`]).
+const FENCE: &str = "SELECT token, owner FROM leases WHERE stack_id = $1 FOR UPDATE";
+
 /// Fails unless `lease` is still the stack's current lease; holds the lease
-/// row share-locked until the transaction ends, so no takeover (an update
-/// of the row) lands in between, while the operation's other writes, which
-/// share the lock, go on in parallel.
+/// row locked until the transaction ends, so no takeover (an update of the
+/// row) lands in between. The lock is exclusive, so the stack's writes
+/// commit one after another: an event's `seq` is drawn when it is
+/// inserted, and two of the stack's transactions committing out of that
+/// order let a follower that reads by count (`events_from`, a page of
+/// DescribeStackEvents) see an event twice and miss another (shared, the
+/// conformance check `a_follower_sees_every_event_once` saw 5–31 of 481
+/// events missed). Writes of other stacks still commit in parallel.
 async fn fence(
     tx: &Transaction<'_>,
     lease: &Lease,
     read_only: &ReadOnlyWatch,
 ) -> Result<(), StoreError> {
-    let row = fetch_opt(
-        tx,
-        "SELECT token, owner FROM leases WHERE stack_id = $1 FOR SHARE",
-        &[&lease.stack_id],
-    )
-    .await
-    .map_err(|e| {
-        // A row lock is the first write-like statement of every fenced
-        // write: where a read-only session shows.
-        if e.code() == Some(&SqlState::READ_ONLY_SQL_TRANSACTION) {
-            read_only.seen();
-        }
-        backend(e)
-    })?;
+    let row = fetch_opt(tx, FENCE, &[&lease.stack_id])
+        .await
+        .map_err(|e| {
+            // A row lock is the first write-like statement of every fenced
+            // write: where a read-only session shows.
+            if e.code() == Some(&SqlState::READ_ONLY_SQL_TRANSACTION) {
+                read_only.seen();
+            }
+            backend(e)
+        })?;
     let current = match &row {
         Some(r) => Some((get::<i64>(r, 0)?, get::<Option<String>>(r, 1)?)),
         None => None,
@@ -869,10 +873,11 @@ const GROUP_COMMITTERS: usize = 2;
 /// its own, so one lost lease fails only its own write.
 ///
 /// [`GROUP_COMMITTERS`] of these share the queue, so one batch is being
-/// collected and sent while another waits for its commit. Batches never
-/// touch the same row (the engine writes one resource's row only after its
-/// previous write returned), and the lease rows are share-locked, so
-/// concurrent batches do not block each other.
+/// collected and sent while another waits for its commit. A batch locks
+/// its stacks' lease rows (in one order: no deadlock), so of two batches
+/// of one stack the second runs once the first has committed (its
+/// events' order is the commit order, see [`fence`]); batches of other
+/// stacks do not wait for each other.
 async fn group_commits(
     pool: Pool,
     queue: std::sync::Arc<tokio::sync::Mutex<WriteQueue>>,
@@ -926,6 +931,11 @@ async fn write_together(
     read_only: &ReadOnlyWatch,
 ) -> Result<(), StoreError> {
     let tx = client.transaction().await.map_err(backend)?;
+    // The fence's statement prepared before anything is pipelined: were it
+    // prepared in the pipeline (a new connection's first batch), the
+    // inserts, already prepared, would run before the lease row is locked
+    // and draw their events' seq ahead of another batch still committing.
+    tx.prepare_cached(FENCE).await.map_err(backend)?;
     // One fence check per lease and one announcement per stack, however
     // many of the batch's writes are the same operation's.
     let mut leases: Vec<&Lease> = batch.iter().map(|w| &w.lease).collect();
@@ -2826,7 +2836,11 @@ impl cairn_store::Refactors for PgStore {
     ) -> Result<(), StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;
-        for lease in leases {
+        // Lease rows are locked in one order everywhere (as a group
+        // commit does): two transactions never wait for each other's.
+        let mut ordered: Vec<&Lease> = leases.iter().collect();
+        ordered.sort_by(|a, b| a.stack_id.cmp(&b.stack_id));
+        for lease in ordered {
             fence(&tx, lease, &self.read_only).await?;
         }
         // Every moved row steps aside first, so renames may swap.

@@ -126,6 +126,7 @@ where
     change_sets(fresh().await.as_ref()).await;
     exports_groups_and_drift(fresh().await.as_ref()).await;
     concurrent_writers(fresh().await).await;
+    a_follower_sees_every_event_once(fresh().await).await;
     claims(fresh().await).await;
     nested_claims(fresh().await.as_ref()).await;
     callback_responses(fresh().await.as_ref()).await;
@@ -1371,18 +1372,84 @@ async fn exports_groups_and_drift(store: &dyn Store) {
 
 /// Many writers at once: exactly one of the owners racing for a stack gets
 /// its lease, and writes made in parallel under one lease all land.
-async fn concurrent_writers(store: Arc<dyn Store>) {
-    let s = stack("raced");
+/// A follower that reads a stack's events by how many it has seen
+/// (`cairn deploy`, the console, DescribeStackEvents' pages) while the
+/// operation's writes land concurrently sees each event once, none
+/// skipped: events become readable in the order they are read in.
+async fn a_follower_sees_every_event_once(store: Arc<dyn Store>) {
+    let (s, lease) = inserted(store.as_ref(), "followed").await;
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let follower = {
+        let (store, id, done) = (store.clone(), s.stack_id.clone(), done.clone());
+        tokio::spawn(async move {
+            let mut seen: Vec<String> = Vec::new();
+            loop {
+                // Read whether the writers were done before the read: a
+                // read after they were sees everything.
+                let last = done.load(std::sync::atomic::Ordering::SeqCst);
+                let read = store.events_from(&id, seen.len()).await.unwrap();
+                seen.extend(read.into_iter().map(|e| e.event_id));
+                if last {
+                    return seen;
+                }
+                tokio::task::yield_now().await;
+            }
+        })
+    };
+    // Each resource's writes one after the other, as the engine makes them;
+    // many resources at once.
+    let mut writers = Vec::new();
+    for i in 0..24 {
+        let (store, lease, s) = (store.clone(), lease.clone(), s.clone());
+        writers.push(tokio::spawn(async move {
+            let mut ids = Vec::new();
+            for step in ["CREATE_IN_PROGRESS", "CREATE_COMPLETE"].repeat(10) {
+                let row = resource(&s, &format!("F{i}"));
+                let ev = event(&s, &format!("F{i}"), step);
+                ids.push(ev.event_id.clone());
+                store.put_resource(&lease, &row, &[ev]).await.unwrap();
+            }
+            ids
+        }));
+    }
+    let mut written = 1;
+    for w in writers {
+        written += w.await.unwrap().len();
+    }
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    let seen = follower.await.unwrap();
+    let stored: Vec<String> = store
+        .events(&s.stack_id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.event_id)
+        .collect();
+    assert_eq!(stored.len(), written);
+    let once: std::collections::HashSet<&String> = seen.iter().collect();
+    assert_eq!(
+        (seen.len(), once.len()),
+        (written, written),
+        "the follower saw {} events ({} distinct) of {written}",
+        seen.len(),
+        once.len()
+    );
+    assert_eq!(seen, stored, "the follower read them in the stored order");
+}
+
+/// A new stack `name` (its first event written with it) and its lease.
+async fn inserted(store: &dyn Store, name: &str) -> (StackRecord, Lease) {
+    let s = stack(name);
+    let first = event(&s, name, "CREATE_IN_PROGRESS");
     let lease = store
-        .insert_stack(
-            &s,
-            &event(&s, "raced", "CREATE_IN_PROGRESS"),
-            None,
-            "h:1:a",
-            60_000,
-        )
+        .insert_stack(&s, &first, None, "h:1:a", 60_000)
         .await
         .unwrap();
+    (s, lease)
+}
+
+async fn concurrent_writers(store: Arc<dyn Store>) {
+    let (s, lease) = inserted(store.as_ref(), "raced").await;
     store.release_lease(&lease).await.unwrap();
     let mut racers = Vec::new();
     for i in 0..16 {
