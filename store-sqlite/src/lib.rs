@@ -370,23 +370,21 @@ DROP TABLE events;
 ALTER TABLE events_plain RENAME TO events;
 ";
 
-/// A new file gets the current version; a file with another one is refused
-/// with a message instead of failing later on a missing column.
+/// A file with another version than this build's is upgraded or refused
+/// with a message instead of failing later on a missing column; a new file
+/// gets its tables and version from [`create_tables`].
 fn check_schema_version(conn: &Connection, path: &Path) -> Result<(), StoreError> {
-    let version: i64 = conn
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .map_err(backend)?;
-    let tables: i64 = conn
+    // One statement, one snapshot: read apart, a file another process was
+    // making could show its tables with the version it had before them.
+    let (version, tables): (i64, i64) = conn
         .query_row(
-            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'stacks'",
+            "SELECT (SELECT user_version FROM pragma_user_version), (SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'stacks')",
             [],
-            |r| r.get(0),
+            |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .map_err(backend)?;
     if tables == 0 {
-        return conn
-            .execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))
-            .map_err(backend);
+        return Ok(());
     }
     // Older layouts that only lack new tables (SCHEMA adds them) and
     // columns with defaults are upgraded in place: a file of layout `v`
@@ -434,13 +432,26 @@ fn check_schema_version(conn: &Connection, path: &Path) -> Result<(), StoreError
     Ok(())
 }
 
-/// Creates what a new file lacks in one transaction: one commit, where
-/// the 31 statements run alone made one each (a new state file's open took
-/// 1-2 ms more). An existing file's statements change nothing and take no
-/// write lock; two processes making one new file at once are told BUSY and
-/// retried (`retry_busy`), the transaction undone first.
+/// Creates what a new file lacks in one transaction, with the layout's
+/// version: one commit, where the 31 statements run alone made one each (a
+/// new state file's open took 1-2 ms more), and another process opening
+/// the file sees the tables and their version together or neither. An
+/// existing file's statements change nothing and take no write lock; two
+/// processes making one new file at once are told BUSY and retried
+/// (`retry_busy`), the transaction undone first.
 fn create_tables(conn: &Connection) -> rusqlite::Result<()> {
-    let made = conn.execute_batch(&format!("BEGIN; {SCHEMA} COMMIT;"));
+    let made = conn.execute_batch("BEGIN").and_then(|()| {
+        let new: bool = conn.query_row(
+            "SELECT COUNT(*) = 0 FROM sqlite_master WHERE type = 'table' AND name = 'stacks'",
+            [],
+            |r| r.get(0),
+        )?;
+        let version = match new {
+            true => format!("PRAGMA user_version = {SCHEMA_VERSION};"),
+            false => String::new(),
+        };
+        conn.execute_batch(&format!("{SCHEMA} {version} COMMIT;"))
+    });
     if made.is_err() && !conn.is_autocommit() {
         let _ = conn.execute_batch("ROLLBACK");
     }
@@ -3101,7 +3112,7 @@ mod tests {
             rows.unwrap().map(Result::unwrap).collect()
         };
         assert!(schema_of(&alone).len() > 30);
-        for round in 0..5 {
+        for round in 0..20 {
             let path = dir.join(format!("new{round}.db"));
             let start = std::sync::Arc::new(std::sync::Barrier::new(4));
             let openers: Vec<_> = (0..4)
@@ -3143,6 +3154,10 @@ mod tests {
         assert!(this.is_autocommit(), "the failed transaction is undone");
         other.execute_batch("COMMIT").unwrap();
         create_tables(&this).unwrap();
+        let version: i64 = this
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, SCHEMA_VERSION, "made with its version");
         let tables: i64 = this
             .query_row(
                 "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'",
