@@ -370,6 +370,10 @@ DROP TABLE events;
 ALTER TABLE events_plain RENAME TO events;
 ";
 
+/// How many `stacks` tables the file has: 0 for a new file.
+const STACKS_TABLES: &str =
+    "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'stacks'";
+
 /// A file with another version than this build's is upgraded or refused
 /// with a message instead of failing later on a missing column; a new file
 /// gets its tables and version from [`create_tables`].
@@ -378,7 +382,7 @@ fn check_schema_version(conn: &Connection, path: &Path) -> Result<(), StoreError
     // making could show its tables with the version it had before them.
     let (version, tables): (i64, i64) = conn
         .query_row(
-            "SELECT (SELECT user_version FROM pragma_user_version), (SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'stacks')",
+            &format!("SELECT (SELECT user_version FROM pragma_user_version), ({STACKS_TABLES})"),
             [],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
@@ -441,12 +445,8 @@ fn check_schema_version(conn: &Connection, path: &Path) -> Result<(), StoreError
 /// (`retry_busy`), the transaction undone first.
 fn create_tables(conn: &Connection) -> rusqlite::Result<()> {
     let made = conn.execute_batch("BEGIN").and_then(|()| {
-        let new: bool = conn.query_row(
-            "SELECT COUNT(*) = 0 FROM sqlite_master WHERE type = 'table' AND name = 'stacks'",
-            [],
-            |r| r.get(0),
-        )?;
-        let version = match new {
+        let stacks: i64 = conn.query_row(STACKS_TABLES, [], |r| r.get(0))?;
+        let version = match stacks == 0 {
             true => format!("PRAGMA user_version = {SCHEMA_VERSION};"),
             false => String::new(),
         };

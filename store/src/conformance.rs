@@ -1370,8 +1370,6 @@ async fn exports_groups_and_drift(store: &dyn Store) {
     assert_eq!(store.last_drift_detection(&b.stack_id).await.unwrap(), None);
 }
 
-/// Many writers at once: exactly one of the owners racing for a stack gets
-/// its lease, and writes made in parallel under one lease all land.
 /// A follower that reads a stack's events by how many it has seen
 /// (`cairn deploy`, the console, DescribeStackEvents' pages) while the
 /// operation's writes land concurrently sees each event once, none
@@ -1448,6 +1446,8 @@ async fn inserted(store: &dyn Store, name: &str) -> (StackRecord, Lease) {
     (s, lease)
 }
 
+/// Many writers at once: exactly one of the owners racing for a stack gets
+/// its lease, and writes made in parallel under one lease all land.
 async fn concurrent_writers(store: Arc<dyn Store>) {
     let (s, lease) = inserted(store.as_ref(), "raced").await;
     store.release_lease(&lease).await.unwrap();
