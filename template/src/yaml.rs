@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use saphyr_parser::{Event, Parser, ScalarStyle, Span, Tag};
+use saphyr_parser::{Event, Parser, ScalarStyle, ScanError, Span, Tag};
 use serde_json::{Map, Number, Value};
 
 use super::source::{push_segment, Location, SourceMap};
@@ -124,6 +124,8 @@ struct Builder {
     anchors: HashMap<usize, Anchored>,
     root: Option<Value>,
     locations: SourceMap,
+    /// Documents begun so far (a template is one).
+    documents: usize,
 }
 
 fn loc(span: &Span) -> Location {
@@ -325,6 +327,28 @@ impl Builder {
         matches!(self.stack.last(), Some(Frame::Map { key: None, .. }))
     }
 
+    /// Takes the parser's next event (or its error).
+    fn take(&mut self, item: Item<'_>) -> Result<(), TemplateError> {
+        let (ev, span) = item.map_err(|e| {
+            TemplateError::format_at(
+                format!("Template format error: YAML not well-formed. {}", e.info()),
+                String::new(),
+                Some(Location::at(e.marker().line(), e.marker().col() + 1)),
+            )
+        })?;
+        if let Event::DocumentStart(_) = ev {
+            self.documents += 1;
+            if self.documents > 1 {
+                return Err(TemplateError::format_at(
+                    "Template format error: a template must be a single YAML document".to_string(),
+                    String::new(),
+                    Some(loc(&span)),
+                ));
+            }
+        }
+        self.on_event(ev, span)
+    }
+
     fn on_event(&mut self, ev: Event<'_>, span: Span) -> Result<(), TemplateError> {
         match ev {
             Event::Scalar(text, style, anchor, tag) => {
@@ -417,9 +441,30 @@ impl Builder {
     }
 }
 
+/// What the parser yields: an event and where it is, or why the text is
+/// not YAML.
+type Item<'a> = Result<(Event<'a>, Span), ScanError>;
+
+/// From this size on, the text is scanned on a thread of its own while
+/// the nodes are built from its events: scanning is half of a large
+/// template's parse (a 10,000-resource template: ~55 of ~110 ms on the
+/// machine of the README's Performance table); a smaller one is not worth
+/// a thread.
+const SCANNED_ALONGSIDE: usize = 32 * 1024;
+
+/// Events handed from the scanning thread to the builder at a time (one
+/// hand-over each is cheap next to the events' own work).
+const CHUNK: usize = 2048;
+
 /// Parses one YAML document into the JSON long form plus a map from JSON pointer to
 /// source location.
 pub fn parse(text: &str) -> Result<(Value, SourceMap), TemplateError> {
+    parse_scanning(text, text.len() >= SCANNED_ALONGSIDE)
+}
+
+/// [`parse`], the text scanned on a thread of its own (`alongside`) or
+/// not.
+fn parse_scanning(text: &str, alongside: bool) -> Result<(Value, SourceMap), TemplateError> {
     let mut b = Builder {
         stack: Vec::new(),
         expanded: 0,
@@ -429,29 +474,53 @@ pub fn parse(text: &str) -> Result<(Value, SourceMap), TemplateError> {
         anchors: HashMap::new(),
         root: None,
         locations: SourceMap::default(),
+        documents: 0,
     };
-    let mut documents = 0;
-    for item in Parser::new_from_str(text) {
-        let (ev, span) = item.map_err(|e| {
-            TemplateError::format_at(
-                format!("Template format error: YAML not well-formed. {}", e.info()),
-                String::new(),
-                Some(Location::at(e.marker().line(), e.marker().col() + 1)),
-            )
-        })?;
-        if let Event::DocumentStart(_) = ev {
-            documents += 1;
-            if documents > 1 {
-                return Err(TemplateError::format_at(
-                    "Template format error: a template must be a single YAML document".to_string(),
-                    String::new(),
-                    Some(loc(&span)),
-                ));
-            }
+    if !alongside {
+        for item in Parser::new_from_str(text) {
+            b.take(item)?;
         }
-        b.on_event(ev, span)?;
+    } else {
+        std::thread::scope(|scope| -> Result<(), TemplateError> {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Item<'_>>>(4);
+            let scanning = std::thread::Builder::new()
+                .name("cairn-yaml".into())
+                .spawn_scoped(scope, move || scan(text, &tx));
+            if scanning.is_err() {
+                // No thread to be had: scanned here, as a small text is.
+                for item in Parser::new_from_str(text) {
+                    b.take(item)?;
+                }
+                return Ok(());
+            }
+            // An error returns early and drops `rx`: the scanning thread's
+            // next hand-over fails and it stops.
+            for chunk in rx {
+                for item in chunk {
+                    b.take(item)?;
+                }
+            }
+            Ok(())
+        })?;
     }
     Ok((b.root.unwrap_or(Value::Null), b.locations))
+}
+
+/// The scanning thread: `text`'s events in chunks, up to its first error,
+/// while the builder takes them.
+fn scan<'a>(text: &'a str, tx: &std::sync::mpsc::SyncSender<Vec<Item<'a>>>) {
+    let mut chunk = Vec::with_capacity(CHUNK);
+    for item in Parser::new_from_str(text) {
+        let failed = item.is_err();
+        chunk.push(item);
+        if chunk.len() == CHUNK || failed {
+            let full = std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK));
+            if tx.send(full).is_err() || failed {
+                return;
+            }
+        }
+    }
+    let _ = tx.send(chunk);
 }
 
 #[cfg(test)]
@@ -468,6 +537,71 @@ mod tests {
             Ok(_) => panic!("expected a refusal"),
             Err(e) => e.to_string(),
         }
+    }
+
+    /// A template of `n` resources, the last of them with `last` as its
+    /// properties.
+    fn large(n: usize, last: &str) -> String {
+        let mut t = String::from("Resources:\n");
+        for i in 0..n {
+            t.push_str(&format!(
+                "  R{i}:\n    Type: AWS::S3::Bucket\n    Properties: {{BucketName: !Sub 'b-${{AWS::StackName}}-{i}', Tags: [{{Key: k, Value: !GetAtt R0.Arn}}]}}\n"
+            ));
+        }
+        t.push_str(&format!(
+            "  Last:\n    Type: AWS::S3::Bucket\n    Properties: {last}\n"
+        ));
+        t
+    }
+
+    #[test]
+    fn a_large_template_scanned_alongside_reads_as_it_does_scanned_inline() {
+        let text = large(2_000, "{BucketName: !Ref R1}");
+        assert!(text.len() >= SCANNED_ALONGSIDE);
+        let (alongside, map_a) = parse_scanning(&text, true).unwrap();
+        let (inline, map_i) = parse_scanning(&text, false).unwrap();
+        assert_eq!(alongside, inline);
+        assert_eq!(
+            alongside["Resources"]["R1999"]["Properties"]["Tags"][0]["Value"],
+            json!({"Fn::GetAtt": ["R0", "Arn"]})
+        );
+        let last = "/Resources/Last/Properties/BucketName";
+        assert_eq!(map_a.get(last), map_i.get(last));
+        assert_eq!(map_a.get(last), Some(Location::at(6004, 30)));
+        // `parse` takes this size alongside.
+        assert_eq!(parse(&text).unwrap().0, inline);
+    }
+
+    #[test]
+    fn a_large_template_scanned_alongside_is_refused_as_it_is_scanned_inline() {
+        for (last, says) in [
+            (
+                "{BucketName: [1, 2}",
+                "Template format error: YAML not well-formed.",
+            ),
+            ("{BucketName: !Bogus x}", "Unsupported YAML tag !Bogus"),
+            (
+                "{BucketName: x}\n---\nb: 1",
+                "a template must be a single YAML document",
+            ),
+        ] {
+            let text = large(2_000, last);
+            let alongside = parse_scanning(&text, true).unwrap_err();
+            let inline = parse_scanning(&text, false).unwrap_err();
+            assert!(alongside.to_string().contains(says), "{alongside}");
+            assert_eq!(alongside.to_string(), inline.to_string());
+            assert_eq!(alongside.location(), inline.location());
+            assert!(
+                alongside.location().is_some_and(|l| l.line >= 6004),
+                "{alongside}"
+            );
+        }
+        // An error in the first chunk stops the scanning thread at once.
+        let early = format!("a: [1, 2\n{}", large(2_000, "{}"));
+        assert!(parse_scanning(&early, true)
+            .unwrap_err()
+            .to_string()
+            .contains("not well-formed"));
     }
 
     #[test]
