@@ -29,6 +29,9 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
 
+#[path = "support/settle.rs"]
+mod settle;
+
 use cairn_core::config::{Config, EndpointConfig};
 use cairn_core::engine::{CreateStackInput, Engine, UpdateStackInput};
 use cairn_core::stack::{OnFailure, StackStatus};
@@ -321,6 +324,7 @@ fn follow() -> Result<(), Box<dyn std::error::Error>> {
 /// Seconds `cairn ARGS` takes in `dir` (the state file `state.db` there,
 /// the default configuration), and whether it succeeded, with its stderr.
 fn timed_cli(dir: &std::path::Path, args: &[&str]) -> Result<(f64, bool, String), std::io::Error> {
+    settle::settle();
     let start = Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_cairn"))
         .args(["--state", "state.db"])
@@ -620,6 +624,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
         let mut figures: BTreeMap<String, serde_json::Value> = BTreeMap::new();
         for s in scenarios(&only) {
+            settle::settle();
             let out = Command::new(&exe)
                 .args(["--scenario", s])
                 .env("TMPDIR", &dir)

@@ -1,5 +1,6 @@
 //! What the in-process benches share: the random DAG of `stack_ops` (same
-//! generator, same seed) and one create and delete of it, timed.
+//! generator, same seed) and one create and delete of it, timed after
+//! the disk has settled ([`settle`]).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -10,6 +11,9 @@ use cairn_core::config::Config;
 use cairn_core::engine::{CreateStackInput, Engine};
 use cairn_core::stack::{OnFailure, StackStatus};
 use cairn_core::store::Store;
+
+mod settle;
+pub use settle::settle;
 
 pub type Error = Box<dyn std::error::Error>;
 
@@ -68,6 +72,7 @@ pub async fn create_and_delete(
         capabilities: None,
         termination_protection: false,
     };
+    settle();
     let start = Instant::now();
     let id = engine.creates().start_create(&input).await?;
     let status = engine.run(&id).await?;
@@ -75,6 +80,7 @@ pub async fn create_and_delete(
     if status != StackStatus::CreateComplete {
         return Err(format!("create ended {status}").into());
     }
+    settle();
     let start = Instant::now();
     engine.deletes().start_delete("bench", &[]).await?;
     let status = engine.run(&id).await?;
