@@ -327,6 +327,14 @@ impl Builder {
         matches!(self.stack.last(), Some(Frame::Map { key: None, .. }))
     }
 
+    /// Takes the parser's events (or its error) in order.
+    fn take_all<'a>(
+        &mut self,
+        items: impl IntoIterator<Item = Item<'a>>,
+    ) -> Result<(), TemplateError> {
+        items.into_iter().try_for_each(|item| self.take(item))
+    }
+
     /// Takes the parser's next event (or its error).
     fn take(&mut self, item: Item<'_>) -> Result<(), TemplateError> {
         let (ev, span) = item.map_err(|e| {
@@ -447,9 +455,8 @@ type Item<'a> = Result<(Event<'a>, Span), ScanError>;
 
 /// From this size on, the text is scanned on a thread of its own while
 /// the nodes are built from its events: scanning is half of a large
-/// template's parse (a 10,000-resource template: ~55 of ~110 ms on the
-/// machine of the README's Performance table); a smaller one is not worth
-/// a thread.
+/// template's parse (a 10,000-resource template: ~55 of ~110 ms on this
+/// project's 2-core VM, 2026-11-29); a smaller one is not worth a thread.
 const SCANNED_ALONGSIDE: usize = 32 * 1024;
 
 /// Events handed from the scanning thread to the builder at a time (one
@@ -476,32 +483,23 @@ fn parse_scanning(text: &str, alongside: bool) -> Result<(Value, SourceMap), Tem
         locations: SourceMap::default(),
         documents: 0,
     };
-    if !alongside {
-        for item in Parser::new_from_str(text) {
-            b.take(item)?;
-        }
-    } else {
-        std::thread::scope(|scope| -> Result<(), TemplateError> {
+    let scanned_alongside = alongside
+        && std::thread::scope(|scope| -> Result<bool, TemplateError> {
             let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Item<'_>>>(4);
             let scanning = std::thread::Builder::new()
                 .name("cairn-yaml".into())
                 .spawn_scoped(scope, move || scan(text, &tx));
             if scanning.is_err() {
-                // No thread to be had: scanned here, as a small text is.
-                for item in Parser::new_from_str(text) {
-                    b.take(item)?;
-                }
-                return Ok(());
+                // No thread to be had: scanned below, as a small text is.
+                return Ok(false);
             }
             // An error returns early and drops `rx`: the scanning thread's
             // next hand-over fails and it stops.
-            for chunk in rx {
-                for item in chunk {
-                    b.take(item)?;
-                }
-            }
-            Ok(())
+            b.take_all(rx.into_iter().flatten())?;
+            Ok(true)
         })?;
+    if !scanned_alongside {
+        b.take_all(Parser::new_from_str(text))?;
     }
     Ok((b.root.unwrap_or(Value::Null), b.locations))
 }
@@ -596,7 +594,8 @@ mod tests {
                 "{alongside}"
             );
         }
-        // An error in the first chunk stops the scanning thread at once.
+        // An error in the first chunk ends the parse: the scanning
+        // thread's next hand-over fails and it stops (no hang).
         let early = format!("a: [1, 2\n{}", large(2_000, "{}"));
         assert!(parse_scanning(&early, true)
             .unwrap_err()
