@@ -860,8 +860,12 @@ impl SqliteStore {
         self.jobs
             .send(job)
             .map_err(|_| StoreError::Backend("the state file writer has stopped".into()))?;
-        rx.await
-            .map_err(|_| StoreError::Backend("the state file writer has stopped".into()))?
+        let answered = rx
+            .await
+            .map_err(|_| StoreError::Backend("the state file writer has stopped".into()))?;
+        // Freed here, on the thread that made it (see `Answered`).
+        drop(answered.spent);
+        answered.result
     }
 }
 
