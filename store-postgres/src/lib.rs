@@ -1926,9 +1926,9 @@ impl Resources for PgStore {
         &self,
         lease: &Lease,
         r: &ResourceRecord,
-        events: &[EventRecord],
+        events: Vec<EventRecord>,
     ) -> Result<(), StoreError> {
-        self.group_commit(lease, RowChange::Put(Box::new(r.clone())), events)
+        self.group_commit(lease, RowChange::Put(Box::new(r.clone())), &events)
             .await
     }
 

@@ -1635,9 +1635,9 @@ impl Resources for SqliteStore {
         &self,
         lease: &Lease,
         r: &ResourceRecord,
-        events: &[EventRecord],
+        events: Vec<EventRecord>,
     ) -> Result<(), StoreError> {
-        let (stack, row, events) = (lease.stack_id.clone(), ResourceRow::of(r)?, events.to_vec());
+        let (stack, row) = (lease.stack_id.clone(), ResourceRow::of(r)?);
         self.run_fenced(lease, move |c, key| {
             row.write(c, (&stack, key))?;
             insert_events(c, (&stack, key), &events)

@@ -557,7 +557,7 @@ async fn refactors(store: &dyn Store) {
     ] {
         let mut r = resource(s, logical);
         r.physical_id = Some(format!("{logical}-id"));
-        store.put_resource(lease, &r, &[]).await.unwrap();
+        store.put_resource(lease, &r, Vec::new()).await.unwrap();
     }
     store
         .put_refactor("r1", &serde_json::json!({"ExecutionStatus": "AVAILABLE"}))
@@ -910,7 +910,7 @@ async fn leases_and_fencing(store: &dyn Store) {
         .put_resource(
             &first,
             &resource(&s, "A"),
-            &[event(&s, "A", "CREATE_COMPLETE")],
+            vec![event(&s, "A", "CREATE_COMPLETE")],
         )
         .await;
     assert!(matches!(stale, Err(StoreError::LeaseLost(_))), "{stale:?}");
@@ -949,11 +949,11 @@ async fn resources_operations_and_history(store: &dyn Store) {
         .unwrap();
     let a = resource(&s, "A");
     store
-        .put_resource(&lease, &a, &[event(&s, "A", "CREATE_COMPLETE")])
+        .put_resource(&lease, &a, vec![event(&s, "A", "CREATE_COMPLETE")])
         .await
         .unwrap();
     store
-        .put_resource(&lease, &resource(&s, "B"), &[])
+        .put_resource(&lease, &resource(&s, "B"), Vec::new())
         .await
         .unwrap();
     let rows = store.resources(&s.stack_id).await.unwrap();
@@ -995,7 +995,7 @@ async fn resources_operations_and_history(store: &dyn Store) {
     // it: `Kept` is rewritten, `Gone` removed, `Other` untouched.
     for name in ["Kept", "Gone", "Other"] {
         store
-            .put_resource(&o_lease, &resource(&o, name), &[])
+            .put_resource(&o_lease, &resource(&o, name), Vec::new())
             .await
             .unwrap();
     }
@@ -1405,7 +1405,7 @@ async fn a_follower_sees_every_event_once(store: Arc<dyn Store>) {
                 let row = resource(&s, &format!("F{i}"));
                 let ev = event(&s, &format!("F{i}"), step);
                 ids.push(ev.event_id.clone());
-                store.put_resource(&lease, &row, &[ev]).await.unwrap();
+                store.put_resource(&lease, &row, vec![ev]).await.unwrap();
             }
             ids
         }));
@@ -1476,7 +1476,7 @@ async fn concurrent_writers(store: Arc<dyn Store>) {
         let row = resource(&s, &format!("R{i}"));
         let ev = event(&s, &format!("R{i}"), "CREATE_COMPLETE");
         writers.push(tokio::spawn(async move {
-            store.put_resource(&lease, &row, &[ev]).await
+            store.put_resource(&lease, &row, vec![ev]).await
         }));
     }
     for w in writers {
@@ -1498,7 +1498,7 @@ async fn concurrent_writers(store: Arc<dyn Store>) {
         let row = resource(&s, &format!("S{i}"));
         let ev = event(&s, &format!("S{i}"), "CREATE_COMPLETE");
         writers.push(tokio::spawn(async move {
-            store.put_resource(&lease, &row, &[ev]).await
+            store.put_resource(&lease, &row, vec![ev]).await
         }));
     }
     for (i, w) in writers.into_iter().enumerate() {

@@ -348,7 +348,7 @@ impl Resources for CrashStore {
         &self,
         lease: &Lease,
         resource: &ResourceRecord,
-        events: &[EventRecord],
+        events: Vec<EventRecord>,
     ) -> Result<(), StoreError> {
         let _landing = self.write().await?;
         self.inner.put_resource(lease, resource, events).await

@@ -332,11 +332,14 @@ pub trait Operations: Send + Sync {
 #[async_trait::async_trait]
 pub trait Resources: Send + Sync {
     /// Writes one resource row and its events (oldest first), atomically.
+    /// The events are handed over: a store that queues the write keeps
+    /// them instead of copying each of their strings (one to three events
+    /// with every step of every resource).
     async fn put_resource(
         &self,
         lease: &Lease,
         resource: &ResourceRecord,
-        events: &[EventRecord],
+        events: Vec<EventRecord>,
     ) -> Result<(), StoreError>;
 
     /// Removes a resource from the stack (it is gone, or disassociated) and

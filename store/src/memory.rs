@@ -618,7 +618,7 @@ impl Resources for MemoryStore {
         &self,
         lease: &Lease,
         resource: &ResourceRecord,
-        events: &[EventRecord],
+        events: Vec<EventRecord>,
     ) -> Result<(), StoreError> {
         self.with(|st| {
             st.fence(lease)?;
@@ -630,7 +630,7 @@ impl Resources for MemoryStore {
                 Some(r) => *r = resource.clone(),
                 None => rows.push(resource.clone()),
             }
-            st.add_events(events);
+            st.add_events(&events);
             Ok(())
         })
     }

@@ -922,7 +922,7 @@ impl Core {
         if !repeated {
             events.push(op.resource_event(r));
         }
-        let written = self.store.put_resource(&op.lease, r, &events).await;
+        let written = self.store.put_resource(&op.lease, r, events).await;
         self.held(op, &r.logical_id, written)
     }
 

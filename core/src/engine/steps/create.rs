@@ -210,7 +210,7 @@ impl Steps<'_> {
         rec.updated_at = now();
         // No event: CloudFormation shows nothing between "Resource creation
         // Initiated" and the signals.
-        let written = self.store.put_resource(&op.lease, &rec, &[]).await;
+        let written = self.store.put_resource(&op.lease, &rec, Vec::new()).await;
         if !self.held(op, &rec.logical_id, written) {
             return false;
         }

@@ -58,7 +58,7 @@ impl Steps<'_> {
                     // own event waits for the hooks' verdict (its call).
                     op.results.note_secrets(rec);
                     let events = std::mem::take(earlier);
-                    let written = self.store.put_resource(&op.lease, rec, &events).await;
+                    let written = self.store.put_resource(&op.lease, rec, events).await;
                     if !self.held(op, &rec.logical_id, written) {
                         return Gate::Stopped;
                     }

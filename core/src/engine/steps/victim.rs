@@ -126,7 +126,7 @@ impl VictimLedger<'_> {
         let written = self
             .steps
             .store
-            .put_resource(&self.op.lease, row, &[started])
+            .put_resource(&self.op.lease, row, vec![started])
             .await;
         self.steps.held(self.op, &self.v.logical_id, written)
     }
@@ -154,7 +154,7 @@ impl VictimLedger<'_> {
                     Some(Journal::Restored { .. }) => Some(Journal::Restored { discard: None }),
                     _ => None,
                 };
-                store.put_resource(lease, &row, &events).await
+                store.put_resource(lease, &row, events).await
             }
             VictimOf::Superseded => store.put_events(lease, &events).await,
         };
