@@ -370,10 +370,12 @@ fn in_a_browser_a_change_set_is_marked_and_a_stack_is_deleted() {
         // The change set: its table and the graph's marks.
         b.goto(&format!("{endpoint}/console/stacks/app")).await;
         b.click("#change-sets a").await;
+        // On the change set's page: the stack's page, still shown while the
+        // click's navigation is under way, has the same two nodes unmarked.
         b.until(
             "the change set's graph",
             STEP,
-            "return document.querySelectorAll('#graph g.node').length === 2",
+            "return location.pathname.includes('/change-sets/') && document.querySelectorAll('#graph g.node').length === 2",
         )
         .await;
         let marks = b
