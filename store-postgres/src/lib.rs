@@ -1128,7 +1128,7 @@ impl PgStore {
         &self,
         lease: &Lease,
         change: RowChange,
-        events: &[EventRecord],
+        events: Vec<EventRecord>,
     ) -> Result<(), StoreError> {
         let stopped = || StoreError::Database("the PostgreSQL writer stopped".into());
         let (done, written) = tokio::sync::oneshot::channel();
@@ -1136,7 +1136,7 @@ impl PgStore {
             .send(ResourceWrite {
                 lease: lease.clone(),
                 change,
-                events: events.to_vec(),
+                events,
                 done,
             })
             .map_err(|_| stopped())?;
@@ -1928,7 +1928,7 @@ impl Resources for PgStore {
         r: &ResourceRecord,
         events: Vec<EventRecord>,
     ) -> Result<(), StoreError> {
-        self.group_commit(lease, RowChange::Put(Box::new(r.clone())), &events)
+        self.group_commit(lease, RowChange::Put(Box::new(r.clone())), events)
             .await
     }
 
@@ -1938,8 +1938,12 @@ impl Resources for PgStore {
         logical_id: &str,
         events: &[EventRecord],
     ) -> Result<(), StoreError> {
-        self.group_commit(lease, RowChange::Remove(logical_id.to_string()), events)
-            .await
+        self.group_commit(
+            lease,
+            RowChange::Remove(logical_id.to_string()),
+            events.to_vec(),
+        )
+        .await
     }
 
     async fn clear_journals(&self, lease: &Lease) -> Result<(), StoreError> {

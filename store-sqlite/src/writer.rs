@@ -150,6 +150,21 @@ pub(crate) struct Answered {
     pub(crate) spent: (Lease, Write),
 }
 
+/// Answers a fenced write: `result`, unless its transaction's commit
+/// failed (`error`), with the job handed back.
+fn answer_fenced(
+    answer: Answer,
+    result: Result<(), StoreError>,
+    error: Option<String>,
+    spent: (Lease, Write),
+) {
+    let result = match error {
+        Some(e) => Err(StoreError::Backend(e)),
+        None => result,
+    };
+    let _ = answer.send(Answered { result, spent });
+}
+
 pub(crate) enum Job {
     /// Any statements; runs once, inside its own savepoint; says whether
     /// it held.
@@ -286,14 +301,7 @@ fn answer(batch: Vec<Job>, error: Option<String>) {
             answer,
         } = job
         {
-            let result = match &error {
-                Some(e) => Err(StoreError::Backend(e.clone())),
-                None => Ok(()),
-            };
-            let _ = answer.send(Answered {
-                result,
-                spent: (lease, write),
-            });
+            answer_fenced(answer, Ok(()), error.clone(), (lease, write));
         }
     }
 }
@@ -330,16 +338,8 @@ fn mixed(conn: &Tx<'_, '_>, batch: Vec<Job>) {
             } => {
                 let result = fence(conn, &lease).and_then(|key| write(conn, key));
                 let ok = result.is_ok();
-                let reply: Reply = Box::new(move |error| {
-                    let result = match error {
-                        Some(e) => Err(StoreError::Backend(e)),
-                        None => result,
-                    };
-                    let _ = answer.send(Answered {
-                        result,
-                        spent: (lease, write),
-                    });
-                });
+                let reply: Reply =
+                    Box::new(move |error| answer_fenced(answer, result, error, (lease, write)));
                 (ok, reply)
             }
         };
@@ -442,6 +442,36 @@ mod tests {
         assert_eq!(said(c_rx), "Ok(())");
         // The stack got its key from the fence; b's row went with b.
         assert_eq!(rows(&reader), ["a1", "c"]);
+    }
+
+    /// The lease a fenced job's answer hands back (its write comes with
+    /// it), and the answer's result.
+    fn handed_back(rx: oneshot::Receiver<Answered>) -> (i64, String) {
+        let answered = rx.blocking_recv().expect("answered");
+        (answered.spent.0.token, format!("{:?}", answered.result))
+    }
+
+    #[test]
+    fn every_fenced_job_goes_back_to_its_caller_with_its_answer() {
+        // All fenced (one transaction, one fence check per lease)...
+        let (a, a_rx) = fenced(lease(1), |c, _| insert(c, "a"));
+        let (b, b_rx) = fenced(lease(2), |c, _| insert(c, "b"));
+        let (_dir, _reader) = one_transaction(vec![a, b]);
+        assert_eq!(handed_back(a_rx), (1, "Ok(())".to_string()));
+        assert_eq!(
+            handed_back(b_rx),
+            (2, r#"Err(LeaseLost("stack-1"))"#.to_string())
+        );
+        // ...and mixed with another job (a savepoint each).
+        let (c, c_rx) = fenced(lease(1), |c, _| insert(c, "c"));
+        let (answer, once_rx) = oneshot::channel();
+        let once = Job::Once(Box::new(move |c: &Connection| {
+            held(insert(c, "once"), answer)
+        }));
+        let (_dir, reader) = one_transaction(vec![c, once]);
+        assert_eq!(handed_back(c_rx), (1, "Ok(())".to_string()));
+        assert_eq!(said_once(once_rx), "Ok(())");
+        assert_eq!(rows(&reader), ["c", "once"]);
     }
 
     #[test]
