@@ -381,7 +381,7 @@ fn check_schema_version(conn: &Connection, path: &Path) -> Result<(), StoreError
     // One statement, one snapshot: read apart, a file another process was
     // making could show its tables with the version it had before them.
     let (version, tables): (i64, i64) = conn
-        .query_row(
+        .query_row_cached(
             &format!("SELECT (SELECT user_version FROM pragma_user_version), ({STACKS_TABLES})"),
             [],
             |r| Ok((r.get(0)?, r.get(1)?)),
@@ -409,7 +409,7 @@ fn check_schema_version(conn: &Connection, path: &Path) -> Result<(), StoreError
         // and its follower opening the same old file) upgraded it first.
         conn.execute_batch("BEGIN IMMEDIATE").map_err(backend)?;
         let now: i64 = conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .query_row_cached("PRAGMA user_version", [], |r| r.get(0))
             .map_err(backend)?;
         let steps = if now == version {
             format!("{added_columns} {keyed} PRAGMA user_version = {SCHEMA_VERSION};")
@@ -445,7 +445,7 @@ fn check_schema_version(conn: &Connection, path: &Path) -> Result<(), StoreError
 /// (`retry_busy`), the transaction undone first.
 fn create_tables(conn: &Connection) -> rusqlite::Result<()> {
     let made = conn.execute_batch("BEGIN").and_then(|()| {
-        let stacks: i64 = conn.query_row(STACKS_TABLES, [], |r| r.get(0))?;
+        let stacks: i64 = conn.query_row_cached(STACKS_TABLES, [], |r| r.get(0))?;
         let version = match stacks == 0 {
             true => format!("PRAGMA user_version = {SCHEMA_VERSION};"),
             false => String::new(),
@@ -600,6 +600,34 @@ fn event_row(r: &Row<'_>) -> rusqlite::Result<EventRecord> {
     })
 }
 
+/// `execute` and `query_row` through the connection's statement cache.
+/// `Connection::execute` and `query_row` parse and plan their text again
+/// on every call: a stack read names ~30 columns, and in `cairn serve` the
+/// writer spent a twentieth of its time preparing the same few statements
+/// for each DescribeStacks poll and each operation's reads and status
+/// writes.
+trait Cached {
+    fn execute_cached<P: rusqlite::Params>(&self, sql: &str, params: P) -> rusqlite::Result<usize>;
+    fn query_row_cached<T, P, F>(&self, sql: &str, params: P, f: F) -> rusqlite::Result<T>
+    where
+        P: rusqlite::Params,
+        F: FnOnce(&Row<'_>) -> rusqlite::Result<T>;
+}
+
+impl Cached for Connection {
+    fn execute_cached<P: rusqlite::Params>(&self, sql: &str, params: P) -> rusqlite::Result<usize> {
+        self.prepare_cached(sql)?.execute(params)
+    }
+
+    fn query_row_cached<T, P, F>(&self, sql: &str, params: P, f: F) -> rusqlite::Result<T>
+    where
+        P: rusqlite::Params,
+        F: FnOnce(&Row<'_>) -> rusqlite::Result<T>,
+    {
+        self.prepare_cached(sql)?.query_row(params, f)
+    }
+}
+
 /// The stack's integer key in `resources` and `events`: made with the
 /// stack, or here for a stack whose rows come first.
 fn stack_key(c: &Connection, stack_id: &str) -> Result<i64, StoreError> {
@@ -680,7 +708,7 @@ fn end_operation(
     status: StackStatus,
     at: &str,
 ) -> Result<(), StoreError> {
-    c.execute(
+    c.execute_cached(
         "UPDATE history SET ended_at = ?1, status = ?2 WHERE stack_id = ?3 AND ended_at IS NULL",
         params![at, status.as_str(), stack_id],
     )
@@ -688,7 +716,7 @@ fn end_operation(
     // CloudFormation removes a stack's change sets once one is executed, the
     // executed one included (the others went when it started): it stays
     // listed while it runs, then only the history entry names it.
-    c.execute(
+    c.execute_cached(
         "DELETE FROM change_sets WHERE stack_id = ?1 AND execution_status = 'EXECUTE_IN_PROGRESS'",
         params![stack_id],
     )
@@ -823,7 +851,8 @@ impl SqliteStore {
         self.run(move |c| {
             fence(c, &lease)?;
             for sql in statements {
-                c.execute(sql, params![lease.stack_id]).map_err(backend)?;
+                c.execute_cached(sql, params![lease.stack_id])
+                    .map_err(backend)?;
             }
             Ok(())
         })
@@ -933,7 +962,7 @@ fn write_status(
     event: &EventRecord,
 ) -> Result<(), StoreError> {
     let deleted_at = (status == StackStatus::DeleteComplete).then(|| event.timestamp.clone());
-    c.execute(
+    c.execute_cached(
         "UPDATE stacks SET status = ?1, status_reason = ?2, updated_at = ?3, deleted_at = COALESCE(?4, deleted_at) WHERE stack_id = ?5",
         params![status.as_str(), reason, event.timestamp, deleted_at, stack_id],
     )
@@ -941,7 +970,7 @@ fn write_status(
     if let Some(r) = reason.filter(|r| *r != "User Initiated") {
         // The operation's reason is the latest one it was given (why
         // it rolled back), unless its terminal status has its own.
-        c.execute(
+        c.execute_cached(
             "UPDATE history SET status_reason = ?1 WHERE stack_id = ?2 AND ended_at IS NULL",
             params![r, stack_id],
         )
@@ -955,7 +984,7 @@ fn write_status(
 
 /// The stack's stored fields (not its status).
 fn write_stack_fields(c: &Connection, s: &StackRecord) -> Result<(), StoreError> {
-    c.execute(
+    c.execute_cached(
         "UPDATE stacks SET description = ?1, template_body = ?2, parameters = ?3, no_echo = ?4, outputs = ?5, on_failure = ?6, updated_at = ?7, tags = ?9, template_context = ?10, capabilities = ?11, rollback_configuration = ?12 WHERE stack_id = ?8",
         params![
             s.description,
@@ -977,7 +1006,7 @@ fn write_stack_fields(c: &Connection, s: &StackRecord) -> Result<(), StoreError>
 }
 
 fn write_history(c: &Connection, h: &HistoryRecord) -> Result<(), StoreError> {
-    c.execute(
+    c.execute_cached(
         &format!("INSERT INTO history ({HISTORY_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"),
         params![
             h.stack_id,
@@ -998,12 +1027,12 @@ fn write_history(c: &Connection, h: &HistoryRecord) -> Result<(), StoreError> {
 
 /// A change set starts executing: the stack's others go.
 fn write_change_set_execution(c: &Connection, stack_id: &str, id: &str) -> Result<(), StoreError> {
-    c.execute(
+    c.execute_cached(
         "DELETE FROM change_sets WHERE stack_id = ?1 AND change_set_id != ?2",
         params![stack_id, id],
     )
     .map_err(backend)?;
-    c.execute(
+    c.execute_cached(
         "UPDATE change_sets SET execution_status = 'EXECUTE_IN_PROGRESS' WHERE change_set_id = ?1",
         params![id],
     )
@@ -1014,7 +1043,7 @@ fn write_change_set_execution(c: &Connection, stack_id: &str, id: &str) -> Resul
 /// Starts an operation's record (a new one starts afresh: cancel flag and
 /// resume counts too).
 fn write_operation(c: &Connection, op: &OperationRecord) -> Result<(), StoreError> {
-    c.execute(
+    c.execute_cached(
         "INSERT OR REPLACE INTO operations (stack_id, kind, options, started_at) VALUES (?1, ?2, ?3, ?4)",
         params![op.stack_id, op.kind.as_str(), json_text(&op.options)?, op.started_at],
     )
@@ -1117,12 +1146,12 @@ impl Stacks for SqliteStore {
         let owner = owner.to_string();
         self.run(move |c| {
             let live: i64 = c
-                .query_row("SELECT COUNT(*) FROM stacks WHERE stack_name = ?1 AND status != 'DELETE_COMPLETE'", params![s.stack_name], |r| r.get(0))
+                .query_row_cached("SELECT COUNT(*) FROM stacks WHERE stack_name = ?1 AND status != 'DELETE_COMPLETE'", params![s.stack_name], |r| r.get(0))
                 .map_err(backend)?;
             if live > 0 {
                 return Err(StoreError::StackExists(s.stack_name.clone()));
             }
-            c.execute(
+            c.execute_cached(
                 &format!("INSERT INTO stacks ({STACK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)"),
                 params![
                     s.stack_id,
@@ -1151,13 +1180,13 @@ impl Stacks for SqliteStore {
             )
             .map_err(backend)?;
             for target in &s.notification_arns {
-                c.execute(
+                c.execute_cached(
                     "INSERT OR IGNORE INTO notification_targets (stack_id, target, delivered) VALUES (?1, ?2, 0)",
                     params![s.stack_id, target],
                 )
                 .map_err(backend)?;
             }
-            c.execute(
+            c.execute_cached(
                 "INSERT INTO leases (stack_id, owner, expires, token) VALUES (?3, ?1, ?2, 1) ON CONFLICT(stack_id) DO UPDATE SET owner = ?1, expires = ?2, token = token + 1",
                 params![owner, now_ms() + ttl_ms, s.stack_id],
             )
@@ -1175,13 +1204,13 @@ impl Stacks for SqliteStore {
         let key = name_or_id.to_string();
         self.run(move |c| {
             let by_id = c
-                .query_row(&format!("SELECT {STACK_COLUMNS} FROM stacks WHERE stack_id = ?1"), params![key], stack_row)
+                .query_row_cached(&format!("SELECT {STACK_COLUMNS} FROM stacks WHERE stack_id = ?1"), params![key], stack_row)
                 .optional()
                 .map_err(backend)?;
             if by_id.is_some() {
                 return Ok(by_id);
             }
-            c.query_row(
+            c.query_row_cached(
                 &format!("SELECT {STACK_COLUMNS} FROM stacks WHERE stack_name = ?1 AND status != 'DELETE_COMPLETE' ORDER BY created_at DESC LIMIT 1"),
                 params![key],
                 stack_row,
@@ -1195,7 +1224,7 @@ impl Stacks for SqliteStore {
     async fn list_stacks(&self) -> Result<Vec<StackRecord>, StoreError> {
         self.run(|c| {
             let mut st = c
-                .prepare(&format!(
+                .prepare_cached(&format!(
                     "SELECT {STACK_COLUMNS} FROM stacks ORDER BY created_at, rowid"
                 ))
                 .map_err(backend)?;
@@ -1209,7 +1238,7 @@ impl Stacks for SqliteStore {
         // Every command asks this at start-up: filter in SQL, not over all stacks.
         self.run(|c| {
             let mut st = c
-                .prepare(&format!(
+                .prepare_cached(&format!(
                     "SELECT {STACK_COLUMNS} FROM stacks WHERE status LIKE '%\\_IN\\_PROGRESS' ESCAPE '\\' AND status != 'REVIEW_IN_PROGRESS' ORDER BY created_at, rowid"
                 ))
                 .map_err(backend)?;
@@ -1242,7 +1271,7 @@ impl Stacks for SqliteStore {
     ) -> Result<bool, StoreError> {
         let id = stack_id.to_string();
         self.run(move |c| {
-            c.execute(
+            c.execute_cached(
                 "UPDATE stacks SET termination_protection = ?2 WHERE stack_id = ?1",
                 params![id, enabled],
             )
@@ -1255,7 +1284,7 @@ impl Stacks for SqliteStore {
     async fn set_stack_policy(&self, stack_id: &str, policy: &str) -> Result<bool, StoreError> {
         let (id, policy) = (stack_id.to_string(), policy.to_string());
         self.run(move |c| {
-            c.execute(
+            c.execute_cached(
                 "UPDATE stacks SET stack_policy = ?2 WHERE stack_id = ?1",
                 params![id, policy],
             )
@@ -1287,7 +1316,7 @@ impl Leases for SqliteStore {
         self.run(move |c| {
             let now = now_ms();
             let current: Option<(Option<String>, i64, i64)> = c
-                .query_row(
+                .query_row_cached(
                     "SELECT owner, expires, token FROM leases WHERE stack_id = ?1",
                     params![id],
                     |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
@@ -1306,7 +1335,7 @@ impl Leases for SqliteStore {
                 }
             }
             let token = token + 1;
-            c.execute(
+            c.execute_cached(
                 "UPDATE leases SET owner = ?1, expires = ?2, token = ?3 WHERE stack_id = ?4",
                 params![owner, now + ttl_ms, token, id],
             )
@@ -1324,7 +1353,7 @@ impl Leases for SqliteStore {
         let lease = lease.clone();
         self.run(move |c| {
             fence(c, &lease)?;
-            c.execute(
+            c.execute_cached(
                 "UPDATE leases SET expires = ?1 WHERE stack_id = ?2",
                 params![now_ms() + ttl_ms, lease.stack_id],
             )
@@ -1338,7 +1367,7 @@ impl Leases for SqliteStore {
         let id = stack_id.to_string();
         self.run(move |c| {
             let row: Option<(Option<String>, i64)> = c
-                .query_row(
+                .query_row_cached(
                     "SELECT owner, expires FROM leases WHERE stack_id = ?1",
                     params![id],
                     |r| Ok((r.get(0)?, r.get(1)?)),
@@ -1356,7 +1385,7 @@ impl Leases for SqliteStore {
     async fn break_lease(&self, stack_id: &str, owner: &str) -> Result<(), StoreError> {
         let (id, owner) = (stack_id.to_string(), owner.to_string());
         self.run(move |c| {
-            c.execute(
+            c.execute_cached(
                 "UPDATE leases SET expires = 0 WHERE stack_id = ?1 AND owner = ?2",
                 params![id, owner],
             )
@@ -1378,7 +1407,7 @@ impl Leases for SqliteStore {
         let lease = lease.clone();
         self.run(move |c| {
             fence(c, &lease)?;
-            c.execute(
+            c.execute_cached(
                 "UPDATE leases SET owner = NULL, expires = ?1 WHERE stack_id = ?2",
                 params![now_ms() + ttl_ms, lease.stack_id],
             )
@@ -1404,7 +1433,7 @@ impl Leases for SqliteStore {
             let now = now_ms();
             let free = {
                 let mut st = c
-                    .prepare(
+                    .prepare_cached(
                         "SELECT l.stack_id, l.owner, l.token FROM leases l JOIN stacks s ON s.stack_id = l.stack_id \
                          WHERE s.status LIKE '%\\_IN\\_PROGRESS' ESCAPE '\\' AND s.status != 'REVIEW_IN_PROGRESS' \
                          AND NOT EXISTS (SELECT 1 FROM stacks p WHERE p.stack_id = s.parent_id AND p.status LIKE '%\\_IN\\_PROGRESS' ESCAPE '\\') \
@@ -1421,7 +1450,7 @@ impl Leases for SqliteStore {
             let mut claims = Vec::with_capacity(free.len());
             for ((stack_id, taken_from, token), owner) in free.into_iter().zip(owners) {
                 let token = token + 1;
-                c.execute(
+                c.execute_cached(
                     "UPDATE leases SET owner = ?1, expires = ?2, token = ?3 WHERE stack_id = ?4",
                     params![owner, now + ttl_ms, token, stack_id],
                 )
@@ -1465,7 +1494,7 @@ impl Operations for SqliteStore {
                 row.write(&Tx::cached(c), (&lease.stack_id, key))?;
             }
             for logical_id in &start.removed_rows {
-                c.execute(
+                c.execute_cached(
                     "DELETE FROM resources WHERE stack_key = ?1 AND logical_id = ?2",
                     params![key, logical_id],
                 )
@@ -1486,7 +1515,7 @@ impl Operations for SqliteStore {
     async fn operation(&self, stack_id: &str) -> Result<Option<OperationRecord>, StoreError> {
         let id = stack_id.to_string();
         self.run(move |c| {
-            c.query_row(
+            c.query_row_cached(
                 "SELECT stack_id, kind, options, started_at FROM operations WHERE stack_id = ?1",
                 params![id],
                 |r| {
@@ -1508,14 +1537,14 @@ impl Operations for SqliteStore {
         let id = stack_id.to_string();
         self.run(move |c| {
             let events: i64 = c
-                .query_row(
+                .query_row_cached(
                     concat!("SELECT COUNT(*) FROM events WHERE stack_key = ", key_of!("?1")),
                     params![id],
                     |r| r.get(0),
                 )
                 .map_err(backend)?;
             let last: Option<(i64, i64)> = c
-                .query_row(
+                .query_row_cached(
                     "SELECT resume_attempts, resume_events FROM operations WHERE stack_id = ?1",
                     params![id],
                     |r| Ok((r.get(0)?, r.get(1)?)),
@@ -1526,7 +1555,7 @@ impl Operations for SqliteStore {
                 return Ok(1);
             };
             let attempts = if events > at_events { 1 } else { attempts + 1 };
-            c.execute(
+            c.execute_cached(
                 "UPDATE operations SET resume_attempts = ?1, resume_events = ?2 WHERE stack_id = ?3",
                 params![attempts, events, id],
             )
@@ -1549,7 +1578,7 @@ impl Operations for SqliteStore {
         let (lease, options) = (lease.clone(), json_text(options)?);
         self.run(move |c| {
             fence(c, &lease)?;
-            c.execute(
+            c.execute_cached(
                 "UPDATE operations SET options = ?1 WHERE stack_id = ?2",
                 params![options, lease.stack_id],
             )
@@ -1562,7 +1591,7 @@ impl Operations for SqliteStore {
     async fn request_cancel(&self, stack_id: &str) -> Result<bool, StoreError> {
         let id = stack_id.to_string();
         self.run(move |c| {
-            c.execute(
+            c.execute_cached(
                 "UPDATE operations SET cancel = 1 WHERE stack_id = ?1 AND kind = 'UPDATE'",
                 params![id],
             )
@@ -1575,7 +1604,7 @@ impl Operations for SqliteStore {
     async fn cancel_requested(&self, stack_id: &str) -> Result<bool, StoreError> {
         let id = stack_id.to_string();
         self.run(move |c| {
-            c.query_row(
+            c.query_row_cached(
                 "SELECT cancel FROM operations WHERE stack_id = ?1",
                 params![id],
                 |r| r.get::<_, i64>(0),
@@ -1604,7 +1633,7 @@ impl Operations for SqliteStore {
         let (lease, details) = (lease.clone(), json_text(details)?);
         self.run(move |c| {
             fence(c, &lease)?;
-            c.execute(
+            c.execute_cached(
                 "UPDATE history SET details = ?1 WHERE stack_id = ?2 AND ended_at IS NULL",
                 params![details, lease.stack_id],
             )
@@ -1618,7 +1647,7 @@ impl Operations for SqliteStore {
         let id = stack_id.to_string();
         self.run(move |c| {
             let mut st = c
-                .prepare(&format!(
+                .prepare_cached(&format!(
                     "SELECT {HISTORY_COLUMNS} FROM history WHERE stack_id = ?1 ORDER BY seq"
                 ))
                 .map_err(backend)?;
@@ -1736,7 +1765,7 @@ impl Resources for SqliteStore {
                     )
                     .map_err(backend)?
                     .execute(params![lease.stack_id, physical_id, logical_id, state]),
-                None => c.execute(
+                None => c.execute_cached(
                     "DELETE FROM groups WHERE stack_id = ?1 AND physical_id = ?2",
                     params![lease.stack_id, physical_id],
                 ),
@@ -1754,7 +1783,7 @@ impl Resources for SqliteStore {
     ) -> Result<Option<serde_json::Value>, StoreError> {
         let (stack_id, physical_id) = (stack_id.to_string(), physical_id.to_string());
         self.run(move |c| {
-            c.query_row(
+            c.query_row_cached(
                 "SELECT state FROM groups WHERE stack_id = ?1 AND physical_id = ?2",
                 params![stack_id, physical_id],
                 |r| json_col(r, 0),
@@ -1772,7 +1801,7 @@ impl Resources for SqliteStore {
         let stack_id = stack_id.to_string();
         self.run(move |c| {
             let mut st = c
-                .prepare("SELECT logical_id, physical_id, state FROM groups WHERE stack_id = ?1 ORDER BY logical_id, physical_id")
+                .prepare_cached("SELECT logical_id, physical_id, state FROM groups WHERE stack_id = ?1 ORDER BY logical_id, physical_id")
                 .map_err(backend)?;
             let rows = st
                 .query_map(params![stack_id], |r| {
@@ -1834,7 +1863,7 @@ impl Events for SqliteStore {
     async fn event_count(&self, stack_id: &str) -> Result<usize, StoreError> {
         let id = stack_id.to_string();
         self.run(move |c| {
-            c.query_row(
+            c.query_row_cached(
                 concat!(
                     "SELECT COUNT(*) FROM events WHERE stack_key = ",
                     key_of!("?1")
@@ -1855,12 +1884,12 @@ impl Inbox for SqliteStore {
         let mut fresh = [0u8; 32];
         getrandom::fill(&mut fresh).map_err(backend)?;
         self.run(move |c| {
-            c.execute(
+            c.execute_cached(
                 "INSERT OR IGNORE INTO settings (name, value) VALUES ('callback_secret', ?1)",
                 params![fresh.as_slice()],
             )
             .map_err(backend)?;
-            c.query_row(
+            c.query_row_cached(
                 "SELECT value FROM settings WHERE name = 'callback_secret'",
                 [],
                 |r| r.get(0),
@@ -1878,13 +1907,13 @@ impl Inbox for SqliteStore {
         let (id, body) = (request_id.to_string(), body.to_vec());
         self.run(move |c| {
             let now = now_ms();
-            c.execute(
+            c.execute_cached(
                 "DELETE FROM callback_responses WHERE received_at < ?1",
                 params![now - cairn_store::CALLBACK_RESPONSE_TTL_MS],
             )
             .map_err(backend)?;
             let inserted = c
-                .execute(
+                .execute_cached(
                     "INSERT OR IGNORE INTO callback_responses (request_id, body, received_at) VALUES (?1, ?2, ?3)",
                     params![id, body, now],
                 )
@@ -1901,7 +1930,9 @@ impl Inbox for SqliteStore {
         let ids = request_ids.to_vec();
         self.run(move |c| {
             let mut st = c
-                .prepare("SELECT request_id, body FROM callback_responses WHERE request_id = ?1")
+                .prepare_cached(
+                    "SELECT request_id, body FROM callback_responses WHERE request_id = ?1",
+                )
                 .map_err(backend)?;
             let mut found = Vec::new();
             for id in ids {
@@ -1921,7 +1952,7 @@ impl Inbox for SqliteStore {
     async fn put_signal(&self, signal: &SignalRecord) -> Result<(), StoreError> {
         let s = signal.clone();
         self.run(move |c| {
-            c.execute(
+            c.execute_cached(
                 "INSERT INTO signals (stack_id, logical_id, unique_id, status, reason, data, received_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
                  ON CONFLICT (stack_id, logical_id, unique_id) DO UPDATE SET status = excluded.status, reason = excluded.reason, data = excluded.data, received_at = excluded.received_at",
                 params![s.stack_id, s.logical_id, s.unique_id, s.status.as_str(), s.reason, s.data, s.received_at],
@@ -1936,7 +1967,7 @@ impl Inbox for SqliteStore {
         let s = signal.clone();
         self.run(move |c| {
             let added = c
-                .execute(
+                .execute_cached(
                     "INSERT INTO signals (stack_id, logical_id, unique_id, status, reason, data, received_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
                      ON CONFLICT (stack_id, logical_id, unique_id) DO NOTHING",
                     params![s.stack_id, s.logical_id, s.unique_id, s.status.as_str(), s.reason, s.data, s.received_at],
@@ -1978,7 +2009,7 @@ impl Inbox for SqliteStore {
     async fn clear_signals(&self, stack_id: &str, logical_id: &str) -> Result<(), StoreError> {
         let (stack_id, logical_id) = (stack_id.to_string(), logical_id.to_string());
         self.run(move |c| {
-            c.execute(
+            c.execute_cached(
                 "DELETE FROM signals WHERE stack_id = ?1 AND logical_id = ?2",
                 params![stack_id, logical_id],
             )
@@ -1995,7 +2026,7 @@ impl ChangeSets for SqliteStore {
         let cs = cs.clone();
         self.run(move |c| {
             let taken: i64 = c
-                .query_row(
+                .query_row_cached(
                     "SELECT COUNT(*) FROM change_sets WHERE stack_id = ?1 AND change_set_name = ?2",
                     params![cs.stack_id, cs.change_set_name],
                     |r| r.get(0),
@@ -2004,7 +2035,7 @@ impl ChangeSets for SqliteStore {
             if taken > 0 {
                 return Err(StoreError::ChangeSetExists(cs.change_set_name.clone()));
             }
-            c.execute(
+            c.execute_cached(
                 &format!("INSERT INTO change_sets ({CHANGE_SET_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)"),
                 params![
                     cs.change_set_id,
@@ -2039,7 +2070,7 @@ impl ChangeSets for SqliteStore {
     ) -> Result<Option<ChangeSetRecord>, StoreError> {
         let (id, key) = (stack_id.to_string(), name_or_id.to_string());
         self.run(move |c| {
-            c.query_row(
+            c.query_row_cached(
                 &format!("SELECT {CHANGE_SET_COLUMNS} FROM change_sets WHERE change_set_id = ?2 OR (stack_id = ?1 AND change_set_name = ?2)"),
                 params![id, key],
                 change_set_row,
@@ -2054,7 +2085,7 @@ impl ChangeSets for SqliteStore {
         let id = stack_id.to_string();
         self.run(move |c| {
             let mut st = c
-                .prepare(&format!(
+                .prepare_cached(&format!(
                     "SELECT {CHANGE_SET_COLUMNS} FROM change_sets WHERE stack_id = ?1 ORDER BY created_at, rowid"
                 ))
                 .map_err(backend)?;
@@ -2067,7 +2098,7 @@ impl ChangeSets for SqliteStore {
     async fn delete_change_set(&self, change_set_id: &str) -> Result<(), StoreError> {
         let id = change_set_id.to_string();
         self.run(move |c| {
-            c.execute(
+            c.execute_cached(
                 "DELETE FROM change_sets WHERE change_set_id = ?1",
                 params![id],
             )
@@ -2084,7 +2115,7 @@ impl ChangeSets for SqliteStore {
     ) -> Result<(), StoreError> {
         let (id, reason) = (change_set_id.to_string(), reason.to_string());
         self.run(move |c| {
-            c.execute(
+            c.execute_cached(
                 "UPDATE change_sets SET execution_status = 'OBSOLETE', status_reason = ?2 WHERE change_set_id = ?1 AND execution_status = 'AVAILABLE'",
                 params![id, reason],
             )
@@ -2107,7 +2138,7 @@ impl Exports for SqliteStore {
             fence(c, &lease)?;
             for (name, _) in &exports {
                 let other: Option<String> = c
-                    .query_row(
+                    .query_row_cached(
                         "SELECT s.stack_name FROM exports e JOIN stacks s ON s.stack_id = e.stack_id WHERE e.name = ?1 AND e.stack_id != ?2",
                         params![name, lease.stack_id],
                         |r| r.get(0),
@@ -2118,9 +2149,9 @@ impl Exports for SqliteStore {
                     return Err(StoreError::ExportExists { name: name.clone(), stack });
                 }
             }
-            c.execute("DELETE FROM exports WHERE stack_id = ?1", params![lease.stack_id]).map_err(backend)?;
+            c.execute_cached("DELETE FROM exports WHERE stack_id = ?1", params![lease.stack_id]).map_err(backend)?;
             for (name, value) in &exports {
-                c.execute("INSERT INTO exports (name, stack_id, value) VALUES (?1, ?2, ?3)", params![name, lease.stack_id, value])
+                c.execute_cached("INSERT INTO exports (name, stack_id, value) VALUES (?1, ?2, ?3)", params![name, lease.stack_id, value])
                     .map_err(backend)?;
             }
             Ok(())
@@ -2142,7 +2173,7 @@ impl Exports for SqliteStore {
     async fn export(&self, name: &str) -> Result<Option<(String, String)>, StoreError> {
         let name = name.to_string();
         self.run(move |c| {
-            c.query_row(
+            c.query_row_cached(
                 "SELECT value, stack_id FROM exports WHERE name = ?1",
                 params![name],
                 |r| Ok((r.get(0)?, r.get(1)?)),
@@ -2156,7 +2187,7 @@ impl Exports for SqliteStore {
     async fn exports(&self) -> Result<Vec<(String, String, String)>, StoreError> {
         self.run(|c| {
             let mut st = c
-                .prepare("SELECT name, value, stack_id FROM exports ORDER BY name")
+                .prepare_cached("SELECT name, value, stack_id FROM exports ORDER BY name")
                 .map_err(backend)?;
             let rows = st
                 .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
@@ -2170,13 +2201,13 @@ impl Exports for SqliteStore {
         let (lease, names) = (lease.clone(), names.to_vec());
         self.run(move |c| {
             fence(c, &lease)?;
-            c.execute(
+            c.execute_cached(
                 "DELETE FROM imports WHERE stack_id = ?1",
                 params![lease.stack_id],
             )
             .map_err(backend)?;
             for n in &names {
-                c.execute(
+                c.execute_cached(
                     "INSERT OR IGNORE INTO imports (stack_id, export_name) VALUES (?1, ?2)",
                     params![lease.stack_id, n],
                 )
@@ -2191,7 +2222,7 @@ impl Exports for SqliteStore {
         let name = export_name.to_string();
         self.run(move |c| {
             let mut st = c
-                .prepare("SELECT s.stack_name FROM imports i JOIN stacks s ON s.stack_id = i.stack_id WHERE i.export_name = ?1 AND s.status != 'DELETE_COMPLETE' ORDER BY s.stack_name")
+                .prepare_cached("SELECT s.stack_name FROM imports i JOIN stacks s ON s.stack_id = i.stack_id WHERE i.export_name = ?1 AND s.status != 'DELETE_COMPLETE' ORDER BY s.stack_name")
                 .map_err(backend)?;
             let rows = st.query_map(params![name], |r| r.get(0)).map_err(backend)?;
             rows.collect::<Result<Vec<_>, _>>().map_err(backend)
@@ -2210,18 +2241,18 @@ impl cairn_store::Notifications for SqliteStore {
         let (id, targets) = (stack_id.to_string(), targets.to_vec());
         self.run(move |c| {
             let listed = json_text(&targets)?;
-            c.execute(
+            c.execute_cached(
                 "UPDATE stacks SET notification_arns = ?2 WHERE stack_id = ?1",
                 params![id, listed],
             )
             .map_err(backend)?;
-            c.execute(
+            c.execute_cached(
                 "DELETE FROM notification_targets WHERE stack_id = ?1 AND target NOT IN (SELECT value FROM json_each(?2))",
                 params![id, listed],
             )
             .map_err(backend)?;
             for target in &targets {
-                c.execute(
+                c.execute_cached(
                     concat!("INSERT OR IGNORE INTO notification_targets (stack_id, target, delivered) VALUES (?1, ?2, (SELECT COUNT(*) FROM events WHERE stack_key = ", key_of!("?1"), "))"),
                     params![id, target],
                 )
@@ -2264,7 +2295,7 @@ impl cairn_store::Notifications for SqliteStore {
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(backend)?;
             for t in &rows {
-                c.execute(
+                c.execute_cached(
                     "UPDATE notification_targets SET claim_owner = ?3, claim_expires = ?4 WHERE stack_id = ?1 AND target = ?2",
                     params![t.stack_id, t.target, owner, now + ttl_ms],
                 )
@@ -2297,7 +2328,7 @@ impl cairn_store::Notifications for SqliteStore {
         let (owner, t) = (owner.to_string(), cursor.clone());
         let delivered = i64::try_from(t.delivered).unwrap_or(i64::MAX);
         self.run(move |c| {
-            c.execute(
+            c.execute_cached(
                 "UPDATE notification_targets SET delivered = ?3, claim_expires = ?5 WHERE stack_id = ?1 AND target = ?2 AND claim_owner = ?4",
                 params![t.stack_id, t.target, delivered, owner, now_ms() + ttl_ms],
             )
@@ -2314,7 +2345,7 @@ impl cairn_store::Notifications for SqliteStore {
     ) -> Result<(), StoreError> {
         let (owner, t) = (owner.to_string(), cursor.clone());
         self.run(move |c| {
-            c.execute(
+            c.execute_cached(
                 "UPDATE notification_targets SET claim_owner = NULL, claim_expires = NULL WHERE stack_id = ?1 AND target = ?2 AND claim_owner = ?3",
                 params![t.stack_id, t.target, owner],
             )
@@ -2350,7 +2381,7 @@ impl cairn_store::Audit for SqliteStore {
         let r = record.clone();
         let body = json_text(&r.body)?;
         self.run(move |c| {
-            c.execute(
+            c.execute_cached(
                 "INSERT INTO audit_records (event_id, event_time, event_name, access_key, username, resource_type, resource_name, stack_id, request_id, error_code, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
                 params![r.event_id, r.event_time_ms, r.event_name, r.access_key, r.username, r.resource_type, r.resource_name, r.stack_id, r.request_id, r.error_code, body],
             )
@@ -2407,7 +2438,7 @@ impl cairn_store::Audit for SqliteStore {
 
     async fn prune_audit(&self, before_ms: i64) -> Result<u64, StoreError> {
         self.run(move |c| {
-            c.execute(
+            c.execute_cached(
                 "DELETE FROM audit_records WHERE event_time < ?1",
                 params![before_ms],
             )
@@ -2447,12 +2478,12 @@ impl cairn_store::Audit for SqliteStore {
         let (owner, target) = (owner.to_string(), target.to_string());
         self.run(move |c| {
             let now = now_ms();
-            c.execute(
+            c.execute_cached(
                 "INSERT OR IGNORE INTO audit_exports (target, delivered) VALUES (?1, 0)",
                 params![target],
             )
             .map_err(backend)?;
-            c.query_row(
+            c.query_row_cached(
                 "UPDATE audit_exports SET claim_owner = ?2, claim_expires = ?3 WHERE target = ?1 AND (claim_owner IS NULL OR claim_owner = ?2 OR claim_expires < ?4) RETURNING delivered",
                 params![target, owner, now + ttl_ms, now],
                 |r| r.get(0),
@@ -2472,7 +2503,7 @@ impl cairn_store::Audit for SqliteStore {
     ) -> Result<bool, StoreError> {
         let (owner, target) = (owner.to_string(), target.to_string());
         self.run(move |c| {
-            c.execute(
+            c.execute_cached(
                 "UPDATE audit_exports SET delivered = ?3, claim_expires = ?4 WHERE target = ?1 AND claim_owner = ?2",
                 params![target, owner, delivered, now_ms() + ttl_ms],
             )
@@ -2485,12 +2516,12 @@ impl cairn_store::Audit for SqliteStore {
     async fn revoke_session(&self, session: &str, until_ms: i64) -> Result<(), StoreError> {
         let session = session.to_string();
         self.run(move |c| {
-            c.execute(
+            c.execute_cached(
                 "DELETE FROM console_revocations WHERE until_ms < ?1",
                 params![now_ms()],
             )
             .map_err(backend)?;
-            c.execute(
+            c.execute_cached(
                 "INSERT INTO console_revocations (session, until_ms) VALUES (?1, ?2) ON CONFLICT(session) DO UPDATE SET until_ms = ?2",
                 params![session, until_ms],
             )
@@ -2503,7 +2534,7 @@ impl cairn_store::Audit for SqliteStore {
     async fn session_revoked(&self, session: &str) -> Result<bool, StoreError> {
         let session = session.to_string();
         self.run(move |c| {
-            c.query_row(
+            c.query_row_cached(
                 "SELECT 1 FROM console_revocations WHERE session = ?1",
                 params![session],
                 |_| Ok(()),
@@ -2525,7 +2556,7 @@ impl cairn_store::Refactors for SqliteStore {
     ) -> Result<(), StoreError> {
         let (id, body) = (refactor_id.to_string(), json_text(body)?);
         self.run(move |c| {
-            c.execute(
+            c.execute_cached(
                 "INSERT INTO stack_refactors (refactor_id, body) VALUES (?1, ?2) ON CONFLICT(refactor_id) DO UPDATE SET body = ?2",
                 params![id, body],
             )
@@ -2539,7 +2570,7 @@ impl cairn_store::Refactors for SqliteStore {
         let id = refactor_id.to_string();
         self.run(move |c| {
             let body: Option<String> = c
-                .query_row(
+                .query_row_cached(
                     "SELECT body FROM stack_refactors WHERE refactor_id = ?1",
                     params![id],
                     |r| r.get(0),
@@ -2581,14 +2612,14 @@ impl cairn_store::Refactors for SqliteStore {
             }
             // Every moved row steps aside first, so renames may swap.
             for (i, m) in w.moves.iter().enumerate() {
-                c.execute(
+                c.execute_cached(
                     "UPDATE resources SET logical_id = ?3 WHERE stack_key = ?1 AND logical_id = ?2",
                     params![stack_key(c, &m.from_stack)?, m.from_logical, format!("\u{1}refactor-{i}")],
                 )
                 .map_err(backend)?;
             }
             for (i, m) in w.moves.iter().enumerate() {
-                c.execute(
+                c.execute_cached(
                     "UPDATE resources SET stack_key = ?3, logical_id = ?4 WHERE stack_key = ?1 AND logical_id = ?2",
                     params![stack_key(c, &m.from_stack)?, format!("\u{1}refactor-{i}"), stack_key(c, &m.to_stack)?, m.to_logical],
                 )
@@ -2601,7 +2632,7 @@ impl cairn_store::Refactors for SqliteStore {
                 write_stack_fields(c, s)?;
                 write_status(c, &s.stack_id, s.status, s.status_reason.as_deref(), e)?;
             }
-            c.execute(
+            c.execute_cached(
                 "UPDATE stack_refactors SET body = ?2 WHERE refactor_id = ?1",
                 params![w.refactor_id, json_text(&w.body)?],
             )
@@ -2628,7 +2659,7 @@ impl DriftDetections for SqliteStore {
             json_text(body)?,
         );
         self.run(move |c| {
-            c.execute(
+            c.execute_cached(
                 "INSERT INTO drift_detections (detection_id, stack_id, detected_at, body) VALUES (?1, ?2, ?3, ?4)",
                 params![id, stack_id, at, body],
             )
@@ -2644,7 +2675,7 @@ impl DriftDetections for SqliteStore {
     ) -> Result<Option<serde_json::Value>, StoreError> {
         let id = detection_id.to_string();
         self.run(move |c| {
-            c.query_row(
+            c.query_row_cached(
                 "SELECT body FROM drift_detections WHERE detection_id = ?1",
                 params![id],
                 |r| json_col(r, 0),
@@ -2661,7 +2692,7 @@ impl DriftDetections for SqliteStore {
     ) -> Result<Option<serde_json::Value>, StoreError> {
         let id = stack_id.to_string();
         self.run(move |c| {
-            c.query_row(
+            c.query_row_cached(
                 "SELECT body FROM drift_detections WHERE stack_id = ?1 ORDER BY seq DESC LIMIT 1",
                 params![id],
                 |r| json_col(r, 0),
@@ -2726,7 +2757,7 @@ fn type_version_row(r: &Row<'_>) -> rusqlite::Result<TypeVersionRecord> {
 
 /// Counts one more change of the registry.
 fn bump_registry(c: &Connection) -> Result<(), StoreError> {
-    c.execute(
+    c.execute_cached(
         "INSERT INTO type_registry_state (id, generation) VALUES (1, 1) ON CONFLICT(id) DO UPDATE SET generation = generation + 1",
         [],
     )
@@ -2742,7 +2773,7 @@ fn live_version(
     version_id: &str,
 ) -> Result<(bool, bool, i64), StoreError> {
     let this: Option<bool> = c
-        .query_row(
+        .query_row_cached(
             "SELECT is_default FROM type_versions WHERE type_name = ?1 AND version_id = ?2 AND deprecated = 0",
             params![type_name, version_id],
             |r| r.get(0),
@@ -2750,7 +2781,7 @@ fn live_version(
         .optional()
         .map_err(backend)?;
     let others: i64 = c
-        .query_row(
+        .query_row_cached(
             "SELECT COUNT(*) FROM type_versions WHERE type_name = ?1 AND version_id <> ?2 AND deprecated = 0",
             params![type_name, version_id],
             |r| r.get(0),
@@ -2769,7 +2800,7 @@ impl cairn_store::TypeRegistry for SqliteStore {
         self.run(move |c| {
             if let Some(client) = &r.client_token {
                 let earlier = c
-                    .query_row(
+                    .query_row_cached(
                         &format!("SELECT {REGISTRATION_COLUMNS} FROM type_registrations WHERE client_token = ?1"),
                         params![client],
                         registration_row,
@@ -2780,7 +2811,7 @@ impl cairn_store::TypeRegistry for SqliteStore {
                     return Ok(earlier);
                 }
             }
-            c.execute(
+            c.execute_cached(
                 &format!("INSERT INTO type_registrations ({REGISTRATION_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"),
                 params![
                     r.token,
@@ -2810,7 +2841,7 @@ impl cairn_store::TypeRegistry for SqliteStore {
         let (token, v, package) = (token.to_string(), version.clone(), package.to_vec());
         self.run(move |c| {
             let status: Option<String> = c
-                .query_row(
+                .query_row_cached(
                     "SELECT status FROM type_registrations WHERE token = ?1",
                     params![token],
                     |r| r.get(0),
@@ -2838,7 +2869,7 @@ impl cairn_store::TypeRegistry for SqliteStore {
                 .unwrap_or(0)
                 + 1;
             let live: i64 = c
-                .query_row(
+                .query_row_cached(
                     "SELECT COUNT(*) FROM type_versions WHERE type_name = ?1 AND deprecated = 0",
                     params![v.type_name],
                     |r| r.get(0),
@@ -2846,7 +2877,7 @@ impl cairn_store::TypeRegistry for SqliteStore {
                 .map_err(backend)?;
             let version_id = registry::version_id(next);
             let ts = cairn_model::stack::now();
-            c.execute(
+            c.execute_cached(
                 &format!("INSERT INTO type_versions ({TYPE_VERSION_COLUMNS}, package) VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"),
                 params![
                     v.type_name,
@@ -2864,7 +2895,7 @@ impl cairn_store::TypeRegistry for SqliteStore {
                 ],
             )
             .map_err(backend)?;
-            c.execute(
+            c.execute_cached(
                 "UPDATE type_registrations SET status = ?2, version_id = ?3, updated_at = ?4, description = ?5 WHERE token = ?1",
                 params![
                     token,
@@ -2885,7 +2916,7 @@ impl cairn_store::TypeRegistry for SqliteStore {
         let (token, reason) = (token.to_string(), reason.to_string());
         self.run(move |c| {
             let changed = c
-                .execute(
+                .execute_cached(
                     "UPDATE type_registrations SET status = ?2, description = ?3, updated_at = ?4 WHERE token = ?1 AND status = ?5",
                     params![
                         token,
@@ -2898,7 +2929,7 @@ impl cairn_store::TypeRegistry for SqliteStore {
                 .map_err(backend)?;
             if changed == 0 {
                 let known: i64 = c
-                    .query_row(
+                    .query_row_cached(
                         "SELECT COUNT(*) FROM type_registrations WHERE token = ?1",
                         params![token],
                         |r| r.get(0),
@@ -2918,7 +2949,7 @@ impl cairn_store::TypeRegistry for SqliteStore {
     async fn registration(&self, token: &str) -> Result<Option<RegistrationRecord>, StoreError> {
         let token = token.to_string();
         self.run(move |c| {
-            c.query_row(
+            c.query_row_cached(
                 &format!("SELECT {REGISTRATION_COLUMNS} FROM type_registrations WHERE token = ?1"),
                 params![token],
                 registration_row,
@@ -2960,7 +2991,7 @@ impl cairn_store::TypeRegistry for SqliteStore {
     ) -> Result<Option<Vec<u8>>, StoreError> {
         let (t, v) = (type_name.to_string(), version_id.to_string());
         self.run(move |c| {
-            c.query_row(
+            c.query_row_cached(
                 "SELECT package FROM type_versions WHERE type_name = ?1 AND version_id = ?2",
                 params![t, v],
                 |r| r.get(0),
@@ -2981,7 +3012,7 @@ impl cairn_store::TypeRegistry for SqliteStore {
             if !live_version(c, &t, &v)?.0 {
                 return Err(StoreError::type_not_found(&t, &v));
             }
-            c.execute(
+            c.execute_cached(
                 "UPDATE type_versions SET is_default = (version_id = ?2) WHERE type_name = ?1 AND deprecated = 0",
                 params![t, v],
             )
@@ -3008,7 +3039,7 @@ impl cairn_store::TypeRegistry for SqliteStore {
                     version_id: v,
                 });
             }
-            c.execute(
+            c.execute_cached(
                 "UPDATE type_versions SET deprecated = 1, is_default = 0 WHERE type_name = ?1 AND version_id = ?2",
                 params![t, v],
             )
@@ -3020,7 +3051,7 @@ impl cairn_store::TypeRegistry for SqliteStore {
 
     async fn registry_generation(&self) -> Result<i64, StoreError> {
         self.run(|c| {
-            c.query_row(
+            c.query_row_cached(
                 "SELECT generation FROM type_registry_state WHERE id = 1",
                 [],
                 |r| r.get::<_, i64>(0),
@@ -3035,7 +3066,7 @@ impl cairn_store::TypeRegistry for SqliteStore {
     async fn set_type_configuration(&self, c: &TypeConfigurationRecord) -> Result<(), StoreError> {
         let c = c.clone();
         self.run(move |conn| {
-            conn.execute(
+            conn.execute_cached(
                 "INSERT INTO type_configurations (type_name, alias, configuration, updated_at) VALUES (?1, ?2, ?3, ?4) ON CONFLICT(type_name, alias) DO UPDATE SET configuration = ?3, updated_at = ?4",
                 params![c.type_name, c.alias, c.configuration, c.updated_at],
             )
@@ -3068,7 +3099,7 @@ impl cairn_store::TypeRegistry for SqliteStore {
 impl Store for SqliteStore {
     async fn ping(&self) -> Result<(), StoreError> {
         self.run(|c| {
-            c.query_row("SELECT 1", [], |r| r.get::<_, i64>(0))
+            c.query_row_cached("SELECT 1", [], |r| r.get::<_, i64>(0))
                 .map(|_| ())
                 .map_err(backend)
         })
