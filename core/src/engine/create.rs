@@ -267,10 +267,12 @@ impl Creates<'_> {
                 .as_ref()
                 .is_some_and(|p| p.action == CallKind::Signals)
         }) {
-            return self
-                .steps()
-                .resume_signal_wait(op, logical_id, r.clone(), CREATED)
-                .await;
+            // On the heap, as the wait itself (see `created_or_waiting`).
+            return Box::pin(
+                self.steps()
+                    .resume_signal_wait(op, logical_id, r.clone(), CREATED),
+            )
+            .await;
         }
         // A create recorded before (a crash, a cancellation) is taken up:
         // its outcome is learnt, it is not sent again.

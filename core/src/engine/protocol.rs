@@ -308,9 +308,11 @@ impl Protocol<'_> {
             no_echo: false,
             type_version: None,
         };
-        self.nested_stacks()
-            .nested_create_of(op, &member, launch, &context.request_id)
-            .await
+        Box::pin(
+            self.nested_stacks()
+                .nested_create_of(op, &member, launch, &context.request_id),
+        )
+        .await
     }
 
     /// A group member's delete: by its provider, or a nested stack member's
@@ -329,7 +331,7 @@ impl Protocol<'_> {
                 .await;
         }
         self.still_owner(op).await?;
-        self.nested_stacks().nested_delete(op, physical).await
+        Box::pin(self.nested_stacks().nested_delete(op, physical)).await
     }
 
     /// A delete sent to the provider serving `version` of
@@ -376,9 +378,12 @@ impl Protocol<'_> {
         attempt: Attempt,
     ) -> Result<CreateResult, ProviderError> {
         // A group's or nested stack's create is idempotent (found again by
-        // the name its request id gives): first or again, the same.
+        // the name its request id gives): first or again, the same. Its
+        // calls are on the heap (as are the update's and delete's): a nested
+        // stack's whole operation is a future of kilobytes that every
+        // resource's step would otherwise carry, and move, in flight.
         if let Some(served) = self.served_by_engine(&r.resource_type) {
-            return served.create(self, op, r, request_id).await;
+            return Box::pin(served.create(self, op, r, request_id)).await;
         }
         if let Some(id) = self.external_id_for(op, &r.logical_id)? {
             let t = self.provider_for(&r.resource_type, r.type_version.as_deref())?;
@@ -407,7 +412,7 @@ impl Protocol<'_> {
                 properties: change.properties,
                 old_properties: change.old_properties,
             };
-            return served.update(self, op, call).await;
+            return Box::pin(served.update(self, op, call)).await;
         }
         let context = self.context(op, &rec.logical_id, &rec.resource_type, request_id);
         self.provider_update(
@@ -490,7 +495,7 @@ impl Protocol<'_> {
         attempt: Attempt,
     ) -> Result<(), ProviderError> {
         if let Some(served) = self.served_by_engine(&r.resource_type) {
-            return served.delete(self, op, r, physical).await;
+            return Box::pin(served.delete(self, op, r, physical)).await;
         }
         let context = self.context(op, &r.logical_id, &r.resource_type, request_id);
         let call = (r.properties.clone(), r.type_version.as_deref());

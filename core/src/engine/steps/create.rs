@@ -130,9 +130,16 @@ impl Steps<'_> {
                 .await
             {
                 Ok(Some((wait, source))) => {
-                    return self
-                        .start_waiting(op, rec, created.clone(), (wait, source), ends)
-                        .await
+                    // On the heap: few resources wait for signals, and the
+                    // wait's future would make every create's larger.
+                    return Box::pin(self.start_waiting(
+                        op,
+                        rec,
+                        created.clone(),
+                        (wait, source),
+                        ends,
+                    ))
+                    .await;
                 }
                 Ok(None) => {}
                 Err(reason) => {

@@ -94,7 +94,9 @@ impl Steps<'_> {
     ) -> bool {
         if ledger.physical().is_none() {
             if let Some(p) = call::recorded(ledger.recorded(), CallKind::Create).cloned() {
-                match self.learn(op, callee, &p.request_id).await {
+                // On the heap: asking again is rare, and its future (a
+                // create's call) would make every delete's larger.
+                match Box::pin(self.learn(op, callee, &p.request_id)).await {
                     Learned::Made(made) => ledger.learnt(Some(made)),
                     Learned::Nothing => ledger.learnt(None),
                     Learned::Unknown(why) => {
