@@ -708,11 +708,14 @@ fn rollback_cleanup_failures_are_disassociated_too() {
 
 #[test]
 fn a_failed_update_cancels_creates_in_flight() {
-    // Run 34: I2's update fails while I3's create is in flight.
+    // Run 34: I2's update fails while I3's create is in flight. I2 fails
+    // 0.3 s into its call: failing at once, its failure could be recorded
+    // before I3's create was, and I3 was then never started (nothing sent,
+    // nothing to cancel), which is right but not this run.
     let s = scratch();
     let v1 =
         "Resources:\n  I2: {Type: Cairn::Test::Resource, Properties: {Name: i2, Value: micro}}\n";
-    let v2 = "Resources:\n  I2: {Type: Cairn::Test::Resource, Properties: {Name: i2, Value: small, Fail: update, FailMessage: gone}}\n  I3: {Type: Cairn::Test::Resource, Properties: {Name: i3, WaitSeconds: 1.5}}\n";
+    let v2 = "Resources:\n  I2: {Type: Cairn::Test::Resource, Properties: {Name: i2, Value: small, Fail: update, FailMessage: gone, WaitSeconds: 0.3}}\n  I3: {Type: Cairn::Test::Resource, Properties: {Name: i3, WaitSeconds: 1.5}}\n";
     assert_eq!(deploy(&s, "cx", v1, &[]).code(), 0);
     let before = count(&s, "cx");
     assert_eq!(deploy(&s, "cx", v2, &[]).code(), 1);
