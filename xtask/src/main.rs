@@ -103,10 +103,10 @@ fn test(args: &[String]) -> Result<ExitCode, String> {
     // (CPU 142 %); six, from 261 s to 224 s (206 s with the scaffolds'
     // dependencies built cold), and 239 s, all passing, with a busy loop
     // holding one of the two cores. The other tests run at two (the crash
-    // simulator explores four scenarios at once on threads of its own,
-    // which keep their timing). Every run
-    // selects the whole workspace, so features unify as in the build above
-    // and nothing is compiled again. A RUST_TEST_THREADS given wins.
+    // simulator explores four scenarios at once on threads of its own).
+    // Every run selects the whole workspace, so features unify as in the
+    // build above and nothing is compiled again. A RUST_TEST_THREADS given
+    // wins.
     let threads = std::env::var("RUST_TEST_THREADS").ok();
     let six = threads.clone().unwrap_or_else(|| "6".into());
     let two = threads.unwrap_or_else(|| "2".into());

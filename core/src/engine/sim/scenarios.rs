@@ -1287,6 +1287,11 @@ fn every_operation_survives_a_crash_at_every_write() {
         found.takeovers,
         found.problems.len()
     );
+    // A filter that matches nothing explores nothing: that is no pass.
+    assert!(
+        found.scenarios > 0,
+        "no scenario explored (CAIRN_SIM_ONLY matches none)"
+    );
     assert!(
         found.problems.is_empty(),
         "{} problems:\n{}",
