@@ -51,6 +51,8 @@ pub struct EngineConfig {
     /// engine on two cores keeps its state file's group commit full at
     /// 64 and gains nothing above; a custom-resource endpoint is further
     /// bounded by its own `[webhooks] max_concurrency`, 16 by default).
+    /// A resource holds its slot from its start until its call returns:
+    /// the outcome's durable write does not keep the next one waiting.
     pub max_concurrency: usize,
     /// Seconds a provider call may take before it fails with a timeout.
     pub call_timeout_seconds: u64,

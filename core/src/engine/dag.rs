@@ -3,12 +3,99 @@
 //! are ready than may run, the one with the longest chain of nodes still
 //! waiting on it starts first (critical path first), so a bound below the
 //! graph's width does not stretch the longest path.
+//!
+//! The bound is on provider calls, not on bookkeeping: a node starts
+//! holding one of the run's slots and gives it up when its provider call
+//! returns ([`calling`]); recording the call's outcome (a durable write
+//! the node still waits for before its successors may start) does not
+//! keep the next node waiting. A node that calls again takes a slot again
+//! first. With every slot's holder waiting for two commits (its intent's
+//! and its outcome's) instead of one, a 10,000-resource create on two
+//! cores ran at the group commit's pace of half the slots.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::stream::{FuturesUnordered, StreamExt};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+tokio::task_local! {
+    /// The slot of the node whose work is being polled (each node's work
+    /// is polled inside its own scope: the nodes of one run share a task).
+    static SLOT: Arc<Slot>;
+}
+
+/// A node's hold on one of its run's slots: from its start until its
+/// provider calls in flight have all returned.
+struct Slot {
+    slots: Arc<Semaphore>,
+    held: Mutex<Held>,
+}
+
+struct Held {
+    permit: Option<OwnedSemaphorePermit>,
+    calls: usize,
+}
+
+impl Slot {
+    fn holding(permit: OwnedSemaphorePermit, slots: &Arc<Semaphore>) -> Arc<Slot> {
+        Arc::new(Slot {
+            slots: slots.clone(),
+            held: Mutex::new(Held {
+                permit: Some(permit),
+                calls: 0,
+            }),
+        })
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, Held> {
+        self.held.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A call of the node begins: it holds a slot during it (taken again
+    /// when an earlier call gave the node's up). Calls of one node made at
+    /// once (a group's members) share its slot, as they always did.
+    async fn enter(self: &Arc<Self>) -> InCall {
+        let given_up = self.held().permit.is_none();
+        // The semaphore is never closed: an error cannot happen.
+        let taken = match given_up {
+            true => self.slots.clone().acquire_owned().await.ok(),
+            false => None,
+        };
+        let mut held = self.held();
+        if held.permit.is_none() {
+            held.permit = taken;
+        }
+        held.calls += 1;
+        InCall(self.clone())
+    }
+}
+
+/// A call in flight; when the node's last one returns (or is dropped), the
+/// node gives its slot up.
+struct InCall(Arc<Slot>);
+
+impl Drop for InCall {
+    fn drop(&mut self) {
+        let mut held = self.0.held();
+        held.calls -= 1;
+        if held.calls == 0 {
+            held.permit = None;
+        }
+    }
+}
+
+/// Runs a node's provider call holding one of its run's slots (see the
+/// module's comment); outside a run's node it is just `call`.
+pub(super) async fn calling<T>(call: impl Future<Output = T>) -> T {
+    let Ok(slot) = SLOT.try_with(Arc::clone) else {
+        return call.await;
+    };
+    let _in_call = slot.enter().await;
+    call.await
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -61,15 +148,24 @@ where
     let mut in_flight = vec![false; n];
     let mut failed = false;
     let mut stopped = false;
+    let slots = Arc::new(Semaphore::new(max_concurrency.max(1)));
+    // A slot given up while nodes were ready, waited for below.
+    let mut granted: Option<OwnedSemaphorePermit> = None;
     tokio::pin!(stop);
     loop {
         let halt = stopped || (failed && stop_on_failure);
-        while running.len() < max_concurrency.max(1) && !halt {
+        while !halt && !ready.is_empty() {
+            let Some(permit) = granted
+                .take()
+                .or_else(|| slots.clone().try_acquire_owned().ok())
+            else {
+                break;
+            };
             let Some((_, Reverse(i))) = ready.pop() else {
                 break;
             };
             in_flight[i] = true;
-            running.push(work(i));
+            running.push(SLOT.scope(Slot::holding(permit, &slots), work(i)));
         }
         if halt {
             drop(running);
@@ -87,6 +183,10 @@ where
                 continue;
             }
             next = running.next() => next,
+            permit = slots.clone().acquire_owned(), if !ready.is_empty() => {
+                granted = permit.ok();
+                continue;
+            }
         };
         let Some((i, ok)) = next else {
             break;
@@ -316,5 +416,121 @@ mod tests {
         .await;
         assert_eq!(out, vec![Outcome::Cancelled, Outcome::NotRun]);
         assert_eq!(*started.lock().unwrap(), vec![0]);
+    }
+
+    /// Runs `graph` within 10 s (a node waiting for a slot nobody gives up
+    /// would hang the test instead of failing it).
+    async fn within_a_while<F, Fut>(preds: &[Vec<usize>], bound: usize, work: F) -> Vec<Outcome>
+    where
+        F: Fn(usize) -> Fut,
+        Fut: Future<Output = (usize, bool)>,
+    {
+        let run = run(
+            preds,
+            vec![Outcome::NotRun; preds.len()],
+            bound,
+            true,
+            std::future::pending(),
+            work,
+        );
+        tokio::time::timeout(std::time::Duration::from_secs(10), run)
+            .await
+            .expect("the run ended (no node waited for a slot nobody gives up)")
+    }
+
+    /// One slot: node 0's call returns, then 0 waits for something only
+    /// node 1 does. 1 starts on the slot 0 gave up (it used to wait for 0's
+    /// whole work: both then waited for ever).
+    #[tokio::test]
+    async fn a_node_gives_its_slot_up_when_its_call_returns() {
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let (tx, rx) = (Mutex::new(Some(tx)), Mutex::new(Some(rx)));
+        let out = within_a_while(&[vec![], vec![]], 1, |i| {
+            let tx = if i == 1 {
+                tx.lock().unwrap().take()
+            } else {
+                None
+            };
+            let rx = if i == 0 {
+                rx.lock().unwrap().take()
+            } else {
+                None
+            };
+            async move {
+                if let Some(rx) = rx {
+                    calling(async {}).await;
+                    let _ = rx.await;
+                } else if let Some(tx) = tx {
+                    calling(async {}).await;
+                    let _ = tx.send(());
+                }
+                (i, true)
+            }
+        })
+        .await;
+        assert_eq!(out, vec![Outcome::Done; 2]);
+    }
+
+    /// Calls in flight never exceed the bound, however many nodes are
+    /// between calls or after their last; a node's second call takes a
+    /// slot again first.
+    #[tokio::test]
+    async fn calls_in_flight_stay_within_the_bound() {
+        use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+        let (calls, most_calls) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (nodes, most_nodes) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let preds = vec![vec![]; 24];
+        let out = within_a_while(&preds, 3, |i| {
+            let (calls, most_calls) = (calls.clone(), most_calls.clone());
+            let (nodes, most_nodes) = (nodes.clone(), most_nodes.clone());
+            async move {
+                most_nodes.fetch_max(nodes.fetch_add(1, SeqCst) + 1, SeqCst);
+                for _ in 0..2 {
+                    calling(async {
+                        most_calls.fetch_max(calls.fetch_add(1, SeqCst) + 1, SeqCst);
+                        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+                        calls.fetch_sub(1, SeqCst);
+                    })
+                    .await;
+                    // The outcome's bookkeeping, holding no slot.
+                    tokio::time::sleep(std::time::Duration::from_millis(4)).await;
+                }
+                nodes.fetch_sub(1, SeqCst);
+                (i, true)
+            }
+        })
+        .await;
+        assert_eq!(out, vec![Outcome::Done; 24]);
+        assert_eq!(most_calls.load(SeqCst), 3);
+        assert!(
+            most_nodes.load(SeqCst) > 3,
+            "nodes between calls kept their slots: at most {} at once",
+            most_nodes.load(SeqCst)
+        );
+    }
+
+    /// Calls one node makes at once (a group's members) share its slot:
+    /// with one slot, the second does not wait for the first to return.
+    #[tokio::test]
+    async fn calls_of_one_node_at_once_share_its_slot() {
+        let out = within_a_while(&[vec![]], 1, |i| async move {
+            let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+            let first = calling(async {
+                let _ = rx.await;
+            });
+            let second = calling(async {
+                let _ = tx.send(());
+            });
+            tokio::join!(first, second);
+            (i, true)
+        })
+        .await;
+        assert_eq!(out, vec![Outcome::Done]);
+    }
+
+    /// Outside a run's node a call holds no slot.
+    #[tokio::test]
+    async fn a_call_outside_a_run_is_just_made() {
+        assert_eq!(calling(async { 7 }).await, 7);
     }
 }

@@ -163,21 +163,27 @@ pub(crate) fn retained(
 
 impl Protocol<'_> {
     /// Bounds a provider call by `call_timeout_seconds`; `what` names it in the
-    /// timeout message ("creation", "update", "deletion").
+    /// timeout message ("creation", "update", "deletion"). Made by a node of
+    /// a stack operation, the call holds one of its `max_concurrency` slots
+    /// ([`super::dag::calling`]); the time limit starts once it has one.
     pub(super) async fn timed<T>(
         &self,
         what: &str,
         call: impl std::future::Future<Output = Result<T, ProviderError>>,
     ) -> Result<T, ProviderError> {
         let limit = Duration::from_secs(self.config.engine.call_timeout_seconds);
-        let started = std::time::Instant::now();
-        let result = match tokio::time::timeout(limit, call).await {
-            Ok(r) => r,
-            Err(_) => Err(ProviderError::timeout(format!(
-                "Resource {what} timed out after {} seconds",
-                limit.as_secs()
-            ))),
-        };
+        let (result, took) = super::dag::calling(async {
+            let started = std::time::Instant::now();
+            let result = match tokio::time::timeout(limit, call).await {
+                Ok(r) => r,
+                Err(_) => Err(ProviderError::timeout(format!(
+                    "Resource {what} timed out after {} seconds",
+                    limit.as_secs()
+                ))),
+            };
+            (result, started.elapsed())
+        })
+        .await;
         let outcome = match &result {
             Ok(_) => "ok".to_string(),
             Err(e) => e.kind.as_str().to_string(),
@@ -188,9 +194,7 @@ impl Protocol<'_> {
         if result.is_err() {
             span.record("otel.status_code", "ERROR");
         }
-        self.shared
-            .metrics
-            .provider_call(what, &outcome, started.elapsed());
+        self.shared.metrics.provider_call(what, &outcome, took);
         result
     }
 
