@@ -59,18 +59,15 @@ impl Core {
     /// by its `default` type configuration when one is set (SetTypeConfiguration's
     /// HookConfiguration wins over the hook's own properties).
     pub(super) async fn active_hooks(&self) -> Result<Vec<HookDefinition>, StoreError> {
-        let configured: std::collections::BTreeMap<String, String> = self
-            .store
-            .type_configurations()
-            .await?
+        // Asked at once: the store answers both together.
+        let (configurations, versions) =
+            tokio::try_join!(self.store.type_configurations(), self.store.type_versions())?;
+        let configured: std::collections::BTreeMap<String, String> = configurations
             .into_iter()
             .filter(|c| c.alias == crate::type_registry::DEFAULT_ALIAS)
             .map(|c| (c.type_name, c.configuration))
             .collect();
-        Ok(self
-            .store
-            .type_versions()
-            .await?
+        Ok(versions
             .into_iter()
             .filter(|v| v.kind == RegistryTypeKind::Hook && v.is_default && !v.deprecated)
             .filter_map(|v| {

@@ -210,6 +210,10 @@ struct Op {
     /// operation's first phase ([`Core::rows_or_read`]): nothing of the
     /// operation has written a row yet then, so a read would give the same.
     loaded_rows: std::sync::Mutex<Option<Vec<ResourceRecord>>>,
+    /// The operation's record as the load read it, taken by `drive`: only
+    /// its trace context (`trace_operation`) may have been written since,
+    /// which `drive` does not read.
+    loaded_operation: std::sync::Mutex<Option<Option<OperationRecord>>>,
 }
 
 /// What may end an operation's work early besides a lost lease: a
@@ -682,7 +686,21 @@ impl Core {
     /// the update's other template.
     async fn load(&self, stack: &StackRecord, lease: Lease) -> Result<Op, EngineError> {
         let sctx = stack_context(&self.config, &stack.stack_name, &stack.stack_id);
-        let operation = self.store.operation(&stack.stack_id).await?;
+        // The rows are read and decoded on the store's side while this
+        // thread parses: a large stack's delete waits for the longer of the
+        // two, not their sum.
+        let rows = {
+            let (store, stack_id) = (self.store.clone(), stack.stack_id.clone());
+            tokio::spawn(async move { store.resources(&stack_id).await })
+        };
+        // The other reads an operation starts with, asked at once: the
+        // store answers them together (one transaction of SQLite's writer,
+        // not one after another).
+        let (operation, exports, hooks) = tokio::try_join!(
+            self.store.operation(&stack.stack_id),
+            self.store.exports(),
+            self.active_hooks(),
+        )?;
         let (this, other) = match &operation {
             Some(o)
                 if matches!(
@@ -705,14 +723,11 @@ impl Core {
             .into_iter()
             .flatten()
             .any(|s| resolve::reads_stack_outputs(&s.template_body, &s.context));
-        let results = Results::new(self.exports_map(reads).await?);
-        // The rows are read and decoded on the store's side while this
-        // thread parses: a large stack's delete waits for the longer of the
-        // two, not their sum.
-        let rows = {
-            let (store, stack_id) = (self.store.clone(), stack.stack_id.clone());
-            tokio::spawn(async move { store.resources(&stack_id).await })
-        };
+        let mut shared = resolve::exported(exports);
+        if reads {
+            resolve::add_stack_outputs(self.store.as_ref(), &mut shared).await?;
+        }
+        let results = Results::new(shared);
         let template = self.parsed.parse(&this.template_body, &this.context)?;
         let params = ParameterValues::resolve(&template.parameters, &this.parameters)?;
         let conditions = Evaluator::new(&template, &params, &sctx, &results)?
@@ -786,9 +801,10 @@ impl Core {
             recorded_digests,
             state: this,
             update,
-            hooks: self.active_hooks().await?,
+            hooks,
             reported: std::sync::Mutex::new(reported),
             loaded_rows: std::sync::Mutex::new(Some(rows)),
+            loaded_operation: std::sync::Mutex::new(Some(operation)),
         })
     }
 
@@ -1340,7 +1356,11 @@ impl Engine {
         // The rows the load read serve a create's or a delete's first
         // phase; nothing else keeps them.
         let loaded_rows = op.loaded_rows.lock().ok().and_then(|mut rows| rows.take());
-        let operation = self.store.operation(&op.stack.stack_id).await?;
+        let loaded = op.loaded_operation.lock().ok().and_then(|mut o| o.take());
+        let operation = match loaded {
+            Some(operation) => operation,
+            None => self.store.operation(&op.stack.stack_id).await?,
+        };
         let options = operation
             .as_ref()
             .map(|o| OperationOptions::from_value(&o.options))

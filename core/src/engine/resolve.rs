@@ -35,15 +35,25 @@ pub(super) async fn shared_values(
     store: &dyn Store,
     with_outputs: bool,
 ) -> Result<HashMap<String, String>, StoreError> {
-    let mut values: HashMap<String, String> = store
-        .exports()
-        .await?
-        .into_iter()
-        .map(|(n, v, _)| (n, v))
-        .collect();
-    if !with_outputs {
-        return Ok(values);
+    let mut values = exported(store.exports().await?);
+    if with_outputs {
+        add_stack_outputs(store, &mut values).await?;
     }
+    Ok(values)
+}
+
+/// The exports as the store lists them (name, value, exporting stack),
+/// by name.
+pub(super) fn exported(exports: Vec<(String, String, String)>) -> HashMap<String, String> {
+    exports.into_iter().map(|(n, v, _)| (n, v)).collect()
+}
+
+/// Adds every live stack's outputs that have a value to `values` (see
+/// [`shared_values`]).
+pub(super) async fn add_stack_outputs(
+    store: &dyn Store,
+    values: &mut HashMap<String, String>,
+) -> Result<(), StoreError> {
     for stack in store.list_stacks().await? {
         if stack.status == crate::stack::StackStatus::DeleteComplete {
             continue;
@@ -54,7 +64,7 @@ pub(super) async fn shared_values(
             }
         }
     }
-    Ok(values)
+    Ok(())
 }
 
 /// A created resource as evaluation sees it: physical id and attributes.
