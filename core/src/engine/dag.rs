@@ -9,9 +9,10 @@
 //! returns ([`calling`]); recording the call's outcome (a durable write
 //! the node still waits for before its successors may start) does not
 //! keep the next node waiting. A node that calls again takes a slot again
-//! first. With every slot's holder waiting for two commits (its intent's
-//! and its outcome's) instead of one, a 10,000-resource create on two
-//! cores ran at the group commit's pace of half the slots.
+//! first. When each slot's holder waited for two commits (its intent's and
+//! its outcome's), the engine and the store's writer took turns: 500
+//! resources created and deleted through `cairn serve` now make 17 % fewer
+//! WAL writes and take 7–9 % less CPU.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
