@@ -33,6 +33,9 @@ tokio::task_local! {
 struct Slot {
     slots: Arc<Semaphore>,
     held: Mutex<Held>,
+    /// Held by the one call of the node taking a slot again; the node's
+    /// other calls starting meanwhile wait for it, then share the slot.
+    taking: tokio::sync::Mutex<()>,
 }
 
 struct Held {
@@ -48,6 +51,7 @@ impl Slot {
                 permit: Some(permit),
                 calls: 0,
             }),
+            taking: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -59,18 +63,26 @@ impl Slot {
     /// when an earlier call gave the node's up). Calls of one node made at
     /// once (a group's members) share its slot, as they always did.
     async fn enter(self: &Arc<Self>) -> InCall {
-        let given_up = self.held().permit.is_none();
-        // The semaphore is never closed: an error cannot happen.
-        let taken = match given_up {
-            true => self.slots.clone().acquire_owned().await.ok(),
-            false => None,
-        };
-        let mut held = self.held();
-        if held.permit.is_none() {
-            held.permit = taken;
+        if !self.join() {
+            let _taking = self.taking.lock().await;
+            if !self.join() {
+                // The semaphore is never closed: an error cannot happen.
+                let taken = self.slots.clone().acquire_owned().await.ok();
+                let mut held = self.held();
+                held.permit = taken;
+                held.calls += 1;
+            }
         }
-        held.calls += 1;
         InCall(self.clone())
+    }
+
+    /// Counts a call in when the node holds its slot; says whether it did.
+    fn join(&self) -> bool {
+        let mut held = self.held();
+        if held.permit.is_some() {
+            held.calls += 1;
+        }
+        held.permit.is_some()
     }
 }
 
@@ -510,23 +522,60 @@ mod tests {
         );
     }
 
+    /// Two calls of one node at once, the first returning only once the
+    /// second has started.
+    async fn two_calls_the_first_waiting_for_the_second() {
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let first = calling(async {
+            let _ = rx.await;
+        });
+        let second = calling(async {
+            let _ = tx.send(());
+        });
+        tokio::join!(first, second);
+    }
+
     /// Calls one node makes at once (a group's members) share its slot:
-    /// with one slot, the second does not wait for the first to return.
+    /// with one slot, the second does not wait for the first to return,
+    /// also after the node gave its slot up in an earlier call (a free
+    /// slot; the case of a slot that must be waited for is the next test).
     #[tokio::test]
     async fn calls_of_one_node_at_once_share_its_slot() {
-        let out = within_a_while(&[vec![]], 1, |i| async move {
-            let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-            let first = calling(async {
-                let _ = rx.await;
-            });
-            let second = calling(async {
-                let _ = tx.send(());
-            });
-            tokio::join!(first, second);
+        for earlier_call in [false, true] {
+            let out = within_a_while(&[vec![]], 1, |i| async move {
+                if earlier_call {
+                    calling(async {}).await;
+                }
+                two_calls_the_first_waiting_for_the_second().await;
+                (i, true)
+            })
+            .await;
+            assert_eq!(out, vec![Outcome::Done], "earlier call: {earlier_call}");
+        }
+    }
+
+    /// One slot; node 0 gives it up after a call, node 1 takes it for a
+    /// call of 20 ms, and meanwhile node 0 starts two calls at once, the
+    /// first waiting for the second: both wait for the slot, the first
+    /// takes it when node 1's call returns and the second shares it (it
+    /// used to wait in the slots' queue for a slot of its own, which the
+    /// first held until the second had started: for ever).
+    #[tokio::test]
+    async fn a_node_taking_its_slot_again_shares_it_with_its_calls_waiting() {
+        let out = within_a_while(&[vec![], vec![]], 1, |i| async move {
+            let pause = |ms| tokio::time::sleep(std::time::Duration::from_millis(ms));
+            if i == 1 {
+                calling(pause(20)).await;
+                return (i, true);
+            }
+            calling(async {}).await;
+            // Node 1 is in its call now.
+            pause(5).await;
+            two_calls_the_first_waiting_for_the_second().await;
             (i, true)
         })
         .await;
-        assert_eq!(out, vec![Outcome::Done]);
+        assert_eq!(out, vec![Outcome::Done; 2]);
     }
 
     /// Outside a run's node a call holds no slot.
